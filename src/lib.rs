@@ -1,1 +1,11 @@
-pub fn placeholder() {}
+//! Live InFlightOperations: a Kubernetes aggregated API server that shows every operation in
+//! flight in a cluster, detected by CEL rules in OperationRuleSets and served from memory.
+//!
+//! Pipeline: `ruleset` (compile) → `watch` (dynamic watchers) → `evaluate` → `track` (debounce)
+//! → `index` → `api` (behind `auth`). `dev` is the local real cluster used by the demo and tests.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod dev;
+pub mod server;

@@ -1,1 +1,95 @@
-fn main() {}
+//! `ifo-apiserver`: the live InFlightOperations server and its tools. Wiring only.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use ifo::config::ServeArgs;
+use ifo::dev::{Cluster, User};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "ifo-apiserver",
+    version,
+    about = "Live InFlightOperations: every operation in flight, served through the Kubernetes aggregation layer"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the live API (what the Deployment runs).
+    Serve(ServeArgs),
+    /// Start a local real cluster (etcd + kube-apiserver) with this server registered, for trying it out.
+    Dev {
+        /// Where to put the cluster's files (default: the system temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("LOG_LEVEL").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::Serve(args) => runtime()?.block_on(ifo::server::serve(args)),
+        Command::Dev { dir } => dev(dir),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The local cluster is started on the main thread: its processes live as long as that thread.
+fn dev(dir: Option<PathBuf>) -> Result<()> {
+    let cluster = Cluster::start(dir.as_deref()).context("starting the local cluster")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let args = ServeArgs {
+        bind_address: "127.0.0.1".parse()?,
+        secure_port: port,
+        tls_cert_file: cluster.serving.cert_file.clone(),
+        tls_private_key_file: cluster.serving.key_file.clone(),
+        kubeconfig: Some(cluster.kubeconfig(User::Server)),
+        ..ServeArgs::defaults()
+    };
+    let rt = runtime()?;
+    let server = rt.spawn(ifo::server::serve(args));
+    cluster.register_apiservice(port)?;
+    cluster.wait_apiservice_available(Duration::from_secs(60))?;
+    println!("\nThe local cluster is up and live.ifo.kubevirt.io is served by this process.\n");
+    println!(
+        "  export KUBECONFIG={}",
+        cluster.kubeconfig(User::Admin).display()
+    );
+    println!("  alias kubectl={}", cluster.binaries.kubectl.display());
+    println!("  kubectl get ifos -A -w\n");
+    println!("Press Ctrl-C to stop everything.");
+    rt.block_on(async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => Ok(()),
+            result = server => result.context("server task")?,
+        }
+    })?;
+    drop(cluster);
+    Ok(())
+}

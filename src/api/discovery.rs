@@ -1,0 +1,145 @@
+//! Discovery documents for `live.ifo.kubevirt.io/v1alpha1`. Static: built once at start, so the
+//! aggregator's availability check and discovery refresh (5 s deadlines, every minute) are answered
+//! in microseconds and never depend on the index or on remote calls.
+
+use openssl::sha::sha256;
+use serde_json::{Value, json};
+
+pub const GROUP: &str = "live.ifo.kubevirt.io";
+pub const VERSION: &str = "v1alpha1";
+pub const GROUP_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
+
+/// One resource the server serves.
+pub struct Resource {
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+}
+
+pub const INFLIGHT_OPERATIONS: Resource = Resource {
+    plural: "inflightoperations",
+    singular: "inflightoperation",
+    kind: "InFlightOperation",
+    namespaced: true,
+    short_names: &["ifo", "ifos"],
+};
+
+pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
+    plural: "inflightclusteroperations",
+    singular: "inflightclusteroperation",
+    kind: "InFlightClusterOperation",
+    namespaced: false,
+    short_names: &["ifco", "ifcos"],
+};
+
+pub const RESOURCES: [&Resource; 2] = [&INFLIGHT_OPERATIONS, &INFLIGHT_CLUSTER_OPERATIONS];
+const VERBS: [&str; 3] = ["get", "list", "watch"];
+const CATEGORIES: [&str; 1] = ["inflight"];
+
+/// A serialized document and its entity tag.
+pub struct Document {
+    pub body: Vec<u8>,
+    pub etag: String,
+}
+
+impl Document {
+    fn new(value: Value) -> Document {
+        let body = serde_json::to_vec(&value).expect("discovery documents serialize");
+        let etag = format!("\"{}\"", hex(&sha256(&body)));
+        Document { body, etag }
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every discovery document, built once.
+pub struct Discovery {
+    pub resource_list: Document,
+    pub group: Document,
+    pub group_list: Document,
+    pub aggregated_v2: Document,
+    pub aggregated_v2beta1: Document,
+}
+
+fn group_version_for_discovery() -> Value {
+    json!({"groupVersion": GROUP_VERSION, "version": VERSION})
+}
+
+fn aggregated(api_version: &str) -> Value {
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .map(|r| {
+            json!({
+                "resource": r.plural,
+                "responseKind": {"group": GROUP, "version": VERSION, "kind": r.kind},
+                "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": r.singular,
+                "verbs": VERBS,
+                "shortNames": r.short_names,
+                "categories": CATEGORIES,
+            })
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": api_version,
+        "metadata": {},
+        "items": [{
+            "metadata": {"name": GROUP},
+            "versions": [{"version": VERSION, "resources": resources, "freshness": "Current"}],
+        }],
+    })
+}
+
+impl Discovery {
+    pub fn new() -> Discovery {
+        let resources: Vec<Value> = RESOURCES
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.plural,
+                    "singularName": r.singular,
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": VERBS,
+                    "shortNames": r.short_names,
+                    "categories": CATEGORIES,
+                })
+            })
+            .collect();
+        let group = json!({
+            "name": GROUP,
+            "versions": [group_version_for_discovery()],
+            "preferredVersion": group_version_for_discovery(),
+        });
+        Discovery {
+            resource_list: Document::new(json!({
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": GROUP_VERSION,
+                "resources": resources,
+            })),
+            group: Document::new({
+                let mut g = group.clone();
+                g["kind"] = json!("APIGroup");
+                g["apiVersion"] = json!("v1");
+                g
+            }),
+            group_list: Document::new(
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}),
+            ),
+            aggregated_v2: Document::new(aggregated("apidiscovery.k8s.io/v2")),
+            aggregated_v2beta1: Document::new(aggregated("apidiscovery.k8s.io/v2beta1")),
+        }
+    }
+}
+
+impl Default for Discovery {
+    fn default() -> Self {
+        Discovery::new()
+    }
+}

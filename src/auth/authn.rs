@@ -1,0 +1,259 @@
+//! Authentication, as k8s.io/apiserver does it for an aggregated server: identity headers from
+//! the verified front-proxy certificate (whose CN is allowed), else a bearer token checked by
+//! TokenReview, else 401. Identity headers from anyone else are removed, never read.
+
+use super::cache::ReviewCache;
+use super::tls::PeerCertificates;
+use super::{RequestHeaderConfig, UserInfo};
+use http::HeaderMap;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use openssl::nid::Nid;
+use openssl::x509::X509;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub const AUTHENTICATED: &str = "system:authenticated";
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AuthError {
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("authentication failed: {0}")]
+    Internal(String),
+}
+
+pub struct Authenticator {
+    trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    client: Client,
+    tokens: ReviewCache<[u8; 32], Option<UserInfo>>,
+}
+
+fn common_name(der: &[u8]) -> Option<String> {
+    let cert = X509::from_der(der).ok()?;
+    let cn = cert.subject_name().entries_by_nid(Nid::COMMONNAME).next()?;
+    String::from_utf8(cn.data().as_slice().to_vec()).ok()
+}
+
+fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// `%`-decoding of extra keys: the aggregator escapes them so any key fits in a header name.
+fn unescape(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&key[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
+    if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.to_string());
+    }
+    groups
+}
+
+/// Identity from request headers, or `None` if the request does not carry a user name.
+fn from_headers(headers: &HeaderMap, trust: &RequestHeaderConfig) -> Option<UserInfo> {
+    let name = trust
+        .username_headers
+        .iter()
+        .find_map(|h| header_values(headers, h).next())?
+        .to_string();
+    let uid = trust
+        .uid_headers
+        .iter()
+        .find_map(|h| header_values(headers, h).next())
+        .map(str::to_string);
+    let groups = trust
+        .group_headers
+        .iter()
+        .flat_map(|h| header_values(headers, h).map(str::to_string))
+        .collect();
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (hname, value) in headers {
+        let lower = hname.as_str();
+        for prefix in &trust.extra_prefixes {
+            let prefix = prefix.to_ascii_lowercase();
+            if let Some(rest) = lower.strip_prefix(&prefix) {
+                if let Ok(v) = value.to_str() {
+                    extra.entry(unescape(rest)).or_default().push(v.to_string());
+                }
+            }
+        }
+    }
+    Some(UserInfo {
+        name,
+        uid,
+        groups: with_authenticated(groups),
+        extra,
+    })
+}
+
+/// Removes every identity header, so nothing downstream can read an untrusted one.
+fn strip(headers: &mut HeaderMap, trust: &RequestHeaderConfig) {
+    let fixed = ["x-remote-user", "x-remote-uid", "x-remote-group"];
+    let configured = trust
+        .username_headers
+        .iter()
+        .chain(&trust.uid_headers)
+        .chain(&trust.group_headers)
+        .map(|h| h.to_ascii_lowercase());
+    for h in fixed.iter().map(|s| s.to_string()).chain(configured) {
+        headers.remove(h.as_str());
+    }
+    let prefixes: Vec<String> = trust
+        .extra_prefixes
+        .iter()
+        .map(|p| p.to_ascii_lowercase())
+        .chain(["x-remote-extra-".to_string()])
+        .collect();
+    let doomed: Vec<_> = headers
+        .keys()
+        .filter(|k| prefixes.iter().any(|p| k.as_str().starts_with(p.as_str())))
+        .cloned()
+        .collect();
+    for k in doomed {
+        headers.remove(k);
+    }
+}
+
+impl Authenticator {
+    pub fn new(trust: watch::Receiver<Arc<RequestHeaderConfig>>, client: Client) -> Self {
+        Authenticator {
+            trust,
+            client,
+            tokens: ReviewCache::new(Duration::from_secs(10), 4096),
+        }
+    }
+
+    /// Authenticates a request and strips its identity headers.
+    pub async fn authenticate(
+        &self,
+        headers: &mut HeaderMap,
+        peer: &PeerCertificates,
+    ) -> Result<UserInfo, AuthError> {
+        let trust = self.trust.borrow().clone();
+        // The chain was verified against the front-proxy CA during the TLS handshake.
+        let proxied = peer.0.first().is_some_and(|leaf| {
+            trust.allowed_names.is_empty()
+                || common_name(leaf).is_some_and(|cn| trust.allowed_names.contains(&cn))
+        });
+        let from_proxy = if proxied {
+            from_headers(headers, &trust)
+        } else {
+            None
+        };
+        strip(headers, &trust);
+        if let Some(user) = from_proxy {
+            return Ok(user);
+        }
+        let token = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        headers.remove(http::header::AUTHORIZATION);
+        match token {
+            Some(token) => self
+                .review_token(token)
+                .await?
+                .ok_or(AuthError::Unauthorized),
+            None => Err(AuthError::Unauthorized),
+        }
+    }
+
+    async fn review_token(&self, token: String) -> Result<Option<UserInfo>, AuthError> {
+        let key = openssl::sha::sha256(token.as_bytes());
+        let client = self.client.clone();
+        self.tokens
+            .get_or_fetch(key, || async move {
+                let review = TokenReview {
+                    spec: TokenReviewSpec {
+                        token,
+                        audiences: None,
+                    },
+                    ..Default::default()
+                };
+                let api: Api<TokenReview> = Api::all(client);
+                let answer = api
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .map_err(|e| AuthError::Internal(e.to_string()))?;
+                let status = answer.status.unwrap_or_default();
+                if status.authenticated != Some(true) {
+                    return Ok(None);
+                }
+                let user = status.user.unwrap_or_default();
+                Ok(Some(UserInfo {
+                    name: user.username.unwrap_or_default(),
+                    uid: user.uid,
+                    groups: with_authenticated(user.groups.unwrap_or_default()),
+                    extra: user.extra.unwrap_or_default().into_iter().collect(),
+                }))
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trust() -> RequestHeaderConfig {
+        RequestHeaderConfig {
+            client_ca: vec![],
+            allowed_names: vec!["front-proxy-client".into()],
+            username_headers: vec!["X-Remote-User".into()],
+            uid_headers: vec![],
+            group_headers: vec!["X-Remote-Group".into()],
+            extra_prefixes: vec!["X-Remote-Extra-".into()],
+        }
+    }
+
+    #[test]
+    fn headers_give_all_groups_decoded_extras_and_system_authenticated() {
+        let mut h = HeaderMap::new();
+        h.insert("x-remote-user", "alice".parse().unwrap());
+        h.append("x-remote-group", "team-a".parse().unwrap());
+        h.append("x-remote-group", "a,b".parse().unwrap());
+        h.append(
+            "x-remote-extra-scopes.example.com%2fkey",
+            "v1".parse().unwrap(),
+        );
+        let u = from_headers(&h, &trust()).unwrap();
+        assert_eq!(u.name, "alice");
+        assert_eq!(u.groups, vec!["team-a", "a,b", AUTHENTICATED]);
+        assert_eq!(u.extra["scopes.example.com/key"], vec!["v1"]);
+        strip(&mut h, &trust());
+        assert!(h.is_empty(), "identity headers must be removed: {h:?}");
+    }
+
+    #[test]
+    fn no_user_header_means_not_authenticated_by_headers() {
+        let mut h = HeaderMap::new();
+        h.insert("x-remote-group", "system:masters".parse().unwrap());
+        assert!(from_headers(&h, &trust()).is_none());
+    }
+}

@@ -1,0 +1,103 @@
+//! The aggregation layer's trust settings, published by kube-apiserver in the ConfigMap
+//! `kube-system/extension-apiserver-authentication`. Watched, so a rotated front-proxy CA or
+//! changed allowed names take effect without a restart.
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+const NAMESPACE: &str = "kube-system";
+const NAME: &str = "extension-apiserver-authentication";
+
+/// How to recognise and read a request forwarded by the aggregator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestHeaderConfig {
+    /// CAs that sign the front-proxy client certificate (never the cluster CA).
+    pub client_ca: Vec<CertificateDer<'static>>,
+    /// Accepted certificate common names; empty means any certificate the CA signed.
+    pub allowed_names: Vec<String>,
+    pub username_headers: Vec<String>,
+    pub uid_headers: Vec<String>,
+    pub group_headers: Vec<String>,
+    pub extra_prefixes: Vec<String>,
+}
+
+/// Values are PEM, or JSON arrays of strings.
+fn strings(cm: &ConfigMap, key: &str) -> Result<Vec<String>> {
+    match cm.data.as_ref().and_then(|d| d.get(key)) {
+        None => Ok(Vec::new()),
+        Some(v) if v.trim().is_empty() => Ok(Vec::new()),
+        Some(v) => serde_json::from_str(v).with_context(|| format!("{key} is not a JSON list")),
+    }
+}
+
+impl RequestHeaderConfig {
+    pub fn from_config_map(cm: &ConfigMap) -> Result<RequestHeaderConfig> {
+        let pem = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("requestheader-client-ca-file"))
+            .context("requestheader-client-ca-file is missing: kube-apiserver runs without --requestheader-client-ca-file, so the aggregation layer cannot be trusted")?;
+        let client_ca = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .context("requestheader-client-ca-file is not valid PEM")?;
+        if client_ca.is_empty() {
+            bail!("requestheader-client-ca-file holds no certificate");
+        }
+        Ok(RequestHeaderConfig {
+            client_ca,
+            allowed_names: strings(cm, "requestheader-allowed-names")?,
+            username_headers: strings(cm, "requestheader-username-headers")?,
+            uid_headers: strings(cm, "requestheader-uid-headers")?,
+            group_headers: strings(cm, "requestheader-group-headers")?,
+            extra_prefixes: strings(cm, "requestheader-extra-headers-prefix")?,
+        })
+    }
+}
+
+/// Reads the ConfigMap once (an error if it can't: serving without it would trust nobody or
+/// everybody), then follows its changes in the background.
+pub async fn watch_request_header_config(
+    client: Client,
+) -> Result<watch::Receiver<Arc<RequestHeaderConfig>>> {
+    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
+    let cm = api
+        .get(NAME)
+        .await
+        .with_context(|| format!("reading ConfigMap {NAMESPACE}/{NAME}"))?;
+    let initial = RequestHeaderConfig::from_config_map(&cm)?;
+    let (tx, rx) = watch::channel(Arc::new(initial));
+    tokio::spawn(async move {
+        let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
+        let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
+                    match RequestHeaderConfig::from_config_map(&cm) {
+                        Ok(new) if **tx.borrow() != new => {
+                            tracing::info!(configmap = NAME, "front-proxy trust settings changed");
+                            tx.send_replace(Arc::new(new));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!(configmap = NAME, error = %e, "ignoring an invalid update; keeping the previous trust settings")
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(configmap = NAME, error = %e, "watch failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+    Ok(rx)
+}

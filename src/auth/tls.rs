@@ -1,0 +1,128 @@
+//! TLS for the API: our serving certificate, and optional client certificates verified against
+//! the front-proxy CA only. A client without a certificate (a probe, a bearer-token caller) is
+//! accepted and authenticated by other means; a certificate from any other CA fails the handshake,
+//! so nothing but the aggregator can ever present front-proxy identity.
+
+use super::RequestHeaderConfig;
+use anyhow::{Context, Result};
+use axum::middleware::AddExtension;
+use axum_server::accept::{Accept, DefaultAcceptor};
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use futures::future::BoxFuture;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_rustls::server::TlsStream;
+use tower::Layer;
+
+/// The verified certificate chain the client presented (empty when it presented none).
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+/// Builds the rustls configuration for the current trust settings.
+pub fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+    trust: &RequestHeaderConfig,
+) -> Result<Arc<ServerConfig>> {
+    let certs = CertificateDer::pem_file_iter(cert_file)
+        .with_context(|| format!("reading {}", cert_file.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing {}", cert_file.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .with_context(|| format!("reading {}", key_file.display()))?;
+    let mut roots = RootCertStore::empty();
+    for ca in &trust.client_ca {
+        roots
+            .add(ca.clone())
+            .context("adding a front-proxy CA certificate")?;
+    }
+    let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+        .allow_unauthenticated()
+        .build()
+        .context("building the client certificate verifier")?;
+    let mut config = ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .context("loading the serving certificate")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Rebuilds the TLS configuration when the trust settings change or the serving certificate
+/// files are replaced (checked every few seconds), so rotations need no restart.
+pub fn spawn_reloader(
+    tls: RustlsConfig,
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    mut trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+) {
+    tokio::spawn(async move {
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let stamp = |c: &Path, k: &Path| (modified(c), modified(k));
+        let mut last: (Option<SystemTime>, Option<SystemTime>) = stamp(&cert_file, &key_file);
+        loop {
+            let trust_changed = tokio::select! {
+                changed = trust.changed() => { if changed.is_err() { return; } true }
+                _ = tokio::time::sleep(Duration::from_secs(5)) => false,
+            };
+            let now = stamp(&cert_file, &key_file);
+            if !trust_changed && now == last {
+                continue;
+            }
+            last = now;
+            let current = trust.borrow_and_update().clone();
+            match server_config(&cert_file, &key_file, &current) {
+                Ok(config) => {
+                    tls.reload_from_config(config);
+                    tracing::info!(cert = %cert_file.display(), "TLS configuration reloaded");
+                }
+                Err(e) => tracing::error!(
+                    error = format!("{e:#}"),
+                    "keeping the previous TLS configuration"
+                ),
+            }
+        }
+    });
+}
+
+/// Accepts TLS connections and hands each request the client's verified certificates.
+#[derive(Clone)]
+pub struct PeerCertAcceptor {
+    inner: RustlsAcceptor<DefaultAcceptor>,
+}
+
+impl PeerCertAcceptor {
+    pub fn new(config: RustlsConfig) -> Self {
+        PeerCertAcceptor {
+            inner: RustlsAcceptor::new(config).handshake_timeout(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
+    type Stream = TlsStream<TcpStream>;
+    type Service = AddExtension<S, PeerCertificates>;
+    type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let handshake = self.inner.accept(stream, service);
+        Box::pin(async move {
+            let (stream, service) = handshake.await?;
+            let certs = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                .unwrap_or_default();
+            let service = axum::Extension(PeerCertificates(Arc::new(certs))).layer(service);
+            Ok((stream, service))
+        })
+    }
+}

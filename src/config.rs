@@ -1,0 +1,102 @@
+//! Settings of `ifo-apiserver serve`, from flags or the environment, validated at start: a bad
+//! value stops the server with a message naming it, never a panic.
+
+use clap::Args;
+use jiff::SignedDuration;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// A non-negative duration written as `30s`, `2m`, `1h30m` or bare seconds (`30`).
+pub fn parse_duration(s: &str) -> Result<SignedDuration, String> {
+    let s = s.trim();
+    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse::<i64>()
+            .map(SignedDuration::from_secs)
+            .map_err(|e| e.to_string())?
+    } else {
+        s.parse::<SignedDuration>().map_err(|_| {
+            format!("{s:?} is not a duration (examples: 30s, 2m, 1h30m, or seconds as a number)")
+        })?
+    };
+    if d.is_negative() {
+        return Err(format!("{s:?} is negative"));
+    }
+    Ok(d)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "BIND_ADDRESS", default_value = "127.0.0.1")]
+    pub bind_address: IpAddr,
+    /// HTTPS port.
+    #[arg(long, env = "SECURE_PORT", default_value_t = 8443)]
+    pub secure_port: u16,
+    /// Serving certificate (PEM). Its SANs must include `<service>.<namespace>.svc`.
+    #[arg(long, env = "TLS_CERT_FILE")]
+    pub tls_cert_file: PathBuf,
+    /// Serving key (PEM).
+    #[arg(long, env = "TLS_PRIVATE_KEY_FILE")]
+    pub tls_private_key_file: PathBuf,
+    /// Kubeconfig to reach kube-apiserver; default: in-cluster config, then $KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG_FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long an operation stays Active after its rule stops matching, before it completes.
+    #[arg(long, env = "DEBOUNCE_THRESHOLD", default_value = "30s", value_parser = parse_duration)]
+    pub debounce_threshold: SignedDuration,
+    /// Timeout of each call to kube-apiserver.
+    #[arg(long, env = "K8S_API_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub k8s_api_timeout: SignedDuration,
+    /// Keep completed operations for COMPLETED_RETENTION instead of removing them at once.
+    #[arg(long, env = "RETAIN_COMPLETED_IFOS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub retain_completed_ifos: bool,
+    /// How long completed operations are kept when RETAIN_COMPLETED_IFOS is true.
+    #[arg(long, env = "COMPLETED_RETENTION", default_value = "15m", value_parser = parse_duration)]
+    pub completed_retention: SignedDuration,
+    /// Most completed operations kept at once; the oldest go first.
+    #[arg(long, env = "MAX_COMPLETED_IFOS", default_value_t = 10_000)]
+    pub max_completed_ifos: usize,
+    /// Retry interval after a failed watch or status write.
+    #[arg(long, env = "REQUEUE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub requeue_interval: SignedDuration,
+    /// Watch events kept for watches that resume from a resourceVersion.
+    #[arg(long, env = "EVENT_HISTORY", default_value_t = 10_000)]
+    pub event_history: usize,
+    /// Events a single watcher may fall behind before it is cut with 410 Expired.
+    #[arg(long, env = "WATCH_BUFFER", default_value_t = 1_000)]
+    pub watch_buffer: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_units_and_bare_seconds_and_reject_garbage() {
+        assert_eq!(parse_duration("30s"), Ok(SignedDuration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(SignedDuration::from_secs(120)));
+        assert_eq!(parse_duration("1h30m"), Ok(SignedDuration::from_secs(5400)));
+        assert_eq!(parse_duration("45"), Ok(SignedDuration::from_secs(45)));
+        assert_eq!(parse_duration("0"), Ok(SignedDuration::ZERO));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}
+
+impl ServeArgs {
+    /// The defaults of every flag, for callers that start the server in-process.
+    pub fn defaults() -> ServeArgs {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        use clap::Parser;
+        Wrapper::parse_from(["serve", "--tls-cert-file=", "--tls-private-key-file="]).args
+    }
+}

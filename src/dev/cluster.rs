@@ -1,0 +1,482 @@
+//! A real, local Kubernetes control plane: etcd and kube-apiserver on loopback with RBAC and the
+//! aggregation layer configured, users with certificates and tokens, the project's CRDs installed,
+//! and the live API registered as an APIService pointing at a server on this machine.
+
+use super::binaries::Binaries;
+use super::pki::{KeyPair, Usage, service_account_key};
+use super::process::Process;
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Namespace and name of the Service the APIService points at.
+pub const SERVICE_NAMESPACE: &str = "ifo-system";
+pub const SERVICE_NAME: &str = "ifo-apiserver";
+/// The identity the server runs as (what RBAC in `deploy/` binds).
+pub const SERVER_USER: &str = "system:serviceaccount:ifo-system:ifo-apiserver";
+
+/// The users a cluster is made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum User {
+    /// `admin`, group `system:masters`.
+    Admin,
+    /// `alice`, group `team-a`; bearer token `alice-token`.
+    Alice,
+    /// `bob`, no groups and no rights; bearer token `bob-token`.
+    Bob,
+    /// The server's own identity.
+    Server,
+}
+
+impl User {
+    pub const ALL: [User; 4] = [User::Admin, User::Alice, User::Bob, User::Server];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            User::Admin => "admin",
+            User::Alice => "alice",
+            User::Bob => "bob",
+            User::Server => SERVER_USER,
+        }
+    }
+
+    fn groups(self) -> &'static [&'static str] {
+        match self {
+            User::Admin => &["system:masters"],
+            User::Alice => &["team-a"],
+            User::Bob => &[],
+            User::Server => &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:ifo-system",
+            ],
+        }
+    }
+
+    fn file_stem(self) -> &'static str {
+        match self {
+            User::Server => "server",
+            other => other.name(),
+        }
+    }
+
+    /// The bearer token kube-apiserver accepts for this user, if it has one.
+    pub fn token(self) -> Option<&'static str> {
+        match self {
+            User::Alice => Some("alice-token"),
+            User::Bob => Some("bob-token"),
+            _ => None,
+        }
+    }
+}
+
+/// The certificate our server serves with, and the CA that the APIService's `caBundle` names.
+pub struct ServingCert {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub ca_pem: Vec<u8>,
+}
+
+pub struct Cluster {
+    dir: PathBuf,
+    keep_dir: bool,
+    // Field order is drop order: the controllers stop first, etcd last.
+    controllers: Option<Process>,
+    apiserver: Process,
+    etcd: Process,
+    pub binaries: Binaries,
+    pub url: String,
+    pub serving: ServingCert,
+    cluster_ca_pem: Vec<u8>,
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+fn write(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))
+}
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+impl Cluster {
+    /// Starts a control plane in a new directory under `parent` (the system temp dir if `None`).
+    ///
+    /// Blocking. Call it from a thread that outlives the cluster (the main thread, or a thread kept
+    /// alive for the whole test binary): the child processes are tied to the starting thread's life.
+    pub fn start(parent: Option<&Path>) -> Result<Cluster> {
+        let binaries = Binaries::ensure()?;
+        let parent = parent
+            .map(Path::to_path_buf)
+            .unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&parent)?;
+        let dir = parent.join(format!(
+            "ifo-cluster-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let started = Instant::now();
+
+        // PKI.
+        let cluster_ca = KeyPair::new_ca("ifo-local-cluster-ca")?;
+        let front_proxy_ca = KeyPair::new_ca("ifo-local-front-proxy-ca")?;
+        let serving_ca = KeyPair::new_ca("ifo-local-serving-ca")?;
+        let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let apiserver_cert = cluster_ca.issue(
+            "kube-apiserver",
+            &[],
+            Usage::Server {
+                dns: &[
+                    "localhost",
+                    "kubernetes",
+                    "kubernetes.default",
+                    "kubernetes.default.svc",
+                ],
+                ips: &[IpAddr::V4(Ipv4Addr::LOCALHOST), "10.0.0.1".parse()?],
+            },
+        )?;
+        let front_proxy_client = front_proxy_ca.issue("front-proxy-client", &[], Usage::Client)?;
+        let svc_dns = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc");
+        let svc_short = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}");
+        let svc_full = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc.cluster.local");
+        let server_cert = serving_ca.issue(
+            SERVICE_NAME,
+            &[],
+            Usage::Server {
+                dns: &[&svc_dns, &svc_short, &svc_full, "localhost"],
+                ips: &loopback,
+            },
+        )?;
+        let (sa_key, sa_pub) = service_account_key()?;
+
+        let pki = dir.join("pki");
+        std::fs::create_dir_all(&pki)?;
+        write(&pki.join("ca.crt"), &cluster_ca.cert_pem)?;
+        write(&pki.join("front-proxy-ca.crt"), &front_proxy_ca.cert_pem)?;
+        write(&pki.join("apiserver.crt"), &apiserver_cert.cert_pem)?;
+        write(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
+        write(
+            &pki.join("front-proxy-client.crt"),
+            &front_proxy_client.cert_pem,
+        )?;
+        write(
+            &pki.join("front-proxy-client.key"),
+            &front_proxy_client.key_pem,
+        )?;
+        write(&pki.join("sa.key"), &sa_key)?;
+        write(&pki.join("sa.pub"), &sa_pub)?;
+        write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
+        write(&pki.join("serving.key"), &server_cert.key_pem)?;
+        let mut tokens = String::new();
+        for user in User::ALL {
+            if let Some(token) = user.token() {
+                tokens.push_str(&format!(
+                    "{token},{},{},\"{}\"\n",
+                    user.name(),
+                    user.name(),
+                    user.groups().join(",")
+                ));
+            }
+        }
+        write(&pki.join("tokens.csv"), tokens)?;
+
+        // etcd.
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut etcd_cmd = Command::new(&binaries.etcd);
+        etcd_cmd
+            .arg("--name=local")
+            .arg(format!("--data-dir={}", dir.join("etcd").display()))
+            .arg(format!("--listen-client-urls={etcd_url}"))
+            .arg(format!("--advertise-client-urls={etcd_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=local={peer_url}"))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        let etcd = Process::spawn("etcd", etcd_cmd, &dir.join("etcd.log"))?;
+
+        // kube-apiserver.
+        let port = free_port()?;
+        let p = |name: &str| pki.join(name).display().to_string();
+        let mut api_cmd = Command::new(&binaries.kube_apiserver);
+        api_cmd
+            .arg(format!("--etcd-servers={etcd_url}"))
+            .arg(format!("--secure-port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg(format!("--service-account-key-file={}", p("sa.pub")))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                p("sa.key")
+            ))
+            .arg(format!("--client-ca-file={}", p("ca.crt")))
+            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
+            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
+            .arg("--authorization-mode=RBAC")
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg(format!("--token-auth-file={}", p("tokens.csv")))
+            .arg(format!(
+                "--requestheader-client-ca-file={}",
+                p("front-proxy-ca.crt")
+            ))
+            .arg("--requestheader-allowed-names=front-proxy-client")
+            .arg("--requestheader-username-headers=X-Remote-User")
+            .arg("--requestheader-group-headers=X-Remote-Group")
+            .arg("--requestheader-extra-headers-prefix=X-Remote-Extra-")
+            .arg(format!(
+                "--proxy-client-cert-file={}",
+                p("front-proxy-client.crt")
+            ))
+            .arg(format!(
+                "--proxy-client-key-file={}",
+                p("front-proxy-client.key")
+            ))
+            .arg("--enable-aggregator-routing=false")
+            .arg("--endpoint-reconciler-type=none")
+            .arg(format!(
+                "--cert-dir={}",
+                dir.join("apiserver-certs").display()
+            ));
+        let apiserver = Process::spawn("kube-apiserver", api_cmd, &dir.join("kube-apiserver.log"))?;
+
+        let mut cluster = Cluster {
+            controllers: None,
+            dir,
+            keep_dir: std::env::var_os("IFO_KEEP_CLUSTER_DIR").is_some(),
+            apiserver,
+            etcd,
+            binaries,
+            url: format!("https://127.0.0.1:{port}"),
+            serving: ServingCert {
+                cert_file: pki.join("serving.crt"),
+                key_file: pki.join("serving.key"),
+                ca_pem: serving_ca.cert_pem.clone(),
+            },
+            cluster_ca_pem: cluster_ca.cert_pem.clone(),
+        };
+        for user in User::ALL {
+            let cert = cluster_ca.issue(user.name(), user.groups(), Usage::Client)?;
+            cluster.write_kubeconfig(user, &cert)?;
+        }
+        cluster.wait_ready(Duration::from_secs(90))?;
+        cluster.start_controllers()?;
+        cluster.install_base()?;
+        tracing::info!(
+            url = %cluster.url,
+            dir = %cluster.dir.display(),
+            seconds = started.elapsed().as_secs_f32(),
+            "local control plane ready"
+        );
+        Ok(cluster)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn kubeconfig(&self, user: User) -> PathBuf {
+        self.dir
+            .join(format!("kubeconfig-{}.json", user.file_stem()))
+    }
+
+    fn write_kubeconfig(&self, user: User, cert: &KeyPair) -> Result<()> {
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.url,
+                "certificate-authority-data": b64(&self.cluster_ca_pem),
+            }}],
+            "users": [{"name": user.name(), "user": {
+                "client-certificate-data": b64(&cert.cert_pem),
+                "client-key-data": b64(&cert.key_pem),
+            }}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user.name()}}],
+            "current-context": "local",
+        });
+        write(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
+    }
+
+    /// A `kubectl` command for `user`.
+    pub fn kubectl(&self, user: User) -> Command {
+        let mut cmd = Command::new(&self.binaries.kubectl);
+        cmd.env("KUBECONFIG", self.kubeconfig(user));
+        cmd
+    }
+
+    /// Runs kubectl as `user` and returns its stdout; an error with stderr if it fails.
+    pub fn kubectl_run(&self, user: User, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        let mut cmd = self.kubectl(user);
+        cmd.args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().context("running kubectl")?;
+        if let Some(input) = stdin {
+            child.stdin.take().unwrap().write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `kubectl apply` of YAML/JSON text as admin.
+    pub fn apply(&self, manifest: &str) -> Result<()> {
+        self.kubectl_run(User::Admin, &["apply", "-f", "-"], Some(manifest))
+            .map(|_| ())
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.etcd.check_running()?;
+            self.apiserver.check_running()?;
+            let ok = self
+                .kubectl(User::Admin)
+                .args(["get", "--raw", "/readyz"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "kube-apiserver not ready after {timeout:?}; last lines of its log:\n{}",
+                    self.apiserver.log_tail(30)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Only the controllers a user of this project relies on: ClusterRole aggregation (so `view`,
+    /// `edit` and `admin` include the live API) and namespace deletion. Nothing drives subjects:
+    /// tests do that by patching `/status`.
+    fn start_controllers(&mut self) -> Result<()> {
+        let mut cmd = Command::new(&self.binaries.kube_controller_manager);
+        cmd.arg(format!(
+            "--kubeconfig={}",
+            self.kubeconfig(User::Admin).display()
+        ))
+        .arg("--controllers=clusterrole-aggregation,namespace")
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg("--secure-port=0")
+        .arg("--use-service-account-credentials=false");
+        self.controllers = Some(Process::spawn(
+            "kube-controller-manager",
+            cmd,
+            &self.dir.join("kube-controller-manager.log"),
+        )?);
+        Ok(())
+    }
+
+    /// The project's CRDs and RBAC from `deploy/`, and the test CRDs for subjects.
+    fn install_base(&self) -> Result<()> {
+        let source = super::binaries::source_dir();
+        for path in [
+            source.join("deploy/crds"),
+            source.join("deploy/rbac"),
+            source.join("tests/cluster/crds"),
+        ] {
+            self.kubectl_run(
+                User::Admin,
+                &["apply", "--server-side", "-f", &path.display().to_string()],
+                None,
+            )?;
+        }
+        self.kubectl_run(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd",
+                "--all",
+            ],
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Points the live API at a server listening on loopback `port`: an ExternalName Service that
+    /// resolves to `localhost`, and the APIService with our serving CA.
+    pub fn register_apiservice(&self, port: u16) -> Result<()> {
+        self.apply(&format!(
+            r#"{{"apiVersion":"v1","kind":"List","items":[
+{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{SERVICE_NAME}","namespace":"{SERVICE_NAMESPACE}"}},
+  "spec":{{"type":"ExternalName","externalName":"localhost","ports":[{{"name":"https","port":{port},"protocol":"TCP"}}]}}}},
+{{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{{"name":"v1alpha1.live.ifo.kubevirt.io"}},
+  "spec":{{"group":"live.ifo.kubevirt.io","version":"v1alpha1","groupPriorityMinimum":2000,"versionPriority":100,
+    "service":{{"namespace":"{SERVICE_NAMESPACE}","name":"{SERVICE_NAME}","port":{port}}},
+    "caBundle":"{}"}}}}]}}"#,
+            b64(&self.serving.ca_pem)
+        ))
+    }
+
+    /// Waits for the APIService to report `Available=True`.
+    pub fn wait_apiservice_available(&self, timeout: Duration) -> Result<()> {
+        self.kubectl_run(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Available",
+                &format!("--timeout={}s", timeout.as_secs()),
+                "apiservice/v1alpha1.live.ifo.kubevirt.io",
+            ],
+            None,
+        )
+        .map(|_| ())
+        .with_context(|| {
+            format!(
+                "the APIService did not become Available; kube-apiserver log tail:\n{}",
+                self.apiserver.log_tail(20)
+            )
+        })
+    }
+
+    /// The end of kube-apiserver's log, for error messages.
+    pub fn apiserver_log_tail(&self, lines: usize) -> String {
+        self.apiserver.log_tail(lines)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(c) = self.controllers.as_mut() {
+            c.stop(Duration::from_secs(5));
+        }
+        self.apiserver.stop(Duration::from_secs(5));
+        self.etcd.stop(Duration::from_secs(5));
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Certificates for a local control plane, made with openssl: a cluster CA, a front-proxy CA (kept
+//! apart from the cluster CA, as the aggregation layer requires), serving certificates and client
+//! certificates whose CN/O become Kubernetes user names and groups.
+
+use anyhow::{Context, Result};
+use openssl::asn1::Asn1Time;
+use openssl::bn::{BigNum, MsbOption};
+use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use openssl::rsa::Rsa;
+use openssl::x509::extension::{
+    AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName,
+    SubjectKeyIdentifier,
+};
+use openssl::x509::{X509, X509NameBuilder};
+use std::net::IpAddr;
+
+/// A certificate with its private key, both PEM-encoded.
+#[derive(Clone)]
+pub struct KeyPair {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    cert: X509,
+    key: PKey<Private>,
+}
+
+/// What a certificate is for; decides key usage and extended key usage.
+pub enum Usage<'a> {
+    /// TLS server for these DNS names and IP addresses.
+    Server {
+        dns: &'a [&'a str],
+        ips: &'a [IpAddr],
+    },
+    /// TLS client; Kubernetes reads the user from CN and the groups from O.
+    Client,
+}
+
+fn new_key() -> Result<PKey<Private>> {
+    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1)?;
+    Ok(PKey::from_ec_key(EcKey::generate(&group)?)?)
+}
+
+fn serial() -> Result<openssl::asn1::Asn1Integer> {
+    let mut bn = BigNum::new()?;
+    bn.rand(127, MsbOption::MAYBE_ZERO, false)?;
+    Ok(bn.to_asn1_integer()?)
+}
+
+fn finish(cert: X509, key: PKey<Private>) -> Result<KeyPair> {
+    Ok(KeyPair {
+        cert_pem: cert.to_pem()?,
+        key_pem: key.private_key_to_pem_pkcs8()?,
+        cert,
+        key,
+    })
+}
+
+impl KeyPair {
+    /// A self-signed certificate authority.
+    pub fn new_ca(common_name: &str) -> Result<KeyPair> {
+        let key = new_key()?;
+        let mut name = X509NameBuilder::new()?;
+        name.append_entry_by_nid(Nid::COMMONNAME, common_name)?;
+        let name = name.build();
+        let mut b = X509::builder()?;
+        b.set_version(2)?;
+        b.set_serial_number(&*serial()?)?;
+        b.set_subject_name(&name)?;
+        b.set_issuer_name(&name)?;
+        b.set_pubkey(&key)?;
+        b.set_not_before(&*Asn1Time::days_from_now(0)?)?;
+        b.set_not_after(&*Asn1Time::days_from_now(3650)?)?;
+        b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
+        b.append_extension(
+            KeyUsage::new()
+                .critical()
+                .key_cert_sign()
+                .crl_sign()
+                .digital_signature()
+                .build()?,
+        )?;
+        let ski = SubjectKeyIdentifier::new().build(&b.x509v3_context(None, None))?;
+        b.append_extension(ski)?;
+        b.sign(&key, MessageDigest::sha256())?;
+        finish(b.build(), key).context("making a CA certificate")
+    }
+
+    /// A leaf certificate signed by this CA.
+    pub fn issue(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+        usage: Usage,
+    ) -> Result<KeyPair> {
+        let key = new_key()?;
+        let mut name = X509NameBuilder::new()?;
+        for org in organizations {
+            name.append_entry_by_nid(Nid::ORGANIZATIONNAME, org)?;
+        }
+        name.append_entry_by_nid(Nid::COMMONNAME, common_name)?;
+        let name = name.build();
+        let mut b = X509::builder()?;
+        b.set_version(2)?;
+        b.set_serial_number(&*serial()?)?;
+        b.set_subject_name(&name)?;
+        b.set_issuer_name(self.cert.subject_name())?;
+        b.set_pubkey(&key)?;
+        // Backdated a little: the processes reading it may start in the same second.
+        b.set_not_before(&*Asn1Time::from_unix(
+            jiff::Timestamp::now().as_second() - 3600,
+        )?)?;
+        b.set_not_after(&*Asn1Time::days_from_now(365)?)?;
+        b.append_extension(BasicConstraints::new().critical().build()?)?;
+        b.append_extension(
+            KeyUsage::new()
+                .critical()
+                .digital_signature()
+                .key_encipherment()
+                .build()?,
+        )?;
+        match usage {
+            Usage::Server { dns, ips } => {
+                b.append_extension(ExtendedKeyUsage::new().server_auth().build()?)?;
+                let mut san = SubjectAlternativeName::new();
+                for d in dns {
+                    san.dns(d);
+                }
+                for ip in ips {
+                    san.ip(&ip.to_string());
+                }
+                let san = san.build(&b.x509v3_context(Some(&self.cert), None))?;
+                b.append_extension(san)?;
+            }
+            Usage::Client => {
+                b.append_extension(ExtendedKeyUsage::new().client_auth().build()?)?;
+            }
+        }
+        let aki = AuthorityKeyIdentifier::new()
+            .keyid(true)
+            .build(&b.x509v3_context(Some(&self.cert), None))?;
+        b.append_extension(aki)?;
+        b.sign(&self.key, MessageDigest::sha256())?;
+        finish(b.build(), key).with_context(|| format!("issuing a certificate for {common_name}"))
+    }
+}
+
+/// An RSA key pair for service-account token signing (PEM private key, PEM public key).
+pub fn service_account_key() -> Result<(Vec<u8>, Vec<u8>)> {
+    let rsa = Rsa::generate(2048)?;
+    Ok((rsa.private_key_to_pem()?, rsa.public_key_to_pem()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openssl::x509::X509StoreContext;
+    use openssl::x509::store::X509StoreBuilder;
+
+    #[test]
+    fn leaf_verifies_against_its_ca_only() {
+        let ca = KeyPair::new_ca("test-ca").unwrap();
+        let other = KeyPair::new_ca("other-ca").unwrap();
+        let leaf = ca.issue("alice", &["team-a"], Usage::Client).unwrap();
+        let verify = |ca: &KeyPair| {
+            let mut store = X509StoreBuilder::new().unwrap();
+            store.add_cert(ca.cert.clone()).unwrap();
+            let store = store.build();
+            let chain = openssl::stack::Stack::new().unwrap();
+            let mut ctx = X509StoreContext::new().unwrap();
+            ctx.init(&store, &leaf.cert, &chain, |c| c.verify_cert())
+                .unwrap()
+        };
+        assert!(verify(&ca));
+        assert!(!verify(&other));
+        let cn = leaf
+            .cert
+            .subject_name()
+            .entries_by_nid(Nid::COMMONNAME)
+            .next()
+            .unwrap();
+        assert_eq!(cn.data().as_slice(), b"alice");
+    }
+}

@@ -1,0 +1,90 @@
+//! Child processes of the local control plane. Each one is stopped when its handle drops, and the
+//! kernel stops it too if the thread that started it dies (PR_SET_PDEATHSIG), so a crashed or
+//! interrupted test run leaves nothing behind.
+
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Process {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `cmd`, sending its output to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Process> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
+        Ok(Process {
+            name: name.to_string(),
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the process has exited, with the end of its log.
+    pub fn check_running(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!(
+                "{} exited ({status}); last lines of {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_tail(40)
+            );
+        }
+        Ok(())
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        // SAFETY: sending a signal to our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
