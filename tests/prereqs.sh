@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Checks (and where possible installs) what building and testing the project needs: a Rust
+# toolchain, the Go toolchain (for the pinned control plane), and OpenSSL headers with pkg-config.
+# Sourced by the run and test commands; stops with a clear message when something is missing.
+
+ifo_prereqs() {
+  local missing=()
+  command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust 1.89 or newer: https://rustup.rs)")
+  command -v go >/dev/null 2>&1 || missing+=("go (Go 1.26 or newer: https://go.dev/dl) to build kube-apiserver, kubectl and etcd")
+  if ! pkg-config --exists openssl 2>/dev/null; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "installing OpenSSL headers and pkg-config (Debian packages libssl-dev, pkg-config)" >&2
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
+    fi
+    pkg-config --exists openssl 2>/dev/null || missing+=("OpenSSL headers and pkg-config (Debian: apt-get install libssl-dev pkg-config)")
+  fi
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "error: missing prerequisites:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    return 1
+  fi
+}

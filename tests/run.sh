@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests, the rules library's cases, and the end-to-end tests against a real
+# kube-apiserver + etcd built from the pinned Kubernetes release (cached after the first run).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/prereqs.sh
+ifo_prereqs
+
+# Build (or find in the cache) the control plane first, so its build output is not mixed into test output.
+controlplane="$(bash tests/cluster/build-controlplane.sh)"
+export IFO_CONTROLPLANE_DIR="$controlplane"
+
+cargo build --locked --all-targets
+cargo test --locked -- --test-threads=4
