@@ -1,6 +1,15 @@
 //! The HTTP API: discovery and the live resources, behind the `auth` layer.
 
+pub mod continue_token;
 pub mod discovery;
+pub mod duration;
+pub mod fields;
+mod goquote;
+pub mod labels;
+pub mod negotiate;
+pub mod selector;
+pub mod status;
+pub mod validation;
 
 use axum::Router;
 use axum::body::Body;
@@ -9,7 +18,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use discovery::{Discovery, Document, GROUP, GROUP_VERSION};
-use serde_json::json;
+use negotiate::DiscoveryFormat;
+use status::ApiError;
 use std::sync::Arc;
 
 /// Everything the handlers read.
@@ -69,35 +79,21 @@ fn document(doc: &Document, content_type: &str, headers: &HeaderMap) -> Response
         .expect("static response")
 }
 
-/// `/apis`: aggregated discovery when asked for, else the legacy group list.
+/// `/apis`: aggregated discovery when asked for, else the legacy group list, else 406.
 async fn apis(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Response {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
-    let wants = |v: &str| {
-        accept.split(',').any(|m| {
-            let params: Vec<&str> = m.split(';').map(str::trim).collect();
-            params.contains(&"g=apidiscovery.k8s.io")
-                && params.contains(&"as=APIGroupDiscoveryList")
-                && params.contains(&v)
-        })
-    };
     let d = &state.discovery;
-    if wants("v=v2") {
-        document(
-            &d.aggregated_v2,
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-            &headers,
-        )
-    } else if wants("v=v2beta1") {
-        document(
-            &d.aggregated_v2beta1,
-            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
-            &headers,
-        )
-    } else {
-        document(&d.group_list, "application/json", &headers)
+    let accept = negotiate::accept_header(&headers);
+    match negotiate::negotiate_discovery(accept.as_deref()) {
+        Ok(format @ DiscoveryFormat::AggregatedV2) => {
+            document(&d.aggregated_v2, format.content_type(), &headers)
+        }
+        Ok(format @ DiscoveryFormat::AggregatedV2Beta1) => {
+            document(&d.aggregated_v2beta1, format.content_type(), &headers)
+        }
+        Ok(format @ DiscoveryFormat::Legacy) => {
+            document(&d.group_list, format.content_type(), &headers)
+        }
+        Err(_) => ApiError::not_acceptable().into_response(),
     }
 }
 
@@ -109,24 +105,23 @@ async fn resource_list(State(state): State<Arc<ApiState>>, headers: HeaderMap) -
     document(&state.discovery.resource_list, "application/json", &headers)
 }
 
-/// A Kubernetes `Status` response.
-pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code.as_u16(),
-    });
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status_code(),
+            [(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)],
+            self.to_json(),
+        )
+            .into_response();
+        if let Some(seconds) = self.retry_after_seconds() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, seconds.into());
+        }
+        response
+    }
 }
 
 async fn not_found() -> Response {
-    status_response(
-        StatusCode::NOT_FOUND,
-        "NotFound",
-        "the server could not find the requested resource",
-    )
+    ApiError::PathNotFound.into_response()
 }

@@ -2,12 +2,11 @@
 
 use super::tls::PeerCertificates;
 use super::{Attributes, AuthError, Authenticator, Authorizer, Decision};
-use crate::api::status_response;
+use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
 use axum::Extension;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 pub struct Guard {
@@ -15,8 +14,8 @@ pub struct Guard {
     pub authorizer: Authorizer,
 }
 
-fn forbidden_message(user: &str, attrs: &Attributes, reason: &str) -> String {
-    let base = match attrs {
+fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
+    let (verb, target) = match attrs {
         Attributes::Resource {
             verb,
             group,
@@ -24,28 +23,26 @@ fn forbidden_message(user: &str, attrs: &Attributes, reason: &str) -> String {
             namespace,
             name,
             ..
-        } => {
-            let scope = match namespace {
-                Some(ns) => format!("in the namespace \"{ns}\""),
-                None => "at the cluster scope".to_string(),
-            };
-            let target = match name {
-                Some(n) => format!("{resource}.{group} \"{n}\""),
-                None => format!("{resource}.{group}"),
-            };
-            format!(
-                "{target} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}"
-            )
-        }
-        Attributes::NonResource { verb, path } => {
-            format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\"")
-        }
+        } => (
+            verb.clone(),
+            ForbiddenTarget::Resource {
+                resource: GroupResource::new(group.clone(), resource.clone()),
+                subresource: String::new(),
+                namespace: namespace.clone().unwrap_or_default(),
+                name: name.clone().unwrap_or_default(),
+            },
+        ),
+        Attributes::NonResource { verb, path } => (
+            verb.clone(),
+            ForbiddenTarget::NonResource { path: path.clone() },
+        ),
     };
-    if reason.is_empty() {
-        base
-    } else {
-        format!("{base}: {reason}")
-    }
+    ApiError::Forbidden(Forbidden {
+        user: user.to_string(),
+        verb,
+        target,
+        reason,
+    })
 }
 
 pub async fn guard(
@@ -61,16 +58,10 @@ pub async fn guard(
         .await
     {
         Ok(user) => user,
-        Err(AuthError::Unauthorized) => {
-            return status_response(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
-        }
+        Err(AuthError::Unauthorized) => return ApiError::Unauthorized.into_response(),
         Err(e @ AuthError::Internal(_)) => {
             tracing::error!(error = %e, "authentication failed");
-            return status_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                &e.to_string(),
-            );
+            return ApiError::Internal(e.to_string()).into_response();
         }
     };
     let attrs = Attributes::from_request(req.method(), req.uri().path(), req.uri().query());
@@ -78,15 +69,11 @@ pub async fn guard(
         Ok(Decision::Allow) => {}
         Ok(Decision::Deny(reason)) => {
             tracing::debug!(user = %user.name, ?attrs, "forbidden");
-            return status_response(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                &forbidden_message(&user.name, &attrs, &reason),
-            );
+            return forbidden(&user.name, &attrs, reason).into_response();
         }
         Err(e) => {
             tracing::error!(user = %user.name, ?attrs, error = %e, "authorization failed");
-            return status_response(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", &e);
+            return ApiError::Internal(e).into_response();
         }
     }
     req.extensions_mut().insert(user);

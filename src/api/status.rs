@@ -1,0 +1,696 @@
+//! Kubernetes `Status` error bodies (`metav1.Status`), as apimachinery `api/errors` builds them.
+//!
+//! Clients branch on `reason` and `code` (kube-rs relists on `410 Expired`, client-go retries a
+//! `504 Timeout` after `retryAfterSeconds`, kubectl prints `Error from server (<reason>):
+//! <message>`), so each error carries the same reason, code, message wording and `details` as
+//! kube-apiserver's. The HTTP status of the response must equal [`ApiError::code`], with
+//! `Content-Type: application/json`, and a `Retry-After` header when
+//! [`ApiError::retry_after_seconds`] is set.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::goquote::go_quote;
+
+/// A group and resource (`inflightoperations` in `live.ifo.kubevirt.io`), displayed as
+/// `resource.group` (just `resource` for the core group), as `schema.GroupResource`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct GroupResource {
+    pub group: String,
+    pub resource: String,
+}
+
+impl GroupResource {
+    pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
+        Self {
+            group: group.into(),
+            resource: resource.into(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.group.is_empty() && self.resource.is_empty()
+    }
+}
+
+impl fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// What a denied request tried to reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForbiddenTarget {
+    /// A resource request. `namespace` empty means cluster scope (e.g. `kubectl get -A`);
+    /// `name` empty means a collection (unless a `metadata.name` field selector named one).
+    Resource {
+        resource: GroupResource,
+        subresource: String,
+        namespace: String,
+        name: String,
+    },
+    /// A non-resource path such as `/openapi/v2`.
+    NonResource { path: String },
+}
+
+/// An authorization denial, rendered like the apiserver's authorization filter
+/// (`responsewriters.Forbidden`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forbidden {
+    /// The user name as authenticated.
+    pub user: String,
+    /// The authorization verb (`get`, `list`, `watch`, ...).
+    pub verb: String,
+    pub target: ForbiddenTarget,
+    /// The authorizer's reason (SubjectAccessReview `status.reason`); appended after `: `
+    /// when not empty.
+    pub reason: String,
+}
+
+impl Forbidden {
+    fn message(&self) -> String {
+        let who = go_quote(&self.user);
+        let verb = &self.verb;
+        let inner = match &self.target {
+            ForbiddenTarget::NonResource { path } => {
+                format!("User {who} cannot {verb} path {}", go_quote(path))
+            }
+            ForbiddenTarget::Resource {
+                resource,
+                subresource,
+                namespace,
+                ..
+            } => {
+                let mut res = resource.resource.clone();
+                if !subresource.is_empty() {
+                    res = format!("{res}/{subresource}");
+                }
+                let group = go_quote(&resource.group);
+                if namespace.is_empty() {
+                    format!(
+                        "User {who} cannot {verb} resource {} in API group {group} at the cluster scope",
+                        go_quote(&res)
+                    )
+                } else {
+                    format!(
+                        "User {who} cannot {verb} resource {} in API group {group} in the namespace {}",
+                        go_quote(&res),
+                        go_quote(namespace)
+                    )
+                }
+            }
+        };
+        // The apiserver escapes HTML metacharacters of this part (it echoes the request).
+        let inner = inner
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        let err = if self.reason.is_empty() {
+            inner
+        } else {
+            format!("{inner}: {}", self.reason)
+        };
+        let (gr, name) = self.group_resource_and_name();
+        if gr.is_empty() {
+            format!("forbidden: {err}")
+        } else if name.is_empty() {
+            format!("{gr} is forbidden: {err}")
+        } else {
+            format!("{gr} {} is forbidden: {err}", go_quote(name))
+        }
+    }
+
+    fn group_resource_and_name(&self) -> (GroupResource, &str) {
+        match &self.target {
+            ForbiddenTarget::Resource { resource, name, .. } => (resource.clone(), name),
+            ForbiddenTarget::NonResource { .. } => (GroupResource::default(), ""),
+        }
+    }
+}
+
+/// An error the API answers with a `Status` body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// 400 `BadRequest`: invalid selector, parameter or continue token.
+    BadRequest(String),
+    /// 401 `Unauthorized`: no acceptable credentials.
+    Unauthorized,
+    /// 403 `Forbidden`.
+    Forbidden(Forbidden),
+    /// 404 `NotFound` for a named object.
+    NotFound {
+        resource: GroupResource,
+        name: String,
+    },
+    /// 404 `NotFound` for a path the server does not serve.
+    PathNotFound,
+    /// 405 `MethodNotAllowed`: `verb` (e.g. `create`) is not supported on `resource`.
+    MethodNotAllowed {
+        resource: GroupResource,
+        verb: String,
+    },
+    /// 406 `NotAcceptable`: no acceptable media type; `accepted` lists what is served.
+    NotAcceptable { accepted: Vec<String> },
+    /// 410 `Expired`: a watch resourceVersion older than the retained history. `oldest` is
+    /// the oldest resourceVersion a watch can still start from.
+    TooOldResourceVersion { requested: u64, oldest: u64 },
+    /// 410 `Expired` with a custom message (e.g. a watcher that fell too far behind).
+    Expired(String),
+    /// 410 `Expired`: a `continue` token whose snapshot is gone. `continue_token`, when set,
+    /// lets the client finish the listing inconsistently (sent as `metadata.continue`).
+    ContinueExpired { continue_token: Option<String> },
+    /// 504 `Timeout`: a resourceVersion newer than the server's current one; retry in 1 s.
+    ResourceVersionTooLarge { requested: u64, current: u64 },
+    /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed.
+    Internal(String),
+    /// 503 `ServiceUnavailable`, e.g. not ready to serve yet.
+    ServiceUnavailable(String),
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+impl ApiError {
+    /// 406 for this server, which only encodes `application/json`.
+    pub fn not_acceptable() -> Self {
+        ApiError::NotAcceptable {
+            accepted: vec![super::negotiate::APPLICATION_JSON.to_owned()],
+        }
+    }
+
+    /// The HTTP status code (also the `code` field).
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden(_) => 403,
+            ApiError::NotFound { .. } | ApiError::PathNotFound => 404,
+            ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::NotAcceptable { .. } => 406,
+            ApiError::TooOldResourceVersion { .. }
+            | ApiError::Expired(_)
+            | ApiError::ContinueExpired { .. } => 410,
+            ApiError::ResourceVersionTooLarge { .. } => 504,
+            ApiError::Internal(_) => 500,
+            ApiError::ServiceUnavailable(_) => 503,
+        }
+    }
+
+    /// [`ApiError::code`] as an `http::StatusCode`.
+    pub fn status_code(&self) -> http::StatusCode {
+        http::StatusCode::from_u16(self.code()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    /// The `metav1.StatusReason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
+            ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
+            ApiError::NotAcceptable { .. } => "NotAcceptable",
+            ApiError::TooOldResourceVersion { .. }
+            | ApiError::Expired(_)
+            | ApiError::ContinueExpired { .. } => "Expired",
+            ApiError::ResourceVersionTooLarge { .. } => "Timeout",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+        }
+    }
+
+    /// The human-readable message (what kubectl prints after `Error from server (...)`).
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::BadRequest(m) | ApiError::Expired(m) | ApiError::ServiceUnavailable(m) => {
+                m.clone()
+            }
+            ApiError::Unauthorized => "Unauthorized".to_owned(),
+            ApiError::Forbidden(f) => f.message(),
+            ApiError::NotFound { resource, name } => {
+                format!("{resource} {} not found", go_quote(name))
+            }
+            ApiError::PathNotFound => "the server could not find the requested resource".to_owned(),
+            ApiError::MethodNotAllowed { resource, verb } => format!(
+                "{verb} is not supported on resources of kind {}",
+                go_quote(&resource.to_string())
+            ),
+            ApiError::NotAcceptable { accepted } => format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
+            ApiError::TooOldResourceVersion { requested, oldest } => {
+                format!("too old resource version: {requested} ({oldest})")
+            }
+            ApiError::ContinueExpired { continue_token } => if continue_token.is_some() {
+                INCONSISTENT_CONTINUE
+            } else {
+                CONTINUE_EXPIRED
+            }
+            .to_owned(),
+            ApiError::ResourceVersionTooLarge { requested, current } => {
+                format!("Timeout: Too large resource version: {requested}, current: {current}")
+            }
+            ApiError::Internal(m) => format!("Internal error occurred: {m}"),
+        }
+    }
+
+    /// Seconds the client should wait before retrying (also sent as `Retry-After`).
+    pub fn retry_after_seconds(&self) -> Option<u32> {
+        match self {
+            ApiError::ResourceVersionTooLarge { .. } => Some(1),
+            _ => None,
+        }
+    }
+
+    fn details(&self) -> Option<Details> {
+        let mut d = Details::default();
+        match self {
+            ApiError::Forbidden(f) => {
+                let (gr, name) = f.group_resource_and_name();
+                d.name = name.to_owned();
+                d.group = gr.group;
+                d.kind = gr.resource;
+            }
+            ApiError::NotFound { resource, name } => {
+                d.name = name.clone();
+                d.group = resource.group.clone();
+                d.kind = resource.resource.clone();
+            }
+            ApiError::PathNotFound => {}
+            ApiError::MethodNotAllowed { resource, .. } => {
+                d.group = resource.group.clone();
+                d.kind = resource.resource.clone();
+            }
+            ApiError::ResourceVersionTooLarge { .. } => {
+                d.causes.push(Cause {
+                    reason: "ResourceVersionTooLarge".to_owned(),
+                    message: "Too large resource version".to_owned(),
+                });
+                d.retry_after_seconds = 1;
+            }
+            ApiError::Internal(m) => d.causes.push(Cause {
+                reason: String::new(),
+                message: m.clone(),
+            }),
+            _ => return None,
+        }
+        Some(d)
+    }
+
+    fn status(&self) -> Status {
+        let continue_token = match self {
+            ApiError::ContinueExpired { continue_token } => continue_token.clone(),
+            _ => None,
+        };
+        Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: ListMeta { continue_token },
+            status: "Failure",
+            message: self.message(),
+            reason: self.reason(),
+            details: self.details(),
+            code: self.code(),
+        }
+    }
+
+    /// The `Status` object as JSON.
+    pub fn to_status(&self) -> Value {
+        serde_json::to_value(self.status()).unwrap_or(Value::Null)
+    }
+
+    /// The `Status` object serialized with kube-apiserver's field order
+    /// (`kind, apiVersion, metadata, status, message, reason, details, code`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.status()).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<super::negotiate::NotAcceptable> for ApiError {
+    fn from(_: super::negotiate::NotAcceptable) -> Self {
+        ApiError::not_acceptable()
+    }
+}
+
+impl From<super::selector::SelectorError> for ApiError {
+    fn from(e: super::selector::SelectorError) -> Self {
+        ApiError::BadRequest(e.message().to_owned())
+    }
+}
+
+impl From<super::continue_token::ContinueTokenError> for ApiError {
+    fn from(e: super::continue_token::ContinueTokenError) -> Self {
+        ApiError::BadRequest(format!("invalid continue token: {e}"))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: ListMeta,
+    status: &'static str,
+    message: String,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details>,
+    code: u16,
+}
+
+#[derive(Serialize)]
+struct ListMeta {
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    continue_token: Option<String>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Details {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    kind: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<Cause>,
+    #[serde(skip_serializing_if = "is_zero")]
+    retry_after_seconds: u32,
+}
+
+#[derive(Serialize)]
+struct Cause {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    reason: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    message: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ifo() -> GroupResource {
+        GroupResource::new("live.ifo.kubevirt.io", "inflightoperations")
+    }
+
+    fn forbidden(namespace: &str, name: &str, reason: &str) -> ApiError {
+        ApiError::Forbidden(Forbidden {
+            user: "bob".into(),
+            verb: "list".into(),
+            target: ForbiddenTarget::Resource {
+                resource: ifo(),
+                subresource: String::new(),
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+            reason: reason.into(),
+        })
+    }
+
+    #[test]
+    fn bad_request() {
+        let e = ApiError::BadRequest("field label not supported: spec.foo".into());
+        assert_eq!(e.code(), 400);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"field label not supported: spec.foo","reason":"BadRequest","code":400})
+        );
+    }
+
+    #[test]
+    fn unauthorized() {
+        let e = ApiError::Unauthorized;
+        assert_eq!(e.code(), 401);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Unauthorized","reason":"Unauthorized","code":401})
+        );
+    }
+
+    #[test]
+    fn forbidden_namespaced_and_cluster() {
+        let e = forbidden("ns1", "", "");
+        assert_eq!(e.code(), 403);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"inflightoperations.live.ifo.kubevirt.io is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" in the namespace \"ns1\"",
+                   "reason":"Forbidden",
+                   "details":{"group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
+                   "code":403})
+        );
+        assert_eq!(
+            forbidden("", "", "").message(),
+            "inflightoperations.live.ifo.kubevirt.io is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" at the cluster scope"
+        );
+        let named = forbidden("ns1", "x", "no RBAC policy matched");
+        assert_eq!(
+            named.message(),
+            "inflightoperations.live.ifo.kubevirt.io \"x\" is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" in the namespace \"ns1\": no RBAC policy matched"
+        );
+        assert_eq!(
+            named.to_status()["details"],
+            json!({"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"})
+        );
+    }
+
+    #[test]
+    fn forbidden_subresource_and_path() {
+        let e = ApiError::Forbidden(Forbidden {
+            user: "system:serviceaccount:a:b".into(),
+            verb: "get".into(),
+            target: ForbiddenTarget::Resource {
+                resource: GroupResource::new("", "pods"),
+                subresource: "log".into(),
+                namespace: "default".into(),
+                name: "p".into(),
+            },
+            reason: String::new(),
+        });
+        assert_eq!(
+            e.message(),
+            "pods \"p\" is forbidden: User \"system:serviceaccount:a:b\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""
+        );
+        let e = ApiError::Forbidden(Forbidden {
+            user: "x".into(),
+            verb: "get".into(),
+            target: ForbiddenTarget::NonResource {
+                path: "/openapi/v2".into(),
+            },
+            reason: String::new(),
+        });
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"forbidden: User \"x\" cannot get path \"/openapi/v2\"",
+                   "reason":"Forbidden","details":{},"code":403})
+        );
+        let e = ApiError::Forbidden(Forbidden {
+            user: "x".into(),
+            verb: "get".into(),
+            target: ForbiddenTarget::NonResource {
+                path: "/<script>&".into(),
+            },
+            reason: String::new(),
+        });
+        assert_eq!(
+            e.message(),
+            "forbidden: User \"x\" cannot get path \"/&lt;script&gt;&amp;\""
+        );
+    }
+
+    #[test]
+    fn not_found() {
+        let e = ApiError::NotFound {
+            resource: ifo(),
+            name: "x".into(),
+        };
+        assert_eq!(e.code(), 404);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"inflightoperations.live.ifo.kubevirt.io \"x\" not found",
+                   "reason":"NotFound",
+                   "details":{"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
+                   "code":404})
+        );
+        let core = ApiError::NotFound {
+            resource: GroupResource::new("", "pods"),
+            name: "p".into(),
+        };
+        assert_eq!(core.message(), "pods \"p\" not found");
+        assert_eq!(
+            ApiError::PathNotFound.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"the server could not find the requested resource",
+                   "reason":"NotFound","details":{},"code":404})
+        );
+    }
+
+    #[test]
+    fn method_not_allowed() {
+        let e = ApiError::MethodNotAllowed {
+            resource: ifo(),
+            verb: "create".into(),
+        };
+        assert_eq!(e.code(), 405);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"create is not supported on resources of kind \"inflightoperations.live.ifo.kubevirt.io\"",
+                   "reason":"MethodNotAllowed",
+                   "details":{"group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
+                   "code":405})
+        );
+    }
+
+    #[test]
+    fn not_acceptable() {
+        let e = ApiError::from(crate::api::negotiate::NotAcceptable);
+        assert_eq!(e.code(), 406);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"only the following media types are accepted: application/json",
+                   "reason":"NotAcceptable","code":406})
+        );
+        let e = ApiError::NotAcceptable {
+            accepted: vec!["application/json".into(), "application/yaml".into()],
+        };
+        assert_eq!(
+            e.message(),
+            "only the following media types are accepted: application/json, application/yaml"
+        );
+    }
+
+    #[test]
+    fn expired() {
+        let e = ApiError::TooOldResourceVersion {
+            requested: 12,
+            oldest: 1500,
+        };
+        assert_eq!(e.code(), 410);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"too old resource version: 12 (1500)","reason":"Expired","code":410})
+        );
+        assert_eq!(ApiError::Expired("slow".into()).reason(), "Expired");
+        let e = ApiError::ContinueExpired {
+            continue_token: Some("abc".into()),
+        };
+        let s = e.to_status();
+        assert_eq!(s["code"], 410);
+        assert_eq!(s["reason"], "Expired");
+        assert_eq!(s["metadata"], json!({"continue":"abc"}));
+        assert!(
+            s["message"]
+                .as_str()
+                .unwrap()
+                .contains("or use the continue token in this response")
+        );
+        let e = ApiError::ContinueExpired {
+            continue_token: None,
+        };
+        assert_eq!(e.to_status()["metadata"], json!({}));
+        assert!(e.message().ends_with("without the continue parameter."));
+    }
+
+    #[test]
+    fn too_large_resource_version() {
+        let e = ApiError::ResourceVersionTooLarge {
+            requested: 105,
+            current: 100,
+        };
+        assert_eq!(e.code(), 504);
+        assert_eq!(e.retry_after_seconds(), Some(1));
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Timeout: Too large resource version: 105, current: 100",
+                   "reason":"Timeout",
+                   "details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],
+                              "retryAfterSeconds":1},
+                   "code":504})
+        );
+    }
+
+    #[test]
+    fn internal_and_unavailable() {
+        let e = ApiError::Internal("subjectaccessreviews failed: timeout".into());
+        assert_eq!(e.code(), 500);
+        assert_eq!(e.retry_after_seconds(), None);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Internal error occurred: subjectaccessreviews failed: timeout",
+                   "reason":"InternalError",
+                   "details":{"causes":[{"message":"subjectaccessreviews failed: timeout"}]},
+                   "code":500})
+        );
+        let e = ApiError::ServiceUnavailable("not ready".into());
+        assert_eq!(e.code(), 503);
+        assert_eq!(e.reason(), "ServiceUnavailable");
+    }
+
+    #[test]
+    fn field_order_and_http_status() {
+        let e = ApiError::NotFound {
+            resource: ifo(),
+            name: "x".into(),
+        };
+        assert_eq!(
+            e.to_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"inflightoperations.live.ifo.kubevirt.io \"x\" not found","reason":"NotFound","details":{"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"},"code":404}"#
+        );
+        assert_eq!(e.status_code(), http::StatusCode::NOT_FOUND);
+        assert_eq!(e.to_string(), e.message());
+    }
+
+    #[test]
+    fn conversions() {
+        let sel =
+            crate::api::fields::FieldSelector::parse("spec.foo=1", &["metadata.name"]).unwrap_err();
+        let e = ApiError::from(sel);
+        assert_eq!(e.code(), 400);
+        assert_eq!(e.message(), "field label not supported: spec.foo");
+        let tok = crate::api::continue_token::ContinueToken::decode("%%%").unwrap_err();
+        let e = ApiError::from(tok);
+        assert_eq!(e.code(), 400);
+        assert!(
+            e.message()
+                .starts_with("invalid continue token: continue key is not valid")
+        );
+    }
+
+    #[test]
+    fn group_resource_display() {
+        assert_eq!(ifo().to_string(), "inflightoperations.live.ifo.kubevirt.io");
+        assert_eq!(GroupResource::new("", "pods").to_string(), "pods");
+    }
+}

@@ -1,0 +1,93 @@
+//! Compiling a ruleset: every expression parsed once, every problem reported with the rule it is
+//! in. A ruleset with any error runs no rule at all (a half-valid ruleset would silently miss or
+//! misreport operations).
+
+use super::types::{RuleSetSpec, Target};
+use crate::evaluate::{Engine, Expr, RuleExprs, RuleSetExprs};
+use crate::operation::RuleSetInfo;
+
+/// A ruleset ready to evaluate.
+pub struct CompiledRuleSet {
+    pub info: RuleSetInfo,
+    pub target: Target,
+    /// Namespaces the rules apply to; empty means all.
+    pub namespaces: Vec<String>,
+    pub exprs: RuleSetExprs,
+    /// Operation names, parallel to `exprs.rules`.
+    pub operations: Vec<String>,
+    pub generation: Option<i64>,
+}
+
+impl CompiledRuleSet {
+    pub fn applies_to(&self, namespace: Option<&str>) -> bool {
+        self.namespaces.is_empty() || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns))
+    }
+}
+
+/// Every compile error, each naming where it is (`rules[0] (Migrating).expression: ...`).
+pub fn compile(
+    engine: &Engine,
+    name: &str,
+    generation: Option<i64>,
+    spec: &RuleSetSpec,
+) -> Result<CompiledRuleSet, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut compile_one = |place: String, source: &str| -> Option<Expr> {
+        match engine.compile(source) {
+            Ok(expr) => Some(expr),
+            Err(e) => {
+                errors.push(format!("{place}: {e}"));
+                None
+            }
+        }
+    };
+    let mut rules = Vec::new();
+    for (i, rule) in spec.rules.iter().enumerate() {
+        let at = |field: &str| format!("rules[{i}] ({}).{field}", rule.operation);
+        let matches = compile_one(at("expression"), &rule.expression);
+        let message = rule.message.as_deref().map(|s| compile_one(at("message"), s));
+        let outcome = rule.outcome.as_deref().map(|s| compile_one(at("outcome"), s));
+        let start_time = rule.start_time.as_deref().map(|s| compile_one(at("startTime"), s));
+        if let (Some(matches), Some(message), Some(outcome), Some(start_time)) = (
+            matches,
+            message.map_or(Some(None), |m| m.map(Some)),
+            outcome.map_or(Some(None), |o| o.map(Some)),
+            start_time.map_or(Some(None), |s| s.map(Some)),
+        ) {
+            rules.push(RuleExprs {
+                operation: rule.operation.clone(),
+                matches,
+                message,
+                outcome,
+                start_time,
+            });
+        }
+    }
+    let mut label_expressions = Vec::new();
+    for (i, le) in spec.label_expressions.iter().enumerate() {
+        if let Some(expr) = compile_one(format!("labelExpressions[{i}] ({})", le.key), &le.expression) {
+            label_expressions.push((le.key.clone(), expr));
+        }
+    }
+    if spec.rules.is_empty() {
+        errors.push("rules: at least one rule is required".to_string());
+    }
+    if spec.target.version.is_empty() || spec.target.resource.is_empty() {
+        errors.push("target: version and resource are required".to_string());
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(CompiledRuleSet {
+        info: RuleSetInfo {
+            name: name.to_string(),
+            component: spec.component.clone(),
+            labels: spec.labels.clone(),
+        },
+        target: spec.target.clone(),
+        namespaces: spec.namespaces.clone(),
+        operations: rules.iter().map(|r| r.operation.clone()).collect(),
+        exprs: RuleSetExprs { rules, label_expressions },
+        generation,
+    })
+}

@@ -1,0 +1,188 @@
+//! The ruleset controller: follows OperationRuleSets, compiles each new generation once, keeps the
+//! watchers in step with the valid ones, ends the operations of rulesets that go away or break,
+//! and writes each ruleset's status when it changes (at most every couple of seconds).
+
+use super::compile::{CompiledRuleSet, compile};
+use super::status::{Observed, desired, same};
+use super::types::{OperationRuleSet, RuleSetStatus, Target, api_resource};
+use crate::evaluate::Engine;
+use crate::watch::{Detector, Watches};
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Entry {
+    generation: Option<i64>,
+    compiled: Result<Arc<CompiledRuleSet>, Vec<String>>,
+    written: Option<RuleSetStatus>,
+}
+
+/// How often statuses are compared and, if changed, written.
+const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+
+pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector: Arc<Detector>) {
+    tokio::spawn(follow_crds(client.clone(), watches.clone()));
+    let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
+    let mut events = std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
+    let mut entries: HashMap<String, Entry> = HashMap::new();
+    let mut seen_in_list: Option<Vec<String>> = None;
+    let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
+    loop {
+        let event = tokio::select! {
+            e = events.next() => match e { Some(e) => e, None => return },
+            _ = status_tick.tick() => {
+                write_statuses(&api, &mut entries, &detector).await;
+                continue;
+            }
+        };
+        let changed = match event {
+            Ok(watcher::Event::Init) => {
+                seen_in_list = Some(Vec::new());
+                false
+            }
+            Ok(watcher::Event::InitApply(ors)) => {
+                if let (Some(seen), Some(name)) = (seen_in_list.as_mut(), ors.metadata.name.clone()) {
+                    seen.push(name);
+                }
+                upsert(&engine, &detector, &mut entries, ors)
+            }
+            Ok(watcher::Event::InitDone) => {
+                // Rulesets deleted while we were not watching.
+                let seen = seen_in_list.take().unwrap_or_default();
+                let gone: Vec<String> = entries.keys().filter(|n| !seen.contains(n)).cloned().collect();
+                for name in &gone {
+                    remove(&detector, &mut entries, name);
+                }
+                true
+            }
+            Ok(watcher::Event::Apply(ors)) => upsert(&engine, &detector, &mut entries, ors),
+            Ok(watcher::Event::Delete(ors)) => {
+                if let Some(name) = ors.metadata.name.as_deref() {
+                    remove(&detector, &mut entries, name);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "watching OperationRuleSets failed; retrying");
+                false
+            }
+        };
+        if changed && seen_in_list.is_none() {
+            watches.reconcile(wanted(&entries));
+        }
+    }
+}
+
+fn wanted(entries: &HashMap<String, Entry>) -> BTreeMap<Target, Vec<Arc<CompiledRuleSet>>> {
+    let mut wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>> = BTreeMap::new();
+    for entry in entries.values() {
+        if let Ok(rs) = &entry.compiled {
+            wanted.entry(rs.target.clone()).or_default().push(rs.clone());
+        }
+    }
+    for list in wanted.values_mut() {
+        list.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+    }
+    wanted
+}
+
+/// Returns whether the set of valid rulesets changed.
+fn upsert(engine: &Engine, detector: &Detector, entries: &mut HashMap<String, Entry>, ors: OperationRuleSet) -> bool {
+    let Some(name) = ors.metadata.name.clone() else { return false };
+    let generation = ors.metadata.generation;
+    if entries.get(&name).is_some_and(|e| e.generation == generation) {
+        // Only status or metadata changed (our own status writes come back here).
+        return false;
+    }
+    let compiled = compile(engine, &name, generation, &ors.spec).map(Arc::new);
+    match &compiled {
+        Ok(rs) => tracing::info!(ruleset = %name, generation, target = %rs.target, rules = rs.operations.len(), "ruleset loaded"),
+        Err(errors) => {
+            tracing::warn!(ruleset = %name, generation, errors = ?errors, "ruleset invalid; none of its rules run");
+        }
+    }
+    let previous = entries.remove(&name);
+    let was_valid = previous.as_ref().is_some_and(|e| e.compiled.is_ok());
+    let shape = |c: &Result<Arc<CompiledRuleSet>, Vec<String>>| {
+        c.as_ref().ok().map(|r| {
+            let mut ops = r.operations.clone();
+            ops.sort();
+            ops.dedup();
+            (r.target.clone(), ops)
+        })
+    };
+    let old_shape = previous.as_ref().and_then(|e| shape(&e.compiled));
+    // The old rules stop now: an invalid ruleset ends its operations; so does a new target or a
+    // changed set of operations (nothing would ever evaluate a dropped operation again). Otherwise
+    // the restarted watch re-evaluates every object and keeps the occurrences that still match.
+    if was_valid && (compiled.is_err() || old_shape != shape(&compiled)) {
+        detector.ruleset_removed(&name);
+    }
+    detector.health.reset(&name);
+    entries.insert(
+        name,
+        Entry {
+            generation,
+            compiled,
+            written: previous.and_then(|e| e.written).or(ors.status),
+        },
+    );
+    true
+}
+
+fn remove(detector: &Detector, entries: &mut HashMap<String, Entry>, name: &str) {
+    if entries.remove(name).is_some() {
+        tracing::info!(ruleset = %name, "ruleset removed; its operations end");
+        detector.ruleset_removed(name);
+        detector.health.reset(name);
+    }
+}
+
+async fn write_statuses(api: &Api<OperationRuleSet>, entries: &mut HashMap<String, Entry>, detector: &Detector) {
+    for (name, entry) in entries.iter_mut() {
+        let no_errors = Vec::new();
+        let observed = Observed {
+            generation: entry.generation,
+            compile_errors: entry.compiled.as_ref().err().unwrap_or(&no_errors),
+            health: detector.health.get(name),
+            active_operations: detector.active_count(name),
+        };
+        let status = desired(&observed, entry.written.as_ref());
+        if entry.written.as_ref().is_some_and(|w| same(w, &status)) {
+            continue;
+        }
+        let patch = serde_json::json!({"status": status});
+        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => entry.written = Some(status),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => tracing::warn!(ruleset = %name, error = %e, "writing ruleset status failed; will retry"),
+        }
+    }
+}
+
+/// Wakes watchers waiting for a missing target whenever a CRD is added or changes.
+async fn follow_crds(client: Client, watches: Arc<Watches>) {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::InitDone) => {
+                // Established takes a moment after creation; give discovery time to catch up.
+                let notify = watches.crds_changed.clone();
+                tokio::spawn(async move {
+                    for delay in [0u64, 1, 3] {
+                        tokio::time::sleep(Duration::from_secs(delay)).await;
+                        notify.notify_waiters();
+                    }
+                });
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "watching CRDs failed; retrying"),
+        }
+    }
+}

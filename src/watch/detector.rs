@@ -1,0 +1,157 @@
+//! Turns object events into operations: bind the object once, evaluate every ruleset that applies,
+//! feed the debounce table, and publish its changes to the index. The object is dropped after.
+
+use super::health::Health;
+use crate::evaluate::{Bound, EvalError, RuleResult, evaluate};
+use crate::index::Index;
+use crate::operation::Subject;
+use crate::ruleset::CompiledRuleSet;
+use crate::track::{Change, Tracker};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+pub struct Detector {
+    tracker: Mutex<Tracker>,
+    index: Arc<Index>,
+    pub health: Arc<Health>,
+    /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
+    deadlines: Notify,
+}
+
+fn now() -> jiff::Timestamp {
+    jiff::Timestamp::now()
+}
+
+impl Detector {
+    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>) -> Self {
+        Detector {
+            tracker: Mutex::new(tracker),
+            index,
+            health,
+            deadlines: Notify::new(),
+        }
+    }
+
+    /// Runs `f` on the tracker and publishes its changes in the same critical section, so the
+    /// index sees changes in the order the tracker made them.
+    fn with_tracker(&self, f: impl FnOnce(&mut Tracker) -> Vec<Change>) {
+        let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+        let changes = f(&mut tracker);
+        if !changes.is_empty() {
+            self.index.apply(changes);
+        }
+        drop(tracker);
+        self.deadlines.notify_one();
+    }
+
+    /// An object was listed, added or modified.
+    pub fn apply(&self, rulesets: &[Arc<CompiledRuleSet>], object: &serde_json::Value) {
+        let Some(subject) = Subject::from_object(object) else {
+            return;
+        };
+        let bound = Bound::new(object);
+        let evaluations: Vec<_> = rulesets
+            .iter()
+            .filter(|rs| rs.applies_to(subject.namespace.as_deref()))
+            .map(|rs| {
+                let evaluation = evaluate(&rs.exprs, &bound);
+                self.report_errors(rs, &subject, &evaluation);
+                (rs, evaluation)
+            })
+            .collect();
+        if evaluations.is_empty() {
+            return;
+        }
+        let at = now();
+        self.with_tracker(|t| {
+            evaluations
+                .iter()
+                .flat_map(|(rs, ev)| t.observe(&rs.info, &rs.operations, &subject, ev, at))
+                .collect()
+        });
+    }
+
+    /// An object was deleted: its operations end at once.
+    pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], object: &serde_json::Value) {
+        let Some(uid) = object.pointer("/metadata/uid").and_then(|v| v.as_str()) else {
+            return;
+        };
+        let at = now();
+        self.with_tracker(|t| rulesets.iter().flat_map(|rs| t.subject_deleted(&rs.info.name, uid, at)).collect());
+    }
+
+    /// A relist finished: subjects no longer present were deleted while we were not watching.
+    pub fn resync(&self, rulesets: &[Arc<CompiledRuleSet>], present: &HashSet<String>) {
+        let at = now();
+        self.with_tracker(|t| rulesets.iter().flat_map(|rs| t.resync(&rs.info.name, present, at)).collect());
+    }
+
+    /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`.
+    pub fn ruleset_removed(&self, ruleset: &str) {
+        let at = now();
+        self.with_tracker(|t| t.ruleset_removed(ruleset, at));
+    }
+
+    pub fn active_count(&self, ruleset: &str) -> usize {
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner()).active_count(ruleset)
+    }
+
+    fn report_errors(&self, rs: &CompiledRuleSet, subject: &Subject, ev: &crate::evaluate::Evaluation) {
+        let mut report = |what: String, e: &EvalError| {
+            let message = format!("{what}: {e}");
+            tracing::debug!(
+                ruleset = %rs.info.name,
+                object = %format!("{}/{}", subject.namespace.as_deref().unwrap_or(""), subject.name),
+                kind = %subject.kind,
+                error = %message,
+                "rule evaluation failed"
+            );
+            crate::metrics::rule_error(&rs.info.name);
+            self.health.record_error(&rs.info.name, format!("{message} (object {}/{})", subject.kind, subject.name));
+        };
+        for (op, result) in rs.operations.iter().zip(&ev.rules) {
+            match result {
+                RuleResult::Error(e) => report(format!("rule {op}"), e),
+                RuleResult::Active { message, start_time } => {
+                    if let Some(Err(e)) = message {
+                        report(format!("rule {op} message"), e);
+                    }
+                    if let Some(Err(e)) = start_time {
+                        report(format!("rule {op} startTime"), e);
+                    }
+                }
+                RuleResult::Inactive { outcome: Some(Err(e)) } => report(format!("rule {op} outcome"), e),
+                RuleResult::Inactive { .. } => {}
+            }
+        }
+        for (key, value) in &ev.labels {
+            if let Err(e) = value {
+                report(format!("label {key}"), e);
+            }
+        }
+    }
+
+    /// Completes operations whose grace ran out and drops expired completed ones, sleeping until
+    /// the next deadline in between.
+    pub async fn run_deadlines(self: Arc<Self>) {
+        loop {
+            let next = {
+                let at = now();
+                let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+                let changes = tracker.tick(at);
+                if !changes.is_empty() {
+                    self.index.apply(changes);
+                }
+                tracker.next_deadline()
+            };
+            let wait = next
+                .map(|d| d.duration_since(now()).unsigned_abs())
+                .unwrap_or(std::time::Duration::from_secs(3600));
+            tokio::select! {
+                _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(10))) => {}
+                _ = self.deadlines.notified() => {}
+            }
+        }
+    }
+}

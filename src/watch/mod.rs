@@ -1,0 +1,10 @@
+//! One dynamic watcher per target resource type, started, restarted and stopped as rulesets come
+//! and go. Objects are evaluated as they stream by and never cached.
+
+mod detector;
+mod health;
+mod watcher;
+
+pub use detector::Detector;
+pub use health::{Health, RuleSetHealth, WatchState};
+pub use watcher::Watches;
