@@ -28,6 +28,35 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Tools for rule authors.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Run the cases beside each ruleset (`<name>.cases.yaml`); exit 1 on any mismatch.
+    Test {
+        #[arg(default_value = "rules")]
+        paths: Vec<PathBuf>,
+    },
+    /// Report schema errors, CEL compile errors and field paths that error on a bare object.
+    Lint {
+        #[arg(default_value = "rules")]
+        paths: Vec<PathBuf>,
+    },
+    /// Print every ruleset as one YAML stream.
+    Bundle {
+        #[arg(default_value = "rules")]
+        paths: Vec<PathBuf>,
+    },
+    /// Print the ClusterRole that lets the server watch every target of the rulesets.
+    Rbac {
+        #[arg(default_value = "rules")]
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value = "ifo-apiserver:rule-targets")]
+        name: String,
+    },
 }
 
 fn init_tracing() {
@@ -49,7 +78,47 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Serve(args) => runtime()?.block_on(ifo::server::serve(args)),
         Command::Dev { dir } => dev(dir),
+        Command::Rules(cmd) => rules(cmd),
     }
+}
+
+fn rules(cmd: RulesCommand) -> Result<()> {
+    let engine = ifo::evaluate::Engine::new();
+    match cmd {
+        RulesCommand::Test { paths } => {
+            let files = ifo::rules::load(&paths)?;
+            let (count, failures) = ifo::rules::run_cases(&engine, &files)?;
+            for f in &failures {
+                println!("FAIL {f}");
+            }
+            println!(
+                "{} passed, {} failed",
+                count.saturating_sub(failures.len()),
+                failures.len()
+            );
+            if !failures.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        RulesCommand::Lint { paths } => {
+            let files = ifo::rules::load(&paths)?;
+            let problems = ifo::rules::lint(&engine, &files);
+            for p in &problems {
+                println!("{p}");
+            }
+            println!("{} rulesets, {} problems", files.len(), problems.len());
+            if !problems.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        RulesCommand::Bundle { paths } => {
+            print!("{}", ifo::rules::bundle(&ifo::rules::load(&paths)?))
+        }
+        RulesCommand::Rbac { paths, name } => {
+            print!("{}", ifo::rules::rbac(&ifo::rules::load(&paths)?, &name))
+        }
+    }
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -30,21 +30,51 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         open_watches: Gauge::default(),
         index_objects: Gauge::default(),
     };
-    registry.register("rule_evaluation_errors", "Rule, message, outcome, start-time and label expression errors", m.rule_errors.clone());
-    registry.register("object_events", "Object events evaluated, by target resource", m.object_events.clone());
-    registry.register("resource_watches", "Resource types currently watched", m.watches.clone());
-    registry.register("api_requests", "API requests served, by verb and HTTP code", m.api_requests.clone());
-    registry.register("api_open_watches", "Watches open on the live API", m.open_watches.clone());
-    registry.register("operations", "Operations held in memory (active and retained completed)", m.index_objects.clone());
+    registry.register(
+        "rule_evaluation_errors",
+        "Rule, message, outcome, start-time and label expression errors",
+        m.rule_errors.clone(),
+    );
+    registry.register(
+        "object_events",
+        "Object events evaluated, by target resource",
+        m.object_events.clone(),
+    );
+    registry.register(
+        "resource_watches",
+        "Resource types currently watched",
+        m.watches.clone(),
+    );
+    registry.register(
+        "api_requests",
+        "API requests served, by verb and HTTP code",
+        m.api_requests.clone(),
+    );
+    registry.register(
+        "api_open_watches",
+        "Watches open on the live API",
+        m.open_watches.clone(),
+    );
+    registry.register(
+        "operations",
+        "Operations held in memory (active and retained completed)",
+        m.index_objects.clone(),
+    );
     Metrics { registry, ..m }
 });
 
 pub fn rule_error(ruleset: &str) {
-    METRICS.rule_errors.get_or_create(&vec![("ruleset", ruleset.to_string())]).inc();
+    METRICS
+        .rule_errors
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
 }
 
 pub fn object_event(target: &str) {
-    METRICS.object_events.get_or_create(&vec![("target", target.to_string())]).inc();
+    METRICS
+        .object_events
+        .get_or_create(&vec![("target", target.to_string())])
+        .inc();
 }
 
 pub fn set_watches(n: usize) {
@@ -54,7 +84,10 @@ pub fn set_watches(n: usize) {
 pub fn api_request(verb: &str, code: u16) {
     METRICS
         .api_requests
-        .get_or_create(&vec![("verb", verb.to_string()), ("code", code.to_string())])
+        .get_or_create(&vec![
+            ("verb", verb.to_string()),
+            ("code", code.to_string()),
+        ])
         .inc();
 }
 

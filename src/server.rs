@@ -3,6 +3,11 @@
 use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, Guard, tls};
 use crate::config::ServeArgs;
+use crate::evaluate::Engine;
+use crate::index::Index;
+use crate::ruleset;
+use crate::track::{Settings as TrackSettings, Tracker};
+use crate::watch::{Detector, Health, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
@@ -46,11 +51,32 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         trust.clone(),
     );
 
-    let ready = Arc::new(AtomicBool::new(true));
-    let state = Arc::new(ApiState {
-        discovery: api::discovery::Discovery::new(),
-        ready: ready.clone(),
+    // The pipeline: rulesets → watchers → evaluator → debounce table → index.
+    let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
+    let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
+    let tracker = Tracker::new(TrackSettings {
+        debounce: args.debounce_threshold,
+        retain_completed: args.retain_completed_ifos,
+        completed_retention: args.completed_retention,
+        max_completed: args.max_completed_ifos,
     });
+    let detector = Arc::new(Detector::new(
+        tracker,
+        index.clone(),
+        Arc::new(Health::default()),
+    ));
+    tokio::spawn(detector.clone().run_deadlines());
+    let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
+    let watches = Arc::new(Watches::new(client.clone(), detector.clone(), retry));
+    tokio::spawn(ruleset::run(
+        client.clone(),
+        Engine::new(),
+        watches,
+        detector,
+    ));
+
+    let ready = Arc::new(AtomicBool::new(true));
+    let state = Arc::new(ApiState::new(index, ready.clone()));
     let guard = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),

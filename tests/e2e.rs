@@ -4,3 +4,7 @@
 mod aggregation;
 #[path = "e2e/harness.rs"]
 mod harness;
+#[path = "e2e/live_api.rs"]
+mod live_api;
+#[path = "e2e/rules.rs"]
+mod rules;

@@ -10,6 +10,7 @@ pub const VERSION: &str = "v1alpha1";
 pub const GROUP_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
 
 /// One resource the server serves.
+#[derive(Debug)]
 pub struct Resource {
     pub plural: &'static str,
     pub singular: &'static str,

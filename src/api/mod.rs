@@ -7,9 +7,14 @@ pub mod fields;
 mod goquote;
 pub mod labels;
 pub mod negotiate;
+pub mod params;
+pub mod resources;
 pub mod selector;
+mod snapshots;
 pub mod status;
+mod table;
 pub mod validation;
+mod watch;
 
 use axum::Router;
 use axum::body::Body;
@@ -25,6 +30,8 @@ use std::sync::Arc;
 /// Everything the handlers read.
 pub struct ApiState {
     pub discovery: Discovery,
+    pub index: Arc<crate::index::Index>,
+    snapshots: snapshots::Snapshots,
     /// Answers `/readyz`: false until the server is ready to serve what it promises.
     pub ready: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -34,8 +41,24 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/apis", get(apis))
         .route(&format!("/apis/{GROUP}"), get(group))
         .route(&format!("/apis/{GROUP_VERSION}"), get(resource_list))
+        .route(
+            &format!("/apis/{GROUP_VERSION}/{{*rest}}"),
+            axum::routing::any(resources::dispatch),
+        )
+        .route("/metrics", get(|| async { crate::metrics::render() }))
         .fallback(not_found)
         .with_state(state)
+}
+
+impl ApiState {
+    pub fn new(index: Arc<crate::index::Index>, ready: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        ApiState {
+            discovery: Discovery::new(),
+            index,
+            snapshots: snapshots::Snapshots::default(),
+            ready,
+        }
+    }
 }
 
 /// Health endpoints, served without authentication (probes carry no identity).

@@ -20,7 +20,8 @@ pub struct CompiledRuleSet {
 
 impl CompiledRuleSet {
     pub fn applies_to(&self, namespace: Option<&str>) -> bool {
-        self.namespaces.is_empty() || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns))
+        self.namespaces.is_empty()
+            || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns))
     }
 }
 
@@ -45,9 +46,18 @@ pub fn compile(
     for (i, rule) in spec.rules.iter().enumerate() {
         let at = |field: &str| format!("rules[{i}] ({}).{field}", rule.operation);
         let matches = compile_one(at("expression"), &rule.expression);
-        let message = rule.message.as_deref().map(|s| compile_one(at("message"), s));
-        let outcome = rule.outcome.as_deref().map(|s| compile_one(at("outcome"), s));
-        let start_time = rule.start_time.as_deref().map(|s| compile_one(at("startTime"), s));
+        let message = rule
+            .message
+            .as_deref()
+            .map(|s| compile_one(at("message"), s));
+        let outcome = rule
+            .outcome
+            .as_deref()
+            .map(|s| compile_one(at("outcome"), s));
+        let start_time = rule
+            .start_time
+            .as_deref()
+            .map(|s| compile_one(at("startTime"), s));
         if let (Some(matches), Some(message), Some(outcome), Some(start_time)) = (
             matches,
             message.map_or(Some(None), |m| m.map(Some)),
@@ -65,7 +75,10 @@ pub fn compile(
     }
     let mut label_expressions = Vec::new();
     for (i, le) in spec.label_expressions.iter().enumerate() {
-        if let Some(expr) = compile_one(format!("labelExpressions[{i}] ({})", le.key), &le.expression) {
+        if let Some(expr) = compile_one(
+            format!("labelExpressions[{i}] ({})", le.key),
+            &le.expression,
+        ) {
             label_expressions.push((le.key.clone(), expr));
         }
     }
@@ -87,7 +100,10 @@ pub fn compile(
         target: spec.target.clone(),
         namespaces: spec.namespaces.clone(),
         operations: rules.iter().map(|r| r.operation.clone()).collect(),
-        exprs: RuleSetExprs { rules, label_expressions },
+        exprs: RuleSetExprs {
+            rules,
+            label_expressions,
+        },
         generation,
     })
 }

@@ -28,7 +28,8 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector: Arc<Detector>) {
     tokio::spawn(follow_crds(client.clone(), watches.clone()));
     let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
-    let mut events = std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
+    let mut events =
+        std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
     let mut entries: HashMap<String, Entry> = HashMap::new();
     let mut seen_in_list: Option<Vec<String>> = None;
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
@@ -46,7 +47,8 @@ pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector
                 false
             }
             Ok(watcher::Event::InitApply(ors)) => {
-                if let (Some(seen), Some(name)) = (seen_in_list.as_mut(), ors.metadata.name.clone()) {
+                if let (Some(seen), Some(name)) = (seen_in_list.as_mut(), ors.metadata.name.clone())
+                {
                     seen.push(name);
                 }
                 upsert(&engine, &detector, &mut entries, ors)
@@ -54,7 +56,11 @@ pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector
             Ok(watcher::Event::InitDone) => {
                 // Rulesets deleted while we were not watching.
                 let seen = seen_in_list.take().unwrap_or_default();
-                let gone: Vec<String> = entries.keys().filter(|n| !seen.contains(n)).cloned().collect();
+                let gone: Vec<String> = entries
+                    .keys()
+                    .filter(|n| !seen.contains(n))
+                    .cloned()
+                    .collect();
                 for name in &gone {
                     remove(&detector, &mut entries, name);
                 }
@@ -82,7 +88,10 @@ fn wanted(entries: &HashMap<String, Entry>) -> BTreeMap<Target, Vec<Arc<Compiled
     let mut wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>> = BTreeMap::new();
     for entry in entries.values() {
         if let Ok(rs) = &entry.compiled {
-            wanted.entry(rs.target.clone()).or_default().push(rs.clone());
+            wanted
+                .entry(rs.target.clone())
+                .or_default()
+                .push(rs.clone());
         }
     }
     for list in wanted.values_mut() {
@@ -92,36 +101,48 @@ fn wanted(entries: &HashMap<String, Entry>) -> BTreeMap<Target, Vec<Arc<Compiled
 }
 
 /// Returns whether the set of valid rulesets changed.
-fn upsert(engine: &Engine, detector: &Detector, entries: &mut HashMap<String, Entry>, ors: OperationRuleSet) -> bool {
-    let Some(name) = ors.metadata.name.clone() else { return false };
+fn upsert(
+    engine: &Engine,
+    detector: &Detector,
+    entries: &mut HashMap<String, Entry>,
+    ors: OperationRuleSet,
+) -> bool {
+    let Some(name) = ors.metadata.name.clone() else {
+        return false;
+    };
     let generation = ors.metadata.generation;
-    if entries.get(&name).is_some_and(|e| e.generation == generation) {
+    if entries
+        .get(&name)
+        .is_some_and(|e| e.generation == generation)
+    {
         // Only status or metadata changed (our own status writes come back here).
         return false;
     }
     let compiled = compile(engine, &name, generation, &ors.spec).map(Arc::new);
     match &compiled {
-        Ok(rs) => tracing::info!(ruleset = %name, generation, target = %rs.target, rules = rs.operations.len(), "ruleset loaded"),
+        Ok(rs) => {
+            tracing::info!(ruleset = %name, generation, target = %rs.target, rules = rs.operations.len(), "ruleset loaded")
+        }
         Err(errors) => {
             tracing::warn!(ruleset = %name, generation, errors = ?errors, "ruleset invalid; none of its rules run");
         }
     }
     let previous = entries.remove(&name);
     let was_valid = previous.as_ref().is_some_and(|e| e.compiled.is_ok());
-    let shape = |c: &Result<Arc<CompiledRuleSet>, Vec<String>>| {
-        c.as_ref().ok().map(|r| {
-            let mut ops = r.operations.clone();
-            ops.sort();
-            ops.dedup();
-            (r.target.clone(), ops)
-        })
-    };
-    let old_shape = previous.as_ref().and_then(|e| shape(&e.compiled));
-    // The old rules stop now: an invalid ruleset ends its operations; so does a new target or a
-    // changed set of operations (nothing would ever evaluate a dropped operation again). Otherwise
-    // the restarted watch re-evaluates every object and keeps the occurrences that still match.
-    if was_valid && (compiled.is_err() || old_shape != shape(&compiled)) {
-        detector.ruleset_removed(&name);
+    // The old rules stop now: an invalid ruleset or a new target ends all its operations; a
+    // dropped operation ends too (nothing would evaluate it again). The restarted watch then
+    // re-evaluates every object and keeps the occurrences that still match.
+    if was_valid {
+        let old_target = previous
+            .as_ref()
+            .and_then(|e| e.compiled.as_ref().ok())
+            .map(|r| r.target.clone());
+        match &compiled {
+            Ok(rs) if Some(&rs.target) == old_target.as_ref() => {
+                detector.retain_operations(&name, &rs.operations)
+            }
+            _ => detector.ruleset_removed(&name),
+        }
     }
     detector.health.reset(&name);
     entries.insert(
@@ -143,7 +164,11 @@ fn remove(detector: &Detector, entries: &mut HashMap<String, Entry>, name: &str)
     }
 }
 
-async fn write_statuses(api: &Api<OperationRuleSet>, entries: &mut HashMap<String, Entry>, detector: &Detector) {
+async fn write_statuses(
+    api: &Api<OperationRuleSet>,
+    entries: &mut HashMap<String, Entry>,
+    detector: &Detector,
+) {
     for (name, entry) in entries.iter_mut() {
         let no_errors = Vec::new();
         let observed = Observed {
@@ -157,10 +182,15 @@ async fn write_statuses(api: &Api<OperationRuleSet>, entries: &mut HashMap<Strin
             continue;
         }
         let patch = serde_json::json!({"status": status});
-        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => entry.written = Some(status),
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => tracing::warn!(ruleset = %name, error = %e, "writing ruleset status failed; will retry"),
+            Err(e) => {
+                tracing::warn!(ruleset = %name, error = %e, "writing ruleset status failed; will retry")
+            }
         }
     }
 }
@@ -168,7 +198,8 @@ async fn write_statuses(api: &Api<OperationRuleSet>, entries: &mut HashMap<Strin
 /// Wakes watchers waiting for a missing target whenever a CRD is added or changes.
 async fn follow_crds(client: Client, watches: Arc<Watches>) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
-    let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+    let mut events =
+        std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::InitDone) => {

@@ -12,7 +12,13 @@ pub struct Observed<'a> {
     pub active_operations: usize,
 }
 
-fn condition(type_: &str, status: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -34,45 +40,73 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         WatchState::Starting => (None, None, false),
     };
     let (ready_reason, ready_message) = if invalid_rule {
-        ("InvalidRule", "a rule does not compile; no rule of this ruleset runs".to_string())
+        (
+            "InvalidRule",
+            "a rule does not compile; no rule of this ruleset runs".to_string(),
+        )
     } else if let Some(m) = &invalid_target {
         ("InvalidTarget", m.clone())
     } else if let Some(m) = &watch_failed {
         ("WatchFailed", m.clone())
     } else if active {
-        ("WatchActive", "rules are evaluated on every event of the target".to_string())
+        (
+            "WatchActive",
+            "rules are evaluated on every event of the target".to_string(),
+        )
     } else {
-        ("WatchStarting", "waiting for the first list of the target".to_string())
+        (
+            "WatchStarting",
+            "waiting for the first list of the target".to_string(),
+        )
     };
     let mut conditions = vec![
         condition("Ready", active, ready_reason, ready_message, g),
         condition(
             "InvalidRule",
             invalid_rule,
-            if invalid_rule { "InvalidExpression" } else { "Compiled" },
+            if invalid_rule {
+                "InvalidExpression"
+            } else {
+                "Compiled"
+            },
             observed.compile_errors.join("; "),
             g,
         ),
         condition(
             "InvalidTarget",
             invalid_target.is_some(),
-            if invalid_target.is_some() { "GVRNotFound" } else { "Found" },
+            if invalid_target.is_some() {
+                "GVRNotFound"
+            } else {
+                "Found"
+            },
             invalid_target.unwrap_or_default(),
             g,
         ),
         condition(
             "WatchFailed",
             watch_failed.is_some(),
-            if watch_failed.is_some() { "WatchSetupFailed" } else { "NoError" },
+            if watch_failed.is_some() {
+                "WatchSetupFailed"
+            } else {
+                "NoError"
+            },
             watch_failed.unwrap_or_default(),
             g,
         ),
         condition(
             "RuleErrors",
             observed.health.evaluation_errors > 0,
-            if observed.health.evaluation_errors > 0 { "EvaluationFailed" } else { "NoError" },
+            if observed.health.evaluation_errors > 0 {
+                "EvaluationFailed"
+            } else {
+                "NoError"
+            },
             match &observed.health.last_error {
-                Some(e) => format!("{} evaluation errors; last: {e}", observed.health.evaluation_errors),
+                Some(e) => format!(
+                    "{} evaluation errors; last: {e}",
+                    observed.health.evaluation_errors
+                ),
                 None => String::new(),
             },
             g,

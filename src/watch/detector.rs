@@ -65,10 +65,18 @@ impl Detector {
         }
         let at = now();
         self.with_tracker(|t| {
-            evaluations
-                .iter()
-                .flat_map(|(rs, ev)| t.observe(&rs.info, &rs.operations, &subject, ev, at))
-                .collect()
+            let mut changes = Vec::new();
+            for (rs, ev) in &evaluations {
+                let observed = t.observe(&rs.info, &rs.operations, &subject, ev, at);
+                changes.extend(observed.changes);
+                for warning in observed.warnings {
+                    // Repeats on every event until the ruleset is fixed: keep it out of the info log.
+                    tracing::debug!(ruleset = %rs.info.name, warning = ?warning, "label not set");
+                    self.health
+                        .record_error(&rs.info.name, format!("label not set: {warning:?}"));
+                }
+            }
+            changes
         });
     }
 
@@ -78,13 +86,23 @@ impl Detector {
             return;
         };
         let at = now();
-        self.with_tracker(|t| rulesets.iter().flat_map(|rs| t.subject_deleted(&rs.info.name, uid, at)).collect());
+        self.with_tracker(|t| {
+            rulesets
+                .iter()
+                .flat_map(|rs| t.subject_deleted(&rs.info.name, uid, at))
+                .collect()
+        });
     }
 
     /// A relist finished: subjects no longer present were deleted while we were not watching.
     pub fn resync(&self, rulesets: &[Arc<CompiledRuleSet>], present: &HashSet<String>) {
         let at = now();
-        self.with_tracker(|t| rulesets.iter().flat_map(|rs| t.resync(&rs.info.name, present, at)).collect());
+        self.with_tracker(|t| {
+            rulesets
+                .iter()
+                .flat_map(|rs| t.resync(&rs.info.name, present, at))
+                .collect()
+        });
     }
 
     /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`.
@@ -93,12 +111,26 @@ impl Detector {
         self.with_tracker(|t| t.ruleset_removed(ruleset, at));
     }
 
-    pub fn active_count(&self, ruleset: &str) -> usize {
-        self.tracker.lock().unwrap_or_else(|p| p.into_inner()).active_count(ruleset)
+    /// A ruleset now detects only `operations`: the others end with `RuleSetRemoved`.
+    pub fn retain_operations(&self, ruleset: &str, operations: &[String]) {
+        let at = now();
+        self.with_tracker(|t| t.retain_operations(ruleset, operations, at));
     }
 
-    fn report_errors(&self, rs: &CompiledRuleSet, subject: &Subject, ev: &crate::evaluate::Evaluation) {
-        let mut report = |what: String, e: &EvalError| {
+    pub fn active_count(&self, ruleset: &str) -> usize {
+        self.tracker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .active_count(ruleset)
+    }
+
+    fn report_errors(
+        &self,
+        rs: &CompiledRuleSet,
+        subject: &Subject,
+        ev: &crate::evaluate::Evaluation,
+    ) {
+        let report = |what: String, e: &EvalError| {
             let message = format!("{what}: {e}");
             tracing::debug!(
                 ruleset = %rs.info.name,
@@ -108,12 +140,18 @@ impl Detector {
                 "rule evaluation failed"
             );
             crate::metrics::rule_error(&rs.info.name);
-            self.health.record_error(&rs.info.name, format!("{message} (object {}/{})", subject.kind, subject.name));
+            self.health.record_error(
+                &rs.info.name,
+                format!("{message} (object {}/{})", subject.kind, subject.name),
+            );
         };
         for (op, result) in rs.operations.iter().zip(&ev.rules) {
             match result {
                 RuleResult::Error(e) => report(format!("rule {op}"), e),
-                RuleResult::Active { message, start_time } => {
+                RuleResult::Active {
+                    message,
+                    start_time,
+                } => {
                     if let Some(Err(e)) = message {
                         report(format!("rule {op} message"), e);
                     }
@@ -121,7 +159,9 @@ impl Detector {
                         report(format!("rule {op} startTime"), e);
                     }
                 }
-                RuleResult::Inactive { outcome: Some(Err(e)) } => report(format!("rule {op} outcome"), e),
+                RuleResult::Inactive {
+                    outcome: Some(Err(e)),
+                } => report(format!("rule {op} outcome"), e),
                 RuleResult::Inactive { .. } => {}
             }
         }

@@ -41,7 +41,10 @@ pub struct Health {
 
 impl Health {
     pub fn set_watch(&self, ruleset: &str, state: WatchState) {
-        self.by_ruleset.entry(ruleset.to_string()).or_default().watch = state;
+        self.by_ruleset
+            .entry(ruleset.to_string())
+            .or_default()
+            .watch = state;
     }
 
     pub fn record_error(&self, ruleset: &str, error: String) {
@@ -51,7 +54,10 @@ impl Health {
     }
 
     pub fn get(&self, ruleset: &str) -> RuleSetHealth {
-        self.by_ruleset.get(ruleset).map(|h| h.clone()).unwrap_or_default()
+        self.by_ruleset
+            .get(ruleset)
+            .map(|h| h.clone())
+            .unwrap_or_default()
     }
 
     /// Forgets a ruleset (deleted, or reloaded with a new generation).

@@ -53,8 +53,14 @@ impl Watches {
             keep
         });
         for (target, rulesets) in wanted {
-            let fingerprint: Vec<_> = rulesets.iter().map(|r| (r.info.name.clone(), r.generation)).collect();
-            if running.get(&target).is_some_and(|r| r.fingerprint == fingerprint) {
+            let fingerprint: Vec<_> = rulesets
+                .iter()
+                .map(|r| (r.info.name.clone(), r.generation))
+                .collect();
+            if running
+                .get(&target)
+                .is_some_and(|r| r.fingerprint == fingerprint)
+            {
                 continue;
             }
             if let Some(old) = running.remove(&target) {
@@ -79,14 +85,22 @@ impl Watches {
 
 impl Drop for Watches {
     fn drop(&mut self) {
-        for r in self.running.lock().unwrap_or_else(|p| p.into_inner()).values() {
+        for r in self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
             r.task.abort();
         }
     }
 }
 
 /// Finds the target in discovery; `Ok(None)` when the API server does not serve it.
-async fn resolve(client: &Client, target: &Target) -> Result<Option<(ApiResource, bool)>, kube::Error> {
+async fn resolve(
+    client: &Client,
+    target: &Target,
+) -> Result<Option<(ApiResource, bool)>, kube::Error> {
     let gv = GroupVersion::gv(&target.group, &target.version);
     match kube::discovery::pinned_group(client, &gv).await {
         Ok(group) => Ok(group
@@ -119,13 +133,18 @@ async fn watch_target(
         match resolve(&client, &target).await {
             Ok(Some(found)) => break found,
             Ok(None) => {
-                let msg = format!("the server does not serve {target}; the watch starts when it does");
+                let msg =
+                    format!("the server does not serve {target}; the watch starts when it does");
                 tracing::warn!(target = %target, "{msg}");
                 set_state(&detector, &rulesets, WatchState::InvalidTarget(msg));
             }
             Err(e) => {
                 tracing::warn!(target = %target, error = %e, "discovery failed");
-                set_state(&detector, &rulesets, WatchState::Failed(format!("discovery of {target} failed: {e}")));
+                set_state(
+                    &detector,
+                    &rulesets,
+                    WatchState::Failed(format!("discovery of {target} failed: {e}")),
+                );
             }
         }
         tokio::select! {
@@ -136,16 +155,23 @@ async fn watch_target(
 
     // Namespace-scoped watches when every ruleset lists its namespaces (less to stream, and RBAC
     // may only allow those namespaces).
-    let namespaces: Option<Vec<String>> = if namespaced && rulesets.iter().all(|r| !r.namespaces.is_empty()) {
-        let set: std::collections::BTreeSet<String> = rulesets.iter().flat_map(|r| r.namespaces.clone()).collect();
-        Some(set.into_iter().collect())
-    } else {
-        None
-    };
+    let namespaces: Option<Vec<String>> =
+        if namespaced && rulesets.iter().all(|r| !r.namespaces.is_empty()) {
+            let set: std::collections::BTreeSet<String> =
+                rulesets.iter().flat_map(|r| r.namespaces.clone()).collect();
+            Some(set.into_iter().collect())
+        } else {
+            None
+        };
     let apis: Vec<(Option<String>, Api<DynamicObject>)> = match &namespaces {
         Some(list) => list
             .iter()
-            .map(|ns| (Some(ns.clone()), Api::namespaced_with(client.clone(), ns, &ar)))
+            .map(|ns| {
+                (
+                    Some(ns.clone()),
+                    Api::namespaced_with(client.clone(), ns, &ar),
+                )
+            })
             .collect(),
         None => vec![(None, Api::all_with(client.clone(), &ar))],
     };
@@ -174,9 +200,11 @@ async fn watch_target(
             }
             Ok(watcher::Event::InitDone) => {
                 listed.insert(ns.clone(), listing.remove(&ns).unwrap_or_default());
-                let present: HashSet<String> = listed.values().flatten().cloned().collect();
-                detector.resync(&rulesets, &present);
+                // Only a complete picture may say a subject is gone: until every namespace has
+                // listed, the others' subjects are merely unknown.
                 if listed.len() == streams_total {
+                    let present: HashSet<String> = listed.values().flatten().cloned().collect();
+                    detector.resync(&rulesets, &present);
                     set_state(&detector, &rulesets, WatchState::Active);
                     tracing::info!(target = %target_name, objects = present.len(), "watch active");
                 }
@@ -189,7 +217,11 @@ async fn watch_target(
             }
             Err(e) => {
                 tracing::warn!(target = %target_name, error = %e, "watch failed; retrying with backoff");
-                set_state(&detector, &rulesets, WatchState::Failed(watch_error_message(&e)));
+                set_state(
+                    &detector,
+                    &rulesets,
+                    WatchState::Failed(watch_error_message(&e)),
+                );
             }
         }
     }
@@ -204,7 +236,12 @@ fn watch_error_message(e: &watcher::Error) -> String {
     }
 }
 
-fn evaluate(detector: &Detector, rulesets: &[Arc<CompiledRuleSet>], target: &str, obj: &DynamicObject) {
+fn evaluate(
+    detector: &Detector,
+    rulesets: &[Arc<CompiledRuleSet>],
+    target: &str,
+    obj: &DynamicObject,
+) {
     crate::metrics::object_event(target);
     match serde_json::to_value(obj) {
         Ok(value) => detector.apply(rulesets, &value),

@@ -22,7 +22,9 @@ extern "C" fn cleanup() {
         if let Ok(mut server) = env.server.lock() {
             server.take();
         }
-        let _ = std::fs::remove_dir_all(env.cluster.dir());
+        if std::env::var_os("IFO_KEEP_CLUSTER_DIR").is_none() {
+            let _ = std::fs::remove_dir_all(env.cluster.dir());
+        }
     }
 }
 
@@ -107,4 +109,160 @@ impl Env {
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
     }
+}
+
+/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Env {
+    /// A fresh namespace for one test.
+    pub fn namespace(&self, prefix: &str) -> String {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("{prefix}-{}-{n}", std::process::id() % 10_000);
+        self.kubectl(User::Admin, &["create", "namespace", &name])
+            .unwrap();
+        name
+    }
+
+    pub fn apply(&self, manifest: &str) {
+        self.cluster.apply(manifest).unwrap();
+    }
+
+    pub fn get_json(&self, user: User, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(user, &all).unwrap()).unwrap()
+    }
+
+    /// The live operations in `namespace`, as kubectl reads them through the aggregation layer.
+    pub fn ifos(&self, namespace: &str) -> Vec<serde_json::Value> {
+        let list = self.get_json(User::Admin, &["get", "ifos", "-n", namespace]);
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Patches a subject's status subresource (what a controller would do).
+    pub fn set_status(&self, kind: &str, namespace: &str, name: &str, status: serde_json::Value) {
+        let patch = serde_json::json!({"status": status}).to_string();
+        self.kubectl(
+            User::Admin,
+            &[
+                "patch",
+                kind,
+                name,
+                "-n",
+                namespace,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+        )
+        .unwrap();
+    }
+
+    /// Streams raw watch events of a path through kube-apiserver.
+    pub fn watch(&self, path: &str) -> WatchStream {
+        let mut child = self
+            .cluster
+            .kubectl(User::Admin)
+            .args(["get", "--raw", path, "--request-timeout=0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        WatchStream { child, rx }
+    }
+}
+
+pub struct WatchStream {
+    child: std::process::Child,
+    rx: mpsc::Receiver<serde_json::Value>,
+}
+
+impl WatchStream {
+    /// The next event, or `None` after `timeout`.
+    pub fn next(&self, timeout: Duration) -> Option<serde_json::Value> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Events until one satisfies `pred` (returned last), or panics after `timeout`.
+    pub fn until(
+        &self,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> Vec<serde_json::Value> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(ev) => {
+                    let done = pred(&ev);
+                    seen.push(ev);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("timed out waiting for {what}; events seen: {seen:#?}"),
+            }
+        }
+    }
+}
+
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An OperationRuleSet for VirtualMachines in `namespace`, detecting `printableStatus` states.
+pub fn vm_ruleset(name: &str, namespace: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{namespace}"],
+ "labels":{{"example.com/team":"virt","ifo.kubevirt.io/operation":"ignored"}},
+ "labelExpressions":[{{"key":"example.com/node","expression":"object.status.?nodeName.orValue('none')"}}],
+ "rules":[
+  {{"operation":"Migrating","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Migrating'",
+    "message":"'to ' + object.status.?migrationTarget.orValue('?')",
+    "outcome":"object.status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}},
+  {{"operation":"Starting","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Starting'"}}
+ ]}}}}"#
+    )
+}
+
+pub fn vm(name: &str, namespace: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"{namespace}",
+"ownerReferences":[{{"apiVersion":"pool.kubevirt.io/v1alpha1","kind":"VirtualMachinePool","name":"pool-1","uid":"00000000-0000-0000-0000-00000000beef"}}]}},
+"spec":{{"running":true}}}}"#
+    )
 }

@@ -1,0 +1,314 @@
+//! list, get and watch of `inflightoperations` and `inflightclusteroperations`, read from the index
+//! through its snapshot and watch interface.
+
+use super::discovery::{GROUP, INFLIGHT_CLUSTER_OPERATIONS, INFLIGHT_OPERATIONS, Resource};
+use super::negotiate::{self, Representation};
+use super::params::{Params, RvMatch, field_pointer};
+use super::status::{ApiError, GroupResource};
+use super::{ApiState, table, watch};
+use crate::api::continue_token::ContinueToken;
+use crate::index::{Snapshot, Stored};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Which objects a request is about.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub resource: &'static Resource,
+    /// For the namespaced resource: `Some(ns)` under `/namespaces/{ns}/`, `None` across all.
+    pub namespace: Option<String>,
+}
+
+impl Scope {
+    pub fn contains(&self, stored: &Stored) -> bool {
+        match (&stored.op.namespace, self.resource.namespaced) {
+            (None, false) => true,
+            (Some(ns), true) => self.namespace.as_ref().is_none_or(|want| want == ns),
+            _ => false,
+        }
+    }
+
+    fn group_resource(&self) -> GroupResource {
+        GroupResource::new(GROUP, self.resource.plural)
+    }
+}
+
+/// Whether a stored object passes the request's scope and selectors.
+pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
+    if !scope.contains(stored) {
+        return false;
+    }
+    if !params.labels.matches(&stored.op.labels) {
+        return false;
+    }
+    if params.fields.is_empty() {
+        return true;
+    }
+    let json = stored.json();
+    params
+        .fields
+        .matches(|field| json.pointer(field_pointer(field)).and_then(Value::as_str))
+}
+
+pub fn resource_for(plural: &str) -> Option<&'static Resource> {
+    [&INFLIGHT_OPERATIONS, &INFLIGHT_CLUSTER_OPERATIONS]
+        .into_iter()
+        .find(|r| r.plural == plural)
+}
+
+fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
+    Ok(negotiate::negotiate_resource(
+        negotiate::accept_header(headers).as_deref(),
+    )?)
+}
+
+fn json_response(value: &Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)],
+        serde_json::to_vec(value).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// Routes `/apis/<g>/<v>/...` paths below the group version.
+pub async fn dispatch(
+    State(state): State<Arc<ApiState>>,
+    method: Method,
+    Path(rest): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    match route(&state, &method, &rest, &query, &headers).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(
+    state: &Arc<ApiState>,
+    method: &Method,
+    rest: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    let path_watch = parts.first() == Some(&"watch");
+    if path_watch {
+        parts.remove(0);
+    }
+    let (namespace, parts) = match parts.as_slice() {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest.to_vec()),
+        other => (None, other.to_vec()),
+    };
+    let (plural, name) = match parts.as_slice() {
+        [plural] => (*plural, None),
+        [plural, name] => (*plural, Some(name.to_string())),
+        _ => return Err(ApiError::PathNotFound),
+    };
+    let resource = resource_for(plural).ok_or(ApiError::PathNotFound)?;
+    if namespace.is_some() && !resource.namespaced {
+        return Err(ApiError::PathNotFound);
+    }
+    let scope = Scope {
+        resource,
+        namespace,
+    };
+    if method != Method::GET && method != Method::HEAD {
+        let verb = match (method.as_str(), name.is_some()) {
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            (other, _) => other,
+        };
+        return Err(ApiError::MethodNotAllowed {
+            resource: scope.group_resource(),
+            verb: verb.to_string(),
+        });
+    }
+    let mut params = Params::parse(query, path_watch)?;
+    let repr = representation(headers)?;
+    match name {
+        Some(name) if params.watch => {
+            // A watch of one object is a watch with a name field selector.
+            let selector = format!("metadata.name={}", super::fields::escape_value(&name));
+            let combined = if params.fields.is_empty() {
+                selector
+            } else {
+                format!("{},{selector}", params.fields)
+            };
+            params.fields =
+                super::fields::FieldSelector::parse(&combined, super::params::SELECTABLE_FIELDS)?;
+            Ok(watch::serve(state.clone(), scope, params, repr))
+        }
+        Some(name) => get(state, &scope, &name, repr, &params),
+        None if params.watch => Ok(watch::serve(state.clone(), scope, params, repr)),
+        None => list(state, &scope, &params, repr),
+    }
+}
+
+fn get(
+    state: &ApiState,
+    scope: &Scope,
+    name: &str,
+    repr: Representation,
+    params: &Params,
+) -> Result<Response, ApiError> {
+    let not_found = || ApiError::NotFound {
+        resource: scope.group_resource(),
+        name: name.to_string(),
+    };
+    let stored = state
+        .index
+        .get(scope.namespace.as_deref(), name)
+        .ok_or_else(not_found)?;
+    if !scope.contains(&stored) {
+        return Err(not_found());
+    }
+    let object = stored.json();
+    Ok(json_response(&match repr {
+        Representation::Object => (*object).clone(),
+        Representation::PartialObjectMetadata { .. } => {
+            table::metadata_only(&object, repr.meta_api_version().unwrap_or("meta.k8s.io/v1"))
+        }
+        Representation::Table { .. } => {
+            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+            let row = table::row(
+                &stored,
+                &object,
+                params.include_object,
+                v,
+                jiff::Timestamp::now(),
+            );
+            table::table(vec![row], v, stored.rv, None)
+        }
+    }))
+}
+
+/// The snapshot a list reads: the current one, or, for `Exact` or a continue token, the one it names.
+fn snapshot_for(
+    state: &ApiState,
+    params: &Params,
+) -> Result<(Arc<Snapshot>, Option<ContinueToken>), ApiError> {
+    if let Some(token) = &params.continue_token {
+        let token = ContinueToken::decode(token)?;
+        return match state.snapshots.get(token.rv) {
+            Some(s) => Ok((s, Some(token))),
+            None => {
+                // The snapshot is gone: like kube-apiserver, offer to continue inconsistently.
+                let current = state.snapshots.current(&state.index);
+                let (ns, name) = token.start_key();
+                let resume = ContinueToken::new(current.rv, ns, name);
+                Err(ApiError::ContinueExpired {
+                    continue_token: Some(resume.encode()),
+                })
+            }
+        };
+    }
+    let current = state.snapshots.current(&state.index);
+    match (params.resource_version, params.rv_match) {
+        (Some(rv), Some(RvMatch::Exact)) if rv != current.rv => match state.snapshots.get(rv) {
+            Some(s) => Ok((s, None)),
+            None if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
+                requested: rv,
+                current: current.rv,
+            }),
+            None => Err(ApiError::TooOldResourceVersion {
+                requested: rv,
+                oldest: current.rv,
+            }),
+        },
+        (Some(rv), _) if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
+            requested: rv,
+            current: current.rv,
+        }),
+        _ => Ok((current, None)),
+    }
+}
+
+fn list(
+    state: &ApiState,
+    scope: &Scope,
+    params: &Params,
+    repr: Representation,
+) -> Result<Response, ApiError> {
+    let (snapshot, start) = snapshot_for(state, params)?;
+    let key = |s: &Stored| {
+        (
+            s.op.namespace.clone().unwrap_or_default(),
+            s.op.name.clone(),
+        )
+    };
+    let begin = match &start {
+        Some(token) => {
+            let (ns, name) = token.start_key();
+            snapshot
+                .items
+                .partition_point(|s| key(s) < (ns.to_string(), name.to_string()))
+        }
+        None => 0,
+    };
+    let mut selected: Vec<&Arc<Stored>> = Vec::new();
+    let mut continue_token = None;
+    for stored in &snapshot.items[begin..] {
+        if !matches(scope, params, stored) {
+            continue;
+        }
+        if params.limit.is_some_and(|l| selected.len() == l) {
+            let (ns, name) = key(stored);
+            continue_token = Some(ContinueToken::new(snapshot.rv, &ns, &name).encode());
+            break;
+        }
+        selected.push(stored);
+    }
+    let rv = snapshot.rv;
+    let body = match repr {
+        Representation::Table { .. } => {
+            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+            let now = jiff::Timestamp::now();
+            let rows = selected
+                .iter()
+                .map(|s| table::row(s, &s.json(), params.include_object, v, now))
+                .collect();
+            table::table(rows, v, rv, continue_token)
+        }
+        Representation::PartialObjectMetadata { .. } => {
+            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+            let items: Vec<Value> = selected
+                .iter()
+                .map(|s| table::metadata_only(&s.json(), v))
+                .collect();
+            list_body("PartialObjectMetadataList", v, rv, continue_token, items)
+        }
+        Representation::Object => {
+            let items: Vec<Value> = selected.iter().map(|s| (*s.json()).clone()).collect();
+            list_body(
+                &format!("{}List", scope.resource.kind),
+                super::discovery::GROUP_VERSION,
+                rv,
+                continue_token,
+                items,
+            )
+        }
+    };
+    Ok(json_response(&body))
+}
+
+fn list_body(
+    kind: &str,
+    api_version: &str,
+    rv: u64,
+    continue_token: Option<String>,
+    items: Vec<Value>,
+) -> Value {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if let Some(token) = continue_token {
+        metadata["continue"] = json!(token);
+    }
+    json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items})
+}

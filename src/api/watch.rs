@@ -1,0 +1,278 @@
+//! Watches: initial events per the resourceVersion rules, then live events through this watcher's
+//! own filter (an object entering or leaving the selectors is an ADDED or DELETED for it),
+//! bookmarks, `timeoutSeconds`, and a clean cut with 410 Expired for a watcher that falls behind.
+
+use super::negotiate::Representation;
+use super::params::Params;
+use super::resources::{Scope, matches};
+use super::status::ApiError;
+use super::{ApiState, table};
+use crate::index::{Event, EventKind, Stored, WatchError};
+use axum::body::Body;
+use axum::http::header;
+use axum::response::Response;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// Without `timeoutSeconds`, a watch lasts 30–60 minutes, as kube-apiserver's do.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+/// Encoded events buffered per watch before the sender waits on the client.
+const CHANNEL: usize = 64;
+
+#[derive(Serialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type")]
+    type_: &'a str,
+    object: &'a Value,
+}
+
+struct Encoder {
+    repr: Representation,
+    include: super::params::IncludeObject,
+}
+
+impl Encoder {
+    fn line(&self, type_: &str, stored: &Stored, object: &Value) -> Bytes {
+        let converted;
+        let object = match self.repr {
+            Representation::Object => object,
+            Representation::PartialObjectMetadata { .. } => {
+                converted = table::metadata_only(
+                    object,
+                    self.repr.meta_api_version().unwrap_or("meta.k8s.io/v1"),
+                );
+                &converted
+            }
+            Representation::Table { .. } => {
+                let v = self.repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+                let rv = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let row = table::row(stored, object, self.include, v, jiff::Timestamp::now());
+                let mut t = table::table(vec![row], v, 0, None);
+                t["metadata"]["resourceVersion"] = json!(rv);
+                converted = t;
+                &converted
+            }
+        };
+        let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+
+    fn error(&self, err: &ApiError) -> Bytes {
+        let mut line = serde_json::to_vec(&WireEvent {
+            type_: "ERROR",
+            object: &err.to_status(),
+        })
+        .unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+
+    fn bookmark(&self, kind: &str, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": kind, "apiVersion": super::discovery::GROUP_VERSION, "metadata": metadata});
+        let mut line = serde_json::to_vec(&WireEvent {
+            type_: "BOOKMARK",
+            object: &object,
+        })
+        .unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+}
+
+/// The object as of `rv` (a filter-DELETED event carries the previous state at the new RV).
+fn at_rv(stored: &Stored, rv: u64) -> Arc<Value> {
+    let json = stored.json();
+    if stored.rv == rv {
+        return json;
+    }
+    let mut v = (*json).clone();
+    v["metadata"]["resourceVersion"] = json!(rv.to_string());
+    Arc::new(v)
+}
+
+/// What this watcher should see of an index event, if anything.
+fn transition(
+    scope: &Scope,
+    params: &Params,
+    event: &Event,
+) -> Option<(&'static str, Arc<Stored>, Arc<Value>)> {
+    let now = matches(scope, params, &event.object);
+    let before = event
+        .previous
+        .as_ref()
+        .is_some_and(|p| matches(scope, params, p));
+    match event.kind {
+        EventKind::Added if now => Some(("ADDED", event.object.clone(), event.object.json())),
+        EventKind::Deleted if now => Some(("DELETED", event.object.clone(), event.object.json())),
+        EventKind::Modified if now && before => {
+            Some(("MODIFIED", event.object.clone(), event.object.json()))
+        }
+        EventKind::Modified if now => Some(("ADDED", event.object.clone(), event.object.json())),
+        EventKind::Modified if before => {
+            let prev = event.previous.clone()?;
+            let object = at_rv(&prev, event.rv);
+            Some(("DELETED", prev, object))
+        }
+        _ => None,
+    }
+}
+
+pub fn serve(state: Arc<ApiState>, scope: Scope, params: Params, repr: Representation) -> Response {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(CHANNEL);
+    let encoder = Encoder {
+        repr,
+        include: params.include_object,
+    };
+    let timeout = params
+        .timeout_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    // Start from the index now, before answering, so no event between list and watch is missed.
+    let start = start(&state, &params);
+    crate::metrics::open_watches(1);
+    tokio::spawn(async move {
+        run(start, scope, params, encoder, tx, timeout).await;
+        crate::metrics::open_watches(-1);
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, super::negotiate::APPLICATION_JSON)
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .expect("static response")
+}
+
+enum Start {
+    /// A snapshot to send as ADDED, then live events; `bookmark` marks the end of initial events.
+    Snapshot {
+        items: Vec<Arc<Stored>>,
+        rv: u64,
+        bookmark: bool,
+        live: broadcast::Receiver<Event>,
+    },
+    /// Events after a resourceVersion, then live events.
+    Resume {
+        replay: Vec<Event>,
+        live: broadcast::Receiver<Event>,
+    },
+    Failed(ApiError),
+}
+
+fn start(state: &ApiState, params: &Params) -> Start {
+    let initial = params.send_initial_events == Some(true);
+    match params.resource_version {
+        Some(rv) if rv != 0 && !initial => match state.index.watch_from(rv) {
+            Ok((replay, live)) => Start::Resume { replay, live },
+            Err(WatchError::Expired { requested, oldest }) => {
+                Start::Failed(ApiError::TooOldResourceVersion { requested, oldest })
+            }
+            // In-stream 410 (not 504) for a future version: clients then relist instead of retrying it forever.
+            Err(WatchError::TooLarge { requested, current }) => Start::Failed(ApiError::Expired(
+                format!("too large resource version: {requested}, current: {current}"),
+            )),
+        },
+        _ => {
+            let (snapshot, live) = state.index.subscribe_with_snapshot();
+            Start::Snapshot {
+                items: snapshot.items,
+                rv: snapshot.rv,
+                bookmark: initial,
+                live,
+            }
+        }
+    }
+}
+
+async fn run(
+    start: Start,
+    scope: Scope,
+    params: Params,
+    encoder: Encoder,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    timeout: Duration,
+) {
+    let kind = scope.resource.kind;
+    let send = |bytes: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(Ok(bytes)).await.is_ok() }
+    };
+    let mut live = match start {
+        Start::Failed(err) => {
+            let _ = send(encoder.error(&err)).await;
+            return;
+        }
+        Start::Snapshot {
+            items,
+            rv,
+            bookmark,
+            live,
+        } => {
+            for stored in items.iter().filter(|s| matches(&scope, &params, s)) {
+                if !send(encoder.line("ADDED", stored, &stored.json())).await {
+                    return;
+                }
+            }
+            if bookmark && !send(encoder.bookmark(kind, rv, true)).await {
+                return;
+            }
+            live
+        }
+        Start::Resume { replay, live } => {
+            for event in &replay {
+                if let Some((t, stored, object)) = transition(&scope, &params, event) {
+                    if !send(encoder.line(t, &stored, &object)).await {
+                        return;
+                    }
+                }
+            }
+            live
+        }
+    };
+    let bookmarks = params.allow_bookmarks && !matches!(encoder.repr, Representation::Table { .. });
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_rv = 0u64;
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY);
+    loop {
+        tokio::select! {
+            event = live.recv() => match event {
+                Ok(event) => {
+                    last_rv = event.rv;
+                    if let Some((t, stored, object)) = transition(&scope, &params, &event) {
+                        if !send(encoder.line(t, &stored, &object)).await {
+                            return;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::info!(missed, resource = kind, "cutting a watcher that fell behind");
+                    let err = ApiError::Expired(format!("the watcher fell {missed} events behind; list again and watch from there"));
+                    let _ = send(encoder.error(&err)).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick(), if bookmarks && last_rv > 0 => {
+                if !send(encoder.bookmark(kind, last_rv, false)).await {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => return,
+            _ = tx.closed() => return,
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! The shared CEL environment, compiling, and evaluating one compiled expression.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use cel::common::ast::{Expr as Node, IdedExpr, SourceInfo};
+use cel::common::types::{CelBool, CelString, CelTimestamp};
+use cel::common::value::CowVal;
+use cel::{Context, Env, ExecutionError, ParseError, ParseErrors, Program, Value};
+
+use super::bind::Bound;
+use super::functions;
+
+/// Longest accepted expression, in bytes. cel 0.15 has no evaluation cost limit, so the size of
+/// what a rule author can make the engine run is bounded here (the parser bounds nesting).
+pub const MAX_SOURCE_LEN: usize = 16 * 1024;
+
+/// The only variable rules are evaluated with, as in the Kubernetes-side operator.
+const OBJECT: &str = "object";
+
+/// Namespaces of the qualified functions the environment registers (`optional.of(x)`,
+/// `lists.range(n)`, `strings.quote(s)`): an identifier used as such a call's target is a
+/// function name, not a variable.
+const FUNCTION_NAMESPACES: &[&str] = &["optional", "lists", "strings"];
+
+/// Shared CEL environment (stdlib + strings ext + lists ext + optional syntax + cached `matches` +
+/// the few Kubernetes CEL functions rules need). Built once; Clone is cheap (Arc inside).
+/// Send + Sync.
+#[derive(Clone)]
+pub struct Engine {
+    env: Arc<Env>,
+}
+
+impl Engine {
+    /// Builds the environment. It takes tens of microseconds, so build one and share it.
+    pub fn new() -> Engine {
+        // `Env::stdlib()` already enables the optional syntax and library (`a.?b`, `orValue`).
+        // The crate is built without its `regex` feature, so the stock `matches`, which compiles
+        // its pattern on every call, is absent and ours (cached) takes its place.
+        let mut env = Env::stdlib();
+        env.add_extension(cel::extensions::strings)
+            .expect("strings extension registers once");
+        env.add_extension(cel::extensions::lists)
+            .expect("lists extension registers once");
+        functions::register(&mut env).expect("custom functions do not clash with the stdlib");
+        Engine { env: Arc::new(env) }
+    }
+
+    /// Parse + macro-expand. Also rejects, as CompileError: empty source, source longer than
+    /// 16 KiB, and references to variables other than `object` that are not comprehension
+    /// variables bound in the expression.
+    ///
+    /// cel has no type checker, so wrong types, unknown functions and non-bool rule results are
+    /// only found when evaluating; undeclared variables (typically a forgotten pair of quotes:
+    /// `phase == Running`) are the common mistake this catches early.
+    pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
+        if source.trim().is_empty() {
+            return Err(CompileError {
+                message: "ERROR: <input>:1:1: expression is empty".to_owned(),
+            });
+        }
+        if source.len() > MAX_SOURCE_LEN {
+            return Err(CompileError {
+                message: format!(
+                    "ERROR: <input>:1:1: expression is {} bytes long, more than the limit of {} bytes",
+                    source.len(),
+                    MAX_SOURCE_LEN
+                ),
+            });
+        }
+        // Sources come from users: a parser bug must not take the caller down with it.
+        let parsed =
+            catch_unwind(AssertUnwindSafe(|| self.env.compile(source))).map_err(|panic| {
+                CompileError {
+                    message: format!(
+                        "ERROR: <input>:1:1: internal error in the CEL parser: {}",
+                        panic_text(&*panic)
+                    ),
+                }
+            })?;
+        let program = parsed.map_err(|errors| CompileError {
+            message: errors.to_string(),
+        })?;
+        self.check_variables(&program, source)?;
+        Ok(Expr {
+            inner: Arc::new(Compiled {
+                program,
+                source: source.into(),
+                env: Arc::clone(&self.env),
+            }),
+        })
+    }
+
+    /// Reports every identifier that is neither `object`, nor a comprehension variable in scope,
+    /// nor a type name (`type(x) == int`), in the same format as syntax errors.
+    fn check_variables(&self, program: &Program, source: &str) -> Result<(), CompileError> {
+        let mut undeclared = Vec::new();
+        let mut scope = Vec::new();
+        self.walk(program.expression(), &mut scope, &mut undeclared);
+        if undeclared.is_empty() {
+            return Ok(());
+        }
+        let mut source_info = SourceInfo::default();
+        source_info.source = source.to_owned();
+        let source_info = Arc::new(source_info);
+        let errors = undeclared
+            .into_iter()
+            .map(|(id, name)| ParseError {
+                source: None,
+                pos: position(program.source_info(), source, id),
+                msg: format!("undeclared reference to '{name}' (only '{OBJECT}' is declared)"),
+                expr_id: id,
+                source_info: Some(Arc::clone(&source_info)),
+            })
+            .collect();
+        Err(CompileError {
+            message: ParseErrors { errors }.to_string(),
+        })
+    }
+
+    fn is_type_name(&self, name: &str) -> bool {
+        self.env.types().find_type(name).is_some()
+    }
+
+    fn walk<'e>(
+        &self,
+        expr: &'e IdedExpr,
+        scope: &mut Vec<&'e str>,
+        undeclared: &mut Vec<(u64, String)>,
+    ) {
+        match &expr.expr {
+            Node::Ident(name) => {
+                let name = name.as_str();
+                if name != OBJECT
+                    && !name.starts_with('@')
+                    && !scope.contains(&name)
+                    && !self.is_type_name(name)
+                    && !undeclared.iter().any(|(_, n)| n == name)
+                {
+                    undeclared.push((expr.id, name.to_owned()));
+                }
+            }
+            Node::Select(select) => {
+                // A dotted type name such as `google.protobuf.Timestamp` parses as selects.
+                if !select.test
+                    && let Some(name) = qualified_name(expr)
+                    && self.is_type_name(&name)
+                {
+                    return;
+                }
+                self.walk(&select.operand, scope, undeclared);
+            }
+            Node::Call(call) => {
+                if let Some(target) = &call.target {
+                    let namespaced = qualified_name(target).is_some_and(|name| {
+                        let root = name.split('.').next().unwrap_or_default();
+                        FUNCTION_NAMESPACES.contains(&root) && !scope.contains(&root)
+                    });
+                    if !namespaced {
+                        self.walk(target, scope, undeclared);
+                    }
+                }
+                for arg in &call.args {
+                    self.walk(arg, scope, undeclared);
+                }
+            }
+            Node::Comprehension(c) => {
+                self.walk(&c.iter_range, scope, undeclared);
+                self.walk(&c.accu_init, scope, undeclared);
+                let depth = scope.len();
+                scope.push(&c.iter_var);
+                if let Some(v) = &c.iter_var2 {
+                    scope.push(v);
+                }
+                scope.push(&c.accu_var);
+                self.walk(&c.loop_cond, scope, undeclared);
+                self.walk(&c.loop_step, scope, undeclared);
+                self.walk(&c.result, scope, undeclared);
+                scope.truncate(depth);
+            }
+            Node::List(list) => {
+                for e in &list.elements {
+                    self.walk(e, scope, undeclared);
+                }
+            }
+            Node::Map(map) => {
+                for entry in &map.entries {
+                    match &entry.expr {
+                        cel::common::ast::EntryExpr::MapEntry(e) => {
+                            self.walk(&e.key, scope, undeclared);
+                            self.walk(&e.value, scope, undeclared);
+                        }
+                        cel::common::ast::EntryExpr::StructField(f) => {
+                            self.walk(&f.value, scope, undeclared);
+                        }
+                    }
+                }
+            }
+            Node::Struct(s) => {
+                for entry in &s.entries {
+                    match &entry.expr {
+                        cel::common::ast::EntryExpr::MapEntry(e) => {
+                            self.walk(&e.key, scope, undeclared);
+                            self.walk(&e.value, scope, undeclared);
+                        }
+                        cel::common::ast::EntryExpr::StructField(f) => {
+                            self.walk(&f.value, scope, undeclared);
+                        }
+                    }
+                }
+            }
+            Node::Literal(_) | Node::Unspecified => {}
+        }
+    }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+/// `a.b.c` for an identifier or a chain of field selections on one, else `None`.
+fn qualified_name(expr: &IdedExpr) -> Option<String> {
+    match &expr.expr {
+        Node::Ident(name) => Some(name.clone()),
+        Node::Select(s) if !s.test => {
+            qualified_name(&s.operand).map(|op| format!("{op}.{}", s.field))
+        }
+        _ => None,
+    }
+}
+
+/// 1-based (line, column) of node `id`, in characters, for cel-go style messages.
+fn position(info: &SourceInfo, source: &str, id: u64) -> (isize, isize) {
+    let Some((start, _)) = info.offset_for(id) else {
+        return (1, 1);
+    };
+    let start = start as usize;
+    let (mut line, mut col) = (1isize, 1isize);
+    for (i, ch) in source.chars().enumerate() {
+        if i >= start {
+            break;
+        }
+        if ch == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    (line, col)
+}
+
+/// A compile error; `message` is cel-go style with line:col and caret (what `ParseErrors`
+/// Display gives).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct CompileError {
+    pub message: String,
+}
+
+/// Why an expression produced no usable value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// Runtime error text from cel (missing key, no matching overload, ...).
+    #[error("{0}")]
+    Execution(String),
+    /// The expression evaluated, but not to the type its role requires.
+    #[error("expected {expected}, got {got}")]
+    WrongType { expected: &'static str, got: String },
+}
+
+struct Compiled {
+    program: Program,
+    source: Box<str>,
+    /// The environment the program was compiled for and runs with.
+    env: Arc<Env>,
+}
+
+/// A compiled expression. Clone is cheap (Arc<Program>). Send + Sync.
+#[derive(Clone)]
+pub struct Expr {
+    inner: Arc<Compiled>,
+}
+
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Expr").field(&self.source()).finish()
+    }
+}
+
+/// A context bound to one object, reusable by every expression of the same engine.
+pub(crate) struct BoundContext<'v> {
+    ctx: Context<'v, 'v>,
+    /// Identity of the environment `ctx` holds (an address, not a second reference count: that
+    /// counter is shared by every thread evaluating, so touching it is not free).
+    env: *const Env,
+}
+
+impl<'v> BoundContext<'v> {
+    pub(crate) fn new(env: &Arc<Env>, object: &'v Bound<'_>) -> Self {
+        let mut ctx = Context::with_env(Arc::clone(env));
+        ctx.set_variable_resolver(&object.resolver);
+        BoundContext {
+            ctx,
+            env: Arc::as_ptr(env),
+        }
+    }
+
+    /// Whether expressions compiled by `env` can run in this context.
+    pub(crate) fn is_for(&self, env: &Arc<Env>) -> bool {
+        std::ptr::eq(self.env, Arc::as_ptr(env))
+    }
+}
+
+const NO_START_TIME: &str = "empty string is not a timestamp";
+
+impl Expr {
+    /// The CEL source this was compiled from.
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+
+    pub(crate) fn env(&self) -> &Arc<Env> {
+        &self.inner.env
+    }
+
+    /// Runs the program and hands the result to `convert`, turning runtime errors (and, should
+    /// the interpreter ever panic, the panic) into `EvalError::Execution`.
+    fn run<T>(
+        &self,
+        ctx: &BoundContext<'_>,
+        convert: impl FnOnce(&CowVal<'_, '_>) -> Result<T, EvalError>,
+    ) -> Result<T, EvalError> {
+        debug_assert!(ctx.is_for(&self.inner.env));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            match Value::resolve_val(self.inner.program.expression(), &ctx.ctx) {
+                Ok(val) => convert(&val),
+                Err(e) => Err(execution(e)),
+            }
+        }));
+        result.unwrap_or_else(|panic| {
+            Err(EvalError::Execution(format!(
+                "internal error in the CEL interpreter: {}",
+                panic_text(&*panic)
+            )))
+        })
+    }
+
+    /// Evaluates against `object` with a context made for this call.
+    fn run_alone<T>(
+        &self,
+        object: &Bound<'_>,
+        eval: impl FnOnce(&Self, &BoundContext<'_>) -> Result<T, EvalError>,
+    ) -> Result<T, EvalError> {
+        let ctx = BoundContext::new(&self.inner.env, object);
+        eval(self, &ctx)
+    }
+
+    /// A rule's verdict: anything but a bool is `WrongType`, as Kubernetes would reject it.
+    pub fn eval_bool(&self, object: &Bound<'_>) -> Result<bool, EvalError> {
+        self.run_alone(object, Self::eval_bool_in)
+    }
+
+    /// A message, outcome name or label value: anything but a string is `WrongType` (no
+    /// implicit conversion, so `object.metadata.generation` must be written `string(...)`).
+    pub fn eval_string(&self, object: &Bound<'_>) -> Result<String, EvalError> {
+        self.run_alone(object, Self::eval_string_in)
+    }
+
+    /// CEL timestamp, or a string in RFC 3339 (Kubernetes time fields are strings in JSON).
+    pub fn eval_timestamp(&self, object: &Bound<'_>) -> Result<jiff::Timestamp, EvalError> {
+        self.run_alone(object, Self::eval_timestamp_in)
+    }
+
+    pub(crate) fn eval_bool_in(&self, ctx: &BoundContext<'_>) -> Result<bool, EvalError> {
+        self.run(ctx, |val| {
+            val.downcast_ref::<CelBool>()
+                .map(|b| *b.inner())
+                .ok_or_else(|| wrong_type("bool", val))
+        })
+    }
+
+    pub(crate) fn eval_string_in(&self, ctx: &BoundContext<'_>) -> Result<String, EvalError> {
+        self.run(ctx, |val| {
+            val.downcast_ref::<CelString>()
+                .map(|s| s.inner().to_owned())
+                .ok_or_else(|| wrong_type("string", val))
+        })
+    }
+
+    /// A start time, where an empty string means "the object does not say" (first detection).
+    pub(crate) fn eval_start_time_in(
+        &self,
+        ctx: &BoundContext<'_>,
+    ) -> Option<Result<jiff::Timestamp, EvalError>> {
+        match self.eval_timestamp_in(ctx) {
+            Err(EvalError::Execution(m)) if m == NO_START_TIME => None,
+            other => Some(other),
+        }
+    }
+
+    pub(crate) fn eval_timestamp_in(
+        &self,
+        ctx: &BoundContext<'_>,
+    ) -> Result<jiff::Timestamp, EvalError> {
+        self.run(ctx, |val| {
+            if let Some(ts) = val.downcast_ref::<CelTimestamp>() {
+                let ts = ts.inner();
+                return jiff::Timestamp::new(ts.timestamp(), ts.timestamp_subsec_nanos() as i32)
+                    .map_err(|e| EvalError::Execution(format!("timestamp out of range: {e}")));
+            }
+            if let Some(s) = val.downcast_ref::<CelString>() {
+                if s.inner().is_empty() {
+                    return Err(EvalError::Execution(NO_START_TIME.to_string()));
+                }
+                return s.inner().parse::<jiff::Timestamp>().map_err(|e| {
+                    EvalError::Execution(format!(
+                        "'{}' is not an RFC 3339 timestamp: {e}",
+                        s.inner()
+                    ))
+                });
+            }
+            Err(wrong_type("timestamp or RFC 3339 string", val))
+        })
+    }
+}
+
+/// The message of a caught panic, when it has one.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+fn execution(e: ExecutionError) -> EvalError {
+    EvalError::Execution(e.to_string())
+}
+
+fn wrong_type(expected: &'static str, val: &CowVal<'_, '_>) -> EvalError {
+    EvalError::WrongType {
+        expected,
+        got: val.get_type().name().to_owned(),
+    }
+}

@@ -1,0 +1,14 @@
+//! Why a watch can't start at the requested resourceVersion.
+
+/// Both map to an in-stream `410 Expired` for watch requests (clients then relist).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WatchError {
+    /// Events after `requested` are no longer in the ring; `oldest` is the oldest RV a watch
+    /// can still resume from.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: u64, oldest: u64 },
+    /// `requested` is newer than anything this server has produced (e.g. an RV from another
+    /// replica or a clock that went back).
+    #[error("too large resource version: {requested}, current: {current}")]
+    TooLarge { requested: u64, current: u64 },
+}

@@ -1,0 +1,213 @@
+//! The index: records by key, the RV counter, the event ring and the live fan-out.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::sync::broadcast;
+
+use super::error::WatchError;
+use super::event::{Event, EventKind};
+use super::stored::{ObjectKey, Stored, key_of};
+use crate::operation::InFlightOperation;
+use crate::track::Change;
+
+/// A consistent view of every record at one resourceVersion.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The RV the view is at: list `metadata.resourceVersion`, and where a watch continues.
+    pub rv: u64,
+    /// Sorted by (namespace, name), cluster-scoped records first.
+    pub items: Vec<Arc<Stored>>,
+}
+
+/// The in-memory store. All methods take `&self`; share it as `Arc<Index>`.
+///
+/// One lock guards records, counter and ring. Writers (`apply`) hold it while they broadcast,
+/// and readers that subscribe hold it while they take their replay or snapshot, so a new
+/// watcher's history and its live receiver meet exactly at one RV.
+pub struct Index {
+    state: RwLock<State>,
+    tx: broadcast::Sender<Event>,
+}
+
+struct State {
+    rv: u64,
+    items: BTreeMap<ObjectKey, Arc<Stored>>,
+    /// The most recent events, RVs `resumable_from + 1 ..= rv`, oldest first.
+    ring: VecDeque<Event>,
+    ring_capacity: usize,
+    /// Oldest RV a watch can resume from: every event after it is in the ring.
+    resumable_from: u64,
+}
+
+impl Index {
+    /// `base_rv`: the RV of the empty initial state (wall-clock microseconds at start).
+    /// `ring_capacity`: events kept for resuming watches. `watch_buffer`: events a live watcher
+    /// may fall behind before it lags (at least 1).
+    pub fn new(base_rv: u64, ring_capacity: usize, watch_buffer: usize) -> Index {
+        let (tx, _) = broadcast::channel(watch_buffer.max(1));
+        Index {
+            state: RwLock::new(State {
+                rv: base_rv,
+                items: BTreeMap::new(),
+                ring: VecDeque::with_capacity(ring_capacity.min(1 << 16)),
+                ring_capacity,
+                resumable_from: base_rv,
+            }),
+            tx,
+        }
+    }
+
+    /// Applies changes in order; each resulting event takes the next RV.
+    ///
+    /// `Upsert` of an unknown key is ADDED, of a known key MODIFIED. If the stored record at
+    /// that key has a different uid (another occurrence), it is DELETED first and the new one
+    /// ADDED, so clients never see an object's uid change. `Remove` is DELETED with a new RV;
+    /// it is ignored when the key is absent or holds a different occurrence (uid).
+    pub fn apply(&self, changes: Vec<Change>) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut st = self.write();
+        for change in changes {
+            match change {
+                Change::Upsert(op) => {
+                    let key = key_of(&op);
+                    let mut previous = st.items.get(&key).cloned();
+                    if let Some(prev) = previous.take_if(|p| p.op.uid != op.uid) {
+                        st.items.remove(&key);
+                        self.delete(&mut st, &prev.op);
+                    }
+                    let rv = st.rv + 1;
+                    let object = Arc::new(Stored::new(rv, op));
+                    st.items.insert(key, object.clone());
+                    let kind = if previous.is_some() {
+                        EventKind::Modified
+                    } else {
+                        EventKind::Added
+                    };
+                    self.emit(&mut st, kind, object, previous);
+                }
+                Change::Remove(op) => {
+                    let key = key_of(&op);
+                    if st.items.get(&key).is_some_and(|s| s.op.uid == op.uid)
+                        && let Some(prev) = st.items.remove(&key)
+                    {
+                        self.delete(&mut st, &prev.op);
+                    }
+                }
+            }
+        }
+    }
+
+    fn delete(&self, st: &mut State, last: &Arc<InFlightOperation>) {
+        let object = Arc::new(Stored::new(st.rv + 1, last.clone()));
+        self.emit(st, EventKind::Deleted, object, None);
+    }
+
+    fn emit(
+        &self,
+        st: &mut State,
+        kind: EventKind,
+        object: Arc<Stored>,
+        previous: Option<Arc<Stored>>,
+    ) {
+        st.rv += 1;
+        debug_assert_eq!(object.rv, st.rv);
+        let event = Event {
+            rv: st.rv,
+            kind,
+            object,
+            previous,
+        };
+        if st.ring_capacity == 0 {
+            st.resumable_from = st.rv;
+        } else {
+            if st.ring.len() == st.ring_capacity
+                && let Some(dropped) = st.ring.pop_front()
+            {
+                st.resumable_from = dropped.rv;
+            }
+            st.ring.push_back(event.clone());
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.tx.send(event);
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.read().rv
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every record at the current RV, sorted by (namespace, name).
+    pub fn snapshot(&self) -> Snapshot {
+        Self::snapshot_of(&self.read())
+    }
+
+    fn snapshot_of(st: &State) -> Snapshot {
+        Snapshot {
+            rv: st.rv,
+            items: st.items.values().cloned().collect(),
+        }
+    }
+
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
+        let key = (namespace.map(str::to_owned), name.to_owned());
+        self.read().items.get(&key).cloned()
+    }
+
+    /// Events after `rv` from the ring, plus a receiver for everything after them.
+    ///
+    /// `Expired` when events after `rv` have left the ring (or `rv` predates this process);
+    /// `TooLarge` when `rv` is ahead of the current RV.
+    pub fn watch_from(
+        &self,
+        rv: u64,
+    ) -> Result<(Vec<Event>, broadcast::Receiver<Event>), WatchError> {
+        let st = self.read();
+        if rv > st.rv {
+            return Err(WatchError::TooLarge {
+                requested: rv,
+                current: st.rv,
+            });
+        }
+        if rv < st.resumable_from {
+            return Err(WatchError::Expired {
+                requested: rv,
+                oldest: st.resumable_from,
+            });
+        }
+        // RVs are dense: the last `st.rv - rv` ring entries are exactly the events after `rv`.
+        let missing = usize::try_from(st.rv - rv).expect("bounded by the ring length");
+        debug_assert!(missing <= st.ring.len());
+        let replay = st.ring.range(st.ring.len() - missing..).cloned().collect();
+        Ok((replay, self.tx.subscribe()))
+    }
+
+    /// The current records and a receiver for every event after them, atomically (for watches
+    /// from RV 0 or with `sendInitialEvents`).
+    pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
+        let st = self.read();
+        (Self::snapshot_of(&st), self.tx.subscribe())
+    }
+
+    // Nothing under the lock panics short of allocation failure; should it happen, serving the
+    // state as it is beats failing every later request, so poisoning is ignored.
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests;

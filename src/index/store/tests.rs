@@ -1,0 +1,281 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tokio::sync::broadcast::error::TryRecvError;
+
+use super::*;
+use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::track::Change;
+
+fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOperation> {
+    let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+    let subject = Subject {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: subject.into(),
+        namespace: namespace.map(str::to_owned),
+        uid: format!("uid-{subject}"),
+        ..Default::default()
+    };
+    let rs = RuleSetInfo {
+        name: "rs".into(),
+        ..Default::default()
+    };
+    let (mut record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
+    record.message = Some(message.to_owned());
+    Arc::new(record)
+}
+
+fn kinds(events: &[Event]) -> Vec<(u64, EventKind, String)> {
+    events
+        .iter()
+        .map(|e| (e.rv, e.kind, e.object.op.subject.name.clone()))
+        .collect()
+}
+
+fn drain(rx: &mut broadcast::Receiver<Event>) -> Vec<Event> {
+    let mut out = Vec::new();
+    loop {
+        match rx.try_recv() {
+            Ok(e) => out.push(e),
+            Err(TryRecvError::Empty) => return out,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
+#[test]
+fn added_modified_deleted_with_rising_rvs() {
+    let index = Index::new(1000, 100, 16);
+    let (snap, mut rx) = index.subscribe_with_snapshot();
+    assert_eq!((snap.rv, snap.items.len()), (1000, 0));
+
+    let a1 = op(Some("ns"), "a", "one");
+    let a2 = Arc::new(InFlightOperation {
+        message: Some("two".into()),
+        ..(*a1).clone()
+    });
+    index.apply(vec![Change::Upsert(a1.clone())]);
+    index.apply(vec![Change::Upsert(a2.clone()), Change::Remove(a2.clone())]);
+    assert_eq!(index.current_rv(), 1003);
+
+    let events = drain(&mut rx);
+    assert_eq!(
+        kinds(&events),
+        [
+            (1001, EventKind::Added, "a".into()),
+            (1002, EventKind::Modified, "a".into()),
+            (1003, EventKind::Deleted, "a".into()),
+        ]
+    );
+    assert!(events[0].previous.is_none());
+    let prev = events[1].previous.as_ref().unwrap();
+    assert_eq!(prev.rv, 1001);
+    assert_eq!(prev.op.message.as_deref(), Some("one"));
+    // DELETED carries the deletion RV and the last state.
+    assert_eq!(
+        events[2].object.json()["metadata"]["resourceVersion"],
+        "1003"
+    );
+    assert_eq!(events[2].object.json()["status"]["message"], "two");
+    assert!(index.get(Some("ns"), &a1.name).is_none());
+    assert!(index.is_empty());
+}
+
+#[test]
+fn get_and_json_once_per_rv() {
+    let index = Index::new(0, 10, 4);
+    let a = op(Some("ns"), "a", "m");
+    index.apply(vec![Change::Upsert(a.clone())]);
+    let stored = index.get(Some("ns"), &a.name).unwrap();
+    assert_eq!(stored.rv, 1);
+    assert!(index.get(None, &a.name).is_none());
+    assert!(index.get(Some("other"), &a.name).is_none());
+    let (j1, j2) = (
+        stored.json(),
+        index.get(Some("ns"), &a.name).unwrap().json(),
+    );
+    assert!(Arc::ptr_eq(&j1, &j2), "serialised once");
+    assert_eq!(j1["metadata"]["resourceVersion"], "1");
+}
+
+#[test]
+fn unknown_removes_are_ignored_and_uid_changes_are_delete_then_add() {
+    let index = Index::new(0, 10, 16);
+    let (_, mut rx) = index.subscribe_with_snapshot();
+    let a = op(Some("ns"), "a", "m");
+    index.apply(vec![Change::Remove(a.clone())]);
+    assert_eq!(index.current_rv(), 0);
+
+    index.apply(vec![Change::Upsert(a.clone())]);
+    let other_occurrence = Arc::new(InFlightOperation {
+        uid: "new-uid".into(),
+        ..(*a).clone()
+    });
+    // A stale Remove of another occurrence must not delete the current one.
+    index.apply(vec![Change::Remove(other_occurrence.clone())]);
+    assert_eq!(index.current_rv(), 1);
+    index.apply(vec![Change::Upsert(other_occurrence.clone())]);
+    let events = drain(&mut rx);
+    assert_eq!(
+        kinds(&events),
+        [
+            (1, EventKind::Added, "a".into()),
+            (2, EventKind::Deleted, "a".into()),
+            (3, EventKind::Added, "a".into()),
+        ]
+    );
+    assert_eq!(events[1].object.op.uid, a.uid);
+    assert_eq!(events[2].object.op.uid, "new-uid");
+}
+
+#[test]
+fn snapshot_is_sorted_and_cheap() {
+    let index = Index::new(0, 16, 16);
+    let mut changes = Vec::new();
+    for i in (0..10_000).rev() {
+        let ns = match i % 3 {
+            0 => None,
+            1 => Some("b-ns"),
+            _ => Some("a-ns"),
+        };
+        changes.push(Change::Upsert(op(ns, &format!("s{i:05}"), "m")));
+    }
+    index.apply(changes);
+    let start = Instant::now();
+    let snap = index.snapshot();
+    let took = start.elapsed();
+    assert_eq!(snap.rv, 10_000);
+    assert_eq!(snap.items.len(), 10_000);
+    let keys: Vec<_> = snap.items.iter().map(|s| s.key()).collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(keys[0].0, None, "cluster-scoped first");
+    assert_eq!(keys.last().unwrap().0.as_deref(), Some("b-ns"));
+    // Generous bound for loaded machines; typically well under a millisecond.
+    assert!(took < Duration::from_millis(100), "snapshot took {took:?}");
+}
+
+#[test]
+fn watch_from_replays_then_streams() {
+    let index = Index::new(100, 5, 16);
+    for i in 0..3 {
+        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
+    }
+    let (replay, mut rx) = index.watch_from(101).unwrap();
+    assert_eq!(replay.iter().map(|e| e.rv).collect::<Vec<_>>(), [102, 103]);
+    let (replay, _) = index.watch_from(103).unwrap();
+    assert!(replay.is_empty());
+    let (replay, _) = index.watch_from(100).unwrap();
+    assert_eq!(replay.len(), 3, "from the base RV everything is replayable");
+    index.apply(vec![Change::Upsert(op(Some("ns"), "s9", "m"))]);
+    assert_eq!(
+        drain(&mut rx).iter().map(|e| e.rv).collect::<Vec<_>>(),
+        [104]
+    );
+
+    assert_eq!(
+        index.watch_from(105).unwrap_err(),
+        WatchError::TooLarge {
+            requested: 105,
+            current: 104
+        }
+    );
+    assert_eq!(
+        index.watch_from(99).unwrap_err(),
+        WatchError::Expired {
+            requested: 99,
+            oldest: 100
+        }
+    );
+    // Fill past the ring: only the last 5 events (rv 105..=109 after 5 more) are kept.
+    for i in 10..15 {
+        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
+    }
+    assert_eq!(index.current_rv(), 109);
+    assert_eq!(
+        index.watch_from(103).unwrap_err(),
+        WatchError::Expired {
+            requested: 103,
+            oldest: 104
+        }
+    );
+    let (replay, _) = index.watch_from(104).unwrap();
+    assert_eq!(
+        replay.iter().map(|e| e.rv).collect::<Vec<_>>(),
+        [105, 106, 107, 108, 109]
+    );
+    assert!(
+        WatchError::Expired {
+            requested: 103,
+            oldest: 104
+        }
+        .to_string()
+        .contains("too old resource version: 103 (104)")
+    );
+}
+
+#[test]
+fn zero_ring_capacity_replays_nothing() {
+    let index = Index::new(0, 0, 1);
+    index.apply(vec![Change::Upsert(op(None, "a", "m"))]);
+    assert!(matches!(
+        index.watch_from(0),
+        Err(WatchError::Expired { oldest: 1, .. })
+    ));
+    assert!(index.watch_from(1).unwrap().0.is_empty());
+}
+
+#[test]
+fn lagging_receivers_are_told() {
+    let index = Index::new(0, 100, 2);
+    let (_, mut rx) = index.watch_from(0).unwrap();
+    for i in 0..5 {
+        index.apply(vec![Change::Upsert(op(None, &format!("s{i}"), "m"))]);
+    }
+    assert!(matches!(rx.try_recv(), Err(TryRecvError::Lagged(_))));
+}
+
+/// Replay and live events meet without gap or duplicate while another thread keeps applying.
+#[test]
+fn handover_is_gap_free_under_concurrent_applies() {
+    const TOTAL: u64 = 3_000;
+    let index = Arc::new(Index::new(0, TOTAL as usize, TOTAL as usize));
+    let writer = {
+        let index = index.clone();
+        std::thread::spawn(move || {
+            for i in 0..TOTAL {
+                let a = op(Some("ns"), &format!("s{}", i % 50), &format!("m{i}"));
+                index.apply(vec![Change::Upsert(a)]);
+            }
+        })
+    };
+    let mut checks = 0;
+    loop {
+        let from = index.current_rv() / 2;
+        let (replay, mut rx) = index.watch_from(from).unwrap();
+        let (snap, mut rx2) = index.subscribe_with_snapshot();
+        let mut expected = from + 1;
+        for e in replay {
+            assert_eq!(e.rv, expected);
+            expected += 1;
+        }
+        let mut expected2 = snap.rv + 1;
+        let stop = (expected.max(expected2) + 20).min(TOTAL);
+        while expected <= stop {
+            assert_eq!(rx.blocking_recv().unwrap().rv, expected);
+            expected += 1;
+        }
+        while expected2 <= stop {
+            assert_eq!(rx2.blocking_recv().unwrap().rv, expected2);
+            expected2 += 1;
+        }
+        checks += 1;
+        if index.current_rv() >= TOTAL {
+            break;
+        }
+    }
+    writer.join().unwrap();
+    assert!(checks > 0);
+    assert_eq!(index.len(), 50);
+}

@@ -1,0 +1,23 @@
+//! Short content hashes used to keep shortened names and label values distinct.
+
+/// First 8 hex digits of the SHA-256 of `input`.
+///
+/// 32 bits are plenty to tell apart the few values that share a truncated prefix, and short
+/// enough to keep names readable.
+pub(crate) fn hash8(input: &str) -> String {
+    let digest = openssl::sha::sha256(input.as_bytes());
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash8_is_stable_lowercase_hex() {
+        // sha256("abc") = ba7816bf...
+        assert_eq!(hash8("abc"), "ba7816bf");
+        assert_eq!(hash8("abc"), hash8("abc"));
+        assert_ne!(hash8("abc"), hash8("abd"));
+    }
+}

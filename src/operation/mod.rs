@@ -1,0 +1,26 @@
+//! The `InFlightOperation` record and its wire form.
+//!
+//! A record is built once per visible state and then shared immutably (`Arc`): the debounce
+//! table produces new records, the index stores them and serialises each one at most once per
+//! resourceVersion. Everything here is pure: names, uids and labels are functions of their
+//! inputs, so every replica (and every restart) derives the same identity for an operation.
+
+mod hash;
+mod labels;
+mod name;
+mod phase;
+mod record;
+mod ruleset;
+mod subject;
+mod time;
+
+pub use labels::{
+    LABEL_PREFIX, LabelSource, LabelWarning, build_labels, is_qualified_name, is_valid_label_value,
+    label_value,
+};
+pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
+pub use phase::{Outcome, ParseOutcomeError, Phase};
+pub use record::{API_GROUP, API_VERSION, CLUSTER_KIND, InFlightOperation, NAMESPACED_KIND};
+pub use ruleset::RuleSetInfo;
+pub use subject::Subject;
+pub use time::format_time;

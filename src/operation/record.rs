@@ -1,0 +1,282 @@
+//! The `InFlightOperation` record and its JSON form.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use super::LabelWarning;
+use super::labels::build_labels;
+use super::name::{object_name, occurrence_uid};
+use super::phase::{Outcome, Phase};
+use super::ruleset::RuleSetInfo;
+use super::subject::Subject;
+use super::time::format_time;
+
+pub const API_GROUP: &str = "live.ifo.kubevirt.io";
+pub const API_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
+/// Kind of operations on namespaced subjects (served in the subject's namespace).
+pub const NAMESPACED_KIND: &str = "InFlightOperation";
+/// Kind of operations on cluster-scoped subjects.
+pub const CLUSTER_KIND: &str = "InFlightClusterOperation";
+
+/// One visible state of one operation occurrence.
+///
+/// Immutable once built and shared as `Arc`: a change produces a new record, which lets the
+/// index hand the same record to every watcher and serialise it once per resourceVersion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InFlightOperation {
+    /// `metadata.name`, see [`object_name`].
+    pub name: String,
+    /// `metadata.uid`, see [`occurrence_uid`].
+    pub uid: String,
+    /// The subject's namespace; `None` makes this an `InFlightClusterOperation`.
+    pub namespace: Option<String>,
+    /// `metadata.creationTimestamp`: when the operation started.
+    pub created: Timestamp,
+    pub labels: BTreeMap<String, String>,
+    pub subject: Subject,
+    pub operation: String,
+    pub ruleset: String,
+    pub component: String,
+    pub phase: Phase,
+    pub message: Option<String>,
+    /// Set once completed.
+    pub outcome: Option<Outcome>,
+    pub last_detected: Timestamp,
+    pub completed: Option<Timestamp>,
+    pub subject_generation: Option<i64>,
+    pub detected_by: Vec<String>,
+}
+
+impl InFlightOperation {
+    /// A new `Active` occurrence that started at `start` and was last seen at `now`.
+    ///
+    /// `dynamic_labels` are the label expression results to apply (see [`build_labels`]);
+    /// warnings about label keys that could not be used are returned with the record.
+    pub fn new_active<'a>(
+        ruleset: &RuleSetInfo,
+        operation: &str,
+        subject: &Subject,
+        start: Timestamp,
+        now: Timestamp,
+        message: Option<String>,
+        dynamic_labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (InFlightOperation, Vec<LabelWarning>) {
+        let (labels, warnings) = build_labels(subject, ruleset, operation, dynamic_labels);
+        let record = InFlightOperation {
+            name: object_name(&subject.name, operation, &subject.uid, &ruleset.name),
+            uid: occurrence_uid(&subject.uid, &ruleset.name, operation, start),
+            namespace: subject.namespace.clone(),
+            created: start,
+            labels,
+            subject: subject.clone(),
+            operation: operation.to_owned(),
+            ruleset: ruleset.name.clone(),
+            component: ruleset.component.clone(),
+            phase: Phase::Active,
+            message,
+            outcome: None,
+            last_detected: now,
+            completed: None,
+            subject_generation: subject.generation,
+            detected_by: vec![ruleset.name.clone()],
+        };
+        (record, warnings)
+    }
+
+    /// `InFlightOperation` or `InFlightClusterOperation`, by the subject's scope.
+    pub fn kind(&self) -> &'static str {
+        if self.namespace.is_some() {
+            NAMESPACED_KIND
+        } else {
+            CLUSTER_KIND
+        }
+    }
+
+    /// The full API object at `resource_version`.
+    ///
+    /// The owner reference to the subject is informational only (no `controller`, no
+    /// `blockOwnerDeletion`): the record is not stored in etcd, so nothing garbage-collects it,
+    /// but it lets tools navigate from the operation to its subject.
+    pub fn to_json(&self, resource_version: u64) -> Value {
+        let mut metadata = Map::new();
+        metadata.insert("name".into(), json!(self.name));
+        if let Some(ns) = &self.namespace {
+            metadata.insert("namespace".into(), json!(ns));
+        }
+        metadata.insert("uid".into(), json!(self.uid));
+        metadata.insert(
+            "resourceVersion".into(),
+            json!(resource_version.to_string()),
+        );
+        metadata.insert("creationTimestamp".into(), json!(format_time(self.created)));
+        metadata.insert("labels".into(), json!(self.labels));
+        metadata.insert(
+            "ownerReferences".into(),
+            json!([{
+                "apiVersion": self.subject.api_version,
+                "kind": self.subject.kind,
+                "name": self.subject.name,
+                "uid": self.subject.uid,
+            }]),
+        );
+
+        let mut subject = Map::new();
+        subject.insert("apiVersion".into(), json!(self.subject.api_version));
+        subject.insert("kind".into(), json!(self.subject.kind));
+        subject.insert("name".into(), json!(self.subject.name));
+        if let Some(ns) = &self.subject.namespace {
+            subject.insert("namespace".into(), json!(ns));
+        }
+        subject.insert("uid".into(), json!(self.subject.uid));
+        if !self.subject.owner_references.is_empty() {
+            subject.insert(
+                "ownerReferences".into(),
+                serde_json::to_value(&self.subject.owner_references).unwrap_or(Value::Null),
+            );
+        }
+
+        let mut status = Map::new();
+        status.insert("phase".into(), json!(self.phase.as_str()));
+        if let Some(message) = &self.message {
+            status.insert("message".into(), json!(message));
+        }
+        if let Some(outcome) = self.outcome {
+            status.insert("outcome".into(), json!(outcome.as_str()));
+        }
+        status.insert(
+            "lastDetected".into(),
+            json!(format_time(self.last_detected)),
+        );
+        if let Some(completed) = self.completed {
+            status.insert("completed".into(), json!(format_time(completed)));
+        }
+        status.insert("detectedBy".into(), json!(self.detected_by));
+        if let Some(generation) = self.subject_generation {
+            status.insert("subjectGeneration".into(), json!(generation));
+        }
+        status.insert("conditions".into(), json!([]));
+
+        json!({
+            "apiVersion": API_VERSION,
+            "kind": self.kind(),
+            "metadata": metadata,
+            "spec": {
+                "operation": self.operation,
+                "ruleSet": self.ruleset,
+                "component": self.component,
+                "subject": subject,
+            },
+            "status": status,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn subject(namespace: Option<&str>) -> Subject {
+        Subject {
+            api_version: "kubevirt.io/v1".into(),
+            kind: "VirtualMachineInstance".into(),
+            name: "vm1".into(),
+            namespace: namespace.map(str::to_owned),
+            uid: "uid-1".into(),
+            generation: Some(4),
+            owner_references: vec![OwnerReference {
+                api_version: "kubevirt.io/v1".into(),
+                kind: "VirtualMachine".into(),
+                name: "vm1".into(),
+                uid: "owner-1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }],
+        }
+    }
+
+    fn ruleset() -> RuleSetInfo {
+        RuleSetInfo {
+            name: "kubevirt".into(),
+            component: "virt".into(),
+            labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn namespaced_object_json() {
+        let (mut op, _) = InFlightOperation::new_active(
+            &ruleset(),
+            "Migrating",
+            &subject(Some("ns1")),
+            ts("2026-11-22T10:30:00.250Z"),
+            ts("2026-11-22T10:31:00Z"),
+            Some("copying memory".into()),
+            [],
+        );
+        assert_eq!(op.kind(), "InFlightOperation");
+        let v = op.to_json(1234);
+        assert_eq!(v["apiVersion"], "live.ifo.kubevirt.io/v1alpha1");
+        assert_eq!(v["kind"], "InFlightOperation");
+        let m = &v["metadata"];
+        assert_eq!(m["name"], json!(op.name));
+        assert_eq!(m["namespace"], "ns1");
+        assert_eq!(m["uid"], json!(op.uid));
+        assert_eq!(m["resourceVersion"], "1234");
+        assert_eq!(m["creationTimestamp"], "2026-11-22T10:30:00Z");
+        assert_eq!(m["labels"]["ifo.kubevirt.io/operation"], "Migrating");
+        assert_eq!(
+            m["ownerReferences"],
+            json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                    "name": "vm1", "uid": "uid-1"}])
+        );
+        assert_eq!(v["spec"]["operation"], "Migrating");
+        assert_eq!(v["spec"]["ruleSet"], "kubevirt");
+        assert_eq!(v["spec"]["component"], "virt");
+        let s = &v["spec"]["subject"];
+        assert_eq!(s["namespace"], "ns1");
+        assert_eq!(s["ownerReferences"][0]["controller"], true);
+        assert_eq!(s["ownerReferences"][0]["uid"], "owner-1");
+        let st = &v["status"];
+        assert_eq!(st["phase"], "Active");
+        assert_eq!(st["message"], "copying memory");
+        assert!(st.get("outcome").is_none());
+        assert!(st.get("completed").is_none());
+        assert_eq!(st["lastDetected"], "2026-11-22T10:31:00Z");
+        assert_eq!(st["detectedBy"], json!(["kubevirt"]));
+        assert_eq!(st["subjectGeneration"], 4);
+        assert_eq!(st["conditions"], json!([]));
+
+        op.phase = Phase::Completed;
+        op.outcome = Some(Outcome::Succeeded);
+        op.completed = Some(ts("2026-11-22T10:40:00Z"));
+        op.message = None;
+        let st = op.to_json(1).get("status").cloned().unwrap();
+        assert_eq!(st["phase"], "Completed");
+        assert_eq!(st["outcome"], "Succeeded");
+        assert_eq!(st["completed"], "2026-11-22T10:40:00Z");
+        assert!(st.get("message").is_none());
+    }
+
+    #[test]
+    fn cluster_scoped_object_json() {
+        let mut s = subject(None);
+        s.owner_references.clear();
+        s.generation = None;
+        let now = ts("2026-11-22T10:30:00Z");
+        let (op, _) = InFlightOperation::new_active(&ruleset(), "Draining", &s, now, now, None, []);
+        assert_eq!(op.kind(), "InFlightClusterOperation");
+        let v = op.to_json(7);
+        assert_eq!(v["kind"], "InFlightClusterOperation");
+        assert!(v["metadata"].get("namespace").is_none());
+        assert!(v["spec"]["subject"].get("namespace").is_none());
+        assert!(v["spec"]["subject"].get("ownerReferences").is_none());
+        assert!(v["status"].get("subjectGeneration").is_none());
+    }
+}

@@ -1,0 +1,14 @@
+//! What a record needs to know about the `OperationRuleSet` that detected it.
+
+use std::collections::BTreeMap;
+
+/// The parts of an `OperationRuleSet` that end up in its operations' records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuleSetInfo {
+    /// `metadata.name` of the ruleset (`spec.ruleSet`, the `ruleset` label, `detectedBy`).
+    pub name: String,
+    /// `spec.component`; may be empty.
+    pub component: String,
+    /// Static `spec.labels`, copied onto every record (below the built-in labels).
+    pub labels: BTreeMap<String, String>,
+}

@@ -1,0 +1,57 @@
+//! Linting rulesets: CEL that does not compile (with its position), and field paths that error
+//! on a typical object, found by evaluating every expression against a bare object of the target
+//! (metadata only, no spec or status), which every rule must survive.
+
+use super::load::RuleSetFile;
+use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
+use crate::ruleset::compile;
+
+/// Problems, one line each, prefixed by the file.
+pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for file in files {
+        let at = file.path.display();
+        let compiled = match compile(engine, &file.name, None, &file.spec) {
+            Ok(c) => c,
+            Err(errors) => {
+                problems.extend(errors.into_iter().map(|e| format!("{at}: {e}")));
+                continue;
+            }
+        };
+        let bare = serde_json::json!({
+            "apiVersion": format!("{}/{}", file.spec.target.group, file.spec.target.version).trim_start_matches('/'),
+            "kind": "Object",
+            "metadata": {"name": "lint", "namespace": "lint", "uid": "00000000-0000-0000-0000-000000000000"},
+        });
+        let ev = evaluate(&compiled.exprs, &Bound::new(&bare));
+        for (op, result) in compiled.operations.iter().zip(&ev.rules) {
+            match result {
+                RuleResult::Error(e) => problems.push(format!(
+                    "{at}: rule {op} errors on an object without spec/status (guard the path with has() or .?): {e}"
+                )),
+                RuleResult::Inactive { outcome: Some(Err(e)) } => {
+                    problems.push(format!("{at}: outcome of {op} errors on an object without status: {e}"))
+                }
+                _ => {}
+            }
+        }
+        for (key, value) in &ev.labels {
+            if let Err(e) = value {
+                problems.push(format!(
+                    "{at}: label expression {key} errors on an object without status: {e}"
+                ));
+            }
+        }
+        for key in file
+            .spec
+            .labels
+            .keys()
+            .chain(file.spec.label_expressions.iter().map(|l| &l.key))
+        {
+            for msg in crate::api::validation::is_qualified_name(key) {
+                problems.push(format!("{at}: label key {key:?} is not valid: {msg}"));
+            }
+        }
+    }
+    problems
+}

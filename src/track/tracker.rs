@@ -1,0 +1,459 @@
+//! The debounce table itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::change::{Change, Observed};
+use super::settings::Settings;
+use super::signal::{Message, Signal, signals};
+use crate::evaluate::{EvalError, Evaluation};
+use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject, build_labels};
+
+/// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
+/// subject's operations within a ruleset, are contiguous ranges.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Key {
+    ruleset: String,
+    subject_uid: String,
+    operation: String,
+}
+
+impl Key {
+    fn new(ruleset: &str, subject_uid: &str, operation: &str) -> Key {
+        Key {
+            ruleset: ruleset.to_owned(),
+            subject_uid: subject_uid.to_owned(),
+            operation: operation.to_owned(),
+        }
+    }
+}
+
+struct Entry {
+    /// The record as last handed out.
+    record: Arc<InFlightOperation>,
+    state: State,
+}
+
+enum State {
+    Active {
+        /// Last time a rule matched. Not written into the visible record on every event (that
+        /// would be a MODIFIED per subject event), but used when the operation completes.
+        last_active: Timestamp,
+        /// Set while the rule has stopped matching and the debounce grace runs.
+        grace: Option<Grace>,
+    },
+    /// A completed record kept for `completed_retention`; `record.completed` is set.
+    Retained,
+}
+
+struct Grace {
+    deadline: Timestamp,
+    /// When the rule stopped matching: the completion time if the grace runs out.
+    stopped_at: Timestamp,
+    /// Latest valid outcome reported during the grace.
+    outcome: Option<Outcome>,
+    subject_generation: Option<i64>,
+}
+
+/// The debounce table, keyed by (subject uid, ruleset, operation).
+///
+/// Every method that takes `now` first completes graces and expires retained records that are
+/// due at `now`, so the result never depends on how promptly the caller calls [`Tracker::tick`].
+/// Memory is bounded by the active operations plus at most `max_completed` retained ones; the
+/// deadline indexes hold one entry per pending grace or retained record.
+pub struct Tracker {
+    settings: Settings,
+    entries: BTreeMap<Key, Entry>,
+    /// Pending graces by deadline.
+    graces: BTreeSet<(Timestamp, Key)>,
+    /// Retained completed records by completion time (oldest first: expiry and eviction order).
+    retained: BTreeSet<(Timestamp, Key)>,
+    /// Active operations per ruleset (no zero entries).
+    active: HashMap<String, usize>,
+}
+
+impl Tracker {
+    pub fn new(settings: Settings) -> Tracker {
+        Tracker {
+            settings,
+            entries: BTreeMap::new(),
+            graces: BTreeSet::new(),
+            retained: BTreeSet::new(),
+            active: HashMap::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Applies one evaluation of `subject` by `ruleset`.
+    ///
+    /// `operations[i]` is the operation of the ruleset's i-th rule, parallel to `eval.rules`.
+    pub fn observe(
+        &mut self,
+        ruleset: &RuleSetInfo,
+        operations: &[String],
+        subject: &Subject,
+        eval: &Evaluation,
+        now: Timestamp,
+    ) -> Observed {
+        let mut out = Observed {
+            changes: self.tick(now),
+            warnings: Vec::new(),
+        };
+        for (operation, signal) in signals(operations, &eval.rules) {
+            let key = Key::new(&ruleset.name, &subject.uid, operation);
+            match signal {
+                Signal::Active { message, start } => {
+                    self.on_active(key, ruleset, subject, eval, message, start, now, &mut out)
+                }
+                Signal::Inactive { outcome } => {
+                    self.on_inactive(key, outcome, subject, now, &mut out.changes)
+                }
+                // Unknown: neither starts nor cancels anything.
+                Signal::Unknown => {}
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_active(
+        &mut self,
+        key: Key,
+        ruleset: &RuleSetInfo,
+        subject: &Subject,
+        eval: &Evaluation,
+        message: Message<'_>,
+        start: Option<Timestamp>,
+        now: Timestamp,
+        out: &mut Observed,
+    ) {
+        if let Some(entry) = self.entries.get_mut(&key) {
+            match &mut entry.state {
+                State::Active { last_active, grace } => {
+                    // Matching again within the grace: the same occurrence goes on.
+                    if let Some(g) = grace.take() {
+                        self.graces.remove(&(g.deadline, key.clone()));
+                    }
+                    *last_active = now;
+                    let old = &entry.record;
+                    let message = match message {
+                        Message::None => None,
+                        Message::Text(text) => Some(text.to_owned()),
+                        Message::Unknown => old.message.clone(),
+                    };
+                    let dynamic = dynamic_labels(&eval.labels, Some(&old.labels));
+                    let (labels, warnings) =
+                        build_labels(subject, ruleset, &key.operation, dynamic);
+                    out.warnings.extend(warnings);
+                    let mut candidate = InFlightOperation {
+                        labels,
+                        message,
+                        subject: subject.clone(),
+                        subject_generation: subject.generation,
+                        component: ruleset.component.clone(),
+                        ..(**old).clone()
+                    };
+                    if candidate != **old {
+                        candidate.last_detected = now;
+                        entry.record = Arc::new(candidate);
+                        out.changes.push(Change::Upsert(entry.record.clone()));
+                    }
+                    return;
+                }
+                State::Retained => {
+                    // A new occurrence replaces the retained one; its uid differs, so clients
+                    // must see the old object go before the new one comes.
+                    let old = self.remove_retained(&key).expect("entry exists");
+                    out.changes.push(Change::Remove(old));
+                }
+            }
+        }
+        let message = match message {
+            Message::Text(text) => Some(text.to_owned()),
+            Message::None | Message::Unknown => None,
+        };
+        let (record, warnings) = InFlightOperation::new_active(
+            ruleset,
+            &key.operation,
+            subject,
+            start.unwrap_or(now),
+            now,
+            message,
+            dynamic_labels(&eval.labels, None),
+        );
+        out.warnings.extend(warnings);
+        let record = Arc::new(record);
+        out.changes.push(Change::Upsert(record.clone()));
+        *self.active.entry(key.ruleset.clone()).or_default() += 1;
+        self.entries.insert(
+            key,
+            Entry {
+                record,
+                state: State::Active {
+                    last_active: now,
+                    grace: None,
+                },
+            },
+        );
+    }
+
+    fn on_inactive(
+        &mut self,
+        key: Key,
+        outcome: Option<Outcome>,
+        subject: &Subject,
+        now: Timestamp,
+        changes: &mut Vec<Change>,
+    ) {
+        let Some(Entry {
+            state: State::Active { grace, .. },
+            ..
+        }) = self.entries.get_mut(&key)
+        else {
+            return;
+        };
+        match grace {
+            Some(g) => {
+                if outcome.is_some() {
+                    g.outcome = outcome;
+                }
+                g.subject_generation = subject.generation;
+            }
+            None => {
+                let deadline = after(now, self.settings.debounce);
+                *grace = Some(Grace {
+                    deadline,
+                    stopped_at: now,
+                    outcome,
+                    subject_generation: subject.generation,
+                });
+                self.graces.insert((deadline, key.clone()));
+                if deadline <= now {
+                    self.end_grace(&key, now, changes);
+                }
+            }
+        }
+    }
+
+    /// Completes graces that ran out and drops retained records past their retention.
+    pub fn tick(&mut self, now: Timestamp) -> Vec<Change> {
+        let mut changes = Vec::new();
+        while let Some((deadline, key)) = self.graces.first().cloned() {
+            if deadline > now {
+                break;
+            }
+            self.end_grace(&key, now, &mut changes);
+        }
+        while let Some((completed, key)) = self.retained.first().cloned() {
+            if after(completed, self.settings.completed_retention) > now {
+                break;
+            }
+            if let Some(old) = self.remove_retained(&key) {
+                changes.push(Change::Remove(old));
+            }
+        }
+        changes
+    }
+
+    /// The earliest time at which [`Tracker::tick`] has something to do.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        let grace = self.graces.first().map(|(t, _)| *t);
+        let retention = self
+            .retained
+            .first()
+            .map(|(t, _)| after(*t, self.settings.completed_retention));
+        match (grace, retention) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The subject was deleted: its active operations in `ruleset` complete now with
+    /// `SubjectDeleted`, whether or not a grace was running (it can't match again).
+    pub fn subject_deleted(
+        &mut self,
+        ruleset: &str,
+        subject_uid: &str,
+        now: Timestamp,
+    ) -> Vec<Change> {
+        let mut changes = self.tick(now);
+        let keys = self.active_keys(ruleset, |k| k.subject_uid == subject_uid);
+        for key in keys {
+            self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
+        }
+        changes
+    }
+
+    /// After a relist of `ruleset`'s subjects: active operations of subjects not in
+    /// `present_subject_uids` were deleted while the watch was down.
+    pub fn resync(
+        &mut self,
+        ruleset: &str,
+        present_subject_uids: &HashSet<String>,
+        now: Timestamp,
+    ) -> Vec<Change> {
+        let mut changes = self.tick(now);
+        let keys = self.active_keys(ruleset, |k| !present_subject_uids.contains(&k.subject_uid));
+        for key in keys {
+            self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
+        }
+        changes
+    }
+
+    /// The ruleset was deleted or became invalid: its active operations complete now with
+    /// `RuleSetRemoved`. Retained completed records stay until their retention ends.
+    pub fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
+        self.retain_operations(ruleset, &[], now)
+    }
+
+    /// The ruleset was updated and now detects only `operations`: active operations it no
+    /// longer has a rule for complete now with `RuleSetRemoved` (nothing would ever end them).
+    pub fn retain_operations(
+        &mut self,
+        ruleset: &str,
+        operations: &[String],
+        now: Timestamp,
+    ) -> Vec<Change> {
+        let mut changes = self.tick(now);
+        let keys = self.active_keys(ruleset, |k| !operations.contains(&k.operation));
+        for key in keys {
+            self.complete(&key, now, Outcome::RuleSetRemoved, now, &mut changes);
+        }
+        changes
+    }
+
+    /// Active operations (grace running or not) of `ruleset`.
+    pub fn active_count(&self, ruleset: &str) -> usize {
+        self.active.get(ruleset).copied().unwrap_or(0)
+    }
+
+    /// Retained completed records, all rulesets.
+    pub fn retained_count(&self) -> usize {
+        self.retained.len()
+    }
+
+    fn active_keys(&self, ruleset: &str, filter: impl Fn(&Key) -> bool) -> Vec<Key> {
+        let start = Key::new(ruleset, "", "");
+        self.entries
+            .range(start..)
+            .take_while(|(k, _)| k.ruleset == ruleset)
+            .filter(|(k, e)| matches!(e.state, State::Active { .. }) && filter(k))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The grace of `key` ran out (or the debounce is zero): complete with what it recorded.
+    fn end_grace(&mut self, key: &Key, now: Timestamp, changes: &mut Vec<Change>) {
+        let Some(Entry {
+            state: State::Active {
+                grace: Some(grace), ..
+            },
+            ..
+        }) = self.entries.get(key)
+        else {
+            return;
+        };
+        let (at, outcome) = (grace.stopped_at, grace.outcome.unwrap_or(Outcome::Unknown));
+        self.complete(key, at, outcome, now, changes);
+    }
+
+    /// Turns the active record of `key` into its `Completed` form, then retains or removes it.
+    fn complete(
+        &mut self,
+        key: &Key,
+        at: Timestamp,
+        outcome: Outcome,
+        now: Timestamp,
+        changes: &mut Vec<Change>,
+    ) {
+        let Some(entry) = self.entries.get_mut(key) else {
+            return;
+        };
+        let State::Active { last_active, grace } = &entry.state else {
+            return;
+        };
+        let mut subject_generation = entry.record.subject_generation;
+        if let Some(g) = grace {
+            self.graces.remove(&(g.deadline, key.clone()));
+            subject_generation = g.subject_generation.or(subject_generation);
+        }
+        let record = Arc::new(InFlightOperation {
+            phase: Phase::Completed,
+            outcome: Some(outcome),
+            completed: Some(at),
+            last_detected: *last_active,
+            subject_generation,
+            ..(*entry.record).clone()
+        });
+        if let Some(n) = self.active.get_mut(&key.ruleset) {
+            *n -= 1;
+            if *n == 0 {
+                self.active.remove(&key.ruleset);
+            }
+        }
+        changes.push(Change::Upsert(record.clone()));
+        if self.settings.retain_completed {
+            entry.record = record;
+            entry.state = State::Retained;
+            self.retained.insert((at, key.clone()));
+            while self.retained.len() > self.settings.max_completed {
+                let (_, oldest) = self.retained.first().cloned().expect("non-empty");
+                if let Some(old) = self.remove_retained(&oldest) {
+                    changes.push(Change::Remove(old));
+                }
+            }
+            // Possibly already past its retention (retention shorter than the debounce).
+            if after(at, self.settings.completed_retention) <= now
+                && let Some(old) = self.remove_retained(key)
+            {
+                changes.push(Change::Remove(old));
+            }
+        } else {
+            self.entries.remove(key);
+            changes.push(Change::Remove(record));
+        }
+    }
+
+    fn remove_retained(&mut self, key: &Key) -> Option<Arc<InFlightOperation>> {
+        let entry = self.entries.remove(key)?;
+        debug_assert!(matches!(entry.state, State::Retained));
+        if let Some(completed) = entry.record.completed {
+            self.retained.remove(&(completed, key.clone()));
+        }
+        Some(entry.record)
+    }
+}
+
+/// Successful label expression results. A failed expression is unknown rather than absent, so
+/// the value it had on the previous record (if any) is kept instead of making the label flap.
+fn dynamic_labels<'a>(
+    results: &'a [(String, Result<String, EvalError>)],
+    previous: Option<&'a BTreeMap<String, String>>,
+) -> Vec<(&'a str, &'a str)> {
+    results
+        .iter()
+        .filter_map(|(key, result)| match result {
+            Ok(value) => Some((key.as_str(), value.as_str())),
+            Err(_) => previous?
+                .get_key_value(key)
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        })
+        .collect()
+}
+
+/// `ts + d`, saturating instead of failing at the ends of the representable range.
+fn after(ts: Timestamp, d: SignedDuration) -> Timestamp {
+    ts.checked_add(d).unwrap_or(if d.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,745 @@
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::*;
+use crate::evaluate::{EvalError, Evaluation, RuleResult};
+use crate::operation::{InFlightOperation, LabelSource, Outcome, Phase, RuleSetInfo, Subject};
+use crate::track::Change;
+
+const T0: &str = "2026-11-22T10:00:00Z";
+
+fn t(secs: i64) -> Timestamp {
+    T0.parse::<Timestamp>().unwrap() + SignedDuration::from_secs(secs)
+}
+
+fn settings(debounce: i64, retain: bool) -> Settings {
+    Settings {
+        debounce: SignedDuration::from_secs(debounce),
+        retain_completed: retain,
+        completed_retention: SignedDuration::from_mins(15),
+        max_completed: 100,
+    }
+}
+
+fn subject(uid: &str) -> Subject {
+    Subject {
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachineInstance".into(),
+        name: format!("vm-{uid}"),
+        namespace: Some("ns1".into()),
+        uid: uid.into(),
+        generation: Some(1),
+        owner_references: vec![],
+    }
+}
+
+fn ruleset(name: &str) -> RuleSetInfo {
+    RuleSetInfo {
+        name: name.into(),
+        component: "virt".into(),
+        labels: BTreeMap::new(),
+    }
+}
+
+fn err() -> EvalError {
+    EvalError::Execution("no such key".into())
+}
+
+fn ops() -> Vec<String> {
+    vec!["Migrating".into()]
+}
+
+fn eval(rule: RuleResult) -> Evaluation {
+    Evaluation {
+        rules: vec![rule],
+        labels: vec![],
+    }
+}
+
+fn active(message: Option<&str>) -> Evaluation {
+    eval(RuleResult::Active {
+        message: message.map(|m| Ok(m.to_owned())),
+        start_time: None,
+    })
+}
+
+fn inactive(outcome: Option<&str>) -> Evaluation {
+    eval(RuleResult::Inactive {
+        outcome: outcome.map(|o| Ok(o.to_owned())),
+    })
+}
+
+fn error() -> Evaluation {
+    eval(RuleResult::Error(err()))
+}
+
+/// Observes `e` for subject `uid` in ruleset "rs" and returns the changes.
+fn see(tr: &mut Tracker, uid: &str, e: Evaluation, now: Timestamp) -> Vec<Change> {
+    tr.observe(&ruleset("rs"), &ops(), &subject(uid), &e, now)
+        .changes
+}
+
+/// What a watcher would see: (U|R, name, phase, outcome).
+fn summary(changes: &[Change]) -> Vec<(char, String, Phase, Option<Outcome>)> {
+    changes
+        .iter()
+        .map(|c| {
+            let r = c.record();
+            let kind = if matches!(c, Change::Upsert(_)) {
+                'U'
+            } else {
+                'R'
+            };
+            (kind, r.name.clone(), r.phase, r.outcome)
+        })
+        .collect()
+}
+
+fn only_upsert(changes: &[Change]) -> Arc<InFlightOperation> {
+    match changes {
+        [Change::Upsert(r)] => r.clone(),
+        other => panic!("expected one Upsert, got {:?}", summary(other)),
+    }
+}
+
+#[test]
+fn completes_after_the_grace_with_its_outcome() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rec = only_upsert(&see(&mut tr, "u1", active(Some("copying")), t(0)));
+    assert_eq!(rec.phase, Phase::Active);
+    assert_eq!(rec.created, t(0));
+    assert_eq!(rec.message.as_deref(), Some("copying"));
+    assert_eq!(tr.active_count("rs"), 1);
+
+    // Stops matching: still Active, nothing visible changes during the grace.
+    assert!(see(&mut tr, "u1", inactive(Some("Succeeded")), t(5)).is_empty());
+    assert_eq!(tr.next_deadline(), Some(t(35)));
+    assert!(tr.tick(t(34)).is_empty());
+    assert_eq!(tr.active_count("rs"), 1);
+
+    let changes = tr.tick(t(35));
+    assert_eq!(
+        summary(&changes),
+        [
+            (
+                'U',
+                rec.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Succeeded)
+            ),
+            (
+                'R',
+                rec.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Succeeded)
+            ),
+        ]
+    );
+    let done = changes[0].record();
+    assert_eq!(done.uid, rec.uid);
+    assert_eq!(
+        done.completed,
+        Some(t(5)),
+        "completed when it stopped matching"
+    );
+    assert_eq!(done.last_detected, t(0));
+    assert_eq!(done.message.as_deref(), Some("copying"));
+    assert_eq!(tr.active_count("rs"), 0);
+    assert_eq!(tr.next_deadline(), None);
+    assert!(tr.tick(t(10_000)).is_empty());
+}
+
+#[test]
+fn flapping_within_the_grace_is_one_occurrence() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rec = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    assert!(see(&mut tr, "u1", inactive(None), t(5)).is_empty());
+    assert!(see(&mut tr, "u1", active(None), t(10)).is_empty());
+    assert_eq!(tr.next_deadline(), None, "grace cancelled");
+    assert!(tr.tick(t(100)).is_empty());
+    assert!(see(&mut tr, "u1", inactive(None), t(50)).is_empty());
+    let changes = tr.tick(t(80));
+    assert_eq!(changes.len(), 2);
+    let done = changes[0].record();
+    assert_eq!(done.uid, rec.uid);
+    assert_eq!(done.created, t(0));
+    assert_eq!(done.completed, Some(t(50)));
+    assert_eq!(
+        done.outcome,
+        Some(Outcome::Unknown),
+        "no outcome expression"
+    );
+    assert_eq!(done.last_detected, t(10));
+}
+
+#[test]
+fn redetection_after_completion_is_a_new_occurrence() {
+    // Retaining: the retained record goes (old uid) before the new one comes.
+    let mut tr = Tracker::new(settings(30, true));
+    let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    see(&mut tr, "u1", inactive(Some("Failed")), t(1));
+    let changes = tr.tick(t(31));
+    let completed = only_upsert(&changes);
+    assert_eq!(completed.phase, Phase::Completed);
+    assert_eq!(tr.retained_count(), 1);
+
+    let changes = see(&mut tr, "u1", active(None), t(40));
+    assert_eq!(
+        summary(&changes),
+        [
+            (
+                'R',
+                first.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Failed)
+            ),
+            ('U', first.name.clone(), Phase::Active, None),
+        ]
+    );
+    let second = changes[1].record();
+    assert_eq!(changes[0].record().uid, first.uid);
+    assert_ne!(second.uid, first.uid);
+    assert_eq!(second.created, t(40));
+    assert_eq!(tr.retained_count(), 0);
+    assert_eq!(tr.active_count("rs"), 1);
+
+    // Not retaining: the old record is already gone, the new one just appears.
+    let mut tr = Tracker::new(settings(30, false));
+    let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    see(&mut tr, "u1", inactive(None), t(1));
+    assert_eq!(tr.tick(t(31)).len(), 2);
+    let second = only_upsert(&see(&mut tr, "u1", active(None), t(40)));
+    assert_eq!(second.name, first.name);
+    assert_ne!(second.uid, first.uid);
+}
+
+#[test]
+fn errors_neither_complete_nor_touch_a_grace() {
+    let mut tr = Tracker::new(settings(30, false));
+    only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    for s in 1..5 {
+        assert!(see(&mut tr, "u1", error(), t(s * 100)).is_empty());
+    }
+    assert_eq!(tr.active_count("rs"), 1);
+    assert_eq!(tr.next_deadline(), None, "an error does not start a grace");
+
+    assert!(see(&mut tr, "u1", inactive(Some("Succeeded")), t(1000)).is_empty());
+    assert!(see(&mut tr, "u1", error(), t(1010)).is_empty());
+    assert_eq!(
+        tr.next_deadline(),
+        Some(t(1030)),
+        "an error does not cancel a grace"
+    );
+    let changes = tr.tick(t(1030));
+    assert_eq!(changes[0].record().completed, Some(t(1000)));
+    assert_eq!(changes[0].record().outcome, Some(Outcome::Succeeded));
+
+    // An error on a subject with no operation creates nothing.
+    assert!(see(&mut tr, "u2", error(), t(2000)).is_empty());
+    assert!(see(&mut tr, "u2", inactive(None), t(2000)).is_empty());
+}
+
+#[test]
+fn latest_valid_outcome_during_the_grace_wins() {
+    // Outcome expression results during the grace (None: no expression, Err: it failed).
+    type Events<'a> = &'a [Option<Result<&'a str, ()>>];
+    let cases: [(Events, Outcome); 5] = [
+        (
+            &[Some(Ok("Failed")), Some(Ok("Succeeded"))],
+            Outcome::Succeeded,
+        ),
+        (&[Some(Ok("Succeeded")), Some(Err(()))], Outcome::Succeeded),
+        (
+            &[Some(Ok("Canceled")), Some(Ok("not-an-outcome"))],
+            Outcome::Canceled,
+        ),
+        (&[Some(Ok("not-an-outcome"))], Outcome::Unknown),
+        (&[Some(Err(())), None], Outcome::Unknown),
+    ];
+    for (events, expected) in cases {
+        let mut tr = Tracker::new(settings(30, false));
+        see(&mut tr, "u1", active(None), t(0));
+        for (i, o) in events.iter().enumerate() {
+            let outcome = o.map(|r| r.map(str::to_owned).map_err(|_| err()));
+            see(
+                &mut tr,
+                "u1",
+                eval(RuleResult::Inactive { outcome }),
+                t(1 + i as i64),
+            );
+        }
+        let changes = tr.tick(t(100));
+        assert_eq!(changes[0].record().outcome, Some(expected), "{events:?}");
+        assert_eq!(changes[0].record().completed, Some(t(1)));
+    }
+}
+
+#[test]
+fn zero_debounce_completes_at_once() {
+    let mut tr = Tracker::new(settings(0, false));
+    let rec = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    let changes = see(&mut tr, "u1", inactive(Some("Superseded")), t(3));
+    assert_eq!(
+        summary(&changes),
+        [
+            (
+                'U',
+                rec.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Superseded)
+            ),
+            (
+                'R',
+                rec.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Superseded)
+            ),
+        ]
+    );
+    assert_eq!(tr.next_deadline(), None);
+}
+
+#[test]
+fn retained_records_expire_and_are_bounded() {
+    let mut tr = Tracker::new(Settings {
+        max_completed: 2,
+        ..settings(0, true)
+    });
+    let mut names = Vec::new();
+    for (i, uid) in ["a", "b", "c"].iter().enumerate() {
+        names.push(
+            only_upsert(&see(&mut tr, uid, active(None), t(0)))
+                .name
+                .clone(),
+        );
+        let changes = see(&mut tr, uid, inactive(None), t(10 * i as i64));
+        if i < 2 {
+            assert_eq!(
+                summary(&changes)[..],
+                [(
+                    'U',
+                    names[i].clone(),
+                    Phase::Completed,
+                    Some(Outcome::Unknown)
+                )]
+            );
+        } else {
+            // The third retained record pushes out the oldest completion.
+            assert_eq!(
+                summary(&changes),
+                [
+                    (
+                        'U',
+                        names[2].clone(),
+                        Phase::Completed,
+                        Some(Outcome::Unknown)
+                    ),
+                    (
+                        'R',
+                        names[0].clone(),
+                        Phase::Completed,
+                        Some(Outcome::Unknown)
+                    ),
+                ]
+            );
+        }
+    }
+    assert_eq!(tr.retained_count(), 2);
+    // b completed at t(10): retained for 15 minutes from then.
+    assert_eq!(tr.next_deadline(), Some(t(10 + 900)));
+    assert!(tr.tick(t(909)).is_empty());
+    assert_eq!(
+        summary(&tr.tick(t(910))),
+        [(
+            'R',
+            names[1].clone(),
+            Phase::Completed,
+            Some(Outcome::Unknown)
+        )]
+    );
+    assert_eq!(
+        summary(&tr.tick(t(2000))),
+        [(
+            'R',
+            names[2].clone(),
+            Phase::Completed,
+            Some(Outcome::Unknown)
+        )]
+    );
+    assert_eq!(tr.retained_count(), 0);
+    assert_eq!(tr.next_deadline(), None);
+}
+
+#[test]
+fn not_retaining_shows_completed_once_then_deletes() {
+    let mut tr = Tracker::new(settings(30, false));
+    see(&mut tr, "u1", active(None), t(0));
+    see(&mut tr, "u1", inactive(None), t(1));
+    let changes = tr.tick(t(31));
+    assert!(
+        matches!(changes.as_slice(), [Change::Upsert(a), Change::Remove(b)] if Arc::ptr_eq(a, b))
+    );
+    assert_eq!(tr.retained_count(), 0);
+}
+
+#[test]
+fn subject_deletion_completes_at_once() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rs = ruleset("rs");
+    let two_ops: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
+    let both = Evaluation {
+        rules: vec![
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+            },
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+            },
+        ],
+        labels: vec![],
+    };
+    assert_eq!(
+        tr.observe(&rs, &two_ops, &subject("u1"), &both, t(0))
+            .changes
+            .len(),
+        2
+    );
+    see(&mut tr, "u2", active(None), t(0));
+    tr.observe(
+        &ruleset("other"),
+        &ops(),
+        &subject("u1"),
+        &active(None),
+        t(0),
+    );
+    // One of u1's operations is in its grace, the other still matches.
+    let mixed = Evaluation {
+        rules: vec![
+            RuleResult::Inactive {
+                outcome: Some(Ok("Succeeded".into())),
+            },
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+            },
+        ],
+        labels: vec![],
+    };
+    tr.observe(&rs, &two_ops, &subject("u1"), &mixed, t(5));
+
+    let changes = tr.subject_deleted("rs", "u1", t(10));
+    let completed: Vec<_> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Upsert(_)))
+        .map(|c| {
+            (
+                c.record().operation.clone(),
+                c.record().outcome,
+                c.record().completed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        completed,
+        [
+            (
+                "Migrating".to_owned(),
+                Some(Outcome::SubjectDeleted),
+                Some(t(10))
+            ),
+            (
+                "Restarting".to_owned(),
+                Some(Outcome::SubjectDeleted),
+                Some(t(10))
+            ),
+        ]
+    );
+    assert_eq!(changes.len(), 4);
+    assert_eq!(tr.active_count("rs"), 1, "u2 untouched");
+    assert_eq!(tr.active_count("other"), 1, "other ruleset untouched");
+    assert_eq!(tr.next_deadline(), None, "the grace went with it");
+    assert!(tr.subject_deleted("rs", "u1", t(11)).is_empty());
+}
+
+#[test]
+fn resync_treats_missing_subjects_as_deleted() {
+    let mut tr = Tracker::new(settings(30, false));
+    for uid in ["a", "b", "c"] {
+        see(&mut tr, uid, active(None), t(0));
+    }
+    let present: HashSet<String> = ["b".to_owned()].into();
+    let changes = tr.resync("rs", &present, t(60));
+    let gone: Vec<_> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Remove(_)))
+        .map(|c| (c.record().subject.uid.clone(), c.record().outcome))
+        .collect();
+    assert_eq!(
+        gone,
+        [
+            ("a".to_owned(), Some(Outcome::SubjectDeleted)),
+            ("c".to_owned(), Some(Outcome::SubjectDeleted)),
+        ]
+    );
+    assert_eq!(tr.active_count("rs"), 1);
+}
+
+#[test]
+fn ruleset_removal_completes_its_operations() {
+    let mut tr = Tracker::new(settings(30, true));
+    see(&mut tr, "a", active(None), t(0));
+    see(&mut tr, "b", active(None), t(0));
+    see(&mut tr, "b", inactive(Some("Succeeded")), t(1));
+    tr.observe(&ruleset("keep"), &ops(), &subject("a"), &active(None), t(0));
+    let changes = tr.ruleset_removed("rs", t(20));
+    assert_eq!(changes.len(), 2, "retained, so no Remove");
+    for c in &changes {
+        assert!(matches!(c, Change::Upsert(_)));
+        assert_eq!(c.record().outcome, Some(Outcome::RuleSetRemoved));
+        assert_eq!(c.record().completed, Some(t(20)));
+    }
+    assert_eq!(tr.active_count("rs"), 0);
+    assert_eq!(tr.active_count("keep"), 1);
+    assert_eq!(tr.retained_count(), 2);
+}
+
+#[test]
+fn operations_dropped_from_a_ruleset_complete() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rs = ruleset("rs");
+    let two: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
+    let both = Evaluation {
+        rules: vec![
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+            },
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+            },
+        ],
+        labels: vec![],
+    };
+    tr.observe(&rs, &two, &subject("a"), &both, t(0));
+    let changes = tr.retain_operations("rs", &["Migrating".to_owned()], t(5));
+    assert_eq!(changes.len(), 2);
+    assert_eq!(changes[0].record().operation, "Restarting");
+    assert_eq!(changes[0].record().outcome, Some(Outcome::RuleSetRemoved));
+    assert_eq!(tr.active_count("rs"), 1);
+}
+
+#[test]
+fn start_time_comes_from_the_expression() {
+    let mut tr = Tracker::new(settings(30, false));
+    let e = eval(RuleResult::Active {
+        message: None,
+        start_time: Some(Ok(t(-3600))),
+    });
+    let rec = only_upsert(&see(&mut tr, "u1", e, t(0)));
+    assert_eq!(rec.created, t(-3600));
+    assert_eq!(rec.last_detected, t(0));
+    assert_eq!(
+        rec.uid,
+        crate::operation::occurrence_uid("u1", "rs", "Migrating", t(-3600))
+    );
+    // Another replica, seeing the same object later, derives the same identity.
+    let mut other = Tracker::new(settings(30, false));
+    let e = eval(RuleResult::Active {
+        message: None,
+        start_time: Some(Ok(t(-3600))),
+    });
+    let rec2 = only_upsert(&see(&mut other, "u1", e, t(500)));
+    assert_eq!(
+        (rec2.name.clone(), rec2.uid.clone(), rec2.created),
+        (rec.name.clone(), rec.uid.clone(), rec.created)
+    );
+
+    let e = eval(RuleResult::Active {
+        message: None,
+        start_time: Some(Err(err())),
+    });
+    let rec = only_upsert(&see(&mut tr, "u2", e, t(7)));
+    assert_eq!(rec.created, t(7));
+}
+
+#[test]
+fn only_visible_changes_are_emitted() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rec = only_upsert(&see(&mut tr, "u1", active(Some("10%")), t(0)));
+    // Same state, later: nothing (lastDetected alone is not worth a MODIFIED).
+    assert!(see(&mut tr, "u1", active(Some("10%")), t(5)).is_empty());
+    // A failing message expression keeps the last message.
+    let failing = eval(RuleResult::Active {
+        message: Some(Err(err())),
+        start_time: None,
+    });
+    assert!(see(&mut tr, "u1", failing, t(6)).is_empty());
+    // Message changes: MODIFIED, same occurrence, lastDetected refreshed.
+    let upd = only_upsert(&see(&mut tr, "u1", active(Some("50%")), t(10)));
+    assert_eq!(upd.message.as_deref(), Some("50%"));
+    assert_eq!(
+        (upd.uid.clone(), upd.created, upd.last_detected),
+        (rec.uid.clone(), rec.created, t(10))
+    );
+    // Subject generation changes: MODIFIED.
+    let mut s = subject("u1");
+    s.generation = Some(2);
+    let changes = tr
+        .observe(&ruleset("rs"), &ops(), &s, &active(Some("50%")), t(20))
+        .changes;
+    assert_eq!(only_upsert(&changes).subject_generation, Some(2));
+    // Message expression removed: MODIFIED without a message.
+    assert_eq!(
+        only_upsert(&see(&mut tr, "u1", active(None), t(21))).message,
+        None
+    );
+}
+
+#[test]
+fn dynamic_labels_update_and_survive_errors() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rs = ruleset("rs");
+    let with_label = |v: Result<&str, EvalError>| Evaluation {
+        rules: vec![RuleResult::Active {
+            message: None,
+            start_time: None,
+        }],
+        labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
+    };
+    let s = subject("u1");
+    let rec = only_upsert(
+        &tr.observe(&rs, &ops(), &s, &with_label(Ok("node-a")), t(0))
+            .changes,
+    );
+    assert_eq!(rec.labels["example.com/node"], "node-a");
+    assert!(
+        tr.observe(&rs, &ops(), &s, &with_label(Err(err())), t(1))
+            .changes
+            .is_empty()
+    );
+    let rec = only_upsert(
+        &tr.observe(&rs, &ops(), &s, &with_label(Ok("node/b")), t(2))
+            .changes,
+    );
+    assert_eq!(rec.labels["example.com/node"], "node-b");
+    // A new occurrence whose label expression fails has no such label.
+    let rec = only_upsert(
+        &tr.observe(&rs, &ops(), &subject("u2"), &with_label(Err(err())), t(3))
+            .changes,
+    );
+    assert!(!rec.labels.contains_key("example.com/node"));
+}
+
+#[test]
+fn invalid_label_keys_are_reported() {
+    let mut tr = Tracker::new(settings(30, false));
+    let mut rs = ruleset("rs");
+    rs.labels.insert("not a key".into(), "v".into());
+    let e = Evaluation {
+        rules: vec![RuleResult::Active {
+            message: None,
+            start_time: None,
+        }],
+        labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
+    };
+    let observed = tr.observe(&rs, &ops(), &subject("u1"), &e, t(0));
+    assert_eq!(observed.changes.len(), 1);
+    let warned: Vec<_> = observed
+        .warnings
+        .iter()
+        .map(|w| (w.key.as_str(), w.source))
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            ("bad/key/x", LabelSource::Expression),
+            ("not a key", LabelSource::Static)
+        ]
+    );
+    // Still reported on later events, even when nothing visible changes.
+    let observed = tr.observe(&rs, &ops(), &subject("u1"), &e, t(1));
+    assert!(observed.changes.is_empty());
+    assert_eq!(observed.warnings.len(), 2);
+}
+
+#[test]
+fn rules_sharing_an_operation() {
+    let mut tr = Tracker::new(settings(30, false));
+    let rs = ruleset("rs");
+    let two: Vec<String> = vec!["Migrating".into(), "Migrating".into()];
+    let ev = |a: RuleResult, b: RuleResult| Evaluation {
+        rules: vec![a, b],
+        labels: vec![],
+    };
+    let on = || RuleResult::Active {
+        message: None,
+        start_time: None,
+    };
+    let off = || RuleResult::Inactive { outcome: None };
+    let s = subject("u1");
+    assert_eq!(
+        tr.observe(&rs, &two, &s, &ev(off(), on()), t(0))
+            .changes
+            .len(),
+        1
+    );
+    // One rule still matches: no grace.
+    tr.observe(&rs, &two, &s, &ev(on(), off()), t(1));
+    assert_eq!(tr.next_deadline(), None);
+    // One errors and none matches: unknown, no grace.
+    tr.observe(&rs, &two, &s, &ev(RuleResult::Error(err()), off()), t(2));
+    assert_eq!(tr.next_deadline(), None);
+    tr.observe(&rs, &two, &s, &ev(off(), off()), t(3));
+    assert_eq!(tr.next_deadline(), Some(t(33)));
+}
+
+#[test]
+fn one_record_per_ruleset_and_operation() {
+    let mut tr = Tracker::new(settings(30, false));
+    let s = subject("u1");
+    let a = only_upsert(
+        &tr.observe(&ruleset("a"), &ops(), &s, &active(None), t(0))
+            .changes,
+    );
+    let b = only_upsert(
+        &tr.observe(&ruleset("b"), &ops(), &s, &active(None), t(0))
+            .changes,
+    );
+    assert_ne!(a.name, b.name);
+    assert_ne!(a.uid, b.uid);
+    assert_eq!(a.detected_by, ["a"]);
+    assert_eq!(b.detected_by, ["b"]);
+}
+
+#[test]
+fn results_do_not_depend_on_tick_timing() {
+    // The caller ticks late: a re-detection after the grace ran out is still a new occurrence.
+    let mut tr = Tracker::new(settings(30, false));
+    let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
+    see(&mut tr, "u1", inactive(Some("Succeeded")), t(1));
+    let changes = see(&mut tr, "u1", active(None), t(40));
+    assert_eq!(
+        summary(&changes),
+        [
+            (
+                'U',
+                first.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Succeeded)
+            ),
+            (
+                'R',
+                first.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Succeeded)
+            ),
+            ('U', first.name.clone(), Phase::Active, None),
+        ]
+    );
+    assert_ne!(changes[2].record().uid, first.uid);
+}

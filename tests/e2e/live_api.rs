@@ -1,0 +1,475 @@
+//! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
+
+use crate::harness::{Env, env, eventually, vm, vm_ruleset};
+use ifo::dev::User;
+use serde_json::json;
+use std::process::Stdio;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
+fn populated(env: &Env, prefix: &str) -> (String, String) {
+    let ns = env.namespace(prefix);
+    let rs = format!("vm-rules-{ns}");
+    env.apply(&vm_ruleset(&rs, &ns));
+    env.apply(&vm("vm1", &ns));
+    env.apply(&vm("vm2", &ns));
+    eventually(WAIT, "ruleset ready", || {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        (ors["status"]["watchActive"] == true).then_some(())
+    });
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
+    );
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    eventually(WAIT, "two operations", || {
+        Some(env.ifos(&ns)).filter(|o| o.len() == 2)
+    });
+    (ns, rs)
+}
+
+fn lines(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn kubectl_get_prints_tables_lists_and_objects() {
+    let env = env();
+    let (ns, rs) = populated(env, "get");
+
+    let out = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns])
+        .unwrap();
+    let rows = lines(&out);
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "KIND",
+            "SUBJECT",
+            "OPERATION",
+            "PHASE",
+            "AGE",
+            "MESSAGE"
+        ],
+        "{out}"
+    );
+    assert_eq!(rows.len(), 3, "{out}");
+    let vm1 = rows
+        .iter()
+        .find(|r| r.get(2).is_some_and(|s| s == "vm1"))
+        .unwrap();
+    assert_eq!(&vm1[1..5], ["VirtualMachine", "vm1", "Migrating", "Active"]);
+    assert_eq!(vm1[6..], ["to", "node-9"]);
+
+    let wide = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "wide"])
+        .unwrap();
+    assert!(
+        lines(&wide)[0].ends_with(&[
+            "COMPONENT".into(),
+            "RULESET".into(),
+            "OUTCOME".into(),
+            "COMPLETED".into()
+        ]),
+        "{wide}"
+    );
+    assert!(wide.contains(&rs));
+
+    // -A: kubectl takes NAMESPACE from the row objects.
+    let all = env.kubectl(User::Admin, &["get", "ifos", "-A"]).unwrap();
+    assert_eq!(lines(&all)[0][0], "NAMESPACE");
+    assert!(
+        lines(&all).iter().any(|r| r[0] == ns && r[3] == "vm1"),
+        "{all}"
+    );
+
+    let labels = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "--show-labels"])
+        .unwrap();
+    assert!(
+        labels.contains("ifo.kubevirt.io/operation=Migrating"),
+        "{labels}"
+    );
+
+    let sorted = env
+        .kubectl(
+            User::Admin,
+            &[
+                "get",
+                "ifos",
+                "-n",
+                &ns,
+                "--sort-by=.metadata.name",
+                "-o",
+                "name",
+            ],
+        )
+        .unwrap();
+    let names: Vec<&str> = sorted.lines().collect();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(names, expected);
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("inflightoperation.live.ifo.kubevirt.io/")),
+        "{sorted}"
+    );
+
+    let yaml = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "yaml"])
+        .unwrap();
+    assert!(yaml.contains("kind: List"), "{yaml}");
+    assert!(yaml.contains("kind: InFlightOperation\n"), "{yaml}");
+    assert!(
+        yaml.contains("apiVersion: live.ifo.kubevirt.io/v1alpha1"),
+        "{yaml}"
+    );
+
+    let name = env
+        .ifos(&ns)
+        .into_iter()
+        .find(|o| o["spec"]["subject"]["name"] == "vm1")
+        .unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let one = env
+        .kubectl(User::Admin, &["get", "ifo", &name, "-n", &ns])
+        .unwrap();
+    assert!(one.contains(&name) && one.contains("Migrating"), "{one}");
+    let missing = env
+        .kubectl(User::Admin, &["get", "ifo", "nope", "-n", &ns])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("NotFound") && missing.contains("\"nope\" not found"),
+        "{missing}"
+    );
+
+    let inflight = env
+        .kubectl(User::Admin, &["get", "inflight", "-A"])
+        .unwrap();
+    assert!(inflight.contains(&name), "{inflight}");
+    env.kubectl(User::Admin, &["get", "ifco"]).unwrap();
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn label_and_field_selectors_filter_and_bad_ones_are_rejected() {
+    let env = env();
+    let (ns, rs) = populated(env, "sel");
+    let by_label = env.get_json(
+        User::Admin,
+        &[
+            "get",
+            "ifos",
+            "-n",
+            &ns,
+            "-l",
+            "ifo.kubevirt.io/operation=Migrating",
+        ],
+    );
+    let items = by_label["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["spec"]["subject"]["name"], "vm1");
+    let not_in = env.get_json(
+        User::Admin,
+        &[
+            "get",
+            "ifos",
+            "-n",
+            &ns,
+            "-l",
+            "ifo.kubevirt.io/operation notin (Migrating)",
+        ],
+    );
+    assert_eq!(not_in["items"][0]["spec"]["operation"], "Starting");
+
+    let by_field = env.get_json(
+        User::Admin,
+        &[
+            "get",
+            "ifos",
+            "-n",
+            &ns,
+            "--field-selector",
+            "spec.operation=Starting,status.phase=Active",
+        ],
+    );
+    let items = by_field["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["spec"]["subject"]["name"], "vm2");
+    let none = env.get_json(
+        User::Admin,
+        &[
+            "get",
+            "ifos",
+            "-n",
+            &ns,
+            "--field-selector",
+            "status.phase=Completed",
+        ],
+    );
+    assert!(none["items"].as_array().unwrap().is_empty());
+
+    let bad_field = env
+        .kubectl(
+            User::Admin,
+            &["get", "ifos", "-n", &ns, "--field-selector", "spec.bogus=x"],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad_field.contains("field label not supported: spec.bogus"),
+        "{bad_field}"
+    );
+    let bad_label = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-l", "a in (b"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad_label.contains("unable to parse requirement")
+            || bad_label.contains("BadRequest")
+            || bad_label.contains("found"),
+        "{bad_label}"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn kubectl_watch_streams_changes_and_selector_watch_sees_rows_leave() {
+    let env = env();
+    let (ns, rs) = populated(env, "watch");
+    let spawn = |args: &[&str]| {
+        env.cluster
+            .kubectl(User::Admin)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let all = spawn(&["get", "ifos", "-n", &ns, "-w", "--request-timeout=0"]);
+    let active = spawn(&[
+        "get",
+        "ifos",
+        "-n",
+        &ns,
+        "-w",
+        "--field-selector",
+        "status.phase=Active",
+        "-o",
+        "name",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-7"}),
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    // Grace is 3 s: Completed, then removed.
+    eventually(WAIT, "vm1's operation removed", || {
+        (!env
+            .ifos(&ns)
+            .iter()
+            .any(|o| o["spec"]["subject"]["name"] == "vm1"))
+        .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let stop = |mut child: std::process::Child| {
+        let _ = child.kill();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    };
+    let out = stop(all);
+    let rows = lines(&out);
+    let vm1: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r.get(2).is_some_and(|s| s == "vm1"))
+        .collect();
+    // Initial row, message change, Completed row (then the deletion prints the last state again).
+    assert!(
+        vm1.iter()
+            .any(|r| r.ends_with(&["to".into(), "node-9".into()])),
+        "{out}"
+    );
+    assert!(
+        vm1.iter()
+            .any(|r| r.ends_with(&["to".into(), "node-7".into()])),
+        "{out}"
+    );
+    assert!(vm1.iter().any(|r| r[4] == "Completed"), "{out}");
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.first().is_some_and(|c| c == "NAME"))
+            .count(),
+        1,
+        "header printed again: {out}"
+    );
+    let vm2_rows = rows
+        .iter()
+        .filter(|r| r.get(2).is_some_and(|s| s == "vm2"))
+        .count();
+    assert_eq!(
+        vm2_rows, 1,
+        "vm2 did not change and must be printed once: {out}"
+    );
+
+    let names = stop(active);
+    let vm1_name = names.lines().next().map(str::to_string).unwrap_or_default();
+    assert!(
+        names.lines().count() >= 2,
+        "the Active watch must list both and then see vm1 leave: {names}"
+    );
+    assert!(!vm1_name.is_empty());
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn rbac_is_enforced_per_namespace_through_the_aggregation_layer() {
+    let env = env();
+    let (ns, rs) = populated(env, "rbac-a");
+    let other = env.namespace("rbac-b");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "rolebinding",
+            "alice-view",
+            "--clusterrole=view",
+            "--user=alice",
+            "-n",
+            &ns,
+        ],
+    )
+    .unwrap();
+    // ClusterRole aggregation (view includes the live API) is asynchronous.
+    eventually(WAIT, "alice can list ifos", || {
+        env.kubectl(User::Alice, &["get", "ifos", "-n", &ns]).ok()
+    });
+    let list = env.get_json(User::Alice, &["get", "ifos", "-n", &ns]);
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        env.kubectl(User::Alice, &["auth", "can-i", "watch", "ifos", "-n", &ns])
+            .unwrap()
+            .trim(),
+        "yes"
+    );
+
+    let denied = env
+        .kubectl(User::Alice, &["get", "ifos", "-n", &other])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        denied.contains("Forbidden") || denied.contains("forbidden"),
+        "{denied}"
+    );
+    let denied_all = env
+        .kubectl(User::Alice, &["get", "ifos", "-A"])
+        .unwrap_err()
+        .to_string();
+    assert!(denied_all.contains("at the cluster scope"), "{denied_all}");
+    let can = env.kubectl(
+        User::Alice,
+        &["auth", "can-i", "list", "ifos", "-n", &other],
+    );
+    assert!(can.is_err() || can.unwrap().trim() == "no");
+
+    let bob = env
+        .kubectl(User::Bob, &["get", "ifos", "-n", &ns])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bob.contains("forbidden") || bob.contains("Forbidden"),
+        "{bob}"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn direct_callers_need_a_token_and_cannot_forge_identity_headers() {
+    let env = env();
+    let (ns, rs) = populated(env, "direct");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "rolebinding",
+            "alice-view",
+            "--clusterrole=view",
+            "--user=alice",
+            "-n",
+            &ns,
+        ],
+    )
+    .unwrap();
+    let url = format!(
+        "https://127.0.0.1:{}/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations",
+        env.port
+    );
+    let ca = env.cluster.dir().join("pki/serving-ca.crt");
+    std::fs::write(&ca, &env.cluster.serving.ca_pem).unwrap();
+    let curl = |extra: &[&str]| -> (String, String) {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "-w",
+                "\n%{http_code}",
+                "--cacert",
+                ca.to_str().unwrap(),
+            ])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+        (code.to_string(), body.to_string())
+    };
+    let (code, body) = curl(&[]);
+    assert_eq!(code, "401", "{body}");
+    let (code, _) = curl(&[
+        "-H",
+        "X-Remote-User: admin",
+        "-H",
+        "X-Remote-Group: system:masters",
+    ]);
+    assert_eq!(
+        code, "401",
+        "identity headers without the front-proxy certificate must not be trusted"
+    );
+    let (code, body) = eventually(WAIT, "alice's token works", || {
+        Some(curl(&["-H", "Authorization: Bearer alice-token"])).filter(|(c, _)| c == "200")
+    });
+    assert_eq!(code, "200");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let (code, _) = curl(&["-H", "Authorization: Bearer bob-token"]);
+    assert_eq!(code, "403");
+    let (code, _) = curl(&["-H", "Authorization: Bearer forged"]);
+    assert_eq!(code, "401");
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn namespace_deletion_completes_while_the_api_is_registered() {
+    let env = env();
+    let ns = env.namespace("nsdel");
+    env.kubectl(User::Admin, &["delete", "namespace", &ns, "--timeout=60s"])
+        .unwrap();
+}

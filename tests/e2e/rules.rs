@@ -1,0 +1,261 @@
+//! The rule engine against a real cluster: rulesets become Ready (or say why not), and subjects
+//! moving through states produce, keep and complete operations.
+
+use crate::harness::{env, eventually, vm, vm_ruleset};
+use ifo::dev::User;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn condition(env: &crate::harness::Env, ruleset: &str, type_: &str) -> Option<Value> {
+    let ors = env.get_json(User::Admin, &["get", "ors", ruleset]);
+    ors["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+fn wait_condition(env: &crate::harness::Env, ruleset: &str, type_: &str, status: &str) -> Value {
+    eventually(WAIT, &format!("{ruleset} {type_}={status}"), || {
+        condition(env, ruleset, type_).filter(|c| c["status"] == status)
+    })
+}
+
+#[test]
+fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
+    let env = env();
+    let ns = env.namespace("detect");
+    let rs = format!("vm-rules-{ns}");
+    env.apply(&vm_ruleset(&rs, &ns));
+    wait_condition(env, &rs, "Ready", "True");
+    let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+    assert_eq!(ors["status"]["watchActive"], true);
+    assert_eq!(
+        ors["status"]["observedGeneration"],
+        ors["metadata"]["generation"]
+    );
+
+    env.apply(&vm("vm1", &ns));
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-2", "nodeName": "node-1"}),
+    );
+    let op = eventually(WAIT, "a Migrating operation", || {
+        env.ifos(&ns)
+            .into_iter()
+            .find(|o| o["spec"]["operation"] == "Migrating")
+    });
+    assert_eq!(op["kind"], "InFlightOperation");
+    assert_eq!(op["apiVersion"], "live.ifo.kubevirt.io/v1alpha1");
+    assert_eq!(op["metadata"]["namespace"], ns.as_str());
+    assert_eq!(op["status"]["phase"], "Active");
+    assert_eq!(op["status"]["message"], "to node-2");
+    assert_eq!(op["spec"]["ruleSet"], rs.as_str());
+    assert_eq!(op["spec"]["component"], "kubevirt");
+    assert_eq!(op["spec"]["subject"]["kind"], "VirtualMachine");
+    assert_eq!(op["spec"]["subject"]["name"], "vm1");
+    let labels = &op["metadata"]["labels"];
+    // Built-in beats static, static is kept, dynamic comes from the expression, owner from the first ownerRef.
+    assert_eq!(labels["ifo.kubevirt.io/operation"], "Migrating");
+    assert_eq!(labels["example.com/team"], "virt");
+    assert_eq!(labels["example.com/node"], "node-1");
+    assert_eq!(labels["ifo.kubevirt.io/subject-name"], "vm1");
+    assert_eq!(labels["ifo.kubevirt.io/owner-kind"], "VirtualMachinePool");
+    assert_eq!(labels["ifo.kubevirt.io/owner-group"], "pool.kubevirt.io");
+    assert_eq!(labels["ifo.kubevirt.io/owner-version"], "v1alpha1");
+    let active = eventually(WAIT, "activeOperations=1", || {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        (ors["status"]["activeOperations"] == 1).then_some(ors)
+    });
+    assert_eq!(active["status"]["activeOperations"], 1);
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcome() {
+    let env = env();
+    let ns = env.namespace("flap");
+    let rs = format!("vm-rules-{ns}");
+    env.apply(&vm_ruleset(&rs, &ns));
+    wait_condition(env, &rs, "Ready", "True");
+    env.apply(&vm("vm1", &ns));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    let first = eventually(WAIT, "Migrating", || env.ifos(&ns).into_iter().next());
+    let uid = first["metadata"]["uid"].clone();
+    let rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let watch = env.watch(&format!(
+        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
+    ));
+
+    // Out of the state and back within the 3 s grace: the same occurrence, never completed.
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    std::thread::sleep(Duration::from_millis(500));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    std::thread::sleep(Duration::from_secs(4));
+    let ops = env.ifos(&ns);
+    assert_eq!(ops.len(), 1, "{ops:#?}");
+    assert_eq!(ops[0]["metadata"]["uid"], uid);
+    assert_eq!(ops[0]["status"]["phase"], "Active");
+
+    // Out of the state for good, with a failed migration: Completed (Failed), then removed.
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Running", "lastMigration": "Failed"}),
+    );
+    let events = watch.until(WAIT, "DELETED", |e| e["type"] == "DELETED");
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "MODIFIED" && e["object"]["status"]["phase"] == "Completed")
+        .unwrap_or_else(|| panic!("no Completed event: {events:#?}"));
+    assert_eq!(completed["object"]["status"]["outcome"], "Failed");
+    assert!(completed["object"]["status"]["completed"].is_string());
+    assert!(
+        events.iter().all(|e| e["type"] != "ADDED"),
+        "flapping made a second occurrence: {events:#?}"
+    );
+    assert!(env.ifos(&ns).is_empty());
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn deleted_subject_and_deleted_ruleset_end_their_operations() {
+    let env = env();
+    let ns = env.namespace("ends");
+    let rs = format!("vm-rules-{ns}");
+    env.apply(&vm_ruleset(&rs, &ns));
+    wait_condition(env, &rs, "Ready", "True");
+    env.apply(&vm("vm1", &ns));
+    env.apply(&vm("vm2", &ns));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    let ops = eventually(WAIT, "two operations", || {
+        Some(env.ifos(&ns)).filter(|o| o.len() == 2)
+    });
+    let rv = ops[0]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .max(ops[1]["metadata"]["resourceVersion"].as_str().unwrap())
+        .to_string();
+    let watch = env.watch(&format!(
+        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
+    ));
+
+    env.kubectl(User::Admin, &["delete", "vm", "vm1", "-n", &ns])
+        .unwrap();
+    let events = watch.until(WAIT, "vm1 completed", |e| {
+        e["object"]["spec"]["subject"]["name"] == "vm1" && e["type"] == "DELETED"
+    });
+    let done = events
+        .iter()
+        .find(|e| e["object"]["status"]["phase"] == "Completed")
+        .expect("a Completed event");
+    assert_eq!(done["object"]["status"]["outcome"], "SubjectDeleted");
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    let events = watch.until(WAIT, "vm2 completed", |e| {
+        e["object"]["spec"]["subject"]["name"] == "vm2" && e["type"] == "DELETED"
+    });
+    let done = events
+        .iter()
+        .find(|e| e["object"]["status"]["phase"] == "Completed")
+        .expect("a Completed event");
+    assert_eq!(done["object"]["status"]["outcome"], "RuleSetRemoved");
+    assert!(env.ifos(&ns).is_empty());
+}
+
+#[test]
+fn namespaced_ruleset_ignores_other_namespaces() {
+    let env = env();
+    let watched = env.namespace("watched");
+    let other = env.namespace("other");
+    let rs = format!("vm-rules-{watched}");
+    env.apply(&vm_ruleset(&rs, &watched));
+    wait_condition(env, &rs, "Ready", "True");
+    env.apply(&vm("vm1", &other));
+    env.apply(&vm("vm1", &watched));
+    env.set_status("vm", &other, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_status(
+        "vm",
+        &watched,
+        "vm1",
+        json!({"printableStatus": "Starting"}),
+    );
+    eventually(WAIT, "the watched namespace's operation", || {
+        env.ifos(&watched).into_iter().next()
+    });
+    assert!(env.ifos(&other).is_empty());
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn invalid_cel_is_reported_with_its_position_and_runs_nothing() {
+    let env = env();
+    let ns = env.namespace("invalid");
+    let rs = format!("broken-{ns}");
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
+"spec":{{"target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},"namespaces":["{ns}"],
+ "rules":[{{"operation":"Ok","expression":"true"}},{{"operation":"Broken","expression":"object.status.printableStatus =="}}]}}}}"#
+    ));
+    let invalid = wait_condition(env, &rs, "InvalidRule", "True");
+    let message = invalid["message"].as_str().unwrap();
+    assert!(
+        message.contains("rules[1] (Broken).expression"),
+        "{message}"
+    );
+    assert!(message.contains("1:33"), "no position in: {message}");
+    let ready = condition(env, &rs, "Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "InvalidRule");
+    env.apply(&vm("vm1", &ns));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        env.ifos(&ns).is_empty(),
+        "the valid rule of an invalid ruleset must not run"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
+    let env = env();
+    let ns = env.namespace("later");
+    let rs = format!("widgets-{ns}");
+    let group = "test.ifo.example.com";
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
+"spec":{{"target":{{"group":"{group}","version":"v1","resource":"widgets"}},
+ "rules":[{{"operation":"Spinning","expression":"object.?status.?spinning.orValue(false)"}}]}}}}"#
+    ));
+    let invalid = wait_condition(env, &rs, "InvalidTarget", "True");
+    assert!(invalid["message"].as_str().unwrap().contains("widgets"));
+    env.apply(&format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"widgets.{group}"}},
+"spec":{{"group":"{group}","scope":"Namespaced","names":{{"kind":"Widget","plural":"widgets","singular":"widget","listKind":"WidgetList"}},
+ "versions":[{{"name":"v1","served":true,"storage":true,"subresources":{{"status":{{}}}},
+   "schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}]}}}}"#
+    ));
+    wait_condition(env, &rs, "Ready", "True");
+    env.apply(&format!(r#"{{"apiVersion":"{group}/v1","kind":"Widget","metadata":{{"name":"w1","namespace":"{ns}"}}}}"#));
+    env.set_status(
+        &format!("widgets.{group}"),
+        &ns,
+        "w1",
+        json!({"spinning": true}),
+    );
+    eventually(WAIT, "a Spinning operation", || {
+        env.ifos(&ns)
+            .into_iter()
+            .find(|o| o["spec"]["operation"] == "Spinning")
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
