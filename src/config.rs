@@ -67,6 +67,19 @@ pub struct ServeArgs {
     pub watch_buffer: usize,
 }
 
+impl ServeArgs {
+    /// The defaults of every flag, for callers that start the server in-process.
+    pub fn defaults() -> ServeArgs {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        use clap::Parser;
+        Wrapper::parse_from(["serve", "--tls-cert-file=", "--tls-private-key-file="]).args
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,18 +98,5 @@ mod tests {
         );
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("").is_err());
-    }
-}
-
-impl ServeArgs {
-    /// The defaults of every flag, for callers that start the server in-process.
-    pub fn defaults() -> ServeArgs {
-        #[derive(clap::Parser)]
-        struct Wrapper {
-            #[command(flatten)]
-            args: ServeArgs,
-        }
-        use clap::Parser;
-        Wrapper::parse_from(["serve", "--tls-cert-file=", "--tls-private-key-file="]).args
     }
 }

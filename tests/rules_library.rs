@@ -78,7 +78,7 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
         manifest("guarded", "object.?status.?replicas.orValue(0) > 0"),
     )
     .unwrap();
-    let files = ifo::rules::load(&[dir.clone()]).unwrap();
+    let files = ifo::rules::load(std::slice::from_ref(&dir)).unwrap();
     let problems = ifo::rules::lint(&Engine::new(), &files);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(problems.len(), 2, "{problems:#?}");

@@ -143,7 +143,7 @@ pub enum ApiError {
     /// 401 `Unauthorized`: no acceptable credentials.
     Unauthorized,
     /// 403 `Forbidden`.
-    Forbidden(Forbidden),
+    Forbidden(Box<Forbidden>),
     /// 404 `NotFound` for a named object.
     NotFound {
         resource: GroupResource,
@@ -417,7 +417,7 @@ mod tests {
     }
 
     fn forbidden(namespace: &str, name: &str, reason: &str) -> ApiError {
-        ApiError::Forbidden(Forbidden {
+        ApiError::Forbidden(Box::new(Forbidden {
             user: "bob".into(),
             verb: "list".into(),
             target: ForbiddenTarget::Resource {
@@ -427,7 +427,7 @@ mod tests {
                 name: name.into(),
             },
             reason: reason.into(),
-        })
+        }))
     }
 
     #[test]
@@ -481,7 +481,7 @@ mod tests {
 
     #[test]
     fn forbidden_subresource_and_path() {
-        let e = ApiError::Forbidden(Forbidden {
+        let e = ApiError::Forbidden(Box::new(Forbidden {
             user: "system:serviceaccount:a:b".into(),
             verb: "get".into(),
             target: ForbiddenTarget::Resource {
@@ -491,33 +491,33 @@ mod tests {
                 name: "p".into(),
             },
             reason: String::new(),
-        });
+        }));
         assert_eq!(
             e.message(),
             "pods \"p\" is forbidden: User \"system:serviceaccount:a:b\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""
         );
-        let e = ApiError::Forbidden(Forbidden {
+        let e = ApiError::Forbidden(Box::new(Forbidden {
             user: "x".into(),
             verb: "get".into(),
             target: ForbiddenTarget::NonResource {
                 path: "/openapi/v2".into(),
             },
             reason: String::new(),
-        });
+        }));
         assert_eq!(
             e.to_status(),
             json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
                    "message":"forbidden: User \"x\" cannot get path \"/openapi/v2\"",
                    "reason":"Forbidden","details":{},"code":403})
         );
-        let e = ApiError::Forbidden(Forbidden {
+        let e = ApiError::Forbidden(Box::new(Forbidden {
             user: "x".into(),
             verb: "get".into(),
             target: ForbiddenTarget::NonResource {
                 path: "/<script>&".into(),
             },
             reason: String::new(),
-        });
+        }));
         assert_eq!(
             e.message(),
             "forbidden: User \"x\" cannot get path \"/&lt;script&gt;&amp;\""

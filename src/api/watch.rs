@@ -233,10 +233,10 @@ async fn run(
         }
         Start::Resume { replay, live } => {
             for event in &replay {
-                if let Some((t, stored, object)) = transition(&scope, &params, event) {
-                    if !send(encoder.line(t, &stored, &object)).await {
-                        return;
-                    }
+                if let Some((t, stored, object)) = transition(&scope, &params, event)
+                    && !send(encoder.line(t, &stored, &object)).await
+                {
+                    return;
                 }
             }
             live
@@ -252,10 +252,10 @@ async fn run(
             event = live.recv() => match event {
                 Ok(event) => {
                     last_rv = event.rv;
-                    if let Some((t, stored, object)) = transition(&scope, &params, &event) {
-                        if !send(encoder.line(t, &stored, &object)).await {
-                            return;
-                        }
+                    if let Some((t, stored, object)) = transition(&scope, &params, &event)
+                        && !send(encoder.line(t, &stored, &object)).await
+                    {
+                        return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {

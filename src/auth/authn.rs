@@ -48,21 +48,9 @@ fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item =
 
 /// `%`-decoding of extra keys: the aggregator escapes them so any key fits in a header name.
 fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&key[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(key)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
@@ -94,10 +82,8 @@ fn from_headers(headers: &HeaderMap, trust: &RequestHeaderConfig) -> Option<User
         let lower = hname.as_str();
         for prefix in &trust.extra_prefixes {
             let prefix = prefix.to_ascii_lowercase();
-            if let Some(rest) = lower.strip_prefix(&prefix) {
-                if let Ok(v) = value.to_str() {
-                    extra.entry(unescape(rest)).or_default().push(v.to_string());
-                }
+            if let (Some(rest), Ok(v)) = (lower.strip_prefix(&prefix), value.to_str()) {
+                extra.entry(unescape(rest)).or_default().push(v.to_string());
             }
         }
     }

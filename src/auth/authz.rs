@@ -54,8 +54,9 @@ impl Attributes {
             [resource, name, ..] => (resource.to_string(), Some(name.to_string())),
             _ => return non_resource(),
         };
-        let params: Vec<(String, String)> =
-            query.map(|q| form_urlencoded_pairs(q)).unwrap_or_default();
+        let params: Vec<(String, String)> = query
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
         let param = |k: &str| {
             params
                 .iter()
@@ -107,36 +108,6 @@ fn single_name(selector: &str) -> Option<String> {
             .or_else(|| term.strip_prefix("metadata.name="))?;
         Some(value.to_string())
     })
-}
-
-fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let s = s.replace('+', " ");
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

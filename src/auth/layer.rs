@@ -37,12 +37,12 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
             ForbiddenTarget::NonResource { path: path.clone() },
         ),
     };
-    ApiError::Forbidden(Forbidden {
+    ApiError::Forbidden(Box::new(Forbidden {
         user: user.to_string(),
         verb,
         target,
         reason,
-    })
+    }))
 }
 
 pub async fn guard(

@@ -114,10 +114,12 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
     ];
     if let Some(prev) = previous {
         for c in &mut conditions {
-            if let Some(old) = prev.conditions.iter().find(|o| o.type_ == c.type_) {
-                if old.status == c.status {
-                    c.last_transition_time = old.last_transition_time.clone();
-                }
+            if let Some(old) = prev
+                .conditions
+                .iter()
+                .find(|o| o.type_ == c.type_ && o.status == c.status)
+            {
+                c.last_transition_time = old.last_transition_time.clone();
             }
         }
     }

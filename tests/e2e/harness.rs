@@ -188,10 +188,10 @@ impl Env {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
                 }
             }
         });
@@ -205,11 +205,6 @@ pub struct WatchStream {
 }
 
 impl WatchStream {
-    /// The next event, or `None` after `timeout`.
-    pub fn next(&self, timeout: Duration) -> Option<serde_json::Value> {
-        self.rx.recv_timeout(timeout).ok()
-    }
-
     /// Events until one satisfies `pred` (returned last), or panics after `timeout`.
     pub fn until(
         &self,
