@@ -76,7 +76,12 @@ impl ServeArgs {
             args: ServeArgs,
         }
         use clap::Parser;
-        Wrapper::parse_from(["serve", "--tls-cert-file=", "--tls-private-key-file="]).args
+        Wrapper::parse_from([
+            "serve",
+            "--tls-cert-file=tls.crt",
+            "--tls-private-key-file=tls.key",
+        ])
+        .args
     }
 }
 

@@ -139,25 +139,57 @@ fn dev(dir: Option<PathBuf>) -> Result<()> {
         tls_cert_file: cluster.serving.cert_file.clone(),
         tls_private_key_file: cluster.serving.key_file.clone(),
         kubeconfig: Some(cluster.kubeconfig(User::Server)),
+        // A short grace keeps the demo lively; the server's default is 30s.
+        debounce_threshold: jiff::SignedDuration::from_secs(5),
         ..ServeArgs::defaults()
     };
     let rt = runtime()?;
     let server = rt.spawn(ifo::server::serve(args));
     cluster.register_apiservice(port)?;
     cluster.wait_apiservice_available(Duration::from_secs(60))?;
-    println!("\nThe local cluster is up and live.ifo.kubevirt.io is served by this process.\n");
+    // The shipped rules, the read access they need, and a workload for them to detect.
+    let source = ifo::dev::source_dir();
+    for file in ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"] {
+        cluster.kubectl_run(
+            User::Admin,
+            &["apply", "-f", &source.join(file).display().to_string()],
+            None,
+        )?;
+    }
+    println!("\nThe local cluster is up and live.ifo.kubevirt.io is served by this process.");
+    println!("To use kubectl yourself:\n");
     println!(
         "  export KUBECONFIG={}",
         cluster.kubeconfig(User::Admin).display()
     );
     println!("  alias kubectl={}", cluster.binaries.kubectl.display());
-    println!("  kubectl get ifos -A -w\n");
-    println!("Press Ctrl-C to stop everything.");
-    rt.block_on(async {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => Ok(()),
-            result = server => result.context("server task")?,
-        }
+    println!(
+        "\nStreaming `kubectl get ifos -A -w` while a workload moves VMs through states. Ctrl-C stops everything.\n"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut watch = cluster
+        .kubectl(User::Admin)
+        .args(["get", "ifos", "-A", "-w", "-o", "wide"])
+        .spawn()
+        .context("starting kubectl get ifos -A -w")?;
+    std::thread::scope(|scope| -> Result<()> {
+        let workload_stop = stop.clone();
+        let cluster = &cluster;
+        scope.spawn(move || {
+            if let Err(e) = ifo::dev::workload::run(cluster, 4, workload_stop) {
+                eprintln!("workload stopped: {e:#}");
+            }
+        });
+        let result = rt.block_on(async {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => Ok(()),
+                result = server => result.context("server task")?,
+            }
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = watch.kill();
+        let _ = watch.wait();
+        result
     })?;
     drop(cluster);
     Ok(())

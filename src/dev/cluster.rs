@@ -350,7 +350,7 @@ impl Cluster {
             .map(|_| ())
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+    fn wait_ready(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             self.etcd.check_running()?;
@@ -468,9 +468,11 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(c) = self.controllers.as_mut() {
+impl Cluster {
+    /// Stops every process and removes the directory (unless IFO_KEEP_CLUSTER_DIR is set).
+    /// Safe to call more than once.
+    pub fn shutdown(&self) {
+        if let Some(c) = self.controllers.as_ref() {
             c.stop(Duration::from_secs(5));
         }
         self.apiserver.stop(Duration::from_secs(5));
@@ -478,5 +480,11 @@ impl Drop for Cluster {
         if !self.keep_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }

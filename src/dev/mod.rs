@@ -4,6 +4,7 @@ mod binaries;
 mod cluster;
 mod pki;
 mod process;
+pub mod workload;
 
 pub use binaries::{Binaries, source_dir};
 pub use cluster::{Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User};

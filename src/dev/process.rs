@@ -1,5 +1,5 @@
 //! Child processes of the local control plane. Each one is stopped when its handle drops, and the
-//! kernel stops it too if the thread that started it dies (PR_SET_PDEATHSIG), so a crashed or
+//! kernel kills it if the thread that started it dies (PR_SET_PDEATHSIG), so a crashed or
 //! interrupted test run leaves nothing behind.
 
 use anyhow::{Context, Result};
@@ -7,11 +7,12 @@ use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct Process {
     name: String,
-    child: Child,
+    child: Mutex<Child>,
     log: PathBuf,
 }
 
@@ -25,7 +26,7 @@ impl Process {
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         unsafe {
             cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
             });
         }
@@ -34,18 +35,23 @@ impl Process {
             .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
         Ok(Process {
             name: name.to_string(),
-            child,
+            child: Mutex::new(child),
             log: log.to_path_buf(),
         })
     }
 
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
     }
 
     /// An error if the process has exited, with the end of its log.
-    pub fn check_running(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
+    pub fn check_running(&self) -> Result<()> {
+        let status = self.child().try_wait()?;
+        if let Some(status) = status {
             anyhow::bail!(
                 "{} exited ({status}); last lines of {}:\n{}",
                 self.name,
@@ -63,23 +69,24 @@ impl Process {
     }
 
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
-    pub fn stop(&mut self, grace: Duration) {
-        if self.child.try_wait().ok().flatten().is_some() {
+    pub fn stop(&self, grace: Duration) {
+        let mut child = self.child();
+        if child.try_wait().ok().flatten().is_some() {
             return;
         }
         // SAFETY: sending a signal to our own child's pid.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
+            libc::kill(child.id() as i32, libc::SIGTERM);
         }
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
-            if self.child.try_wait().ok().flatten().is_some() {
+            if child.try_wait().ok().flatten().is_some() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

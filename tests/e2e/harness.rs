@@ -16,15 +16,13 @@ pub struct Env {
 
 static ENV: OnceLock<&'static Env> = OnceLock::new();
 
-/// Removes the cluster's files when the test binary exits (the harness calls `exit`).
+/// Stops the server and the cluster when the test binary exits (the harness calls `exit`).
 extern "C" fn cleanup() {
     if let Some(env) = ENV.get() {
         if let Ok(mut server) = env.server.lock() {
             server.take();
         }
-        if std::env::var_os("IFO_KEEP_CLUSTER_DIR").is_none() {
-            let _ = std::fs::remove_dir_all(env.cluster.dir());
-        }
+        env.cluster.shutdown();
     }
 }
 
