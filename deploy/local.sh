@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the product locally: a real control plane with the server registered, the shipped rules and
+# a small VirtualMachine workload, streaming `kubectl get ifos -A -w`. Ctrl-C stops everything.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/prereqs.sh
+ifo_prereqs
+bash tests/cluster/build-controlplane.sh >/dev/null
+cargo build --locked --release --bin ifo-apiserver
+exec target/release/ifo-apiserver dev "$@"
