@@ -23,6 +23,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 /// Encoded events buffered per watch before the sender waits on the client.
 const CHANNEL: usize = 64;
+/// How long a watch waits for a client that has stopped reading before closing it.
+const STALLED_CLIENT: Duration = Duration::from_secs(60);
 
 #[derive(Serialize)]
 struct WireEvent<'a> {
@@ -206,9 +208,15 @@ async fn run(
     timeout: Duration,
 ) {
     let kind = scope.resource.kind;
+    // A client that stops reading for this long is gone as far as we are concerned.
     let send = |bytes: Bytes| {
         let tx = tx.clone();
-        async move { tx.send(Ok(bytes)).await.is_ok() }
+        async move {
+            matches!(
+                tokio::time::timeout(STALLED_CLIENT, tx.send(Ok(bytes))).await,
+                Ok(Ok(()))
+            )
+        }
     };
     let mut live = match start {
         Start::Failed(err) => {

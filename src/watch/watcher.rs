@@ -216,12 +216,9 @@ async fn watch_target(
                 }
             }
             Err(e) => {
-                tracing::warn!(target = %target_name, error = %e, "watch failed; retrying with backoff");
-                set_state(
-                    &detector,
-                    &rulesets,
-                    WatchState::Failed(watch_error_message(&e)),
-                );
+                let message = watch_error_message(&e);
+                tracing::warn!(target = %target_name, error = %message, "watch failed; retrying with backoff");
+                set_state(&detector, &rulesets, WatchState::Failed(message));
             }
         }
     }
