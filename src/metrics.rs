@@ -4,7 +4,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::LazyLock;
 
 type Labels = Vec<(&'static str, String)>;
@@ -14,53 +14,56 @@ struct Metrics {
     rule_errors: Family<Labels, Counter>,
     object_events: Family<Labels, Counter>,
     watches: Gauge,
-    api_requests: Family<Labels, Counter>,
     open_watches: Gauge,
-    index_objects: Gauge,
+    operations: Gauge,
+}
+
+/// Registers `metric` and hands it back, so each metric is declared in one place.
+fn register<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    let mut registry = Registry::with_prefix("ifo");
-    let m = Metrics {
-        registry: Registry::default(),
-        rule_errors: Family::default(),
-        object_events: Family::default(),
-        watches: Gauge::default(),
-        api_requests: Family::default(),
-        open_watches: Gauge::default(),
-        index_objects: Gauge::default(),
-    };
-    registry.register(
+    let mut r = Registry::with_prefix("ifo");
+    let rule_errors = register(
+        &mut r,
         "rule_evaluation_errors",
         "Rule, message, outcome, start-time and label expression errors",
-        m.rule_errors.clone(),
+        Family::default(),
     );
-    registry.register(
+    let object_events = register(
+        &mut r,
         "object_events",
         "Object events evaluated, by target resource",
-        m.object_events.clone(),
+        Family::default(),
     );
-    registry.register(
+    let watches = register(
+        &mut r,
         "resource_watches",
         "Resource types currently watched",
-        m.watches.clone(),
+        Gauge::default(),
     );
-    registry.register(
-        "api_requests",
-        "API requests served, by verb and HTTP code",
-        m.api_requests.clone(),
-    );
-    registry.register(
+    let open_watches = register(
+        &mut r,
         "api_open_watches",
         "Watches open on the live API",
-        m.open_watches.clone(),
+        Gauge::default(),
     );
-    registry.register(
+    let operations = register(
+        &mut r,
         "operations",
         "Operations held in memory (active and retained completed)",
-        m.index_objects.clone(),
+        Gauge::default(),
     );
-    Metrics { registry, ..m }
+    Metrics {
+        registry: r,
+        rule_errors,
+        object_events,
+        watches,
+        open_watches,
+        operations,
+    }
 });
 
 pub fn rule_error(ruleset: &str) {
@@ -81,22 +84,12 @@ pub fn set_watches(n: usize) {
     METRICS.watches.set(n as i64);
 }
 
-pub fn api_request(verb: &str, code: u16) {
-    METRICS
-        .api_requests
-        .get_or_create(&vec![
-            ("verb", verb.to_string()),
-            ("code", code.to_string()),
-        ])
-        .inc();
-}
-
 pub fn open_watches(delta: i64) {
     METRICS.open_watches.inc_by(delta);
 }
 
 pub fn set_operations(n: usize) {
-    METRICS.index_objects.set(n as i64);
+    METRICS.operations.set(n as i64);
 }
 
 /// The text exposition of every metric.

@@ -6,7 +6,8 @@ use super::labels::LabelSelector;
 use super::status::ApiError;
 use std::collections::HashMap;
 
-/// Fields a field selector may name (the rest is a 400, never ignored).
+/// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
+/// of a string in the wire object.
 pub const SELECTABLE_FIELDS: &[&str] = &[
     "metadata.name",
     "metadata.namespace",
@@ -19,23 +20,6 @@ pub const SELECTABLE_FIELDS: &[&str] = &[
     "status.phase",
     "status.outcome",
 ];
-
-/// Where in the wire object each selectable field lives.
-pub fn field_pointer(field: &str) -> &'static str {
-    match field {
-        "metadata.name" => "/metadata/name",
-        "metadata.namespace" => "/metadata/namespace",
-        "spec.operation" => "/spec/operation",
-        "spec.ruleSet" => "/spec/ruleSet",
-        "spec.component" => "/spec/component",
-        "spec.subject.kind" => "/spec/subject/kind",
-        "spec.subject.name" => "/spec/subject/name",
-        "spec.subject.namespace" => "/spec/subject/namespace",
-        "status.phase" => "/status/phase",
-        "status.outcome" => "/status/outcome",
-        _ => "/-",
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RvMatch {

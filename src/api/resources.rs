@@ -1,9 +1,9 @@
 //! list, get and watch of `inflightoperations` and `inflightclusteroperations`, read from the index
 //! through its snapshot and watch interface.
 
-use super::discovery::{GROUP, INFLIGHT_CLUSTER_OPERATIONS, INFLIGHT_OPERATIONS, Resource};
+use super::discovery::{GROUP, RESOURCES, Resource};
 use super::negotiate::{self, Representation};
-use super::params::{Params, RvMatch, field_pointer};
+use super::params::{IncludeObject, Params, RvMatch};
 use super::status::{ApiError, GroupResource};
 use super::{ApiState, table, watch};
 use crate::api::continue_token::ContinueToken;
@@ -12,6 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -49,15 +50,46 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
         return true;
     }
     let json = stored.json();
-    params
-        .fields
-        .matches(|field| json.pointer(field_pointer(field)).and_then(Value::as_str))
+    params.fields.matches(|field| {
+        field
+            .split('.')
+            .try_fold(&*json, |v, key| v.get(key))
+            .and_then(Value::as_str)
+    })
 }
 
 pub fn resource_for(plural: &str) -> Option<&'static Resource> {
-    [&INFLIGHT_OPERATIONS, &INFLIGHT_CLUSTER_OPERATIONS]
-        .into_iter()
-        .find(|r| r.plural == plural)
+    RESOURCES.into_iter().find(|r| r.plural == plural)
+}
+
+/// The `apiVersion` of a `meta.k8s.io` representation (Tables and metadata-only objects).
+fn meta_api_version(repr: Representation) -> &'static str {
+    repr.meta_api_version().unwrap_or("meta.k8s.io/v1")
+}
+
+/// One object as the client asked for it: the object itself, its metadata, or a one-row Table
+/// (what `get` answers and what each watch event carries).
+pub fn represent<'a>(
+    repr: Representation,
+    stored: &Stored,
+    object: &'a Value,
+    include: IncludeObject,
+) -> Cow<'a, Value> {
+    match repr {
+        Representation::Object => Cow::Borrowed(object),
+        Representation::PartialObjectMetadata { .. } => {
+            Cow::Owned(table::partial_metadata(object, meta_api_version(repr)))
+        }
+        Representation::Table { .. } => {
+            let v = meta_api_version(repr);
+            let rv = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let row = table::row(stored, object, include, v, jiff::Timestamp::now());
+            Cow::Owned(table::table(vec![row], v, rv, None))
+        }
+    }
 }
 
 fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
@@ -118,14 +150,7 @@ async fn route(
         namespace,
     };
     if method != Method::GET && method != Method::HEAD {
-        let verb = match (method.as_str(), name.is_some()) {
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            ("PATCH", _) => "patch",
-            ("DELETE", true) => "delete",
-            ("DELETE", false) => "deletecollection",
-            (other, _) => other,
-        };
+        let verb = crate::auth::write_verb(method, name.is_some()).unwrap_or(method.as_str());
         return Err(ApiError::MethodNotAllowed {
             resource: scope.group_resource(),
             verb: verb.to_string(),
@@ -171,23 +196,12 @@ fn get(
         return Err(not_found());
     }
     let object = stored.json();
-    Ok(json_response(&match repr {
-        Representation::Object => (*object).clone(),
-        Representation::PartialObjectMetadata { .. } => {
-            table::metadata_only(&object, repr.meta_api_version().unwrap_or("meta.k8s.io/v1"))
-        }
-        Representation::Table { .. } => {
-            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
-            let row = table::row(
-                &stored,
-                &object,
-                params.include_object,
-                v,
-                jiff::Timestamp::now(),
-            );
-            table::table(vec![row], v, stored.rv, None)
-        }
-    }))
+    Ok(json_response(&represent(
+        repr,
+        &stored,
+        &object,
+        params.include_object,
+    )))
 }
 
 /// The snapshot a list reads: the current one, or, for `Exact` or a continue token, the one it names.
@@ -269,19 +283,19 @@ fn list(
     let rv = snapshot.rv;
     let body = match repr {
         Representation::Table { .. } => {
-            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+            let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
             let rows = selected
                 .iter()
                 .map(|s| table::row(s, &s.json(), params.include_object, v, now))
                 .collect();
-            table::table(rows, v, rv, continue_token)
+            table::table(rows, v, &rv.to_string(), continue_token)
         }
         Representation::PartialObjectMetadata { .. } => {
-            let v = repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
+            let v = meta_api_version(repr);
             let items: Vec<Value> = selected
                 .iter()
-                .map(|s| table::metadata_only(&s.json(), v))
+                .map(|s| table::partial_metadata(&s.json(), v))
                 .collect();
             list_body("PartialObjectMetadataList", v, rv, continue_token, items)
         }

@@ -62,7 +62,8 @@ pub fn columns() -> Value {
     ])
 }
 
-fn partial_metadata(object: &Value, meta_api_version: &str) -> Value {
+/// The `PartialObjectMetadata` form of a wire object.
+pub fn partial_metadata(object: &Value, meta_api_version: &str) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": meta_api_version,
@@ -106,10 +107,10 @@ pub fn row(
 pub fn table(
     rows: Vec<Value>,
     meta_api_version: &str,
-    resource_version: u64,
+    resource_version: &str,
     continue_token: Option<String>,
 ) -> Value {
-    let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+    let mut metadata = json!({"resourceVersion": resource_version});
     if let Some(token) = continue_token {
         metadata["continue"] = json!(token);
     }
@@ -120,8 +121,4 @@ pub fn table(
         "columnDefinitions": columns(),
         "rows": rows,
     })
-}
-
-pub fn metadata_only(object: &Value, meta_api_version: &str) -> Value {
-    partial_metadata(object, meta_api_version)
 }

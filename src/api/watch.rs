@@ -2,11 +2,11 @@
 //! own filter (an object entering or leaving the selectors is an ADDED or DELETED for it),
 //! bookmarks, `timeoutSeconds`, and a clean cut with 410 Expired for a watcher that falls behind.
 
+use super::ApiState;
 use super::negotiate::Representation;
 use super::params::Params;
-use super::resources::{Scope, matches};
+use super::resources::{Scope, matches, represent};
 use super::status::ApiError;
-use super::{ApiState, table};
 use crate::index::{Event, EventKind, Stored, WatchError};
 use axum::body::Body;
 use axum::http::header;
@@ -38,44 +38,20 @@ struct Encoder {
     include: super::params::IncludeObject,
 }
 
+/// One watch event on the wire: `{"type":..,"object":..}` and a newline.
+fn frame(type_: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
 impl Encoder {
     fn line(&self, type_: &str, stored: &Stored, object: &Value) -> Bytes {
-        let converted;
-        let object = match self.repr {
-            Representation::Object => object,
-            Representation::PartialObjectMetadata { .. } => {
-                converted = table::metadata_only(
-                    object,
-                    self.repr.meta_api_version().unwrap_or("meta.k8s.io/v1"),
-                );
-                &converted
-            }
-            Representation::Table { .. } => {
-                let v = self.repr.meta_api_version().unwrap_or("meta.k8s.io/v1");
-                let rv = object
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let row = table::row(stored, object, self.include, v, jiff::Timestamp::now());
-                let mut t = table::table(vec![row], v, 0, None);
-                t["metadata"]["resourceVersion"] = json!(rv);
-                converted = t;
-                &converted
-            }
-        };
-        let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
-        line.push(b'\n');
-        Bytes::from(line)
+        frame(type_, &represent(self.repr, stored, object, self.include))
     }
 
     fn error(&self, err: &ApiError) -> Bytes {
-        let mut line = serde_json::to_vec(&WireEvent {
-            type_: "ERROR",
-            object: &err.to_status(),
-        })
-        .unwrap_or_default();
-        line.push(b'\n');
-        Bytes::from(line)
+        frame("ERROR", &err.to_status())
     }
 
     fn bookmark(&self, kind: &str, rv: u64, initial_events_end: bool) -> Bytes {
@@ -83,14 +59,10 @@ impl Encoder {
         if initial_events_end {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let object = json!({"kind": kind, "apiVersion": super::discovery::GROUP_VERSION, "metadata": metadata});
-        let mut line = serde_json::to_vec(&WireEvent {
-            type_: "BOOKMARK",
-            object: &object,
-        })
-        .unwrap_or_default();
-        line.push(b'\n');
-        Bytes::from(line)
+        frame(
+            "BOOKMARK",
+            &json!({"kind": kind, "apiVersion": super::discovery::GROUP_VERSION, "metadata": metadata}),
+        )
     }
 }
 

@@ -4,6 +4,8 @@
 
 use super::UserInfo;
 use super::cache::ReviewCache;
+use crate::api::fields::FieldSelector;
+use crate::api::params::SELECTABLE_FIELDS;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -77,17 +79,15 @@ impl Attributes {
                 name = param("fieldSelector").and_then(single_name);
                 if watch { "watch" } else { "list" }
             }
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            ("PATCH", _) => "patch",
-            ("DELETE", true) => "delete",
-            ("DELETE", false) => "deletecollection",
-            (other, _) => {
-                return Attributes::NonResource {
-                    verb: other.to_ascii_lowercase(),
-                    path: path.to_string(),
-                };
-            }
+            _ => match write_verb(method, name.is_some()) {
+                Some(verb) => verb,
+                None => {
+                    return Attributes::NonResource {
+                        verb: method.as_str().to_ascii_lowercase(),
+                        path: path.to_string(),
+                    };
+                }
+            },
         };
         Attributes::Resource {
             verb: verb.to_string(),
@@ -100,14 +100,25 @@ impl Attributes {
     }
 }
 
-/// `metadata.name=X` (or `==`) when it is the only name requirement of a field selector.
+/// The `metadata.name` a field selector requires, parsed as the API parses it (escapes included).
 fn single_name(selector: &str) -> Option<String> {
-    selector.split(',').find_map(|term| {
-        let value = term
-            .strip_prefix("metadata.name==")
-            .or_else(|| term.strip_prefix("metadata.name="))?;
-        Some(value.to_string())
-    })
+    FieldSelector::parse(selector, SELECTABLE_FIELDS)
+        .ok()?
+        .exact("metadata.name")
+        .map(str::to_string)
+}
+
+/// The verb of a request that would change a resource (`named`: it addresses one object), as
+/// kube-apiserver's RequestInfo names it; `None` for reads and unknown methods.
+pub fn write_verb(method: &http::Method, named: bool) -> Option<&'static str> {
+    match (method.as_str(), named) {
+        ("POST", _) => Some("create"),
+        ("PUT", _) => Some("update"),
+        ("PATCH", _) => Some("patch"),
+        ("DELETE", true) => Some("delete"),
+        ("DELETE", false) => Some("deletecollection"),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ mod requestheader;
 pub mod tls;
 
 pub use authn::{AuthError, Authenticator};
-pub use authz::{Attributes, Authorizer, Decision};
+pub use authz::{Attributes, Authorizer, Decision, write_verb};
 pub use cache::ReviewCache;
 pub use layer::{Guard, guard};
 pub use requestheader::{RequestHeaderConfig, watch_request_header_config};

@@ -3,7 +3,7 @@
 //! certificates whose CN/O become Kubernetes user names and groups.
 
 use anyhow::{Context, Result};
-use openssl::asn1::Asn1Time;
+use openssl::asn1::{Asn1Time, Asn1TimeRef};
 use openssl::bn::{BigNum, MsbOption};
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
@@ -14,7 +14,7 @@ use openssl::x509::extension::{
     AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName,
     SubjectKeyIdentifier,
 };
-use openssl::x509::{X509, X509NameBuilder};
+use openssl::x509::{X509, X509Builder, X509Name, X509NameBuilder, X509NameRef};
 use std::net::IpAddr;
 
 /// A certificate with its private key, both PEM-encoded.
@@ -48,6 +48,35 @@ fn serial() -> Result<openssl::asn1::Asn1Integer> {
     Ok(bn.to_asn1_integer()?)
 }
 
+/// `O=<organizations>, CN=<common_name>`.
+fn subject(common_name: &str, organizations: &[&str]) -> Result<X509Name> {
+    let mut name = X509NameBuilder::new()?;
+    for org in organizations {
+        name.append_entry_by_nid(Nid::ORGANIZATIONNAME, org)?;
+    }
+    name.append_entry_by_nid(Nid::COMMONNAME, common_name)?;
+    Ok(name.build())
+}
+
+/// A v3 certificate builder with a random serial, the subject, issuer, key and validity set.
+fn builder(
+    subject: &X509NameRef,
+    issuer: &X509NameRef,
+    key: &PKey<Private>,
+    not_before: &Asn1TimeRef,
+    days: u32,
+) -> Result<X509Builder> {
+    let mut b = X509::builder()?;
+    b.set_version(2)?;
+    b.set_serial_number(&*serial()?)?;
+    b.set_subject_name(subject)?;
+    b.set_issuer_name(issuer)?;
+    b.set_pubkey(key)?;
+    b.set_not_before(not_before)?;
+    b.set_not_after(&*Asn1Time::days_from_now(days)?)?;
+    Ok(b)
+}
+
 fn finish(cert: X509, key: PKey<Private>) -> Result<KeyPair> {
     Ok(KeyPair {
         cert_pem: cert.to_pem()?,
@@ -61,17 +90,9 @@ impl KeyPair {
     /// A self-signed certificate authority.
     pub fn new_ca(common_name: &str) -> Result<KeyPair> {
         let key = new_key()?;
-        let mut name = X509NameBuilder::new()?;
-        name.append_entry_by_nid(Nid::COMMONNAME, common_name)?;
-        let name = name.build();
-        let mut b = X509::builder()?;
-        b.set_version(2)?;
-        b.set_serial_number(&*serial()?)?;
-        b.set_subject_name(&name)?;
-        b.set_issuer_name(&name)?;
-        b.set_pubkey(&key)?;
-        b.set_not_before(&*Asn1Time::days_from_now(0)?)?;
-        b.set_not_after(&*Asn1Time::days_from_now(3650)?)?;
+        let name = subject(common_name, &[])?;
+        let not_before = Asn1Time::days_from_now(0)?;
+        let mut b = builder(&name, &name, &key, &not_before, 3650)?;
         b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
         b.append_extension(
             KeyUsage::new()
@@ -95,23 +116,10 @@ impl KeyPair {
         usage: Usage,
     ) -> Result<KeyPair> {
         let key = new_key()?;
-        let mut name = X509NameBuilder::new()?;
-        for org in organizations {
-            name.append_entry_by_nid(Nid::ORGANIZATIONNAME, org)?;
-        }
-        name.append_entry_by_nid(Nid::COMMONNAME, common_name)?;
-        let name = name.build();
-        let mut b = X509::builder()?;
-        b.set_version(2)?;
-        b.set_serial_number(&*serial()?)?;
-        b.set_subject_name(&name)?;
-        b.set_issuer_name(self.cert.subject_name())?;
-        b.set_pubkey(&key)?;
+        let name = subject(common_name, organizations)?;
         // Backdated a little: the processes reading it may start in the same second.
-        b.set_not_before(&*Asn1Time::from_unix(
-            jiff::Timestamp::now().as_second() - 3600,
-        )?)?;
-        b.set_not_after(&*Asn1Time::days_from_now(365)?)?;
+        let not_before = Asn1Time::from_unix(jiff::Timestamp::now().as_second() - 3600)?;
+        let mut b = builder(&name, self.cert.subject_name(), &key, &not_before, 365)?;
         b.append_extension(BasicConstraints::new().critical().build()?)?;
         b.append_extension(
             KeyUsage::new()

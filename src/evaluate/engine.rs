@@ -183,21 +183,10 @@ impl Engine {
                     self.walk(e, scope, undeclared);
                 }
             }
-            Node::Map(map) => {
-                for entry in &map.entries {
-                    match &entry.expr {
-                        cel::common::ast::EntryExpr::MapEntry(e) => {
-                            self.walk(&e.key, scope, undeclared);
-                            self.walk(&e.value, scope, undeclared);
-                        }
-                        cel::common::ast::EntryExpr::StructField(f) => {
-                            self.walk(&f.value, scope, undeclared);
-                        }
-                    }
-                }
-            }
-            Node::Struct(s) => {
-                for entry in &s.entries {
+            // Map and message literals hold the same kind of entries.
+            Node::Map(cel::common::ast::MapExpr { entries, .. })
+            | Node::Struct(cel::common::ast::StructExpr { entries, .. }) => {
+                for entry in entries {
                     match &entry.expr {
                         cel::common::ast::EntryExpr::MapEntry(e) => {
                             self.walk(&e.key, scope, undeclared);

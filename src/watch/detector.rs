@@ -38,11 +38,17 @@ impl Detector {
     fn with_tracker(&self, f: impl FnOnce(&mut Tracker) -> Vec<Change>) {
         let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
         let changes = f(&mut tracker);
-        if !changes.is_empty() {
-            self.index.apply(changes);
-        }
+        self.publish(changes);
         drop(tracker);
         self.deadlines.notify_one();
+    }
+
+    /// Hands the tracker's changes to the index (call with the tracker locked, to keep their order).
+    fn publish(&self, changes: Vec<Change>) {
+        if !changes.is_empty() {
+            self.index.apply(changes);
+            crate::metrics::set_operations(self.index.len());
+        }
     }
 
     /// An object was listed, added or modified.
@@ -81,10 +87,7 @@ impl Detector {
     }
 
     /// An object was deleted: its operations end at once.
-    pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], object: &serde_json::Value) {
-        let Some(uid) = object.pointer("/metadata/uid").and_then(|v| v.as_str()) else {
-            return;
-        };
+    pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         let at = now();
         self.with_tracker(|t| {
             rulesets
@@ -179,10 +182,7 @@ impl Detector {
             let next = {
                 let at = now();
                 let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
-                let changes = tracker.tick(at);
-                if !changes.is_empty() {
-                    self.index.apply(changes);
-                }
+                self.publish(tracker.tick(at));
                 tracker.next_deadline()
             };
             let wait = next

@@ -211,8 +211,8 @@ async fn watch_target(
             }
             Ok(watcher::Event::Apply(obj)) => evaluate(&detector, &rulesets, &target_name, &obj),
             Ok(watcher::Event::Delete(obj)) => {
-                if let Ok(value) = serde_json::to_value(&obj) {
-                    detector.delete(&rulesets, &value);
+                if let Some(uid) = obj.metadata.uid.as_deref() {
+                    detector.delete(&rulesets, uid);
                 }
             }
             Err(e) => {

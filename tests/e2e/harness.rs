@@ -102,10 +102,11 @@ impl Env {
     }
 
     pub fn server_log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.cluster.dir().join("ifo-apiserver.log"))
-            .unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        server
+            .as_ref()
+            .map(|p| p.log_tail(lines))
+            .unwrap_or_default()
     }
 }
 
