@@ -130,9 +130,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// The local cluster is started on the main thread: its processes live as long as that thread.
 fn dev(dir: Option<PathBuf>) -> Result<()> {
     let cluster = Cluster::start(dir.as_deref()).context("starting the local cluster")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = ifo::dev::free_port()?;
     let args = ServeArgs {
         bind_address: "127.0.0.1".parse()?,
         secure_port: port,

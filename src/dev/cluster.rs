@@ -93,7 +93,8 @@ pub struct Cluster {
     cluster_ca_pem: Vec<u8>,
 }
 
-fn free_port() -> Result<u16> {
+/// A free loopback port.
+pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())

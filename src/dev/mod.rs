@@ -4,9 +4,13 @@ mod binaries;
 mod cluster;
 mod pki;
 mod process;
+mod server;
 pub mod workload;
 
 pub use binaries::{Binaries, source_dir};
-pub use cluster::{Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User};
+pub use cluster::{
+    Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User, free_port,
+};
 pub use pki::{KeyPair, Usage};
 pub use process::Process;
+pub use server::spawn_server;

@@ -4,7 +4,6 @@
 
 use anyhow::{Context, Result};
 use ifo::dev::{Cluster, Process, User};
-use std::process::Command;
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
@@ -27,36 +26,20 @@ extern "C" fn cleanup() {
 }
 
 fn start_server(cluster: &Cluster, port: u16) -> Result<Process> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ifo-apiserver"));
-    cmd.arg("serve")
-        .arg("--bind-address=127.0.0.1")
-        .arg(format!("--secure-port={port}"))
-        .arg(format!(
-            "--tls-cert-file={}",
-            cluster.serving.cert_file.display()
-        ))
-        .arg(format!(
-            "--tls-private-key-file={}",
-            cluster.serving.key_file.display()
-        ))
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig(User::Server).display()
-        ))
-        .env("DEBOUNCE_THRESHOLD", "3s")
-        .env("LOG_LEVEL", "info,ifo=debug");
-    Process::spawn(
-        "ifo-apiserver",
-        cmd,
-        &cluster.dir().join("ifo-apiserver.log"),
+    ifo::dev::spawn_server(
+        cluster,
+        std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
+        port,
+        &[
+            ("DEBOUNCE_THRESHOLD", "3s"),
+            ("LOG_LEVEL", "info,ifo=debug"),
+        ],
     )
 }
 
 fn boot() -> Result<&'static Env> {
     let cluster = Cluster::start(None)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = ifo::dev::free_port()?;
     let server = start_server(&cluster, port)?;
     cluster.register_apiservice(port)?;
     let env: &'static Env = Box::leak(Box::new(Env {

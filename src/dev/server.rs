@@ -1,0 +1,40 @@
+//! `ifo-apiserver serve` as a child process of the local cluster, for the tests and the
+//! benchmark: a separate process, so it can be restarted, killed and measured on its own.
+
+use super::{Cluster, Process, User};
+use anyhow::Result;
+use std::path::Path;
+use std::process::Command;
+
+/// Starts `binary serve` on loopback `port` with the cluster's serving certificate and the
+/// server's own identity. `env` adds settings (e.g. `DEBOUNCE_THRESHOLD`); the log goes to
+/// `ifo-apiserver.log` in the cluster directory.
+pub fn spawn_server(
+    cluster: &Cluster,
+    binary: &Path,
+    port: u16,
+    env: &[(&str, &str)],
+) -> Result<Process> {
+    let mut cmd = Command::new(binary);
+    cmd.arg("serve")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!(
+            "--tls-cert-file={}",
+            cluster.serving.cert_file.display()
+        ))
+        .arg(format!(
+            "--tls-private-key-file={}",
+            cluster.serving.key_file.display()
+        ))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig(User::Server).display()
+        ))
+        .envs(env.iter().copied());
+    Process::spawn(
+        "ifo-apiserver",
+        cmd,
+        &cluster.dir().join("ifo-apiserver.log"),
+    )
+}
