@@ -1,0 +1,203 @@
+//! A client watching operations through kube-apiserver, matching every event to the
+//! transition that caused it. Each watcher keeps its own books, so with many watchers every
+//! one of them must see every operation.
+
+use crate::ledger::{Key, Ledger};
+use crate::target::{IfoApi, Sighting};
+use anyhow::Result;
+use futures::TryStreamExt;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::core::Request;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What one watcher saw since its books were last taken.
+#[derive(Default, Debug)]
+pub struct Books {
+    /// Transition → first event of the operation it started.
+    pub start_latencies: Vec<Duration>,
+    /// How long after the debounce threshold an ended operation was shown `Completed`.
+    pub completion_delays: Vec<Duration>,
+    /// Operations seen starting that the driver started.
+    pub matched: u64,
+    /// Operations seen completing.
+    pub completed: u64,
+    /// The same object version delivered twice, or a second operation for one transition.
+    pub duplicates: u64,
+    /// Operations no transition of this run explains.
+    pub unexpected: u64,
+    /// Times the watch had to relist (410 Expired or a broken stream).
+    pub relists: u64,
+    pub events: u64,
+}
+
+/// One watching client.
+pub struct Watcher {
+    books: Mutex<Books>,
+    /// Operations seen, by uid: their key, last resourceVersion, and whether completed.
+    seen: Mutex<HashMap<String, (Key, String, bool)>>,
+    /// Per key, the start already matched, so a second occurrence for it is a duplicate.
+    matched_starts: Mutex<HashMap<Key, Instant>>,
+    ledger: Arc<Ledger>,
+    debounce: Duration,
+}
+
+impl Watcher {
+    pub fn new(ledger: Arc<Ledger>, debounce: Duration) -> Arc<Watcher> {
+        Arc::new(Watcher {
+            books: Mutex::default(),
+            seen: Mutex::default(),
+            matched_starts: Mutex::default(),
+            ledger,
+            debounce,
+        })
+    }
+
+    /// Watches until the task is aborted. Lists first (the current operations are known, not
+    /// matched), then watches from the list's resourceVersion, resuming after each timeout and
+    /// relisting on `410 Expired`. Signals `ready` once the first watch is open.
+    pub async fn run(
+        self: Arc<Self>,
+        client: kube::Client,
+        api: IfoApi,
+        ready: tokio::sync::mpsc::Sender<()>,
+    ) -> Result<()> {
+        let request = Request::new(api.path());
+        let mut ready = Some(ready);
+        let mut rv = None;
+        loop {
+            let from = match rv.take() {
+                Some(rv) => rv,
+                None => {
+                    let list: Value = client
+                        .request(request.list(&ListParams::default())?)
+                        .await?;
+                    if ready.is_none() {
+                        self.books.lock().unwrap().relists += 1;
+                    }
+                    for item in list["items"].as_array().into_iter().flatten() {
+                        self.observe(&api, item, Instant::now());
+                    }
+                    list["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("0")
+                        .to_string()
+                }
+            };
+            let params = WatchParams::default().timeout(290);
+            let stream = match client
+                .request_events::<Value>(request.watch(&params, &from)?)
+                .await
+            {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "watch failed; relisting");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(()).await;
+            }
+            let mut stream = std::pin::pin!(stream);
+            rv = Some(from);
+            loop {
+                match stream.try_next().await {
+                    Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                        let now = Instant::now();
+                        rv = o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+                        self.observe(&api, &o, now);
+                    }
+                    Ok(Some(WatchEvent::Deleted(o))) => {
+                        rv = o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+                        if let Some(uid) = o["metadata"]["uid"].as_str() {
+                            self.seen.lock().unwrap().remove(uid);
+                        }
+                        self.books.lock().unwrap().events += 1;
+                    }
+                    Ok(Some(WatchEvent::Bookmark(b))) => rv = Some(b.metadata.resource_version),
+                    Ok(Some(WatchEvent::Error(status))) => {
+                        tracing::warn!(code = status.code, message = %status.message, "watch error; relisting");
+                        rv = None;
+                        break;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watch stream broke; relisting");
+                        rv = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn observe(&self, api: &IfoApi, object: &Value, now: Instant) {
+        let Some(Sighting {
+            uid,
+            resource_version,
+            key,
+            completed,
+        }) = api.read(object)
+        else {
+            return;
+        };
+        let mut books = self.books.lock().unwrap();
+        books.events += 1;
+        let mut seen = self.seen.lock().unwrap();
+        let previous = seen.insert(uid, (key.clone(), resource_version.clone(), completed));
+        match previous {
+            Some((_, rv, _)) if rv == resource_version => books.duplicates += 1,
+            Some((_, _, was_completed)) => {
+                if completed && !was_completed {
+                    books.completed += 1;
+                    if let Some(ended) = self.ledger.ended_at(&key) {
+                        let due = ended + self.debounce;
+                        books
+                            .completion_delays
+                            .push(now.saturating_duration_since(due));
+                    }
+                }
+            }
+            None if completed => {}
+            None => {
+                let mut matched = self.matched_starts.lock().unwrap();
+                match self.ledger.started_at(&key) {
+                    Some(start) if matched.get(&key) == Some(&start) => books.duplicates += 1,
+                    Some(start) => {
+                        matched.insert(key, start);
+                        books.matched += 1;
+                        books.start_latencies.push(now - start);
+                    }
+                    None => books.unexpected += 1,
+                }
+            }
+        }
+    }
+
+    /// Takes the books, starting new ones.
+    pub fn take(&self) -> Books {
+        std::mem::take(&mut self.books.lock().unwrap())
+    }
+
+    /// Operations this watcher shows as not completed.
+    pub fn active(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|(_, _, c)| !c)
+            .count()
+    }
+}
+
+impl Watcher {
+    /// `(matched starts, completions)` in the current books.
+    pub fn progress(&self) -> (u64, u64) {
+        let books = self.books.lock().unwrap();
+        (books.matched, books.completed)
+    }
+}

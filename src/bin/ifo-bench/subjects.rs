@@ -1,0 +1,169 @@
+//! The subjects: VirtualMachines whose `/status` the benchmark moves through the states the
+//! shipped `vm-lifecycle-rules` detect, the way KubeVirt's controllers would.
+
+use crate::ledger::Ledger;
+use anyhow::{Context, Result};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+pub const NAMESPACE: &str = "ifo-bench";
+
+/// One lifecycle: each state with the operation the rules detect in it.
+pub const SCRIPT: [(&str, Option<&str>); 6] = [
+    ("Starting", Some("Starting")),
+    ("Running", None),
+    ("Migrating", Some("Migrating")),
+    ("Running", None),
+    ("Stopping", Some("Stopping")),
+    ("Stopped", None),
+];
+const STOPPED: usize = 5;
+const MIGRATING: usize = 2;
+
+/// Requests in flight at once; enough for kube-apiserver to keep up at the benchmark's rates.
+const CONCURRENCY: usize = 64;
+
+pub fn name(i: usize) -> String {
+    format!("bench-vm-{i:05}")
+}
+
+/// The subjects and their states, and the status writes that move them.
+pub struct Subjects {
+    api: Api<DynamicObject>,
+    ledger: Arc<Ledger>,
+    /// Index into [`SCRIPT`] per subject, as last written.
+    states: Mutex<Vec<usize>>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Subjects {
+    pub fn new(client: kube::Client, ledger: Arc<Ledger>) -> Subjects {
+        let resource = ApiResource {
+            group: "kubevirt.io".into(),
+            version: "v1".into(),
+            api_version: "kubevirt.io/v1".into(),
+            kind: "VirtualMachine".into(),
+            plural: "virtualmachines".into(),
+        };
+        Subjects {
+            api: Api::namespaced_with(client, NAMESPACE, &resource),
+            ledger,
+            states: Mutex::new(Vec::new()),
+            in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.states.lock().unwrap().len()
+    }
+
+    /// Creates subjects until there are `total` (their status empty: nothing in flight).
+    pub async fn grow(&self, total: usize) -> Result<()> {
+        let from = self.len();
+        futures::stream::iter(from..total)
+            .map(|i| async move {
+                let vm: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "metadata": {"name": name(i), "namespace": NAMESPACE},
+                    "spec": {"runStrategy": "Always"},
+                }))?;
+                match self.api.create(&PostParams::default(), &vm).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(e).with_context(|| format!("creating {}", name(i))),
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect::<()>()
+            .await
+            .context("creating the subjects (is the kubevirt.io VirtualMachine CRD installed?)")?;
+        self.states.lock().unwrap().resize(total, STOPPED);
+        Ok(())
+    }
+
+    /// Moves subjects `range` one step each, round robin, `rate` per second for `duration`.
+    /// Returns the rate achieved.
+    pub async fn drive(&self, range: Range<usize>, rate: f64, duration: Duration) -> f64 {
+        let began = Instant::now();
+        let every = Duration::from_secs_f64(1.0 / rate);
+        let mut sent = 0u64;
+        let mut next = range.clone().cycle();
+        while began.elapsed() < duration {
+            tokio::time::sleep_until(began + every.mul_f64(sent as f64)).await;
+            let i = next.next().expect("a non-empty range");
+            let step = (self.states.lock().unwrap()[i] + 1) % SCRIPT.len();
+            self.write(i, step).await;
+            sent += 1;
+        }
+        self.drain().await;
+        sent as f64 / began.elapsed().as_secs_f64()
+    }
+
+    /// Moves subjects `range` into a state with an operation and leaves them there.
+    pub async fn hold(&self, range: Range<usize>) {
+        for i in range {
+            self.write(i, MIGRATING).await;
+        }
+        self.drain().await;
+    }
+
+    /// Ends every operation of subjects `range`.
+    pub async fn settle(&self, range: Range<usize>) {
+        for i in range {
+            if SCRIPT[self.states.lock().unwrap()[i]].1.is_some() {
+                self.write(i, STOPPED).await;
+            }
+        }
+        self.drain().await;
+    }
+
+    /// Sends one status write (waiting only for a free request slot), recording in the ledger
+    /// the operation it ends and the one it starts.
+    async fn write(&self, i: usize, step: usize) {
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
+        let previous = std::mem::replace(&mut self.states.lock().unwrap()[i], step);
+        let (state, operation) = SCRIPT[step];
+        let now = Instant::now();
+        if let Some(ended) = SCRIPT[previous].1.filter(|_| previous != step) {
+            self.ledger.end((name(i), ended.to_string()), now);
+        }
+        let starts = operation.filter(|_| previous != step);
+        if let Some(op) = starts {
+            self.ledger.start((name(i), op.to_string()), now);
+        }
+        let api = self.api.clone();
+        let ledger = self.ledger.clone();
+        let patch = json!({"status": {"printableStatus": state, "ready": state == "Running"}});
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let result = api
+                .patch_status(&name(i), &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            if let Err(e) = &result {
+                tracing::warn!(subject = %name(i), error = %e, "status write failed");
+            }
+            ledger.wrote(result.is_ok(), starts.is_some(), sent.elapsed());
+            drop(permit);
+        });
+    }
+
+    /// Waits until every write sent has been answered.
+    async fn drain(&self) {
+        let _all = self
+            .in_flight
+            .acquire_many(CONCURRENCY as u32)
+            .await
+            .expect("never closed");
+    }
+}
