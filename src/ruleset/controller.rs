@@ -3,7 +3,7 @@
 //! and writes each ruleset's status when it changes (at most every couple of seconds).
 
 use super::compile::{CompiledRuleSet, compile};
-use super::status::{Observed, desired, same};
+use super::status::{Observed, desired, only_counts_differ, same};
 use super::types::{OperationRuleSet, RuleSetStatus, Target, api_resource};
 use crate::evaluate::Engine;
 use crate::watch::{Detector, Watches};
@@ -20,10 +20,15 @@ struct Entry {
     generation: Option<i64>,
     compiled: Result<Arc<CompiledRuleSet>, Vec<String>>,
     written: Option<RuleSetStatus>,
+    /// When `written` was written; paces writes that only refresh counts.
+    written_at: Option<tokio::time::Instant>,
 }
 
-/// How often statuses are compared and, if changed, written.
+/// How often statuses are compared and, if a condition changed, written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a status is written when only its counts changed: on a busy cluster they change
+/// all the time, and each write is a request to kube-apiserver and an event for its watchers.
+const COUNTS_INTERVAL: Duration = Duration::from_secs(10);
 
 pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector: Arc<Detector>) {
     tokio::spawn(follow_crds(client.clone(), watches.clone()));
@@ -145,12 +150,14 @@ fn upsert(
         }
     }
     detector.health.reset(&name);
+    let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
     entries.insert(
         name,
         Entry {
             generation,
             compiled,
-            written: previous.and_then(|e| e.written).or(ors.status),
+            written: written.or(ors.status),
+            written_at,
         },
     );
     true
@@ -178,7 +185,15 @@ async fn write_statuses(
             active_operations: detector.active_count(name),
         };
         let status = desired(&observed, entry.written.as_ref());
-        if entry.written.as_ref().is_some_and(|w| same(w, &status)) {
+        let due = match &entry.written {
+            None => true,
+            Some(w) if same(w, &status) => false,
+            Some(w) if only_counts_differ(w, &status) => entry
+                .written_at
+                .is_none_or(|t| t.elapsed() >= COUNTS_INTERVAL),
+            Some(_) => true,
+        };
+        if !due {
             continue;
         }
         let patch = serde_json::json!({"status": status});
@@ -186,7 +201,10 @@ async fn write_statuses(
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => entry.written = Some(status),
+            Ok(_) => {
+                entry.written = Some(status);
+                entry.written_at = Some(tokio::time::Instant::now());
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
                 tracing::warn!(ruleset = %name, error = %e, "writing ruleset status failed; will retry")

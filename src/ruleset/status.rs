@@ -143,3 +143,53 @@ pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     };
     strip(a) == strip(b)
 }
+
+/// True when `a` and `b` differ only in counts (`activeOperations`, the evaluation error
+/// count in the `RuleErrors` message): the conditions' statuses and reasons are the same.
+pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+    let shape = |s: &RuleSetStatus| {
+        (
+            s.observed_generation,
+            s.watch_active,
+            s.conditions
+                .iter()
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    shape(a) == shape(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::RuleSetHealth;
+
+    fn status(active_operations: usize, health: RuleSetHealth) -> RuleSetStatus {
+        desired(
+            &Observed {
+                generation: Some(1),
+                compile_errors: &[],
+                health,
+                active_operations,
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn counts_alone_are_told_apart_from_condition_changes() {
+        let active = || RuleSetHealth {
+            watch: WatchState::Active,
+            ..Default::default()
+        };
+        let a = status(3, active());
+        assert!(only_counts_differ(&a, &status(40, active())));
+        assert!(!same(&a, &status(40, active())));
+        let failed = RuleSetHealth {
+            watch: WatchState::Failed("forbidden".into()),
+            ..Default::default()
+        };
+        assert!(!only_counts_differ(&a, &status(3, failed)));
+    }
+}
