@@ -16,6 +16,8 @@ pub struct Ledger {
     starts: DashMap<Key, Instant>,
     /// When each operation last ended (its subject moved to a state without it).
     ends: DashMap<Key, Instant>,
+    /// When each `(subject, state)` was last written.
+    states: DashMap<Key, Instant>,
     started: AtomicU64,
     writes: AtomicU64,
     failed: AtomicU64,
@@ -30,6 +32,15 @@ impl Ledger {
     pub fn start(&self, key: Key, at: Instant) {
         self.starts.insert(key, at);
         self.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a status write moving `subject` to `state`; call before sending it.
+    pub fn state(&self, key: Key, at: Instant) {
+        self.states.insert(key, at);
+    }
+
+    pub fn state_written_at(&self, key: &Key) -> Option<Instant> {
+        self.states.get(key).map(|e| *e)
     }
 
     pub fn end(&self, key: Key, at: Instant) {

@@ -4,6 +4,7 @@
 //! It reports latency, losses and duplicates, the server's CPU and memory, and the writes
 //! kube-apiserver served meanwhile, as a table and as JSON.
 
+mod baseline;
 mod ledger;
 mod local;
 mod observer;
@@ -150,6 +151,7 @@ struct Bench<'a> {
     ledger: Arc<Ledger>,
     subjects: Subjects,
     watchers: Vec<Arc<Watcher>>,
+    baseline: Arc<baseline::Baseline>,
     /// The watch loops; stopped before the environment goes away.
     watch_tasks: tokio::task::JoinSet<()>,
     pid: Option<u32>,
@@ -175,6 +177,7 @@ async fn bench(cli: &Cli, kubeconfig: PathBuf, pid: Option<u32>) -> Result<Vec<r
         subjects: Subjects::new(client.clone(), ledger.clone()),
         ledger,
         watchers: Vec::new(),
+        baseline: Arc::default(),
         watch_tasks: tokio::task::JoinSet::new(),
         pid,
         rss: pid.map(usage::RssSampler::start),
@@ -222,6 +225,11 @@ impl Bench<'_> {
             self.watchers.push(watcher);
         }
         drop(ready_tx);
+        let baseline = self
+            .baseline
+            .clone()
+            .run(self.subjects.api.clone(), self.ledger.clone());
+        self.watch_tasks.spawn(baseline);
         for _ in 0..self.cli.watchers {
             tokio::time::timeout(Duration::from_secs(60), ready_rx.recv())
                 .await
@@ -274,6 +282,7 @@ impl Bench<'_> {
         }
         let counts0 = self.ledger.counts();
         self.ledger.take_write_latencies();
+        self.baseline.take();
         let writes0 = writes::read(&self.client).await?;
         let usage0 = self.pid.map(usage::read).transpose()?;
         if let Some(rss) = &self.rss {
@@ -319,6 +328,7 @@ impl Bench<'_> {
             start_latency: Default::default(),
             completion_delay: Default::default(),
             write_latency: stats::Summary::of(self.ledger.take_write_latencies()),
+            subject_event_latency: stats::Summary::of(self.baseline.take()),
             lost_starts: 0,
             lost_completions: 0,
             duplicates: 0,

@@ -23,6 +23,9 @@ pub struct Phase {
     pub completion_delay: Summary,
     /// Status write request → response (kube-apiserver and etcd).
     pub write_latency: Summary,
+    /// Status write → the subject's own watch event from kube-apiserver: the floor under
+    /// `start_latency`, which adds the server and the aggregation layer.
+    pub subject_event_latency: Summary,
     /// Operations started but never seen, summed over watchers (must be 0).
     pub lost_starts: u64,
     /// Operations seen but never seen completing, summed over watchers (must be 0).
@@ -124,6 +127,10 @@ impl Phase {
         println!("  start → event       {}", latency(&self.start_latency));
         println!("  completion delay    {}", latency(&self.completion_delay));
         println!("  status write        {}", latency(&self.write_latency));
+        println!(
+            "  subject's own event {}",
+            latency(&self.subject_event_latency)
+        );
         println!(
             "  lost                {} starts, {} completions   duplicates {}   unexpected {}   relists {}   events {}",
             self.lost_starts,

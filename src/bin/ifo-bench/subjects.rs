@@ -35,7 +35,7 @@ pub fn name(i: usize) -> String {
 
 /// The subjects and their states, and the status writes that move them.
 pub struct Subjects {
-    api: Api<DynamicObject>,
+    pub api: Api<DynamicObject>,
     ledger: Arc<Ledger>,
     /// Index into [`SCRIPT`] per subject, as last written.
     states: Mutex<Vec<usize>>,
@@ -135,6 +135,7 @@ impl Subjects {
         let previous = std::mem::replace(&mut self.states.lock().unwrap()[i], step);
         let (state, operation) = SCRIPT[step];
         let now = Instant::now();
+        self.ledger.state((name(i), state.to_string()), now);
         if let Some(ended) = SCRIPT[previous].1.filter(|_| previous != step) {
             self.ledger.end((name(i), ended.to_string()), now);
         }
