@@ -4,6 +4,8 @@
 mod aggregation;
 #[path = "e2e/harness.rs"]
 mod harness;
+#[path = "e2e/library.rs"]
+mod library;
 #[path = "e2e/live_api.rs"]
 mod live_api;
 #[path = "e2e/rules.rs"]

@@ -93,3 +93,133 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
         "{problems:?}"
     );
 }
+
+/// Resources kube-apiserver serves itself that the library targets: (group, version, resource,
+/// kind, namespaced). They need no CRD in the test cluster.
+const BUILT_IN_TARGETS: &[(&str, &str, &str, &str, bool)] = &[
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+    ),
+    ("apps", "v1", "deployments", "Deployment", true),
+];
+
+/// A served version of a resource: (kind, namespaced, status subresource).
+type Served = (String, bool, bool);
+
+/// Every (group, version, plural) the CRDs of `tests/cluster/crds` serve.
+fn test_cluster_crds() -> std::collections::HashMap<(String, String, String), Served> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cluster/crds");
+    let mut served = std::collections::HashMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for crd in docs
+            .iter()
+            .filter(|d| d["kind"] == "CustomResourceDefinition")
+        {
+            let spec = &crd["spec"];
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            for version in spec["versions"].as_array().into_iter().flatten() {
+                if version["served"] != true {
+                    continue;
+                }
+                served.insert(
+                    (
+                        text(&spec["group"]),
+                        text(&version["name"]),
+                        text(&spec["names"]["plural"]),
+                    ),
+                    (
+                        text(&spec["names"]["kind"]),
+                        spec["scope"] == "Namespaced",
+                        version["subresources"]["status"].is_object(),
+                    ),
+                );
+            }
+        }
+    }
+    served
+}
+
+/// The test cluster serves every target of the library, with the kind and scope the cases use,
+/// so the end-to-end tests can create and drive any subject the rules are written for.
+#[test]
+fn every_target_of_the_library_is_served_by_the_test_cluster() {
+    let crds = test_cluster_crds();
+    let mut problems = Vec::new();
+    for file in library() {
+        let t = &file.spec.target;
+        let key = (t.group.clone(), t.version.clone(), t.resource.clone());
+        let built_in = BUILT_IN_TARGETS
+            .iter()
+            .find(|(g, v, r, _, _)| (*g, *v, *r) == (&*key.0, &*key.1, &*key.2))
+            .map(|(_, _, _, kind, namespaced)| (kind.to_string(), *namespaced));
+        let (kind, namespaced) = match (built_in, crds.get(&key)) {
+            (Some(_), Some(_)) => {
+                problems.push(format!(
+                    "{}: {t} is built in, it needs no CRD in tests/cluster/crds",
+                    file.name
+                ));
+                continue;
+            }
+            (Some(served), None) => served,
+            (None, Some((kind, namespaced, status))) => {
+                if !status {
+                    problems.push(format!(
+                        "{}: the CRD for {t} has no status subresource",
+                        file.name
+                    ));
+                }
+                (kind.clone(), *namespaced)
+            }
+            (None, None) => {
+                problems.push(format!(
+                    "{}: no CRD in tests/cluster/crds serves {t}, and it is not a built-in resource",
+                    file.name
+                ));
+                continue;
+            }
+        };
+        // The cases' objects say what a subject of the target looks like.
+        let cases_path = file.path.with_extension("cases.yaml");
+        let cases: serde_json::Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&cases_path).unwrap()).unwrap();
+        let api_version = if t.group.is_empty() {
+            t.version.clone()
+        } else {
+            format!("{}/{}", t.group, t.version)
+        };
+        for case in cases["cases"].as_array().into_iter().flatten() {
+            let object = &case["object"];
+            let name = case["name"].as_str().unwrap_or("?");
+            if object["apiVersion"] != api_version.as_str() || object["kind"] != kind.as_str() {
+                problems.push(format!(
+                    "{}: case '{name}' is a {} {}, the test cluster serves {t} as {api_version} {kind}",
+                    file.name, object["apiVersion"], object["kind"]
+                ));
+            }
+            if object["metadata"]["namespace"].is_string() != namespaced {
+                problems.push(format!(
+                    "{}: case '{name}' {} a namespace, the test cluster serves {t} {}",
+                    file.name,
+                    if namespaced { "lacks" } else { "has" },
+                    if namespaced {
+                        "namespaced"
+                    } else {
+                        "cluster-scoped"
+                    }
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
