@@ -112,6 +112,11 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
     type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        // Watch events are small writes that must leave at once; Nagle's algorithm would hold
+        // each one until the previous one is acknowledged (tens of milliseconds with delayed ACKs).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
             let (stream, service) = handshake.await?;
