@@ -6,5 +6,7 @@ mod aggregation;
 mod harness;
 #[path = "e2e/live_api.rs"]
 mod live_api;
+#[path = "e2e/openapi.rs"]
+mod openapi;
 #[path = "e2e/rules.rs"]
 mod rules;
