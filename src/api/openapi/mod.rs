@@ -16,11 +16,11 @@ mod v3;
 
 pub use serve::{v2_document, v3_group_document, v3_root_document};
 
-use super::discovery::{Document, GROUP_VERSION};
+use super::discovery::{Document, GROUP, GROUP_VERSION, VERSION};
 use serde_json::{Map, Value, json};
 
 /// The key of our group version in the v3 root, and its document's path under `/openapi/v3/`.
-pub fn v3_group_path() -> String {
+fn v3_group_path() -> String {
     format!("apis/{GROUP_VERSION}")
 }
 
@@ -39,7 +39,7 @@ pub struct OpenApi {
 fn build_v2() -> Value {
     json!({
         "swagger": "2.0",
-        "info": {"title": "live.ifo.kubevirt.io", "version": "v1alpha1"},
+        "info": {"title": GROUP, "version": VERSION},
         "paths": paths::v2(),
         "definitions": definitions::all(),
     })
@@ -52,7 +52,7 @@ fn build_v3() -> Value {
         .collect();
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "live.ifo.kubevirt.io", "version": "v1alpha1"},
+        "info": {"title": GROUP, "version": VERSION},
         "paths": paths::v3(),
         "components": {"schemas": schemas},
     })
