@@ -8,5 +8,7 @@ mod harness;
 mod library;
 #[path = "e2e/live_api.rs"]
 mod live_api;
+#[path = "e2e/openapi.rs"]
+mod openapi;
 #[path = "e2e/rules.rs"]
 mod rules;

@@ -46,7 +46,7 @@ pub struct Document {
 }
 
 impl Document {
-    fn new(value: Value) -> Document {
+    pub(crate) fn new(value: Value) -> Document {
         let body = serde_json::to_vec(&value).expect("discovery documents serialize");
         let etag = format!("\"{}\"", hex(&sha256(&body)));
         Document { body, etag }

@@ -7,6 +7,7 @@ pub mod fields;
 mod goquote;
 pub mod labels;
 pub mod negotiate;
+pub mod openapi;
 pub mod params;
 pub mod resources;
 pub mod selector;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 /// Everything the handlers read.
 pub struct ApiState {
     pub discovery: Discovery,
+    pub openapi: openapi::OpenApi,
     pub index: Arc<crate::index::Index>,
     snapshots: snapshots::Snapshots,
     /// Answers `/readyz`: false until the server is ready to serve what it promises.
@@ -45,6 +47,12 @@ pub fn router(state: Arc<ApiState>) -> Router {
             &format!("/apis/{GROUP_VERSION}/{{*rest}}"),
             axum::routing::any(resources::dispatch),
         )
+        .route("/openapi/v2", get(openapi::v2_document))
+        .route("/openapi/v3", get(openapi::v3_root_document))
+        .route(
+            &format!("/openapi/v3/apis/{GROUP_VERSION}"),
+            get(openapi::v3_group_document),
+        )
         .route("/metrics", get(|| async { crate::metrics::render() }))
         .fallback(not_found)
         .with_state(state)
@@ -54,6 +62,7 @@ impl ApiState {
     pub fn new(index: Arc<crate::index::Index>, ready: Arc<std::sync::atomic::AtomicBool>) -> Self {
         ApiState {
             discovery: Discovery::new(),
+            openapi: openapi::OpenApi::new(),
             index,
             snapshots: snapshots::Snapshots::default(),
             ready,

@@ -227,6 +227,13 @@ pub fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryFormat, NotA
     .map(|f| f.unwrap_or(DiscoveryFormat::Legacy))
 }
 
+/// Whether an OpenAPI document may be sent: it exists only as JSON (kube-openapi also offers
+/// protobuf, which the aggregator never asks of us). Any clause covering JSON will do, its
+/// parameters ignored, as kube-openapi matches type and subtype only.
+pub fn negotiate_openapi(accept: Option<&str>) -> Result<(), NotAcceptable> {
+    negotiate(accept, |_| Some(())).map(|_| ())
+}
+
 /// Walks the clauses in priority order and returns the first one `accept` admits.
 /// `Ok(None)` means the header was absent or empty (serve the default).
 fn negotiate<T>(
@@ -641,5 +648,20 @@ mod tests {
         h.extend((0..20).map(|i| format!("text/x{i}")));
         h.push("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.9".into());
         assert_eq!(res(&h.join(",")), Ok(Representation::Table { beta: false }));
+    }
+
+    #[test]
+    fn openapi_is_json_only() {
+        const PROTO_V2: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        assert_eq!(negotiate_openapi(None), Ok(()));
+        assert_eq!(negotiate_openapi(Some("application/json")), Ok(()));
+        assert_eq!(negotiate_openapi(Some("*/*")), Ok(()));
+        assert_eq!(negotiate_openapi(Some(PROTO_V2)), Err(NotAcceptable));
+        let fallback = format!("{PROTO_V2}, application/json");
+        assert_eq!(negotiate_openapi(Some(&fallback)), Ok(()));
+        assert_eq!(
+            negotiate_openapi(Some("application/json;q=0, */*")),
+            Err(NotAcceptable)
+        );
     }
 }

@@ -313,7 +313,7 @@ fn list(
     Ok(json_response(&body))
 }
 
-fn list_body(
+pub(super) fn list_body(
     kind: &str,
     api_version: &str,
     rv: u64,

@@ -13,6 +13,8 @@ pub enum Phase {
 }
 
 impl Phase {
+    pub const ALL: [Phase; 2] = [Phase::Active, Phase::Completed];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Active => "Active",

@@ -84,6 +84,46 @@ impl Env {
         self.cluster.kubectl_run(user, args, None)
     }
 
+    /// kubectl talking to our server directly (not through kube-apiserver), authenticated by
+    /// `user`'s bearer token, which the server checks with a TokenReview.
+    pub fn kubectl_direct(&self, user: User, args: &[&str]) -> Result<String> {
+        use base64::Engine;
+        let token = user
+            .token()
+            .with_context(|| format!("{} has no bearer token", user.name()))?;
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "ifo", "cluster": {
+                "server": format!("https://127.0.0.1:{}", self.port),
+                "certificate-authority-data":
+                    base64::engine::general_purpose::STANDARD.encode(&self.cluster.serving.ca_pem),
+            }}],
+            "users": [{"name": user.name(), "user": {"token": token}}],
+            "contexts": [{"name": "ifo", "context": {"cluster": "ifo", "user": user.name()}}],
+            "current-context": "ifo",
+        });
+        let path = self
+            .cluster
+            .dir()
+            .join(format!("kubeconfig-direct-{}.json", user.name()));
+        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        let out = self
+            .cluster
+            .kubectl(user)
+            .env("KUBECONFIG", &path)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     pub fn server_log_tail(&self, lines: usize) -> String {
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner());
         server
