@@ -413,18 +413,30 @@ impl Cluster {
                 None,
             )?;
         }
-        self.kubectl_run(
-            User::Admin,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd",
-                "--all",
-            ],
-            None,
-        )?;
-        Ok(())
+        // A CRD created a moment ago may have no conditions yet, which `kubectl wait` reports
+        // as an error rather than waiting; ask again until every CRD is Established.
+        let mut attempts = 0;
+        loop {
+            let waited = self.kubectl_run(
+                User::Admin,
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd",
+                    "--all",
+                ],
+                None,
+            );
+            match waited {
+                Ok(_) => return Ok(()),
+                Err(e) if attempts >= 10 => return Err(e),
+                Err(_) => {
+                    attempts += 1;
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        }
     }
 
     /// Points the live API at a server listening on loopback `port`: an ExternalName Service that

@@ -299,7 +299,7 @@ impl Bench<'_> {
             .subjects
             .drive(driven.clone(), cli.rate, duration)
             .await;
-        self.subjects.settle(driven.clone()).await;
+        self.subjects.settle(driven.clone(), cli.rate).await;
         let counts = self.ledger.counts() - counts0;
         // Every started operation must be seen, and seen completing after the threshold.
         let deadline = Instant::now() + cli.debounce + Duration::from_secs(30);

@@ -113,11 +113,17 @@ impl Subjects {
         self.drain().await;
     }
 
-    /// Ends every operation of subjects `range`.
-    pub async fn settle(&self, range: Range<usize>) {
+    /// Ends every operation of subjects `range`, at `rate` writes per second so the end of a
+    /// phase loads kube-apiserver no more than the phase itself.
+    pub async fn settle(&self, range: Range<usize>, rate: f64) {
+        let began = Instant::now();
+        let every = Duration::from_secs_f64(1.0 / rate);
+        let mut sent = 0u32;
         for i in range {
             if SCRIPT[self.states.lock().unwrap()[i]].1.is_some() {
+                tokio::time::sleep_until(began + every * sent).await;
                 self.write(i, STOPPED).await;
+                sent += 1;
             }
         }
         self.drain().await;
