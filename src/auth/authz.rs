@@ -7,7 +7,7 @@ use super::cache::ReviewCache;
 use crate::api::fields::FieldSelector;
 use crate::api::params::SELECTABLE_FIELDS;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::PostParams;
 use kube::{Api, Client};
@@ -148,26 +148,19 @@ impl Authorizer {
         if user.in_group(MASTERS) {
             return Ok(Decision::Allow);
         }
-        let Attributes::Resource {
-            verb,
-            group,
-            version,
-            resource,
-            namespace,
-            name,
-        } = attrs
-        else {
-            // Discovery, OpenAPI and health are open to every authenticated user, as the
-            // `system:discovery` role makes them in every cluster.
-            return Ok(Decision::Allow);
-        };
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.name.clone()),
-                uid: user.uid.clone(),
-                groups: Some(user.groups.clone()),
-                extra: (!user.extra.is_empty()).then(|| user.extra.clone().into_iter().collect()),
-                resource_attributes: Some(ResourceAttributes {
+        // Discovery and OpenAPI are reviewed too: clusters grant them to every authenticated
+        // user through `system:discovery`, and an administrator may narrow that; `/metrics`
+        // needs what kube-apiserver's does (`system:monitoring`).
+        let (resource_attributes, non_resource_attributes) = match attrs {
+            Attributes::Resource {
+                verb,
+                group,
+                version,
+                resource,
+                namespace,
+                name,
+            } => (
+                Some(ResourceAttributes {
                     verb: Some(verb.clone()),
                     group: Some(group.clone()),
                     version: Some(version.clone()),
@@ -176,7 +169,24 @@ impl Authorizer {
                     name: name.clone(),
                     ..Default::default()
                 }),
-                ..Default::default()
+                None,
+            ),
+            Attributes::NonResource { verb, path } => (
+                None,
+                Some(NonResourceAttributes {
+                    verb: Some(verb.clone()),
+                    path: Some(path.clone()),
+                }),
+            ),
+        };
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.name.clone()),
+                uid: user.uid.clone(),
+                groups: Some(user.groups.clone()),
+                extra: (!user.extra.is_empty()).then(|| user.extra.clone().into_iter().collect()),
+                resource_attributes,
+                non_resource_attributes,
             },
             ..Default::default()
         };

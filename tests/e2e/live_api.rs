@@ -473,3 +473,34 @@ fn namespace_deletion_completes_while_the_api_is_registered() {
     env.kubectl(User::Admin, &["delete", "namespace", &ns, "--timeout=60s"])
         .unwrap();
 }
+
+#[test]
+fn metrics_need_monitoring_rights_while_discovery_is_open_to_authenticated_users() {
+    let env = env();
+    let discovery = ["get", "--raw", "/apis/live.ifo.kubevirt.io/v1alpha1"];
+    let metrics = ["get", "--raw", "/metrics"];
+    let listed = env.kubectl_direct(User::Bob, &discovery).unwrap();
+    assert!(listed.contains("inflightoperations"), "{listed}");
+    let refused = env.kubectl_direct(User::Bob, &metrics).unwrap_err();
+    assert!(format!("{refused:#}").contains("Forbidden"), "{refused:#}");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "clusterrolebinding",
+            "alice-monitoring",
+            "--clusterrole=system:monitoring",
+            "--user=alice",
+        ],
+    )
+    .unwrap();
+    let text = eventually(WAIT, "alice reads /metrics", || {
+        env.kubectl_direct(User::Alice, &metrics).ok()
+    });
+    assert!(text.contains("# TYPE"), "{text}");
+    env.kubectl(
+        User::Admin,
+        &["delete", "clusterrolebinding", "alice-monitoring"],
+    )
+    .unwrap();
+}
