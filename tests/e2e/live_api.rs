@@ -413,29 +413,8 @@ fn direct_callers_need_a_token_and_cannot_forge_identity_headers() {
         ],
     )
     .unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations",
-        env.port
-    );
-    let ca = env.cluster.dir().join("pki/serving-ca.crt");
-    std::fs::write(&ca, &env.cluster.serving.ca_pem).unwrap();
-    let curl = |extra: &[&str]| -> (String, String) {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-s",
-                "-w",
-                "\n%{http_code}",
-                "--cacert",
-                ca.to_str().unwrap(),
-            ])
-            .args(extra)
-            .arg(&url)
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
-        (code.to_string(), body.to_string())
-    };
+    let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
+    let curl = |extra: &[&str]| env.direct(&path, extra);
     let (code, body) = curl(&[]);
     assert_eq!(code, "401", "{body}");
     let (code, _) = curl(&[
