@@ -15,6 +15,7 @@ pub mod status;
 mod table;
 pub mod validation;
 mod watch;
+mod wire;
 
 use crate::readiness::{Readiness, Status};
 use axum::Router;
@@ -150,3 +151,6 @@ impl IntoResponse for ApiError {
 async fn not_found() -> Response {
     ApiError::PathNotFound.into_response()
 }
+
+#[cfg(test)]
+mod tests;
