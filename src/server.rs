@@ -53,7 +53,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     // The pipeline: rulesets → watchers → evaluator → debounce table → index.
     let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
-    let sync_timeout = Duration::from_secs(args.initial_sync_timeout.as_secs().max(0) as u64);
+    let sync_timeout = args.initial_sync_timeout.unsigned_abs();
     tokio::spawn(readiness.clone().give_up_after(sync_timeout));
     let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
     let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
