@@ -65,6 +65,10 @@ pub struct ServeArgs {
     /// Events a single watcher may fall behind before it is cut with 410 Expired.
     #[arg(long, env = "WATCH_BUFFER", default_value_t = 1_000)]
     pub watch_buffer: usize,
+    /// Longest `/readyz` waits for the initial sync (rulesets listed, their targets listed)
+    /// before it reports ready with what is known: an unready server stalls the APIService.
+    #[arg(long, env = "INITIAL_SYNC_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+    pub initial_sync_timeout: SignedDuration,
 }
 
 impl ServeArgs {

@@ -5,6 +5,7 @@ use crate::auth::{self, Authenticator, Authorizer, Guard, tls};
 use crate::config::ServeArgs;
 use crate::evaluate::Engine;
 use crate::index::Index;
+use crate::readiness::Readiness;
 use crate::ruleset;
 use crate::track::{Settings as TrackSettings, Tracker};
 use crate::watch::{Detector, Health, Watches};
@@ -12,7 +13,6 @@ use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// A kube client for the server's own identity.
@@ -52,6 +52,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     );
 
     // The pipeline: rulesets → watchers → evaluator → debounce table → index.
+    let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
+    let sync_timeout = args.initial_sync_timeout.unsigned_abs();
+    tokio::spawn(readiness.clone().give_up_after(sync_timeout));
     let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
     let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
     let tracker = Tracker::new(TrackSettings {
@@ -67,16 +70,21 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     ));
     tokio::spawn(detector.clone().run_deadlines());
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
-    let watches = Arc::new(Watches::new(client.clone(), detector.clone(), retry));
+    let watches = Arc::new(Watches::new(
+        client.clone(),
+        detector.clone(),
+        retry,
+        readiness.clone(),
+    ));
     tokio::spawn(ruleset::run(
         client.clone(),
         Engine::new(),
         watches,
         detector,
+        rulesets_listed,
     ));
 
-    let ready = Arc::new(AtomicBool::new(true));
-    let state = Arc::new(ApiState::new(index, ready.clone()));
+    let state = Arc::new(ApiState::new(index, readiness));
     let guard = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),

@@ -3,6 +3,7 @@
 #[path = "e2e/aggregation.rs"]
 mod aggregation;
 #[path = "e2e/harness.rs"]
+#[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;
 #[path = "e2e/library.rs"]
 mod library;

@@ -16,7 +16,9 @@ pub mod status;
 mod table;
 pub mod validation;
 mod watch;
+mod wire;
 
+use crate::readiness::{Readiness, Status};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -34,8 +36,8 @@ pub struct ApiState {
     pub openapi: openapi::OpenApi,
     pub index: Arc<crate::index::Index>,
     snapshots: snapshots::Snapshots,
-    /// Answers `/readyz`: false until the server is ready to serve what it promises.
-    pub ready: Arc<std::sync::atomic::AtomicBool>,
+    /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
+    pub readiness: Readiness,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
@@ -59,13 +61,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
 }
 
 impl ApiState {
-    pub fn new(index: Arc<crate::index::Index>, ready: Arc<std::sync::atomic::AtomicBool>) -> Self {
+    pub fn new(index: Arc<crate::index::Index>, readiness: Readiness) -> Self {
         ApiState {
             discovery: Discovery::new(),
             openapi: openapi::OpenApi::new(),
             index,
             snapshots: snapshots::Snapshots::default(),
-            ready,
+            readiness,
         }
     }
 }
@@ -79,11 +81,12 @@ pub fn health_router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
+/// `ok`, or 503 with the reason. Only this probe reflects readiness: every other path is served
+/// before the initial sync is done.
 async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
-    if state.ready.load(std::sync::atomic::Ordering::Relaxed) {
-        "ok".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
+    match state.readiness.status() {
+        Status::Ready => "ok".into_response(),
+        Status::NotReady(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
     }
 }
 
@@ -157,3 +160,6 @@ impl IntoResponse for ApiError {
 async fn not_found() -> Response {
     ApiError::PathNotFound.into_response()
 }
+
+#[cfg(test)]
+mod tests;

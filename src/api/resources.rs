@@ -5,14 +5,15 @@ use super::discovery::{GROUP, RESOURCES, Resource};
 use super::negotiate::{self, Representation};
 use super::params::{IncludeObject, Params, RvMatch};
 use super::status::{ApiError, GroupResource};
+use super::wire::{List, ListMeta};
 use super::{ApiState, table, watch};
 use crate::api::continue_token::ContinueToken;
 use crate::index::{Snapshot, Stored};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
-use std::borrow::Cow;
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -67,18 +68,27 @@ fn meta_api_version(repr: Representation) -> &'static str {
     repr.meta_api_version().unwrap_or("meta.k8s.io/v1")
 }
 
+/// One object as the client asked for it, borrowing the stored record.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Represented<'a> {
+    Object(&'a Value),
+    Metadata(table::PartialMetadata<'a>),
+    Table(table::Table<'a>),
+}
+
 /// One object as the client asked for it: the object itself, its metadata, or a one-row Table
 /// (what `get` answers and what each watch event carries).
 pub fn represent<'a>(
     repr: Representation,
-    stored: &Stored,
+    stored: &'a Stored,
     object: &'a Value,
     include: IncludeObject,
-) -> Cow<'a, Value> {
+) -> Represented<'a> {
     match repr {
-        Representation::Object => Cow::Borrowed(object),
+        Representation::Object => Represented::Object(object),
         Representation::PartialObjectMetadata { .. } => {
-            Cow::Owned(table::partial_metadata(object, meta_api_version(repr)))
+            Represented::Metadata(table::PartialMetadata::of(object, meta_api_version(repr)))
         }
         Representation::Table { .. } => {
             let v = meta_api_version(repr);
@@ -87,7 +97,11 @@ pub fn represent<'a>(
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             let row = table::row(stored, object, include, v, jiff::Timestamp::now());
-            Cow::Owned(table::table(vec![row], v, rv, None))
+            let metadata = ListMeta {
+                resource_version: rv.to_owned(),
+                continue_token: None,
+            };
+            Represented::Table(table::table(vec![row], v, metadata))
         }
     }
 }
@@ -98,7 +112,7 @@ fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
     )?)
 }
 
-fn json_response(value: &Value) -> Response {
+fn json_response(value: &impl Serialize) -> Response {
     (
         [(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)],
         serde_json::to_vec(value).unwrap_or_default(),
@@ -280,49 +294,38 @@ fn list(
         }
         selected.push(stored);
     }
-    let rv = snapshot.rv;
-    let body = match repr {
+    let metadata = ListMeta {
+        resource_version: snapshot.rv.to_string(),
+        continue_token,
+    };
+    // Serialised from the stored objects in place: nothing is copied per item.
+    Ok(match repr {
         Representation::Table { .. } => {
             let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
             let rows = selected
                 .iter()
-                .map(|s| table::row(s, &s.json(), params.include_object, v, now))
+                .map(|s| table::row(s, s.json_ref(), params.include_object, v, now))
                 .collect();
-            table::table(rows, v, &rv.to_string(), continue_token)
+            json_response(&table::table(rows, v, metadata))
         }
         Representation::PartialObjectMetadata { .. } => {
             let v = meta_api_version(repr);
-            let items: Vec<Value> = selected
-                .iter()
-                .map(|s| table::partial_metadata(&s.json(), v))
-                .collect();
-            list_body("PartialObjectMetadataList", v, rv, continue_token, items)
+            json_response(&List {
+                kind: "PartialObjectMetadataList",
+                api_version: v,
+                metadata,
+                items: selected
+                    .iter()
+                    .map(|s| table::PartialMetadata::of(s.json_ref(), v))
+                    .collect(),
+            })
         }
-        Representation::Object => {
-            let items: Vec<Value> = selected.iter().map(|s| (*s.json()).clone()).collect();
-            list_body(
-                &format!("{}List", scope.resource.kind),
-                super::discovery::GROUP_VERSION,
-                rv,
-                continue_token,
-                items,
-            )
-        }
-    };
-    Ok(json_response(&body))
-}
-
-pub(super) fn list_body(
-    kind: &str,
-    api_version: &str,
-    rv: u64,
-    continue_token: Option<String>,
-    items: Vec<Value>,
-) -> Value {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if let Some(token) = continue_token {
-        metadata["continue"] = json!(token);
-    }
-    json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items})
+        Representation::Object => json_response(&List {
+            kind: &format!("{}List", scope.resource.kind),
+            api_version: super::discovery::GROUP_VERSION,
+            metadata,
+            items: selected.iter().map(|s| &**s.json_ref()).collect(),
+        }),
+    })
 }

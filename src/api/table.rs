@@ -1,16 +1,23 @@
-//! Server-side printing: the `meta.k8s.io` Table kubectl shows for `get` and `get -w`.
+//! Server-side printing: the `meta.k8s.io` Table kubectl shows for `get` and `get -w`, and the
+//! `PartialObjectMetadata` form.
+//!
+//! Both borrow the stored wire objects and are serialised straight to the response: a list of
+//! 10,000 rows copies no object, it only writes them out.
 
 use super::duration::table_age;
 use super::params::IncludeObject;
+use super::wire::ListMeta;
 use crate::index::Stored;
+use serde::Serialize;
 use serde_json::{Value, json};
+use std::sync::LazyLock;
 
 fn column(name: &str, type_: &str, format: &str, description: &str, priority: u8) -> Value {
     json!({"name": name, "type": type_, "format": format, "description": description, "priority": priority})
 }
 
-/// The same definitions for list and watch, so kubectl never re-prints its header.
-pub fn columns() -> Value {
+/// The same definitions for list and watch, so kubectl never re-prints its header. Built once.
+static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
     json!([
         column(
             "Name",
@@ -60,65 +67,116 @@ pub fn columns() -> Value {
             1
         ),
     ])
-}
+});
 
 /// The `PartialObjectMetadata` form of a wire object.
-pub fn partial_metadata(object: &Value, meta_api_version: &str) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": meta_api_version,
-        "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
-    })
+#[derive(Serialize)]
+pub struct PartialMetadata<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: &'a Value,
+}
+
+impl<'a> PartialMetadata<'a> {
+    pub fn of(object: &'a Value, meta_api_version: &'static str) -> Self {
+        PartialMetadata {
+            kind: "PartialObjectMetadata",
+            api_version: meta_api_version,
+            metadata: object.get("metadata").unwrap_or(&Value::Null),
+        }
+    }
+}
+
+/// What a row embeds, per `includeObject`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RowObject<'a> {
+    Metadata(PartialMetadata<'a>),
+    Object(&'a Value),
+}
+
+/// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed.
+type Cells<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    String,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    String,
+);
+
+/// One row of a Table.
+#[derive(Serialize)]
+pub struct Row<'a> {
+    cells: Cells<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<RowObject<'a>>,
 }
 
 /// One row; `object` is the wire object to embed (it may carry a different resourceVersion than
 /// the stored one, e.g. for a DELETED event).
-pub fn row(
-    stored: &Stored,
-    object: &Value,
+pub fn row<'a>(
+    stored: &'a Stored,
+    object: &'a Value,
     include: IncludeObject,
-    meta_api_version: &str,
+    meta_api_version: &'static str,
     now: jiff::Timestamp,
-) -> Value {
+) -> Row<'a> {
     let op = &stored.op;
-    let mut row = json!({
-        "cells": [
-            op.name,
-            op.subject.kind,
-            op.subject.name,
-            op.operation,
-            op.phase.as_str(),
-            table_age(Some(op.created), now),
-            op.message.as_deref().unwrap_or(""),
-            op.component,
-            op.ruleset,
-            op.outcome.map(|o| o.as_str()).unwrap_or(""),
-            op.completed.map(|c| table_age(Some(c), now)).unwrap_or_default(),
-        ],
-    });
-    match include {
-        IncludeObject::None => {}
-        IncludeObject::Metadata => row["object"] = partial_metadata(object, meta_api_version),
-        IncludeObject::Object => row["object"] = object.clone(),
-    }
-    row
+    let cells = (
+        op.name.as_str(),
+        op.subject.kind.as_str(),
+        op.subject.name.as_str(),
+        op.operation.as_str(),
+        op.phase.as_str(),
+        table_age(Some(op.created), now),
+        op.message.as_deref().unwrap_or(""),
+        op.component.as_str(),
+        op.ruleset.as_str(),
+        op.outcome.map(|o| o.as_str()).unwrap_or(""),
+        op.completed
+            .map(|c| table_age(Some(c), now))
+            .unwrap_or_default(),
+    );
+    let object = match include {
+        IncludeObject::None => None,
+        IncludeObject::Metadata => Some(RowObject::Metadata(PartialMetadata::of(
+            object,
+            meta_api_version,
+        ))),
+        IncludeObject::Object => Some(RowObject::Object(object)),
+    };
+    Row { cells, object }
 }
 
-pub fn table(
-    rows: Vec<Value>,
-    meta_api_version: &str,
-    resource_version: &str,
-    continue_token: Option<String>,
-) -> Value {
-    let mut metadata = json!({"resourceVersion": resource_version});
-    if let Some(token) = continue_token {
-        metadata["continue"] = json!(token);
+/// A `meta.k8s.io` Table.
+#[derive(Serialize)]
+pub struct Table<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: ListMeta,
+    #[serde(rename = "columnDefinitions")]
+    column_definitions: &'static Value,
+    rows: Vec<Row<'a>>,
+}
+
+pub fn table<'a>(
+    rows: Vec<Row<'a>>,
+    meta_api_version: &'static str,
+    metadata: ListMeta,
+) -> Table<'a> {
+    Table {
+        kind: "Table",
+        api_version: meta_api_version,
+        metadata,
+        column_definitions: &COLUMNS,
+        rows,
     }
-    json!({
-        "kind": "Table",
-        "apiVersion": meta_api_version,
-        "metadata": metadata,
-        "columnDefinitions": columns(),
-        "rows": rows,
-    })
 }

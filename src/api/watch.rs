@@ -27,10 +27,10 @@ const CHANNEL: usize = 64;
 const STALLED_CLIENT: Duration = Duration::from_secs(60);
 
 #[derive(Serialize)]
-struct WireEvent<'a> {
+struct WireEvent<'a, T> {
     #[serde(rename = "type")]
     type_: &'a str,
-    object: &'a Value,
+    object: &'a T,
 }
 
 struct Encoder {
@@ -39,7 +39,7 @@ struct Encoder {
 }
 
 /// One watch event on the wire: `{"type":..,"object":..}` and a newline.
-fn frame(type_: &str, object: &Value) -> Bytes {
+fn frame(type_: &str, object: &impl Serialize) -> Bytes {
     let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)

@@ -88,6 +88,13 @@ impl Process {
         let _ = child.kill();
         let _ = child.wait();
     }
+
+    /// SIGKILL (no chance to clean up), and waits for it to be gone.
+    pub fn kill(&self) {
+        let mut child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 impl Drop for Process {

@@ -8,12 +8,13 @@ use std::process::Command;
 
 /// Starts `binary serve` on loopback `port` with the cluster's serving certificate and the
 /// server's own identity. `env` adds settings (e.g. `DEBOUNCE_THRESHOLD`); the log goes to
-/// `ifo-apiserver.log` in the cluster directory.
+/// `log` in the cluster directory.
 pub fn spawn_server(
     cluster: &Cluster,
     binary: &Path,
     port: u16,
     env: &[(&str, &str)],
+    log: &str,
 ) -> Result<Process> {
     let mut cmd = Command::new(binary);
     cmd.arg("serve")
@@ -32,9 +33,5 @@ pub fn spawn_server(
             cluster.kubeconfig(User::Server).display()
         ))
         .envs(env.iter().copied());
-    Process::spawn(
-        "ifo-apiserver",
-        cmd,
-        &cluster.dir().join("ifo-apiserver.log"),
-    )
+    Process::spawn("ifo-apiserver", cmd, &cluster.dir().join(log))
 }

@@ -30,9 +30,12 @@ impl Stored {
 
     /// The full API object with `metadata.resourceVersion` = `self.rv`.
     pub fn json(&self) -> Arc<Value> {
-        self.json
-            .get_or_init(|| Arc::new(self.op.to_json(self.rv)))
-            .clone()
+        self.json_ref().clone()
+    }
+
+    /// The same, borrowed: for serialising many records without touching reference counts.
+    pub fn json_ref(&self) -> &Arc<Value> {
+        self.json.get_or_init(|| Arc::new(self.op.to_json(self.rv)))
     }
 
     pub fn key(&self) -> ObjectKey {

@@ -6,6 +6,7 @@ use super::compile::{CompiledRuleSet, compile};
 use super::status::{Observed, desired, only_counts_differ, same};
 use super::types::{OperationRuleSet, RuleSetStatus, Target, api_resource};
 use crate::evaluate::Engine;
+use crate::readiness::Pending;
 use crate::watch::{Detector, Watches};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -30,7 +31,17 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// all the time, and each write is a request to kube-apiserver and an event for its watchers.
 const COUNTS_INTERVAL: Duration = Duration::from_secs(10);
 
-pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector: Arc<Detector>) {
+/// Runs for the life of the server. `listed` is released once the first list of rulesets has
+/// been loaded and the watchers it needs are started (each of which holds readiness back
+/// until its own first list).
+pub async fn run(
+    client: Client,
+    engine: Engine,
+    watches: Arc<Watches>,
+    detector: Arc<Detector>,
+    listed: Pending,
+) {
+    let mut listed = Some(listed);
     tokio::spawn(follow_crds(client.clone(), watches.clone()));
     let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
     let mut events =
@@ -85,6 +96,10 @@ pub async fn run(client: Client, engine: Engine, watches: Arc<Watches>, detector
         };
         if changed && seen_in_list.is_none() {
             watches.reconcile(wanted(&entries));
+            // After reconcile: the watchers it started already hold readiness.
+            if let Some(listed) = listed.take() {
+                listed.done();
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::detector::Detector;
 use super::health::WatchState;
+use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
 use kube::api::DynamicObject;
@@ -28,16 +29,25 @@ pub struct Watches {
     /// Notified when CRDs change, so watchers waiting for a missing target retry at once.
     pub crds_changed: Arc<Notify>,
     retry: Duration,
+    readiness: Readiness,
 }
 
 impl Watches {
-    pub fn new(client: Client, detector: Arc<Detector>, retry: Duration) -> Self {
+    /// Each watcher started before the server is ready holds `readiness` back until its first
+    /// list has completed or failed (see [`crate::readiness`]).
+    pub fn new(
+        client: Client,
+        detector: Arc<Detector>,
+        retry: Duration,
+        readiness: Readiness,
+    ) -> Self {
         Watches {
             client,
             detector,
             running: Mutex::new(HashMap::new()),
             crds_changed: Arc::new(Notify::new()),
             retry,
+            readiness,
         }
     }
 
@@ -63,6 +73,10 @@ impl Watches {
             {
                 continue;
             }
+            // Registered before the task it replaces is aborted, so readiness never slips through.
+            let synced = self
+                .readiness
+                .pending(format!("the initial list of {target}"));
             if let Some(old) = running.remove(&target) {
                 old.task.abort();
                 tracing::info!(target = %target, "restarting watch: its rulesets changed");
@@ -71,9 +85,12 @@ impl Watches {
             }
             let task = tokio::spawn(watch_target(
                 self.client.clone(),
-                self.detector.clone(),
+                Progress {
+                    detector: self.detector.clone(),
+                    rulesets,
+                    synced: Some(synced),
+                },
                 target.clone(),
-                rulesets,
                 self.crds_changed.clone(),
                 self.retry,
             ));
@@ -113,22 +130,37 @@ async fn resolve(
     }
 }
 
-fn set_state(detector: &Detector, rulesets: &[Arc<CompiledRuleSet>], state: WatchState) {
-    for rs in rulesets {
-        detector.health.set_watch(&rs.info.name, state.clone());
+/// Where one watcher reports what it learns: its rulesets' health, and readiness.
+struct Progress {
+    detector: Arc<Detector>,
+    rulesets: Vec<Arc<CompiledRuleSet>>,
+    /// Held until the first list completes or fails: either way the rulesets' status then
+    /// says what we serve for this target, so the server need not wait for it any longer.
+    synced: Option<Pending>,
+}
+
+impl Progress {
+    fn set_state(&mut self, state: WatchState) {
+        if state != WatchState::Starting
+            && let Some(synced) = self.synced.take()
+        {
+            synced.done();
+        }
+        for rs in &self.rulesets {
+            self.detector.health.set_watch(&rs.info.name, state.clone());
+        }
     }
 }
 
 /// Watches one target for as long as the task lives.
 async fn watch_target(
     client: Client,
-    detector: Arc<Detector>,
+    mut progress: Progress,
     target: Target,
-    rulesets: Vec<Arc<CompiledRuleSet>>,
     crds_changed: Arc<Notify>,
     retry: Duration,
 ) {
-    set_state(&detector, &rulesets, WatchState::Starting);
+    progress.set_state(WatchState::Starting);
     let (ar, namespaced) = loop {
         match resolve(&client, &target).await {
             Ok(Some(found)) => break found,
@@ -136,15 +168,13 @@ async fn watch_target(
                 let msg =
                     format!("the server does not serve {target}; the watch starts when it does");
                 tracing::warn!(target = %target, "{msg}");
-                set_state(&detector, &rulesets, WatchState::InvalidTarget(msg));
+                progress.set_state(WatchState::InvalidTarget(msg));
             }
             Err(e) => {
                 tracing::warn!(target = %target, error = %e, "discovery failed");
-                set_state(
-                    &detector,
-                    &rulesets,
-                    WatchState::Failed(format!("discovery of {target} failed: {e}")),
-                );
+                progress.set_state(WatchState::Failed(format!(
+                    "discovery of {target} failed: {e}"
+                )));
             }
         }
         tokio::select! {
@@ -155,6 +185,7 @@ async fn watch_target(
 
     // Namespace-scoped watches when every ruleset lists its namespaces (less to stream, and RBAC
     // may only allow those namespaces).
+    let (detector, rulesets) = (progress.detector.clone(), progress.rulesets.clone());
     let namespaces: Option<Vec<String>> =
         if namespaced && rulesets.iter().all(|r| !r.namespaces.is_empty()) {
             let set: std::collections::BTreeSet<String> =
@@ -205,7 +236,7 @@ async fn watch_target(
                 if listed.len() == streams_total {
                     let present: HashSet<String> = listed.values().flatten().cloned().collect();
                     detector.resync(&rulesets, &present);
-                    set_state(&detector, &rulesets, WatchState::Active);
+                    progress.set_state(WatchState::Active);
                     tracing::info!(target = %target_name, objects = present.len(), "watch active");
                 }
             }
@@ -218,7 +249,7 @@ async fn watch_target(
             Err(e) => {
                 let message = watch_error_message(&e);
                 tracing::warn!(target = %target_name, error = %message, "watch failed; retrying with backoff");
-                set_state(&detector, &rulesets, WatchState::Failed(message));
+                progress.set_state(WatchState::Failed(message));
             }
         }
     }

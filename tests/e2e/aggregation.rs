@@ -1,7 +1,8 @@
 //! The aggregation hop: kube-apiserver trusts our server, and clients discover our resources.
 
-use crate::harness::env;
+use crate::harness::{env, eventually};
 use ifo::dev::User;
+use std::time::Duration;
 
 #[test]
 fn apiservice_is_available_and_resources_are_discoverable() {
@@ -75,4 +76,15 @@ fn discovery_is_served_with_aggregated_format() {
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["inflightoperations", "inflightclusteroperations"]);
+}
+
+#[test]
+fn readyz_reports_ready_once_the_initial_sync_is_done() {
+    let env = env();
+    // Probes carry no identity: the health endpoints answer without credentials.
+    let (code, body) = eventually(Duration::from_secs(30), "/readyz ok", || {
+        Some(env.direct("/readyz", &[])).filter(|(code, _)| code == "200")
+    });
+    assert_eq!((code.as_str(), body.as_str()), ("200", "ok"));
+    assert_eq!(env.direct("/livez", &[]).0, "200");
 }

@@ -1,9 +1,13 @@
 //! One real control plane and one `ifo-apiserver` for the whole test binary. Tests isolate
 //! themselves by namespace (and by ruleset name). The cluster and server are started on a thread
 //! that lives as long as the process, so the kernel stops them when the tests end or are killed.
+//!
+//! Shared by the `e2e` and `restart` test binaries (each gets its own cluster and server); each
+//! uses only part of it.
 
 use anyhow::{Context, Result};
 use ifo::dev::{Cluster, Process, User};
+use std::process::Command;
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
@@ -11,6 +15,19 @@ pub struct Env {
     pub cluster: Cluster,
     pub port: u16,
     server: Mutex<Option<Process>>,
+    /// How many times the server was started (each start logs to its own file).
+    starts: std::sync::atomic::AtomicUsize,
+    /// The CA of the server's certificate, for calling it directly.
+    serving_ca: std::path::PathBuf,
+}
+
+/// How the restart tests stop the server.
+#[derive(Clone, Copy, Debug)]
+pub enum Stop {
+    /// SIGTERM: a graceful shutdown, as in a rollout.
+    Term,
+    /// SIGKILL: a crash.
+    Kill,
 }
 
 static ENV: OnceLock<&'static Env> = OnceLock::new();
@@ -25,7 +42,11 @@ extern "C" fn cleanup() {
     }
 }
 
-fn start_server(cluster: &Cluster, port: u16) -> Result<Process> {
+fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
+    let log = match start {
+        0 => "ifo-apiserver.log".to_string(),
+        n => format!("ifo-apiserver.{n}.log"),
+    };
     ifo::dev::spawn_server(
         cluster,
         std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
@@ -34,18 +55,23 @@ fn start_server(cluster: &Cluster, port: u16) -> Result<Process> {
             ("DEBOUNCE_THRESHOLD", "3s"),
             ("LOG_LEVEL", "info,ifo=debug"),
         ],
+        &log,
     )
 }
 
 fn boot() -> Result<&'static Env> {
     let cluster = Cluster::start(None)?;
     let port = ifo::dev::free_port()?;
-    let server = start_server(&cluster, port)?;
+    let server = start_server(&cluster, port, 0)?;
     cluster.register_apiservice(port)?;
+    let serving_ca = cluster.dir().join("pki/serving-ca.crt");
+    std::fs::write(&serving_ca, &cluster.serving.ca_pem)?;
     let env: &'static Env = Box::leak(Box::new(Env {
         cluster,
         port,
         server: Mutex::new(Some(server)),
+        starts: std::sync::atomic::AtomicUsize::new(1),
+        serving_ca,
     }));
     env.cluster
         .wait_apiservice_available(Duration::from_secs(90))
@@ -130,6 +156,44 @@ impl Env {
             .as_ref()
             .map(|p| p.log_tail(lines))
             .unwrap_or_default()
+    }
+
+    /// Stops the server and waits until its process is gone.
+    pub fn stop_server(&self, how: Stop) {
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = server.as_ref() {
+            match how {
+                Stop::Term => p.stop(Duration::from_secs(10)),
+                Stop::Kill => p.kill(),
+            }
+        }
+    }
+
+    /// Starts the server again, on the same port and with the same settings. It lives as long
+    /// as the calling thread (or until stopped).
+    pub fn restart_server(&self) -> Result<()> {
+        let start = self
+            .starts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let process = start_server(&self.cluster, self.port, start)?;
+        let mut server = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        *server = Some(process);
+        Ok(())
+    }
+
+    /// Calls our server directly, bypassing kube-apiserver: `(HTTP status, body)`. `extra` are
+    /// more curl arguments (headers).
+    pub fn direct(&self, path: &str, extra: &[&str]) -> (String, String) {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", "-w", "\n%{http_code}", "--cacert"])
+            .arg(&self.serving_ca)
+            .args(extra)
+            .arg(format!("https://127.0.0.1:{}{path}", self.port))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+        (code.to_string(), body.to_string())
     }
 }
 

@@ -413,29 +413,8 @@ fn direct_callers_need_a_token_and_cannot_forge_identity_headers() {
         ],
     )
     .unwrap();
-    let url = format!(
-        "https://127.0.0.1:{}/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations",
-        env.port
-    );
-    let ca = env.cluster.dir().join("pki/serving-ca.crt");
-    std::fs::write(&ca, &env.cluster.serving.ca_pem).unwrap();
-    let curl = |extra: &[&str]| -> (String, String) {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-s",
-                "-w",
-                "\n%{http_code}",
-                "--cacert",
-                ca.to_str().unwrap(),
-            ])
-            .args(extra)
-            .arg(&url)
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", ""));
-        (code.to_string(), body.to_string())
-    };
+    let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
+    let curl = |extra: &[&str]| env.direct(&path, extra);
     let (code, body) = curl(&[]);
     assert_eq!(code, "401", "{body}");
     let (code, _) = curl(&[
@@ -503,4 +482,98 @@ fn metrics_need_monitoring_rights_while_discovery_is_open_to_authenticated_users
         &["delete", "clusterrolebinding", "alice-monitoring"],
     )
     .unwrap();
+}
+
+/// The subject name of a watched operation.
+fn subject_of(op: &kube::api::DynamicObject) -> String {
+    op.data["spec"]["subject"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
+    use futures::StreamExt;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+    use kube::runtime::watcher::{self, Event};
+
+    let env = env();
+    let (ns, rs) = populated(env, "kubers");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(env.cluster.kubeconfig(User::Admin)).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let gvk = GroupVersionKind::gvk("live.ifo.kubevirt.io", "v1alpha1", "InFlightOperation");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "inflightoperations");
+        let api: Api<DynamicObject> = Api::namespaced_with(client, &ns, &resource);
+        let mut events =
+            watcher::watcher(api, watcher::Config::default().streaming_lists()).boxed();
+        let mut seen = Vec::new();
+        let mut next = async || -> Event<DynamicObject> {
+            let event = tokio::time::timeout(WAIT, events.next())
+                .await
+                .unwrap_or_else(|_| panic!("no watch event within {WAIT:?}; before: {seen:#?}"))
+                .expect("the watcher does not end")
+                .unwrap_or_else(|e| panic!("watch error: {e}"));
+            seen.push(format!("{event:?}"));
+            event
+        };
+
+        // The initial state, streamed (no list request) and closed by the initial-events-end bookmark.
+        assert!(matches!(next().await, Event::Init));
+        let mut initial = Vec::new();
+        loop {
+            match next().await {
+                Event::InitApply(op) => initial.push(subject_of(&op)),
+                Event::InitDone => break,
+                other => panic!("unexpected before InitDone: {other:?}"),
+            }
+        }
+        initial.sort();
+        assert_eq!(initial, ["vm1", "vm2"]);
+
+        // A new operation.
+        env.apply(&vm("vm3", &ns));
+        env.set_status("vm", &ns, "vm3", json!({"printableStatus": "Starting"}));
+        loop {
+            match next().await {
+                Event::Apply(op) if subject_of(&op) == "vm3" => {
+                    assert_eq!(op.data["spec"]["operation"], "Starting");
+                    break;
+                }
+                Event::Apply(_) => {}
+                other => panic!("unexpected while waiting for vm3: {other:?}"),
+            }
+        }
+
+        // vm2's operation ends: shown once as Completed, then deleted.
+        env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+        let mut completed = None;
+        loop {
+            match next().await {
+                Event::Apply(op) if subject_of(&op) == "vm2" => {
+                    assert_eq!(op.data["status"]["phase"], "Completed");
+                    completed = op.metadata.name.clone();
+                }
+                Event::Apply(_) => {}
+                Event::Delete(op) => {
+                    assert_eq!(subject_of(&op), "vm2");
+                    assert!(completed.is_some(), "deleted before shown as Completed");
+                    assert_eq!(op.metadata.name, completed);
+                    break;
+                }
+                other => panic!("unexpected while waiting for vm2 to end: {other:?}"),
+            }
+        }
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

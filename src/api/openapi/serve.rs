@@ -86,8 +86,9 @@ mod tests {
 
     async fn get(path: &str, headers: &[(header::HeaderName, &str)]) -> Response {
         let index = Arc::new(crate::index::Index::new(1, 16, 16));
-        let ready = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let app = crate::api::router(Arc::new(ApiState::new(index, ready)));
+        let (readiness, pending) = crate::readiness::Readiness::new("test");
+        pending.done();
+        let app = crate::api::router(Arc::new(ApiState::new(index, readiness)));
         let mut request = Request::get(path);
         for (name, value) in headers {
             request = request.header(name, *value);

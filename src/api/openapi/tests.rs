@@ -4,7 +4,7 @@
 use super::definitions::PREFIX;
 use super::*;
 use crate::api::discovery::{GROUP, VERSION};
-use crate::api::resources::list_body;
+use crate::api::wire::{List, ListMeta};
 use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::{BTreeMap, BTreeSet};
@@ -178,13 +178,17 @@ fn served() -> Vec<(String, Value)> {
     for record in records() {
         let object = record.to_json(42);
         let kind = record.kind().to_owned();
-        let list = list_body(
-            &format!("{kind}List"),
-            &format!("{GROUP}/{VERSION}"),
-            42,
-            Some("token".into()),
-            vec![object.clone()],
-        );
+        let list_kind = format!("{kind}List");
+        let list = serde_json::to_value(List {
+            kind: &list_kind,
+            api_version: crate::api::discovery::GROUP_VERSION,
+            metadata: ListMeta {
+                resource_version: "42".into(),
+                continue_token: Some("token".into()),
+            },
+            items: vec![&object],
+        })
+        .expect("a list serialises");
         out.push((kind.clone(), object));
         out.push((format!("{kind}List"), list));
     }

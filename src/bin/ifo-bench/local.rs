@@ -44,6 +44,7 @@ impl Local {
                         &server,
                         port,
                         &[("DEBOUNCE_THRESHOLD", &debounce), ("LOG_LEVEL", "warn")],
+                        "ifo-apiserver.log",
                     )?;
                     cluster.register_apiservice(port)?;
                     cluster

@@ -1,0 +1,173 @@
+//! Whether the server is ready: `/readyz` answers 503 until what we serve reflects the cluster.
+//!
+//! "Reflects the cluster" means the initial sync is done: the ruleset controller has listed the
+//! OperationRuleSets, and every watcher that list started has *settled* — its initial list
+//! completed, or it failed in a way its ruleset's status reports (`WatchFailed`, RBAC included,
+//! or `InvalidTarget`). A failing or forbidden target does not hold the server back: waiting
+//! would not make it succeed, the failure is visible on the ruleset, and a long-unready server
+//! means `MissingEndpoints` for the APIService, which stalls namespace deletion cluster-wide.
+//! For the same reason the wait is bounded ([`Readiness::give_up_after`]): a list that hangs,
+//! or OperationRuleSets that cannot be listed at all, end the wait with a warning.
+//!
+//! Readiness is latched: once ready, the server stays ready. Rulesets added later start their
+//! watchers while the server keeps serving; flapping `/readyz` would take the only replica out
+//! of the Service for nothing.
+//!
+//! The only way to hold readiness back is a [`Pending`] handle, and the only way to build a
+//! [`Readiness`] hands out the first one, so the server can't be ready before anyone looked.
+//! Requests other than `/readyz` are served all along (the aggregator checks availability with
+//! discovery, and an empty list early on is still a correct answer about an empty index).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What `/readyz` answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ready,
+    /// Why not, for the probe's response body and the logs.
+    NotReady(String),
+}
+
+#[derive(Debug)]
+struct State {
+    next_id: u64,
+    /// What the initial sync still waits for, in the order it was registered.
+    pending: BTreeMap<u64, String>,
+    /// Latched: set once, never cleared.
+    ready: bool,
+}
+
+impl State {
+    fn status(&self) -> Status {
+        if self.ready {
+            return Status::Ready;
+        }
+        let waiting: Vec<&str> = self.pending.values().map(String::as_str).collect();
+        Status::NotReady(format!("initial sync: waiting for {}", waiting.join(", ")))
+    }
+}
+
+/// Shared readiness of the server. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    state: Arc<watch::Sender<State>>,
+}
+
+impl Readiness {
+    /// A readiness that waits for `first` (and for whatever is registered before `first` is done).
+    pub fn new(first: impl Into<String>) -> (Readiness, Pending) {
+        let (tx, _) = watch::channel(State {
+            next_id: 0,
+            pending: BTreeMap::new(),
+            ready: false,
+        });
+        let readiness = Readiness {
+            state: Arc::new(tx),
+        };
+        let pending = readiness.register(first.into());
+        (readiness, pending)
+    }
+
+    /// Holds readiness back until the returned handle is done (or dropped). After the server
+    /// became ready this holds nothing back: readiness is about the initial sync only.
+    #[must_use = "dropping the handle releases readiness at once"]
+    pub fn pending(&self, what: impl Into<String>) -> Pending {
+        self.register(what.into())
+    }
+
+    fn register(&self, what: String) -> Pending {
+        let mut id = None;
+        self.state.send_if_modified(|s| {
+            if s.ready {
+                return false;
+            }
+            id = Some(s.next_id);
+            s.pending.insert(s.next_id, what);
+            s.next_id += 1;
+            true
+        });
+        Pending {
+            readiness: self.clone(),
+            id,
+        }
+    }
+
+    fn release(&self, id: u64) {
+        self.state.send_if_modified(|s| {
+            if s.pending.remove(&id).is_none() || s.ready {
+                return false;
+            }
+            if s.pending.is_empty() {
+                s.ready = true;
+                tracing::info!("initial sync done: ready");
+            }
+            true
+        });
+    }
+
+    pub fn status(&self) -> Status {
+        self.state.borrow().status()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.state.borrow().ready
+    }
+
+    /// Resolves once the server is ready.
+    pub async fn wait(&self) {
+        let mut rx = self.state.subscribe();
+        // The sender lives in `self`, so the channel can't close while we wait.
+        let _ = rx.wait_for(|s| s.ready).await;
+    }
+
+    /// Becomes ready after `timeout` if the initial sync has not finished by then, with a
+    /// warning naming what it still waited for. Run it as a task next to the server.
+    pub async fn give_up_after(self, timeout: Duration) {
+        if tokio::time::timeout(timeout, self.wait()).await.is_ok() {
+            return;
+        }
+        self.state.send_if_modified(|s| {
+            if s.ready {
+                return false;
+            }
+            let waiting: Vec<&str> = s.pending.values().map(String::as_str).collect();
+            tracing::warn!(
+                after = ?timeout,
+                waiting = %waiting.join(", "),
+                "initial sync not done in time; reporting ready with what is known so far"
+            );
+            s.ready = true;
+            s.pending.clear();
+            true
+        });
+    }
+}
+
+/// One thing the initial sync waits for. Readiness is released by [`Pending::done`], or by
+/// dropping the handle: a task that is aborted (a watcher replaced or stopped) no longer holds
+/// the server back. Whoever replaces it registers its own handle first.
+#[derive(Debug)]
+pub struct Pending {
+    readiness: Readiness,
+    /// `None` when registered after the server became ready.
+    id: Option<u64>,
+}
+
+impl Pending {
+    /// What it waited for has happened.
+    pub fn done(self) {}
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.readiness.release(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! Restarting the server: kube-apiserver routes to it again, it serves the same operations under
+//! the same names and uids, and a watch resumed from before the restart is told to relist.
+//!
+//! A test binary of its own (with its own cluster and server): it stops the server, which would
+//! disturb the tests that share the one in `e2e`.
+
+#[path = "e2e/harness.rs"]
+#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
+mod harness;
+
+use harness::{Stop, env, eventually, vm};
+use ifo::dev::User;
+use serde_json::json;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// VM migrations whose start time is read from the subject, so the occurrence (and its uid) is
+/// the same whenever it is detected.
+fn migration_ruleset(name: &str, namespace: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{namespace}"],
+ "rules":[{{"operation":"Migrating",
+   "expression":"object.status.?printableStatus.orValue('') == 'Migrating'",
+   "startTime":"object.metadata.?creationTimestamp.orValue('')"}}]}}}}"#
+    )
+}
+
+/// `(name, uid)` of each operation in `namespace`, as kubectl reads them through kube-apiserver.
+fn identities(items: &[serde_json::Value]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|o| {
+            let meta = &o["metadata"];
+            (
+                meta["name"].as_str().unwrap_or_default().to_string(),
+                meta["uid"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The list's own resourceVersion (`kubectl get -o json` rewraps items in a `List` without it).
+fn list_rv(namespace: &str) -> u64 {
+    let path =
+        format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations");
+    let raw = env()
+        .kubectl(User::Admin, &["get", "--raw", &path])
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or_else(|| panic!("list without a resourceVersion: {list}"))
+}
+
+#[test]
+fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
+    let env = env();
+    let ns = env.namespace("restart");
+    let rs = format!("migrations-{ns}");
+    env.apply(&migration_ruleset(&rs, &ns));
+    env.apply(&vm("vm1", &ns));
+    eventually(WAIT, "ruleset watching", || {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        (ors["status"]["watchActive"] == true).then_some(())
+    });
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    let before = eventually(WAIT, "the migration in flight", || {
+        Some(identities(&env.ifos(&ns))).filter(|ops| ops.len() == 1)
+    });
+    let mut old_rv = list_rv(&ns);
+
+    for how in [Stop::Term, Stop::Kill] {
+        env.stop_server(how);
+        let down = eventually(WAIT, "requests to fail while the server is down", || {
+            env.kubectl(User::Admin, &["get", "ifos", "-n", &ns]).err()
+        });
+        assert!(
+            down.to_string()
+                .contains("the server is currently unable to handle the request"),
+            "{how:?}: {down}"
+        );
+
+        env.restart_server().unwrap();
+        eventually(WAIT, "/readyz ok after the restart", || {
+            Some(env.direct("/readyz", &[])).filter(|(code, _)| code == "200")
+        });
+        env.cluster
+            .wait_apiservice_available(WAIT)
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", env.server_log_tail(30)));
+        // Ready means synced: the first list that gets through already has the operation.
+        let items = eventually(WAIT, "kube-apiserver reaching the server again", || {
+            env.kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "json"])
+                .ok()
+        });
+        let items: serde_json::Value = serde_json::from_str(&items).unwrap();
+        assert_eq!(
+            identities(items["items"].as_array().unwrap()),
+            before,
+            "{how:?}: same name and uid after the restart"
+        );
+
+        // resourceVersions keep rising, and one from before the restart is too old to resume.
+        let new_rv = list_rv(&ns);
+        assert!(new_rv > old_rv, "{how:?}: {new_rv} after {old_rv}");
+        let watch = env.watch(&format!(
+            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=1&resourceVersion={old_rv}"
+        ));
+        let events = watch.until(WAIT, "the watch's first event", |_| true);
+        let status = &events[0];
+        assert_eq!(status["type"], "ERROR", "{how:?}: {events:#?}");
+        assert_eq!(status["object"]["code"], 410, "{how:?}: {status}");
+        assert_eq!(status["object"]["reason"], "Expired", "{how:?}: {status}");
+        old_rv = new_rv;
+    }
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
