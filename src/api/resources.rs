@@ -13,7 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -50,13 +50,7 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
     if params.fields.is_empty() {
         return true;
     }
-    let json = stored.json();
-    params.fields.matches(|field| {
-        field
-            .split('.')
-            .try_fold(&*json, |v, key| v.get(key))
-            .and_then(Value::as_str)
-    })
+    params.fields.matches(|field| stored.op.field(field))
 }
 
 pub fn resource_for(plural: &str) -> Option<&'static Resource> {
@@ -72,33 +66,24 @@ fn meta_api_version(repr: Representation) -> &'static str {
 #[derive(Serialize)]
 #[serde(untagged)]
 pub enum Represented<'a> {
-    Object(&'a Value),
+    Object(&'a RawValue),
     Metadata(table::PartialMetadata<'a>),
     Table(table::Table<'a>),
 }
 
 /// One object as the client asked for it: the object itself, its metadata, or a one-row Table
 /// (what `get` answers and what each watch event carries).
-pub fn represent<'a>(
-    repr: Representation,
-    stored: &'a Stored,
-    object: &'a Value,
-    include: IncludeObject,
-) -> Represented<'a> {
+pub fn represent(repr: Representation, stored: &Stored, include: IncludeObject) -> Represented<'_> {
     match repr {
-        Representation::Object => Represented::Object(object),
+        Representation::Object => Represented::Object(stored.object()),
         Representation::PartialObjectMetadata { .. } => {
-            Represented::Metadata(table::PartialMetadata::of(object, meta_api_version(repr)))
+            Represented::Metadata(table::PartialMetadata::of(stored, meta_api_version(repr)))
         }
         Representation::Table { .. } => {
             let v = meta_api_version(repr);
-            let rv = object
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let row = table::row(stored, object, include, v, jiff::Timestamp::now());
+            let row = table::row(stored, include, v, jiff::Timestamp::now());
             let metadata = ListMeta {
-                resource_version: rv.to_owned(),
+                resource_version: stored.rv.to_string(),
                 continue_token: None,
             };
             Represented::Table(table::table(vec![row], v, metadata))
@@ -209,11 +194,9 @@ fn get(
     if !scope.contains(&stored) {
         return Err(not_found());
     }
-    let object = stored.json();
     Ok(json_response(&represent(
         repr,
         &stored,
-        &object,
         params.include_object,
     )))
 }
@@ -305,7 +288,7 @@ fn list(
             let now = jiff::Timestamp::now();
             let rows = selected
                 .iter()
-                .map(|s| table::row(s, s.json_ref(), params.include_object, v, now))
+                .map(|s| table::row(s, params.include_object, v, now))
                 .collect();
             json_response(&table::table(rows, v, metadata))
         }
@@ -317,7 +300,7 @@ fn list(
                 metadata,
                 items: selected
                     .iter()
-                    .map(|s| table::PartialMetadata::of(s.json_ref(), v))
+                    .map(|s| table::PartialMetadata::of(s, v))
                     .collect(),
             })
         }
@@ -325,7 +308,7 @@ fn list(
             kind: &format!("{}List", scope.resource.kind),
             api_version: super::discovery::GROUP_VERSION,
             metadata,
-            items: selected.iter().map(|s| &**s.json_ref()).collect(),
+            items: selected.iter().map(|s| s.object()).collect(),
         }),
     })
 }

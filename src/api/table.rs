@@ -9,6 +9,7 @@ use super::params::IncludeObject;
 use super::wire::ListMeta;
 use crate::index::Stored;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 
@@ -75,15 +76,15 @@ pub struct PartialMetadata<'a> {
     kind: &'static str,
     #[serde(rename = "apiVersion")]
     api_version: &'static str,
-    metadata: &'a Value,
+    metadata: &'a RawValue,
 }
 
 impl<'a> PartialMetadata<'a> {
-    pub fn of(object: &'a Value, meta_api_version: &'static str) -> Self {
+    pub fn of(stored: &'a Stored, meta_api_version: &'static str) -> Self {
         PartialMetadata {
             kind: "PartialObjectMetadata",
             api_version: meta_api_version,
-            metadata: object.get("metadata").unwrap_or(&Value::Null),
+            metadata: stored.metadata(),
         }
     }
 }
@@ -93,7 +94,7 @@ impl<'a> PartialMetadata<'a> {
 #[serde(untagged)]
 enum RowObject<'a> {
     Metadata(PartialMetadata<'a>),
-    Object(&'a Value),
+    Object(&'a RawValue),
 }
 
 /// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed.
@@ -119,11 +120,9 @@ pub struct Row<'a> {
     object: Option<RowObject<'a>>,
 }
 
-/// One row; `object` is the wire object to embed (it may carry a different resourceVersion than
-/// the stored one, e.g. for a DELETED event).
+/// One row, embedding as much of the object as `include` asks for.
 pub fn row<'a>(
     stored: &'a Stored,
-    object: &'a Value,
     include: IncludeObject,
     meta_api_version: &'static str,
     now: jiff::Timestamp,
@@ -147,10 +146,10 @@ pub fn row<'a>(
     let object = match include {
         IncludeObject::None => None,
         IncludeObject::Metadata => Some(RowObject::Metadata(PartialMetadata::of(
-            object,
+            stored,
             meta_api_version,
         ))),
-        IncludeObject::Object => Some(RowObject::Object(object)),
+        IncludeObject::Object => Some(RowObject::Object(stored.object())),
     };
     Row { cells, object }
 }

@@ -99,7 +99,7 @@ async fn list_across_namespaces_is_the_stored_objects_in_order() {
         .index
         .get(Some("a"), &op(Some("a"), "vm1").name)
         .unwrap();
-    assert_eq!(items[0], *stored.json());
+    assert_eq!(items[0], stored.to_json());
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use axum::http::header;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
@@ -46,8 +46,8 @@ fn frame(type_: &str, object: &impl Serialize) -> Bytes {
 }
 
 impl Encoder {
-    fn line(&self, type_: &str, stored: &Stored, object: &Value) -> Bytes {
-        frame(type_, &represent(self.repr, stored, object, self.include))
+    fn line(&self, type_: &str, stored: &Stored) -> Bytes {
+        frame(type_, &represent(self.repr, stored, self.include))
     }
 
     fn error(&self, err: &ApiError) -> Bytes {
@@ -66,15 +66,12 @@ impl Encoder {
     }
 }
 
-/// The object as of `rv` (a filter-DELETED event carries the previous state at the new RV).
-fn at_rv(stored: &Stored, rv: u64) -> Arc<Value> {
-    let json = stored.json();
+/// The record as of `rv` (a filter-DELETED event carries the previous state at the new RV).
+fn at_rv(stored: &Arc<Stored>, rv: u64) -> Arc<Stored> {
     if stored.rv == rv {
-        return json;
+        return stored.clone();
     }
-    let mut v = (*json).clone();
-    v["metadata"]["resourceVersion"] = json!(rv.to_string());
-    Arc::new(v)
+    Arc::new(Stored::new(rv, stored.op.clone()))
 }
 
 /// What this watcher should see of an index event, if anything.
@@ -82,23 +79,19 @@ fn transition(
     scope: &Scope,
     params: &Params,
     event: &Event,
-) -> Option<(&'static str, Arc<Stored>, Arc<Value>)> {
+) -> Option<(&'static str, Arc<Stored>)> {
     let now = matches(scope, params, &event.object);
     let before = event
         .previous
         .as_ref()
         .is_some_and(|p| matches(scope, params, p));
     match event.kind {
-        EventKind::Added if now => Some(("ADDED", event.object.clone(), event.object.json())),
-        EventKind::Deleted if now => Some(("DELETED", event.object.clone(), event.object.json())),
-        EventKind::Modified if now && before => {
-            Some(("MODIFIED", event.object.clone(), event.object.json()))
-        }
-        EventKind::Modified if now => Some(("ADDED", event.object.clone(), event.object.json())),
+        EventKind::Added if now => Some(("ADDED", event.object.clone())),
+        EventKind::Deleted if now => Some(("DELETED", event.object.clone())),
+        EventKind::Modified if now && before => Some(("MODIFIED", event.object.clone())),
+        EventKind::Modified if now => Some(("ADDED", event.object.clone())),
         EventKind::Modified if before => {
-            let prev = event.previous.clone()?;
-            let object = at_rv(&prev, event.rv);
-            Some(("DELETED", prev, object))
+            Some(("DELETED", at_rv(event.previous.as_ref()?, event.rv)))
         }
         _ => None,
     }
@@ -202,7 +195,7 @@ async fn run(
             live,
         } => {
             for stored in items.iter().filter(|s| matches(&scope, &params, s)) {
-                if !send(encoder.line("ADDED", stored, &stored.json())).await {
+                if !send(encoder.line("ADDED", stored)).await {
                     return;
                 }
             }
@@ -213,8 +206,8 @@ async fn run(
         }
         Start::Resume { replay, live } => {
             for event in &replay {
-                if let Some((t, stored, object)) = transition(&scope, &params, event)
-                    && !send(encoder.line(t, &stored, &object)).await
+                if let Some((t, stored)) = transition(&scope, &params, event)
+                    && !send(encoder.line(t, &stored)).await
                 {
                     return;
                 }
@@ -232,8 +225,8 @@ async fn run(
             event = live.recv() => match event {
                 Ok(event) => {
                     last_rv = event.rv;
-                    if let Some((t, stored, object)) = transition(&scope, &params, &event)
-                        && !send(encoder.line(t, &stored, &object)).await
+                    if let Some((t, stored)) = transition(&scope, &params, &event)
+                        && !send(encoder.line(t, &stored)).await
                     {
                         return;
                     }

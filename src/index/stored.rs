@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::operation::InFlightOperation;
 
@@ -11,12 +12,17 @@ use crate::operation::InFlightOperation;
 pub type ObjectKey = (Option<String>, String);
 
 /// A record at a resourceVersion, shared by the store, the event ring and every watcher.
+///
+/// The wire forms are kept serialised: built once per RV however many watchers and lists send
+/// them, written out as they are, and about a sixth of the memory of a `serde_json::Value`
+/// (whose maps cost hundreds of bytes each) — which matters because the event ring holds
+/// thousands of records.
 #[derive(Debug)]
 pub struct Stored {
     pub rv: u64,
     pub op: Arc<InFlightOperation>,
-    /// The wire form, built on first use: once per RV however many watchers serialise it.
-    json: OnceLock<Arc<Value>>,
+    object: OnceLock<Box<RawValue>>,
+    metadata: OnceLock<Box<RawValue>>,
 }
 
 impl Stored {
@@ -24,23 +30,34 @@ impl Stored {
         Stored {
             rv,
             op,
-            json: OnceLock::new(),
+            object: OnceLock::new(),
+            metadata: OnceLock::new(),
         }
     }
 
-    /// The full API object with `metadata.resourceVersion` = `self.rv`.
-    pub fn json(&self) -> Arc<Value> {
-        self.json_ref().clone()
+    /// The full API object with `metadata.resourceVersion` = `self.rv`, serialised.
+    pub fn object(&self) -> &RawValue {
+        self.object.get_or_init(|| raw(&self.op.to_json(self.rv)))
     }
 
-    /// The same, borrowed: for serialising many records without touching reference counts.
-    pub fn json_ref(&self) -> &Arc<Value> {
-        self.json.get_or_init(|| Arc::new(self.op.to_json(self.rv)))
+    /// Its `metadata` alone, serialised: for metadata-only clients and Table rows.
+    pub fn metadata(&self) -> &RawValue {
+        self.metadata
+            .get_or_init(|| raw(&self.op.metadata_json(self.rv)))
+    }
+
+    /// The full API object as a value, built anew: for inspection, not for serving.
+    pub fn to_json(&self) -> Value {
+        self.op.to_json(self.rv)
     }
 
     pub fn key(&self) -> ObjectKey {
         key_of(&self.op)
     }
+}
+
+fn raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("a JSON value always serialises")
 }
 
 pub(super) fn key_of(op: &InFlightOperation) -> ObjectKey {

@@ -94,12 +94,13 @@ impl InFlightOperation {
         }
     }
 
-    /// The full API object at `resource_version`.
+    /// `metadata` of the API object at `resource_version`: what metadata-only clients and
+    /// Table rows carry.
     ///
     /// The owner reference to the subject is informational only (no `controller`, no
     /// `blockOwnerDeletion`): the record is not stored in etcd, so nothing garbage-collects it,
     /// but it lets tools navigate from the operation to its subject.
-    pub fn to_json(&self, resource_version: u64) -> Value {
+    pub fn metadata_json(&self, resource_version: u64) -> Value {
         let mut metadata = Map::new();
         metadata.insert("name".into(), json!(self.name));
         if let Some(ns) = &self.namespace {
@@ -121,6 +122,30 @@ impl InFlightOperation {
                 "uid": self.subject.uid,
             }]),
         );
+        Value::Object(metadata)
+    }
+
+    /// The value of a selectable field (`SELECTABLE_FIELDS` of the API), as it appears in the
+    /// API object; `None` where the object has no such field.
+    pub fn field(&self, path: &str) -> Option<&str> {
+        match path {
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => self.namespace.as_deref(),
+            "spec.operation" => Some(&self.operation),
+            "spec.ruleSet" => Some(&self.ruleset),
+            "spec.component" => Some(&self.component),
+            "spec.subject.kind" => Some(&self.subject.kind),
+            "spec.subject.name" => Some(&self.subject.name),
+            "spec.subject.namespace" => self.subject.namespace.as_deref(),
+            "status.phase" => Some(self.phase.as_str()),
+            "status.outcome" => self.outcome.map(|o| o.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The full API object at `resource_version`.
+    pub fn to_json(&self, resource_version: u64) -> Value {
+        let metadata = self.metadata_json(resource_version);
 
         let mut subject = Map::new();
         subject.insert("apiVersion".into(), json!(self.subject.api_version));
@@ -278,5 +303,40 @@ mod tests {
         assert!(v["spec"]["subject"].get("namespace").is_none());
         assert!(v["spec"]["subject"].get("ownerReferences").is_none());
         assert!(v["status"].get("subjectGeneration").is_none());
+    }
+
+    #[test]
+    fn selectable_fields_read_what_the_object_shows() {
+        let now = ts("2026-11-22T10:30:00Z");
+        let (mut completed, _) = InFlightOperation::new_active(
+            &ruleset(),
+            "Migrating",
+            &subject(Some("ns1")),
+            now,
+            now,
+            None,
+            [],
+        );
+        completed.phase = Phase::Completed;
+        completed.outcome = Some(Outcome::Succeeded);
+        let (cluster, _) = InFlightOperation::new_active(
+            &ruleset(),
+            "Draining",
+            &subject(None),
+            now,
+            now,
+            None,
+            [],
+        );
+        for op in [completed, cluster] {
+            let object = op.to_json(1);
+            for path in crate::api::params::SELECTABLE_FIELDS {
+                let shown = path
+                    .split('.')
+                    .try_fold(&object, |v, key| v.get(key))
+                    .and_then(Value::as_str);
+                assert_eq!(op.field(path), shown, "{path} of {}", op.name);
+            }
+        }
     }
 }

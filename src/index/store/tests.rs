@@ -75,10 +75,10 @@ fn added_modified_deleted_with_rising_rvs() {
     assert_eq!(prev.op.message.as_deref(), Some("one"));
     // DELETED carries the deletion RV and the last state.
     assert_eq!(
-        events[2].object.json()["metadata"]["resourceVersion"],
+        events[2].object.to_json()["metadata"]["resourceVersion"],
         "1003"
     );
-    assert_eq!(events[2].object.json()["status"]["message"], "two");
+    assert_eq!(events[2].object.to_json()["status"]["message"], "two");
     assert!(index.get(Some("ns"), &a1.name).is_none());
     assert!(index.is_empty());
 }
@@ -92,12 +92,14 @@ fn get_and_json_once_per_rv() {
     assert_eq!(stored.rv, 1);
     assert!(index.get(None, &a.name).is_none());
     assert!(index.get(Some("other"), &a.name).is_none());
-    let (j1, j2) = (
-        stored.json(),
-        index.get(Some("ns"), &a.name).unwrap().json(),
-    );
-    assert!(Arc::ptr_eq(&j1, &j2), "serialised once");
-    assert_eq!(j1["metadata"]["resourceVersion"], "1");
+    let again = index.get(Some("ns"), &a.name).unwrap();
+    let (w1, w2) = (stored.object(), again.object());
+    assert!(std::ptr::eq(w1, w2), "serialised once");
+    let object: serde_json::Value = serde_json::from_str(w1.get()).unwrap();
+    assert_eq!(object, stored.to_json());
+    assert_eq!(object["metadata"]["resourceVersion"], "1");
+    let metadata: serde_json::Value = serde_json::from_str(stored.metadata().get()).unwrap();
+    assert_eq!(metadata, object["metadata"]);
 }
 
 #[test]
