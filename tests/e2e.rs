@@ -2,6 +2,8 @@
 
 #[path = "e2e/aggregation.rs"]
 mod aggregation;
+#[path = "e2e/deploy.rs"]
+mod deploy;
 #[path = "e2e/harness.rs"]
 mod harness;
 #[path = "e2e/library.rs"]
