@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks (and where possible installs) what building and testing the project needs: a Rust
-# toolchain, the Go toolchain (for the pinned control plane), and OpenSSL headers with pkg-config.
+# toolchain, the Go toolchain (for the pinned control plane), OpenSSL headers with pkg-config, and
+# the openssl command (certs/generate.sh).
 # Sourced by the run and test commands; stops with a clear message when something is missing.
 
 ifo_prereqs() {
@@ -13,6 +14,13 @@ ifo_prereqs() {
       apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
     fi
     pkg-config --exists openssl 2>/dev/null || missing+=("OpenSSL headers and pkg-config (Debian: apt-get install libssl-dev pkg-config)")
+  fi
+  if ! command -v openssl >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "installing the openssl command (Debian package openssl)" >&2
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+    fi
+    command -v openssl >/dev/null 2>&1 || missing+=("openssl, the command (for certs/generate.sh and its tests; Debian: apt-get install openssl)")
   fi
   if [[ ${#missing[@]} -gt 0 ]]; then
     echo "error: missing prerequisites:" >&2

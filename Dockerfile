@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# The live InFlightOperations server image: `docker build -t <registry>/ifo-apiserver:<tag> .`
+# (BuildKit; the cargo registry and target directory are cached between builds).
+
+# The Rust release of `rust-version` in Cargo.toml, on Debian 12 like the runtime image below
+# (same glibc and libssl3 that the binary links).
+ARG RUST_VERSION=1.89
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS builder
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Only what the build reads, so edits to manifests, rules or docs keep the build layer.
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY benches ./benches
+# Release binaries without debug info: a much smaller image (panics still name the functions).
+ENV CARGO_PROFILE_RELEASE_DEBUG=false
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin ifo-apiserver --bin kubectl-ifo \
+ && mkdir -p /out \
+ && cp target/release/ifo-apiserver target/release/kubectl-ifo /out/
+
+# glibc, libgcc and libssl3/libcrypto3 (what the binary links), CA certificates, user 65532.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=builder /out/ifo-apiserver /out/kubectl-ifo /
+USER 65532:65532
+# In a container the server must listen on every interface, not loopback.
+ENV BIND_ADDRESS=0.0.0.0
+EXPOSE 8443
+ENTRYPOINT ["/ifo-apiserver", "serve"]

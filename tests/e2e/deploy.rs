@@ -1,0 +1,405 @@
+//! The in-cluster install. `deploy/` renders with kubectl's kustomize to every manifest of the
+//! directory and nothing else, wired together (ServiceAccount, RBAC, Secret, probes, Service); a
+//! real kube-apiserver accepts all of it in a server-side dry run (schemas, admission, the Pod
+//! Security level of the namespace). The cert-manager overlay renders deploy/ plus its CA,
+//! serving certificate and APIService (cert-manager's CRDs are not installed here, so only its
+//! rendering is checked). The output of certs/generate.sh passes a dry run too.
+//!
+//! The test cluster has its own Service and APIService of the same names, pointing at the server
+//! of these tests: `deploy/` holds no APIService, and the dry runs must leave both untouched.
+
+use crate::harness::env;
+use ifo::dev::User;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const APISERVICE: &str = "v1alpha1.live.ifo.kubevirt.io";
+const NAMESPACE: &str = "ifo-system";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl kustomize <dir>`, as a list of objects.
+fn kustomize(dir: &str) -> Vec<Value> {
+    let path = root().join(dir).display().to_string();
+    let text = env()
+        .kubectl(User::Admin, &["kustomize", &path])
+        .unwrap_or_else(|e| panic!("kubectl kustomize {dir}: {e:#}"));
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("kustomize {dir} output: {e}"))
+}
+
+type Id = (String, String, String, String);
+
+fn id(o: &Value) -> Id {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    (
+        s(&o["apiVersion"]),
+        s(&o["kind"]),
+        s(&o["metadata"]["namespace"]),
+        s(&o["metadata"]["name"]),
+    )
+}
+
+/// Every object of every YAML file under `dir` but kustomization.yaml.
+fn objects_in(dir: &Path) -> Vec<Value> {
+    let mut objects = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml")
+                && path.file_name().is_some_and(|n| n != "kustomization.yaml")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                objects.extend(docs.into_iter().filter(|d| !d.is_null()));
+            }
+        }
+    }
+    objects
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn all<'a>(objects: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> {
+    objects.iter().filter(move |o| o["kind"] == kind)
+}
+
+fn env_var<'a>(container: &'a Value, name: &str) -> &'a str {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or_else(|| panic!("no env {name}"))
+}
+
+#[test]
+fn deploy_renders_every_manifest_of_the_directory_wired_together() {
+    let rendered = kustomize("deploy");
+    let ids: BTreeSet<Id> = rendered.iter().map(id).collect();
+    assert_eq!(ids.len(), rendered.len(), "duplicate objects");
+    let on_disk: BTreeSet<Id> = objects_in(&root().join("deploy")).iter().map(id).collect();
+    assert_eq!(
+        ids, on_disk,
+        "deploy/kustomization.yaml must list every manifest under deploy/"
+    );
+    for kind in ["APIService", "Secret"] {
+        assert!(
+            all(&rendered, kind).next().is_none(),
+            "deploy/ must not hold a {kind}: it comes from certs/ or cert-manager"
+        );
+    }
+    let rulesets = all(&rendered, "OperationRuleSet").count();
+    assert!(rulesets >= 40, "only {rulesets} rulesets rendered");
+
+    // The Deployment: its identity, certificate, probes, resources and hardening.
+    let deployment = find(&rendered, "Deployment", "ifo-apiserver");
+    assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
+    let pod = &deployment["spec"]["template"];
+    let selector = deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    for (k, v) in selector {
+        assert_eq!(&pod["metadata"]["labels"][k], v, "selector label {k}");
+    }
+    let spec = &pod["spec"];
+    let account = spec["serviceAccountName"].as_str().unwrap();
+    find(&rendered, "ServiceAccount", account);
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let containers = spec["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let image = c["image"].as_str().unwrap();
+    assert!(
+        image.rsplit('/').next().unwrap().contains(':'),
+        "image {image} has no tag"
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(
+        c["securityContext"]["capabilities"]["drop"],
+        serde_json::json!(["ALL"])
+    );
+    assert_eq!(c["resources"]["requests"]["cpu"], "50m");
+    assert_eq!(c["resources"]["requests"]["memory"], "128Mi");
+    assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+    let port = c["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["containerPort"] == 8443)
+        .expect("container port 8443");
+    assert_eq!(env_var(c, "BIND_ADDRESS"), "0.0.0.0");
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert_eq!(get["scheme"], "HTTPS", "{probe}");
+        assert!(
+            get["port"] == port["name"] || get["port"] == 8443,
+            "{probe} port {}",
+            get["port"]
+        );
+    }
+    // TLS_CERT_FILE and TLS_PRIVATE_KEY_FILE are files of the mounted Secret.
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let volumes = spec["volumes"].as_array().unwrap();
+    for (var, key) in [
+        ("TLS_CERT_FILE", "tls.crt"),
+        ("TLS_PRIVATE_KEY_FILE", "tls.key"),
+    ] {
+        let file = env_var(c, var);
+        let mount = mounts
+            .iter()
+            .find(|m| {
+                file.strip_prefix(m["mountPath"].as_str().unwrap())
+                    .is_some_and(|rest| rest.trim_start_matches('/') == key)
+            })
+            .unwrap_or_else(|| panic!("{var}={file} is not {key} of a mounted volume"));
+        assert!(
+            mount.get("subPath").is_none(),
+            "a subPath never sees renewals"
+        );
+        let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+        assert_eq!(volume["secret"]["secretName"], "ifo-apiserver-tls");
+    }
+
+    // The Service: 443 to the container's 8443, selecting the pods.
+    let service = find(&rendered, "Service", "ifo-apiserver");
+    assert_eq!(service["metadata"]["namespace"], NAMESPACE);
+    for (k, v) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&pod["metadata"]["labels"][k], v, "service selector {k}");
+    }
+    let sport = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == 443)
+        .expect("service port 443");
+    assert!(sport["targetPort"] == port["name"] || sport["targetPort"] == 8443);
+
+    // RBAC of an extension apiserver, each bound to the Deployment's ServiceAccount.
+    let bound_to = |binding: &Value| {
+        binding["subjects"].as_array().unwrap().iter().any(|s| {
+            s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == NAMESPACE
+        })
+    };
+    let binding = |kind: &str, namespace: &str, role_kind: &str, role: &str| {
+        let found = all(&rendered, kind).any(|b| {
+            b["metadata"]["namespace"].as_str().unwrap_or_default() == namespace
+                && b["roleRef"]["kind"] == role_kind
+                && b["roleRef"]["name"] == role
+                && bound_to(b)
+        });
+        assert!(found, "no {kind} of {role_kind} {role} for {account}");
+    };
+    binding(
+        "ClusterRoleBinding",
+        "",
+        "ClusterRole",
+        "system:auth-delegator",
+    );
+    binding(
+        "RoleBinding",
+        "kube-system",
+        "Role",
+        "extension-apiserver-authentication-reader",
+    );
+    for role in ["ifo-apiserver", "ifo-apiserver:rule-targets"] {
+        find(&rendered, "ClusterRole", role);
+        binding("ClusterRoleBinding", "", "ClusterRole", role);
+    }
+}
+
+#[test]
+fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
+    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
+    let overlay = kustomize("apiservice/cert-manager");
+    let ids: BTreeSet<Id> = overlay.iter().map(id).collect();
+    assert!(ids.is_superset(&base), "the overlay must include deploy/");
+
+    // The serving certificate: the Secret the Deployment mounts, for the Service's names.
+    let serving = all(&overlay, "Certificate")
+        .find(|c| c["spec"]["secretName"] == "ifo-apiserver-tls")
+        .expect("a Certificate for the Secret ifo-apiserver-tls");
+    assert_eq!(serving["metadata"]["namespace"], NAMESPACE);
+    let dns: BTreeSet<&str> = serving["spec"]["dnsNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for name in [
+        "ifo-apiserver.ifo-system.svc",
+        "ifo-apiserver.ifo-system.svc.cluster.local",
+    ] {
+        assert!(dns.contains(name), "dnsNames {dns:?} lack {name}");
+    }
+    // …issued by a CA Issuer whose CA certificate comes from a self-signed Issuer.
+    let issuer = |reference: &Value| -> &Value {
+        assert_eq!(reference["kind"], "Issuer");
+        let issuer = find(&overlay, "Issuer", reference["name"].as_str().unwrap());
+        assert_eq!(issuer["metadata"]["namespace"], NAMESPACE);
+        issuer
+    };
+    let ca_issuer = issuer(&serving["spec"]["issuerRef"]);
+    let ca_cert = all(&overlay, "Certificate")
+        .find(|c| c["spec"]["secretName"] == ca_issuer["spec"]["ca"]["secretName"])
+        .expect("the CA Issuer's Certificate");
+    assert_eq!(ca_cert["spec"]["isCA"], true);
+    let root_issuer = issuer(&ca_cert["spec"]["issuerRef"]);
+    assert!(root_issuer["spec"]["selfSigned"].is_object());
+
+    // The APIService: the CA injected from the serving Certificate, otherwise apiservice.yaml.
+    let apiservice = find(&overlay, "APIService", APISERVICE);
+    assert_eq!(
+        apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!(
+            "{NAMESPACE}/{}",
+            serving["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    assert!(apiservice["spec"].get("caBundle").is_none());
+    let text = std::fs::read_to_string(root().join("apiservice/apiservice.yaml")).unwrap();
+    let mut plain: Value = serde_saphyr::from_str(&text).unwrap();
+    plain["spec"].as_object_mut().unwrap().remove("caBundle");
+    assert_eq!(apiservice["spec"], plain["spec"]);
+    assert_eq!(apiservice["spec"]["groupPriorityMinimum"], 2000);
+    assert_eq!(apiservice["spec"]["versionPriority"], 100);
+    let target = &apiservice["spec"]["service"];
+    let service = find(&overlay, "Service", target["name"].as_str().unwrap());
+    assert_eq!(service["metadata"]["namespace"], target["namespace"]);
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"] == target["port"])
+    );
+}
+
+/// The test registration: APIService and Service, to compare before and after a dry run.
+fn registration() -> (Value, Value) {
+    let e = env();
+    (
+        e.get_json(User::Admin, &["get", "apiservice", APISERVICE]),
+        e.get_json(
+            User::Admin,
+            &["get", "service", "ifo-apiserver", "-n", NAMESPACE],
+        ),
+    )
+}
+
+/// Runs kubectl as admin; (stdout, stderr), panicking on failure.
+fn kubectl_dry_run(args: &[&str]) -> (String, String) {
+    let out = env()
+        .cluster
+        .kubectl(User::Admin)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "kubectl {} failed:\n{stderr}",
+        args.join(" ")
+    );
+    (stdout, stderr)
+}
+
+fn assert_untouched(before: &(Value, Value)) {
+    let after = registration();
+    // Not resourceVersion: the aggregator writes the APIService's status on its own.
+    for (b, a) in [(&before.0, &after.0), (&before.1, &after.1)] {
+        let what = format!("{} {}", b["kind"], b["metadata"]["name"]);
+        assert_eq!(b["spec"], a["spec"], "a dry run changed {what}");
+        for field in ["labels", "annotations"] {
+            assert_eq!(
+                b["metadata"][field], a["metadata"][field],
+                "a dry run changed the {field} of {what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn deploy_passes_a_server_side_dry_run_and_changes_nothing() {
+    let before = registration();
+    let dir = root().join("deploy").display().to_string();
+    let (stdout, stderr) = kubectl_dry_run(&["apply", "--dry-run=server", "-k", &dir]);
+    let violations: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("PodSecurity"))
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "the Deployment breaks the namespace's Pod Security level:\n{}",
+        violations.join("\n")
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), kustomize("deploy").len(), "{stdout}");
+    assert!(
+        lines.iter().all(|l| l.ends_with("(server dry run)")),
+        "{stdout}"
+    );
+    assert_untouched(&before);
+}
+
+#[test]
+fn generated_certificates_pass_a_server_side_dry_run() {
+    let before = registration();
+    let out = std::env::temp_dir().join(format!("ifo-e2e-certs-{}", std::process::id()));
+    let generated = std::process::Command::new("bash")
+        .arg(root().join("certs/generate.sh"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        generated.status.success(),
+        "certs/generate.sh: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let file = |name: &str| out.join(name).display().to_string();
+    let (stdout, _) = kubectl_dry_run(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &file("secret.yaml"),
+        "-f",
+        &file("apiservice.yaml"),
+    ]);
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.ends_with("(server dry run)"))
+            .count(),
+        2,
+        "{stdout}"
+    );
+    assert_untouched(&before);
+    let _ = std::fs::remove_dir_all(&out);
+}
