@@ -198,6 +198,7 @@ async fn bench(cli: &Cli, kubeconfig: PathBuf, pid: Option<u32>) -> Result<Vec<r
             phase.print();
             phases.push(phase);
         }
+        report::print_scale(&phases);
     } else {
         eprintln!("creating {} subjects ...", cli.subjects);
         bench.subjects.grow(cli.subjects).await?;

@@ -177,3 +177,22 @@ impl Phase {
         );
     }
 }
+
+/// The `--scale` summary: one line per level.
+pub fn print_scale(phases: &[Phase]) {
+    println!("\n  subjects   active ops   server RSS max   start→event p99   lost");
+    for p in phases {
+        let rss = p
+            .server
+            .as_ref()
+            .map_or("n/a".to_string(), |s| format!("{:.1} MiB", s.rss_max_mib));
+        println!(
+            "  {:>8}   {:>10}   {:>14}   {:>12.1} ms   {}",
+            p.subjects,
+            p.held_active,
+            rss,
+            p.start_latency.p99_ms,
+            p.lost_starts + p.lost_completions
+        );
+    }
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The end-to-end benchmark on the local real cluster: `tests/bench.sh [ifo-bench flags]`, e.g.
+# `tests/bench.sh`, `tests/bench.sh --watchers 200 --rate 10`, `tests/bench.sh --scale`.
+# Prints a table and writes target/ifo-bench.json (see `--help`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source tests/prereqs.sh
+ifo_prereqs
+controlplane="$(bash tests/cluster/build-controlplane.sh)"
+export IFO_CONTROLPLANE_DIR="$controlplane"
+cargo build --locked --release --bin ifo-apiserver --bin ifo-bench
+exec target/release/ifo-bench "$@"
