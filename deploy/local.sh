@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
-bash tests/cluster/build-controlplane.sh >/dev/null
+ifo_controlplane
 cargo build --locked --release --bin ifo-apiserver
 exec target/release/ifo-apiserver dev "$@"

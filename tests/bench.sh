@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
-controlplane="$(bash tests/cluster/build-controlplane.sh)"
-export IFO_CONTROLPLANE_DIR="$controlplane"
+ifo_controlplane
 cargo build --locked --release --bin ifo-apiserver --bin ifo-bench
 exec target/release/ifo-bench "$@"

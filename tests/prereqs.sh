@@ -28,3 +28,10 @@ ifo_prereqs() {
     return 1
   fi
 }
+
+# Builds (or finds in the cache) the pinned control plane, and points the Rust code at it. Its
+# build output goes to stderr, apart from what the caller prints.
+ifo_controlplane() {
+  IFO_CONTROLPLANE_DIR="$(bash tests/cluster/build-controlplane.sh)"
+  export IFO_CONTROLPLANE_DIR
+}

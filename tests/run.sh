@@ -6,9 +6,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
 
-# Build (or find in the cache) the control plane first, so its build output is not mixed into test output.
-controlplane="$(bash tests/cluster/build-controlplane.sh)"
-export IFO_CONTROLPLANE_DIR="$controlplane"
+# The control plane first, so its build output is not mixed into test output.
+ifo_controlplane
 
 cargo build --locked --all-targets
 cargo test --locked -- --test-threads=4
