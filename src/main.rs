@@ -59,9 +59,10 @@ enum RulesCommand {
     },
 }
 
-fn init_tracing() {
+/// `default` applies when `LOG_LEVEL` is unset.
+fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("LOG_LEVEL").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_env("LOG_LEVEL").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -74,7 +75,11 @@ fn init_tracing() {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    init_tracing();
+    // The demo's terminal belongs to `kubectl get ifos -w`: only warnings interrupt it.
+    init_tracing(match cli.command {
+        Command::Dev { .. } => "warn",
+        _ => "info",
+    });
     match cli.command {
         Command::Serve(args) => runtime()?.block_on(ifo::server::serve(args)),
         Command::Dev { dir } => dev(dir),

@@ -246,6 +246,11 @@ async fn watch_target(
                     detector.delete(&rulesets, uid);
                 }
             }
+            // The history kube-apiserver keeps moved past us: the watcher lists again. That is
+            // routine (e.g. right after a CRD is created), not a failure of the ruleset.
+            Err(watcher::Error::WatchError(s)) if s.code == 410 => {
+                tracing::debug!(target = %target_name, error = %s.message, "watch expired; listing again");
+            }
             Err(e) => {
                 let message = watch_error_message(&e);
                 tracing::warn!(target = %target_name, error = %message, "watch failed; retrying with backoff");

@@ -98,17 +98,13 @@ fn main() -> Result<()> {
         bail!("--rate, --subjects and --watchers must be positive");
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let local = match &cli.kubeconfig {
-        Some(_) => None,
+    let (kubeconfig, local) = match &cli.kubeconfig {
+        Some(path) => (path.clone(), None),
         None => {
             eprintln!("starting the local cluster and ifo-apiserver ...");
-            Some(local::Local::start(cli.debounce)?)
+            let local = local::Local::start(cli.debounce)?;
+            (local.kubeconfig.clone(), Some(local))
         }
-    };
-    let kubeconfig = match (&cli.kubeconfig, &local) {
-        (Some(path), _) => path.clone(),
-        (None, Some(local)) => local.kubeconfig.clone(),
-        (None, None) => unreachable!("a local environment was started"),
     };
     let pid = cli.server_pid.or(local.as_ref().map(|l| l.server_pid));
     let runtime = tokio::runtime::Builder::new_multi_thread()
