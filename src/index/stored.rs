@@ -43,7 +43,7 @@ impl Stored {
     /// Its `metadata` alone, serialised: for metadata-only clients and Table rows.
     pub fn metadata(&self) -> &RawValue {
         self.metadata
-            .get_or_init(|| raw(&self.op.metadata_json(self.rv)))
+            .get_or_init(|| raw(&self.op.wire_metadata(self.rv)))
     }
 
     /// The full API object as a value, built anew: for inspection, not for serving.
@@ -56,8 +56,8 @@ impl Stored {
     }
 }
 
-fn raw(value: &Value) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).expect("a JSON value always serialises")
+fn raw(wire: &impl serde::Serialize) -> Box<RawValue> {
+    serde_json::value::to_raw_value(wire).expect("the wire form has string keys only")
 }
 
 pub(super) fn key_of(op: &InFlightOperation) -> ObjectKey {

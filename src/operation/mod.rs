@@ -13,6 +13,7 @@ mod record;
 mod ruleset;
 mod subject;
 mod time;
+mod wire;
 
 pub use labels::{
     LABEL_PREFIX, LabelSource, LabelWarning, build_labels, is_qualified_name, is_valid_label_value,

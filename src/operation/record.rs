@@ -1,9 +1,9 @@
-//! The `InFlightOperation` record and its JSON form.
+//! The `InFlightOperation` record.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::LabelWarning;
 use super::labels::build_labels;
@@ -11,7 +11,6 @@ use super::name::{object_name, occurrence_uid};
 use super::phase::{Outcome, Phase};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
-use super::time::format_time;
 
 pub const API_GROUP: &str = "live.ifo.kubevirt.io";
 pub const API_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
@@ -94,35 +93,9 @@ impl InFlightOperation {
         }
     }
 
-    /// `metadata` of the API object at `resource_version`: what metadata-only clients and
-    /// Table rows carry.
-    ///
-    /// The owner reference to the subject is informational only (no `controller`, no
-    /// `blockOwnerDeletion`): the record is not stored in etcd, so nothing garbage-collects it,
-    /// but it lets tools navigate from the operation to its subject.
+    /// `metadata` of the API object at `resource_version`, as a value (see [`Self::wire_metadata`]).
     pub fn metadata_json(&self, resource_version: u64) -> Value {
-        let mut metadata = Map::new();
-        metadata.insert("name".into(), json!(self.name));
-        if let Some(ns) = &self.namespace {
-            metadata.insert("namespace".into(), json!(ns));
-        }
-        metadata.insert("uid".into(), json!(self.uid));
-        metadata.insert(
-            "resourceVersion".into(),
-            json!(resource_version.to_string()),
-        );
-        metadata.insert("creationTimestamp".into(), json!(format_time(self.created)));
-        metadata.insert("labels".into(), json!(self.labels));
-        metadata.insert(
-            "ownerReferences".into(),
-            json!([{
-                "apiVersion": self.subject.api_version,
-                "kind": self.subject.kind,
-                "name": self.subject.name,
-                "uid": self.subject.uid,
-            }]),
-        );
-        Value::Object(metadata)
+        to_value(&self.wire_metadata(resource_version))
     }
 
     /// The value of a selectable field (`SELECTABLE_FIELDS` of the API), as it appears in the
@@ -143,65 +116,21 @@ impl InFlightOperation {
         }
     }
 
-    /// The full API object at `resource_version`.
+    /// The full API object at `resource_version`, as a value (see [`Self::wire`]).
     pub fn to_json(&self, resource_version: u64) -> Value {
-        let metadata = self.metadata_json(resource_version);
-
-        let mut subject = Map::new();
-        subject.insert("apiVersion".into(), json!(self.subject.api_version));
-        subject.insert("kind".into(), json!(self.subject.kind));
-        subject.insert("name".into(), json!(self.subject.name));
-        if let Some(ns) = &self.subject.namespace {
-            subject.insert("namespace".into(), json!(ns));
-        }
-        subject.insert("uid".into(), json!(self.subject.uid));
-        if !self.subject.owner_references.is_empty() {
-            subject.insert(
-                "ownerReferences".into(),
-                serde_json::to_value(&self.subject.owner_references).unwrap_or(Value::Null),
-            );
-        }
-
-        let mut status = Map::new();
-        status.insert("phase".into(), json!(self.phase.as_str()));
-        if let Some(message) = &self.message {
-            status.insert("message".into(), json!(message));
-        }
-        if let Some(outcome) = self.outcome {
-            status.insert("outcome".into(), json!(outcome.as_str()));
-        }
-        status.insert(
-            "lastDetected".into(),
-            json!(format_time(self.last_detected)),
-        );
-        if let Some(completed) = self.completed {
-            status.insert("completed".into(), json!(format_time(completed)));
-        }
-        status.insert("detectedBy".into(), json!(self.detected_by));
-        if let Some(generation) = self.subject_generation {
-            status.insert("subjectGeneration".into(), json!(generation));
-        }
-        status.insert("conditions".into(), json!([]));
-
-        json!({
-            "apiVersion": API_VERSION,
-            "kind": self.kind(),
-            "metadata": metadata,
-            "spec": {
-                "operation": self.operation,
-                "ruleSet": self.ruleset,
-                "component": self.component,
-                "subject": subject,
-            },
-            "status": status,
-        })
+        to_value(&self.wire(resource_version))
     }
+}
+
+fn to_value(wire: &impl serde::Serialize) -> Value {
+    serde_json::to_value(wire).expect("the wire form has string keys only")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use serde_json::json;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()

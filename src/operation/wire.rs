@@ -1,0 +1,138 @@
+//! The record's API object, as borrowed structs serialised straight to JSON: no intermediate
+//! `serde_json::Value` (whose maps cost hundreds of bytes each), so a new resourceVersion is
+//! written out in one pass.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde::Serialize;
+
+use super::record::{API_VERSION, InFlightOperation};
+use super::time::format_time;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Object<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: Spec<'a>,
+    status: Status<'a>,
+}
+
+/// The owner reference to the subject is informational only (no `controller`, no
+/// `blockOwnerDeletion`): the record is not stored in etcd, so nothing garbage-collects it, but
+/// it lets tools navigate from the operation to its subject.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    uid: &'a str,
+    resource_version: String,
+    creation_timestamp: String,
+    labels: &'a BTreeMap<String, String>,
+    owner_references: [OwnerRef<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnerRef<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    uid: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Spec<'a> {
+    operation: &'a str,
+    rule_set: &'a str,
+    component: &'a str,
+    subject: SubjectRef<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SubjectRef<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    owner_references: &'a [OwnerReference],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status<'a> {
+    phase: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+    last_detected: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completed: Option<String>,
+    detected_by: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject_generation: Option<i64>,
+    /// Always empty: kept so clients written for the CRD form find the field.
+    conditions: [(); 0],
+}
+
+impl InFlightOperation {
+    /// The API object's `metadata` at `resource_version`.
+    pub fn wire_metadata(&self, resource_version: u64) -> Metadata<'_> {
+        Metadata {
+            name: &self.name,
+            namespace: self.namespace.as_deref(),
+            uid: &self.uid,
+            resource_version: resource_version.to_string(),
+            creation_timestamp: format_time(self.created),
+            labels: &self.labels,
+            owner_references: [OwnerRef {
+                api_version: &self.subject.api_version,
+                kind: &self.subject.kind,
+                name: &self.subject.name,
+                uid: &self.subject.uid,
+            }],
+        }
+    }
+
+    /// The full API object at `resource_version`.
+    pub fn wire(&self, resource_version: u64) -> Object<'_> {
+        Object {
+            api_version: API_VERSION,
+            kind: self.kind(),
+            metadata: self.wire_metadata(resource_version),
+            spec: Spec {
+                operation: &self.operation,
+                rule_set: &self.ruleset,
+                component: &self.component,
+                subject: SubjectRef {
+                    api_version: &self.subject.api_version,
+                    kind: &self.subject.kind,
+                    name: &self.subject.name,
+                    namespace: self.subject.namespace.as_deref(),
+                    uid: &self.subject.uid,
+                    owner_references: &self.subject.owner_references,
+                },
+            },
+            status: Status {
+                phase: self.phase.as_str(),
+                message: self.message.as_deref(),
+                outcome: self.outcome.map(|o| o.as_str()),
+                last_detected: format_time(self.last_detected),
+                completed: self.completed.map(format_time),
+                detected_by: &self.detected_by,
+                subject_generation: self.subject_generation,
+                conditions: [],
+            },
+        }
+    }
+}
