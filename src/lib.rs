@@ -12,6 +12,7 @@ pub mod evaluate;
 pub mod index;
 pub mod metrics;
 pub mod operation;
+pub mod plugin;
 pub mod readiness;
 pub mod rules;
 pub mod ruleset;

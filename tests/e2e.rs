@@ -13,5 +13,7 @@ mod library;
 mod live_api;
 #[path = "e2e/openapi.rs"]
 mod openapi;
+#[path = "e2e/plugin.rs"]
+mod plugin;
 #[path = "e2e/rules.rs"]
 mod rules;

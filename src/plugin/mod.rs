@@ -1,0 +1,444 @@
+//! `kubectl ifo`: the kubectl plugin for live InFlightOperations. It reads them through
+//! kube-apiserver with the user's kubeconfig (so RBAC applies per namespace) and lists, explains,
+//! groups and counts them, and answers "is it safe to do maintenance now?" (`check`, `wait`).
+//!
+//! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state; `op`, `filter`,
+//! `format`, `tree` and `summary` are pure.
+
+pub mod cli;
+pub mod client;
+pub mod filter;
+pub mod format;
+pub mod op;
+pub mod summary;
+pub mod tracker;
+pub mod tree;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+use futures::StreamExt;
+use jiff::Timestamp;
+
+use cli::{Cli, Command, Global};
+use client::{Resource, Scope};
+use filter::Filters;
+use format::{Columns, Output, Table};
+use op::{Op, sort};
+use tracker::{Change, Tracker};
+
+/// How a successful run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `check` found, or `wait` timed out with, operations in flight.
+    InFlight,
+}
+
+/// The plugin's `main`: parses, runs, prints errors; exit 0, 1 (in flight) or 2 (error).
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::InFlight) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes to stdout; false once stdout is closed (e.g. piped into `head`).
+fn emit(text: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).is_ok() && out.flush().is_ok()
+}
+
+fn scope(global: &Global, default_namespace: &str) -> Scope {
+    if global.all_namespaces {
+        Scope::All
+    } else if global.cluster {
+        Scope::Cluster
+    } else {
+        Scope::Namespace(
+            global
+                .namespace
+                .clone()
+                .unwrap_or_else(|| default_namespace.to_owned()),
+        )
+    }
+}
+
+fn filters(global: &Global, active_only: bool) -> Filters {
+    let non_empty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    Filters {
+        name: None,
+        operation: non_empty(&global.operation),
+        component: non_empty(&global.component),
+        kind: non_empty(&global.kind),
+        subject: non_empty(&global.subject),
+        selector: non_empty(&global.selector),
+        active_only,
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<Outcome> {
+    let g = cli.global;
+    let command = cli.command.unwrap_or(Command::List);
+    if g.watch && !matches!(command, Command::List) {
+        bail!("-w/--watch applies to list only (to block until operations end, use wait)");
+    }
+    let (client, default_namespace) =
+        client::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
+    let scope = scope(&g, &default_namespace);
+    let now = Timestamp::now();
+    match command {
+        Command::List if g.watch => {
+            watch_list(&client, &scope, &filters(&g, !g.all), g.output).await
+        }
+        Command::List => {
+            let mut ops = client::list(&client, &scope, &filters(&g, !g.all)).await?;
+            sort(&mut ops);
+            if ops.is_empty() && matches!(g.output, Output::Table | Output::Wide) {
+                let what = if g.all {
+                    "operations"
+                } else {
+                    "operations in flight"
+                };
+                eprintln!("No {what} {}.", scope.describe());
+            } else {
+                emit(&format::render_list(
+                    &ops,
+                    g.output,
+                    scope.namespace_column(),
+                    now,
+                ));
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Get { name } => get(&client, &scope, &name, g.output, now).await,
+        Command::Tree => {
+            let mut ops = client::list(&client, &scope, &filters(&g, !g.all)).await?;
+            sort(&mut ops);
+            match g.output {
+                Output::Table | Output::Wide if ops.is_empty() => {
+                    eprintln!("No operations in flight {}.", scope.describe())
+                }
+                Output::Table | Output::Wide => {
+                    emit(&tree::render(&ops, now));
+                }
+                other => {
+                    emit(&format::render_list(
+                        &ops,
+                        other,
+                        scope.namespace_column(),
+                        now,
+                    ));
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Summary => {
+            let ops = client::list(&client, &scope, &filters(&g, false)).await?;
+            let s = summary::summarize(&ops);
+            match g.output {
+                Output::Json | Output::Yaml => {
+                    let v = summary::to_json(&s);
+                    emit(&if g.output == Output::Json {
+                        format::to_json(&v)
+                    } else {
+                        format::to_yaml(&v)
+                    });
+                }
+                _ if ops.is_empty() => eprintln!("No operations {}.", scope.describe()),
+                _ => {
+                    emit(&summary::render(&s));
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Check => {
+            let f = filters(&g, true);
+            let mut ops = client::list(&client, &scope, &f).await?;
+            sort(&mut ops);
+            report_in_flight(&ops, &scope, &f, g.output, now);
+            Ok(if ops.is_empty() {
+                Outcome::Done
+            } else {
+                Outcome::InFlight
+            })
+        }
+        Command::Wait { timeout } => {
+            wait(&client, &scope, &filters(&g, true), g.output, timeout).await
+        }
+    }
+}
+
+/// `check`'s and `wait`'s answer: the operations in flight (stdout), or that there are none.
+fn report_in_flight(ops: &[Op], scope: &Scope, filters: &Filters, output: Output, now: Timestamp) {
+    let matching = match filters.describe() {
+        d if d.is_empty() => String::new(),
+        d => format!(" matching {d}"),
+    };
+    match output {
+        Output::Table | Output::Wide if ops.is_empty() => {
+            emit(&format!(
+                "No operations in flight {}{matching}.\n",
+                scope.describe()
+            ));
+        }
+        Output::Table | Output::Wide => {
+            eprintln!(
+                "{} in flight {}{matching}:",
+                plural(ops.len(), "operation"),
+                scope.describe()
+            );
+            emit(&format::render_list(
+                ops,
+                output,
+                scope.namespace_column(),
+                now,
+            ));
+        }
+        other => {
+            emit(&format::render_list(
+                ops,
+                other,
+                scope.namespace_column(),
+                now,
+            ));
+        }
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+async fn get(
+    client: &kube::Client,
+    scope: &Scope,
+    name: &str,
+    output: Output,
+    now: Timestamp,
+) -> Result<Outcome> {
+    let found: Vec<Op> = match scope {
+        Scope::Namespace(ns) => client::get(client, Resource::Namespaced, Some(ns), name)
+            .await?
+            .into_iter()
+            .collect(),
+        Scope::Cluster => client::get(client, Resource::Cluster, None, name)
+            .await?
+            .into_iter()
+            .collect(),
+        Scope::All => {
+            let by_name = Filters {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            };
+            client::list(client, scope, &by_name).await?
+        }
+    };
+    if found.is_empty() {
+        let hint = match scope {
+            Scope::Namespace(_) => " (cluster-scoped subjects: --cluster; every namespace: -A)",
+            _ => "",
+        };
+        bail!("operation {name:?} not found {}{hint}", scope.describe());
+    }
+    let text = match output {
+        Output::Json | Output::Yaml if found.len() == 1 => {
+            if output == Output::Json {
+                format::to_json(&found[0].raw)
+            } else {
+                format::to_yaml(&found[0].raw)
+            }
+        }
+        Output::Json | Output::Yaml | Output::Name => {
+            format::render_list(&found, output, scope.namespace_column(), now)
+        }
+        Output::Table | Output::Wide => found
+            .iter()
+            .map(|op| format::describe(op, now))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    emit(&text);
+    Ok(Outcome::Done)
+}
+
+/// `list -w`: the current operations, then a row for every change.
+async fn watch_list(
+    client: &kube::Client,
+    scope: &Scope,
+    filters: &Filters,
+    output: Output,
+) -> Result<Outcome> {
+    let cols = Columns {
+        namespace: scope.namespace_column(),
+        wide: output == Output::Wide,
+    };
+    let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
+    let mut table = Table::default();
+    // The phase is filtered here, not by the server: a watcher whose selector an object leaves
+    // gets a DELETED event with the object as it was before (still Active), while the row to
+    // print is the one that says Completed.
+    let server_side = Filters {
+        active_only: false,
+        ..filters.clone()
+    };
+    let mut events = std::pin::pin!(client::watch(client, scope, &server_side));
+    while let Some((i, event)) = events.next().await {
+        let event = match event {
+            Ok(ev) => ev,
+            Err((message, true)) => bail!(message),
+            Err((message, false)) => {
+                eprintln!("warning: {message} (retrying)");
+                continue;
+            }
+        };
+        let was_synced = tracker.synced();
+        let changes = tracker.apply(i, event);
+        let now = Timestamp::now();
+        let text = if !was_synced && tracker.synced() {
+            let ops = tracker.ops();
+            match output {
+                Output::Table | Output::Wide => {
+                    let mut rows = vec![format::header(cols)];
+                    rows.extend(ops.iter().map(|o| format::row(o, cols, now)));
+                    table.fit(&rows);
+                    rows.iter().map(|r| table.line(r) + "\n").collect()
+                }
+                other => stream_objects(&ops, other),
+            }
+        } else if was_synced {
+            let ops: Vec<Op> = changes
+                .into_iter()
+                .map(|c| match c {
+                    Change::Upsert(op) | Change::Gone(op) => op,
+                })
+                .collect();
+            match output {
+                Output::Table | Output::Wide => {
+                    let rows: Vec<_> = ops.iter().map(|o| format::row(o, cols, now)).collect();
+                    table.fit(&rows);
+                    rows.iter().map(|r| table.line(r) + "\n").collect()
+                }
+                other => stream_objects(&ops, other),
+            }
+        } else {
+            String::new()
+        };
+        if !text.is_empty() && !emit(&text) {
+            break;
+        }
+    }
+    Ok(Outcome::Done)
+}
+
+/// Objects one after another, as `kubectl get -w -o json|yaml|name` prints them.
+fn stream_objects(ops: &[Op], output: Output) -> String {
+    ops.iter()
+        .map(|op| match output {
+            Output::Json => format::to_json(&op.raw),
+            Output::Yaml => format!("---\n{}", format::to_yaml(&op.raw)),
+            _ => op.qualified_name() + "\n",
+        })
+        .collect()
+}
+
+/// `wait`: watches until nothing matches (exit 0), or until the timeout (exit 1, with what is
+/// still in flight).
+async fn wait(
+    client: &kube::Client,
+    scope: &Scope,
+    filters: &Filters,
+    output: Output,
+    timeout: Option<jiff::SignedDuration>,
+) -> Result<Outcome> {
+    let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
+    let mut events = std::pin::pin!(client::watch(client, scope, filters));
+    let deadline = timeout
+        .and_then(|t| std::time::Duration::try_from(t).ok())
+        .map(|t| tokio::time::Instant::now() + t);
+    let mut reported: Option<usize> = None;
+    loop {
+        let next = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, events.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    let waited = timeout.map(|t| format!("{t:#}")).unwrap_or_default();
+                    eprintln!("timed out after {waited}");
+                    if tracker.synced() {
+                        report_in_flight(&tracker.ops(), scope, filters, output, Timestamp::now());
+                    } else {
+                        eprintln!("(the operations could not be listed in time)");
+                    }
+                    return Ok(Outcome::InFlight);
+                }
+            },
+            None => events.next().await,
+        };
+        let Some((i, event)) = next else {
+            bail!("the watch ended unexpectedly");
+        };
+        match event {
+            Ok(ev) => {
+                tracker.apply(i, ev);
+            }
+            Err((message, true)) => bail!(message),
+            Err((message, false)) => {
+                eprintln!("warning: {message} (retrying)");
+                continue;
+            }
+        }
+        if !tracker.synced() {
+            continue;
+        }
+        if tracker.is_empty() {
+            report_in_flight(&[], scope, filters, output, Timestamp::now());
+            return Ok(Outcome::Done);
+        }
+        if reported != Some(tracker.len()) {
+            reported = Some(tracker.len());
+            let ops = tracker.ops();
+            let names: Vec<String> = ops
+                .iter()
+                .take(5)
+                .map(|o| match &o.namespace {
+                    Some(ns) => format!("{ns}/{} {}", o.subject_ref(), o.operation),
+                    None => format!("{} {}", o.subject_ref(), o.operation),
+                })
+                .collect();
+            let more = if ops.len() > 5 { ", …" } else { "" };
+            eprintln!(
+                "waiting for {} to complete: {}{more}",
+                plural(ops.len(), "operation"),
+                names.join(", ")
+            );
+        }
+    }
+}

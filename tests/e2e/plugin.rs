@@ -1,0 +1,445 @@
+//! The `kubectl ifo` plugin against the real cluster: run directly and through `kubectl` (found
+//! on PATH), as admin and as a user who may only read one namespace.
+
+use crate::harness::{Env, env, eventually, vm, vm_ruleset};
+use ifo::dev::User;
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-ifo");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn finish(out: std::process::Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn plugin_cmd(env: &Env, user: User, args: &[&str]) -> Command {
+    let mut cmd = Command::new(PLUGIN);
+    cmd.env("KUBECONFIG", env.cluster.kubeconfig(user))
+        .args(args)
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn plugin(env: &Env, user: User, args: &[&str]) -> Run {
+    finish(plugin_cmd(env, user, args).output().unwrap())
+}
+
+/// `kubectl ifo ...`: kubectl finds `kubectl-ifo` on PATH.
+fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
+    let dir = std::path::Path::new(PLUGIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = env
+        .cluster
+        .kubectl(User::Admin)
+        .env("PATH", path)
+        .arg("ifo")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    finish(out)
+}
+
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// A namespace with a ruleset and its VMs created, the ruleset watching.
+fn prepared(env: &Env, prefix: &str, vms: &[&str]) -> (String, String) {
+    let ns = env.namespace(prefix);
+    let rs = format!("vm-rules-{ns}");
+    env.apply(&vm_ruleset(&rs, &ns));
+    for name in vms {
+        env.apply(&vm(name, &ns));
+    }
+    eventually(WAIT, "ruleset ready", || {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        (ors["status"]["watchActive"] == true).then_some(())
+    });
+    (ns, rs)
+}
+
+fn active_count(env: &Env, ns: &str) -> usize {
+    env.ifos(ns)
+        .iter()
+        .filter(|o| o["status"]["phase"] == "Active")
+        .count()
+}
+
+#[test]
+fn plugin_lists_explains_groups_and_counts_operations() {
+    let env = env();
+    let (ns, rs) = prepared(env, "plugin-list", &["vm1", "vm2"]);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
+    );
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    eventually(WAIT, "two operations", || {
+        (active_count(env, &ns) == 2).then_some(())
+    });
+
+    // list is the default; rows sorted by subject.
+    let run = plugin(env, User::Admin, &["-n", &ns]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        words(lines[0]),
+        [
+            "NAME",
+            "KIND",
+            "SUBJECT",
+            "OPERATION",
+            "PHASE",
+            "AGE",
+            "MESSAGE"
+        ],
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    assert_eq!(
+        words(lines[1])[1..5],
+        ["VirtualMachine", "vm1", "Migrating", "Active"]
+    );
+    assert!(lines[1].ends_with("to node-9"), "{}", run.stdout);
+    assert_eq!(words(lines[2])[2], "vm2");
+
+    // Through kubectl, with filters and every output.
+    let run = kubectl_ifo(
+        env,
+        &["list", "-n", &ns, "--operation", "Migrating", "-o", "wide"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("COMPONENT") && run.stdout.contains(&rs),
+        "{}",
+        run.stdout
+    );
+
+    let run = plugin(env, User::Admin, &["list", "-n", &ns, "-o", "json"]);
+    let list: Value = serde_json::from_str(&run.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["kind"], "InFlightOperation");
+    assert_eq!(items[0]["spec"]["subject"]["name"], "vm1");
+    let vm1_name = items[0]["metadata"]["name"].as_str().unwrap().to_owned();
+
+    let run = plugin(
+        env,
+        User::Admin,
+        &[
+            "-n",
+            &ns,
+            "--kind",
+            "VirtualMachine",
+            "-l",
+            "ifo.kubevirt.io/operation=Starting",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .starts_with("inflightoperation.live.ifo.kubevirt.io/vm2-starting-"),
+        "{}",
+        run.stdout
+    );
+
+    let run = plugin(env, User::Admin, &["-A", "--component", "kubevirt"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(words(run.stdout.lines().next().unwrap())[0], "NAMESPACE");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| words(l).first() == Some(&ns.as_str()) && l.contains("vm1")),
+        "{}",
+        run.stdout
+    );
+
+    let run = plugin(env, User::Admin, &["-n", &ns, "--operation", "Nothing"]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr.contains("No operations in flight"),
+        "{}",
+        run.stderr
+    );
+
+    // get: the detail view, by namespace or looked up in every namespace.
+    let run = kubectl_ifo(env, &["get", &vm1_name, "-n", &ns]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for want in [
+        format!("Name:           {vm1_name}"),
+        "Phase:          Active".into(),
+        "Message:        to node-9".into(),
+        format!("RuleSet:        {rs}"),
+        "Subject:\n  Kind:       VirtualMachine\n  Name:       vm1".into(),
+        "VirtualMachinePool/pool-1".into(),
+        "ifo.kubevirt.io/operation=Migrating".into(),
+        "example.com/team=virt".into(),
+    ] {
+        assert!(run.stdout.contains(&want), "{want:?} in\n{}", run.stdout);
+    }
+    let run = plugin(env, User::Admin, &["get", &vm1_name, "-A", "-o", "json"]);
+    let obj: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(obj["metadata"]["namespace"], ns.as_str());
+    let run = plugin(env, User::Admin, &["get", "no-such-op", "-n", &ns]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("\"no-such-op\" not found"),
+        "{}",
+        run.stderr
+    );
+
+    // tree and summary.
+    let run = kubectl_ifo(env, &["tree", "-n", &ns]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let tree: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(tree[0], "kubevirt", "{}", run.stdout);
+    assert_eq!(tree[1], format!("└── {ns}"), "{}", run.stdout);
+    assert!(
+        tree[2].starts_with("    ├── VirtualMachine/vm1  (owner VirtualMachinePool/pool-1)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        tree[3].contains("└── Migrating") && tree[3].contains("to node-9"),
+        "{}",
+        run.stdout
+    );
+    assert!(tree[4].contains("└── VirtualMachine/vm2"), "{}", run.stdout);
+
+    let run = plugin(env, User::Admin, &["summary", "-n", &ns, "-o", "json"]);
+    let s: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(s["active"], 2);
+    assert_eq!(s["byOperation"]["Migrating"]["active"], 1);
+    assert_eq!(s["byComponent"]["kubevirt"]["total"], 2);
+    assert_eq!(s["byNamespace"][&ns]["active"], 2);
+    let run = kubectl_ifo(env, &["summary", "-n", &ns]);
+    assert!(
+        run.stdout
+            .contains("COMPONENT   ACTIVE   COMPLETED   TOTAL\nkubevirt    2        0           2"),
+        "{}",
+        run.stdout
+    );
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
+    let env = env();
+    let (ns, rs) = prepared(env, "plugin-wait", &["vm1"]);
+    let run = plugin(env, User::Admin, &["check", "-n", &ns]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("No operations in flight"),
+        "{}",
+        run.stdout
+    );
+
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    eventually(WAIT, "migration", || {
+        (active_count(env, &ns) == 1).then_some(())
+    });
+
+    // check: exit 1 with the list; through kubectl the exit status is kept.
+    let run = plugin(env, User::Admin, &["check", "-n", &ns]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("vm1") && run.stdout.contains("Migrating"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("1 operation in flight"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(kubectl_ifo(env, &["safe", "-n", &ns]).code, 1);
+    // Filters narrow what counts.
+    assert_eq!(
+        plugin(
+            env,
+            User::Admin,
+            &["check", "-n", &ns, "--operation", "Starting"]
+        )
+        .code,
+        0
+    );
+
+    // wait gives up after its timeout, saying what is still in flight.
+    let started = Instant::now();
+    let run = plugin(env, User::Admin, &["wait", "-n", &ns, "--timeout", "2s"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(run.stderr.contains("timed out after 2s"), "{}", run.stderr);
+    assert!(run.stdout.contains("vm1"), "{}", run.stdout);
+
+    // wait returns once the migration ends (after the 3 s debounce).
+    let waiter = plugin_cmd(env, User::Admin, &["wait", "-n", &ns, "--timeout", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    let run = finish(waiter.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("waiting for 1 operation to complete"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("No operations in flight"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(kubectl_ifo(env, &["check", "-n", &ns]).code, 0);
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn plugin_watch_streams_rows_as_operations_change() {
+    let env = env();
+    let (ns, rs) = prepared(env, "plugin-watch", &["vm1"]);
+    let mut child = plugin_cmd(env, User::Admin, &["-n", &ns, "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Rows until one satisfies `pred` (returned), or a panic after WAIT.
+    let until = |what: &str, pred: &dyn Fn(&[&str]) -> bool| -> String {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if pred(&words(&line)) => return line,
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("no row for {what}; seen: {seen:#?}"),
+            }
+        }
+    };
+    until("header", &|w| w.first() == Some(&"NAME"));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    until("migration", &|w| {
+        w.get(2..5) == Some(&["vm1", "Migrating", "Active"][..])
+    });
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    until("completion", &|w| {
+        w.get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn plugin_respects_rbac_with_clear_errors() {
+    let env = env();
+    let (ns, rs) = prepared(env, "plugin-rbac", &["vm1"]);
+    let other = env.namespace("plugin-rbac-other");
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "rolebinding",
+            "alice-view",
+            "--clusterrole=view",
+            "--user=alice",
+            "-n",
+            &ns,
+        ],
+    )
+    .unwrap();
+    let run = eventually(WAIT, "alice sees her namespace's operation", || {
+        Some(plugin(env, User::Alice, &["-n", &ns]))
+            .filter(|r| r.code == 0 && r.stdout.contains("vm1"))
+    });
+    assert!(run.stdout.contains("Starting"), "{}", run.stdout);
+    assert_eq!(plugin(env, User::Alice, &["check", "-n", &ns]).code, 1);
+
+    let run = plugin(env, User::Alice, &["-A"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in all namespaces; use -n NAMESPACE"),
+        "{}",
+        run.stderr
+    );
+    let run = plugin(env, User::Alice, &["check", "-n", &other]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains(&format!("forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in namespace {other:?}")),
+        "{}",
+        run.stderr
+    );
+    let run = plugin(
+        env,
+        User::Alice,
+        &["wait", "-n", &other, "--timeout", "20s"],
+    );
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("forbidden"), "{}", run.stderr);
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn plugin_rejects_bad_input_without_panicking() {
+    let env = env();
+    for args in [
+        &["-o", "xml"][..],
+        &["wait", "--timeout", "soon"],
+        &["tree", "-w"],
+        &["get"],
+    ] {
+        let run = plugin(env, User::Admin, args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{args:?}: {}", run.stderr);
+    }
+    let run = plugin(env, User::Admin, &["--kubeconfig", "/nonexistent/config"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("cannot read kubeconfig /nonexistent/config"),
+        "{}",
+        run.stderr
+    );
+}
