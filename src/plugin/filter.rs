@@ -21,18 +21,6 @@ pub struct Filters {
     pub active_only: bool,
 }
 
-/// Escapes a field selector value (`\`, `,` and `=` are special).
-pub fn escape_field_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        if matches!(c, '\\' | ',' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 impl Filters {
     fn fields(&self) -> Vec<(&'static str, &str)> {
         let mut fields = Vec::new();
@@ -59,7 +47,7 @@ impl Filters {
         (!fields.is_empty()).then(|| {
             fields
                 .iter()
-                .map(|(path, value)| format!("{path}={}", escape_field_value(value)))
+                .map(|(path, value)| format!("{path}={}", crate::api::fields::escape_value(value)))
                 .collect::<Vec<_>>()
                 .join(",")
         })

@@ -222,6 +222,23 @@ impl Env {
         name
     }
 
+    /// Gives alice the `view` role in `namespace` (and with it, read access to its operations).
+    pub fn grant_alice_view(&self, namespace: &str) {
+        self.kubectl(
+            User::Admin,
+            &[
+                "create",
+                "rolebinding",
+                "alice-view",
+                "--clusterrole=view",
+                "--user=alice",
+                "-n",
+                namespace,
+            ],
+        )
+        .unwrap();
+    }
+
     pub fn apply(&self, manifest: &str) {
         self.cluster.apply(manifest).unwrap();
     }

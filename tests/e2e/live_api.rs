@@ -340,19 +340,7 @@ fn rbac_is_enforced_per_namespace_through_the_aggregation_layer() {
     let env = env();
     let (ns, rs) = populated(env, "rbac-a");
     let other = env.namespace("rbac-b");
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "rolebinding",
-            "alice-view",
-            "--clusterrole=view",
-            "--user=alice",
-            "-n",
-            &ns,
-        ],
-    )
-    .unwrap();
+    env.grant_alice_view(&ns);
     // ClusterRole aggregation (view includes the live API) is asynchronous.
     eventually(WAIT, "alice can list ifos", || {
         env.kubectl(User::Alice, &["get", "ifos", "-n", &ns]).ok()
@@ -400,19 +388,7 @@ fn rbac_is_enforced_per_namespace_through_the_aggregation_layer() {
 fn direct_callers_need_a_token_and_cannot_forge_identity_headers() {
     let env = env();
     let (ns, rs) = populated(env, "direct");
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "rolebinding",
-            "alice-view",
-            "--clusterrole=view",
-            "--user=alice",
-            "-n",
-            &ns,
-        ],
-    )
-    .unwrap();
+    env.grant_alice_view(&ns);
     let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
     let curl = |extra: &[&str]| env.direct(&path, extra);
     let (code, body) = curl(&[]);

@@ -376,19 +376,7 @@ fn plugin_respects_rbac_with_clear_errors() {
     let (ns, rs) = prepared(env, "plugin-rbac", &["vm1"]);
     let other = env.namespace("plugin-rbac-other");
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "rolebinding",
-            "alice-view",
-            "--clusterrole=view",
-            "--user=alice",
-            "-n",
-            &ns,
-        ],
-    )
-    .unwrap();
+    env.grant_alice_view(&ns);
     let run = eventually(WAIT, "alice sees her namespace's operation", || {
         Some(plugin(env, User::Alice, &["-n", &ns]))
             .filter(|r| r.code == 0 && r.stdout.contains("vm1"))
