@@ -63,10 +63,7 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
     let rs = format!("migrations-{ns}");
     env.apply(&migration_ruleset(&rs, &ns));
     env.apply(&vm("vm1", &ns));
-    eventually(WAIT, "ruleset watching", || {
-        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
-        (ors["status"]["watchActive"] == true).then_some(())
-    });
+    env.wait_watching(&rs);
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
     let before = eventually(WAIT, "the migration in flight", || {
         Some(identities(&env.ifos(&ns))).filter(|ops| ops.len() == 1)

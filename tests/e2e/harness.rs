@@ -222,6 +222,27 @@ impl Env {
         name
     }
 
+    /// Waits until OperationRuleSet `ruleset` watches its target.
+    pub fn wait_watching(&self, ruleset: &str) {
+        eventually(Duration::from_secs(30), "ruleset watching", || {
+            let ors = self.get_json(User::Admin, &["get", "ors", ruleset]);
+            (ors["status"]["watchActive"] == true).then_some(())
+        });
+    }
+
+    /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.
+    /// Returns the namespace and the ruleset's name.
+    pub fn vms_with_ruleset(&self, prefix: &str, vms: &[&str]) -> (String, String) {
+        let ns = self.namespace(prefix);
+        let rs = format!("vm-rules-{ns}");
+        self.apply(&vm_ruleset(&rs, &ns));
+        for name in vms {
+            self.apply(&vm(name, &ns));
+        }
+        self.wait_watching(&rs);
+        (ns, rs)
+    }
+
     /// Gives alice the `view` role in `namespace` (and with it, read access to its operations).
     pub fn grant_alice_view(&self, namespace: &str) {
         self.kubectl(

@@ -1,6 +1,6 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
-use crate::harness::{Env, env, eventually, vm, vm_ruleset};
+use crate::harness::{Env, env, eventually, vm};
 use ifo::dev::User;
 use serde_json::json;
 use std::process::Stdio;
@@ -10,15 +10,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
 fn populated(env: &Env, prefix: &str) -> (String, String) {
-    let ns = env.namespace(prefix);
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
-    env.apply(&vm("vm1", &ns));
-    env.apply(&vm("vm2", &ns));
-    eventually(WAIT, "ruleset ready", || {
-        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
-        (ors["status"]["watchActive"] == true).then_some(())
-    });
+    let (ns, rs) = env.vms_with_ruleset(prefix, &["vm1", "vm2"]);
     env.set_status(
         "vm",
         &ns,

@@ -1,7 +1,7 @@
 //! The `kubectl ifo` plugin against the real cluster: run directly and through `kubectl` (found
 //! on PATH), as admin and as a user who may only read one namespace.
 
-use crate::harness::{Env, env, eventually, vm, vm_ruleset};
+use crate::harness::{Env, env, eventually};
 use ifo::dev::User;
 use serde_json::{Value, json};
 use std::io::BufRead;
@@ -62,21 +62,6 @@ fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
-/// A namespace with a ruleset and its VMs created, the ruleset watching.
-fn prepared(env: &Env, prefix: &str, vms: &[&str]) -> (String, String) {
-    let ns = env.namespace(prefix);
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
-    for name in vms {
-        env.apply(&vm(name, &ns));
-    }
-    eventually(WAIT, "ruleset ready", || {
-        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
-        (ors["status"]["watchActive"] == true).then_some(())
-    });
-    (ns, rs)
-}
-
 fn active_count(env: &Env, ns: &str) -> usize {
     env.ifos(ns)
         .iter()
@@ -87,7 +72,7 @@ fn active_count(env: &Env, ns: &str) -> usize {
 #[test]
 fn plugin_lists_explains_groups_and_counts_operations() {
     let env = env();
-    let (ns, rs) = prepared(env, "plugin-list", &["vm1", "vm2"]);
+    let (ns, rs) = env.vms_with_ruleset("plugin-list", &["vm1", "vm2"]);
     env.set_status(
         "vm",
         &ns,
@@ -252,7 +237,7 @@ fn plugin_lists_explains_groups_and_counts_operations() {
 #[test]
 fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     let env = env();
-    let (ns, rs) = prepared(env, "plugin-wait", &["vm1"]);
+    let (ns, rs) = env.vms_with_ruleset("plugin-wait", &["vm1"]);
     let run = plugin(env, User::Admin, &["check", "-n", &ns]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
@@ -327,7 +312,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
 #[test]
 fn plugin_watch_streams_rows_as_operations_change() {
     let env = env();
-    let (ns, rs) = prepared(env, "plugin-watch", &["vm1"]);
+    let (ns, rs) = env.vms_with_ruleset("plugin-watch", &["vm1"]);
     let mut child = plugin_cmd(env, User::Admin, &["-n", &ns, "-w"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -373,7 +358,7 @@ fn plugin_watch_streams_rows_as_operations_change() {
 #[test]
 fn plugin_respects_rbac_with_clear_errors() {
     let env = env();
-    let (ns, rs) = prepared(env, "plugin-rbac", &["vm1"]);
+    let (ns, rs) = env.vms_with_ruleset("plugin-rbac", &["vm1"]);
     let other = env.namespace("plugin-rbac-other");
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
     env.grant_alice_view(&ns);
