@@ -37,7 +37,7 @@ impl Stored {
 
     /// The full API object with `metadata.resourceVersion` = `self.rv`, serialised.
     pub fn object(&self) -> &RawValue {
-        self.object.get_or_init(|| raw(&self.op.to_json(self.rv)))
+        self.object.get_or_init(|| raw(&self.op.wire(self.rv)))
     }
 
     /// Its `metadata` alone, serialised: for metadata-only clients and Table rows.

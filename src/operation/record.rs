@@ -93,11 +93,6 @@ impl InFlightOperation {
         }
     }
 
-    /// `metadata` of the API object at `resource_version`, as a value (see [`Self::wire_metadata`]).
-    pub fn metadata_json(&self, resource_version: u64) -> Value {
-        to_value(&self.wire_metadata(resource_version))
-    }
-
     /// The value of a selectable field (`SELECTABLE_FIELDS` of the API), as it appears in the
     /// API object; `None` where the object has no such field.
     pub fn field(&self, path: &str) -> Option<&str> {
