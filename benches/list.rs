@@ -88,7 +88,7 @@ fn router(records: &[Arc<InFlightOperation>]) -> (Router, Arc<Index>) {
     index.apply(records.iter().cloned().map(Change::Upsert).collect());
     let (readiness, synced) = Readiness::new("the benchmark's records");
     synced.done();
-    let state = Arc::new(ApiState::new(index.clone(), readiness));
+    let state = Arc::new(ApiState::new(index.clone(), readiness, Default::default()));
     (api::router(state), index)
 }
 

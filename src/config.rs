@@ -38,14 +38,16 @@ pub struct ServeArgs {
     /// Serving key (PEM).
     #[arg(long, env = "TLS_PRIVATE_KEY_FILE")]
     pub tls_private_key_file: PathBuf,
-    /// Kubeconfig to reach kube-apiserver; default: in-cluster config, then $KUBECONFIG.
+    /// Kubeconfig to reach kube-apiserver. Default: `$KUBECONFIG` (else `~/.kube/config`) when
+    /// one exists, else the in-cluster service account (what `kube::Config::infer` does).
     #[arg(long, env = "KUBECONFIG_FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// How long an operation stays Active after its rule stops matching, before it completes.
     #[arg(long, env = "DEBOUNCE_THRESHOLD", default_value = "30s", value_parser = parse_duration)]
     pub debounce_threshold: SignedDuration,
-    /// Timeout of each call to kube-apiserver.
-    #[arg(long, env = "K8S_API_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    /// Deadline of each call to kube-apiserver that is not a watch: TokenReview,
+    /// SubjectAccessReview, status writes, discovery (connect and write timeouts too).
+    #[arg(long, env = "K8S_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub k8s_api_timeout: SignedDuration,
     /// Keep completed operations for COMPLETED_RETENTION instead of removing them at once.
     #[arg(long, env = "RETAIN_COMPLETED_IFOS", default_value_t = false, action = clap::ArgAction::Set)]
@@ -65,6 +67,20 @@ pub struct ServeArgs {
     /// Events a single watcher may fall behind before it is cut with 410 Expired.
     #[arg(long, env = "WATCH_BUFFER", default_value_t = 1_000)]
     pub watch_buffer: usize,
+    /// Watches open at once on the live API, in total; more are refused with 429.
+    #[arg(long, env = "MAX_WATCHES", default_value_t = 10_000)]
+    pub max_watches: usize,
+    /// Watches open at once by one user; more are refused with 429.
+    #[arg(long, env = "MAX_WATCHES_PER_USER", default_value_t = 1_000)]
+    pub max_watches_per_user: usize,
+    /// Client connections at once (kube-apiserver multiplexes its requests over a few); more
+    /// are closed at once.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
+    pub max_connections: usize,
+    /// On SIGTERM, how long `/readyz` fails before open watches are ended and the server stops,
+    /// so that load balancers and the aggregator stop sending requests first.
+    #[arg(long, env = "SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_delay: SignedDuration,
     /// Longest `/readyz` waits for the initial sync (rulesets listed, their targets listed)
     /// before it reports ready with what is known: an unready server stalls the APIService.
     #[arg(long, env = "INITIAL_SYNC_TIMEOUT", default_value = "2m", value_parser = parse_duration)]

@@ -5,7 +5,9 @@
 //! → `index` → `api` (behind `auth`). `dev` is the local real cluster used by the demo and tests.
 
 pub mod api;
+pub mod apimachinery;
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod dev;
 pub mod evaluate;

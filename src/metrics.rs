@@ -15,6 +15,9 @@ struct Metrics {
     object_events: Family<Labels, Counter>,
     watches: Gauge,
     open_watches: Gauge,
+    watches_refused: Family<Labels, Counter>,
+    watchers_cut: Family<Labels, Counter>,
+    connections_refused: Counter,
     operations: Gauge,
 }
 
@@ -50,6 +53,24 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Watches open on the live API",
         Gauge::default(),
     );
+    let watches_refused = register(
+        &mut r,
+        "api_watches_refused",
+        "Watches refused with 429 because a limit was reached, by limit (total, user)",
+        Family::default(),
+    );
+    let watchers_cut = register(
+        &mut r,
+        "api_watchers_cut",
+        "Watches the server ended early, by reason (lagging: fell behind the event stream; stalled: stopped reading)",
+        Family::default(),
+    );
+    let connections_refused = register(
+        &mut r,
+        "connections_refused",
+        "Client connections closed at once because MAX_CONNECTIONS were open",
+        Counter::default(),
+    );
     let operations = register(
         &mut r,
         "operations",
@@ -62,6 +83,9 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         object_events,
         watches,
         open_watches,
+        watches_refused,
+        watchers_cut,
+        connections_refused,
         operations,
     }
 });
@@ -86,6 +110,24 @@ pub fn set_watches(n: usize) {
 
 pub fn open_watches(delta: i64) {
     METRICS.open_watches.inc_by(delta);
+}
+
+pub fn watch_refused(limit: &'static str) {
+    METRICS
+        .watches_refused
+        .get_or_create(&vec![("limit", limit.to_string())])
+        .inc();
+}
+
+pub fn watcher_cut(reason: &'static str) {
+    METRICS
+        .watchers_cut
+        .get_or_create(&vec![("reason", reason.to_string())])
+        .inc();
+}
+
+pub fn connection_refused() {
+    METRICS.connections_refused.inc();
 }
 
 pub fn set_operations(n: usize) {

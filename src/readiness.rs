@@ -38,10 +38,15 @@ struct State {
     pending: BTreeMap<u64, String>,
     /// Latched: set once, never cleared.
     ready: bool,
+    /// Set on shutdown: not ready any more, whatever the sync says.
+    shutting_down: bool,
 }
 
 impl State {
     fn status(&self) -> Status {
+        if self.shutting_down {
+            return Status::NotReady("shutting down".to_string());
+        }
         if self.ready {
             return Status::Ready;
         }
@@ -63,6 +68,7 @@ impl Readiness {
             next_id: 0,
             pending: BTreeMap::new(),
             ready: false,
+            shutting_down: false,
         });
         let readiness = Readiness {
             state: Arc::new(tx),
@@ -113,7 +119,13 @@ impl Readiness {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.state.borrow().ready
+        self.status() == Status::Ready
+    }
+
+    /// The server is stopping: `/readyz` fails from now on, so that the Service and the
+    /// aggregator stop sending requests before open watches are ended.
+    pub fn shut_down(&self) {
+        self.state.send_modify(|s| s.shutting_down = true);
     }
 
     /// Resolves once the server is ready.

@@ -2,6 +2,7 @@
 
 use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, Guard, tls};
+use crate::client::kube_client;
 use crate::config::ServeArgs;
 use crate::evaluate::Engine;
 use crate::index::Index;
@@ -14,25 +15,6 @@ use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A kube client for the server's own identity.
-pub async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no in-cluster config and no usable $KUBECONFIG")?,
-    };
-    let timeout = Duration::from_secs(args.k8s_api_timeout.as_secs().max(1) as u64);
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = None; // watches are long; per-call deadlines are set where needed
-    config.write_timeout = Some(timeout);
-    Ok(kube::Client::try_from(config)?)
-}
 
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> Result<()> {
@@ -84,30 +66,63 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         rulesets_listed,
     ));
 
-    let state = Arc::new(ApiState::new(index, readiness));
+    let limits = api::Limits {
+        max_watches: args.max_watches,
+        max_watches_per_user: args.max_watches_per_user,
+    };
+    let state = Arc::new(ApiState::new(index, readiness.clone(), limits));
     let guard = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),
     });
+    // Only the routes the server has are guarded: any other path is a 404 for everyone, and
+    // never costs a review or a cache entry.
     let app = api::router(state.clone())
-        .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
+        .route_layer(axum::middleware::from_fn_with_state(guard, auth::guard))
         .merge(api::health_router(state));
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let handle = axum_server::Handle::new();
     let shutdown = handle.clone();
+    let delay = args.shutdown_delay.unsigned_abs();
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!("shutting down");
+        // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
+        // away before streams end; then end every watch cleanly (its stream closes, and
+        // clients resume with their last resourceVersion).
+        tracing::info!(delay = ?delay, "shutting down: not ready any more");
+        readiness.shut_down();
+        tokio::time::sleep(delay).await;
+        tracing::info!("shutting down: ending open requests");
         shutdown.graceful_shutdown(Some(Duration::from_secs(5)));
     });
     tracing::info!(%addr, "serving live.ifo.kubevirt.io");
-    axum_server::bind(addr)
-        .acceptor(tls::PeerCertAcceptor::new(tls_config))
-        .handle(handle)
+    let mut server = axum_server::bind(addr)
+        .acceptor(tls::PeerCertAcceptor::new(tls_config, args.max_connections))
+        .handle(handle);
+    front_door(server.http_builder());
+    server
         .serve(app.into_make_service())
         .await
         .with_context(|| format!("serving on {addr}"))
+}
+
+/// HTTP limits in front of everything, as kube-apiserver sets them: a client gets 10 s to send
+/// its request headers (and an idle HTTP/1 connection closes after as long), headers up to
+/// 1 MiB (HTTP/1 and HTTP/2 alike: requests the aggregator forwards carry long selectors and
+/// identity headers), and HTTP/2 connections are pinged so that dead peers are noticed.
+fn front_door(http: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>) {
+    const MAX_HEADER_BYTES: usize = 1 << 20;
+    http.http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .max_buf_size(MAX_HEADER_BYTES + 8 * 1024);
+    http.http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
+        .max_concurrent_streams(1000)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
 }
 
 async fn shutdown_signal() {

@@ -2,8 +2,8 @@
 //! aggregator's availability check and discovery refresh (5 s deadlines, every minute) are answered
 //! in microseconds and never depend on the index or on remote calls.
 
-use openssl::sha::sha256;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 pub const GROUP: &str = "live.ifo.kubevirt.io";
 pub const VERSION: &str = "v1alpha1";
@@ -48,7 +48,7 @@ pub struct Document {
 impl Document {
     pub(crate) fn new(value: Value) -> Document {
         let body = serde_json::to_vec(&value).expect("discovery documents serialize");
-        let etag = format!("\"{}\"", hex(&sha256(&body)));
+        let etag = format!("\"{}\"", hex(&Sha256::digest(&body)));
         Document { body, etag }
     }
 }

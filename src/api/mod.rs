@@ -2,20 +2,15 @@
 
 pub mod continue_token;
 pub mod discovery;
-pub mod duration;
-pub mod fields;
-mod goquote;
-pub mod labels;
 pub mod negotiate;
 pub mod openapi;
 pub mod params;
 pub mod resources;
-pub mod selector;
 mod snapshots;
 pub mod status;
 mod table;
-pub mod validation;
 mod watch;
+mod watch_slots;
 mod wire;
 
 use crate::readiness::{Readiness, Status};
@@ -38,6 +33,26 @@ pub struct ApiState {
     snapshots: snapshots::Snapshots,
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
     pub readiness: Readiness,
+    /// Limits on open watches.
+    watch_slots: Arc<watch_slots::WatchSlots>,
+}
+
+/// Limits on what callers may hold open.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open watches, in total.
+    pub max_watches: usize,
+    /// Open watches of one user.
+    pub max_watches_per_user: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_watches: 10_000,
+            max_watches_per_user: 1_000,
+        }
+    }
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
@@ -61,13 +76,17 @@ pub fn router(state: Arc<ApiState>) -> Router {
 }
 
 impl ApiState {
-    pub fn new(index: Arc<crate::index::Index>, readiness: Readiness) -> Self {
+    pub fn new(index: Arc<crate::index::Index>, readiness: Readiness, limits: Limits) -> Self {
         ApiState {
             discovery: Discovery::new(),
             openapi: openapi::OpenApi::new(),
             index,
             snapshots: snapshots::Snapshots::default(),
             readiness,
+            watch_slots: watch_slots::WatchSlots::new(
+                limits.max_watches,
+                limits.max_watches_per_user,
+            ),
         }
     }
 }

@@ -1,25 +1,11 @@
 //! The query parameters of list, get and watch, parsed and validated once, with the errors
 //! kube-apiserver gives for the same mistakes.
 
-use super::fields::FieldSelector;
-use super::labels::LabelSelector;
 use super::status::ApiError;
-use std::collections::HashMap;
-
-/// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
-/// of a string in the wire object.
-pub const SELECTABLE_FIELDS: &[&str] = &[
-    "metadata.name",
-    "metadata.namespace",
-    "spec.operation",
-    "spec.ruleSet",
-    "spec.component",
-    "spec.subject.kind",
-    "spec.subject.name",
-    "spec.subject.namespace",
-    "status.phase",
-    "status.outcome",
-];
+use crate::apimachinery::Query;
+use crate::apimachinery::fields::FieldSelector;
+use crate::apimachinery::labels::LabelSelector;
+use crate::operation::SELECTABLE_FIELDS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RvMatch {
@@ -65,8 +51,10 @@ fn boolean(name: &str, v: &str) -> Result<bool, ApiError> {
 }
 
 impl Params {
-    pub fn parse(query: &HashMap<String, String>, path_watch: bool) -> Result<Params, ApiError> {
-        let get = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    /// Reads the parameters from the request's decoded query (first values count, as for
+    /// authorization). `watch` is the request's verb, decided once by its `RequestInfo`.
+    pub fn parse(query: &Query, watch: bool) -> Result<Params, ApiError> {
+        let get = |k: &str| query.non_empty(k);
         let labels = match get("labelSelector") {
             Some(s) => LabelSelector::parse(s)?,
             None => LabelSelector::everything(),
@@ -75,8 +63,6 @@ impl Params {
             Some(s) => FieldSelector::parse(s, SELECTABLE_FIELDS)?,
             None => FieldSelector::everything(),
         };
-        // Like kube-apiserver: any value of `watch` but false/0 asks for a watch.
-        let watch = path_watch || query.get("watch").is_some_and(|v| v != "false" && v != "0");
         let resource_version = get("resourceVersion")
             .map(|v| {
                 v.parse::<u64>()
@@ -185,12 +171,11 @@ mod tests {
     use super::*;
 
     fn parse(q: &[(&str, &str)]) -> Result<Params, ApiError> {
-        Params::parse(
-            &q.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            false,
-        )
+        let raw: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(q)
+            .finish();
+        let query = Query::parse(Some(&raw));
+        Params::parse(&query, query.flag("watch"))
     }
 
     #[test]

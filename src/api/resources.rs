@@ -1,20 +1,24 @@
 //! list, get and watch of `inflightoperations` and `inflightclusteroperations`, read from the index
 //! through its snapshot and watch interface.
 
-use super::discovery::{GROUP, RESOURCES, Resource};
+use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
 use super::negotiate::{self, Representation};
 use super::params::{IncludeObject, Params, RvMatch};
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use super::{ApiState, table, watch};
 use crate::api::continue_token::ContinueToken;
+use crate::apimachinery::fields::{FieldSelector, escape_value};
+use crate::apimachinery::{RequestInfo, UserInfo};
 use crate::index::{Snapshot, Stored};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Method, header};
+use crate::operation::SELECTABLE_FIELDS;
+use axum::Extension;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Which objects a request is about.
@@ -105,73 +109,87 @@ fn json_response(value: &impl Serialize) -> Response {
         .into_response()
 }
 
-/// Routes `/apis/<g>/<v>/...` paths below the group version.
+/// The request as the `auth` layer read and authorized it. Requests that did not pass through
+/// that layer (the API's own unit tests) are read here, the same way.
+pub struct ParsedRequest(pub Arc<RequestInfo>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ParsedRequest {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        if let Some(info) = parts.extensions.get::<Arc<RequestInfo>>() {
+            return Ok(ParsedRequest(info.clone()));
+        }
+        RequestInfo::parse(&parts.method, parts.uri.path(), parts.uri.query())
+            .map(|info| ParsedRequest(Arc::new(info)))
+            .map_err(|e| ApiError::BadRequest(e.to_string()))
+    }
+}
+
+/// Serves `/apis/<g>/<v>/...` paths below the group version.
 pub async fn dispatch(
     State(state): State<Arc<ApiState>>,
-    method: Method,
-    Path(rest): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
+    ParsedRequest(info): ParsedRequest,
+    user: Option<Extension<UserInfo>>,
     headers: HeaderMap,
 ) -> Response {
-    match route(&state, &method, &rest, &query, &headers).await {
+    let user = user.map(|Extension(u)| u.name).unwrap_or_default();
+    match route(&state, &info, &user, &headers) {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
-async fn route(
+fn route(
     state: &Arc<ApiState>,
-    method: &Method,
-    rest: &str,
-    query: &HashMap<String, String>,
+    info: &RequestInfo,
+    user: &str,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
-    let path_watch = parts.first() == Some(&"watch");
-    if path_watch {
-        parts.remove(0);
-    }
-    let (namespace, parts) = match parts.as_slice() {
-        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest.to_vec()),
-        other => (None, other.to_vec()),
-    };
-    let (plural, name) = match parts.as_slice() {
-        [plural] => (*plural, None),
-        [plural, name] => (*plural, Some(name.to_string())),
-        _ => return Err(ApiError::PathNotFound),
-    };
-    let resource = resource_for(plural).ok_or(ApiError::PathNotFound)?;
-    if namespace.is_some() && !resource.namespaced {
+    let r = info.resource.as_ref().ok_or(ApiError::PathNotFound)?;
+    if r.group != GROUP || r.version != VERSION || r.subresource.is_some() {
         return Err(ApiError::PathNotFound);
     }
+    let resource = resource_for(&r.resource).ok_or(ApiError::PathNotFound)?;
+    match &r.namespace {
+        Some(ns) if ns.is_empty() || !resource.namespaced => return Err(ApiError::PathNotFound),
+        _ => {}
+    }
+    let name = if r.name_in_path {
+        match r.name.as_deref() {
+            Some("") | None => return Err(ApiError::PathNotFound),
+            Some(name) => Some(name),
+        }
+    } else {
+        None
+    };
     let scope = Scope {
         resource,
-        namespace,
+        namespace: r.namespace.clone(),
     };
-    if method != Method::GET && method != Method::HEAD {
-        let verb = crate::auth::write_verb(method, name.is_some()).unwrap_or(method.as_str());
+    let verb = info.verb.as_str();
+    if !matches!(verb, "get" | "list" | "watch") {
         return Err(ApiError::MethodNotAllowed {
             resource: scope.group_resource(),
             verb: verb.to_string(),
         });
     }
-    let mut params = Params::parse(query, path_watch)?;
+    let mut params = Params::parse(&info.query, verb == "watch")?;
     let repr = representation(headers)?;
     match name {
         Some(name) if params.watch => {
             // A watch of one object is a watch with a name field selector.
-            let selector = format!("metadata.name={}", super::fields::escape_value(&name));
+            let selector = format!("metadata.name={}", escape_value(name));
             let combined = if params.fields.is_empty() {
                 selector
             } else {
                 format!("{},{selector}", params.fields)
             };
-            params.fields =
-                super::fields::FieldSelector::parse(&combined, super::params::SELECTABLE_FIELDS)?;
-            Ok(watch::serve(state.clone(), scope, params, repr))
+            params.fields = FieldSelector::parse(&combined, SELECTABLE_FIELDS)?;
+            watch::serve(state.clone(), user, scope, params, repr)
         }
-        Some(name) => get(state, &scope, &name, repr, &params),
-        None if params.watch => Ok(watch::serve(state.clone(), scope, params, repr)),
+        Some(name) => get(state, &scope, name, repr, &params),
+        None if params.watch => watch::serve(state.clone(), user, scope, params, repr),
         None => list(state, &scope, &params, repr),
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::goquote::go_quote;
+use crate::apimachinery::goquote::go_quote;
 
 /// A group and resource (`inflightoperations` in `live.ifo.kubevirt.io`), displayed as
 /// `resource.group` (just `resource` for the core group), as `schema.GroupResource`.
@@ -172,6 +172,9 @@ pub enum ApiError {
     Internal(String),
     /// 503 `ServiceUnavailable`, e.g. not ready to serve yet.
     ServiceUnavailable(String),
+    /// 429 `TooManyRequests`: a limit on concurrent requests (open watches) is reached; retry
+    /// in 1 s, as kube-apiserver's max-in-flight filter answers.
+    TooManyRequests(String),
 }
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
@@ -200,6 +203,7 @@ impl ApiError {
             ApiError::ResourceVersionTooLarge { .. } => 504,
             ApiError::Internal(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
+            ApiError::TooManyRequests(_) => 429,
         }
     }
 
@@ -223,15 +227,17 @@ impl ApiError {
             ApiError::ResourceVersionTooLarge { .. } => "Timeout",
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
         }
     }
 
     /// The human-readable message (what kubectl prints after `Error from server (...)`).
     pub fn message(&self) -> String {
         match self {
-            ApiError::BadRequest(m) | ApiError::Expired(m) | ApiError::ServiceUnavailable(m) => {
-                m.clone()
-            }
+            ApiError::BadRequest(m)
+            | ApiError::Expired(m)
+            | ApiError::ServiceUnavailable(m)
+            | ApiError::TooManyRequests(m) => m.clone(),
             ApiError::Unauthorized => "Unauthorized".to_owned(),
             ApiError::Forbidden(f) => f.message(),
             ApiError::NotFound { resource, name } => {
@@ -265,7 +271,7 @@ impl ApiError {
     /// Seconds the client should wait before retrying (also sent as `Retry-After`).
     pub fn retry_after_seconds(&self) -> Option<u32> {
         match self {
-            ApiError::ResourceVersionTooLarge { .. } => Some(1),
+            ApiError::ResourceVersionTooLarge { .. } | ApiError::TooManyRequests(_) => Some(1),
             _ => None,
         }
     }
@@ -348,8 +354,8 @@ impl From<super::negotiate::NotAcceptable> for ApiError {
     }
 }
 
-impl From<super::selector::SelectorError> for ApiError {
-    fn from(e: super::selector::SelectorError) -> Self {
+impl From<crate::apimachinery::selector::SelectorError> for ApiError {
+    fn from(e: crate::apimachinery::selector::SelectorError) -> Self {
         ApiError::BadRequest(e.message().to_owned())
     }
 }
@@ -675,7 +681,8 @@ mod tests {
     #[test]
     fn conversions() {
         let sel =
-            crate::api::fields::FieldSelector::parse("spec.foo=1", &["metadata.name"]).unwrap_err();
+            crate::apimachinery::fields::FieldSelector::parse("spec.foo=1", &["metadata.name"])
+                .unwrap_err();
         let e = ApiError::from(sel);
         assert_eq!(e.code(), 400);
         assert_eq!(e.message(), "field label not supported: spec.foo");

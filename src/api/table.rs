@@ -4,9 +4,9 @@
 //! Both borrow the stored wire objects and are serialised straight to the response: a list of
 //! 10,000 rows copies no object, it only writes them out.
 
-use super::duration::table_age;
 use super::params::IncludeObject;
 use super::wire::ListMeta;
+use crate::apimachinery::duration::table_age;
 use crate::index::Stored;
 use serde::Serialize;
 use serde_json::value::RawValue;

@@ -48,7 +48,7 @@ fn state(readiness: Readiness) -> Arc<ApiState> {
         .map(Change::Upsert)
         .collect(),
     );
-    Arc::new(ApiState::new(index, readiness))
+    Arc::new(ApiState::new(index, readiness, Default::default()))
 }
 
 fn ready() -> Readiness {

@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
-/// Without `timeoutSeconds`, a watch lasts 30–60 minutes, as kube-apiserver's do.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// kube-apiserver's `--min-request-timeout`: a watch lasts between this and twice this (random,
+/// so that watches opened together do not all end together); `timeoutSeconds` only shortens it.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 /// Encoded events buffered per watch before the sender waits on the client.
 const CHANNEL: usize = 64;
@@ -45,13 +46,14 @@ fn frame(type_: &str, object: &impl Serialize) -> Bytes {
     Bytes::from(line)
 }
 
+/// An in-stream `ERROR` event carrying a `Status`.
+fn error_frame(err: &ApiError) -> Bytes {
+    frame("ERROR", &err.to_status())
+}
+
 impl Encoder {
     fn line(&self, type_: &str, stored: &Stored) -> Bytes {
         frame(type_, &represent(self.repr, stored, self.include))
-    }
-
-    fn error(&self, err: &ApiError) -> Bytes {
-        frame("ERROR", &err.to_status())
     }
 
     fn bookmark(&self, kind: &str, rv: u64, initial_events_end: bool) -> Bytes {
@@ -97,30 +99,51 @@ fn transition(
     }
 }
 
-pub fn serve(state: Arc<ApiState>, scope: Scope, params: Params, repr: Representation) -> Response {
+/// How long a watch lasts: the server's jittered maximum, or less if the client asked for less
+/// (`timeoutSeconds` of 0 or absent asks for nothing). Never longer than two
+/// [`MIN_REQUEST_TIMEOUT`]s, whatever the client sends.
+fn lifetime(requested_seconds: Option<u64>) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let fraction = (random % 1_000_000) as f64 / 1_000_000.0;
+    let server = MIN_REQUEST_TIMEOUT.mul_f64(1.0 + fraction);
+    match requested_seconds {
+        Some(s) if s > 0 => Duration::from_secs(s).min(server),
+        _ => server,
+    }
+}
+
+/// Starts a watch for `user`, or refuses it with 429 when a limit on open watches is reached.
+pub fn serve(
+    state: Arc<ApiState>,
+    user: &str,
+    scope: Scope,
+    params: Params,
+    repr: Representation,
+) -> Result<Response, ApiError> {
+    let slot = state.watch_slots.acquire(user)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(CHANNEL);
     let encoder = Encoder {
         repr,
         include: params.include_object,
     };
-    let timeout = params
-        .timeout_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = lifetime(params.timeout_seconds);
     // Start from the index now, before answering, so no event between list and watch is missed.
     let start = start(&state, &params);
-    crate::metrics::open_watches(1);
     tokio::spawn(async move {
+        // Held until the watch ends, however it ends.
+        let _slot = slot;
         run(start, scope, params, encoder, tx, timeout).await;
-        crate::metrics::open_watches(-1);
     });
-    Response::builder()
+    Ok(Response::builder()
         .header(header::CONTENT_TYPE, super::negotiate::APPLICATION_JSON)
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         ))
-        .expect("static response")
+        .expect("static response"))
 }
 
 enum Start {
@@ -139,10 +162,18 @@ enum Start {
     Failed(ApiError),
 }
 
+/// Where a watch starts, per the resourceVersion and `sendInitialEvents` rules:
+///
+/// | `sendInitialEvents` | resourceVersion | starts with |
+/// |---|---|---|
+/// | absent (legacy) | unset or 0 | the current state as ADDED |
+/// | absent or false | N | the events after N |
+/// | false | unset or 0 | nothing: live events from now |
+/// | true | any | the current state as ADDED, then the `initial-events-end` bookmark |
 fn start(state: &ApiState, params: &Params) -> Start {
-    let initial = params.send_initial_events == Some(true);
+    let initial = params.send_initial_events;
     match params.resource_version {
-        Some(rv) if rv != 0 && !initial => match state.index.watch_from(rv) {
+        Some(rv) if rv != 0 && initial != Some(true) => match state.index.watch_from(rv) {
             Ok((replay, live)) => Start::Resume { replay, live },
             Err(WatchError::Expired { requested, oldest }) => {
                 Start::Failed(ApiError::TooOldResourceVersion { requested, oldest })
@@ -152,12 +183,19 @@ fn start(state: &ApiState, params: &Params) -> Start {
                 format!("too large resource version: {requested}, current: {current}"),
             )),
         },
+        _ if initial == Some(false) => {
+            let (_, live) = state.index.subscribe_with_snapshot();
+            Start::Resume {
+                replay: Vec::new(),
+                live,
+            }
+        }
         _ => {
             let (snapshot, live) = state.index.subscribe_with_snapshot();
             Start::Snapshot {
                 items: snapshot.items,
                 rv: snapshot.rv,
-                bookmark: initial,
+                bookmark: initial == Some(true),
                 live,
             }
         }
@@ -173,19 +211,30 @@ async fn run(
     timeout: Duration,
 ) {
     let kind = scope.resource.kind;
-    // A client that stops reading for this long is gone as far as we are concerned.
+    // A client that stops reading for this long is gone as far as we are concerned: say so
+    // where the connection still takes it, count it, and end the watch.
     let send = |bytes: Bytes| {
         let tx = tx.clone();
         async move {
-            matches!(
-                tokio::time::timeout(STALLED_CLIENT, tx.send(Ok(bytes))).await,
-                Ok(Ok(()))
-            )
+            match tokio::time::timeout(STALLED_CLIENT, tx.send(Ok(bytes))).await {
+                Ok(Ok(())) => true,
+                Ok(Err(_)) => false, // the client is gone
+                Err(_) => {
+                    tracing::info!(resource = kind, stalled_for = ?STALLED_CLIENT, "cutting a watcher that stopped reading");
+                    crate::metrics::watcher_cut("stalled");
+                    let err = ApiError::Expired(format!(
+                        "the watcher read nothing for {}s; list again and watch from there",
+                        STALLED_CLIENT.as_secs()
+                    ));
+                    let _ = tx.try_send(Ok(error_frame(&err)));
+                    false
+                }
+            }
         }
     };
     let mut live = match start {
         Start::Failed(err) => {
-            let _ = send(encoder.error(&err)).await;
+            let _ = send(error_frame(&err)).await;
             return;
         }
         Start::Snapshot {
@@ -233,8 +282,9 @@ async fn run(
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::info!(missed, resource = kind, "cutting a watcher that fell behind");
+                    crate::metrics::watcher_cut("lagging");
                     let err = ApiError::Expired(format!("the watcher fell {missed} events behind; list again and watch from there"));
-                    let _ = send(encoder.error(&err)).await;
+                    let _ = send(error_frame(&err)).await;
                     return;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,

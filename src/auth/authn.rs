@@ -1,16 +1,15 @@
 //! Authentication, as k8s.io/apiserver does it for an aggregated server: identity headers from
-//! the verified front-proxy certificate (whose CN is allowed), else a bearer token checked by
-//! TokenReview, else 401. Identity headers from anyone else are removed, never read.
+//! the verified front-proxy certificate (whose CN is allowed), else a certificate of the
+//! cluster's client CA, else a bearer token checked by TokenReview, else 401. Identity headers
+//! from anyone else are removed, never read.
 
-use super::cache::ReviewCache;
-use super::tls::PeerCertificates;
+use super::cache::{ReviewCache, review_key};
+use super::peer::{PeerCertificates, PeerIdentity};
 use super::{RequestHeaderConfig, UserInfo};
 use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use openssl::nid::Nid;
-use openssl::x509::X509;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,13 +28,7 @@ pub enum AuthError {
 pub struct Authenticator {
     trust: watch::Receiver<Arc<RequestHeaderConfig>>,
     client: Client,
-    tokens: ReviewCache<[u8; 32], Option<UserInfo>>,
-}
-
-fn common_name(der: &[u8]) -> Option<String> {
-    let cert = X509::from_der(der).ok()?;
-    let cn = cert.subject_name().entries_by_nid(Nid::COMMONNAME).next()?;
-    String::from_utf8(cn.data().as_slice().to_vec()).ok()
+    tokens: ReviewCache<Option<UserInfo>>,
 }
 
 fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item = &'a str> {
@@ -53,11 +46,33 @@ fn unescape(key: &str) -> String {
         .into_owned()
 }
 
-fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
+pub(super) fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
     if !groups.iter().any(|g| g == AUTHENTICATED) {
         groups.push(AUTHENTICATED.to_string());
     }
     groups
+}
+
+/// Roughly the bytes a cached user takes.
+fn user_size(user: &Option<UserInfo>) -> usize {
+    user.as_ref().map_or(0, |u| {
+        u.name.len()
+            + u.uid.as_ref().map_or(0, String::len)
+            + u.groups.iter().map(String::len).sum::<usize>()
+            + u.extra
+                .iter()
+                .map(|(k, v)| k.len() + v.iter().map(String::len).sum::<usize>())
+                .sum::<usize>()
+    })
+}
+
+/// The token of an `Authorization: Bearer <token>` header, as k8s.io/apiserver reads it: the
+/// scheme in any case, the token up to the next space.
+fn bearer_token(header: &str) -> Option<&str> {
+    let mut parts = header.trim().splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Identity from request headers, or `None` if the request does not carry a user name.
@@ -124,11 +139,14 @@ fn strip(headers: &mut HeaderMap, trust: &RequestHeaderConfig) {
 }
 
 impl Authenticator {
+    /// An authenticator reviewing tokens with `client` (whose requests have a deadline: see
+    /// [`crate::client`]).
     pub fn new(trust: watch::Receiver<Arc<RequestHeaderConfig>>, client: Client) -> Self {
         Authenticator {
             trust,
             client,
-            tokens: ReviewCache::new(Duration::from_secs(10), 4096),
+            // Answers (users and rejections alike) for 10 s; a few MiB at most.
+            tokens: ReviewCache::new(Duration::from_secs(10), 4 << 20, user_size),
         }
     }
 
@@ -139,12 +157,8 @@ impl Authenticator {
         peer: &PeerCertificates,
     ) -> Result<UserInfo, AuthError> {
         let trust = self.trust.borrow().clone();
-        // The chain was verified against the front-proxy CA during the TLS handshake.
-        let proxied = peer.0.first().is_some_and(|leaf| {
-            trust.allowed_names.is_empty()
-                || common_name(leaf).is_some_and(|cn| trust.allowed_names.contains(&cn))
-        });
-        let from_proxy = if proxied {
+        let identity = peer.identity(&trust);
+        let from_proxy = if identity == PeerIdentity::FrontProxy {
             from_headers(headers, &trust)
         } else {
             None
@@ -153,12 +167,13 @@ impl Authenticator {
         if let Some(user) = from_proxy {
             return Ok(user);
         }
+        if let PeerIdentity::User(user) = identity {
+            return Ok(user);
+        }
         let token = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(bearer_token)
             .map(str::to_string);
         headers.remove(http::header::AUTHORIZATION);
         match token {
@@ -171,10 +186,10 @@ impl Authenticator {
     }
 
     async fn review_token(&self, token: String) -> Result<Option<UserInfo>, AuthError> {
-        let key = openssl::sha::sha256(token.as_bytes());
+        let key = review_key([token.as_bytes()]);
         let client = self.client.clone();
         self.tokens
-            .get_or_fetch(key, || async move {
+            .get_or_fetch(key, async move {
                 let review = TokenReview {
                     spec: TokenReviewSpec {
                         token,
@@ -186,7 +201,7 @@ impl Authenticator {
                 let answer = api
                     .create(&PostParams::default(), &review)
                     .await
-                    .map_err(|e| AuthError::Internal(e.to_string()))?;
+                    .map_err(|e| AuthError::Internal(format!("TokenReview: {e}")))?;
                 let status = answer.status.unwrap_or_default();
                 if status.authenticated != Some(true) {
                     return Ok(None);
@@ -210,6 +225,7 @@ mod tests {
     fn trust() -> RequestHeaderConfig {
         RequestHeaderConfig {
             client_ca: vec![],
+            cluster_client_ca: vec![],
             allowed_names: vec!["front-proxy-client".into()],
             username_headers: vec!["X-Remote-User".into()],
             uid_headers: vec![],
@@ -234,6 +250,22 @@ mod tests {
         assert_eq!(u.extra["scopes.example.com/key"], vec!["v1"]);
         strip(&mut h, &trust());
         assert!(h.is_empty(), "identity headers must be removed: {h:?}");
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER abc extra"), Some("abc"));
+        assert_eq!(bearer_token("  Bearer abc  "), Some("abc"));
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(
+            bearer_token("Bearer  abc"),
+            None,
+            "an empty token is no token"
+        );
     }
 
     #[test]

@@ -3,9 +3,8 @@
 //! 10 s (allow and deny alike) and identical concurrent reviews are made once.
 
 use super::UserInfo;
-use super::cache::ReviewCache;
-use crate::api::fields::FieldSelector;
-use crate::api::params::SELECTABLE_FIELDS;
+use super::cache::{ReviewCache, review_key};
+use crate::apimachinery::RequestInfo;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -21,6 +20,7 @@ pub enum Attributes {
         group: String,
         version: String,
         resource: String,
+        subresource: Option<String>,
         namespace: Option<String>,
         name: Option<String>,
     },
@@ -29,95 +29,23 @@ pub enum Attributes {
 }
 
 impl Attributes {
-    /// Reads the attributes of a request to `path?query` under `/apis/<group>/<version>/`, as
-    /// kube-apiserver's RequestInfo does.
-    pub fn from_request(method: &http::Method, path: &str, query: Option<&str>) -> Attributes {
-        let non_resource = || Attributes::NonResource {
-            verb: method.as_str().to_ascii_lowercase(),
-            path: path.to_string(),
-        };
-        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-        if parts.len() < 4 || parts[0] != "apis" {
-            return non_resource();
-        }
-        let (group, version) = (parts[1].to_string(), parts[2].to_string());
-        let mut rest = &parts[3..];
-        let watch_prefix = rest.first() == Some(&"watch");
-        if watch_prefix {
-            rest = &rest[1..];
-        }
-        let mut namespace = None;
-        if rest.len() >= 3 && rest[0] == "namespaces" {
-            namespace = Some(rest[1].to_string());
-            rest = &rest[2..];
-        }
-        let (resource, mut name) = match rest {
-            [resource] => (resource.to_string(), None),
-            [resource, name, ..] => (resource.to_string(), Some(name.to_string())),
-            _ => return non_resource(),
-        };
-        let params: Vec<(String, String)> = query
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        let param = |k: &str| {
-            params
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-        };
-        let watch = watch_prefix || param("watch").is_some_and(|v| v != "false" && v != "0");
-        let verb = match (method.as_str(), name.is_some()) {
-            ("GET" | "HEAD", true) => {
-                if watch {
-                    "watch"
-                } else {
-                    "get"
-                }
-            }
-            ("GET" | "HEAD", false) => {
-                // A list or watch of one name is authorized as that name.
-                name = param("fieldSelector").and_then(single_name);
-                if watch { "watch" } else { "list" }
-            }
-            _ => match write_verb(method, name.is_some()) {
-                Some(verb) => verb,
-                None => {
-                    return Attributes::NonResource {
-                        verb: method.as_str().to_ascii_lowercase(),
-                        path: path.to_string(),
-                    };
-                }
+    /// The attributes of a parsed request: the same [`RequestInfo`] the handlers serve.
+    pub fn of(info: &RequestInfo) -> Attributes {
+        match &info.resource {
+            Some(r) => Attributes::Resource {
+                verb: info.verb.clone(),
+                group: r.group.clone(),
+                version: r.version.clone(),
+                resource: r.resource.clone(),
+                subresource: r.subresource.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
             },
-        };
-        Attributes::Resource {
-            verb: verb.to_string(),
-            group,
-            version,
-            resource,
-            namespace,
-            name,
+            None => Attributes::NonResource {
+                verb: info.verb.clone(),
+                path: info.path.clone(),
+            },
         }
-    }
-}
-
-/// The `metadata.name` a field selector requires, parsed as the API parses it (escapes included).
-fn single_name(selector: &str) -> Option<String> {
-    FieldSelector::parse(selector, SELECTABLE_FIELDS)
-        .ok()?
-        .exact("metadata.name")
-        .map(str::to_string)
-}
-
-/// The verb of a request that would change a resource (`named`: it addresses one object), as
-/// kube-apiserver's RequestInfo names it; `None` for reads and unknown methods.
-pub fn write_verb(method: &http::Method, named: bool) -> Option<&'static str> {
-    match (method.as_str(), named) {
-        ("POST", _) => Some("create"),
-        ("PUT", _) => Some("update"),
-        ("PATCH", _) => Some("patch"),
-        ("DELETE", true) => Some("delete"),
-        ("DELETE", false) => Some("deletecollection"),
-        _ => None,
     }
 }
 
@@ -130,16 +58,22 @@ pub enum Decision {
 
 pub struct Authorizer {
     client: Client,
-    cache: ReviewCache<(UserInfo, Attributes), Decision>,
+    cache: ReviewCache<Decision>,
 }
 
 const MASTERS: &str = "system:masters";
 
 impl Authorizer {
+    /// An authorizer reviewing with `client` (whose requests have a deadline: see
+    /// [`crate::client`]).
     pub fn new(client: Client) -> Self {
         Authorizer {
             client,
-            cache: ReviewCache::new(Duration::from_secs(10), 8192),
+            // Allow and deny alike for 10 s; about 16k entries at most.
+            cache: ReviewCache::new(Duration::from_secs(10), 4 << 20, |d| match d {
+                Decision::Allow => 0,
+                Decision::Deny(reason) => reason.len(),
+            }),
         }
     }
 
@@ -157,6 +91,7 @@ impl Authorizer {
                 group,
                 version,
                 resource,
+                subresource,
                 namespace,
                 name,
             } => (
@@ -165,6 +100,7 @@ impl Authorizer {
                     group: Some(group.clone()),
                     version: Some(version.clone()),
                     resource: Some(resource.clone()),
+                    subresource: subresource.clone(),
                     namespace: namespace.clone(),
                     name: name.clone(),
                     ..Default::default()
@@ -191,8 +127,12 @@ impl Authorizer {
             ..Default::default()
         };
         let client = self.client.clone();
+        let key = review_key([
+            format!("{user:?}").as_bytes(),
+            format!("{attrs:?}").as_bytes(),
+        ]);
         self.cache
-            .get_or_fetch((user.clone(), attrs.clone()), || async move {
+            .get_or_fetch(key, async move {
                 let api: Api<SubjectAccessReview> = Api::all(client);
                 let answer = api
                     .create(&PostParams::default(), &review)
@@ -206,87 +146,5 @@ impl Authorizer {
                 })
             })
             .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use http::Method;
-
-    fn res(verb: &str, ns: Option<&str>, name: Option<&str>) -> Attributes {
-        Attributes::Resource {
-            verb: verb.into(),
-            group: "live.ifo.kubevirt.io".into(),
-            version: "v1alpha1".into(),
-            resource: "inflightoperations".into(),
-            namespace: ns.map(Into::into),
-            name: name.map(Into::into),
-        }
-    }
-
-    #[test]
-    fn verbs_and_scopes_match_kube_request_info() {
-        let p = "/apis/live.ifo.kubevirt.io/v1alpha1";
-        let a = |m: Method, path: &str, q: Option<&str>| Attributes::from_request(&m, path, q);
-        assert_eq!(
-            a(
-                Method::GET,
-                &format!("{p}/inflightoperations"),
-                Some("limit=500")
-            ),
-            res("list", None, None)
-        );
-        assert_eq!(
-            a(
-                Method::GET,
-                &format!("{p}/namespaces/ns1/inflightoperations"),
-                Some("watch=true&resourceVersion=5")
-            ),
-            res("watch", Some("ns1"), None)
-        );
-        assert_eq!(
-            a(
-                Method::GET,
-                &format!("{p}/namespaces/ns1/inflightoperations"),
-                Some("watch=false")
-            ),
-            res("list", Some("ns1"), None)
-        );
-        assert_eq!(
-            a(
-                Method::GET,
-                &format!("{p}/namespaces/ns1/inflightoperations/x"),
-                None
-            ),
-            res("get", Some("ns1"), Some("x"))
-        );
-        assert_eq!(
-            a(
-                Method::GET,
-                &format!("{p}/namespaces/ns1/inflightoperations"),
-                Some("watch=1&fieldSelector=metadata.name%3Dx")
-            ),
-            res("watch", Some("ns1"), Some("x"))
-        );
-        assert_eq!(
-            a(Method::GET, &format!("{p}/watch/inflightoperations"), None),
-            res("watch", None, None)
-        );
-        assert_eq!(
-            a(
-                Method::DELETE,
-                &format!("{p}/namespaces/ns1/inflightoperations/x"),
-                None
-            ),
-            res("delete", Some("ns1"), Some("x"))
-        );
-        assert_eq!(
-            a(Method::GET, p, None),
-            Attributes::NonResource {
-                verb: "get".into(),
-                path: p.into()
-            }
-        );
     }
 }

@@ -1,60 +1,75 @@
-//! A small TTL cache for TokenReview and SubjectAccessReview answers. Concurrent lookups of the
-//! same key share one request (a burst of identical watches makes one review), and the number of
-//! entries is bounded.
+//! The cache of TokenReview and SubjectAccessReview answers: answers live for a TTL, concurrent
+//! lookups of one key share one review (a burst of identical watches makes one request), errors
+//! are never cached, and the whole cache is bounded by an estimate of its bytes, so no caller,
+//! however many distinct requests it makes, can pin more memory than the budget.
+//!
+//! Keys are SHA-256 digests of what the answer depends on: 32 bytes whatever the request's size.
 
-use std::collections::HashMap;
+use sha2::{Digest, Sha256};
 use std::future::Future;
-use std::hash::Hash;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
+use std::sync::Arc;
+use std::time::Duration;
 
-type Slot<V> = Arc<OnceCell<(V, Instant)>>;
+/// A review's cache key: the digest of everything the answer depends on.
+pub type ReviewKey = [u8; 32];
 
-pub struct ReviewCache<K, V> {
-    slots: Mutex<HashMap<K, Slot<V>>>,
-    ttl: Duration,
-    capacity: usize,
+/// The digest of `parts`, each length-prefixed so that no two different lists share a digest.
+pub fn review_key<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> ReviewKey {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
 }
 
-impl<K: Eq + Hash + Clone, V: Clone> ReviewCache<K, V> {
-    pub fn new(ttl: Duration, capacity: usize) -> Self {
-        ReviewCache {
-            slots: Mutex::new(HashMap::new()),
-            ttl,
-            capacity,
-        }
+/// What an entry costs beside its value: the key, moka's bookkeeping.
+const ENTRY_OVERHEAD: u32 = 128;
+
+pub struct ReviewCache<V: Clone + Send + Sync + 'static> {
+    cache: moka::future::Cache<ReviewKey, V>,
+}
+
+impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
+    /// A cache whose entries live `ttl`, bounded to about `max_bytes`, each entry weighed as
+    /// `weigh(value)` bytes plus its bookkeeping.
+    pub fn new(ttl: Duration, max_bytes: u64, weigh: fn(&V) -> usize) -> Self {
+        let cache = moka::future::Cache::builder()
+            .time_to_live(ttl)
+            .max_capacity(max_bytes)
+            .weigher(move |_: &ReviewKey, v: &V| {
+                u32::try_from(weigh(v))
+                    .unwrap_or(u32::MAX)
+                    .saturating_add(ENTRY_OVERHEAD)
+            })
+            .build();
+        ReviewCache { cache }
     }
 
     /// The cached answer for `key`, or the one `fetch` gives (shared with concurrent callers).
     /// Errors are not cached.
-    pub async fn get_or_fetch<E, F, Fut>(&self, key: K, fetch: F) -> Result<V, E>
+    pub async fn get_or_fetch<E, Fut>(&self, key: ReviewKey, fetch: Fut) -> Result<V, E>
     where
-        F: FnOnce() -> Fut,
+        E: Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<V, E>>,
     {
-        let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            let fresh = |s: &Slot<V>| s.get().is_none_or(|(_, at)| at.elapsed() < self.ttl);
-            match slots.get(&key) {
-                Some(slot) if fresh(slot) => slot.clone(),
-                _ => {
-                    if slots.len() >= self.capacity {
-                        slots.retain(|_, s| s.get().is_some_and(|(_, at)| at.elapsed() < self.ttl));
-                        if slots.len() >= self.capacity {
-                            slots.clear();
-                        }
-                    }
-                    let slot: Slot<V> = Arc::new(OnceCell::new());
-                    slots.insert(key, slot.clone());
-                    slot
-                }
-            }
-        };
-        let (value, _) = slot
-            .get_or_try_init(|| async { fetch().await.map(|v| (v, Instant::now())) })
-            .await?;
-        Ok(value.clone())
+        self.cache
+            .try_get_with(key, fetch)
+            .await
+            .map_err(|e: Arc<E>| (*e).clone())
+    }
+
+    /// Entries held now (after pending maintenance).
+    #[cfg(test)]
+    async fn len(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.entry_count()
+    }
+
+    #[cfg(test)]
+    async fn weight(&self) -> u64 {
+        self.cache.run_pending_tasks().await;
+        self.cache.weighted_size()
     }
 }
 
@@ -63,16 +78,24 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    fn key(s: &str) -> ReviewKey {
+        review_key([s.as_bytes()])
+    }
+
     #[tokio::test]
     async fn concurrent_lookups_share_one_fetch_and_errors_are_retried() {
-        let cache = Arc::new(ReviewCache::<String, bool>::new(Duration::from_secs(10), 8));
+        let cache = Arc::new(ReviewCache::<bool>::new(
+            Duration::from_secs(10),
+            1 << 20,
+            |_| 1,
+        ));
         let calls = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..16 {
             let (cache, calls) = (cache.clone(), calls.clone());
             tasks.push(tokio::spawn(async move {
                 cache
-                    .get_or_fetch("k".to_string(), || async move {
+                    .get_or_fetch(key("k"), async move {
                         calls.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         Ok::<_, ()>(true)
@@ -85,36 +108,58 @@ mod tests {
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
 
-        let failed: Result<bool, &str> = cache
-            .get_or_fetch("e".into(), || async { Err("boom") })
-            .await;
+        let failed: Result<bool, &str> = cache.get_or_fetch(key("e"), async { Err("boom") }).await;
         assert_eq!(failed, Err("boom"));
-        let retried: Result<bool, &str> =
-            cache.get_or_fetch("e".into(), || async { Ok(false) }).await;
+        let retried: Result<bool, &str> = cache.get_or_fetch(key("e"), async { Ok(false) }).await;
         assert_eq!(retried, Ok(false));
     }
 
     #[tokio::test]
-    async fn entries_expire_and_size_is_bounded() {
-        let cache = ReviewCache::<u32, u32>::new(Duration::from_millis(30), 4);
+    async fn entries_expire() {
+        let cache = ReviewCache::<u32>::new(Duration::from_millis(50), 1 << 20, |_| 4);
         assert_eq!(
-            cache.get_or_fetch(1, || async { Ok::<_, ()>(1) }).await,
+            cache.get_or_fetch(key("1"), async { Ok::<_, ()>(1) }).await,
             Ok(1)
         );
         assert_eq!(
-            cache.get_or_fetch(1, || async { Ok::<_, ()>(2) }).await,
+            cache.get_or_fetch(key("1"), async { Ok::<_, ()>(2) }).await,
             Ok(1)
         );
-        tokio::time::sleep(Duration::from_millis(40)).await;
+        tokio::time::sleep(Duration::from_millis(80)).await;
         assert_eq!(
-            cache.get_or_fetch(1, || async { Ok::<_, ()>(3) }).await,
+            cache.get_or_fetch(key("1"), async { Ok::<_, ()>(3) }).await,
             Ok(3)
         );
-        for k in 10..100 {
+    }
+
+    #[tokio::test]
+    async fn the_byte_budget_holds_whatever_the_callers_send() {
+        let budget = 64 * 1024;
+        let cache = ReviewCache::<String>::new(Duration::from_secs(60), budget, String::len);
+        // Many distinct large requests: each key is a digest, each value weighed.
+        for i in 0..2_000 {
+            let long = format!("{i}{}", "x".repeat(1_000));
             let _ = cache
-                .get_or_fetch(k, || async move { Ok::<_, ()>(k) })
+                .get_or_fetch(key(&long), async move { Ok::<_, ()>(long) })
                 .await;
         }
-        assert!(cache.slots.lock().unwrap().len() <= 4);
+        assert!(
+            cache.weight().await <= budget,
+            "{} > {budget}",
+            cache.weight().await
+        );
+        assert!(cache.len().await < 2_000);
+    }
+
+    #[test]
+    fn keys_tell_lists_apart() {
+        assert_ne!(
+            review_key([&b"ab"[..], b"c"]),
+            review_key([&b"a"[..], b"bc"])
+        );
+        assert_eq!(
+            review_key([&b"ab"[..], b"c"]),
+            review_key([&b"ab"[..], b"c"])
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! The middleware that puts authentication and authorization in front of every API route.
 
-use super::tls::PeerCertificates;
+use super::PeerCertificates;
 use super::{Attributes, AuthError, Authenticator, Authorizer, Decision};
 use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
+use crate::apimachinery::RequestInfo;
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -20,6 +21,7 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
             verb,
             group,
             resource,
+            subresource,
             namespace,
             name,
             ..
@@ -27,7 +29,7 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
             verb.clone(),
             ForbiddenTarget::Resource {
                 resource: GroupResource::new(group.clone(), resource.clone()),
-                subresource: String::new(),
+                subresource: subresource.clone().unwrap_or_default(),
                 namespace: namespace.clone().unwrap_or_default(),
                 name: name.clone().unwrap_or_default(),
             },
@@ -45,12 +47,18 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
     }))
 }
 
+/// Reads the request once ([`RequestInfo`]), authenticates the caller, authorizes what the
+/// request asks for, and hands the handlers both the user and that same [`RequestInfo`].
 pub async fn guard(
     State(guard): State<Arc<Guard>>,
     peer: Option<Extension<PeerCertificates>>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
+        Ok(info) => Arc::new(info),
+        Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+    };
     let peer = peer.map(|Extension(p)| p).unwrap_or_default();
     let user = match guard
         .authenticator
@@ -64,7 +72,7 @@ pub async fn guard(
             return ApiError::Internal(e.to_string()).into_response();
         }
     };
-    let attrs = Attributes::from_request(req.method(), req.uri().path(), req.uri().query());
+    let attrs = Attributes::of(&info);
     match guard.authorizer.authorize(&user, &attrs).await {
         Ok(Decision::Allow) => {}
         Ok(Decision::Deny(reason)) => {
@@ -77,5 +85,6 @@ pub async fn guard(
         }
     }
     req.extensions_mut().insert(user);
+    req.extensions_mut().insert(info);
     next.run(req).await
 }

@@ -1,6 +1,8 @@
 //! The aggregation layer's trust settings, published by kube-apiserver in the ConfigMap
-//! `kube-system/extension-apiserver-authentication`. Watched, so a rotated front-proxy CA or
-//! changed allowed names take effect without a restart.
+//! `kube-system/extension-apiserver-authentication`: the front-proxy CA and how to read identity
+//! headers, and the cluster's client CA (`client-ca-file`), whose certificates authenticate
+//! their holder directly, as they do with kube-apiserver. Watched, so a rotated CA or changed
+//! allowed names take effect without a restart.
 
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
@@ -21,6 +23,10 @@ const NAME: &str = "extension-apiserver-authentication";
 pub struct RequestHeaderConfig {
     /// CAs that sign the front-proxy client certificate (never the cluster CA).
     pub client_ca: Vec<CertificateDer<'static>>,
+    /// The cluster's client CAs (`client-ca-file`): a certificate they signed authenticates its
+    /// holder as its common name, in the groups of its organizations. Empty when kube-apiserver
+    /// publishes none.
+    pub cluster_client_ca: Vec<CertificateDer<'static>>,
     /// Accepted certificate common names; empty means any certificate the CA signed.
     pub allowed_names: Vec<String>,
     pub username_headers: Vec<String>,
@@ -51,8 +57,15 @@ impl RequestHeaderConfig {
         if client_ca.is_empty() {
             bail!("requestheader-client-ca-file holds no certificate");
         }
+        let cluster_client_ca = match cm.data.as_ref().and_then(|d| d.get("client-ca-file")) {
+            None => Vec::new(),
+            Some(pem) => CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .context("client-ca-file is not valid PEM")?,
+        };
         Ok(RequestHeaderConfig {
             client_ca,
+            cluster_client_ca,
             allowed_names: strings(cm, "requestheader-allowed-names")?,
             username_headers: strings(cm, "requestheader-username-headers")?,
             uid_headers: strings(cm, "requestheader-uid-headers")?,

@@ -1,9 +1,11 @@
 //! TLS for the API: our serving certificate, and optional client certificates verified against
-//! the front-proxy CA only. A client without a certificate (a probe, a bearer-token caller) is
-//! accepted and authenticated by other means; a certificate from any other CA fails the handshake,
-//! so nothing but the aggregator can ever present front-proxy identity.
+//! the front-proxy CA and the cluster's client CA. A client without a certificate (a probe, a
+//! bearer-token caller) is accepted and authenticated by other means; a certificate from any
+//! other CA fails the handshake, as it does with kube-apiserver. Which of the two CAs a
+//! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
 use super::RequestHeaderConfig;
+use super::peer::PeerCertificates;
 use anyhow::{Context, Result};
 use axum::middleware::AddExtension;
 use axum_server::accept::{Accept, DefaultAcceptor};
@@ -17,13 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::server::TlsStream;
 use tower::Layer;
-
-/// The verified certificate chain the client presented (empty when it presented none).
-#[derive(Clone, Debug, Default)]
-pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
 
 /// Builds the rustls configuration for the current trust settings.
 pub fn server_config(
@@ -42,6 +40,11 @@ pub fn server_config(
         roots
             .add(ca.clone())
             .context("adding a front-proxy CA certificate")?;
+    }
+    for ca in &trust.cluster_client_ca {
+        roots
+            .add(ca.clone())
+            .context("adding a client CA certificate")?;
     }
     let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
         .allow_unauthenticated()
@@ -92,23 +95,31 @@ pub fn spawn_reloader(
     });
 }
 
-/// Accepts TLS connections and hands each request the client's verified certificates.
+/// Accepts TLS connections, at most `max_connections` at once (more are closed at once), and
+/// hands each request the client's verified certificates.
 #[derive(Clone)]
 pub struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
+    connections: Arc<Semaphore>,
 }
 
 impl PeerCertAcceptor {
-    pub fn new(config: RustlsConfig) -> Self {
+    pub fn new(config: RustlsConfig, max_connections: usize) -> Self {
         PeerCertAcceptor {
             inner: RustlsAcceptor::new(config).handshake_timeout(Duration::from_secs(10)),
+            connections: Arc::new(Semaphore::new(max_connections)),
         }
     }
 }
 
+/// A connection's place among the ones allowed at once: held by the connection's service, so
+/// it is given back when the connection ends.
+#[derive(Clone)]
+pub struct ConnectionSlot(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
+
 impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
     type Stream = TlsStream<TcpStream>;
-    type Service = AddExtension<S, PeerCertificates>;
+    type Service = AddExtension<AddExtension<S, PeerCertificates>, ConnectionSlot>;
     type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
@@ -117,6 +128,10 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
+        let Ok(slot) = self.connections.clone().try_acquire_owned() else {
+            crate::metrics::connection_refused();
+            return Box::pin(async { Err(std::io::Error::other("too many connections")) });
+        };
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
             let (stream, service) = handshake.await?;
@@ -126,7 +141,8 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
                 .peer_certificates()
                 .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
                 .unwrap_or_default();
-            let service = axum::Extension(PeerCertificates(Arc::new(certs))).layer(service);
+            let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
+            let service = axum::Extension(ConnectionSlot(Arc::new(slot))).layer(service);
             Ok((stream, service))
         })
     }

@@ -2,7 +2,7 @@
 
 mod binaries;
 mod cluster;
-mod pki;
+pub mod pki;
 mod process;
 mod server;
 pub mod workload;

@@ -5,7 +5,7 @@
 /// 32 bits are plenty to tell apart the few values that share a truncated prefix, and short
 /// enough to keep names readable.
 pub(crate) fn hash8(input: &str) -> String {
-    let digest = openssl::sha::sha256(input.as_bytes());
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(input.as_bytes());
     digest[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
 

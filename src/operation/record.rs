@@ -12,6 +12,21 @@ use super::phase::{Outcome, Phase};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
+/// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
+/// of a string in the wire object, read by [`InFlightOperation::field`].
+pub const SELECTABLE_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.operation",
+    "spec.ruleSet",
+    "spec.component",
+    "spec.subject.kind",
+    "spec.subject.name",
+    "spec.subject.namespace",
+    "status.phase",
+    "status.outcome",
+];
+
 pub const API_GROUP: &str = "live.ifo.kubevirt.io";
 pub const API_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
 /// Kind of operations on namespaced subjects (served in the subject's namespace).
@@ -254,7 +269,7 @@ mod tests {
         );
         for op in [completed, cluster] {
             let object = op.to_json(1);
-            for path in crate::api::params::SELECTABLE_FIELDS {
+            for path in SELECTABLE_FIELDS {
                 let shown = path
                     .split('.')
                     .try_fold(&object, |v, key| v.get(key))

@@ -47,7 +47,12 @@ impl Filters {
         (!fields.is_empty()).then(|| {
             fields
                 .iter()
-                .map(|(path, value)| format!("{path}={}", crate::api::fields::escape_value(value)))
+                .map(|(path, value)| {
+                    format!(
+                        "{path}={}",
+                        crate::apimachinery::fields::escape_value(value)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(",")
         })

@@ -104,3 +104,16 @@ async fn the_bound_does_nothing_once_ready() {
         .unwrap();
     assert!(readiness.is_ready());
 }
+
+#[test]
+fn shutting_down_is_not_ready_even_after_the_sync() {
+    let (readiness, rulesets) = Readiness::new("OperationRuleSets");
+    rulesets.done();
+    assert!(readiness.is_ready());
+    readiness.shut_down();
+    assert!(!readiness.is_ready());
+    assert_eq!(
+        readiness.status(),
+        Status::NotReady("shutting down".to_string())
+    );
+}

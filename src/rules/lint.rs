@@ -48,7 +48,7 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
             .keys()
             .chain(file.spec.label_expressions.iter().map(|l| &l.key))
         {
-            for msg in crate::api::validation::is_qualified_name(key) {
+            for msg in crate::apimachinery::validation::is_qualified_name(key) {
                 problems.push(format!("{at}: label key {key:?} is not valid: {msg}"));
             }
         }

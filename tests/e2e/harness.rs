@@ -7,6 +7,7 @@
 
 use anyhow::{Context, Result};
 use ifo::dev::{Cluster, Process, User};
+use serde_json::json;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
@@ -32,6 +33,9 @@ pub enum Stop {
 
 static ENV: OnceLock<&'static Env> = OnceLock::new();
 
+/// The test server's limit on one user's open watches.
+pub const MAX_WATCHES_PER_USER: usize = 64;
+
 /// Stops the server and the cluster when the test binary exits (the harness calls `exit`).
 extern "C" fn cleanup() {
     if let Some(env) = ENV.get() {
@@ -54,6 +58,8 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
         &[
             ("DEBOUNCE_THRESHOLD", "3s"),
             ("LOG_LEVEL", "info,ifo=debug"),
+            // Low enough for a test to reach it with one user, high enough for every other test.
+            ("MAX_WATCHES_PER_USER", &MAX_WATCHES_PER_USER.to_string()),
         ],
         &log,
     )
@@ -150,6 +156,12 @@ impl Env {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The process id of the running server.
+    pub fn server_pid(&self) -> u32 {
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        server.as_ref().expect("the server runs").pid()
+    }
+
     pub fn server_log_tail(&self, lines: usize) -> String {
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner());
         server
@@ -179,6 +191,32 @@ impl Env {
         let mut server = self.server.lock().unwrap_or_else(|p| p.into_inner());
         *server = Some(process);
         Ok(())
+    }
+
+    /// curl arguments that present `user`'s client certificate (from its kubeconfig), issued by
+    /// the cluster's client CA.
+    pub fn client_cert_args(&self, user: User) -> Vec<String> {
+        use base64::Engine;
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.cluster.kubeconfig(user)).unwrap()).unwrap();
+        let creds = &config["users"][0]["user"];
+        let mut args = Vec::new();
+        for (field, flag, ext) in [
+            ("client-certificate-data", "--cert", "crt"),
+            ("client-key-data", "--key", "key"),
+        ] {
+            let pem = base64::engine::general_purpose::STANDARD
+                .decode(creds[field].as_str().unwrap())
+                .unwrap();
+            let path = self
+                .cluster
+                .dir()
+                .join(format!("client-{}.{ext}", user.name()));
+            std::fs::write(&path, pem).unwrap();
+            args.push(flag.to_string());
+            args.push(path.display().to_string());
+        }
+        args
     }
 
     /// Calls our server directly, bypassing kube-apiserver: `(HTTP status, body)`. `extra` are
@@ -359,6 +397,22 @@ impl Drop for WatchStream {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
+pub fn populated(env: &Env, prefix: &str) -> (String, String) {
+    let (ns, rs) = env.vms_with_ruleset(prefix, &["vm1", "vm2"]);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
+    );
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    eventually(Duration::from_secs(30), "two operations", || {
+        Some(env.ifos(&ns)).filter(|o| o.len() == 2)
+    });
+    (ns, rs)
 }
 
 /// An OperationRuleSet for VirtualMachines in `namespace`, detecting `printableStatus` states.

@@ -6,8 +6,10 @@
 //! The bundle is applied once, as shipped except for `spec.namespaces`: the rulesets with a
 //! namespaced target are limited to the namespace of these tests, so the library's VM rules add
 //! nothing to the VMs the other tests drive in their own namespaces. Rulesets with a cluster-scoped
-//! target are applied unchanged (no other test creates such subjects). The tests here share that
-//! namespace and tell their subjects apart by name.
+//! target are applied unchanged (no other test creates such subjects). Every ruleset is renamed
+//! `<name>-<namespace>`: rulesets are cluster-scoped, and other tests of the same cluster (the
+//! dry run of `deploy/`, which holds the same bundle) must never meet these objects under the
+//! shipped names. The tests here share that namespace and tell their subjects apart by name.
 
 use crate::harness::{WatchStream, env};
 use ifo::dev::User;
@@ -21,8 +23,15 @@ const LIVE: &str = "/apis/live.ifo.kubevirt.io/v1alpha1";
 
 struct Library {
     namespace: String,
-    /// Ruleset name → component, for every ruleset of the bundle.
+    /// Shipped ruleset name → component, for every ruleset of the bundle.
     rulesets: BTreeMap<String, String>,
+}
+
+impl Library {
+    /// The name the shipped ruleset `name` was applied under.
+    fn applied(&self, name: &str) -> String {
+        format!("{name}-{}", self.namespace)
+    }
 }
 
 /// The library, applied once for the whole test binary.
@@ -60,8 +69,7 @@ fn library() -> &'static Library {
                 ruleset["spec"]["namespaces"] = json!([namespace]);
             }
         }
-        env.apply(&json!({"apiVersion": "v1", "kind": "List", "items": rulesets}).to_string());
-        let rulesets = rulesets
+        let shipped: BTreeMap<String, String> = rulesets
             .iter()
             .map(|r| {
                 (
@@ -70,10 +78,16 @@ fn library() -> &'static Library {
                 )
             })
             .collect();
-        Library {
+        let library = Library {
             namespace,
-            rulesets,
+            rulesets: shipped,
+        };
+        for ruleset in &mut rulesets {
+            let name = ruleset["metadata"]["name"].as_str().unwrap().to_string();
+            ruleset["metadata"]["name"] = json!(library.applied(&name));
         }
+        env.apply(&json!({"apiVersion": "v1", "kind": "List", "items": rulesets}).to_string());
+        library
     })
 }
 
@@ -193,8 +207,9 @@ impl Subject {
     }
 
     /// Waits until the live API lists `operation` of `ruleset` on this subject as `Active` with
-    /// `message`, checks what identifies it, and returns it.
+    /// `message`, checks what identifies it, and returns it. `ruleset` is the shipped name.
     fn expect_active(&self, ruleset: &str, operation: &str, message: &str) -> Value {
+        let applied = library().applied(ruleset);
         let what = format!(
             "{operation} (ruleset {ruleset}) active on {} with message {message:?}",
             self.describe()
@@ -204,7 +219,7 @@ impl Subject {
             ops.iter()
                 .find(|o| {
                     o["spec"]["operation"] == operation
-                        && o["spec"]["ruleSet"] == ruleset
+                        && o["spec"]["ruleSet"] == applied.as_str()
                         && o["status"]["phase"] == "Active"
                         && o["status"]["message"] == message
                 })
@@ -293,9 +308,10 @@ fn every_ruleset_of_the_library_becomes_ready() {
             .rulesets
             .keys()
             .filter_map(|name| {
+                let applied = library.applied(name);
                 let Some(ors) = items
                     .iter()
-                    .find(|o| o["metadata"]["name"] == name.as_str())
+                    .find(|o| o["metadata"]["name"] == applied.as_str())
                 else {
                     return Some(format!("{name}: not found"));
                 };

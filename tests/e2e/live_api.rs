@@ -1,28 +1,12 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
-use crate::harness::{Env, env, eventually, vm};
+use crate::harness::{env, eventually, populated, vm};
 use ifo::dev::User;
 use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
-fn populated(env: &Env, prefix: &str) -> (String, String) {
-    let (ns, rs) = env.vms_with_ruleset(prefix, &["vm1", "vm2"]);
-    env.set_status(
-        "vm",
-        &ns,
-        "vm1",
-        json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
-    );
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
-    eventually(WAIT, "two operations", || {
-        Some(env.ifos(&ns)).filter(|o| o.len() == 2)
-    });
-    (ns, rs)
-}
 
 fn lines(out: &str) -> Vec<Vec<String>> {
     out.lines()

@@ -10,7 +10,7 @@
 use super::definitions::{PREFIX, reference};
 use super::v3;
 use crate::api::discovery::{GROUP, GROUP_VERSION, RESOURCES, Resource, VERSION};
-use crate::api::params::SELECTABLE_FIELDS;
+use crate::operation::SELECTABLE_FIELDS;
 use serde_json::{Map, Value, json};
 
 /// What an operation does, as `x-kubernetes-action` names it.

@@ -88,7 +88,11 @@ mod tests {
         let index = Arc::new(crate::index::Index::new(1, 16, 16));
         let (readiness, pending) = crate::readiness::Readiness::new("test");
         pending.done();
-        let app = crate::api::router(Arc::new(ApiState::new(index, readiness)));
+        let app = crate::api::router(Arc::new(ApiState::new(
+            index,
+            readiness,
+            Default::default(),
+        )));
         let mut request = Request::get(path);
         for (name, value) in headers {
             request = request.header(name, *value);

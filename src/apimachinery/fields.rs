@@ -63,6 +63,23 @@ impl FieldSelector {
     /// names such as `metadata.name`). Syntax errors are reported before unsupported fields,
     /// as in kube-apiserver, where parsing precedes the field-label conversion.
     pub fn parse(selector: &str, supported: &[&str]) -> Result<Self, SelectorError> {
+        let parsed = Self::parse_any_field(selector)?;
+        if let Some(t) = parsed
+            .terms
+            .iter()
+            .find(|t| !supported.contains(&t.field.as_str()))
+        {
+            return Err(SelectorError::new(format!(
+                "field label not supported: {}",
+                t.field
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Parses `selector` without checking its fields, as kube-apiserver's RequestInfo does to
+    /// find the name a list or watch is authorized with (apimachinery `fields.ParseSelector`).
+    pub fn parse_any_field(selector: &str) -> Result<Self, SelectorError> {
         let mut parts = split_terms(selector);
         // apimachinery sorts the raw terms, which fixes both term order and which error wins.
         parts.sort_unstable();
@@ -81,15 +98,6 @@ impl FieldSelector {
                 operator,
                 value: unescape_value(raw_value)?,
             });
-        }
-        if let Some(t) = terms
-            .iter()
-            .find(|t| !supported.contains(&t.field.as_str()))
-        {
-            return Err(SelectorError::new(format!(
-                "field label not supported: {}",
-                t.field
-            )));
         }
         Ok(Self { terms })
     }

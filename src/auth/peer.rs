@@ -1,0 +1,239 @@
+//! Who a client certificate makes its holder, as k8s.io/apiserver's authenticators read one:
+//! the aggregator (front-proxy CA, an allowed common name: identity comes from the request
+//! headers), a cluster user (client CA: the common name is the user, the organizations its
+//! groups), or nobody.
+//!
+//! The TLS handshake already verified the chain against the union of both CAs; here it is
+//! verified against each one separately, so a certificate of the cluster's client CA can never
+//! pass for the front proxy. The verdict is kept per connection and trust settings: it is
+//! computed again only when the CAs or allowed names change.
+
+use super::{RequestHeaderConfig, UserInfo};
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use std::sync::{Arc, Mutex};
+
+/// What a connection's certificate says of its holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerIdentity {
+    /// No certificate, or one that names nobody under the current trust settings.
+    None,
+    /// The aggregator: trust the identity headers.
+    FrontProxy,
+    /// A user of the cluster, from a certificate of its client CA.
+    User(UserInfo),
+}
+
+/// The trust settings a certificate was last judged by, and the verdict.
+type Verdict = Option<(Arc<RequestHeaderConfig>, PeerIdentity)>;
+
+/// The verified certificate chain the client presented (empty when it presented none), with
+/// the verdict under the trust settings it was last judged by.
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificates {
+    chain: Arc<Vec<CertificateDer<'static>>>,
+    verdict: Arc<Mutex<Verdict>>,
+}
+
+impl PeerCertificates {
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
+        PeerCertificates {
+            chain: Arc::new(chain),
+            verdict: Arc::default(),
+        }
+    }
+
+    /// The identity of the certificate under `trust`.
+    pub fn identity(&self, trust: &Arc<RequestHeaderConfig>) -> PeerIdentity {
+        if self.chain.is_empty() {
+            return PeerIdentity::None;
+        }
+        let mut verdict = self.verdict.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((judged_by, identity)) = verdict.as_ref()
+            && Arc::ptr_eq(judged_by, trust)
+        {
+            return identity.clone();
+        }
+        let identity = classify(&self.chain, trust);
+        *verdict = Some((trust.clone(), identity.clone()));
+        identity
+    }
+}
+
+fn classify(chain: &[CertificateDer<'static>], trust: &RequestHeaderConfig) -> PeerIdentity {
+    let Some((leaf, intermediates)) = chain.split_first() else {
+        return PeerIdentity::None;
+    };
+    let Some(subject) = Subject::of(leaf) else {
+        return PeerIdentity::None;
+    };
+    if verifies(&trust.client_ca, leaf, intermediates)
+        && (trust.allowed_names.is_empty()
+            || subject
+                .common_name
+                .as_ref()
+                .is_some_and(|cn| trust.allowed_names.contains(cn)))
+    {
+        return PeerIdentity::FrontProxy;
+    }
+    match subject.common_name {
+        Some(name)
+            if !name.is_empty() && verifies(&trust.cluster_client_ca, leaf, intermediates) =>
+        {
+            PeerIdentity::User(UserInfo {
+                name,
+                uid: None,
+                groups: super::authn::with_authenticated(subject.organizations),
+                extra: Default::default(),
+            })
+        }
+        _ => PeerIdentity::None,
+    }
+}
+
+/// Whether `leaf` chains to one of `roots` and may authenticate a client (key usage included).
+fn verifies(
+    roots: &[CertificateDer<'static>],
+    leaf: &CertificateDer<'static>,
+    intermediates: &[CertificateDer<'static>],
+) -> bool {
+    if roots.is_empty() {
+        return false;
+    }
+    let mut store = rustls::RootCertStore::empty();
+    let (added, _) = store.add_parsable_certificates(roots.iter().cloned());
+    if added == 0 {
+        return false;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider)
+        .build()
+        .is_ok_and(|v| {
+            v.verify_client_cert(leaf, intermediates, UnixTime::now())
+                .is_ok()
+        })
+}
+
+/// The parts of a certificate's subject Kubernetes reads.
+struct Subject {
+    /// The last common name, as Go's `pkix.Name` keeps it.
+    common_name: Option<String>,
+    organizations: Vec<String>,
+}
+
+impl Subject {
+    fn of(der: &CertificateDer<'_>) -> Option<Subject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+        let name = cert.subject();
+        let text =
+            |a: &x509_parser::x509::AttributeTypeAndValue<'_>| a.as_str().ok().map(str::to_string);
+        Some(Subject {
+            common_name: name.iter_common_name().filter_map(text).last(),
+            organizations: name.iter_organization().filter_map(text).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_certificate_is_nobody() {
+        let trust = Arc::new(RequestHeaderConfig::default());
+        assert_eq!(
+            PeerCertificates::default().identity(&trust),
+            PeerIdentity::None
+        );
+    }
+
+    fn der(pem: &[u8]) -> CertificateDer<'static> {
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::from_pem_slice(pem).unwrap()
+    }
+
+    /// A front-proxy CA, a cluster client CA, and the trust settings naming them.
+    fn pki() -> (
+        crate::dev::pki::KeyPair,
+        crate::dev::pki::KeyPair,
+        Arc<RequestHeaderConfig>,
+    ) {
+        let front = crate::dev::pki::KeyPair::new_ca("front-proxy-ca").unwrap();
+        let clients = crate::dev::pki::KeyPair::new_ca("cluster-ca").unwrap();
+        let trust = Arc::new(RequestHeaderConfig {
+            client_ca: vec![der(&front.cert_pem)],
+            cluster_client_ca: vec![der(&clients.cert_pem)],
+            allowed_names: vec!["front-proxy-client".into()],
+            ..Default::default()
+        });
+        (front, clients, trust)
+    }
+
+    fn identity(
+        ca: &crate::dev::pki::KeyPair,
+        cn: &str,
+        orgs: &[&str],
+        trust: &Arc<RequestHeaderConfig>,
+    ) -> PeerIdentity {
+        let cert = ca.issue(cn, orgs, crate::dev::pki::Usage::Client).unwrap();
+        PeerCertificates::new(vec![der(&cert.cert_pem)]).identity(trust)
+    }
+
+    #[test]
+    fn each_ca_proves_what_it_signs_for_and_nothing_else() {
+        let (front, clients, trust) = pki();
+        assert_eq!(
+            identity(&front, "front-proxy-client", &[], &trust),
+            PeerIdentity::FrontProxy
+        );
+        // Not an allowed name: the front-proxy CA does not make a user either.
+        assert_eq!(
+            identity(&front, "someone", &["system:masters"], &trust),
+            PeerIdentity::None
+        );
+        // The cluster CA never makes a front proxy, whatever the name.
+        let PeerIdentity::User(user) = identity(&clients, "front-proxy-client", &[], &trust) else {
+            panic!("a cluster certificate is a user");
+        };
+        assert_eq!(user.name, "front-proxy-client");
+        let PeerIdentity::User(user) = identity(&clients, "alice", &["team-a", "team-b"], &trust)
+        else {
+            panic!("a cluster certificate is a user");
+        };
+        assert_eq!(user.name, "alice");
+        assert_eq!(
+            user.groups,
+            vec!["team-a", "team-b", "system:authenticated"]
+        );
+        // A CA nobody trusts proves nothing.
+        let stranger = crate::dev::pki::KeyPair::new_ca("stranger").unwrap();
+        assert_eq!(
+            identity(&stranger, "admin", &["system:masters"], &trust),
+            PeerIdentity::None
+        );
+    }
+
+    #[test]
+    fn a_rotated_ca_is_judged_again_on_the_same_connection() {
+        let (front, _, trust) = pki();
+        let cert = front
+            .issue("front-proxy-client", &[], crate::dev::pki::Usage::Client)
+            .unwrap();
+        let peer = PeerCertificates::new(vec![der(&cert.cert_pem)]);
+        assert_eq!(peer.identity(&trust), PeerIdentity::FrontProxy);
+        let rotated = Arc::new(RequestHeaderConfig {
+            client_ca: vec![der(&crate::dev::pki::KeyPair::new_ca("new-front")
+                .unwrap()
+                .cert_pem)],
+            ..(*trust).clone()
+        });
+        assert_eq!(peer.identity(&rotated), PeerIdentity::None);
+    }
+
+    #[test]
+    fn garbage_is_nobody() {
+        let trust = Arc::new(RequestHeaderConfig::default());
+        let peer = PeerCertificates::new(vec![CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])]);
+        assert_eq!(peer.identity(&trust), PeerIdentity::None);
+    }
+}
