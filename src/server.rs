@@ -8,7 +8,7 @@ use crate::index::Index;
 use crate::readiness::Readiness;
 use crate::ruleset;
 use crate::track::{Settings as TrackSettings, Tracker};
-use crate::watch::{Detector, Health, Watches};
+use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
@@ -27,11 +27,16 @@ pub async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
             .await
             .context("no in-cluster config and no usable $KUBECONFIG")?,
     };
-    let timeout = Duration::from_secs(args.k8s_api_timeout.as_secs().max(1) as u64);
+    let timeout = timeout_of(args);
     config.connect_timeout = Some(timeout);
     config.read_timeout = None; // watches are long; per-call deadlines are set where needed
     config.write_timeout = Some(timeout);
     Ok(kube::Client::try_from(config)?)
+}
+
+/// `K8S_API_TIMEOUT`, at least a second.
+fn timeout_of(args: &ServeArgs) -> Duration {
+    Duration::from_secs(args.k8s_api_timeout.as_secs().max(1) as u64)
 }
 
 /// Serves until SIGTERM or Ctrl-C.
@@ -70,10 +75,21 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     ));
     tokio::spawn(detector.clone().run_deadlines());
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
+    let targets = Arc::new(TargetHealth::default());
+    let probe_interval = args
+        .watch_probe_interval
+        .unsigned_abs()
+        .max(Duration::from_secs(1));
+    let liveness = Liveness {
+        probe_interval,
+        probe_timeout: timeout_of(&args).min(Duration::from_secs(10)),
+    };
     let watches = Arc::new(Watches::new(
         client.clone(),
         detector.clone(),
+        targets.clone(),
         retry,
+        liveness,
         readiness.clone(),
     ));
     tokio::spawn(ruleset::run(
@@ -84,7 +100,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         rulesets_listed,
     ));
 
-    let state = Arc::new(ApiState::new(index, readiness));
+    let state = Arc::new(ApiState::new(index, readiness).with_freshness(targets));
     let guard = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),

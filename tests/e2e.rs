@@ -17,3 +17,5 @@ mod openapi;
 mod plugin;
 #[path = "e2e/rules.rs"]
 mod rules;
+#[path = "e2e/staleness.rs"]
+mod staleness;

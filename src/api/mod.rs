@@ -4,6 +4,7 @@ pub mod continue_token;
 pub mod discovery;
 pub mod duration;
 pub mod fields;
+pub mod freshness;
 mod goquote;
 pub mod labels;
 pub mod negotiate;
@@ -38,6 +39,8 @@ pub struct ApiState {
     snapshots: snapshots::Snapshots,
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
     pub readiness: Readiness,
+    /// Which watched targets are not current, for the `Warning` header of reads.
+    pub(crate) freshness: Arc<crate::watch::TargetHealth>,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
@@ -68,7 +71,14 @@ impl ApiState {
             index,
             snapshots: snapshots::Snapshots::default(),
             readiness,
+            freshness: Arc::default(),
         }
+    }
+
+    /// Warns readers when a target in `targets` is not watched (by default none is known).
+    pub fn with_freshness(mut self, targets: Arc<crate::watch::TargetHealth>) -> Self {
+        self.freshness = targets;
+        self
     }
 }
 

@@ -113,10 +113,12 @@ pub async fn dispatch(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    match route(&state, &method, &rest, &query, &headers).await {
+    let mut response = match route(&state, &method, &rest, &query, &headers).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
-    }
+    };
+    super::freshness::warn_if_stale(&state.freshness, &rest, &mut response);
+    response
 }
 
 async fn route(

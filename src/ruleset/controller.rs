@@ -95,7 +95,7 @@ pub async fn run(
             }
         };
         if changed && seen_in_list.is_none() {
-            watches.reconcile(wanted(&entries));
+            watches.reconcile(wanted(&entries)).await;
             // After reconcile: the watchers it started already hold readiness.
             if let Some(listed) = listed.take() {
                 listed.done();
