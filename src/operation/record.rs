@@ -153,6 +153,7 @@ mod tests {
     fn ruleset() -> RuleSetInfo {
         RuleSetInfo {
             name: "kubevirt".into(),
+            generation: None,
             component: "virt".into(),
             labels: BTreeMap::new(),
         }
