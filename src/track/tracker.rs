@@ -312,16 +312,22 @@ impl Tracker {
         changes
     }
 
-    /// After a relist of `ruleset`'s subjects: active operations of subjects not in
-    /// `present_subject_uids` were deleted while the watch was down.
+    /// After a relist of `ruleset`'s subjects in `namespace` (`None`: every namespace, or a
+    /// cluster-scoped target): active operations of subjects there that are not in
+    /// `present_subject_uids` were deleted while the watch was down. Subjects elsewhere are
+    /// not judged: that list did not cover them.
     pub fn resync(
         &mut self,
         ruleset: &str,
+        namespace: Option<&str>,
         present_subject_uids: &HashSet<String>,
         now: Timestamp,
     ) -> Vec<Change> {
         let mut changes = self.tick(now);
-        let keys = self.active_keys(ruleset, |k| !present_subject_uids.contains(&k.subject_uid));
+        let keys = self.active_keys_where(ruleset, |k, record| {
+            namespace.is_none_or(|ns| record.subject.namespace.as_deref() == Some(ns))
+                && !present_subject_uids.contains(&k.subject_uid)
+        });
         for key in keys {
             self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
         }
@@ -363,11 +369,19 @@ impl Tracker {
     }
 
     fn active_keys(&self, ruleset: &str, filter: impl Fn(&Key) -> bool) -> Vec<Key> {
+        self.active_keys_where(ruleset, |k, _| filter(k))
+    }
+
+    fn active_keys_where(
+        &self,
+        ruleset: &str,
+        filter: impl Fn(&Key, &InFlightOperation) -> bool,
+    ) -> Vec<Key> {
         let start = Key::new(ruleset, "", "");
         self.entries
             .range(start..)
             .take_while(|(k, _)| k.ruleset == ruleset)
-            .filter(|(k, e)| matches!(e.state, State::Active { .. }) && filter(k))
+            .filter(|(k, e)| matches!(e.state, State::Active { .. }) && filter(k, &e.record))
             .map(|(k, _)| k.clone())
             .collect()
     }

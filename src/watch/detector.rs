@@ -100,14 +100,20 @@ impl Detector {
         });
     }
 
-    /// A relist finished: subjects no longer present were deleted while we were not watching.
-    pub fn resync(&self, rulesets: &[Arc<CompiledRuleSet>], present: &HashSet<String>) {
+    /// A relist of `namespace` (`None`: all of the target) finished: subjects there no longer
+    /// present were deleted while we were not watching.
+    pub fn resync(
+        &self,
+        rulesets: &[Arc<CompiledRuleSet>],
+        namespace: Option<&str>,
+        present: &HashSet<String>,
+    ) {
         let at = now();
         self.with_tracker(|t| {
             let mut changes = Vec::new();
             for rs in rulesets {
                 if t.accepts(&rs.info) {
-                    changes.extend(t.resync(&rs.info.name, present, at));
+                    changes.extend(t.resync(&rs.info.name, namespace, present, at));
                 }
             }
             changes

@@ -288,8 +288,7 @@ async fn follow_events(
             .boxed()
     });
     let mut events = futures::stream::select_all(streams);
-    // Subjects seen by the latest complete list of each namespace stream.
-    let mut listed: HashMap<Stream, HashSet<String>> = HashMap::new();
+    // Subjects seen so far by the list each namespace stream is running.
     let mut listing: HashMap<Stream, HashSet<String>> = HashMap::new();
     // Streams whose latest list completed and whose watch has not failed since.
     let mut current: HashSet<Stream> = HashSet::new();
@@ -308,13 +307,10 @@ async fn follow_events(
             Ok(watcher::Event::InitDone) => {
                 ctx.targets.listed(target, &ns, jiff::Timestamp::now());
                 current.insert(ns.clone());
-                listed.insert(ns.clone(), listing.remove(&ns).unwrap_or_default());
-                // Only a complete picture may say a subject is gone: until every namespace has
-                // listed, the others' subjects are merely unknown.
-                if listed.len() == streams_total {
-                    let present: HashSet<String> = listed.values().flatten().cloned().collect();
-                    detector.resync(&rulesets, &present);
-                }
+                // Each stream's list is the complete picture of its namespace (and only of it):
+                // streams fail and relist on their own.
+                let present = listing.remove(&ns).unwrap_or_default();
+                detector.resync(&rulesets, ns.as_deref(), &present);
                 if current.len() == streams_total {
                     progress.set_state(WatchState::Active);
                     tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");

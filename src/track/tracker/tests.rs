@@ -484,7 +484,7 @@ fn resync_treats_missing_subjects_as_deleted() {
         see(&mut tr, uid, active(None), t(0));
     }
     let present: HashSet<String> = ["b".to_owned()].into();
-    let changes = tr.resync("rs", &present, t(60));
+    let changes = tr.resync("rs", None, &present, t(60));
     let gone: Vec<_> = changes
         .iter()
         .filter(|c| matches!(c, Change::Remove(_)))
@@ -821,5 +821,32 @@ fn evaluations_by_an_older_generation_change_nothing() {
     );
     assert!(old.changes.is_empty());
     assert_eq!(tr.next_deadline(), None);
+    assert_eq!(tr.active_count("rs"), 1);
+}
+
+#[test]
+fn a_namespace_relist_only_judges_subjects_of_that_namespace() {
+    // One namespace stream relisted; subjects in the others are not in its list, and must not
+    // be taken for deleted.
+    let mut tr = tracker(settings(30, false));
+    let in_ns2 = Subject {
+        namespace: Some("ns2".into()),
+        ..subject("other-ns")
+    };
+    see(&mut tr, "a", active(None), t(0));
+    see(&mut tr, "b", active(None), t(0));
+    tr.observe(&ruleset("rs"), &ops(), &in_ns2, &active(None), t(0));
+    let present: HashSet<String> = ["a".to_owned()].into();
+    let changes = tr.resync("rs", Some("ns1"), &present, t(10));
+    let gone: Vec<_> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Remove(_)))
+        .map(|c| c.record().subject.uid.clone())
+        .collect();
+    assert_eq!(gone, ["b"]);
+    assert_eq!(tr.active_count("rs"), 2);
+    // The whole target relisted (one stream for every namespace): everything is judged.
+    let changes = tr.resync("rs", None, &present, t(11));
+    assert_eq!(changes.len(), 2, "other-ns completes and goes");
     assert_eq!(tr.active_count("rs"), 1);
 }
