@@ -56,6 +56,7 @@ fn operation(i: usize) -> Arc<InFlightOperation> {
     };
     let ruleset = RuleSetInfo {
         name: "kubevirt-vm-lifecycle".into(),
+        generation: None,
         component: "kubevirt".into(),
         labels: BTreeMap::from([("ifo.kubevirt.io/correlation-group".into(), "virt".into())]),
     };

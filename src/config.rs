@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// before it reports ready with what is known: an unready server stalls the APIService.
     #[arg(long, env = "INITIAL_SYNC_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
     pub initial_sync_timeout: SignedDuration,
+    /// How often each watched target is listed (one object) to notice a watch that stalled
+    /// without failing (etcd unavailable); a list slower than K8S_API_TIMEOUT (at most 10s)
+    /// counts as failed.
+    #[arg(long, env = "WATCH_PROBE_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    pub watch_probe_interval: SignedDuration,
 }
 
 impl ServeArgs {

@@ -1,5 +1,6 @@
 //! Prometheus metrics, served at `/metrics`.
 
+use crate::ruleset::Target;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -19,6 +20,9 @@ struct Metrics {
     watchers_cut: Family<Labels, Counter>,
     connections_refused: Counter,
     operations: Gauge,
+    target_watch_up: Family<Labels, Gauge>,
+    target_last_list: Family<Labels, Gauge>,
+    target_watch_failures: Family<Labels, Counter>,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -77,8 +81,29 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Operations held in memory (active and retained completed)",
         Gauge::default(),
     );
+    let target_watch_up = register(
+        &mut r,
+        "target_watch_up",
+        "1 while every watch of the target is current, 0 while any is starting, failing or stalled",
+        Family::default(),
+    );
+    let target_last_list = register(
+        &mut r,
+        "target_last_list_timestamp_seconds",
+        "When a list of the target last completed (Unix seconds)",
+        Family::default(),
+    );
+    let target_watch_failures = register(
+        &mut r,
+        "target_watch_failures",
+        "Failed lists, watches and liveness probes of the target",
+        Family::default(),
+    );
     Metrics {
         registry: r,
+        target_watch_up,
+        target_last_list,
+        target_watch_failures,
         rule_errors,
         object_events,
         watches,
@@ -132,6 +157,43 @@ pub fn connection_refused() {
 
 pub fn set_operations(n: usize) {
     METRICS.operations.set(n as i64);
+}
+
+fn target_labels(target: &Target) -> Labels {
+    vec![
+        ("group", target.group.clone()),
+        ("version", target.version.clone()),
+        ("resource", target.resource.clone()),
+    ]
+}
+
+pub fn set_target_watch_up(target: &Target, up: bool) {
+    METRICS
+        .target_watch_up
+        .get_or_create(&target_labels(target))
+        .set(i64::from(up));
+}
+
+pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
+    METRICS
+        .target_last_list
+        .get_or_create(&target_labels(target))
+        .set(unix_seconds);
+}
+
+pub fn target_watch_failure(target: &Target) {
+    METRICS
+        .target_watch_failures
+        .get_or_create(&target_labels(target))
+        .inc();
+}
+
+/// No ruleset targets `target` any more: its series go.
+pub fn forget_target(target: &Target) {
+    let labels = target_labels(target);
+    METRICS.target_watch_up.remove(&labels);
+    METRICS.target_last_list.remove(&labels);
+    METRICS.target_watch_failures.remove(&labels);
 }
 
 /// The text exposition of every metric.

@@ -9,7 +9,7 @@ use crate::index::Index;
 use crate::readiness::Readiness;
 use crate::ruleset;
 use crate::track::{Settings as TrackSettings, Tracker};
-use crate::watch::{Detector, Health, Watches};
+use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
@@ -52,10 +52,21 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     ));
     tokio::spawn(detector.clone().run_deadlines());
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
+    let targets = Arc::new(TargetHealth::default());
+    let probe_interval = args
+        .watch_probe_interval
+        .unsigned_abs()
+        .max(Duration::from_secs(1));
+    let liveness = Liveness {
+        probe_interval,
+        probe_timeout: crate::client::api_timeout(&args),
+    };
     let watches = Arc::new(Watches::new(
         client.clone(),
         detector.clone(),
+        targets.clone(),
         retry,
+        liveness,
         readiness.clone(),
     ));
     tokio::spawn(ruleset::run(
@@ -70,7 +81,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         max_watches: args.max_watches,
         max_watches_per_user: args.max_watches_per_user,
     };
-    let state = Arc::new(ApiState::new(index, readiness.clone(), limits));
+    let state = Arc::new(ApiState::new(index, readiness.clone(), limits).with_freshness(targets));
     let guard = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),

@@ -19,3 +19,5 @@ mod plugin;
 mod rules;
 #[path = "e2e/security.rs"]
 mod security;
+#[path = "e2e/staleness.rs"]
+mod staleness;

@@ -2,6 +2,7 @@
 
 pub mod continue_token;
 pub mod discovery;
+pub mod freshness;
 pub mod negotiate;
 pub mod openapi;
 pub mod params;
@@ -35,6 +36,8 @@ pub struct ApiState {
     pub readiness: Readiness,
     /// Limits on open watches.
     watch_slots: Arc<watch_slots::WatchSlots>,
+    /// Which watched targets are not current, for the `Warning` header of reads.
+    pub(crate) freshness: Arc<crate::watch::TargetHealth>,
 }
 
 /// Limits on what callers may hold open.
@@ -87,7 +90,14 @@ impl ApiState {
                 limits.max_watches,
                 limits.max_watches_per_user,
             ),
+            freshness: Arc::default(),
         }
+    }
+
+    /// Warns readers when a target in `targets` is not watched (by default none is known).
+    pub fn with_freshness(mut self, targets: Arc<crate::watch::TargetHealth>) -> Self {
+        self.freshness = targets;
+        self
     }
 }
 

@@ -134,10 +134,13 @@ pub async fn dispatch(
     headers: HeaderMap,
 ) -> Response {
     let user = user.map(|Extension(u)| u.name).unwrap_or_default();
-    match route(&state, &info, &user, &headers) {
+    let mut response = match route(&state, &info, &user, &headers) {
         Ok(response) => response,
         Err(e) => e.into_response(),
-    }
+    };
+    let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
+    super::freshness::warn_if_stale(&state.freshness, namespace, &mut response);
+    response
 }
 
 fn route(

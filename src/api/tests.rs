@@ -25,6 +25,7 @@ fn op(namespace: Option<&str>, subject: &str) -> Arc<InFlightOperation> {
     };
     let rs = RuleSetInfo {
         name: "vms".into(),
+        generation: None,
         component: "kubevirt".into(),
         ..Default::default()
     };

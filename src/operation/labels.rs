@@ -220,6 +220,7 @@ mod tests {
     fn ruleset() -> RuleSetInfo {
         RuleSetInfo {
             name: "kubevirt".into(),
+            generation: None,
             component: "virt".into(),
             labels: BTreeMap::from([
                 ("team".to_owned(), "static".to_owned()),

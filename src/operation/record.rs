@@ -168,6 +168,7 @@ mod tests {
     fn ruleset() -> RuleSetInfo {
         RuleSetInfo {
             name: "kubevirt".into(),
+            generation: None,
             component: "virt".into(),
             labels: BTreeMap::new(),
         }

@@ -11,4 +11,7 @@ pub struct RuleSetInfo {
     pub component: String,
     /// Static `spec.labels`, copied onto every record (below the built-in labels).
     pub labels: BTreeMap<String, String>,
+    /// `metadata.generation` of the ruleset these rules were compiled from: evaluations by a
+    /// generation older than the one loaded (a watcher not stopped yet) are ignored.
+    pub generation: Option<i64>,
 }

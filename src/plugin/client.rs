@@ -15,6 +15,7 @@ use super::op::{
     APISERVICE, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, NAMESPACED_KIND, NAMESPACED_PLURAL, Op,
     VERSION,
 };
+use super::warnings::Warnings;
 
 /// The namespaced or the cluster-scoped kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +84,12 @@ impl Scope {
 }
 
 /// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG`, else `~/.kube/config`, else
-/// the in-cluster service account) and `--context`; with the context's default namespace.
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<(Client, String)> {
+/// the in-cluster service account) and `--context`; with the context's default namespace, and
+/// the warnings the server sends with its answers.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(Client, String, Warnings)> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
@@ -106,8 +111,12 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         })?,
     };
     let namespace = config.default_namespace.clone();
-    let client = Client::try_from(config).context("cannot build a client from the kubeconfig")?;
-    Ok((client, namespace))
+    let warnings = Warnings::default();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context("cannot build a client from the kubeconfig")?
+        .with_layer(&warnings.layer())
+        .build();
+    Ok((client, namespace, warnings))
 }
 
 fn api(client: &Client, resource: Resource, namespace: Option<&str>) -> Api<DynamicObject> {

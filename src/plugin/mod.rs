@@ -13,6 +13,7 @@ pub mod op;
 pub mod summary;
 pub mod tracker;
 pub mod tree;
+pub mod warnings;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,6 +29,7 @@ use filter::Filters;
 use format::{Columns, Output, Table};
 use op::{Op, sort};
 use tracker::{Change, Tracker};
+use warnings::Warnings;
 
 /// How a successful run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,16 +109,17 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     if g.watch && !matches!(command, Command::List) {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
     }
-    let (client, default_namespace) =
+    let (client, default_namespace, warnings) =
         client::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
     let scope = scope(&g, &default_namespace);
     let now = Timestamp::now();
     match command {
         Command::List if g.watch => {
-            watch_list(&client, &scope, &filters(&g, !g.all), g.output).await
+            watch_list(&client, &warnings, &scope, &filters(&g, !g.all), g.output).await
         }
         Command::List => {
             let mut ops = client::list(&client, &scope, &filters(&g, !g.all)).await?;
+            warnings.print_new();
             sort(&mut ops);
             if ops.is_empty() && matches!(g.output, Output::Table | Output::Wide) {
                 let what = if g.all {
@@ -179,6 +182,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         Command::Check => {
             let f = filters(&g, true);
             let mut ops = client::list(&client, &scope, &f).await?;
+            ensure_complete(&warnings)?;
             sort(&mut ops);
             report_in_flight(&ops, &scope, &f, g.output, now);
             Ok(if ops.is_empty() {
@@ -188,9 +192,25 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             })
         }
         Command::Wait { timeout } => {
-            wait(&client, &scope, &filters(&g, true), g.output, timeout).await
+            let f = filters(&g, true);
+            wait(&client, &warnings, &scope, &f, g.output, timeout).await
         }
     }
+}
+
+/// `check` and `wait` answer whether anything is in flight. When the server said its answer may
+/// be incomplete (a rule target it is not watching), "nothing" cannot be trusted, nor can the
+/// list: they fail (exit 2) with the server's reasons instead.
+fn ensure_complete(warnings: &Warnings) -> Result<()> {
+    let incomplete = warnings.incomplete();
+    if incomplete.is_empty() {
+        warnings.print_new();
+        return Ok(());
+    }
+    bail!(
+        "cannot tell what is in flight, the server's answer may be incomplete:\n  {}",
+        incomplete.join("\n  ")
+    )
 }
 
 /// `check`'s and `wait`'s answer: the operations in flight (stdout), or that there are none.
@@ -293,6 +313,7 @@ async fn get(
 /// `list -w`: the current operations, then a row for every change.
 async fn watch_list(
     client: &kube::Client,
+    warnings: &Warnings,
     scope: &Scope,
     filters: &Filters,
     output: Output,
@@ -312,6 +333,7 @@ async fn watch_list(
     };
     let mut events = std::pin::pin!(client::watch(client, scope, &server_side));
     while let Some((i, event)) = events.next().await {
+        warnings.print_new();
         let event = match event {
             Ok(ev) => ev,
             Err((message, true)) => bail!(message),
@@ -374,6 +396,7 @@ fn stream_objects(ops: &[Op], output: Output) -> String {
 /// still in flight).
 async fn wait(
     client: &kube::Client,
+    warnings: &Warnings,
     scope: &Scope,
     filters: &Filters,
     output: Output,
@@ -418,7 +441,14 @@ async fn wait(
         if !tracker.synced() {
             continue;
         }
+        ensure_complete(warnings)?;
         if tracker.is_empty() {
+            // The watch's warnings are as old as the watch: ask once more before saying "none".
+            let listed = client::list(client, scope, filters).await?;
+            ensure_complete(warnings)?;
+            if !listed.is_empty() {
+                continue;
+            }
             report_in_flight(&[], scope, filters, output, Timestamp::now());
             return Ok(Outcome::Done);
         }

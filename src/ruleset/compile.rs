@@ -96,6 +96,7 @@ pub fn compile(
             name: name.to_string(),
             component: spec.component.clone(),
             labels: spec.labels.clone(),
+            generation,
         },
         target: spec.target.clone(),
         namespaces: spec.namespaces.clone(),

@@ -48,6 +48,8 @@ pub async fn run(
         std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
     let mut entries: HashMap<String, Entry> = HashMap::new();
     let mut seen_in_list: Option<Vec<String>> = None;
+    // Rulesets gone since the last reconcile: their operations end once their watchers stopped.
+    let mut removed: Vec<String> = Vec::new();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     loop {
         let event = tokio::select! {
@@ -77,15 +79,18 @@ pub async fn run(
                     .filter(|n| !seen.contains(n))
                     .cloned()
                     .collect();
-                for name in &gone {
-                    remove(&detector, &mut entries, name);
+                for name in gone {
+                    entries.remove(&name);
+                    removed.push(name);
                 }
                 true
             }
             Ok(watcher::Event::Apply(ors)) => upsert(&engine, &detector, &mut entries, ors),
             Ok(watcher::Event::Delete(ors)) => {
-                if let Some(name) = ors.metadata.name.as_deref() {
-                    remove(&detector, &mut entries, name);
+                if let Some(name) = ors.metadata.name
+                    && entries.remove(&name).is_some()
+                {
+                    removed.push(name);
                 }
                 true
             }
@@ -95,7 +100,14 @@ pub async fn run(
             }
         };
         if changed && seen_in_list.is_none() {
-            watches.reconcile(wanted(&entries));
+            watches.reconcile(wanted(&entries)).await;
+            // Only now: a watcher still running a removed ruleset's rules could otherwise start
+            // an operation after its removal ended them, and it would stay Active for good.
+            for name in removed.drain(..) {
+                tracing::info!(ruleset = %name, "ruleset removed; its operations end");
+                detector.ruleset_removed(&name);
+                detector.health.reset(&name);
+            }
             // After reconcile: the watchers it started already hold readiness.
             if let Some(listed) = listed.take() {
                 listed.done();
@@ -164,6 +176,10 @@ fn upsert(
             _ => detector.ruleset_removed(&name),
         }
     }
+    if let Ok(rs) = &compiled {
+        // From here on, evaluations by older generations (watchers not restarted yet) are ignored.
+        detector.ruleset_loaded(&name, rs.generation);
+    }
     detector.health.reset(&name);
     let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
     entries.insert(
@@ -176,14 +192,6 @@ fn upsert(
         },
     );
     true
-}
-
-fn remove(detector: &Detector, entries: &mut HashMap<String, Entry>, name: &str) {
-    if entries.remove(name).is_some() {
-        tracing::info!(ruleset = %name, "ruleset removed; its operations end");
-        detector.ruleset_removed(name);
-        detector.health.reset(name);
-    }
 }
 
 async fn write_statuses(

@@ -72,6 +72,10 @@ pub struct Tracker {
     retained: BTreeSet<(Timestamp, Key)>,
     /// Active operations per ruleset (no zero entries).
     active: HashMap<String, usize>,
+    /// The generation of every loaded ruleset. Only these rulesets, at these generations, may
+    /// start or change operations: a watcher still running the rules of a ruleset that was
+    /// deleted or updated must not bring back what its removal ended.
+    loaded: HashMap<String, Option<i64>>,
 }
 
 impl Tracker {
@@ -82,7 +86,21 @@ impl Tracker {
             graces: BTreeSet::new(),
             retained: BTreeSet::new(),
             active: HashMap::new(),
+            loaded: HashMap::new(),
         }
+    }
+
+    /// `ruleset` is loaded at `generation`: from now on only evaluations by this generation (or
+    /// a later one) count.
+    pub fn ruleset_loaded(&mut self, ruleset: &str, generation: Option<i64>) {
+        self.loaded.insert(ruleset.to_owned(), generation);
+    }
+
+    /// Whether evaluations by `ruleset` count: it is loaded, and not at a later generation.
+    pub fn accepts(&self, ruleset: &RuleSetInfo) -> bool {
+        self.loaded
+            .get(&ruleset.name)
+            .is_some_and(|loaded| ruleset.generation >= *loaded)
     }
 
     pub fn settings(&self) -> &Settings {
@@ -92,6 +110,8 @@ impl Tracker {
     /// Applies one evaluation of `subject` by `ruleset`.
     ///
     /// `operations[i]` is the operation of the ruleset's i-th rule, parallel to `eval.rules`.
+    /// An evaluation by a ruleset that is not loaded, or by an older generation of it, changes
+    /// nothing (see [`Tracker::accepts`]).
     pub fn observe(
         &mut self,
         ruleset: &RuleSetInfo,
@@ -104,6 +124,9 @@ impl Tracker {
             changes: self.tick(now),
             warnings: Vec::new(),
         };
+        if !self.accepts(ruleset) {
+            return out;
+        }
         for (operation, signal) in signals(operations, &eval.rules) {
             let key = Key::new(&ruleset.name, &subject.uid, operation);
             match signal {
@@ -289,16 +312,22 @@ impl Tracker {
         changes
     }
 
-    /// After a relist of `ruleset`'s subjects: active operations of subjects not in
-    /// `present_subject_uids` were deleted while the watch was down.
+    /// After a relist of `ruleset`'s subjects in `namespace` (`None`: every namespace, or a
+    /// cluster-scoped target): active operations of subjects there that are not in
+    /// `present_subject_uids` were deleted while the watch was down. Subjects elsewhere are
+    /// not judged: that list did not cover them.
     pub fn resync(
         &mut self,
         ruleset: &str,
+        namespace: Option<&str>,
         present_subject_uids: &HashSet<String>,
         now: Timestamp,
     ) -> Vec<Change> {
         let mut changes = self.tick(now);
-        let keys = self.active_keys(ruleset, |k| !present_subject_uids.contains(&k.subject_uid));
+        let keys = self.active_keys_where(ruleset, |k, record| {
+            namespace.is_none_or(|ns| record.subject.namespace.as_deref() == Some(ns))
+                && !present_subject_uids.contains(&k.subject_uid)
+        });
         for key in keys {
             self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
         }
@@ -306,8 +335,10 @@ impl Tracker {
     }
 
     /// The ruleset was deleted or became invalid: its active operations complete now with
-    /// `RuleSetRemoved`. Retained completed records stay until their retention ends.
+    /// `RuleSetRemoved`, and nothing it evaluates counts any more (until it is loaded again).
+    /// Retained completed records stay until their retention ends.
     pub fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
+        self.loaded.remove(ruleset);
         self.retain_operations(ruleset, &[], now)
     }
 
@@ -338,11 +369,19 @@ impl Tracker {
     }
 
     fn active_keys(&self, ruleset: &str, filter: impl Fn(&Key) -> bool) -> Vec<Key> {
+        self.active_keys_where(ruleset, |k, _| filter(k))
+    }
+
+    fn active_keys_where(
+        &self,
+        ruleset: &str,
+        filter: impl Fn(&Key, &InFlightOperation) -> bool,
+    ) -> Vec<Key> {
         let start = Key::new(ruleset, "", "");
         self.entries
             .range(start..)
             .take_while(|(k, _)| k.ruleset == ruleset)
-            .filter(|(k, e)| matches!(e.state, State::Active { .. }) && filter(k))
+            .filter(|(k, e)| matches!(e.state, State::Active { .. }) && filter(k, &e.record))
             .map(|(k, _)| k.clone())
             .collect()
     }

@@ -90,25 +90,46 @@ impl Detector {
     pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         let at = now();
         self.with_tracker(|t| {
-            rulesets
-                .iter()
-                .flat_map(|rs| t.subject_deleted(&rs.info.name, uid, at))
-                .collect()
+            let mut changes = Vec::new();
+            for rs in rulesets {
+                if t.accepts(&rs.info) {
+                    changes.extend(t.subject_deleted(&rs.info.name, uid, at));
+                }
+            }
+            changes
         });
     }
 
-    /// A relist finished: subjects no longer present were deleted while we were not watching.
-    pub fn resync(&self, rulesets: &[Arc<CompiledRuleSet>], present: &HashSet<String>) {
+    /// A relist of `namespace` (`None`: all of the target) finished: subjects there no longer
+    /// present were deleted while we were not watching.
+    pub fn resync(
+        &self,
+        rulesets: &[Arc<CompiledRuleSet>],
+        namespace: Option<&str>,
+        present: &HashSet<String>,
+    ) {
         let at = now();
         self.with_tracker(|t| {
-            rulesets
-                .iter()
-                .flat_map(|rs| t.resync(&rs.info.name, present, at))
-                .collect()
+            let mut changes = Vec::new();
+            for rs in rulesets {
+                if t.accepts(&rs.info) {
+                    changes.extend(t.resync(&rs.info.name, namespace, present, at));
+                }
+            }
+            changes
         });
     }
 
-    /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`.
+    /// A valid ruleset was loaded at `generation`: only its evaluations by that generation count.
+    pub fn ruleset_loaded(&self, ruleset: &str, generation: Option<i64>) {
+        self.tracker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ruleset_loaded(ruleset, generation);
+    }
+
+    /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`, and
+    /// what its rules still evaluate (a watcher being stopped) is ignored.
     pub fn ruleset_removed(&self, ruleset: &str) {
         let at = now();
         self.with_tracker(|t| t.ruleset_removed(ruleset, at));

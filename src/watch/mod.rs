@@ -3,8 +3,10 @@
 
 mod detector;
 mod health;
+mod target_health;
 mod watcher;
 
 pub use detector::Detector;
 pub use health::{Health, RuleSetHealth, WatchState};
-pub use watcher::Watches;
+pub use target_health::{Stale, TargetHealth};
+pub use watcher::{Liveness, Watches};

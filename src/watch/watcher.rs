@@ -1,18 +1,24 @@
 //! The set of running watchers. A watcher is tied to the exact rulesets it serves: when that set
 //! changes it is restarted, so the fresh list re-evaluates every current object against the new rules.
+//!
+//! Each watcher also says whether it is current ([`TargetHealth`]): a list or watch that fails
+//! makes its stream stale until a list completes again, and a periodic liveness probe catches a
+//! watch that stalls without failing.
 
 use super::detector::Detector;
 use super::health::WatchState;
+use super::target_health::{Stream, TargetHealth};
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
-use kube::api::DynamicObject;
+use futures::stream::BoxStream;
+use kube::api::{DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersion};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -22,13 +28,24 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// How watchers find out whether they are current.
+#[derive(Clone, Copy, Debug)]
+pub struct Liveness {
+    /// How often each stream's target is listed (one object) to catch a silently stalled watch.
+    pub probe_interval: Duration,
+    /// How long such a list may take before the stream counts as stalled.
+    pub probe_timeout: Duration,
+}
+
 pub struct Watches {
     client: Client,
     detector: Arc<Detector>,
+    targets: Arc<TargetHealth>,
     running: Mutex<HashMap<Target, Running>>,
     /// Notified when CRDs change, so watchers waiting for a missing target retry at once.
     pub crds_changed: Arc<Notify>,
     retry: Duration,
+    liveness: Liveness,
     readiness: Readiness,
 }
 
@@ -38,30 +55,51 @@ impl Watches {
     pub fn new(
         client: Client,
         detector: Arc<Detector>,
+        targets: Arc<TargetHealth>,
         retry: Duration,
+        liveness: Liveness,
         readiness: Readiness,
     ) -> Self {
         Watches {
             client,
             detector,
+            targets,
             running: Mutex::new(HashMap::new()),
             crds_changed: Arc::new(Notify::new()),
             retry,
+            liveness,
             readiness,
         }
     }
 
     /// Makes the running watchers match `wanted`: one per target, with exactly those rulesets.
-    pub fn reconcile(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) {
+    /// Returns once every watcher it stopped or replaced has stopped: from then on nothing
+    /// evaluates their rulesets any more (the caller may then end their operations).
+    pub async fn reconcile(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) {
+        let stopped = self.restart(wanted);
+        for task in stopped {
+            // Cancelled: it stops at its next await point, and never evaluates after that.
+            let _ = task.await;
+        }
+    }
+
+    /// Starts, restarts and stops watchers; returns the tasks it aborted.
+    fn restart(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) -> Vec<JoinHandle<()>> {
+        let mut stopped = Vec::new();
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running.retain(|target, r| {
-            let keep = wanted.contains_key(target);
-            if !keep {
-                tracing::info!(target = %target, "stopping watch: no ruleset targets it any more");
+        let gone: Vec<Target> = running
+            .keys()
+            .filter(|t| !wanted.contains_key(*t))
+            .cloned()
+            .collect();
+        for target in gone {
+            tracing::info!(target = %target, "stopping watch: no ruleset targets it any more");
+            if let Some(r) = running.remove(&target) {
                 r.task.abort();
+                stopped.push(r.task);
             }
-            keep
-        });
+            self.targets.forget(&target);
+        }
         for (target, rulesets) in wanted {
             let fingerprint: Vec<_> = rulesets
                 .iter()
@@ -79,24 +117,31 @@ impl Watches {
                 .pending(format!("the initial list of {target}"));
             if let Some(old) = running.remove(&target) {
                 old.task.abort();
+                stopped.push(old.task);
                 tracing::info!(target = %target, "restarting watch: its rulesets changed");
             } else {
                 tracing::info!(target = %target, "starting watch");
             }
+            self.targets.watching(&target, feeds(&rulesets));
             let task = tokio::spawn(watch_target(
-                self.client.clone(),
+                Context {
+                    client: self.client.clone(),
+                    targets: self.targets.clone(),
+                    crds_changed: self.crds_changed.clone(),
+                    retry: self.retry,
+                    liveness: self.liveness,
+                },
                 Progress {
                     detector: self.detector.clone(),
                     rulesets,
                     synced: Some(synced),
                 },
                 target.clone(),
-                self.crds_changed.clone(),
-                self.retry,
             ));
             running.insert(target, Running { fingerprint, task });
         }
         crate::metrics::set_watches(running.len());
+        stopped
     }
 }
 
@@ -111,6 +156,19 @@ impl Drop for Watches {
             r.task.abort();
         }
     }
+}
+
+/// The namespaces whose operations `rulesets` produce; `None`: any.
+fn feeds(rulesets: &[Arc<CompiledRuleSet>]) -> Option<BTreeSet<String>> {
+    if rulesets.iter().any(|r| r.namespaces.is_empty()) {
+        return None;
+    }
+    Some(
+        rulesets
+            .iter()
+            .flat_map(|r| r.namespaces.iter().cloned())
+            .collect(),
+    )
 }
 
 /// Finds the target in discovery; `Ok(None)` when the API server does not serve it.
@@ -128,6 +186,15 @@ async fn resolve(
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// What every watcher shares.
+struct Context {
+    client: Client,
+    targets: Arc<TargetHealth>,
+    crds_changed: Arc<Notify>,
+    retry: Duration,
+    liveness: Liveness,
 }
 
 /// Where one watcher reports what it learns: its rulesets' health, and readiness.
@@ -153,71 +220,79 @@ impl Progress {
 }
 
 /// Watches one target for as long as the task lives.
-async fn watch_target(
-    client: Client,
-    mut progress: Progress,
-    target: Target,
-    crds_changed: Arc<Notify>,
-    retry: Duration,
-) {
+async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
     progress.set_state(WatchState::Starting);
     let (ar, namespaced) = loop {
-        match resolve(&client, &target).await {
+        match resolve(&ctx.client, &target).await {
             Ok(Some(found)) => break found,
             Ok(None) => {
                 let msg =
                     format!("the server does not serve {target}; the watch starts when it does");
                 tracing::warn!(target = %target, "{msg}");
+                ctx.targets.not_served(&target);
                 progress.set_state(WatchState::InvalidTarget(msg));
             }
             Err(e) => {
                 tracing::warn!(target = %target, error = %e, "discovery failed");
-                progress.set_state(WatchState::Failed(format!(
-                    "discovery of {target} failed: {e}"
-                )));
+                let msg = format!("discovery of {target} failed: {e}");
+                ctx.targets.unresolved(&target, msg.clone());
+                progress.set_state(WatchState::Failed(msg));
             }
         }
         tokio::select! {
-            _ = crds_changed.notified() => {}
-            _ = tokio::time::sleep(retry) => {}
+            _ = ctx.crds_changed.notified() => {}
+            _ = tokio::time::sleep(ctx.retry) => {}
         }
     };
 
     // Namespace-scoped watches when every ruleset lists its namespaces (less to stream, and RBAC
     // may only allow those namespaces).
-    let (detector, rulesets) = (progress.detector.clone(), progress.rulesets.clone());
-    let namespaces: Option<Vec<String>> =
-        if namespaced && rulesets.iter().all(|r| !r.namespaces.is_empty()) {
-            let set: std::collections::BTreeSet<String> =
-                rulesets.iter().flat_map(|r| r.namespaces.clone()).collect();
-            Some(set.into_iter().collect())
-        } else {
-            None
-        };
-    let apis: Vec<(Option<String>, Api<DynamicObject>)> = match &namespaces {
+    let namespaces: Option<Vec<String>> = if namespaced {
+        feeds(&progress.rulesets).map(|set| set.into_iter().collect())
+    } else {
+        None
+    };
+    let apis: Vec<(Stream, Api<DynamicObject>)> = match &namespaces {
         Some(list) => list
             .iter()
             .map(|ns| {
                 (
                     Some(ns.clone()),
-                    Api::namespaced_with(client.clone(), ns, &ar),
+                    Api::namespaced_with(ctx.client.clone(), ns, &ar),
                 )
             })
             .collect(),
-        None => vec![(None, Api::all_with(client.clone(), &ar))],
+        None => vec![(None, Api::all_with(ctx.client.clone(), &ar))],
     };
+    let streams: Vec<Stream> = apis.iter().map(|(s, _)| s.clone()).collect();
+    ctx.targets.resolved(&target, namespaced, &streams);
+    tokio::select! {
+        _ = follow_events(&ctx, &mut progress, &target, &apis) => {}
+        _ = probe(&ctx, &target, &apis) => {}
+    }
+}
+
+/// Evaluates every event of the target's streams, and tracks whether each stream is current.
+async fn follow_events(
+    ctx: &Context,
+    progress: &mut Progress,
+    target: &Target,
+    apis: &[(Stream, Api<DynamicObject>)],
+) {
+    let (detector, rulesets) = (progress.detector.clone(), progress.rulesets.clone());
     let target_name = target.to_string();
-    let streams = apis.into_iter().map(|(ns, api)| {
-        watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
+    let streams = apis.iter().map(|(ns, api)| {
+        let ns = ns.clone();
+        relisting(api.clone(), ctx.crds_changed.clone())
             .map(move |event| (ns.clone(), event))
             .boxed()
     });
     let mut events = futures::stream::select_all(streams);
-    // Subjects seen by the latest complete list of each namespace stream.
-    let mut listed: HashMap<Option<String>, HashSet<String>> = HashMap::new();
-    let mut listing: HashMap<Option<String>, HashSet<String>> = HashMap::new();
-    let streams_total = namespaces.as_ref().map_or(1, Vec::len);
+    // Subjects seen so far by the list each namespace stream is running.
+    let mut listing: HashMap<Stream, HashSet<String>> = HashMap::new();
+    // Streams whose latest list completed and whose watch has not failed since.
+    let mut current: HashSet<Stream> = HashSet::new();
+    let streams_total = apis.len();
     while let Some((ns, event)) = events.next().await {
         match event {
             Ok(watcher::Event::Init) => {
@@ -230,14 +305,15 @@ async fn watch_target(
                 evaluate(&detector, &rulesets, &target_name, &obj);
             }
             Ok(watcher::Event::InitDone) => {
-                listed.insert(ns.clone(), listing.remove(&ns).unwrap_or_default());
-                // Only a complete picture may say a subject is gone: until every namespace has
-                // listed, the others' subjects are merely unknown.
-                if listed.len() == streams_total {
-                    let present: HashSet<String> = listed.values().flatten().cloned().collect();
-                    detector.resync(&rulesets, &present);
+                ctx.targets.listed(target, &ns, jiff::Timestamp::now());
+                current.insert(ns.clone());
+                // Each stream's list is the complete picture of its namespace (and only of it):
+                // streams fail and relist on their own.
+                let present = listing.remove(&ns).unwrap_or_default();
+                detector.resync(&rulesets, ns.as_deref(), &present);
+                if current.len() == streams_total {
                     progress.set_state(WatchState::Active);
-                    tracing::info!(target = %target_name, objects = present.len(), "watch active");
+                    tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
                 }
             }
             Ok(watcher::Event::Apply(obj)) => evaluate(&detector, &rulesets, &target_name, &obj),
@@ -248,23 +324,126 @@ async fn watch_target(
             }
             // The history kube-apiserver keeps moved past us: the watcher lists again. That is
             // routine (e.g. right after a CRD is created), not a failure of the ruleset.
-            Err(watcher::Error::WatchError(s)) if s.code == 410 => {
-                tracing::debug!(target = %target_name, error = %s.message, "watch expired; listing again");
+            Err(e) if expired(&e) => {
+                tracing::debug!(target = %target_name, namespace = ns.as_deref(), error = %e, "watch expired; listing again");
             }
             Err(e) => {
                 let message = watch_error_message(&e);
-                tracing::warn!(target = %target_name, error = %message, "watch failed; retrying with backoff");
+                tracing::warn!(target = %target_name, namespace = ns.as_deref(), error = %message, "watch failed; listing again after a backoff");
+                crate::metrics::target_watch_failure(target);
+                ctx.targets.failed(target, &ns, message.clone());
+                current.remove(&ns);
                 progress.set_state(WatchState::Failed(message));
             }
         }
     }
 }
 
+/// Lists one object of each stream every probe interval: a watch can stall without failing
+/// (etcd unavailable: kube-apiserver keeps the watch open, and nothing arrives), and a list is
+/// what tells. RBAC revoked while a watch is open is caught the same way.
+async fn probe(ctx: &Context, target: &Target, apis: &[(Stream, Api<DynamicObject>)]) {
+    let Liveness {
+        probe_interval,
+        probe_timeout,
+    } = ctx.liveness;
+    let one = ListParams::default().limit(1);
+    loop {
+        tokio::time::sleep(probe_interval).await;
+        for (ns, api) in apis {
+            let failure = match tokio::time::timeout(probe_timeout, api.list_metadata(&one)).await {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(format!("list failed: {}", kube_error_message(&e))),
+                Err(_) => Some(format!(
+                    "list did not answer within {}s",
+                    probe_timeout.as_secs()
+                )),
+            };
+            if let Some(reason) = &failure {
+                tracing::warn!(target = %target, namespace = ns.as_deref(), error = %reason, "liveness probe failed");
+                crate::metrics::target_watch_failure(target);
+            }
+            ctx.targets.probed(target, ns, failure);
+        }
+    }
+}
+
+/// What kube's watcher yields for one stream.
+type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
+/// The longest wait before listing a failed stream again.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A stream that ran this long before failing starts its backoff over.
+const BACKOFF_RESET: Duration = Duration::from_secs(60);
+
+/// kube's watcher, started afresh (with a list) after any failure instead of resuming from the
+/// last resourceVersion: a failed stream is current again only once a list completes, and a
+/// relist also finds what changed while it was failing. Retries back off (1 s doubling to 30 s),
+/// and a CRD change retries at once (the target may just have come back).
+fn relisting(api: Api<DynamicObject>, crds_changed: Arc<Notify>) -> Events {
+    struct State {
+        api: Api<DynamicObject>,
+        crds_changed: Arc<Notify>,
+        /// The running watcher, and when it started.
+        current: Option<(Events, Instant)>,
+        backoff: Option<Duration>,
+    }
+    let state = State {
+        api,
+        crds_changed,
+        current: None,
+        backoff: None,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.current.is_none() {
+                if let Some(delay) = s.backoff {
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = s.crds_changed.notified() => {}
+                    }
+                }
+                let stream = watcher::watcher(s.api.clone(), watcher::Config::default()).boxed();
+                s.current = Some((stream, Instant::now()));
+            }
+            let (stream, started) = s.current.as_mut().expect("just started");
+            match stream.next().await {
+                Some(Err(e)) if !expired(&e) => {
+                    s.backoff = Some(match s.backoff {
+                        Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),
+                        _ => Duration::from_secs(1),
+                    });
+                    s.current = None;
+                    return Some((Err(e), s));
+                }
+                Some(item) => return Some((item, s)),
+                // kube's watcher never ends; if it did, start over.
+                None => s.current = None,
+            }
+        }
+    })
+    .boxed()
+}
+
+/// A watch whose resourceVersion is too old: kube's watcher lists again by itself.
+fn expired(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchError(s) if s.code == 410)
+}
+
+fn kube_error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn watch_error_message(e: &watcher::Error) -> String {
     match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.message.clone(),
+        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube_error_message(k)),
+        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            format!("watch failed: {}", kube_error_message(k))
+        }
+        watcher::Error::WatchError(s) => format!("watch failed: {}", s.message),
         other => other.to_string(),
     }
 }

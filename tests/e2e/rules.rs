@@ -259,3 +259,50 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
     });
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+#[test]
+fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
+    let env = env();
+    let vms = ["vm1", "vm2", "vm3", "vm4"];
+    let (ns, rs) = env.vms_with_ruleset("delete-race", &vms);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each subject flips between two detected states as fast as kubectl can write them, so
+    // events are being evaluated when the deletion arrives.
+    let churn: Vec<_> = vms
+        .iter()
+        .map(|name| {
+            let (ns, name, stop) = (ns.clone(), name.to_string(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let state = if n.is_multiple_of(2) {
+                        "Migrating"
+                    } else {
+                        "Starting"
+                    };
+                    env.set_status("vm", &ns, &name, json!({"printableStatus": state}));
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    eventually(WAIT, "operations under churn", || {
+        (env.ifos(&ns).len() >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    // Keep changing the subjects while the deletion is processed.
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes: u32 = churn.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(writes >= 8, "only {writes} status writes");
+    // Past the debounce (3 s): nothing of the deleted ruleset may still be Active.
+    std::thread::sleep(Duration::from_secs(5));
+    let active: Vec<_> = env
+        .ifos(&ns)
+        .into_iter()
+        .filter(|o| o["spec"]["ruleSet"] == rs.as_str() && o["status"]["phase"] == "Active")
+        .collect();
+    assert!(active.is_empty(), "still Active: {active:#?}");
+}

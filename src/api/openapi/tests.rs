@@ -131,6 +131,7 @@ fn owner(kind: &str, uid: &str) -> OwnerReference {
 fn records() -> Vec<InFlightOperation> {
     let ruleset = RuleSetInfo {
         name: "kubevirt".into(),
+        generation: None,
         component: "virt".into(),
         labels: BTreeMap::from([("example.com/team".into(), "virt".into())]),
     };

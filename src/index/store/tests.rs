@@ -20,6 +20,7 @@ fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOper
     };
     let rs = RuleSetInfo {
         name: "rs".into(),
+        generation: None,
         ..Default::default()
     };
     let (mut record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);

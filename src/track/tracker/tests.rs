@@ -35,9 +35,21 @@ fn subject(uid: &str) -> Subject {
     }
 }
 
+/// Rulesets the tests evaluate, loaded at no generation (as an object without one would be).
+const LOADED: [&str; 5] = ["rs", "keep", "other", "a", "b"];
+
+fn tracker(settings: Settings) -> Tracker {
+    let mut tr = Tracker::new(settings);
+    for name in LOADED {
+        tr.ruleset_loaded(name, None);
+    }
+    tr
+}
+
 fn ruleset(name: &str) -> RuleSetInfo {
     RuleSetInfo {
         name: name.into(),
+        generation: None,
         component: "virt".into(),
         labels: BTreeMap::new(),
     }
@@ -106,7 +118,7 @@ fn only_upsert(changes: &[Change]) -> Arc<InFlightOperation> {
 
 #[test]
 fn completes_after_the_grace_with_its_outcome() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rec = only_upsert(&see(&mut tr, "u1", active(Some("copying")), t(0)));
     assert_eq!(rec.phase, Phase::Active);
     assert_eq!(rec.created, t(0));
@@ -153,7 +165,7 @@ fn completes_after_the_grace_with_its_outcome() {
 
 #[test]
 fn flapping_within_the_grace_is_one_occurrence() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rec = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     assert!(see(&mut tr, "u1", inactive(None), t(5)).is_empty());
     assert!(see(&mut tr, "u1", active(None), t(10)).is_empty());
@@ -177,7 +189,7 @@ fn flapping_within_the_grace_is_one_occurrence() {
 #[test]
 fn redetection_after_completion_is_a_new_occurrence() {
     // Retaining: the retained record goes (old uid) before the new one comes.
-    let mut tr = Tracker::new(settings(30, true));
+    let mut tr = tracker(settings(30, true));
     let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     see(&mut tr, "u1", inactive(Some("Failed")), t(1));
     let changes = tr.tick(t(31));
@@ -206,7 +218,7 @@ fn redetection_after_completion_is_a_new_occurrence() {
     assert_eq!(tr.active_count("rs"), 1);
 
     // Not retaining: the old record is already gone, the new one just appears.
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     see(&mut tr, "u1", inactive(None), t(1));
     assert_eq!(tr.tick(t(31)).len(), 2);
@@ -217,7 +229,7 @@ fn redetection_after_completion_is_a_new_occurrence() {
 
 #[test]
 fn errors_neither_complete_nor_touch_a_grace() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     for s in 1..5 {
         assert!(see(&mut tr, "u1", error(), t(s * 100)).is_empty());
@@ -259,7 +271,7 @@ fn latest_valid_outcome_during_the_grace_wins() {
         (&[Some(Err(())), None], Outcome::Unknown),
     ];
     for (events, expected) in cases {
-        let mut tr = Tracker::new(settings(30, false));
+        let mut tr = tracker(settings(30, false));
         see(&mut tr, "u1", active(None), t(0));
         for (i, o) in events.iter().enumerate() {
             let outcome = o.map(|r| r.map(str::to_owned).map_err(|_| err()));
@@ -278,7 +290,7 @@ fn latest_valid_outcome_during_the_grace_wins() {
 
 #[test]
 fn zero_debounce_completes_at_once() {
-    let mut tr = Tracker::new(settings(0, false));
+    let mut tr = tracker(settings(0, false));
     let rec = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     let changes = see(&mut tr, "u1", inactive(Some("Superseded")), t(3));
     assert_eq!(
@@ -303,7 +315,7 @@ fn zero_debounce_completes_at_once() {
 
 #[test]
 fn retained_records_expire_and_are_bounded() {
-    let mut tr = Tracker::new(Settings {
+    let mut tr = tracker(Settings {
         max_completed: 2,
         ..settings(0, true)
     });
@@ -374,7 +386,7 @@ fn retained_records_expire_and_are_bounded() {
 
 #[test]
 fn not_retaining_shows_completed_once_then_deletes() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     see(&mut tr, "u1", active(None), t(0));
     see(&mut tr, "u1", inactive(None), t(1));
     let changes = tr.tick(t(31));
@@ -386,7 +398,7 @@ fn not_retaining_shows_completed_once_then_deletes() {
 
 #[test]
 fn subject_deletion_completes_at_once() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two_ops: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
     let both = Evaluation {
@@ -467,12 +479,12 @@ fn subject_deletion_completes_at_once() {
 
 #[test]
 fn resync_treats_missing_subjects_as_deleted() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     for uid in ["a", "b", "c"] {
         see(&mut tr, uid, active(None), t(0));
     }
     let present: HashSet<String> = ["b".to_owned()].into();
-    let changes = tr.resync("rs", &present, t(60));
+    let changes = tr.resync("rs", None, &present, t(60));
     let gone: Vec<_> = changes
         .iter()
         .filter(|c| matches!(c, Change::Remove(_)))
@@ -490,7 +502,7 @@ fn resync_treats_missing_subjects_as_deleted() {
 
 #[test]
 fn ruleset_removal_completes_its_operations() {
-    let mut tr = Tracker::new(settings(30, true));
+    let mut tr = tracker(settings(30, true));
     see(&mut tr, "a", active(None), t(0));
     see(&mut tr, "b", active(None), t(0));
     see(&mut tr, "b", inactive(Some("Succeeded")), t(1));
@@ -509,7 +521,7 @@ fn ruleset_removal_completes_its_operations() {
 
 #[test]
 fn operations_dropped_from_a_ruleset_complete() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
     let both = Evaluation {
@@ -535,7 +547,7 @@ fn operations_dropped_from_a_ruleset_complete() {
 
 #[test]
 fn start_time_comes_from_the_expression() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
@@ -548,7 +560,7 @@ fn start_time_comes_from_the_expression() {
         crate::operation::occurrence_uid("u1", "rs", "Migrating", t(-3600))
     );
     // Another replica, seeing the same object later, derives the same identity.
-    let mut other = Tracker::new(settings(30, false));
+    let mut other = tracker(settings(30, false));
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
@@ -569,7 +581,7 @@ fn start_time_comes_from_the_expression() {
 
 #[test]
 fn only_visible_changes_are_emitted() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rec = only_upsert(&see(&mut tr, "u1", active(Some("10%")), t(0)));
     // Same state, later: nothing (lastDetected alone is not worth a MODIFIED).
     assert!(see(&mut tr, "u1", active(Some("10%")), t(5)).is_empty());
@@ -602,7 +614,7 @@ fn only_visible_changes_are_emitted() {
 
 #[test]
 fn dynamic_labels_update_and_survive_errors() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let with_label = |v: Result<&str, EvalError>| Evaluation {
         rules: vec![RuleResult::Active {
@@ -637,7 +649,7 @@ fn dynamic_labels_update_and_survive_errors() {
 
 #[test]
 fn invalid_label_keys_are_reported() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let mut rs = ruleset("rs");
     rs.labels.insert("not a key".into(), "v".into());
     let e = Evaluation {
@@ -669,7 +681,7 @@ fn invalid_label_keys_are_reported() {
 
 #[test]
 fn rules_sharing_an_operation() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two: Vec<String> = vec!["Migrating".into(), "Migrating".into()];
     let ev = |a: RuleResult, b: RuleResult| Evaluation {
@@ -700,7 +712,7 @@ fn rules_sharing_an_operation() {
 
 #[test]
 fn one_record_per_ruleset_and_operation() {
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let s = subject("u1");
     let a = only_upsert(
         &tr.observe(&ruleset("a"), &ops(), &s, &active(None), t(0))
@@ -719,7 +731,7 @@ fn one_record_per_ruleset_and_operation() {
 #[test]
 fn results_do_not_depend_on_tick_timing() {
     // The caller ticks late: a re-detection after the grace ran out is still a new occurrence.
-    let mut tr = Tracker::new(settings(30, false));
+    let mut tr = tracker(settings(30, false));
     let first = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
     see(&mut tr, "u1", inactive(Some("Succeeded")), t(1));
     let changes = see(&mut tr, "u1", active(None), t(40));
@@ -742,4 +754,99 @@ fn results_do_not_depend_on_tick_timing() {
         ]
     );
     assert_ne!(changes[2].record().uid, first.uid);
+}
+
+fn at_generation(name: &str, generation: i64) -> RuleSetInfo {
+    RuleSetInfo {
+        generation: Some(generation),
+        ..ruleset(name)
+    }
+}
+
+#[test]
+fn evaluations_by_a_ruleset_that_is_not_loaded_change_nothing() {
+    let mut tr = Tracker::new(settings(30, false));
+    let observed = tr.observe(&ruleset("rs"), &ops(), &subject("u1"), &active(None), t(0));
+    assert!(observed.changes.is_empty());
+    assert_eq!(tr.active_count("rs"), 0);
+}
+
+#[test]
+fn a_removed_ruleset_cannot_bring_its_operations_back() {
+    // A watcher still evaluating a deleted ruleset's rules must not restart what the deletion
+    // ended: the operation would stay Active for good (nothing evaluates it any more).
+    let mut tr = tracker(settings(30, false));
+    assert_eq!(see(&mut tr, "u1", active(None), t(0)).len(), 1);
+    let removed = tr.ruleset_removed("rs", t(1));
+    assert!(
+        matches!(&removed[..], [Change::Upsert(c), Change::Remove(_)] if c.outcome == Some(Outcome::RuleSetRemoved))
+    );
+    assert!(see(&mut tr, "u1", active(None), t(2)).is_empty());
+    assert!(tr.subject_deleted("rs", "u1", t(2)).is_empty());
+    assert_eq!(tr.active_count("rs"), 0);
+    // Loaded again (re-created), it detects as before.
+    tr.ruleset_loaded("rs", None);
+    assert_eq!(see(&mut tr, "u1", active(None), t(3)).len(), 1);
+    assert_eq!(tr.active_count("rs"), 1);
+}
+
+#[test]
+fn evaluations_by_an_older_generation_change_nothing() {
+    let mut tr = Tracker::new(settings(30, false));
+    tr.ruleset_loaded("rs", Some(2));
+    let old = tr.observe(
+        &at_generation("rs", 1),
+        &ops(),
+        &subject("u1"),
+        &active(None),
+        t(0),
+    );
+    assert!(old.changes.is_empty());
+    assert!(!tr.accepts(&at_generation("rs", 1)));
+    let current = tr.observe(
+        &at_generation("rs", 2),
+        &ops(),
+        &subject("u1"),
+        &active(None),
+        t(0),
+    );
+    assert_eq!(current.changes.len(), 1);
+    // The old generation cannot end it either.
+    let old = tr.observe(
+        &at_generation("rs", 1),
+        &ops(),
+        &subject("u1"),
+        &inactive(None),
+        t(1),
+    );
+    assert!(old.changes.is_empty());
+    assert_eq!(tr.next_deadline(), None);
+    assert_eq!(tr.active_count("rs"), 1);
+}
+
+#[test]
+fn a_namespace_relist_only_judges_subjects_of_that_namespace() {
+    // One namespace stream relisted; subjects in the others are not in its list, and must not
+    // be taken for deleted.
+    let mut tr = tracker(settings(30, false));
+    let in_ns2 = Subject {
+        namespace: Some("ns2".into()),
+        ..subject("other-ns")
+    };
+    see(&mut tr, "a", active(None), t(0));
+    see(&mut tr, "b", active(None), t(0));
+    tr.observe(&ruleset("rs"), &ops(), &in_ns2, &active(None), t(0));
+    let present: HashSet<String> = ["a".to_owned()].into();
+    let changes = tr.resync("rs", Some("ns1"), &present, t(10));
+    let gone: Vec<_> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Remove(_)))
+        .map(|c| c.record().subject.uid.clone())
+        .collect();
+    assert_eq!(gone, ["b"]);
+    assert_eq!(tr.active_count("rs"), 2);
+    // The whole target relisted (one stream for every namespace): everything is judged.
+    let changes = tr.resync("rs", None, &present, t(11));
+    assert_eq!(changes.len(), 2, "other-ns completes and goes");
+    assert_eq!(tr.active_count("rs"), 1);
 }

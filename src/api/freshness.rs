@@ -1,0 +1,147 @@
+//! Telling readers when an answer may be incomplete: a `Warning` header (RFC 7234, as
+//! kube-apiserver sends them: `299 - "text"`; kubectl prints each as `Warning: text`) for every
+//! target feeding the answer whose watch is not current (starting, failing, or stalled).
+//!
+//! The index keeps serving what it last saw when a watch breaks (etcd down, RBAC revoked, CRD
+//! deleted); without this, "nothing in flight" would be indistinguishable from "not looking".
+
+use crate::watch::{Stale, TargetHealth};
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+
+/// How every such warning begins (clients tell them from other warnings by it).
+pub const INCOMPLETE: &str = "operations may be incomplete";
+
+/// Most warnings on one response; the rest are counted in the last one.
+const MAX_WARNINGS: usize = 10;
+/// Longest reason quoted in a warning (API server messages can be long).
+const MAX_REASON: usize = 300;
+
+/// Adds the warnings for a successful read of `namespace` (`None`: every namespace, or
+/// cluster-scoped objects), as the request's `RequestInfo` names it.
+pub fn warn_if_stale(targets: &TargetHealth, namespace: Option<&str>, response: &mut Response) {
+    if !response.status().is_success() {
+        return;
+    }
+    let stale = targets.stale(namespace);
+    for text in warnings(&stale) {
+        if let Ok(value) = HeaderValue::from_bytes(header_value(&text).as_bytes()) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+}
+
+/// One text per stale target, at most [`MAX_WARNINGS`].
+fn warnings(stale: &[Stale]) -> Vec<String> {
+    let mut texts: Vec<String> = stale
+        .iter()
+        .take(MAX_WARNINGS)
+        .map(|s| {
+            let t = &s.target;
+            let name = if t.group.is_empty() {
+                format!("{}/{}", t.resource, t.version)
+            } else {
+                format!("{}.{}/{}", t.resource, t.group, t.version)
+            };
+            let mut reason: String = s.reason.chars().take(MAX_REASON).collect();
+            if reason.len() < s.reason.len() {
+                reason.push('…');
+            }
+            format!("{INCOMPLETE}: {name} is not being watched: {reason}")
+        })
+        .collect();
+    if stale.len() > MAX_WARNINGS {
+        texts.push(format!(
+            "{INCOMPLETE}: {} more targets are not being watched",
+            stale.len() - MAX_WARNINGS
+        ));
+    }
+    texts
+}
+
+/// `299 - "text"`, with `"` and `\` escaped and control characters made spaces (as
+/// kube-apiserver's `NewWarningHeader` requires of the text).
+fn header_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push_str("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ruleset::Target;
+    use axum::body::Body;
+    use axum::http::StatusCode;
+
+    fn stale(resource: &str, group: &str, reason: &str) -> Stale {
+        Stale {
+            target: Target {
+                group: group.into(),
+                version: "v1".into(),
+                resource: resource.into(),
+            },
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn warnings_name_the_target_and_the_reason() {
+        let texts = warnings(&[
+            stale("virtualmachines", "kubevirt.io", "list failed: forbidden"),
+            stale("pods", "", "its first list has not completed"),
+        ]);
+        assert_eq!(
+            texts,
+            [
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not being watched: list failed: forbidden",
+                "operations may be incomplete: pods/v1 is not being watched: its first list has not completed",
+            ]
+        );
+        let many: Vec<Stale> = (0..12).map(|i| stale(&format!("r{i}"), "g", "x")).collect();
+        let texts = warnings(&many);
+        assert_eq!(texts.len(), MAX_WARNINGS + 1);
+        assert!(texts[MAX_WARNINGS].contains("2 more targets"), "{texts:?}");
+    }
+
+    #[test]
+    fn header_values_are_quoted_strings() {
+        assert_eq!(header_value(r#"a "b" c\d"#), r#"299 - "a \"b\" c\\d""#);
+        assert_eq!(header_value("line\nbreak"), r#"299 - "line break""#);
+    }
+
+    #[test]
+    fn only_successful_answers_carry_warnings() {
+        let targets = TargetHealth::default();
+        let t = Target {
+            group: "example.com".into(),
+            version: "v1".into(),
+            resource: "things".into(),
+        };
+        targets.watching(&t, None);
+        let mut ok = Response::new(Body::empty());
+        warn_if_stale(&targets, None, &mut ok);
+        let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
+        assert_eq!(
+            values,
+            [
+                r#"299 - "operations may be incomplete: things.example.com/v1 is not being watched: its first list has not completed""#
+            ]
+        );
+        let mut failed = Response::new(Body::empty());
+        *failed.status_mut() = StatusCode::NOT_FOUND;
+        warn_if_stale(&targets, None, &mut failed);
+        assert!(failed.headers().get(header::WARNING).is_none());
+    }
+}
