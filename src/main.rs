@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the live API (what the Deployment runs).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Start a local real cluster (etcd + kube-apiserver) with this server registered, for trying it out.
     Dev {
         /// Where to put the cluster's files (default: the system temp dir).
@@ -81,7 +81,7 @@ fn main() -> Result<()> {
         _ => "info",
     });
     match cli.command {
-        Command::Serve(args) => runtime()?.block_on(ifo::server::serve(args)),
+        Command::Serve(args) => runtime()?.block_on(ifo::server::serve(*args)),
         Command::Dev { dir } => dev(dir),
         Command::Rules(cmd) => rules(cmd),
     }
