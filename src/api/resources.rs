@@ -143,12 +143,38 @@ pub async fn dispatch(
     response
 }
 
-fn route(
-    state: &Arc<ApiState>,
-    info: &RequestInfo,
-    user: &str,
-    headers: &HeaderMap,
-) -> Result<Response, ApiError> {
+/// What a request is served as, decided from its [`RequestInfo`] alone (the one its
+/// authorization was derived from).
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub scope: Scope,
+    pub action: Action,
+    pub params: Params,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// One object, by the name in the path.
+    Get(String),
+    List,
+    /// A watch; of one object when the path names it (its name then joins the field selector).
+    Watch,
+}
+
+impl Action {
+    /// The verb authorization names this action with.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Action::Get(_) => "get",
+            Action::List => "list",
+            Action::Watch => "watch",
+        }
+    }
+}
+
+/// Reads what `info` asks this API for: 404 for paths it does not serve, 405 for verbs other
+/// than get, list and watch, 400 for bad parameters.
+pub fn plan(info: &RequestInfo) -> Result<Plan, ApiError> {
     let r = info.resource.as_ref().ok_or(ApiError::PathNotFound)?;
     if r.group != GROUP || r.version != VERSION || r.subresource.is_some() {
         return Err(ApiError::PathNotFound);
@@ -158,13 +184,10 @@ fn route(
         Some(ns) if ns.is_empty() || !resource.namespaced => return Err(ApiError::PathNotFound),
         _ => {}
     }
-    let name = if r.name_in_path {
-        match r.name.as_deref() {
-            Some("") | None => return Err(ApiError::PathNotFound),
-            Some(name) => Some(name),
-        }
-    } else {
-        None
+    let name = match (r.name_in_path, r.name.as_deref()) {
+        (false, _) => None,
+        (true, Some(name)) if !name.is_empty() => Some(name),
+        (true, _) => return Err(ApiError::PathNotFound),
     };
     let scope = Scope {
         resource,
@@ -178,9 +201,8 @@ fn route(
         });
     }
     let mut params = Params::parse(&info.query, verb == "watch")?;
-    let repr = representation(headers)?;
-    match name {
-        Some(name) if params.watch => {
+    let action = match (verb, name) {
+        ("watch", Some(name)) => {
             // A watch of one object is a watch with a name field selector.
             let selector = format!("metadata.name={}", escape_value(name));
             let combined = if params.fields.is_empty() {
@@ -189,13 +211,40 @@ fn route(
                 format!("{},{selector}", params.fields)
             };
             params.fields = FieldSelector::parse(&combined, SELECTABLE_FIELDS)?;
-            watch::serve(state.clone(), user, scope, params, repr)
+            Action::Watch
         }
-        Some(name) => get(state, &scope, name, repr, &params),
-        None if params.watch => watch::serve(state.clone(), user, scope, params, repr),
-        None => list(state, &scope, &params, repr),
+        ("watch", None) => Action::Watch,
+        (_, Some(name)) => Action::Get(name.to_string()),
+        (_, None) => Action::List,
+    };
+    Ok(Plan {
+        scope,
+        action,
+        params,
+    })
+}
+
+fn route(
+    state: &Arc<ApiState>,
+    info: &RequestInfo,
+    user: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let Plan {
+        scope,
+        action,
+        params,
+    } = plan(info)?;
+    let repr = representation(headers)?;
+    match action {
+        Action::Get(name) => get(state, &scope, &name, repr, &params),
+        Action::List => list(state, &scope, &params, repr),
+        Action::Watch => watch::serve(state.clone(), user, scope, params, repr),
     }
 }
+
+#[cfg(test)]
+mod properties;
 
 fn get(
     state: &ApiState,
