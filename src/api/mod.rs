@@ -31,7 +31,7 @@ pub struct ApiState {
     pub discovery: Discovery,
     pub openapi: openapi::OpenApi,
     pub index: Arc<crate::index::Index>,
-    snapshots: snapshots::Snapshots,
+    pub(crate) snapshots: snapshots::Snapshots,
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
     pub readiness: Readiness,
     /// Limits on open watches.

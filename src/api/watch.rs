@@ -7,7 +7,7 @@ use super::negotiate::Representation;
 use super::params::Params;
 use super::resources::{Scope, matches, represent};
 use super::status::ApiError;
-use crate::index::{Event, EventKind, Stored, WatchError};
+use crate::index::{Event, EventKind, Index, Replay, Snapshot, Stored, WatchError};
 use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
@@ -132,10 +132,11 @@ pub fn serve(
     let timeout = lifetime(params.timeout_seconds);
     // Start from the index now, before answering, so no event between list and watch is missed.
     let start = start(&state, &params);
+    let index = state.index.clone();
     tokio::spawn(async move {
         // Held until the watch ends, however it ends.
         let _slot = slot;
-        run(start, scope, params, encoder, tx, timeout).await;
+        run(index, start, scope, params, encoder, tx, timeout).await;
     });
     Ok(Response::builder()
         .header(header::CONTENT_TYPE, super::negotiate::APPLICATION_JSON)
@@ -147,19 +148,38 @@ pub fn serve(
 }
 
 enum Start {
-    /// A snapshot to send as ADDED, then live events; `bookmark` marks the end of initial events.
+    /// A snapshot (shared with lists and other watches) to send as ADDED, then the events after
+    /// it; `bookmark` marks the end of initial events.
     Snapshot {
-        items: Vec<Arc<Stored>>,
-        rv: u64,
+        snapshot: Arc<Snapshot>,
         bookmark: bool,
+        replay: Replay,
         live: broadcast::Receiver<Event>,
     },
     /// Events after a resourceVersion, then live events.
     Resume {
-        replay: Vec<Event>,
+        replay: Replay,
         live: broadcast::Receiver<Event>,
     },
+    /// Live events from now on.
+    Live(broadcast::Receiver<Event>),
     Failed(ApiError),
+}
+
+/// History events a watch reads from the index at a time (each read holds the index's read
+/// lock briefly; none copies the whole history).
+const REPLAY_CHUNK: usize = 256;
+
+fn expired(e: WatchError) -> ApiError {
+    match e {
+        WatchError::Expired { requested, oldest } => {
+            ApiError::TooOldResourceVersion { requested, oldest }
+        }
+        // In-stream 410 (not 504) for a future version: clients then relist instead of retrying it forever.
+        WatchError::TooLarge { requested, current } => ApiError::Expired(format!(
+            "too large resource version: {requested}, current: {current}"
+        )),
+    }
 }
 
 /// Where a watch starts, per the resourceVersion and `sendInitialEvents` rules:
@@ -175,34 +195,26 @@ fn start(state: &ApiState, params: &Params) -> Start {
     match params.resource_version {
         Some(rv) if rv != 0 && initial != Some(true) => match state.index.watch_from(rv) {
             Ok((replay, live)) => Start::Resume { replay, live },
-            Err(WatchError::Expired { requested, oldest }) => {
-                Start::Failed(ApiError::TooOldResourceVersion { requested, oldest })
-            }
-            // In-stream 410 (not 504) for a future version: clients then relist instead of retrying it forever.
-            Err(WatchError::TooLarge { requested, current }) => Start::Failed(ApiError::Expired(
-                format!("too large resource version: {requested}, current: {current}"),
-            )),
+            Err(e) => Start::Failed(expired(e)),
         },
-        _ if initial == Some(false) => {
-            let (_, live) = state.index.subscribe_with_snapshot();
-            Start::Resume {
-                replay: Vec::new(),
-                live,
-            }
-        }
+        _ if initial == Some(false) => Start::Live(state.index.subscribe()),
         _ => {
-            let (snapshot, live) = state.index.subscribe_with_snapshot();
-            Start::Snapshot {
-                items: snapshot.items,
-                rv: snapshot.rv,
-                bookmark: initial == Some(true),
-                live,
+            let snapshot = state.snapshots.current(&state.index);
+            match state.index.watch_from(snapshot.rv) {
+                Ok((replay, live)) => Start::Snapshot {
+                    snapshot,
+                    bookmark: initial == Some(true),
+                    replay,
+                    live,
+                },
+                Err(e) => Start::Failed(expired(e)),
             }
         }
     }
 }
 
 async fn run(
+    index: Arc<Index>,
     start: Start,
     scope: Scope,
     params: Params,
@@ -232,37 +244,66 @@ async fn run(
             }
         }
     };
+    // Sends the history events of `replay` that this watcher should see, a chunk at a time.
+    let replay_events = |mut replay: Replay| {
+        let index = index.clone();
+        let (scope, params, encoder) = (&scope, &params, &encoder);
+        let send = &send;
+        async move {
+            while !replay.is_done() {
+                let events = match index.replay(&mut replay, REPLAY_CHUNK) {
+                    Ok(events) => events,
+                    Err(e) => {
+                        let _ = send(error_frame(&expired(e))).await;
+                        return false;
+                    }
+                };
+                for event in &events {
+                    if let Some((t, stored)) = transition(scope, params, event)
+                        && !send(encoder.line(t, &stored)).await
+                    {
+                        return false;
+                    }
+                }
+            }
+            true
+        }
+    };
     let mut live = match start {
         Start::Failed(err) => {
             let _ = send(error_frame(&err)).await;
             return;
         }
         Start::Snapshot {
-            items,
-            rv,
+            snapshot,
             bookmark,
+            replay,
             live,
         } => {
-            for stored in items.iter().filter(|s| matches(&scope, &params, s)) {
+            for stored in snapshot
+                .items
+                .iter()
+                .filter(|s| matches(&scope, &params, s))
+            {
                 if !send(encoder.line("ADDED", stored)).await {
                     return;
                 }
             }
-            if bookmark && !send(encoder.bookmark(kind, rv, true)).await {
+            if bookmark && !send(encoder.bookmark(kind, snapshot.rv, true)).await {
+                return;
+            }
+            if !replay_events(replay).await {
                 return;
             }
             live
         }
         Start::Resume { replay, live } => {
-            for event in &replay {
-                if let Some((t, stored)) = transition(&scope, &params, event)
-                    && !send(encoder.line(t, &stored)).await
-                {
-                    return;
-                }
+            if !replay_events(replay).await {
+                return;
             }
             live
         }
+        Start::Live(live) => live,
     };
     let bookmarks = params.allow_bookmarks && !matches!(encoder.repr, Representation::Table { .. });
     let deadline = tokio::time::Instant::now() + timeout;

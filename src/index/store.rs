@@ -20,6 +20,27 @@ pub struct Snapshot {
     pub items: Vec<Arc<Stored>>,
 }
 
+/// Where a watch's replay of the event history stands: the events after `after`, up to and
+/// including `until` (the RV at which its live receiver took over). Read in chunks
+/// ([`Index::replay`]), so that no watch ever copies the whole history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replay {
+    after: u64,
+    until: u64,
+}
+
+impl Replay {
+    /// Nothing left to replay.
+    pub fn is_done(&self) -> bool {
+        self.after >= self.until
+    }
+
+    /// The RV the replay ends at (where the live receiver continues).
+    pub fn until(&self) -> u64 {
+        self.until
+    }
+}
+
 /// The in-memory store. All methods take `&self`; share it as `Arc<Index>`.
 ///
 /// One lock guards records, counter and ring. Writers (`apply`) hold it while they broadcast,
@@ -163,14 +184,12 @@ impl Index {
         self.read().items.get(&key).cloned()
     }
 
-    /// Events after `rv` from the ring, plus a receiver for everything after them.
+    /// A replay of the events after `rv` from the ring, plus a receiver for everything after
+    /// them.
     ///
     /// `Expired` when events after `rv` have left the ring (or `rv` predates this process);
     /// `TooLarge` when `rv` is ahead of the current RV.
-    pub fn watch_from(
-        &self,
-        rv: u64,
-    ) -> Result<(Vec<Event>, broadcast::Receiver<Event>), WatchError> {
+    pub fn watch_from(&self, rv: u64) -> Result<(Replay, broadcast::Receiver<Event>), WatchError> {
         let st = self.read();
         if rv > st.rv {
             return Err(WatchError::TooLarge {
@@ -184,18 +203,50 @@ impl Index {
                 oldest: st.resumable_from,
             });
         }
-        // RVs are dense: the last `st.rv - rv` ring entries are exactly the events after `rv`.
-        let missing = usize::try_from(st.rv - rv).expect("bounded by the ring length");
-        debug_assert!(missing <= st.ring.len());
-        let replay = st.ring.range(st.ring.len() - missing..).cloned().collect();
-        Ok((replay, self.tx.subscribe()))
+        Ok((
+            Replay {
+                after: rv,
+                until: st.rv,
+            },
+            self.tx.subscribe(),
+        ))
     }
 
-    /// The current records and a receiver for every event after them, atomically (for watches
-    /// from RV 0 or with `sendInitialEvents`).
+    /// The next events of `replay`, at most `max` of them; `Expired` when they have left the
+    /// ring since the replay began (the watcher then lists again).
+    pub fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
+        let st = self.read();
+        if replay.after < st.resumable_from {
+            return Err(WatchError::Expired {
+                requested: replay.after,
+                oldest: st.resumable_from,
+            });
+        }
+        // RVs are dense: the ring holds `resumable_from + 1 ..= rv`, so the event after
+        // `replay.after` is at `replay.after - resumable_from`.
+        let start = usize::try_from(replay.after - st.resumable_from).unwrap_or(usize::MAX);
+        let left = usize::try_from(replay.until.saturating_sub(replay.after)).unwrap_or(usize::MAX);
+        let end = start.saturating_add(left.min(max)).min(st.ring.len());
+        let events: Vec<Event> = st.ring.range(start.min(end)..end).cloned().collect();
+        replay.after += events.len() as u64;
+        if events.is_empty() {
+            // Nothing more can come from the ring: never loop on an empty chunk.
+            replay.after = replay.until;
+        }
+        Ok(events)
+    }
+
+    /// The current records and a receiver for every event after them, atomically.
+    #[cfg(test)]
     pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
         let st = self.read();
         (Self::snapshot_of(&st), self.tx.subscribe())
+    }
+
+    /// A receiver for every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let _st = self.read(); // no event is emitted while the receiver is made
+        self.tx.subscribe()
     }
 
     // Nothing under the lock panics short of allocation failure; should it happen, serving the

@@ -35,6 +35,15 @@ fn kinds(events: &[Event]) -> Vec<(u64, EventKind, String)> {
         .collect()
 }
 
+/// Every event of a replay, read in small chunks.
+fn replayed(index: &Index, mut replay: Replay) -> Vec<Event> {
+    let mut events = Vec::new();
+    while !replay.is_done() {
+        events.extend(index.replay(&mut replay, 2).unwrap());
+    }
+    events
+}
+
 fn drain(rx: &mut broadcast::Receiver<Event>) -> Vec<Event> {
     let mut out = Vec::new();
     loop {
@@ -166,11 +175,21 @@ fn watch_from_replays_then_streams() {
         index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
     }
     let (replay, mut rx) = index.watch_from(101).unwrap();
-    assert_eq!(replay.iter().map(|e| e.rv).collect::<Vec<_>>(), [102, 103]);
+    assert_eq!(
+        replayed(&index, replay)
+            .iter()
+            .map(|e| e.rv)
+            .collect::<Vec<_>>(),
+        [102, 103]
+    );
     let (replay, _) = index.watch_from(103).unwrap();
-    assert!(replay.is_empty());
+    assert!(replay.is_done());
     let (replay, _) = index.watch_from(100).unwrap();
-    assert_eq!(replay.len(), 3, "from the base RV everything is replayable");
+    assert_eq!(
+        replayed(&index, replay).len(),
+        3,
+        "from the base RV everything is replayable"
+    );
     index.apply(vec![Change::Upsert(op(Some("ns"), "s9", "m"))]);
     assert_eq!(
         drain(&mut rx).iter().map(|e| e.rv).collect::<Vec<_>>(),
@@ -205,9 +224,21 @@ fn watch_from_replays_then_streams() {
     );
     let (replay, _) = index.watch_from(104).unwrap();
     assert_eq!(
-        replay.iter().map(|e| e.rv).collect::<Vec<_>>(),
+        replayed(&index, replay)
+            .iter()
+            .map(|e| e.rv)
+            .collect::<Vec<_>>(),
         [105, 106, 107, 108, 109]
     );
+    // A replay whose events leave the ring while it is read is told so.
+    let (mut slow, _) = index.watch_from(104).unwrap();
+    assert_eq!(index.replay(&mut slow, 1).unwrap()[0].rv, 105);
+    index.apply(vec![Change::Upsert(op(Some("ns"), "s20", "m"))]);
+    index.apply(vec![Change::Upsert(op(Some("ns"), "s21", "m"))]);
+    assert!(matches!(
+        index.replay(&mut slow, 1),
+        Err(WatchError::Expired { requested: 105, .. })
+    ));
     assert!(
         WatchError::Expired {
             requested: 103,
@@ -226,7 +257,7 @@ fn zero_ring_capacity_replays_nothing() {
         index.watch_from(0),
         Err(WatchError::Expired { oldest: 1, .. })
     ));
-    assert!(index.watch_from(1).unwrap().0.is_empty());
+    assert!(index.watch_from(1).unwrap().0.is_done());
 }
 
 #[test]
@@ -259,7 +290,7 @@ fn handover_is_gap_free_under_concurrent_applies() {
         let (replay, mut rx) = index.watch_from(from).unwrap();
         let (snap, mut rx2) = index.subscribe_with_snapshot();
         let mut expected = from + 1;
-        for e in replay {
+        for e in replayed(&index, replay) {
             assert_eq!(e.rv, expected);
             expected += 1;
         }
