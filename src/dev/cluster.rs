@@ -479,6 +479,21 @@ impl Cluster {
     pub fn apiserver_log_tail(&self, lines: usize) -> String {
         self.apiserver.log_tail(lines)
     }
+
+    /// Freezes kube-apiserver (SIGSTOP) or thaws it (SIGCONT): while frozen it accepts
+    /// connections and answers nothing, the way a hung or overloaded control plane does.
+    pub fn freeze_apiserver(&self, frozen: bool) -> Result<()> {
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        let pid = libc::pid_t::try_from(self.apiserver.pid())?;
+        // SAFETY: signalling a child process we started and still own.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            anyhow::bail!(
+                "signalling kube-apiserver: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Cluster {
