@@ -3,26 +3,29 @@
 # (BuildKit; the cargo registry and target directory are cached between builds).
 
 # The Rust release of `rust-version` in Cargo.toml, on Debian 12 like the runtime image below
-# (same glibc and libssl3 that the binary links).
+# (the same glibc that the binaries link).
 ARG RUST_VERSION=1.89
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS builder
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl-dev pkg-config \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Only what the build reads, so edits to manifests, rules or docs keep the build layer.
+# Only what the build reads, so edits to manifests, rules or docs keep the build layer. The
+# workspace's members are all listed (cargo reads every manifest), but only the server and the
+# plugin are built: neither links OpenSSL (only the local-cluster tooling does).
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
+COPY apimachinery ./apimachinery
+COPY model ./model
+COPY plugin ./plugin
+COPY devtools ./devtools
 # Release binaries without debug info: a much smaller image (panics still name the functions).
 ENV CARGO_PROFILE_RELEASE_DEBUG=false
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin ifo-apiserver --bin kubectl-ifo \
+    cargo build --release --locked -p ifo -p kubectl-ifo --bin ifo-apiserver --bin kubectl-ifo \
  && mkdir -p /out \
  && cp target/release/ifo-apiserver target/release/kubectl-ifo /out/
 
-# glibc, libgcc and libssl3/libcrypto3 (what the binary links), CA certificates, user 65532.
+# glibc and libgcc (what the binaries link), CA certificates, user 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=builder /out/ifo-apiserver /out/kubectl-ifo /
 USER 65532:65532

@@ -89,7 +89,7 @@ fn router(records: &[Arc<InFlightOperation>]) -> (Router, Arc<Index>) {
     index.apply(records.iter().cloned().map(Change::Upsert).collect());
     let (readiness, synced) = Readiness::new("the benchmark's records");
     synced.done();
-    let state = Arc::new(ApiState::new(index.clone(), readiness, Default::default()));
+    let state = Arc::new(ApiState::new(index.reader(), readiness, Default::default()));
     (api::router(state), index)
 }
 

@@ -6,5 +6,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
 ifo_controlplane
-cargo build --locked --release --bin ifo-apiserver
-exec target/release/ifo-apiserver dev "$@"
+cargo build --locked --release -p ifo -p ifo-dev --bin ifo-apiserver --bin ifo-dev
+exec target/release/ifo-dev "$@"

@@ -6,23 +6,7 @@ use jiff::SignedDuration;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-/// A non-negative duration written as `30s`, `2m`, `1h30m` or bare seconds (`30`).
-pub fn parse_duration(s: &str) -> Result<SignedDuration, String> {
-    let s = s.trim();
-    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse::<i64>()
-            .map(SignedDuration::from_secs)
-            .map_err(|e| e.to_string())?
-    } else {
-        s.parse::<SignedDuration>().map_err(|_| {
-            format!("{s:?} is not a duration (examples: 30s, 2m, 1h30m, or seconds as a number)")
-        })?
-    };
-    if d.is_negative() {
-        return Err(format!("{s:?} is negative"));
-    }
-    Ok(d)
-}
+pub use ifo_apimachinery::duration::parse_duration;
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -107,26 +91,5 @@ impl ServeArgs {
             "--tls-private-key-file=tls.key",
         ])
         .args
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_accept_units_and_bare_seconds_and_reject_garbage() {
-        assert_eq!(parse_duration("30s"), Ok(SignedDuration::from_secs(30)));
-        assert_eq!(parse_duration("2m"), Ok(SignedDuration::from_secs(120)));
-        assert_eq!(parse_duration("1h30m"), Ok(SignedDuration::from_secs(5400)));
-        assert_eq!(parse_duration("45"), Ok(SignedDuration::from_secs(45)));
-        assert_eq!(parse_duration("0"), Ok(SignedDuration::ZERO));
-        assert!(
-            parse_duration("soon")
-                .unwrap_err()
-                .contains("not a duration")
-        );
-        assert!(parse_duration("-5s").is_err());
-        assert!(parse_duration("").is_err());
     }
 }

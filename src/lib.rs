@@ -1,21 +1,23 @@
 //! Live InFlightOperations: a Kubernetes aggregated API server that shows every operation in
 //! flight in a cluster, detected by CEL rules in OperationRuleSets and served from memory.
 //!
-//! Pipeline: `ruleset` (compile) → `watch` (dynamic watchers) → `evaluate` → `track` (debounce)
-//! → `index` → `api` (behind `auth`). `dev` is the local real cluster used by the demo and tests.
+//! Pipeline: `ruleset` (types, compile) → `reconcile` (the controller) → `watch` (dynamic watchers) → `evaluate` → `track` (debounce)
+//! → `index` → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
+//! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
+
+pub use ifo_apimachinery as apimachinery;
 
 pub mod api;
-pub mod apimachinery;
 pub mod auth;
 pub mod client;
 pub mod config;
-pub mod dev;
 pub mod evaluate;
+pub mod guard;
 pub mod index;
 pub mod metrics;
 pub mod operation;
-pub mod plugin;
 pub mod readiness;
+pub mod reconcile;
 pub mod rules;
 pub mod ruleset;
 pub mod server;

@@ -1,13 +1,14 @@
 //! `ifo-apiserver serve`: wires the pipeline together and serves it. Wiring only.
 
 use crate::api::{self, ApiState};
-use crate::auth::{self, Authenticator, Authorizer, Guard, tls};
+use crate::auth::{self, Authenticator, Authorizer, tls};
 use crate::client::kube_client;
 use crate::config::ServeArgs;
 use crate::evaluate::Engine;
+use crate::guard::{self, Guard};
 use crate::index::Index;
 use crate::readiness::Readiness;
-use crate::ruleset;
+use crate::reconcile;
 use crate::track::{Settings as TrackSettings, Tracker};
 use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
 use anyhow::{Context, Result};
@@ -69,7 +70,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         liveness,
         readiness.clone(),
     ));
-    tokio::spawn(ruleset::run(
+    tokio::spawn(reconcile::run(
         client.clone(),
         Engine::new(),
         watches,
@@ -81,15 +82,16 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         max_watches: args.max_watches,
         max_watches_per_user: args.max_watches_per_user,
     };
-    let state = Arc::new(ApiState::new(index, readiness.clone(), limits).with_freshness(targets));
-    let guard = Arc::new(Guard {
+    let state =
+        Arc::new(ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets));
+    let gate = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),
     });
     // Only the routes the server has are guarded: any other path is a 404 for everyone, and
     // never costs a review or a cache entry.
     let app = api::router(state.clone())
-        .route_layer(axum::middleware::from_fn_with_state(guard, auth::guard))
+        .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
         .merge(api::health_router(state));
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);

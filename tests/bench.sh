@@ -7,5 +7,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
 ifo_controlplane
-cargo build --locked --release --bin ifo-apiserver --bin ifo-bench
+cargo build --locked --release -p ifo -p ifo-dev --bin ifo-apiserver --bin ifo-bench
 exec target/release/ifo-bench "$@"

@@ -10,7 +10,7 @@
 mod harness;
 
 use harness::env;
-use ifo::dev::User;
+use ifo_dev::User;
 use std::time::{Duration, Instant};
 
 /// The server's default `K8S_API_TIMEOUT`.

@@ -9,7 +9,7 @@
 mod harness;
 
 use harness::{Stop, env, eventually, vm};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::json;
 use std::time::Duration;
 

@@ -9,5 +9,5 @@ ifo_prereqs
 # The control plane first, so its build output is not mixed into test output.
 ifo_controlplane
 
-cargo build --locked --all-targets
-cargo test --locked -- --test-threads=4
+cargo build --locked --workspace --all-targets
+cargo test --locked --workspace -- --test-threads=4

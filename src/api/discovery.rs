@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub const GROUP: &str = "live.ifo.kubevirt.io";
-pub const VERSION: &str = "v1alpha1";
-pub const GROUP_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
+pub const GROUP: &str = ifo_model::GROUP;
+pub const VERSION: &str = ifo_model::VERSION;
+pub const GROUP_VERSION: &str = ifo_model::GROUP_VERSION;
 
 /// One resource the server serves.
 #[derive(Debug)]
@@ -20,17 +20,17 @@ pub struct Resource {
 }
 
 pub const INFLIGHT_OPERATIONS: Resource = Resource {
-    plural: "inflightoperations",
+    plural: ifo_model::NAMESPACED_PLURAL,
     singular: "inflightoperation",
-    kind: "InFlightOperation",
+    kind: ifo_model::NAMESPACED_KIND,
     namespaced: true,
     short_names: &["ifo", "ifos"],
 };
 
 pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
-    plural: "inflightclusteroperations",
+    plural: ifo_model::CLUSTER_PLURAL,
     singular: "inflightclusteroperation",
-    kind: "InFlightClusterOperation",
+    kind: ifo_model::CLUSTER_KIND,
     namespaced: false,
     short_names: &["ifco", "ifcos"],
 };

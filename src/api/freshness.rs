@@ -9,8 +9,7 @@ use crate::watch::{Stale, TargetHealth};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
-/// How every such warning begins (clients tell them from other warnings by it).
-pub const INCOMPLETE: &str = "operations may be incomplete";
+pub use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
 
 /// Most warnings on one response; the rest are counted in the last one.
 const MAX_WARNINGS: usize = 10;

@@ -30,7 +30,8 @@ use std::sync::Arc;
 pub struct ApiState {
     pub discovery: Discovery,
     pub openapi: openapi::OpenApi,
-    pub index: Arc<crate::index::Index>,
+    /// Read-only: the API never changes what it serves.
+    pub index: crate::index::IndexReader,
     pub(crate) snapshots: snapshots::Snapshots,
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
     pub readiness: Readiness,
@@ -79,7 +80,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
 }
 
 impl ApiState {
-    pub fn new(index: Arc<crate::index::Index>, readiness: Readiness, limits: Limits) -> Self {
+    pub fn new(index: crate::index::IndexReader, readiness: Readiness, limits: Limits) -> Self {
         ApiState {
             discovery: Discovery::new(),
             openapi: openapi::OpenApi::new(),

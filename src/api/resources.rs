@@ -243,9 +243,6 @@ fn route(
     }
 }
 
-#[cfg(test)]
-mod properties;
-
 fn get(
     state: &ApiState,
     scope: &Scope,

@@ -8,7 +8,7 @@
 //! the records themselves are shared). Past the budget, the oldest go first, so paginating
 //! under heavy churn may still get `410 Expired` with an inconsistent continue token.
 
-use crate::index::{Index, Snapshot};
+use crate::index::{IndexReader, Snapshot};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ impl Recent {
 
 impl Snapshots {
     /// The snapshot at the index's current resourceVersion (shared by concurrent lists).
-    pub fn current(&self, index: &Index) -> Arc<Snapshot> {
+    pub fn current(&self, index: &IndexReader) -> Arc<Snapshot> {
         let rv = index.current_rv();
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -81,14 +81,14 @@ mod tests {
 
     #[test]
     fn a_snapshot_outlives_many_later_lists() {
-        let index = Index::new(100, 1000, 16);
+        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
-        let first = snapshots.current(&index);
+        let first = snapshots.current(&index.reader());
         for i in 0..50 {
             index.apply(vec![Change::Upsert(crate::index::test_record(&format!(
                 "op-{i}"
             )))]);
-            snapshots.current(&index);
+            snapshots.current(&index.reader());
         }
         let kept = snapshots.get(first.rv).expect("still served");
         assert!(Arc::ptr_eq(&kept, &first));

@@ -49,7 +49,7 @@ fn state(readiness: Readiness) -> Arc<ApiState> {
         .map(Change::Upsert)
         .collect(),
     );
-    Arc::new(ApiState::new(index, readiness, Default::default()))
+    Arc::new(ApiState::new(index.reader(), readiness, Default::default()))
 }
 
 fn ready() -> Readiness {

@@ -7,7 +7,7 @@ use super::negotiate::Representation;
 use super::params::Params;
 use super::resources::{Scope, matches, represent};
 use super::status::ApiError;
-use crate::index::{Event, EventKind, Index, Replay, Snapshot, Stored, WatchError};
+use crate::index::{Event, EventKind, IndexReader, Replay, Snapshot, Stored, WatchError};
 use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
@@ -214,7 +214,7 @@ fn start(state: &ApiState, params: &Params) -> Start {
 }
 
 async fn run(
-    index: Arc<Index>,
+    index: IndexReader,
     start: Start,
     scope: Scope,
     params: Params,

@@ -5,7 +5,6 @@
 mod authn;
 mod authz;
 mod cache;
-mod layer;
 mod peer;
 mod requestheader;
 pub mod tls;
@@ -13,7 +12,6 @@ pub mod tls;
 pub use authn::{AuthError, Authenticator};
 pub use authz::{Attributes, Authorizer, Decision};
 pub use cache::{ReviewCache, ReviewKey, review_key};
-pub use layer::{Guard, guard};
 pub use peer::{PeerCertificates, PeerIdentity};
 pub use requestheader::{RequestHeaderConfig, watch_request_header_config};
 

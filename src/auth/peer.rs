@@ -154,12 +154,12 @@ mod tests {
 
     /// A front-proxy CA, a cluster client CA, and the trust settings naming them.
     fn pki() -> (
-        crate::dev::pki::KeyPair,
-        crate::dev::pki::KeyPair,
+        ifo_dev::pki::KeyPair,
+        ifo_dev::pki::KeyPair,
         Arc<RequestHeaderConfig>,
     ) {
-        let front = crate::dev::pki::KeyPair::new_ca("front-proxy-ca").unwrap();
-        let clients = crate::dev::pki::KeyPair::new_ca("cluster-ca").unwrap();
+        let front = ifo_dev::pki::KeyPair::new_ca("front-proxy-ca").unwrap();
+        let clients = ifo_dev::pki::KeyPair::new_ca("cluster-ca").unwrap();
         let trust = Arc::new(RequestHeaderConfig {
             client_ca: vec![der(&front.cert_pem)],
             cluster_client_ca: vec![der(&clients.cert_pem)],
@@ -170,12 +170,12 @@ mod tests {
     }
 
     fn identity(
-        ca: &crate::dev::pki::KeyPair,
+        ca: &ifo_dev::pki::KeyPair,
         cn: &str,
         orgs: &[&str],
         trust: &Arc<RequestHeaderConfig>,
     ) -> PeerIdentity {
-        let cert = ca.issue(cn, orgs, crate::dev::pki::Usage::Client).unwrap();
+        let cert = ca.issue(cn, orgs, ifo_dev::pki::Usage::Client).unwrap();
         PeerCertificates::new(vec![der(&cert.cert_pem)]).identity(trust)
     }
 
@@ -206,7 +206,7 @@ mod tests {
             vec!["team-a", "team-b", "system:authenticated"]
         );
         // A CA nobody trusts proves nothing.
-        let stranger = crate::dev::pki::KeyPair::new_ca("stranger").unwrap();
+        let stranger = ifo_dev::pki::KeyPair::new_ca("stranger").unwrap();
         assert_eq!(
             identity(&stranger, "admin", &["system:masters"], &trust),
             PeerIdentity::None
@@ -217,12 +217,12 @@ mod tests {
     fn a_rotated_ca_is_judged_again_on_the_same_connection() {
         let (front, _, trust) = pki();
         let cert = front
-            .issue("front-proxy-client", &[], crate::dev::pki::Usage::Client)
+            .issue("front-proxy-client", &[], ifo_dev::pki::Usage::Client)
             .unwrap();
         let peer = PeerCertificates::new(vec![der(&cert.cert_pem)]);
         assert_eq!(peer.identity(&trust), PeerIdentity::FrontProxy);
         let rotated = Arc::new(RequestHeaderConfig {
-            client_ca: vec![der(&crate::dev::pki::KeyPair::new_ca("new-front")
+            client_ca: vec![der(&ifo_dev::pki::KeyPair::new_ca("new-front")
                 .unwrap()
                 .cert_pem)],
             ..(*trust).clone()

@@ -23,7 +23,7 @@ mod stored;
 
 pub use error::WatchError;
 pub use event::{Event, EventKind};
-pub use store::{Index, Replay, Snapshot};
+pub use store::{Index, IndexReader, Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
 
 #[cfg(test)]

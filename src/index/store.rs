@@ -262,3 +262,57 @@ impl Index {
 
 #[cfg(test)]
 mod tests;
+
+/// A read-only handle on the [`Index`]: what the API serves from. Readers can list, get and
+/// watch, never change anything; only the holder of the `Index` itself (the detector) writes.
+#[derive(Clone)]
+pub struct IndexReader(Arc<Index>);
+
+impl Index {
+    /// A read-only handle on this index.
+    pub fn reader(self: &Arc<Self>) -> IndexReader {
+        IndexReader(self.clone())
+    }
+}
+
+impl IndexReader {
+    /// See [`Index::current_rv`].
+    pub fn current_rv(&self) -> u64 {
+        self.0.current_rv()
+    }
+
+    /// See [`Index::len`].
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// See [`Index::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// See [`Index::snapshot`].
+    pub fn snapshot(&self) -> Snapshot {
+        self.0.snapshot()
+    }
+
+    /// See [`Index::get`].
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
+        self.0.get(namespace, name)
+    }
+
+    /// See [`Index::watch_from`].
+    pub fn watch_from(&self, rv: u64) -> Result<(Replay, broadcast::Receiver<Event>), WatchError> {
+        self.0.watch_from(rv)
+    }
+
+    /// See [`Index::replay`].
+    pub fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
+        self.0.replay(replay, max)
+    }
+
+    /// See [`Index::subscribe`].
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.0.subscribe()
+    }
+}

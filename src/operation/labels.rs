@@ -13,7 +13,7 @@ use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
 /// Prefix of the built-in label keys.
-pub const LABEL_PREFIX: &str = "ifo.kubevirt.io/";
+pub const LABEL_PREFIX: &str = ifo_model::LABEL_PREFIX;
 
 const MAX_VALUE_LEN: usize = 63;
 const MAX_PREFIX_LEN: usize = 253;

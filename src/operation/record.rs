@@ -12,27 +12,14 @@ use super::phase::{Outcome, Phase};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
-/// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
-/// of a string in the wire object, read by [`InFlightOperation::field`].
-pub const SELECTABLE_FIELDS: &[&str] = &[
-    "metadata.name",
-    "metadata.namespace",
-    "spec.operation",
-    "spec.ruleSet",
-    "spec.component",
-    "spec.subject.kind",
-    "spec.subject.name",
-    "spec.subject.namespace",
-    "status.phase",
-    "status.outcome",
-];
+pub use ifo_model::SELECTABLE_FIELDS;
 
-pub const API_GROUP: &str = "live.ifo.kubevirt.io";
-pub const API_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
+pub const API_GROUP: &str = ifo_model::GROUP;
+pub const API_VERSION: &str = ifo_model::GROUP_VERSION;
 /// Kind of operations on namespaced subjects (served in the subject's namespace).
-pub const NAMESPACED_KIND: &str = "InFlightOperation";
+pub const NAMESPACED_KIND: &str = ifo_model::NAMESPACED_KIND;
 /// Kind of operations on cluster-scoped subjects.
-pub const CLUSTER_KIND: &str = "InFlightClusterOperation";
+pub const CLUSTER_KIND: &str = ifo_model::CLUSTER_KIND;
 
 /// One visible state of one operation occurrence.
 ///

@@ -1,7 +1,7 @@
 //! The aggregation hop: kube-apiserver trusts our server, and clients discover our resources.
 
 use crate::harness::{env, eventually};
-use ifo::dev::User;
+use ifo_dev::User;
 use std::time::Duration;
 
 #[test]

@@ -9,7 +9,7 @@
 //! of these tests: `deploy/` holds no APIService, and the dry runs must leave both untouched.
 
 use crate::harness::env;
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! uses only part of it.
 
 use anyhow::{Context, Result};
-use ifo::dev::{Cluster, Process, User};
+use ifo_dev::{Cluster, Process, User};
 use serde_json::json;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock, mpsc};
@@ -33,6 +33,24 @@ pub enum Stop {
 
 static ENV: OnceLock<&'static Env> = OnceLock::new();
 
+/// The `kubectl-ifo` binary of this build (a workspace member of its own: `cargo build
+/// --workspace` builds it next to the test binaries' directory).
+pub fn plugin_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/kubectl-ifo
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lives in target/<profile>/deps")
+        .join("kubectl-ifo");
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace first (cargo build --workspace)",
+        path.display()
+    );
+    path
+}
+
 /// The test server's limit on one user's open watches.
 pub const MAX_WATCHES_PER_USER: usize = 64;
 
@@ -51,7 +69,7 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
         0 => "ifo-apiserver.log".to_string(),
         n => format!("ifo-apiserver.{n}.log"),
     };
-    ifo::dev::spawn_server(
+    ifo_dev::spawn_server(
         cluster,
         std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
         port,
@@ -67,7 +85,7 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
 
 fn boot() -> Result<&'static Env> {
     let cluster = Cluster::start(None)?;
-    let port = ifo::dev::free_port()?;
+    let port = ifo_dev::free_port()?;
     let server = start_server(&cluster, port, 0)?;
     cluster.register_apiservice(port)?;
     let serving_ca = cluster.dir().join("pki/serving-ca.crt");
@@ -97,7 +115,10 @@ pub fn env() -> &'static Env {
                 tx.send(result).unwrap();
                 if ok {
                     // SAFETY: registering a plain extern "C" function.
-                    unsafe { libc::atexit(cleanup) };
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        libc::atexit(cleanup)
+                    };
                     loop {
                         std::thread::park();
                     }

@@ -12,7 +12,7 @@
 //! shipped names. The tests here share that namespace and tell their subjects apart by name.
 
 use crate::harness::{WatchStream, env};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;

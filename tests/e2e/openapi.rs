@@ -2,7 +2,7 @@
 //! descriptions, for an admin and for a user with no rights on the resources.
 
 use crate::harness::{env, eventually};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! on PATH), as admin and as a user who may only read one namespace.
 
 use crate::harness::{Env, env, eventually};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -10,7 +10,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
-const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-ifo");
 
 struct Run {
     code: i32,
@@ -27,7 +26,7 @@ fn finish(out: std::process::Output) -> Run {
 }
 
 fn plugin_cmd(env: &Env, user: User, args: &[&str]) -> Command {
-    let mut cmd = Command::new(PLUGIN);
+    let mut cmd = Command::new(crate::harness::plugin_binary());
     cmd.env("KUBECONFIG", env.cluster.kubeconfig(user))
         .args(args)
         .stdin(Stdio::null());
@@ -40,7 +39,8 @@ fn plugin(env: &Env, user: User, args: &[&str]) -> Run {
 
 /// `kubectl ifo ...`: kubectl finds `kubectl-ifo` on PATH.
 fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
-    let dir = std::path::Path::new(PLUGIN).parent().unwrap();
+    let plugin = crate::harness::plugin_binary();
+    let dir = plugin.parent().unwrap();
     let path = format!(
         "{}:{}",
         dir.display(),

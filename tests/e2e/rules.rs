@@ -2,7 +2,7 @@
 //! moving through states produce, keep and complete operations.
 
 use crate::harness::{env, eventually, vm, vm_ruleset};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::{Value, json};
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! server neither panics nor keeps what a caller sends.
 
 use crate::harness::{Env, MAX_WATCHES_PER_USER, env, eventually, populated};
-use ifo::dev::User;
+use ifo_dev::User;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -342,9 +342,9 @@ fn client_certificates_of_the_cluster_ca_authenticate_their_user() {
     // A certificate of another CA fails the handshake.
     let dir = env.cluster.dir().join("foreign-client");
     std::fs::create_dir_all(&dir).unwrap();
-    let ca = ifo::dev::pki::KeyPair::new_ca("someone-else").unwrap();
+    let ca = ifo_dev::pki::KeyPair::new_ca("someone-else").unwrap();
     let cert = ca
-        .issue("admin", &["system:masters"], ifo::dev::pki::Usage::Client)
+        .issue("admin", &["system:masters"], ifo_dev::pki::Usage::Client)
         .unwrap();
     std::fs::write(dir.join("c.crt"), &cert.cert_pem).unwrap();
     std::fs::write(dir.join("c.key"), &cert.key_pem).unwrap();

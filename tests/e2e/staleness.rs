@@ -3,14 +3,13 @@
 //! check` refuses to answer (exit 2), and both clear once the target can be listed again.
 
 use crate::harness::{Env, env, eventually};
-use ifo::dev::User;
+use ifo_dev::User;
 use std::process::Stdio;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// A failed watch is retried with a fresh list after a backoff (at once on a CRD change).
 const RECOVER: Duration = Duration::from_secs(90);
-const PLUGIN: &str = env!("CARGO_BIN_EXE_kubectl-ifo");
 
 struct Run {
     code: i32,
@@ -20,7 +19,8 @@ struct Run {
 
 /// kubectl as admin; with the plugin's directory on PATH, so `kubectl ifo` finds it.
 fn kubectl(env: &Env, args: &[&str]) -> Run {
-    let dir = std::path::Path::new(PLUGIN).parent().unwrap();
+    let plugin = crate::harness::plugin_binary();
+    let dir = plugin.parent().unwrap();
     let path = format!(
         "{}:{}",
         dir.display(),

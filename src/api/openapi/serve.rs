@@ -89,7 +89,7 @@ mod tests {
         let (readiness, pending) = crate::readiness::Readiness::new("test");
         pending.done();
         let app = crate::api::router(Arc::new(ApiState::new(
-            index,
+            index.reader(),
             readiness,
             Default::default(),
         )));

@@ -1,0 +1,422 @@
+//! Field selectors (`?fieldSelector=`), a port of apimachinery `fields.ParseSelector` plus the
+//! apiserver's field-label check.
+//!
+//! Syntax: comma-separated terms `field=value`, `field==value` or `field!=value` (AND). In a
+//! value, `\,` `\=` and `\\` stand for the literal character; any other backslash sequence and
+//! any bare `,` or `=` inside a value is an error. Nothing is trimmed: `a = b` names the field
+//! `"a "`. The field name must be one the resource supports, otherwise the request fails with
+//! `field label not supported: <field>` like kube-apiserver's answer for a CRD.
+//!
+//! Matching follows apimachinery: a field that has no value compares as the empty string.
+
+use std::fmt;
+
+use super::selector::SelectorError;
+
+/// Field selector operator. `=` and `==` are the same operator in apimachinery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldOperator {
+    Equals,
+    NotEquals,
+}
+
+/// One term of a [`FieldSelector`]; `value` is unescaped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FieldRequirement {
+    pub field: String,
+    pub operator: FieldOperator,
+    pub value: String,
+}
+
+impl FieldRequirement {
+    fn matches_value(&self, actual: &str) -> bool {
+        match self.operator {
+            FieldOperator::Equals => actual == self.value,
+            FieldOperator::NotEquals => actual != self.value,
+        }
+    }
+}
+
+/// A parsed field selector: the AND of its terms. The empty selector matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct FieldSelector {
+    terms: Vec<FieldRequirement>,
+}
+
+impl FieldSelector {
+    /// The selector that matches every object.
+    pub fn everything() -> Self {
+        Self::default()
+    }
+
+    /// Parses `selector` and checks every field against `supported` (exact, case-sensitive
+    /// names such as `metadata.name`). Syntax errors are reported before unsupported fields,
+    /// as in kube-apiserver, where parsing precedes the field-label conversion.
+    pub fn parse(selector: &str, supported: &[&str]) -> Result<Self, SelectorError> {
+        let parsed = Self::parse_any_field(selector)?;
+        if let Some(t) = parsed
+            .terms
+            .iter()
+            .find(|t| !supported.contains(&t.field.as_str()))
+        {
+            return Err(SelectorError::new(format!(
+                "field label not supported: {}",
+                t.field
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Parses `selector` without checking its fields, as kube-apiserver's RequestInfo does to
+    /// find the name a list or watch is authorized with (apimachinery `fields.ParseSelector`).
+    pub fn parse_any_field(selector: &str) -> Result<Self, SelectorError> {
+        let mut parts = split_terms(selector);
+        // apimachinery sorts the raw terms, which fixes both term order and which error wins.
+        parts.sort_unstable();
+        let mut terms = Vec::new();
+        for part in parts {
+            if part.is_empty() {
+                continue;
+            }
+            let Some((field, operator, raw_value)) = split_term(part) else {
+                return Err(SelectorError::new(format!(
+                    "invalid selector: '{selector}'; can't understand '{part}'"
+                )));
+            };
+            terms.push(FieldRequirement {
+                field: field.to_owned(),
+                operator,
+                value: unescape_value(raw_value)?,
+            });
+        }
+        Ok(Self { terms })
+    }
+
+    /// True when the selector does not restrict anything.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    pub fn requirements(&self) -> &[FieldRequirement] {
+        &self.terms
+    }
+
+    /// Whether an object matches, looking field values up through `get`; `None` compares as
+    /// the empty string (apimachinery `fields.Set.Get`).
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.terms
+            .iter()
+            .all(|t| t.matches_value(get(&t.field).unwrap_or("")))
+    }
+
+    /// The value `field` must equal for an object to match (the first `=`/`==` term on it), as
+    /// apimachinery `RequiresExactMatch`. `metadata.name` here turns a list or watch into a
+    /// single-object request (and is the `name` kube-apiserver authorizes with).
+    pub fn exact(&self, field: &str) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|t| t.operator == FieldOperator::Equals && t.field == field)
+            .map(|t| t.value.as_str())
+    }
+}
+
+impl fmt::Display for FieldSelector {
+    /// apimachinery's canonical form, with values escaped again.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.terms.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let op = match t.operator {
+                FieldOperator::Equals => "=",
+                FieldOperator::NotEquals => "!=",
+            };
+            write!(f, "{}{op}{}", t.field, escape_value(&t.value))?;
+        }
+        Ok(())
+    }
+}
+
+/// Escapes `\`, `,` and `=` so the value survives [`FieldSelector::parse`]
+/// (apimachinery `fields.EscapeValue`).
+pub fn escape_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Splits on commas that are not escaped; escapes stay in the terms.
+fn split_terms(selector: &str) -> Vec<&str> {
+    if selector.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let mut start = 0;
+    let mut in_slash = false;
+    for (i, c) in selector.char_indices() {
+        if in_slash {
+            in_slash = false;
+        } else if c == '\\' {
+            in_slash = true;
+        } else if c == ',' {
+            terms.push(&selector[start..i]);
+            start = i + 1;
+        }
+    }
+    terms.push(&selector[start..]);
+    terms
+}
+
+/// Splits a term at the first operator, trying `!=`, then `==`, then `=` at each position.
+/// The field part is taken literally (no escapes).
+fn split_term(term: &str) -> Option<(&str, FieldOperator, &str)> {
+    for (i, _) in term.char_indices() {
+        let rest = &term[i..];
+        if let Some(v) = rest.strip_prefix("!=") {
+            return Some((&term[..i], FieldOperator::NotEquals, v));
+        }
+        if let Some(v) = rest.strip_prefix("==") {
+            return Some((&term[..i], FieldOperator::Equals, v));
+        }
+        if let Some(v) = rest.strip_prefix('=') {
+            return Some((&term[..i], FieldOperator::Equals, v));
+        }
+    }
+    None
+}
+
+/// apimachinery `fields.UnescapeValue`, with its error messages (note that an unescaped
+/// character is reported by its code point, e.g. `61` for `=`).
+fn unescape_value(s: &str) -> Result<String, SelectorError> {
+    if !s.contains(['\\', ',', '=']) {
+        return Ok(s.to_owned());
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut in_slash = false;
+    for c in s.chars() {
+        if in_slash {
+            if matches!(c, '\\' | ',' | '=') {
+                out.push(c);
+            } else {
+                return Err(SelectorError::new(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                )));
+            }
+            in_slash = false;
+            continue;
+        }
+        match c {
+            '\\' => in_slash = true,
+            ',' | '=' => {
+                return Err(SelectorError::new(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                )));
+            }
+            c => out.push(c),
+        }
+    }
+    if in_slash {
+        return Err(SelectorError::new(
+            "invalid field selector: invalid escape sequence: \\",
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const SUPPORTED: &[&str] = &[
+        "metadata.name",
+        "metadata.namespace",
+        "spec.operation",
+        "status.phase",
+        "a",
+        "b",
+    ];
+
+    fn parse_ok(s: &str) -> FieldSelector {
+        FieldSelector::parse(s, SUPPORTED).unwrap_or_else(|e| panic!("{s:?}: {e}"))
+    }
+
+    fn parse_err(s: &str) -> String {
+        match FieldSelector::parse(s, SUPPORTED) {
+            Ok(f) => panic!("{s:?} should fail, got {f}"),
+            Err(e) => e.message().to_owned(),
+        }
+    }
+
+    fn term(field: &str, operator: FieldOperator, value: &str) -> FieldRequirement {
+        FieldRequirement {
+            field: field.into(),
+            operator,
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn parses_terms() {
+        assert!(parse_ok("").is_empty());
+        assert!(parse_ok(",").is_empty());
+        assert_eq!(
+            parse_ok("status.phase=Active").requirements(),
+            &[term("status.phase", FieldOperator::Equals, "Active")]
+        );
+        assert_eq!(
+            parse_ok("status.phase==Active").requirements(),
+            &[term("status.phase", FieldOperator::Equals, "Active")]
+        );
+        assert_eq!(
+            parse_ok("status.phase!=Active").requirements(),
+            &[term("status.phase", FieldOperator::NotEquals, "Active")]
+        );
+        assert_eq!(
+            parse_ok("metadata.name=").requirements(),
+            &[term("metadata.name", FieldOperator::Equals, "")]
+        );
+        // Terms come out sorted, as apimachinery sorts the raw terms.
+        assert_eq!(
+            parse_ok("status.phase=Active,metadata.namespace!=kube-system").requirements(),
+            &[
+                term(
+                    "metadata.namespace",
+                    FieldOperator::NotEquals,
+                    "kube-system"
+                ),
+                term("status.phase", FieldOperator::Equals, "Active"),
+            ]
+        );
+        // `a=!b`: `=` comes first, so the value is `!b`.
+        assert_eq!(
+            parse_ok("a=!b").requirements(),
+            &[term("a", FieldOperator::Equals, "!b")]
+        );
+    }
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            parse_ok(r"a=x\,y").requirements(),
+            &[term("a", FieldOperator::Equals, "x,y")]
+        );
+        assert_eq!(
+            parse_ok(r"a=x\=y,b=\\").requirements(),
+            &[
+                term("a", FieldOperator::Equals, "x=y"),
+                term("b", FieldOperator::Equals, r"\"),
+            ]
+        );
+        assert_eq!(
+            parse_ok(r"a==\=\=").requirements(),
+            &[term("a", FieldOperator::Equals, "==")]
+        );
+        assert_eq!(
+            parse_err(r"a=x\y"),
+            r"invalid field selector: invalid escape sequence: \y"
+        );
+        assert_eq!(
+            parse_err(r"a=x\"),
+            r"invalid field selector: invalid escape sequence: \"
+        );
+        assert_eq!(
+            parse_err("a=x=y"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            parse_err("a===x"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        let sel = parse_ok(r"a=x\,y\=z\\w");
+        assert_eq!(sel.to_string(), r"a=x\,y\=z\\w");
+        assert_eq!(parse_ok(&sel.to_string()), sel);
+        assert_eq!(escape_value(r"a,b=c\d"), r"a\,b\=c\\d");
+    }
+
+    #[test]
+    fn syntax_errors() {
+        assert_eq!(
+            parse_err("status.phase"),
+            "invalid selector: 'status.phase'; can't understand 'status.phase'"
+        );
+        assert_eq!(
+            parse_err("a=b,xyz"),
+            "invalid selector: 'a=b,xyz'; can't understand 'xyz'"
+        );
+        // A syntax error wins over an unsupported field.
+        assert_eq!(
+            parse_err("spec.foo=1,xyz"),
+            "invalid selector: 'spec.foo=1,xyz'; can't understand 'xyz'"
+        );
+    }
+
+    #[test]
+    fn unsupported_fields() {
+        assert_eq!(
+            parse_err("spec.foo=bar"),
+            "field label not supported: spec.foo"
+        );
+        assert_eq!(
+            parse_err("status.phase = Active"),
+            "field label not supported: status.phase "
+        );
+        assert_eq!(parse_err("=x"), "field label not supported: ");
+        assert_eq!(
+            FieldSelector::parse("metadata.name=x", &[])
+                .unwrap_err()
+                .message(),
+            "field label not supported: metadata.name"
+        );
+        // Sorted terms: the first unsupported one in sorted order is reported.
+        assert_eq!(parse_err("z.z=1,y.y=2"), "field label not supported: y.y");
+    }
+
+    #[test]
+    fn matching() {
+        let obj: BTreeMap<&str, &str> = [
+            ("metadata.name", "vm-a-migrating"),
+            ("metadata.namespace", "ns1"),
+            ("status.phase", "Active"),
+        ]
+        .into_iter()
+        .collect();
+        let m = |s: &str| parse_ok(s).matches(|f| obj.get(f).copied());
+        assert!(m(""));
+        assert!(m("status.phase=Active"));
+        assert!(!m("status.phase=Completed"));
+        assert!(m("status.phase!=Completed"));
+        assert!(m("status.phase=Active,metadata.namespace=ns1"));
+        assert!(!m("status.phase=Active,metadata.namespace=ns2"));
+        // An absent field compares as "".
+        assert!(m("spec.operation="));
+        assert!(m("spec.operation!=x"));
+        assert!(!m("spec.operation=x"));
+    }
+
+    #[test]
+    fn exact_names_the_required_value() {
+        let s = parse_ok("metadata.name=foo,status.phase!=Completed");
+        assert_eq!(s.exact("metadata.name"), Some("foo"));
+        assert_eq!(s.exact("status.phase"), None);
+        assert_eq!(s.exact("metadata.namespace"), None);
+        assert!(FieldSelector::everything().is_empty());
+    }
+
+    #[test]
+    fn non_ascii_is_literal() {
+        assert_eq!(
+            parse_ok("a=ä,b!=日本").requirements(),
+            &[
+                term("a", FieldOperator::Equals, "ä"),
+                term("b", FieldOperator::NotEquals, "日本"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! `ifo-dev`: the product on a local real cluster, for trying it out (`deploy/local.sh`).
+//!
+//! Starts etcd, kube-apiserver and the controllers it needs, runs `ifo-apiserver` (the binary
+//! next to this one) registered as the APIService, applies the shipped rules and the read access
+//! they need, drives a small VirtualMachine workload, and streams `kubectl get ifos -A -o wide -w`
+//! until Ctrl-C, which stops everything.
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use ifo_dev::{Cluster, User};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "The live InFlightOperations server on a local real cluster"
+)]
+struct Cli {
+    /// Where to put the cluster's files (default: the system temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// VirtualMachines the workload moves through their states.
+    #[arg(long, default_value_t = 4)]
+    vms: usize,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let server = std::env::current_exe()?.with_file_name("ifo-apiserver");
+    if !server.exists() {
+        bail!(
+            "{} is missing; build it first: cargo build --release --bin ifo-apiserver",
+            server.display()
+        );
+    }
+    // The cluster's processes live as long as this thread.
+    let cluster = Cluster::start(cli.dir.as_deref()).context("starting the local cluster")?;
+    let port = ifo_dev::free_port()?;
+    let process = ifo_dev::spawn_server(
+        &cluster,
+        &server,
+        port,
+        // A short grace keeps the demo lively; the server's default is 30s.
+        &[("DEBOUNCE_THRESHOLD", "5s"), ("LOG_LEVEL", "info")],
+        "ifo-apiserver.log",
+    )?;
+    cluster.register_apiservice(port)?;
+    cluster
+        .wait_apiservice_available(Duration::from_secs(60))
+        .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
+    // The shipped rules, the read access they need, and a workload for them to detect.
+    let source = ifo_dev::source_dir();
+    for file in ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"] {
+        cluster.kubectl_run(
+            User::Admin,
+            &["apply", "-f", &source.join(file).display().to_string()],
+            None,
+        )?;
+    }
+    println!("\nThe local cluster is up and live.ifo.kubevirt.io is served by ifo-apiserver.");
+    println!("To use kubectl yourself:\n");
+    println!(
+        "  export KUBECONFIG={}",
+        cluster.kubeconfig(User::Admin).display()
+    );
+    println!("  alias kubectl={}", cluster.binaries.kubectl.display());
+    println!(
+        "\nServer log: {}",
+        cluster.dir().join("ifo-apiserver.log").display()
+    );
+    println!(
+        "\nStreaming `kubectl get ifos -A -w` while a workload moves VMs through states. Ctrl-C stops everything.\n"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc_handler(move || stop.store(true, Ordering::Relaxed))?;
+    }
+    let mut watch = cluster
+        .kubectl(User::Admin)
+        .args(["get", "ifos", "-A", "-w", "-o", "wide"])
+        .spawn()
+        .context("starting kubectl get ifos -A -w")?;
+    std::thread::scope(|scope| {
+        let workload_stop = stop.clone();
+        let cluster = &cluster;
+        scope.spawn(move || {
+            if let Err(e) = ifo_dev::workload::run(cluster, cli.vms, workload_stop) {
+                eprintln!("workload stopped: {e:#}");
+            }
+        });
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(e) = process.check_running() {
+                eprintln!("{e:#}");
+                stop.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    drop(process);
+    drop(cluster);
+    Ok(())
+}
+
+/// Runs `f` on SIGINT or SIGTERM (instead of dying at once), so the cluster is stopped cleanly.
+fn ctrlc_handler(f: impl Fn() + Send + 'static) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("installing a SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            });
+            f();
+        })?;
+    Ok(())
+}

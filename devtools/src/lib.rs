@@ -1,0 +1,20 @@
+//! The local real cluster shared by the demo, the end-to-end tests and the benchmarks.
+//!
+//! It controls processes (a parent-death signal for each child, signals to stop or freeze them),
+//! which takes `libc` calls: the only unsafe code of the project, and none of it in the server.
+#![allow(unsafe_code)]
+
+mod binaries;
+mod cluster;
+pub mod pki;
+mod process;
+mod server;
+pub mod workload;
+
+pub use binaries::{Binaries, source_dir};
+pub use cluster::{
+    Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User, free_port,
+};
+pub use pki::{KeyPair, Usage};
+pub use process::Process;
+pub use server::spawn_server;

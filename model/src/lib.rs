@@ -1,0 +1,53 @@
+//! The names of the live InFlightOperations API (`live.ifo.kubevirt.io`), in one place for the
+//! server that serves it and the kubectl plugin that reads it, so the two cannot drift apart.
+
+/// The API group the APIService registers.
+pub const GROUP: &str = "live.ifo.kubevirt.io";
+/// The served version.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of the served objects.
+pub const GROUP_VERSION: &str = "live.ifo.kubevirt.io/v1alpha1";
+/// The APIService's name: `<version>.<group>`.
+pub const APISERVICE: &str = "v1alpha1.live.ifo.kubevirt.io";
+
+/// Kind of operations on namespaced subjects (served in the subject's namespace).
+pub const NAMESPACED_KIND: &str = "InFlightOperation";
+/// Kind of operations on cluster-scoped subjects.
+pub const CLUSTER_KIND: &str = "InFlightClusterOperation";
+/// Resource of [`NAMESPACED_KIND`].
+pub const NAMESPACED_PLURAL: &str = "inflightoperations";
+/// Resource of [`CLUSTER_KIND`].
+pub const CLUSTER_PLURAL: &str = "inflightclusteroperations";
+
+/// Prefix of every label the server sets (`ifo.kubevirt.io/operation`, …).
+pub const LABEL_PREFIX: &str = "ifo.kubevirt.io/";
+
+/// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
+/// of a string in the wire object.
+pub const SELECTABLE_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.operation",
+    "spec.ruleSet",
+    "spec.component",
+    "spec.subject.kind",
+    "spec.subject.name",
+    "spec.subject.namespace",
+    "status.phase",
+    "status.outcome",
+];
+
+/// How every `Warning` the server sends about a target it is not watching begins: the answer
+/// may be incomplete, and clients that gate maintenance on it must not trust it.
+pub const INCOMPLETE_WARNING: &str = "operations may be incomplete";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn composed_names_agree() {
+        assert_eq!(GROUP_VERSION, format!("{GROUP}/{VERSION}"));
+        assert_eq!(APISERVICE, format!("{VERSION}.{GROUP}"));
+    }
+}

@@ -1,0 +1,142 @@
+//! The command line: kubectl's connection flags, filters and output flags (accepted before or
+//! after the subcommand), and the subcommands. With no subcommand, `list` runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use jiff::SignedDuration;
+
+use super::format::Output;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl-ifo",
+    bin_name = "kubectl ifo",
+    version,
+    about = "Operations in flight in the cluster (live InFlightOperations), and whether it is safe to do maintenance",
+    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Namespace of the subjects (default: the context's namespace).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// Every namespace, and operations on cluster-scoped subjects.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Only operations on cluster-scoped subjects (InFlightClusterOperations).
+    #[arg(long, global = true, conflicts_with = "namespace")]
+    pub cluster: bool,
+    /// Only this operation (e.g. Migrating).
+    #[arg(long, global = true)]
+    pub operation: Option<String>,
+    /// Only this component (e.g. kubevirt).
+    #[arg(long, global = true)]
+    pub component: Option<String>,
+    /// Only subjects of this kind (e.g. VirtualMachine).
+    #[arg(long, global = true)]
+    pub kind: Option<String>,
+    /// Only the subject with this name.
+    #[arg(long, global = true)]
+    pub subject: Option<String>,
+    /// Label selector (e.g. ifo.kubevirt.io/node=node-1).
+    #[arg(short = 'l', long, global = true)]
+    pub selector: Option<String>,
+    /// Include completed operations (default: active ones only).
+    #[arg(long, global = true)]
+    pub all: bool,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// After listing, print operations as they change (list only).
+    #[arg(short = 'w', long, global = true)]
+    pub watch: bool,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// List operations (the default).
+    #[command(visible_alias = "ls")]
+    List,
+    /// Details of one operation: subject, times, message, outcome, labels.
+    Get {
+        /// The operation's name (with -A: looked up in every namespace).
+        name: String,
+    },
+    /// Operations grouped by component, namespace and subject.
+    Tree,
+    /// Counts by phase, component, operation and namespace (active and completed).
+    Summary,
+    /// Exit 0 if no active operation matches; otherwise print them and exit 1.
+    #[command(visible_alias = "safe")]
+    Check,
+    /// Block until no active operation matches (watches; does not poll).
+    Wait {
+        /// Give up after this long and exit 1 with what is still in flight (30s, 5m, 1h30m;
+        /// default: wait forever).
+        #[arg(long, value_parser = parse_timeout)]
+        timeout: Option<SignedDuration>,
+    },
+}
+
+fn parse_timeout(s: &str) -> Result<SignedDuration, String> {
+    ifo_apimachinery::duration::parse_duration(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kubectl-ifo").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn flags_go_before_or_after_the_subcommand() {
+        let cli = parse(&["-A", "-o", "wide"]).unwrap();
+        assert!(cli.command.is_none());
+        assert!(cli.global.all_namespaces);
+        assert_eq!(cli.global.output, Output::Wide);
+        let cli = parse(&["tree", "-n", "ns1", "--operation", "Migrating"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Tree)));
+        assert_eq!(cli.global.namespace.as_deref(), Some("ns1"));
+        let cli = parse(&["wait", "--timeout", "1m30s", "-A"]).unwrap();
+        match cli.command {
+            Some(Command::Wait { timeout }) => {
+                assert_eq!(timeout, Some(SignedDuration::from_secs(90)))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["safe"]).unwrap().command,
+            Some(Command::Check)
+        ));
+        assert!(matches!(
+            parse(&["ls"]).unwrap().command,
+            Some(Command::List)
+        ));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        assert!(parse(&["-o", "xml"]).is_err());
+        assert!(parse(&["wait", "--timeout", "soon"]).is_err());
+        assert!(parse(&["wait", "--timeout", "-5s"]).is_err());
+        assert!(parse(&["get"]).is_err());
+        assert!(parse(&["--cluster", "-n", "x"]).is_err());
+        assert!(parse(&["frobnicate"]).is_err());
+    }
+}

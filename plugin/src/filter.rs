@@ -1,0 +1,167 @@
+//! What to select: the plugin's filters become server-side field and label selectors, so the
+//! server sends only what is asked for (and RBAC applies to exactly that request).
+
+use super::op::Op;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `spec.operation`.
+    pub operation: Option<String>,
+    /// `spec.component`.
+    pub component: Option<String>,
+    /// `spec.subject.kind`.
+    pub kind: Option<String>,
+    /// `spec.subject.name`.
+    pub subject: Option<String>,
+    /// A label selector, passed through.
+    pub selector: Option<String>,
+    /// Only `status.phase=Active`.
+    pub active_only: bool,
+}
+
+impl Filters {
+    fn fields(&self) -> Vec<(&'static str, &str)> {
+        let mut fields = Vec::new();
+        if self.active_only {
+            fields.push(("status.phase", "Active"));
+        }
+        for (path, value) in [
+            ("metadata.name", &self.name),
+            ("spec.operation", &self.operation),
+            ("spec.component", &self.component),
+            ("spec.subject.kind", &self.kind),
+            ("spec.subject.name", &self.subject),
+        ] {
+            if let Some(v) = value {
+                fields.push((path, v.as_str()));
+            }
+        }
+        fields
+    }
+
+    /// The field selector for the list or watch, if any.
+    pub fn field_selector(&self) -> Option<String> {
+        let fields = self.fields();
+        (!fields.is_empty()).then(|| {
+            fields
+                .iter()
+                .map(|(path, value)| {
+                    format!("{path}={}", ifo_apimachinery::fields::escape_value(value))
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+
+    pub fn label_selector(&self) -> Option<&str> {
+        self.selector.as_deref().filter(|s| !s.trim().is_empty())
+    }
+
+    /// Whether `op` satisfies the field filters (the label selector is the server's to apply).
+    /// Used on watch events, where an object that stopped matching must be dropped.
+    pub fn matches(&self, op: &Op) -> bool {
+        self.fields().iter().all(|(path, value)| {
+            let actual = match *path {
+                "metadata.name" => &op.name,
+                "status.phase" => &op.phase,
+                "spec.operation" => &op.operation,
+                "spec.component" => &op.component,
+                "spec.subject.kind" => &op.subject.kind,
+                "spec.subject.name" => &op.subject.name,
+                _ => return false,
+            };
+            actual == value
+        })
+    }
+
+    /// A short description for messages, e.g. `operation=Migrating, kind=VirtualMachine`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for (name, value) in [
+            ("operation", &self.operation),
+            ("component", &self.component),
+            ("kind", &self.kind),
+            ("subject", &self.subject),
+            ("selector", &self.selector),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{name}={v}"));
+            }
+        }
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::tests::op;
+
+    #[test]
+    fn builds_field_selectors() {
+        assert_eq!(Filters::default().field_selector(), None);
+        let f = Filters {
+            operation: Some("Migrating".into()),
+            kind: Some("VirtualMachine".into()),
+            active_only: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            f.field_selector().unwrap(),
+            "status.phase=Active,spec.operation=Migrating,spec.subject.kind=VirtualMachine"
+        );
+        let f = Filters {
+            component: Some("a,b=c\\".into()),
+            ..Default::default()
+        };
+        assert_eq!(f.field_selector().unwrap(), "spec.component=a\\,b\\=c\\\\");
+    }
+
+    #[test]
+    fn label_selector_is_passed_through_unless_blank() {
+        let mut f = Filters {
+            selector: Some("a=b,c!=d".into()),
+            ..Default::default()
+        };
+        assert_eq!(f.label_selector(), Some("a=b,c!=d"));
+        f.selector = Some("  ".into());
+        assert_eq!(f.label_selector(), None);
+    }
+
+    #[test]
+    fn matches_like_the_server() {
+        let active = op(Some("ns"), "VirtualMachine", "vm1", "Migrating", "Active");
+        let done = op(
+            Some("ns"),
+            "VirtualMachine",
+            "vm1",
+            "Migrating",
+            "Completed",
+        );
+        let f = Filters {
+            active_only: true,
+            operation: Some("Migrating".into()),
+            ..Default::default()
+        };
+        assert!(f.matches(&active));
+        assert!(!f.matches(&done));
+        let f = Filters {
+            kind: Some("Node".into()),
+            ..Default::default()
+        };
+        assert!(!f.matches(&active));
+        assert!(Filters::default().matches(&done));
+    }
+
+    #[test]
+    fn describes_itself() {
+        let f = Filters {
+            operation: Some("Migrating".into()),
+            selector: Some("a=b".into()),
+            ..Default::default()
+        };
+        assert_eq!(f.describe(), "operation=Migrating, selector=a=b");
+    }
+}

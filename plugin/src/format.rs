@@ -1,0 +1,406 @@
+//! Output: ages, aligned tables, `-o json|yaml|name`, and the detail view of `get`. Pure: every
+//! function takes the time to measure ages against.
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::op::Op;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+    Name,
+}
+
+/// An age the way kubectl prints one (`45s`, `3m20s`, `15m`, `2h5m`, `30h`, `3d4h`, `90d`, `2y`).
+pub fn human_duration(seconds: i64) -> String {
+    ifo_apimachinery::duration::human_duration(jiff::SignedDuration::from_secs(seconds))
+}
+
+/// The age of `since` at `now`; `<unknown>` without a time.
+pub fn age(now: Timestamp, since: Option<Timestamp>) -> String {
+    match since {
+        Some(t) => human_duration(now.as_second() - t.as_second()),
+        None => "<unknown>".into(),
+    }
+}
+
+/// Rows of cells printed in aligned columns, three spaces apart; the last column is not padded.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub widths: Vec<usize>,
+}
+
+impl Table {
+    /// Widths that fit `rows`, and at least the current ones (so a stream of rows keeps its
+    /// columns aligned with what was printed before).
+    pub fn fit(&mut self, rows: &[Vec<String>]) {
+        for row in rows {
+            if self.widths.len() < row.len() {
+                self.widths.resize(row.len(), 0);
+            }
+            for (i, cell) in row.iter().enumerate() {
+                self.widths[i] = self.widths[i].max(cell.chars().count());
+            }
+        }
+    }
+
+    pub fn line(&self, row: &[String]) -> String {
+        let mut out = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                out.push_str(cell);
+            } else {
+                let width = self.widths.get(i).copied().unwrap_or(0);
+                let _ = write!(out, "{cell:<width$}   ");
+            }
+        }
+        out.trim_end().to_owned()
+    }
+
+    /// Every row, each followed by a newline.
+    pub fn render(rows: &[Vec<String>]) -> String {
+        let mut table = Table::default();
+        table.fit(rows);
+        rows.iter().map(|r| table.line(r) + "\n").collect()
+    }
+}
+
+fn or_none(s: &str) -> String {
+    if s.is_empty() {
+        "<none>".into()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Which columns a list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns {
+    pub namespace: bool,
+    pub wide: bool,
+}
+
+pub fn header(cols: Columns) -> Vec<String> {
+    let mut h = Vec::new();
+    if cols.namespace {
+        h.push("NAMESPACE");
+    }
+    h.extend(["NAME", "KIND", "SUBJECT", "OPERATION", "PHASE", "AGE"]);
+    if cols.wide {
+        h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED"]);
+    }
+    h.push("MESSAGE");
+    h.into_iter().map(str::to_owned).collect()
+}
+
+pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
+    let mut r = Vec::new();
+    if cols.namespace {
+        r.push(op.namespace.clone().unwrap_or_else(|| "-".into()));
+    }
+    r.push(or_none(&op.name));
+    r.push(or_none(&op.subject.kind));
+    r.push(or_none(&op.subject.name));
+    r.push(or_none(&op.operation));
+    r.push(or_none(&op.phase));
+    r.push(age(now, op.created));
+    if cols.wide {
+        r.push(or_none(&op.component));
+        r.push(or_none(&op.ruleset));
+        r.push(or_none(&op.outcome));
+        r.push(match op.completed {
+            Some(t) => age(now, Some(t)),
+            None => "<none>".into(),
+        });
+    }
+    r.push(op.message.replace(['\n', '\r'], " "));
+    r
+}
+
+/// A Kubernetes `List` of the objects, as `kubectl get -o json` prints mixed kinds.
+pub fn list_object(ops: &[Op]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": ops.iter().map(|o| o.raw.clone()).collect::<Vec<_>>(),
+    })
+}
+
+pub fn to_json(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
+
+pub fn to_yaml(value: &Value) -> String {
+    match serde_saphyr::to_string(value) {
+        Ok(s) if s.ends_with('\n') => s,
+        Ok(s) => s + "\n",
+        Err(_) => to_json(value),
+    }
+}
+
+/// The operations in `output` format. Tables of nothing print nothing (the caller says so).
+pub fn render_list(ops: &[Op], output: Output, namespace_column: bool, now: Timestamp) -> String {
+    match output {
+        Output::Json => to_json(&list_object(ops)),
+        Output::Yaml => to_yaml(&list_object(ops)),
+        Output::Name => ops.iter().map(|o| o.qualified_name() + "\n").collect(),
+        Output::Table | Output::Wide => {
+            if ops.is_empty() {
+                return String::new();
+            }
+            let cols = Columns {
+                namespace: namespace_column,
+                wide: output == Output::Wide,
+            };
+            let mut rows = vec![header(cols)];
+            rows.extend(ops.iter().map(|o| row(o, cols, now)));
+            Table::render(&rows)
+        }
+    }
+}
+
+fn time_line(now: Timestamp, t: Option<Timestamp>) -> String {
+    match t {
+        Some(t) => format!(
+            "{} ({} ago)",
+            t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            age(now, Some(t))
+        ),
+        None => "<none>".into(),
+    }
+}
+
+/// The detail view of one operation.
+pub fn describe(op: &Op, now: Timestamp) -> String {
+    let dash = |s: &str| if s.is_empty() { "<none>" } else { s }.to_owned();
+    let mut fields: Vec<(String, String)> = vec![
+        ("Name".into(), dash(&op.name)),
+        (
+            "Namespace".into(),
+            op.namespace
+                .clone()
+                .unwrap_or_else(|| "<none> (cluster-scoped)".into()),
+        ),
+        ("Kind".into(), op.kind().into()),
+        ("Operation".into(), dash(&op.operation)),
+        ("Phase".into(), dash(&op.phase)),
+        ("Outcome".into(), dash(&op.outcome)),
+        ("Message".into(), dash(&op.message)),
+        ("Component".into(), dash(&op.component)),
+        ("RuleSet".into(), dash(&op.ruleset)),
+        ("Started".into(), time_line(now, op.created)),
+        ("Last Detected".into(), time_line(now, op.last_detected)),
+        ("Completed".into(), time_line(now, op.completed)),
+    ];
+    if let (Some(start), true) = (op.created, op.is_active()) {
+        fields.push((
+            "Running For".into(),
+            human_duration(now.as_second() - start.as_second()),
+        ));
+    }
+    if !op.detected_by.is_empty() {
+        fields.push(("Detected By".into(), op.detected_by.join(", ")));
+    }
+    let mut out = String::new();
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    for (k, v) in &fields {
+        let _ = writeln!(out, "{:<width$}  {v}", format!("{k}:"));
+    }
+    let s = &op.subject;
+    let _ = writeln!(out, "Subject:");
+    let subject_fields = [
+        ("Kind", dash(&s.kind)),
+        ("Name", dash(&s.name)),
+        (
+            "Namespace",
+            s.namespace
+                .clone()
+                .unwrap_or_else(|| "<none> (cluster-scoped)".into()),
+        ),
+        ("APIVersion", dash(&s.api_version)),
+        ("UID", dash(&s.uid)),
+    ];
+    for (k, v) in subject_fields {
+        let _ = writeln!(out, "  {:<12}{v}", format!("{k}:"));
+    }
+    if let Some(g) = op.subject_generation {
+        let _ = writeln!(out, "  {:<12}{g}", "Generation:");
+    }
+    if !s.owners.is_empty() {
+        let _ = writeln!(out, "  Owners:");
+        for o in &s.owners {
+            let _ = writeln!(out, "    {}/{} (uid: {})", o.kind, o.name, o.uid);
+        }
+    }
+    let _ = writeln!(out, "Labels:");
+    if op.labels.is_empty() {
+        let _ = writeln!(out, "  <none>");
+    }
+    for (k, v) in &op.labels {
+        let _ = writeln!(out, "  {k}={v}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::tests::op;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ages_like_kubectl() {
+        for (secs, want) in [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (59, "59s"),
+            (119, "119s"),
+            (120, "2m"),
+            (200, "3m20s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 5 * 60, "3h5m"),
+            (30 * 3600, "30h"),
+            (3 * 86400 + 4 * 3600, "3d4h"),
+            (4 * 86400, "4d"),
+            (90 * 86400, "90d"),
+            (3 * 365 * 86400 + 86400, "3y1d"),
+            (10 * 365 * 86400, "10y"),
+        ] {
+            assert_eq!(human_duration(secs), want, "{secs}s");
+        }
+        assert_eq!(age(ts("2026-01-01T10:00:00Z"), None), "<unknown>");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let rows = vec![
+            vec!["A".to_string(), "BB".into(), "last".into()],
+            vec!["long".to_string(), "".into(), "x y".into()],
+        ];
+        assert_eq!(Table::render(&rows), "A      BB   last\nlong        x y\n");
+    }
+
+    #[test]
+    fn streamed_rows_keep_their_columns() {
+        let mut t = Table::default();
+        t.fit(&[vec!["NAME".into(), "AGE".into()]]);
+        assert_eq!(t.line(&["a".into(), "1s".into()]), "a      1s");
+        t.fit(&[vec!["a-longer-name".into(), "1s".into()]]);
+        assert_eq!(t.line(&["a".into(), "1s".into()]), "a               1s");
+    }
+
+    #[test]
+    fn lists_in_every_format() {
+        let now = ts("2026-01-01T10:03:20Z");
+        let ops = vec![
+            op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active"),
+            op(None, "Node", "n1", "Draining", "Active"),
+        ];
+        let table = render_list(&ops, Output::Table, true, now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            [
+                "NAMESPACE",
+                "NAME",
+                "KIND",
+                "SUBJECT",
+                "OPERATION",
+                "PHASE",
+                "AGE",
+                "MESSAGE"
+            ]
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            [
+                "ns1",
+                "vm1-migrating-0000",
+                "VirtualMachine",
+                "vm1",
+                "Migrating",
+                "Active",
+                "3m20s",
+                "msg"
+            ]
+        );
+        assert!(lines[2].starts_with("-   "), "{table}");
+
+        let wide = render_list(&ops, Output::Wide, false, now);
+        assert!(
+            wide.lines()
+                .next()
+                .unwrap()
+                .contains("COMPONENT   RULESET   OUTCOME   COMPLETED")
+        );
+        assert!(wide.contains("kubevirt"));
+
+        let json: Value =
+            serde_json::from_str(&render_list(&ops, Output::Json, true, now)).unwrap();
+        assert_eq!(json["kind"], "List");
+        assert_eq!(json["items"][1]["kind"], "InFlightClusterOperation");
+
+        let yaml = render_list(&ops, Output::Yaml, true, now);
+        assert!(yaml.contains("kind: List"), "{yaml}");
+
+        assert_eq!(
+            render_list(&ops, Output::Name, true, now),
+            "inflightoperation.live.ifo.kubevirt.io/vm1-migrating-0000\n\
+             inflightclusteroperation.live.ifo.kubevirt.io/n1-draining-0000\n"
+        );
+        assert_eq!(render_list(&[], Output::Table, true, now), "");
+    }
+
+    #[test]
+    fn multiline_messages_stay_on_their_row() {
+        let mut o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
+        o.message = "a\nb".into();
+        let now = ts("2026-01-01T10:00:00Z");
+        assert_eq!(
+            render_list(&[o], Output::Table, false, now).lines().count(),
+            2
+        );
+    }
+
+    #[test]
+    fn describes_one_operation() {
+        let now = ts("2026-01-01T10:10:00Z");
+        let o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
+        let text = describe(&o, now);
+        assert!(
+            text.contains("Name:           vm1-migrating-0000\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Started:        2026-01-01T10:00:00Z (10m ago)"),
+            "{text}"
+        );
+        assert!(text.contains("Running For:    10m"), "{text}");
+        assert!(text.contains("Outcome:        <none>"), "{text}");
+        assert!(
+            text.contains("Subject:\n  Kind:       VirtualMachine\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Labels:\n  ifo.kubevirt.io/operation=Migrating\n"),
+            "{text}"
+        );
+        let c = op(None, "Node", "n1", "Draining", "Completed");
+        let text = describe(&c, now);
+        assert!(text.contains("InFlightClusterOperation"), "{text}");
+        assert!(!text.contains("Running For"), "{text}");
+    }
+}

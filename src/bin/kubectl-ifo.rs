@@ -1,5 +1,0 @@
-//! `kubectl-ifo`: the kubectl plugin (`kubectl ifo ...`); see `ifo::plugin`.
-
-fn main() -> std::process::ExitCode {
-    ifo::plugin::main()
-}

@@ -1,0 +1,96 @@
+//! The middleware that puts `auth` in front of every route of `api`: it reads the request once
+//! ([`RequestInfo`]), authenticates the caller, authorizes what the request asks for, answers a
+//! refusal as a Kubernetes `Status`, and hands the handlers the user and that same reading.
+//! The only module that knows both `auth` and `api`, which know nothing of each other.
+
+use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
+use crate::apimachinery::RequestInfo;
+use crate::auth::PeerCertificates;
+use crate::auth::{Attributes, AuthError, Authenticator, Authorizer, Decision};
+use axum::Extension;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+pub struct Guard {
+    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
+}
+
+fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
+    let (verb, target) = match attrs {
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+            ..
+        } => (
+            verb.clone(),
+            ForbiddenTarget::Resource {
+                resource: GroupResource::new(group.clone(), resource.clone()),
+                subresource: subresource.clone().unwrap_or_default(),
+                namespace: namespace.clone().unwrap_or_default(),
+                name: name.clone().unwrap_or_default(),
+            },
+        ),
+        Attributes::NonResource { verb, path } => (
+            verb.clone(),
+            ForbiddenTarget::NonResource { path: path.clone() },
+        ),
+    };
+    ApiError::Forbidden(Box::new(Forbidden {
+        user: user.to_string(),
+        verb,
+        target,
+        reason,
+    }))
+}
+
+/// Reads the request once ([`RequestInfo`]), authenticates the caller, authorizes what the
+/// request asks for, and hands the handlers both the user and that same [`RequestInfo`].
+pub async fn guard(
+    State(guard): State<Arc<Guard>>,
+    peer: Option<Extension<PeerCertificates>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
+        Ok(info) => Arc::new(info),
+        Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+    };
+    let peer = peer.map(|Extension(p)| p).unwrap_or_default();
+    let user = match guard
+        .authenticator
+        .authenticate(req.headers_mut(), &peer)
+        .await
+    {
+        Ok(user) => user,
+        Err(AuthError::Unauthorized) => return ApiError::Unauthorized.into_response(),
+        Err(e @ AuthError::Internal(_)) => {
+            tracing::error!(error = %e, "authentication failed");
+            return ApiError::Internal(e.to_string()).into_response();
+        }
+    };
+    let attrs = Attributes::of(&info);
+    match guard.authorizer.authorize(&user, &attrs).await {
+        Ok(Decision::Allow) => {}
+        Ok(Decision::Deny(reason)) => {
+            tracing::debug!(user = %user.name, ?attrs, "forbidden");
+            return forbidden(&user.name, &attrs, reason).into_response();
+        }
+        Err(e) => {
+            tracing::error!(user = %user.name, ?attrs, error = %e, "authorization failed");
+            return ApiError::Internal(e).into_response();
+        }
+    }
+    req.extensions_mut().insert(user);
+    req.extensions_mut().insert(info);
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod properties;

@@ -1,0 +1,195 @@
+//! A ruleset's status: standard conditions from what compiling and watching it found.
+
+use crate::ruleset::RuleSetStatus;
+use crate::watch::{RuleSetHealth, WatchState};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// What is known about one ruleset right now.
+pub struct Observed<'a> {
+    pub generation: Option<i64>,
+    pub compile_errors: &'a [String],
+    pub health: RuleSetHealth,
+    pub active_operations: usize,
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(jiff::Timestamp::now()),
+    }
+}
+
+/// The desired status; `previous` keeps transition times of conditions whose status did not change.
+pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSetStatus {
+    let g = observed.generation;
+    let invalid_rule = !observed.compile_errors.is_empty();
+    let (invalid_target, watch_failed, active) = match &observed.health.watch {
+        WatchState::InvalidTarget(m) => (Some(m.clone()), None, false),
+        WatchState::Failed(m) => (None, Some(m.clone()), false),
+        WatchState::Active => (None, None, !invalid_rule),
+        WatchState::Starting => (None, None, false),
+    };
+    let (ready_reason, ready_message) = if invalid_rule {
+        (
+            "InvalidRule",
+            "a rule does not compile; no rule of this ruleset runs".to_string(),
+        )
+    } else if let Some(m) = &invalid_target {
+        ("InvalidTarget", m.clone())
+    } else if let Some(m) = &watch_failed {
+        ("WatchFailed", m.clone())
+    } else if active {
+        (
+            "WatchActive",
+            "rules are evaluated on every event of the target".to_string(),
+        )
+    } else {
+        (
+            "WatchStarting",
+            "waiting for the first list of the target".to_string(),
+        )
+    };
+    let mut conditions = vec![
+        condition("Ready", active, ready_reason, ready_message, g),
+        condition(
+            "InvalidRule",
+            invalid_rule,
+            if invalid_rule {
+                "InvalidExpression"
+            } else {
+                "Compiled"
+            },
+            observed.compile_errors.join("; "),
+            g,
+        ),
+        condition(
+            "InvalidTarget",
+            invalid_target.is_some(),
+            if invalid_target.is_some() {
+                "GVRNotFound"
+            } else {
+                "Found"
+            },
+            invalid_target.unwrap_or_default(),
+            g,
+        ),
+        condition(
+            "WatchFailed",
+            watch_failed.is_some(),
+            if watch_failed.is_some() {
+                "WatchSetupFailed"
+            } else {
+                "NoError"
+            },
+            watch_failed.unwrap_or_default(),
+            g,
+        ),
+        condition(
+            "RuleErrors",
+            observed.health.evaluation_errors > 0,
+            if observed.health.evaluation_errors > 0 {
+                "EvaluationFailed"
+            } else {
+                "NoError"
+            },
+            match &observed.health.last_error {
+                Some(e) => format!(
+                    "{} evaluation errors; last: {e}",
+                    observed.health.evaluation_errors
+                ),
+                None => String::new(),
+            },
+            g,
+        ),
+    ];
+    if let Some(prev) = previous {
+        for c in &mut conditions {
+            if let Some(old) = prev
+                .conditions
+                .iter()
+                .find(|o| o.type_ == c.type_ && o.status == c.status)
+            {
+                c.last_transition_time = old.last_transition_time.clone();
+            }
+        }
+    }
+    RuleSetStatus {
+        observed_generation: g,
+        watch_active: active,
+        active_operations: observed.active_operations as i64,
+        last_evaluation_time: previous.and_then(|p| p.last_evaluation_time.clone()),
+        conditions,
+    }
+}
+
+/// Equal for the purpose of deciding whether to write (ignores transition times).
+pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+    let strip = |s: &RuleSetStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
+        }
+        s
+    };
+    strip(a) == strip(b)
+}
+
+/// True when `a` and `b` differ only in counts (`activeOperations`, the evaluation error
+/// count in the `RuleErrors` message): the conditions' statuses and reasons are the same.
+pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+    let shape = |s: &RuleSetStatus| {
+        (
+            s.observed_generation,
+            s.watch_active,
+            s.conditions
+                .iter()
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    shape(a) == shape(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::RuleSetHealth;
+
+    fn status(active_operations: usize, health: RuleSetHealth) -> RuleSetStatus {
+        desired(
+            &Observed {
+                generation: Some(1),
+                compile_errors: &[],
+                health,
+                active_operations,
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn counts_alone_are_told_apart_from_condition_changes() {
+        let active = || RuleSetHealth {
+            watch: WatchState::Active,
+            ..Default::default()
+        };
+        let a = status(3, active());
+        assert!(only_counts_differ(&a, &status(40, active())));
+        assert!(!same(&a, &status(40, active())));
+        let failed = RuleSetHealth {
+            watch: WatchState::Failed("forbidden".into()),
+            ..Default::default()
+        };
+        assert!(!only_counts_differ(&a, &status(3, failed)));
+    }
+}
