@@ -5,6 +5,7 @@
 //! rewritten into valid label values instead. Only keys can't be repaired without changing what
 //! they mean; invalid keys are dropped and reported back to the caller as [`LabelWarning`]s.
 
+use ifo_apimachinery::validation;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -16,7 +17,6 @@ use super::subject::Subject;
 pub const LABEL_PREFIX: &str = ifo_model::LABEL_PREFIX;
 
 const MAX_VALUE_LEN: usize = 63;
-const MAX_PREFIX_LEN: usize = 253;
 
 /// Where a label came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -155,43 +155,20 @@ pub fn label_value(value: &str) -> String {
 }
 
 /// Kubernetes `IsValidLabelValue`: empty, or ≤ 63 of `[A-Za-z0-9-_.]` starting and ending with
-/// an alphanumeric.
+/// an alphanumeric (the messages of why not are `ifo_apimachinery::validation`'s).
 pub fn is_valid_label_value(value: &str) -> bool {
-    value.is_empty() || is_name_part(value)
+    validation::is_valid_label_value(value).is_empty()
+}
+
+/// A character a label value may hold.
+fn is_value_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
 /// Kubernetes `IsQualifiedName`: `[prefix/]name`, prefix a DNS-1123 subdomain, name ≤ 63 of
 /// `[A-Za-z0-9-_.]` starting and ending with an alphanumeric.
 pub fn is_qualified_name(key: &str) -> bool {
-    match key.split_once('/') {
-        None => is_name_part(key),
-        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_name_part(name),
-    }
-}
-
-fn is_value_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
-}
-
-fn is_name_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_VALUE_LEN
-        && s.chars().all(is_value_char)
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_PREFIX_LEN
-        && s.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
+    validation::is_qualified_name(key).is_empty()
 }
 
 #[cfg(test)]
