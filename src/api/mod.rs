@@ -1,5 +1,6 @@
 //! The HTTP API: discovery and the live resources, behind the `auth` layer.
 
+mod chunked;
 pub mod continue_token;
 pub mod discovery;
 pub mod freshness;

@@ -6,7 +6,7 @@ use super::negotiate::{self, Representation};
 use super::params::{IncludeObject, Params, RvMatch};
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
-use super::{ApiState, table, watch};
+use super::{ApiState, chunked, table, watch};
 use crate::api::continue_token::ContinueToken;
 use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::apimachinery::{RequestInfo, UserInfo};
@@ -348,34 +348,43 @@ fn list(
         resource_version: snapshot.rv.to_string(),
         continue_token,
     };
-    // Serialised from the stored objects in place: nothing is copied per item.
+    // Serialised from the stored objects in place (nothing is copied per item), a chunk of
+    // items at a time for large lists.
+    let items: Vec<Arc<Stored>> = selected.into_iter().cloned().collect();
+    let include = params.include_object;
     Ok(match repr {
         Representation::Table { .. } => {
             let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
-            let rows = selected
-                .iter()
-                .map(|s| table::row(s, params.include_object, v, now))
-                .collect();
-            json_response(&table::table(rows, v, metadata))
+            chunked::respond(
+                &table::table(Vec::new(), v, metadata),
+                items,
+                move |s, out| chunked::write_json(out, &table::row(s, include, v, now)),
+            )
         }
         Representation::PartialObjectMetadata { .. } => {
             let v = meta_api_version(repr);
-            json_response(&List {
+            let envelope: List<'_, ()> = List {
                 kind: "PartialObjectMetadataList",
                 api_version: v,
                 metadata,
-                items: selected
-                    .iter()
-                    .map(|s| table::PartialMetadata::of(s, v))
-                    .collect(),
+                items: Vec::new(),
+            };
+            chunked::respond(&envelope, items, move |s, out| {
+                chunked::write_json(out, &table::PartialMetadata::of(s, v))
             })
         }
-        Representation::Object => json_response(&List {
-            kind: &format!("{}List", scope.resource.kind),
-            api_version: super::discovery::GROUP_VERSION,
-            metadata,
-            items: selected.iter().map(|s| s.object()).collect(),
-        }),
+        Representation::Object => {
+            let kind = format!("{}List", scope.resource.kind);
+            let envelope: List<'_, ()> = List {
+                kind: &kind,
+                api_version: super::discovery::GROUP_VERSION,
+                metadata,
+                items: Vec::new(),
+            };
+            chunked::respond(&envelope, items, |s, out| {
+                out.extend_from_slice(s.object().get().as_bytes())
+            })
+        }
     })
 }
