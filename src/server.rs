@@ -92,12 +92,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     // never costs a review or a cache entry.
     let app = api::router(state.clone())
         .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
-        .merge(api::health_router(state));
+        .merge(api::health_router(state.clone()));
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let handle = axum_server::Handle::new();
     let shutdown = handle.clone();
     let delay = args.shutdown_delay.unsigned_abs();
+    let stopping = state.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
@@ -106,7 +107,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tracing::info!(delay = ?delay, "shutting down: not ready any more");
         readiness.shut_down();
         tokio::time::sleep(delay).await;
-        tracing::info!("shutting down: ending open requests");
+        tracing::info!("shutting down: ending open watches and requests");
+        stopping.end_watches();
         shutdown.graceful_shutdown(Some(Duration::from_secs(5)));
     });
     tracing::info!(%addr, "serving live.ifo.kubevirt.io");

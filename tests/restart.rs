@@ -71,7 +71,51 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
     let mut old_rv = list_rv(&ns);
 
     for how in [Stop::Term, Stop::Kill] {
+        // On SIGTERM: /readyz fails first while requests are still served, then open watches
+        // end cleanly (the stream closes without an error), so clients resume elsewhere.
+        let graceful = matches!(how, Stop::Term).then(|| {
+            let cert = env.client_cert_args(User::Admin);
+            let watch = std::process::Command::new("curl")
+                .args(["-sN", "--max-time", "60", "-o", "/dev/null", "--cacert"])
+                .arg(env.cluster.dir().join("pki/serving-ca.crt"))
+                .args(&cert)
+                .arg(format!(
+                    "https://127.0.0.1:{}/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=1",
+                    env.port
+                ))
+                .spawn()
+                .unwrap();
+            let probes = std::thread::spawn(|| {
+                let mut seen = Vec::new();
+                for _ in 0..100 {
+                    let (code, _) = harness::env().direct("/readyz", &["--max-time", "1"]);
+                    if seen.last() != Some(&code) {
+                        seen.push(code.clone());
+                    }
+                    if code == "000" {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                seen
+            });
+            std::thread::sleep(Duration::from_secs(1));
+            (watch, probes)
+        });
         env.stop_server(how);
+        if let Some((mut watch, probes)) = graceful {
+            let ended = watch.wait().unwrap();
+            assert!(
+                ended.success(),
+                "the watch did not end cleanly: curl {ended}"
+            );
+            let seen = probes.join().unwrap();
+            assert_eq!(seen.first().map(String::as_str), Some("200"), "{seen:?}");
+            assert!(
+                seen.contains(&"503".to_string()),
+                "/readyz never failed: {seen:?}"
+            );
+        }
         let down = eventually(WAIT, "requests to fail while the server is down", || {
             env.kubectl(User::Admin, &["get", "ifos", "-n", &ns]).err()
         });

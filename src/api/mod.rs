@@ -40,6 +40,8 @@ pub struct ApiState {
     watch_slots: Arc<watch_slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
     pub(crate) freshness: Arc<crate::watch::TargetHealth>,
+    /// Set when the server stops: every open watch ends its stream cleanly.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Limits on what callers may hold open.
@@ -93,7 +95,14 @@ impl ApiState {
                 limits.max_watches_per_user,
             ),
             freshness: Arc::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Ends every open watch cleanly (its stream closes; the client resumes from its last
+    /// resourceVersion, elsewhere): what a stopping server does before it closes connections.
+    pub fn end_watches(&self) {
+        self.stopping.send_replace(true);
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).
