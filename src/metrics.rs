@@ -12,6 +12,8 @@ type Labels = Vec<(&'static str, String)>;
 struct Metrics {
     registry: Registry,
     rule_errors: Family<Labels, Counter>,
+    cost_exceeded: Family<Labels, Counter>,
+    suspensions: Family<Labels, Counter>,
     object_events: Family<Labels, Counter>,
     watches: Gauge,
     open_watches: Gauge,
@@ -30,6 +32,18 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         &mut r,
         "rule_evaluation_errors",
         "Rule, message, outcome, start-time and label expression errors",
+        Family::default(),
+    );
+    let cost_exceeded = register(
+        &mut r,
+        "evaluation_cost_exceeded",
+        "Evaluations of a ruleset on an object stopped (or ended late) for going over the cost budget",
+        Family::default(),
+    );
+    let suspensions = register(
+        &mut r,
+        "ruleset_suspensions",
+        "Rulesets suspended for going over the evaluation budget too often",
         Family::default(),
     );
     let object_events = register(
@@ -59,6 +73,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     Metrics {
         registry: r,
         rule_errors,
+        cost_exceeded,
+        suspensions,
         object_events,
         watches,
         open_watches,
@@ -69,6 +85,20 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 pub fn rule_error(ruleset: &str) {
     METRICS
         .rule_errors
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
+}
+
+pub fn cost_exceeded(ruleset: &str) {
+    METRICS
+        .cost_exceeded
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
+}
+
+pub fn ruleset_suspended(ruleset: &str) {
+    METRICS
+        .suspensions
         .get_or_create(&vec![("ruleset", ruleset.to_string())])
         .inc();
 }

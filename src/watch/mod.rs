@@ -3,8 +3,11 @@
 
 mod detector;
 mod health;
+mod lanes;
+mod suspension;
 mod watcher;
 
-pub use detector::Detector;
+pub use detector::{Detector, Limits};
 pub use health::{Health, RuleSetHealth, WatchState};
+pub use suspension::{DEFAULT_SUSPEND_AFTER, DEFAULT_SUSPEND_WINDOW, SuspendPolicy};
 pub use watcher::Watches;

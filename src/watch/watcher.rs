@@ -3,6 +3,7 @@
 
 use super::detector::Detector;
 use super::health::WatchState;
+use super::lanes::Lanes;
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
@@ -207,6 +208,8 @@ async fn watch_target(
         None => vec![(None, Api::all_with(client.clone(), &ar))],
     };
     let target_name = target.to_string();
+    // Evaluation happens in the lanes, off this task: it only reads the stream and routes events.
+    let lanes = Lanes::start(&detector, &rulesets);
     let streams = apis.into_iter().map(|(ns, api)| {
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
@@ -227,7 +230,7 @@ async fn watch_target(
                 if let Some(uid) = obj.metadata.uid.clone() {
                     listing.entry(ns).or_default().insert(uid);
                 }
-                evaluate(&detector, &rulesets, &target_name, &obj);
+                evaluate(&lanes, &target_name, &obj);
             }
             Ok(watcher::Event::InitDone) => {
                 listed.insert(ns.clone(), listing.remove(&ns).unwrap_or_default());
@@ -235,15 +238,16 @@ async fn watch_target(
                 // listed, the others' subjects are merely unknown.
                 if listed.len() == streams_total {
                     let present: HashSet<String> = listed.values().flatten().cloned().collect();
-                    detector.resync(&rulesets, &present);
+                    let count = present.len();
+                    lanes.resync(present);
                     progress.set_state(WatchState::Active);
-                    tracing::info!(target = %target_name, objects = present.len(), "watch active");
+                    tracing::info!(target = %target_name, objects = count, "watch active");
                 }
             }
-            Ok(watcher::Event::Apply(obj)) => evaluate(&detector, &rulesets, &target_name, &obj),
+            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &target_name, &obj),
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some(uid) = obj.metadata.uid.as_deref() {
-                    detector.delete(&rulesets, uid);
+                    lanes.delete(uid);
                 }
             }
             // The history kube-apiserver keeps moved past us: the watcher lists again. That is
@@ -269,15 +273,11 @@ fn watch_error_message(e: &watcher::Error) -> String {
     }
 }
 
-fn evaluate(
-    detector: &Detector,
-    rulesets: &[Arc<CompiledRuleSet>],
-    target: &str,
-    obj: &DynamicObject,
-) {
+/// Hands an object to the lanes of the rulesets it concerns.
+fn evaluate(lanes: &Lanes, target: &str, obj: &DynamicObject) {
     crate::metrics::object_event(target);
     match serde_json::to_value(obj) {
-        Ok(value) => detector.apply(rulesets, &value),
+        Ok(value) => lanes.apply(value),
         Err(e) => tracing::warn!(target, error = %e, "object could not be read"),
     }
 }
