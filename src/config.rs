@@ -74,9 +74,38 @@ pub struct ServeArgs {
     /// counts as failed.
     #[arg(long, env = "WATCH_PROBE_INTERVAL", default_value = "15s", value_parser = parse_duration)]
     pub watch_probe_interval: SignedDuration,
+    /// Runtime cost one CEL expression may use on one object (elements iterated × the size of
+    /// the comprehension body, elements created); beyond it the evaluation stops as unknown.
+    #[arg(long, env = "CEL_COST_LIMIT", default_value_t = crate::evaluate::DEFAULT_COST_LIMIT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub cel_cost_limit: u64,
+    /// Wall-clock time one ruleset's evaluation on one object may take.
+    #[arg(long, env = "CEL_EVALUATION_TIMEOUT", default_value = "100ms", value_parser = parse_duration)]
+    pub cel_evaluation_timeout: SignedDuration,
+    /// Over-budget evaluations within CEL_SUSPEND_WINDOW that suspend a ruleset until its spec
+    /// changes; 0 never suspends.
+    #[arg(long, env = "CEL_SUSPEND_AFTER", default_value_t = crate::watch::DEFAULT_SUSPEND_AFTER)]
+    pub cel_suspend_after: u32,
+    /// See CEL_SUSPEND_AFTER.
+    #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_duration)]
+    pub cel_suspend_window: SignedDuration,
 }
 
 impl ServeArgs {
+    /// The evaluation budget and suspension policy these settings give.
+    pub fn evaluation_limits(&self) -> crate::watch::Limits {
+        crate::watch::Limits {
+            budget: crate::evaluate::Budget {
+                cost_limit: self.cel_cost_limit,
+                timeout: self.cel_evaluation_timeout.unsigned_abs(),
+            },
+            suspend: crate::watch::SuspendPolicy {
+                after: self.cel_suspend_after,
+                window: self.cel_suspend_window.unsigned_abs(),
+            },
+        }
+    }
+
     /// The defaults of every flag, for callers that start the server in-process.
     pub fn defaults() -> ServeArgs {
         #[derive(clap::Parser)]
@@ -91,5 +120,16 @@ impl ServeArgs {
             "--tls-private-key-file=tls.key",
         ])
         .args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluation_limits_default_to_the_documented_values() {
+        let limits = ServeArgs::defaults().evaluation_limits();
+        assert_eq!(limits, crate::watch::Limits::default());
     }
 }

@@ -13,7 +13,10 @@ type Labels = Vec<(&'static str, String)>;
 struct Metrics {
     registry: Registry,
     rule_errors: Family<Labels, Counter>,
+    cost_exceeded: Family<Labels, Counter>,
+    suspensions: Family<Labels, Counter>,
     object_events: Family<Labels, Counter>,
+    events_dropped: Family<Labels, Counter>,
     watches: Gauge,
     open_watches: Gauge,
     watches_refused: Family<Labels, Counter>,
@@ -37,6 +40,24 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         &mut r,
         "rule_evaluation_errors",
         "Rule, message, outcome, start-time and label expression errors",
+        Family::default(),
+    );
+    let cost_exceeded = register(
+        &mut r,
+        "evaluation_cost_exceeded",
+        "Evaluations of a ruleset on an object stopped (or ended late) for going over the cost budget",
+        Family::default(),
+    );
+    let suspensions = register(
+        &mut r,
+        "ruleset_suspensions",
+        "Rulesets suspended for going over the evaluation budget too often",
+        Family::default(),
+    );
+    let events_dropped = register(
+        &mut r,
+        "evaluation_events_dropped",
+        "Object events a ruleset's evaluation lane dropped because it was full (the ruleset fell far behind)",
         Family::default(),
     );
     let object_events = register(
@@ -105,7 +126,10 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         target_last_list,
         target_watch_failures,
         rule_errors,
+        cost_exceeded,
+        suspensions,
         object_events,
+        events_dropped,
         watches,
         open_watches,
         watches_refused,
@@ -118,6 +142,27 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 pub fn rule_error(ruleset: &str) {
     METRICS
         .rule_errors
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
+}
+
+pub fn cost_exceeded(ruleset: &str) {
+    METRICS
+        .cost_exceeded
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
+}
+
+pub fn ruleset_suspended(ruleset: &str) {
+    METRICS
+        .suspensions
+        .get_or_create(&vec![("ruleset", ruleset.to_string())])
+        .inc();
+}
+
+pub fn evaluation_event_dropped(ruleset: &str) {
+    METRICS
+        .events_dropped
         .get_or_create(&vec![("ruleset", ruleset.to_string())])
         .inc();
 }

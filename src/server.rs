@@ -50,6 +50,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tracker,
         index.clone(),
         Arc::new(Health::default()),
+        args.evaluation_limits(),
     ));
     tokio::spawn(detector.clone().run_deadlines());
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);

@@ -2,6 +2,8 @@
 
 #[path = "e2e/aggregation.rs"]
 mod aggregation;
+#[path = "e2e/cost.rs"]
+mod cost;
 #[path = "e2e/deploy.rs"]
 mod deploy;
 #[path = "e2e/harness.rs"]

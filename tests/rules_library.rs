@@ -30,6 +30,51 @@ fn every_case_of_the_library_passes() {
     );
 }
 
+/// The compile-time cost limits leave the shipped rules well inside them, so that authors have
+/// room and the limits can catch what is really too expensive.
+#[test]
+fn the_library_stays_well_inside_the_cost_limits() {
+    use ifo::evaluate::estimate::{MAX_COMPREHENSION_DEPTH, MAX_ESTIMATED_COST};
+    let engine = Engine::new();
+    let (mut count, mut costliest, mut deepest) = (0, (0u64, String::new()), 0usize);
+    for file in library() {
+        let compiled = ifo::ruleset::compile(&engine, &file.name, None, &file.spec).unwrap();
+        let rules = compiled.exprs.rules.iter().flat_map(|r| {
+            [
+                Some(&r.matches),
+                r.message.as_ref(),
+                r.outcome.as_ref(),
+                r.start_time.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+        });
+        let labels = compiled.exprs.label_expressions.iter().map(|(_, e)| e);
+        for expr in rules.chain(labels) {
+            count += 1;
+            if expr.estimated_cost() > costliest.0 {
+                costliest = (
+                    expr.estimated_cost(),
+                    format!("{}: {}", file.name, expr.source()),
+                );
+            }
+            deepest = deepest.max(expr.comprehension_depth());
+        }
+    }
+    println!(
+        "{count} expressions; costliest estimate {} ({}); deepest nesting {deepest}",
+        costliest.0, costliest.1
+    );
+    assert!(count >= 181, "{count} expressions");
+    assert!(
+        costliest.0 * 10 <= MAX_ESTIMATED_COST,
+        "within a tenth of the limit: {} ({})",
+        costliest.0,
+        costliest.1
+    );
+    assert!(deepest < MAX_COMPREHENSION_DEPTH, "nesting {deepest}");
+}
+
 #[test]
 fn every_ruleset_lints_clean() {
     let problems = ifo::rules::lint(&Engine::new(), &library());

@@ -213,5 +213,9 @@ mod tests {
         );
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(
+            parse_duration("100ms"),
+            Ok(SignedDuration::from_millis(100))
+        );
     }
 }

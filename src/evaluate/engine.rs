@@ -9,7 +9,9 @@ use cel::common::value::CowVal;
 use cel::{Context, Env, ExecutionError, ParseError, ParseErrors, Program, Value};
 
 use super::bind::Bound;
+use super::estimate::{Estimate, estimate};
 use super::functions;
+use super::meter::{self, Exceeded};
 
 /// Longest accepted expression, in bytes. cel 0.15 has no evaluation cost limit, so the size of
 /// what a rule author can make the engine run is bounded here (the parser bounds nesting).
@@ -43,12 +45,14 @@ impl Engine {
         env.add_extension(cel::extensions::lists)
             .expect("lists extension registers once");
         functions::register(&mut env).expect("custom functions do not clash with the stdlib");
+        meter::register(&mut env).expect("metering functions do not clash with the stdlib");
         Engine { env: Arc::new(env) }
     }
 
     /// Parse + macro-expand. Also rejects, as CompileError: empty source, source longer than
-    /// 16 KiB, and references to variables other than `object` that are not comprehension
-    /// variables bound in the expression.
+    /// 16 KiB, references to variables other than `object` that are not comprehension
+    /// variables bound in the expression, and expressions over the cost estimate's limits
+    /// (see `estimate`).
     ///
     /// cel has no type checker, so wrong types, unknown functions and non-bool rule results are
     /// only found when evaluating; undeclared variables (typically a forgotten pair of quotes:
@@ -82,9 +86,13 @@ impl Engine {
             message: errors.to_string(),
         })?;
         self.check_variables(&program, source)?;
+        let estimate = check_cost(&program, source)?;
+        let metered = meter::instrument(program.expression());
         Ok(Expr {
             inner: Arc::new(Compiled {
-                program,
+                metered,
+                estimated_cost: estimate.cost,
+                comprehension_depth: estimate.depth,
                 source: source.into(),
                 env: Arc::clone(&self.env),
             }),
@@ -100,22 +108,13 @@ impl Engine {
         if undeclared.is_empty() {
             return Ok(());
         }
-        let mut source_info = SourceInfo::default();
-        source_info.source = source.to_owned();
-        let source_info = Arc::new(source_info);
-        let errors = undeclared
-            .into_iter()
-            .map(|(id, name)| ParseError {
-                source: None,
-                pos: position(program.source_info(), source, id),
-                msg: format!("undeclared reference to '{name}' (only '{OBJECT}' is declared)"),
-                expr_id: id,
-                source_info: Some(Arc::clone(&source_info)),
-            })
-            .collect();
-        Err(CompileError {
-            message: ParseErrors { errors }.to_string(),
-        })
+        let found = undeclared.into_iter().map(|(id, name)| {
+            (
+                id,
+                format!("undeclared reference to '{name}' (only '{OBJECT}' is declared)"),
+            )
+        });
+        Err(located(program, source, found))
     }
 
     fn is_type_name(&self, name: &str) -> bool {
@@ -215,6 +214,41 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Rejects an expression whose estimated worst case exceeds a limit, at the node concerned.
+fn check_cost(program: &Program, source: &str) -> Result<Estimate, CompileError> {
+    let estimate = estimate(program.expression());
+    if estimate.violations.is_empty() {
+        return Ok(estimate);
+    }
+    let found = estimate.violations.into_iter().map(|v| (v.id, v.message));
+    Err(located(program, source, found))
+}
+
+/// A compile error listing `found` (node id, message), each at its line and column, in the
+/// format of syntax errors.
+fn located(
+    program: &Program,
+    source: &str,
+    found: impl IntoIterator<Item = (u64, String)>,
+) -> CompileError {
+    let mut source_info = SourceInfo::default();
+    source_info.source = source.to_owned();
+    let source_info = Arc::new(source_info);
+    let errors = found
+        .into_iter()
+        .map(|(id, msg)| ParseError {
+            source: None,
+            pos: position(program.source_info(), source, id),
+            msg,
+            expr_id: id,
+            source_info: Some(Arc::clone(&source_info)),
+        })
+        .collect();
+    CompileError {
+        message: ParseErrors { errors }.to_string(),
+    }
+}
+
 /// `a.b.c` for an identifier or a chain of field selections on one, else `None`.
 fn qualified_name(expr: &IdedExpr) -> Option<String> {
     match &expr.expr {
@@ -264,10 +298,17 @@ pub enum EvalError {
     /// The expression evaluated, but not to the type its role requires.
     #[error("expected {expected}, got {got}")]
     WrongType { expected: &'static str, got: String },
+    /// The evaluation went over its budget and was stopped (or ended too late): "unknown".
+    #[error("{0}")]
+    CostExceeded(Exceeded),
 }
 
 struct Compiled {
-    program: Program,
+    /// What is evaluated: the compiled program's AST with the runtime cost meter in it (see
+    /// `meter`).
+    metered: IdedExpr,
+    estimated_cost: u64,
+    comprehension_depth: usize,
     source: Box<str>,
     /// The environment the program was compiled for and runs with.
     env: Arc<Env>,
@@ -317,24 +358,40 @@ impl Expr {
         &self.inner.source
     }
 
+    /// The worst-case cost estimated at compile time (see `estimate`).
+    pub fn estimated_cost(&self) -> u64 {
+        self.inner.estimated_cost
+    }
+
+    /// How deep comprehensions nest in this expression.
+    pub fn comprehension_depth(&self) -> usize {
+        self.inner.comprehension_depth
+    }
+
     pub(crate) fn env(&self) -> &Arc<Env> {
         &self.inner.env
     }
 
     /// Runs the program and hands the result to `convert`, turning runtime errors (and, should
-    /// the interpreter ever panic, the panic) into `EvalError::Execution`.
+    /// the interpreter ever panic, the panic) into `EvalError::Execution`, and a run that went
+    /// over budget into `EvalError::CostExceeded` whatever it returned.
     fn run<T>(
         &self,
         ctx: &BoundContext<'_>,
         convert: impl FnOnce(&CowVal<'_, '_>) -> Result<T, EvalError>,
     ) -> Result<T, EvalError> {
         debug_assert!(ctx.is_for(&self.inner.env));
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            match Value::resolve_val(self.inner.program.expression(), &ctx.ctx) {
-                Ok(val) => convert(&val),
-                Err(e) => Err(execution(e)),
-            }
-        }));
+        let (result, exceeded) = meter::expression(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                match Value::resolve_val(&self.inner.metered, &ctx.ctx) {
+                    Ok(val) => convert(&val),
+                    Err(e) => Err(execution(e)),
+                }
+            }))
+        });
+        if let Some(exceeded) = exceeded {
+            return Err(EvalError::CostExceeded(exceeded));
+        }
         result.unwrap_or_else(|panic| {
             Err(EvalError::Execution(format!(
                 "internal error in the CEL interpreter: {}",

@@ -8,6 +8,9 @@
 //! * [`evaluate`]: every rule and label expression of one ruleset against one object, with the
 //!   semantics the rest of the system relies on: a rule that errors or yields a non-bool is
 //!   [`RuleResult::Error`] ("unknown"), never "not detected".
+//! * Cost: expressions whose estimated worst case is too high do not compile (`estimate`), and
+//!   every evaluation runs under a [`Budget`] (`meter`); one that goes over it is "unknown" too,
+//!   and says so in [`Evaluation::over_budget`].
 //!
 //! Semantics follow cel-go as Kubernetes uses it over unstructured JSON: selecting a missing
 //! field is an error (`has()` tests presence, and errors itself when an intermediate field is
@@ -16,13 +19,18 @@
 
 mod bind;
 mod engine;
+pub mod estimate;
 mod functions;
+mod meter;
 
+#[cfg(test)]
+mod cost_tests;
 #[cfg(test)]
 mod tests;
 
 pub use bind::Bound;
 pub use engine::{CompileError, Engine, EvalError, Expr, MAX_SOURCE_LEN};
+pub use meter::{Budget, DEFAULT_COST_LIMIT, DEFAULT_TIMEOUT, Exceeded, MAX_STRING_BYTES};
 
 use engine::BoundContext;
 
@@ -54,6 +62,18 @@ pub struct Evaluation {
     pub rules: Vec<RuleResult>,
     /// Same order as `RuleSetExprs::label_expressions`.
     pub labels: Vec<(String, Result<String, EvalError>)>,
+    /// The first expression that went over the budget, if any (its result is
+    /// `EvalError::CostExceeded`, as is every expression after the deadline).
+    pub over_budget: Option<OverBudget>,
+}
+
+/// Where and how an evaluation went over its budget.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{place}: {exceeded}")]
+pub struct OverBudget {
+    /// `rule <operation>`, `rule <operation> message`, `label <key>`, ...
+    pub place: String,
+    pub exceeded: Exceeded,
 }
 
 /// The verdict of one rule.
@@ -89,34 +109,97 @@ impl<'v> Contexts<'v> {
     }
 }
 
-/// Evaluate every rule and label expression of one ruleset against one object. Never panics.
+/// Evaluate every rule and label expression of one ruleset against one object, under the
+/// default [`Budget`]. Never panics.
 pub fn evaluate(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
+    evaluate_within(exprs, object, &Budget::default())
+}
+
+/// Records the first expression that went over budget.
+#[derive(Default)]
+struct Overrun {
+    first: Option<OverBudget>,
+    /// Set once the evaluation is past its deadline: the remaining expressions do not run.
+    late: Option<Exceeded>,
+}
+
+impl Overrun {
+    /// `run`s the expression at `place` and turns its result into `CostExceeded` when it went
+    /// over budget, ran past the evaluation's deadline (work that cannot be interrupted is
+    /// caught here, late), or comes after that deadline (then it does not run at all).
+    fn check<T>(
+        &mut self,
+        place: impl FnOnce() -> String,
+        run: impl FnOnce() -> Result<T, EvalError>,
+    ) -> Result<T, EvalError> {
+        if let Some(exceeded) = self.late {
+            return Err(EvalError::CostExceeded(exceeded));
+        }
+        let mut result = run();
+        if let Some(exceeded) = meter::past_deadline() {
+            self.late = Some(exceeded);
+            if !matches!(result, Err(EvalError::CostExceeded(_))) {
+                result = Err(EvalError::CostExceeded(exceeded));
+            }
+        }
+        if let Err(EvalError::CostExceeded(exceeded)) = &result
+            && self.first.is_none()
+        {
+            self.first = Some(OverBudget {
+                place: place(),
+                exceeded: *exceeded,
+            });
+        }
+        result
+    }
+}
+
+/// Evaluate every rule and label expression of one ruleset against one object: each expression
+/// may use `budget.cost_limit`, the whole evaluation `budget.timeout`. Never panics.
+pub fn evaluate_within(exprs: &RuleSetExprs, object: &Bound<'_>, budget: &Budget) -> Evaluation {
+    meter::within(budget, || evaluate_metered(exprs, object))
+}
+
+fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
     let mut contexts = Contexts {
         object,
         current: None,
     };
+    let mut overrun = Overrun::default();
     let rules = exprs
         .rules
         .iter()
         .map(|rule| {
-            let matched = rule.matches.eval_bool_in(contexts.for_expr(&rule.matches));
+            let op = &rule.operation;
+            let matched = overrun.check(
+                || format!("rule {op}"),
+                || rule.matches.eval_bool_in(contexts.for_expr(&rule.matches)),
+            );
             match matched {
                 Ok(true) => RuleResult::Active {
-                    message: rule
-                        .message
-                        .as_ref()
-                        .map(|e| e.eval_string_in(contexts.for_expr(e))),
+                    message: rule.message.as_ref().map(|e| {
+                        overrun.check(
+                            || format!("rule {op} message"),
+                            || e.eval_string_in(contexts.for_expr(e)),
+                        )
+                    }),
                     // An empty string means the object carries no start time.
-                    start_time: rule
-                        .start_time
-                        .as_ref()
-                        .and_then(|e| e.eval_start_time_in(contexts.for_expr(e))),
+                    start_time: rule.start_time.as_ref().and_then(|e| {
+                        overrun
+                            .check(
+                                || format!("rule {op} startTime"),
+                                || e.eval_start_time_in(contexts.for_expr(e)).transpose(),
+                            )
+                            .transpose()
+                    }),
                 },
                 Ok(false) => RuleResult::Inactive {
-                    outcome: rule
-                        .outcome
-                        .as_ref()
-                        .map(|e| e.eval_string_in(contexts.for_expr(e))),
+                    outcome: rule.outcome.as_ref().map(|e| {
+                        overrun.check(
+                            || format!("rule {op} outcome"),
+                            || e.eval_string_in(contexts.for_expr(e)),
+                        )
+                    }),
                 },
                 Err(e) => RuleResult::Error(e),
             }
@@ -125,7 +208,17 @@ pub fn evaluate(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
     let labels = exprs
         .label_expressions
         .iter()
-        .map(|(key, e)| (key.clone(), e.eval_string_in(contexts.for_expr(e))))
+        .map(|(key, e)| {
+            let value = overrun.check(
+                || format!("label {key}"),
+                || e.eval_string_in(contexts.for_expr(e)),
+            );
+            (key.clone(), value)
+        })
         .collect();
-    Evaluation { rules, labels }
+    Evaluation {
+        rules,
+        labels,
+        over_budget: overrun.first,
+    }
 }

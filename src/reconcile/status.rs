@@ -36,7 +36,7 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
     let (invalid_target, watch_failed, active) = match &observed.health.watch {
         WatchState::InvalidTarget(m) => (Some(m.clone()), None, false),
         WatchState::Failed(m) => (None, Some(m.clone()), false),
-        WatchState::Active => (None, None, !invalid_rule),
+        WatchState::Active => (None, None, !invalid_rule && !observed.health.suspended),
         WatchState::Starting => (None, None, false),
     };
     let (ready_reason, ready_message) = if invalid_rule {
@@ -48,6 +48,11 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         ("InvalidTarget", m.clone())
     } else if let Some(m) = &watch_failed {
         ("WatchFailed", m.clone())
+    } else if observed.health.suspended {
+        (
+            "Suspended",
+            "the ruleset kept going over its evaluation budget; its rules do not run until its spec changes (see CostExceeded)".to_string(),
+        )
     } else if active {
         (
             "WatchActive",
@@ -111,6 +116,7 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
             },
             g,
         ),
+        cost_exceeded(&observed.health, g),
     ];
     if let Some(prev) = previous {
         for c in &mut conditions {
@@ -130,6 +136,39 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         last_evaluation_time: previous.and_then(|p| p.last_evaluation_time.clone()),
         conditions,
     }
+}
+
+/// `CostExceeded`: True once an evaluation went over budget (reason `CostExceeded`), with reason
+/// `Suspended` once that happened so often that the rules stopped running.
+fn cost_exceeded(health: &RuleSetHealth, generation: Option<i64>) -> Condition {
+    let last = health.last_over_budget.as_deref().unwrap_or_default();
+    let (reason, message) = if health.suspended {
+        (
+            "Suspended",
+            format!(
+                "suspended after {} evaluations over the cost budget; none of its rules run until \
+                 the ruleset's spec changes, and its operations stay as they were; last: {last}",
+                health.over_budget
+            ),
+        )
+    } else if health.over_budget > 0 {
+        (
+            "CostExceeded",
+            format!(
+                "{} evaluations over the cost budget (their result is unknown); last: {last}",
+                health.over_budget
+            ),
+        )
+    } else {
+        ("WithinBudget", String::new())
+    };
+    condition(
+        "CostExceeded",
+        health.over_budget > 0,
+        reason,
+        message,
+        generation,
+    )
 }
 
 /// Equal for the purpose of deciding whether to write (ignores transition times).
@@ -191,5 +230,52 @@ mod tests {
             ..Default::default()
         };
         assert!(!only_counts_differ(&a, &status(3, failed)));
+    }
+
+    fn condition_of<'a>(s: &'a RuleSetStatus, type_: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn a_suspended_ruleset_is_not_ready_and_says_why() {
+        let within = status(
+            0,
+            RuleSetHealth {
+                watch: WatchState::Active,
+                ..Default::default()
+            },
+        );
+        assert_eq!(condition_of(&within, "CostExceeded").status, "False");
+        assert_eq!(condition_of(&within, "CostExceeded").reason, "WithinBudget");
+
+        let mut health = RuleSetHealth {
+            watch: WatchState::Active,
+            over_budget: 2,
+            last_over_budget: Some("rule Heavy: runtime cost limit of 10 exceeded".into()),
+            ..Default::default()
+        };
+        let over = status(0, health.clone());
+        let c = condition_of(&over, "CostExceeded");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "CostExceeded")
+        );
+        assert!(c.message.contains("rule Heavy"), "{}", c.message);
+        assert_eq!(condition_of(&over, "Ready").status, "True");
+
+        health.suspended = true;
+        let suspended = status(0, health);
+        let c = condition_of(&suspended, "CostExceeded");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "Suspended")
+        );
+        let ready = condition_of(&suspended, "Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "Suspended")
+        );
+        assert!(!suspended.watch_active);
+        assert!(!only_counts_differ(&over, &suspended));
     }
 }

@@ -1,8 +1,10 @@
-//! Turns object events into operations: bind the object once, evaluate every ruleset that applies,
+//! Turns object events into operations: bind the object, evaluate a ruleset within its budget,
 //! feed the debounce table, and publish its changes to the index. The object is dropped after.
+//! Called off the async runtime, one lane per ruleset (see `lanes`).
 
 use super::health::Health;
-use crate::evaluate::{Bound, EvalError, RuleResult, evaluate};
+use super::suspension::SuspendPolicy;
+use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
 use crate::index::Index;
 use crate::operation::Subject;
 use crate::ruleset::CompiledRuleSet;
@@ -11,8 +13,16 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
+/// What evaluating a ruleset may cost, and when a ruleset that keeps exceeding it is suspended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub budget: Budget,
+    pub suspend: SuspendPolicy,
+}
+
 pub struct Detector {
     tracker: Mutex<Tracker>,
+    limits: Limits,
     index: Arc<Index>,
     pub health: Arc<Health>,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
@@ -24,9 +34,10 @@ fn now() -> jiff::Timestamp {
 }
 
 impl Detector {
-    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>) -> Self {
+    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Self {
         Detector {
             tracker: Mutex::new(tracker),
+            limits,
             index,
             health,
             deadlines: Notify::new(),
@@ -51,39 +62,69 @@ impl Detector {
         }
     }
 
-    /// An object was listed, added or modified.
-    pub fn apply(&self, rulesets: &[Arc<CompiledRuleSet>], object: &serde_json::Value) {
+    /// An object was listed, added or modified: evaluate `rs` on it, unless `rs` is suspended.
+    pub fn apply(&self, rs: &CompiledRuleSet, object: &serde_json::Value) {
         let Some(subject) = Subject::from_object(object) else {
             return;
         };
-        let bound = Bound::new(object);
-        let evaluations: Vec<_> = rulesets
-            .iter()
-            .filter(|rs| rs.applies_to(subject.namespace.as_deref()))
-            .map(|rs| {
-                let evaluation = evaluate(&rs.exprs, &bound);
-                self.report_errors(rs, &subject, &evaluation);
-                (rs, evaluation)
-            })
-            .collect();
-        if evaluations.is_empty() {
+        if !rs.applies_to(subject.namespace.as_deref()) || self.health.is_suspended(&rs.info.name) {
             return;
+        }
+        let bound = Bound::new(object);
+        let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
+        self.report_errors(rs, &subject, &evaluation);
+        if let Some(over) = &evaluation.over_budget {
+            self.report_over_budget(rs, &subject, over);
         }
         let at = now();
         self.with_tracker(|t| {
-            let mut changes = Vec::new();
-            for (rs, ev) in &evaluations {
-                let observed = t.observe(&rs.info, &rs.operations, &subject, ev, at);
-                changes.extend(observed.changes);
-                for warning in observed.warnings {
-                    // Repeats on every event until the ruleset is fixed: keep it out of the info log.
-                    tracing::debug!(ruleset = %rs.info.name, warning = ?warning, "label not set");
-                    self.health
-                        .record_error(&rs.info.name, format!("label not set: {warning:?}"));
-                }
+            let observed = t.observe(&rs.info, &rs.operations, &subject, &evaluation, at);
+            for warning in observed.warnings {
+                // Repeats on every event until the ruleset is fixed: keep it out of the info log.
+                tracing::debug!(ruleset = %rs.info.name, warning = ?warning, "label not set");
+                self.health
+                    .record_error(&rs.info.name, format!("label not set: {warning:?}"));
             }
-            changes
+            observed.changes
         });
+    }
+
+    /// Logs, counts and records an over-budget evaluation, and suspends the ruleset when it
+    /// keeps happening.
+    fn report_over_budget(
+        &self,
+        rs: &CompiledRuleSet,
+        subject: &Subject,
+        over: &crate::evaluate::OverBudget,
+    ) {
+        let name = &rs.info.name;
+        let object = format!(
+            "{}/{}",
+            subject.namespace.as_deref().unwrap_or(""),
+            subject.name
+        );
+        tracing::warn!(
+            ruleset = %name,
+            object = %object,
+            kind = %subject.kind,
+            rule = %over.place,
+            error = %over.exceeded,
+            "evaluation over budget; its result is unknown"
+        );
+        crate::metrics::cost_exceeded(name);
+        let what = format!("{over} (object {}/{})", subject.kind, subject.name);
+        if self
+            .health
+            .record_over_budget(name, what, &self.limits.suspend)
+        {
+            tracing::warn!(
+                ruleset = %name,
+                after = self.limits.suspend.after,
+                window = ?self.limits.suspend.window,
+                "ruleset suspended: it keeps going over its evaluation budget; its rules do not run until its spec changes"
+            );
+            crate::metrics::ruleset_suspended(name);
+        }
     }
 
     /// An object was deleted: its operations end at once.

@@ -1,7 +1,10 @@
 //! What the watchers and the evaluator learned about each ruleset, for its status conditions and
-//! for metrics: whether its watch is running, and the errors its rules hit.
+//! for metrics: whether its watch is running, the errors its rules hit, and whether it went over
+//! its evaluation budget so often that it is suspended.
 
+use super::suspension::{Strikes, SuspendPolicy};
 use dashmap::DashMap;
+use std::time::Instant;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchState {
@@ -21,6 +24,13 @@ pub struct RuleSetHealth {
     /// Rule, message, outcome, start-time and label expression errors since the ruleset was loaded.
     pub evaluation_errors: u64,
     pub last_error: Option<String>,
+    /// Evaluations that went over the cost budget since the ruleset was loaded.
+    pub over_budget: u64,
+    pub last_over_budget: Option<String>,
+    /// Set when the ruleset went over budget too often: its rules no longer run.
+    pub suspended: bool,
+    /// Recent over-budget evaluations, for the suspension policy.
+    pub(crate) strikes: Strikes,
 }
 
 impl Default for RuleSetHealth {
@@ -29,6 +39,10 @@ impl Default for RuleSetHealth {
             watch: WatchState::Starting,
             evaluation_errors: 0,
             last_error: None,
+            over_budget: 0,
+            last_over_budget: None,
+            suspended: false,
+            strikes: Strikes::default(),
         }
     }
 }
@@ -51,6 +65,23 @@ impl Health {
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
         h.evaluation_errors += 1;
         h.last_error = Some(error);
+    }
+
+    /// Records an evaluation that went over budget; true when that suspends the ruleset (once).
+    pub fn record_over_budget(&self, ruleset: &str, what: String, policy: &SuspendPolicy) -> bool {
+        let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
+        h.over_budget += 1;
+        h.last_over_budget = Some(what);
+        let suspend = h.strikes.strike(Instant::now(), policy) && !h.suspended;
+        if suspend {
+            h.suspended = true;
+        }
+        suspend
+    }
+
+    /// Whether the ruleset's rules are suspended (until it is reset by a new generation).
+    pub fn is_suspended(&self, ruleset: &str) -> bool {
+        self.by_ruleset.get(ruleset).is_some_and(|h| h.suspended)
     }
 
     pub fn get(&self, ruleset: &str) -> RuleSetHealth {

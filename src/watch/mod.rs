@@ -3,10 +3,13 @@
 
 mod detector;
 mod health;
+mod lanes;
+mod suspension;
 mod target_health;
 mod watcher;
 
-pub use detector::Detector;
+pub use detector::{Detector, Limits};
 pub use health::{Health, RuleSetHealth, WatchState};
+pub use suspension::{DEFAULT_SUSPEND_AFTER, DEFAULT_SUSPEND_WINDOW, SuspendPolicy};
 pub use target_health::{Stale, TargetHealth};
 pub use watcher::{Liveness, Watches};

@@ -7,6 +7,7 @@
 
 use super::detector::Detector;
 use super::health::WatchState;
+use super::lanes::Lanes;
 use super::target_health::{Stream, TargetHealth};
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
@@ -281,6 +282,8 @@ async fn follow_events(
 ) {
     let (detector, rulesets) = (progress.detector.clone(), progress.rulesets.clone());
     let target_name = target.to_string();
+    // Evaluation happens in the lanes, off this task: it only reads the stream and routes events.
+    let lanes = Lanes::start(&detector, &rulesets);
     let streams = apis.iter().map(|(ns, api)| {
         let ns = ns.clone();
         relisting(api.clone(), ctx.crds_changed.clone())
@@ -302,7 +305,7 @@ async fn follow_events(
                 if let Some(uid) = obj.metadata.uid.clone() {
                     listing.entry(ns).or_default().insert(uid);
                 }
-                evaluate(&detector, &rulesets, &target_name, &obj);
+                evaluate(&lanes, &target_name, &obj);
             }
             Ok(watcher::Event::InitDone) => {
                 ctx.targets.listed(target, &ns, jiff::Timestamp::now());
@@ -310,16 +313,16 @@ async fn follow_events(
                 // Each stream's list is the complete picture of its namespace (and only of it):
                 // streams fail and relist on their own.
                 let present = listing.remove(&ns).unwrap_or_default();
-                detector.resync(&rulesets, ns.as_deref(), &present);
+                lanes.resync(ns.clone(), present);
                 if current.len() == streams_total {
                     progress.set_state(WatchState::Active);
                     tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
                 }
             }
-            Ok(watcher::Event::Apply(obj)) => evaluate(&detector, &rulesets, &target_name, &obj),
+            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &target_name, &obj),
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some(uid) = obj.metadata.uid.as_deref() {
-                    detector.delete(&rulesets, uid);
+                    lanes.delete(uid);
                 }
             }
             // The history kube-apiserver keeps moved past us: the watcher lists again. That is
@@ -448,15 +451,11 @@ fn watch_error_message(e: &watcher::Error) -> String {
     }
 }
 
-fn evaluate(
-    detector: &Detector,
-    rulesets: &[Arc<CompiledRuleSet>],
-    target: &str,
-    obj: &DynamicObject,
-) {
+/// Hands an object to the lanes of the rulesets it concerns.
+fn evaluate(lanes: &Lanes, target: &str, obj: &DynamicObject) {
     crate::metrics::object_event(target);
     match serde_json::to_value(obj) {
-        Ok(value) => detector.apply(rulesets, &value),
+        Ok(value) => lanes.apply(value),
         Err(e) => tracing::warn!(target, error = %e, "object could not be read"),
     }
 }

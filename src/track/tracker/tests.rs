@@ -67,6 +67,7 @@ fn eval(rule: RuleResult) -> Evaluation {
     Evaluation {
         rules: vec![rule],
         labels: vec![],
+        over_budget: None,
     }
 }
 
@@ -413,6 +414,7 @@ fn subject_deletion_completes_at_once() {
             },
         ],
         labels: vec![],
+        over_budget: None,
     };
     assert_eq!(
         tr.observe(&rs, &two_ops, &subject("u1"), &both, t(0))
@@ -440,6 +442,7 @@ fn subject_deletion_completes_at_once() {
             },
         ],
         labels: vec![],
+        over_budget: None,
     };
     tr.observe(&rs, &two_ops, &subject("u1"), &mixed, t(5));
 
@@ -536,6 +539,7 @@ fn operations_dropped_from_a_ruleset_complete() {
             },
         ],
         labels: vec![],
+        over_budget: None,
     };
     tr.observe(&rs, &two, &subject("a"), &both, t(0));
     let changes = tr.retain_operations("rs", &["Migrating".to_owned()], t(5));
@@ -622,6 +626,7 @@ fn dynamic_labels_update_and_survive_errors() {
             start_time: None,
         }],
         labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
+        over_budget: None,
     };
     let s = subject("u1");
     let rec = only_upsert(
@@ -658,6 +663,7 @@ fn invalid_label_keys_are_reported() {
             start_time: None,
         }],
         labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
+        over_budget: None,
     };
     let observed = tr.observe(&rs, &ops(), &subject("u1"), &e, t(0));
     assert_eq!(observed.changes.len(), 1);
@@ -687,6 +693,7 @@ fn rules_sharing_an_operation() {
     let ev = |a: RuleResult, b: RuleResult| Evaluation {
         rules: vec![a, b],
         labels: vec![],
+        over_budget: None,
     };
     let on = || RuleResult::Active {
         message: None,

@@ -1,0 +1,165 @@
+//! One evaluation lane per ruleset of a watcher, off the async runtime.
+//!
+//! Evaluation is synchronous and, however well bounded, one ruleset's evaluation can take up to
+//! its budget. Evaluated inline in the watcher task, it would hold back every other ruleset of the
+//! same target (a heavy ruleset on one namespace delayed another namespace's detections by
+//! seconds) and occupy one of the runtime's few worker threads. So the watcher only hands each
+//! event to the lanes of the rulesets it concerns; each lane evaluates its events in order on the
+//! blocking pool. An over-budget ruleset delays only itself: the others' lanes run on other
+//! threads, and the OS shares the cores between them.
+//!
+//! Each lane's queue is bounded ([`LANE_CAPACITY`]): a lane that falls that far behind (a ruleset
+//! near its budget on a busy target, until it is suspended) drops the events that do not fit,
+//! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
+//! holding memory in proportion to the target's event rate.
+//!
+//! Within a lane, events keep their order (an object's update is never evaluated after its
+//! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
+//! lanes, and work still queued is dropped (the restarted watcher lists everything again).
+
+use super::detector::Detector;
+use crate::ruleset::CompiledRuleSet;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::mpsc;
+
+/// Most events a lane evaluates in one trip to the blocking pool.
+const BATCH: usize = 64;
+
+/// Events waiting in one lane, at most.
+pub(super) const LANE_CAPACITY: usize = 4096;
+
+/// One unit of work for a ruleset, in the order the watcher saw it.
+enum Work {
+    Apply(Arc<serde_json::Value>),
+    Delete(Arc<str>),
+    /// A namespace's (or, for `None`, the whole target's) relist saw these subjects.
+    Resync(Option<String>, Arc<HashSet<String>>),
+}
+
+struct Lane {
+    ruleset: Arc<CompiledRuleSet>,
+    queue: mpsc::Sender<Work>,
+}
+
+/// The lanes of one watcher.
+pub(super) struct Lanes {
+    lanes: Vec<Lane>,
+    closed: Arc<AtomicBool>,
+    detector: Arc<Detector>,
+}
+
+impl Lanes {
+    /// Starts one lane per ruleset (on the current tokio runtime).
+    pub(super) fn start(detector: &Arc<Detector>, rulesets: &[Arc<CompiledRuleSet>]) -> Lanes {
+        let closed = Arc::new(AtomicBool::new(false));
+        let lanes = rulesets
+            .iter()
+            .map(|rs| {
+                let (queue, work) = mpsc::channel(LANE_CAPACITY);
+                tokio::spawn(run(detector.clone(), rs.clone(), work, closed.clone()));
+                Lane {
+                    ruleset: rs.clone(),
+                    queue,
+                }
+            })
+            .collect();
+        Lanes {
+            lanes,
+            closed,
+            detector: detector.clone(),
+        }
+    }
+
+    fn send(&self, lane: &Lane, work: Work) {
+        // A lane only stops after `closed` is set, when nobody sends any more.
+        if let Err(mpsc::error::TrySendError::Full(_)) = lane.queue.try_send(work) {
+            let name = &lane.ruleset.info.name;
+            crate::metrics::evaluation_event_dropped(name);
+            tracing::warn!(ruleset = %name, capacity = LANE_CAPACITY, "evaluation lane full: dropping an event");
+            self.detector.health.record_error(
+                name,
+                format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
+            );
+        }
+    }
+
+    /// An object was listed, added or modified: to the lanes of the rulesets that apply to its
+    /// namespace.
+    pub(super) fn apply(&self, object: serde_json::Value) {
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(|n| n.as_str())
+            .map(str::to_owned);
+        let object = Arc::new(object);
+        for lane in &self.lanes {
+            if lane.ruleset.applies_to(namespace.as_deref()) {
+                self.send(lane, Work::Apply(object.clone()));
+            }
+        }
+    }
+
+    pub(super) fn delete(&self, uid: &str) {
+        let uid: Arc<str> = uid.into();
+        for lane in &self.lanes {
+            self.send(lane, Work::Delete(uid.clone()));
+        }
+    }
+
+    pub(super) fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
+        let present = Arc::new(present);
+        for lane in &self.lanes {
+            self.send(lane, Work::Resync(namespace.clone(), present.clone()));
+        }
+    }
+}
+
+impl Drop for Lanes {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// Runs one lane until its watcher goes away.
+async fn run(
+    detector: Arc<Detector>,
+    ruleset: Arc<CompiledRuleSet>,
+    mut work: mpsc::Receiver<Work>,
+    closed: Arc<AtomicBool>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while work.recv_many(&mut batch, BATCH).await > 0 {
+        let items = std::mem::take(&mut batch);
+        let done = tokio::task::spawn_blocking({
+            let (detector, ruleset, closed) = (detector.clone(), ruleset.clone(), closed.clone());
+            move || {
+                for item in items {
+                    if closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    do_work(&detector, &ruleset, item);
+                }
+            }
+        })
+        .await;
+        if let Err(e) = done {
+            tracing::error!(ruleset = %ruleset.info.name, error = %e, "evaluation lane failed");
+        }
+        if closed.load(Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
+fn do_work(detector: &Detector, ruleset: &Arc<CompiledRuleSet>, work: Work) {
+    match work {
+        Work::Apply(object) => detector.apply(ruleset, &object),
+        Work::Delete(uid) => detector.delete(std::slice::from_ref(ruleset), &uid),
+        Work::Resync(namespace, present) => detector.resync(
+            std::slice::from_ref(ruleset),
+            namespace.as_deref(),
+            &present,
+        ),
+    }
+}

@@ -1,0 +1,102 @@
+//! When a ruleset that keeps going over its evaluation budget is suspended.
+//!
+//! One over-budget evaluation costs at most the budget, but a ruleset that exceeds it on every
+//! event would spend the budget on every event forever. After `after` over-budget evaluations
+//! within `window` its rules stop running until a new generation of it is loaded (the controller
+//! resets its health then). Its operations stay as they are: nothing completes them falsely, and
+//! the ruleset's status says why they no longer move.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Defaults of [`SuspendPolicy`].
+pub const DEFAULT_SUSPEND_AFTER: u32 = 5;
+pub const DEFAULT_SUSPEND_WINDOW: Duration = Duration::from_secs(600);
+
+/// How many over-budget evaluations, within what time, suspend a ruleset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SuspendPolicy {
+    /// 0 never suspends.
+    pub after: u32,
+    pub window: Duration,
+}
+
+impl Default for SuspendPolicy {
+    fn default() -> Self {
+        SuspendPolicy {
+            after: DEFAULT_SUSPEND_AFTER,
+            window: DEFAULT_SUSPEND_WINDOW,
+        }
+    }
+}
+
+/// The recent over-budget evaluations of one ruleset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Strikes {
+    recent: VecDeque<Instant>,
+}
+
+impl Strikes {
+    /// Records an over-budget evaluation at `at`; true when that makes `policy.after` of them
+    /// within `policy.window` (the moment to suspend).
+    pub fn strike(&mut self, at: Instant, policy: &SuspendPolicy) -> bool {
+        if policy.after == 0 {
+            return false;
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| at.saturating_duration_since(*t) > policy.window)
+        {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(at);
+        while self.recent.len() > policy.after as usize {
+            self.recent.pop_front();
+        }
+        self.recent.len() >= policy.after as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(after: u32, window_s: u64) -> SuspendPolicy {
+        SuspendPolicy {
+            after,
+            window: Duration::from_secs(window_s),
+        }
+    }
+
+    #[test]
+    fn suspends_on_the_nth_strike_within_the_window() {
+        let t0 = Instant::now();
+        let p = policy(3, 60);
+        let mut s = Strikes::default();
+        assert!(!s.strike(t0, &p));
+        assert!(!s.strike(t0 + Duration::from_secs(10), &p));
+        assert!(s.strike(t0 + Duration::from_secs(20), &p));
+    }
+
+    #[test]
+    fn strikes_older_than_the_window_are_forgotten() {
+        let t0 = Instant::now();
+        let p = policy(3, 60);
+        let mut s = Strikes::default();
+        assert!(!s.strike(t0, &p));
+        assert!(!s.strike(t0 + Duration::from_secs(50), &p));
+        // The first is 70 s old by now: two within the window.
+        assert!(!s.strike(t0 + Duration::from_secs(70), &p));
+        assert!(s.strike(t0 + Duration::from_secs(80), &p));
+    }
+
+    #[test]
+    fn zero_never_suspends() {
+        let t0 = Instant::now();
+        let mut s = Strikes::default();
+        for i in 0..100 {
+            assert!(!s.strike(t0 + Duration::from_millis(i), &policy(0, 60)));
+        }
+    }
+}
