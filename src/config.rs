@@ -89,6 +89,28 @@ pub struct ServeArgs {
     /// See CEL_SUSPEND_AFTER.
     #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_duration)]
     pub cel_suspend_window: SignedDuration,
+    /// Also write every operation as a cluster-scoped `inflightoperations.ifo.kubevirt.io`
+    /// custom resource (the CRD of deploy/persist/ must be installed), read back at start.
+    #[arg(long, env = "PERSIST", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub persist: bool,
+    /// Least time between two writes of one operation's persisted copy.
+    #[arg(long, env = "PERSIST_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub persist_interval: SignedDuration,
+    /// Writes of persisted copies per second, all operations together.
+    #[arg(long, env = "PERSIST_QPS", default_value_t = 50.0, value_parser = positive)]
+    pub persist_qps: f64,
+    /// Writes of persisted copies allowed at once above PERSIST_QPS.
+    #[arg(long, env = "PERSIST_BURST", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub persist_burst: u32,
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
 }
 
 impl ServeArgs {
@@ -103,6 +125,15 @@ impl ServeArgs {
                 after: self.cel_suspend_after,
                 window: self.cel_suspend_window.unsigned_abs(),
             },
+        }
+    }
+
+    /// How the persistence writer paces itself.
+    pub fn persist_settings(&self) -> crate::persist::Settings {
+        crate::persist::Settings {
+            interval: self.persist_interval.unsigned_abs(),
+            qps: self.persist_qps,
+            burst: self.persist_burst,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod guard;
 pub mod index;
 pub mod metrics;
 pub mod operation;
+pub mod persist;
 pub mod readiness;
 pub mod reconcile;
 pub mod rules;

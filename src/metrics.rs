@@ -26,6 +26,9 @@ struct Metrics {
     target_watch_up: Family<Labels, Gauge>,
     target_last_list: Family<Labels, Gauge>,
     target_watch_failures: Family<Labels, Counter>,
+    persist_writes: Family<Labels, Counter>,
+    persist_pending: Gauge,
+    persist_oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -120,8 +123,29 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Failed lists, watches and liveness probes of the target",
         Family::default(),
     );
+    let persist_writes = register(
+        &mut r,
+        "persist_writes",
+        "Writes of persisted InFlightOperation copies (--persist), by verb (create, update, delete, get) and result (ok, conflict, not_found, foreign, error)",
+        Family::default(),
+    );
+    let persist_pending = register(
+        &mut r,
+        "persist_pending_operations",
+        "Operations whose persisted copy is not written yet (--persist)",
+        Gauge::default(),
+    );
+    let persist_oldest_pending = register(
+        &mut r,
+        "persist_oldest_pending_seconds",
+        "How long the operation waiting longest for its persisted copy has waited (--persist)",
+        Gauge::default(),
+    );
     Metrics {
         registry: r,
+        persist_writes,
+        persist_pending,
+        persist_oldest_pending,
         target_watch_up,
         target_last_list,
         target_watch_failures,
@@ -202,6 +226,23 @@ pub fn connection_refused() {
 
 pub fn set_operations(n: usize) {
     METRICS.operations.set(n as i64);
+}
+
+/// A write of a persisted copy ended with `result`.
+pub fn persist_write(verb: &'static str, result: &'static str) {
+    METRICS
+        .persist_writes
+        .get_or_create(&vec![
+            ("verb", verb.to_string()),
+            ("result", result.to_string()),
+        ])
+        .inc();
+}
+
+/// Operations with a write of their persisted copy left, and the longest wait among them.
+pub fn set_persist_pending(operations: usize, oldest: std::time::Duration) {
+    METRICS.persist_pending.set(operations as i64);
+    METRICS.persist_oldest_pending.set(oldest.as_secs_f64());
 }
 
 fn target_labels(target: &Target) -> Labels {

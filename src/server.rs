@@ -7,6 +7,7 @@ use crate::config::ServeArgs;
 use crate::evaluate::Engine;
 use crate::guard::{self, Guard};
 use crate::index::Index;
+use crate::persist;
 use crate::readiness::Readiness;
 use crate::reconcile;
 use crate::track::{Settings as TrackSettings, Tracker};
@@ -53,6 +54,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         args.evaluation_limits(),
     ));
     tokio::spawn(detector.clone().run_deadlines());
+    if args.persist {
+        restore_and_persist(&args, &client, &detector, &index, &readiness).await?;
+    }
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
     let targets = Arc::new(TargetHealth::default());
     let probe_interval = args
@@ -121,6 +125,46 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .serve(app.into_make_service())
         .await
         .with_context(|| format!("serving on {addr}"))
+}
+
+/// Persistence mode: reads the copies back into the pipeline before anything is evaluated,
+/// then starts the writer. Restored operations that nothing confirmed by a debounce threshold
+/// after the initial sync ended while the server was down, and complete then.
+async fn restore_and_persist(
+    args: &ServeArgs,
+    client: &kube::Client,
+    detector: &Arc<Detector>,
+    index: &Arc<Index>,
+    readiness: &Readiness,
+) -> Result<()> {
+    let api = persist::api(client.clone());
+    let deadline = tokio::time::Instant::now() + args.initial_sync_timeout.unsigned_abs();
+    let found = loop {
+        match persist::read_back(&api).await {
+            Ok(found) => break found,
+            Err(e @ persist::Error::NotInstalled(_)) => return Err(e.into()),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %e, "retrying in 2s");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let refused = detector.restore(found.records.clone());
+    tracing::info!(
+        copies = found.copies.len(),
+        restored = found.records.len() - refused.len(),
+        "persisted operations read back"
+    );
+    tokio::spawn(persist::Writer::new(api, args.persist_settings(), found).run(index.reader()));
+    let (detector, readiness) = (detector.clone(), readiness.clone());
+    let grace = args.debounce_threshold.unsigned_abs();
+    tokio::spawn(async move {
+        readiness.wait().await;
+        tokio::time::sleep(grace).await;
+        detector.sweep_restored();
+    });
+    Ok(())
 }
 
 /// HTTP limits in front of everything, as kube-apiserver sets them: a client gets 10 s to send

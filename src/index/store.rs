@@ -237,7 +237,6 @@ impl Index {
     }
 
     /// The current records and a receiver for every event after them, atomically.
-    #[cfg(test)]
     pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
         let st = self.read();
         (Self::snapshot_of(&st), self.tx.subscribe())
@@ -314,5 +313,10 @@ impl IndexReader {
     /// See [`Index::subscribe`].
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.0.subscribe()
+    }
+
+    /// See [`Index::subscribe_with_snapshot`].
+    pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
+        self.0.subscribe_with_snapshot()
     }
 }

@@ -45,9 +45,10 @@ struct OwnerRef<'a> {
     uid: &'a str,
 }
 
+/// `spec`: the same in the live object and in its persisted copy.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Spec<'a> {
+pub struct Spec<'a> {
     operation: &'a str,
     rule_set: &'a str,
     component: &'a str,
@@ -67,9 +68,10 @@ struct SubjectRef<'a> {
     owner_references: &'a [OwnerReference],
 }
 
+/// `status`: the same in the live object and in its persisted copy.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Status<'a> {
+pub struct Status<'a> {
     phase: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
@@ -110,29 +112,39 @@ impl InFlightOperation {
             api_version: API_VERSION,
             kind: self.kind(),
             metadata: self.wire_metadata(resource_version),
-            spec: Spec {
-                operation: &self.operation,
-                rule_set: &self.ruleset,
-                component: &self.component,
-                subject: SubjectRef {
-                    api_version: &self.subject.api_version,
-                    kind: &self.subject.kind,
-                    name: &self.subject.name,
-                    namespace: self.subject.namespace.as_deref(),
-                    uid: &self.subject.uid,
-                    owner_references: &self.subject.owner_references,
-                },
+            spec: self.wire_spec(),
+            status: self.wire_status(),
+        }
+    }
+
+    /// The object's `spec`.
+    pub fn wire_spec(&self) -> Spec<'_> {
+        Spec {
+            operation: &self.operation,
+            rule_set: &self.ruleset,
+            component: &self.component,
+            subject: SubjectRef {
+                api_version: &self.subject.api_version,
+                kind: &self.subject.kind,
+                name: &self.subject.name,
+                namespace: self.subject.namespace.as_deref(),
+                uid: &self.subject.uid,
+                owner_references: &self.subject.owner_references,
             },
-            status: Status {
-                phase: self.phase.as_str(),
-                message: self.message.as_deref(),
-                outcome: self.outcome.map(|o| o.as_str()),
-                last_detected: format_time(self.last_detected),
-                completed: self.completed.map(format_time),
-                detected_by: &self.detected_by,
-                subject_generation: self.subject_generation,
-                conditions: [],
-            },
+        }
+    }
+
+    /// The object's `status`.
+    pub fn wire_status(&self) -> Status<'_> {
+        Status {
+            phase: self.phase.as_str(),
+            message: self.message.as_deref(),
+            outcome: self.outcome.map(|o| o.as_str()),
+            last_detected: format_time(self.last_detected),
+            completed: self.completed.map(format_time),
+            detected_by: &self.detected_by,
+            subject_generation: self.subject_generation,
+            conditions: [],
         }
     }
 }

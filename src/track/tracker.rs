@@ -43,6 +43,9 @@ enum State {
         last_active: Timestamp,
         /// Set while the rule has stopped matching and the debounce grace runs.
         grace: Option<Grace>,
+        /// Read back from its persisted copy at start and not evaluated since: whether it is
+        /// still in flight is not known yet (see [`Tracker::restore`]).
+        restored: bool,
     },
     /// A completed record kept for `completed_retention`; `record.completed` is set.
     Retained,
@@ -157,8 +160,14 @@ impl Tracker {
     ) {
         if let Some(entry) = self.entries.get_mut(&key) {
             match &mut entry.state {
-                State::Active { last_active, grace } => {
-                    // Matching again within the grace: the same occurrence goes on.
+                State::Active {
+                    last_active,
+                    grace,
+                    restored,
+                } => {
+                    // Matching again within the grace (or after a restart): the same
+                    // occurrence goes on.
+                    *restored = false;
                     if let Some(g) = grace.take() {
                         self.graces.remove(&(g.deadline, key.clone()));
                     }
@@ -220,6 +229,7 @@ impl Tracker {
                 state: State::Active {
                     last_active: now,
                     grace: None,
+                    restored: false,
                 },
             },
         );
@@ -234,12 +244,21 @@ impl Tracker {
         changes: &mut Vec<Change>,
     ) {
         let Some(Entry {
-            state: State::Active { grace, .. },
+            state: State::Active {
+                grace, restored, ..
+            },
             ..
         }) = self.entries.get_mut(&key)
         else {
             return;
         };
+        if *restored {
+            // It ended while nobody watched, at a time nobody knows: it completes now, with
+            // the outcome the object shows if its rule reports one.
+            let outcome = outcome.unwrap_or(Outcome::Unknown);
+            self.complete(&key, now, outcome, now, changes);
+            return;
+        }
         match grace {
             Some(g) => {
                 if outcome.is_some() {
@@ -358,6 +377,62 @@ impl Tracker {
         changes
     }
 
+    /// Takes back an operation read from its persisted copy at start, so that it keeps its
+    /// name, uid and start time: an `Active` one continues when its rule matches again, and
+    /// completes when its subject is evaluated and no longer matches (at once: when it ended
+    /// is unknown), when its subject is gone, or at [`Tracker::sweep_restored`]. A `Completed`
+    /// one is retained for what is left of its retention, when completed operations are
+    /// retained at all.
+    ///
+    /// `false` when the record is not taken (a completed record that is not retained, or a
+    /// second record of the same operation): its persisted copy has no live record to mirror.
+    pub fn restore(&mut self, record: Arc<InFlightOperation>) -> bool {
+        let key = Key::new(&record.ruleset, &record.subject.uid, &record.operation);
+        if self.entries.contains_key(&key) {
+            return false;
+        }
+        let state = match (record.phase, record.completed) {
+            (Phase::Active, _) => {
+                *self.active.entry(key.ruleset.clone()).or_default() += 1;
+                State::Active {
+                    last_active: record.last_detected,
+                    grace: None,
+                    restored: true,
+                }
+            }
+            (Phase::Completed, Some(completed)) if self.settings.retain_completed => {
+                self.retained.insert((completed, key.clone()));
+                State::Retained
+            }
+            (Phase::Completed, _) => return false,
+        };
+        self.entries.insert(key, Entry { record, state });
+        true
+    }
+
+    /// Restored operations that no evaluation has confirmed since the initial sync (plus a
+    /// grace) ended while nobody watched: they complete now, with `RuleSetRemoved` when their
+    /// ruleset is gone, else `Unknown` (their subject left the ruleset's scope, or the rule
+    /// has only errored since).
+    pub fn sweep_restored(&mut self, now: Timestamp) -> Vec<Change> {
+        let mut changes = self.tick(now);
+        let keys: Vec<Key> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e.state, State::Active { restored: true, .. }))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let outcome = if self.loaded.contains_key(&key.ruleset) {
+                Outcome::Unknown
+            } else {
+                Outcome::RuleSetRemoved
+            };
+            self.complete(&key, now, outcome, now, &mut changes);
+        }
+        changes
+    }
+
     /// Active operations (grace running or not) of `ruleset`.
     pub fn active_count(&self, ruleset: &str) -> usize {
         self.active.get(ruleset).copied().unwrap_or(0)
@@ -413,7 +488,10 @@ impl Tracker {
         let Some(entry) = self.entries.get_mut(key) else {
             return;
         };
-        let State::Active { last_active, grace } = &entry.state else {
+        let State::Active {
+            last_active, grace, ..
+        } = &entry.state
+        else {
             return;
         };
         let mut subject_generation = entry.record.subject_generation;

@@ -182,6 +182,35 @@ impl Detector {
         self.with_tracker(|t| t.retain_operations(ruleset, operations, at));
     }
 
+    /// Operations read back from their persisted copies at start: the tracker takes them
+    /// (see [`Tracker::restore`]) and the index serves them at once, under the same name and
+    /// uid. Returns the records the tracker did not take: their copies mirror nothing.
+    pub fn restore(
+        &self,
+        records: Vec<Arc<crate::operation::InFlightOperation>>,
+    ) -> Vec<Arc<crate::operation::InFlightOperation>> {
+        let mut refused = Vec::new();
+        self.with_tracker(|t| {
+            let mut changes = Vec::new();
+            for record in records {
+                if t.restore(record.clone()) {
+                    changes.push(Change::Upsert(record));
+                } else {
+                    refused.push(record);
+                }
+            }
+            changes
+        });
+        refused
+    }
+
+    /// Restored operations nothing confirmed since the initial sync complete (see
+    /// [`Tracker::sweep_restored`]).
+    pub fn sweep_restored(&self) {
+        let at = now();
+        self.with_tracker(|t| t.sweep_restored(at));
+    }
+
     pub fn active_count(&self, ruleset: &str) -> usize {
         self.tracker
             .lock()

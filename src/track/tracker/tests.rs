@@ -857,3 +857,134 @@ fn a_namespace_relist_only_judges_subjects_of_that_namespace() {
     assert_eq!(changes.len(), 2, "other-ns completes and goes");
     assert_eq!(tr.active_count("rs"), 1);
 }
+
+/// The record a first detection at `at` makes, as a persisted copy would hold it.
+fn persisted(uid: &str, at: Timestamp) -> Arc<InFlightOperation> {
+    let mut tr = tracker(settings(30, false));
+    let changes = see(&mut tr, uid, active(Some("copying")), at);
+    changes[0].record().clone()
+}
+
+#[test]
+fn a_restored_operation_that_still_matches_keeps_its_identity() {
+    let before = persisted("a", t(0));
+    let mut tr = tracker(settings(30, false));
+    assert!(tr.restore(before.clone()));
+    assert_eq!(tr.active_count("rs"), 1);
+    // Evaluated again after the restart, still migrating, with a new message.
+    let changes = see(&mut tr, "a", active(Some("almost done")), t(100));
+    let after = changes[0].record();
+    assert_eq!(
+        (&after.name, &after.uid, after.created),
+        (&before.name, &before.uid, before.created)
+    );
+    assert_eq!(after.message.as_deref(), Some("almost done"));
+    // Confirmed: the sweep leaves it alone, and it ends through the grace as usual.
+    assert!(tr.sweep_restored(t(101)).is_empty());
+    assert!(see(&mut tr, "a", inactive(None), t(110)).is_empty());
+    let ended = summary(&tr.tick(t(140)));
+    assert_eq!(ended[0].2, Phase::Completed);
+}
+
+#[test]
+fn a_restored_operation_that_ended_while_down_completes_at_once() {
+    let mut tr = tracker(settings(30, false));
+    assert!(tr.restore(persisted("a", t(0))));
+    let changes = see(&mut tr, "a", inactive(None), t(100));
+    assert_eq!(
+        summary(&changes),
+        vec![
+            (
+                'U',
+                changes[0].record().name.clone(),
+                Phase::Completed,
+                Some(Outcome::Unknown)
+            ),
+            (
+                'R',
+                changes[0].record().name.clone(),
+                Phase::Completed,
+                Some(Outcome::Unknown)
+            ),
+        ]
+    );
+    assert_eq!(changes[0].record().completed, Some(t(100)));
+    // With an outcome the object reports, that outcome.
+    let mut tr = tracker(settings(30, false));
+    assert!(tr.restore(persisted("b", t(0))));
+    let changes = see(&mut tr, "b", inactive(Some("Failed")), t(100));
+    assert_eq!(changes[0].record().outcome, Some(Outcome::Failed));
+    assert_eq!(tr.active_count("rs"), 0);
+}
+
+#[test]
+fn restored_operations_nobody_confirmed_are_swept_and_duplicates_refused() {
+    let mut tr = tracker(settings(30, false));
+    let record = persisted("a", t(0));
+    assert!(tr.restore(record.clone()));
+    assert!(
+        !tr.restore(record.clone()),
+        "a second copy of one operation"
+    );
+    let mut orphan = (*persisted("b", t(0))).clone();
+    orphan.ruleset = "deleted-meanwhile".into();
+    orphan.name = "orphan".into();
+    assert!(tr.restore(Arc::new(orphan)));
+    let swept = tr.sweep_restored(t(100));
+    assert_eq!(
+        summary(&swept),
+        vec![
+            (
+                'U',
+                "orphan".to_owned(),
+                Phase::Completed,
+                Some(Outcome::RuleSetRemoved)
+            ),
+            (
+                'R',
+                "orphan".to_owned(),
+                Phase::Completed,
+                Some(Outcome::RuleSetRemoved)
+            ),
+            (
+                'U',
+                record.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Unknown)
+            ),
+            (
+                'R',
+                record.name.clone(),
+                Phase::Completed,
+                Some(Outcome::Unknown)
+            ),
+        ]
+    );
+    assert_eq!(tr.active_count("rs"), 0);
+}
+
+#[test]
+fn restored_completed_operations_are_retained_only_when_retention_is_on() {
+    let mut completed = (*persisted("a", t(0))).clone();
+    completed.phase = Phase::Completed;
+    completed.outcome = Some(Outcome::Succeeded);
+    completed.completed = Some(t(10));
+    let completed = Arc::new(completed);
+    let mut tr = tracker(settings(30, false));
+    assert!(!tr.restore(completed.clone()));
+    let mut tr = tracker(settings(30, true));
+    assert!(tr.restore(completed.clone()));
+    assert_eq!(tr.retained_count(), 1);
+    assert!(tr.sweep_restored(t(20)).is_empty());
+    // Gone when its retention (15 minutes from its completion) ends.
+    let gone = tr.tick(t(10 + 15 * 60));
+    assert_eq!(
+        summary(&gone),
+        vec![(
+            'R',
+            completed.name.clone(),
+            Phase::Completed,
+            Some(Outcome::Succeeded)
+        )]
+    );
+}

@@ -1,0 +1,270 @@
+//! The persisted copy of an operation: a cluster-scoped `ifo.kubevirt.io/v1alpha1`
+//! `InFlightOperation` custom resource, in the schema of the InFlightOperations operator's CRD
+//! (so its readers keep working), named like the live object, with its spec and status.
+//!
+//! What the live object has and the CRD has no field for travels in annotations: the live
+//! uid and the exact start time, so that a restart restores the same occurrence. A label marks
+//! the copies as ours; no other object is ever changed or deleted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use crate::operation::{InFlightOperation, Outcome, Phase, Spec, Status, Subject};
+
+/// The persisted kind's group.
+pub const GROUP: &str = "ifo.kubevirt.io";
+/// The persisted kind's version.
+pub const VERSION: &str = "v1alpha1";
+/// The persisted kind.
+pub const KIND: &str = "InFlightOperation";
+/// The persisted kind's resource.
+pub const PLURAL: &str = "inflightoperations";
+/// The label that marks a copy as written by this server, and its value.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "ifo-apiserver");
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "ifo-apiserver";
+/// The live object's `metadata.uid` (the CR has a uid of its own).
+pub const UID_ANNOTATION: &str = "ifo.kubevirt.io/uid";
+/// When the operation started, to the nanosecond (`creationTimestamp` is when the CR was
+/// written, in whole seconds).
+pub const STARTED_ANNOTATION: &str = "ifo.kubevirt.io/started";
+
+/// The persisted kind, for the dynamic client.
+pub fn resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
+}
+
+/// `labelSelector` of our copies.
+pub fn selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Body<'a> {
+    api_version: String,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: Spec<'a>,
+    status: Status<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Metadata<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+    labels: BTreeMap<&'a str, &'a str>,
+    annotations: BTreeMap<&'static str, String>,
+}
+
+/// The copy of `op` to write; `resource_version` for a replace.
+pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> DynamicObject {
+    let mut labels: BTreeMap<&str, &str> = op
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    labels.insert(MANAGED_BY.0, MANAGED_BY.1);
+    let body = Body {
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: KIND,
+        metadata: Metadata {
+            name: &op.name,
+            resource_version,
+            labels,
+            annotations: BTreeMap::from([
+                (UID_ANNOTATION, op.uid.clone()),
+                (STARTED_ANNOTATION, op.created.to_string()),
+            ]),
+        },
+        spec: op.wire_spec(),
+        status: op.wire_status(),
+    };
+    serde_json::to_value(&body)
+        .and_then(serde_json::from_value)
+        .expect("the persisted form is a Kubernetes object")
+}
+
+/// Whether `object` is a copy this server wrote.
+pub fn is_ours(object: &DynamicObject) -> bool {
+    object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY.0))
+        .is_some_and(|v| v == MANAGED_BY.1)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecIn {
+    operation: String,
+    #[serde(default)]
+    rule_set: String,
+    #[serde(default)]
+    component: String,
+    subject: SubjectIn,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SubjectIn {
+    api_version: String,
+    kind: String,
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusIn {
+    phase: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    last_detected: Option<Timestamp>,
+    #[serde(default)]
+    completed: Option<Timestamp>,
+    #[serde(default)]
+    detected_by: Vec<String>,
+    #[serde(default)]
+    subject_generation: Option<i64>,
+}
+
+/// The live record a copy of ours holds, for a restart to continue from.
+pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Error> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let invalid = |why: String| Error::InvalidCopy {
+        name: name.clone(),
+        why,
+    };
+    let annotation = |key: &str| {
+        object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .ok_or_else(|| invalid(format!("no {key} annotation")))
+    };
+    let uid = annotation(UID_ANNOTATION)?.clone();
+    let created: Timestamp = annotation(STARTED_ANNOTATION)?
+        .parse()
+        .map_err(|e| invalid(format!("{STARTED_ANNOTATION}: {e}")))?;
+    let field = |key: &str| object.data.get(key).cloned().unwrap_or_default();
+    let spec: SpecIn =
+        serde_json::from_value(field("spec")).map_err(|e| invalid(format!("spec: {e}")))?;
+    let status: StatusIn =
+        serde_json::from_value(field("status")).map_err(|e| invalid(format!("status: {e}")))?;
+    let phase = Phase::ALL
+        .into_iter()
+        .find(|p| p.as_str() == status.phase)
+        .ok_or_else(|| invalid(format!("unknown phase {:?}", status.phase)))?;
+    let outcome = status
+        .outcome
+        .map(|o| o.parse::<Outcome>())
+        .transpose()
+        .map_err(|e| invalid(format!("outcome: {e}")))?;
+    let mut labels: BTreeMap<String, String> = object.metadata.labels.clone().unwrap_or_default();
+    labels.remove(MANAGED_BY.0);
+    let subject = Subject {
+        api_version: spec.subject.api_version,
+        kind: spec.subject.kind,
+        name: spec.subject.name,
+        namespace: spec.subject.namespace.filter(|ns| !ns.is_empty()),
+        uid: spec.subject.uid,
+        generation: status.subject_generation,
+        owner_references: spec.subject.owner_references,
+    };
+    Ok(Arc::new(InFlightOperation {
+        name,
+        uid,
+        namespace: subject.namespace.clone(),
+        created,
+        labels,
+        subject,
+        operation: spec.operation,
+        ruleset: spec.rule_set,
+        component: spec.component,
+        phase,
+        message: status.message,
+        outcome,
+        last_detected: status.last_detected.unwrap_or(created),
+        completed: status.completed,
+        subject_generation: status.subject_generation,
+        detected_by: status.detected_by,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::test_record;
+
+    #[test]
+    fn the_copy_has_the_live_spec_and_status_and_reads_back_as_the_same_record() {
+        let mut op = (*test_record("vm-1")).clone();
+        op.created = "2026-11-22T10:00:00.123456789Z".parse().unwrap();
+        op.last_detected = "2026-11-22T10:00:05Z".parse().unwrap();
+        op.message = Some("copying".into());
+        let copy = to_object(&op, Some("42"));
+        let json = serde_json::to_value(&copy).unwrap();
+        let live = op.to_json(7);
+        assert_eq!(json["apiVersion"], "ifo.kubevirt.io/v1alpha1");
+        assert_eq!(json["kind"], "InFlightOperation");
+        assert_eq!(json["metadata"]["name"], live["metadata"]["name"]);
+        assert_eq!(json["metadata"]["resourceVersion"], "42");
+        assert!(
+            json["metadata"].get("namespace").is_none(),
+            "cluster-scoped"
+        );
+        assert_eq!(json["spec"], live["spec"]);
+        assert_eq!(json["status"], live["status"]);
+        for (k, v) in live["metadata"]["labels"].as_object().unwrap() {
+            assert_eq!(&json["metadata"]["labels"][k], v, "label {k}");
+        }
+        assert_eq!(
+            json["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "ifo-apiserver"
+        );
+        assert!(is_ours(&copy));
+        assert_eq!(*from_object(&copy).unwrap(), op);
+    }
+
+    #[test]
+    fn a_completed_copy_reads_back_completed() {
+        let mut op = (*test_record("vm-1")).clone();
+        op.phase = Phase::Completed;
+        op.outcome = Some(Outcome::Failed);
+        op.completed = Some("2026-11-22T10:01:00Z".parse().unwrap());
+        assert_eq!(*from_object(&to_object(&op, None)).unwrap(), op);
+    }
+
+    #[test]
+    fn copies_of_others_and_broken_copies_are_told_apart() {
+        let mut copy = to_object(&test_record("vm-1"), None);
+        copy.metadata.labels.as_mut().unwrap().remove(MANAGED_BY.0);
+        assert!(!is_ours(&copy));
+        copy.metadata.annotations = None;
+        let err = from_object(&copy).unwrap_err().to_string();
+        assert!(err.contains("ifo.kubevirt.io/uid"), "{err}");
+        let mut copy = to_object(&test_record("vm-1"), None);
+        copy.data["status"]["phase"] = "Running".into();
+        let err = from_object(&copy).unwrap_err().to_string();
+        assert!(err.contains("Running"), "{err}");
+    }
+}
