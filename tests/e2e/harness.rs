@@ -33,6 +33,16 @@ pub enum Stop {
 
 static ENV: OnceLock<&'static Env> = OnceLock::new();
 
+/// Whether the server runs in persistence mode (set before the environment starts).
+static PERSIST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The shared environment with the server in persistence mode: the persisted CRD and its RBAC
+/// (`deploy/persist/`) installed first, copies written at most once a second each.
+pub fn persistent_env() -> &'static Env {
+    PERSIST.store(true, std::sync::atomic::Ordering::SeqCst);
+    env()
+}
+
 /// The `kubectl-ifo` binary of this build (a workspace member of its own: `cargo build
 /// --workspace` builds it next to the test binaries' directory).
 pub fn plugin_binary() -> std::path::PathBuf {
@@ -69,22 +79,44 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
         0 => "ifo-apiserver.log".to_string(),
         n => format!("ifo-apiserver.{n}.log"),
     };
+    let max_watches = MAX_WATCHES_PER_USER.to_string();
+    let mut settings = vec![
+        ("DEBOUNCE_THRESHOLD", "3s"),
+        ("LOG_LEVEL", "info,ifo=debug"),
+        // Low enough for a test to reach it with one user, high enough for every other test.
+        ("MAX_WATCHES_PER_USER", max_watches.as_str()),
+    ];
+    if PERSIST.load(std::sync::atomic::Ordering::SeqCst) {
+        settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);
+    }
     ifo_dev::spawn_server(
         cluster,
         std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
         port,
-        &[
-            ("DEBOUNCE_THRESHOLD", "3s"),
-            ("LOG_LEVEL", "info,ifo=debug"),
-            // Low enough for a test to reach it with one user, high enough for every other test.
-            ("MAX_WATCHES_PER_USER", &MAX_WATCHES_PER_USER.to_string()),
-        ],
+        &settings,
         &log,
     )
 }
 
 fn boot() -> Result<&'static Env> {
     let cluster = Cluster::start(None)?;
+    if PERSIST.load(std::sync::atomic::Ordering::SeqCst) {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/persist");
+        for file in ["crd.yaml", "rbac.yaml"] {
+            let path = format!("{dir}/{file}");
+            cluster.kubectl_run(User::Admin, &["apply", "--server-side", "-f", &path], None)?;
+        }
+        cluster.kubectl_run(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/inflightoperations.ifo.kubevirt.io",
+            ],
+            None,
+        )?;
+    }
     let port = ifo_dev::free_port()?;
     let server = start_server(&cluster, port, 0)?;
     cluster.register_apiservice(port)?;
@@ -202,13 +234,25 @@ impl Env {
         }
     }
 
-    /// Starts the server again, on the same port and with the same settings. It lives as long
-    /// as the calling thread (or until stopped).
-    pub fn restart_server(&self) -> Result<()> {
+    /// Starts the server again, on the same port and with the same settings, from a thread
+    /// that lives as long as the test binary: the process gets the parent-death signal when
+    /// the thread that spawned it ends, and the server must outlive the test that restarted it.
+    pub fn restart_server(&'static self) -> Result<()> {
         let start = self
             .starts
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let process = start_server(&self.cluster, self.port, start)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("server-{start}"))
+            .spawn(move || {
+                let ok = tx
+                    .send(start_server(&self.cluster, self.port, start))
+                    .is_ok();
+                while ok {
+                    std::thread::park();
+                }
+            })?;
+        let process = rx.recv()??;
         let mut server = self.server.lock().unwrap_or_else(|p| p.into_inner());
         *server = Some(process);
         Ok(())
@@ -281,12 +325,23 @@ impl Env {
         name
     }
 
-    /// Waits until OperationRuleSet `ruleset` watches its target.
+    /// Waits until OperationRuleSet `ruleset` watches its target (a minute: after an outage
+    /// of kube-apiserver, the ruleset watch may be in its longest backoff, 30 s).
     pub fn wait_watching(&self, ruleset: &str) {
-        eventually(Duration::from_secs(30), "ruleset watching", || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
             let ors = self.get_json(User::Admin, &["get", "ors", ruleset]);
-            (ors["status"]["watchActive"] == true).then_some(())
-        });
+            if ors["status"]["watchActive"] == true {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ruleset {ruleset} not watching after 60s: {:#}\nserver log:\n{}",
+                ors["status"],
+                self.server_log_tail(30)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.

@@ -1,0 +1,369 @@
+//! Persistence mode on a real cluster: every live operation has a cluster-scoped
+//! `inflightoperations.ifo.kubevirt.io` copy that matches it field by field, that the operator's
+//! field selectors find, and that goes with it; a `kill -9` keeps identities; a kube-apiserver
+//! outage is caught up; objects of others are never touched.
+//!
+//! A test binary of its own (with its own cluster and a server in persistence mode). The tests
+//! kill the server and freeze kube-apiserver, so they run one at a time (`SERIAL`).
+
+#[path = "e2e/harness.rs"]
+#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
+mod harness;
+
+use harness::{Env, Stop, eventually, persistent_env};
+use ifo_dev::User;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+const COPIES: &str = "inflightoperations.ifo.kubevirt.io";
+
+/// The tests stop the server or kube-apiserver: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The copies of operations on subjects of `namespace`, by name (found with the operator's
+/// field selector).
+fn copies(env: &Env, namespace: &str) -> BTreeMap<String, Value> {
+    let selector = format!("spec.subject.namespace={namespace}");
+    let list = env.get_json(User::Admin, &["get", COPIES, "--field-selector", &selector]);
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                o.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The live operations of `namespace`, by name.
+fn live(env: &Env, namespace: &str) -> BTreeMap<String, Value> {
+    env.ifos(namespace)
+        .into_iter()
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_owned(), o))
+        .collect()
+}
+
+/// Whether the copy holds what the live object shows: same spec and status, its labels, and
+/// the live uid and start time.
+fn mirrors(copy: &Value, live: &Value) -> bool {
+    let labels = live["metadata"]["labels"].as_object().unwrap();
+    copy["spec"] == live["spec"]
+        && copy["status"] == live["status"]
+        && labels
+            .iter()
+            .all(|(k, v)| &copy["metadata"]["labels"][k] == v)
+        && copy["metadata"]["annotations"]["ifo.kubevirt.io/uid"] == live["metadata"]["uid"]
+}
+
+/// Waits until the copies of `namespace` are exactly the live operations, each mirroring its
+/// live object; returns them.
+fn converged(env: &Env, namespace: &str, timeout: Duration) -> BTreeMap<String, Value> {
+    let mut last = (BTreeMap::new(), BTreeMap::new());
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eventually(timeout, "copies equal to the live operations", || {
+            let (copies, live) = (copies(env, namespace), live(env, namespace));
+            let same = copies.len() == live.len()
+                && live
+                    .iter()
+                    .all(|(name, l)| copies.get(name).is_some_and(|c| mirrors(c, l)));
+            last = (copies.clone(), live);
+            same.then_some(copies)
+        })
+    }));
+    waited.unwrap_or_else(|_| {
+        panic!(
+            "copies did not converge:\ncopies: {:#?}\nlive: {:#?}\nserver log:\n{}",
+            last.0,
+            last.1,
+            env.server_log_tail(40)
+        )
+    })
+}
+
+fn watch_copies(env: &Env, namespace: &str) -> harness::WatchStream {
+    env.watch(&format!(
+        "/apis/ifo.kubevirt.io/v1alpha1/inflightoperations?watch=true&fieldSelector=spec.subject.namespace%3D{namespace}"
+    ))
+}
+
+#[test]
+fn copies_mirror_the_live_operations_and_go_with_them() {
+    let _serial = serial();
+    let env = persistent_env();
+    let (ns, _) = env.vms_with_ruleset("mirror", &["vm1"]);
+    let events = watch_copies(env, &ns);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
+    );
+    let copies_now = converged(env, &ns, WAIT);
+    assert_eq!(copies_now.len(), 1);
+    let (name, copy) = copies_now.iter().next().unwrap();
+    assert_eq!(copy["status"]["phase"], "Active");
+    assert_eq!(copy["status"]["message"], "to node-2");
+    assert!(
+        copy["metadata"].get("namespace").is_none(),
+        "cluster-scoped"
+    );
+    assert_eq!(
+        copy["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ifo-apiserver"
+    );
+
+    // The operator's plugin's selectors, and the printer columns of its CRD.
+    let table = env
+        .kubectl(
+            User::Admin,
+            &[
+                "get",
+                COPIES,
+                "--field-selector",
+                &format!(
+                    "status.phase=Active,spec.subject.namespace={ns},spec.operation=Migrating"
+                ),
+            ],
+        )
+        .unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "KIND",
+            "NAMESPACE",
+            "SUBJECT",
+            "OPERATION",
+            "PHASE",
+            "STARTED",
+            "COMPLETED"
+        ]
+    );
+    assert!(table.contains(name.as_str()), "{table}");
+    let none = env
+        .kubectl(
+            User::Admin,
+            &[
+                "get",
+                COPIES,
+                "--field-selector",
+                &format!("status.phase=Completed,spec.subject.namespace={ns}"),
+            ],
+        )
+        .unwrap();
+    assert!(!none.contains(name.as_str()), "{none}");
+    // `ifos` is still the live API with the CRD installed.
+    let live_kind = env.get_json(User::Admin, &["get", "ifos", "-n", &ns]);
+    assert_eq!(
+        live_kind["items"][0]["apiVersion"],
+        "live.ifo.kubevirt.io/v1alpha1"
+    );
+
+    // It ends: the copy shows the completion and its outcome, then goes with the live object.
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    let seen = events.until(WAIT, "the copy deleted", |e| e["type"] == "DELETED");
+    let completed = seen
+        .iter()
+        .find(|e| e["type"] == "MODIFIED" && e["object"]["status"]["phase"] == "Completed")
+        .unwrap_or_else(|| panic!("no completion before the delete: {seen:#?}"));
+    assert_eq!(completed["object"]["status"]["outcome"], "Succeeded");
+    assert!(completed["object"]["status"]["completed"].is_string());
+    assert!(live(env, &ns).is_empty());
+    assert!(copies(env, &ns).is_empty());
+    let writes: Vec<&str> = seen.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    println!("copy events of one lifecycle: {writes:?}");
+    assert_eq!(writes, ["ADDED", "MODIFIED", "DELETED"], "one write each");
+}
+
+#[test]
+fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
+    let _serial = serial();
+    let env = persistent_env();
+    let (ns, _) = env.vms_with_ruleset("kill", &["vm1", "vm2"]);
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    let before = converged(env, &ns, WAIT);
+    assert_eq!(before.len(), 2);
+    let identity = |o: &Value| {
+        (
+            o["metadata"]["name"].clone(),
+            o["metadata"]["uid"].clone(),
+            o["metadata"]["creationTimestamp"].clone(),
+        )
+    };
+    let live_before = live(env, &ns);
+
+    env.stop_server(Stop::Kill);
+    // vm2 finishes starting while nobody watches.
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+    let events = watch_copies(env, &ns);
+    env.restart_server().unwrap();
+    env.cluster
+        .wait_apiservice_available(Duration::from_secs(90))
+        .unwrap();
+
+    let after = eventually(WAIT, "vm1's operation served again", || {
+        let live = live(env, &ns);
+        (live.len() == 1).then_some(live)
+    });
+    let (name, op) = after.iter().next().unwrap();
+    let vm1 = live_before
+        .values()
+        .find(|o| o["spec"]["subject"]["name"] == "vm1")
+        .unwrap();
+    assert_eq!(identity(op), identity(vm1), "same name, uid and start");
+    // vm2's copy shows it completed, how unknown, then goes.
+    let vm2 = before
+        .values()
+        .find(|o| o["spec"]["subject"]["name"] == "vm2")
+        .unwrap();
+    let vm2_name = vm2["metadata"]["name"].as_str().unwrap().to_owned();
+    let seen = events.until(WAIT, "vm2's copy deleted", |e| {
+        e["type"] == "DELETED" && e["object"]["metadata"]["name"] == vm2_name.as_str()
+    });
+    assert!(
+        seen.iter()
+            .any(|e| e["object"]["metadata"]["name"] == vm2_name.as_str()
+                && e["object"]["status"]["phase"] == "Completed"
+                && e["object"]["status"]["outcome"] == "Unknown"),
+        "{seen:#?}"
+    );
+    // No duplicates: one copy, vm1's, the same object as before the kill.
+    let copies_after = converged(env, &ns, WAIT);
+    assert_eq!(copies_after.keys().collect::<Vec<_>>(), [name]);
+    assert_eq!(
+        copies_after[name]["metadata"]["uid"], before[name]["metadata"]["uid"],
+        "the copy was kept, not recreated"
+    );
+}
+
+#[test]
+fn copies_catch_up_after_kube_apiserver_was_unavailable() {
+    let _serial = serial();
+    let env = persistent_env();
+    let vms = ["vm1", "vm2", "vm3", "vm4", "vm5"];
+    let (ns, _) = env.vms_with_ruleset("outage", &vms);
+    for vm in &vms[..3] {
+        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+    }
+    eventually(WAIT, "three operations", || {
+        (live(env, &ns).len() == 3).then_some(())
+    });
+    // A new message for each, so that writes are due while kube-apiserver hangs.
+    for vm in &vms[..3] {
+        env.set_status(
+            "vm",
+            &ns,
+            vm,
+            json!({"printableStatus": "Migrating", "migrationTarget": "node-7"}),
+        );
+    }
+    env.cluster.freeze_apiserver(true).unwrap();
+    // The live API keeps serving what it knows (asked directly, as a system:masters user
+    // whose client certificate needs no review).
+    let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
+    let admin = env.client_cert_args(User::Admin);
+    let admin: Vec<&str> = admin.iter().map(String::as_str).collect();
+    let (code, body) = env.direct(&path, &admin);
+    std::thread::sleep(Duration::from_secs(30));
+    let (code_late, body_late) = env.direct(&path, &admin);
+    env.cluster.freeze_apiserver(false).unwrap();
+    assert_eq!(code, "200", "{body}");
+    assert_eq!(code_late, "200", "{body_late}");
+    let served: Value = serde_json::from_str(&body_late).unwrap();
+    assert_eq!(served["items"].as_array().unwrap().len(), 3, "{served}");
+
+    // Back: two end, two start; the copies follow exactly.
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+    env.set_status("vm", &ns, "vm4", json!({"printableStatus": "Starting"}));
+    env.set_status("vm", &ns, "vm5", json!({"printableStatus": "Starting"}));
+    eventually(
+        Duration::from_secs(90),
+        "vm1 and vm2 done, vm4 and vm5 started",
+        || {
+            let mut subjects: Vec<String> = live(env, &ns)
+                .values()
+                .map(|o| o["spec"]["subject"]["name"].as_str().unwrap().to_owned())
+                .collect();
+            subjects.sort_unstable();
+            (subjects == ["vm3", "vm4", "vm5"]).then_some(())
+        },
+    );
+    let copies_now = converged(env, &ns, Duration::from_secs(90));
+    let mut subjects: Vec<&str> = copies_now
+        .values()
+        .map(|c| c["spec"]["subject"]["name"].as_str().unwrap())
+        .collect();
+    subjects.sort_unstable();
+    assert_eq!(subjects, ["vm3", "vm4", "vm5"]);
+}
+
+#[test]
+fn objects_of_others_are_left_alone() {
+    let _serial = serial();
+    let env = persistent_env();
+    let (ns, rs) = env.vms_with_ruleset("foreign", &["vm1"]);
+    let vm = env.get_json(User::Admin, &["get", "vm", "vm1", "-n", &ns]);
+    let uid = vm["metadata"]["uid"].as_str().unwrap();
+    // Someone else's object under the very name our copy of vm1's migration would have, and
+    // one of the operator's, with a random name.
+    let taken = ifo::operation::object_name("vm1", "Migrating", uid, &rs);
+    let theirs = |name: &str| {
+        json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "InFlightOperation",
+            "metadata": {"name": name, "labels": {"ifo.kubevirt.io/operation": "Migrating"}},
+            "spec": {"operation": "Migrating", "ruleSet": "theirs", "component": "",
+                "subject": {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "vm1", "namespace": ns}},
+            "status": {"phase": "Active"}})
+        .to_string()
+    };
+    let operators = format!("vm1-{}", &uid[..5]);
+    env.apply(&theirs(&taken));
+    env.apply(&theirs(&operators));
+    let rv = |name: &str| {
+        env.get_json(User::Admin, &["get", COPIES, name])["metadata"]["resourceVersion"].clone()
+    };
+    let before = (rv(&taken), rv(&operators));
+
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-3"}),
+    );
+    eventually(WAIT, "the live operation", || {
+        live(env, &ns).contains_key(&taken).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    eventually(WAIT, "the live operation gone", || {
+        live(env, &ns).is_empty().then_some(())
+    });
+    assert!(
+        env.server_log_tail(400).contains("is not ours"),
+        "the clash is logged"
+    );
+    // A restart reads only our copies back.
+    env.stop_server(Stop::Term);
+    env.restart_server().unwrap();
+    env.cluster
+        .wait_apiservice_available(Duration::from_secs(90))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!((rv(&taken), rv(&operators)), before, "never written");
+    for name in [&taken, &operators] {
+        env.kubectl(User::Admin, &["delete", COPIES, name]).unwrap();
+    }
+}
