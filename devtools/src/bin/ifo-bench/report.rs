@@ -224,7 +224,19 @@ pub fn print_comparison(off: &[Phase], on: &[Phase]) {
             "\npersistence off / on: {} subjects ({} driven, {} operations held active), {} watcher(s), {:.0} s at {}/s",
             a.subjects, a.driven, a.held_active, a.watchers, a.duration_seconds, a.rate_requested
         );
-        let row = |name: &str, off: String, on: String| println!("  {name:<44} {off:>18} {on:>18}");
+        let writes = write_pairs(&a.apiserver_writes, &b.apiserver_writes);
+        let labels: Vec<String> = writes
+            .keys()
+            .map(|(verb, resource)| format!("  {verb:<7} {resource}"))
+            .collect();
+        let width = labels
+            .iter()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(36);
+        let row =
+            |name: &str, off: String, on: String| println!("  {name:<width$} {off:>18} {on:>18}");
         row("", "persist off".into(), "persist on".into());
         let ms = |v: f64| format!("{v:.1} ms");
         row(
@@ -279,12 +291,8 @@ pub fn print_comparison(off: &[Phase], on: &[Phase]) {
         row("etcd CPU (% of one core)", cpu(&a.etcd), cpu(&b.etcd));
         row("etcd RSS max", rss(&a.etcd), rss(&b.etcd));
         println!("  kube-apiserver writes by verb and resource:");
-        for ((verb, resource), (off, on)) in write_pairs(&a.apiserver_writes, &b.apiserver_writes) {
-            row(
-                &format!("  {verb:<7} {resource}"),
-                off.to_string(),
-                on.to_string(),
-            );
+        for (label, (off, on)) in labels.iter().zip(writes.values()) {
+            row(label, off.to_string(), on.to_string());
         }
     }
 }
