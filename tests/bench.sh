@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The end-to-end benchmark on the local real cluster: `tests/bench.sh [ifo-bench flags]`, e.g.
-# `tests/bench.sh`, `tests/bench.sh --watchers 200 --rate 10`, `tests/bench.sh --scale`.
+# `tests/bench.sh`, `tests/bench.sh --watchers 200 --rate 10`, `tests/bench.sh --scale`,
+# `tests/bench.sh --compare-persist` (the same run with persistence off, then on).
 # Prints a table and writes target/ifo-bench.json (see `--help`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -8,4 +9,4 @@ source tests/prereqs.sh
 ifo_prereqs
 ifo_controlplane
 cargo build --locked --release -p ifo -p ifo-dev --bin ifo-apiserver --bin ifo-bench
-exec target/release/ifo-bench "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/ifo-bench" "$@"

@@ -475,6 +475,16 @@ impl Cluster {
         })
     }
 
+    /// kube-apiserver's process id (to measure its CPU and memory).
+    pub fn apiserver_pid(&self) -> u32 {
+        self.apiserver.pid()
+    }
+
+    /// etcd's process id (to measure its CPU and memory).
+    pub fn etcd_pid(&self) -> u32 {
+        self.etcd.pid()
+    }
+
     /// The end of kube-apiserver's log, for error messages.
     pub fn apiserver_log_tail(&self, lines: usize) -> String {
         self.apiserver.log_tail(lines)

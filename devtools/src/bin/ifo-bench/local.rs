@@ -1,28 +1,68 @@
 //! The default environment: the project's local real cluster, `ifo-apiserver` as a separate
-//! process (so its CPU and memory are its own), and the shipped VM lifecycle rules.
+//! process (so its CPU and memory are its own), and the shipped VM lifecycle rules. The server
+//! can be restarted with other settings (persistence on or off) on the same cluster.
 
 use anyhow::{Context, Result, bail};
-use ifo_dev::{Cluster, User};
-use std::path::PathBuf;
+use ifo_dev::{Cluster, Process, User};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::Duration;
-
-/// What the benchmark needs from the running environment.
-pub struct Local {
-    pub kubeconfig: PathBuf,
-    pub server_pid: u32,
-    pub server_log: PathBuf,
-    stop: mpsc::Sender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+use std::time::{Duration, Instant};
 
 /// The rules the benchmark's subjects are written for.
 const RULES: &str = "rules/kubevirt/vm-lifecycle-rules.yaml";
 
+/// The CRD `ifo-apiserver serve --persist` mirrors live operations into.
+pub const PERSIST_CRD: &str = "deploy/persist/crd.yaml";
+
+/// The persistence CRD in the source tree; an error saying what is missing when it is not there.
+pub fn persist_crd() -> Result<PathBuf> {
+    let path = ifo_dev::source_dir().join(PERSIST_CRD);
+    if !path.is_file() {
+        bail!(
+            "{} is missing: persistence (`ifo-apiserver serve --persist`) needs its CRD, and \
+             this source tree has none",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// How to run the server.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub debounce: Duration,
+    /// `PERSIST=true`: mirror every live operation into an `inflightoperations.ifo.kubevirt.io`
+    /// custom resource.
+    pub persist: bool,
+}
+
+/// A running server.
+#[derive(Clone, Debug)]
+pub struct Server {
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+enum Request {
+    Serve(Settings, mpsc::Sender<Result<Server>>),
+    StopServer(mpsc::Sender<()>),
+}
+
+/// What the benchmark needs from the running environment.
+pub struct Local {
+    pub kubeconfig: PathBuf,
+    pub apiserver_pid: u32,
+    pub etcd_pid: u32,
+    requests: Option<mpsc::Sender<Request>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
 impl Local {
-    /// Starts everything on a thread of its own, which lives as long as the environment: the
-    /// children are tied to it and die with it.
-    pub fn start(debounce: Duration) -> Result<Local> {
+    /// Starts the cluster on a thread of its own, which lives as long as the environment: the
+    /// children are tied to it and die with it. No server runs until [`Local::serve`].
+    pub fn start() -> Result<Local> {
         let server = std::env::current_exe()?.with_file_name("ifo-apiserver");
         if !server.exists() {
             bail!(
@@ -31,72 +71,221 @@ impl Local {
             );
         }
         let (ready_tx, ready_rx) = mpsc::channel();
-        let (stop, stop_rx) = mpsc::channel::<()>();
+        let (requests, requests_rx) = mpsc::channel::<Request>();
         let thread = std::thread::Builder::new()
             .name("local-cluster".into())
             .spawn(move || {
-                let started = (|| -> Result<_> {
-                    let cluster = Cluster::start(None).context("starting the local cluster")?;
-                    let port = ifo_dev::free_port()?;
-                    let debounce = format!("{}ms", debounce.as_millis());
-                    let process = ifo_dev::spawn_server(
-                        &cluster,
-                        &server,
-                        port,
-                        &[("DEBOUNCE_THRESHOLD", &debounce), ("LOG_LEVEL", "warn")],
-                        "ifo-apiserver.log",
-                    )?;
-                    cluster.register_apiservice(port)?;
-                    cluster
-                        .wait_apiservice_available(Duration::from_secs(90))
-                        .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
-                    let rules = ifo_dev::source_dir().join(RULES);
-                    let rules = rules.display().to_string();
-                    cluster.kubectl_run(User::Admin, &["apply", "-f", &rules], None)?;
-                    cluster.kubectl_run(
-                        User::Admin,
-                        &[
-                            "wait",
-                            "--for=condition=Ready",
-                            "--timeout=60s",
-                            "-f",
-                            &rules,
-                        ],
-                        None,
-                    )?;
-                    Ok((cluster, process))
-                })();
-                match started {
-                    Ok((cluster, process)) => {
-                        let _ = ready_tx.send(Ok((
-                            cluster.kubeconfig(User::Admin),
-                            process.pid(),
-                            cluster.dir().join("ifo-apiserver.log"),
-                        )));
-                        let _ = stop_rx.recv();
-                        drop(process);
-                        cluster.shutdown();
-                    }
+                let cluster = match Cluster::start(None).context("starting the local cluster") {
+                    Ok(cluster) => cluster,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((
+                    cluster.kubeconfig(User::Admin),
+                    cluster.apiserver_pid(),
+                    cluster.etcd_pid(),
+                )));
+                let mut running: Option<Process> = None;
+                let mut rules_applied = false;
+                // Until the benchmark drops its handle.
+                while let Ok(request) = requests_rx.recv() {
+                    match request {
+                        Request::Serve(settings, reply) => {
+                            if let Some(old) = running.take() {
+                                old.stop(Duration::from_secs(10));
+                            }
+                            let started = serve(&cluster, &server, settings, &mut rules_applied);
+                            let answer = started.map(|(process, log)| {
+                                let server = Server {
+                                    pid: process.pid(),
+                                    log,
+                                };
+                                running = Some(process);
+                                server
+                            });
+                            let _ = reply.send(answer);
+                        }
+                        Request::StopServer(reply) => {
+                            if let Some(old) = running.take() {
+                                old.stop(Duration::from_secs(10));
+                            }
+                            let _ = reply.send(());
+                        }
                     }
                 }
+                drop(running);
+                cluster.shutdown();
             })?;
-        let (kubeconfig, server_pid, server_log) =
+        let (kubeconfig, apiserver_pid, etcd_pid) =
             ready_rx.recv().context("the local cluster thread died")??;
         Ok(Local {
             kubeconfig,
-            server_pid,
-            server_log,
-            stop,
+            apiserver_pid,
+            etcd_pid,
+            requests: Some(requests),
             thread: Some(thread),
         })
     }
+
+    /// Starts the server with `settings` (stopping the one running), registers it as the
+    /// APIService and waits until it has synced the rules' targets and is served through
+    /// kube-apiserver.
+    pub fn serve(&self, settings: Settings) -> Result<Server> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Request::Serve(settings, reply))?;
+        answer.recv().context("the local cluster thread died")?
+    }
+
+    /// Stops the running server, if any.
+    pub fn stop_server(&self) -> Result<()> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Request::StopServer(reply))?;
+        answer.recv().context("the local cluster thread died")
+    }
+
+    fn send(&self, request: Request) -> Result<()> {
+        self.requests
+            .as_ref()
+            .context("the local cluster is stopped")?
+            .send(request)
+            .ok()
+            .context("the local cluster thread died")
+    }
+}
+
+fn serve(
+    cluster: &Cluster,
+    binary: &Path,
+    settings: Settings,
+    rules_applied: &mut bool,
+) -> Result<(Process, PathBuf)> {
+    if settings.persist {
+        let crd = persist_crd()?.display().to_string();
+        cluster.kubectl_run(User::Admin, &["apply", "--server-side", "-f", &crd], None)?;
+        cluster.kubectl_run(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "-f",
+                &crd,
+            ],
+            None,
+        )?;
+    }
+    let port = ifo_dev::free_port()?;
+    let debounce = format!("{}ms", settings.debounce.as_millis());
+    let log = if settings.persist {
+        "ifo-apiserver-persist.log"
+    } else {
+        "ifo-apiserver.log"
+    };
+    let process = ifo_dev::spawn_server(
+        cluster,
+        binary,
+        port,
+        &[
+            ("DEBOUNCE_THRESHOLD", &debounce),
+            ("LOG_LEVEL", "warn"),
+            // Set either way, so a PERSIST in the benchmark's environment cannot change a run.
+            ("PERSIST", if settings.persist { "true" } else { "false" }),
+        ],
+        log,
+    )?;
+    let log = cluster.dir().join(log);
+    let with_log = |e: anyhow::Error| e.context(format!("server log:\n{}", process.log_tail(20)));
+    cluster.register_apiservice(port).map_err(with_log)?;
+    cluster
+        .wait_apiservice_available(Duration::from_secs(90))
+        .map_err(with_log)?;
+    if !*rules_applied {
+        let rules = ifo_dev::source_dir().join(RULES);
+        let rules = rules.display().to_string();
+        cluster.kubectl_run(User::Admin, &["apply", "-f", &rules], None)?;
+        cluster
+            .kubectl_run(
+                User::Admin,
+                &[
+                    "wait",
+                    "--for=condition=Ready",
+                    "--timeout=60s",
+                    "-f",
+                    &rules,
+                ],
+                None,
+            )
+            .map_err(with_log)?;
+        *rules_applied = true;
+    }
+    // A restarted server is served before it has synced the rules' targets, and the
+    // APIService may still say Available from the previous one: wait for both.
+    wait_until(Duration::from_secs(120), "the server's /readyz", || {
+        process.check_running()?;
+        Ok(readyz(port))
+    })
+    .map_err(with_log)?;
+    wait_until(
+        Duration::from_secs(60),
+        "the live API through kube-apiserver",
+        || {
+            Ok(cluster
+                .kubectl_run(
+                    User::Admin,
+                    &[
+                        "get",
+                        "--raw",
+                        "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations?limit=1",
+                    ],
+                    None,
+                )
+                .is_ok())
+        },
+    )
+    .map_err(with_log)?;
+    Ok((process, log))
+}
+
+fn wait_until(timeout: Duration, what: &str, mut ok: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !ok()? {
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
+}
+
+/// True when the server on loopback `port` answers `/readyz` with 200 (it needs no
+/// credentials; the certificate is not checked on loopback).
+fn readyz(port: u16) -> bool {
+    let probe = || -> Result<bool> {
+        let mut builder = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls())?;
+        builder.set_verify(openssl::ssl::SslVerifyMode::NONE);
+        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let tcp = TcpStream::connect_timeout(&address, Duration::from_secs(1))?;
+        tcp.set_read_timeout(Some(Duration::from_secs(2)))?;
+        tcp.set_write_timeout(Some(Duration::from_secs(2)))?;
+        let mut tls = builder
+            .build()
+            .configure()?
+            .verify_hostname(false)
+            .connect("localhost", tcp)?;
+        tls.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+        let mut head = [0u8; 12];
+        tls.read_exact(&mut head)?;
+        Ok(head.starts_with(b"HTTP/1.1 200"))
+    };
+    probe().unwrap_or(false)
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
-        let _ = self.stop.send(());
+        // Closing the channel ends the thread, which stops everything.
+        self.requests = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

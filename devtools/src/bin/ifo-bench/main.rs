@@ -20,7 +20,7 @@ use clap::Parser;
 use ledger::Ledger;
 use observer::Watcher;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use subjects::Subjects;
@@ -54,15 +54,36 @@ struct Cli {
     #[arg(long, default_value = "20s", value_parser = duration)]
     scale_duration: Duration,
     /// The server's debounce threshold (set on the local server; give the measured server's).
+    /// Completion delays are measured from an operation's end plus this.
     #[arg(long, default_value = "5s", value_parser = duration)]
     debounce: Duration,
+    /// After the driving stops, the longest the watchers are given to see every start and
+    /// completion (and, with persistence, the custom resources to catch up) before what is
+    /// missing counts as lost. Give more than the debounce threshold: completions come after it.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    catch_up: Duration,
+    /// Run the local server with persistence (`PERSIST=true`): every live operation is
+    /// mirrored into an `inflightoperations.ifo.kubevirt.io` custom resource. Applies
+    /// deploy/persist/crd.yaml first.
+    #[arg(long, conflicts_with = "compare_persist")]
+    persist: bool,
+    /// Run the same scenario twice on one local cluster, persistence off and then on (fresh
+    /// subjects in a namespace of their own each), and print both side by side.
+    #[arg(long)]
+    compare_persist: bool,
     /// Measure an existing cluster instead of starting the local one: its kubeconfig. The
     /// VirtualMachine CRD and rules detecting `status.printableStatus` states must be there.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// The server process to measure (CPU, RSS) with --kubeconfig.
-    #[arg(long)]
+    #[arg(long, requires = "kubeconfig")]
     server_pid: Option<u32>,
+    /// The kube-apiserver process to measure with --kubeconfig (on this machine).
+    #[arg(long, requires = "kubeconfig")]
+    apiserver_pid: Option<u32>,
+    /// The etcd process to measure with --kubeconfig (on this machine).
+    #[arg(long, requires = "kubeconfig")]
+    etcd_pid: Option<u32>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/ifo-bench.json")]
     json: PathBuf,
@@ -81,8 +102,27 @@ struct Output<'a> {
     rate: f64,
     watchers: usize,
     debounce_seconds: f64,
+    catch_up_seconds: f64,
     ifo_api: String,
-    phases: &'a [report::Phase],
+    /// One run, or two with --compare-persist (persistence off, then on).
+    runs: &'a [Run],
+}
+
+/// One scenario on one server.
+#[derive(Serialize)]
+struct Run {
+    /// Whether the local server ran with persistence (`null` when measuring another cluster).
+    persist: Option<bool>,
+    namespace: String,
+    phases: Vec<report::Phase>,
+}
+
+/// The processes measured in a run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pids {
+    server: Option<u32>,
+    apiserver: Option<u32>,
+    etcd: Option<u32>,
 }
 
 fn main() -> Result<()> {
@@ -97,38 +137,123 @@ fn main() -> Result<()> {
     if cli.rate <= 0.0 || cli.subjects == 0 || cli.watchers == 0 {
         bail!("--rate, --subjects and --watchers must be positive");
     }
+    if cli.kubeconfig.is_some() && (cli.persist || cli.compare_persist) {
+        bail!(
+            "--persist and --compare-persist start the local server; with --kubeconfig, \
+             run the measured server with persistence yourself"
+        );
+    }
+    if cli.persist || cli.compare_persist {
+        local::persist_crd()?;
+    }
+    if cli.catch_up <= cli.debounce {
+        eprintln!(
+            "warning: --catch-up ({:?}) is not longer than --debounce ({:?}): completions may \
+             not arrive in time and count as lost",
+            cli.catch_up, cli.debounce
+        );
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // Persistence off, then on; or the one mode asked for (`None`: another cluster's server).
+    let modes: Vec<Option<bool>> = match (&cli.kubeconfig, cli.compare_persist) {
+        (Some(_), _) => vec![None],
+        (None, true) => vec![Some(false), Some(true)],
+        (None, false) => vec![Some(cli.persist)],
+    };
     let (kubeconfig, local) = match &cli.kubeconfig {
         Some(path) => (path.clone(), None),
         None => {
-            eprintln!("starting the local cluster and ifo-apiserver ...");
-            let local = local::Local::start(cli.debounce)?;
+            eprintln!("starting the local cluster ...");
+            let local = local::Local::start()?;
             (local.kubeconfig.clone(), Some(local))
         }
     };
-    let pid = cli.server_pid.or(local.as_ref().map(|l| l.server_pid));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let phases = runtime.block_on(bench(&cli, kubeconfig, pid));
-    // Stops the watchers before the environment they watch goes away.
-    drop(runtime);
-    let phases = match phases {
-        Ok(phases) => phases,
-        Err(e) => {
-            if let Some(local) = &local {
-                eprintln!("server log: {}", local.server_log.display());
+    let mut runs = Vec::new();
+    for (i, &persist) in modes.iter().enumerate() {
+        let last = i + 1 == modes.len();
+        let namespace = match persist {
+            Some(on) if cli.compare_persist => {
+                format!(
+                    "{}-persist-{}",
+                    subjects::NAMESPACE,
+                    if on { "on" } else { "off" }
+                )
             }
-            return Err(e);
+            _ => subjects::NAMESPACE.to_string(),
+        };
+        let mut pids = Pids {
+            server: cli.server_pid,
+            apiserver: cli.apiserver_pid,
+            etcd: cli.etcd_pid,
+        };
+        let mut server_log = None;
+        if let (Some(local), Some(persist)) = (&local, persist) {
+            eprintln!(
+                "starting ifo-apiserver (persistence {}) ...",
+                if persist { "on" } else { "off" }
+            );
+            let server = local.serve(local::Settings {
+                debounce: cli.debounce,
+                persist,
+            })?;
+            pids = Pids {
+                server: Some(server.pid),
+                apiserver: Some(local.apiserver_pid),
+                etcd: Some(local.etcd_pid),
+            };
+            server_log = Some(server.log);
         }
-    };
+        let spec = RunSpec {
+            kubeconfig: &kubeconfig,
+            namespace: &namespace,
+            persist: persist == Some(true),
+            pids,
+            // A following run starts without this run's subjects.
+            remove_subjects: !last,
+        };
+        let phases = runtime.block_on(bench(&cli, &spec));
+        let phases = match phases {
+            Ok(phases) => phases,
+            Err(e) => {
+                if let Some(log) = &server_log {
+                    let text = std::fs::read_to_string(log).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    eprintln!(
+                        "last lines of the server log ({}):\n{}",
+                        log.display(),
+                        lines[lines.len().saturating_sub(20)..].join("\n")
+                    );
+                }
+                return Err(e);
+            }
+        };
+        if let Some(local) = &local
+            && !last
+        {
+            local.stop_server()?;
+        }
+        runs.push(Run {
+            persist,
+            namespace,
+            phases,
+        });
+    }
+    // Stops whatever the runs left running before the environment they use goes away.
+    drop(runtime);
+    if let [off, on] = &runs[..] {
+        report::print_comparison(&off.phases, &on.phases);
+    }
     let output = Output {
         subjects: cli.subjects,
         rate: cli.rate,
         watchers: cli.watchers,
         debounce_seconds: cli.debounce.as_secs_f64(),
+        catch_up_seconds: cli.catch_up.as_secs_f64(),
         ifo_api: cli.api.path(),
-        phases: &phases,
+        runs: &runs,
     };
     if let Some(dir) = cli.json.parent() {
         std::fs::create_dir_all(dir)?;
@@ -140,43 +265,57 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// What one run measures, and where.
+struct RunSpec<'a> {
+    kubeconfig: &'a Path,
+    namespace: &'a str,
+    /// The local server mirrors operations into custom resources.
+    persist: bool,
+    pids: Pids,
+    /// Delete the subjects at the end of the run.
+    remove_subjects: bool,
+}
+
 /// The state shared by every phase of one run.
 struct Bench<'a> {
     cli: &'a Cli,
+    spec: &'a RunSpec<'a>,
     client: kube::Client,
     ledger: Arc<Ledger>,
     subjects: Subjects,
     watchers: Vec<Arc<Watcher>>,
     baseline: Arc<baseline::Baseline>,
-    /// The watch loops; stopped before the environment goes away.
+    /// The watch loops; stopped when the run ends.
     watch_tasks: tokio::task::JoinSet<()>,
-    pid: Option<u32>,
-    rss: Option<usage::RssSampler>,
+    server: usage::Meter,
+    apiserver: usage::Meter,
+    etcd: usage::Meter,
 }
 
-async fn bench(cli: &Cli, kubeconfig: PathBuf, pid: Option<u32>) -> Result<Vec<report::Phase>> {
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+async fn bench(cli: &Cli, spec: &RunSpec<'_>) -> Result<Vec<report::Phase>> {
+    let kc = kube::config::Kubeconfig::read_from(spec.kubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     let client = kube::Client::try_from(config)?;
     let ledger = Arc::new(Ledger::default());
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());
-    let ns =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": subjects::NAMESPACE}}))?;
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": spec.namespace}}))?;
     match namespaces.create(&Default::default(), &ns).await {
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(e).context("creating the benchmark namespace"),
     }
     let mut bench = Bench {
         cli,
+        spec,
         client: client.clone(),
-        subjects: Subjects::new(client.clone(), ledger.clone()),
+        subjects: Subjects::new(client.clone(), ledger.clone(), spec.namespace),
         ledger,
         watchers: Vec::new(),
         baseline: Arc::default(),
         watch_tasks: tokio::task::JoinSet::new(),
-        pid,
-        rss: pid.map(usage::RssSampler::start),
+        server: usage::Meter::new(spec.pids.server),
+        apiserver: usage::Meter::new(spec.pids.apiserver),
+        etcd: usage::Meter::new(spec.pids.etcd),
     };
     bench.start_watchers().await?;
     let mut phases = Vec::new();
@@ -196,11 +335,18 @@ async fn bench(cli: &Cli, kubeconfig: PathBuf, pid: Option<u32>) -> Result<Vec<r
         }
         report::print_scale(&phases);
     } else {
-        eprintln!("creating {} subjects ...", cli.subjects);
+        eprintln!(
+            "creating {} subjects in namespace {} ...",
+            cli.subjects, spec.namespace
+        );
         bench.subjects.grow(cli.subjects).await?;
         let phase = bench.phase(0..cli.subjects, cli.duration).await?;
         phase.print();
         phases.push(phase);
+    }
+    if spec.remove_subjects {
+        eprintln!("deleting the subjects of namespace {} ...", spec.namespace);
+        bench.subjects.remove_all().await?;
     }
     Ok(phases)
 }
@@ -209,7 +355,7 @@ impl Bench<'_> {
     async fn start_watchers(&mut self) -> Result<()> {
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(self.cli.watchers);
         for _ in 0..self.cli.watchers {
-            let watcher = Watcher::new(self.ledger.clone(), self.cli.debounce);
+            let watcher = Watcher::new(self.ledger.clone(), self.cli.debounce, self.spec.namespace);
             let run =
                 watcher
                     .clone()
@@ -258,7 +404,7 @@ impl Bench<'_> {
     }
 
     /// Drives `driven` for `duration`, ends their operations, waits for the watchers to see
-    /// everything (or for the debounce threshold plus 30 s), and reports.
+    /// everything (at most `--catch-up`), and reports.
     async fn phase(
         &mut self,
         driven: std::ops::Range<usize>,
@@ -281,10 +427,9 @@ impl Bench<'_> {
         self.ledger.take_write_latencies();
         self.baseline.take();
         let writes0 = writes::read(&self.client).await?;
-        let usage0 = self.pid.map(usage::read).transpose()?;
-        if let Some(rss) = &self.rss {
-            rss.take_max();
-        }
+        self.server.begin()?;
+        self.apiserver.begin()?;
+        self.etcd.begin()?;
         let began = Instant::now();
         eprintln!(
             "driving {} subjects at {}/s for {:?} ...",
@@ -299,7 +444,7 @@ impl Bench<'_> {
         self.subjects.settle(driven.clone(), cli.rate).await;
         let counts = self.ledger.counts() - counts0;
         // Every started operation must be seen, and seen completing after the threshold.
-        let deadline = Instant::now() + cli.debounce + Duration::from_secs(30);
+        let deadline = Instant::now() + cli.catch_up;
         loop {
             let done = self.watchers.iter().all(|w| {
                 let (matched, completed) = w.progress();
@@ -310,9 +455,26 @@ impl Bench<'_> {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        if self.spec.persist {
+            self.wait_persisted(deadline).await;
+        }
         let wall = began.elapsed().as_secs_f64();
-        let usage1 = self.pid.map(usage::read).transpose()?;
+        let server = self.server.end(wall)?;
+        let apiserver = self.apiserver.end(wall)?;
+        let etcd = self.etcd.end(wall)?;
         let writes = writes::read(&self.client).await?.since(&writes0);
+        let operation_writes = writes
+            .0
+            .iter()
+            .filter(|((_, g, r, _), _)| cli.api.is_operation_resource(g, r))
+            .map(|(_, n)| n)
+            .sum();
+        if self.spec.persist && operation_writes == 0 && counts.started > 0 {
+            eprintln!(
+                "warning: persistence was asked for but no InFlightOperation was written; does \
+                 this ifo-apiserver know PERSIST?"
+            );
+        }
         let mut phase = report::Phase {
             subjects: self.subjects.len(),
             driven: driven.len(),
@@ -328,17 +490,20 @@ impl Bench<'_> {
             subject_event_latency: stats::Summary::of(self.baseline.take()),
             lost_starts: 0,
             lost_completions: 0,
+            completed_by_delete: 0,
             duplicates: 0,
             unexpected: 0,
             relists: 0,
             events: 0,
-            server: None,
-            operation_writes: writes
-                .0
-                .iter()
-                .filter(|((_, g, r, _), _)| cli.api.is_operation_resource(g, r))
-                .map(|(_, n)| n)
-                .sum(),
+            server,
+            apiserver,
+            etcd,
+            operation_writes,
+            lifecycles: counts.started,
+            operation_writes_per_1000_lifecycles: report::per_thousand(
+                operation_writes,
+                counts.started,
+            ),
             apiserver_writes: report::write_rows(&writes, counts.writes),
         };
         let (mut starts, mut completions) = (Vec::new(), Vec::new());
@@ -346,6 +511,7 @@ impl Bench<'_> {
             let books = w.take();
             phase.lost_starts += counts.started.saturating_sub(books.matched);
             phase.lost_completions += books.matched.saturating_sub(books.completed);
+            phase.completed_by_delete += books.completed_by_delete;
             phase.duplicates += books.duplicates;
             phase.unexpected += books.unexpected;
             phase.relists += books.relists;
@@ -355,15 +521,52 @@ impl Bench<'_> {
         }
         phase.start_latency = stats::Summary::of(starts);
         phase.completion_delay = stats::Summary::of(completions);
-        if let (Some(u0), Some(u1)) = (usage0, usage1) {
-            let rss_max = self.rss.as_ref().map_or(u1.rss_bytes, |r| r.take_max());
-            phase.server = Some(report::server(
-                u1.cpu_seconds - u0.cpu_seconds,
-                wall,
-                rss_max.max(u1.rss_bytes),
-                u1.peak_rss_bytes,
-            ));
-        }
         Ok(phase)
     }
+
+    /// With persistence, waits (until `deadline`) for the custom resources to mirror the live
+    /// operations again, so the writes that follow a completion (the update, the delete) are
+    /// counted in the phase that caused them.
+    async fn wait_persisted(&self, deadline: Instant) {
+        let count = |path: String| {
+            let client = self.client.clone();
+            async move {
+                let list: serde_json::Value = client
+                    .request(kube::core::Request::new(path).list(&Default::default())?)
+                    .await?;
+                anyhow::Ok(list["items"].as_array().map_or(0, Vec::len))
+            }
+        };
+        let live_path = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations".to_string();
+        let persisted_path = format!("/apis/{PERSIST_GROUP}/v1alpha1/inflightoperations");
+        loop {
+            let (live, persisted) = match (
+                count(live_path.clone()).await,
+                count(persisted_path.clone()).await,
+            ) {
+                (Ok(live), Ok(persisted)) => (live, persisted),
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!(
+                        "warning: could not compare the persisted operations with the live \
+                         ones ({e:#}); the writes still to come are not counted"
+                    );
+                    return;
+                }
+            };
+            if live == persisted {
+                return;
+            }
+            if Instant::now() > deadline {
+                eprintln!(
+                    "warning: {persisted} persisted operations and {live} live ones at the end \
+                     of --catch-up: the writes still to come are not counted"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
 }
+
+/// The group of the custom resources `ifo-apiserver serve --persist` writes.
+const PERSIST_GROUP: &str = "ifo.kubevirt.io";

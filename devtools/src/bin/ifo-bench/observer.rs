@@ -1,6 +1,10 @@
 //! A client watching operations through kube-apiserver, matching every event to the
 //! transition that caused it. Each watcher keeps its own books, so with many watchers every
 //! one of them must see every operation.
+//!
+//! An operation completes when it is shown in the completed phase, or when its object is
+//! deleted before that (implementations that delete what has completed): whichever comes
+//! first counts, once.
 
 use crate::ledger::{Key, Ledger};
 use crate::target::{IfoApi, Sighting};
@@ -25,6 +29,8 @@ pub struct Books {
     pub matched: u64,
     /// Operations seen completing.
     pub completed: u64,
+    /// Of those, the ones whose object was deleted without being shown completed first.
+    pub completed_by_delete: u64,
     /// The same object version delivered twice, or a second operation for one transition.
     pub duplicates: u64,
     /// Operations no transition of this run explains.
@@ -43,16 +49,19 @@ pub struct Watcher {
     matched_starts: Mutex<HashMap<Key, Instant>>,
     ledger: Arc<Ledger>,
     debounce: Duration,
+    /// The subjects' namespace: operations of subjects elsewhere are not this run's.
+    namespace: String,
 }
 
 impl Watcher {
-    pub fn new(ledger: Arc<Ledger>, debounce: Duration) -> Arc<Watcher> {
+    pub fn new(ledger: Arc<Ledger>, debounce: Duration, namespace: &str) -> Arc<Watcher> {
         Arc::new(Watcher {
             books: Mutex::default(),
             seen: Mutex::default(),
             matched_starts: Mutex::default(),
             ledger,
             debounce,
+            namespace: namespace.to_string(),
         })
     }
 
@@ -112,11 +121,9 @@ impl Watcher {
                         self.observe(&api, &o, now);
                     }
                     Ok(Some(WatchEvent::Deleted(o))) => {
+                        let now = Instant::now();
                         rv = o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
-                        if let Some(uid) = o["metadata"]["uid"].as_str() {
-                            self.seen.lock().unwrap().remove(uid);
-                        }
-                        self.books.lock().unwrap().events += 1;
+                        self.observe_deleted(&o, now);
                     }
                     Ok(Some(WatchEvent::Bookmark(b))) => rv = Some(b.metadata.resource_version),
                     Ok(Some(WatchEvent::Error(status))) => {
@@ -140,6 +147,7 @@ impl Watcher {
             uid,
             resource_version,
             key,
+            namespace,
             completed,
         }) = api.read(object)
         else {
@@ -147,19 +155,16 @@ impl Watcher {
         };
         let mut books = self.books.lock().unwrap();
         books.events += 1;
+        if namespace.is_some_and(|ns| ns != self.namespace) {
+            return;
+        }
         let mut seen = self.seen.lock().unwrap();
         let previous = seen.insert(uid, (key.clone(), resource_version.clone(), completed));
         match previous {
             Some((_, rv, _)) if rv == resource_version => books.duplicates += 1,
             Some((_, _, was_completed)) => {
                 if completed && !was_completed {
-                    books.completed += 1;
-                    if let Some(ended) = self.ledger.ended_at(&key) {
-                        let due = ended + self.debounce;
-                        books
-                            .completion_delays
-                            .push(now.saturating_duration_since(due));
-                    }
+                    self.completed(&mut books, &key, now);
                 }
             }
             None if completed => {}
@@ -175,6 +180,33 @@ impl Watcher {
                     None => books.unexpected += 1,
                 }
             }
+        }
+    }
+
+    /// A deleted operation: a completion if it had not been shown completed. Its uid is
+    /// forgotten, so neither a repeated DELETE nor a late completed version counts again.
+    fn observe_deleted(&self, object: &Value, now: Instant) {
+        let mut books = self.books.lock().unwrap();
+        books.events += 1;
+        let Some(uid) = object["metadata"]["uid"].as_str() else {
+            return;
+        };
+        let Some((key, _, was_completed)) = self.seen.lock().unwrap().remove(uid) else {
+            return;
+        };
+        if !was_completed {
+            books.completed_by_delete += 1;
+            self.completed(&mut books, &key, now);
+        }
+    }
+
+    fn completed(&self, books: &mut Books, key: &Key, now: Instant) {
+        books.completed += 1;
+        if let Some(ended) = self.ledger.ended_at(key) {
+            let due = ended + self.debounce;
+            books
+                .completion_delays
+                .push(now.saturating_duration_since(due));
         }
     }
 
@@ -199,5 +231,110 @@ impl Watcher {
     pub fn progress(&self) -> (u64, u64) {
         let books = self.books.lock().unwrap();
         (books.matched, books.completed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn operation(uid: &str, rv: &str, namespace: &str, op: &str, phase: &str) -> Value {
+        json!({
+            "metadata": {"uid": uid, "resourceVersion": rv, "namespace": namespace},
+            "spec": {"operation": op, "subject": {"name": "vm-1", "namespace": namespace}},
+            "status": {"phase": phase},
+        })
+    }
+
+    fn started(op: &str) -> (Arc<Ledger>, Instant) {
+        let ledger = Arc::new(Ledger::default());
+        let t0 = Instant::now();
+        ledger.start(("vm-1".into(), op.into()), t0);
+        ledger.end(("vm-1".into(), op.into()), t0 + Duration::from_secs(1));
+        (ledger, t0)
+    }
+
+    #[test]
+    fn a_delete_without_a_completed_phase_completes_the_operation_once() {
+        let (ledger, t0) = started("Starting");
+        let w = Watcher::new(ledger, Duration::from_secs(5), "bench");
+        let api = crate::target::parse(&[]);
+        w.observe(
+            &api,
+            &operation("u1", "1", "bench", "Starting", "Active"),
+            t0,
+        );
+        assert_eq!(w.progress(), (1, 0));
+        let deleted = operation("u1", "2", "bench", "Starting", "Active");
+        w.observe_deleted(&deleted, t0 + Duration::from_secs(7));
+        // A repeated DELETE and a late completed version are not counted again.
+        w.observe_deleted(&deleted, t0 + Duration::from_secs(8));
+        w.observe(
+            &api,
+            &operation("u1", "3", "bench", "Starting", "Completed"),
+            t0 + Duration::from_secs(8),
+        );
+        assert_eq!(w.active(), 0);
+        let books = w.take();
+        assert_eq!(
+            (books.matched, books.completed, books.completed_by_delete),
+            (1, 1, 1)
+        );
+        // Ended at t0 + 1 s, due 5 s later, deleted at t0 + 7 s.
+        assert_eq!(books.completion_delays, vec![Duration::from_secs(1)]);
+        assert_eq!(
+            (books.duplicates, books.unexpected, books.events),
+            (0, 0, 4)
+        );
+    }
+
+    #[test]
+    fn a_delete_after_the_completed_phase_adds_nothing() {
+        let (ledger, t0) = started("Migrating");
+        let w = Watcher::new(ledger, Duration::ZERO, "bench");
+        let api = crate::target::parse(&[]);
+        w.observe(
+            &api,
+            &operation("u1", "1", "bench", "Migrating", "Active"),
+            t0,
+        );
+        let completed = operation("u1", "2", "bench", "Migrating", "Completed");
+        w.observe(&api, &completed, t0 + Duration::from_secs(2));
+        w.observe_deleted(&completed, t0 + Duration::from_secs(3));
+        let books = w.take();
+        assert_eq!(
+            (books.matched, books.completed, books.completed_by_delete),
+            (1, 1, 0)
+        );
+        assert_eq!(books.completion_delays, vec![Duration::from_secs(1)]);
+    }
+
+    #[test]
+    fn a_delete_of_an_operation_never_seen_is_no_completion() {
+        let (ledger, t0) = started("Stopping");
+        let w = Watcher::new(ledger, Duration::ZERO, "bench");
+        w.observe_deleted(&operation("u9", "5", "bench", "Stopping", "Active"), t0);
+        let books = w.take();
+        assert_eq!((books.matched, books.completed, books.events), (0, 0, 1));
+    }
+
+    #[test]
+    fn operations_of_subjects_in_other_namespaces_are_ignored() {
+        let (ledger, t0) = started("Starting");
+        let w = Watcher::new(ledger, Duration::ZERO, "bench");
+        let api = crate::target::parse(&[]);
+        w.observe(
+            &api,
+            &operation("u1", "1", "other", "Starting", "Active"),
+            t0,
+        );
+        w.observe_deleted(&operation("u1", "2", "other", "Starting", "Active"), t0);
+        let books = w.take();
+        assert_eq!(
+            (books.matched, books.completed, books.unexpected),
+            (0, 0, 0)
+        );
+        assert_eq!(books.events, 2);
     }
 }

@@ -2,8 +2,10 @@
 
 use crate::ledger::Counts;
 use crate::stats::Summary;
+use crate::usage::Usage;
 use crate::writes::Writes;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize)]
 pub struct Phase {
@@ -19,7 +21,8 @@ pub struct Phase {
     pub transitions: Counts,
     /// Transition → the operation's first watch event, over all watchers.
     pub start_latency: Summary,
-    /// How long after `end + debounce threshold` each ended operation was shown `Completed`.
+    /// How long after `end + debounce threshold` each ended operation was shown `Completed`
+    /// (or deleted).
     pub completion_delay: Summary,
     /// Status write request → response (kube-apiserver and etcd).
     pub write_latency: Summary,
@@ -30,23 +33,25 @@ pub struct Phase {
     pub lost_starts: u64,
     /// Operations seen but never seen completing, summed over watchers (must be 0).
     pub lost_completions: u64,
+    /// Completions seen as the operation's DELETE, without a completed phase before it,
+    /// summed over watchers.
+    pub completed_by_delete: u64,
     pub duplicates: u64,
     pub unexpected: u64,
     pub relists: u64,
     pub events: u64,
-    pub server: Option<Server>,
+    /// The server under test, kube-apiserver and etcd over the phase (from `/proc`).
+    pub server: Option<Usage>,
+    pub apiserver: Option<Usage>,
+    pub etcd: Option<Usage>,
     pub apiserver_writes: Vec<WriteRow>,
     /// Writes of InFlightOperation resources by anyone (0 in the default, in-memory mode).
     pub operation_writes: u64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Server {
-    pub cpu_seconds: f64,
-    /// CPU seconds per second of the phase, as a percentage of one core.
-    pub cpu_percent_of_one_core: f64,
-    pub rss_max_mib: f64,
-    pub rss_peak_lifetime_mib: f64,
+    /// Operation lifecycles (start → completion) the phase drove: the operations it started,
+    /// all of which it ends.
+    pub lifecycles: u64,
+    /// `operation_writes` per 1,000 lifecycles (`null` without lifecycles).
+    pub operation_writes_per_1000_lifecycles: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,6 +63,22 @@ pub struct WriteRow {
     pub total: u64,
     /// The benchmark's own status writes; the rest are the server's and the controllers'.
     pub by_benchmark: u64,
+}
+
+impl WriteRow {
+    /// `group/resource/subresource`, empty parts left out.
+    fn resource_path(&self) -> String {
+        [
+            self.group.as_str(),
+            self.resource.as_str(),
+            self.subresource.as_str(),
+        ]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("/")
+    }
 }
 
 pub fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow> {
@@ -85,17 +106,9 @@ pub fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow
         .collect()
 }
 
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
-pub fn server(cpu_seconds: f64, wall_seconds: f64, rss_max: u64, peak: u64) -> Server {
-    Server {
-        cpu_seconds,
-        cpu_percent_of_one_core: 100.0 * cpu_seconds / wall_seconds.max(f64::EPSILON),
-        rss_max_mib: mib(rss_max),
-        rss_peak_lifetime_mib: mib(peak),
-    }
+/// `writes` per 1,000 operation lifecycles; `None` without lifecycles.
+pub fn per_thousand(writes: u64, lifecycles: u64) -> Option<f64> {
+    (lifecycles > 0).then(|| 1000.0 * writes as f64 / lifecycles as f64)
 }
 
 fn latency(s: &Summary) -> String {
@@ -140,35 +153,45 @@ impl Phase {
             self.relists,
             self.events
         );
-        match &self.server {
-            Some(s) => println!(
-                "  server              {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB (lifetime peak {:.1} MiB)",
-                s.cpu_seconds, s.cpu_percent_of_one_core, s.rss_max_mib, s.rss_peak_lifetime_mib
-            ),
-            None => println!("  server              not measured (no --server-pid)"),
+        if self.completed_by_delete > 0 {
+            println!(
+                "  completed by DELETE {} (deleted without a completed phase first)",
+                self.completed_by_delete
+            );
+        }
+        for (name, usage, flag) in [
+            ("server", &self.server, "--server-pid"),
+            ("kube-apiserver", &self.apiserver, "--apiserver-pid"),
+            ("etcd", &self.etcd, "--etcd-pid"),
+        ] {
+            match usage {
+                Some(u) => println!(
+                    "  {name:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB (lifetime peak {:.1} MiB)",
+                    u.cpu_seconds,
+                    u.cpu_percent_of_one_core,
+                    u.rss_max_mib,
+                    u.rss_peak_lifetime_mib
+                ),
+                None => println!("  {name:<19} n/a (no {flag})"),
+            }
         }
         println!("  kube-apiserver writes during the phase:");
         for w in &self.apiserver_writes {
-            let resource = [
-                w.group.as_str(),
-                w.resource.as_str(),
-                w.subresource.as_str(),
-            ]
-            .iter()
-            .filter(|s| !s.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join("/");
             println!(
                 "    {:<7} {:<50} {:>8}   (benchmark {}, others {})",
                 w.verb,
-                resource,
+                w.resource_path(),
                 w.total,
                 w.by_benchmark,
                 w.total - w.by_benchmark
             );
         }
-        println!("  InFlightOperation writes {}", self.operation_writes);
+        println!(
+            "  InFlightOperation writes {} ({} per 1,000 operation lifecycles, {} lifecycles)",
+            self.operation_writes,
+            optional(self.operation_writes_per_1000_lifecycles, 1),
+            self.lifecycles
+        );
         println!(
             "  targets             p99 ≤ 50 ms: {}   0 lost: {}   0 operation writes: {}",
             verdict(self.start_latency.p99_ms <= 50.0),
@@ -178,14 +201,126 @@ impl Phase {
     }
 }
 
+fn optional(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn cpu(usage: &Option<Usage>) -> String {
+    usage.as_ref().map_or("n/a".to_string(), |u| {
+        format!("{:.1}% ({:.1} s)", u.cpu_percent_of_one_core, u.cpu_seconds)
+    })
+}
+
+fn rss(usage: &Option<Usage>) -> String {
+    usage
+        .as_ref()
+        .map_or("n/a".to_string(), |u| format!("{:.1} MiB", u.rss_max_mib))
+}
+
+/// `--compare-persist`: the same phase without and with persistence, side by side.
+pub fn print_comparison(off: &[Phase], on: &[Phase]) {
+    for (a, b) in off.iter().zip(on) {
+        println!(
+            "\npersistence off / on: {} subjects ({} driven, {} operations held active), {} watcher(s), {:.0} s at {}/s",
+            a.subjects, a.driven, a.held_active, a.watchers, a.duration_seconds, a.rate_requested
+        );
+        let writes = write_pairs(&a.apiserver_writes, &b.apiserver_writes);
+        let labels: Vec<String> = writes
+            .keys()
+            .map(|(verb, resource)| format!("  {verb:<7} {resource}"))
+            .collect();
+        let width = labels
+            .iter()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(36);
+        let row =
+            |name: &str, off: String, on: String| println!("  {name:<width$} {off:>18} {on:>18}");
+        row("", "persist off".into(), "persist on".into());
+        let ms = |v: f64| format!("{v:.1} ms");
+        row(
+            "live API start → event p50",
+            ms(a.start_latency.p50_ms),
+            ms(b.start_latency.p50_ms),
+        );
+        row(
+            "live API start → event p99",
+            ms(a.start_latency.p99_ms),
+            ms(b.start_latency.p99_ms),
+        );
+        row(
+            "live API start → event max",
+            ms(a.start_latency.max_ms),
+            ms(b.start_latency.max_ms),
+        );
+        row(
+            "completion delay p99",
+            ms(a.completion_delay.p99_ms),
+            ms(b.completion_delay.p99_ms),
+        );
+        let lost = |p: &Phase| format!("{} / {}", p.lost_starts, p.lost_completions);
+        row("lost starts / completions", lost(a), lost(b));
+        row(
+            "operation lifecycles",
+            a.lifecycles.to_string(),
+            b.lifecycles.to_string(),
+        );
+        row(
+            "InFlightOperation writes",
+            a.operation_writes.to_string(),
+            b.operation_writes.to_string(),
+        );
+        row(
+            "  per 1,000 lifecycles",
+            optional(a.operation_writes_per_1000_lifecycles, 1),
+            optional(b.operation_writes_per_1000_lifecycles, 1),
+        );
+        row("server CPU (% of one core)", cpu(&a.server), cpu(&b.server));
+        row("server RSS max", rss(&a.server), rss(&b.server));
+        row(
+            "kube-apiserver CPU (% of one core)",
+            cpu(&a.apiserver),
+            cpu(&b.apiserver),
+        );
+        row(
+            "kube-apiserver RSS max",
+            rss(&a.apiserver),
+            rss(&b.apiserver),
+        );
+        row("etcd CPU (% of one core)", cpu(&a.etcd), cpu(&b.etcd));
+        row("etcd RSS max", rss(&a.etcd), rss(&b.etcd));
+        println!("  kube-apiserver writes by verb and resource:");
+        for (label, (off, on)) in labels.iter().zip(writes.values()) {
+            row(label, off.to_string(), on.to_string());
+        }
+    }
+}
+
+/// The writes of two runs by `(verb, resource)`, each with both runs' totals (0 where a run
+/// made none).
+fn write_pairs(a: &[WriteRow], b: &[WriteRow]) -> BTreeMap<(String, String), (u64, u64)> {
+    let mut pairs: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for w in a {
+        pairs
+            .entry((w.verb.clone(), w.resource_path()))
+            .or_default()
+            .0 += w.total;
+    }
+    for w in b {
+        pairs
+            .entry((w.verb.clone(), w.resource_path()))
+            .or_default()
+            .1 += w.total;
+    }
+    pairs
+}
+
 /// The `--scale` summary: one line per level.
 pub fn print_scale(phases: &[Phase]) {
     println!("\n  subjects   active ops   server RSS max   start→event p99   lost");
     for p in phases {
-        let rss = p
-            .server
-            .as_ref()
-            .map_or("n/a".to_string(), |s| format!("{:.1} MiB", s.rss_max_mib));
+        let rss = rss(&p.server);
         println!(
             "  {:>8}   {:>10}   {:>14}   {:>12.1} ms   {}",
             p.subjects,
@@ -193,6 +328,51 @@ pub fn print_scale(phases: &[Phase]) {
             rss,
             p.start_latency.p99_ms,
             p.lost_starts + p.lost_completions
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_per_thousand_lifecycles() {
+        assert_eq!(per_thousand(0, 6_001), Some(0.0));
+        // Create, update on completion, delete: three writes per lifecycle.
+        assert_eq!(per_thousand(18_003, 6_001), Some(3000.0));
+        assert_eq!(per_thousand(5, 2_000), Some(2.5));
+        assert_eq!(per_thousand(7, 0), None);
+    }
+
+    #[test]
+    fn write_pairs_union_both_runs() {
+        let row = |verb: &str, group: &str, resource: &str, total| WriteRow {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: String::new(),
+            total,
+            by_benchmark: 0,
+        };
+        let off = [row("PATCH", "kubevirt.io", "virtualmachines", 10)];
+        let on = [
+            row("PATCH", "kubevirt.io", "virtualmachines", 12),
+            row("POST", "ifo.kubevirt.io", "inflightoperations", 4),
+        ];
+        let pairs: Vec<_> = write_pairs(&off, &on).into_iter().collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (
+                    ("PATCH".into(), "kubevirt.io/virtualmachines".into()),
+                    (10, 12)
+                ),
+                (
+                    ("POST".into(), "ifo.kubevirt.io/inflightoperations".into()),
+                    (0, 4)
+                ),
+            ]
         );
     }
 }

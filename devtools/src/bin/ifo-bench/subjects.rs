@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+/// The subjects' namespace (`--compare-persist` gives each run one of its own).
 pub const NAMESPACE: &str = "ifo-bench";
 
 /// One lifecycle: each state with the operation the rules detect in it.
@@ -36,6 +37,7 @@ pub fn name(i: usize) -> String {
 /// The subjects and their states, and the status writes that move them.
 pub struct Subjects {
     pub api: Api<DynamicObject>,
+    namespace: String,
     ledger: Arc<Ledger>,
     /// Index into [`SCRIPT`] per subject, as last written.
     states: Mutex<Vec<usize>>,
@@ -43,7 +45,7 @@ pub struct Subjects {
 }
 
 impl Subjects {
-    pub fn new(client: kube::Client, ledger: Arc<Ledger>) -> Subjects {
+    pub fn new(client: kube::Client, ledger: Arc<Ledger>, namespace: &str) -> Subjects {
         let resource = ApiResource {
             group: "kubevirt.io".into(),
             version: "v1".into(),
@@ -52,7 +54,8 @@ impl Subjects {
             plural: "virtualmachines".into(),
         };
         Subjects {
-            api: Api::namespaced_with(client, NAMESPACE, &resource),
+            api: Api::namespaced_with(client, namespace, &resource),
+            namespace: namespace.to_string(),
             ledger,
             states: Mutex::new(Vec::new()),
             in_flight: Arc::new(Semaphore::new(CONCURRENCY)),
@@ -70,7 +73,7 @@ impl Subjects {
             .map(|i| async move {
                 let vm: DynamicObject = serde_json::from_value(json!({
                     "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-                    "metadata": {"name": name(i), "namespace": NAMESPACE},
+                    "metadata": {"name": name(i), "namespace": self.namespace},
                     "spec": {"runStrategy": "Always"},
                 }))?;
                 match self.api.create(&PostParams::default(), &vm).await {
@@ -163,6 +166,32 @@ impl Subjects {
             ledger.wrote(result.is_ok(), starts.is_some(), sent.elapsed());
             drop(permit);
         });
+    }
+
+    /// Deletes every subject and waits until they are gone, so a following run starts on a
+    /// cluster without them.
+    pub async fn remove_all(&self) -> Result<()> {
+        self.api
+            .delete_collection(&Default::default(), &Default::default())
+            .await
+            .context("deleting the subjects")?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = self
+                .api
+                .list_metadata(&Default::default())
+                .await?
+                .items
+                .len();
+            if left == 0 {
+                self.states.lock().unwrap().clear();
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("{left} subjects still there 120 s after deleting them");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     /// Waits until every write sent has been answered.

@@ -14,19 +14,27 @@ pub struct IfoApi {
     /// Plural resource name.
     #[arg(long, default_value = "inflightoperations")]
     pub ifo_resource: String,
-    /// The resource is cluster-scoped (default: namespaced, watched across all namespaces).
+    /// The resource is cluster-scoped: its collection path is watched the same way, and the
+    /// subject's namespace is read from --subject-namespace-field (default: namespaced, watched
+    /// across all namespaces, the subject's namespace being the operation's own).
     #[arg(long)]
     pub ifo_cluster_scoped: bool,
     /// Where an operation names its subject: a dotted path or a JSON pointer (`/a/b~1c`).
     #[arg(long, default_value = "spec.subject.name")]
     pub subject_field: String,
+    /// Where a cluster-scoped operation names its subject's namespace (with
+    /// --ifo-cluster-scoped; operations without it are matched by subject name alone).
+    #[arg(long, default_value = "spec.subject.namespace")]
+    pub subject_namespace_field: String,
     /// Where an operation names what it is (`Starting`, `Migrating`, ...).
     #[arg(long, default_value = "spec.operation")]
     pub operation_field: String,
     /// Where an operation says whether it is still running.
     #[arg(long, default_value = "status.phase")]
     pub phase_field: String,
-    /// The phase value of a finished operation.
+    /// The phase value of a finished operation. An operation deleted before it is shown in
+    /// this phase counts as completed at its DELETE event (for implementations that delete
+    /// what has completed).
     #[arg(long, default_value = "Completed")]
     pub completed_phase: String,
 }
@@ -38,11 +46,15 @@ pub struct Sighting {
     pub resource_version: String,
     /// `(subject name, operation)`: what the driver's transitions are keyed by.
     pub key: (String, String),
+    /// The subject's namespace, when the operation says: operations of subjects in other
+    /// namespaces are not the benchmark's.
+    pub namespace: Option<String>,
     pub completed: bool,
 }
 
 impl IfoApi {
-    /// The collection path across all namespaces.
+    /// The collection path: across all namespaces for a namespaced resource, the resource
+    /// itself for a cluster-scoped one (`/apis/<group>/<version>/<resource>` either way).
     pub fn path(&self) -> String {
         let group = if self.ifo_group.is_empty() {
             format!("/api/{}", self.ifo_version)
@@ -63,6 +75,11 @@ impl IfoApi {
             uid: text("metadata.uid")?,
             resource_version: text("metadata.resourceVersion")?,
             key: (text(&self.subject_field)?, text(&self.operation_field)?),
+            namespace: if self.ifo_cluster_scoped {
+                text(&self.subject_namespace_field)
+            } else {
+                text("metadata.namespace")
+            },
             completed: text(&self.phase_field).as_deref() == Some(self.completed_phase.as_str()),
         })
     }
@@ -83,20 +100,25 @@ fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
         .try_fold(object, |v, segment| v.get(segment))
 }
 
+/// The API named by `args` (flags as on the command line), for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub fn parse(args: &[&str]) -> IfoApi {
     use clap::Parser;
-    use serde_json::json;
-
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         api: IfoApi,
     }
+    Cli::parse_from(std::iter::once("bench").chain(args.iter().copied())).api
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
 
     fn api(args: &[&str]) -> IfoApi {
-        Cli::parse_from(std::iter::once("bench").chain(args.iter().copied())).api
+        parse(args)
     }
 
     #[test]
@@ -124,6 +146,42 @@ mod tests {
         assert_eq!(
             api(&["--ifo-group=", "--ifo-version=v1", "--ifo-resource=ops"]).path(),
             "/api/v1/ops"
+        );
+    }
+
+    #[test]
+    fn subject_namespace_from_metadata_or_the_configured_field() {
+        let object = json!({
+            "metadata": {"uid": "u1", "resourceVersion": "7", "namespace": "ops"},
+            "spec": {"operation": "Starting",
+                     "subject": {"name": "vm-1", "namespace": "vms"},
+                     "target": {"ns": "elsewhere"}},
+        });
+        assert_eq!(
+            api(&[]).read(&object).unwrap().namespace.as_deref(),
+            Some("ops")
+        );
+        let cluster = api(&["--ifo-cluster-scoped"]);
+        assert_eq!(
+            cluster.read(&object).unwrap().namespace.as_deref(),
+            Some("vms")
+        );
+        let other = api(&[
+            "--ifo-cluster-scoped",
+            "--subject-namespace-field=/spec/target/ns",
+        ]);
+        assert_eq!(
+            other.read(&object).unwrap().namespace.as_deref(),
+            Some("elsewhere")
+        );
+        let missing = api(&[
+            "--ifo-cluster-scoped",
+            "--subject-namespace-field=spec.nope",
+        ]);
+        assert_eq!(missing.read(&object).unwrap().namespace, None);
+        assert_eq!(
+            api(&["--ifo-group=ifo.kubevirt.io", "--ifo-cluster-scoped"]).path(),
+            "/apis/ifo.kubevirt.io/v1alpha1/inflightoperations"
         );
     }
 }

@@ -1,4 +1,5 @@
-//! CPU time and memory of the server process under test, from `/proc`.
+//! CPU time and memory of the processes under test (the server, kube-apiserver, etcd), from
+//! `/proc`.
 
 use anyhow::{Context, Result};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ pub struct Reading {
 
 pub fn read(pid: u32) -> Result<Reading> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat (is the server running?)"))?;
+        .with_context(|| format!("reading /proc/{pid}/stat (is process {pid} running?)"))?;
     // Fields after the command name, which is in parentheses and may contain spaces.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -81,5 +82,104 @@ impl RssSampler {
 impl Drop for RssSampler {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// CPU seconds used between two readings of one process per second of `wall_seconds`, as a
+/// percentage of one core (200 is two cores busy); 0 for no time or a counter that went back.
+pub fn share_of_one_core(before: &Reading, after: &Reading, wall_seconds: f64) -> f64 {
+    let used = after.cpu_seconds - before.cpu_seconds;
+    if wall_seconds <= 0.0 || used <= 0.0 {
+        return 0.0;
+    }
+    100.0 * used / wall_seconds
+}
+
+/// What one process used over a phase.
+#[derive(Debug, serde::Serialize)]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    /// CPU seconds per second of the phase, as a percentage of one core.
+    pub cpu_percent_of_one_core: f64,
+    /// The highest resident set sampled during the phase (every 250 ms, and at its end).
+    pub rss_max_mib: f64,
+    pub rss_peak_lifetime_mib: f64,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// One measured process (nothing when its pid is unknown): its reading at the start of a
+/// phase, and its resident set sampled throughout.
+pub struct Meter {
+    pid: Option<u32>,
+    rss: Option<RssSampler>,
+    start: Option<Reading>,
+}
+
+impl Meter {
+    /// Starts sampling; call within the runtime.
+    pub fn new(pid: Option<u32>) -> Meter {
+        Meter {
+            pid,
+            rss: pid.map(RssSampler::start),
+            start: None,
+        }
+    }
+
+    /// The start of a phase.
+    pub fn begin(&mut self) -> Result<()> {
+        self.start = self.pid.map(read).transpose()?;
+        if let Some(rss) = &self.rss {
+            rss.take_max();
+        }
+        Ok(())
+    }
+
+    /// The end of a phase that lasted `wall_seconds`: what the process used since
+    /// [`Meter::begin`].
+    pub fn end(&mut self, wall_seconds: f64) -> Result<Option<Usage>> {
+        let (Some(pid), Some(start)) = (self.pid, self.start.take()) else {
+            return Ok(None);
+        };
+        let now = read(pid)?;
+        let rss_max = self.rss.as_ref().map_or(0, RssSampler::take_max);
+        Ok(Some(Usage {
+            cpu_seconds: (now.cpu_seconds - start.cpu_seconds).max(0.0),
+            cpu_percent_of_one_core: share_of_one_core(&start, &now, wall_seconds),
+            rss_max_mib: mib(rss_max.max(now.rss_bytes)),
+            rss_peak_lifetime_mib: mib(now.peak_rss_bytes),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(cpu_seconds: f64) -> Reading {
+        Reading {
+            cpu_seconds,
+            rss_bytes: 0,
+            peak_rss_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn cpu_share_is_cpu_seconds_per_wall_second_in_percent_of_a_core() {
+        assert_eq!(share_of_one_core(&at(10.0), &at(13.0), 60.0), 5.0);
+        assert_eq!(share_of_one_core(&at(0.0), &at(30.0), 20.0), 150.0);
+        assert_eq!(share_of_one_core(&at(1.0), &at(1.0), 10.0), 0.0);
+        // No time measured, or a process whose counter went back (another process).
+        assert_eq!(share_of_one_core(&at(0.0), &at(5.0), 0.0), 0.0);
+        assert_eq!(share_of_one_core(&at(9.0), &at(2.0), 10.0), 0.0);
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let r = read(std::process::id()).unwrap();
+        assert!(r.rss_bytes > 0 && r.peak_rss_bytes >= r.rss_bytes);
+        assert!(r.cpu_seconds >= 0.0);
     }
 }
