@@ -245,11 +245,13 @@ impl Env {
         std::thread::Builder::new()
             .name(format!("server-{start}"))
             .spawn(move || {
-                let ok = tx
+                if tx
                     .send(start_server(&self.cluster, self.port, start))
-                    .is_ok();
-                while ok {
-                    std::thread::park();
+                    .is_ok()
+                {
+                    loop {
+                        std::thread::park();
+                    }
                 }
             })?;
         let process = rx.recv()??;
