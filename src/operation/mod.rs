@@ -27,4 +27,3 @@ pub use record::{
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;
 pub use time::format_time;
-pub use wire::{Spec, Status};

@@ -10,12 +10,14 @@ use serde::Serialize;
 use super::record::{API_VERSION, InFlightOperation};
 use super::time::format_time;
 
+/// An object with this record's `spec` and `status`: the live object (`M` = [`Metadata`]), or
+/// another form of it with metadata of its own (the persisted copy).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Object<'a> {
+pub struct Object<'a, M = Metadata<'a>> {
     api_version: &'static str,
     kind: &'static str,
-    metadata: Metadata<'a>,
+    metadata: M,
     spec: Spec<'a>,
     status: Status<'a>,
 }
@@ -48,7 +50,7 @@ struct OwnerRef<'a> {
 /// `spec`: the same in the live object and in its persisted copy.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Spec<'a> {
+struct Spec<'a> {
     operation: &'a str,
     rule_set: &'a str,
     component: &'a str,
@@ -71,7 +73,7 @@ struct SubjectRef<'a> {
 /// `status`: the same in the live object and in its persisted copy.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Status<'a> {
+struct Status<'a> {
     phase: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
@@ -108,17 +110,31 @@ impl InFlightOperation {
 
     /// The full API object at `resource_version`.
     pub fn wire(&self, resource_version: u64) -> Object<'_> {
+        self.wire_as(
+            API_VERSION,
+            self.kind(),
+            self.wire_metadata(resource_version),
+        )
+    }
+
+    /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`.
+    pub fn wire_as<M>(
+        &self,
+        api_version: &'static str,
+        kind: &'static str,
+        metadata: M,
+    ) -> Object<'_, M> {
         Object {
-            api_version: API_VERSION,
-            kind: self.kind(),
-            metadata: self.wire_metadata(resource_version),
+            api_version,
+            kind,
+            metadata,
             spec: self.wire_spec(),
             status: self.wire_status(),
         }
     }
 
     /// The object's `spec`.
-    pub fn wire_spec(&self) -> Spec<'_> {
+    fn wire_spec(&self) -> Spec<'_> {
         Spec {
             operation: &self.operation,
             rule_set: &self.ruleset,
@@ -135,7 +151,7 @@ impl InFlightOperation {
     }
 
     /// The object's `status`.
-    pub fn wire_status(&self) -> Status<'_> {
+    fn wire_status(&self) -> Status<'_> {
         Status {
             phase: self.phase.as_str(),
             message: self.message.as_deref(),

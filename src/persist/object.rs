@@ -15,12 +15,14 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::operation::{InFlightOperation, Outcome, Phase, Spec, Status, Subject};
+use crate::operation::{InFlightOperation, Outcome, Phase, Subject};
 
 /// The persisted kind's group.
 pub const GROUP: &str = "ifo.kubevirt.io";
 /// The persisted kind's version.
 pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of the copies.
+const API_VERSION: &str = "ifo.kubevirt.io/v1alpha1";
 /// The persisted kind.
 pub const KIND: &str = "InFlightOperation";
 /// The persisted kind's resource.
@@ -47,16 +49,6 @@ pub fn selector() -> String {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Body<'a> {
-    api_version: String,
-    kind: &'static str,
-    metadata: Metadata<'a>,
-    spec: Spec<'a>,
-    status: Status<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct Metadata<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,10 +65,10 @@ pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> Dyna
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     labels.insert(MANAGED_BY.0, MANAGED_BY.1);
-    let body = Body {
-        api_version: format!("{GROUP}/{VERSION}"),
-        kind: KIND,
-        metadata: Metadata {
+    let body = op.wire_as(
+        API_VERSION,
+        KIND,
+        Metadata {
             name: &op.name,
             resource_version,
             labels,
@@ -85,9 +77,7 @@ pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> Dyna
                 (STARTED_ANNOTATION, op.created.to_string()),
             ]),
         },
-        spec: op.wire_spec(),
-        status: op.wire_status(),
-    };
+    );
     serde_json::to_value(&body)
         .and_then(serde_json::from_value)
         .expect("the persisted form is a Kubernetes object")

@@ -42,7 +42,8 @@ fn id(o: &Value) -> Id {
     )
 }
 
-/// Every object of every YAML file under `dir` but kustomization.yaml.
+/// Every object of every YAML file under `dir` but kustomization.yaml, leaving out overlays
+/// (folders with a kustomization.yaml of their own, e.g. deploy/persist/).
 fn objects_in(dir: &Path) -> Vec<Value> {
     let mut objects = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
@@ -50,7 +51,9 @@ fn objects_in(dir: &Path) -> Vec<Value> {
         for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                dirs.push(path);
+                if !path.join("kustomization.yaml").exists() {
+                    dirs.push(path);
+                }
             } else if path.extension().is_some_and(|e| e == "yaml")
                 && path.file_name().is_some_and(|n| n != "kustomization.yaml")
             {
@@ -229,6 +232,52 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         find(&rendered, "ClusterRole", role);
         binding("ClusterRoleBinding", "", "ClusterRole", role);
     }
+}
+
+#[test]
+fn persist_overlay_renders_deploy_with_the_crd_its_rights_and_persistence_on() {
+    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
+    // A user's overlay: deploy/ with the component.
+    let dir = root().join("target/persist-overlay");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources: [../../deploy]\ncomponents: [../../deploy/persist]\n",
+    )
+    .unwrap();
+    let overlay = kustomize("target/persist-overlay");
+    let ids: BTreeSet<Id> = overlay.iter().map(id).collect();
+    let own: BTreeSet<Id> = objects_in(&root().join("deploy/persist"))
+        .iter()
+        .map(id)
+        .collect();
+    assert_eq!(
+        ids,
+        base.union(&own).cloned().collect(),
+        "deploy/ and deploy/persist/"
+    );
+    let crd = find(
+        &overlay,
+        "CustomResourceDefinition",
+        "inflightoperations.ifo.kubevirt.io",
+    );
+    assert!(
+        crd["spec"]["names"].get("shortNames").is_none(),
+        "ifos stays the live API"
+    );
+    let version = &crd["spec"]["versions"][0];
+    assert!(
+        version.get("subresources").is_none(),
+        "no status subresource: one write per create"
+    );
+    let container =
+        &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(env_var(container, "PERSIST"), "true");
+    let role = find(&overlay, "ClusterRole", "ifo-apiserver:persist");
+    assert_eq!(
+        role["rules"][0]["resources"],
+        serde_json::json!(["inflightoperations"])
+    );
 }
 
 #[test]
