@@ -65,11 +65,11 @@ impl Filters {
         self.fields().iter().all(|(path, value)| {
             let actual = match *path {
                 "metadata.name" => &op.name,
-                "status.phase" => &op.phase,
-                "spec.operation" => &op.operation,
-                "spec.component" => &op.component,
-                "spec.subject.kind" => &op.subject.kind,
-                "spec.subject.name" => &op.subject.name,
+                "status.phase" => &op.status.phase,
+                "spec.operation" => &op.spec.operation,
+                "spec.component" => &op.spec.component,
+                "spec.subject.kind" => &op.spec.subject.kind,
+                "spec.subject.name" => &op.spec.subject.name,
                 _ => return false,
             };
             actual == value

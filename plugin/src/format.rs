@@ -105,21 +105,21 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
         r.push(op.namespace.clone().unwrap_or_else(|| "-".into()));
     }
     r.push(or_none(&op.name));
-    r.push(or_none(&op.subject.kind));
-    r.push(or_none(&op.subject.name));
-    r.push(or_none(&op.operation));
-    r.push(or_none(&op.phase));
+    r.push(or_none(&op.spec.subject.kind));
+    r.push(or_none(&op.spec.subject.name));
+    r.push(or_none(&op.spec.operation));
+    r.push(or_none(&op.status.phase));
     r.push(age(now, op.created));
     if cols.wide {
-        r.push(or_none(&op.component));
-        r.push(or_none(&op.ruleset));
-        r.push(or_none(&op.outcome));
-        r.push(match op.completed {
+        r.push(or_none(&op.spec.component));
+        r.push(or_none(&op.spec.rule_set));
+        r.push(or_none(op.outcome()));
+        r.push(match op.completed() {
             Some(t) => age(now, Some(t)),
             None => "<none>".into(),
         });
     }
-    r.push(op.message.replace(['\n', '\r'], " "));
+    r.push(op.message().replace(['\n', '\r'], " "));
     r
 }
 
@@ -189,15 +189,15 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
                 .unwrap_or_else(|| "<none> (cluster-scoped)".into()),
         ),
         ("Kind".into(), op.kind().into()),
-        ("Operation".into(), dash(&op.operation)),
-        ("Phase".into(), dash(&op.phase)),
-        ("Outcome".into(), dash(&op.outcome)),
-        ("Message".into(), dash(&op.message)),
-        ("Component".into(), dash(&op.component)),
-        ("RuleSet".into(), dash(&op.ruleset)),
+        ("Operation".into(), dash(&op.spec.operation)),
+        ("Phase".into(), dash(&op.status.phase)),
+        ("Outcome".into(), dash(op.outcome())),
+        ("Message".into(), dash(op.message())),
+        ("Component".into(), dash(&op.spec.component)),
+        ("RuleSet".into(), dash(&op.spec.rule_set)),
         ("Started".into(), time_line(now, op.created)),
-        ("Last Detected".into(), time_line(now, op.last_detected)),
-        ("Completed".into(), time_line(now, op.completed)),
+        ("Last Detected".into(), time_line(now, op.last_detected())),
+        ("Completed".into(), time_line(now, op.completed())),
     ];
     if let (Some(start), true) = (op.created, op.is_active()) {
         fields.push((
@@ -205,15 +205,15 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
             human_duration(now.as_second() - start.as_second()),
         ));
     }
-    if !op.detected_by.is_empty() {
-        fields.push(("Detected By".into(), op.detected_by.join(", ")));
+    if !op.status.detected_by.is_empty() {
+        fields.push(("Detected By".into(), op.status.detected_by.join(", ")));
     }
     let mut out = String::new();
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (k, v) in &fields {
         let _ = writeln!(out, "{:<width$}  {v}", format!("{k}:"));
     }
-    let s = &op.subject;
+    let s = &op.spec.subject;
     let _ = writeln!(out, "Subject:");
     let subject_fields = [
         ("Kind", dash(&s.kind)),
@@ -230,12 +230,12 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
     for (k, v) in subject_fields {
         let _ = writeln!(out, "  {:<12}{v}", format!("{k}:"));
     }
-    if let Some(g) = op.subject_generation {
+    if let Some(g) = op.status.subject_generation {
         let _ = writeln!(out, "  {:<12}{g}", "Generation:");
     }
-    if !s.owners.is_empty() {
+    if !s.owner_references.is_empty() {
         let _ = writeln!(out, "  Owners:");
-        for o in &s.owners {
+        for o in &s.owner_references {
             let _ = writeln!(out, "    {}/{} (uid: {})", o.kind, o.name, o.uid);
         }
     }
@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn multiline_messages_stay_on_their_row() {
         let mut o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
-        o.message = "a\nb".into();
+        o.status.message = Some("a\nb".into());
         let now = ts("2026-01-01T10:00:00Z");
         assert_eq!(
             render_list(&[o], Output::Table, false, now).lines().count(),

@@ -459,8 +459,8 @@ async fn wait(
                 .iter()
                 .take(5)
                 .map(|o| match &o.namespace {
-                    Some(ns) => format!("{ns}/{} {}", o.subject_ref(), o.operation),
-                    None => format!("{} {}", o.subject_ref(), o.operation),
+                    Some(ns) => format!("{ns}/{} {}", o.subject_ref(), o.spec.operation),
+                    None => format!("{} {}", o.subject_ref(), o.spec.operation),
                 })
                 .collect();
             let more = if ops.len() > 5 { ", …" } else { "" };

@@ -50,13 +50,15 @@ pub fn summarize(ops: &[Op]) -> Summary {
     let mut s = Summary::default();
     for op in ops {
         s.total.add(op);
-        *s.by_phase.entry(or(&op.phase, "(none)")).or_default() += 1;
+        *s.by_phase
+            .entry(or(&op.status.phase, "(none)"))
+            .or_default() += 1;
         s.by_component
-            .entry(or(&op.component, NO_COMPONENT))
+            .entry(or(&op.spec.component, NO_COMPONENT))
             .or_default()
             .add(op);
         s.by_operation
-            .entry(or(&op.operation, "(none)"))
+            .entry(or(&op.spec.operation, "(none)"))
             .or_default()
             .add(op);
         s.by_namespace
@@ -154,7 +156,7 @@ mod tests {
             op(Some("ns2"), "VirtualMachine", "vm3", "Starting", "Active"),
             op(None, "Node", "n1", "Draining", "Active"),
         ];
-        ops[3].component = "node".into();
+        ops[3].spec.component = "node".into();
         ops
     }
 

@@ -163,7 +163,7 @@ mod tests {
         );
         assert_eq!(t.len(), 2);
         let mut done = a.clone();
-        done.phase = "Completed".into();
+        done.status.phase = "Completed".into();
         assert_eq!(
             t.apply(0, Event::Apply(done.clone())),
             vec![Change::Gone(done)]
@@ -176,7 +176,7 @@ mod tests {
         // What was already gone is not reported again (a completed operation's removal).
         assert!(t.apply(0, Event::Delete(b)).is_empty());
         let mut done_again = a;
-        done_again.phase = "Completed".into();
+        done_again.status.phase = "Completed".into();
         assert!(t.apply(0, Event::Apply(done_again)).is_empty());
         assert!(t.apply(7, Event::Init).is_empty());
     }
@@ -192,7 +192,7 @@ mod tests {
         t.apply(0, Event::InitApply(b.clone()));
         t.apply(0, Event::InitDone);
         let mut b2 = b.clone();
-        b2.message = "later".into();
+        b2.status.message = Some("later".into());
         t.apply(0, Event::Init);
         t.apply(0, Event::InitApply(b2.clone()));
         t.apply(0, Event::InitApply(c.clone()));
