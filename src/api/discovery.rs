@@ -144,3 +144,88 @@ impl Default for Discovery {
         Discovery::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn parse(doc: &Document) -> Value {
+        serde_json::from_slice(&doc.body).unwrap()
+    }
+
+    fn resources_v1() -> Value {
+        json!([
+            {"name": "inflightoperations", "singularName": "inflightoperation",
+             "namespaced": true, "kind": "InFlightOperation", "verbs": ["get", "list", "watch"],
+             "shortNames": ["ifo", "ifos"], "categories": ["inflight"]},
+            {"name": "inflightclusteroperations", "singularName": "inflightclusteroperation",
+             "namespaced": false, "kind": "InFlightClusterOperation",
+             "verbs": ["get", "list", "watch"], "shortNames": ["ifco", "ifcos"],
+             "categories": ["inflight"]},
+        ])
+    }
+
+    fn group_fields() -> Value {
+        let gv = json!({"groupVersion": "live.ifo.kubevirt.io/v1alpha1", "version": "v1alpha1"});
+        json!({"name": "live.ifo.kubevirt.io", "versions": [gv], "preferredVersion": gv})
+    }
+
+    #[test]
+    fn legacy_documents() {
+        let d = Discovery::new();
+        assert_eq!(
+            parse(&d.resource_list),
+            json!({"kind": "APIResourceList", "apiVersion": "v1",
+                   "groupVersion": "live.ifo.kubevirt.io/v1alpha1", "resources": resources_v1()})
+        );
+        let mut group = group_fields();
+        group["kind"] = json!("APIGroup");
+        group["apiVersion"] = json!("v1");
+        assert_eq!(parse(&d.group), group);
+        assert_eq!(
+            parse(&d.group_list),
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group_fields()]})
+        );
+    }
+
+    #[test]
+    fn aggregated_documents() {
+        let d = Discovery::new();
+        let resource = |plural: &str, singular: &str, kind: &str, scope: &str, short: [&str; 2]| {
+            json!({"resource": plural,
+                   "responseKind": {"group": "live.ifo.kubevirt.io", "version": "v1alpha1",
+                                    "kind": kind},
+                   "scope": scope, "singularResource": singular,
+                   "verbs": ["get", "list", "watch"], "shortNames": short,
+                   "categories": ["inflight"]})
+        };
+        let items = json!([{
+            "metadata": {"name": "live.ifo.kubevirt.io"},
+            "versions": [{"version": "v1alpha1", "freshness": "Current", "resources": [
+                resource("inflightoperations", "inflightoperation", "InFlightOperation",
+                         "Namespaced", ["ifo", "ifos"]),
+                resource("inflightclusteroperations", "inflightclusteroperation",
+                         "InFlightClusterOperation", "Cluster", ["ifco", "ifcos"]),
+            ]}],
+        }]);
+        for (doc, api_version) in [
+            (&d.aggregated_v2, "apidiscovery.k8s.io/v2"),
+            (&d.aggregated_v2beta1, "apidiscovery.k8s.io/v2beta1"),
+        ] {
+            assert_eq!(
+                parse(doc),
+                json!({"kind": "APIGroupDiscoveryList", "apiVersion": api_version,
+                       "metadata": {}, "items": items})
+            );
+        }
+    }
+
+    #[test]
+    fn etags_name_the_bytes() {
+        let d = Discovery::new();
+        let body = &d.group.body;
+        assert_eq!(d.group.etag, format!("\"{}\"", hex(&Sha256::digest(body))));
+        assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+    }
+}
