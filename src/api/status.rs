@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -276,36 +278,40 @@ impl ApiError {
         }
     }
 
-    fn details(&self) -> Option<Details> {
-        let mut d = Details::default();
+    fn details(&self) -> Option<StatusDetails> {
+        let mut d = StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: 0,
+        };
         match self {
             ApiError::Forbidden(f) => {
                 let (gr, name) = f.group_resource_and_name();
-                d.name = name.to_owned();
+                name.clone_into(&mut d.name);
                 d.group = gr.group;
                 d.kind = gr.resource;
             }
             ApiError::NotFound { resource, name } => {
-                d.name = name.clone();
-                d.group = resource.group.clone();
-                d.kind = resource.resource.clone();
+                d.name.clone_from(name);
+                d.group.clone_from(&resource.group);
+                d.kind.clone_from(&resource.resource);
             }
             ApiError::PathNotFound => {}
             ApiError::MethodNotAllowed { resource, .. } => {
-                d.group = resource.group.clone();
-                d.kind = resource.resource.clone();
+                d.group.clone_from(&resource.group);
+                d.kind.clone_from(&resource.resource);
             }
             ApiError::ResourceVersionTooLarge { .. } => {
-                d.causes.push(Cause {
-                    reason: "ResourceVersionTooLarge".to_owned(),
-                    message: "Too large resource version".to_owned(),
-                });
+                d.causes.push(cause(
+                    "ResourceVersionTooLarge",
+                    "Too large resource version",
+                ));
                 d.retry_after_seconds = 1;
             }
-            ApiError::Internal(m) => d.causes.push(Cause {
-                reason: String::new(),
-                message: m.clone(),
-            }),
+            ApiError::Internal(m) => d.causes.push(cause("", m)),
             _ => return None,
         }
         Some(d)
@@ -319,8 +325,11 @@ impl ApiError {
         Status {
             kind: "Status",
             api_version: "v1",
-            metadata: ListMeta { continue_token },
-            status: "Failure",
+            metadata: ListMeta {
+                continue_: continue_token,
+                ..ListMeta::default()
+            },
+            status: StatusSummary::Failure,
             message: self.message(),
             reason: self.reason(),
             details: self.details(),
@@ -366,51 +375,30 @@ impl From<super::continue_token::ContinueTokenError> for ApiError {
     }
 }
 
+/// The body. Its fields are `meta/v1` `Status`'s, but neither k8s-openapi's `Status` (fields in
+/// alphabetical order) nor kube-core's (no `kind` or `apiVersion`) writes them in
+/// kube-apiserver's order, which this keeps; the parts inside are kube-core's, whose order and
+/// omissions are kube-apiserver's.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Status {
     kind: &'static str,
     api_version: &'static str,
     metadata: ListMeta,
-    status: &'static str,
+    status: StatusSummary,
     message: String,
     reason: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<Details>,
+    details: Option<StatusDetails>,
     code: u16,
 }
 
-#[derive(Serialize)]
-struct ListMeta {
-    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
-    continue_token: Option<String>,
-}
-
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Details {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    group: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    kind: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    causes: Vec<Cause>,
-    #[serde(skip_serializing_if = "is_zero")]
-    retry_after_seconds: u32,
-}
-
-#[derive(Serialize)]
-struct Cause {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    reason: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    message: String,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+fn cause(reason: &str, message: &str) -> StatusCause {
+    StatusCause {
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        field: String::new(),
+    }
 }
 
 #[cfg(test)]
