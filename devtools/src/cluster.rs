@@ -7,6 +7,7 @@ use super::pki::{KeyPair, Usage, service_account_key};
 use super::process::Process;
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -180,12 +181,13 @@ impl Cluster {
         let mut tokens = String::new();
         for user in User::ALL {
             if let Some(token) = user.token() {
-                tokens.push_str(&format!(
-                    "{token},{},{},\"{}\"\n",
+                let _ = writeln!(
+                    tokens,
+                    "{token},{},{},\"{}\"",
                     user.name(),
                     user.name(),
                     user.groups().join(",")
-                ));
+                );
             }
         }
         write(&pki.join("tokens.csv"), tokens)?;

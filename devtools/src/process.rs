@@ -32,7 +32,7 @@ impl Process {
         }
         let child = cmd
             .spawn()
-            .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
+            .with_context(|| format!("starting {name} ({})", cmd.get_program().display()))?;
         Ok(Process {
             name: name.to_string(),
             child: Mutex::new(child),

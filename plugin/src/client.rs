@@ -377,18 +377,17 @@ mod tests {
 
     #[test]
     fn a_missing_object_is_not_a_missing_api() {
-        let s = match status(404, "inflightoperations \"x\" not found", Some("x")) {
-            kube::Error::Api(s) => s,
-            _ => unreachable!(),
+        let kube::Error::Api(s) = status(404, "inflightoperations \"x\" not found", Some("x"))
+        else {
+            unreachable!()
         };
         assert!(!resource_missing(&s));
-        let s = match status(
+        let kube::Error::Api(s) = status(
             404,
             "the server could not find the requested resource",
             None,
-        ) {
-            kube::Error::Api(s) => s,
-            _ => unreachable!(),
+        ) else {
+            unreachable!()
         };
         assert!(resource_missing(&s));
     }

@@ -288,7 +288,7 @@ mod tests {
     fn tables_align_columns() {
         let rows = vec![
             vec!["A".to_string(), "BB".into(), "last".into()],
-            vec!["long".to_string(), "".into(), "x y".into()],
+            vec!["long".to_string(), String::new(), "x y".into()],
         ];
         assert_eq!(Table::render(&rows), "A      BB   last\nlong        x y\n");
     }

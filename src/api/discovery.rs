@@ -2,6 +2,8 @@
 //! aggregator's availability check and discovery refresh (5 s deadlines, every minute) are answered
 //! in microseconds and never depend on the index or on remote calls.
 
+use std::fmt::Write as _;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery,
 };
@@ -58,7 +60,12 @@ impl Document {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 /// Every discovery document, built once.

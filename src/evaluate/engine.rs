@@ -232,7 +232,7 @@ fn located(
     found: impl IntoIterator<Item = (u64, String)>,
 ) -> CompileError {
     let mut source_info = SourceInfo::default();
-    source_info.source = source.to_owned();
+    source.clone_into(&mut source_info.source);
     let source_info = Arc::new(source_info);
     let errors = found
         .into_iter()
