@@ -8,13 +8,43 @@ use serde_json::{Value, json};
 
 use super::op::Op;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// `-o`: how a list or an object is printed, with kubectl's names for the formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
+    /// Aligned columns, as `kubectl get`.
     Table,
+    /// The table with component, ruleset, outcome and completion columns added.
     Wide,
+    /// The served objects, verbatim, as JSON (a `List` for several).
     Json,
+    /// The served objects, verbatim, as YAML (a `List` for several).
     Yaml,
+    /// `resource.group/name` per line, to pipe into other kubectl commands.
     Name,
+}
+
+/// By hand rather than derived: a derived `ValueEnum` would print the variants' docs in `--help`
+/// and switch the whole flag list to its long layout.
+impl clap::ValueEnum for Output {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Output::Table,
+            Output::Wide,
+            Output::Json,
+            Output::Yaml,
+            Output::Name,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            Output::Table => "table",
+            Output::Wide => "wide",
+            Output::Json => "json",
+            Output::Yaml => "yaml",
+            Output::Name => "name",
+        }))
+    }
 }
 
 /// An age the way kubectl prints one (`45s`, `3m20s`, `15m`, `2h5m`, `30h`, `3d4h`, `90d`, `2y`).
@@ -33,6 +63,7 @@ pub fn age(now: Timestamp, since: Option<Timestamp>) -> String {
 /// Rows of cells printed in aligned columns, three spaces apart; the last column is not padded.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
+    /// The width of each column but the last (which is never padded).
     pub widths: Vec<usize>,
 }
 
@@ -50,6 +81,7 @@ impl Table {
         }
     }
 
+    /// One row, padded to the widths, without trailing spaces.
     pub fn line(&self, row: &[String]) -> String {
         let mut out = String::new();
         for (i, cell) in row.iter().enumerate() {
@@ -82,10 +114,13 @@ fn or_none(s: &str) -> String {
 /// Which columns a list shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Columns {
+    /// Whether to show the NAMESPACE column (with `-A`, where rows come from many namespaces).
     pub namespace: bool,
+    /// Whether to show the `-o wide` columns.
     pub wide: bool,
 }
 
+/// The column titles for `cols`, in the order [`row`] fills them.
 pub fn header(cols: Columns) -> Vec<String> {
     let mut h = Vec::new();
     if cols.namespace {
@@ -99,6 +134,8 @@ pub fn header(cols: Columns) -> Vec<String> {
     h.into_iter().map(str::to_owned).collect()
 }
 
+/// The cells of one operation, in the order [`header`] names them; empty fields show `<none>` so
+/// that columns stay aligned and readable.
 pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     let mut r = Vec::new();
     if cols.namespace {
@@ -133,10 +170,12 @@ pub fn list_object(ops: &[Op]) -> Value {
     })
 }
 
+/// Pretty-printed JSON with a final newline, as kubectl prints.
 pub fn to_json(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }
 
+/// YAML with a final newline; falls back to JSON if the value cannot be written as YAML.
 pub fn to_yaml(value: &Value) -> String {
     match serde_saphyr::to_string(value) {
         Ok(s) if s.ends_with('\n') => s,

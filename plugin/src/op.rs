@@ -80,10 +80,13 @@ impl Op {
         self.status.completed.as_ref().map(|t| t.0)
     }
 
+    /// Whether the operation is on a cluster-scoped subject (an InFlightClusterOperation).
     pub fn is_cluster_scoped(&self) -> bool {
         self.namespace.is_none()
     }
 
+    /// The kind the object was served as, derived from the scope so that it holds even for an
+    /// object without `kind`.
     pub fn kind(&self) -> &'static str {
         if self.is_cluster_scoped() {
             CLUSTER_KIND
@@ -92,6 +95,7 @@ impl Op {
         }
     }
 
+    /// Whether the operation is still going on: what `check` and `wait` count.
     pub fn is_active(&self) -> bool {
         self.status.phase == "Active"
     }

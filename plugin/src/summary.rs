@@ -8,8 +8,10 @@ use super::format::Table;
 use super::op::Op;
 use super::tree::{CLUSTER_SCOPE, NO_COMPONENT};
 
+/// How many operations of a group are active and how many are completed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Count {
+    /// `status.phase` `Active`.
     pub active: usize,
     /// Any phase other than `Active`.
     pub completed: usize,
@@ -24,17 +26,24 @@ impl Count {
         }
     }
 
+    /// Active and completed together.
     pub fn total(&self) -> usize {
         self.active + self.completed
     }
 }
 
+/// What `kubectl ifo summary` prints: the totals and the same counts broken down four ways.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Every operation.
     pub total: Count,
+    /// Operations per phase (`Active`, `Completed`; `(none)` for an object without one).
     pub by_phase: BTreeMap<String, usize>,
+    /// Per `spec.component`.
     pub by_component: BTreeMap<String, Count>,
+    /// Per `spec.operation`.
     pub by_operation: BTreeMap<String, Count>,
+    /// Per namespace (cluster-scoped ones under one name of their own).
     pub by_namespace: BTreeMap<String, Count>,
 }
 
@@ -46,6 +55,7 @@ fn or(s: &str, default: &str) -> String {
     }
 }
 
+/// Counts `ops`.
 pub fn summarize(ops: &[Op]) -> Summary {
     let mut s = Summary::default();
     for op in ops {
@@ -93,6 +103,7 @@ fn breakdown(out: &mut String, title: &str, counts: &BTreeMap<String, Count>, to
     out.push_str(&Table::render(&rows));
 }
 
+/// The summary as tables: phases, then each breakdown with a total row.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
     let mut rows = vec![vec!["PHASE".to_string(), "COUNT".into()]];
@@ -126,6 +137,7 @@ fn counts_json(counts: &BTreeMap<String, Count>) -> Value {
         .into()
 }
 
+/// The summary as JSON for `-o json|yaml`, with camelCase keys like the API's.
 pub fn to_json(s: &Summary) -> Value {
     json!({
         "active": s.total.active,

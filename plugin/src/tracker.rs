@@ -26,6 +26,10 @@ pub enum Change {
     Gone(Op),
 }
 
+/// The matching operations of one or more watches (one per resource in scope), kept from their
+/// events. A watch's first list is the starting set and reports no change; a relist replaces the
+/// watch's set as a whole and reports the difference, so an object deleted while the watch was
+/// down is reported gone.
 #[derive(Debug)]
 pub struct Tracker {
     streams: Vec<Stream>,
@@ -33,6 +37,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// A tracker for `streams` watches, keeping what matches `filters`.
     pub fn new(streams: usize, filters: Filters) -> Tracker {
         Tracker {
             streams: (0..streams).map(|_| Stream::default()).collect(),
@@ -56,10 +61,12 @@ impl Tracker {
         ops
     }
 
+    /// How many operations match now.
     pub fn len(&self) -> usize {
         self.streams.iter().map(|s| s.current.len()).sum()
     }
 
+    /// Whether nothing matches now: what `wait` waits for.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -57,6 +57,8 @@ fn branch(last: bool) -> (&'static str, &'static str) {
     }
 }
 
+/// The operations as a tree: component, namespace, subject, then one aligned line per operation
+/// (oldest first) with its phase, age and message.
 pub fn render(ops: &[Op], now: Timestamp) -> String {
     let tree = group(ops);
     let op_width = ops
