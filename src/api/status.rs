@@ -20,11 +20,14 @@ use crate::apimachinery::goquote::go_quote;
 /// `resource.group` (just `resource` for the core group), as `schema.GroupResource`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct GroupResource {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The resource's plural.
     pub resource: String,
 }
 
 impl GroupResource {
+    /// `resource` in `group`.
     pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
         Self {
             group: group.into(),
@@ -53,13 +56,20 @@ pub enum ForbiddenTarget {
     /// A resource request. `namespace` empty means cluster scope (e.g. `kubectl get -A`);
     /// `name` empty means a collection (unless a `metadata.name` field selector named one).
     Resource {
+        /// The resource the request named.
         resource: GroupResource,
+        /// `status`, `log`, …; empty for the object or collection itself.
         subresource: String,
+        /// The namespace of the request; empty for cluster scope.
         namespace: String,
+        /// The object's name; empty for a collection.
         name: String,
     },
     /// A non-resource path such as `/openapi/v2`.
-    NonResource { path: String },
+    NonResource {
+        /// The request's path, as authorized.
+        path: String,
+    },
 }
 
 /// An authorization denial, rendered like the apiserver's authorization filter
@@ -70,6 +80,7 @@ pub struct Forbidden {
     pub user: String,
     /// The authorization verb (`get`, `list`, `watch`, ...).
     pub verb: String,
+    /// What the request tried to reach: decides the wording, and `details` of the body.
     pub target: ForbiddenTarget,
     /// The authorizer's reason (SubjectAccessReview `status.reason`); appended after `: `
     /// when not empty.
@@ -148,28 +159,47 @@ pub enum ApiError {
     Forbidden(Box<Forbidden>),
     /// 404 `NotFound` for a named object.
     NotFound {
+        /// The resource looked in.
         resource: GroupResource,
+        /// The name not found.
         name: String,
     },
     /// 404 `NotFound` for a path the server does not serve.
     PathNotFound,
     /// 405 `MethodNotAllowed`: `verb` (e.g. `create`) is not supported on `resource`.
     MethodNotAllowed {
+        /// The resource the request named.
         resource: GroupResource,
+        /// The verb it is not served for.
         verb: String,
     },
-    /// 406 `NotAcceptable`: no acceptable media type; `accepted` lists what is served.
-    NotAcceptable { accepted: Vec<String> },
-    /// 410 `Expired`: a watch resourceVersion older than the retained history. `oldest` is
-    /// the oldest resourceVersion a watch can still start from.
-    TooOldResourceVersion { requested: u64, oldest: u64 },
+    /// 406 `NotAcceptable`: no acceptable media type.
+    NotAcceptable {
+        /// The media types that are served, for the message.
+        accepted: Vec<String>,
+    },
+    /// 410 `Expired`: a watch resourceVersion older than the retained history.
+    TooOldResourceVersion {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The oldest resourceVersion a watch can still start from.
+        oldest: u64,
+    },
     /// 410 `Expired` with a custom message (e.g. a watcher that fell too far behind).
     Expired(String),
-    /// 410 `Expired`: a `continue` token whose snapshot is gone. `continue_token`, when set,
-    /// lets the client finish the listing inconsistently (sent as `metadata.continue`).
-    ContinueExpired { continue_token: Option<String> },
+    /// 410 `Expired`: a `continue` token whose snapshot is gone.
+    ContinueExpired {
+        /// When set, lets the client finish the listing inconsistently (sent as
+        /// `metadata.continue`).
+        continue_token: Option<String>,
+    },
     /// 504 `Timeout`: a resourceVersion newer than the server's current one; retry in 1 s.
-    ResourceVersionTooLarge { requested: u64, current: u64 },
+    ResourceVersionTooLarge {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The server's current resourceVersion.
+        current: u64,
+    },
     /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed.
     Internal(String),
     /// 503 `ServiceUnavailable`, e.g. not ready to serve yet.
