@@ -321,7 +321,7 @@ struct Compiled {
     env: Arc<Env>,
 }
 
-/// A compiled expression. Clone is cheap (Arc<Program>). Send + Sync.
+/// A compiled expression. Clone is cheap (`Arc<Program>`). Send + Sync.
 #[derive(Clone)]
 pub struct Expr {
     inner: Arc<Compiled>,
