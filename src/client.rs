@@ -25,6 +25,7 @@ pub struct DeadlineExceeded {
 /// Puts a deadline on every request but watches.
 #[derive(Clone, Copy, Debug)]
 pub struct DeadlineLayer {
+    /// How long a request may take, answer included.
     pub timeout: Duration,
 }
 
@@ -39,6 +40,9 @@ impl<S> Layer<S> for DeadlineLayer {
     }
 }
 
+/// The service [`DeadlineLayer`] wraps the client's stack in: fails a request that has not been
+/// answered within the timeout, so that a stuck kube-apiserver cannot hang its caller, and lets
+/// watches run.
 #[derive(Clone, Debug)]
 pub struct Deadline<S> {
     inner: S,

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 /// What `/readyz` answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
+    /// Every initial sync is done: serve.
     Ready,
     /// Why not, for the probe's response body and the logs.
     NotReady(String),
@@ -114,10 +115,12 @@ impl Readiness {
         });
     }
 
+    /// What `/readyz` answers now.
     pub fn status(&self) -> Status {
         self.state.borrow().status()
     }
 
+    /// Whether `/readyz` succeeds now.
     pub fn is_ready(&self) -> bool {
         self.status() == Status::Ready
     }

@@ -16,15 +16,20 @@ use super::selector::SelectorError;
 /// Field selector operator. `=` and `==` are the same operator in apimachinery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldOperator {
+    /// `field=value` or `field==value`: the field's value (empty when it has none) is `value`.
     Equals,
+    /// `field!=value`: the field's value is anything but `value`, including empty.
     NotEquals,
 }
 
 /// One term of a [`FieldSelector`]; `value` is unescaped.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FieldRequirement {
+    /// The dotted field path (`metadata.name`), one the resource allows.
     pub field: String,
+    /// How `value` is compared.
     pub operator: FieldOperator,
+    /// The value to compare with, escapes already resolved.
     pub value: String,
 }
 
@@ -97,6 +102,8 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
+    /// The terms in the order written: all must hold. For callers that look at what a selector
+    /// asks rather than only match with it (whether a `metadata.name` term names one object).
     pub fn requirements(&self) -> &[FieldRequirement] {
         &self.terms
     }

@@ -4,6 +4,8 @@
 //! `Invalid value: "a b"`, `User "bob" cannot list ...`). Reproducing its escaping keeps those
 //! messages identical to what kube-apiserver sends for the same input.
 
+use std::fmt::Write as _;
+
 /// Quotes `s` the way Go's `strconv.Quote` does: double quotes, backslash escapes for `"` and
 /// `\`, the short C escapes, `\xNN` for other ASCII control bytes and `\uNNNN`/`\UNNNNNNNN` for
 /// other non-printable characters; printable Unicode is kept as is.
@@ -22,13 +24,13 @@ pub fn go_quote(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
             c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
+                let _ = write!(out, "\\x{:02x}", c as u32);
             }
             c if c.is_control() || c == '\u{feff}' => {
                 if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
+                    let _ = write!(out, "\\u{:04x}", c as u32);
                 } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
+                    let _ = write!(out, "\\U{:08x}", c as u32);
                 }
             }
             c => out.push(c),

@@ -75,14 +75,17 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// The label key the requirement tests.
     pub fn key(&self) -> &str {
         &self.key
     }
 
+    /// How the key's value is tested.
     pub fn operator(&self) -> Operator {
         self.operator
     }
 
+    /// The values to test against: sorted and unique, so that equal selectors compare equal.
     pub fn values(&self) -> &[String] {
         &self.values
     }
@@ -175,6 +178,8 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// The requirements, sorted by key as apimachinery keeps them: all must hold. For callers
+    /// that look at what a selector asks rather than only match with it.
     pub fn requirements(&self) -> &[Requirement] {
         &self.requirements
     }

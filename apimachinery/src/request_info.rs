@@ -48,15 +48,18 @@ pub struct RequestInfo {
 pub struct ResourceInfo {
     /// Empty for the legacy core group (`/api`).
     pub group: String,
+    /// The API version (`v1`, `v1alpha1`).
     pub version: String,
     /// `Some` under `/namespaces/<ns>/` (possibly empty, which is served as not found).
     pub namespace: Option<String>,
+    /// The resource's plural (`inflightoperations`), as in the path.
     pub resource: String,
     /// The object's name: from the path, or for a list or watch from an exact `metadata.name`
     /// field selector.
     pub name: Option<String>,
     /// Whether the name came from the path (`false` for a name from a field selector).
     pub name_in_path: bool,
+    /// `status`, `log`, …: the part after the name; `None` for the object itself.
     pub subresource: Option<String>,
 }
 

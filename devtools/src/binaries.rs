@@ -5,11 +5,18 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Paths of the control-plane binaries of the pinned version. A local build rather than whatever is
+/// on `PATH`, so that every run tests against the same Kubernetes.
 #[derive(Clone, Debug)]
 pub struct Binaries {
+    /// `kube-apiserver`, with the aggregation layer the live API registers through.
     pub kube_apiserver: PathBuf,
+    /// `kube-controller-manager`, for the ClusterRole aggregation and namespace deletion the tests
+    /// rely on.
     pub kube_controller_manager: PathBuf,
+    /// `kubectl`, the client the end-to-end tests drive like a user.
     pub kubectl: PathBuf,
+    /// `etcd`, kube-apiserver's store.
     pub etcd: PathBuf,
 }
 

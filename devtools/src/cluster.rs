@@ -7,6 +7,7 @@ use super::pki::{KeyPair, Usage, service_account_key};
 use super::process::Process;
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 /// Namespace and name of the Service the APIService points at.
 pub const SERVICE_NAMESPACE: &str = "ifo-system";
+/// See [`SERVICE_NAMESPACE`].
 pub const SERVICE_NAME: &str = "ifo-apiserver";
 /// The identity the server runs as (what RBAC in `deploy/` binds).
 pub const SERVER_USER: &str = "system:serviceaccount:ifo-system:ifo-apiserver";
@@ -33,8 +35,10 @@ pub enum User {
 }
 
 impl User {
+    /// Every user, for setting up each one's credentials and kubeconfig.
     pub const ALL: [User; 4] = [User::Admin, User::Alice, User::Bob, User::Server];
 
+    /// The username kube-apiserver authenticates this user as (the certificate's CN).
     pub fn name(self) -> &'static str {
         match self {
             User::Admin => "admin",
@@ -75,11 +79,16 @@ impl User {
 
 /// The certificate our server serves with, and the CA that the APIService's `caBundle` names.
 pub struct ServingCert {
+    /// The server's certificate, signed by the serving CA.
     pub cert_file: PathBuf,
+    /// The server's private key.
     pub key_file: PathBuf,
+    /// The serving CA, PEM: what clients of the server (and the APIService) trust.
     pub ca_pem: Vec<u8>,
 }
 
+/// A running local control plane. Dropping it stops its processes and removes its directory unless
+/// `IFO_KEEP_CLUSTER_DIR` asks to keep it for a post-mortem.
 pub struct Cluster {
     dir: PathBuf,
     keep_dir: bool,
@@ -87,8 +96,11 @@ pub struct Cluster {
     controllers: Option<Process>,
     apiserver: Process,
     etcd: Process,
+    /// The binaries it runs, for tests that run `kubectl` against it.
     pub binaries: Binaries,
+    /// kube-apiserver's `https://127.0.0.1:<port>`.
     pub url: String,
+    /// What the live API server must serve with for kube-apiserver to trust it.
     pub serving: ServingCert,
     cluster_ca_pem: Vec<u8>,
 }
@@ -180,12 +192,13 @@ impl Cluster {
         let mut tokens = String::new();
         for user in User::ALL {
             if let Some(token) = user.token() {
-                tokens.push_str(&format!(
-                    "{token},{},{},\"{}\"\n",
+                let _ = writeln!(
+                    tokens,
+                    "{token},{},{},\"{}\"",
                     user.name(),
                     user.name(),
                     user.groups().join(",")
-                ));
+                );
             }
         }
         write(&pki.join("tokens.csv"), tokens)?;
@@ -285,10 +298,13 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// The cluster's working directory: PKI, kubeconfigs, logs.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The kubeconfig that authenticates as `user` with a client certificate, for `kubectl
+    /// --kubeconfig` and kube clients.
     pub fn kubeconfig(&self, user: User) -> PathBuf {
         self.dir
             .join(format!("kubeconfig-{}.json", user.file_stem()))

@@ -20,7 +20,9 @@ use std::net::IpAddr;
 /// A certificate with its private key, both PEM-encoded.
 #[derive(Clone)]
 pub struct KeyPair {
+    /// The certificate, PEM.
     pub cert_pem: Vec<u8>,
+    /// Its private key, PEM (PKCS#8).
     pub key_pem: Vec<u8>,
     cert: X509,
     key: PKey<Private>,
@@ -30,7 +32,9 @@ pub struct KeyPair {
 pub enum Usage<'a> {
     /// TLS server for these DNS names and IP addresses.
     Server {
+        /// The DNS names the certificate is valid for (subject alternative names).
         dns: &'a [&'a str],
+        /// The IP addresses the certificate is valid for (subject alternative names).
         ips: &'a [IpAddr],
     },
     /// TLS client; Kubernetes reads the user from CN and the groups from O.

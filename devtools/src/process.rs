@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// A running child process and its log file. Stopped (terminated, then killed) when dropped.
 pub struct Process {
     name: String,
     child: Mutex<Child>,
@@ -32,7 +33,7 @@ impl Process {
         }
         let child = cmd
             .spawn()
-            .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
+            .with_context(|| format!("starting {name} ({})", cmd.get_program().display()))?;
         Ok(Process {
             name: name.to_string(),
             child: Mutex::new(child),
@@ -44,6 +45,8 @@ impl Process {
         self.child.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The process id, for signals the tests send (stop, continue) to simulate a frozen or crashed
+    /// server.
     pub fn pid(&self) -> u32 {
         self.child().id()
     }
@@ -62,6 +65,7 @@ impl Process {
         Ok(())
     }
 
+    /// The last `lines` lines of its log, to explain a failure.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();

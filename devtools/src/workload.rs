@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// The namespace the demo's VirtualMachines live in.
 pub const NAMESPACE: &str = "demo";
 
 /// The states each VM goes through, with how long it stays in each.

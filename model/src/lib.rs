@@ -1,5 +1,12 @@
-//! The names of the live InFlightOperations API (`live.ifo.kubevirt.io`), in one place for the
-//! server that serves it and the kubectl plugin that reads it, so the two cannot drift apart.
+//! The live InFlightOperations API (`live.ifo.kubevirt.io`): its names and the shape of its
+//! object, in one place for the server that serves it and the kubectl plugin that reads it, so
+//! the two cannot drift apart.
+
+#![warn(missing_docs)]
+
+mod object;
+
+pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 
 /// The API group the APIService registers.
 pub const GROUP: &str = "live.ifo.kubevirt.io";

@@ -16,13 +16,18 @@ use super::format::Output;
     about = "Operations in flight in the cluster (live InFlightOperations), and whether it is safe to do maintenance",
     after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error."
 )]
+/// The whole command line. `global` is flattened in (and each of its flags marked global) so that
+/// kubectl's habit of putting flags after the subcommand works as well as before it.
 pub struct Cli {
+    /// Connection, filters and output, shared by every subcommand.
     #[command(flatten)]
     pub global: Global,
+    /// What to do; `None` lists, as `kubectl ifo` with no subcommand does.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+/// The flags every subcommand takes: which cluster, which operations, how to print them.
 #[derive(Args, Debug, Clone)]
 pub struct Global {
     /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
@@ -66,6 +71,7 @@ pub struct Global {
     pub watch: bool,
 }
 
+/// The subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// List operations (the default).

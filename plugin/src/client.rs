@@ -20,11 +20,14 @@ use super::warnings::Warnings;
 /// The namespaced or the cluster-scoped kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
+    /// `inflightoperations`: operations on namespaced subjects.
     Namespaced,
+    /// `inflightclusteroperations`: operations on cluster-scoped subjects.
     Cluster,
 }
 
 impl Resource {
+    /// The resource's plural, as in its URL and in RBAC rules.
     pub fn plural(self) -> &'static str {
         match self {
             Resource::Namespaced => NAMESPACED_PLURAL,
@@ -239,9 +242,13 @@ pub async fn get(
 pub enum Event {
     /// A (re)list starts: what follows until `InitDone` is the complete set.
     Init,
+    /// One object of the (re)list.
     InitApply(Op),
+    /// The (re)list is complete: what was not in it is gone.
     InitDone,
+    /// An object was added or modified.
     Apply(Op),
+    /// An object was deleted (the object as last seen).
     Delete(Op),
 }
 
@@ -377,18 +384,17 @@ mod tests {
 
     #[test]
     fn a_missing_object_is_not_a_missing_api() {
-        let s = match status(404, "inflightoperations \"x\" not found", Some("x")) {
-            kube::Error::Api(s) => s,
-            _ => unreachable!(),
+        let kube::Error::Api(s) = status(404, "inflightoperations \"x\" not found", Some("x"))
+        else {
+            unreachable!()
         };
         assert!(!resource_missing(&s));
-        let s = match status(
+        let kube::Error::Api(s) = status(
             404,
             "the server could not find the requested resource",
             None,
-        ) {
-            kube::Error::Api(s) => s,
-            _ => unreachable!(),
+        ) else {
+            unreachable!()
         };
         assert!(resource_missing(&s));
     }

@@ -3,6 +3,10 @@
 
 use super::op::Op;
 
+/// Which operations to show, from the command line. Sent to the server as selectors rather than
+/// applied here, so that only what is asked for crosses the network and RBAC is checked against
+/// exactly that request; [`Filters::matches`] applies the same fields again to watch events, where
+/// an object can stop matching.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filters {
     /// `metadata.name`.
@@ -55,6 +59,7 @@ impl Filters {
         })
     }
 
+    /// The label selector for the list or watch, if any (blank counts as none).
     pub fn label_selector(&self) -> Option<&str> {
         self.selector.as_deref().filter(|s| !s.trim().is_empty())
     }
@@ -65,11 +70,11 @@ impl Filters {
         self.fields().iter().all(|(path, value)| {
             let actual = match *path {
                 "metadata.name" => &op.name,
-                "status.phase" => &op.phase,
-                "spec.operation" => &op.operation,
-                "spec.component" => &op.component,
-                "spec.subject.kind" => &op.subject.kind,
-                "spec.subject.name" => &op.subject.name,
+                "status.phase" => &op.status.phase,
+                "spec.operation" => &op.spec.operation,
+                "spec.component" => &op.spec.component,
+                "spec.subject.kind" => &op.spec.subject.kind,
+                "spec.subject.name" => &op.spec.subject.name,
                 _ => return false,
             };
             actual == value

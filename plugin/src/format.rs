@@ -8,13 +8,43 @@ use serde_json::{Value, json};
 
 use super::op::Op;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// `-o`: how a list or an object is printed, with kubectl's names for the formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
+    /// Aligned columns, as `kubectl get`.
     Table,
+    /// The table with component, ruleset, outcome and completion columns added.
     Wide,
+    /// The served objects, verbatim, as JSON (a `List` for several).
     Json,
+    /// The served objects, verbatim, as YAML (a `List` for several).
     Yaml,
+    /// `resource.group/name` per line, to pipe into other kubectl commands.
     Name,
+}
+
+/// By hand rather than derived: a derived `ValueEnum` would print the variants' docs in `--help`
+/// and switch the whole flag list to its long layout.
+impl clap::ValueEnum for Output {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Output::Table,
+            Output::Wide,
+            Output::Json,
+            Output::Yaml,
+            Output::Name,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            Output::Table => "table",
+            Output::Wide => "wide",
+            Output::Json => "json",
+            Output::Yaml => "yaml",
+            Output::Name => "name",
+        }))
+    }
 }
 
 /// An age the way kubectl prints one (`45s`, `3m20s`, `15m`, `2h5m`, `30h`, `3d4h`, `90d`, `2y`).
@@ -33,6 +63,7 @@ pub fn age(now: Timestamp, since: Option<Timestamp>) -> String {
 /// Rows of cells printed in aligned columns, three spaces apart; the last column is not padded.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
+    /// The width of each column but the last (which is never padded).
     pub widths: Vec<usize>,
 }
 
@@ -50,6 +81,7 @@ impl Table {
         }
     }
 
+    /// One row, padded to the widths, without trailing spaces.
     pub fn line(&self, row: &[String]) -> String {
         let mut out = String::new();
         for (i, cell) in row.iter().enumerate() {
@@ -82,10 +114,13 @@ fn or_none(s: &str) -> String {
 /// Which columns a list shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Columns {
+    /// Whether to show the NAMESPACE column (with `-A`, where rows come from many namespaces).
     pub namespace: bool,
+    /// Whether to show the `-o wide` columns.
     pub wide: bool,
 }
 
+/// The column titles for `cols`, in the order [`row`] fills them.
 pub fn header(cols: Columns) -> Vec<String> {
     let mut h = Vec::new();
     if cols.namespace {
@@ -99,27 +134,29 @@ pub fn header(cols: Columns) -> Vec<String> {
     h.into_iter().map(str::to_owned).collect()
 }
 
+/// The cells of one operation, in the order [`header`] names them; empty fields show `<none>` so
+/// that columns stay aligned and readable.
 pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     let mut r = Vec::new();
     if cols.namespace {
         r.push(op.namespace.clone().unwrap_or_else(|| "-".into()));
     }
     r.push(or_none(&op.name));
-    r.push(or_none(&op.subject.kind));
-    r.push(or_none(&op.subject.name));
-    r.push(or_none(&op.operation));
-    r.push(or_none(&op.phase));
+    r.push(or_none(&op.spec.subject.kind));
+    r.push(or_none(&op.spec.subject.name));
+    r.push(or_none(&op.spec.operation));
+    r.push(or_none(&op.status.phase));
     r.push(age(now, op.created));
     if cols.wide {
-        r.push(or_none(&op.component));
-        r.push(or_none(&op.ruleset));
-        r.push(or_none(&op.outcome));
-        r.push(match op.completed {
+        r.push(or_none(&op.spec.component));
+        r.push(or_none(&op.spec.rule_set));
+        r.push(or_none(op.outcome()));
+        r.push(match op.completed() {
             Some(t) => age(now, Some(t)),
             None => "<none>".into(),
         });
     }
-    r.push(op.message.replace(['\n', '\r'], " "));
+    r.push(op.message().replace(['\n', '\r'], " "));
     r
 }
 
@@ -133,10 +170,12 @@ pub fn list_object(ops: &[Op]) -> Value {
     })
 }
 
+/// Pretty-printed JSON with a final newline, as kubectl prints.
 pub fn to_json(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }
 
+/// YAML with a final newline; falls back to JSON if the value cannot be written as YAML.
 pub fn to_yaml(value: &Value) -> String {
     match serde_saphyr::to_string(value) {
         Ok(s) if s.ends_with('\n') => s,
@@ -189,15 +228,15 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
                 .unwrap_or_else(|| "<none> (cluster-scoped)".into()),
         ),
         ("Kind".into(), op.kind().into()),
-        ("Operation".into(), dash(&op.operation)),
-        ("Phase".into(), dash(&op.phase)),
-        ("Outcome".into(), dash(&op.outcome)),
-        ("Message".into(), dash(&op.message)),
-        ("Component".into(), dash(&op.component)),
-        ("RuleSet".into(), dash(&op.ruleset)),
+        ("Operation".into(), dash(&op.spec.operation)),
+        ("Phase".into(), dash(&op.status.phase)),
+        ("Outcome".into(), dash(op.outcome())),
+        ("Message".into(), dash(op.message())),
+        ("Component".into(), dash(&op.spec.component)),
+        ("RuleSet".into(), dash(&op.spec.rule_set)),
         ("Started".into(), time_line(now, op.created)),
-        ("Last Detected".into(), time_line(now, op.last_detected)),
-        ("Completed".into(), time_line(now, op.completed)),
+        ("Last Detected".into(), time_line(now, op.last_detected())),
+        ("Completed".into(), time_line(now, op.completed())),
     ];
     if let (Some(start), true) = (op.created, op.is_active()) {
         fields.push((
@@ -205,15 +244,15 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
             human_duration(now.as_second() - start.as_second()),
         ));
     }
-    if !op.detected_by.is_empty() {
-        fields.push(("Detected By".into(), op.detected_by.join(", ")));
+    if !op.status.detected_by.is_empty() {
+        fields.push(("Detected By".into(), op.status.detected_by.join(", ")));
     }
     let mut out = String::new();
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
     for (k, v) in &fields {
         let _ = writeln!(out, "{:<width$}  {v}", format!("{k}:"));
     }
-    let s = &op.subject;
+    let s = &op.spec.subject;
     let _ = writeln!(out, "Subject:");
     let subject_fields = [
         ("Kind", dash(&s.kind)),
@@ -230,12 +269,12 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
     for (k, v) in subject_fields {
         let _ = writeln!(out, "  {:<12}{v}", format!("{k}:"));
     }
-    if let Some(g) = op.subject_generation {
+    if let Some(g) = op.status.subject_generation {
         let _ = writeln!(out, "  {:<12}{g}", "Generation:");
     }
-    if !s.owners.is_empty() {
+    if !s.owner_references.is_empty() {
         let _ = writeln!(out, "  Owners:");
-        for o in &s.owners {
+        for o in &s.owner_references {
             let _ = writeln!(out, "    {}/{} (uid: {})", o.kind, o.name, o.uid);
         }
     }
@@ -288,7 +327,7 @@ mod tests {
     fn tables_align_columns() {
         let rows = vec![
             vec!["A".to_string(), "BB".into(), "last".into()],
-            vec!["long".to_string(), "".into(), "x y".into()],
+            vec!["long".to_string(), String::new(), "x y".into()],
         ];
         assert_eq!(Table::render(&rows), "A      BB   last\nlong        x y\n");
     }
@@ -367,7 +406,7 @@ mod tests {
     #[test]
     fn multiline_messages_stay_on_their_row() {
         let mut o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
-        o.message = "a\nb".into();
+        o.status.message = Some("a\nb".into());
         let now = ts("2026-01-01T10:00:00Z");
         assert_eq!(
             render_list(&[o], Output::Table, false, now).lines().count(),

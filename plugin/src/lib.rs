@@ -5,6 +5,8 @@
 //! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state; `op`, `filter`,
 //! `format`, `tree` and `summary` are pure.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod client;
 pub mod filter;
@@ -34,6 +36,7 @@ use warnings::Warnings;
 /// How a successful run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Nothing (or nothing left) in flight, or a command that does not judge (list, get, …).
     Done,
     /// `check` found, or `wait` timed out with, operations in flight.
     InFlight,
@@ -103,6 +106,7 @@ fn filters(global: &Global, active_only: bool) -> Filters {
     }
 }
 
+/// Runs a parsed command line against the cluster: what [`main`] does once it has a runtime.
 pub async fn run(cli: Cli) -> Result<Outcome> {
     let g = cli.global;
     let command = cli.command.unwrap_or(Command::List);
@@ -459,8 +463,8 @@ async fn wait(
                 .iter()
                 .take(5)
                 .map(|o| match &o.namespace {
-                    Some(ns) => format!("{ns}/{} {}", o.subject_ref(), o.operation),
-                    None => format!("{} {}", o.subject_ref(), o.operation),
+                    Some(ns) => format!("{ns}/{} {}", o.subject_ref(), o.spec.operation),
+                    None => format!("{} {}", o.subject_ref(), o.spec.operation),
                 })
                 .collect();
             let more = if ops.len() > 5 { ", …" } else { "" };

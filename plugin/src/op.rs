@@ -1,137 +1,92 @@
-//! An InFlightOperation (or InFlightClusterOperation) as the plugin reads it: the fields it
-//! prints, taken leniently from the API object (a missing or odd field is empty, never an error),
-//! and the object itself for `-o json|yaml`.
+//! An InFlightOperation (or InFlightClusterOperation) as the plugin reads it: the API object
+//! read through the shared model (`ifo_model::InFlightOperation`, lenient: a missing or odd field
+//! is empty, never an error), the metadata it prints taken out of `ObjectMeta`'s options, and
+//! the object itself for `-o json|yaml`.
 
 use std::collections::BTreeMap;
 
+use ifo_model::InFlightOperation;
 use jiff::Timestamp;
+use serde::Deserialize;
 use serde_json::Value;
 
 pub use ifo_model::{
-    APISERVICE, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, NAMESPACED_KIND, NAMESPACED_PLURAL, VERSION,
+    APISERVICE, CLUSTER_KIND, CLUSTER_PLURAL, GROUP, NAMESPACED_KIND, NAMESPACED_PLURAL, Spec,
+    Status, SubjectRef, VERSION,
 };
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SubjectRef {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: Option<String>,
-    pub uid: String,
-    pub owners: Vec<OwnerRef>,
-}
-
+/// One served operation, ready to print.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Op {
-    /// `metadata.name`.
+    /// `metadata.name` (empty when missing).
     pub name: String,
     /// `metadata.namespace`; `None` for an InFlightClusterOperation.
     pub namespace: Option<String>,
     /// `metadata.creationTimestamp`: when the operation started.
     pub created: Option<Timestamp>,
+    /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    pub operation: String,
-    pub ruleset: String,
-    pub component: String,
-    pub subject: SubjectRef,
-    pub phase: String,
-    pub message: String,
-    pub outcome: String,
-    pub last_detected: Option<Timestamp>,
-    pub completed: Option<Timestamp>,
-    pub detected_by: Vec<String>,
-    pub subject_generation: Option<i64>,
-    /// The API object as served.
+    /// `spec`; an empty `subject.namespace` reads as none, as for `metadata.namespace`.
+    pub spec: Spec,
+    /// `status`.
+    pub status: Status,
+    /// The API object as served: `-o json|yaml` print it verbatim, fields this version of the
+    /// model does not know included.
     pub raw: Value,
 }
 
-fn text(v: &Value, path: &[&str]) -> String {
-    let mut cur = v;
-    for key in path {
-        cur = &cur[*key];
-    }
-    cur.as_str().unwrap_or_default().to_owned()
-}
-
-fn time(v: &Value, path: &[&str]) -> Option<Timestamp> {
-    let s = text(v, path);
-    s.parse().ok()
-}
-
-fn non_empty(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
 }
 
 impl Op {
+    /// Reads a served object; anything that is not an object reads as an empty operation.
     pub fn from_json(raw: Value) -> Op {
-        let labels = raw["metadata"]["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let s = &raw["spec"]["subject"];
-        let owners = s["ownerReferences"]
-            .as_array()
-            .map(|refs| {
-                refs.iter()
-                    .map(|r| OwnerRef {
-                        kind: text(r, &["kind"]),
-                        name: text(r, &["name"]),
-                        uid: text(r, &["uid"]),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let subject = SubjectRef {
-            api_version: text(s, &["apiVersion"]),
-            kind: text(s, &["kind"]),
-            name: text(s, &["name"]),
-            namespace: non_empty(text(s, &["namespace"])),
-            uid: text(s, &["uid"]),
-            owners,
-        };
-        let detected_by = raw["status"]["detectedBy"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let InFlightOperation {
+            metadata,
+            mut spec,
+            status,
+            ..
+        } = InFlightOperation::deserialize(&raw).unwrap_or_default();
+        spec.subject.namespace = non_empty(spec.subject.namespace);
         Op {
-            name: text(&raw, &["metadata", "name"]),
-            namespace: non_empty(text(&raw, &["metadata", "namespace"])),
-            created: time(&raw, &["metadata", "creationTimestamp"]),
-            labels,
-            operation: text(&raw, &["spec", "operation"]),
-            ruleset: text(&raw, &["spec", "ruleSet"]),
-            component: text(&raw, &["spec", "component"]),
-            subject,
-            phase: text(&raw, &["status", "phase"]),
-            message: text(&raw, &["status", "message"]),
-            outcome: text(&raw, &["status", "outcome"]),
-            last_detected: time(&raw, &["status", "lastDetected"]),
-            completed: time(&raw, &["status", "completed"]),
-            detected_by,
-            subject_generation: raw["status"]["subjectGeneration"].as_i64(),
+            name: metadata.name.unwrap_or_default(),
+            namespace: non_empty(metadata.namespace),
+            created: metadata.creation_timestamp.map(|t| t.0),
+            labels: metadata.labels.unwrap_or_default(),
+            spec,
+            status,
             raw,
         }
     }
 
+    /// `status.message`, empty when there is none.
+    pub fn message(&self) -> &str {
+        self.status.message.as_deref().unwrap_or_default()
+    }
+
+    /// `status.outcome`, empty while active.
+    pub fn outcome(&self) -> &str {
+        self.status.outcome.as_deref().unwrap_or_default()
+    }
+
+    /// `status.lastDetected`.
+    pub fn last_detected(&self) -> Option<Timestamp> {
+        self.status.last_detected.as_ref().map(|t| t.0)
+    }
+
+    /// `status.completed`; `None` while active.
+    pub fn completed(&self) -> Option<Timestamp> {
+        self.status.completed.as_ref().map(|t| t.0)
+    }
+
+    /// Whether the operation is on a cluster-scoped subject (an InFlightClusterOperation).
     pub fn is_cluster_scoped(&self) -> bool {
         self.namespace.is_none()
     }
 
+    /// The kind the object was served as, derived from the scope so that it holds even for an
+    /// object without `kind`.
     pub fn kind(&self) -> &'static str {
         if self.is_cluster_scoped() {
             CLUSTER_KIND
@@ -140,8 +95,9 @@ impl Op {
         }
     }
 
+    /// Whether the operation is still going on: what `check` and `wait` count.
     pub fn is_active(&self) -> bool {
-        self.phase == "Active"
+        self.status.phase == "Active"
     }
 
     /// `resource.group/name`, as `kubectl get -o name` prints it.
@@ -164,7 +120,7 @@ impl Op {
 
     /// `Kind/name` of the subject.
     pub fn subject_ref(&self) -> String {
-        format!("{}/{}", self.subject.kind, self.subject.name)
+        format!("{}/{}", self.spec.subject.kind, self.spec.subject.name)
     }
 }
 
@@ -174,18 +130,18 @@ pub fn sort(ops: &mut [Op]) {
     ops.sort_by(|a, b| {
         (
             &a.namespace,
-            &a.subject.kind,
-            &a.subject.name,
+            &a.spec.subject.kind,
+            &a.spec.subject.name,
             a.created,
-            &a.operation,
+            &a.spec.operation,
             &a.name,
         )
             .cmp(&(
                 &b.namespace,
-                &b.subject.kind,
-                &b.subject.name,
+                &b.spec.subject.kind,
+                &b.spec.subject.name,
                 b.created,
-                &b.operation,
+                &b.spec.operation,
                 &b.name,
             ))
     });
@@ -223,10 +179,10 @@ pub(crate) mod tests {
         let o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
         assert_eq!(o.name, "vm1-migrating-0000");
         assert_eq!(o.namespace.as_deref(), Some("ns1"));
-        assert_eq!(o.subject.kind, "VirtualMachine");
-        assert_eq!(o.subject.namespace.as_deref(), Some("ns1"));
+        assert_eq!(o.spec.subject.kind, "VirtualMachine");
+        assert_eq!(o.spec.subject.namespace.as_deref(), Some("ns1"));
         assert_eq!(o.created, Some("2026-01-01T10:00:00Z".parse().unwrap()));
-        assert_eq!(o.detected_by, ["rs"]);
+        assert_eq!(o.status.detected_by, ["rs"]);
         assert!(o.is_active());
         assert_eq!(o.kind(), NAMESPACED_KIND);
         assert_eq!(
@@ -243,7 +199,7 @@ pub(crate) mod tests {
         assert!(o.is_cluster_scoped());
         assert_eq!(o.created, None);
         let o = Op::from_json(json!(null));
-        assert_eq!(o.phase, "");
+        assert_eq!(o.status.phase, "");
     }
 
     #[test]
@@ -255,7 +211,7 @@ pub(crate) mod tests {
             op(Some("a"), "VirtualMachine", "vm1", "Migrating", "Active"),
         ];
         sort(&mut ops);
-        let order: Vec<_> = ops.iter().map(|o| o.subject.name.as_str()).collect();
+        let order: Vec<_> = ops.iter().map(|o| o.spec.subject.name.as_str()).collect();
         assert_eq!(order, ["n1", "vm1", "vm2", "vm1"]);
     }
 }

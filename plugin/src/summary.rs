@@ -8,8 +8,10 @@ use super::format::Table;
 use super::op::Op;
 use super::tree::{CLUSTER_SCOPE, NO_COMPONENT};
 
+/// How many operations of a group are active and how many are completed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Count {
+    /// `status.phase` `Active`.
     pub active: usize,
     /// Any phase other than `Active`.
     pub completed: usize,
@@ -24,17 +26,24 @@ impl Count {
         }
     }
 
+    /// Active and completed together.
     pub fn total(&self) -> usize {
         self.active + self.completed
     }
 }
 
+/// What `kubectl ifo summary` prints: the totals and the same counts broken down four ways.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Every operation.
     pub total: Count,
+    /// Operations per phase (`Active`, `Completed`; `(none)` for an object without one).
     pub by_phase: BTreeMap<String, usize>,
+    /// Per `spec.component`.
     pub by_component: BTreeMap<String, Count>,
+    /// Per `spec.operation`.
     pub by_operation: BTreeMap<String, Count>,
+    /// Per namespace (cluster-scoped ones under one name of their own).
     pub by_namespace: BTreeMap<String, Count>,
 }
 
@@ -46,17 +55,20 @@ fn or(s: &str, default: &str) -> String {
     }
 }
 
+/// Counts `ops`.
 pub fn summarize(ops: &[Op]) -> Summary {
     let mut s = Summary::default();
     for op in ops {
         s.total.add(op);
-        *s.by_phase.entry(or(&op.phase, "(none)")).or_default() += 1;
+        *s.by_phase
+            .entry(or(&op.status.phase, "(none)"))
+            .or_default() += 1;
         s.by_component
-            .entry(or(&op.component, NO_COMPONENT))
+            .entry(or(&op.spec.component, NO_COMPONENT))
             .or_default()
             .add(op);
         s.by_operation
-            .entry(or(&op.operation, "(none)"))
+            .entry(or(&op.spec.operation, "(none)"))
             .or_default()
             .add(op);
         s.by_namespace
@@ -91,6 +103,7 @@ fn breakdown(out: &mut String, title: &str, counts: &BTreeMap<String, Count>, to
     out.push_str(&Table::render(&rows));
 }
 
+/// The summary as tables: phases, then each breakdown with a total row.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
     let mut rows = vec![vec!["PHASE".to_string(), "COUNT".into()]];
@@ -124,6 +137,7 @@ fn counts_json(counts: &BTreeMap<String, Count>) -> Value {
         .into()
 }
 
+/// The summary as JSON for `-o json|yaml`, with camelCase keys like the API's.
 pub fn to_json(s: &Summary) -> Value {
     json!({
         "active": s.total.active,
@@ -154,7 +168,7 @@ mod tests {
             op(Some("ns2"), "VirtualMachine", "vm3", "Starting", "Active"),
             op(None, "Node", "n1", "Draining", "Active"),
         ];
-        ops[3].component = "node".into();
+        ops[3].spec.component = "node".into();
         ops
     }
 

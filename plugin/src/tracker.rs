@@ -26,6 +26,10 @@ pub enum Change {
     Gone(Op),
 }
 
+/// The matching operations of one or more watches (one per resource in scope), kept from their
+/// events. A watch's first list is the starting set and reports no change; a relist replaces the
+/// watch's set as a whole and reports the difference, so an object deleted while the watch was
+/// down is reported gone.
 #[derive(Debug)]
 pub struct Tracker {
     streams: Vec<Stream>,
@@ -33,6 +37,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// A tracker for `streams` watches, keeping what matches `filters`.
     pub fn new(streams: usize, filters: Filters) -> Tracker {
         Tracker {
             streams: (0..streams).map(|_| Stream::default()).collect(),
@@ -56,10 +61,12 @@ impl Tracker {
         ops
     }
 
+    /// How many operations match now.
     pub fn len(&self) -> usize {
         self.streams.iter().map(|s| s.current.len()).sum()
     }
 
+    /// Whether nothing matches now: what `wait` waits for.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -163,7 +170,7 @@ mod tests {
         );
         assert_eq!(t.len(), 2);
         let mut done = a.clone();
-        done.phase = "Completed".into();
+        done.status.phase = "Completed".into();
         assert_eq!(
             t.apply(0, Event::Apply(done.clone())),
             vec![Change::Gone(done)]
@@ -176,7 +183,7 @@ mod tests {
         // What was already gone is not reported again (a completed operation's removal).
         assert!(t.apply(0, Event::Delete(b)).is_empty());
         let mut done_again = a;
-        done_again.phase = "Completed".into();
+        done_again.status.phase = "Completed".into();
         assert!(t.apply(0, Event::Apply(done_again)).is_empty());
         assert!(t.apply(7, Event::Init).is_empty());
     }
@@ -192,7 +199,7 @@ mod tests {
         t.apply(0, Event::InitApply(b.clone()));
         t.apply(0, Event::InitDone);
         let mut b2 = b.clone();
-        b2.message = "later".into();
+        b2.status.message = Some("later".into());
         t.apply(0, Event::Init);
         t.apply(0, Event::InitApply(b2.clone()));
         t.apply(0, Event::InitApply(c.clone()));

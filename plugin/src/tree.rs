@@ -20,10 +20,10 @@ type Subjects<'a> = BTreeMap<(String, String), Vec<&'a Op>>;
 pub fn group(ops: &[Op]) -> BTreeMap<String, BTreeMap<String, Subjects<'_>>> {
     let mut tree: BTreeMap<String, BTreeMap<String, Subjects<'_>>> = BTreeMap::new();
     for op in ops {
-        let component = if op.component.is_empty() {
+        let component = if op.spec.component.is_empty() {
             NO_COMPONENT.to_owned()
         } else {
-            op.component.clone()
+            op.spec.component.clone()
         };
         let namespace = op
             .namespace
@@ -33,14 +33,16 @@ pub fn group(ops: &[Op]) -> BTreeMap<String, BTreeMap<String, Subjects<'_>>> {
             .or_default()
             .entry(namespace)
             .or_default()
-            .entry((op.subject.kind.clone(), op.subject.name.clone()))
+            .entry((op.spec.subject.kind.clone(), op.spec.subject.name.clone()))
             .or_default()
             .push(op);
     }
     for namespaces in tree.values_mut() {
         for subjects in namespaces.values_mut() {
             for ops in subjects.values_mut() {
-                ops.sort_by(|a, b| (a.created, &a.operation).cmp(&(b.created, &b.operation)));
+                ops.sort_by(|a, b| {
+                    (a.created, &a.spec.operation).cmp(&(b.created, &b.spec.operation))
+                });
             }
         }
     }
@@ -55,16 +57,18 @@ fn branch(last: bool) -> (&'static str, &'static str) {
     }
 }
 
+/// The operations as a tree: component, namespace, subject, then one aligned line per operation
+/// (oldest first) with its phase, age and message.
 pub fn render(ops: &[Op], now: Timestamp) -> String {
     let tree = group(ops);
     let op_width = ops
         .iter()
-        .map(|o| o.operation.chars().count())
+        .map(|o| o.spec.operation.chars().count())
         .max()
         .unwrap_or(0);
     let phase_width = ops
         .iter()
-        .map(|o| o.phase.chars().count())
+        .map(|o| o.status.phase.chars().count())
         .max()
         .unwrap_or(0);
     let age_width = ops
@@ -83,7 +87,7 @@ pub fn render(ops: &[Op], now: Timestamp) -> String {
             for (j, ((kind, name), subject_ops)) in subjects.iter().enumerate() {
                 let (s_branch, s_indent) = branch(j + 1 == subject_count);
                 let mut line = format!("{ns_indent}{s_branch}{kind}/{name}");
-                if let Some(owner) = subject_ops[0].subject.owners.first() {
+                if let Some(owner) = subject_ops[0].spec.subject.owner_references.first() {
                     let _ = write!(line, "  (owner {}/{})", owner.kind, owner.name);
                 }
                 let _ = writeln!(out, "{line}");
@@ -92,10 +96,10 @@ pub fn render(ops: &[Op], now: Timestamp) -> String {
                     let (o_branch, _) = branch(k + 1 == op_count);
                     let line = format!(
                         "{ns_indent}{s_indent}{o_branch}{:<op_width$}  {:<phase_width$}  {:>age_width$}  {}",
-                        op.operation,
-                        op.phase,
+                        op.spec.operation,
+                        op.status.phase,
                         age(now, op.created),
-                        op.message.replace(['\n', '\r'], " "),
+                        op.message().replace(['\n', '\r'], " "),
                     );
                     let _ = writeln!(out, "{}", line.trim_end());
                 }
@@ -109,6 +113,7 @@ pub fn render(ops: &[Op], now: Timestamp) -> String {
 mod tests {
     use super::*;
     use crate::op::tests::op;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     #[test]
     fn groups_component_namespace_subject() {
@@ -118,7 +123,7 @@ mod tests {
             op(Some("ns1"), "VirtualMachine", "vm1", "Starting", "Active"),
             op(None, "Node", "n1", "Draining", "Active"),
         ];
-        ops[3].component = String::new();
+        ops[3].spec.component = String::new();
         let tree = group(&ops);
         assert_eq!(tree.keys().collect::<Vec<_>>(), ["(none)", "kubevirt"]);
         assert_eq!(tree["kubevirt"].keys().collect::<Vec<_>>(), ["ns1", "ns2"]);
@@ -145,7 +150,7 @@ mod tests {
                 "Completed",
             ),
         ];
-        ops[1].message = String::new();
+        ops[1].status.message = None;
         ops[1].created = Some("2026-01-01T10:00:40Z".parse().unwrap());
         let text = render(&ops, now);
         let want = "\
@@ -173,10 +178,11 @@ kubevirt
             "Migrating",
             "Active",
         );
-        o.subject.owners.push(crate::op::OwnerRef {
+        o.spec.subject.owner_references.push(OwnerReference {
             kind: "VirtualMachine".into(),
             name: "vm1".into(),
             uid: "u".into(),
+            ..OwnerReference::default()
         });
         assert!(
             render(&[o], now).contains("VirtualMachineInstance/vm1  (owner VirtualMachine/vm1)")

@@ -1,13 +1,13 @@
 //! The HTTP API: discovery and the live resources, behind the `auth` layer.
 
 mod chunked;
-pub mod continue_token;
-pub mod discovery;
-pub mod freshness;
-pub mod negotiate;
-pub mod openapi;
-pub mod params;
-pub mod resources;
+pub(crate) mod continue_token;
+pub(crate) mod discovery;
+pub(crate) mod freshness;
+pub(crate) mod negotiate;
+pub(crate) mod openapi;
+pub(crate) mod params;
+pub(crate) mod resources;
 mod snapshots;
 pub mod status;
 mod table;
@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 /// Everything the handlers read.
 pub struct ApiState {
-    pub discovery: Discovery,
-    pub openapi: openapi::OpenApi,
+    pub(crate) discovery: Discovery,
+    pub(crate) openapi: openapi::OpenApi,
     /// Read-only: the API never changes what it serves.
     pub index: crate::index::IndexReader,
     pub(crate) snapshots: snapshots::Snapshots,
@@ -62,6 +62,8 @@ impl Default for Limits {
     }
 }
 
+/// The API's routes (discovery, OpenAPI, the two resources, `/metrics`) over `state`, without the
+/// `auth` layer: the server puts the `guard` middleware in front, benchmarks call it bare.
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/apis", get(apis))
@@ -83,6 +85,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
 }
 
 impl ApiState {
+    /// The state of an API serving what `index` holds; `/readyz` answers from `readiness`, and
+    /// `limits` caps open watches.
     pub fn new(index: crate::index::IndexReader, readiness: Readiness, limits: Limits) -> Self {
         ApiState {
             discovery: Discovery::new(),

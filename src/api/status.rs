@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -18,11 +20,14 @@ use crate::apimachinery::goquote::go_quote;
 /// `resource.group` (just `resource` for the core group), as `schema.GroupResource`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct GroupResource {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The resource's plural.
     pub resource: String,
 }
 
 impl GroupResource {
+    /// `resource` in `group`.
     pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
         Self {
             group: group.into(),
@@ -51,13 +56,20 @@ pub enum ForbiddenTarget {
     /// A resource request. `namespace` empty means cluster scope (e.g. `kubectl get -A`);
     /// `name` empty means a collection (unless a `metadata.name` field selector named one).
     Resource {
+        /// The resource the request named.
         resource: GroupResource,
+        /// `status`, `log`, …; empty for the object or collection itself.
         subresource: String,
+        /// The namespace of the request; empty for cluster scope.
         namespace: String,
+        /// The object's name; empty for a collection.
         name: String,
     },
     /// A non-resource path such as `/openapi/v2`.
-    NonResource { path: String },
+    NonResource {
+        /// The request's path, as authorized.
+        path: String,
+    },
 }
 
 /// An authorization denial, rendered like the apiserver's authorization filter
@@ -68,6 +80,7 @@ pub struct Forbidden {
     pub user: String,
     /// The authorization verb (`get`, `list`, `watch`, ...).
     pub verb: String,
+    /// What the request tried to reach: decides the wording, and `details` of the body.
     pub target: ForbiddenTarget,
     /// The authorizer's reason (SubjectAccessReview `status.reason`); appended after `: `
     /// when not empty.
@@ -146,28 +159,47 @@ pub enum ApiError {
     Forbidden(Box<Forbidden>),
     /// 404 `NotFound` for a named object.
     NotFound {
+        /// The resource looked in.
         resource: GroupResource,
+        /// The name not found.
         name: String,
     },
     /// 404 `NotFound` for a path the server does not serve.
     PathNotFound,
     /// 405 `MethodNotAllowed`: `verb` (e.g. `create`) is not supported on `resource`.
     MethodNotAllowed {
+        /// The resource the request named.
         resource: GroupResource,
+        /// The verb it is not served for.
         verb: String,
     },
-    /// 406 `NotAcceptable`: no acceptable media type; `accepted` lists what is served.
-    NotAcceptable { accepted: Vec<String> },
-    /// 410 `Expired`: a watch resourceVersion older than the retained history. `oldest` is
-    /// the oldest resourceVersion a watch can still start from.
-    TooOldResourceVersion { requested: u64, oldest: u64 },
+    /// 406 `NotAcceptable`: no acceptable media type.
+    NotAcceptable {
+        /// The media types that are served, for the message.
+        accepted: Vec<String>,
+    },
+    /// 410 `Expired`: a watch resourceVersion older than the retained history.
+    TooOldResourceVersion {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The oldest resourceVersion a watch can still start from.
+        oldest: u64,
+    },
     /// 410 `Expired` with a custom message (e.g. a watcher that fell too far behind).
     Expired(String),
-    /// 410 `Expired`: a `continue` token whose snapshot is gone. `continue_token`, when set,
-    /// lets the client finish the listing inconsistently (sent as `metadata.continue`).
-    ContinueExpired { continue_token: Option<String> },
+    /// 410 `Expired`: a `continue` token whose snapshot is gone.
+    ContinueExpired {
+        /// When set, lets the client finish the listing inconsistently (sent as
+        /// `metadata.continue`).
+        continue_token: Option<String>,
+    },
     /// 504 `Timeout`: a resourceVersion newer than the server's current one; retry in 1 s.
-    ResourceVersionTooLarge { requested: u64, current: u64 },
+    ResourceVersionTooLarge {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The server's current resourceVersion.
+        current: u64,
+    },
     /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed.
     Internal(String),
     /// 503 `ServiceUnavailable`, e.g. not ready to serve yet.
@@ -276,36 +308,40 @@ impl ApiError {
         }
     }
 
-    fn details(&self) -> Option<Details> {
-        let mut d = Details::default();
+    fn details(&self) -> Option<StatusDetails> {
+        let mut d = StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: 0,
+        };
         match self {
             ApiError::Forbidden(f) => {
                 let (gr, name) = f.group_resource_and_name();
-                d.name = name.to_owned();
+                name.clone_into(&mut d.name);
                 d.group = gr.group;
                 d.kind = gr.resource;
             }
             ApiError::NotFound { resource, name } => {
-                d.name = name.clone();
-                d.group = resource.group.clone();
-                d.kind = resource.resource.clone();
+                d.name.clone_from(name);
+                d.group.clone_from(&resource.group);
+                d.kind.clone_from(&resource.resource);
             }
             ApiError::PathNotFound => {}
             ApiError::MethodNotAllowed { resource, .. } => {
-                d.group = resource.group.clone();
-                d.kind = resource.resource.clone();
+                d.group.clone_from(&resource.group);
+                d.kind.clone_from(&resource.resource);
             }
             ApiError::ResourceVersionTooLarge { .. } => {
-                d.causes.push(Cause {
-                    reason: "ResourceVersionTooLarge".to_owned(),
-                    message: "Too large resource version".to_owned(),
-                });
+                d.causes.push(cause(
+                    "ResourceVersionTooLarge",
+                    "Too large resource version",
+                ));
                 d.retry_after_seconds = 1;
             }
-            ApiError::Internal(m) => d.causes.push(Cause {
-                reason: String::new(),
-                message: m.clone(),
-            }),
+            ApiError::Internal(m) => d.causes.push(cause("", m)),
             _ => return None,
         }
         Some(d)
@@ -319,8 +355,11 @@ impl ApiError {
         Status {
             kind: "Status",
             api_version: "v1",
-            metadata: ListMeta { continue_token },
-            status: "Failure",
+            metadata: ListMeta {
+                continue_: continue_token,
+                ..ListMeta::default()
+            },
+            status: StatusSummary::Failure,
             message: self.message(),
             reason: self.reason(),
             details: self.details(),
@@ -366,51 +405,30 @@ impl From<super::continue_token::ContinueTokenError> for ApiError {
     }
 }
 
+/// The body. Its fields are `meta/v1` `Status`'s, but neither k8s-openapi's `Status` (fields in
+/// alphabetical order) nor kube-core's (no `kind` or `apiVersion`) writes them in
+/// kube-apiserver's order, which this keeps; the parts inside are kube-core's, whose order and
+/// omissions are kube-apiserver's.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Status {
     kind: &'static str,
     api_version: &'static str,
     metadata: ListMeta,
-    status: &'static str,
+    status: StatusSummary,
     message: String,
     reason: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<Details>,
+    details: Option<StatusDetails>,
     code: u16,
 }
 
-#[derive(Serialize)]
-struct ListMeta {
-    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
-    continue_token: Option<String>,
-}
-
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Details {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    group: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    kind: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    causes: Vec<Cause>,
-    #[serde(skip_serializing_if = "is_zero")]
-    retry_after_seconds: u32,
-}
-
-#[derive(Serialize)]
-struct Cause {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    reason: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    message: String,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+fn cause(reason: &str, message: &str) -> StatusCause {
+    StatusCause {
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        field: String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ pub fn serve(
         }
     });
     Ok(Response::builder()
-        .header(header::CONTENT_TYPE, super::negotiate::APPLICATION_JSON)
+        .header(header::CONTENT_TYPE, repr.content_type())
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(
             tokio_stream::wrappers::ReceiverStream::new(rx),

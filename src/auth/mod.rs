@@ -7,12 +7,11 @@ mod authz;
 mod cache;
 mod peer;
 mod requestheader;
-pub mod tls;
+pub(crate) mod tls;
 
-pub use authn::{AuthError, Authenticator};
-pub use authz::{Attributes, Authorizer, Decision};
-pub use cache::{ReviewCache, ReviewKey, review_key};
-pub use peer::{PeerCertificates, PeerIdentity};
-pub use requestheader::{RequestHeaderConfig, watch_request_header_config};
+pub(crate) use authn::{AuthError, Authenticator};
+pub(crate) use authz::{Attributes, Authorizer, Decision};
+pub(crate) use peer::PeerCertificates;
+pub(crate) use requestheader::{RequestHeaderConfig, watch_request_header_config};
 
-pub use crate::apimachinery::UserInfo;
+pub(crate) use crate::apimachinery::UserInfo;

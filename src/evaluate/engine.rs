@@ -232,7 +232,7 @@ fn located(
     found: impl IntoIterator<Item = (u64, String)>,
 ) -> CompileError {
     let mut source_info = SourceInfo::default();
-    source_info.source = source.to_owned();
+    source.clone_into(&mut source_info.source);
     let source_info = Arc::new(source_info);
     let errors = found
         .into_iter()
@@ -286,6 +286,8 @@ fn position(info: &SourceInfo, source: &str, id: u64) -> (isize, isize) {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct CompileError {
+    /// The error, with line, column and a caret under the place, as kubectl shows CRD validation
+    /// rule errors.
     pub message: String,
 }
 
@@ -297,7 +299,12 @@ pub enum EvalError {
     Execution(String),
     /// The expression evaluated, but not to the type its role requires.
     #[error("expected {expected}, got {got}")]
-    WrongType { expected: &'static str, got: String },
+    WrongType {
+        /// The type the role requires (`bool`, `string`, `timestamp`).
+        expected: &'static str,
+        /// The type it got.
+        got: String,
+    },
     /// The evaluation went over its budget and was stopped (or ended too late): "unknown".
     #[error("{0}")]
     CostExceeded(Exceeded),
@@ -314,7 +321,7 @@ struct Compiled {
     env: Arc<Env>,
 }
 
-/// A compiled expression. Clone is cheap (Arc<Program>). Send + Sync.
+/// A compiled expression. Clone is cheap (`Arc<Program>`). Send + Sync.
 #[derive(Clone)]
 pub struct Expr {
     inner: Arc<Compiled>,

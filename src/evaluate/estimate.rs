@@ -32,21 +32,21 @@ pub const ASSUMED_LIST_SIZE: u64 = 100;
 
 /// What the estimate found wrong, with the id of the node it is about (for its position).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     pub id: u64,
     pub message: String,
 }
 
 /// The worst-case cost of an expression, and what exceeds a limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     pub cost: u64,
     pub depth: usize,
     pub violations: Vec<Violation>,
 }
 
 /// Estimates `expr` and checks it against the limits above.
-pub fn estimate(expr: &IdedExpr) -> Estimate {
+pub(crate) fn estimate(expr: &IdedExpr) -> Estimate {
     let mut walk = Walk::default();
     let cost = walk.cost(expr, 0);
     if cost > MAX_ESTIMATED_COST {

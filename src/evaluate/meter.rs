@@ -68,10 +68,13 @@ impl Default for Budget {
 /// Which limit an evaluation hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Exceeded {
+    /// The runtime cost went over the limit (the limit).
     #[error("runtime cost limit of {0} exceeded")]
     Cost(u64),
+    /// The evaluation ran past its deadline (the timeout).
     #[error("evaluation time limit of {0:?} exceeded")]
     Time(Duration),
+    /// A string would have grown past the limit (the limit, in bytes).
     #[error("a string of more than {0} bytes would be created")]
     Size(usize),
 }

@@ -37,13 +37,16 @@ use engine::BoundContext;
 /// The compiled expressions of one ruleset.
 #[derive(Debug, Clone)]
 pub struct RuleSetExprs {
+    /// The rules, in the ruleset's order.
     pub rules: Vec<RuleExprs>,
+    /// `labelExpressions`: each label key with the expression that computes its value.
     pub label_expressions: Vec<(String, Expr)>,
 }
 
 /// The compiled expressions of one rule.
 #[derive(Debug, Clone)]
 pub struct RuleExprs {
+    /// The operation the rule detects (`Migrating`).
     pub operation: String,
     /// Must return bool.
     pub matches: Expr,
@@ -73,6 +76,7 @@ pub struct Evaluation {
 pub struct OverBudget {
     /// `rule <operation>`, `rule <operation> message`, `label <key>`, ...
     pub place: String,
+    /// Which limit it hit.
     pub exceeded: Exceeded,
 }
 
@@ -81,11 +85,14 @@ pub struct OverBudget {
 pub enum RuleResult {
     /// The rule matched.
     Active {
+        /// The message expression's result, if the rule has one.
         message: Option<Result<String, EvalError>>,
+        /// The start-time expression's result, if the rule has one.
         start_time: Option<Result<jiff::Timestamp, EvalError>>,
     },
     /// The rule evaluated to false.
     Inactive {
+        /// The outcome expression's result, if the rule has one.
         outcome: Option<Result<String, EvalError>>,
     },
     /// The rule errored or returned a non-bool: "unknown", never "not detected".

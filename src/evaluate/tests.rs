@@ -391,7 +391,7 @@ fn syntax_error_has_position_and_caret() {
         .compile("object.status.printableStatus ==")
         .expect_err("incomplete expression");
     assert!(err.message.contains("1:33"), "{}", err.message);
-    assert!(err.message.contains("^"), "{}", err.message);
+    assert!(err.message.contains('^'), "{}", err.message);
 }
 
 #[test]

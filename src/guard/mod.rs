@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-pub struct Guard {
+pub(crate) struct Guard {
     pub authenticator: Authenticator,
     pub authorizer: Authorizer,
 }
@@ -52,7 +52,7 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
 
 /// Reads the request once ([`RequestInfo`]), authenticates the caller, authorizes what the
 /// request asks for, and hands the handlers both the user and that same [`RequestInfo`].
-pub async fn guard(
+pub(crate) async fn guard(
     State(guard): State<Arc<Guard>>,
     peer: Option<Extension<PeerCertificates>>,
     mut req: Request,

@@ -30,7 +30,9 @@ pub enum LabelSource {
 /// A label that could not be set.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LabelWarning {
+    /// The label key that was not set.
     pub key: String,
+    /// Where the label came from, so that the warning points the author at the right field.
     pub source: LabelSource,
 }
 

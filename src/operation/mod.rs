@@ -7,6 +7,8 @@
 
 mod hash;
 mod labels;
+#[cfg(test)]
+mod model_tests;
 mod name;
 mod phase;
 mod record;

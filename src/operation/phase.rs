@@ -13,8 +13,10 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, for the OpenAPI enum.
     pub const ALL: [Phase; 2] = [Phase::Active, Phase::Completed];
 
+    /// The name served in `status.phase`.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Active => "Active",
@@ -32,9 +34,13 @@ impl fmt::Display for Phase {
 /// `status.outcome` of a completed operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The operation did what it set out to do (an outcome expression said so).
     Succeeded,
+    /// The operation ended in failure (an outcome expression said so).
     Failed,
+    /// The operation was called off (an outcome expression said so).
     Canceled,
+    /// A newer operation took over from this one (an outcome expression said so).
     Superseded,
     /// The subject disappeared while the operation was active.
     SubjectDeleted,
@@ -45,6 +51,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, for the OpenAPI enum and for parsing outcome expressions' results.
     pub const ALL: [Outcome; 7] = [
         Outcome::Succeeded,
         Outcome::Failed,
@@ -55,6 +62,7 @@ impl Outcome {
         Outcome::Unknown,
     ];
 
+    /// The name served in `status.outcome`, and the one outcome expressions return.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Succeeded => "Succeeded",

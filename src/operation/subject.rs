@@ -6,13 +6,22 @@ use serde_json::Value;
 /// The identifying parts of a subject, kept after its object has been evaluated and dropped.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Subject {
+    /// `apiVersion`.
     pub api_version: String,
+    /// `kind`.
     pub kind: String,
+    /// `metadata.name`.
     pub name: String,
     /// `None` for cluster-scoped subjects.
     pub namespace: Option<String>,
+    /// `metadata.uid`: keys the operation, so that a subject deleted and recreated under the same
+    /// name starts new operations.
     pub uid: String,
+    /// `metadata.generation` when evaluated, served as `status.subjectGeneration` so that clients
+    /// can tell which spec the operation reflects.
     pub generation: Option<i64>,
+    /// `metadata.ownerReferences` (well-formed ones only), served so that tools can walk up to what
+    /// the user manages.
     pub owner_references: Vec<OwnerReference>,
 }
 

@@ -6,4 +6,4 @@
 mod controller;
 mod status;
 
-pub use controller::run;
+pub(crate) use controller::run;

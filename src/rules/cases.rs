@@ -35,8 +35,11 @@ struct Expect {
 /// One mismatch, readable as a diff line.
 #[derive(Debug)]
 pub struct CaseFailure {
+    /// The ruleset whose case failed.
     pub ruleset: String,
+    /// The case's name in the cases file.
     pub case: String,
+    /// What differed, as expected against got.
     pub problem: String,
 }
 

@@ -5,10 +5,15 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
+/// One ruleset file of the library, checked to be an `OperationRuleSet` manifest.
 pub struct RuleSetFile {
+    /// Where it was read from; its cases file sits beside it.
     pub path: PathBuf,
+    /// `metadata.name`.
     pub name: String,
+    /// The spec, parsed: what the tools compile and evaluate.
     pub spec: RuleSetSpec,
+    /// The file as written, so that `bundle` reproduces it comments and all.
     pub text: String,
 }
 

@@ -10,6 +10,7 @@ pub use lint::lint;
 pub use load::{RuleSetFile, load};
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// One YAML stream with every ruleset, for `kubectl apply -f`.
 pub fn bundle(files: &[RuleSetFile]) -> String {
@@ -43,14 +44,15 @@ pub fn rbac(files: &[RuleSetFile], role_name: &str) -> String {
     );
     for (group, resources) in by_group {
         let resources: Vec<String> = resources.into_iter().collect();
-        out.push_str(&format!(
-            "  - apiGroups: [\"{group}\"]\n    resources: [{}]\n    verbs: [get, list, watch]\n",
+        let _ = writeln!(
+            out,
+            "  - apiGroups: [\"{group}\"]\n    resources: [{}]\n    verbs: [get, list, watch]",
             resources
                 .iter()
                 .map(|r| format!("\"{r}\""))
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        );
     }
     out
 }

@@ -8,17 +8,24 @@ use crate::operation::RuleSetInfo;
 
 /// A ruleset ready to evaluate.
 pub struct CompiledRuleSet {
+    /// Name, component, labels and generation: what every operation of the ruleset carries.
     pub info: RuleSetInfo,
+    /// The resource type the rules watch.
     pub target: Target,
     /// Namespaces the rules apply to; empty means all.
     pub namespaces: Vec<String>,
+    /// The compiled expressions, ready for [`crate::evaluate::evaluate`].
     pub exprs: RuleSetExprs,
     /// Operation names, parallel to `exprs.rules`.
     pub operations: Vec<String>,
+    /// `metadata.generation` of the ruleset these rules were compiled from, so that status and
+    /// health refer to the spec they describe.
     pub generation: Option<i64>,
 }
 
 impl CompiledRuleSet {
+    /// Whether the rules run on objects in `namespace` (`None` for cluster-scoped objects, which
+    /// only a ruleset without `namespaces` covers).
     pub fn applies_to(&self, namespace: Option<&str>) -> bool {
         self.namespaces.is_empty()
             || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns))

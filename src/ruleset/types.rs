@@ -11,23 +11,34 @@ pub const VERSION: &str = "v1alpha1";
 pub const KIND: &str = "OperationRuleSet";
 pub const PLURAL: &str = "operationrulesets";
 
+/// An `OperationRuleSet` object, with kube's metadata handling.
 pub type OperationRuleSet = Object<RuleSetSpec, RuleSetStatus>;
 
+/// The resource for kube's dynamic API calls (list, watch, status patches).
 pub fn api_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
 }
 
+/// `spec` of an `OperationRuleSet`, as its authors write it (see
+/// `deploy/crds/operationrulesets.yaml` for the schema kube-apiserver enforces).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleSetSpec {
+    /// Component that owns the operations, copied to each one and its `ifo.kubevirt.io/component`
+    /// label.
     #[serde(default)]
     pub component: String,
+    /// The resource type whose objects the rules are evaluated against.
     pub target: Target,
+    /// The rules, each detecting one operation.
     pub rules: Vec<Rule>,
+    /// Namespaces to watch; empty means all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
+    /// Static labels added to every operation of this ruleset.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Labels computed from the object by CEL expressions returning string.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub label_expressions: Vec<LabelExpression>,
 }
@@ -35,9 +46,12 @@ pub struct RuleSetSpec {
 /// The resource type the rules are evaluated against.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Target {
+    /// API group; empty for the core group.
     #[serde(default)]
     pub group: String,
+    /// API version (`v1`).
     pub version: String,
+    /// Plural resource name (`virtualmachines`).
     pub resource: String,
 }
 
@@ -51,36 +65,56 @@ impl std::fmt::Display for Target {
     }
 }
 
+/// One operation to detect, and how to describe it.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Rule {
+    /// Name of the operation detected while the expression is true (`Migrating`).
     pub operation: String,
+    /// CEL over `object`, returning bool: true while the operation is in flight.
     pub expression: String,
+    /// CEL returning string: a live message, re-evaluated on every event while active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// CEL returning `Succeeded`, `Failed`, `Canceled`, `Superseded` or `Unknown`, evaluated on the
+    /// object when the rule stops matching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// CEL returning a timestamp (or RFC 3339 string): when the operation started. Default: first
+    /// detection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
 }
 
+/// One label computed per operation.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct LabelExpression {
+    /// The label key.
     pub key: String,
+    /// CEL over `object` returning the label's value.
     pub expression: String,
 }
 
+/// `status` of an `OperationRuleSet`, written by the server so that rule authors see whether their
+/// rules run.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleSetStatus {
+    /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Whether the target is being watched.
     #[serde(default)]
     pub watch_active: bool,
+    /// How many operations this ruleset has active now.
     #[serde(default)]
     pub active_operations: i64,
+    /// When the rules were last evaluated. The server keeps what it finds there and does not set
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_evaluation_time: Option<String>,
+    /// `Ready`, `RuleErrors`, `CostExceeded`, …: what is wrong, if anything, with the generation
+    /// observed.
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

@@ -8,8 +8,8 @@ mod suspension;
 mod target_health;
 mod watcher;
 
-pub use detector::{Detector, Limits};
-pub use health::{Health, RuleSetHealth, WatchState};
-pub use suspension::{DEFAULT_SUSPEND_AFTER, DEFAULT_SUSPEND_WINDOW, SuspendPolicy};
-pub use target_health::{Stale, TargetHealth};
-pub use watcher::{Liveness, Watches};
+pub(crate) use detector::{Detector, Limits};
+pub(crate) use health::{Health, RuleSetHealth, WatchState};
+pub(crate) use suspension::{DEFAULT_SUSPEND_AFTER, SuspendPolicy};
+pub(crate) use target_health::{Stale, TargetHealth};
+pub(crate) use watcher::{Liveness, Watches};

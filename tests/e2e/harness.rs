@@ -309,9 +309,10 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        if std::time::Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
+        assert!(
+            std::time::Instant::now() <= deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -464,7 +465,7 @@ impl WatchStream {
                         return seen;
                     }
                 }
-                Err(_) => panic!("timed out waiting for {what}; events seen: {seen:#?}"),
+                Err(e) => panic!("{e} while waiting for {what}; events seen: {seen:#?}"),
             }
         }
     }

@@ -90,7 +90,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         .unwrap();
     let names: Vec<&str> = sorted.lines().collect();
     let mut expected = names.clone();
-    expected.sort();
+    expected.sort_unstable();
     assert_eq!(names, expected);
     assert!(
         names

@@ -337,7 +337,7 @@ fn plugin_watch_streams_rows_as_operations_change() {
             match rx.recv_timeout(left) {
                 Ok(line) if pred(&words(&line)) => return line,
                 Ok(line) => seen.push(line),
-                Err(_) => panic!("no row for {what}; seen: {seen:#?}"),
+                Err(e) => panic!("no row for {what} ({e}); seen: {seen:#?}"),
             }
         }
     };

@@ -5,6 +5,7 @@
 use crate::harness::{Env, MAX_WATCHES_PER_USER, env, eventually, populated};
 use ifo_dev::User;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -384,10 +385,11 @@ fn an_unprivileged_caller_cannot_pin_memory_with_large_requests() {
         } else {
             format!("/{filler}")
         };
-        config.push_str(&format!(
-            "url = \"https://127.0.0.1:{}{path}\"\noutput = \"/dev/null\"\n",
+        let _ = writeln!(
+            config,
+            "url = \"https://127.0.0.1:{}{path}\"\noutput = \"/dev/null\"",
             env.port
-        ));
+        );
     }
     std::fs::write(dir.join("curl.conf"), config).unwrap();
     let run = || {

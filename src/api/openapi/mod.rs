@@ -60,13 +60,13 @@ fn build_v3() -> Value {
 
 impl OpenApi {
     pub fn new() -> OpenApi {
-        let v3_group = Document::new(build_v3());
+        let v3_group = Document::new(&build_v3());
         let v3_hash = v3_group.etag.trim_matches('"').to_owned();
         let path = v3_group_path();
         let url = format!("/openapi/v3/{path}?hash={v3_hash}");
-        let v3_root = Document::new(json!({"paths": {path: {"serverRelativeURL": url}}}));
+        let v3_root = Document::new(&json!({"paths": {path: {"serverRelativeURL": url}}}));
         OpenApi {
-            v2: Document::new(build_v2()),
+            v2: Document::new(&build_v2()),
             v3_root,
             v3_group,
             v3_hash,
