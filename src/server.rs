@@ -142,7 +142,9 @@ async fn restore_and_persist(
     let found = loop {
         match persist::read_back(&api).await {
             Ok(found) => break found,
-            Err(e @ persist::Error::NotInstalled(_)) => return Err(e.into()),
+            Err(e @ (persist::Error::NotInstalled(_) | persist::Error::Forbidden(_))) => {
+                return Err(e.into());
+            }
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing::warn!(error = %e, "retrying in 2s");
                 tokio::time::sleep(Duration::from_secs(2)).await;

@@ -38,6 +38,11 @@ pub enum Error {
         "the CRD inflightoperations.ifo.kubevirt.io is not installed (kubectl apply -k deploy/persist/): {0}"
     )]
     NotInstalled(#[source] kube::Error),
+    /// The server may not list (or write) the persisted kind.
+    #[error(
+        "the server may not list inflightoperations.ifo.kubevirt.io (its ClusterRole is in deploy/persist/rbac.yaml): {0}"
+    )]
+    Forbidden(#[source] kube::Error),
     /// Reading the copies back failed (kube-apiserver unreachable, refused, late).
     #[error("reading the persisted InFlightOperations back: {0}")]
     ReadBack(#[source] kube::Error),

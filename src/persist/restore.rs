@@ -27,6 +27,7 @@ pub async fn read_back(api: &Api<DynamicObject>) -> Result<ReadBack, Error> {
     loop {
         let page = api.list(&params).await.map_err(|e| match &e {
             kube::Error::Api(s) if s.code == 404 => Error::NotInstalled(e),
+            kube::Error::Api(s) if s.code == 403 => Error::Forbidden(e),
             _ => Error::ReadBack(e),
         })?;
         for object in page.items {

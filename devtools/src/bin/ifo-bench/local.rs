@@ -163,7 +163,15 @@ fn serve(
 ) -> Result<(Process, PathBuf)> {
     if settings.persist {
         let crd = persist_crd()?.display().to_string();
-        cluster.kubectl_run(User::Admin, &["apply", "--server-side", "-f", &crd], None)?;
+        let rbac = ifo_dev::source_dir()
+            .join("deploy/persist/rbac.yaml")
+            .display()
+            .to_string();
+        cluster.kubectl_run(
+            User::Admin,
+            &["apply", "--server-side", "-f", &crd, "-f", &rbac],
+            None,
+        )?;
         cluster.kubectl_run(
             User::Admin,
             &[
