@@ -41,6 +41,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     tokio::spawn(readiness.clone().give_up_after(sync_timeout));
     let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
     let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
+    crate::metrics::serve_active_from(index.reader());
     let tracker = Tracker::new(TrackSettings {
         debounce: args.debounce_threshold,
         retain_completed: args.retain_completed_ifos,

@@ -6,6 +6,7 @@
 use super::cache::{ReviewCache, review_key};
 use super::peer::{PeerCertificates, PeerIdentity};
 use super::{RequestHeaderConfig, UserInfo};
+use crate::metrics::Review;
 use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::PostParams;
@@ -146,7 +147,7 @@ impl Authenticator {
             trust,
             client,
             // Answers (users and rejections alike) for 10 s; a few MiB at most.
-            tokens: ReviewCache::new(Duration::from_secs(10), 4 << 20, user_size),
+            tokens: ReviewCache::new(Review::Token, Duration::from_secs(10), 4 << 20, user_size),
         }
     }
 
@@ -201,9 +202,14 @@ impl Authenticator {
                 let answer = api
                     .create(&PostParams::default(), &review)
                     .await
-                    .map_err(|e| AuthError::Internal(format!("TokenReview: {e}")))?;
+                    .map_err(|e| {
+                        crate::metrics::review(Review::Token, None);
+                        AuthError::Internal(format!("TokenReview: {e}"))
+                    })?;
                 let status = answer.status.unwrap_or_default();
-                if status.authenticated != Some(true) {
+                let authenticated = status.authenticated == Some(true);
+                crate::metrics::review(Review::Token, Some(authenticated));
+                if !authenticated {
                     return Ok(None);
                 }
                 let user = status.user.unwrap_or_default();

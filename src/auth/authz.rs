@@ -5,6 +5,7 @@
 use super::UserInfo;
 use super::cache::{ReviewCache, review_key};
 use crate::apimachinery::RequestInfo;
+use crate::metrics::Review;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -70,10 +71,15 @@ impl Authorizer {
         Authorizer {
             client,
             // Allow and deny alike for 10 s; about 16k entries at most.
-            cache: ReviewCache::new(Duration::from_secs(10), 4 << 20, |d| match d {
-                Decision::Allow => 0,
-                Decision::Deny(reason) => reason.len(),
-            }),
+            cache: ReviewCache::new(
+                Review::Access,
+                Duration::from_secs(10),
+                4 << 20,
+                |d| match d {
+                    Decision::Allow => 0,
+                    Decision::Deny(reason) => reason.len(),
+                },
+            ),
         }
     }
 
@@ -137,9 +143,14 @@ impl Authorizer {
                 let answer = api
                     .create(&PostParams::default(), &review)
                     .await
-                    .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+                    .map_err(|e| {
+                        crate::metrics::review(Review::Access, None);
+                        format!("SubjectAccessReview failed: {e}")
+                    })?;
                 let status = answer.status.unwrap_or_default();
-                Ok(if status.allowed && status.denied != Some(true) {
+                let allowed = status.allowed && status.denied != Some(true);
+                crate::metrics::review(Review::Access, Some(allowed));
+                Ok(if allowed {
                     Decision::Allow
                 } else {
                     Decision::Deny(status.reason.unwrap_or_default())

@@ -5,9 +5,11 @@
 //!
 //! Keys are SHA-256 digests of what the answer depends on: 32 bytes whatever the request's size.
 
+use crate::metrics::{CacheLookup, Review};
 use sha2::{Digest, Sha256};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A review's cache key: the digest of everything the answer depends on.
@@ -28,12 +30,14 @@ const ENTRY_OVERHEAD: u32 = 128;
 
 pub struct ReviewCache<V: Clone + Send + Sync + 'static> {
     cache: moka::future::Cache<ReviewKey, V>,
+    /// Which review's lookups `ifo_auth_cache_lookups_total` counts.
+    review: Review,
 }
 
 impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
     /// A cache whose entries live `ttl`, bounded to about `max_bytes`, each entry weighed as
     /// `weigh(value)` bytes plus its bookkeeping.
-    pub fn new(ttl: Duration, max_bytes: u64, weigh: fn(&V) -> usize) -> Self {
+    pub fn new(review: Review, ttl: Duration, max_bytes: u64, weigh: fn(&V) -> usize) -> Self {
         let cache = moka::future::Cache::builder()
             .time_to_live(ttl)
             .max_capacity(max_bytes)
@@ -43,20 +47,33 @@ impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
                     .saturating_add(ENTRY_OVERHEAD)
             })
             .build();
-        ReviewCache { cache }
+        ReviewCache { cache, review }
     }
 
     /// The cached answer for `key`, or the one `fetch` gives (shared with concurrent callers).
-    /// Errors are not cached.
+    /// Errors are not cached. A lookup whose `fetch` ran counts as a miss, any other (cached,
+    /// or sharing a review already under way) as a hit.
     pub async fn get_or_fetch<E, Fut>(&self, key: ReviewKey, fetch: Fut) -> Result<V, E>
     where
         E: Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<V, E>>,
     {
-        self.cache
-            .try_get_with(key, fetch)
+        let fetched = AtomicBool::new(false);
+        let result = self
+            .cache
+            .try_get_with(key, async {
+                fetched.store(true, Ordering::Relaxed);
+                fetch.await
+            })
             .await
-            .map_err(|e: Arc<E>| (*e).clone())
+            .map_err(|e: Arc<E>| (*e).clone());
+        let lookup = if fetched.load(Ordering::Relaxed) {
+            CacheLookup::Miss
+        } else {
+            CacheLookup::Hit
+        };
+        crate::metrics::cache_lookup(self.review, lookup);
+        result
     }
 
     /// Entries held now (after pending maintenance).
@@ -76,7 +93,7 @@ impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     fn key(s: &str) -> ReviewKey {
         review_key([s.as_bytes()])
@@ -85,6 +102,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_lookups_share_one_fetch_and_errors_are_retried() {
         let cache = Arc::new(ReviewCache::<bool>::new(
+            Review::Token,
             Duration::from_secs(10),
             1 << 20,
             |_| 1,
@@ -116,7 +134,8 @@ mod tests {
 
     #[tokio::test]
     async fn entries_expire() {
-        let cache = ReviewCache::<u32>::new(Duration::from_millis(50), 1 << 20, |_| 4);
+        let cache =
+            ReviewCache::<u32>::new(Review::Token, Duration::from_millis(50), 1 << 20, |_| 4);
         assert_eq!(
             cache.get_or_fetch(key("1"), async { Ok::<_, ()>(1) }).await,
             Ok(1)
@@ -135,7 +154,8 @@ mod tests {
     #[tokio::test]
     async fn the_byte_budget_holds_whatever_the_callers_send() {
         let budget = 64 * 1024;
-        let cache = ReviewCache::<String>::new(Duration::from_secs(60), budget, String::len);
+        let cache =
+            ReviewCache::<String>::new(Review::Token, Duration::from_secs(60), budget, String::len);
         // Many distinct large requests: each key is a digest, each value weighed.
         for i in 0..2_000 {
             let long = format!("{i}{}", "x".repeat(1_000));

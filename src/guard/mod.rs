@@ -52,16 +52,32 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
 
 /// Reads the request once ([`RequestInfo`]), authenticates the caller, authorizes what the
 /// request asks for, and hands the handlers both the user and that same [`RequestInfo`].
+///
+/// Every request is counted and timed (`ifo_api_requests_total`), refusals included.
 pub(crate) async fn guard(
     State(guard): State<Arc<Guard>>,
     peer: Option<Extension<PeerCertificates>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let timer = crate::metrics::RequestTimer::start();
+    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+    let labels = crate::metrics::request_labels(info.as_ref().ok(), req.method());
+    let response = match info {
+        Ok(info) => authorize_and_run(&guard, peer, Arc::new(info), req, next).await,
+        Err(e) => ApiError::BadRequest(e.to_string()).into_response(),
+    };
+    timer.finish(labels, response.status());
+    response
+}
+
+async fn authorize_and_run(
+    guard: &Guard,
+    peer: Option<Extension<PeerCertificates>>,
+    info: Arc<RequestInfo>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
-        Ok(info) => Arc::new(info),
-        Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
-    };
     let peer = peer.map(|Extension(p)| p).unwrap_or_default();
     let user = match guard
         .authenticator

@@ -16,15 +16,19 @@
 //!
 //! This module knows nothing of HTTP: it hands out records, events and JSON values.
 
+mod active;
 mod error;
 mod event;
 mod store;
 mod stored;
+mod transitions;
 
+pub use active::{ActiveKey, NODE_LABEL};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
 pub use store::{Index, IndexReader, Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
+pub use transitions::Transitions;
 
 #[cfg(test)]
 use std::sync::Arc;

@@ -5,9 +5,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
 
+use super::active::{ActiveCounts, ActiveKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
 use super::stored::{ObjectKey, Stored, key_of};
+use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
 use crate::track::Change;
 
@@ -59,6 +61,8 @@ struct State {
     ring_capacity: usize,
     /// Oldest RV a watch can resume from: every event after it is in the ring.
     resumable_from: u64,
+    /// Active records by metric labels, changed with `items`.
+    active: ActiveCounts,
 }
 
 impl Index {
@@ -74,6 +78,7 @@ impl Index {
                 ring: VecDeque::with_capacity(ring_capacity.min(1 << 16)),
                 ring_capacity,
                 resumable_from: base_rv,
+                active: ActiveCounts::default(),
             }),
             tx,
         }
@@ -85,9 +90,12 @@ impl Index {
     /// that key has a different uid (another occurrence), it is DELETED first and the new one
     /// ADDED, so clients never see an object's uid change. `Remove` is DELETED with a new RV;
     /// it is ignored when the key is absent or holds a different occurrence (uid).
-    pub fn apply(&self, changes: Vec<Change>) {
+    ///
+    /// Returns the operations this started serving and those it completed.
+    pub fn apply(&self, changes: Vec<Change>) -> Transitions {
+        let mut transitions = Transitions::default();
         if changes.is_empty() {
-            return;
+            return transitions;
         }
         let mut st = self.write();
         for change in changes {
@@ -95,6 +103,9 @@ impl Index {
                 Change::Upsert(op) => {
                     let key = key_of(&op);
                     let mut previous = st.items.get(&key).cloned();
+                    transitions.note(previous.as_ref().map(|p| &*p.op), &op);
+                    st.active
+                        .change(previous.as_ref().map(|p| &*p.op), Some(&op));
                     if let Some(prev) = previous.take_if(|p| p.op.uid != op.uid) {
                         st.items.remove(&key);
                         self.delete(&mut st, &prev.op);
@@ -114,11 +125,19 @@ impl Index {
                     if st.items.get(&key).is_some_and(|s| s.op.uid == op.uid)
                         && let Some(prev) = st.items.remove(&key)
                     {
+                        st.active.change(Some(&prev.op), None);
                         self.delete(&mut st, &prev.op);
                     }
                 }
             }
         }
+        transitions
+    }
+
+    /// Active records by the labels of `ifo_operations_active`, sorted; label sets without
+    /// any are absent.
+    pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
+        self.read().active.to_vec()
     }
 
     fn delete(&self, st: &mut State, last: &Arc<InFlightOperation>) {
@@ -283,6 +302,11 @@ impl IndexReader {
     /// See [`Index::len`].
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// See [`Index::active_counts`].
+    pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
+        self.0.active_counts()
     }
 
     /// See [`Index::is_empty`].

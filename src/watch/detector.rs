@@ -5,8 +5,8 @@
 use super::health::Health;
 use super::suspension::SuspendPolicy;
 use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
-use crate::index::Index;
-use crate::operation::Subject;
+use crate::index::{Index, Transitions};
+use crate::operation::{Outcome, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
 use std::collections::HashSet;
@@ -33,6 +33,55 @@ fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
 }
 
+/// Counts completions and logs both kinds of transition, one line per operation naming its
+/// ruleset, subject and operation.
+fn report_transitions(transitions: &Transitions) {
+    for op in &transitions.started {
+        tracing::debug!(
+            ruleset = %op.ruleset,
+            subject = %subject_ref(&op.subject),
+            kind = %op.subject.kind,
+            operation = %op.operation,
+            name = %op.name,
+            "operation started"
+        );
+    }
+    for op in &transitions.completed {
+        crate::metrics::operation_completed(op);
+        let outcome = op.outcome.map_or("", |o| o.as_str());
+        if op.outcome == Some(Outcome::Failed) {
+            tracing::warn!(
+                ruleset = %op.ruleset,
+                subject = %subject_ref(&op.subject),
+                kind = %op.subject.kind,
+                operation = %op.operation,
+                name = %op.name,
+                outcome,
+                message = op.message.as_deref().unwrap_or(""),
+                "operation failed"
+            );
+        } else {
+            tracing::debug!(
+                ruleset = %op.ruleset,
+                subject = %subject_ref(&op.subject),
+                kind = %op.subject.kind,
+                operation = %op.operation,
+                name = %op.name,
+                outcome,
+                "operation completed"
+            );
+        }
+    }
+}
+
+/// `namespace/name` of a subject (`name` alone when cluster-scoped), as logs name it.
+fn subject_ref(subject: &Subject) -> String {
+    match &subject.namespace {
+        Some(ns) => format!("{ns}/{}", subject.name),
+        None => subject.name.clone(),
+    }
+}
+
 impl Detector {
     pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Self {
         Detector {
@@ -54,11 +103,16 @@ impl Detector {
         self.deadlines.notify_one();
     }
 
-    /// Hands the tracker's changes to the index (call with the tracker locked, to keep their order).
+    /// Hands the tracker's changes to the index (call with the tracker locked, to keep their
+    /// order), then counts and logs the operations that started and completed.
     fn publish(&self, changes: Vec<Change>) {
-        if !changes.is_empty() {
-            self.index.apply(changes);
-            crate::metrics::set_operations(self.index.len());
+        if changes.is_empty() {
+            return;
+        }
+        let transitions = self.index.apply(changes);
+        crate::metrics::set_operations(self.index.len());
+        if !transitions.is_empty() {
+            report_transitions(&transitions);
         }
     }
 
@@ -81,7 +135,7 @@ impl Detector {
             let observed = t.observe(&rs.info, &rs.operations, &subject, &evaluation, at);
             for warning in observed.warnings {
                 // Repeats on every event until the ruleset is fixed: keep it out of the info log.
-                tracing::debug!(ruleset = %rs.info.name, warning = ?warning, "label not set");
+                tracing::debug!(ruleset = %rs.info.name, target = %rs.target, subject = %subject_ref(&subject), warning = ?warning, "label not set");
                 self.health
                     .record_error(&rs.info.name, format!("label not set: {warning:?}"));
             }
@@ -98,14 +152,10 @@ impl Detector {
         over: &crate::evaluate::OverBudget,
     ) {
         let name = &rs.info.name;
-        let object = format!(
-            "{}/{}",
-            subject.namespace.as_deref().unwrap_or(""),
-            subject.name
-        );
         tracing::warn!(
             ruleset = %name,
-            object = %object,
+            target = %rs.target,
+            subject = %subject_ref(subject),
             kind = %subject.kind,
             rule = %over.place,
             error = %over.exceeded,
@@ -226,9 +276,12 @@ impl Detector {
     ) {
         let report = |what: String, e: &EvalError| {
             let message = format!("{what}: {e}");
+            // Repeats on every event of the subject until the ruleset is fixed, so not at warn:
+            // it is counted and shown on the ruleset's RuleErrors condition.
             tracing::debug!(
                 ruleset = %rs.info.name,
-                object = %format!("{}/{}", subject.namespace.as_deref().unwrap_or(""), subject.name),
+                target = %rs.target,
+                subject = %subject_ref(subject),
                 kind = %subject.kind,
                 error = %message,
                 "rule evaluation failed"

@@ -58,7 +58,14 @@ impl Lanes {
             .iter()
             .map(|rs| {
                 let (queue, work) = mpsc::channel(LANE_CAPACITY);
-                tokio::spawn(run(detector.clone(), rs.clone(), work, closed.clone()));
+                let timer = crate::metrics::EvaluationTimer::new(&rs.info.name);
+                tokio::spawn(run(
+                    detector.clone(),
+                    rs.clone(),
+                    timer,
+                    work,
+                    closed.clone(),
+                ));
                 Lane {
                     ruleset: rs.clone(),
                     queue,
@@ -125,6 +132,7 @@ impl Drop for Lanes {
 async fn run(
     detector: Arc<Detector>,
     ruleset: Arc<CompiledRuleSet>,
+    timer: crate::metrics::EvaluationTimer,
     mut work: mpsc::Receiver<Work>,
     closed: Arc<AtomicBool>,
 ) {
@@ -133,12 +141,13 @@ async fn run(
         let items = std::mem::take(&mut batch);
         let done = tokio::task::spawn_blocking({
             let (detector, ruleset, closed) = (detector.clone(), ruleset.clone(), closed.clone());
+            let timer = timer.clone();
             move || {
                 for item in items {
                     if closed.load(Ordering::Acquire) {
                         return;
                     }
-                    do_work(&detector, &ruleset, item);
+                    do_work(&detector, &ruleset, &timer, item);
                 }
             }
         })
@@ -152,9 +161,14 @@ async fn run(
     }
 }
 
-fn do_work(detector: &Detector, ruleset: &Arc<CompiledRuleSet>, work: Work) {
+fn do_work(
+    detector: &Detector,
+    ruleset: &Arc<CompiledRuleSet>,
+    timer: &crate::metrics::EvaluationTimer,
+    work: Work,
+) {
     match work {
-        Work::Apply(object) => detector.apply(ruleset, &object),
+        Work::Apply(object) => timer.time(|| detector.apply(ruleset, &object)),
         Work::Delete(uid) => detector.delete(std::slice::from_ref(ruleset), &uid),
         Work::Resync(namespace, present) => detector.resync(
             std::slice::from_ref(ruleset),

@@ -313,3 +313,52 @@ fn handover_is_gap_free_under_concurrent_applies() {
     assert!(checks > 0);
     assert_eq!(index.len(), 50);
 }
+
+/// Whatever the changes (new occurrences, label moves, completions, removals, stale removes of
+/// other occurrences), the active counts are those of the records served.
+#[test]
+fn active_counts_are_always_those_of_the_records() {
+    use crate::index::active::ActiveCounts;
+    use crate::operation::{Outcome, Phase};
+    let index = Index::new(1, 64, 16);
+    let mut rng = fastrand::Rng::with_seed(16);
+    let mut uid_counter = 0u32;
+    for step in 0..5_000 {
+        let subject = format!("s{}", rng.u8(..12));
+        let ns = ["a", "b", "c"][rng.usize(..3)];
+        let base = op(Some(ns), &subject, "m");
+        let current = index.get(Some(ns), &base.name).map(|s| s.op.clone());
+        let mut record = match &current {
+            Some(c) if rng.bool() => (**c).clone(),
+            _ => {
+                uid_counter += 1;
+                InFlightOperation {
+                    uid: format!("occurrence-{uid_counter}"),
+                    ..(*base).clone()
+                }
+            }
+        };
+        let change = match rng.u8(..5) {
+            0 => {
+                record.phase = Phase::Completed;
+                record.outcome = Some(Outcome::Succeeded);
+                Change::Upsert(Arc::new(record))
+            }
+            1 => Change::Remove(Arc::new(record)),
+            _ => {
+                record.phase = Phase::Active;
+                record
+                    .labels
+                    .insert("ifo.kubevirt.io/node".into(), format!("n{}", rng.u8(..3)));
+                Change::Upsert(Arc::new(record))
+            }
+        };
+        index.apply(vec![change]);
+        let snapshot = index.snapshot();
+        assert_eq!(
+            index.active_counts(),
+            ActiveCounts::recount(snapshot.items.iter().map(|s| &*s.op)),
+            "after step {step}"
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! Authentication and authorization: the reviews asked of kube-apiserver and how often their
+//! cache answered instead.
+
+use super::{Labels, register};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+pub(super) struct Auth {
+    reviews: Family<Labels, Counter>,
+    cache: Family<Labels, Counter>,
+}
+
+impl Auth {
+    pub(super) fn register(r: &mut Registry) -> Auth {
+        Auth {
+            reviews: register(
+                r,
+                "auth_reviews",
+                "TokenReviews and SubjectAccessReviews sent to kube-apiserver, by review (token, access) and result (allowed, denied, error)",
+                Family::default(),
+            ),
+            cache: register(
+                r,
+                "auth_cache_lookups",
+                "Lookups in the review cache, by review (token, access) and result (hit: answered from the cache or by a review already under way; miss: a review was sent)",
+                Family::default(),
+            ),
+        }
+    }
+}
+
+/// Which review.
+#[derive(Debug, Clone, Copy)]
+pub enum Review {
+    /// TokenReview (a bearer token).
+    Token,
+    /// SubjectAccessReview.
+    Access,
+}
+
+impl Review {
+    fn as_str(self) -> &'static str {
+        match self {
+            Review::Token => "token",
+            Review::Access => "access",
+        }
+    }
+}
+
+/// How the cache answered a lookup.
+#[derive(Debug, Clone, Copy)]
+pub enum CacheLookup {
+    Hit,
+    Miss,
+}
+
+/// A review was answered: `Some(true)` allowed (or authenticated), `Some(false)` denied, `None`
+/// failed.
+pub fn review(review: Review, allowed: Option<bool>) {
+    let result = match allowed {
+        Some(true) => "allowed",
+        Some(false) => "denied",
+        None => "error",
+    };
+    super::metrics()
+        .auth
+        .reviews
+        .get_or_create(&vec![
+            ("review", review.as_str().to_owned()),
+            ("result", result.to_owned()),
+        ])
+        .inc();
+}
+
+pub fn cache_lookup(review: Review, lookup: CacheLookup) {
+    let result = match lookup {
+        CacheLookup::Hit => "hit",
+        CacheLookup::Miss => "miss",
+    };
+    super::metrics()
+        .auth
+        .cache
+        .get_or_create(&vec![
+            ("review", review.as_str().to_owned()),
+            ("result", result.to_owned()),
+        ])
+        .inc();
+}

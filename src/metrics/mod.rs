@@ -1,0 +1,96 @@
+//! Prometheus metrics, served at `/metrics`.
+//!
+//! One file per concern, each declaring its series and the functions the pipeline calls:
+//! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
+//! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
+//! their cache), `persist` (`--persist`), `process` (CPU, memory, file descriptors).
+//!
+//! Cardinality is bounded by construction: label values come from the rulesets, the watched
+//! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
+//! `ifo_operations_active` exist only while they count something). No label holds a subject's
+//! name, a user or a path.
+
+mod api;
+mod auth;
+mod evaluation;
+mod operations;
+mod persist;
+mod process;
+mod targets;
+
+pub use api::{
+    RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,
+};
+pub use auth::{CacheLookup, Review, cache_lookup, review};
+pub use evaluation::{
+    EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event, rule_error,
+    ruleset_suspended,
+};
+pub use operations::{operation_completed, serve_active_from, set_operations};
+pub use persist::{persist_write, set_persist_pending};
+pub use targets::{
+    forget_target, set_target_last_list, set_target_watch_up, set_watches, target_watch_failure,
+};
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+use std::sync::LazyLock;
+
+/// Label sets of the families: a name and a value per label.
+type Labels = Vec<(&'static str, String)>;
+
+/// A family of histograms sharing one set of buckets.
+type Histograms = prometheus_client::metrics::family::Family<Labels, Histogram, fn() -> Histogram>;
+
+struct Metrics {
+    registry: Registry,
+    operations: operations::Operations,
+    targets: targets::Targets,
+    evaluation: evaluation::Evaluation,
+    api: api::Api,
+    auth: auth::Auth,
+    persist: persist::Persist,
+}
+
+/// Registers `metric` and hands it back, so each metric is declared in one place.
+fn register<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let mut root = Registry::default();
+    // The process series keep their standard names (`process_*`), like every Go exporter's.
+    root.register_collector(Box::new(process::Process));
+    let r = root.sub_registry_with_prefix("ifo");
+    let operations = operations::Operations::register(r);
+    let targets = targets::Targets::register(r);
+    let evaluation = evaluation::Evaluation::register(r);
+    let api = api::Api::register(r);
+    let auth = auth::Auth::register(r);
+    let persist = persist::Persist::register(r);
+    Metrics {
+        registry: root,
+        operations,
+        targets,
+        evaluation,
+        api,
+        auth,
+        persist,
+    }
+});
+
+fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// The text exposition of every metric.
+pub fn render() -> String {
+    let mut out = String::new();
+    encode(&mut out, &METRICS.registry).expect("writing to a String cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests;

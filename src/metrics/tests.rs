@@ -1,0 +1,247 @@
+//! The exposition as Prometheus reads it, and the bounds on its series.
+
+use super::operations::Operations;
+use super::process;
+use crate::index::Index;
+use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use crate::track::Change;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+fn ts(s: &str) -> jiff::Timestamp {
+    s.parse().unwrap()
+}
+
+/// An active operation `operation` on VM `name` in `namespace`, on `node`.
+fn active(namespace: &str, name: &str, operation: &str, node: &str) -> Arc<InFlightOperation> {
+    let subject = Subject {
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachine".into(),
+        name: name.into(),
+        namespace: Some(namespace.into()),
+        uid: format!("uid-{namespace}-{name}"),
+        ..Default::default()
+    };
+    let rs = RuleSetInfo {
+        name: "vm-rules".into(),
+        component: "kubevirt".into(),
+        ..Default::default()
+    };
+    let start = ts("2026-11-22T10:00:00Z");
+    let (record, _) = InFlightOperation::new_active(
+        &rs,
+        operation,
+        &subject,
+        start,
+        start,
+        None,
+        [("ifo.kubevirt.io/node", node)],
+    );
+    Arc::new(record)
+}
+
+fn completed(
+    op: &InFlightOperation,
+    outcome: Outcome,
+    after_seconds: i64,
+) -> Arc<InFlightOperation> {
+    Arc::new(InFlightOperation {
+        phase: Phase::Completed,
+        outcome: Some(outcome),
+        completed: Some(op.created + jiff::SignedDuration::from_secs(after_seconds)),
+        ..op.clone()
+    })
+}
+
+/// A registry with the operation series over `index`; completions counted as the detector does.
+fn exposition(index: &Arc<Index>, changes: Vec<Change>, ops: &Operations) -> String {
+    for op in index.apply(changes).completed {
+        ops.completed(&op);
+    }
+    String::new()
+}
+
+fn render(registry: &Registry) -> String {
+    let mut out = String::new();
+    encode(&mut out, registry).unwrap();
+    out
+}
+
+/// Series lines of `family` (samples, not comments).
+fn series<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.split(['{', ' ']).next() == Some(family))
+        .collect()
+}
+
+#[test]
+fn active_gauge_follows_the_index_and_completions_are_counted_with_their_duration() {
+    let mut root = Registry::default();
+    let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
+    let index = Arc::new(Index::new(1, 100, 10));
+    ops.source().set(index.reader());
+
+    let a = active("ns1", "vm-a", "Migrating", "worker-1");
+    let b = active("ns1", "vm-b", "Migrating", "worker-1");
+    let c = active("ns2", "vm-c", "Starting", "");
+    exposition(
+        &index,
+        vec![
+            Change::Upsert(a.clone()),
+            Change::Upsert(b.clone()),
+            Change::Upsert(c.clone()),
+        ],
+        &ops,
+    );
+    let text = render(&root);
+    assert_eq!(
+        series(&text, "ifo_operations_active"),
+        [
+            r#"ifo_operations_active{component="kubevirt",operation="Migrating",kind="VirtualMachine",namespace="ns1",node="worker-1"} 2"#,
+            r#"ifo_operations_active{component="kubevirt",operation="Starting",kind="VirtualMachine",namespace="ns2",node=""} 1"#,
+        ]
+    );
+
+    // a migrates to worker-2 (the label changes): counted there, no longer on worker-1.
+    let mut moved = (*a).clone();
+    moved
+        .labels
+        .insert("ifo.kubevirt.io/node".into(), "worker-2".into());
+    let moved = Arc::new(moved);
+    exposition(&index, vec![Change::Upsert(moved.clone())], &ops);
+    // b completes after 90 s (and is removed, as without retention); c after 2 s, failed.
+    exposition(
+        &index,
+        vec![
+            Change::Upsert(completed(&b, Outcome::Succeeded, 90)),
+            Change::Remove(completed(&b, Outcome::Succeeded, 90)),
+            Change::Upsert(completed(&c, Outcome::Failed, 2)),
+        ],
+        &ops,
+    );
+    let text = render(&root);
+    assert_eq!(
+        series(&text, "ifo_operations_active"),
+        [
+            r#"ifo_operations_active{component="kubevirt",operation="Migrating",kind="VirtualMachine",namespace="ns1",node="worker-2"} 1"#,
+        ],
+        "series at zero are gone:\n{text}"
+    );
+    let counted = series(&text, "ifo_operations_completed_total");
+    assert!(counted.contains(&r#"ifo_operations_completed_total{component="kubevirt",operation="Migrating",kind="VirtualMachine",outcome="Succeeded"} 1"#), "{text}");
+    assert!(counted.contains(&r#"ifo_operations_completed_total{component="kubevirt",operation="Starting",kind="VirtualMachine",outcome="Failed"} 1"#), "{text}");
+    let buckets = series(&text, "ifo_operation_duration_seconds_bucket");
+    let migrating = |le: &str| {
+        format!(
+            r#"ifo_operation_duration_seconds_bucket{{le="{le}",component="kubevirt",operation="Migrating",kind="VirtualMachine",outcome="Succeeded"}}"#
+        )
+    };
+    assert!(
+        buckets.contains(&format!("{} 0", migrating("60.0")).as_str()),
+        "{text}"
+    );
+    assert!(
+        buckets.contains(&format!("{} 1", migrating("120.0")).as_str()),
+        "{text}"
+    );
+    assert!(text.contains(r#"ifo_operation_duration_seconds_sum{component="kubevirt",operation="Migrating",kind="VirtualMachine",outcome="Succeeded"} 90.0"#), "{text}");
+
+    // The retained completed c goes later: nothing is counted twice.
+    exposition(
+        &index,
+        vec![Change::Remove(completed(&c, Outcome::Failed, 2))],
+        &ops,
+    );
+    let again = render(&root);
+    assert_eq!(
+        series(&again, "ifo_operations_completed_total"),
+        series(&text, "ifo_operations_completed_total")
+    );
+}
+
+/// 1,000 namespaces with two operations each on ten nodes: the gauge has one series per label
+/// set in use, the completion series do not grow with namespaces at all.
+#[test]
+fn cardinality_with_a_thousand_namespaces() {
+    let mut root = Registry::default();
+    let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
+    let index = Arc::new(Index::new(1, 100, 10));
+    ops.source().set(index.reader());
+    let mut records = Vec::new();
+    for n in 0..1000 {
+        let ns = format!("ns-{n}");
+        let node = format!("worker-{}", n % 10);
+        records.push(active(&ns, "vm-a", "Migrating", &node));
+        records.push(active(&ns, "vm-b", "Starting", &node));
+    }
+    exposition(
+        &index,
+        records.iter().cloned().map(Change::Upsert).collect(),
+        &ops,
+    );
+    let during = render(&root);
+    let active_series = series(&during, "ifo_operations_active").len();
+    assert_eq!(active_series, 2000);
+
+    let outcomes = [Outcome::Succeeded, Outcome::Failed];
+    let changes = records
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            let done = completed(r, outcomes[(i / 2) % 2], 30);
+            [Change::Upsert(done.clone()), Change::Remove(done)]
+        })
+        .collect();
+    exposition(&index, changes, &ops);
+    let after = render(&root);
+    let total: usize = after.lines().filter(|l| !l.starts_with('#')).count();
+    let active_after = series(&after, "ifo_operations_active").len();
+    let completed_series = series(&after, "ifo_operations_completed_total").len();
+    let histogram_series = after
+        .lines()
+        .filter(|l| l.starts_with("ifo_operation_duration_seconds"))
+        .count();
+    println!(
+        "1,000 namespaces, 2,000 operations on 10 nodes: {active_series} ifo_operations_active series while active; \
+         after completion {active_after} active, {completed_series} completed_total, {histogram_series} duration lines, {total} samples in all"
+    );
+    assert_eq!(active_after, 0, "no stale series:\n{after}");
+    // 2 operations × 2 outcomes.
+    assert_eq!(completed_series, 4);
+    // (14 buckets + +Inf + sum + count) per series.
+    assert_eq!(histogram_series, 4 * 17);
+}
+
+#[test]
+fn proc_files_are_read_as_proc5_documents_them() {
+    let stat = "4242 (ifo (api) server) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 17 0 12345 104857600 3000 18446744073709551615";
+    let s = process::parse_stat(stat);
+    assert_eq!(s.cpu_seconds, Some(3.0));
+    assert_eq!(s.start_time_seconds, Some(123.45));
+    assert_eq!(s.virtual_bytes, Some(104_857_600.0));
+    assert_eq!(
+        process::resident_bytes("Name:\tifo\nVmRSS:\t   2048 kB\n"),
+        Some(2_097_152.0)
+    );
+    assert_eq!(
+        process::max_fds(
+            "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n"
+        ),
+        Some(1_048_576.0)
+    );
+}
+
+#[test]
+fn the_global_exposition_has_the_process_series_unprefixed() {
+    let text = super::render();
+    assert!(
+        text.contains("# TYPE process_resident_memory_bytes gauge"),
+        "{text}"
+    );
+    assert!(text.contains("process_cpu_seconds_total "), "{text}");
+    assert!(
+        text.contains("# TYPE ifo_operations_active gauge"),
+        "{text}"
+    );
+}
