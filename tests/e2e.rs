@@ -13,6 +13,8 @@ mod harness;
 mod library;
 #[path = "e2e/live_api.rs"]
 mod live_api;
+#[path = "e2e/metrics.rs"]
+mod metrics;
 #[path = "e2e/openapi.rs"]
 mod openapi;
 #[path = "e2e/plugin.rs"]

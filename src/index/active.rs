@@ -109,3 +109,47 @@ impl ActiveCounts {
         counts.to_vec()
     }
 }
+
+/// The rule an operation comes from, as metrics name it: component, operation, subject kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleKey {
+    pub component: String,
+    pub operation: String,
+    pub kind: String,
+}
+
+/// The start of the oldest active record per [`RuleKey`], sorted by key.
+///
+/// Walks every record (borrowing, allocating one entry per key): an "oldest" cannot be kept
+/// up to date by counting, and this runs once per scrape, not per event.
+pub(super) fn oldest_active<'a>(
+    records: impl Iterator<Item = &'a InFlightOperation>,
+) -> Vec<(RuleKey, jiff::Timestamp)> {
+    let mut oldest: HashMap<(&str, &str, &str), jiff::Timestamp> = HashMap::new();
+    for r in records.filter(|r| r.phase == Phase::Active) {
+        let key = (
+            r.component.as_str(),
+            r.operation.as_str(),
+            r.subject.kind.as_str(),
+        );
+        oldest
+            .entry(key)
+            .and_modify(|t| *t = (*t).min(r.created))
+            .or_insert(r.created);
+    }
+    let mut all: Vec<(RuleKey, jiff::Timestamp)> = oldest
+        .into_iter()
+        .map(|((component, operation, kind), t)| {
+            (
+                RuleKey {
+                    component: component.to_owned(),
+                    operation: operation.to_owned(),
+                    kind: kind.to_owned(),
+                },
+                t,
+            )
+        })
+        .collect();
+    all.sort_unstable();
+    all
+}

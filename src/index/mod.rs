@@ -23,7 +23,7 @@ mod store;
 mod stored;
 mod transitions;
 
-pub use active::{ActiveKey, NODE_LABEL};
+pub use active::{ActiveKey, NODE_LABEL, RuleKey};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
 pub use store::{Index, IndexReader, Replay, Snapshot};

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
 
-use super::active::{ActiveCounts, ActiveKey};
+use super::active::{ActiveCounts, ActiveKey, RuleKey, oldest_active};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
 use super::stored::{ObjectKey, Stored, key_of};
@@ -138,6 +138,11 @@ impl Index {
     /// any are absent.
     pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
         self.read().active.to_vec()
+    }
+
+    /// When the oldest active record of each rule started; rules without any are absent.
+    pub fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
+        oldest_active(self.read().items.values().map(|s| &*s.op))
     }
 
     fn delete(&self, st: &mut State, last: &Arc<InFlightOperation>) {
@@ -307,6 +312,11 @@ impl IndexReader {
     /// See [`Index::active_counts`].
     pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
         self.0.active_counts()
+    }
+
+    /// See [`Index::oldest_active`].
+    pub fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
+        self.0.oldest_active()
     }
 
     /// See [`Index::is_empty`].

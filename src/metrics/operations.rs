@@ -6,6 +6,10 @@
 //!   separate tally that could drift, and a scrape costs one line per label set. A label set
 //!   whose count drops to zero disappears instead of staying at 0, so namespaces and nodes that
 //!   come and go leave nothing behind; queries use `or vector(0)` (see the README).
+//! - `ifo_operations_oldest_active_start_timestamp_seconds{component,operation,kind}`: when the
+//!   oldest active operation of each rule started, for "stuck" alerts. A count cannot say how
+//!   old its operations are; this walks the records at scrape time (bounded by the operations
+//!   in memory, once per scrape, never on the event path).
 //! - `ifo_operations_completed_total` and `ifo_operation_duration_seconds` count completions as
 //!   the index serves them (an `Active` record turning `Completed`), without the namespace:
 //!   their series are bounded by the rules (component × operation × kind) times the seven
@@ -114,9 +118,9 @@ impl ActiveSource {
 
 impl Collector for ActiveSource {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let counts = match &*self.0.read().unwrap_or_else(|e| e.into_inner()) {
-            Some(index) => index.active_counts(),
-            None => Vec::new(),
+        let (counts, oldest) = match &*self.0.read().unwrap_or_else(|e| e.into_inner()) {
+            Some(index) => (index.active_counts(), index.oldest_active()),
+            None => (Vec::new(), Vec::new()),
         };
         let mut family: MetricEncoder = encoder.encode_descriptor(
             "operations_active",
@@ -135,6 +139,24 @@ impl Collector for ActiveSource {
             family
                 .encode_family(&labels.to_vec())?
                 .encode_gauge(&i64::try_from(n).unwrap_or(i64::MAX))?;
+        }
+        let mut family: MetricEncoder = encoder.encode_descriptor(
+            "operations_oldest_active_start_timestamp_seconds",
+            "When the oldest operation still in flight of each component, operation and subject kind started (Unix seconds); absent when none is",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (key, started) in oldest {
+            let labels = [
+                ("component", key.component.as_str()),
+                ("operation", key.operation.as_str()),
+                ("kind", key.kind.as_str()),
+            ];
+            #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 fit an f64 exactly
+            let seconds = started.as_millisecond() as f64 / 1000.0;
+            family
+                .encode_family(&labels.to_vec())?
+                .encode_gauge(&seconds)?;
         }
         Ok(())
     }

@@ -103,6 +103,17 @@ fn active_gauge_follows_the_index_and_completions_are_counted_with_their_duratio
         ]
     );
 
+    assert_eq!(
+        series(
+            &text,
+            "ifo_operations_oldest_active_start_timestamp_seconds"
+        ),
+        [
+            r#"ifo_operations_oldest_active_start_timestamp_seconds{component="kubevirt",operation="Migrating",kind="VirtualMachine"} 1795341600.0"#,
+            r#"ifo_operations_oldest_active_start_timestamp_seconds{component="kubevirt",operation="Starting",kind="VirtualMachine"} 1795341600.0"#,
+        ]
+    );
+
     // a migrates to worker-2 (the label changes): counted there, no longer on worker-1.
     let mut moved = (*a).clone();
     moved
