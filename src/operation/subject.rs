@@ -26,6 +26,14 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// `namespace/name`, or `name` alone when cluster-scoped: how logs name a subject.
+    pub fn reference(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     /// Extracts the subject from an object as received from a watch.
     ///
     /// `None` when `metadata.name` or `metadata.uid` is missing or empty: without a uid an

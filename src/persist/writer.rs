@@ -155,6 +155,15 @@ async fn perform(
     limiter.until_ready().await;
     let name = write.name().to_owned();
     let verb = write.verb();
+    // What the logs name: the operation, when the write carries its record (a delete does not).
+    let (ruleset, subject, operation) = match &write {
+        Write::Create(r) | Write::Replace(r, _) => (
+            r.ruleset.clone(),
+            r.subject.reference(),
+            r.operation.clone(),
+        ),
+        Write::Delete { .. } => Default::default(),
+    };
     let result = match write {
         Write::Create(record) => {
             match api.create(&post_params(), &to_object(&record, None)).await {
@@ -206,13 +215,13 @@ async fn perform(
         Ok(written) => {
             if matches!(written, Written::Stored(_) | Written::Deleted) {
                 crate::metrics::persist_write(verb, "ok");
-                tracing::debug!(name = %name, verb, "persisted copy written");
+                tracing::debug!(name = %name, ruleset = %ruleset, subject = %subject, operation = %operation, verb, "persisted copy written");
             }
             written
         }
         Err(e) => {
             crate::metrics::persist_write(verb, "error");
-            tracing::warn!(name = %name, verb, error = %e, "writing the persisted copy failed; retrying after a backoff");
+            tracing::warn!(name = %name, ruleset = %ruleset, subject = %subject, operation = %operation, verb, error = %e, "writing the persisted copy failed; retrying after a backoff");
             Written::Failed
         }
     };

@@ -39,7 +39,7 @@ fn report_transitions(transitions: &Transitions) {
     for op in &transitions.started {
         tracing::debug!(
             ruleset = %op.ruleset,
-            subject = %subject_ref(&op.subject),
+            subject = %op.subject.reference(),
             kind = %op.subject.kind,
             operation = %op.operation,
             name = %op.name,
@@ -52,7 +52,7 @@ fn report_transitions(transitions: &Transitions) {
         if op.outcome == Some(Outcome::Failed) {
             tracing::warn!(
                 ruleset = %op.ruleset,
-                subject = %subject_ref(&op.subject),
+                subject = %op.subject.reference(),
                 kind = %op.subject.kind,
                 operation = %op.operation,
                 name = %op.name,
@@ -63,7 +63,7 @@ fn report_transitions(transitions: &Transitions) {
         } else {
             tracing::debug!(
                 ruleset = %op.ruleset,
-                subject = %subject_ref(&op.subject),
+                subject = %op.subject.reference(),
                 kind = %op.subject.kind,
                 operation = %op.operation,
                 name = %op.name,
@@ -71,14 +71,6 @@ fn report_transitions(transitions: &Transitions) {
                 "operation completed"
             );
         }
-    }
-}
-
-/// `namespace/name` of a subject (`name` alone when cluster-scoped), as logs name it.
-fn subject_ref(subject: &Subject) -> String {
-    match &subject.namespace {
-        Some(ns) => format!("{ns}/{}", subject.name),
-        None => subject.name.clone(),
     }
 }
 
@@ -135,7 +127,7 @@ impl Detector {
             let observed = t.observe(&rs.info, &rs.operations, &subject, &evaluation, at);
             for warning in observed.warnings {
                 // Repeats on every event until the ruleset is fixed: keep it out of the info log.
-                tracing::debug!(ruleset = %rs.info.name, target = %rs.target, subject = %subject_ref(&subject), warning = ?warning, "label not set");
+                tracing::debug!(ruleset = %rs.info.name, target = %rs.target, subject = %subject.reference(), warning = ?warning, "label not set");
                 self.health
                     .record_error(&rs.info.name, format!("label not set: {warning:?}"));
             }
@@ -155,7 +147,7 @@ impl Detector {
         tracing::warn!(
             ruleset = %name,
             target = %rs.target,
-            subject = %subject_ref(subject),
+            subject = %subject.reference(),
             kind = %subject.kind,
             rule = %over.place,
             error = %over.exceeded,
@@ -281,7 +273,7 @@ impl Detector {
             tracing::debug!(
                 ruleset = %rs.info.name,
                 target = %rs.target,
-                subject = %subject_ref(subject),
+                subject = %subject.reference(),
                 kind = %subject.kind,
                 error = %message,
                 "rule evaluation failed"
