@@ -35,3 +35,12 @@ ifo_controlplane() {
   IFO_CONTROLPLANE_DIR="$(bash tests/cluster/build-controlplane.sh)"
   export IFO_CONTROLPLANE_DIR
 }
+
+# Builds (or finds in the cache) promtool, for the alert rule tests, and points them at it; an
+# IFO_PROMTOOL already set to a binary is used as it is.
+ifo_promtool() {
+  if [[ -z "${IFO_PROMTOOL:-}" || ! -x "$IFO_PROMTOOL" ]]; then
+    IFO_PROMTOOL="$(bash tests/cluster/build-promtool.sh)"
+  fi
+  export IFO_PROMTOOL
+}

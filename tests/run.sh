@@ -6,8 +6,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
 
-# The control plane first, so its build output is not mixed into test output.
+# The control plane and promtool first, so their build output is not mixed into test output.
 ifo_controlplane
+ifo_promtool
 
 cargo build --locked --workspace --all-targets
 cargo test --locked --workspace -- --test-threads=4

@@ -35,7 +35,7 @@ pub(super) struct Api {
 
 impl Api {
     pub(super) fn register(r: &mut Registry) -> Api {
-        Api {
+        let api = Api {
             requests: register(
                 r,
                 "api_requests",
@@ -72,7 +72,21 @@ impl Api {
                 "Client connections closed at once because MAX_CONNECTIONS were open",
                 Counter::default(),
             ),
+        };
+        // Fixed label sets start at 0, so that "never happened" reads as 0, not as no data.
+        for limit in ["total", "user"] {
+            drop(
+                api.watches_refused
+                    .get_or_create(&vec![("limit", limit.to_owned())]),
+            );
         }
+        for reason in ["lagging", "stalled"] {
+            drop(
+                api.watchers_cut
+                    .get_or_create(&vec![("reason", reason.to_owned())]),
+            );
+        }
+        api
     }
 }
 

@@ -13,7 +13,7 @@ pub(super) struct Auth {
 
 impl Auth {
     pub(super) fn register(r: &mut Registry) -> Auth {
-        Auth {
+        let auth = Auth {
             reviews: register(
                 r,
                 "auth_reviews",
@@ -26,7 +26,17 @@ impl Auth {
                 "Lookups in the review cache, by review (token, access) and result (hit: answered from the cache or by a review already under way; miss: a review was sent)",
                 Family::default(),
             ),
+        };
+        // Every label set is known: all start at 0.
+        for review in [Review::Token, Review::Access] {
+            for result in ["allowed", "denied", "error"] {
+                drop(auth.reviews.get_or_create(&labels(review, result)));
+            }
+            for result in ["hit", "miss"] {
+                drop(auth.cache.get_or_create(&labels(review, result)));
+            }
         }
+        auth
     }
 }
 
@@ -48,6 +58,13 @@ impl Review {
     }
 }
 
+fn labels(review: Review, result: &str) -> Labels {
+    vec![
+        ("review", review.as_str().to_owned()),
+        ("result", result.to_owned()),
+    ]
+}
+
 /// How the cache answered a lookup.
 #[derive(Debug, Clone, Copy)]
 pub enum CacheLookup {
@@ -66,10 +83,7 @@ pub fn review(review: Review, allowed: Option<bool>) {
     super::metrics()
         .auth
         .reviews
-        .get_or_create(&vec![
-            ("review", review.as_str().to_owned()),
-            ("result", result.to_owned()),
-        ])
+        .get_or_create(&labels(review, result))
         .inc();
 }
 
@@ -81,9 +95,6 @@ pub fn cache_lookup(review: Review, lookup: CacheLookup) {
     super::metrics()
         .auth
         .cache
-        .get_or_create(&vec![
-            ("review", review.as_str().to_owned()),
-            ("result", result.to_owned()),
-        ])
+        .get_or_create(&labels(review, result))
         .inc();
 }
