@@ -55,8 +55,10 @@ enum RulesCommand {
 fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("LOG_LEVEL").unwrap_or_else(|_| EnvFilter::new(default));
+    // Colours only on a terminal: `kubectl logs` and log collectors get plain `key=value` text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();

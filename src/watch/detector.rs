@@ -56,8 +56,8 @@ fn report_transitions(transitions: &Transitions) {
                 kind = %op.subject.kind,
                 operation = %op.operation,
                 name = %op.name,
-                outcome,
-                message = op.message.as_deref().unwrap_or(""),
+                outcome = %outcome,
+                message = %op.message.as_deref().unwrap_or(""),
                 "operation failed"
             );
         } else {
@@ -67,7 +67,7 @@ fn report_transitions(transitions: &Transitions) {
                 kind = %op.subject.kind,
                 operation = %op.operation,
                 name = %op.name,
-                outcome,
+                outcome = %outcome,
                 "operation completed"
             );
         }

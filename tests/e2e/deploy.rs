@@ -452,3 +452,33 @@ fn generated_certificates_pass_a_server_side_dry_run() {
     assert_untouched(&before);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `deploy/monitoring/` renders to its own objects (nothing of deploy/), and its RBAC passes a
+/// server-side dry run (the ServiceMonitor and PrometheusRule need the Prometheus Operator's
+/// CRDs, which this cluster does not have; `tests/monitoring.rs` checks them).
+#[test]
+fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
+    let objects = kustomize("deploy/monitoring");
+    let kinds: BTreeSet<String> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "PrometheusRule",
+            "ServiceMonitor"
+        ]
+        .map(String::from)
+        .into(),
+    );
+    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
+    assert!(objects.iter().all(|o| !base.contains(&id(o))));
+    let rbac = root()
+        .join("deploy/monitoring/rbac.yaml")
+        .display()
+        .to_string();
+    kubectl_dry_run(&["apply", "--dry-run=server", "-f", &rbac]);
+}

@@ -295,5 +295,33 @@ fn metrics_follow_operations_as_they_start_and_end() {
     );
     assert!(sum(&after, "process_resident_memory_bytes", &[]) > 0.0);
 
+    // The log names the ruleset, subject and operation of each: starts and completions at
+    // debug (these tests log `ifo=debug`), the failure at warn.
+    let log = std::fs::read_to_string(env.cluster.dir().join("ifo-apiserver.log")).unwrap();
+    let about = |vm: &str, what: &str| {
+        let subject = format!("subject={ns}/{vm}");
+        let ruleset = format!("ruleset={rs}");
+        log.lines()
+            .find(|l| l.contains(what) && l.contains(&subject) && l.contains(&ruleset))
+            .unwrap_or_else(|| panic!("no {what:?} line for {vm}"))
+            .to_string()
+    };
+    // Plain text in a file: no terminal colour codes around the fields.
+    assert!(!log.contains('\u{1b}'), "escape codes in the log");
+    let started = about("vm1", "operation started");
+    assert!(
+        started.contains("DEBUG") && started.contains("operation=Migrating"),
+        "{started}"
+    );
+    let completed = about("vm1", "operation completed");
+    assert!(completed.contains("outcome=Succeeded"), "{completed}");
+    let failed = about("vm2", "operation failed");
+    assert!(
+        failed.contains("WARN")
+            && failed.contains("operation=Migrating")
+            && failed.contains("outcome=Failed"),
+        "{failed}"
+    );
+
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
