@@ -2,10 +2,14 @@
 //!
 //! Kept by the index itself, under the lock that changes its records, on exactly the
 //! transitions that change them: the counts cannot drift from what is served, and a scrape reads
-//! one entry per label set instead of walking every record. A label set whose count reaches zero
-//! is dropped, so a namespace or node without operations leaves no series behind.
+//! one entry per label set instead of walking every record. Each entry also keeps the start
+//! times of its records, so the oldest operation in flight is known the same way. A label set
+//! whose count reaches zero is dropped, so a namespace or node without operations leaves no
+//! series behind.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
 
 use crate::operation::{InFlightOperation, LABEL_PREFIX, Phase};
 
@@ -45,11 +49,13 @@ fn node_of(op: &InFlightOperation) -> &str {
         .map_or("", |(_, v)| v.as_str())
 }
 
-/// Whether `a` and `b` count under the same key (both inactive counts as the same: nothing).
-fn same_key(a: &InFlightOperation, b: &InFlightOperation) -> bool {
+/// Whether `a` and `b` count the same: under the same key with the same start, or both not
+/// at all.
+fn same_count(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     match (a.phase, b.phase) {
         (Phase::Active, Phase::Active) => {
-            a.component == b.component
+            a.created == b.created
+                && a.component == b.component
                 && a.operation == b.operation
                 && a.subject.kind == b.subject.kind
                 && a.namespace == b.namespace
@@ -60,53 +66,117 @@ fn same_key(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     }
 }
 
-/// Active records by [`ActiveKey`]; no zero entries.
+/// The active records of one key: how many, and their start times (a multiset, so that the
+/// oldest is known without walking the records).
 #[derive(Debug, Default)]
-pub(super) struct ActiveCounts(HashMap<ActiveKey, u64>);
+struct Count {
+    records: u64,
+    starts: BTreeMap<Timestamp, u32>,
+}
+
+/// Active records by [`ActiveKey`]; no empty entries.
+#[derive(Debug, Default)]
+pub(super) struct ActiveCounts(HashMap<ActiveKey, Count>);
 
 impl ActiveCounts {
     /// The record at one key changes from `before` to `after` (`None`: absent). Costs nothing
-    /// when both count under the same key, which is what most changes (a new message) are.
+    /// when both count the same, which is what most changes (a new message) do.
     pub(super) fn change(
         &mut self,
         before: Option<&InFlightOperation>,
         after: Option<&InFlightOperation>,
     ) {
         if let (Some(a), Some(b)) = (before, after)
-            && same_key(a, b)
+            && same_count(a, b)
         {
             return;
         }
-        if let Some(key) = before.and_then(ActiveKey::of)
-            && let Some(n) = self.0.get_mut(&key)
+        if let Some(b) = before
+            && let Some(key) = ActiveKey::of(b)
+            && let Some(count) = self.0.get_mut(&key)
         {
-            *n -= 1;
-            if *n == 0 {
+            count.records -= 1;
+            if let Some(n) = count.starts.get_mut(&b.created) {
+                *n -= 1;
+                if *n == 0 {
+                    count.starts.remove(&b.created);
+                }
+            }
+            if count.records == 0 {
                 self.0.remove(&key);
             }
         }
-        if let Some(key) = after.and_then(ActiveKey::of) {
-            *self.0.entry(key).or_default() += 1;
+        if let Some(a) = after
+            && let Some(key) = ActiveKey::of(a)
+        {
+            let count = self.0.entry(key).or_default();
+            count.records += 1;
+            *count.starts.entry(a.created).or_default() += 1;
         }
     }
 
     /// Every label set with its count, sorted (a stable exposition).
     pub(super) fn to_vec(&self) -> Vec<(ActiveKey, u64)> {
-        let mut all: Vec<(ActiveKey, u64)> = self.0.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        let mut all: Vec<(ActiveKey, u64)> =
+            self.0.iter().map(|(k, c)| (k.clone(), c.records)).collect();
         all.sort_unstable();
         all
     }
 
-    /// The same counts recomputed from `records`: what the tests compare against.
+    /// The start of the oldest active record per [`RuleKey`], sorted by key: one step per
+    /// label set, not per record.
+    pub(super) fn oldest(&self) -> Vec<(RuleKey, Timestamp)> {
+        let mut oldest: HashMap<(&str, &str, &str), Timestamp> = HashMap::new();
+        for (key, count) in &self.0 {
+            let Some((&first, _)) = count.starts.first_key_value() else {
+                continue;
+            };
+            oldest
+                .entry((&key.component, &key.operation, &key.kind))
+                .and_modify(|t| *t = (*t).min(first))
+                .or_insert(first);
+        }
+        let mut all: Vec<(RuleKey, Timestamp)> = oldest
+            .into_iter()
+            .map(|((component, operation, kind), t)| {
+                (
+                    RuleKey {
+                        component: component.to_owned(),
+                        operation: operation.to_owned(),
+                        kind: kind.to_owned(),
+                    },
+                    t,
+                )
+            })
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The same counts and oldest starts recomputed from `records`: what the tests compare
+    /// against.
     #[cfg(test)]
+    #[allow(clippy::type_complexity)]
     pub(super) fn recount<'a>(
         records: impl IntoIterator<Item = &'a InFlightOperation>,
-    ) -> Vec<(ActiveKey, u64)> {
-        let mut counts = ActiveCounts::default();
-        for r in records {
-            counts.change(None, Some(r));
+    ) -> (Vec<(ActiveKey, u64)>, Vec<(RuleKey, Timestamp)>) {
+        let mut counts: HashMap<ActiveKey, u64> = HashMap::new();
+        let mut oldest: HashMap<RuleKey, Timestamp> = HashMap::new();
+        for r in records.into_iter().filter(|r| r.phase == Phase::Active) {
+            *counts.entry(ActiveKey::of(r).expect("active")).or_default() += 1;
+            let rule = RuleKey {
+                component: r.component.clone(),
+                operation: r.operation.clone(),
+                kind: r.subject.kind.clone(),
+            };
+            let t = oldest.entry(rule).or_insert(r.created);
+            *t = (*t).min(r.created);
         }
-        counts.to_vec()
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_unstable();
+        let mut oldest: Vec<_> = oldest.into_iter().collect();
+        oldest.sort_unstable();
+        (counts, oldest)
     }
 }
 
@@ -116,40 +186,4 @@ pub struct RuleKey {
     pub component: String,
     pub operation: String,
     pub kind: String,
-}
-
-/// The start of the oldest active record per [`RuleKey`], sorted by key.
-///
-/// Walks every record (borrowing, allocating one entry per key): an "oldest" cannot be kept
-/// up to date by counting, and this runs once per scrape, not per event.
-pub(super) fn oldest_active<'a>(
-    records: impl Iterator<Item = &'a InFlightOperation>,
-) -> Vec<(RuleKey, jiff::Timestamp)> {
-    let mut oldest: HashMap<(&str, &str, &str), jiff::Timestamp> = HashMap::new();
-    for r in records.filter(|r| r.phase == Phase::Active) {
-        let key = (
-            r.component.as_str(),
-            r.operation.as_str(),
-            r.subject.kind.as_str(),
-        );
-        oldest
-            .entry(key)
-            .and_modify(|t| *t = (*t).min(r.created))
-            .or_insert(r.created);
-    }
-    let mut all: Vec<(RuleKey, jiff::Timestamp)> = oldest
-        .into_iter()
-        .map(|((component, operation, kind), t)| {
-            (
-                RuleKey {
-                    component: component.to_owned(),
-                    operation: operation.to_owned(),
-                    kind: kind.to_owned(),
-                },
-                t,
-            )
-        })
-        .collect();
-    all.sort_unstable();
-    all
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
 
-use super::active::{ActiveCounts, ActiveKey, RuleKey, oldest_active};
+use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
 use super::stored::{ObjectKey, Stored, key_of};
@@ -142,7 +142,7 @@ impl Index {
 
     /// When the oldest active record of each rule started; rules without any are absent.
     pub fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
-        oldest_active(self.read().items.values().map(|s| &*s.op))
+        self.read().active.oldest()
     }
 
     fn delete(&self, st: &mut State, last: &Arc<InFlightOperation>) {

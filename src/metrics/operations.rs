@@ -7,9 +7,8 @@
 //!   whose count drops to zero disappears instead of staying at 0, so namespaces and nodes that
 //!   come and go leave nothing behind; queries use `or vector(0)` (see the README).
 //! - `ifo_operations_oldest_active_start_timestamp_seconds{component,operation,kind}`: when the
-//!   oldest active operation of each rule started, for "stuck" alerts. A count cannot say how
-//!   old its operations are; this walks the records at scrape time (bounded by the operations
-//!   in memory, once per scrape, never on the event path).
+//!   oldest active operation of each rule started, for "stuck" alerts; the index keeps the
+//!   start times beside the counts, so this too costs a step per label set, not per record.
 //! - `ifo_operations_completed_total` and `ifo_operation_duration_seconds` count completions as
 //!   the index serves them (an `Active` record turning `Completed`), without the namespace:
 //!   their series are bounded by the rules (component × operation × kind) times the seven

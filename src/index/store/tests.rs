@@ -334,6 +334,7 @@ fn active_counts_are_always_those_of_the_records() {
                 uid_counter += 1;
                 InFlightOperation {
                     uid: format!("occurrence-{uid_counter}"),
+                    created: base.created + jiff::SignedDuration::from_secs(rng.i64(0..100)),
                     ..(*base).clone()
                 }
             }
@@ -356,7 +357,7 @@ fn active_counts_are_always_those_of_the_records() {
         index.apply(vec![change]);
         let snapshot = index.snapshot();
         assert_eq!(
-            index.active_counts(),
+            (index.active_counts(), index.oldest_active()),
             ActiveCounts::recount(snapshot.items.iter().map(|s| &*s.op)),
             "after step {step}"
         );
