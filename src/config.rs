@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 pub use ifo_apimachinery::duration::parse_duration;
 
+/// The settings of `ifo-apiserver serve`; each flag also reads the environment variable named
+/// beside it, which is how `deploy/` sets them.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address to listen on.

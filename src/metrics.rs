@@ -163,6 +163,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     }
 });
 
+/// A rule, message, outcome, start-time or label expression of `ruleset` failed.
 pub fn rule_error(ruleset: &str) {
     METRICS
         .rule_errors
@@ -170,6 +171,7 @@ pub fn rule_error(ruleset: &str) {
         .inc();
 }
 
+/// An evaluation of `ruleset` went over the cost budget.
 pub fn cost_exceeded(ruleset: &str) {
     METRICS
         .cost_exceeded
@@ -177,6 +179,7 @@ pub fn cost_exceeded(ruleset: &str) {
         .inc();
 }
 
+/// `ruleset` was suspended for going over the budget too often.
 pub fn ruleset_suspended(ruleset: &str) {
     METRICS
         .suspensions
@@ -184,6 +187,7 @@ pub fn ruleset_suspended(ruleset: &str) {
         .inc();
 }
 
+/// An object event for `ruleset` was dropped because its evaluation queue was full.
 pub fn evaluation_event_dropped(ruleset: &str) {
     METRICS
         .events_dropped
@@ -191,6 +195,7 @@ pub fn evaluation_event_dropped(ruleset: &str) {
         .inc();
 }
 
+/// A watch event of `target` (a resource) reached evaluation.
 pub fn object_event(target: &str) {
     METRICS
         .object_events
@@ -198,14 +203,17 @@ pub fn object_event(target: &str) {
         .inc();
 }
 
+/// The number of target resources watched.
 pub fn set_watches(n: usize) {
     METRICS.watches.set(n as i64);
 }
 
+/// Watches of our API opened (+1) or closed (-1).
 pub fn open_watches(delta: i64) {
     METRICS.open_watches.inc_by(delta);
 }
 
+/// A watch of our API was refused at `limit`.
 pub fn watch_refused(limit: &'static str) {
     METRICS
         .watches_refused
@@ -213,6 +221,7 @@ pub fn watch_refused(limit: &'static str) {
         .inc();
 }
 
+/// A watcher of our API was ended by the server for `reason`.
 pub fn watcher_cut(reason: &'static str) {
     METRICS
         .watchers_cut
@@ -220,10 +229,12 @@ pub fn watcher_cut(reason: &'static str) {
         .inc();
 }
 
+/// A connection was refused at the connection limit.
 pub fn connection_refused() {
     METRICS.connections_refused.inc();
 }
 
+/// The number of operations the index holds.
 pub fn set_operations(n: usize) {
     METRICS.operations.set(n as i64);
 }
@@ -253,6 +264,7 @@ fn target_labels(target: &Target) -> Labels {
     ]
 }
 
+/// Whether the watch of `target` is established and current.
 pub fn set_target_watch_up(target: &Target, up: bool) {
     METRICS
         .target_watch_up
@@ -260,6 +272,7 @@ pub fn set_target_watch_up(target: &Target, up: bool) {
         .set(i64::from(up));
 }
 
+/// When the watch of `target` last listed successfully (Unix seconds).
 pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
     METRICS
         .target_last_list
@@ -267,6 +280,7 @@ pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
         .set(unix_seconds);
 }
 
+/// The watch of `target` failed (it is retried with backoff).
 pub fn target_watch_failure(target: &Target) {
     METRICS
         .target_watch_failures

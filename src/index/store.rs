@@ -155,14 +155,17 @@ impl Index {
         let _ = self.tx.send(event);
     }
 
+    /// The resourceVersion of the latest change (what a list at "now" reports).
     pub fn current_rv(&self) -> u64 {
         self.read().rv
     }
 
+    /// How many records the index holds.
     pub fn len(&self) -> usize {
         self.read().items.len()
     }
 
+    /// Whether the index holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -179,6 +182,7 @@ impl Index {
         }
     }
 
+    /// The record named `name` in `namespace` (`None` for cluster-scoped), at the current RV.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
         let key = (namespace.map(str::to_owned), name.to_owned());
         self.read().items.get(&key).cloned()
