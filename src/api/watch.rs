@@ -133,14 +133,15 @@ pub fn serve(
     // Start from the index now, before answering, so no event between list and watch is missed.
     let start = start(&state, &params);
     let index = state.index.clone();
-    let mut stopping = state.stopping.subscribe();
+    let mut ends = state.watch_generation.subscribe();
+    let generation = *ends.borrow_and_update();
     tokio::spawn(async move {
         // Held until the watch ends, however it ends.
         let _slot = slot;
         tokio::select! {
             _ = run(index, start, scope, params, encoder, tx, timeout) => {}
             // The stream ends without an error: clients resume from their last resourceVersion.
-            _ = stopping.wait_for(|stop| *stop) => {}
+            _ = ends.wait_for(|g| *g != generation) => {}
         }
     });
     Ok(Response::builder()

@@ -59,6 +59,8 @@ struct State {
     ring_capacity: usize,
     /// Oldest RV a watch can resume from: every event after it is in the ring.
     resumable_from: u64,
+    /// The RV at which this replica last began to serve (see [`Index::begin_epoch`]).
+    epoch: u64,
 }
 
 impl Index {
@@ -74,6 +76,7 @@ impl Index {
                 ring: VecDeque::with_capacity(ring_capacity.min(1 << 16)),
                 ring_capacity,
                 resumable_from: base_rv,
+                epoch: base_rv,
             }),
             tx,
         }
@@ -153,6 +156,28 @@ impl Index {
         }
         // No receivers is fine: nobody is watching.
         let _ = self.tx.send(event);
+    }
+
+    /// Begins serving as the leader: the counter jumps to at least `at_least` (wall-clock
+    /// microseconds) and the history starts again there.
+    ///
+    /// Replicas count resourceVersions in overlapping ranges, so an RV a client got from the
+    /// previous leader could name a point in this replica's own history and replay the wrong
+    /// events. After the jump, every RV handed out before it is "too old" (410: clients relist),
+    /// and RVs stay increasing for clients across the failover. Returns the new RV.
+    pub fn begin_epoch(&self, at_least: u64) -> u64 {
+        let mut st = self.write();
+        st.rv = st.rv.max(at_least);
+        st.ring.clear();
+        st.resumable_from = st.rv;
+        st.epoch = st.rv;
+        st.rv
+    }
+
+    /// The RV of the latest [`Index::begin_epoch`] (the base RV before any): RVs older than it
+    /// were not handed out by this replica as leader and must not be resolved.
+    pub fn epoch(&self) -> u64 {
+        self.read().epoch
     }
 
     /// The resourceVersion of the latest change (what a list at "now" reports).
@@ -279,6 +304,11 @@ impl Index {
 }
 
 impl IndexReader {
+    /// See [`Index::epoch`].
+    pub fn epoch(&self) -> u64 {
+        self.0.epoch()
+    }
+
     /// See [`Index::current_rv`].
     pub fn current_rv(&self) -> u64 {
         self.0.current_rv()

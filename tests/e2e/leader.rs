@@ -1,0 +1,184 @@
+//! Leader election: two replicas on one Lease, exactly one serving; a crash and a graceful stop
+//! hand over to the other; resourceVersions of the old leader are refused by the new one.
+//!
+//! The replicas are extra servers on the shared cluster, called directly with an admin client
+//! certificate; each test has a Lease of its own. Short periods (lease 6s, renew 4s, retry 1s)
+//! keep the tests quick; the logic is the same at the defaults.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ifo_dev::{Process, User};
+use serde_json::Value;
+
+use super::harness::{Env, env, eventually};
+
+const LIST: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
+const LEASE_DURATION: Duration = Duration::from_secs(6);
+
+struct Replica {
+    port: u16,
+    process: Process,
+}
+
+fn replica(env: &Env, lease: &str, n: usize) -> Replica {
+    let port = ifo_dev::free_port().unwrap();
+    let process = ifo_dev::spawn_server(
+        &env.cluster,
+        Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
+        port,
+        &[
+            ("LEADER_ELECT", "true"),
+            ("LEADER_ELECT_RESOURCE_NAME", lease),
+            ("POD_NAMESPACE", "ifo-system"),
+            ("LEADER_ELECT_LEASE_DURATION", "6s"),
+            ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
+            ("LEADER_ELECT_RETRY_PERIOD", "1s"),
+            ("SHUTDOWN_DELAY", "1s"),
+            ("LOG_LEVEL", "info,ifo=debug"),
+        ],
+        &format!("{lease}-{n}.log"),
+    )
+    .unwrap();
+    Replica { port, process }
+}
+
+/// `(HTTP status, body)` of a direct request as the cluster admin (client certificate).
+fn get(env: &Env, port: u16, path: &str) -> (String, String) {
+    let certs = env.client_cert_args(User::Admin);
+    let args: Vec<&str> = certs.iter().map(String::as_str).collect();
+    env.direct_to(port, path, &args)
+}
+
+fn lease_name(test: &str) -> String {
+    format!("ifo-e2e-{test}-{}", std::process::id())
+}
+
+/// The index of the one replica that answers lists (the other must answer 503).
+fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
+    eventually(
+        Duration::from_secs(90),
+        "exactly one replica serving",
+        || {
+            let codes: Vec<String> = replicas.iter().map(|r| get(env, r.port, LIST).0).collect();
+            let serving: Vec<usize> = (0..codes.len()).filter(|&i| codes[i] == "200").collect();
+            let refusing = codes.iter().filter(|c| *c == "503").count();
+            (serving.len() == 1 && refusing == codes.len() - 1).then(|| serving[0])
+        },
+    )
+}
+
+fn list_rv(env: &Env, port: u16) -> u64 {
+    let (code, body) = get(env, port, LIST);
+    assert_eq!(code, "200", "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn holder(env: &Env, lease: &str) -> String {
+    env.kubectl(
+        User::Admin,
+        &[
+            "-n",
+            "ifo-system",
+            "get",
+            "lease",
+            lease,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    )
+    .unwrap_or_default()
+}
+
+#[test]
+fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
+    let env = env();
+    let lease = lease_name("crash");
+    let replicas = vec![replica(env, &lease, 0), replica(env, &lease, 1)];
+    let leader = the_leader(env, &replicas);
+    let standby = 1 - leader;
+    assert!(
+        !holder(env, &lease).is_empty(),
+        "the Lease names its holder"
+    );
+    // The standby is ready all the same (a rollout waits for readiness), and stays a standby.
+    for _ in 0..3 {
+        assert_eq!(get(env, replicas[standby].port, "/readyz").0, "200");
+        assert_eq!(get(env, replicas[standby].port, LIST).0, "503");
+        assert_eq!(get(env, replicas[leader].port, LIST).0, "200");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let old_rv = list_rv(env, replicas[leader].port);
+    let old_holder = holder(env, &lease);
+
+    replicas[leader].process.kill();
+    let killed = Instant::now();
+    eventually(
+        LEASE_DURATION + Duration::from_secs(10),
+        "the standby serving",
+        || (get(env, replicas[standby].port, LIST).0 == "200").then_some(()),
+    );
+    let failover = killed.elapsed();
+    println!("failover after kill -9: {failover:?} (lease duration {LEASE_DURATION:?})");
+    assert!(
+        failover <= LEASE_DURATION + Duration::from_secs(5),
+        "failover took {failover:?}"
+    );
+    assert_ne!(holder(env, &lease), old_holder);
+
+    // RVs keep rising for clients, and the old leader's RVs are not resolved here.
+    let new = replicas[standby].port;
+    let new_rv = list_rv(env, new);
+    assert!(new_rv > old_rv, "{new_rv} after {old_rv}");
+    let (code, body) = get(
+        env,
+        new,
+        &format!("{LIST}?resourceVersion={old_rv}&resourceVersionMatch=Exact"),
+    );
+    assert_eq!(code, "410", "{body}");
+    let (code, body) = get(
+        env,
+        new,
+        &format!("{LIST}?watch=1&resourceVersion={old_rv}&timeoutSeconds=2"),
+    );
+    assert_eq!(
+        code, "200",
+        "a watch answers, then reports the error in its stream"
+    );
+    let event: Value = serde_json::from_str(body.lines().next().unwrap()).unwrap();
+    assert_eq!(event["type"], "ERROR", "{body}");
+    assert_eq!(event["object"]["code"], 410, "{body}");
+}
+
+#[test]
+fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
+    let env = env();
+    let lease = lease_name("graceful");
+    let replicas = vec![replica(env, &lease, 0), replica(env, &lease, 1)];
+    let leader = the_leader(env, &replicas);
+    let standby = 1 - leader;
+    let pid = i32::try_from(replicas[leader].process.pid()).unwrap();
+    // SAFETY: sending a signal to a child process of ours.
+    #[allow(unsafe_code)]
+    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    let stopped = Instant::now();
+    eventually(Duration::from_secs(15), "the standby serving", || {
+        (get(env, replicas[standby].port, LIST).0 == "200").then_some(())
+    });
+    let handover = stopped.elapsed();
+    println!("handover after SIGTERM: {handover:?}");
+    assert!(
+        handover <= Duration::from_secs(5),
+        "handover took {handover:?}: the lease was not released"
+    );
+    let released_to = holder(env, &lease);
+    assert!(!released_to.is_empty());
+    replicas[leader].process.stop(Duration::from_secs(10));
+    assert_eq!(get(env, replicas[standby].port, LIST).0, "200");
+}
