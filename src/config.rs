@@ -127,7 +127,11 @@ pub struct ServeArgs {
         default_value = "ifo-apiserver"
     )]
     pub leader_elect_resource_name: String,
-    /// Namespace of the Lease (in a pod: its own, from the downward API).
+    /// This replica's pod (from the downward API): its name is its identity in the Lease, and
+    /// the leader labels it `ifo.kubevirt.io/leader=true` for the Service to select.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "ifo-system")]
     pub leader_elect_resource_namespace: String,
 }
@@ -177,8 +181,9 @@ impl ServeArgs {
                 "leader election needs 0 < retry period ({retry:?}) < renew deadline ({renew:?}) < lease duration ({lease:?})"
             ));
         }
-        let host = std::env::var("POD_NAME")
-            .ok()
+        let host = self
+            .pod_name
+            .clone()
             .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
             .map(|h| h.trim().to_owned())
             .filter(|h| !h.is_empty())

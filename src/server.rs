@@ -108,7 +108,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         }
         Some(settings) => {
             state.set_serving(false);
+            let namespace = settings.namespace.clone();
             let (elector, role) = lease::Elector::new(client.clone(), settings);
+            if let Some(pod) = &args.pod_name {
+                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod);
+                tokio::spawn(label.follow(role.clone()));
+            }
             let (stop, stopped) = tokio::sync::oneshot::channel();
             let task = tokio::spawn(elector.run(stopped));
             tokio::spawn(follow_leadership(

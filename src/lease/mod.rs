@@ -3,7 +3,8 @@
 //!
 //! Every replica watches, evaluates and keeps its index all the time; only the leader answers
 //! the API (and, with persistence, writes the copies). `decide` is the pure rule for one look at
-//! the Lease; `elector` runs it against kube-apiserver and publishes the [`Role`].
+//! the Lease; `elector` runs it against kube-apiserver and publishes the [`Role`]; `label` marks
+//! the leader's pod for the Service.
 //!
 //! Expiry is judged by this replica's own clock from when it last saw the Lease change (the
 //! holder's renewals), never by comparing the holder's timestamps with ours, so clock skew
@@ -11,9 +12,11 @@
 
 mod decide;
 mod elector;
+mod label;
 
 pub use decide::{Decision, Observation, decide};
 pub use elector::{Elector, Settings};
+pub use label::{LEADER_LABEL, LeaderLabel};
 
 /// What this replica does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

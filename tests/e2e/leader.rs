@@ -19,9 +19,21 @@ const LEASE_DURATION: Duration = Duration::from_secs(6);
 struct Replica {
     port: u16,
     process: Process,
+    pod: String,
 }
 
+/// A replica with a pod object of its own to label (never scheduled: only its labels matter).
 fn replica(env: &Env, lease: &str, n: usize) -> Replica {
+    let pod = format!("{lease}-{n}");
+    env.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ifo-system}}\n\
+         spec:\n\
+         \x20 securityContext: {{runAsNonRoot: true, seccompProfile: {{type: RuntimeDefault}}}}\n\
+         \x20 containers:\n\
+         \x20 - name: server\n\
+         \x20   image: ifo-apiserver:test\n\
+         \x20   securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}\n"
+    ));
     let port = ifo_dev::free_port().unwrap();
     let process = ifo_dev::spawn_server(
         &env.cluster,
@@ -31,6 +43,7 @@ fn replica(env: &Env, lease: &str, n: usize) -> Replica {
             ("LEADER_ELECT", "true"),
             ("LEADER_ELECT_RESOURCE_NAME", lease),
             ("POD_NAMESPACE", "ifo-system"),
+            ("POD_NAME", pod.as_str()),
             ("LEADER_ELECT_LEASE_DURATION", "6s"),
             ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
             ("LEADER_ELECT_RETRY_PERIOD", "1s"),
@@ -40,7 +53,42 @@ fn replica(env: &Env, lease: &str, n: usize) -> Replica {
         &format!("{lease}-{n}.log"),
     )
     .unwrap();
-    Replica { port, process }
+    Replica { port, process, pod }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.process.kill();
+        let env = env();
+        let _ = env.kubectl(
+            User::Admin,
+            &[
+                "-n",
+                "ifo-system",
+                "delete",
+                "pod",
+                &self.pod,
+                "--wait=false",
+            ],
+        );
+    }
+}
+
+/// Whether the replica's pod carries the leader label the Service selects.
+fn labelled(env: &Env, replica: &Replica) -> bool {
+    env.kubectl(
+        User::Admin,
+        &[
+            "-n",
+            "ifo-system",
+            "get",
+            "pod",
+            &replica.pod,
+            "-o",
+            "jsonpath={.metadata.labels.ifo\\.kubevirt\\.io/leader}",
+        ],
+    )
+    .is_ok_and(|v| v == "true")
 }
 
 /// `(HTTP status, body)` of a direct request as the cluster admin (client certificate).
@@ -113,6 +161,10 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         assert_eq!(get(env, replicas[leader].port, LIST).0, "200");
         std::thread::sleep(Duration::from_secs(1));
     }
+    eventually(Duration::from_secs(10), "the leader's pod labelled", || {
+        labelled(env, &replicas[leader]).then_some(())
+    });
+    assert!(!labelled(env, &replicas[standby]));
     let old_rv = list_rv(env, replicas[leader].port);
     let old_holder = holder(env, &lease);
 
@@ -130,6 +182,11 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         "failover took {failover:?}"
     );
     assert_ne!(holder(env, &lease), old_holder);
+    eventually(
+        Duration::from_secs(10),
+        "the new leader's pod labelled",
+        || labelled(env, &replicas[standby]).then_some(()),
+    );
 
     // RVs keep rising for clients, and the old leader's RVs are not resolved here.
     let new = replicas[standby].port;
@@ -162,6 +219,9 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     let replicas = vec![replica(env, &lease, 0), replica(env, &lease, 1)];
     let leader = the_leader(env, &replicas);
     let standby = 1 - leader;
+    eventually(Duration::from_secs(10), "the leader's pod labelled", || {
+        labelled(env, &replicas[leader]).then_some(())
+    });
     let pid = i32::try_from(replicas[leader].process.pid()).unwrap();
     // SAFETY: sending a signal to a child process of ours.
     #[allow(unsafe_code)]
@@ -181,4 +241,11 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     assert!(!released_to.is_empty());
     replicas[leader].process.stop(Duration::from_secs(10));
     assert_eq!(get(env, replicas[standby].port, LIST).0, "200");
+    // The Service follows: the old leader's pod lost the label before it exited.
+    assert!(!labelled(env, &replicas[leader]));
+    eventually(
+        Duration::from_secs(10),
+        "the new leader's pod labelled",
+        || labelled(env, &replicas[standby]).then_some(()),
+    );
 }
