@@ -19,6 +19,8 @@ mod live_api;
 mod openapi;
 #[path = "e2e/plugin.rs"]
 mod plugin;
+#[path = "e2e/replicas.rs"]
+mod replicas;
 #[path = "e2e/rules.rs"]
 mod rules;
 #[path = "e2e/security.rs"]

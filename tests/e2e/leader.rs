@@ -1,102 +1,15 @@
 //! Leader election: two replicas on one Lease, exactly one serving; a crash and a graceful stop
 //! hand over to the other; resourceVersions of the old leader are refused by the new one.
 //!
-//! The replicas are extra servers on the shared cluster, called directly with an admin client
-//! certificate; each test has a Lease of its own. Short periods (lease 6s, renew 4s, retry 1s)
-//! keep the tests quick; the logic is the same at the defaults.
+//! Each test has a Lease of its own (see `replicas`).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ifo_dev::{Process, User};
+use ifo_dev::User;
 use serde_json::Value;
 
 use super::harness::{Env, env, eventually};
-
-const LIST: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
-const LEASE_DURATION: Duration = Duration::from_secs(6);
-
-struct Replica {
-    port: u16,
-    process: Process,
-    pod: String,
-}
-
-/// A replica with a pod object of its own to label (never scheduled: only its labels matter).
-fn replica(env: &Env, lease: &str, n: usize) -> Replica {
-    let pod = format!("{lease}-{n}");
-    env.apply(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ifo-system}}\n\
-         spec:\n\
-         \x20 securityContext: {{runAsNonRoot: true, seccompProfile: {{type: RuntimeDefault}}}}\n\
-         \x20 containers:\n\
-         \x20 - name: server\n\
-         \x20   image: ifo-apiserver:test\n\
-         \x20   securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}\n"
-    ));
-    let port = ifo_dev::free_port().unwrap();
-    let process = ifo_dev::spawn_server(
-        &env.cluster,
-        Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
-        port,
-        &[
-            ("LEADER_ELECT", "true"),
-            ("LEADER_ELECT_RESOURCE_NAME", lease),
-            ("POD_NAMESPACE", "ifo-system"),
-            ("POD_NAME", pod.as_str()),
-            ("LEADER_ELECT_LEASE_DURATION", "6s"),
-            ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
-            ("LEADER_ELECT_RETRY_PERIOD", "1s"),
-            ("SHUTDOWN_DELAY", "1s"),
-            ("LOG_LEVEL", "info,ifo=debug"),
-        ],
-        &format!("{lease}-{n}.log"),
-    )
-    .unwrap();
-    Replica { port, process, pod }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.process.kill();
-        let env = env();
-        let _ = env.kubectl(
-            User::Admin,
-            &[
-                "-n",
-                "ifo-system",
-                "delete",
-                "pod",
-                &self.pod,
-                "--wait=false",
-            ],
-        );
-    }
-}
-
-/// Whether the replica's pod carries the leader label the Service selects.
-fn labelled(env: &Env, replica: &Replica) -> bool {
-    env.kubectl(
-        User::Admin,
-        &[
-            "-n",
-            "ifo-system",
-            "get",
-            "pod",
-            &replica.pod,
-            "-o",
-            "jsonpath={.metadata.labels.ifo\\.kubevirt\\.io/leader}",
-        ],
-    )
-    .is_ok_and(|v| v == "true")
-}
-
-/// `(HTTP status, body)` of a direct request as the cluster admin (client certificate).
-fn get(env: &Env, port: u16, path: &str) -> (String, String) {
-    let certs = env.client_cert_args(User::Admin);
-    let args: Vec<&str> = certs.iter().map(String::as_str).collect();
-    env.direct_to(port, path, &args)
-}
+use super::replicas::{LEASE_DURATION, LIST, Replica, get, labelled, list_rv, replica};
 
 fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
@@ -114,17 +27,6 @@ fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
             (serving.len() == 1 && refusing == codes.len() - 1).then(|| serving[0])
         },
     )
-}
-
-fn list_rv(env: &Env, port: u16) -> u64 {
-    let (code, body) = get(env, port, LIST);
-    assert_eq!(code, "200", "{body}");
-    let list: Value = serde_json::from_str(&body).unwrap();
-    list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 fn holder(env: &Env, lease: &str) -> String {
