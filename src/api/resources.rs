@@ -134,13 +134,7 @@ pub async fn dispatch(
     headers: HeaderMap,
 ) -> Response {
     if !state.is_serving() {
-        // A standby replica: its resourceVersions are not the leader's, so it answers nothing
-        // a client could mix with the leader's answers. Clients retry; the Service routes
-        // to the leader.
-        return ApiError::ServiceUnavailable(
-            "this replica is not the leader; another replica serves (retry)".into(),
-        )
-        .into_response();
+        return ApiError::not_leader().into_response();
     }
     let user = user.map(|Extension(u)| u.name).unwrap_or_default();
     let mut response = match route(&state, &info, &user, &headers) {
