@@ -9,24 +9,10 @@ use ifo_dev::User;
 use serde_json::Value;
 
 use super::harness::{Env, env, eventually};
-use super::replicas::{LEASE_DURATION, LIST, Replica, get, labelled, list_rv, replica};
+use super::replicas::{LEASE_DURATION, LIST, get, labelled, list_rv, replica, the_leader};
 
 fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
-}
-
-/// The index of the one replica that answers lists (the other must answer 503).
-fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
-    eventually(
-        Duration::from_secs(90),
-        "exactly one replica serving",
-        || {
-            let codes: Vec<String> = replicas.iter().map(|r| get(env, r.port, LIST).0).collect();
-            let serving: Vec<usize> = (0..codes.len()).filter(|&i| codes[i] == "200").collect();
-            let refusing = codes.iter().filter(|c| *c == "503").count();
-            (serving.len() == 1 && refusing == codes.len() - 1).then(|| serving[0])
-        },
-    )
 }
 
 fn holder(env: &Env, lease: &str) -> String {

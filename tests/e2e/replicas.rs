@@ -8,7 +8,7 @@ use std::time::Duration;
 use ifo_dev::{Process, User};
 use serde_json::Value;
 
-use super::harness::{Env, env};
+use super::harness::{Env, env, eventually};
 
 /// The list of every operation.
 pub const LIST: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
@@ -24,6 +24,11 @@ pub struct Replica {
 
 /// A replica with a pod object of its own to label (never scheduled: only its labels matter).
 pub fn replica(env: &Env, lease: &str, n: usize) -> Replica {
+    replica_with(env, lease, n, &[])
+}
+
+/// [`replica`] with more settings.
+pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)]) -> Replica {
     let pod = format!("{lease}-{n}");
     env.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ifo-system}}\n\
@@ -49,7 +54,10 @@ pub fn replica(env: &Env, lease: &str, n: usize) -> Replica {
             ("LEADER_ELECT_RETRY_PERIOD", "1s"),
             ("SHUTDOWN_DELAY", "1s"),
             ("LOG_LEVEL", "info,ifo=debug"),
-        ],
+        ]
+        .into_iter()
+        .chain(settings.iter().copied())
+        .collect::<Vec<_>>(),
         &format!("{lease}-{n}.log"),
     )
     .unwrap();
@@ -108,4 +116,18 @@ pub fn list_rv(env: &Env, port: u16) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// The index of the one replica that answers lists (the other must answer 503).
+pub fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
+    eventually(
+        Duration::from_secs(90),
+        "exactly one replica serving",
+        || {
+            let codes: Vec<String> = replicas.iter().map(|r| get(env, r.port, LIST).0).collect();
+            let serving: Vec<usize> = (0..codes.len()).filter(|&i| codes[i] == "200").collect();
+            let refusing = codes.iter().filter(|c| *c == "503").count();
+            (serving.len() == 1 && refusing == codes.len() - 1).then(|| serving[0])
+        },
+    )
 }
