@@ -7,7 +7,6 @@
 //! `cold`: a fresh index, so the list also builds every object's JSON, as the first list after
 //! a resync does.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,70 +17,18 @@ use axum::http::{Request, StatusCode, header};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
 use ifo::index::Index;
-use ifo::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use ifo::operation::InFlightOperation;
 use ifo::readiness::Readiness;
 use ifo::track::Change;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use tower::ServiceExt;
 
-const OPERATIONS: usize = 10_000;
-const NAMESPACES: usize = 100;
+mod fixture;
+use fixture::records;
+
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const ALL: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
 const ONE_NAMESPACE: &str =
     "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/ns-042/inflightoperations";
-
-/// A VM migration (or start, or stop) in flight, with the labels a shipped ruleset gives it;
-/// one in ten has completed.
-fn operation(i: usize) -> Arc<InFlightOperation> {
-    let start: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let at = start + jiff::SignedDuration::from_secs(i as i64);
-    let namespace = format!("ns-{:03}", i % NAMESPACES);
-    let vm = format!("vm-{i:05}");
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: vm.clone(),
-        namespace: Some(namespace),
-        uid: format!("6f1c2a4e-0000-4000-8000-{i:012}"),
-        generation: Some(3),
-        owner_references: vec![OwnerReference {
-            api_version: "pool.kubevirt.io/v1alpha1".into(),
-            kind: "VirtualMachinePool".into(),
-            name: format!("pool-{}", i % 37),
-            uid: format!("00000000-0000-4000-8000-{:012}", i % 37),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }],
-    };
-    let ruleset = RuleSetInfo {
-        name: "kubevirt-vm-lifecycle".into(),
-        generation: None,
-        component: "kubevirt".into(),
-        labels: BTreeMap::from([("ifo.kubevirt.io/correlation-group".into(), "virt".into())]),
-    };
-    let operation = ["Migrating", "Starting", "Stopping"][i % 3];
-    let node = format!("node-{:02}", i % 24);
-    let (mut op, _) = InFlightOperation::new_active(
-        &ruleset,
-        operation,
-        &subject,
-        at,
-        at,
-        Some(format!("migrating from {node} to node-{:02}", (i + 7) % 24)),
-        [("ifo.kubevirt.io/node", node.as_str())],
-    );
-    if i.is_multiple_of(10) {
-        op.phase = Phase::Completed;
-        op.outcome = Some(Outcome::Succeeded);
-        op.completed = Some(at + jiff::SignedDuration::from_secs(40));
-    }
-    Arc::new(op)
-}
-
-fn records() -> Vec<Arc<InFlightOperation>> {
-    (0..OPERATIONS).map(operation).collect()
-}
 
 /// The router, and its index (so a benchmark can drop the index outside the timed part).
 fn router(records: &[Arc<InFlightOperation>]) -> (Router, Arc<Index>) {

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 pub use ifo_apimachinery::duration::parse_duration;
 
+/// The settings of `ifo-apiserver serve`; each flag also reads the environment variable named
+/// beside it, which is how `deploy/` sets them.
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Address to listen on.
@@ -104,6 +106,34 @@ pub struct ServeArgs {
     #[arg(long, env = "PERSIST_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub persist_burst: u32,
+    /// Run as one of several replicas: only the holder of a Lease serves the API (and writes
+    /// persisted copies); the others keep their index warm and take over when it goes.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// How long the others wait after the leader's last renewal before they take the lease.
+    #[arg(long, env = "LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: SignedDuration,
+    /// How long the leader keeps trying to renew before it stops serving.
+    #[arg(long, env = "LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: SignedDuration,
+    /// Time between two looks at the lease.
+    #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: SignedDuration,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECT_RESOURCE_NAME",
+        default_value = "ifo-apiserver"
+    )]
+    pub leader_elect_resource_name: String,
+    /// This replica's pod (from the downward API): its name is its identity in the Lease, and
+    /// the leader labels it `ifo.kubevirt.io/leader=true` for the Service to select.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ifo-system")]
+    pub leader_elect_resource_namespace: String,
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -137,6 +167,38 @@ impl ServeArgs {
         }
     }
 
+    /// With `--leader-elect`, where the Lease is and how it is kept; an error names a setting
+    /// that cannot work (each period must be shorter than the one it guards, as in Kubernetes).
+    pub fn leader_election(&self) -> Result<Option<crate::lease::Settings>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let lease = self.leader_elect_lease_duration.unsigned_abs();
+        let renew = self.leader_elect_renew_deadline.unsigned_abs();
+        let retry = self.leader_elect_retry_period.unsigned_abs();
+        if retry.is_zero() || renew <= retry || lease <= renew {
+            return Err(format!(
+                "leader election needs 0 < retry period ({retry:?}) < renew deadline ({renew:?}) < lease duration ({lease:?})"
+            ));
+        }
+        let host = self
+            .pod_name
+            .clone()
+            .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "ifo-apiserver".to_owned());
+        Ok(Some(crate::lease::Settings {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            // Unique even for two processes on one host, as client-go's hostname_uuid.
+            identity: format!("{host}_{:016x}", fastrand::u64(..)),
+            lease_duration: lease,
+            renew_deadline: renew,
+            retry_period: retry,
+        }))
+    }
+
     /// The defaults of every flag, for callers that start the server in-process.
     pub fn defaults() -> ServeArgs {
         #[derive(clap::Parser)]
@@ -157,6 +219,26 @@ impl ServeArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leader_election_is_off_by_default_and_checks_its_periods() {
+        let mut args = ServeArgs::defaults();
+        assert!(args.leader_election().unwrap().is_none());
+        args.leader_elect = true;
+        let settings = args.leader_election().unwrap().unwrap();
+        assert_eq!(settings.lease_duration, std::time::Duration::from_secs(15));
+        assert_eq!(settings.renew_deadline, std::time::Duration::from_secs(10));
+        assert_eq!(settings.retry_period, std::time::Duration::from_secs(2));
+        assert_eq!(settings.name, "ifo-apiserver");
+        let other = args.leader_election().unwrap().unwrap();
+        assert_ne!(
+            settings.identity, other.identity,
+            "two processes, two identities"
+        );
+        args.leader_elect_renew_deadline = SignedDuration::from_secs(20);
+        let error = args.leader_election().unwrap_err();
+        assert!(error.contains("renew deadline"), "{error}");
+    }
 
     #[test]
     fn evaluation_limits_default_to_the_documented_values() {

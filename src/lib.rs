@@ -14,6 +14,7 @@ pub mod config;
 pub mod evaluate;
 pub mod guard;
 pub mod index;
+pub mod lease;
 pub mod metrics;
 pub mod operation;
 pub mod persist;

@@ -7,6 +7,7 @@ use crate::config::ServeArgs;
 use crate::evaluate::Engine;
 use crate::guard::{self, Guard};
 use crate::index::Index;
+use crate::lease;
 use crate::persist;
 use crate::readiness::Readiness;
 use crate::reconcile;
@@ -21,6 +22,7 @@ use std::time::Duration;
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let election = args.leader_election().map_err(anyhow::Error::msg)?;
     let client = kube_client(&args).await?;
     let trust = auth::watch_request_header_config(client.clone()).await?;
     let tls_config = RustlsConfig::from_config(tls::server_config(
@@ -55,9 +57,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         args.evaluation_limits(),
     ));
     tokio::spawn(detector.clone().run_deadlines());
-    if args.persist {
-        restore_and_persist(&args, &client, &detector, &index, &readiness).await?;
-    }
+    let persistence = if args.persist {
+        Some(restore(&args, &client, &detector, &readiness).await?)
+    } else {
+        None
+    };
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
     let targets = Arc::new(TargetHealth::default());
     let probe_interval = args
@@ -96,6 +100,32 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     });
     // Only the routes the server has are guarded: any other path is a 404 for everyone, and
     // never costs a review or a cache entry.
+    let elector = match election {
+        None => {
+            if let Some(persistence) = persistence {
+                tokio::spawn(persistence.run(index.reader()));
+            }
+            None
+        }
+        Some(settings) => {
+            state.set_serving(false);
+            let namespace = settings.namespace.clone();
+            let (elector, role) = lease::Elector::new(client.clone(), settings);
+            if let Some(pod) = &args.pod_name {
+                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod);
+                tokio::spawn(label.follow(role.clone()));
+            }
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(elector.run(stopped));
+            tokio::spawn(follow_leadership(
+                role,
+                index.clone(),
+                state.clone(),
+                persistence,
+            ));
+            Some((stop, task))
+        }
+    };
     let app = api::router(state.clone())
         .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
         .merge(api::health_router(state.clone()));
@@ -107,6 +137,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let stopping = state.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
+        if let Some((stop, task)) = elector {
+            // Stop serving and hand the lease over first, so the next leader starts at once.
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
         // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
         // away before streams end; then end every watch cleanly (its stream closes, and
         // clients resume with their last resourceVersion).
@@ -128,21 +163,50 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .with_context(|| format!("serving on {addr}"))
 }
 
-/// Persistence mode: reads the copies back into the pipeline before anything is evaluated,
-/// then starts the writer. Restored operations that nothing confirmed by a debounce threshold
-/// after the initial sync ended while the server was down, and complete then.
-async fn restore_and_persist(
+/// Persistence mode: reads the copies back into the pipeline before anything is evaluated, so
+/// operations keep their identities; the writer starts later (at once, or with each term as
+/// leader). Restored operations that nothing confirmed by a debounce threshold after the
+/// initial sync ended while the server was down, and complete then.
+async fn restore(
     args: &ServeArgs,
     client: &kube::Client,
     detector: &Arc<Detector>,
-    index: &Arc<Index>,
     readiness: &Readiness,
-) -> Result<()> {
+) -> Result<Persistence> {
     let api = persist::api(client.clone());
-    let deadline = tokio::time::Instant::now() + args.initial_sync_timeout.unsigned_abs();
-    let found = loop {
-        match persist::read_back(&api).await {
-            Ok(found) => break found,
+    let timeout = args.initial_sync_timeout.unsigned_abs();
+    let found = read_back(&api, timeout).await?;
+    let refused = detector.restore(found.records.clone());
+    tracing::info!(
+        copies = found.copies.len(),
+        restored = found.records.len() - refused.len(),
+        "persisted operations read back"
+    );
+    let (detector, readiness) = (detector.clone(), readiness.clone());
+    let grace = args.debounce_threshold.unsigned_abs();
+    tokio::spawn(async move {
+        readiness.wait().await;
+        tokio::time::sleep(grace).await;
+        detector.sweep_restored();
+    });
+    Ok(Persistence {
+        api,
+        settings: args.persist_settings(),
+        found: Some(found),
+        timeout,
+    })
+}
+
+/// The copies in the cluster. A missing CRD or a 403 fails at once (they need an admin);
+/// anything else is retried for `timeout`.
+async fn read_back(
+    api: &kube::Api<kube::api::DynamicObject>,
+    timeout: Duration,
+) -> Result<persist::ReadBack> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match persist::read_back(api).await {
+            Ok(found) => return Ok(found),
             Err(e @ (persist::Error::NotInstalled(_) | persist::Error::Forbidden(_))) => {
                 return Err(e.into());
             }
@@ -152,22 +216,84 @@ async fn restore_and_persist(
             }
             Err(e) => return Err(e.into()),
         }
-    };
-    let refused = detector.restore(found.records.clone());
-    tracing::info!(
-        copies = found.copies.len(),
-        restored = found.records.len() - refused.len(),
-        "persisted operations read back"
-    );
-    tokio::spawn(persist::Writer::new(api, args.persist_settings(), found).run(index.reader()));
-    let (detector, readiness) = (detector.clone(), readiness.clone());
-    let grace = args.debounce_threshold.unsigned_abs();
-    tokio::spawn(async move {
-        readiness.wait().await;
-        tokio::time::sleep(grace).await;
-        detector.sweep_restored();
-    });
-    Ok(())
+    }
+}
+
+/// What the persistence writer starts from.
+struct Persistence {
+    api: kube::Api<kube::api::DynamicObject>,
+    settings: persist::Settings,
+    /// The copies read at start. A later term as leader reads them again: the previous leader
+    /// wrote meanwhile.
+    found: Option<persist::ReadBack>,
+    timeout: Duration,
+}
+
+impl Persistence {
+    /// This term's writer: the copies read at start the first time, read again after.
+    fn term(&mut self) -> Persistence {
+        Persistence {
+            api: self.api.clone(),
+            settings: self.settings,
+            found: self.found.take(),
+            timeout: self.timeout,
+        }
+    }
+
+    /// Writes copies until the index is gone (or the task is aborted).
+    async fn run(self, index: crate::index::IndexReader) {
+        let found = match self.found {
+            Some(found) => found,
+            None => match read_back(&self.api, self.timeout).await {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the persisted copies back; not writing them this term");
+                    return;
+                }
+            },
+        };
+        persist::Writer::new(self.api, self.settings, found)
+            .run(index)
+            .await;
+    }
+}
+
+/// Serves while this replica leads. Each term, the index starts a new epoch (RVs handed out
+/// by other replicas become too old) before requests are answered, and the persistence writer
+/// runs; when the term ends, requests get 503, open watches end and the writer stops.
+async fn follow_leadership(
+    mut role: tokio::sync::watch::Receiver<lease::Role>,
+    index: Arc<Index>,
+    state: Arc<ApiState>,
+    mut persistence: Option<Persistence>,
+) {
+    let mut writer: Option<tokio::task::JoinHandle<()>> = None;
+    loop {
+        let leading = *role.borrow_and_update() == lease::Role::Leading;
+        if leading && !state.is_serving() {
+            let now = u64::try_from(jiff::Timestamp::now().as_microsecond()).unwrap_or(0);
+            let rv = index.begin_epoch(now);
+            state.set_serving(true);
+            tracing::info!(resource_version = rv, "serving as the leader");
+            if let Some(p) = persistence.as_mut() {
+                writer = Some(tokio::spawn(p.term().run(index.reader())));
+            }
+        } else if !leading && state.is_serving() {
+            state.set_serving(false);
+            tracing::info!("not serving: this replica does not lead");
+            if let Some(w) = writer.take() {
+                w.abort();
+            }
+        }
+        if role.changed().await.is_err() {
+            // The elector stopped (shutdown): it stopped leading first.
+            state.set_serving(false);
+            if let Some(w) = writer.take() {
+                w.abort();
+            }
+            return;
+        }
+    }
 }
 
 /// HTTP limits in front of everything, as kube-apiserver sets them: a client gets 10 s to send

@@ -9,6 +9,8 @@ mod deploy;
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;
+#[path = "e2e/leader.rs"]
+mod leader;
 #[path = "e2e/library.rs"]
 mod library;
 #[path = "e2e/live_api.rs"]
@@ -19,6 +21,8 @@ mod metrics;
 mod openapi;
 #[path = "e2e/plugin.rs"]
 mod plugin;
+#[path = "e2e/replicas.rs"]
+mod replicas;
 #[path = "e2e/rules.rs"]
 mod rules;
 #[path = "e2e/security.rs"]

@@ -1,7 +1,8 @@
 //! Persistence mode on a real cluster: every live operation has a cluster-scoped
 //! `inflightoperations.ifo.kubevirt.io` copy that matches it field by field, that the operator's
 //! field selectors find, and that goes with it; a `kill -9` keeps identities; a kube-apiserver
-//! outage is caught up; objects of others are never touched.
+//! outage is caught up; objects of others are never touched; of two replicas with leader
+//! election, only the leader writes.
 //!
 //! A test binary of its own (with its own cluster and a server in persistence mode). The tests
 //! kill the server and freeze kube-apiserver, so they run one at a time (`SERIAL`).
@@ -9,6 +10,9 @@
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the e2e binary; this one uses part of it
 mod harness;
+#[path = "e2e/replicas.rs"]
+#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
+mod replicas;
 
 use harness::{Env, Stop, eventually, persistent_env};
 use ifo_dev::User;
@@ -366,4 +370,43 @@ fn objects_of_others_are_left_alone() {
     for name in [&taken, &operators] {
         env.kubectl(User::Admin, &["delete", COPIES, name]).unwrap();
     }
+}
+
+/// The sum of `ifo_persist_writes_total` (every verb and result) a replica reports.
+fn persist_writes(env: &Env, replica: &replicas::Replica) -> f64 {
+    let (code, body) = replicas::get(env, replica.port, "/metrics");
+    assert_eq!(code, "200", "{body}");
+    body.lines()
+        .filter(|l| l.starts_with("ifo_persist_writes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn only_the_leader_writes_copies() {
+    let _serial = serial();
+    let env = persistent_env();
+    let lease = format!("ifo-persist-{}", std::process::id());
+    let settings = [("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")];
+    let replicas = [
+        replicas::replica_with(env, &lease, 0, &settings),
+        replicas::replica_with(env, &lease, 1, &settings),
+    ];
+    let leader = replicas::the_leader(env, &replicas);
+    let standby = &replicas[1 - leader];
+    let (ns, _) = env.vms_with_ruleset("leader", &["vm1"]);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
+    );
+    converged(env, &ns, WAIT);
+    // The leader writes its copy too (or finds it written: a conflict it resolves by reading).
+    eventually(WAIT, "the leader writing", || {
+        (persist_writes(env, &replicas[leader]) > 0.0).then_some(())
+    });
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    converged(env, &ns, WAIT);
+    assert_eq!(persist_writes(env, standby), 0.0, "the standby wrote");
 }

@@ -3,8 +3,6 @@
 //! validation, Go quoting and `HumanDuration`. Pure functions and types, no I/O: both `auth` and
 //! `api` build on this layer, and neither reaches into the other.
 
-#![warn(missing_docs)]
-
 pub mod duration;
 pub mod fields;
 pub mod goquote;

@@ -3,7 +3,6 @@
 //! It controls processes (a parent-death signal for each child, signals to stop or freeze them),
 //! which takes `libc` calls: the only unsafe code of the project, and none of it in the server.
 #![allow(unsafe_code)]
-#![warn(missing_docs)]
 
 mod binaries;
 mod cluster;

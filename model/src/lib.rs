@@ -2,8 +2,6 @@
 //! object, in one place for the server that serves it and the kubectl plugin that reads it, so
 //! the two cannot drift apart.
 
-#![warn(missing_docs)]
-
 mod object;
 
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};

@@ -5,8 +5,6 @@
 //! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state; `op`, `filter`,
 //! `format`, `tree` and `summary` are pure.
 
-#![warn(missing_docs)]
-
 pub mod cli;
 pub mod client;
 pub mod filter;

@@ -1,7 +1,5 @@
 //! `kubectl-ifo`: the kubectl plugin (`kubectl ifo ...`); see the library of this crate.
 
-#![warn(missing_docs)]
-
 fn main() -> std::process::ExitCode {
     kubectl_ifo::main()
 }

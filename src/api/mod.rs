@@ -40,8 +40,10 @@ pub struct ApiState {
     watch_slots: Arc<watch_slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
     pub(crate) freshness: Arc<crate::watch::TargetHealth>,
-    /// Set when the server stops: every open watch ends its stream cleanly.
-    stopping: tokio::sync::watch::Sender<bool>,
+    /// Bumped to end every open watch cleanly (the server stops, or leadership is lost).
+    watch_generation: tokio::sync::watch::Sender<u64>,
+    /// Whether resource requests are answered (false on a standby replica).
+    serving: std::sync::atomic::AtomicBool,
 }
 
 /// Limits on what callers may hold open.
@@ -99,14 +101,30 @@ impl ApiState {
                 limits.max_watches_per_user,
             ),
             freshness: Arc::default(),
-            stopping: tokio::sync::watch::Sender::new(false),
+            watch_generation: tokio::sync::watch::Sender::new(0),
+            serving: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
     /// Ends every open watch cleanly (its stream closes; the client resumes from its last
     /// resourceVersion, elsewhere): what a stopping server does before it closes connections.
     pub fn end_watches(&self) {
-        self.stopping.send_replace(true);
+        self.watch_generation.send_modify(|g| *g += 1);
+    }
+
+    /// Answer resource requests (the leader, or the only replica) or refuse them with 503
+    /// (a standby). Stopping also ends the open watches.
+    pub fn set_serving(&self, serving: bool) {
+        self.serving
+            .store(serving, std::sync::atomic::Ordering::SeqCst);
+        if !serving {
+            self.end_watches();
+        }
+    }
+
+    /// See [`ApiState::set_serving`].
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).

@@ -133,6 +133,9 @@ pub async fn dispatch(
     user: Option<Extension<UserInfo>>,
     headers: HeaderMap,
 ) -> Response {
+    if !state.is_serving() {
+        return ApiError::not_leader().into_response();
+    }
     let user = user.map(|Extension(u)| u.name).unwrap_or_default();
     let mut response = match route(&state, &info, &user, &headers) {
         Ok(response) => response,
@@ -277,7 +280,7 @@ fn snapshot_for(
 ) -> Result<(Arc<Snapshot>, Option<ContinueToken>), ApiError> {
     if let Some(token) = &params.continue_token {
         let token = ContinueToken::decode(token)?;
-        return match state.snapshots.get(token.rv) {
+        return match state.snapshots.get(&state.index, token.rv) {
             Some(s) => Ok((s, Some(token))),
             None => {
                 // The snapshot is gone: like kube-apiserver, offer to continue inconsistently.
@@ -292,17 +295,19 @@ fn snapshot_for(
     }
     let current = state.snapshots.current(&state.index);
     match (params.resource_version, params.rv_match) {
-        (Some(rv), Some(RvMatch::Exact)) if rv != current.rv => match state.snapshots.get(rv) {
-            Some(s) => Ok((s, None)),
-            None if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
-                requested: rv,
-                current: current.rv,
-            }),
-            None => Err(ApiError::TooOldResourceVersion {
-                requested: rv,
-                oldest: current.rv,
-            }),
-        },
+        (Some(rv), Some(RvMatch::Exact)) if rv != current.rv => {
+            match state.snapshots.get(&state.index, rv) {
+                Some(s) => Ok((s, None)),
+                None if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
+                    requested: rv,
+                    current: current.rv,
+                }),
+                None => Err(ApiError::TooOldResourceVersion {
+                    requested: rv,
+                    oldest: current.rv,
+                }),
+            }
+        }
         (Some(rv), _) if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
             requested: rv,
             current: current.rv,

@@ -63,7 +63,12 @@ impl Snapshots {
         snapshot
     }
 
-    pub fn get(&self, rv: u64) -> Option<Arc<Snapshot>> {
+    /// The snapshot taken at `rv`, if it is still kept and was taken since the index's epoch
+    /// (an older RV may have come from another replica).
+    pub fn get(&self, index: &IndexReader, rv: u64) -> Option<Arc<Snapshot>> {
+        if rv < index.epoch() {
+            return None;
+        }
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         recent.evict(Instant::now());
         recent
@@ -90,8 +95,25 @@ mod tests {
             )))]);
             snapshots.current(&index.reader());
         }
-        let kept = snapshots.get(first.rv).expect("still served");
+        let kept = snapshots
+            .get(&index.reader(), first.rv)
+            .expect("still served");
         assert!(Arc::ptr_eq(&kept, &first));
+    }
+
+    #[test]
+    fn snapshots_from_before_the_epoch_are_not_served() {
+        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let snapshots = Snapshots::default();
+        index.apply(vec![Change::Upsert(crate::index::test_record("op"))]);
+        let before = snapshots.current(&index.reader());
+        let epoch = index.begin_epoch(5_000);
+        assert_eq!(epoch, 5_000);
+        assert!(snapshots.get(&index.reader(), before.rv).is_none());
+        let after = snapshots.current(&index.reader());
+        assert_eq!(after.rv, 5_000);
+        assert_eq!(after.items.len(), 1, "the records stay");
+        assert!(snapshots.get(&index.reader(), after.rv).is_some());
     }
 
     #[test]

@@ -220,6 +220,15 @@ impl ApiError {
         }
     }
 
+    /// 503 from a standby replica: its resourceVersions are not the leader's, so it answers
+    /// nothing a client could mix with the leader's answers. Clients retry; the Service routes
+    /// to the leader.
+    pub fn not_leader() -> Self {
+        ApiError::ServiceUnavailable(
+            "this replica is not the leader; another replica serves (retry)".into(),
+        )
+    }
+
     /// The HTTP status code (also the `code` field).
     pub fn code(&self) -> u16 {
         match self {

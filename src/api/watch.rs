@@ -103,12 +103,7 @@ fn transition(
 /// (`timeoutSeconds` of 0 or absent asks for nothing). Never longer than two
 /// [`MIN_REQUEST_TIMEOUT`]s, whatever the client sends.
 fn lifetime(requested_seconds: Option<u64>) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let fraction = (random % 1_000_000) as f64 / 1_000_000.0;
-    let server = MIN_REQUEST_TIMEOUT.mul_f64(1.0 + fraction);
+    let server = MIN_REQUEST_TIMEOUT.mul_f64(1.0 + fastrand::f64());
     match requested_seconds {
         Some(s) if s > 0 => Duration::from_secs(s).min(server),
         _ => server,
@@ -133,14 +128,20 @@ pub fn serve(
     // Start from the index now, before answering, so no event between list and watch is missed.
     let start = start(&state, &params);
     let index = state.index.clone();
-    let mut stopping = state.stopping.subscribe();
+    let mut ends = state.watch_generation.subscribe();
+    let generation = *ends.borrow_and_update();
+    if !state.is_serving() {
+        // Leadership ended between the check before routing and the subscription above (its
+        // end was signalled before this watch could hear it).
+        return Err(ApiError::not_leader());
+    }
     tokio::spawn(async move {
         // Held until the watch ends, however it ends.
         let _slot = slot;
         tokio::select! {
             _ = run(index, start, scope, params, encoder, tx, timeout) => {}
             // The stream ends without an error: clients resume from their last resourceVersion.
-            _ = stopping.wait_for(|stop| *stop) => {}
+            _ = ends.wait_for(|g| *g != generation) => {}
         }
     });
     Ok(Response::builder()

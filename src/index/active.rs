@@ -19,7 +19,9 @@ pub const NODE_LABEL: &str = "node";
 /// What one active record is counted under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActiveKey {
+    /// The ruleset's component.
     pub component: String,
+    /// The operation (the rule's name for it).
     pub operation: String,
     /// The subject's kind (`VirtualMachine`).
     pub kind: String,
@@ -183,7 +185,10 @@ impl ActiveCounts {
 /// The rule an operation comes from, as metrics name it: component, operation, subject kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleKey {
+    /// The ruleset's component.
     pub component: String,
+    /// The operation (the rule's name for it).
     pub operation: String,
+    /// The subject's kind.
     pub kind: String,
 }

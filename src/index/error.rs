@@ -6,9 +6,19 @@ pub enum WatchError {
     /// Events after `requested` are no longer in the ring; `oldest` is the oldest RV a watch
     /// can still resume from.
     #[error("too old resource version: {requested} ({oldest})")]
-    Expired { requested: u64, oldest: u64 },
+    Expired {
+        /// The resourceVersion the client asked to resume from.
+        requested: u64,
+        /// The oldest resourceVersion a watch can resume from now.
+        oldest: u64,
+    },
     /// `requested` is newer than anything this server has produced (e.g. an RV from another
     /// replica or a clock that went back).
     #[error("too large resource version: {requested}, current: {current}")]
-    TooLarge { requested: u64, current: u64 },
+    TooLarge {
+        /// The resourceVersion the client asked to resume from.
+        requested: u64,
+        /// The newest resourceVersion this server has produced.
+        current: u64,
+    },
 }

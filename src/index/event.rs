@@ -4,10 +4,14 @@ use std::sync::Arc;
 
 use super::stored::Stored;
 
+/// What a change did to the record it carries, as a watch event type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
+    /// The record is new.
     Added,
+    /// The record replaced an earlier state of itself.
     Modified,
+    /// The record is gone.
     Deleted,
 }
 
@@ -25,7 +29,9 @@ impl EventKind {
 /// One change, at resourceVersion `rv`.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// The resourceVersion this change produced.
     pub rv: u64,
+    /// What the change did.
     pub kind: EventKind,
     /// The record at `rv`. For `Deleted`, the last state re-stamped with the deletion RV, as
     /// Kubernetes does, so a client resuming from it doesn't replay the deletion.

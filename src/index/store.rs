@@ -63,6 +63,8 @@ struct State {
     resumable_from: u64,
     /// Active records by metric labels, changed with `items`.
     active: ActiveCounts,
+    /// The RV at which this replica last began to serve (see [`Index::begin_epoch`]).
+    epoch: u64,
 }
 
 impl Index {
@@ -79,6 +81,7 @@ impl Index {
                 ring_capacity,
                 resumable_from: base_rv,
                 active: ActiveCounts::default(),
+                epoch: base_rv,
             }),
             tx,
         }
@@ -179,14 +182,39 @@ impl Index {
         let _ = self.tx.send(event);
     }
 
+    /// Begins serving as the leader: the counter jumps to at least `at_least` (wall-clock
+    /// microseconds) and the history starts again there.
+    ///
+    /// Replicas count resourceVersions in overlapping ranges, so an RV a client got from the
+    /// previous leader could name a point in this replica's own history and replay the wrong
+    /// events. After the jump, every RV handed out before it is "too old" (410: clients relist),
+    /// and RVs stay increasing for clients across the failover. Returns the new RV.
+    pub fn begin_epoch(&self, at_least: u64) -> u64 {
+        let mut st = self.write();
+        st.rv = st.rv.max(at_least);
+        st.ring.clear();
+        st.resumable_from = st.rv;
+        st.epoch = st.rv;
+        st.rv
+    }
+
+    /// The RV of the latest [`Index::begin_epoch`] (the base RV before any): RVs older than it
+    /// were not handed out by this replica as leader and must not be resolved.
+    pub fn epoch(&self) -> u64 {
+        self.read().epoch
+    }
+
+    /// The resourceVersion of the latest change (what a list at "now" reports).
     pub fn current_rv(&self) -> u64 {
         self.read().rv
     }
 
+    /// How many records the index holds.
     pub fn len(&self) -> usize {
         self.read().items.len()
     }
 
+    /// Whether the index holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -203,6 +231,7 @@ impl Index {
         }
     }
 
+    /// The record named `name` in `namespace` (`None` for cluster-scoped), at the current RV.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
         let key = (namespace.map(str::to_owned), name.to_owned());
         self.read().items.get(&key).cloned()
@@ -299,6 +328,11 @@ impl Index {
 }
 
 impl IndexReader {
+    /// See [`Index::epoch`].
+    pub fn epoch(&self) -> u64 {
+        self.0.epoch()
+    }
+
     /// See [`Index::current_rv`].
     pub fn current_rv(&self) -> u64 {
         self.0.current_rv()

@@ -19,13 +19,16 @@ pub type ObjectKey = (Option<String>, String);
 /// thousands of records.
 #[derive(Debug)]
 pub struct Stored {
+    /// The resourceVersion at which the record took this state.
     pub rv: u64,
+    /// The record itself, shared with the tracker that made it.
     pub op: Arc<InFlightOperation>,
     object: OnceLock<Box<RawValue>>,
     metadata: OnceLock<Box<RawValue>>,
 }
 
 impl Stored {
+    /// The record `op` at `rv`; its wire forms are serialised on first use.
     pub fn new(rv: u64, op: Arc<InFlightOperation>) -> Stored {
         Stored {
             rv,
@@ -51,6 +54,7 @@ impl Stored {
         self.op.to_json(self.rv)
     }
 
+    /// Where the record sits in the index: (namespace, name).
     pub fn key(&self) -> ObjectKey {
         key_of(&self.op)
     }

@@ -30,6 +30,7 @@ impl Transitions {
         }
     }
 
+    /// Nothing started or completed.
     pub fn is_empty(&self) -> bool {
         self.started.is_empty() && self.completed.is_empty()
     }

@@ -144,6 +144,7 @@ pub fn request_labels(info: Option<&RequestInfo>, method: &Method) -> (&'static 
 pub struct RequestTimer(Instant);
 
 impl RequestTimer {
+    /// Starts timing a request that just arrived.
     pub fn start() -> RequestTimer {
         RequestTimer(Instant::now())
     }
@@ -168,10 +169,12 @@ impl RequestTimer {
     }
 }
 
+/// Watches of the live API opened (+1) or closed (-1).
 pub fn open_watches(delta: i64) {
     api().open_watches.inc_by(delta);
 }
 
+/// A watch was refused with 429 at `limit` (`total`, `user`).
 pub fn watch_refused(limit: &'static str) {
     api()
         .watches_refused
@@ -179,6 +182,7 @@ pub fn watch_refused(limit: &'static str) {
         .inc();
 }
 
+/// The server ended a watch for `reason` (`lagging`, `stalled`).
 pub fn watcher_cut(reason: &'static str) {
     api()
         .watchers_cut
@@ -186,6 +190,7 @@ pub fn watcher_cut(reason: &'static str) {
         .inc();
 }
 
+/// A connection was closed at once at `MAX_CONNECTIONS`.
 pub fn connection_refused() {
     api().connections_refused.inc();
 }

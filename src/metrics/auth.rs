@@ -68,7 +68,9 @@ fn labels(review: Review, result: &str) -> Labels {
 /// How the cache answered a lookup.
 #[derive(Debug, Clone, Copy)]
 pub enum CacheLookup {
+    /// Answered from the cache, or by an identical review already under way.
     Hit,
+    /// A review was sent.
     Miss,
 }
 
@@ -87,6 +89,7 @@ pub fn review(review: Review, allowed: Option<bool>) {
         .inc();
 }
 
+/// A lookup in the review cache of `review` was answered as `lookup` says.
 pub fn cache_lookup(review: Review, lookup: CacheLookup) {
     let result = match lookup {
         CacheLookup::Hit => "hit",

@@ -78,6 +78,7 @@ fn ruleset_labels(ruleset: &str) -> Labels {
     vec![("ruleset", ruleset.to_string())]
 }
 
+/// A rule, message, outcome, start-time or label expression of `ruleset` failed.
 pub fn rule_error(ruleset: &str) {
     evaluation()
         .rule_errors
@@ -85,6 +86,7 @@ pub fn rule_error(ruleset: &str) {
         .inc();
 }
 
+/// An evaluation of `ruleset` went over the cost budget.
 pub fn cost_exceeded(ruleset: &str) {
     evaluation()
         .cost_exceeded
@@ -92,6 +94,7 @@ pub fn cost_exceeded(ruleset: &str) {
         .inc();
 }
 
+/// `ruleset` was suspended for going over the budget too often.
 pub fn ruleset_suspended(ruleset: &str) {
     evaluation()
         .suspensions
@@ -99,6 +102,7 @@ pub fn ruleset_suspended(ruleset: &str) {
         .inc();
 }
 
+/// An object event for `ruleset` was dropped because its evaluation lane was full.
 pub fn evaluation_event_dropped(ruleset: &str) {
     evaluation()
         .events_dropped
@@ -106,6 +110,7 @@ pub fn evaluation_event_dropped(ruleset: &str) {
         .inc();
 }
 
+/// A watch event of `target` (a resource) reached evaluation.
 pub fn object_event(target: &str) {
     evaluation()
         .object_events
@@ -119,6 +124,7 @@ pub fn object_event(target: &str) {
 pub struct EvaluationTimer(Histogram);
 
 impl EvaluationTimer {
+    /// The timer of `ruleset`'s evaluations.
     pub fn new(ruleset: &str) -> EvaluationTimer {
         EvaluationTimer(
             evaluation()

@@ -65,6 +65,7 @@ pub fn set_watches(n: usize) {
     targets().watches.set(i64::try_from(n).unwrap_or(i64::MAX));
 }
 
+/// Whether every watch of `target` is current.
 pub fn set_target_watch_up(target: &Target, up: bool) {
     targets()
         .up
@@ -72,6 +73,7 @@ pub fn set_target_watch_up(target: &Target, up: bool) {
         .set(i64::from(up));
 }
 
+/// When a list of `target` last completed (Unix seconds).
 pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
     targets()
         .last_list
@@ -79,6 +81,7 @@ pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
         .set(unix_seconds);
 }
 
+/// A list, watch or liveness probe of `target` failed (it is retried with backoff).
 pub fn target_watch_failure(target: &Target) {
     targets()
         .failures

@@ -14,7 +14,9 @@ use super::subject::Subject;
 
 pub use ifo_model::SELECTABLE_FIELDS;
 
+/// The API group the records are served in.
 pub const API_GROUP: &str = ifo_model::GROUP;
+/// `group/version` of the served records.
 pub const API_VERSION: &str = ifo_model::GROUP_VERSION;
 /// Kind of operations on namespaced subjects (served in the subject's namespace).
 pub const NAMESPACED_KIND: &str = ifo_model::NAMESPACED_KIND;
@@ -35,18 +37,29 @@ pub struct InFlightOperation {
     pub namespace: Option<String>,
     /// `metadata.creationTimestamp`: when the operation started.
     pub created: Timestamp,
+    /// Labels: the rules' label expressions plus `ifo.kubevirt.io/*` ones.
     pub labels: BTreeMap<String, String>,
+    /// The object the operation is about.
     pub subject: Subject,
+    /// The operation's name from its rule (e.g. `Migrating`).
     pub operation: String,
+    /// The OperationRuleSet whose rule detected it.
     pub ruleset: String,
+    /// The ruleset's component (e.g. `kubevirt`).
     pub component: String,
+    /// `Active` while detected (or within the debounce), then `Completed`.
     pub phase: Phase,
+    /// The rule's message expression, as last evaluated.
     pub message: Option<String>,
     /// Set once completed.
     pub outcome: Option<Outcome>,
+    /// When a rule last detected it.
     pub last_detected: Timestamp,
+    /// When it completed.
     pub completed: Option<Timestamp>,
+    /// The subject's `metadata.generation` when last evaluated.
     pub subject_generation: Option<i64>,
+    /// The rulesets that detected it (the operator's `status.detectedBy`).
     pub detected_by: Vec<String>,
 }
 

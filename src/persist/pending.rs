@@ -44,7 +44,12 @@ pub enum Write {
     /// Replace the copy at `copy.resource_version` with the record.
     Replace(Arc<InFlightOperation>, Copy),
     /// Delete the copy with this uid.
-    Delete { name: String, uid: String },
+    Delete {
+        /// The copy's name (the operation's).
+        name: String,
+        /// The copy's own uid, so a copy made again under the name is not deleted.
+        uid: String,
+    },
 }
 
 impl Write {

@@ -21,6 +21,12 @@ use crate::index::{EventKind, IndexReader};
 /// connection's round trips, few enough to stay a small share of kube-apiserver.
 const MAX_IN_FLIGHT: usize = 8;
 
+/// How often the pending-work gauges are brought up to date (finding the oldest is a scan).
+const REPORT_PERIOD: Duration = Duration::from_secs(1);
+
+/// How long the writer sleeps with nothing due (events and ended writes wake it sooner).
+const IDLE_WAKE: Duration = Duration::from_secs(3600);
+
 /// How the writer paces itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -36,7 +42,7 @@ pub struct Settings {
 pub struct Writer {
     api: Api<DynamicObject>,
     pending: Pending,
-    limiter: Arc<DefaultDirectRateLimiter>,
+    limiter: DefaultDirectRateLimiter,
 }
 
 impl Writer {
@@ -53,7 +59,7 @@ impl Writer {
         Writer {
             api,
             pending,
-            limiter: Arc::new(RateLimiter::direct(quota)),
+            limiter: RateLimiter::direct(quota),
         }
     }
 
@@ -64,25 +70,32 @@ impl Writer {
             .resync(&records(&snapshot.items), Instant::now());
         let mut in_flight: JoinSet<(String, Written)> = JoinSet::new();
         let mut names: HashMap<tokio::task::Id, String> = HashMap::new();
+        let mut report = tokio::time::interval(REPORT_PERIOD);
+        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             let now = Instant::now();
-            while in_flight.len() < MAX_IN_FLIGHT
-                && let Some(write) = self.pending.take(now)
-            {
-                let name = write.name().to_owned();
-                let handle =
-                    in_flight.spawn(perform(self.api.clone(), self.limiter.clone(), write));
-                names.insert(handle.id(), name);
-            }
-            crate::metrics::set_persist_pending(
-                self.pending.len(),
-                self.pending.oldest(now).unwrap_or_default(),
-            );
-            let next_due = self
-                .pending
-                .next_due()
-                .unwrap_or(now + Duration::from_secs(3600));
+            let room = in_flight.len() < MAX_IN_FLIGHT;
+            let next_due = self.pending.next_due();
+            // A write is due and may start: wait for the rate limit's permit (dropping this
+            // wait for another branch gives the permit back). Otherwise sleep until one is due,
+            // or, with every slot taken, until a write ends.
+            let due_now = room && next_due.is_some_and(|due| due <= now);
+            let wake = next_due
+                .filter(|_| room && !due_now)
+                .unwrap_or(now + IDLE_WAKE);
             tokio::select! {
+                () = self.limiter.until_ready(), if due_now => {
+                    // The write is taken after the permit, so it carries the latest state.
+                    if let Some(write) = self.pending.take(Instant::now()) {
+                        let name = write.name().to_owned();
+                        let handle = in_flight.spawn(perform(self.api.clone(), write));
+                        names.insert(handle.id(), name);
+                    }
+                }
+                _ = report.tick() => crate::metrics::set_persist_pending(
+                    self.pending.len(),
+                    self.pending.oldest(now).unwrap_or_default(),
+                ),
                 event = events.recv() => match event {
                     Ok(event) => {
                         let desired = match event.kind {
@@ -110,7 +123,7 @@ impl Writer {
                         self.pending.done(&name, result, Instant::now());
                     }
                 }
-                _ = tokio::time::sleep_until(next_due) => {}
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
     }
@@ -146,13 +159,8 @@ fn copy_of(
     }
 }
 
-/// Makes one write, within the shared rate limit; returns the name and how it went.
-async fn perform(
-    api: Api<DynamicObject>,
-    limiter: Arc<DefaultDirectRateLimiter>,
-    write: Write,
-) -> (String, Written) {
-    limiter.until_ready().await;
+/// Makes one write (its rate-limit permit already taken); returns the name and how it went.
+async fn perform(api: Api<DynamicObject>, write: Write) -> (String, Written) {
     let name = write.name().to_owned();
     let verb = write.verb();
     // What the logs name: the operation, when the write carries its record (a delete does not).

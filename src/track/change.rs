@@ -14,6 +14,7 @@ pub enum Change {
 }
 
 impl Change {
+    /// The record the change writes or removes.
     pub fn record(&self) -> &Arc<InFlightOperation> {
         match self {
             Change::Upsert(r) | Change::Remove(r) => r,

@@ -82,6 +82,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// An empty tracker: no operation, no ruleset loaded.
     pub fn new(settings: Settings) -> Tracker {
         Tracker {
             settings,
@@ -106,6 +107,7 @@ impl Tracker {
             .is_some_and(|loaded| ruleset.generation >= *loaded)
     }
 
+    /// The debounce and retention settings it was made with.
     pub fn settings(&self) -> &Settings {
         &self.settings
     }

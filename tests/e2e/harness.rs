@@ -289,11 +289,16 @@ impl Env {
     /// Calls our server directly, bypassing kube-apiserver: `(HTTP status, body)`. `extra` are
     /// more curl arguments (headers).
     pub fn direct(&self, path: &str, extra: &[&str]) -> (String, String) {
+        self.direct_to(self.port, path, extra)
+    }
+
+    /// [`Env::direct`] to another server of this cluster, listening on `port`.
+    pub fn direct_to(&self, port: u16, path: &str, extra: &[&str]) -> (String, String) {
         let out = Command::new("curl")
             .args(["-s", "--max-time", "10", "-w", "\n%{http_code}", "--cacert"])
             .arg(&self.serving_ca)
             .args(extra)
-            .arg(format!("https://127.0.0.1:{}{path}", self.port))
+            .arg(format!("https://127.0.0.1:{port}{path}"))
             .output()
             .expect("curl");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();

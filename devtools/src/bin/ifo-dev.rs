@@ -5,8 +5,6 @@
 //! they need, drives a small VirtualMachine workload, and streams `kubectl get ifos -A -o wide -w`
 //! until Ctrl-C, which stops everything.
 
-#![warn(missing_docs)]
-
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use ifo_dev::{Cluster, User};

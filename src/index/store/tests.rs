@@ -363,3 +363,34 @@ fn active_counts_are_always_those_of_the_records() {
         );
     }
 }
+
+#[test]
+fn a_new_epoch_expires_every_earlier_rv_and_keeps_rvs_rising() {
+    let index = Index::new(100, 16, 16);
+    for i in 0..3 {
+        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
+    }
+    // Another replica's RVs overlap ours: 101..=103 here could be anything there.
+    assert_eq!(index.begin_epoch(50), 103, "never goes back");
+    let epoch = index.begin_epoch(1_000_000);
+    assert_eq!(epoch, 1_000_000);
+    assert_eq!(index.epoch(), epoch);
+    assert_eq!(index.len(), 3, "the records stay");
+    for rv in [100, 102, 103, 999_999] {
+        assert_eq!(
+            index.watch_from(rv).unwrap_err(),
+            WatchError::Expired {
+                requested: rv,
+                oldest: epoch
+            },
+            "rv {rv}"
+        );
+    }
+    let (replay, mut rx) = index.watch_from(epoch).unwrap();
+    assert!(replay.is_done());
+    index.apply(vec![Change::Upsert(op(Some("ns"), "s0", "changed"))]);
+    assert_eq!(
+        kinds(&drain(&mut rx)),
+        [(epoch + 1, EventKind::Modified, "s0".to_owned())]
+    );
+}

@@ -4,8 +4,6 @@
 //! It reports latency, losses and duplicates, the server's CPU and memory, and the writes
 //! kube-apiserver served meanwhile, as a table and as JSON.
 
-#![warn(missing_docs)]
-
 mod baseline;
 mod ledger;
 mod local;

@@ -1,0 +1,136 @@
+//! What the index's map costs, and what the alternatives would: the same 10,000 records under
+//! the three maps the index could use.
+//!
+//! - `btree`: what the index is, a `BTreeMap` under one lock. A consistent snapshot copies the
+//!   record pointers (one `Arc` clone each), already sorted.
+//! - `dashmap`: a sharded concurrent hash map. Writers do not block each other, but a
+//!   consistent snapshot still needs every writer stopped (one lock again), and it must be
+//!   sorted for `continue` tokens.
+//! - `ordmap`: a persistent ordered map (`imbl::OrdMap`). A snapshot is an O(1) clone that shares
+//!   structure with the live map; each write copies a path of the tree instead.
+//!
+//! Each is measured for what the index does per change (replace one record) and per list
+//! (take a snapshot, then read it through), with 500 live watchers subscribed to the real index
+//! for its write: the fan-out is the same whichever map holds the records.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use dashmap::DashMap;
+use ifo::index::{Index, ObjectKey, Stored};
+use ifo::track::Change;
+
+mod fixture;
+use fixture::{OPERATIONS, progressed, records};
+
+const WATCHERS: usize = 500;
+
+fn key(stored: &Stored) -> ObjectKey {
+    stored.key()
+}
+
+fn stored_records() -> Vec<Arc<Stored>> {
+    records()
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| Arc::new(Stored::new(i as u64 + 1, op)))
+        .collect()
+}
+
+fn maps(c: &mut Criterion) {
+    let stored = stored_records();
+    let btree: std::collections::BTreeMap<ObjectKey, Arc<Stored>> =
+        stored.iter().map(|s| (key(s), s.clone())).collect();
+    let dashmap: DashMap<ObjectKey, Arc<Stored>> =
+        stored.iter().map(|s| (key(s), s.clone())).collect();
+    let ordmap: imbl::OrdMap<ObjectKey, Arc<Stored>> =
+        stored.iter().map(|s| (key(s), s.clone())).collect();
+    let next = |i: &mut usize| {
+        *i = (*i + 7919) % OPERATIONS;
+        let record = Arc::new(Stored::new(0, progressed(*i, *i % 100)));
+        (key(&record), record)
+    };
+
+    let mut group = c.benchmark_group("index 10k");
+    group.measurement_time(Duration::from_secs(4));
+
+    let mut i = 0;
+    let mut map = btree.clone();
+    group.bench_function("btree: replace one record", |b| {
+        b.iter_batched(
+            || next(&mut i),
+            |(k, v)| black_box(map.insert(k, v)),
+            BatchSize::SmallInput,
+        )
+    });
+    let map = dashmap.clone();
+    group.bench_function("dashmap: replace one record", |b| {
+        b.iter_batched(
+            || next(&mut i),
+            |(k, v)| black_box(map.insert(k, v)),
+            BatchSize::SmallInput,
+        )
+    });
+    let mut map = ordmap.clone();
+    group.bench_function("ordmap: replace one record", |b| {
+        b.iter_batched(
+            || next(&mut i),
+            |(k, v)| black_box(map.insert(k, v)),
+            BatchSize::SmallInput,
+        )
+    });
+
+    group.bench_function("btree: consistent sorted snapshot", |b| {
+        b.iter(|| black_box(btree.values().cloned().collect::<Vec<_>>()))
+    });
+    group.bench_function("dashmap: consistent sorted snapshot", |b| {
+        b.iter(|| {
+            let mut items: Vec<_> = dashmap.iter().map(|e| e.value().clone()).collect();
+            items.sort_unstable_by(|a, b| {
+                (a.op.namespace.as_deref(), a.op.name.as_str())
+                    .cmp(&(b.op.namespace.as_deref(), b.op.name.as_str()))
+            });
+            black_box(items)
+        })
+    });
+    group.bench_function("ordmap: consistent sorted snapshot", |b| {
+        b.iter(|| black_box(ordmap.clone()))
+    });
+
+    let snapshot: Vec<_> = btree.values().cloned().collect();
+    group.bench_function("btree: read a snapshot through", |b| {
+        b.iter(|| snapshot.iter().map(|s| black_box(s.rv)).sum::<u64>())
+    });
+    group.bench_function("ordmap: read a snapshot through", |b| {
+        b.iter(|| ordmap.values().map(|s| black_box(s.rv)).sum::<u64>())
+    });
+    group.finish();
+
+    // The index as it is: the write each change makes, with 500 watchers subscribed.
+    let index = Arc::new(Index::new(1, 1024, 1024));
+    index.apply(records().into_iter().map(Change::Upsert).collect());
+    let reader = index.reader();
+    let watchers: Vec<_> = (0..WATCHERS)
+        .map(|_| reader.watch_from(reader.current_rv()).unwrap())
+        .collect();
+    let mut group = c.benchmark_group("index 10k, 500 watchers");
+    group.measurement_time(Duration::from_secs(4));
+    group.bench_function("apply one change", |b| {
+        b.iter_batched(
+            || {
+                i = (i + 7919) % OPERATIONS;
+                vec![Change::Upsert(progressed(i, i % 100))]
+            },
+            |changes| index.apply(changes),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("snapshot", |b| b.iter(|| black_box(reader.snapshot())));
+    group.finish();
+    drop(watchers);
+}
+
+criterion_group!(benches, maps);
+criterion_main!(benches);

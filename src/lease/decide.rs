@@ -1,0 +1,154 @@
+//! The rule for one look at the Lease: take it, renew it, or wait.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// What this replica last saw of the Lease and when, by its own clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    /// `spec.holderIdentity`; `None` or empty when released.
+    pub holder: Option<String>,
+    /// `metadata.resourceVersion`: it changes with every renewal.
+    pub resource_version: Option<String>,
+    /// `spec.leaseDurationSeconds` as the holder wrote it.
+    pub duration: Duration,
+    /// When this replica first saw the Lease in this state.
+    pub seen_at: Instant,
+}
+
+impl Observation {
+    /// The same Lease seen again at `now`: keeps the earlier `seen_at` unless it changed.
+    pub fn update(
+        previous: Option<&Observation>,
+        holder: Option<String>,
+        resource_version: Option<String>,
+        duration: Duration,
+        now: Instant,
+    ) -> Observation {
+        let unchanged =
+            previous.is_some_and(|p| p.holder == holder && p.resource_version == resource_version);
+        Observation {
+            seen_at: if unchanged {
+                previous.map_or(now, |p| p.seen_at)
+            } else {
+                now
+            },
+            holder,
+            resource_version,
+            duration,
+        }
+    }
+}
+
+/// What to do after looking at the Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nobody holds it, or the holder has not renewed for a whole lease duration: take it.
+    Take,
+    /// We hold it: renew.
+    Renew,
+    /// Another replica holds it and renewed recently.
+    Wait {
+        /// Its identity.
+        holder: String,
+    },
+}
+
+/// The rule of client-go's leader election: a lease is free when released or when nobody
+/// renewed it for its duration as measured from when *we* saw its last change.
+pub fn decide(me: &str, seen: &Observation, now: Instant) -> Decision {
+    match seen.holder.as_deref() {
+        None | Some("") => Decision::Take,
+        Some(holder) if holder == me => Decision::Renew,
+        Some(holder) => {
+            if now.duration_since(seen.seen_at) >= seen.duration {
+                Decision::Take
+            } else {
+                Decision::Wait {
+                    holder: holder.to_owned(),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(15);
+
+    fn seen(holder: Option<&str>, rv: &str, at: Instant) -> Observation {
+        Observation {
+            holder: holder.map(str::to_owned),
+            resource_version: Some(rv.to_owned()),
+            duration: LEASE,
+            seen_at: at,
+        }
+    }
+
+    #[test]
+    fn a_released_or_missing_holder_is_taken_at_once() {
+        let now = Instant::now();
+        assert_eq!(decide("a", &seen(None, "1", now), now), Decision::Take);
+        assert_eq!(decide("a", &seen(Some(""), "1", now), now), Decision::Take);
+    }
+
+    #[test]
+    fn our_own_lease_is_renewed() {
+        let now = Instant::now();
+        assert_eq!(
+            decide("a", &seen(Some("a"), "1", now), now),
+            Decision::Renew
+        );
+    }
+
+    #[test]
+    fn another_holder_is_respected_until_it_stops_renewing_for_a_lease_duration() {
+        let start = Instant::now();
+        let first = seen(Some("b"), "1", start);
+        let wait = Decision::Wait { holder: "b".into() };
+        assert_eq!(decide("a", &first, start + LEASE / 2), wait);
+        // It renews (a new resourceVersion): the clock starts again from when we saw that.
+        let renewed = Observation::update(
+            Some(&first),
+            Some("b".into()),
+            Some("2".into()),
+            LEASE,
+            start + LEASE / 2,
+        );
+        assert_eq!(decide("a", &renewed, start + LEASE), wait);
+        // It stops renewing: the same state seen again keeps its first sighting.
+        let stale = Observation::update(
+            Some(&renewed),
+            Some("b".into()),
+            Some("2".into()),
+            LEASE,
+            start + LEASE,
+        );
+        assert_eq!(stale.seen_at, start + LEASE / 2);
+        assert_eq!(
+            decide("a", &stale, start + LEASE / 2 + LEASE),
+            Decision::Take
+        );
+    }
+
+    #[test]
+    fn the_holders_own_timestamps_play_no_part() {
+        // A holder whose clock runs hours behind renews all the same: only our sightings count.
+        let start = Instant::now();
+        let first = seen(Some("b"), "7", start);
+        let later = Observation::update(
+            Some(&first),
+            Some("b".into()),
+            Some("8".into()),
+            LEASE,
+            start + LEASE * 3,
+        );
+        assert_eq!(
+            decide("a", &later, start + LEASE * 3 + Duration::from_secs(1)),
+            Decision::Wait { holder: "b".into() }
+        );
+    }
+}

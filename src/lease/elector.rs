@@ -1,0 +1,252 @@
+//! Takes and keeps the Lease, publishes the [`Role`], and releases the Lease on shutdown.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use super::decide::{Decision, Observation, decide};
+use super::{Error, Role};
+
+/// Where the Lease is and how it is kept (the `--leader-elect-*` flags).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Name of the Lease.
+    pub name: String,
+    /// This replica's identity in `spec.holderIdentity`.
+    pub identity: String,
+    /// How long others wait after the last renewal they saw before they take the lease.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops serving.
+    pub renew_deadline: Duration,
+    /// Time between two looks at the Lease.
+    pub retry_period: Duration,
+}
+
+/// Runs the election for one replica.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: Settings,
+    role: watch::Sender<Role>,
+    seen: Option<Observation>,
+}
+
+impl Elector {
+    /// An elector that has not looked at the Lease yet, and the role it will publish (starting
+    /// as [`Role::Following`]).
+    pub fn new(client: kube::Client, settings: Settings) -> (Elector, watch::Receiver<Role>) {
+        let (role, receiver) = watch::channel(Role::Following);
+        let elector = Elector {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            role,
+            seen: None,
+        };
+        (elector, receiver)
+    }
+
+    fn lease_name(&self) -> String {
+        format!("{}/{}", self.settings.namespace, self.settings.name)
+    }
+
+    fn leading(&self) -> bool {
+        *self.role.borrow() == Role::Leading
+    }
+
+    /// Looks at the Lease every retry period until `stop` fires (or its sender is dropped);
+    /// then, if leading, stops leading first and releases the Lease, so another replica takes
+    /// over at its next look instead of after a whole lease duration.
+    pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+        let mut renewed = Instant::now();
+        loop {
+            let started = Instant::now();
+            let budget = if self.leading() {
+                self.settings
+                    .renew_deadline
+                    .saturating_sub(started.duration_since(renewed))
+            } else {
+                self.settings.renew_deadline
+            };
+            let attempt = tokio::time::timeout(budget, self.try_acquire_or_renew()).await;
+            let result = attempt.unwrap_or_else(|_| Err(Error::Timeout(self.lease_name())));
+            match result {
+                Ok(true) => {
+                    renewed = Instant::now();
+                    if !self.leading() {
+                        tracing::info!(lease = %self.lease_name(), identity = %self.settings.identity, "became the leader");
+                        self.role.send_replace(Role::Leading);
+                    }
+                }
+                Ok(false) => {
+                    if self.leading() {
+                        tracing::warn!(lease = %self.lease_name(), holder = ?self.seen.as_ref().and_then(|s| s.holder.clone()), "another replica holds the lease: not leading any more");
+                        self.role.send_replace(Role::Following);
+                    }
+                }
+                Err(e) => {
+                    let late =
+                        Instant::now().duration_since(renewed) >= self.settings.renew_deadline;
+                    if self.leading() && late {
+                        tracing::warn!(error = %e, deadline = ?self.settings.renew_deadline, "could not renew the lease within the renew deadline: not leading any more");
+                        self.role.send_replace(Role::Following);
+                    } else {
+                        tracing::warn!(error = %e, "looking at the lease failed; trying again");
+                    }
+                }
+            }
+            let pause = if self.leading() {
+                self.settings.retry_period
+            } else {
+                // Followers spread their looks out, as client-go's jitter does.
+                self.settings
+                    .retry_period
+                    .mul_f64(1.0 + 0.2 * fastrand::f64())
+            };
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                _ = &mut stop => break,
+            }
+        }
+        if self.leading() {
+            self.role.send_replace(Role::Following);
+            let release = tokio::time::timeout(self.settings.retry_period, self.release()).await;
+            match release {
+                Ok(Ok(())) => tracing::info!(lease = %self.lease_name(), "released the lease"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "releasing the lease failed; others take it when it expires")
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %self.lease_name(), "releasing the lease took too long; others take it when it expires")
+                }
+            }
+        }
+    }
+
+    fn observe(&mut self, lease: &Lease) {
+        let spec = lease.spec.as_ref();
+        let duration = spec
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.settings.lease_duration, Duration::from_secs);
+        self.seen = Some(Observation::update(
+            self.seen.as_ref(),
+            spec.and_then(|s| s.holder_identity.clone()),
+            lease.metadata.resource_version.clone(),
+            duration,
+            Instant::now(),
+        ));
+    }
+
+    fn api_error(&self, source: kube::Error) -> Error {
+        Error::Api {
+            name: self.lease_name(),
+            source,
+        }
+    }
+
+    /// One look: `Ok(true)` when this replica holds the Lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, Error> {
+        let now = MicroTime(jiff::Timestamp::now());
+        let duration_seconds =
+            i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+        let existing = self
+            .api
+            .get_opt(&self.settings.name)
+            .await
+            .map_err(|e| self.api_error(e))?;
+        let Some(mut lease) = existing else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.settings.name.clone()),
+                    namespace: Some(self.settings.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.settings.identity.clone()),
+                    lease_duration_seconds: Some(duration_seconds),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(&created);
+                    Ok(true)
+                }
+                // Another replica created it first.
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(self.api_error(e)),
+            };
+        };
+        self.observe(&lease);
+        let seen = self.seen.as_ref().expect("observed just now");
+        let decision = decide(&self.settings.identity, seen, Instant::now());
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        match decision {
+            Decision::Wait { .. } => return Ok(false),
+            Decision::Take => {
+                let had_holder = spec
+                    .holder_identity
+                    .as_deref()
+                    .is_some_and(|h| !h.is_empty());
+                spec.holder_identity = Some(self.settings.identity.clone());
+                spec.acquire_time = Some(now.clone());
+                if had_holder {
+                    spec.lease_transitions =
+                        Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+                }
+            }
+            Decision::Renew => {}
+        }
+        spec.renew_time = Some(now);
+        spec.lease_duration_seconds = Some(duration_seconds);
+        // The resourceVersion read above makes this conditional: a replica that wrote meanwhile
+        // wins, and we look again next time.
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.observe(&written);
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(self.api_error(e)),
+        }
+    }
+
+    /// Gives the Lease up: no holder, a one-second duration, as client-go's release does.
+    async fn release(&mut self) -> Result<(), Error> {
+        let Some(mut lease) = self
+            .api
+            .get_opt(&self.settings.name)
+            .await
+            .map_err(|e| self.api_error(e))?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return Ok(());
+        }
+        let now = MicroTime(jiff::Timestamp::now());
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(now.clone());
+        spec.acquire_time = Some(now);
+        self.api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.api_error(e))
+    }
+}

@@ -1,0 +1,133 @@
+//! Extra replicas of the server on the shared cluster, with leader election on a Lease of the
+//! caller's choosing, called directly with an admin client certificate. Short periods (lease
+//! 6s, renew 4s, retry 1s) keep the tests quick; the logic is the same at the defaults.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ifo_dev::{Process, User};
+use serde_json::Value;
+
+use super::harness::{Env, env, eventually};
+
+/// The list of every operation.
+pub const LIST: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
+/// The replicas' lease duration.
+pub const LEASE_DURATION: Duration = Duration::from_secs(6);
+
+/// One replica: its port, its process (killed on drop) and its pod object (deleted on drop).
+pub struct Replica {
+    pub port: u16,
+    pub process: Process,
+    pub pod: String,
+}
+
+/// A replica with a pod object of its own to label (never scheduled: only its labels matter).
+pub fn replica(env: &Env, lease: &str, n: usize) -> Replica {
+    replica_with(env, lease, n, &[])
+}
+
+/// [`replica`] with more settings.
+pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)]) -> Replica {
+    let pod = format!("{lease}-{n}");
+    env.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ifo-system}}\n\
+         spec:\n\
+         \x20 securityContext: {{runAsNonRoot: true, seccompProfile: {{type: RuntimeDefault}}}}\n\
+         \x20 containers:\n\
+         \x20 - name: server\n\
+         \x20   image: ifo-apiserver:test\n\
+         \x20   securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}\n"
+    ));
+    let port = ifo_dev::free_port().unwrap();
+    let process = ifo_dev::spawn_server(
+        &env.cluster,
+        Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
+        port,
+        &[
+            ("LEADER_ELECT", "true"),
+            ("LEADER_ELECT_RESOURCE_NAME", lease),
+            ("POD_NAMESPACE", "ifo-system"),
+            ("POD_NAME", pod.as_str()),
+            ("LEADER_ELECT_LEASE_DURATION", "6s"),
+            ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
+            ("LEADER_ELECT_RETRY_PERIOD", "1s"),
+            ("SHUTDOWN_DELAY", "1s"),
+            ("LOG_LEVEL", "info,ifo=debug"),
+        ]
+        .into_iter()
+        .chain(settings.iter().copied())
+        .collect::<Vec<_>>(),
+        &format!("{lease}-{n}.log"),
+    )
+    .unwrap();
+    Replica { port, process, pod }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.process.kill();
+        let env = env();
+        let _ = env.kubectl(
+            User::Admin,
+            &[
+                "-n",
+                "ifo-system",
+                "delete",
+                "pod",
+                &self.pod,
+                "--wait=false",
+            ],
+        );
+    }
+}
+
+/// Whether the replica's pod carries the leader label the Service selects.
+pub fn labelled(env: &Env, replica: &Replica) -> bool {
+    env.kubectl(
+        User::Admin,
+        &[
+            "-n",
+            "ifo-system",
+            "get",
+            "pod",
+            &replica.pod,
+            "-o",
+            "jsonpath={.metadata.labels.ifo\\.kubevirt\\.io/leader}",
+        ],
+    )
+    .is_ok_and(|v| v == "true")
+}
+
+/// `(HTTP status, body)` of a direct request as the cluster admin (client certificate).
+pub fn get(env: &Env, port: u16, path: &str) -> (String, String) {
+    let certs = env.client_cert_args(User::Admin);
+    let args: Vec<&str> = certs.iter().map(String::as_str).collect();
+    env.direct_to(port, path, &args)
+}
+
+/// The resourceVersion of a list from the replica on `port` (which must serve).
+pub fn list_rv(env: &Env, port: u16) -> u64 {
+    let (code, body) = get(env, port, LIST);
+    assert_eq!(code, "200", "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The index of the one replica that answers lists (the other must answer 503).
+pub fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
+    eventually(
+        Duration::from_secs(90),
+        "exactly one replica serving",
+        || {
+            let codes: Vec<String> = replicas.iter().map(|r| get(env, r.port, LIST).0).collect();
+            let serving: Vec<usize> = (0..codes.len()).filter(|&i| codes[i] == "200").collect();
+            let refusing = codes.iter().filter(|c| *c == "503").count();
+            (serving.len() == 1 && refusing == codes.len() - 1).then(|| serving[0])
+        },
+    )
+}
