@@ -102,6 +102,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     // never costs a review or a cache entry.
     let elector = match election {
         None => {
+            state.set_serving(true);
             if let Some(persistence) = persistence {
                 tokio::spawn(persistence.run(index.reader()));
             }

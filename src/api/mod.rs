@@ -117,6 +117,7 @@ impl ApiState {
     pub fn set_serving(&self, serving: bool) {
         self.serving
             .store(serving, std::sync::atomic::Ordering::SeqCst);
+        crate::metrics::set_leader(serving);
         if !serving {
             self.end_watches();
         }

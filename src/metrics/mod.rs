@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod evaluation;
+mod leader;
 mod operations;
 mod persist;
 mod process;
@@ -26,6 +27,7 @@ pub use evaluation::{
     EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event, rule_error,
     ruleset_suspended,
 };
+pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
 pub use targets::{
@@ -51,6 +53,7 @@ struct Metrics {
     api: api::Api,
     auth: auth::Auth,
     persist: persist::Persist,
+    leader: leader::Leader,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -70,6 +73,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let api = api::Api::register(r);
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
+    let leader = leader::Leader::register(r);
     Metrics {
         registry: root,
         operations,
@@ -78,6 +82,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         api,
         auth,
         persist,
+        leader,
     }
 });
 

@@ -42,6 +42,15 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         !holder(env, &lease).is_empty(),
         "the Lease names its holder"
     );
+    let leading = |i: usize| {
+        let (_, metrics) = get(env, replicas[i].port, "/metrics");
+        metrics
+            .lines()
+            .find(|l| l.starts_with("ifo_leader "))
+            .map(str::to_owned)
+    };
+    assert_eq!(leading(leader).as_deref(), Some("ifo_leader 1"));
+    assert_eq!(leading(standby).as_deref(), Some("ifo_leader 0"));
     // The standby is ready all the same (a rollout waits for readiness), and stays a standby.
     for _ in 0..3 {
         assert_eq!(get(env, replicas[standby].port, "/readyz").0, "200");
