@@ -110,7 +110,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
     // The Deployment: its identity, certificate, probes, resources and hardening.
     let deployment = find(&rendered, "Deployment", "ifo-apiserver");
     assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
-    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(
         deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
         0
@@ -154,6 +154,37 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         .find(|p| p["containerPort"] == 8443)
         .expect("container port 8443");
     assert_eq!(env_var(c, "BIND_ADDRESS"), "0.0.0.0");
+    // One leader: the pod's own name and namespace from the downward API.
+    assert_eq!(env_var(c, "LEADER_ELECT"), "true");
+    let env_from = |name: &str| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["valueFrom"]["fieldRef"]["fieldPath"].clone())
+    };
+    assert_eq!(
+        env_from("POD_NAME"),
+        Some(serde_json::json!("metadata.name"))
+    );
+    assert_eq!(
+        env_from("POD_NAMESPACE"),
+        Some(serde_json::json!("metadata.namespace"))
+    );
+    let spread = &spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        spread["labelSelector"]["matchLabels"],
+        serde_json::json!(selector)
+    );
+    let budget = find(&rendered, "PodDisruptionBudget", "ifo-apiserver");
+    assert_eq!(budget["spec"]["minAvailable"], 1);
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"],
+        serde_json::json!(selector)
+    );
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
@@ -187,11 +218,17 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         assert_eq!(volume["secret"]["secretName"], "ifo-apiserver-tls");
     }
 
-    // The Service: 443 to the container's 8443, selecting the pods.
+    // The Service: 443 to the container's 8443, selecting the pods, and of them the leader
+    // (whose label no template carries: the leader sets it).
     let service = find(&rendered, "Service", "ifo-apiserver");
     assert_eq!(service["metadata"]["namespace"], NAMESPACE);
     for (k, v) in service["spec"]["selector"].as_object().unwrap() {
-        assert_eq!(&pod["metadata"]["labels"][k], v, "service selector {k}");
+        if k == "ifo.kubevirt.io/leader" {
+            assert_eq!(v, "true");
+            assert!(pod["metadata"]["labels"].get(k).is_none());
+        } else {
+            assert_eq!(&pod["metadata"]["labels"][k], v, "service selector {k}");
+        }
     }
     let sport = service["spec"]["ports"]
         .as_array()
@@ -227,6 +264,12 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         "kube-system",
         "Role",
         "extension-apiserver-authentication-reader",
+    );
+    binding(
+        "RoleBinding",
+        NAMESPACE,
+        "Role",
+        "ifo-apiserver:leader-election",
     );
     for role in ["ifo-apiserver", "ifo-apiserver:rule-targets"] {
         find(&rendered, "ClusterRole", role);
