@@ -1,8 +1,8 @@
 //! The monitoring manifests (`deploy/monitoring/`) and the series they and the README name.
 //!
-//! - The ServiceMonitor finds the Service of `deploy/` by its labels and port, verifies the
-//!   serving certificate against the CA of the Secret the Deployment mounts, and scrapes
-//!   `/metrics`.
+//! - The ServiceMonitor finds the metrics Service (every replica, not the leader alone) by its
+//!   labels and port, verifies the serving certificate against the CA of the Secret the
+//!   Deployment mounts, and scrapes `/metrics`.
 //! - Every alert has a severity, a summary and a description, and every `ifo_` series it (or
 //!   the README) names is one the server exports; the README's table lists exactly those.
 //! - The alert rules pass `promtool check rules`, and `promtool test rules` runs the scenarios of
@@ -149,8 +149,16 @@ fn the_kustomization_holds_every_manifest_of_the_folder() {
 #[test]
 fn the_service_monitor_scrapes_the_deployed_service_with_its_ca() {
     let monitor = one("deploy/monitoring/servicemonitor.yaml");
-    let service = one("deploy/server/service.yaml");
+    let service = one("deploy/monitoring/service.yaml");
+    let serving = one("deploy/server/service.yaml");
     let deployment = one("deploy/server/deployment.yaml");
+    // Every replica, not the leader alone: the metrics Service selects the pods of the
+    // Deployment and nothing more.
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(service["spec"]["clusterIP"], "None");
     assert_eq!(monitor["kind"], "ServiceMonitor");
     assert_eq!(
         monitor["metadata"]["namespace"],
@@ -175,13 +183,21 @@ fn the_service_monitor_scrapes_the_deployed_service_with_its_ca() {
     assert_eq!(endpoint["scheme"], "https");
     assert_eq!(endpoint["path"], "/metrics");
     let tls = &endpoint["tlsConfig"];
+    // The serving certificate is for the serving Service's name.
     assert_eq!(
         tls["serverName"],
         format!(
             "{}.{}.svc",
-            service["metadata"]["name"].as_str().unwrap(),
-            service["metadata"]["namespace"].as_str().unwrap()
+            serving["metadata"]["name"].as_str().unwrap(),
+            serving["metadata"]["namespace"].as_str().unwrap()
         )
+    );
+    // Only the metrics Service matches: the serving one reaches the leader alone.
+    assert!(
+        selector
+            .iter()
+            .any(|(k, v)| &serving["metadata"]["labels"][k] != v),
+        "the ServiceMonitor also selects the leader-only Service"
     );
     let mounted = deployment["spec"]["template"]["spec"]["volumes"]
         .as_array()

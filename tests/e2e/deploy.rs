@@ -512,6 +512,7 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
             "ClusterRole",
             "ClusterRoleBinding",
             "PrometheusRule",
+            "Service",
             "ServiceMonitor"
         ]
         .map(String::from)
@@ -524,4 +525,9 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
         .display()
         .to_string();
     kubectl_dry_run(&["apply", "--dry-run=server", "-f", &rbac]);
+    let service = root()
+        .join("deploy/monitoring/service.yaml")
+        .display()
+        .to_string();
+    kubectl_dry_run(&["apply", "--dry-run=server", "-f", &service]);
 }
