@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks (and where possible installs) what building and testing the project needs: a Rust
-# toolchain, the Go toolchain (for the pinned control plane), OpenSSL headers with pkg-config, and
-# the openssl command (certs/generate.sh).
+# toolchain, the Go toolchain (for the pinned control plane), OpenSSL headers with pkg-config, the
+# openssl command (certs/generate.sh) and jq (deploy/image.sh).
 # Sourced by the run and test commands; stops with a clear message when something is missing.
 
 ifo_prereqs() {
@@ -21,6 +21,13 @@ ifo_prereqs() {
       apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
     fi
     command -v openssl >/dev/null 2>&1 || missing+=("openssl, the command (for certs/generate.sh and its tests; Debian: apt-get install openssl)")
+  fi
+  if ! command -v jq >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "installing jq (Debian package jq)" >&2
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
+    fi
+    command -v jq >/dev/null 2>&1 || missing+=("jq (for deploy/image.sh and its test; Debian: apt-get install jq)")
   fi
   if [[ ${#missing[@]} -gt 0 ]]; then
     echo "error: missing prerequisites:" >&2
