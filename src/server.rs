@@ -280,20 +280,22 @@ async fn follow_leadership(
                 writer = Some(tokio::spawn(p.term().run(index.reader())));
             }
         } else if !leading && state.is_serving() {
-            state.set_serving(false);
             tracing::info!("not serving: this replica does not lead");
-            if let Some(w) = writer.take() {
-                w.abort();
-            }
+            stand_down(&state, &mut writer);
         }
         if role.changed().await.is_err() {
             // The elector stopped (shutdown): it stopped leading first.
-            state.set_serving(false);
-            if let Some(w) = writer.take() {
-                w.abort();
-            }
+            stand_down(&state, &mut writer);
             return;
         }
+    }
+}
+
+/// Ends a term: requests get 503, open watches end, the persistence writer stops.
+fn stand_down(state: &ApiState, writer: &mut Option<tokio::task::JoinHandle<()>>) {
+    state.set_serving(false);
+    if let Some(w) = writer.take() {
+        w.abort();
     }
 }
 
