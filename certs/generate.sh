@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the certificates the live API needs without cert-manager, and the manifests that use them.
 #
-#   certs/generate.sh [--force] [OUT_DIR]        (OUT_DIR defaults to certs/out, which git ignores)
+#   certs/generate.sh [--renew | --force] [OUT_DIR]   (OUT_DIR defaults to certs/out, which git ignores)
 #
 # Writes into OUT_DIR:
 #   ca.crt, ca.key      a private CA (10 years); kube-apiserver trusts the server through it
@@ -12,7 +12,9 @@
 #
 # Idempotent: an existing CA is kept, and so is an existing serving certificate while it is signed
 # by that CA, names the Service and stays valid for 30 more days; otherwise a new one is issued.
-# The manifests are written again on every run. --force makes a new CA and serving certificate.
+# The manifests are written again on every run. --renew issues a new serving certificate under the
+# existing CA (a rotation: apply the Secret again, the pods reload it without a restart, and the
+# APIService stays as it is); --force makes a new CA and serving certificate.
 # Keys are written readable by their owner only; keep them out of version control.
 set -euo pipefail
 
@@ -35,10 +37,12 @@ fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 force=false
+renew=false
 out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=true ;;
+    --renew) renew=true ;;
     -h | --help) usage ;;
     -*) echo "error: unknown option $1" >&2; usage ;;
     *) [[ -z "$out" ]] || usage; out="$1" ;;
@@ -117,7 +121,7 @@ if $force || [[ ! -s "$out/ca.crt" || ! -s "$out/ca.key" ]]; then
   rm -f "$out/tls.crt" "$out/tls.key"
 fi
 
-if serving_ok; then
+if ! $renew && serving_ok; then
   echo "keeping the serving certificate: $out/tls.crt" >&2
 else
   echo "issuing a serving certificate for ${DNS_NAMES[*]}: $out/tls.crt" >&2

@@ -17,7 +17,7 @@ out=${1:-$PWD/ifo-apiserver-$version.oci.tar}
 name="docker.io/library/ifo-apiserver:$version"
 
 die() { echo "image.sh: $*" >&2; exit 1; }
-for tool in jq sha256sum tar gzip ldd; do
+for tool in ldd; do
     command -v "$tool" >/dev/null || die "needs '$tool' (tests/prereqs.sh installs it)"
 done
 cacerts=/etc/ssl/certs/ca-certificates.crt
@@ -33,7 +33,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rootfs=$work/rootfs
-mkdir -p "$rootfs/etc/ssl/certs" "$rootfs/tmp" "$work/blobs/sha256"
+mkdir -p "$rootfs/etc/ssl/certs" "$rootfs/tmp"
 chmod 1777 "$rootfs/tmp"
 
 # The binaries at / (as the Dockerfile copies them) and every library they link, at its path.
@@ -51,47 +51,12 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
     >"$rootfs/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 
-# One layer, reproducible (fixed owner and times).
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$rootfs" -cf "$work/layer.tar" .
-diff_id=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-gzip -n -9 <"$work/layer.tar" >"$work/layer.tar.gz"
-blob() { # moves a file into blobs/, prints "digest size"
-    local d s
-    d=$(sha256sum "$1" | cut -d' ' -f1)
-    s=$(stat -c %s "$1")
-    mv "$1" "$work/blobs/sha256/$d"
-    echo "$d $s"
-}
-read -r layer_digest layer_size < <(blob "$work/layer.tar.gz")
-
 # The runtime settings of the Dockerfile's final stage.
-jq -n --arg diff "sha256:$diff_id" '{
-  architecture: "amd64", os: "linux",
-  config: {
-    User: "65532:65532",
-    Env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "BIND_ADDRESS=0.0.0.0"],
-    Entrypoint: ["/ifo-apiserver", "serve"],
-    ExposedPorts: {"8443/tcp": {}}
-  },
-  rootfs: {type: "layers", diff_ids: [$diff]}
-}' >"$work/config.json"
-read -r config_digest config_size < <(blob "$work/config.json")
-
-jq -n --arg c "$config_digest" --argjson cs "$config_size" --arg l "$layer_digest" --argjson ls "$layer_size" '{
-  schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
-  config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: ("sha256:" + $c), size: $cs},
-  layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: ("sha256:" + $l), size: $ls}]
-}' >"$work/manifest.json"
-read -r manifest_digest manifest_size < <(blob "$work/manifest.json")
-
-jq -n --arg m "$manifest_digest" --argjson ms "$manifest_size" --arg n "$name" '{
-  schemaVersion: 2,
-  manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: ("sha256:" + $m),
-    size: $ms, annotations: {"io.containerd.image.name": $n, "org.opencontainers.image.ref.name": $n}}]
-}' >"$work/index.json"
-echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout"
-
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work" \
-    -cf "$out" oci-layout index.json blobs
-echo "image.sh: $name → $out (layer $((layer_size / 1024)) KiB compressed," \
-    "$(($(stat -c %s "$work/layer.tar") / 1024)) KiB unpacked)"
+config='{
+  "User": "65532:65532",
+  "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "BIND_ADDRESS=0.0.0.0"],
+  "Entrypoint": ["/ifo-apiserver", "serve"],
+  "ExposedPorts": {"8443/tcp": {}}
+}'
+echo -n "image.sh: "
+"$root/deploy/oci-archive.sh" "$rootfs" "$config" "$name" "$out"

@@ -208,7 +208,7 @@ fn the_manifests_carry_the_files_and_match_the_deployment_and_the_apiservice() {
 }
 
 #[test]
-fn reruns_keep_what_is_good_and_force_starts_over() {
+fn reruns_keep_what_is_good_renew_rotates_and_force_starts_over() {
     let out = scratch("rerun");
     generate_ok(&out, &[]);
     let files = ["ca.crt", "ca.key", "tls.crt", "tls.key"];
@@ -224,6 +224,14 @@ fn reruns_keep_what_is_good_and_force_starts_over() {
     assert_eq!(read(&out.join("ca.crt")), first[0]);
     assert_ne!(read(&out.join("tls.key")), first[3]);
     let (ok, text) = verify(&out.join("ca.crt"), &out.join("tls.crt"), NAMES[1]);
+    assert!(ok, "{text}");
+
+    // --renew rotates the serving certificate and keeps the CA (and so the APIService).
+    let before = read(&out.join("tls.crt"));
+    generate_ok(&out, &["--renew"]);
+    assert_eq!(read(&out.join("ca.crt")), first[0], "--renew changed the CA");
+    assert_ne!(read(&out.join("tls.crt")), before, "--renew kept the certificate");
+    let (ok, text) = verify(&out.join("ca.crt"), &out.join("tls.crt"), NAMES[0]);
     assert!(ok, "{text}");
 
     generate_ok(&out, &["--force"]);

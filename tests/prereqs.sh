@@ -1,36 +1,63 @@
 #!/usr/bin/env bash
 # Checks (and where possible installs) what building and testing the project needs: a Rust
 # toolchain, the Go toolchain (for the pinned control plane), OpenSSL headers with pkg-config, the
-# openssl command (certs/generate.sh) and jq (deploy/image.sh).
+# openssl command (certs/generate.sh) and jq (deploy/image.sh); for the real node, containerd,
+# runc, the CNI plugins, iptables and conntrack.
 # Sourced by the run and test commands; stops with a clear message when something is missing.
+
+# Installs Debian packages when this is a Debian-like machine and we are root; otherwise does
+# nothing, and the caller's check reports what is missing.
+ifo_apt_install() {
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian packages: $*" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    fi
+  fi
+}
 
 ifo_prereqs() {
   local missing=()
   command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust 1.89 or newer: https://rustup.rs)")
   command -v go >/dev/null 2>&1 || missing+=("go (Go 1.26 or newer: https://go.dev/dl) to build kube-apiserver, kubectl and etcd")
-  if ! pkg-config --exists openssl 2>/dev/null; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "installing OpenSSL headers and pkg-config (Debian packages libssl-dev, pkg-config)" >&2
-      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
-    fi
-    pkg-config --exists openssl 2>/dev/null || missing+=("OpenSSL headers and pkg-config (Debian: apt-get install libssl-dev pkg-config)")
-  fi
-  if ! command -v openssl >/dev/null 2>&1; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "installing the openssl command (Debian package openssl)" >&2
-      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
-    fi
-    command -v openssl >/dev/null 2>&1 || missing+=("openssl, the command (for certs/generate.sh and its tests; Debian: apt-get install openssl)")
-  fi
-  if ! command -v jq >/dev/null 2>&1; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "installing jq (Debian package jq)" >&2
-      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null
-    fi
-    command -v jq >/dev/null 2>&1 || missing+=("jq (for deploy/image.sh and its test; Debian: apt-get install jq)")
-  fi
+  pkg-config --exists openssl 2>/dev/null || ifo_apt_install libssl-dev pkg-config
+  pkg-config --exists openssl 2>/dev/null || missing+=("OpenSSL headers and pkg-config (Debian: apt-get install libssl-dev pkg-config)")
+  command -v openssl >/dev/null 2>&1 || ifo_apt_install openssl
+  command -v openssl >/dev/null 2>&1 || missing+=("openssl, the command (for certs/generate.sh and its tests; Debian: apt-get install openssl)")
+  command -v jq >/dev/null 2>&1 || ifo_apt_install jq
+  command -v jq >/dev/null 2>&1 || missing+=("jq (for deploy/image.sh and its test; Debian: apt-get install jq)")
   if [[ ${#missing[@]} -gt 0 ]]; then
     echo "error: missing prerequisites:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    return 1
+  fi
+}
+
+# What a real node of the local cluster needs on this machine: root (it runs containers, changes
+# iptables and mounts), containerd with runc, the CNI plugins, iptables, conntrack, and a static
+# C library for the pause image.
+ifo_node_prereqs() {
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "error: the real node runs containers and sets up their network: it needs root" >&2
+    return 1
+  fi
+  local need=() missing=()
+  command -v containerd >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+  command -v gcc >/dev/null 2>&1 || need+=(gcc)
+  [[ -f /usr/lib/x86_64-linux-gnu/libc.a || -f /usr/lib/libc.a ]] || need+=(libc6-dev)
+  [[ ${#need[@]} -eq 0 ]] || ifo_apt_install "${need[@]}"
+  command -v containerd >/dev/null 2>&1 || missing+=("containerd (Debian: apt-get install containerd)")
+  command -v runc >/dev/null 2>&1 || missing+=("runc (Debian: apt-get install runc)")
+  [[ -x /usr/lib/cni/bridge ]] || missing+=("the CNI plugins in /usr/lib/cni (Debian: apt-get install containernetworking-plugins)")
+  command -v iptables >/dev/null 2>&1 || missing+=("iptables (Debian: apt-get install iptables)")
+  command -v conntrack >/dev/null 2>&1 || missing+=("conntrack (Debian: apt-get install conntrack)")
+  command -v gcc >/dev/null 2>&1 || missing+=("gcc with the static C library, for the pause image (Debian: apt-get install gcc libc6-dev)")
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "error: missing prerequisites of the real node:" >&2
     printf '  - %s\n' "${missing[@]}" >&2
     return 1
   fi
@@ -40,6 +67,14 @@ ifo_prereqs() {
 # build output goes to stderr, apart from what the caller prints.
 ifo_controlplane() {
   IFO_CONTROLPLANE_DIR="$(bash tests/cluster/build-controlplane.sh)"
+  export IFO_CONTROLPLANE_DIR
+}
+
+# The control plane and what a real node runs (kubelet, kube-proxy, kube-scheduler, the pause
+# image), with the node's prerequisites.
+ifo_node() {
+  ifo_node_prereqs
+  IFO_CONTROLPLANE_DIR="$(bash tests/cluster/build-controlplane.sh --node)"
   export IFO_CONTROLPLANE_DIR
 }
 

@@ -1,5 +1,6 @@
-//! The pinned control-plane binaries (kube-apiserver, kube-controller-manager, kubectl, etcd), built from the Go module proxy
-//! by `tests/cluster/build-controlplane.sh` into a cache keyed by version.
+//! The pinned control-plane binaries (kube-apiserver, kube-controller-manager, kubectl, etcd) and,
+//! for a real node, kubelet, kube-proxy, kube-scheduler and the pause image, built from the Go
+//! module proxy by `tests/cluster/build-controlplane.sh` into a cache keyed by version.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -44,33 +45,78 @@ impl Binaries {
     /// Uses `IFO_CONTROLPLANE_DIR` when set; otherwise builds (or finds in the cache) the pinned
     /// versions. Fails with the build script's message when the Go toolchain is missing.
     pub fn ensure() -> Result<Binaries> {
-        if let Some(dir) = std::env::var_os("IFO_CONTROLPLANE_DIR") {
-            let b = Binaries::in_dir(Path::new(&dir));
-            for bin in [
-                &b.kube_apiserver,
-                &b.kube_controller_manager,
-                &b.kubectl,
-                &b.etcd,
-            ] {
-                if !bin.is_file() {
-                    bail!(
-                        "IFO_CONTROLPLANE_DIR is set but {} does not exist",
-                        bin.display()
-                    );
-                }
-            }
-            return Ok(b);
-        }
-        let script = source_dir().join("tests/cluster/build-controlplane.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .with_context(|| format!("running {}", script.display()))?;
-        if !out.status.success() {
-            bail!("building the control plane failed ({})", script.display());
-        }
-        let dir = String::from_utf8(out.stdout)?.trim().to_string();
-        Ok(Binaries::in_dir(Path::new(&dir)))
+        let dir = built_dir(&[])?;
+        let b = Binaries::in_dir(&dir);
+        require(&[
+            &b.kube_apiserver,
+            &b.kube_controller_manager,
+            &b.kubectl,
+            &b.etcd,
+        ])?;
+        Ok(b)
     }
+}
+
+/// What a real node runs, from the same release as the control plane.
+#[derive(Clone, Debug)]
+pub struct NodeBinaries {
+    /// `kubelet`, which runs the node's pods through containerd.
+    pub kubelet: PathBuf,
+    /// `kube-proxy`, which routes Services (the APIService's among them) to pods.
+    pub kube_proxy: PathBuf,
+    /// `kube-scheduler`, which puts pods on the node.
+    pub kube_scheduler: PathBuf,
+    /// The pod sandbox image as an OCI archive, imported into containerd (no registry here).
+    pub pause_image: PathBuf,
+}
+
+impl NodeBinaries {
+    /// The image name the pause archive carries, which containerd must be told to use.
+    pub const PAUSE_IMAGE: &'static str = "docker.io/library/ifo-pause:1";
+
+    /// Like [`Binaries::ensure`], with the node's pieces (`build-controlplane.sh --node`).
+    pub fn ensure() -> Result<NodeBinaries> {
+        let dir = built_dir(&["--node"])?;
+        let b = NodeBinaries {
+            kubelet: dir.join("kubelet"),
+            kube_proxy: dir.join("kube-proxy"),
+            kube_scheduler: dir.join("kube-scheduler"),
+            pause_image: dir.join("pause.oci.tar"),
+        };
+        require(&[&b.kubelet, &b.kube_proxy, &b.kube_scheduler, &b.pause_image]).context(
+            "the real node's binaries are missing; build them with tests/cluster/build-controlplane.sh --node",
+        )?;
+        Ok(b)
+    }
+}
+
+/// `IFO_CONTROLPLANE_DIR` when set, else the cache directory the build script prints after
+/// building what is missing.
+fn built_dir(args: &[&str]) -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("IFO_CONTROLPLANE_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let script = source_dir().join("tests/cluster/build-controlplane.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("building the control plane failed ({})", script.display());
+    }
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+fn require(files: &[&Path]) -> Result<()> {
+    for file in files {
+        if !file.is_file() {
+            bail!(
+                "{} does not exist (IFO_CONTROLPLANE_DIR names the directory of the binaries)",
+                file.display()
+            );
+        }
+    }
+    Ok(())
 }

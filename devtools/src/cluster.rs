@@ -3,6 +3,7 @@
 //! and the live API registered as an APIService pointing at a server on this machine.
 
 use super::binaries::Binaries;
+use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
 use super::pki::{KeyPair, Usage, service_account_key};
 use super::process::Process;
 use anyhow::{Context, Result, bail};
@@ -92,6 +93,8 @@ pub struct ServingCert {
 pub struct Cluster {
     dir: PathBuf,
     keep_dir: bool,
+    /// The real node, if the cluster has one; stopped first.
+    node: std::sync::Mutex<Option<Node>>,
     // Field order is drop order: the controllers stop first, etcd last.
     controllers: Option<Process>,
     apiserver: Process,
@@ -126,6 +129,22 @@ impl Cluster {
     /// Blocking. Call it from a thread that outlives the cluster (the main thread, or a thread kept
     /// alive for the whole test binary): the child processes are tied to the starting thread's life.
     pub fn start(parent: Option<&Path>) -> Result<Cluster> {
+        Cluster::launch(parent, None)
+    }
+
+    /// Starts a control plane with a real node: kube-apiserver listens on the node's bridge
+    /// address (where pods reach it through the `kubernetes` Service) with service-account tokens
+    /// and the Node authorizer, kube-controller-manager runs every controller, and kube-scheduler,
+    /// kubelet, containerd and kube-proxy run pods. Waits until the Node is Ready. Needs root; one
+    /// per machine.
+    ///
+    /// Blocking, and tied to the starting thread like [`Cluster::start`].
+    pub fn start_with_node(parent: Option<&Path>) -> Result<Cluster> {
+        let network = NodeNetwork::create()?;
+        Cluster::launch(parent, Some(network))
+    }
+
+    fn launch(parent: Option<&Path>, network: Option<NodeNetwork>) -> Result<Cluster> {
         let binaries = Binaries::ensure()?;
         let parent = parent
             .map(Path::to_path_buf)
@@ -144,6 +163,11 @@ impl Cluster {
         let front_proxy_ca = KeyPair::new_ca("ifo-local-front-proxy-ca")?;
         let serving_ca = KeyPair::new_ca("ifo-local-serving-ca")?;
         let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let address = if network.is_some() {
+            NODE_IP
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
         let apiserver_cert = cluster_ca.issue(
             "kube-apiserver",
             &[],
@@ -154,7 +178,11 @@ impl Cluster {
                     "kubernetes.default",
                     "kubernetes.default.svc",
                 ],
-                ips: &[IpAddr::V4(Ipv4Addr::LOCALHOST), "10.0.0.1".parse()?],
+                ips: &[
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    IpAddr::V4(NODE_IP),
+                    "10.0.0.1".parse()?,
+                ],
             },
         )?;
         let front_proxy_client = front_proxy_ca.issue("front-proxy-client", &[], Usage::Client)?;
@@ -185,6 +213,10 @@ impl Cluster {
             &pki.join("front-proxy-client.key"),
             &front_proxy_client.key_pem,
         )?;
+        let kubelet_client =
+            cluster_ca.issue("kube-apiserver-kubelet-client", &["system:masters"], Usage::Client)?;
+        write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
+        write(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
         write(&pki.join("sa.key"), &sa_key)?;
         write(&pki.join("sa.pub"), &sa_pub)?;
         write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
@@ -228,8 +260,8 @@ impl Cluster {
         api_cmd
             .arg(format!("--etcd-servers={etcd_url}"))
             .arg(format!("--secure-port={port}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--bind-address={address}"))
+            .arg(format!("--advertise-address={address}"))
             .arg("--service-cluster-ip-range=10.0.0.0/24")
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg(format!("--service-account-key-file={}", p("sa.pub")))
@@ -240,8 +272,8 @@ impl Cluster {
             .arg(format!("--client-ca-file={}", p("ca.crt")))
             .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
             .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
-            .arg("--authorization-mode=RBAC")
-            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg(format!("--kubelet-client-certificate={}", p("kubelet-client.crt")))
+            .arg(format!("--kubelet-client-key={}", p("kubelet-client.key")))
             .arg(format!("--token-auth-file={}", p("tokens.csv")))
             .arg(format!(
                 "--requestheader-client-ca-file={}",
@@ -260,21 +292,36 @@ impl Cluster {
                 p("front-proxy-client.key")
             ))
             .arg("--enable-aggregator-routing=false")
-            .arg("--endpoint-reconciler-type=none")
             .arg(format!(
                 "--cert-dir={}",
                 dir.join("apiserver-certs").display()
             ));
+        if network.is_some() {
+            // Pods get service-account tokens, reach kube-apiserver through the `kubernetes`
+            // Service (whose endpoint this server keeps), and kubelet acts as its Node only.
+            api_cmd
+                .arg("--authorization-mode=Node,RBAC")
+                .arg("--enable-admission-plugins=NodeRestriction")
+                .arg("--endpoint-reconciler-type=lease")
+                .arg("--kubelet-preferred-address-types=InternalIP");
+        } else {
+            // No pods run: nothing needs tokens, and the Service endpoint would be loopback.
+            api_cmd
+                .arg("--authorization-mode=RBAC")
+                .arg("--disable-admission-plugins=ServiceAccount")
+                .arg("--endpoint-reconciler-type=none");
+        }
         let apiserver = Process::spawn("kube-apiserver", api_cmd, &dir.join("kube-apiserver.log"))?;
 
         let mut cluster = Cluster {
+            node: std::sync::Mutex::new(None),
             controllers: None,
             dir,
             keep_dir: std::env::var_os("IFO_KEEP_CLUSTER_DIR").is_some(),
             apiserver,
             etcd,
             binaries,
-            url: format!("https://127.0.0.1:{port}"),
+            url: format!("https://{address}:{port}"),
             serving: ServingCert {
                 cert_file: pki.join("serving.crt"),
                 key_file: pki.join("serving.key"),
@@ -287,8 +334,22 @@ impl Cluster {
             cluster.write_kubeconfig(user, &cert)?;
         }
         cluster.wait_ready(Duration::from_secs(90))?;
-        cluster.start_controllers()?;
+        cluster.start_controllers(network.is_some())?;
         cluster.install_base()?;
+        if let Some(network) = network {
+            let node = Node::start(
+                network,
+                &node_dir(&cluster.dir),
+                &Join {
+                    url: &cluster.url,
+                    ca: &cluster_ca,
+                    admin_kubeconfig: &cluster.kubeconfig(User::Admin),
+                },
+            )?;
+            let name = node.name().to_string();
+            *cluster.node.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
+            cluster.wait_node_ready(&name, Duration::from_secs(120))?;
+        }
         tracing::info!(
             url = %cluster.url,
             dir = %cluster.dir.display(),
@@ -393,26 +454,82 @@ impl Cluster {
         }
     }
 
-    /// Only the controllers a user of this project relies on: ClusterRole aggregation (so `view`,
-    /// `edit` and `admin` include the live API) and namespace deletion. Nothing drives subjects:
-    /// tests do that by patching `/status`.
-    fn start_controllers(&mut self) -> Result<()> {
+    /// Without a node, only the controllers a user of this project relies on: ClusterRole
+    /// aggregation (so `view`, `edit` and `admin` include the live API) and namespace deletion;
+    /// nothing drives subjects, tests do that by patching `/status`. With a node, every controller
+    /// (Deployments, ReplicaSets, EndpointSlices, garbage collection, service-account tokens'
+    /// CA), as a real cluster runs them.
+    fn start_controllers(&mut self, with_node: bool) -> Result<()> {
+        let pki = self.dir.join("pki");
         let mut cmd = Command::new(&self.binaries.kube_controller_manager);
         cmd.arg(format!(
             "--kubeconfig={}",
             self.kubeconfig(User::Admin).display()
         ))
-        .arg("--controllers=clusterrole-aggregation,namespace")
         .arg("--leader-elect=false")
         .arg("--bind-address=127.0.0.1")
         .arg("--secure-port=0")
         .arg("--use-service-account-credentials=false");
+        if with_node {
+            cmd.arg("--controllers=*")
+                .arg(format!(
+                    "--service-account-private-key-file={}",
+                    pki.join("sa.key").display()
+                ))
+                .arg(format!("--root-ca-file={}", pki.join("ca.crt").display()));
+        } else {
+            cmd.arg("--controllers=clusterrole-aggregation,namespace");
+        }
         self.controllers = Some(Process::spawn(
             "kube-controller-manager",
             cmd,
             &self.dir.join("kube-controller-manager.log"),
         )?);
         Ok(())
+    }
+
+    /// Waits for the Node to be Ready on a heartbeat from this run's kubelet (a Node object left
+    /// by an earlier run reads Ready before the new kubelet reports).
+    fn wait_node_ready(&self, name: &str, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1);
+        loop {
+            if let Some(node) = self.node.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                node.check_running()?;
+            }
+            let ready = self
+                .kubectl_run(
+                    User::Admin,
+                    &[
+                        "get",
+                        "node",
+                        name,
+                        "-o",
+                        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.conditions[?(@.type==\"Ready\")].lastHeartbeatTime}",
+                    ],
+                    None,
+                )
+                .unwrap_or_default();
+            let mut parts = ready.split_whitespace();
+            let fresh = parts.nth(1).and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .is_some_and(|t| t >= started);
+            if ready.starts_with("True") && fresh {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "node {name} not Ready after {timeout:?} ({ready}); kubelet log: {}",
+                    node_dir(&self.dir).join("kubelet.log").display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// The real node, if the cluster was started with one, for tests that act on it (import an
+    /// image, crash a container).
+    pub fn node(&self) -> std::sync::MutexGuard<'_, Option<Node>> {
+        self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The project's CRDs and RBAC from `deploy/`, and the test CRDs for subjects.
@@ -526,6 +643,7 @@ impl Cluster {
     /// Stops every process and removes the directory (unless IFO_KEEP_CLUSTER_DIR is set).
     /// Safe to call more than once.
     pub fn shutdown(&self) {
+        drop(self.node().take());
         if let Some(c) = self.controllers.as_ref() {
             c.stop(Duration::from_secs(5));
         }

@@ -6,15 +6,19 @@
 
 mod binaries;
 mod cluster;
+mod host;
+pub mod install;
+mod node;
 pub mod pki;
 mod process;
 mod server;
 pub mod workload;
 
-pub use binaries::{Binaries, source_dir};
+pub use binaries::{Binaries, NodeBinaries, source_dir};
 pub use cluster::{
     Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User, free_port,
 };
 pub use pki::{KeyPair, Usage};
+pub use node::{NODE_IP, Node};
 pub use process::Process;
 pub use server::spawn_server;

@@ -202,7 +202,9 @@ pub enum ApiError {
     },
     /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed.
     Internal(String),
-    /// 503 `ServiceUnavailable`, e.g. not ready to serve yet.
+    /// 503 `ServiceUnavailable`: this replica does not serve now (a standby, or a leader that
+    /// just lost its lease). Sent with `Retry-After: 1`, so client-go (kubectl, informers)
+    /// retries on its own and reaches the new leader once the Service routes to it.
     ServiceUnavailable(String),
     /// 429 `TooManyRequests`: a limit on concurrent requests (open watches) is reached; retry
     /// in 1 s, as kube-apiserver's max-in-flight filter answers.
@@ -312,7 +314,9 @@ impl ApiError {
     /// Seconds the client should wait before retrying (also sent as `Retry-After`).
     pub fn retry_after_seconds(&self) -> Option<u32> {
         match self {
-            ApiError::ResourceVersionTooLarge { .. } | ApiError::TooManyRequests(_) => Some(1),
+            ApiError::ResourceVersionTooLarge { .. }
+            | ApiError::TooManyRequests(_)
+            | ApiError::ServiceUnavailable(_) => Some(1),
             _ => None,
         }
     }
@@ -686,9 +690,10 @@ mod tests {
                    "details":{"causes":[{"message":"subjectaccessreviews failed: timeout"}]},
                    "code":500})
         );
-        let e = ApiError::ServiceUnavailable("not ready".into());
+        let e = ApiError::not_leader();
         assert_eq!(e.code(), 503);
         assert_eq!(e.reason(), "ServiceUnavailable");
+        assert_eq!(e.retry_after_seconds(), Some(1));
     }
 
     #[test]

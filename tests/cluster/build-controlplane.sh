@@ -2,7 +2,20 @@
 # Builds the pinned kube-apiserver, kube-controller-manager, kubectl and etcd from the Go module
 # proxy into a cache keyed by version, and prints the directory holding them. Binaries already in
 # the cache are not rebuilt, so a second run takes a moment.
+#
+#   tests/cluster/build-controlplane.sh [--node]
+#
+# --node also builds what a real node of the local cluster runs: kubelet, kube-proxy and
+# kube-scheduler from the same release, and the pod sandbox ("pause") image, a tiny static program
+# packed as an OCI archive (pause.oci.tar), since no registry is reachable.
 set -euo pipefail
+
+node=false
+case "${1:-}" in
+  --node) node=true ;;
+  "") ;;
+  *) echo "usage: $0 [--node]" >&2; exit 2 ;;
+esac
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 k8s_version="$(awk '/^require k8s.io\/kubernetes /{print $3}' "$here/kubernetes/go.mod")"
@@ -11,10 +24,16 @@ cache_root="${IFO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ifo}"
 out="$cache_root/controlplane/k8s-${k8s_version}-etcd-${etcd_version}"
 
 kube_cmds=(kube-apiserver kube-controller-manager kubectl)
+if $node; then
+  kube_cmds+=(kubelet kube-proxy kube-scheduler)
+fi
 missing=()
 for bin in "${kube_cmds[@]}" etcd; do
   [[ -x "$out/$bin" ]] || missing+=("$bin")
 done
+if $node && [[ ! -f "$out/pause.oci.tar" ]]; then
+  missing+=(pause)
+fi
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "$out"
   exit 0
@@ -38,10 +57,41 @@ ldflags="-s -w -X $vpkg.gitVersion=$k8s_version -X $vpkg.gitMajor=$major -X $vpk
 ldflags="$ldflags -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
 ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
 
+# The sandbox every pod's network namespace lives in: sleeps until told to stop, reaps orphans.
+build_pause() {
+  echo "building the pause image into $out" >&2
+  if ! command -v gcc >/dev/null 2>&1; then
+    echo "error: gcc (with the static C library: Debian packages gcc, libc6-dev) builds the pause image" >&2
+    exit 1
+  fi
+  mkdir -p "$tmp/pause-rootfs"
+  cat >"$tmp/pause.c" <<'C'
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void stop(int sig) { (void)sig; _exit(0); }
+static void reap(int sig) { (void)sig; while (waitpid(-1, 0, WNOHANG) > 0) {} }
+int main(void) {
+  signal(SIGINT, stop);
+  signal(SIGTERM, stop);
+  signal(SIGCHLD, reap);
+  for (;;) pause();
+}
+C
+  gcc -static -O2 -o "$tmp/pause-rootfs/pause" "$tmp/pause.c"
+  "$here/../../deploy/oci-archive.sh" "$tmp/pause-rootfs" '{"Entrypoint":["/pause"],"User":"65535:65535"}' \
+    "$pause_image" "$tmp/pause.oci.tar" >&2
+  mv "$tmp/pause.oci.tar" "$out/pause.oci.tar"
+}
+pause_image=docker.io/library/ifo-pause:1
+
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 for bin in "${missing[@]}"; do
   echo "building $bin (Kubernetes $k8s_version, etcd $etcd_version) into $out; the first build takes several minutes" >&2
-  if [[ "$bin" == etcd ]]; then
+  if [[ "$bin" == pause ]]; then
+    build_pause
+    continue
+  elif [[ "$bin" == etcd ]]; then
     (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
   else
     (cd "$here/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$bin" "k8s.io/kubernetes/cmd/$bin")

@@ -1,0 +1,166 @@
+//! The product as users install it, on a real node: the image `deploy/image.sh` assembles, imported
+//! into containerd; `kubectl apply -k deploy/` with `certs/generate.sh`; two replicas behind the
+//! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
+//! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
+//! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
+//! rollout, a certificate rotation, and the uninstall.
+//!
+//! One node per machine, so the steps run in order on one cluster (a test binary without the
+//! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
+//! repeats each failover N times and prints the median and maximum (the README's figures).
+
+#[path = "node/failover.rs"]
+mod failover;
+#[path = "node/install.rs"]
+mod install;
+#[path = "node/lifecycle.rs"]
+mod lifecycle;
+#[path = "node/workload.rs"]
+mod workload;
+
+use anyhow::{Context, Result};
+use ifo_dev::Cluster;
+use ifo_dev::install::Install;
+use std::time::Instant;
+
+/// What every step works with.
+pub struct Ctx {
+    /// The cluster with its node.
+    pub cluster: Cluster,
+    /// The product, installed from `deploy/`.
+    pub install: Install,
+    /// The namespace of the steps' VirtualMachines.
+    pub ns: String,
+}
+
+type Step = (&'static str, fn(&Ctx) -> Result<()>);
+
+/// In order: the uninstall comes last.
+const STEPS: &[Step] = &[
+    (
+        "installed_as_the_readme_says_serves_through_the_service",
+        install::serves_through_the_service,
+    ),
+    (
+        "crashed_leader_fails_over_within_the_lease",
+        failover::crashed_leader,
+    ),
+    (
+        "deleted_leader_pod_hands_over_within_seconds",
+        failover::deleted_leader_pod,
+    ),
+    (
+        "rollout_restart_keeps_the_api_available",
+        lifecycle::rollout_restart,
+    ),
+    (
+        "rotated_certificate_is_served_without_a_restart",
+        lifecycle::certificate_rotation,
+    ),
+    (
+        "uninstall_removes_everything",
+        lifecycle::uninstall,
+    ),
+];
+
+fn main() {
+    // cargo passes the harness's flags (e.g. --test-threads); the first other argument filters.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in STEPS {
+            println!("{name}: test");
+        }
+        return;
+    }
+    let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let selected: Vec<&Step> = STEPS
+        .iter()
+        .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))
+        .collect();
+    println!("\nrunning {} tests", selected.len());
+    if selected.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let failed = match setup() {
+        Ok(ctx) => run(&ctx, &selected),
+        Err(e) => {
+            println!("the node and the install failed: {e:#}");
+            selected.len()
+        }
+    };
+    println!(
+        "\ntest result: {}. {} passed; {failed} failed; finished in {:.1}s\n",
+        if failed == 0 { "ok" } else { "FAILED" },
+        selected.len() - failed,
+        started.elapsed().as_secs_f64()
+    );
+    if failed > 0 {
+        std::process::exit(101);
+    }
+}
+
+fn run(ctx: &Ctx, steps: &[&Step]) -> usize {
+    let mut failed = 0;
+    for (name, step) in steps {
+        let t = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(ctx)));
+        let secs = t.elapsed().as_secs_f64();
+        match result {
+            Ok(Ok(())) => println!("test {name} ... ok ({secs:.1}s)"),
+            Ok(Err(e)) => {
+                failed += 1;
+                println!(
+                    "test {name} ... FAILED ({secs:.1}s)\n{e:#}\n{}",
+                    ctx.install.describe(&ctx.cluster)
+                );
+            }
+            Err(_) => {
+                failed += 1;
+                println!("test {name} ... FAILED (panicked, {secs:.1}s)");
+            }
+        }
+    }
+    failed
+}
+
+/// The cluster with its node, the image, and the install as the README tells users.
+fn setup() -> Result<Ctx> {
+    if is_root() {
+        let t = Instant::now();
+        let cluster = Cluster::start_with_node(None).context("starting the cluster with a node")?;
+        println!("cluster with a real node: {:.1}s", t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let image = cluster.dir().join("ifo-apiserver.oci.tar");
+        let built = ifo_dev::install::build_image(&image)?;
+        println!(
+            "{} ({:.1}s)",
+            built.trim(),
+            t.elapsed().as_secs_f64()
+        );
+        let t = Instant::now();
+        let install = Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        println!("installed and Available: {:.1}s", t.elapsed().as_secs_f64());
+        let ns = "node-tests".to_string();
+        cluster.kubectl_run(ifo_dev::User::Admin, &["create", "namespace", &ns], None)?;
+        Ok(Ctx {
+            cluster,
+            install,
+            ns,
+        })
+    } else {
+        anyhow::bail!(
+            "the real node runs containers and changes iptables: run this test binary as root"
+        )
+    }
+}
+
+/// Whether the effective user is root (from `/proc`, without libc).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
+}

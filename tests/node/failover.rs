@@ -1,0 +1,141 @@
+//! The leader goes away: its container crashes (killed by containerd, as an OOM kill or a panic
+//! would), or its pod is deleted (graceful: SIGTERM, the Lease released first). Another replica
+//! must serve a correct list through kube-apiserver → Service within the lease duration + 5 s
+//! after a crash, and within 5 s after a graceful stop; operations that began in the gap are
+//! there, and a watch started afterwards shows the current state.
+
+use anyhow::{Context, Result, ensure};
+use ifo_dev::User;
+use ifo_dev::install::NAMESPACE;
+use std::time::{Duration, Instant};
+
+use super::Ctx;
+use super::workload::{median_max, set_vm, settled, until_listed, watch_shows};
+
+/// `deploy/`'s lease duration (the server's default).
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// How many times each failover is measured: `IFO_FAILOVER_RUNS`, default 1.
+fn runs() -> usize {
+    std::env::var("IFO_FAILOVER_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+#[derive(Clone, Copy)]
+enum Loss {
+    Crash,
+    Delete,
+}
+
+impl Loss {
+    fn label(self) -> &'static str {
+        match self {
+            Loss::Crash => "crash",
+            Loss::Delete => "delete",
+        }
+    }
+
+    fn limit(self) -> Duration {
+        match self {
+            Loss::Crash => LEASE_DURATION + Duration::from_secs(5),
+            Loss::Delete => Duration::from_secs(5),
+        }
+    }
+}
+
+pub fn crashed_leader(ctx: &Ctx) -> Result<()> {
+    measure(ctx, Loss::Crash)
+}
+
+pub fn deleted_leader_pod(ctx: &Ctx) -> Result<()> {
+    measure(ctx, Loss::Delete)
+}
+
+fn measure(ctx: &Ctx, loss: Loss) -> Result<()> {
+    let mut samples = Vec::new();
+    for run in 0..runs() {
+        samples.push(once(ctx, loss, run)?);
+    }
+    let (median, max) = median_max(samples.clone());
+    println!(
+        "  failover after a {} ({} runs): median {median:.1}s, max {max:.1}s; each: {:?}",
+        loss.label(),
+        samples.len(),
+        samples
+            .iter()
+            .map(|d| format!("{:.1}", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// One failover: the time from losing the leader to the first correct list.
+fn once(ctx: &Ctx, loss: Loss, run: usize) -> Result<Duration> {
+    let pods = settled(ctx, Duration::from_secs(180))?;
+    let leader = pods[0].clone();
+    let before = format!("before-{}-{run}", loss.label());
+    let gap = format!("gap-{}-{run}", loss.label());
+    set_vm(ctx, &before, "Migrating")?;
+    until_listed(
+        ctx,
+        &[(&before, "Migrating")],
+        Instant::now(),
+        Duration::from_secs(30),
+    )?;
+
+    let lost = Instant::now();
+    match loss {
+        Loss::Crash => ctx
+            .cluster
+            .node()
+            .as_ref()
+            .context("no node")?
+            .kill_container(&leader.container_id)?,
+        Loss::Delete => {
+            ctx.cluster.kubectl_run(
+                User::Admin,
+                &["-n", NAMESPACE, "delete", "pod", &leader.name, "--wait=false"],
+                None,
+            )?;
+        }
+    }
+    // An operation that begins while no replica serves.
+    set_vm(ctx, &gap, "Starting")?;
+    let expected = [(before.as_str(), "Migrating"), (gap.as_str(), "Starting")];
+    let took = until_listed(ctx, &expected, lost, Duration::from_secs(60))?;
+    println!(
+        "  {}: leader {} lost, correct list after {:.1}s",
+        loss.label(),
+        leader.name,
+        took.as_secs_f64()
+    );
+    ensure!(
+        took <= loss.limit(),
+        "after a {} of the leader the first correct list came after {took:?}, over {:?}",
+        loss.label(),
+        loss.limit()
+    );
+    watch_shows(ctx, &expected, Duration::from_secs(3))?;
+
+    let after = settled(ctx, Duration::from_secs(180))?;
+    if let Loss::Crash = loss {
+        // The crashed pod came back as a container of the same pod (kubelet restarts it).
+        let again = after
+            .iter()
+            .find(|p| p.uid == leader.uid)
+            .context("the crashed leader's pod is gone; kubelet should have restarted it")?;
+        ensure!(
+            again.restarts > leader.restarts,
+            "the crashed container was not restarted: {again:?}"
+        );
+    } else {
+        ensure!(
+            after.iter().all(|p| p.uid != leader.uid),
+            "the deleted pod is still there: {after:?}"
+        );
+    }
+    Ok(took)
+}
