@@ -16,7 +16,8 @@ use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 /// Serves until SIGTERM or Ctrl-C.
@@ -100,6 +101,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     });
     // Only the routes the server has are guarded: any other path is a 404 for everyone, and
     // never costs a review or a cache entry.
+    let term_ended = Arc::new(tokio::sync::Notify::new());
     let elector = match election {
         None => {
             state.set_serving(true);
@@ -110,19 +112,28 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         }
         Some(settings) => {
             state.set_serving(false);
-            let namespace = settings.namespace.clone();
+            let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
             let (elector, role) = lease::Elector::new(client.clone(), settings);
             if let Some(pod) = &args.pod_name {
-                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod);
+                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
                 tokio::spawn(label.follow(role.clone()));
             }
-            let (stop, stopped) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(elector.run(stopped));
+            let (stop, mut stopped) = tokio::sync::oneshot::channel();
+            let synced = readiness.clone();
+            let task = tokio::spawn(async move {
+                // Campaign only once the index is complete (or the initial sync gave up and
+                // said so): a new leader must never serve a partial list as the whole.
+                tokio::select! {
+                    () = synced.wait() => elector.run(stopped).await,
+                    _ = &mut stopped => {}
+                }
+            });
             tokio::spawn(follow_leadership(
                 role,
                 index.clone(),
                 state.clone(),
                 persistence,
+                term_ended.clone(),
             ));
             Some((stop, task))
         }
@@ -132,17 +143,31 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .merge(api::health_router(state.clone()));
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let handle = axum_server::Handle::new();
-    let shutdown = handle.clone();
+    let listener = Arc::new(Listener::default());
     let delay = args.shutdown_delay.unsigned_abs();
-    let stopping = state.clone();
+    let (stopping, closing) = (state.clone(), listener.clone());
     tokio::spawn(async move {
         shutdown_signal().await;
-        if let Some((stop, task)) = elector {
-            // Stop serving and hand the lease over first, so the next leader starts at once.
-            let _ = stop.send(());
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-        }
+        closing.stopping.store(true, Ordering::SeqCst);
+        let delay = match elector {
+            Some((stop, task)) => {
+                let was_leading = stopping.is_serving();
+                // Stop serving, release the Lease and wait for the next leader, so that it
+                // starts at once.
+                let _ = stop.send(());
+                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+                // The Service stopped routing new connections here when the pod began
+                // terminating; what is left are connections made before, which would stay
+                // with this replica. Give proxies a moment to route to the new leader, then
+                // close them so that clients reconnect there.
+                if was_leading {
+                    HANDOVER_GRACE
+                } else {
+                    Duration::ZERO
+                }
+            }
+            None => delay,
+        };
         // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
         // away before streams end; then end every watch cleanly (its stream closes, and
         // clients resume with their last resourceVersion).
@@ -151,17 +176,68 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         tokio::time::sleep(delay).await;
         tracing::info!("shutting down: ending open watches and requests");
         stopping.end_watches();
-        shutdown.graceful_shutdown(Some(Duration::from_secs(5)));
+        closing.close(Duration::from_secs(5));
     });
-    tracing::info!(%addr, "serving live.ifo.kubevirt.io");
-    let mut server = axum_server::bind(addr)
-        .acceptor(tls::PeerCertAcceptor::new(tls_config, args.max_connections))
-        .handle(handle);
-    front_door(server.http_builder());
-    server
-        .serve(app.into_make_service())
-        .await
-        .with_context(|| format!("serving on {addr}"))
+    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections);
+    loop {
+        let handle = axum_server::Handle::new();
+        *listener
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = handle.clone();
+        if listener.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        tracing::info!(%addr, "serving live.ifo.kubevirt.io");
+        let mut server = axum_server::bind(addr)
+            .acceptor(acceptor.clone())
+            .handle(handle.clone());
+        front_door(server.http_builder());
+        let serving = server.serve(app.clone().into_make_service());
+        tokio::pin!(serving);
+        tokio::select! {
+            served = &mut serving => {
+                return served.with_context(|| format!("serving on {addr}"));
+            }
+            () = term_ended.notified() => {
+                if listener.stopping.load(Ordering::SeqCst) {
+                    // Shutting down: the shutdown task closes the connections, after handing
+                    // the Lease over.
+                    return serving.await.with_context(|| format!("serving on {addr}"));
+                }
+                // A leader that stopped leading: clients that reached it through the Service
+                // would keep their connections (an HTTP/2 connection carries every request of
+                // kube-apiserver's proxy) and get 503 for ever. Close them, so that they
+                // reconnect and reach the new leader; then listen again for probes and scrapes.
+                tracing::info!("the term ended: closing every connection");
+                handle.graceful_shutdown(Some(Duration::from_secs(2)));
+                serving.await.with_context(|| format!("serving on {addr}"))?;
+            }
+        }
+    }
+}
+
+/// How long a leader that handed over on SIGTERM keeps its connections open before it closes
+/// them: kube-proxy rewrites its rules at most once a second (its default minimum sync
+/// period), so after this clients that reconnect reach the new leader.
+const HANDOVER_GRACE: Duration = Duration::from_secs(2);
+
+/// The listener of the moment: replaced when a term ends (its connections closed), closed for
+/// good on shutdown.
+#[derive(Default)]
+struct Listener {
+    handle: std::sync::Mutex<axum_server::Handle<SocketAddr>>,
+    stopping: AtomicBool,
+}
+
+impl Listener {
+    /// Closes the current listener and its connections, waiting up to `grace` for requests.
+    fn close(&self, grace: Duration) {
+        self.handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .graceful_shutdown(Some(grace));
+    }
 }
 
 /// Persistence mode: reads the copies back into the pipeline before anything is evaluated, so
@@ -267,6 +343,7 @@ async fn follow_leadership(
     index: Arc<Index>,
     state: Arc<ApiState>,
     mut persistence: Option<Persistence>,
+    term_ended: Arc<tokio::sync::Notify>,
 ) {
     let mut writer: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -282,6 +359,7 @@ async fn follow_leadership(
         } else if !leading && state.is_serving() {
             tracing::info!("not serving: this replica does not lead");
             stand_down(&state, &mut writer);
+            term_ended.notify_one();
         }
         if role.changed().await.is_err() {
             // The elector stopped (shutdown): it stopped leading first.

@@ -229,8 +229,16 @@ fn reruns_keep_what_is_good_renew_rotates_and_force_starts_over() {
     // --renew rotates the serving certificate and keeps the CA (and so the APIService).
     let before = read(&out.join("tls.crt"));
     generate_ok(&out, &["--renew"]);
-    assert_eq!(read(&out.join("ca.crt")), first[0], "--renew changed the CA");
-    assert_ne!(read(&out.join("tls.crt")), before, "--renew kept the certificate");
+    assert_eq!(
+        read(&out.join("ca.crt")),
+        first[0],
+        "--renew changed the CA"
+    );
+    assert_ne!(
+        read(&out.join("tls.crt")),
+        before,
+        "--renew kept the certificate"
+    );
     let (ok, text) = verify(&out.join("ca.crt"), &out.join("tls.crt"), NAMES[0]);
     assert!(ok, "{text}");
 

@@ -57,10 +57,7 @@ const STEPS: &[Step] = &[
         "rotated_certificate_is_served_without_a_restart",
         lifecycle::certificate_rotation,
     ),
-    (
-        "uninstall_removes_everything",
-        lifecycle::uninstall,
-    ),
+    ("uninstall_removes_everything", lifecycle::uninstall),
 ];
 
 fn main() {
@@ -129,15 +126,14 @@ fn setup() -> Result<Ctx> {
     if is_root() {
         let t = Instant::now();
         let cluster = Cluster::start_with_node(None).context("starting the cluster with a node")?;
-        println!("cluster with a real node: {:.1}s", t.elapsed().as_secs_f64());
+        println!(
+            "cluster with a real node: {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
         let t = Instant::now();
         let image = cluster.dir().join("ifo-apiserver.oci.tar");
         let built = ifo_dev::install::build_image(&image)?;
-        println!(
-            "{} ({:.1}s)",
-            built.trim(),
-            t.elapsed().as_secs_f64()
-        );
+        println!("{} ({:.1}s)", built.trim(), t.elapsed().as_secs_f64());
         let t = Instant::now();
         let install = Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
         println!("installed and Available: {:.1}s", t.elapsed().as_secs_f64());

@@ -213,8 +213,11 @@ impl Cluster {
             &pki.join("front-proxy-client.key"),
             &front_proxy_client.key_pem,
         )?;
-        let kubelet_client =
-            cluster_ca.issue("kube-apiserver-kubelet-client", &["system:masters"], Usage::Client)?;
+        let kubelet_client = cluster_ca.issue(
+            "kube-apiserver-kubelet-client",
+            &["system:masters"],
+            Usage::Client,
+        )?;
         write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
         write(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
         write(&pki.join("sa.key"), &sa_key)?;
@@ -272,7 +275,10 @@ impl Cluster {
             .arg(format!("--client-ca-file={}", p("ca.crt")))
             .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
             .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
-            .arg(format!("--kubelet-client-certificate={}", p("kubelet-client.crt")))
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                p("kubelet-client.crt")
+            ))
             .arg(format!("--kubelet-client-key={}", p("kubelet-client.key")))
             .arg(format!("--token-auth-file={}", p("tokens.csv")))
             .arg(format!(
@@ -511,7 +517,9 @@ impl Cluster {
                 )
                 .unwrap_or_default();
             let mut parts = ready.split_whitespace();
-            let fresh = parts.nth(1).and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            let fresh = parts
+                .nth(1)
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
                 .is_some_and(|t| t >= started);
             if ready.starts_with("True") && fresh {
                 return Ok(());

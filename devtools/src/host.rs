@@ -121,10 +121,7 @@ impl Host {
         };
         let mut file = File::create(state_file())?;
         file.write_all(&serde_json::to_vec(&saved)?)?;
-        Ok(Host {
-            saved,
-            _lock: lock,
-        })
+        Ok(Host { saved, _lock: lock })
     }
 
     /// Creates the node's bridge with its address, up, before anything binds to that address.
@@ -135,7 +132,6 @@ impl Host {
         output("ip", &["link", "set", BRIDGE, "up"])?;
         Ok(())
     }
-
 }
 
 impl Drop for Host {

@@ -122,7 +122,15 @@ impl Install {
         let pods = cluster
             .kubectl_run(
                 User::Admin,
-                &["-n", NAMESPACE, "get", "pods", "-o", "wide", "--show-labels"],
+                &[
+                    "-n",
+                    NAMESPACE,
+                    "get",
+                    "pods",
+                    "-o",
+                    "wide",
+                    "--show-labels",
+                ],
                 None,
             )
             .unwrap_or_else(|e| format!("{e:#}"));

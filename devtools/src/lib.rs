@@ -18,7 +18,7 @@ pub use binaries::{Binaries, NodeBinaries, source_dir};
 pub use cluster::{
     Cluster, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE, ServingCert, User, free_port,
 };
-pub use pki::{KeyPair, Usage};
 pub use node::{NODE_IP, Node};
+pub use pki::{KeyPair, Usage};
 pub use process::Process;
 pub use server::spawn_server;

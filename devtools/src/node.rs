@@ -251,8 +251,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     fn start_scheduler(&self, binaries: &NodeBinaries, kubeconfig: &Path) -> Result<Process> {
         let mut cmd = Command::new(&binaries.kube_scheduler);
         cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--authentication-kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--authorization-kubeconfig={}", kubeconfig.display()))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                kubeconfig.display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                kubeconfig.display()
+            ))
             .arg("--leader-elect=false")
             .arg("--bind-address=127.0.0.1")
             .arg("--secure-port=0");
@@ -286,7 +292,10 @@ evictionHard: {{memory.available: "100Mi", nodefs.available: "1%", imagefs.avail
 # Secrets reach pods' volumes within seconds (certificate rotation), not a minute.
 syncFrequency: 10s
 serializeImagePulls: false
+# Containers' logs with the node's files, not in the machine's /var/log.
+podLogsDir: "{logs}"
 "#,
+            logs = self.dir.join("pod-logs").display(),
             ip = NODE_IP,
             ca = self.dir.join("ca.crt").display(),
             socket = self.socket().display(),

@@ -64,6 +64,12 @@ impl Elector {
     /// over at its next look instead of after a whole lease duration.
     pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut renewed = Instant::now();
+        let released = std::sync::Arc::new(tokio::sync::Notify::new());
+        let watching = tokio::spawn(watch_releases(
+            self.api.clone(),
+            self.settings.name.clone(),
+            released.clone(),
+        ));
         loop {
             let started = Instant::now();
             let budget = if self.leading() {
@@ -110,14 +116,21 @@ impl Elector {
             };
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
+                // A follower looks again at once when the leader releases the Lease: a rollout
+                // hands over in the time of one request, not of a retry period.
+                () = released.notified(), if !self.leading() => {}
                 _ = &mut stop => break,
             }
         }
+        watching.abort();
         if self.leading() {
             self.role.send_replace(Role::Following);
             let release = tokio::time::timeout(self.settings.retry_period, self.release()).await;
             match release {
-                Ok(Ok(())) => tracing::info!(lease = %self.lease_name(), "released the lease"),
+                Ok(Ok(())) => {
+                    tracing::info!(lease = %self.lease_name(), "released the lease");
+                    self.await_successor().await;
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "releasing the lease failed; others take it when it expires")
                 }
@@ -224,6 +237,31 @@ impl Elector {
         }
     }
 
+    /// After releasing: waits (two retry periods at most) until another replica holds the
+    /// Lease, so that the caller closes its connections only once there is a leader for
+    /// clients to reconnect to.
+    async fn await_successor(&self) {
+        let deadline = Instant::now() + self.settings.retry_period * 2;
+        while Instant::now() < deadline {
+            let holder = tokio::time::timeout(
+                self.settings.retry_period,
+                self.api.get_opt(&self.settings.name),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty());
+            if let Some(holder) = holder {
+                tracing::info!(lease = %self.lease_name(), %holder, "another replica leads");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tracing::info!(lease = %self.lease_name(), "no other replica took the lease yet");
+    }
+
     /// Gives the Lease up: no holder, a one-second duration, as client-go's release does.
     async fn release(&mut self) -> Result<(), Error> {
         let Some(mut lease) = self
@@ -248,5 +286,32 @@ impl Elector {
             .await
             .map(|_| ())
             .map_err(|e| self.api_error(e))
+    }
+}
+
+/// Watches the Lease and wakes followers when it is released (no holder). Best effort: when the
+/// watch fails, followers still look every retry period.
+async fn watch_releases(
+    api: Api<Lease>,
+    name: String,
+    released: std::sync::Arc<tokio::sync::Notify>,
+) {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut leases = std::pin::pin!(
+        watcher::watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+    );
+    while let Some(event) = leases.next().await {
+        if let Ok(lease) = event
+            && lease
+                .spec
+                .and_then(|s| s.holder_identity)
+                .is_none_or(|h| h.is_empty())
+        {
+            released.notify_one();
+        }
     }
 }

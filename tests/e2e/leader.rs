@@ -79,10 +79,11 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         "failover took {failover:?}"
     );
     assert_ne!(holder(env, &lease), old_holder);
+    // The crashed leader could not remove its label: the new leader does.
     eventually(
         Duration::from_secs(10),
-        "the new leader's pod labelled",
-        || labelled(env, &replicas[standby]).then_some(()),
+        "the new leader's pod labelled, the crashed one's not",
+        || (labelled(env, &replicas[standby]) && !labelled(env, &replicas[leader])).then_some(()),
     );
 
     // RVs keep rising for clients, and the old leader's RVs are not resolved here.
@@ -138,11 +139,10 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     assert!(!released_to.is_empty());
     replicas[leader].process.stop(Duration::from_secs(10));
     assert_eq!(get(env, replicas[standby].port, LIST).0, "200");
-    // The Service follows: the old leader's pod lost the label before it exited.
-    assert!(!labelled(env, &replicas[leader]));
+    // The Service follows: the old leader's pod lost its label, the new leader's has it.
     eventually(
         Duration::from_secs(10),
-        "the new leader's pod labelled",
-        || labelled(env, &replicas[standby]).then_some(()),
+        "the new leader's pod labelled, the old one's not",
+        || (labelled(env, &replicas[standby]) && !labelled(env, &replicas[leader])).then_some(()),
     );
 }

@@ -97,7 +97,14 @@ fn once(ctx: &Ctx, loss: Loss, run: usize) -> Result<Duration> {
         Loss::Delete => {
             ctx.cluster.kubectl_run(
                 User::Admin,
-                &["-n", NAMESPACE, "delete", "pod", &leader.name, "--wait=false"],
+                &[
+                    "-n",
+                    NAMESPACE,
+                    "delete",
+                    "pod",
+                    &leader.name,
+                    "--wait=false",
+                ],
                 None,
             )?;
         }

@@ -53,15 +53,14 @@ pub fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
         .cluster
         .kubectl_run(User::Admin, &["get", "ifos", "-A"], None)?;
     ensure!(
-        all.lines().any(|l| l.contains(&ctx.ns) && l.contains("vm-a")),
+        all.lines()
+            .any(|l| l.contains(&ctx.ns) && l.contains("vm-a")),
         "kubectl get ifos -A does not show vm-a:\n{all}"
     );
     // kubectl logs reaches the node's kubelet; the leader says it leads.
-    let log = ctx.cluster.kubectl_run(
-        User::Admin,
-        &["-n", NAMESPACE, "logs", &pods[0].name],
-        None,
-    )?;
+    let log =
+        ctx.cluster
+            .kubectl_run(User::Admin, &["-n", NAMESPACE, "logs", &pods[0].name], None)?;
     ensure!(
         log.contains("became the leader"),
         "the leader's log does not say it leads:\n{log}"

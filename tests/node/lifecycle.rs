@@ -92,9 +92,7 @@ pub fn rollout_restart(ctx: &Ctx) -> Result<()> {
         stop.store(true, Ordering::Relaxed);
         let after = result?;
         ensure!(
-            after
-                .iter()
-                .all(|p| before.iter().all(|b| b.uid != p.uid)),
+            after.iter().all(|p| before.iter().all(|b| b.uid != p.uid)),
             "the rollout did not replace both pods: before {before:?}, after {after:?}"
         );
         Ok(())
@@ -205,9 +203,7 @@ pub fn certificate_rotation(ctx: &Ctx) -> Result<()> {
 pub fn uninstall(ctx: &Ctx) -> Result<()> {
     ctx.install.uninstall(&ctx.cluster)?;
     let admin = |args: &[&str]| ctx.cluster.kubectl_run(User::Admin, args, None);
-    let gone = |args: &[&str]| {
-        admin(args).is_ok_and(|out| out.trim().is_empty())
-    };
+    let gone = |args: &[&str]| admin(args).is_ok_and(|out| out.trim().is_empty());
     let deploy = ifo_dev::source_dir().join("deploy/").display().to_string();
     let left = admin(&["get", "-k", &deploy, "--ignore-not-found", "-o", "name"])?;
     ensure!(left.trim().is_empty(), "left after the uninstall: {left}");

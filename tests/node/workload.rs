@@ -136,7 +136,15 @@ pub fn set_vm(ctx: &Ctx, name: &str, state: &str) -> Result<()> {
 pub fn list(ctx: &Ctx) -> Result<Vec<String>> {
     let text = ctx.cluster.kubectl_run(
         User::Admin,
-        &["get", "ifos", "-n", &ctx.ns, "-o", "name", "--request-timeout=5s"],
+        &[
+            "get",
+            "ifos",
+            "-n",
+            &ctx.ns,
+            "-o",
+            "name",
+            "--request-timeout=5s",
+        ],
         None,
     )?;
     Ok(text

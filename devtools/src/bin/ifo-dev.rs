@@ -4,6 +4,10 @@
 //! next to this one) registered as the APIService, applies the shipped rules and the read access
 //! they need, drives a small VirtualMachine workload, and streams `kubectl get ifos -A -o wide -w`
 //! until Ctrl-C, which stops everything.
+//!
+//! With `--node`, the cluster gets a real node and the product is installed the way users
+//! install it: the image from `deploy/image.sh`, `kubectl apply -k deploy/` and
+//! `certs/generate.sh`; two replicas behind the Service.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -25,41 +29,65 @@ struct Cli {
     /// VirtualMachines the workload moves through their states.
     #[arg(long, default_value_t = 4)]
     vms: usize,
+    /// Run a real node (containerd, kubelet, kube-proxy; needs root) and install the product
+    /// from `deploy/` as users do, instead of running the server on this machine.
+    #[arg(long)]
+    node: bool,
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let server = std::env::current_exe()?.with_file_name("ifo-apiserver");
-    if !server.exists() {
+    if !cli.node && !server.exists() {
         bail!(
             "{} is missing; build it first: cargo build --release --bin ifo-apiserver",
             server.display()
         );
     }
     // The cluster's processes live as long as this thread.
-    let cluster = Cluster::start(cli.dir.as_deref()).context("starting the local cluster")?;
-    let port = ifo_dev::free_port()?;
-    let process = ifo_dev::spawn_server(
-        &cluster,
-        &server,
-        port,
-        // A short grace keeps the demo lively; the server's default is 30s.
-        &[("DEBOUNCE_THRESHOLD", "5s"), ("LOG_LEVEL", "info")],
-        "ifo-apiserver.log",
-    )?;
-    cluster.register_apiservice(port)?;
-    cluster
-        .wait_apiservice_available(Duration::from_secs(60))
-        .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
-    // The shipped rules, the read access they need, and a workload for them to detect.
-    let source = ifo_dev::source_dir();
-    for file in ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"] {
-        cluster.kubectl_run(
-            User::Admin,
-            &["apply", "-f", &source.join(file).display().to_string()],
-            None,
+    let (cluster, process, log) = if cli.node {
+        let cluster = Cluster::start_with_node(cli.dir.as_deref())
+            .context("starting the local cluster with a real node")?;
+        let image = cluster.dir().join("ifo-apiserver.oci.tar");
+        println!("building the image (deploy/image.sh)…");
+        print!("{}", ifo_dev::install::build_image(&image)?);
+        ifo_dev::install::Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        let log = format!(
+            "kubectl -n {} logs -l app.kubernetes.io/name=ifo-apiserver",
+            ifo_dev::install::NAMESPACE
+        );
+        (cluster, None, log)
+    } else {
+        let cluster = Cluster::start(cli.dir.as_deref()).context("starting the local cluster")?;
+        let port = ifo_dev::free_port()?;
+        let process = ifo_dev::spawn_server(
+            &cluster,
+            &server,
+            port,
+            // A short grace keeps the demo lively; the server's default is 30s.
+            &[("DEBOUNCE_THRESHOLD", "5s"), ("LOG_LEVEL", "info")],
+            "ifo-apiserver.log",
         )?;
-    }
+        cluster.register_apiservice(port)?;
+        cluster
+            .wait_apiservice_available(Duration::from_secs(60))
+            .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
+        // The shipped rules and the read access they need (`deploy/` has them with --node).
+        let source = ifo_dev::source_dir();
+        for file in ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"] {
+            cluster.kubectl_run(
+                User::Admin,
+                &["apply", "-f", &source.join(file).display().to_string()],
+                None,
+            )?;
+        }
+        let log = cluster
+            .dir()
+            .join("ifo-apiserver.log")
+            .display()
+            .to_string();
+        (cluster, Some(process), log)
+    };
     println!("\nThe local cluster is up and live.ifo.kubevirt.io is served by ifo-apiserver.");
     println!("To use kubectl yourself:\n");
     println!(
@@ -67,10 +95,7 @@ fn main() -> Result<()> {
         cluster.kubeconfig(User::Admin).display()
     );
     println!("  alias kubectl={}", cluster.binaries.kubectl.display());
-    println!(
-        "\nServer log: {}",
-        cluster.dir().join("ifo-apiserver.log").display()
-    );
+    println!("\nServer log: {log}");
     println!(
         "\nStreaming `kubectl get ifos -A -w` while a workload moves VMs through states. Ctrl-C stops everything.\n"
     );
@@ -93,7 +118,14 @@ fn main() -> Result<()> {
             }
         });
         while !stop.load(Ordering::Relaxed) {
-            if let Err(e) = process.check_running() {
+            let running = match &process {
+                Some(p) => p.check_running(),
+                None => cluster
+                    .node()
+                    .as_ref()
+                    .map_or(Ok(()), |n| n.check_running()),
+            };
+            if let Err(e) = running {
                 eprintln!("{e:#}");
                 stop.store(true, Ordering::Relaxed);
             }
