@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Runs the product locally: a real control plane with the server registered, the shipped rules and
 # a small VirtualMachine workload, streaming `kubectl get ifos -A -w`. Ctrl-C stops everything.
+#
+#   deploy/local.sh            # the server runs on this machine, registered as the APIService
+#   deploy/local.sh --node     # a real node (root): the image, `kubectl apply -k deploy/`, two replicas
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
-ifo_controlplane
+if [[ " $* " == *" --node "* ]]; then
+  ifo_node
+else
+  ifo_controlplane
+fi
 cargo build --locked --release -p ifo -p ifo-dev --bin ifo-apiserver --bin ifo-dev
 exec target/release/ifo-dev "$@"

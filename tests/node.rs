@@ -3,7 +3,7 @@
 //! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
 //! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
 //! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
-//! rollout, a certificate rotation, and the uninstall.
+//! rollout, a certificate rotation, persistence mode, and the uninstall.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
@@ -15,6 +15,8 @@ mod failover;
 mod install;
 #[path = "node/lifecycle.rs"]
 mod lifecycle;
+#[path = "node/persist.rs"]
+mod persist;
 #[path = "node/workload.rs"]
 mod workload;
 
@@ -56,6 +58,10 @@ const STEPS: &[Step] = &[
     (
         "rotated_certificate_is_served_without_a_restart",
         lifecycle::certificate_rotation,
+    ),
+    (
+        "persistence_is_written_by_the_leader_only",
+        persist::only_the_leader_writes,
     ),
     ("uninstall_removes_everything", lifecycle::uninstall),
 ];

@@ -73,6 +73,9 @@ fn a_leader_that_cannot_renew_stops_serving_and_serves_again_once_it_leads() {
         (replicas::get(env, leader.port, replicas::LIST).0 == "200").then_some(())
     });
     let before = replicas::list_rv(env, leader.port);
+    // A client on one kept-alive HTTP/2 connection, as kube-apiserver's proxy is: two requests a
+    // second for 15 s, each reporting whether it had to connect.
+    let client = env.keep_alive_client(leader.port, replicas::LIST, 30, 2);
     // The admin's authorization is cached for 10 s: requests reach the leadership check while
     // kube-apiserver hangs.
     env.cluster.freeze_apiserver(true).unwrap();
@@ -99,4 +102,12 @@ fn a_leader_that_cannot_renew_stops_serving_and_serves_again_once_it_leads() {
         (replicas::get(env, leader.port, replicas::LIST).0 == "200").then_some(())
     });
     assert!(replicas::list_rv(env, leader.port) > before);
+    // Stepping down closed the connection (else a proxy would keep sending to a replica that
+    // does not lead): the client connected again.
+    let connects = client.connects();
+    assert_eq!(connects.first(), Some(&1), "{connects:?}");
+    assert!(
+        connects.iter().skip(1).any(|&c| c > 0),
+        "the connection outlived the term: {connects:?}"
+    );
 }

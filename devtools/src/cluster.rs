@@ -5,7 +5,7 @@
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
 use super::pki::{KeyPair, Usage, service_account_key};
-use super::process::Process;
+use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use std::fmt::Write as _;
@@ -417,15 +417,7 @@ impl Cluster {
         if let Some(input) = stdin {
             child.stdin.take().unwrap().write_all(input.as_bytes())?;
         }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        stdout_of(child.wait_with_output()?, "kubectl", args)
     }
 
     /// `kubectl apply` of YAML/JSON text as admin.

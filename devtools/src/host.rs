@@ -4,6 +4,7 @@
 //! `/run/ifo-node/`, so a run that was killed is cleaned up by the next one; a lock there keeps to
 //! one node per machine (kubelet's ports and the bridge are machine-wide).
 
+use super::process::stdout_of;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,14 +62,7 @@ fn output(program: &str, args: &[&str]) -> Result<String> {
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    stdout_of(out, program, args)
 }
 
 /// Runs a command whose failure only means there was nothing to undo.

@@ -10,7 +10,7 @@
 use super::binaries::NodeBinaries;
 use super::host::{self, Host};
 use super::pki::{KeyPair, Usage};
-use super::process::Process;
+use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -221,14 +221,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             .stdin(Stdio::null())
             .output()
             .context("running ctr")?;
-        if !out.status.success() {
-            bail!(
-                "ctr {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        stdout_of(out, "ctr", args)
     }
 
     /// Imports an OCI image archive into the node's containerd, as a registry pull would: pods
@@ -363,11 +356,11 @@ podLogsDir: "{logs}"
                 p.stop(Duration::from_secs(5));
             }
         }
-        if self.containerd.is_some() {
-            if let Ok(tasks) = self.ctr(&["tasks", "list", "--quiet"]) {
-                for id in tasks.lines().filter(|l| !l.trim().is_empty()) {
-                    let _ = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", id.trim()]);
-                }
+        if self.containerd.is_some()
+            && let Ok(tasks) = self.ctr(&["tasks", "list", "--quiet"])
+        {
+            for id in tasks.lines().filter(|l| !l.trim().is_empty()) {
+                let _ = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", id.trim()]);
             }
         }
         if let Some(p) = self.containerd.take() {

@@ -106,3 +106,16 @@ impl Drop for Process {
         self.stop(Duration::from_secs(5));
     }
 }
+
+/// The stdout of a command that ran to completion, or an error naming it (`program` and `args`)
+/// with its stderr.
+pub fn stdout_of(out: std::process::Output, program: &str, args: &[&str]) -> Result<String> {
+    if !out.status.success() {
+        anyhow::bail!(
+            "{program} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

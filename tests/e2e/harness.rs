@@ -307,6 +307,46 @@ impl Env {
     }
 }
 
+/// `curl` sending `count` requests at `per_second` over one kept-alive HTTP/2 connection (curl
+/// reuses it while the server keeps it open).
+pub struct KeepAliveClient(std::process::Child);
+
+impl KeepAliveClient {
+    /// Waits for the requests to finish; for each, how many connections it had to open.
+    pub fn connects(self) -> Vec<u32> {
+        let out = self.0.wait_with_output().expect("curl");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("CONNECTS ")?.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Env {
+    /// Starts a [`KeepAliveClient`] against the server on `port`, as admin.
+    pub fn keep_alive_client(
+        &self,
+        port: u16,
+        path: &str,
+        count: usize,
+        per_second: u32,
+    ) -> KeepAliveClient {
+        let url = format!("https://127.0.0.1:{port}{path}");
+        let child = Command::new("curl")
+            .args(["-s", "--http2", "--max-time", "60", "--rate"])
+            .arg(format!("{per_second}/s"))
+            .args(["-w", "\nCONNECTS %{num_connects}\n", "--cacert"])
+            .arg(&self.serving_ca)
+            .args(self.client_cert_args(User::Admin))
+            .args(std::iter::repeat_n(url, count))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("curl");
+        KeepAliveClient(child)
+    }
+}
+
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = std::time::Instant::now() + timeout;

@@ -1,0 +1,130 @@
+//! Persistence mode on the real Deployment, enabled as the README says (an overlay with
+//! `deploy/persist` as a component): the leader writes the copies, the standby writes nothing.
+
+use anyhow::{Context, Result, bail, ensure};
+use ifo_dev::User;
+use ifo_dev::install::NAMESPACE;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::Ctx;
+use super::workload::{Pod, set_vm, settled};
+
+/// The sum of `ifo_persist_writes_total` a pod reports on `/metrics` (read with the admin's
+/// client certificate, which the server accepts from the cluster CA).
+fn writes(ctx: &Ctx, pod: &Pod) -> Result<f64> {
+    let pki = ctx.cluster.dir().join("pki");
+    let (cert, key) = (pki.join("admin-client.crt"), pki.join("admin-client.key"));
+    if !cert.exists() {
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ctx.cluster.kubeconfig(User::Admin))?)?;
+        let user = &config["users"][0]["user"];
+        use base64::Engine as _;
+        let decode = |field: &str| {
+            base64::engine::general_purpose::STANDARD.decode(user[field].as_str().unwrap_or(""))
+        };
+        std::fs::write(&cert, decode("client-certificate-data")?)?;
+        std::fs::write(&key, decode("client-key-data")?)?;
+    }
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10", "--cert"])
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .arg(format!("https://{}:8443/metrics", pod.ip))
+        .output()
+        .context("running curl")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        text.contains("ifo_leader"),
+        "no metrics from pod {}: {text}",
+        pod.name
+    );
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("ifo_persist_writes_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// The overlay a user writes to turn persistence on, in a directory of its own.
+fn overlay(ctx: &Ctx) -> Result<String> {
+    let dir = ctx.cluster.dir().join("persist-overlay");
+    std::fs::create_dir_all(&dir)?;
+    let source = ifo_dev::source_dir();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources: [{}]\ncomponents: [{}]\n",
+            source.join("deploy").display(),
+            source.join("deploy/persist").display()
+        ),
+    )?;
+    Ok(dir.display().to_string())
+}
+
+pub fn only_the_leader_writes(ctx: &Ctx) -> Result<()> {
+    let overlay = overlay(ctx)?;
+    ctx.cluster
+        .kubectl_run(User::Admin, &["apply", "-k", &overlay], None)?;
+    ctx.install
+        .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+    let pods = settled(ctx, Duration::from_secs(120))?;
+    set_vm(ctx, "persisted", "Migrating")?;
+    let started = Instant::now();
+    loop {
+        let copies = ctx.cluster.kubectl_run(
+            User::Admin,
+            &["get", "inflightoperations.ifo.kubevirt.io", "-o", "name"],
+            None,
+        )?;
+        if copies.contains("persisted-migrating-") {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("no copy of the operation within 60 s: {copies}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (leader, standby) = (writes(ctx, &pods[0])?, writes(ctx, &pods[1])?);
+    println!("  persistence: the leader wrote {leader} times, the standby {standby}");
+    ensure!(leader > 0.0, "the leader reports no writes");
+    ensure!(standby == 0.0, "the standby wrote {standby} times");
+
+    // Back to the plain install: persistence off, its CRD and rights removed.
+    let source = ifo_dev::source_dir();
+    let deploy = source.join("deploy/").display().to_string();
+    ctx.cluster
+        .kubectl_run(User::Admin, &["apply", "-k", &deploy], None)?;
+    for file in ["deploy/persist/crd.yaml", "deploy/persist/rbac.yaml"] {
+        ctx.cluster.kubectl_run(
+            User::Admin,
+            &[
+                "delete",
+                "-f",
+                &source.join(file).display().to_string(),
+                "--wait=true",
+            ],
+            None,
+        )?;
+    }
+    ctx.install
+        .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+    settled(ctx, Duration::from_secs(120)).map(|_| ())?;
+    let env = ctx.cluster.kubectl_run(
+        User::Admin,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "deployment",
+            "ifo-apiserver",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].env[*].name}",
+        ],
+        None,
+    )?;
+    ensure!(!env.contains("PERSIST"), "persistence is still on: {env}");
+    Ok(())
+}
