@@ -59,7 +59,8 @@ impl Elector {
         *self.role.borrow() == Role::Leading
     }
 
-    /// Looks at the Lease every retry period until `stop` fires (or its sender is dropped);
+    /// Looks at the Lease every retry period, and at once when a watch sees it released, until
+    /// `stop` fires (or its sender is dropped);
     /// then, if leading, stops leading first and releases the Lease, so another replica takes
     /// over at its next look instead of after a whole lease duration.
     pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
