@@ -28,6 +28,10 @@ pub struct Cli {
 }
 
 /// The flags every subcommand takes: which cluster, which operations, how to print them.
+///
+/// kubectl's conventions first (`-n`, `-A`, `-l`, `-o`, `-w` and the kubeconfig flags); the
+/// original operator plugin's flags are accepted as hidden aliases where they do not clash
+/// (`-c/--component`, `-k/--kind`, `-O`, `--all-phases`).
 #[derive(Args, Debug, Clone)]
 pub struct Global {
     /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
@@ -36,6 +40,27 @@ pub struct Global {
     /// The kubeconfig context to use.
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// The kubeconfig cluster to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Username to impersonate for the request.
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate for the request (repeat for several; needs --as).
+    #[arg(
+        long = "as-group",
+        global = true,
+        value_name = "GROUP",
+        requires = "as_user"
+    )]
+    pub as_group: Vec<String>,
+    /// How long to wait for a single request (0: no limit; 30s, 1m). Watches (`wait`, `-w`)
+    /// only limit connecting.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_timeout)]
+    pub request_timeout: Option<SignedDuration>,
     /// Namespace of the subjects (default: the context's namespace).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
@@ -44,27 +69,31 @@ pub struct Global {
     pub all_namespaces: bool,
     /// Only operations on cluster-scoped subjects (InFlightClusterOperations).
     #[arg(long, global = true, conflicts_with = "namespace")]
-    pub cluster: bool,
+    pub cluster_scoped: bool,
     /// Only this operation (e.g. Migrating).
     #[arg(long, global = true)]
     pub operation: Option<String>,
     /// Only this component (e.g. kubevirt).
-    #[arg(long, global = true)]
+    #[arg(long, short_alias = 'c', global = true)]
     pub component: Option<String>,
     /// Only subjects of this kind (e.g. VirtualMachine).
-    #[arg(long, global = true)]
+    #[arg(long, short_alias = 'k', global = true)]
     pub kind: Option<String>,
     /// Only the subject with this name.
     #[arg(long, global = true)]
     pub subject: Option<String>,
-    /// Label selector (e.g. ifo.kubevirt.io/node=node-1).
+    /// Only operations concerning this node: the ifo.kubevirt.io/node label, or a live
+    /// migration's ifo.kubevirt.io/target-node.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Label selector (e.g. ifo.kubevirt.io/vm=vm-1).
     #[arg(short = 'l', long, global = true)]
     pub selector: Option<String>,
     /// Include completed operations (default: active ones only).
-    #[arg(long, global = true)]
+    #[arg(long, alias = "all-phases", global = true)]
     pub all: bool,
     /// Output format.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', short_alias = 'O', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
     /// After listing, print operations as they change (list only).
     #[arg(short = 'w', long, global = true)]
@@ -137,12 +166,60 @@ mod tests {
     }
 
     #[test]
+    fn kubectl_flags_and_the_original_plugins_aliases() {
+        let cli = parse(&[
+            "check",
+            "--cluster",
+            "prod",
+            "--user",
+            "ops",
+            "--as",
+            "alice",
+            "--as-group",
+            "a",
+            "--as-group",
+            "b",
+            "--request-timeout",
+            "5s",
+            "--node",
+            "worker-1",
+        ])
+        .unwrap();
+        let g = cli.global;
+        assert_eq!(g.cluster.as_deref(), Some("prod"));
+        assert_eq!(g.user.as_deref(), Some("ops"));
+        assert_eq!(g.as_user.as_deref(), Some("alice"));
+        assert_eq!(g.as_group, ["a", "b"]);
+        assert_eq!(g.request_timeout, Some(SignedDuration::from_secs(5)));
+        assert_eq!(g.node.as_deref(), Some("worker-1"));
+        assert!(!g.cluster_scoped);
+        let g = parse(&[
+            "-c",
+            "kubevirt",
+            "-k",
+            "VirtualMachine",
+            "-O",
+            "json",
+            "--all-phases",
+        ])
+        .unwrap()
+        .global;
+        assert_eq!(g.component.as_deref(), Some("kubevirt"));
+        assert_eq!(g.kind.as_deref(), Some("VirtualMachine"));
+        assert_eq!(g.output, Output::Json);
+        assert!(g.all);
+        assert!(parse(&["--cluster-scoped"]).unwrap().global.cluster_scoped);
+    }
+
+    #[test]
     fn bad_input_is_an_error_not_a_panic() {
         assert!(parse(&["-o", "xml"]).is_err());
         assert!(parse(&["wait", "--timeout", "soon"]).is_err());
         assert!(parse(&["wait", "--timeout", "-5s"]).is_err());
         assert!(parse(&["get"]).is_err());
-        assert!(parse(&["--cluster", "-n", "x"]).is_err());
+        assert!(parse(&["--cluster-scoped", "-n", "x"]).is_err());
+        assert!(parse(&["--as-group", "g"]).is_err());
+        assert!(parse(&["--request-timeout", "soon"]).is_err());
         assert!(parse(&["frobnicate"]).is_err());
     }
 }

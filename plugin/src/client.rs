@@ -1,7 +1,8 @@
 //! Talking to kube-apiserver: the user's kubeconfig, the two resources, lists, gets and watches,
 //! and errors turned into messages that say what to do.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use futures::{Stream, StreamExt};
@@ -86,18 +87,39 @@ impl Scope {
     }
 }
 
+/// Which kubeconfig entries to use and how, from kubectl's flags.
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// `--cluster`: a cluster of the kubeconfig.
+    pub cluster: Option<String>,
+    /// `--user`: a user of the kubeconfig.
+    pub user: Option<String>,
+    /// `--as`: the user to impersonate.
+    pub as_user: Option<String>,
+    /// `--as-group`: groups to impersonate.
+    pub as_groups: Vec<String>,
+    /// `--request-timeout`: the longest a request may take (connecting, for a watch).
+    pub request_timeout: Option<Duration>,
+    /// Whether the command watches (its requests stay open: only connecting is limited).
+    pub watches: bool,
+}
+
 /// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG`, else `~/.kube/config`, else
-/// the in-cluster service account) and `--context`; with the context's default namespace, and
-/// the warnings the server sends with its answers.
-pub async fn connect(
-    kubeconfig: Option<&Path>,
-    context: Option<&str>,
-) -> Result<(Client, String, Warnings)> {
+/// the in-cluster service account) with kubectl's `--context`, `--cluster`, `--user`, `--as`,
+/// `--as-group` and `--request-timeout`; with the context's default namespace, and the warnings
+/// the server sends with its answers.
+pub async fn connect(conn: &Connection) -> Result<(Client, String, Warnings)> {
     let options = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..Default::default()
+        context: conn.context.clone(),
+        cluster: conn.cluster.clone(),
+        user: conn.user.clone(),
     };
-    let config = match (kubeconfig, context) {
+    let chosen = conn.context.is_some() || conn.cluster.is_some() || conn.user.is_some();
+    let mut config = match (&conn.kubeconfig, chosen) {
         (Some(path), _) => {
             // Errors by their message only: their sources repeat it.
             let file = Kubeconfig::read_from(path)
@@ -106,13 +128,25 @@ pub async fn connect(
                 .await
                 .map_err(|e| anyhow!("cannot use kubeconfig {}: {e}", path.display()))?
         }
-        (None, Some(_)) => Config::from_kubeconfig(&options)
+        (None, true) => Config::from_kubeconfig(&options)
             .await
             .map_err(|e| anyhow!("cannot use the kubeconfig: {e}"))?,
-        (None, None) => Config::infer().await.map_err(|e| {
+        (None, false) => Config::infer().await.map_err(|e| {
             anyhow!("no usable kubeconfig (set KUBECONFIG or use --kubeconfig): {e}")
         })?,
     };
+    if let Some(user) = &conn.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups =
+            (!conn.as_groups.is_empty()).then(|| conn.as_groups.clone());
+    }
+    if let Some(timeout) = conn.request_timeout.filter(|t| !t.is_zero()) {
+        config.connect_timeout = Some(timeout);
+        if !conn.watches {
+            config.read_timeout = Some(timeout);
+            config.write_timeout = Some(timeout);
+        }
+    }
     let namespace = config.default_namespace.clone();
     let warnings = Warnings::default();
     let client = kube::client::ClientBuilder::try_from(config)
@@ -209,7 +243,7 @@ fn to_op(obj: DynamicObject) -> Op {
     Op::from_json(serde_json::to_value(obj).unwrap_or_default())
 }
 
-/// Every operation in `scope` that matches `filters` (server-side selectors).
+/// Every operation in `scope` that matches `filters` (server-side selectors; the node here).
 pub async fn list(client: &Client, scope: &Scope, filters: &Filters) -> Result<Vec<Op>> {
     let lp = params(filters);
     let mut ops = Vec::new();
@@ -218,7 +252,12 @@ pub async fn list(client: &Client, scope: &Scope, filters: &Filters) -> Result<V
             .list(&lp)
             .await
             .map_err(|e| anyhow!(explain(&e, "list", resource, namespace)))?;
-        ops.extend(list.items.into_iter().map(to_op));
+        ops.extend(
+            list.items
+                .into_iter()
+                .map(to_op)
+                .filter(|op| filters.on_node(op)),
+        );
     }
     Ok(ops)
 }

@@ -3,6 +3,11 @@
 
 use super::op::Op;
 
+/// The label naming the node an operation concerns (a migration's source node).
+pub const NODE_LABEL: &str = "ifo.kubevirt.io/node";
+/// The label naming a live migration's target node.
+pub const TARGET_NODE_LABEL: &str = "ifo.kubevirt.io/target-node";
+
 /// Which operations to show, from the command line. Sent to the server as selectors rather than
 /// applied here, so that only what is asked for crosses the network and RBAC is checked against
 /// exactly that request; [`Filters::matches`] applies the same fields again to watch events, where
@@ -21,6 +26,9 @@ pub struct Filters {
     pub subject: Option<String>,
     /// A label selector, passed through.
     pub selector: Option<String>,
+    /// A node: the `ifo.kubevirt.io/node` or the `ifo.kubevirt.io/target-node` label. Applied
+    /// here, not by the server: a label selector cannot say "either label".
+    pub node: Option<String>,
     /// Only `status.phase=Active`.
     pub active_only: bool,
 }
@@ -64,21 +72,32 @@ impl Filters {
         self.selector.as_deref().filter(|s| !s.trim().is_empty())
     }
 
-    /// Whether `op` satisfies the field filters (the label selector is the server's to apply).
-    /// Used on watch events, where an object that stopped matching must be dropped.
-    pub fn matches(&self, op: &Op) -> bool {
-        self.fields().iter().all(|(path, value)| {
-            let actual = match *path {
-                "metadata.name" => &op.name,
-                "status.phase" => &op.status.phase,
-                "spec.operation" => &op.spec.operation,
-                "spec.component" => &op.spec.component,
-                "spec.subject.kind" => &op.spec.subject.kind,
-                "spec.subject.name" => &op.spec.subject.name,
-                _ => return false,
-            };
-            actual == value
+    /// Whether `op` concerns the `--node`, if one is asked for.
+    pub fn on_node(&self, op: &Op) -> bool {
+        self.node.as_deref().is_none_or(|node| {
+            [NODE_LABEL, TARGET_NODE_LABEL]
+                .iter()
+                .any(|key| op.labels.get(*key).is_some_and(|v| v == node))
         })
+    }
+
+    /// Whether `op` satisfies the field filters and the node (the label selector is the
+    /// server's to apply). Used on watch events, where an object that stopped matching must be
+    /// dropped.
+    pub fn matches(&self, op: &Op) -> bool {
+        self.on_node(op)
+            && self.fields().iter().all(|(path, value)| {
+                let actual = match *path {
+                    "metadata.name" => &op.name,
+                    "status.phase" => &op.status.phase,
+                    "spec.operation" => &op.spec.operation,
+                    "spec.component" => &op.spec.component,
+                    "spec.subject.kind" => &op.spec.subject.kind,
+                    "spec.subject.name" => &op.spec.subject.name,
+                    _ => return false,
+                };
+                actual == value
+            })
     }
 
     /// A short description for messages, e.g. `operation=Migrating, kind=VirtualMachine`.
@@ -90,6 +109,7 @@ impl Filters {
             ("kind", &self.kind),
             ("subject", &self.subject),
             ("selector", &self.selector),
+            ("node", &self.node),
         ] {
             if let Some(v) = value {
                 parts.push(format!("{name}={v}"));
@@ -158,6 +178,40 @@ mod tests {
         };
         assert!(!f.matches(&active));
         assert!(Filters::default().matches(&done));
+    }
+
+    #[test]
+    fn a_node_matches_the_node_or_a_migrations_target_node() {
+        let mut on_source = op(
+            Some("ns"),
+            "VirtualMachineInstance",
+            "vmi1",
+            "LiveMigrating",
+            "Active",
+        );
+        on_source
+            .labels
+            .insert(NODE_LABEL.into(), "worker-1".into());
+        let mut into_target = on_source.clone();
+        into_target
+            .labels
+            .insert(NODE_LABEL.into(), "worker-2".into());
+        into_target
+            .labels
+            .insert(TARGET_NODE_LABEL.into(), "worker-1".into());
+        let elsewhere = op(Some("ns"), "VirtualMachine", "vm2", "Starting", "Active");
+        let f = Filters {
+            node: Some("worker-1".into()),
+            ..Default::default()
+        };
+        assert!(f.matches(&on_source));
+        assert!(f.matches(&into_target));
+        assert!(!f.matches(&elsewhere));
+        assert!(Filters::default().matches(&elsewhere));
+        // Never sent to the server as a selector: the server cannot say "either label".
+        assert_eq!(f.label_selector(), None);
+        assert_eq!(f.field_selector(), None);
+        assert_eq!(f.describe(), "node=worker-1");
     }
 
     #[test]

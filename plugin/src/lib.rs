@@ -79,7 +79,7 @@ fn emit(text: &str) -> bool {
 fn scope(global: &Global, default_namespace: &str) -> Scope {
     if global.all_namespaces {
         Scope::All
-    } else if global.cluster {
+    } else if global.cluster_scoped {
         Scope::Cluster
     } else {
         Scope::Namespace(
@@ -99,8 +99,24 @@ fn filters(global: &Global, active_only: bool) -> Filters {
         component: non_empty(&global.component),
         kind: non_empty(&global.kind),
         subject: non_empty(&global.subject),
+        node: non_empty(&global.node),
         selector: non_empty(&global.selector),
         active_only,
+    }
+}
+
+fn connection(g: &Global, command: &Command) -> client::Connection {
+    client::Connection {
+        kubeconfig: g.kubeconfig.clone(),
+        context: g.context.clone(),
+        cluster: g.cluster.clone(),
+        user: g.user.clone(),
+        as_user: g.as_user.clone(),
+        as_groups: g.as_group.clone(),
+        request_timeout: g
+            .request_timeout
+            .and_then(|t| std::time::Duration::try_from(t).ok()),
+        watches: g.watch || matches!(command, Command::Wait { .. }),
     }
 }
 
@@ -111,8 +127,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     if g.watch && !matches!(command, Command::List) {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
     }
-    let (client, default_namespace, warnings) =
-        client::connect(g.kubeconfig.as_deref(), g.context.as_deref()).await?;
+    let (client, default_namespace, warnings) = client::connect(&connection(&g, &command)).await?;
     let scope = scope(&g, &default_namespace);
     let now = Timestamp::now();
     match command {
@@ -286,7 +301,9 @@ async fn get(
     };
     if found.is_empty() {
         let hint = match scope {
-            Scope::Namespace(_) => " (cluster-scoped subjects: --cluster; every namespace: -A)",
+            Scope::Namespace(_) => {
+                " (cluster-scoped subjects: --cluster-scoped; every namespace: -A)"
+            }
             _ => "",
         };
         bail!("operation {name:?} not found {}{hint}", scope.describe());

@@ -44,21 +44,22 @@ fn writes(ctx: &Ctx, pod: &Pod) -> Result<f64> {
         .lines()
         .filter(|l| l.starts_with("ifo_persist_writes_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+        .fold(0.0, |sum, n| sum + n))
 }
 
 /// The overlay a user writes to turn persistence on, in a directory of its own.
 fn overlay(ctx: &Ctx) -> Result<String> {
     let dir = ctx.cluster.dir().join("persist-overlay");
     std::fs::create_dir_all(&dir)?;
+    // kustomize takes relative paths only: up to the root, then down to the source tree.
+    let up = "../".repeat(dir.components().count() - 1);
     let source = ifo_dev::source_dir();
+    let source = source.strip_prefix("/").unwrap_or(&source).display();
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-             resources: [{}]\ncomponents: [{}]\n",
-            source.join("deploy").display(),
-            source.join("deploy/persist").display()
+             resources: [{up}{source}/deploy]\ncomponents: [{up}{source}/deploy/persist]\n"
         ),
     )?;
     Ok(dir.display().to_string())
