@@ -95,6 +95,12 @@ pub struct Global {
     /// Output format.
     #[arg(short = 'o', short_alias = 'O', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// Colour the output even when it is not a terminal.
+    #[arg(long, global = true)]
+    pub color: bool,
+    /// Never colour the output (also: the NO_COLOR environment variable).
+    #[arg(long, global = true)]
+    pub no_color: bool,
     /// After listing, print operations as they change (list only).
     #[arg(short = 'w', long, global = true)]
     pub watch: bool,
@@ -111,8 +117,13 @@ pub enum Command {
         /// The operation's name (with -A: looked up in every namespace).
         name: String,
     },
-    /// Operations grouped by component, namespace and subject.
-    Tree,
+    /// Subjects as a tree: component → namespace → subject, subjects under their owners and
+    /// correlation roots, each with its operations on one line.
+    Tree {
+        /// Only this subject and what hangs under it (Kind/name, e.g. VirtualMachine/vm-1).
+        #[arg(long = "for", value_name = "KIND/NAME")]
+        for_: Option<String>,
+    },
     /// Counts by phase, component, operation and namespace (active and completed).
     Summary,
     /// Exit 0 if no active operation matches; otherwise print them and exit 1.
@@ -146,7 +157,7 @@ mod tests {
         assert!(cli.global.all_namespaces);
         assert_eq!(cli.global.output, Output::Wide);
         let cli = parse(&["tree", "-n", "ns1", "--operation", "Migrating"]).unwrap();
-        assert!(matches!(cli.command, Some(Command::Tree)));
+        assert!(matches!(cli.command, Some(Command::Tree { .. })));
         assert_eq!(cli.global.namespace.as_deref(), Some("ns1"));
         let cli = parse(&["wait", "--timeout", "1m30s", "-A"]).unwrap();
         match cli.command {

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
+use unicode_width::UnicodeWidthStr as _;
 
+use super::colour::Colours;
 use super::op::Op;
 
 /// `-o`: how a list or an object is printed, with kubectl's names for the formats.
@@ -61,13 +63,28 @@ pub fn age(now: Timestamp, since: Option<Timestamp>) -> String {
 }
 
 /// Rows of cells printed in aligned columns, three spaces apart; the last column is not padded.
+/// Widths are display widths (a CJK character takes two columns), and cells are painted after
+/// they are padded, by the title of their column.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     /// The width of each column but the last (which is never padded).
     pub widths: Vec<usize>,
+    titles: Vec<String>,
+    colours: Colours,
 }
 
 impl Table {
+    /// A table whose first row is `titles` (printed bold, and naming how columns are painted).
+    pub fn new(titles: &[String], colours: Colours) -> Table {
+        let mut table = Table {
+            widths: Vec::new(),
+            titles: titles.to_vec(),
+            colours,
+        };
+        table.fit(std::slice::from_ref(&table.titles.clone()));
+        table
+    }
+
     /// Widths that fit `rows`, and at least the current ones (so a stream of rows keeps its
     /// columns aligned with what was printed before).
     pub fn fit(&mut self, rows: &[Vec<String>]) {
@@ -76,28 +93,37 @@ impl Table {
                 self.widths.resize(row.len(), 0);
             }
             for (i, cell) in row.iter().enumerate() {
-                self.widths[i] = self.widths[i].max(cell.chars().count());
+                self.widths[i] = self.widths[i].max(cell.width());
             }
         }
     }
 
-    /// One row, padded to the widths, without trailing spaces.
+    /// One row, padded to the widths and painted, without trailing spaces.
     pub fn line(&self, row: &[String]) -> String {
+        let titles = row == self.titles.as_slice();
         let mut out = String::new();
         for (i, cell) in row.iter().enumerate() {
-            if i + 1 == row.len() {
-                out.push_str(cell);
+            let painted = if titles {
+                self.colours.bold(cell)
             } else {
+                let title = self.titles.get(i).map_or("", String::as_str);
+                self.colours.cell(title, cell)
+            };
+            out.push_str(&painted);
+            if i + 1 < row.len() {
                 let width = self.widths.get(i).copied().unwrap_or(0);
-                let _ = write!(out, "{cell:<width$}   ");
+                out.push_str(&" ".repeat(width.saturating_sub(cell.width()) + 3));
             }
         }
         out.trim_end().to_owned()
     }
 
-    /// Every row, each followed by a newline.
-    pub fn render(rows: &[Vec<String>]) -> String {
-        let mut table = Table::default();
+    /// Every row, each followed by a newline; the first row is the titles.
+    pub fn render(rows: &[Vec<String>], colours: Colours) -> String {
+        let Some(titles) = rows.first() else {
+            return String::new();
+        };
+        let mut table = Table::new(titles, colours);
         table.fit(rows);
         rows.iter().map(|r| table.line(r) + "\n").collect()
     }
@@ -185,7 +211,13 @@ pub fn to_yaml(value: &Value) -> String {
 }
 
 /// The operations in `output` format. Tables of nothing print nothing (the caller says so).
-pub fn render_list(ops: &[Op], output: Output, namespace_column: bool, now: Timestamp) -> String {
+pub fn render_list(
+    ops: &[Op],
+    output: Output,
+    namespace_column: bool,
+    now: Timestamp,
+    colours: Colours,
+) -> String {
     match output {
         Output::Json => to_json(&list_object(ops)),
         Output::Yaml => to_yaml(&list_object(ops)),
@@ -200,7 +232,7 @@ pub fn render_list(ops: &[Op], output: Output, namespace_column: bool, now: Time
             };
             let mut rows = vec![header(cols)];
             rows.extend(ops.iter().map(|o| row(o, cols, now)));
-            Table::render(&rows)
+            Table::render(&rows, colours)
         }
     }
 }
@@ -329,7 +361,10 @@ mod tests {
             vec!["A".to_string(), "BB".into(), "last".into()],
             vec!["long".to_string(), String::new(), "x y".into()],
         ];
-        assert_eq!(Table::render(&rows), "A      BB   last\nlong        x y\n");
+        assert_eq!(
+            Table::render(&rows, Colours::OFF),
+            "A      BB   last\nlong        x y\n"
+        );
     }
 
     #[test]
@@ -348,7 +383,7 @@ mod tests {
             op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active"),
             op(None, "Node", "n1", "Draining", "Active"),
         ];
-        let table = render_list(&ops, Output::Table, true, now);
+        let table = render_list(&ops, Output::Table, true, now, Colours::OFF);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
@@ -378,7 +413,7 @@ mod tests {
         );
         assert!(lines[2].starts_with("-   "), "{table}");
 
-        let wide = render_list(&ops, Output::Wide, false, now);
+        let wide = render_list(&ops, Output::Wide, false, now, Colours::OFF);
         assert!(
             wide.lines()
                 .next()
@@ -388,19 +423,20 @@ mod tests {
         assert!(wide.contains("kubevirt"));
 
         let json: Value =
-            serde_json::from_str(&render_list(&ops, Output::Json, true, now)).unwrap();
+            serde_json::from_str(&render_list(&ops, Output::Json, true, now, Colours::OFF))
+                .unwrap();
         assert_eq!(json["kind"], "List");
         assert_eq!(json["items"][1]["kind"], "InFlightClusterOperation");
 
-        let yaml = render_list(&ops, Output::Yaml, true, now);
+        let yaml = render_list(&ops, Output::Yaml, true, now, Colours::OFF);
         assert!(yaml.contains("kind: List"), "{yaml}");
 
         assert_eq!(
-            render_list(&ops, Output::Name, true, now),
+            render_list(&ops, Output::Name, true, now, Colours::OFF),
             "inflightoperation.live.ifo.kubevirt.io/vm1-migrating-0000\n\
              inflightclusteroperation.live.ifo.kubevirt.io/n1-draining-0000\n"
         );
-        assert_eq!(render_list(&[], Output::Table, true, now), "");
+        assert_eq!(render_list(&[], Output::Table, true, now, Colours::OFF), "");
     }
 
     #[test]
@@ -409,7 +445,9 @@ mod tests {
         o.status.message = Some("a\nb".into());
         let now = ts("2026-01-01T10:00:00Z");
         assert_eq!(
-            render_list(&[o], Output::Table, false, now).lines().count(),
+            render_list(&[o], Output::Table, false, now, Colours::OFF)
+                .lines()
+                .count(),
             2
         );
     }

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod colour;
 pub mod filter;
 pub mod format;
 pub mod op;
@@ -25,6 +26,7 @@ use jiff::Timestamp;
 
 use cli::{Cli, Command, Global};
 use client::{Resource, Scope};
+use colour::Colours;
 use filter::Filters;
 use format::{Columns, Output, Table};
 use op::{Op, sort};
@@ -130,9 +132,18 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
     let (client, default_namespace, warnings) = client::connect(&connection(&g, &command)).await?;
     let scope = scope(&g, &default_namespace);
     let now = Timestamp::now();
+    let colours = Colours::for_stdout(g.color, g.no_color);
     match command {
         Command::List if g.watch => {
-            watch_list(&client, &warnings, &scope, &filters(&g, !g.all), g.output).await
+            watch_list(
+                &client,
+                &warnings,
+                &scope,
+                &filters(&g, !g.all),
+                g.output,
+                colours,
+            )
+            .await
         }
         Command::List => {
             let mut ops = client::list(&client, &scope, &filters(&g, !g.all)).await?;
@@ -151,20 +162,30 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                     g.output,
                     scope.namespace_column(),
                     now,
+                    colours,
                 ));
             }
             Ok(Outcome::Done)
         }
-        Command::Get { name } => get(&client, &scope, &name, g.output, now).await,
-        Command::Tree => {
+        Command::Get { name } => get(&client, &scope, &name, g.output, now, colours).await,
+        Command::Tree { for_ } => {
             let mut ops = client::list(&client, &scope, &filters(&g, !g.all)).await?;
             sort(&mut ops);
+            let forest = tree::forest(&ops);
+            let roots: Vec<&tree::Node<'_>> = match &for_ {
+                Some(target) => tree::focus(&forest, target)
+                    .map_err(anyhow::Error::msg)?
+                    .into_iter()
+                    .collect(),
+                None => forest.iter().collect(),
+            };
             match g.output {
-                Output::Table | Output::Wide if ops.is_empty() => {
-                    eprintln!("No operations in flight {}.", scope.describe())
+                Output::Table | Output::Wide if roots.is_empty() => {
+                    let what = for_.map(|t| format!(" for {t}")).unwrap_or_default();
+                    eprintln!("No operations in flight{what} {}.", scope.describe())
                 }
                 Output::Table | Output::Wide => {
-                    emit(&tree::render(&ops, now));
+                    emit(&tree::render(&roots, now, colours));
                 }
                 other => {
                     emit(&format::render_list(
@@ -172,6 +193,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                         other,
                         scope.namespace_column(),
                         now,
+                        colours,
                     ));
                 }
             }
@@ -191,7 +213,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 }
                 _ if ops.is_empty() => eprintln!("No operations {}.", scope.describe()),
                 _ => {
-                    emit(&summary::render(&s));
+                    emit(&summary::render(&s, colours));
                 }
             }
             Ok(Outcome::Done)
@@ -201,7 +223,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             let mut ops = client::list(&client, &scope, &f).await?;
             ensure_complete(&warnings)?;
             sort(&mut ops);
-            report_in_flight(&ops, &scope, &f, g.output, now);
+            report_in_flight(&ops, &scope, &f, g.output, now, colours);
             Ok(if ops.is_empty() {
                 Outcome::Done
             } else {
@@ -210,7 +232,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Wait { timeout } => {
             let f = filters(&g, true);
-            wait(&client, &warnings, &scope, &f, g.output, timeout).await
+            wait(&client, &warnings, &scope, &f, g.output, timeout, colours).await
         }
     }
 }
@@ -231,7 +253,14 @@ fn ensure_complete(warnings: &Warnings) -> Result<()> {
 }
 
 /// `check`'s and `wait`'s answer: the operations in flight (stdout), or that there are none.
-fn report_in_flight(ops: &[Op], scope: &Scope, filters: &Filters, output: Output, now: Timestamp) {
+fn report_in_flight(
+    ops: &[Op],
+    scope: &Scope,
+    filters: &Filters,
+    output: Output,
+    now: Timestamp,
+    colours: Colours,
+) {
     let matching = match filters.describe() {
         d if d.is_empty() => String::new(),
         d => format!(" matching {d}"),
@@ -254,6 +283,7 @@ fn report_in_flight(ops: &[Op], scope: &Scope, filters: &Filters, output: Output
                 output,
                 scope.namespace_column(),
                 now,
+                colours,
             ));
         }
         other => {
@@ -262,6 +292,7 @@ fn report_in_flight(ops: &[Op], scope: &Scope, filters: &Filters, output: Output
                 other,
                 scope.namespace_column(),
                 now,
+                colours,
             ));
         }
     }
@@ -281,6 +312,7 @@ async fn get(
     name: &str,
     output: Output,
     now: Timestamp,
+    colours: Colours,
 ) -> Result<Outcome> {
     let found: Vec<Op> = match scope {
         Scope::Namespace(ns) => client::get(client, Resource::Namespaced, Some(ns), name)
@@ -317,7 +349,7 @@ async fn get(
             }
         }
         Output::Json | Output::Yaml | Output::Name => {
-            format::render_list(&found, output, scope.namespace_column(), now)
+            format::render_list(&found, output, scope.namespace_column(), now, colours)
         }
         Output::Table | Output::Wide => found
             .iter()
@@ -336,13 +368,14 @@ async fn watch_list(
     scope: &Scope,
     filters: &Filters,
     output: Output,
+    colours: Colours,
 ) -> Result<Outcome> {
     let cols = Columns {
         namespace: scope.namespace_column(),
         wide: output == Output::Wide,
     };
     let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
-    let mut table = Table::default();
+    let mut table = Table::new(&format::header(cols), colours);
     // The phase is filtered here, not by the server: a watcher whose selector an object leaves
     // gets a DELETED event with the object as it was before (still Active), while the row to
     // print is the one that says Completed.
@@ -420,6 +453,7 @@ async fn wait(
     filters: &Filters,
     output: Output,
     timeout: Option<jiff::SignedDuration>,
+    colours: Colours,
 ) -> Result<Outcome> {
     let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
     let mut events = std::pin::pin!(client::watch(client, scope, filters));
@@ -435,7 +469,14 @@ async fn wait(
                     let waited = timeout.map(|t| format!("{t:#}")).unwrap_or_default();
                     eprintln!("timed out after {waited}");
                     if tracker.synced() {
-                        report_in_flight(&tracker.ops(), scope, filters, output, Timestamp::now());
+                        report_in_flight(
+                            &tracker.ops(),
+                            scope,
+                            filters,
+                            output,
+                            Timestamp::now(),
+                            colours,
+                        );
                     } else {
                         eprintln!("(the operations could not be listed in time)");
                     }
@@ -468,7 +509,7 @@ async fn wait(
             if !listed.is_empty() {
                 continue;
             }
-            report_in_flight(&[], scope, filters, output, Timestamp::now());
+            report_in_flight(&[], scope, filters, output, Timestamp::now(), colours);
             return Ok(Outcome::Done);
         }
         if reported != Some(tracker.len()) {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::colour::Colours;
 use super::format::Table;
 use super::op::Op;
 use super::tree::{CLUSTER_SCOPE, NO_COMPONENT};
@@ -79,7 +80,13 @@ pub fn summarize(ops: &[Op]) -> Summary {
     s
 }
 
-fn breakdown(out: &mut String, title: &str, counts: &BTreeMap<String, Count>, total: Count) {
+fn breakdown(
+    out: &mut String,
+    title: &str,
+    counts: &BTreeMap<String, Count>,
+    total: Count,
+    colours: Colours,
+) {
     let mut rows = vec![vec![
         title.to_owned(),
         "ACTIVE".into(),
@@ -100,11 +107,11 @@ fn breakdown(out: &mut String, title: &str, counts: &BTreeMap<String, Count>, to
         total.completed.to_string(),
         total.total().to_string(),
     ]);
-    out.push_str(&Table::render(&rows));
+    out.push_str(&Table::render(&rows, colours));
 }
 
 /// The summary as tables: phases, then each breakdown with a total row.
-pub fn render(s: &Summary) -> String {
+pub fn render(s: &Summary, colours: Colours) -> String {
     let mut out = String::new();
     let mut rows = vec![vec!["PHASE".to_string(), "COUNT".into()]];
     rows.extend(
@@ -112,14 +119,14 @@ pub fn render(s: &Summary) -> String {
             .iter()
             .map(|(phase, n)| vec![phase.clone(), n.to_string()]),
     );
-    out.push_str(&Table::render(&rows));
+    out.push_str(&Table::render(&rows, colours));
     for (title, counts) in [
         ("COMPONENT", &s.by_component),
         ("OPERATION", &s.by_operation),
         ("NAMESPACE", &s.by_namespace),
     ] {
         out.push('\n');
-        breakdown(&mut out, title, counts, s.total);
+        breakdown(&mut out, title, counts, s.total, colours);
     }
     out
 }
@@ -213,7 +220,7 @@ mod tests {
     #[test]
     fn renders_tables_and_json() {
         let s = summarize(&ops());
-        let text = render(&s);
+        let text = render(&s, Colours::OFF);
         assert!(
             text.starts_with("PHASE       COUNT\nActive      3\nCompleted   1\n"),
             "{text}"

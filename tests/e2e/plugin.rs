@@ -204,18 +204,26 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let tree: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(tree[0], "kubevirt", "{}", run.stdout);
-    assert_eq!(tree[1], format!("└── {ns}"), "{}", run.stdout);
+    assert_eq!(tree[1], format!("  {ns}"), "{}", run.stdout);
     assert!(
-        tree[2].starts_with("    ├── VirtualMachine/vm1  (owner VirtualMachinePool/pool-1)"),
+        tree[2].starts_with("    VirtualMachine/vm1  ") && tree[2].contains("  Migrating  "),
         "{}",
         run.stdout
     );
     assert!(
-        tree[3].contains("└── Migrating") && tree[3].contains("to node-9"),
+        tree[3].starts_with("    VirtualMachine/vm2  "),
         "{}",
         run.stdout
     );
-    assert!(tree[4].contains("└── VirtualMachine/vm2"), "{}", run.stdout);
+    // --for: one subject and what hangs under it.
+    let run = kubectl_ifo(env, &["tree", "-n", &ns, "--for", "VirtualMachine/vm2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let subjects: Vec<&str> = run.stdout.lines().skip(2).collect();
+    assert_eq!(subjects.len(), 1, "{}", run.stdout);
+    assert!(subjects[0].contains("VirtualMachine/vm2"), "{}", run.stdout);
+    let run = kubectl_ifo(env, &["tree", "-n", &ns, "--for", "vm2"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("Kind/name"), "{}", run.stderr);
 
     let run = plugin(env, User::Admin, &["summary", "-n", &ns, "-o", "json"]);
     let s: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -415,4 +423,109 @@ fn plugin_rejects_bad_input_without_panicking() {
         "{}",
         run.stderr
     );
+}
+
+/// A shipped ruleset under a name of this test's, watching only `namespace`.
+fn shipped_ruleset(file: &str, name: &str, namespace: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let mut ruleset: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    ruleset["metadata"]["name"] = json!(name);
+    ruleset["spec"]["namespaces"] = json!([namespace]);
+    ruleset.to_string()
+}
+
+/// A VirtualMachineInstance running on `node`, live-migrating to `target`.
+fn migrating_vmi(env: &Env, namespace: &str, name: &str, node: &str, target: &str) {
+    env.apply(&format!(
+        r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{{"name":"{name}","namespace":"{namespace}"}},"spec":{{}}}}"#
+    ));
+    env.set_status(
+        "vmi",
+        namespace,
+        name,
+        json!({"phase": "Running", "nodeName": node, "migrationState": {
+            "sourceNode": node, "targetNode": target, "startTimestamp": "2026-01-01T00:00:00Z"}}),
+    );
+}
+
+#[test]
+fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
+    let env = env();
+    let ns = env.namespace("plugin-node");
+    let rs = format!("vmi-lifecycle-{ns}");
+    env.apply(&shipped_ruleset(
+        "rules/kubevirt/vmi-lifecycle-rules.yaml",
+        &rs,
+        &ns,
+    ));
+    env.wait_watching(&rs);
+    migrating_vmi(env, &ns, "vmi-a", "worker-a", "worker-b");
+    migrating_vmi(env, &ns, "vmi-c", "worker-c", "worker-d");
+    eventually(WAIT, "two migrations", || {
+        (active_count(env, &ns) == 2).then_some(())
+    });
+
+    // The source node and the target node both find a migration; other nodes find nothing.
+    for (node, vmi) in [
+        ("worker-a", "vmi-a"),
+        ("worker-b", "vmi-a"),
+        ("worker-d", "vmi-c"),
+    ] {
+        let run = kubectl_ifo(env, &["check", "-n", &ns, "--node", node]);
+        assert_eq!(run.code, 1, "--node {node}: {}{}", run.stdout, run.stderr);
+        let rows: Vec<&str> = run.stdout.lines().skip(1).collect();
+        assert_eq!(rows.len(), 1, "--node {node}: {}", run.stdout);
+        assert!(rows[0].contains(vmi), "--node {node}: {}", run.stdout);
+        assert!(
+            run.stderr.contains(&format!("node={node}")),
+            "{}",
+            run.stderr
+        );
+    }
+    let run = kubectl_ifo(env, &["check", "-n", &ns, "--node", "worker-z"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let run = kubectl_ifo(env, &["-n", &ns, "--node", "worker-b", "-o", "name"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+
+    // wait --node times out while a migration into the node runs…
+    let run = kubectl_ifo(
+        env,
+        &["wait", "-n", &ns, "--node", "worker-d", "--timeout", "2s"],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stdout.contains("vmi-c"), "{}", run.stdout);
+    // …and returns once the one concerning the node ends, while the other still runs.
+    let waiter = plugin_cmd(
+        env,
+        User::Admin,
+        &["wait", "-n", &ns, "--node", "worker-b", "--timeout", "60s"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    env.set_status(
+        "vmi",
+        &ns,
+        "vmi-a",
+        json!({"phase": "Running", "nodeName": "worker-b", "migrationState": {
+            "sourceNode": "worker-a", "targetNode": "worker-b", "startTimestamp": "2026-01-01T00:00:00Z",
+            "endTimestamp": "2026-01-01T00:01:00Z", "completed": true}}),
+    );
+    let run = finish(waiter.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("No operations in flight"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        kubectl_ifo(env, &["check", "-n", &ns, "--node", "worker-d"]).code,
+        1
+    );
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
