@@ -126,6 +126,12 @@ pub enum Command {
     },
     /// Counts by phase, component, operation and namespace (active and completed).
     Summary,
+    /// A live view redrawn in place as operations change, until Ctrl-C (a table, or the tree).
+    Watch {
+        /// Show the tree instead of the table.
+        #[arg(long)]
+        tree: bool,
+    },
     /// Exit 0 if no active operation matches; otherwise print them and exit 1.
     #[command(visible_alias = "safe")]
     Check,

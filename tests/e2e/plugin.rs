@@ -529,3 +529,65 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+#[test]
+fn plugin_watch_view_redraws_the_current_state() {
+    let env = env();
+    let (ns, rs) = env.vms_with_ruleset("plugin-live", &["vm1"]);
+    // Through kubectl, as users run it; not a terminal here, so each new state is printed once.
+    let plugin = crate::harness::plugin_binary();
+    let path = format!(
+        "{}:{}",
+        plugin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = env
+        .cluster
+        .kubectl(User::Admin)
+        .env("PATH", path)
+        .args(["ifo", "watch", "--tree", "-n", &ns])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let until = |what: &str, pred: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if pred(&line) => return,
+                Ok(line) => seen.push(line),
+                Err(e) => panic!("no line for {what} ({e}); seen: {seen:#?}"),
+            }
+        }
+    };
+    until("the empty view", &|l| {
+        l.starts_with("0 operations in flight")
+    });
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    until("a redraw with one operation", &|l| {
+        l.starts_with("1 operation in flight")
+    });
+    until("the tree line", &|l| {
+        l.starts_with("    VirtualMachine/vm1") && l.contains("Migrating")
+    });
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    until("the view empty again", &|l| {
+        l.starts_with("0 operations in flight")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
