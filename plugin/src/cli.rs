@@ -110,38 +110,82 @@ pub struct Global {
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// List operations (the default).
-    #[command(visible_alias = "ls")]
+    #[command(
+        visible_alias = "ls",
+        after_help = "Examples:
+  kubectl ifo -A                                # what is in flight in the cluster
+  kubectl ifo list -n vms --all -o wide         # completed operations too, with outcomes
+  kubectl ifo -A --operation Migrating -w       # stream rows as migrations start and end
+  kubectl ifo -A -l ifo.kubevirt.io/vm=vm-1     # everything concerning one VM"
+    )]
     List,
     /// Details of one operation: subject, times, message, outcome, labels.
+    #[command(after_help = "Examples:
+  kubectl ifo get vm-1-migrating-1a2b3c4d -n vms
+  kubectl ifo get vm-1-migrating-1a2b3c4d -A -o yaml")]
     Get {
         /// The operation's name (with -A: looked up in every namespace).
         name: String,
     },
     /// Subjects as a tree: component → namespace → subject, subjects under their owners and
     /// correlation roots, each with its operations on one line.
+    #[command(after_help = "Examples:
+  kubectl ifo tree -A                                   # everything, grouped
+  kubectl ifo tree -n vms --for VirtualMachine/vm-1     # one VM and what hangs under it")]
     Tree {
         /// Only this subject and what hangs under it (Kind/name, e.g. VirtualMachine/vm-1).
         #[arg(long = "for", value_name = "KIND/NAME")]
         for_: Option<String>,
     },
     /// Counts by phase, component, operation and namespace (active and completed).
+    #[command(after_help = "Examples:
+  kubectl ifo summary -A
+  kubectl ifo summary -A -o json")]
     Summary,
     /// A live view redrawn in place as operations change, until Ctrl-C (a table, or the tree).
+    #[command(after_help = "Examples:
+  kubectl ifo watch -A
+  kubectl ifo watch -A --tree --component kubevirt")]
     Watch {
         /// Show the tree instead of the table.
         #[arg(long)]
         tree: bool,
     },
     /// Exit 0 if no active operation matches; otherwise print them and exit 1.
-    #[command(visible_alias = "safe")]
+    #[command(
+        visible_alias = "safe",
+        after_help = "Examples:
+  kubectl ifo check -A && echo safe             # nothing in flight anywhere
+  kubectl ifo check -A --node worker-1          # nothing concerns worker-1"
+    )]
     Check,
     /// Block until no active operation matches (watches; does not poll).
+    #[command(after_help = "Examples:
+  kubectl ifo wait -A --node worker-1 --timeout 30m && kubectl drain worker-1 --ignore-daemonsets
+  kubectl ifo wait -A --component kubevirt --timeout 10m")]
     Wait {
         /// Give up after this long and exit 1 with what is still in flight (30s, 5m, 1h30m;
         /// default: wait forever).
         #[arg(long, value_parser = parse_timeout)]
         timeout: Option<SignedDuration>,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = "Examples:
+  source <(kubectl-ifo completion bash)
+  kubectl-ifo completion zsh > \"${fpath[1]}/_kubectl-ifo\"")]
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The completion script for `shell`, for the `kubectl-ifo` executable.
+pub fn completion(shell: clap_complete::Shell) -> String {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command().bin_name("kubectl-ifo");
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "kubectl-ifo", &mut script);
+    String::from_utf8_lossy(&script).into_owned()
 }
 
 fn parse_timeout(s: &str) -> Result<SignedDuration, String> {
@@ -226,6 +270,20 @@ mod tests {
         assert_eq!(g.output, Output::Json);
         assert!(g.all);
         assert!(parse(&["--cluster-scoped"]).unwrap().global.cluster_scoped);
+    }
+
+    #[test]
+    fn completion_scripts_know_the_commands_and_flags() {
+        assert!(matches!(
+            parse(&["completion", "zsh"]).unwrap().command,
+            Some(Command::Completion { .. })
+        ));
+        assert!(parse(&["completion", "tcsh"]).is_err());
+        let bash = completion(clap_complete::Shell::Bash);
+        assert!(bash.contains("-o default kubectl-ifo"), "{bash}");
+        for word in ["wait", "tree", "--node", "--for", "--cluster-scoped"] {
+            assert!(bash.contains(word), "{word} missing");
+        }
     }
 
     #[test]

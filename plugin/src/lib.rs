@@ -126,6 +126,10 @@ fn connection(g: &Global, command: &Command) -> client::Connection {
 pub async fn run(cli: Cli) -> Result<Outcome> {
     let g = cli.global;
     let command = cli.command.unwrap_or(Command::List);
+    if let Command::Completion { shell } = command {
+        emit(&cli::completion(shell));
+        return Ok(Outcome::Done);
+    }
     if g.watch && !matches!(command, Command::List) {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
     }
@@ -244,6 +248,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             };
             live(&client, &warnings, &filters(&g, !g.all), &view).await
         }
+        Command::Completion { .. } => Ok(Outcome::Done),
         Command::Wait { timeout } => {
             let f = filters(&g, true);
             wait(&client, &warnings, &scope, &f, g.output, timeout, colours).await
