@@ -372,16 +372,10 @@ mod tests {
         "2026-01-01T10:05:00Z".parse().unwrap()
     }
 
-    fn text(ops: &[Op]) -> String {
-        let forest = forest(ops);
-        render(&forest.iter().collect::<Vec<_>>(), now(), Colours::OFF)
-    }
-
-    #[test]
-    fn one_line_per_subject_nested_under_owners_at_any_depth() {
-        let ops = vec![
+    /// A migrating VM and its VMI, which the VM owns.
+    fn vm_and_its_vmi() -> Vec<Op> {
+        vec![
             op(Some("vms"), "VirtualMachine", "vm1", "Migrating", "Active"),
-            op(Some("vms"), "VirtualMachine", "vm1", "Starting", "Active"),
             owned_by(
                 op(
                     Some("vms"),
@@ -392,6 +386,19 @@ mod tests {
                 ),
                 "vm1",
             ),
+        ]
+    }
+
+    fn text(ops: &[Op]) -> String {
+        let forest = forest(ops);
+        render(&forest.iter().collect::<Vec<_>>(), now(), Colours::OFF)
+    }
+
+    #[test]
+    fn one_line_per_subject_nested_under_owners_at_any_depth() {
+        let mut ops = vm_and_its_vmi();
+        ops.extend([
+            op(Some("vms"), "VirtualMachine", "vm1", "Starting", "Active"),
             owned_by(
                 op(
                     Some("vms"),
@@ -413,7 +420,7 @@ mod tests {
                 "Stopping",
                 "Completed",
             ),
-        ];
+        ]);
         let want = "\
 kubevirt
   vms
@@ -518,19 +525,7 @@ kubevirt
 
     #[test]
     fn focus_finds_a_subject_anywhere_and_checks_the_argument() {
-        let ops = vec![
-            op(Some("vms"), "VirtualMachine", "vm1", "Migrating", "Active"),
-            owned_by(
-                op(
-                    Some("vms"),
-                    "VirtualMachineInstance",
-                    "vmi1",
-                    "LiveMigrating",
-                    "Active",
-                ),
-                "vm1",
-            ),
-        ];
+        let ops = vm_and_its_vmi();
         let forest = forest(&ops);
         let found = focus(&forest, "virtualmachineinstance/vmi1")
             .unwrap()

@@ -37,8 +37,8 @@ fn plugin(env: &Env, user: User, args: &[&str]) -> Run {
     finish(plugin_cmd(env, user, args).output().unwrap())
 }
 
-/// `kubectl ifo ...`: kubectl finds `kubectl-ifo` on PATH.
-fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
+/// `kubectl ifo ...` as admin: kubectl finds `kubectl-ifo` on PATH.
+fn kubectl_ifo_cmd(env: &Env, args: &[&str]) -> Command {
     let plugin = crate::harness::plugin_binary();
     let dir = plugin.parent().unwrap();
     let path = format!(
@@ -46,16 +46,46 @@ fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
         dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = env
-        .cluster
-        .kubectl(User::Admin)
-        .env("PATH", path)
+    let mut cmd = env.cluster.kubectl(User::Admin);
+    cmd.env("PATH", path)
         .arg("ifo")
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    finish(out)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// [`kubectl_ifo_cmd`], run to the end.
+fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
+    finish(kubectl_ifo_cmd(env, args).output().unwrap())
+}
+
+/// The lines a running command prints, as they come.
+fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Reads lines until one satisfies `pred`; panics naming `what` after [`WAIT`].
+fn until(rx: &mpsc::Receiver<String>, what: &str, pred: &dyn Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if pred(&line) => return line,
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("no line for {what} ({e}); seen: {seen:#?}"),
+        }
+    }
 }
 
 fn words(line: &str) -> Vec<&str> {
@@ -326,37 +356,15 @@ fn plugin_watch_streams_rows_as_operations_change() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Rows until one satisfies `pred` (returned), or a panic after WAIT.
-    let until = |what: &str, pred: &dyn Fn(&[&str]) -> bool| -> String {
-        let deadline = Instant::now() + WAIT;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if pred(&words(&line)) => return line,
-                Ok(line) => seen.push(line),
-                Err(e) => panic!("no row for {what} ({e}); seen: {seen:#?}"),
-            }
-        }
-    };
-    until("header", &|w| w.first() == Some(&"NAME"));
+    let rx = lines_of(&mut child);
+    until(&rx, "header", &|l| words(l).first() == Some(&"NAME"));
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
-    until("migration", &|w| {
-        w.get(2..5) == Some(&["vm1", "Migrating", "Active"][..])
+    until(&rx, "migration", &|l| {
+        words(l).get(2..5) == Some(&["vm1", "Migrating", "Active"][..])
     });
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
-    until("completion", &|w| {
-        w.get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
+    until(&rx, "completion", &|l| {
+        words(l).get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
     });
     let _ = child.kill();
     let _ = child.wait();
@@ -535,56 +543,24 @@ fn plugin_watch_view_redraws_the_current_state() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-live", &["vm1"]);
     // Through kubectl, as users run it; not a terminal here, so each new state is printed once.
-    let plugin = crate::harness::plugin_binary();
-    let path = format!(
-        "{}:{}",
-        plugin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut child = env
-        .cluster
-        .kubectl(User::Admin)
-        .env("PATH", path)
-        .args(["ifo", "watch", "--tree", "-n", &ns])
-        .stdin(Stdio::null())
+    let mut child = kubectl_ifo_cmd(env, &["watch", "--tree", "-n", &ns])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let until = |what: &str, pred: &dyn Fn(&str) -> bool| {
-        let deadline = Instant::now() + WAIT;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if pred(&line) => return,
-                Ok(line) => seen.push(line),
-                Err(e) => panic!("no line for {what} ({e}); seen: {seen:#?}"),
-            }
-        }
-    };
-    until("the empty view", &|l| {
+    let rx = lines_of(&mut child);
+    until(&rx, "the empty view", &|l| {
         l.starts_with("0 operations in flight")
     });
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
-    until("a redraw with one operation", &|l| {
+    until(&rx, "a redraw with one operation", &|l| {
         l.starts_with("1 operation in flight")
     });
-    until("the tree line", &|l| {
+    until(&rx, "the tree line", &|l| {
         l.starts_with("    VirtualMachine/vm1") && l.contains("Migrating")
     });
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
-    until("the view empty again", &|l| {
+    until(&rx, "the view empty again", &|l| {
         l.starts_with("0 operations in flight")
     });
     let _ = child.kill();
