@@ -567,3 +567,96 @@ fn plugin_watch_view_redraws_the_current_state() {
     let _ = child.wait();
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+/// kubectl's connection flags: a kubeconfig whose current context points nowhere, used through
+/// `--context`, `--cluster`/`--user`; impersonation with `--as`/`--as-group`; a request timeout
+/// against a server that never answers; and the original plugin's flags, through kubectl.
+#[test]
+fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
+    let env = env();
+    let (ns, rs) = env.vms_with_ruleset("plugin-flags", &["vm1"]);
+    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    eventually(WAIT, "the operation", || {
+        (active_count(env, &ns) == 1).then_some(())
+    });
+
+    // A server that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("https://{}", silent.local_addr().unwrap());
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(env.cluster.kubeconfig(User::Admin)).unwrap())
+            .unwrap();
+    let real = config["clusters"][0]["cluster"].clone();
+    config["clusters"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "silent", "cluster": {"server": silent_url, "certificate-authority-data": real["certificate-authority-data"]}}));
+    config["contexts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "elsewhere", "context": {"cluster": "silent", "user": "admin"}}));
+    config["current-context"] = json!("elsewhere");
+    let path = std::env::temp_dir().join(format!("ifo-flags-{ns}.json"));
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    let kubeconfig = path.display().to_string();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+        all.extend_from_slice(args);
+        let started = Instant::now();
+        (plugin(env, User::Bob, &all), started.elapsed())
+    };
+
+    // The current context's server never answers: --request-timeout bounds the wait.
+    let (r, took) = run(&["-n", &ns, "--request-timeout", "2s"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    // --context, and --cluster with --user, choose the real cluster.
+    for args in [
+        &["--context", "local"][..],
+        &["--cluster", "local", "--user", "admin"][..],
+    ] {
+        let (r, _) = run(&[args, &["-n", &ns, "-o", "name", "--request-timeout", "30s"]].concat());
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.contains("vm1-starting-"), "{args:?}: {}", r.stdout);
+    }
+    // Impersonation: alice may read nothing here, unless she is given a group that may.
+    let (r, _) = run(&["--context", "local", "-n", &ns, "--as", "alice"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(r.stderr.contains("forbidden"), "{}", r.stderr);
+    let (r, _) = run(&[
+        "--context",
+        "local",
+        "-n",
+        &ns,
+        "--as",
+        "alice",
+        "--as-group",
+        "system:masters",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    drop(silent);
+    let _ = std::fs::remove_file(&path);
+
+    // The original plugin's flags, hidden, through kubectl.
+    let r = kubectl_ifo(
+        env,
+        &[
+            "-n",
+            &ns,
+            "-c",
+            "kubevirt",
+            "-k",
+            "VirtualMachine",
+            "-O",
+            "name",
+            "--all-phases",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("vm1-starting-"), "{}", r.stdout);
+    let r = kubectl_ifo(env, &["-n", &ns, "-c", "other", "-O", "name"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
