@@ -85,17 +85,28 @@ fn main() {
         return;
     }
     let started = Instant::now();
-    let failed = match setup() {
+    let before = Machine::now();
+    let mut failed = match setup() {
         Ok(ctx) => run(&ctx, &selected),
         Err(e) => {
             println!("the node and the install failed: {e:#}");
             selected.len()
         }
     };
+    // The cluster and its node are gone: the machine must be as it was.
+    let after = Machine::now();
+    if after == before {
+        println!("test machine_is_put_back_when_the_node_stops ... ok");
+    } else {
+        failed += 1;
+        println!(
+            "test machine_is_put_back_when_the_node_stops ... FAILED\nbefore: {before:#?}\nafter: {after:#?}"
+        );
+    }
     println!(
         "\ntest result: {}. {} passed; {failed} failed; finished in {:.1}s\n",
         if failed == 0 { "ok" } else { "FAILED" },
-        selected.len() - failed,
+        selected.len() + 1 - failed,
         started.elapsed().as_secs_f64()
     );
     if failed > 0 {
@@ -165,4 +176,64 @@ fn is_root() -> bool {
         .find_map(|l| l.strip_prefix("Uid:"))
         .and_then(|ids| ids.split_whitespace().nth(1))
         == Some("0")
+}
+
+/// What a node changes on the machine and must put back: kernel settings, the bridge, mounts,
+/// left-over container processes, and Kubernetes' and CNI's iptables rules.
+#[derive(Debug, PartialEq, Eq)]
+struct Machine {
+    sysctls: Vec<(String, String)>,
+    bridge: bool,
+    mounts: usize,
+    shims: usize,
+    rules: Vec<String>,
+}
+
+impl Machine {
+    fn now() -> Machine {
+        let sysctls = [
+            "kernel/panic",
+            "kernel/panic_on_oops",
+            "vm/overcommit_memory",
+            "net/ipv4/ip_forward",
+        ]
+        .iter()
+        .map(|k| {
+            let v = std::fs::read_to_string(format!("/proc/sys/{k}")).unwrap_or_default();
+            ((*k).to_string(), v.trim().to_string())
+        })
+        .collect();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("/ifo-node/"))
+            .count();
+        let shims = std::fs::read_dir("/proc")
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                            let c = String::from_utf8_lossy(&c);
+                            c.contains("containerd-shim") && c.contains("/ifo-node/")
+                        })
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        let rules = std::process::Command::new("iptables-save")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("KUBE-") || l.contains("CNI-"))
+            .map(str::to_owned)
+            .collect();
+        Machine {
+            sysctls,
+            bridge: std::path::Path::new("/sys/class/net/ifo0").exists(),
+            mounts,
+            shims,
+            rules,
+        }
+    }
 }
