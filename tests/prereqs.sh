@@ -34,8 +34,8 @@ ifo_prereqs() {
 }
 
 # What a real node of the local cluster needs on this machine: root (it runs containers, changes
-# iptables and mounts), containerd with runc, the CNI plugins, iptables, conntrack, and a static
-# C library for the pause image.
+# iptables and mounts), containerd with runc, the CNI plugins, iptables, conntrack, ip, and a
+# static C library for the pause image.
 ifo_node_prereqs() {
   if [[ $(id -u) -ne 0 ]]; then
     echo "error: the real node runs containers and sets up their network: it needs root" >&2
@@ -47,6 +47,7 @@ ifo_node_prereqs() {
   [[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
   command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v gcc >/dev/null 2>&1 || need+=(gcc)
   [[ -f /usr/lib/x86_64-linux-gnu/libc.a || -f /usr/lib/libc.a ]] || need+=(libc6-dev)
   [[ ${#need[@]} -eq 0 ]] || ifo_apt_install "${need[@]}"
@@ -55,6 +56,7 @@ ifo_node_prereqs() {
   [[ -x /usr/lib/cni/bridge ]] || missing+=("the CNI plugins in /usr/lib/cni (Debian: apt-get install containernetworking-plugins)")
   command -v iptables >/dev/null 2>&1 || missing+=("iptables (Debian: apt-get install iptables)")
   command -v conntrack >/dev/null 2>&1 || missing+=("conntrack (Debian: apt-get install conntrack)")
+  command -v ip >/dev/null 2>&1 || missing+=("ip, for the node's bridge (Debian: apt-get install iproute2)")
   command -v gcc >/dev/null 2>&1 || missing+=("gcc with the static C library, for the pause image (Debian: apt-get install gcc libc6-dev)")
   if [[ ${#missing[@]} -gt 0 ]]; then
     echo "error: missing prerequisites of the real node:" >&2
