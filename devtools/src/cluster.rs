@@ -1,6 +1,8 @@
 //! A real, local Kubernetes control plane: etcd and kube-apiserver on loopback with RBAC and the
 //! aggregation layer configured, users with certificates and tokens, the project's CRDs installed,
-//! and the live API registered as an APIService pointing at a server on this machine.
+//! and the live API registered as an APIService pointing at a server on this machine. With a
+//! real node ([`Cluster::start_with_node`]), kube-apiserver listens on the node's bridge instead,
+//! and the product is installed from `deploy/` (see `install`).
 
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
