@@ -59,17 +59,17 @@ impl Elector {
         *self.role.borrow() == Role::Leading
     }
 
-    /// Looks at the Lease every retry period, and at once when a watch sees it released, until
+    /// Looks at the Lease every retry period, and at once when a watch sees it change, until
     /// `stop` fires (or its sender is dropped);
     /// then, if leading, stops leading first and releases the Lease, so another replica takes
     /// over at its next look instead of after a whole lease duration.
     pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut renewed = Instant::now();
-        let released = std::sync::Arc::new(tokio::sync::Notify::new());
-        let watching = tokio::spawn(watch_releases(
+        let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+        let watching = tokio::spawn(watch_changes(
             self.api.clone(),
             self.settings.name.clone(),
-            released.clone(),
+            changed.clone(),
         ));
         loop {
             let started = Instant::now();
@@ -117,9 +117,12 @@ impl Elector {
             };
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
-                // A follower looks again at once when the leader releases the Lease: a rollout
-                // hands over in the time of one request, not of a retry period.
-                () = released.notified(), if !self.leading() => {}
+                // A follower looks again at once when the Lease changes: a released Lease is
+                // taken in the time of one request (a rollout hands over at once), and the last
+                // renewal is seen when it happens, so a crashed leader's Lease expires by the
+                // follower's clock a lease duration after its last renewal, not a retry
+                // period later.
+                () = changed.notified(), if !self.leading() => {}
                 _ = &mut stop => break,
             }
         }
@@ -290,12 +293,12 @@ impl Elector {
     }
 }
 
-/// Watches the Lease and wakes followers when it is released (no holder). Best effort: when the
-/// watch fails, followers still look every retry period.
-async fn watch_releases(
+/// Watches the Lease and wakes the follower on every change (a renewal, a release, a new
+/// holder). Best effort: when the watch fails, followers still look every retry period.
+async fn watch_changes(
     api: Api<Lease>,
     name: String,
-    released: std::sync::Arc<tokio::sync::Notify>,
+    changed: std::sync::Arc<tokio::sync::Notify>,
 ) {
     use futures::StreamExt as _;
     use kube::runtime::{WatchStreamExt as _, watcher};
@@ -306,13 +309,8 @@ async fn watch_releases(
             .applied_objects()
     );
     while let Some(event) = leases.next().await {
-        if let Ok(lease) = event
-            && lease
-                .spec
-                .and_then(|s| s.holder_identity)
-                .is_none_or(|h| h.is_empty())
-        {
-            released.notify_one();
+        if event.is_ok() {
+            changed.notify_one();
         }
     }
 }
