@@ -118,16 +118,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
                 let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
                 tokio::spawn(label.follow(role.clone()));
             }
-            let (stop, mut stopped) = tokio::sync::oneshot::channel();
-            let synced = readiness.clone();
-            let task = tokio::spawn(async move {
-                // Campaign only once the index is complete (or the initial sync gave up and
-                // said so): a new leader must never serve a partial list as the whole.
-                tokio::select! {
-                    () = synced.wait() => elector.run(stopped).await,
-                    _ = &mut stopped => {}
-                }
-            });
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(elector.run(stopped));
             tokio::spawn(follow_leadership(
                 role,
                 index.clone(),
