@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::operation::{InFlightOperation, Phase};
+use jiff::Timestamp;
+
+use crate::operation::{InFlightOperation, Outcome, Phase};
 
 /// A copy of ours in the cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,14 +186,20 @@ impl Pending {
     }
 
     /// Everything the index holds now: each record should have its copy, and copies of
-    /// anything else should go. After the writer missed events (or at start).
-    pub fn resync(&mut self, records: &[Arc<InFlightOperation>], now: Instant) {
+    /// anything else should go. After the writer missed events (or at start). A copy still
+    /// showing an active operation the index no longer has is first written completed, outcome
+    /// `Unknown`, at `wall` (the operation ended while the writer was not looking), so that
+    /// readers of the copies see it end before it goes.
+    pub fn resync(&mut self, records: &[Arc<InFlightOperation>], now: Instant, wall: Timestamp) {
         let live: HashSet<&str> = records.iter().map(|r| r.name.as_str()).collect();
         let gone: Vec<(String, Option<Arc<InFlightOperation>>)> = self
             .copies
             .iter()
             .filter(|(name, _)| !live.contains(name.as_str()))
-            .map(|(name, (copy, _))| (name.clone(), copy.record.clone()))
+            .map(|(name, (copy, _))| {
+                let last = copy.record.as_ref().map(|r| ended_unseen(r, wall));
+                (name.clone(), last)
+            })
             .chain(
                 self.work
                     .iter()
@@ -277,6 +285,18 @@ impl Pending {
         slot.since = if slot.failures == 0 { now } else { slot.since };
         self.queue.insert((due, name.to_owned()));
     }
+}
+
+/// `record` completed at `at` with an unknown outcome, if it is still active.
+fn ended_unseen(record: &Arc<InFlightOperation>, at: Timestamp) -> Arc<InFlightOperation> {
+    if record.phase != Phase::Active {
+        return record.clone();
+    }
+    let mut ended = (**record).clone();
+    ended.phase = Phase::Completed;
+    ended.outcome = Some(Outcome::Unknown);
+    ended.completed = Some(at);
+    Arc::new(ended)
 }
 
 /// The write that brings `copy` to `desired`, if any.

@@ -66,8 +66,11 @@ impl Writer {
     /// Runs until the index is gone.
     pub async fn run(mut self, index: IndexReader) {
         let (snapshot, mut events) = index.subscribe_with_snapshot();
-        self.pending
-            .resync(&records(&snapshot.items), Instant::now());
+        self.pending.resync(
+            &records(&snapshot.items),
+            Instant::now(),
+            jiff::Timestamp::now(),
+        );
         let mut in_flight: JoinSet<(String, Written)> = JoinSet::new();
         let mut names: HashMap<tokio::task::Id, String> = HashMap::new();
         let mut report = tokio::time::interval(REPORT_PERIOD);
@@ -108,7 +111,7 @@ impl Writer {
                         tracing::warn!(missed, "persistence fell behind the index; comparing with all of it");
                         let (snapshot, receiver) = index.subscribe_with_snapshot();
                         events = receiver;
-                        self.pending.resync(&records(&snapshot.items), Instant::now());
+                        self.pending.resync(&records(&snapshot.items), Instant::now(), jiff::Timestamp::now());
                     }
                     Err(RecvError::Closed) => return,
                 },

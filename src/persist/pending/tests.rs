@@ -189,8 +189,10 @@ fn a_resync_writes_what_is_missing_and_deletes_what_is_left_over() {
             resource_version: "1".into(),
         },
     );
-    p.resync(&[kept.clone(), missing.clone()], t0);
-    let mut writes: Vec<(String, &str)> = drain(&mut p, t0)
+    let wall: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
+    p.resync(&[kept.clone(), missing.clone()], t0, wall);
+    let first = drain(&mut p, t0);
+    let mut writes: Vec<(String, &str)> = first
         .iter()
         .map(|w| (w.name().to_owned(), w.verb()))
         .collect();
@@ -198,8 +200,22 @@ fn a_resync_writes_what_is_missing_and_deletes_what_is_left_over() {
     let mut expected = vec![
         ("broken".to_owned(), "delete"),
         (missing.name.clone(), "create"),
-        (stale.name.clone(), "delete"),
+        (stale.name.clone(), "update"),
     ];
     expected.sort();
     assert_eq!(writes, expected, "the copy that matches is not written");
+    // The active copy of what the index no longer has shows it ended (how is unknown)…
+    let ended = first
+        .iter()
+        .find_map(|w| match w {
+            Write::Replace(r, _) if r.name == stale.name => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(ended.phase, Phase::Completed);
+    assert_eq!(ended.outcome, Some(Outcome::Unknown));
+    assert_eq!(ended.completed, Some(wall));
+    // …then goes, an interval later.
+    let later = t0 + INTERVAL;
+    assert_eq!(verbs(&drain(&mut p, later)), ["delete"]);
 }
