@@ -23,5 +23,6 @@ pub mod reconcile;
 pub mod rules;
 pub mod ruleset;
 pub mod server;
+pub mod supervise;
 pub mod track;
 pub mod watch;

@@ -139,9 +139,18 @@ impl ApiState {
 pub fn health_router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/livez", get(|| async { "ok" }))
+        .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .with_state(state)
+}
+
+/// `ok`, or 503 with the reason once a task the server cannot do without has failed (see
+/// [`crate::readiness::Readiness::fail`]).
+async fn livez(State(state): State<Arc<ApiState>>) -> Response {
+    match state.readiness.liveness() {
+        Ok(()) => "ok".into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+    }
 }
 
 /// `ok`, or 503 with the reason. Only this probe reflects readiness: every other path is served

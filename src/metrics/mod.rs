@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -18,6 +18,7 @@ mod operations;
 mod persist;
 mod process;
 mod targets;
+mod tasks;
 
 pub use api::{
     RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,
@@ -31,8 +32,10 @@ pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
 pub use targets::{
-    forget_target, set_target_last_list, set_target_watch_up, set_watches, target_watch_failure,
+    forget_target, set_target_detection, set_target_last_list, set_target_watch_up, set_watches,
+    target_watch_failure,
 };
+pub use tasks::task_failed;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::histogram::Histogram;
@@ -54,6 +57,7 @@ struct Metrics {
     auth: auth::Auth,
     persist: persist::Persist,
     leader: leader::Leader,
+    tasks: tasks::Tasks,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -74,6 +78,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
+    let tasks = tasks::Tasks::register(r);
     Metrics {
         registry: root,
         operations,
@@ -83,6 +88,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         auth,
         persist,
         leader,
+        tasks,
     }
 });
 

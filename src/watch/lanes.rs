@@ -11,18 +11,20 @@
 //! Each lane's queue is bounded ([`LANE_CAPACITY`]): a lane that falls that far behind (a ruleset
 //! near its budget on a busy target, until it is suspended) drops the events that do not fit,
 //! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
-//! holding memory in proportion to the target's event rate.
+//! holding memory in proportion to the target's event rate. What a dropped event said must not
+//! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
+//! `Warning`) and asks the watcher to list the target again, with fresh lanes.
 //!
 //! Within a lane, events keep their order (an object's update is never evaluated after its
 //! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
 //! lanes, and work still queued is dropped (the restarted watcher lists everything again).
 
 use super::detector::Detector;
-use crate::ruleset::CompiledRuleSet;
+use crate::ruleset::{CompiledRuleSet, Target};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// Most events a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
@@ -48,11 +50,22 @@ pub(super) struct Lanes {
     lanes: Vec<Lane>,
     closed: Arc<AtomicBool>,
     detector: Arc<Detector>,
+    target: Target,
+    /// Notified at the first dropped event: the watcher lists the target again.
+    relist: Arc<Notify>,
+    /// Whether any lane dropped an event.
+    dropped: AtomicBool,
 }
 
 impl Lanes {
-    /// Starts one lane per ruleset (on the current tokio runtime).
-    pub(super) fn start(detector: &Arc<Detector>, rulesets: &[Arc<CompiledRuleSet>]) -> Lanes {
+    /// Starts one lane per ruleset of `target` (on the current tokio runtime); `relist` is
+    /// notified when one drops an event.
+    pub(super) fn start(
+        detector: &Arc<Detector>,
+        rulesets: &[Arc<CompiledRuleSet>],
+        target: &Target,
+        relist: Arc<Notify>,
+    ) -> Lanes {
         let closed = Arc::new(AtomicBool::new(false));
         let lanes = rulesets
             .iter()
@@ -76,7 +89,15 @@ impl Lanes {
             lanes,
             closed,
             detector: detector.clone(),
+            target: target.clone(),
+            relist,
+            dropped: AtomicBool::new(false),
         }
+    }
+
+    /// Whether any lane dropped an event since they started.
+    pub(super) fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
     }
 
     fn send(&self, lane: &Lane, work: Work) {
@@ -89,6 +110,15 @@ impl Lanes {
                 name,
                 format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
             );
+            let rs = &lane.ruleset;
+            let namespaces =
+                (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect());
+            self.detector
+                .coverage
+                .dropped_events(&self.target, name, namespaces);
+            if !self.dropped.swap(true, Ordering::AcqRel) {
+                self.relist.notify_one();
+            }
         }
     }
 
