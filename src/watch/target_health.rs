@@ -587,4 +587,58 @@ mod tests {
         h.not_served(&t);
         assert!(reasons(&h, None).is_empty());
     }
+
+    #[test]
+    fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply() {
+        let h = TargetHealth::default();
+        let t = target("things");
+        h.watching(&t, None);
+        h.resolved(&t, true, &[None]);
+        h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+        assert!(h.stale(None).is_empty());
+
+        h.suspended(&t, "costly", Some(["a".to_string()].into()));
+        assert_eq!(
+            reasons(&h, Some("a")),
+            [
+                "things: is not evaluated by ruleset costly: it is suspended (it kept going over its evaluation budget)"
+            ]
+        );
+        assert!(reasons(&h, Some("b")).is_empty());
+        h.ruleset_reset("costly");
+        assert!(h.stale(None).is_empty());
+
+        h.skipped(
+            &t,
+            ("u1", None),
+            Some("b"),
+            "b/deep".into(),
+            "it cannot be decoded: too deep".into(),
+        );
+        assert_eq!(
+            reasons(&h, Some("b")),
+            ["things: object b/deep is skipped: it cannot be decoded: too deep"]
+        );
+        assert!(reasons(&h, Some("a")).is_empty());
+        assert_eq!(h.stale_target(&t, None).len(), 1);
+        h.evaluated(&t, "u1", None);
+        assert!(h.stale(None).is_empty());
+        h.skipped(
+            &t,
+            ("u2", Some("r")),
+            Some("b"),
+            "b/big".into(),
+            "over".into(),
+        );
+        h.keep_skipped(&t, &None, &HashSet::new());
+        assert!(h.stale(None).is_empty(), "gone from a new list");
+
+        h.dropped_events(&t, "busy", None);
+        assert_eq!(
+            reasons(&h, Some("z")),
+            ["things: lost events of ruleset busy (its evaluation fell behind); listing it again"]
+        );
+        h.relisted(&t);
+        assert!(h.stale(None).is_empty());
+    }
 }
