@@ -137,7 +137,7 @@ impl Readiness {
         self.state.send_modify(|s| s.shutting_down = true);
     }
 
-    /// A task the server cannot do without failed (see [`crate::supervise`]): `/livez` and
+    /// A task the server cannot do without failed (see the `supervise` module): `/livez` and
     /// `/readyz` fail from now on with `reason`, so that the pod is restarted.
     pub fn fail(&self, reason: String) {
         self.state.send_modify(|s| {

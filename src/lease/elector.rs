@@ -89,7 +89,7 @@ impl Elector {
                         tracing::info!(lease = %self.lease_name(), identity = %self.settings.identity, "became the leader");
                         self.role.send_replace(Role::Leading);
                     }
-                    // Test builds: lets a test make the elector fail (see `crate::supervise`).
+                    // Test builds: lets a test make the elector fail (the server is then not live).
                     fail::fail_point!("leader-elector");
                 }
                 Ok(false) => {

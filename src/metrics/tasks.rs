@@ -1,4 +1,4 @@
-//! The server's background tasks (see `crate::supervise`): how often each failed.
+//! The server's background tasks (see the `supervise` module): how often each failed.
 
 use super::register;
 use prometheus_client::metrics::counter::Counter;

@@ -61,7 +61,7 @@ pub async fn run(
                 continue;
             }
         };
-        // Test builds: lets a test make the controller fail (see `crate::supervise`).
+        // Test builds: lets a test make the controller fail (it is started again).
         fail::fail_point!("ruleset-controller-event");
         let changed = match event {
             Ok(watcher::Event::Init) => {
