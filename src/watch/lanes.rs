@@ -207,3 +207,61 @@ fn do_work(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluate::Engine;
+    use crate::index::Index;
+    use crate::track::{Settings, Tracker};
+    use crate::watch::{Blind, Health, Limits, TargetHealth};
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_full_lane_marks_its_target_not_current_and_asks_for_a_new_list() {
+        let spec = serde_json::from_value(json!({
+            "component": "test",
+            "target": {"group": "example.com", "version": "v1", "resource": "things"},
+            "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"}],
+        }))
+        .unwrap();
+        let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
+        let coverage = Arc::new(TargetHealth::default());
+        coverage.watching(&rs.target, None);
+        coverage.resolved(&rs.target, true, &[None]);
+        coverage.listed(&rs.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let detector = Arc::new(Detector::new(
+            Tracker::new(Settings {
+                debounce: jiff::SignedDuration::ZERO,
+                retain_completed: false,
+                completed_retention: jiff::SignedDuration::ZERO,
+                max_completed: 0,
+            }),
+            Arc::new(Index::new(1, 16, 16)),
+            Arc::new(Health::default()),
+            coverage.clone(),
+            Limits::default(),
+        ));
+        let relist = Arc::new(Notify::new());
+        let lanes = Lanes::start(&detector, &[rs.clone()], &rs.target, relist.clone());
+        // The lane's task has not run yet (this runtime has one thread, and nothing yielded).
+        for _ in 0..LANE_CAPACITY {
+            lanes.apply(json!({}));
+        }
+        assert!(!lanes.dropped());
+        assert!(coverage.stale(None).is_empty());
+        lanes.apply(json!({}));
+        assert!(lanes.dropped());
+        let reasons: Vec<Blind> = coverage.stale(None).into_iter().map(|s| s.reason).collect();
+        assert_eq!(
+            reasons,
+            [Blind::DroppedEvents {
+                ruleset: "busy".into()
+            }]
+        );
+        tokio::time::timeout(Duration::from_secs(1), relist.notified())
+            .await
+            .expect("a new list asked for");
+    }
+}
