@@ -244,7 +244,12 @@ mod tests {
             Limits::default(),
         ));
         let relist = Arc::new(Notify::new());
-        let lanes = Lanes::start(&detector, &[rs.clone()], &rs.target, relist.clone());
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            relist.clone(),
+        );
         // The lane's task has not run yet (this runtime has one thread, and nothing yielded).
         for _ in 0..LANE_CAPACITY {
             lanes.apply(json!({}));
