@@ -11,6 +11,8 @@ mod watcher;
 
 pub(crate) use detector::{Detector, Limits};
 pub(crate) use health::{Health, RuleSetHealth, WatchState};
+/// What the watchers decode objects into (public for the `decode` benchmark).
+pub use object::{MAX_DEPTH, Object};
 pub(crate) use suspension::{DEFAULT_SUSPEND_AFTER, SuspendPolicy};
 // Why a target is not current: read through `Stale::reason` (named in tests).
 #[cfg(test)]
