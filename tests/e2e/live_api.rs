@@ -52,7 +52,8 @@ fn kubectl_get_prints_tables_lists_and_objects() {
             "COMPONENT".into(),
             "RULESET".into(),
             "OUTCOME".into(),
-            "COMPLETED".into()
+            "COMPLETED".into(),
+            "ENDING".into()
         ]),
         "{wide}"
     );
