@@ -215,6 +215,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         .lines()
         .find(|l| l.contains("Starting"))
         .unwrap_or_else(|| panic!("{wide}"));
+    println!("{wide}");
     assert!(row.contains("Active"), "{wide}");
     assert!(
         row.contains("ending in 2") || row.contains("ending in 3"),
@@ -231,6 +232,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         .lines()
         .find(|l| l.contains("Starting"))
         .unwrap_or_else(|| panic!("{shown}"));
+    println!("{shown}");
     // Dimmed (SGR 2), with the time left.
     assert!(row.contains("\u{1b}[2mending in "), "{row:?}");
 
@@ -292,6 +294,10 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     } else {
         started - ended
     };
+    println!(
+        "Starting completed {gap:?} from Migrating's start, {:?} after the patch",
+        ended - asked
+    );
     assert!(gap < Duration::from_secs(1), "{gap:?} apart");
     assert!(
         ended - asked < Duration::from_secs(10),
