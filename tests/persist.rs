@@ -58,11 +58,18 @@ fn live(env: &Env, namespace: &str) -> BTreeMap<String, Value> {
 }
 
 /// Whether the copy holds what the live object shows: same spec and status, its labels, and
-/// the live uid and start time.
+/// the live uid and start time. The operator's schema has no place for an ending operation's
+/// `gracePeriodEnd` and `Detected` condition: the copy is written without them.
 fn mirrors(copy: &Value, live: &Value) -> bool {
     let labels = live["metadata"]["labels"].as_object().unwrap();
+    let mut status = live["status"].clone();
+    if let Some(fields) = status.as_object_mut()
+        && fields.remove("gracePeriodEnd").is_some()
+    {
+        fields.insert("conditions".into(), json!([]));
+    }
     copy["spec"] == live["spec"]
-        && copy["status"] == live["status"]
+        && copy["status"] == status
         && labels
             .iter()
             .all(|(k, v)| &copy["metadata"]["labels"][k] == v)

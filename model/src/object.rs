@@ -138,7 +138,15 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub subject_generation: Option<i64>,
-    /// Always served empty: kept so that clients written for the CRD form find the field.
+    /// While the operation is ending (no rule detects it any more, the debounce grace runs):
+    /// when it turns `Completed` unless a rule detects it again. Absent otherwise.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub grace_period_end: Option<Time>,
+    /// `Detected=False` (reason `GracePeriod`) while the operation is ending; empty otherwise.
     #[serde(default, deserialize_with = "lenient")]
     pub conditions: Vec<Condition>,
 }

@@ -80,6 +80,12 @@ impl Op {
         self.status.completed.as_ref().map(|t| t.0)
     }
 
+    /// `status.gracePeriodEnd`: set while an active operation is ending (no rule detects it,
+    /// it completes then unless detected again).
+    pub fn ending_at(&self) -> Option<Timestamp> {
+        self.status.grace_period_end.as_ref().map(|t| t.0)
+    }
+
     /// Whether the operation is on a cluster-scoped subject (an InFlightClusterOperation).
     pub fn is_cluster_scoped(&self) -> bool {
         self.namespace.is_none()

@@ -24,7 +24,8 @@ pub use labels::{
 pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
 pub use phase::{Outcome, ParseOutcomeError, Phase};
 pub use record::{
-    API_GROUP, API_VERSION, CLUSTER_KIND, InFlightOperation, NAMESPACED_KIND, SELECTABLE_FIELDS,
+    API_GROUP, API_VERSION, CLUSTER_KIND, Ending, InFlightOperation, NAMESPACED_KIND,
+    SELECTABLE_FIELDS,
 };
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;

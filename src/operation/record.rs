@@ -61,6 +61,20 @@ pub struct InFlightOperation {
     pub subject_generation: Option<i64>,
     /// The rulesets that detected it (the operator's `status.detectedBy`).
     pub detected_by: Vec<String>,
+    /// Set while no rule detects it and the debounce grace runs: it is still `Active`, but
+    /// ending.
+    pub ending: Option<Ending>,
+}
+
+/// An `Active` operation that no rule detects any more, within its debounce grace: it completes
+/// at `at` unless a rule detects it again before. Served as the `Detected=False` condition
+/// (reason `GracePeriod`) and `status.gracePeriodEnd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    /// When its rules stopped matching: its completion time if none matches again.
+    pub since: Timestamp,
+    /// When the grace runs out and it turns `Completed`.
+    pub at: Timestamp,
 }
 
 impl InFlightOperation {
@@ -95,8 +109,16 @@ impl InFlightOperation {
             completed: None,
             subject_generation: subject.generation,
             detected_by: vec![ruleset.name.clone()],
+            ending: None,
         };
         (record, warnings)
+    }
+
+    /// When an operation in its debounce grace turns `Completed` unless detected again; `None`
+    /// while a rule detects it (or once completed). For a verdict this is the operation's
+    /// expected end: it is ending, not in flight.
+    pub fn ending_at(&self) -> Option<Timestamp> {
+        self.ending.map(|e| e.at)
     }
 
     /// `InFlightOperation` or `InFlightClusterOperation`, by the subject's scope.
@@ -171,6 +193,7 @@ mod tests {
             generation: None,
             component: "virt".into(),
             labels: BTreeMap::new(),
+            exclusive: false,
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
-use super::record::{API_VERSION, InFlightOperation};
+use super::record::{API_VERSION, Ending, InFlightOperation};
 use super::time::format_time;
 
 /// An object with this record's `spec` and `status`: the live object (`M` = [`Metadata`]), or
@@ -85,8 +85,41 @@ struct Status<'a> {
     detected_by: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     subject_generation: Option<i64>,
-    /// Always empty: kept so clients written for the CRD form find the field.
-    conditions: [(); 0],
+    /// While the operation is ending (see [`Ending`]): when its grace runs out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grace_period_end: Option<String>,
+    /// `Detected=False` while the operation is ending, else empty. Always present so clients
+    /// written for the CRD form find the field.
+    conditions: Vec<Condition>,
+}
+
+/// A `metav1.Condition`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Condition {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+    last_transition_time: String,
+}
+
+impl Condition {
+    /// No rule detects the operation since `ending.since`; it completes at `ending.at`.
+    fn not_detected(ending: &Ending) -> Condition {
+        let since = format_time(ending.since);
+        let at = format_time(ending.at);
+        Condition {
+            type_: "Detected",
+            status: "False",
+            reason: "GracePeriod",
+            message: format!(
+                "no rule has detected it since {since}; it completes at {at} unless detected again"
+            ),
+            last_transition_time: since,
+        }
+    }
 }
 
 impl InFlightOperation {
@@ -110,14 +143,23 @@ impl InFlightOperation {
 
     /// The full API object at `resource_version`.
     pub fn wire(&self, resource_version: u64) -> Object<'_> {
-        self.wire_as(
-            API_VERSION,
-            self.kind(),
-            self.wire_metadata(resource_version),
-        )
+        let mut status = self.wire_status();
+        if let Some(ending) = &self.ending {
+            status.grace_period_end = Some(format_time(ending.at));
+            status.conditions = vec![Condition::not_detected(ending)];
+        }
+        Object {
+            api_version: API_VERSION,
+            kind: self.kind(),
+            metadata: self.wire_metadata(resource_version),
+            spec: self.wire_spec(),
+            status,
+        }
     }
 
-    /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`.
+    /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`: the
+    /// persisted copy, whose schema (the operator's CRD) has neither a grace period end nor
+    /// conditions of this shape, so it is written without them.
     pub fn wire_as<M>(
         &self,
         api_version: &'static str,
@@ -160,7 +202,8 @@ impl InFlightOperation {
             completed: self.completed.map(format_time),
             detected_by: &self.detected_by,
             subject_generation: self.subject_generation,
-            conditions: [],
+            grace_period_end: None,
+            conditions: Vec::new(),
         }
     }
 }

@@ -197,6 +197,8 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         completed: status.completed,
         subject_generation: status.subject_generation,
         detected_by: status.detected_by,
+        // A restored operation is judged again by its next evaluation.
+        ending: None,
     }))
 }
 

@@ -205,8 +205,12 @@ fn status() -> Value {
                 "type": "integer",
                 "format": "int64",
             },
+            "gracePeriodEnd": {
+                "$ref": meta("Time"),
+                "description": "Set while the operation is ending: no rule detects it any more and it is Active only for the rest of its debounce grace. It turns Completed at this time unless a rule detects it again. For a maintenance verdict this is its expected end. Absent otherwise.",
+            },
             "conditions": {
-                "description": "Conditions of the operation, in the standard Kubernetes form. None are set: the list is always empty, and exists for compatibility with the InFlightOperation schema of ifo.kubevirt.io.",
+                "description": "Conditions of the operation, in the standard Kubernetes form. While the operation is ending, Detected=False with reason GracePeriod: lastTransitionTime is when its rules stopped matching, the message says when it completes. Empty otherwise.",
                 "type": "array",
                 "items": {"$ref": meta("Condition")},
                 "x-kubernetes-list-map-keys": ["type"],
