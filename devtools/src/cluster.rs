@@ -107,7 +107,8 @@ pub struct Cluster {
     pub url: String,
     /// What the live API server must serve with for kube-apiserver to trust it.
     pub serving: ServingCert,
-    cluster_ca_pem: Vec<u8>,
+    /// The cluster's client CA (kept in memory only), for certificates tests issue.
+    cluster_ca: KeyPair,
 }
 
 /// A free loopback port.
@@ -335,7 +336,7 @@ impl Cluster {
                 key_file: pki.join("serving.key"),
                 ca_pem: serving_ca.cert_pem.clone(),
             },
-            cluster_ca_pem: cluster_ca.cert_pem.clone(),
+            cluster_ca: cluster_ca.clone(),
         };
         for user in User::ALL {
             let cert = cluster_ca.issue(user.name(), user.groups(), Usage::Client)?;
@@ -367,6 +368,18 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// A client certificate of the cluster's client CA for user `name` in `groups`, expiring at
+    /// `not_after`: what kube-apiserver and the servers it trusts accept until then.
+    pub fn issue_client_cert(
+        &self,
+        name: &str,
+        groups: &[&str],
+        not_after: jiff::Timestamp,
+    ) -> Result<KeyPair> {
+        self.cluster_ca
+            .issue_until(name, groups, Usage::Client, not_after)
+    }
+
     /// The cluster's working directory: PKI, kubeconfigs, logs.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -385,7 +398,7 @@ impl Cluster {
             "kind": "Config",
             "clusters": [{"name": "local", "cluster": {
                 "server": self.url,
-                "certificate-authority-data": b64(&self.cluster_ca_pem),
+                "certificate-authority-data": b64(&self.cluster_ca.cert_pem),
             }}],
             "users": [{"name": user.name(), "user": {
                 "client-certificate-data": b64(&cert.cert_pem),

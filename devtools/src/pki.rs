@@ -68,7 +68,7 @@ fn builder(
     issuer: &X509NameRef,
     key: &PKey<Private>,
     not_before: &Asn1TimeRef,
-    days: u32,
+    not_after: &Asn1TimeRef,
 ) -> Result<X509Builder> {
     let mut b = X509::builder()?;
     b.set_version(2)?;
@@ -77,7 +77,7 @@ fn builder(
     b.set_issuer_name(issuer)?;
     b.set_pubkey(key)?;
     b.set_not_before(not_before)?;
-    b.set_not_after(&*Asn1Time::days_from_now(days)?)?;
+    b.set_not_after(not_after)?;
     Ok(b)
 }
 
@@ -96,7 +96,8 @@ impl KeyPair {
         let key = new_key()?;
         let name = subject(common_name, &[])?;
         let not_before = Asn1Time::days_from_now(0)?;
-        let mut b = builder(&name, &name, &key, &not_before, 3650)?;
+        let not_after = Asn1Time::days_from_now(3650)?;
+        let mut b = builder(&name, &name, &key, &not_before, &not_after)?;
         b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
         b.append_extension(
             KeyUsage::new()
@@ -112,18 +113,37 @@ impl KeyPair {
         finish(b.build(), key).context("making a CA certificate")
     }
 
-    /// A leaf certificate signed by this CA.
+    /// A leaf certificate signed by this CA, valid for a year.
     pub fn issue(
         &self,
         common_name: &str,
         organizations: &[&str],
         usage: Usage,
     ) -> Result<KeyPair> {
+        let not_after = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(365 * 24);
+        self.issue_until(common_name, organizations, usage, not_after)
+    }
+
+    /// A leaf certificate signed by this CA that expires at `not_after` (to the second).
+    pub fn issue_until(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+        usage: Usage,
+        not_after: jiff::Timestamp,
+    ) -> Result<KeyPair> {
         let key = new_key()?;
         let name = subject(common_name, organizations)?;
         // Backdated a little: the processes reading it may start in the same second.
         let not_before = Asn1Time::from_unix(jiff::Timestamp::now().as_second() - 3600)?;
-        let mut b = builder(&name, self.cert.subject_name(), &key, &not_before, 365)?;
+        let not_after = Asn1Time::from_unix(not_after.as_second())?;
+        let mut b = builder(
+            &name,
+            self.cert.subject_name(),
+            &key,
+            &not_before,
+            &not_after,
+        )?;
         b.append_extension(BasicConstraints::new().critical().build()?)?;
         b.append_extension(
             KeyUsage::new()
