@@ -6,7 +6,7 @@
 
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
-use super::pki::{KeyPair, Usage, service_account_key};
+use super::pki::{KeyPair, Usage, create_private_dir, service_account_key, write_private};
 use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -158,7 +158,8 @@ impl Cluster {
             std::process::id(),
             free_port()?
         ));
-        std::fs::create_dir_all(&dir)?;
+        // Keys, tokens and kubeconfigs inside: the owner's only.
+        create_private_dir(&dir)?;
         let started = Instant::now();
 
         // PKI.
@@ -203,16 +204,16 @@ impl Cluster {
         let (sa_key, sa_pub) = service_account_key()?;
 
         let pki = dir.join("pki");
-        std::fs::create_dir_all(&pki)?;
+        create_private_dir(&pki)?;
         write(&pki.join("ca.crt"), &cluster_ca.cert_pem)?;
         write(&pki.join("front-proxy-ca.crt"), &front_proxy_ca.cert_pem)?;
         write(&pki.join("apiserver.crt"), &apiserver_cert.cert_pem)?;
-        write(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
+        write_private(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
         write(
             &pki.join("front-proxy-client.crt"),
             &front_proxy_client.cert_pem,
         )?;
-        write(
+        write_private(
             &pki.join("front-proxy-client.key"),
             &front_proxy_client.key_pem,
         )?;
@@ -222,11 +223,11 @@ impl Cluster {
             Usage::Client,
         )?;
         write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
-        write(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
-        write(&pki.join("sa.key"), &sa_key)?;
+        write_private(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
+        write_private(&pki.join("sa.key"), &sa_key)?;
         write(&pki.join("sa.pub"), &sa_pub)?;
         write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
-        write(&pki.join("serving.key"), &server_cert.key_pem)?;
+        write_private(&pki.join("serving.key"), &server_cert.key_pem)?;
         let mut tokens = String::new();
         for user in User::ALL {
             if let Some(token) = user.token() {
@@ -239,7 +240,7 @@ impl Cluster {
                 );
             }
         }
-        write(&pki.join("tokens.csv"), tokens)?;
+        write_private(&pki.join("tokens.csv"), tokens)?;
 
         // etcd.
         let etcd_port = free_port()?;
@@ -407,7 +408,8 @@ impl Cluster {
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": user.name()}}],
             "current-context": "local",
         });
-        write(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
+        // It carries the user's client key.
+        write_private(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
     }
 
     /// A `kubectl` command for `user`.

@@ -16,6 +16,8 @@ use openssl::x509::extension::{
 };
 use openssl::x509::{X509, X509Builder, X509Name, X509NameBuilder, X509NameRef};
 use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 
 /// A certificate with its private key, both PEM-encoded.
 #[derive(Clone)]
@@ -184,11 +186,56 @@ pub fn service_account_key() -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((rsa.private_key_to_pem()?, rsa.public_key_to_pem()?))
 }
 
+/// Writes a private key, token or kubeconfig readable by its owner only (0600), whatever the
+/// umask: on a shared machine, any user who could read one would be cluster-admin.
+pub fn write_private(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // An existing file keeps its mode on open.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(data.as_ref())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Creates a directory (and its missing parents) for private files, open to its owner only
+/// (0700).
+pub fn create_private_dir(path: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("restricting {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use openssl::x509::X509StoreContext;
     use openssl::x509::store::X509StoreBuilder;
+
+    #[test]
+    fn private_files_and_directories_are_the_owners_only() {
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let base = std::env::temp_dir().join(format!("ifo-pki-test-{}", std::process::id()));
+        let dir = base.join("a/b");
+        create_private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        let key = dir.join("x.key");
+        std::fs::write(&key, "old").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&key, "secret").unwrap();
+        assert_eq!(mode(&key), 0o600);
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), "secret");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn leaf_verifies_against_its_ca_only() {
