@@ -58,7 +58,7 @@ impl PeerCertificates {
         }
         let mut verdict = self.verdict.lock().unwrap_or_else(|p| p.into_inner());
         let now = SystemTime::now();
-        if !self.expires.is_some_and(|t| now < t) {
+        if self.expires.is_none_or(|t| now >= t) {
             // Expired since the handshake (or unreadable).
             return PeerIdentity::None;
         }

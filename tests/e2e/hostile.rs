@@ -6,6 +6,7 @@
 use crate::harness::{Env, env, eventually, vm, vm_ruleset};
 use ifo_dev::{Process, User};
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -135,7 +136,7 @@ fn watches(
             "https://127.0.0.1:{port}{LIVE}/namespaces/{ns}/inflightoperations?watch=true&labelSelector={}",
             selector(i).replace(' ', "%20")
         );
-        text.push_str(&format!("url = \"{url}\"\n"));
+        let _ = writeln!(text, "url = \"{url}\"");
     }
     std::fs::write(&config, text).unwrap();
     Command::new("curl")
@@ -160,7 +161,7 @@ fn notin(i: usize, bytes: usize) -> String {
         if j > 0 {
             s.push(',');
         }
-        s.push_str(&format!("v{i:04}{j:05}"));
+        let _ = write!(s, "v{i:04}{j:05}");
         j += 1;
     }
     s.push(')');
