@@ -7,7 +7,7 @@
 //! people and controllers write (a label value is at most 63 characters).
 
 /// Longest selector, in bytes.
-pub const MAX_BYTES: usize = 16 * 1024;
+pub const MAX_BYTES: usize = 32 * 1024;
 /// Most requirements (terms) in one selector.
 pub const MAX_REQUIREMENTS: usize = 64;
 /// Most values in one `in`/`notin` set.

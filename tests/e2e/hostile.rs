@@ -236,7 +236,7 @@ fn big_selectors_cannot_grow_the_server_without_bound() {
     assert_eq!(code, "400", "{body}");
     let status: Value = serde_json::from_str(&body).unwrap();
     let message = status["message"].as_str().unwrap();
-    assert!(message.contains("the limit is 16384 bytes"), "{message}");
+    assert!(message.contains("the limit is 32768 bytes"), "{message}");
     assert_eq!(huge_codes.get("400"), Some(&300), "{huge_codes:?}");
     assert!(huge < 32 << 20, "RSS grew by {} MiB", huge >> 20);
 
