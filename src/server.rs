@@ -141,6 +141,8 @@ impl Server {
         let limits = api::Limits {
             max_watches: args.max_watches,
             max_watches_per_user: args.max_watches_per_user,
+            max_watch_bytes: args.max_watch_memory,
+            max_watch_bytes_per_user: args.max_watch_memory_per_user,
         };
         let state = Arc::new(
             ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets),
@@ -296,7 +298,11 @@ async fn accept(
     term_ended: &tokio::sync::Notify,
 ) -> Result<()> {
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections);
+    let deadlines = auth::connection::Deadlines {
+        first_request: args.request_header_timeout.unsigned_abs(),
+        idle: auth::connection::IDLE_TIMEOUT,
+    };
+    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections, deadlines);
     loop {
         let handle = axum_server::Handle::new();
         *listener
@@ -310,7 +316,7 @@ async fn accept(
         let mut server = axum_server::bind(addr)
             .acceptor(acceptor.clone())
             .handle(handle.clone());
-        front_door(server.http_builder());
+        front_door(server.http_builder(), deadlines.first_request);
         let serving = server.serve(app.clone().into_make_service());
         tokio::pin!(serving);
         tokio::select! {
@@ -502,15 +508,19 @@ fn stand_down(state: &ApiState, writer: &mut tokio::task::JoinSet<()>) {
     writer.abort_all();
 }
 
-/// HTTP limits in front of everything, as kube-apiserver sets them: a client gets 10 s to send
-/// its request headers (and an idle HTTP/1 connection closes after as long), headers up to
+/// HTTP limits in front of everything, as kube-apiserver sets them: a client gets
+/// `header_timeout` to send its request headers (and an idle HTTP/1 connection closes after as
+/// long; the connection's own deadlines are in [`crate::auth::connection`]), headers up to
 /// 1 MiB (HTTP/1 and HTTP/2 alike: requests the aggregator forwards carry long selectors and
 /// identity headers), and HTTP/2 connections are pinged so that dead peers are noticed.
-fn front_door(http: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>) {
+fn front_door(
+    http: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    header_timeout: Duration,
+) {
     const MAX_HEADER_BYTES: usize = 1 << 20;
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        .header_read_timeout(header_timeout)
         .max_buf_size(MAX_HEADER_BYTES + 8 * 1024);
     http.http2()
         .timer(hyper_util::rt::TokioTimer::new())

@@ -11,6 +11,8 @@ mod detection;
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;
+#[path = "e2e/hostile.rs"]
+mod hostile;
 #[path = "e2e/leader.rs"]
 mod leader;
 #[path = "e2e/library.rs"]

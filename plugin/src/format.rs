@@ -182,7 +182,7 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
             None => "<none>".into(),
         });
     }
-    r.push(op.message().replace(['\n', '\r'], " "));
+    r.push(op.message().replace(['\n', '\r', '\t'], " "));
     r
 }
 
