@@ -65,6 +65,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
     let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
     let targets = Arc::new(TargetHealth::default());
+    tokio::spawn(targets.clone().report_to(index.clone(), readiness.clone()));
     let probe_interval = args
         .watch_probe_interval
         .unsigned_abs()
@@ -95,6 +96,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
     let state =
         Arc::new(ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets));
+    let gates = state.clone();
+    crate::metrics::serve_gates_from(move || gates.maintenance_gates());
     let gate = Arc::new(Guard {
         authenticator: Authenticator::new(trust, client.clone()),
         authorizer: Authorizer::new(client.clone()),

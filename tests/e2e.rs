@@ -6,6 +6,8 @@ mod aggregation;
 mod cost;
 #[path = "e2e/deploy.rs"]
 mod deploy;
+#[path = "e2e/gates.rs"]
+mod gates;
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;

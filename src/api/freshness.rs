@@ -36,12 +36,7 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
         .iter()
         .take(MAX_WARNINGS)
         .map(|s| {
-            let t = &s.target;
-            let name = if t.group.is_empty() {
-                format!("{}/{}", t.resource, t.version)
-            } else {
-                format!("{}.{}/{}", t.resource, t.group, t.version)
-            };
+            let name = target_name(s);
             let mut reason: String = s.reason.chars().take(MAX_REASON).collect();
             if reason.len() < s.reason.len() {
                 reason.push('…');
@@ -56,6 +51,17 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
         ));
     }
     texts
+}
+
+/// `<resource>.<group>/<version>` (`<resource>/<version>` in the core group): how warnings and
+/// maintenance gates name a target.
+pub fn target_name(stale: &Stale) -> String {
+    let t = &stale.target;
+    if t.group.is_empty() {
+        format!("{}/{}", t.resource, t.version)
+    } else {
+        format!("{}.{}/{}", t.resource, t.group, t.version)
+    }
 }
 
 /// `299 - "text"`, with `"` and `\` escaped and control characters made spaces (as
