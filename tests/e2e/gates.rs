@@ -417,14 +417,21 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
         ],
     )
     .unwrap();
-    let run = eventually(WAIT, "the reader to read gates", || {
-        Some(kubectl(
+    let get_as_reader = || {
+        kubectl(
             env,
             User::Admin,
             &["get", "gate", &format!("namespace.{ns}"), "--as", &reader],
-        ))
-        .filter(|r| r.code == 0)
-    });
+        )
+    };
+    let deadline = Instant::now() + WAIT;
+    let mut run = get_as_reader();
+    while run.code != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        run = get_as_reader();
+    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
     assert!(
         run.stdout.contains(&format!("namespace.{ns}")),
         "{}",
@@ -436,9 +443,13 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
     let run = kubectl(env, User::Admin, &["get", "gate", "pod.x"]);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("node.<node>"), "{}", run.stderr);
-    let run = kubectl(env, User::Admin, &["explain", "gates.status"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("activeOperations"), "{}", run.stdout);
+    // Documented: `kubectl explain` (once the aggregator has our OpenAPI document).
+    let out = eventually(
+        Duration::from_secs(90),
+        "kubectl explain gates.status",
+        || env.kubectl(User::Admin, &["explain", "gates.status"]).ok(),
+    );
+    assert!(out.contains("activeOperations"), "{out}");
 
     env.kubectl(User::Admin, &["delete", "clusterrolebinding", &reader])
         .unwrap();
