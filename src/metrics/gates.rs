@@ -22,7 +22,7 @@ type Source = Box<dyn Fn() -> Vec<MaintenanceGate> + Send + Sync>;
 
 /// Where the gates are read from: the running server's API.
 #[derive(Default)]
-pub(super) struct GateSource(RwLock<Option<Source>>);
+pub(super) struct GateSource(pub(super) RwLock<Option<Source>>);
 
 impl std::fmt::Debug for GateSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
