@@ -341,3 +341,23 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_watch_resumes_from_a_resource_version_and_an_expired_one_is_a_410() {
+    let f = fixture();
+    // From 101: the second migration (RV 102) is replayed as changes of the gates it touches.
+    let mut events = watch(
+        &f.state,
+        "fieldSelector=metadata.name%3Dnode.w3&resourceVersion=101",
+    )
+    .await;
+    let e = events.next().await;
+    assert_eq!(e["type"], "MODIFIED");
+    assert_eq!(e["object"]["metadata"]["resourceVersion"], "102");
+    assert_eq!(clear(&e["object"]).0, "False");
+    // Before the index's history: expired.
+    let mut events = watch(&f.state, "resourceVersion=5").await;
+    let e = events.next().await;
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["code"], 410);
+}
