@@ -127,6 +127,25 @@ fn maps(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // An operation starting and then ending: it enters and leaves its scopes (the counts of
+    // `ifo_operations_active` and of the maintenance gates).
+    let mut occurrence = 0u64;
+    group.bench_function("apply an operation starting, then ending", |b| {
+        b.iter_batched(
+            || {
+                i = (i + 7919) % OPERATIONS;
+                occurrence += 1;
+                let mut op = (*progressed(i, 1)).clone();
+                op.name = format!("extra-{occurrence}");
+                op.uid = format!("extra-uid-{occurrence}");
+                op.phase = ifo::operation::Phase::Active;
+                let op = Arc::new(op);
+                (vec![Change::Upsert(op.clone())], vec![Change::Remove(op)])
+            },
+            |(start, end)| (index.apply(start), index.apply(end)),
+            BatchSize::SmallInput,
+        )
+    });
     group.bench_function("snapshot", |b| b.iter(|| black_box(reader.snapshot())));
     group.finish();
     drop(watchers);

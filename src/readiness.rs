@@ -131,6 +131,13 @@ impl Readiness {
         self.status() == Status::Ready
     }
 
+    /// Whether the initial sync is done (or was given up on): latched, and unlike
+    /// [`Readiness::is_ready`] not withdrawn on shutdown. What a maintenance gate needs to know
+    /// before it may say clear.
+    pub fn is_synced(&self) -> bool {
+        self.state.borrow().ready
+    }
+
     /// The server is stopping: `/readyz` fails from now on, so that the Service and the
     /// aggregator stop sending requests before open watches are ended.
     pub fn shut_down(&self) {

@@ -89,6 +89,10 @@ impl Server {
         // Where detection is not current: written by the watchers and the detector, read by
         // the API (and gates).
         let targets = Arc::new(TargetHealth::default());
+        tasks.restarting("feed-freshness-reporter", {
+            let (targets, index, readiness) = (targets.clone(), index.clone(), readiness.clone());
+            move || targets.clone().report_to(index.clone(), readiness.clone())
+        });
         let detector = Arc::new(Detector::new(
             tracker,
             index.clone(),
@@ -147,6 +151,8 @@ impl Server {
         let state = Arc::new(
             ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets),
         );
+        let gates = state.clone();
+        crate::metrics::serve_gates_from(move || gates.maintenance_gates());
         let gate = Arc::new(Guard {
             authenticator: Authenticator::new(trust, client.clone()),
             authorizer: Authorizer::new(client.clone()),

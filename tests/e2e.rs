@@ -8,6 +8,8 @@ mod cost;
 mod deploy;
 #[path = "e2e/detection.rs"]
 mod detection;
+#[path = "e2e/gates.rs"]
+mod gates;
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;

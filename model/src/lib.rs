@@ -2,8 +2,13 @@
 //! object, in one place for the server that serves it and the kubectl plugin that reads it, so
 //! the two cannot drift apart.
 
+mod gate;
 mod object;
 
+pub use gate::{
+    CLEAR_CONDITION, GATE_KIND, GATE_PLURAL, GateOperation, GateStatus, GateSubject,
+    MaintenanceGate, StaleTarget,
+};
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 
 /// The API group the APIService registers.

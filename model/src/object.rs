@@ -154,7 +154,7 @@ pub struct Status {
 /// Deserialises a `T`, or gives `T::default()` when the value has another shape (a number where
 /// a string belongs, `null`, an array where an object belongs): one odd field must not cost a
 /// reader the rest of the object.
-fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+pub(crate) fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Default,

@@ -14,7 +14,7 @@ use super::format::Output;
     bin_name = "kubectl ifo",
     version,
     about = "Operations in flight in the cluster (live InFlightOperations), and whether it is safe to do maintenance",
-    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error."
+    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error, or the server cannot vouch for the answer (check, wait)."
 )]
 /// The whole command line. `global` is flattened in (and each of its flags marked global) so that
 /// kubectl's habit of putting flags after the subcommand works as well as before it.
@@ -151,7 +151,8 @@ pub enum Command {
         #[arg(long)]
         tree: bool,
     },
-    /// Exit 0 if no active operation matches; otherwise print them and exit 1.
+    /// Exit 0 if no active operation matches; otherwise print them and exit 1. With -A (and at
+    /// most --node or --component) or a namespace alone, the server's maintenance gate answers.
     #[command(
         visible_alias = "safe",
         after_help = "Examples:
@@ -168,6 +169,16 @@ pub enum Command {
         /// default: wait forever).
         #[arg(long, value_parser = parse_timeout)]
         timeout: Option<SignedDuration>,
+    },
+    /// Maintenance gates: per scope (cluster, node.<node>, component.<component>,
+    /// namespace.<namespace>) whether it is clear, what blocks it and until when.
+    #[command(after_help = "Examples:
+  kubectl ifo gates                             # the cluster and every gate with operations in flight
+  kubectl ifo gates node.worker-1               # one node, in flight or not
+  kubectl ifo gates -o json")]
+    Gates {
+        /// One gate, by name (default: the cluster's and every one with operations in flight).
+        name: Option<String>,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
     #[command(after_help = "Examples:

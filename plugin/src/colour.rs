@@ -114,10 +114,21 @@ impl Colours {
         self.paint(style, operation)
     }
 
+    /// A gate's verdict: clear green, not clear yellow, unknown red.
+    pub fn verdict(self, clear: &str) -> String {
+        let style = match clear {
+            "True" => AnsiColor::Green.on_default(),
+            "False" => AnsiColor::Yellow.on_default(),
+            _ => AnsiColor::Red.on_default(),
+        };
+        self.paint(style, clear)
+    }
+
     /// A table cell, by the title of its column.
     pub fn cell(self, title: &str, text: &str) -> String {
         match title {
             "PHASE" => self.phase(text),
+            "CLEAR" => self.verdict(text),
             "OUTCOME" => self.outcome(text),
             "OPERATION" => self.operation(text, Style::new()),
             _ => text.to_owned(),

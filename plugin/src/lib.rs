@@ -2,14 +2,15 @@
 //! kube-apiserver with the user's kubeconfig (so RBAC applies per namespace) and lists, explains,
 //! groups and counts them, and answers "is it safe to do maintenance now?" (`check`, `wait`).
 //!
-//! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state; `op`, `filter`,
-//! `format`, `tree` and `summary` are pure.
+//! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state, `gate` reads the
+//! server's maintenance verdicts; `op`, `filter`, `format`, `tree` and `summary` are pure.
 
 pub mod cli;
 pub mod client;
 pub mod colour;
 pub mod filter;
 pub mod format;
+pub mod gate;
 pub mod op;
 pub mod sanitize;
 pub mod summary;
@@ -224,6 +225,11 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Done)
         }
         Command::Check => {
+            if let Some(name) = gate::name_for(&g, &scope)
+                && let Some(gate) = gate_or_fallback(&client, &name).await?
+            {
+                return gate_check(&gate, &scope, g.output, now);
+            }
             let f = filters(&g, true);
             let mut ops = client::list(&client, &scope, &f).await?;
             ensure_complete(&warnings)?;
@@ -250,11 +256,183 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             live(&client, &warnings, &filters(&g, !g.all), &view).await
         }
         Command::Completion { .. } => Ok(Outcome::Done),
+        Command::Gates { name } => gates(&client, name.as_deref(), g.output, now, colours).await,
         Command::Wait { timeout } => {
+            if let Some(name) = gate::name_for(&g, &scope)
+                && gate_or_fallback(&client, &name).await?.is_some()
+            {
+                return gate_wait(&client, &name, &scope, g.output, timeout).await;
+            }
             let f = filters(&g, true);
             wait(&client, &warnings, &scope, &f, g.output, timeout, colours).await
         }
     }
+}
+
+/// The gate `name`, or `None` when the caller may not read gates (or the server has none):
+/// `check` and `wait` then answer from the operations the caller may read.
+async fn gate_or_fallback(
+    client: &kube::Client,
+    name: &str,
+) -> Result<Option<ifo_model::MaintenanceGate>> {
+    match gate::get(client, name).await {
+        Ok(gate) => Ok(Some(gate)),
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok(None),
+        Err(e) => Err(gate::explain(&e, "get")),
+    }
+}
+
+/// `check`'s answer from a gate: exit 0 clear, 1 in flight (with the operations), or an error
+/// (exit 2) when the server cannot vouch for the scope.
+fn gate_check(
+    gate: &ifo_model::MaintenanceGate,
+    scope: &Scope,
+    output: Output,
+    now: Timestamp,
+) -> Result<Outcome> {
+    let verdict = gate::verdict(gate);
+    if verdict == gate::Verdict::Unknown {
+        return Err(gate::unknown_error(gate));
+    }
+    match output {
+        Output::Json | Output::Yaml => {
+            let v = serde_json::to_value(gate).unwrap_or_default();
+            emit(&if output == Output::Json {
+                format::to_json(&v)
+            } else {
+                format::to_yaml(&v)
+            });
+        }
+        _ if verdict == gate::Verdict::Clear => {
+            emit(&format!(
+                "No operations in flight {}.\n",
+                gate_place(gate, scope)
+            ));
+        }
+        _ => {
+            eprintln!("{}", gate::summary(gate, now));
+            emit(&gate::operations(gate, now));
+        }
+    }
+    Ok(if verdict == gate::Verdict::Clear {
+        Outcome::Done
+    } else {
+        Outcome::InFlight
+    })
+}
+
+/// `on node worker-1`, `of component kubevirt`, … for messages about a gate.
+fn gate_place(gate: &ifo_model::MaintenanceGate, scope: &Scope) -> String {
+    let name = gate.metadata.name.as_deref().unwrap_or_default();
+    match name.split_once('.') {
+        Some(("node", n)) => format!("on node {n}"),
+        Some(("component", c)) => format!("of component {c}"),
+        _ => scope.describe(),
+    }
+}
+
+/// `wait` on a gate: watches it (as `kubectl wait` does) until it is clear (exit 0), the
+/// timeout (exit 1, with what is still in flight), or the server cannot vouch for it (exit 2).
+async fn gate_wait(
+    client: &kube::Client,
+    name: &str,
+    scope: &Scope,
+    output: Output,
+    timeout: Option<jiff::SignedDuration>,
+) -> Result<Outcome> {
+    let mut events = std::pin::pin!(gate::watch(client, name));
+    let deadline = timeout
+        .and_then(|t| std::time::Duration::try_from(t).ok())
+        .map(|t| tokio::time::Instant::now() + t);
+    let mut last: Option<ifo_model::MaintenanceGate> = None;
+    loop {
+        let next = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, events.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    let waited = timeout.map(|t| format!("{t:#}")).unwrap_or_default();
+                    eprintln!("timed out after {waited}");
+                    match &last {
+                        Some(gate) => {
+                            eprintln!("{}", gate::summary(gate, Timestamp::now()));
+                            emit(&gate::operations(gate, Timestamp::now()));
+                        }
+                        None => eprintln!("(the gate could not be read in time)"),
+                    }
+                    return Ok(Outcome::InFlight);
+                }
+            },
+            None => events.next().await,
+        };
+        let gate = match next {
+            Some(Ok(gate)) => gate,
+            Some(Err(e)) => return Err(e),
+            None => bail!("the watch ended unexpectedly"),
+        };
+        match gate::verdict(&gate) {
+            gate::Verdict::Clear => return gate_check(&gate, scope, output, Timestamp::now()),
+            gate::Verdict::Unknown => return Err(gate::unknown_error(&gate)),
+            gate::Verdict::InFlight => {}
+        }
+        let status = |g: &ifo_model::MaintenanceGate| {
+            (
+                g.status.active_operations,
+                g.status.expected_clear_time.clone(),
+                g.status.clear().map(|c| c.message.clone()),
+            )
+        };
+        if last.as_ref().map(status) != Some(status(&gate)) {
+            let summary = gate::summary(&gate, Timestamp::now());
+            let expected = summary
+                .split_once(" (")
+                .map(|(_, e)| format!(" ({e}"))
+                .unwrap_or_default();
+            eprintln!(
+                "waiting for {} to complete{expected}: {}",
+                plural(gate.status.active_operations as usize, "operation"),
+                gate.status.clear().map_or("", |c| c.message.as_str())
+            );
+        }
+        last = Some(gate);
+    }
+}
+
+/// `gates`: the table (coloured), or the objects.
+async fn gates(
+    client: &kube::Client,
+    name: Option<&str>,
+    output: Output,
+    now: Timestamp,
+    colours: Colours,
+) -> Result<Outcome> {
+    let gates = match name {
+        Some(name) => vec![
+            gate::get(client, name)
+                .await
+                .map_err(|e| gate::explain(&e, "get"))?,
+        ],
+        None => gate::list(client).await?,
+    };
+    match output {
+        Output::Table | Output::Wide => {
+            emit(&gate::table(&gates, now, colours));
+        }
+        Output::Name => {
+            for g in &gates {
+                let name = g.metadata.name.as_deref().unwrap_or_default();
+                emit(&format!("maintenancegate/{name}\n"));
+            }
+        }
+        Output::Json | Output::Yaml => {
+            let v = serde_json::to_value(&gates).unwrap_or_default();
+            emit(&if output == Output::Json {
+                format::to_json(&v)
+            } else {
+                format::to_yaml(&v)
+            });
+        }
+    }
+    Ok(Outcome::Done)
 }
 
 /// `check` and `wait` answer whether anything is in flight. When the server said its answer may

@@ -23,6 +23,7 @@ pub struct Resource {
     pub kind: &'static str,
     pub namespaced: bool,
     pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
 }
 
 pub const INFLIGHT_OPERATIONS: Resource = Resource {
@@ -31,6 +32,7 @@ pub const INFLIGHT_OPERATIONS: Resource = Resource {
     kind: ifo_model::NAMESPACED_KIND,
     namespaced: true,
     short_names: &["ifo", "ifos"],
+    categories: &CATEGORIES,
 };
 
 pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
@@ -39,9 +41,27 @@ pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
     kind: ifo_model::CLUSTER_KIND,
     namespaced: false,
     short_names: &["ifco", "ifcos"],
+    categories: &CATEGORIES,
 };
 
+/// The maintenance gates: not in the `inflight` category, which lists operations.
+pub const MAINTENANCE_GATES: Resource = Resource {
+    plural: ifo_model::GATE_PLURAL,
+    singular: "maintenancegate",
+    kind: ifo_model::GATE_KIND,
+    namespaced: false,
+    short_names: &["gate", "gates"],
+    categories: &[],
+};
+
+/// The operations' resources.
 pub const RESOURCES: [&Resource; 2] = [&INFLIGHT_OPERATIONS, &INFLIGHT_CLUSTER_OPERATIONS];
+/// Every served resource, in discovery order.
+pub const SERVED: [&Resource; 3] = [
+    &INFLIGHT_OPERATIONS,
+    &INFLIGHT_CLUSTER_OPERATIONS,
+    &MAINTENANCE_GATES,
+];
 const VERBS: [&str; 3] = ["get", "list", "watch"];
 const CATEGORIES: [&str; 1] = ["inflight"];
 
@@ -118,7 +138,7 @@ fn api_group_list() -> Value {
 fn api_resource_list() -> APIResourceList {
     APIResourceList {
         group_version: GROUP_VERSION.to_owned(),
-        resources: RESOURCES
+        resources: SERVED
             .iter()
             .map(|r| APIResource {
                 name: r.plural.to_owned(),
@@ -127,7 +147,7 @@ fn api_resource_list() -> APIResourceList {
                 kind: r.kind.to_owned(),
                 verbs: strings(&VERBS),
                 short_names: Some(strings(r.short_names)),
-                categories: Some(strings(&CATEGORIES)),
+                categories: (!r.categories.is_empty()).then(|| strings(r.categories)),
                 group: None,
                 version: None,
                 storage_version_hash: None,
@@ -140,18 +160,21 @@ fn api_resource_list() -> APIResourceList {
 /// k8s-openapi has no `apidiscovery` types, and kube-core's write no `kind` or `apiVersion` and
 /// always write `subresources`.
 fn aggregated(api_version: &str) -> Value {
-    let resources: Vec<Value> = RESOURCES
+    let resources: Vec<Value> = SERVED
         .iter()
         .map(|r| {
-            json!({
+            let mut resource = json!({
                 "resource": r.plural,
                 "responseKind": {"group": GROUP, "version": VERSION, "kind": r.kind},
                 "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
                 "singularResource": r.singular,
                 "verbs": VERBS,
                 "shortNames": r.short_names,
-                "categories": CATEGORIES,
-            })
+            });
+            if !r.categories.is_empty() {
+                resource["categories"] = json!(r.categories);
+            }
+            resource
         })
         .collect();
     json!({
@@ -201,6 +224,9 @@ mod tests {
              "namespaced": false, "kind": "InFlightClusterOperation",
              "verbs": ["get", "list", "watch"], "shortNames": ["ifco", "ifcos"],
              "categories": ["inflight"]},
+            {"name": "maintenancegates", "singularName": "maintenancegate",
+             "namespaced": false, "kind": "MaintenanceGate",
+             "verbs": ["get", "list", "watch"], "shortNames": ["gate", "gates"]},
         ])
     }
 
@@ -245,6 +271,11 @@ mod tests {
                          "Namespaced", ["ifo", "ifos"]),
                 resource("inflightclusteroperations", "inflightclusteroperation",
                          "InFlightClusterOperation", "Cluster", ["ifco", "ifcos"]),
+                {"resource": "maintenancegates",
+                 "responseKind": {"group": "live.ifo.kubevirt.io", "version": "v1alpha1",
+                                  "kind": "MaintenanceGate"},
+                 "scope": "Cluster", "singularResource": "maintenancegate",
+                 "verbs": ["get", "list", "watch"], "shortNames": ["gate", "gates"]},
             ]}],
         }]);
         for (doc, api_version) in [

@@ -37,12 +37,7 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
         .iter()
         .take(MAX_WARNINGS)
         .map(|s| {
-            let t = &s.target;
-            let name = if t.group.is_empty() {
-                format!("{}/{}", t.resource, t.version)
-            } else {
-                format!("{}.{}/{}", t.resource, t.group, t.version)
-            };
+            let name = target_name(s);
             let full = s.reason.to_string();
             let mut reason: String = full.chars().take(MAX_REASON).collect();
             if reason.len() < full.len() {
@@ -58,6 +53,17 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
         ));
     }
     texts
+}
+
+/// `<resource>.<group>/<version>` (`<resource>/<version>` in the core group): how warnings and
+/// maintenance gates name a target.
+pub fn target_name(stale: &Stale) -> String {
+    let t = &stale.target;
+    if t.group.is_empty() {
+        format!("{}/{}", t.resource, t.version)
+    } else {
+        format!("{}.{}/{}", t.resource, t.group, t.version)
+    }
 }
 
 /// `299 - "text"`, with `"` and `\` escaped and control characters made spaces (as

@@ -4,6 +4,7 @@ mod chunked;
 pub(crate) mod continue_token;
 pub(crate) mod discovery;
 pub(crate) mod freshness;
+mod gate;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;
 pub(crate) mod params;
@@ -44,6 +45,8 @@ pub struct ApiState {
     watch_generation: tokio::sync::watch::Sender<u64>,
     /// Whether resource requests are answered (false on a standby replica).
     serving: std::sync::atomic::AtomicBool,
+    /// When this state was made: the earliest a gate's verdict can date from.
+    started: jiff::Timestamp,
 }
 
 /// Limits on what callers may hold open.
@@ -106,6 +109,7 @@ impl ApiState {
             freshness: Arc::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
             serving: std::sync::atomic::AtomicBool::new(true),
+            started: jiff::Timestamp::now(),
         }
     }
 
@@ -129,6 +133,12 @@ impl ApiState {
     /// See [`ApiState::set_serving`].
     pub fn is_serving(&self) -> bool {
         self.serving.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The maintenance gates a list answers (the cluster's and those with operations in
+    /// flight), as they are served: what the gate metrics read.
+    pub fn maintenance_gates(&self) -> Vec<ifo_model::MaintenanceGate> {
+        gate::listed_gates(self)
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).

@@ -54,13 +54,23 @@ impl Params {
     /// Reads the parameters from the request's decoded query (first values count, as for
     /// authorization). `watch` is the request's verb, decided once by its `RequestInfo`.
     pub fn parse(query: &Query, watch: bool) -> Result<Params, ApiError> {
+        Self::parse_selecting(query, watch, SELECTABLE_FIELDS)
+    }
+
+    /// [`Params::parse`] for a resource whose field selectors may name `fields`.
+    pub fn parse_selecting(
+        query: &Query,
+        watch: bool,
+        fields: &[&str],
+    ) -> Result<Params, ApiError> {
+        let supported = fields;
         let get = |k: &str| query.non_empty(k);
         let labels = match get("labelSelector") {
             Some(s) => LabelSelector::parse(s)?,
             None => LabelSelector::everything(),
         };
         let fields = match get("fieldSelector") {
-            Some(s) => FieldSelector::parse(s, SELECTABLE_FIELDS)?,
+            Some(s) => FieldSelector::parse(s, supported)?,
             None => FieldSelector::everything(),
         };
         let resource_version = get("resourceVersion")

@@ -70,7 +70,7 @@ pub fn resource_for(plural: &str) -> Option<&'static Resource> {
 }
 
 /// The `apiVersion` of a `meta.k8s.io` representation (Tables and metadata-only objects).
-fn meta_api_version(repr: Representation) -> &'static str {
+pub(super) fn meta_api_version(repr: Representation) -> &'static str {
     repr.meta_api_version().unwrap_or("meta.k8s.io/v1")
 }
 
@@ -103,13 +103,13 @@ pub fn represent(repr: Representation, stored: &Stored, include: IncludeObject) 
     }
 }
 
-fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
+pub(super) fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
     Ok(negotiate::negotiate_resource(
         negotiate::accept_header(headers).as_deref(),
     )?)
 }
 
-fn json_response(value: &impl Serialize) -> Response {
+pub(super) fn json_response(value: &impl Serialize) -> Response {
     (
         [(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)],
         serde_json::to_vec(value).unwrap_or_default(),
@@ -243,6 +243,9 @@ fn route(
     user: &str,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    if super::gate::is_gate_request(info) {
+        return super::gate::route(state, info, user, headers);
+    }
     let Plan {
         scope,
         action,

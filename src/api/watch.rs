@@ -20,12 +20,12 @@ use tokio::sync::{broadcast, mpsc};
 
 /// kube-apiserver's `--min-request-timeout`: a watch lasts between this and twice this (random,
 /// so that watches opened together do not all end together); `timeoutSeconds` only shortens it.
-const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
-const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+pub(super) const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(super) const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 /// Encoded events buffered per watch before the sender waits on the client.
-const CHANNEL: usize = 64;
+pub(super) const CHANNEL: usize = 64;
 /// How long a watch waits for a client that has stopped reading before closing it.
-const STALLED_CLIENT: Duration = Duration::from_secs(60);
+pub(super) const STALLED_CLIENT: Duration = Duration::from_secs(60);
 
 #[derive(Serialize)]
 struct WireEvent<'a, T> {
@@ -40,14 +40,14 @@ struct Encoder {
 }
 
 /// One watch event on the wire: `{"type":..,"object":..}` and a newline.
-fn frame(type_: &str, object: &impl Serialize) -> Bytes {
+pub(super) fn frame(type_: &str, object: &impl Serialize) -> Bytes {
     let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }
 
 /// An in-stream `ERROR` event carrying a `Status`.
-fn error_frame(err: &ApiError) -> Bytes {
+pub(super) fn error_frame(err: &ApiError) -> Bytes {
     frame("ERROR", &err.to_status())
 }
 
@@ -82,16 +82,17 @@ fn transition(
     params: &Params,
     event: &Event,
 ) -> Option<(&'static str, Arc<Stored>)> {
-    let now = matches(scope, params, &event.object);
+    let object = event.object.as_ref()?;
+    let now = matches(scope, params, object);
     let before = event
         .previous
         .as_ref()
         .is_some_and(|p| matches(scope, params, p));
     match event.kind {
-        EventKind::Added if now => Some(("ADDED", event.object.clone())),
-        EventKind::Deleted if now => Some(("DELETED", event.object.clone())),
-        EventKind::Modified if now && before => Some(("MODIFIED", event.object.clone())),
-        EventKind::Modified if now => Some(("ADDED", event.object.clone())),
+        EventKind::Added if now => Some(("ADDED", object.clone())),
+        EventKind::Deleted if now => Some(("DELETED", object.clone())),
+        EventKind::Modified if now && before => Some(("MODIFIED", object.clone())),
+        EventKind::Modified if now => Some(("ADDED", object.clone())),
         EventKind::Modified if before => {
             Some(("DELETED", at_rv(event.previous.as_ref()?, event.rv)))
         }
@@ -102,7 +103,7 @@ fn transition(
 /// How long a watch lasts: the server's jittered maximum, or less if the client asked for less
 /// (`timeoutSeconds` of 0 or absent asks for nothing). Never longer than two
 /// [`MIN_REQUEST_TIMEOUT`]s, whatever the client sends.
-fn lifetime(requested_seconds: Option<u64>) -> Duration {
+pub(super) fn lifetime(requested_seconds: Option<u64>) -> Duration {
     let server = MIN_REQUEST_TIMEOUT.mul_f64(1.0 + fastrand::f64());
     match requested_seconds {
         Some(s) if s > 0 => Duration::from_secs(s).min(server),
@@ -177,9 +178,9 @@ enum Start {
 
 /// History events a watch reads from the index at a time (each read holds the index's read
 /// lock briefly; none copies the whole history).
-const REPLAY_CHUNK: usize = 256;
+pub(super) const REPLAY_CHUNK: usize = 256;
 
-fn expired(e: WatchError) -> ApiError {
+pub(super) fn expired(e: WatchError) -> ApiError {
     match e {
         WatchError::Expired { requested, oldest } => {
             ApiError::TooOldResourceVersion { requested, oldest }

@@ -13,6 +13,10 @@ pub enum EventKind {
     Modified,
     /// The record is gone.
     Deleted,
+    /// No record changed: whether the targets feeding the index are current did (a watch
+    /// failed or recovered, the initial sync ended). Takes a resourceVersion so that the
+    /// verdicts that depend on it (maintenance gates) change at one, like everything else.
+    FeedsChanged,
 }
 
 impl EventKind {
@@ -22,6 +26,8 @@ impl EventKind {
             EventKind::Added => "ADDED",
             EventKind::Modified => "MODIFIED",
             EventKind::Deleted => "DELETED",
+            // Only the resourceVersion moves for the records: what a bookmark says.
+            EventKind::FeedsChanged => "BOOKMARK",
         }
     }
 }
@@ -34,8 +40,9 @@ pub struct Event {
     /// What the change did.
     pub kind: EventKind,
     /// The record at `rv`. For `Deleted`, the last state re-stamped with the deletion RV, as
-    /// Kubernetes does, so a client resuming from it doesn't replay the deletion.
-    pub object: Arc<Stored>,
+    /// Kubernetes does, so a client resuming from it doesn't replay the deletion. `None` for
+    /// `FeedsChanged` only.
+    pub object: Option<Arc<Stored>>,
     /// For `Modified`: the state before, so a watcher with a label or field selector can turn
     /// the event into ADDED (now matches, didn't before) or DELETED (matched, no longer does).
     /// `None` for `Added` and `Deleted`.

@@ -19,6 +19,7 @@
 mod active;
 mod error;
 mod event;
+mod gates;
 mod store;
 mod stored;
 mod transitions;
@@ -26,6 +27,7 @@ mod transitions;
 pub use active::{ActiveKey, NODE_LABEL, RuleKey};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
+pub use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS, TARGET_NODE_LABEL};
 pub use store::{Index, IndexReader, Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
 pub use transitions::Transitions;

@@ -8,6 +8,7 @@ use tokio::sync::broadcast;
 use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
+use super::gates::{GateCounts, GateMembers, GateScope};
 use super::stored::{ObjectKey, Stored, key_of};
 use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
@@ -63,6 +64,14 @@ struct State {
     resumable_from: u64,
     /// Active records by metric labels, changed with `items`.
     active: ActiveCounts,
+    /// Active records by maintenance-gate scope, changed with `items`.
+    gates: GateCounts,
+    /// The RV of the latest [`Index::feeds_changed`].
+    feeds_rv: u64,
+    /// Whether every feed was current at the latest [`Index::feeds_changed`], and since when
+    /// (`None`: since the start).
+    feeds_current: bool,
+    feeds_since: Option<jiff::Timestamp>,
     /// The RV at which this replica last began to serve (see [`Index::begin_epoch`]).
     epoch: u64,
 }
@@ -81,6 +90,10 @@ impl Index {
                 ring_capacity,
                 resumable_from: base_rv,
                 active: ActiveCounts::default(),
+                gates: GateCounts::default(),
+                feeds_rv: base_rv,
+                feeds_current: false,
+                feeds_since: None,
                 epoch: base_rv,
             }),
             tx,
@@ -109,11 +122,13 @@ impl Index {
                     transitions.note(previous.as_ref().map(|p| &*p.op), &op);
                     st.active
                         .change(previous.as_ref().map(|p| &*p.op), Some(&op));
+                    let before = previous.as_ref().map(|p| p.op.clone());
                     if let Some(prev) = previous.take_if(|p| p.op.uid != op.uid) {
                         st.items.remove(&key);
                         self.delete(&mut st, &prev.op);
                     }
                     let rv = st.rv + 1;
+                    st.gates.change(before.as_ref(), Some(&op), rv);
                     let object = Arc::new(Stored::new(rv, op));
                     st.items.insert(key, object.clone());
                     let kind = if previous.is_some() {
@@ -129,6 +144,8 @@ impl Index {
                         && let Some(prev) = st.items.remove(&key)
                     {
                         st.active.change(Some(&prev.op), None);
+                        let rv = st.rv + 1;
+                        st.gates.change(Some(&prev.op), None, rv);
                         self.delete(&mut st, &prev.op);
                     }
                 }
@@ -148,6 +165,44 @@ impl Index {
         self.read().active.oldest()
     }
 
+    /// Whether the targets feeding the index are current changed (`all_current`: every one
+    /// is now, and the initial sync is done): takes the next RV, so that what depends on it
+    /// (maintenance gates) changes at one. Returns it.
+    pub fn feeds_changed(&self, all_current: bool) -> u64 {
+        let mut st = self.write();
+        self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
+        st.feeds_rv = st.rv;
+        if st.feeds_current != all_current {
+            st.feeds_current = all_current;
+            st.feeds_since = Some(jiff::Timestamp::now());
+        }
+        st.rv
+    }
+
+    /// The operations in flight in `scope`, at the current RV (the gate's RV is that of the
+    /// scope's latest change or of the latest [`Index::feeds_changed`], whichever is later).
+    pub fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
+        let st = self.read();
+        let mut members = st.gates.members(scope, st.epoch);
+        Self::with_feeds(&st, &mut members);
+        (st.rv, members)
+    }
+
+    /// Every scope with operations in flight, sorted, at the current RV (returned first).
+    pub fn gates_in_flight(&self) -> (u64, Vec<GateMembers>) {
+        let st = self.read();
+        let mut all = st.gates.in_flight(st.epoch);
+        for members in &mut all {
+            Self::with_feeds(&st, members);
+        }
+        (st.rv, all)
+    }
+
+    fn with_feeds(st: &State, members: &mut GateMembers) {
+        members.rv = members.rv.max(st.feeds_rv).max(st.epoch);
+        members.feeds_since = st.feeds_since;
+    }
+
     fn delete(&self, st: &mut State, last: &Arc<InFlightOperation>) {
         let object = Arc::new(Stored::new(st.rv + 1, last.clone()));
         self.emit(st, EventKind::Deleted, object, None);
@@ -160,8 +215,18 @@ impl Index {
         object: Arc<Stored>,
         previous: Option<Arc<Stored>>,
     ) {
+        debug_assert_eq!(object.rv, st.rv + 1);
+        self.emit_event(st, kind, Some(object), previous);
+    }
+
+    fn emit_event(
+        &self,
+        st: &mut State,
+        kind: EventKind,
+        object: Option<Arc<Stored>>,
+        previous: Option<Arc<Stored>>,
+    ) {
         st.rv += 1;
-        debug_assert_eq!(object.rv, st.rv);
         let event = Event {
             rv: st.rv,
             kind,
@@ -372,6 +437,16 @@ impl IndexReader {
     /// See [`Index::is_empty`].
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// See [`Index::gate`].
+    pub fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
+        self.0.gate(scope)
+    }
+
+    /// See [`Index::gates_in_flight`].
+    pub fn gates_in_flight(&self) -> (u64, Vec<GateMembers>) {
+        self.0.gates_in_flight()
     }
 
     /// See [`Index::snapshot`].

@@ -111,7 +111,11 @@ const VERBS: &[&str] = &[
 ];
 
 /// Resources counted under their own name; any other resource is `other`.
-const RESOURCES: &[&str] = &[ifo_model::NAMESPACED_PLURAL, ifo_model::CLUSTER_PLURAL];
+const RESOURCES: &[&str] = &[
+    ifo_model::NAMESPACED_PLURAL,
+    ifo_model::CLUSTER_PLURAL,
+    ifo_model::GATE_PLURAL,
+];
 
 /// The `verb` and `resource` labels of a request: `info` when it could be read, else its
 /// method alone (resource empty).

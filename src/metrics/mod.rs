@@ -1,7 +1,7 @@
 //! Prometheus metrics, served at `/metrics`.
 //!
 //! One file per concern, each declaring its series and the functions the pipeline calls:
-//! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
+//! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
 //! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
 //!
@@ -13,6 +13,7 @@
 mod api;
 mod auth;
 mod evaluation;
+mod gates;
 mod leader;
 mod operations;
 mod persist;
@@ -28,6 +29,7 @@ pub use evaluation::{
     EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event, rule_error,
     ruleset_suspended,
 };
+pub use gates::serve_gates_from;
 pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
@@ -58,6 +60,7 @@ struct Metrics {
     persist: persist::Persist,
     leader: leader::Leader,
     tasks: tasks::Tasks,
+    gates: std::sync::Arc<gates::GateSource>,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -79,6 +82,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
     let tasks = tasks::Tasks::register(r);
+    let gates = std::sync::Arc::new(gates::GateSource::default());
+    r.register_collector(Box::new(gates.clone()));
     Metrics {
         registry: root,
         operations,
@@ -89,6 +94,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         persist,
         leader,
         tasks,
+        gates,
     }
 });
 

@@ -256,3 +256,50 @@ fn the_global_exposition_has_the_process_series_unprefixed() {
         "{text}"
     );
 }
+
+#[test]
+fn gate_series_say_each_listed_gate_verdict_and_expected_end() {
+    let gate = |name: &str, status: &str, active: u64, expected: Option<&str>| {
+        let mut v = serde_json::json!({
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [{"type": "Clear", "status": status, "reason": "r", "message": "m",
+                                "lastTransitionTime": "2026-11-22T10:00:00Z"}],
+                "activeOperations": active,
+            },
+        });
+        if let Some(t) = expected {
+            v["status"]["expectedClearTime"] = serde_json::json!(t);
+        }
+        serde_json::from_value::<ifo_model::MaintenanceGate>(v).unwrap()
+    };
+    let source = super::gates::GateSource::default();
+    *source.0.write().unwrap() = Some(Box::new(move || {
+        vec![
+            gate("cluster", "Unknown", 1, None),
+            gate("node.w1", "False", 1, Some("2026-11-22T10:04:00Z")),
+        ]
+    }));
+    let mut registry = Registry::default();
+    registry
+        .sub_registry_with_prefix("ifo")
+        .register_collector(Box::new(source));
+    let mut out = String::new();
+    encode(&mut out, &registry).unwrap();
+    for line in [
+        r#"ifo_maintenance_gate_status{gate="cluster",status="Unknown"} 1"#,
+        r#"ifo_maintenance_gate_status{gate="cluster",status="True"} 0"#,
+        r#"ifo_maintenance_gate_status{gate="node.w1",status="False"} 1"#,
+        r#"ifo_maintenance_gate_active_operations{gate="node.w1"} 1"#,
+        r#"ifo_maintenance_gate_expected_clear_timestamp_seconds{gate="node.w1"} 1795341840.0"#,
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "{line} missing from:\n{out}"
+        );
+    }
+    assert!(
+        !out.contains(r#"expected_clear_timestamp_seconds{gate="cluster"}"#),
+        "{out}"
+    );
+}

@@ -101,11 +101,14 @@ impl Writer {
                 ),
                 event = events.recv() => match event {
                     Ok(event) => {
+                        // A change of the feeds' freshness carries no record to write.
+                        let Some(object) = &event.object else { continue };
                         let desired = match event.kind {
-                            EventKind::Added | EventKind::Modified => Desired::Present(event.object.op.clone()),
-                            EventKind::Deleted => Desired::Absent(Some(event.object.op.clone())),
+                            EventKind::Added | EventKind::Modified => Desired::Present(object.op.clone()),
+                            EventKind::Deleted => Desired::Absent(Some(object.op.clone())),
+                            EventKind::FeedsChanged => continue,
                         };
-                        self.pending.want(&event.object.op.name, desired, Instant::now());
+                        self.pending.want(&object.op.name, desired, Instant::now());
                     }
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "persistence fell behind the index; comparing with all of it");

@@ -25,7 +25,14 @@ use crate::ruleset::Target;
 use jiff::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::index::{GateScope, Index};
+use crate::readiness::Readiness;
+
+/// How long [`TargetHealth::report_to`] gathers changes before it reports them.
+const REPORT_COALESCE: Duration = Duration::from_millis(100);
 
 /// Most skipped objects named per target and query (the rest are counted in the metrics and on
 /// the rulesets).
@@ -121,11 +128,23 @@ enum Resolution {
     },
 }
 
+/// Which maintenance gates a target's rulesets can put operations in, besides the cluster's
+/// and their namespaces'.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Their components.
+    pub components: BTreeSet<String>,
+    /// Whether any of them labels the node (or the migration target) of an operation.
+    pub nodes: bool,
+}
+
 #[derive(Debug)]
 struct Entry {
     /// Namespaces whose operations this target's rulesets produce; `None`: any (cluster-scoped
     /// subjects included).
     feeds: Option<BTreeSet<String>>,
+    /// The gates it feeds; `None` (not said): every one.
+    reach: Option<Reach>,
     resolution: Resolution,
     streams: BTreeMap<Stream, StreamState>,
     /// The last failed liveness probe of a stream whose watch looks fine (a stalled watch).
@@ -230,6 +249,8 @@ pub struct Stale {
 #[derive(Debug, Default)]
 pub struct TargetHealth {
     targets: Mutex<BTreeMap<Target, Entry>>,
+    /// Woken when what [`TargetHealth::stale`] answers may have changed.
+    changed: tokio::sync::Notify,
 }
 
 impl TargetHealth {
@@ -239,7 +260,12 @@ impl TargetHealth {
             // Forgotten meanwhile: the watcher is being stopped.
             return;
         };
+        // What the answers depend on: where the target is blind, anywhere.
+        let before = entry.blind_spots(None);
         f(entry);
+        if before != entry.blind_spots(None) {
+            self.changed.notify_one();
+        }
         crate::metrics::set_target_watch_up(target, entry.stale_reason(None).is_none());
         crate::metrics::set_target_detection(
             target,
@@ -258,6 +284,7 @@ impl TargetHealth {
         let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
         let entry = targets.entry(target.clone()).or_insert_with(|| Entry {
             feeds: None,
+            reach: None,
             resolution: Resolution::Pending,
             streams: BTreeMap::new(),
             stalled: BTreeMap::new(),
@@ -268,6 +295,19 @@ impl TargetHealth {
         });
         entry.feeds = feeds;
         crate::metrics::set_target_watch_up(target, entry.stale_reason(None).is_none());
+        self.changed.notify_one();
+    }
+
+    /// The rulesets watching `target` (see [`TargetHealth::watching`]) reach the gates of
+    /// `reach`.
+    pub fn reaches(&self, target: &Target, reach: Reach) {
+        let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = targets.get_mut(target)
+            && entry.reach.as_ref() != Some(&reach)
+        {
+            entry.reach = Some(reach);
+            self.changed.notify_one();
+        }
     }
 
     /// No ruleset targets `target` any more.
@@ -277,6 +317,51 @@ impl TargetHealth {
             .unwrap_or_else(|p| p.into_inner())
             .remove(target);
         crate::metrics::forget_target(target);
+        self.changed.notify_one();
+    }
+
+    /// The targets that feed the maintenance gate of `scope` and are not current: those whose
+    /// rulesets can put an operation in it.
+    pub fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
+        match scope {
+            GateScope::Cluster => self.stale(None),
+            GateScope::Namespace(ns) => self.stale(Some(ns)),
+            GateScope::Node(_) | GateScope::Component(_) => {
+                let reaches = |e: &Entry| {
+                    e.reach.as_ref().is_none_or(|r| match scope {
+                        GateScope::Component(c) => r.components.contains(c),
+                        _ => r.nodes,
+                    })
+                };
+                let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+                targets
+                    .iter()
+                    .filter(|(_, e)| reaches(e))
+                    .flat_map(|(target, e)| {
+                        e.blind_spots(None).into_iter().map(|reason| Stale {
+                            target: target.clone(),
+                            reason,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Tells `index` whenever what [`TargetHealth::stale`] answers, or the initial sync, may
+    /// have changed, so that the maintenance gates that depend on it change at a
+    /// resourceVersion like everything else. Runs for as long as the server.
+    pub async fn report_to(self: Arc<Self>, index: Arc<Index>, readiness: Readiness) {
+        loop {
+            let synced = readiness.is_synced();
+            tokio::select! {
+                _ = self.changed.notified() => {}
+                _ = readiness.wait(), if !synced => {}
+            }
+            // A burst (every target listed at start) is one change.
+            tokio::time::sleep(REPORT_COALESCE).await;
+            index.feeds_changed(readiness.is_synced() && self.stale(None).is_empty());
+        }
     }
 
     /// The API server does not serve `target` (its CRD is not installed).
@@ -575,6 +660,40 @@ mod tests {
         // Reports of a watcher being stopped change nothing once it is forgotten.
         h.failed(&t, &None, "late".into());
         assert!(reasons(&h, None).is_empty());
+    }
+
+    #[test]
+    fn gates_depend_on_the_targets_that_reach_them() {
+        let h = TargetHealth::default();
+        let (vms, pods) = (target("vms"), target("pods"));
+        for t in [&vms, &pods] {
+            h.watching(t, Some(["a".to_string()].into()));
+            h.resolved(t, true, &[None]);
+        }
+        let names = |scope: &GateScope| -> Vec<String> {
+            h.stale_for_gate(scope)
+                .into_iter()
+                .map(|s| s.target.resource)
+                .collect()
+        };
+        let node = GateScope::Node("w1".into());
+        let kubevirt = GateScope::Component("kubevirt".into());
+        assert_eq!(names(&node), ["pods", "vms"], "unsaid: every gate");
+        h.reaches(
+            &vms,
+            Reach {
+                components: ["kubevirt".to_string()].into(),
+                nodes: true,
+            },
+        );
+        h.reaches(&pods, Reach::default());
+        assert_eq!(names(&node), ["vms"]);
+        assert_eq!(names(&kubevirt), ["vms"]);
+        assert!(names(&GateScope::Component("other".into())).is_empty());
+        assert_eq!(names(&GateScope::Cluster), ["pods", "vms"]);
+        assert!(names(&GateScope::Namespace("b".into())).is_empty());
+        h.listed(&vms, &None, Timestamp::UNIX_EPOCH);
+        assert!(names(&node).is_empty());
     }
 
     #[test]

@@ -9,7 +9,9 @@ use super::detector::Detector;
 use super::health::WatchState;
 use super::lanes::Lanes;
 use super::object::Object;
-use super::target_health::{Stream, TargetHealth};
+use super::target_health::{Reach, Stream, TargetHealth};
+use crate::index::{NODE_LABEL, TARGET_NODE_LABEL};
+use crate::operation::LABEL_PREFIX;
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
@@ -126,6 +128,7 @@ impl Watches {
                 tracing::info!(target = %target, "starting watch");
             }
             self.targets.watching(&target, feeds(&rulesets));
+            self.targets.reaches(&target, reach(&rulesets));
             let ctx = Context {
                 client: self.client.clone(),
                 targets: self.targets.clone(),
@@ -182,6 +185,21 @@ fn feeds(rulesets: &[Arc<CompiledRuleSet>]) -> Option<BTreeSet<String>> {
             .flat_map(|r| r.namespaces.iter().cloned())
             .collect(),
     )
+}
+
+/// The maintenance gates `rulesets` can put operations in (see [`Reach`]).
+fn reach(rulesets: &[Arc<CompiledRuleSet>]) -> Reach {
+    let node_keys = [NODE_LABEL, TARGET_NODE_LABEL].map(|k| format!("{LABEL_PREFIX}{k}"));
+    Reach {
+        components: rulesets.iter().map(|r| r.info.component.clone()).collect(),
+        nodes: rulesets.iter().any(|r| {
+            r.info.labels.keys().any(|k| node_keys.contains(k))
+                || r.exprs
+                    .label_expressions
+                    .iter()
+                    .any(|(k, _)| node_keys.contains(k))
+        }),
+    }
 }
 
 /// Finds the target in discovery; `Ok(None)` when the API server does not serve it.

@@ -54,6 +54,21 @@ fn apiservice_is_available_and_resources_are_discoverable() {
     assert_eq!(ifco[1], "ifco,ifcos");
     assert_eq!(ifco[3], "false");
     assert_eq!(ifco[4], "InFlightClusterOperation");
+    // Gates: cluster-scoped, and not in the `inflight` category (no CATEGORIES column).
+    let gates = rows
+        .iter()
+        .find(|r| r[0] == "maintenancegates")
+        .unwrap_or_else(|| panic!("maintenancegates not listed:\n{out}"));
+    assert_eq!(
+        gates[1..],
+        [
+            "gate,gates",
+            "live.ifo.kubevirt.io/v1alpha1",
+            "false",
+            "MaintenanceGate",
+            "get,list,watch"
+        ]
+    );
 }
 
 #[test]
@@ -75,7 +90,14 @@ fn discovery_is_served_with_aggregated_format() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["inflightoperations", "inflightclusteroperations"]);
+    assert_eq!(
+        names,
+        [
+            "inflightoperations",
+            "inflightclusteroperations",
+            "maintenancegates"
+        ]
+    );
 }
 
 #[test]

@@ -167,7 +167,7 @@ fn openapi_v2_has_only_our_paths_and_is_merged_by_the_aggregator() {
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["swagger"], "2.0");
     let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
-    assert_eq!(paths.len(), 11, "{paths:?}");
+    assert_eq!(paths.len(), 15, "{paths:?}");
     assert!(
         paths
             .iter()

@@ -297,8 +297,9 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
         "{}",
         run.stdout
     );
+    // The namespace's maintenance gate answers.
     assert!(
-        run.stderr.contains("1 operation in flight"),
+        run.stderr.contains("not clear: 1 operation"),
         "{}",
         run.stderr
     );

@@ -51,7 +51,7 @@ fn crd(group: &str) -> String {
 }
 
 /// Lets the server read gadgets in `ns` (it may only read what it is granted, as in a cluster).
-fn grant_read(env: &Env, ns: &str, group: &str) {
+pub(crate) fn grant_read(env: &Env, ns: &str, group: &str) {
     env.apply(&format!(
         r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{{"name":"read-gadgets","namespace":"{ns}"}},
 "rules":[{{"apiGroups":["{group}"],"resources":["gadgets"],"verbs":["get","list","watch"]}}]}}"#
@@ -63,7 +63,7 @@ fn grant_read(env: &Env, ns: &str, group: &str) {
     ));
 }
 
-fn create_crd(env: &Env, group: &str) {
+pub(crate) fn create_crd(env: &Env, group: &str) {
     env.apply(&crd(group));
     env.kubectl(
         User::Admin,

@@ -246,5 +246,99 @@ pub fn all() -> Map<String, Value> {
     definitions.insert(format!("{PREFIX}InFlightOperationSpec"), spec());
     definitions.insert(format!("{PREFIX}InFlightOperationSubject"), subject());
     definitions.insert(format!("{PREFIX}InFlightOperationStatus"), status());
+    definitions.extend(gate_definitions());
+    definitions
+}
+
+const GATE_DESCRIPTION: &str = "MaintenanceGate is a verdict on whether disruptive work (draining or rebooting a node, upgrading a component, a backup window) is safe now in one scope, computed live from the operations in flight. Named cluster (every operation), node.<node> (operations whose ifo.kubevirt.io/node or ifo.kubevirt.io/target-node label names the node, so a migration into or out of it), component.<component> (operations of that component) or namespace.<namespace> (operations on subjects in that namespace). Any such name can be read, with nothing in flight too: `kubectl wait --for=condition=Clear=True maintenancegate/node.worker-1` waits until the node is clear. A list holds the cluster gate and every gate with operations in flight. Read-only; never stored.";
+
+fn gate_definitions() -> Map<String, Value> {
+    let gate = Kind {
+        kind: "MaintenanceGate",
+        description: GATE_DESCRIPTION,
+    };
+    let mut object = object(&gate);
+    let properties = object["properties"]
+        .as_object_mut()
+        .expect("an object schema");
+    properties.remove("spec");
+    properties["metadata"]["description"] = json!(
+        "Standard object metadata: the gate's name, a uid derived from it, and the resourceVersion of the latest change of its verdict. Gates have no generation."
+    );
+    properties["status"] = json!({
+        "$ref": ours("MaintenanceGateStatus"),
+        "description": "The verdict and what it rests on.",
+    });
+    let status = json!({
+        "description": "MaintenanceGateStatus says whether the scope is clear of operations in flight, and if not, which and until when.",
+        "type": "object",
+        "properties": {
+            "conditions": {
+                "description": "Clear: True when nothing is in flight in the scope and every watched target feeding it is current (reason NothingInFlight); False when operations are in flight (reason OperationsInFlight, the message names the first few); Unknown when the server cannot vouch for the scope (reason Stale: a target feeding it is not being watched, or the server has not finished its initial sync; the message says which). Unknown never satisfies a wait for True. lastTransitionTime is when the verdict last changed.",
+                "type": "array",
+                "items": {"$ref": meta("Condition")},
+                "x-kubernetes-list-map-keys": ["type"],
+                "x-kubernetes-list-type": "map",
+            },
+            "activeOperations": {
+                "description": "How many operations are in flight in the scope.",
+                "type": "integer",
+                "format": "int64",
+            },
+            "operations": {
+                "description": "The operations in flight in the scope, oldest first, at most 50.",
+                "type": "array",
+                "items": {"$ref": ours("MaintenanceGateOperation")},
+                "x-kubernetes-list-type": "atomic",
+            },
+            "expectedClearTime": {
+                "$ref": meta("Time"),
+                "description": "When the last operation in flight is expected to end. Absent when nothing is in flight or when any of them has no estimate.",
+            },
+            "staleTargets": {
+                "description": "The watched targets feeding the scope whose data is not current, and why. Absent when every one is current.",
+                "type": "array",
+                "items": {"$ref": ours("MaintenanceGateStaleTarget")},
+                "x-kubernetes-list-type": "atomic",
+            },
+        },
+    });
+    let operation = json!({
+        "description": "MaintenanceGateOperation is one operation in flight in a gate's scope: the InFlightOperation (or InFlightClusterOperation) to read for details.",
+        "type": "object",
+        "properties": {
+            "namespace": {"description": "Namespace of the InFlightOperation; absent for an InFlightClusterOperation.", "type": "string"},
+            "name": {"description": "Name of the InFlightOperation or InFlightClusterOperation.", "type": "string"},
+            "kind": {"description": "InFlightOperation or InFlightClusterOperation.", "type": "string"},
+            "subject": {
+                "description": "The object the operation happens to.",
+                "type": "object",
+                "properties": {
+                    "kind": {"description": "Kind of the subject.", "type": "string"},
+                    "name": {"description": "Name of the subject.", "type": "string"},
+                    "namespace": {"description": "Namespace of the subject; absent for cluster-scoped subjects.", "type": "string"},
+                },
+            },
+            "operation": {"description": "The operation, as its rule names it.", "type": "string"},
+            "component": {"description": "The component the operation belongs to.", "type": "string"},
+            "startTime": {"$ref": meta("Time"), "description": "When the operation started."},
+        },
+        "required": ["name", "kind", "subject", "operation", "component"],
+    });
+    let stale = json!({
+        "description": "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",
+        "type": "object",
+        "properties": {
+            "resource": {"description": "The target, as <resource>.<group>/<version>.", "type": "string"},
+            "reason": {"description": "Why it is not current.", "type": "string"},
+        },
+        "required": ["resource", "reason"],
+    });
+    let mut definitions = Map::new();
+    definitions.insert(format!("{PREFIX}MaintenanceGate"), object);
+    definitions.insert(format!("{PREFIX}MaintenanceGateList"), list(&gate));
+    definitions.insert(format!("{PREFIX}MaintenanceGateStatus"), status);
+    definitions.insert(format!("{PREFIX}MaintenanceGateOperation"), operation);
+    definitions.insert(format!("{PREFIX}MaintenanceGateStaleTarget"), stale);
     definitions
 }

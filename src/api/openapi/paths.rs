@@ -9,7 +9,7 @@
 
 use super::definitions::{PREFIX, reference};
 use super::v3;
-use crate::api::discovery::{GROUP, GROUP_VERSION, RESOURCES, Resource, VERSION};
+use crate::api::discovery::{GROUP, GROUP_VERSION, Resource, SERVED, VERSION};
 use crate::operation::SELECTABLE_FIELDS;
 use serde_json::{Map, Value, json};
 
@@ -333,7 +333,7 @@ fn operations() -> Vec<Operation> {
         parameters: Vec::new(),
     };
     std::iter::once(resource_list)
-        .chain(RESOURCES.iter().flat_map(|r| operations_of(r)))
+        .chain(SERVED.iter().flat_map(|r| operations_of(r)))
         .collect()
 }
 

@@ -198,7 +198,58 @@ fn served() -> Vec<(String, Value)> {
         out.push((kind.clone(), object));
         out.push((format!("{kind}List"), list));
     }
+    let gate = served_gate();
+    let list = serde_json::to_value(List {
+        kind: "MaintenanceGateList",
+        api_version: crate::api::discovery::GROUP_VERSION,
+        metadata: ListMeta {
+            resource_version: "42".into(),
+            continue_token: None,
+        },
+        items: vec![&gate],
+    })
+    .expect("a list serialises");
+    out.push(("MaintenanceGate".to_owned(), gate));
+    out.push(("MaintenanceGateList".to_owned(), list));
     out
+}
+
+/// A gate with every field set: operations in flight, a stale target, an expected end.
+fn served_gate() -> Value {
+    use crate::api::gate::verdict::{Feeds, gate};
+    use crate::index::{GateMembers, GateScope};
+    // Both records, a namespaced one and a cluster-scoped one, as in flight.
+    let ops: Vec<_> = records()
+        .into_iter()
+        .map(|mut r| {
+            r.phase = Phase::Active;
+            std::sync::Arc::new(r)
+        })
+        .collect();
+    let members = GateMembers {
+        scope: GateScope::Cluster,
+        rv: 42,
+        since: None,
+        active: ops.len(),
+        operations: ops,
+        feeds_since: None,
+    };
+    let feeds = Feeds {
+        synced: true,
+        stale: vec![crate::watch::Stale {
+            target: crate::ruleset::Target {
+                group: "kubevirt.io".into(),
+                version: "v1".into(),
+                resource: "virtualmachines".into(),
+            },
+            reason: crate::watch::Blind::NotWatched("forbidden".into()),
+        }],
+    };
+    let mut gate = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
+    gate.status.expected_clear_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
+    serde_json::to_value(gate).expect("a gate serialises")
 }
 
 fn check_served_against(schemas: &Schemas) {
@@ -329,6 +380,8 @@ fn kinds_carry_their_group_version_kind() {
         "InFlightOperationList",
         "InFlightClusterOperation",
         "InFlightClusterOperationList",
+        "MaintenanceGate",
+        "MaintenanceGateList",
     ] {
         let gvk = json!([{"group": GROUP, "kind": kind, "version": VERSION}]);
         let name = format!("{PREFIX}{kind}");
@@ -348,7 +401,7 @@ fn only_our_group_version_has_paths() {
     let openapi = OpenApi::new();
     for doc in [parse(&openapi.v2), parse(&openapi.v3_group)] {
         let paths = doc["paths"].as_object().unwrap();
-        assert_eq!(paths.len(), 11);
+        assert_eq!(paths.len(), 15);
         for (path, item) in paths {
             assert!(
                 path.starts_with("/apis/live.ifo.kubevirt.io/v1alpha1/"),

@@ -5,6 +5,7 @@ use jiff::Timestamp;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::*;
+use crate::index::gates::GateCounts;
 use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
 use crate::track::Change;
 
@@ -31,7 +32,13 @@ fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOper
 fn kinds(events: &[Event]) -> Vec<(u64, EventKind, String)> {
     events
         .iter()
-        .map(|e| (e.rv, e.kind, e.object.op.subject.name.clone()))
+        .map(|e| {
+            (
+                e.rv,
+                e.kind,
+                e.object.as_ref().unwrap().op.subject.name.clone(),
+            )
+        })
         .collect()
 }
 
@@ -85,10 +92,13 @@ fn added_modified_deleted_with_rising_rvs() {
     assert_eq!(prev.op.message.as_deref(), Some("one"));
     // DELETED carries the deletion RV and the last state.
     assert_eq!(
-        events[2].object.to_json()["metadata"]["resourceVersion"],
+        events[2].object.as_ref().unwrap().to_json()["metadata"]["resourceVersion"],
         "1003"
     );
-    assert_eq!(events[2].object.to_json()["status"]["message"], "two");
+    assert_eq!(
+        events[2].object.as_ref().unwrap().to_json()["status"]["message"],
+        "two"
+    );
     assert!(index.get(Some("ns"), &a1.name).is_none());
     assert!(index.is_empty());
 }
@@ -138,8 +148,8 @@ fn unknown_removes_are_ignored_and_uid_changes_are_delete_then_add() {
             (3, EventKind::Added, "a".into()),
         ]
     );
-    assert_eq!(events[1].object.op.uid, a.uid);
-    assert_eq!(events[2].object.op.uid, "new-uid");
+    assert_eq!(events[1].object.as_ref().unwrap().op.uid, a.uid);
+    assert_eq!(events[2].object.as_ref().unwrap().op.uid, "new-uid");
 }
 
 #[test]
@@ -351,6 +361,13 @@ fn active_counts_are_always_those_of_the_records() {
                 record
                     .labels
                     .insert("ifo.kubevirt.io/node".into(), format!("n{}", rng.u8(..3)));
+                if rng.bool() {
+                    record.labels.insert(
+                        "ifo.kubevirt.io/target-node".into(),
+                        format!("n{}", rng.u8(..3)),
+                    );
+                }
+                record.message = Some(format!("m{}", rng.u8(..3)));
                 Change::Upsert(Arc::new(record))
             }
         };
@@ -361,7 +378,71 @@ fn active_counts_are_always_those_of_the_records() {
             ActiveCounts::recount(snapshot.items.iter().map(|s| &*s.op)),
             "after step {step}"
         );
+        assert_eq!(
+            index.read().gates.to_map(),
+            GateCounts::recount(snapshot.items.iter().map(|s| &*s.op)),
+            "gates after step {step}"
+        );
     }
+}
+
+#[test]
+fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
+    let index = Index::new(10, 64, 16);
+    let mut a = (*op(Some("ns"), "a", "m")).clone();
+    a.labels.insert("ifo.kubevirt.io/node".into(), "w1".into());
+    a.created -= jiff::SignedDuration::from_secs(60);
+    let mut b = (*op(Some("ns"), "b", "m")).clone();
+    b.labels.insert("ifo.kubevirt.io/node".into(), "w2".into());
+    b.labels
+        .insert("ifo.kubevirt.io/target-node".into(), "w1".into());
+    index.apply(vec![
+        Change::Upsert(Arc::new(b.clone())),
+        Change::Upsert(Arc::new(a.clone())),
+    ]);
+    let node = GateScope::Node("w1".into());
+    let (rv, w1) = index.gate(&node);
+    assert_eq!(rv, 12);
+    assert_eq!((w1.active, w1.rv), (2, 12));
+    let names: Vec<&str> = w1
+        .operations
+        .iter()
+        .map(|o| o.subject.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"], "oldest first");
+    assert!(node.is_target_of(&w1.operations[1]) && !node.is_target_of(&w1.operations[0]));
+    // A new message changes no gate.
+    a.message = Some("other".into());
+    index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
+    assert_eq!(index.gate(&node).1.rv, 12);
+    // The migration ends: w1 keeps one, w2 clears and remembers when.
+    index.apply(vec![Change::Remove(Arc::new(b))]);
+    let (_, w1) = index.gate(&node);
+    assert_eq!((w1.active, w1.rv), (1, 14));
+    let (_, w2) = index.gate(&GateScope::Node("w2".into()));
+    assert_eq!((w2.active, w2.rv), (0, 14));
+    assert!(w2.since.is_some());
+    let names: Vec<String> = index
+        .gates_in_flight()
+        .1
+        .iter()
+        .map(|g| g.scope.to_string())
+        .collect();
+    assert_eq!(names, ["cluster", "node.w1", "namespace.ns"]);
+    // Nothing known of a scope: the epoch's RV; a feeds change moves every gate's RV.
+    assert_eq!(index.gate(&GateScope::Node("w9".into())).1.rv, 10);
+    let feeds = index.feeds_changed(true);
+    assert_eq!(feeds, 15);
+    assert_eq!(index.gate(&node).1.rv, 15);
+    assert_eq!(index.gate(&GateScope::Node("w9".into())).1.rv, 15);
+    let (replay, _) = index.watch_from(14).unwrap();
+    let events = index.replay(&mut { replay }, 10).unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].rv, events[0].kind),
+        (15, EventKind::FeedsChanged)
+    );
+    assert!(events[0].object.is_none());
 }
 
 #[test]

@@ -1,0 +1,103 @@
+//! Server-side time of reading maintenance gates: the request through the API router (no
+//! authentication layer) to the last byte of the body. 10,000 operations on 1,000 nodes (each
+//! migration also counts on its target node), in 100 namespaces, one component: a list holds
+//! the cluster, the component, 100 namespaces and 1,000 nodes.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use criterion::{Criterion, criterion_group, criterion_main};
+use ifo::api::{self, ApiState};
+use ifo::index::Index;
+use ifo::operation::{InFlightOperation, Phase};
+use ifo::readiness::Readiness;
+use ifo::track::Change;
+use tower::ServiceExt;
+
+mod fixture;
+use fixture::{OPERATIONS, operation};
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+const NODES: usize = 1_000;
+
+/// The fixture's operations, all in flight, spread over [`NODES`] nodes.
+fn on_nodes(i: usize) -> Arc<InFlightOperation> {
+    let mut op = (*operation(i)).clone();
+    op.phase = Phase::Active;
+    op.outcome = None;
+    op.completed = None;
+    op.labels.insert(
+        "ifo.kubevirt.io/node".into(),
+        format!("node-{:04}", i % NODES),
+    );
+    if op.operation == "Migrating" {
+        op.labels.insert(
+            "ifo.kubevirt.io/target-node".into(),
+            format!("node-{:04}", (i + 7) % NODES),
+        );
+    }
+    Arc::new(op)
+}
+
+async fn get(router: Router, uri: &str, accept: &str) -> usize {
+    let request = Request::get(uri)
+        .header(header::ACCEPT, accept)
+        .body(Body::empty())
+        .unwrap();
+    let response = router.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{uri}");
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    body.len()
+}
+
+fn gates(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let index = Arc::new(Index::new(1, 1024, 1024));
+    index.apply(
+        (0..OPERATIONS)
+            .map(|i| Change::Upsert(on_nodes(i)))
+            .collect(),
+    );
+    let (readiness, synced) = Readiness::new("the benchmark's records");
+    synced.done();
+    let router = api::router(Arc::new(ApiState::new(
+        index.reader(),
+        readiness,
+        Default::default(),
+    )));
+    let listed = runtime.block_on(get(router.clone(), GATES, "application/json"));
+    println!("a list of gates: {listed} bytes");
+
+    let mut group = c.benchmark_group("gates, 10k operations on 1,000 nodes");
+    group.measurement_time(Duration::from_secs(8));
+    group.sample_size(30);
+    let one_node = format!("{GATES}/node-0042");
+    let one_node = one_node.replace("/node-", "/node.node-");
+    for (name, uri, accept) in [
+        ("list gates, table", GATES, TABLE),
+        ("list gates, json", GATES, "application/json"),
+        ("get one node's gate", one_node.as_str(), "application/json"),
+        (
+            "get the cluster's gate",
+            &format!("{GATES}/cluster"),
+            "application/json",
+        ),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(runtime.block_on(get(router.clone(), uri, accept))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gates);
+criterion_main!(benches);

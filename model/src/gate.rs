@@ -1,0 +1,173 @@
+//! The maintenance gate, `MaintenanceGate`: a verdict per scope (the cluster, a node, a
+//! component, a namespace) on whether operations are in flight there, as owned serde types for
+//! the server that computes it and the plugin that reads it.
+//!
+//! Deserialising is lenient like [`InFlightOperation`](crate::InFlightOperation)'s: an odd
+//! field reads as its default rather than failing the whole object.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use serde::{Deserialize, Serialize};
+
+use crate::object::lenient;
+
+/// Kind of the gate.
+pub const GATE_KIND: &str = "MaintenanceGate";
+/// Its resource.
+pub const GATE_PLURAL: &str = "maintenancegates";
+/// The condition that says whether the scope is clear: `True` nothing in flight and every feed
+/// current, `False` operations in flight, `Unknown` when the server cannot vouch for the scope.
+pub const CLEAR_CONDITION: &str = "Clear";
+
+/// One gate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceGate {
+    /// [`GROUP_VERSION`](crate::GROUP_VERSION).
+    #[serde(default, deserialize_with = "lenient")]
+    pub api_version: String,
+    /// [`GATE_KIND`].
+    #[serde(default, deserialize_with = "lenient")]
+    pub kind: String,
+    /// Name (`cluster`, `node.<node>`, `component.<c>`, `namespace.<ns>`), uid,
+    /// resourceVersion. No generation: nothing writes a gate.
+    #[serde(default, deserialize_with = "lenient")]
+    pub metadata: ObjectMeta,
+    /// The verdict.
+    #[serde(default, deserialize_with = "lenient")]
+    pub status: GateStatus,
+}
+
+/// `status`: the verdict and what it rests on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateStatus {
+    /// [`CLEAR_CONDITION`].
+    #[serde(default, deserialize_with = "lenient")]
+    pub conditions: Vec<Condition>,
+    /// How many operations are in flight in the scope.
+    #[serde(default, deserialize_with = "lenient")]
+    pub active_operations: u64,
+    /// The oldest of them, oldest first, at most 50.
+    #[serde(default, deserialize_with = "lenient")]
+    pub operations: Vec<GateOperation>,
+    /// When the last of them is expected to end; absent when one has no estimate.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_clear_time: Option<Time>,
+    /// The watched targets feeding the scope that are not current.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub stale_targets: Vec<StaleTarget>,
+}
+
+impl GateStatus {
+    /// The `Clear` condition.
+    pub fn clear(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == CLEAR_CONDITION)
+    }
+}
+
+/// One operation in flight in a gate's scope.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateOperation {
+    /// Namespace of the `InFlightOperation`; absent for an `InFlightClusterOperation`.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub namespace: Option<String>,
+    /// Its name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub name: String,
+    /// `InFlightOperation` or `InFlightClusterOperation`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub kind: String,
+    /// What it happens to.
+    #[serde(default, deserialize_with = "lenient")]
+    pub subject: GateSubject,
+    /// The operation (`Migrating`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub operation: String,
+    /// Its component.
+    #[serde(default, deserialize_with = "lenient")]
+    pub component: String,
+    /// When it started.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub start_time: Option<Time>,
+}
+
+/// The subject of a gate's operation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateSubject {
+    /// Its kind.
+    #[serde(default, deserialize_with = "lenient")]
+    pub kind: String,
+    /// Its name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub name: String,
+    /// Its namespace; absent for cluster-scoped subjects.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub namespace: Option<String>,
+}
+
+/// A watched target that feeds a gate's scope and is not current.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleTarget {
+    /// `<resource>.<group>/<version>` (`virtualmachines.kubevirt.io/v1`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub resource: String,
+    /// Why it is not current.
+    #[serde(default, deserialize_with = "lenient")]
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_served_gate_round_trips_and_odd_fields_read_as_defaults() {
+        let served = json!({
+            "apiVersion": "live.ifo.kubevirt.io/v1alpha1",
+            "kind": "MaintenanceGate",
+            "metadata": {"name": "node.w1", "resourceVersion": "7"},
+            "status": {
+                "conditions": [{"type": "Clear", "status": "False", "reason": "OperationsInFlight",
+                                "message": "VirtualMachine demo/vm-0 Migrating",
+                                "lastTransitionTime": "2026-11-22T10:00:00Z"}],
+                "activeOperations": 1,
+                "operations": [{"namespace": "demo", "name": "vm-0-migrating-1", "kind": "InFlightOperation",
+                                "subject": {"kind": "VirtualMachine", "name": "vm-0", "namespace": "demo"},
+                                "operation": "Migrating", "component": "kubevirt",
+                                "startTime": "2026-11-22T10:00:00Z"}],
+                "expectedClearTime": "2026-11-22T10:04:00Z",
+            },
+        });
+        let gate: MaintenanceGate = serde_json::from_value(served.clone()).unwrap();
+        assert_eq!(gate.status.clear().unwrap().status, "False");
+        assert_eq!(serde_json::to_value(&gate).unwrap(), served);
+        let odd: MaintenanceGate =
+            serde_json::from_value(json!({"status": {"activeOperations": "x", "conditions": 3}}))
+                .unwrap();
+        assert_eq!(odd.status, GateStatus::default());
+    }
+}

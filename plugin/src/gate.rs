@@ -1,0 +1,362 @@
+//! Maintenance gates: the server's verdict per scope (the cluster, a node, a component, a
+//! namespace), which `check` and `wait` read when what they are asked maps to one gate, and
+//! `gates` prints. The verdict is the server's, so the plugin, `kubectl wait` and dashboards
+//! agree: clear (exit 0), operations in flight (exit 1), or unknown (exit 2) when the server
+//! cannot vouch for the scope.
+
+use anyhow::{Result, anyhow};
+use futures::{Stream, StreamExt};
+use ifo_model::{GATE_KIND, GATE_PLURAL, MaintenanceGate};
+use jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::cli::Global;
+use super::client::Scope;
+use super::colour::Colours;
+use super::format::{Table, age, human_duration};
+use super::op::{GROUP, VERSION};
+
+/// What a gate says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing in flight, and the server vouches for it.
+    Clear,
+    /// Operations in flight.
+    InFlight,
+    /// The server cannot vouch for the scope (or the gate has no verdict).
+    Unknown,
+}
+
+/// The gate that answers a `check` or `wait` with these flags, when one does: every namespace
+/// (`-A`) with at most `--node` or `--component`, or one namespace without filters.
+pub fn name_for(global: &Global, scope: &Scope) -> Option<String> {
+    fn set(v: &Option<String>) -> Option<&str> {
+        v.as_deref().filter(|s| !s.is_empty())
+    }
+    if [
+        &global.operation,
+        &global.kind,
+        &global.subject,
+        &global.selector,
+    ]
+    .into_iter()
+    .any(|f| set(f).is_some())
+    {
+        return None;
+    }
+    match (scope, set(&global.node), set(&global.component)) {
+        (Scope::All, None, None) => Some("cluster".to_owned()),
+        (Scope::All, Some(node), None) => Some(format!("node.{node}")),
+        (Scope::All, None, Some(component)) => Some(format!("component.{component}")),
+        (Scope::Namespace(ns), None, None) => Some(format!("namespace.{ns}")),
+        _ => None,
+    }
+}
+
+/// The verdict of `gate`'s `Clear` condition.
+pub fn verdict(gate: &MaintenanceGate) -> Verdict {
+    match gate.status.clear().map(|c| c.status.as_str()) {
+        Some("True") => Verdict::Clear,
+        Some("False") => Verdict::InFlight,
+        _ => Verdict::Unknown,
+    }
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// `(expected clear in ~4m, at 10:42)` in the local time zone; empty without an estimate.
+fn expected(gate: &MaintenanceGate, now: Timestamp) -> String {
+    let Some(at) = gate.status.expected_clear_time.as_ref().map(|t| t.0) else {
+        return String::new();
+    };
+    let clock = at
+        .to_zoned(jiff::tz::TimeZone::system())
+        .strftime("%H:%M")
+        .to_string();
+    if at <= now {
+        format!(" (expected clear by {clock}, overdue)")
+    } else {
+        let left = human_duration(at.as_second() - now.as_second());
+        format!(" (expected clear in ~{left}, at {clock})")
+    }
+}
+
+/// One line for a gate: `clear: nothing in flight`, `not clear: 2 operations (expected clear
+/// in ~4m, at 10:42)`, or why the server cannot tell.
+pub fn summary(gate: &MaintenanceGate, now: Timestamp) -> String {
+    let n = gate.status.active_operations;
+    match verdict(gate) {
+        Verdict::Clear => "clear: nothing in flight".to_owned(),
+        Verdict::InFlight => format!(
+            "not clear: {}{}",
+            plural(n, "operation"),
+            expected(gate, now)
+        ),
+        Verdict::Unknown => format!("unknown: {}", unknown_reasons(gate).join("; ")),
+    }
+}
+
+/// Why a gate is unknown: each stale target, or the condition's message.
+fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
+    if gate.status.stale_targets.is_empty() {
+        let message = gate
+            .status
+            .clear()
+            .map_or("the gate has no verdict", |c| &c.message);
+        return vec![message.to_owned()];
+    }
+    gate.status
+        .stale_targets
+        .iter()
+        .map(|s| format!("{} is not being watched: {}", s.resource, s.reason))
+        .collect()
+}
+
+/// The error `check` and `wait` end with on an unknown gate (exit 2).
+pub fn unknown_error(gate: &MaintenanceGate) -> anyhow::Error {
+    anyhow!(
+        "cannot tell what is in flight, the server's answer may be incomplete:\n  {}",
+        unknown_reasons(gate).join("\n  ")
+    )
+}
+
+/// The gate's operations, one line each, oldest first (what `check` prints when not clear).
+pub fn operations(gate: &MaintenanceGate, now: Timestamp) -> String {
+    let mut rows = vec![
+        ["NAMESPACE", "NAME", "KIND", "SUBJECT", "OPERATION", "AGE"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    rows.extend(gate.status.operations.iter().map(|op| {
+        vec![
+            op.namespace.clone().unwrap_or_default(),
+            op.name.clone(),
+            op.subject.kind.clone(),
+            op.subject.name.clone(),
+            op.operation.clone(),
+            age(now, op.start_time.as_ref().map(|t| t.0)),
+        ]
+    }));
+    let out = Table::render(&rows, Colours::OFF);
+    let listed = gate.status.operations.len() as u64;
+    if gate.status.active_operations > listed {
+        let more = gate.status.active_operations - listed;
+        return format!("{out}… and {more} more\n");
+    }
+    out
+}
+
+/// The gates as a table: NAME, CLEAR, ACTIVE, EXPECTED, OLDEST, MESSAGE.
+pub fn table(gates: &[MaintenanceGate], now: Timestamp, colours: Colours) -> String {
+    let mut rows = vec![
+        ["NAME", "CLEAR", "ACTIVE", "EXPECTED", "OLDEST", "MESSAGE"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    rows.extend(gates.iter().map(|g| {
+        let clear = g.status.clear();
+        vec![
+            g.metadata.name.clone().unwrap_or_default(),
+            clear.map_or("Unknown".to_owned(), |c| c.status.clone()),
+            g.status.active_operations.to_string(),
+            g.status
+                .expected_clear_time
+                .as_ref()
+                .map(|t| {
+                    if t.0 <= now {
+                        "overdue".to_owned()
+                    } else {
+                        format!("~{}", human_duration(t.0.as_second() - now.as_second()))
+                    }
+                })
+                .unwrap_or_default(),
+            g.status
+                .operations
+                .first()
+                .map(|op| age(now, op.start_time.as_ref().map(|t| t.0)))
+                .unwrap_or_default(),
+            clear.map_or(String::new(), |c| c.message.clone()),
+        ]
+    }));
+    Table::render(&rows, colours)
+}
+
+fn api(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: GATE_KIND.into(),
+        plural: GATE_PLURAL.into(),
+    };
+    Api::all_with(client.clone(), &ar)
+}
+
+fn to_gate(obj: DynamicObject) -> MaintenanceGate {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// Whether an error says the caller may not read gates (then `check` and `wait` answer from the
+/// operations the caller may read instead).
+pub fn is_forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+/// A message saying what went wrong reading gates, and what to do.
+pub fn explain(e: &kube::Error, verb: &str) -> anyhow::Error {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => anyhow!(
+            "forbidden: you may not {verb} {GATE_PLURAL}.{GROUP}; reading gates needs a cluster-wide role such as ifo-maintenancegate-reader\n  ({})",
+            s.message
+        ),
+        kube::Error::Api(s) => anyhow!("cannot {verb} {GATE_PLURAL}: {} ({})", s.message, s.code),
+        other => anyhow!("cannot {verb} {GATE_PLURAL}: {other}"),
+    }
+}
+
+/// One gate.
+pub async fn get(client: &kube::Client, name: &str) -> Result<MaintenanceGate, kube::Error> {
+    api(client).get(name).await.map(to_gate)
+}
+
+/// Every gate the server lists: the cluster's and those with operations in flight.
+pub async fn list(client: &kube::Client) -> Result<Vec<MaintenanceGate>> {
+    let list = api(client)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| explain(&e, "list"))?;
+    Ok(list.items.into_iter().map(to_gate).collect())
+}
+
+/// The gate `name` as it changes (a list and watch by name, as `kubectl wait` does; transient
+/// errors are retried with backoff).
+pub fn watch(
+    client: &kube::Client,
+    name: &str,
+) -> impl Stream<Item = Result<MaintenanceGate>> + use<> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api(client), config)
+        .default_backoff()
+        .filter_map(|ev| async move {
+            match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Ok(to_gate(o))),
+                Ok(_) => None,
+                Err(
+                    watcher::Error::WatchError(s)
+                    | watcher::Error::InitialListFailed(kube::Error::Api(s)),
+                ) if s.code == 403 => Some(Err(anyhow!(
+                    "forbidden: you may not watch {GATE_PLURAL}.{GROUP}: {}",
+                    s.message
+                ))),
+                Err(_) => None,
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use serde_json::json;
+
+    fn global(args: &[&str]) -> Global {
+        super::super::cli::Cli::try_parse_from(
+            std::iter::once("kubectl-ifo").chain(args.iter().copied()),
+        )
+        .unwrap()
+        .global
+    }
+
+    #[test]
+    fn flags_map_to_a_gate_only_when_one_answers_them() {
+        let all = Scope::All;
+        let ns = Scope::Namespace("vms".into());
+        assert_eq!(name_for(&global(&["-A"]), &all).as_deref(), Some("cluster"));
+        assert_eq!(
+            name_for(&global(&["--node", "w1"]), &all).as_deref(),
+            Some("node.w1")
+        );
+        assert_eq!(
+            name_for(&global(&["--component", "kubevirt"]), &all).as_deref(),
+            Some("component.kubevirt")
+        );
+        assert_eq!(
+            name_for(&global(&[]), &ns).as_deref(),
+            Some("namespace.vms")
+        );
+        assert_eq!(name_for(&global(&["--node", "w1"]), &ns), None);
+        assert_eq!(name_for(&global(&["--operation", "Migrating"]), &all), None);
+        assert_eq!(
+            name_for(&global(&["--node", "w1", "--component", "c"]), &all),
+            None
+        );
+        assert_eq!(name_for(&global(&[]), &Scope::Cluster), None);
+    }
+
+    fn gate(status: &str, active: u64, expected: Option<&str>) -> MaintenanceGate {
+        let mut v = json!({
+            "metadata": {"name": "node.w1"},
+            "status": {
+                "conditions": [{"type": "Clear", "status": status, "reason": "r", "message": "m",
+                                "lastTransitionTime": "2026-11-22T10:00:00Z"}],
+                "activeOperations": active,
+            },
+        });
+        if let Some(t) = expected {
+            v["status"]["expectedClearTime"] = json!(t);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn summaries_say_the_verdict_and_when() {
+        let now: Timestamp = "2026-11-22T10:38:00Z".parse().unwrap();
+        assert_eq!(
+            summary(&gate("True", 0, None), now),
+            "clear: nothing in flight"
+        );
+        assert_eq!(
+            summary(&gate("False", 2, None), now),
+            "not clear: 2 operations"
+        );
+        let s = summary(&gate("False", 2, Some("2026-11-22T10:42:00Z")), now);
+        assert!(
+            s.starts_with("not clear: 2 operations (expected clear in ~4m, at "),
+            "{s}"
+        );
+        assert_eq!(verdict(&gate("Unknown", 0, None)), Verdict::Unknown);
+        assert_eq!(summary(&gate("Unknown", 0, None), now), "unknown: m");
+        assert_eq!(verdict(&MaintenanceGate::default()), Verdict::Unknown);
+    }
+
+    #[test]
+    fn the_table_colours_the_verdict() {
+        let now: Timestamp = "2026-11-22T10:38:00Z".parse().unwrap();
+        let out = table(
+            &[gate("False", 2, Some("2026-11-22T10:42:00Z"))],
+            now,
+            Colours::OFF,
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0].split_whitespace().collect::<Vec<_>>(),
+            ["NAME", "CLEAR", "ACTIVE", "EXPECTED", "OLDEST", "MESSAGE"]
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["node.w1", "False", "2", "~4m", "m"]
+        );
+        let coloured = table(&[gate("Unknown", 0, None)], now, Colours::ON);
+        assert!(coloured.contains("\u{1b}[31mUnknown"), "{coloured}");
+    }
+}

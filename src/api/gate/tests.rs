@@ -1,0 +1,363 @@
+//! Gates as a client sees them through the router: get, list, Table, and watches by name.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::api::{ApiState, router};
+use crate::index::Index;
+use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::readiness::Readiness;
+use crate::ruleset::Target;
+use crate::track::Change;
+use crate::watch::TargetHealth;
+
+const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
+    let at: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+    let subject = Subject {
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachine".into(),
+        name: vm.into(),
+        namespace: Some(namespace.into()),
+        uid: format!("uid-{vm}"),
+        ..Default::default()
+    };
+    let rs = RuleSetInfo {
+        name: "vms".into(),
+        component: "kubevirt".into(),
+        ..Default::default()
+    };
+    let labels = [
+        ("ifo.kubevirt.io/node", node),
+        ("ifo.kubevirt.io/target-node", target),
+    ];
+    let (record, _) =
+        InFlightOperation::new_active(&rs, "Migrating", &subject, at, at, None, labels);
+    Arc::new(record)
+}
+
+struct Fixture {
+    index: Arc<Index>,
+    state: Arc<ApiState>,
+    targets: Arc<TargetHealth>,
+}
+
+fn fixture() -> Fixture {
+    let index = Arc::new(Index::new(100, 64, 64));
+    index.apply(vec![
+        Change::Upsert(migration("demo", "vm-0", "w1", "w2")),
+        Change::Upsert(migration("demo", "vm-1", "w3", "")),
+    ]);
+    let (readiness, synced) = Readiness::new("test records");
+    synced.done();
+    let targets = Arc::new(TargetHealth::default());
+    let state = Arc::new(
+        ApiState::new(index.reader(), readiness, Default::default())
+            .with_freshness(targets.clone()),
+    );
+    Fixture {
+        index,
+        state,
+        targets,
+    }
+}
+
+async fn call(state: &Arc<ApiState>, uri: &str, accept: Option<&str>) -> (StatusCode, Value) {
+    let mut request = Request::get(uri);
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT, accept);
+    }
+    let response = router(state.clone())
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+fn clear(gate: &Value) -> (&str, &str) {
+    let c = &gate["status"]["conditions"][0];
+    assert_eq!(c["type"], "Clear");
+    (
+        c["status"].as_str().unwrap(),
+        c["message"].as_str().unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn any_well_formed_name_answers_and_a_malformed_one_is_a_400() {
+    let f = fixture();
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.w2"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(gate["kind"], "MaintenanceGate");
+    assert_eq!(
+        clear(&gate),
+        ("False", "VirtualMachine demo/vm-0 Migrating (target)")
+    );
+    assert_eq!(gate["status"]["activeOperations"], 1);
+    assert_eq!(gate["status"]["operations"][0]["namespace"], "demo");
+    assert!(gate["metadata"].get("generation").is_none());
+
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.nothing-here"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(clear(&gate), ("True", "nothing in flight"));
+    assert_eq!(gate["status"]["activeOperations"], 0);
+
+    for bad in ["pod.x", "node.Not_A_Node", "clusters"] {
+        let (status, error) = call(&f.state, &format!("{GATES}/{bad}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("cluster, node.<node>, component.<component> or namespace.<namespace>"),
+            "{error}"
+        );
+    }
+    let (status, _) = call(
+        &f.state,
+        &format!("{GATES}?fieldSelector=metadata.name%3Dpod.x"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = call(&f.state, &format!("{GATES}?fieldSelector=spec.x%3Dy"), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_one() {
+    let f = fixture();
+    let (_, list) = call(&f.state, GATES, None).await;
+    assert_eq!(list["kind"], "MaintenanceGateList");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cluster",
+            "component.kubevirt",
+            "namespace.demo",
+            "node.w1",
+            "node.w2",
+            "node.w3"
+        ]
+    );
+    assert_eq!(list["metadata"]["resourceVersion"], "102");
+
+    let (_, list) = call(
+        &f.state,
+        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.idle"),
+        None,
+    )
+    .await;
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["metadata"]["name"], "node.idle");
+    assert_eq!(clear(&items[0]).0, "True");
+
+    let (_, table) = call(&f.state, GATES, Some(TABLE)).await;
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        columns,
+        ["Name", "Clear", "Active", "Expected", "Oldest", "Message"]
+    );
+    let cluster = &table["rows"][0]["cells"];
+    assert_eq!(cluster[0], "cluster");
+    assert_eq!(cluster[1], "False");
+    assert_eq!(cluster[2], 2);
+}
+
+#[tokio::test]
+async fn a_stale_target_makes_gates_unknown_until_it_is_current() {
+    let f = fixture();
+    let t = Target {
+        group: "kubevirt.io".into(),
+        version: "v1".into(),
+        resource: "virtualmachines".into(),
+    };
+    f.targets.watching(&t, None);
+    f.targets.resolved(&t, true, &[None]);
+    let (_, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
+    assert_eq!(clear(&gate).0, "Unknown");
+    assert_eq!(gate["status"]["conditions"][0]["reason"], "Stale");
+    assert_eq!(
+        gate["status"]["staleTargets"][0]["resource"],
+        "virtualmachines.kubevirt.io/v1"
+    );
+    f.targets.listed(&t, &None, jiff::Timestamp::now());
+    let (_, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
+    assert_eq!(clear(&gate).0, "True");
+    assert!(gate["status"].get("staleTargets").is_none());
+}
+
+/// Reads watch events from a streaming body, one JSON document per line.
+struct Events(axum::body::BodyDataStream, Vec<u8>);
+
+impl Events {
+    async fn next(&mut self) -> Value {
+        use futures::StreamExt;
+        loop {
+            if let Some(end) = self.1.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.1.drain(..=end).collect();
+                return serde_json::from_slice(&line).unwrap();
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), self.0.next())
+                .await
+                .expect("an event within 5 s")
+                .expect("the stream stays open")
+                .unwrap();
+            self.1.extend_from_slice(&chunk);
+        }
+    }
+}
+
+async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
+    let response = router(state.clone())
+        .oneshot(
+            Request::get(format!("{GATES}?watch=true&{query}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    Events(response.into_body().into_data_stream(), Vec::new())
+}
+
+#[tokio::test]
+async fn a_watch_by_name_sees_the_gate_clear_at_the_rv_of_the_change() {
+    let f = fixture();
+    let mut events = watch(&f.state, "fieldSelector=metadata.name%3Dnode.w1").await;
+    let added = events.next().await;
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(clear(&added["object"]).0, "False");
+    // Unrelated operations start and end: nothing for node.w1.
+    let other = migration("demo", "vm-9", "w9", "");
+    f.index.apply(vec![Change::Upsert(other.clone())]);
+    f.index.apply(vec![Change::Remove(other)]);
+    f.index
+        .apply(vec![Change::Remove(migration("demo", "vm-0", "w1", "w2"))]);
+    let modified = events.next().await;
+    assert_eq!(modified["type"], "MODIFIED");
+    assert_eq!(clear(&modified["object"]), ("True", "nothing in flight"));
+    assert_eq!(modified["object"]["metadata"]["resourceVersion"], "105");
+    // A target goes stale: Unknown, at the RV of that change.
+    let t = Target {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "pods".into(),
+    };
+    f.targets.watching(&t, None);
+    let rv = f.index.feeds_changed(false);
+    let unknown = events.next().await;
+    assert_eq!(unknown["type"], "MODIFIED");
+    assert_eq!(clear(&unknown["object"]).0, "Unknown");
+    assert_eq!(
+        unknown["object"]["metadata"]["resourceVersion"],
+        rv.to_string()
+    );
+}
+
+#[tokio::test]
+async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
+    let f = fixture();
+    let mut events = watch(
+        &f.state,
+        "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+    )
+    .await;
+    let mut names = Vec::new();
+    loop {
+        let e = events.next().await;
+        if e["type"] == "BOOKMARK" {
+            assert_eq!(
+                e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+                "true"
+            );
+            break;
+        }
+        names.push(e["object"]["metadata"]["name"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(names.len(), 6);
+    f.index
+        .apply(vec![Change::Upsert(migration("other", "vm-5", "w5", ""))]);
+    let mut added = Vec::new();
+    for _ in 0..4 {
+        let e = events.next().await;
+        added.push(format!(
+            "{} {}",
+            e["type"].as_str().unwrap(),
+            e["object"]["metadata"]["name"].as_str().unwrap()
+        ));
+    }
+    added.sort();
+    assert_eq!(
+        added,
+        [
+            "ADDED namespace.other",
+            "ADDED node.w5",
+            "MODIFIED cluster",
+            "MODIFIED component.kubevirt"
+        ]
+    );
+    f.index
+        .apply(vec![Change::Remove(migration("demo", "vm-1", "w3", ""))]);
+    let mut changed = Vec::new();
+    for _ in 0..4 {
+        let e = events.next().await;
+        changed.push(format!(
+            "{} {}",
+            e["type"].as_str().unwrap(),
+            e["object"]["metadata"]["name"].as_str().unwrap()
+        ));
+    }
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "DELETED node.w3",
+            "MODIFIED cluster",
+            "MODIFIED component.kubevirt",
+            "MODIFIED namespace.demo"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_watch_resumes_from_a_resource_version_and_an_expired_one_is_a_410() {
+    let f = fixture();
+    // From 101: the second migration (RV 102) is replayed as changes of the gates it touches.
+    let mut events = watch(
+        &f.state,
+        "fieldSelector=metadata.name%3Dnode.w3&resourceVersion=101",
+    )
+    .await;
+    let e = events.next().await;
+    assert_eq!(e["type"], "MODIFIED");
+    assert_eq!(e["object"]["metadata"]["resourceVersion"], "102");
+    assert_eq!(clear(&e["object"]).0, "False");
+    // Before the index's history: expired.
+    let mut events = watch(&f.state, "resourceVersion=5").await;
+    let e = events.next().await;
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["code"], 410);
+}

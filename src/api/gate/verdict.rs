@@ -1,0 +1,322 @@
+//! A gate's verdict, computed on the spot from the operations the index holds in its scope and
+//! from what the server knows of its own data: the feeds' freshness and the initial sync.
+//!
+//! There is one source for each fact: the index's scope members for what is in flight,
+//! [`TargetHealth`] for whether the targets feeding a scope are current (the same facts as the
+//! `Warning` header of every read), [`Readiness`] for the initial sync. A gate never says clear
+//! on data the server cannot vouch for.
+
+use std::sync::Arc;
+
+use ifo_model::{
+    CLEAR_CONDITION, GATE_KIND, GROUP_VERSION, GateOperation, GateStatus, GateSubject,
+    MaintenanceGate, StaleTarget,
+};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+
+use crate::api::freshness::target_name;
+use crate::index::{GateMembers, GateScope};
+use crate::operation::InFlightOperation;
+use crate::readiness::Readiness;
+use crate::watch::{Stale, TargetHealth};
+
+/// Operations a `False` verdict's message names before it says how many more there are.
+const NAMED_IN_MESSAGE: usize = 3;
+/// Stale targets an `Unknown` verdict's message names.
+const STALE_IN_MESSAGE: usize = 3;
+
+/// What the server knows of its own data, for one scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feeds {
+    /// The initial sync is done.
+    pub synced: bool,
+    /// The targets feeding the scope that are not current.
+    pub stale: Vec<Stale>,
+}
+
+impl Feeds {
+    /// The facts for `scope`: it depends on the targets whose rulesets can put operations in
+    /// it (see [`TargetHealth::stale_for_gate`]).
+    pub fn of(scope: &GateScope, targets: &TargetHealth, readiness: &Readiness) -> Feeds {
+        Feeds {
+            synced: readiness.is_synced(),
+            stale: targets.stale_for_gate(scope),
+        }
+    }
+
+    fn is_current(&self) -> bool {
+        self.synced && self.stale.is_empty()
+    }
+}
+
+/// The gate of `members`'s scope, at `members.rv`. `started`: when the server started, the
+/// earliest a verdict can date from.
+pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> MaintenanceGate {
+    let name = members.scope.to_string();
+    let (status, reason, message) = if !feeds.is_current() {
+        ("Unknown", "Stale", stale_message(members, feeds))
+    } else if members.active > 0 {
+        ("False", "OperationsInFlight", in_flight_message(members))
+    } else {
+        ("True", "NothingInFlight", "nothing in flight".to_owned())
+    };
+    // Stale since the feeds last went stale; clear or not since the scope last filled or
+    // emptied, or the feeds last came back, whichever is later.
+    let changed = if status == "Unknown" {
+        members.feeds_since
+    } else {
+        members.since.max(members.feeds_since)
+    }
+    .unwrap_or(started);
+    MaintenanceGate {
+        api_version: GROUP_VERSION.to_owned(),
+        kind: GATE_KIND.to_owned(),
+        metadata: ObjectMeta {
+            uid: Some(uid(&name)),
+            name: Some(name),
+            resource_version: Some(members.rv.to_string()),
+            ..ObjectMeta::default()
+        },
+        status: GateStatus {
+            conditions: vec![Condition {
+                type_: CLEAR_CONDITION.to_owned(),
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message,
+                last_transition_time: Time(round(changed)),
+                observed_generation: None,
+            }],
+            active_operations: members.active as u64,
+            operations: members.operations.iter().map(operation).collect(),
+            expected_clear_time: None,
+            stale_targets: feeds
+                .stale
+                .iter()
+                .map(|s| StaleTarget {
+                    resource: target_name(s),
+                    reason: s.reason.to_string(),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// Whole seconds, as Kubernetes writes `metav1.Time` (see [`crate::operation::format_time`]).
+fn round(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// The same on every replica and across restarts: derived from the name.
+fn uid(name: &str) -> String {
+    let key = format!("{GROUP_VERSION}/{}/{name}", ifo_model::GATE_PLURAL);
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, key.as_bytes()).to_string()
+}
+
+fn operation(op: &Arc<InFlightOperation>) -> GateOperation {
+    GateOperation {
+        namespace: op.namespace.clone(),
+        name: op.name.clone(),
+        kind: op.kind().to_owned(),
+        subject: GateSubject {
+            kind: op.subject.kind.clone(),
+            name: op.subject.name.clone(),
+            namespace: op.subject.namespace.clone(),
+        },
+        operation: op.operation.clone(),
+        component: op.component.clone(),
+        start_time: Some(Time(round(op.created))),
+    }
+}
+
+/// `VirtualMachine demo/vm-0 Migrating (target), Pod ns/p Restarting, and 3 more`.
+fn in_flight_message(members: &GateMembers) -> String {
+    let mut parts: Vec<String> = members
+        .operations
+        .iter()
+        .take(NAMED_IN_MESSAGE)
+        .map(|op| {
+            let subject = match &op.subject.namespace {
+                Some(ns) => format!("{ns}/{}", op.subject.name),
+                None => op.subject.name.clone(),
+            };
+            let target = if members.scope.is_target_of(op) {
+                " (target)"
+            } else {
+                ""
+            };
+            format!("{} {subject} {}{target}", op.subject.kind, op.operation)
+        })
+        .collect();
+    let named = parts.len();
+    if members.active > named {
+        parts.push(format!("and {} more", members.active - named));
+    }
+    parts.join(", ")
+}
+
+fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
+    let mut reasons: Vec<String> = Vec::new();
+    if !feeds.synced {
+        reasons.push("the server has not finished its initial sync".to_owned());
+    }
+    reasons.extend(
+        feeds
+            .stale
+            .iter()
+            .take(STALE_IN_MESSAGE)
+            .map(|s| format!("{} is not being watched: {}", target_name(s), s.reason)),
+    );
+    if feeds.stale.len() > STALE_IN_MESSAGE {
+        reasons.push(format!(
+            "{} more targets are not being watched",
+            feeds.stale.len() - STALE_IN_MESSAGE
+        ));
+    }
+    let message = format!("cannot vouch for this scope: {}", reasons.join("; "));
+    if members.active == 0 {
+        return message;
+    }
+    format!(
+        "{message} (as last seen, {} in flight: {})",
+        members.active,
+        in_flight_message(members)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ruleset::Target;
+    use crate::watch::Blind;
+
+    fn members(scope: GateScope, ops: Vec<Arc<InFlightOperation>>) -> GateMembers {
+        GateMembers {
+            scope,
+            rv: 7,
+            since: Some("2026-11-22T10:00:00.5Z".parse().unwrap()),
+            active: ops.len(),
+            operations: ops,
+            feeds_since: None,
+        }
+    }
+
+    fn migrating(subject: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
+        let mut op = (*crate::index::test_record(subject)).clone();
+        op.subject.kind = "VirtualMachine".into();
+        op.operation = "Migrating".into();
+        op.labels.insert("ifo.kubevirt.io/node".into(), node.into());
+        op.labels
+            .insert("ifo.kubevirt.io/target-node".into(), target.into());
+        Arc::new(op)
+    }
+
+    fn current() -> Feeds {
+        Feeds {
+            synced: true,
+            stale: Vec::new(),
+        }
+    }
+
+    fn clear(g: &MaintenanceGate) -> (&str, &str, &str) {
+        let c = g.status.clear().unwrap();
+        (&c.status, &c.reason, &c.message)
+    }
+
+    #[test]
+    fn nothing_in_flight_and_current_is_clear() {
+        let started = "2026-11-22T09:00:00Z".parse().unwrap();
+        let g = gate(
+            &members(GateScope::Node("w1".into()), vec![]),
+            &current(),
+            started,
+        );
+        assert_eq!(clear(&g), ("True", "NothingInFlight", "nothing in flight"));
+        assert_eq!(g.metadata.name.as_deref(), Some("node.w1"));
+        assert_eq!(g.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(
+            g.metadata.generation, None,
+            "kubectl wait's generation guard"
+        );
+        let c = g.status.clear().unwrap();
+        assert_eq!(c.last_transition_time.0.to_string(), "2026-11-22T10:00:00Z");
+        assert_eq!(c.observed_generation, None);
+        let mut never = members(GateScope::Cluster, vec![]);
+        never.since = None;
+        let g = gate(&never, &current(), started);
+        assert_eq!(g.status.clear().unwrap().last_transition_time.0, started);
+    }
+
+    #[test]
+    fn operations_in_flight_are_named_with_their_role() {
+        let ops = (0..5)
+            .map(|i| migrating(&format!("vm-{i}"), if i == 0 { "w2" } else { "w1" }, "w1"))
+            .collect();
+        let g = gate(
+            &members(GateScope::Node("w1".into()), ops),
+            &current(),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            clear(&g),
+            (
+                "False",
+                "OperationsInFlight",
+                "VirtualMachine ns/vm-0 Migrating (target), VirtualMachine ns/vm-1 Migrating, VirtualMachine ns/vm-2 Migrating, and 2 more"
+            )
+        );
+        assert_eq!(g.status.active_operations, 5);
+        assert_eq!(g.status.operations[0].subject.name, "vm-0");
+        assert_eq!(g.status.operations[0].kind, "InFlightOperation");
+    }
+
+    #[test]
+    fn stale_feeds_or_no_sync_are_unknown_never_clear() {
+        let stale = Feeds {
+            synced: true,
+            stale: vec![Stale {
+                target: Target {
+                    group: "kubevirt.io".into(),
+                    version: "v1".into(),
+                    resource: "virtualmachines".into(),
+                },
+                reason: Blind::NotWatched("list failed: forbidden".into()),
+            }],
+        };
+        let g = gate(
+            &members(GateScope::Cluster, vec![]),
+            &stale,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            clear(&g),
+            (
+                "Unknown",
+                "Stale",
+                "cannot vouch for this scope: virtualmachines.kubevirt.io/v1 is not being watched: list failed: forbidden"
+            )
+        );
+        assert_eq!(
+            g.status.stale_targets[0].resource,
+            "virtualmachines.kubevirt.io/v1"
+        );
+        let unsynced = Feeds {
+            synced: false,
+            stale: vec![],
+        };
+        let ops = vec![migrating("vm-0", "w1", "")];
+        let g = gate(
+            &members(GateScope::Node("w1".into()), ops),
+            &unsynced,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            clear(&g),
+            (
+                "Unknown",
+                "Stale",
+                "cannot vouch for this scope: the server has not finished its initial sync (as last seen, 1 in flight: VirtualMachine ns/vm-0 Migrating)"
+            )
+        );
+    }
+}

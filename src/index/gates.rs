@@ -1,0 +1,419 @@
+//! The operations in flight per maintenance-gate scope: the whole cluster, a node, a component,
+//! a namespace.
+//!
+//! Kept by the index itself, under the lock that changes its records and on exactly the changes
+//! that move an operation in or out of a scope (like the active counts), so a gate is answered
+//! from its own members however many operations the cluster has, and a change that only moves a
+//! message costs one comparison. Each scope remembers the resourceVersion and the time of its
+//! latest change, so a gate says when its verdict last moved; a bounded memory of scopes that
+//! became empty keeps that for recently cleared gates too.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::active::NODE_LABEL;
+use crate::operation::{InFlightOperation, LABEL_PREFIX, Phase};
+
+/// The label that names the node a live migration goes to (set by the rules' label expressions).
+pub const TARGET_NODE_LABEL: &str = "target-node";
+
+/// Operations a gate lists in full (oldest first); the others are only counted.
+pub const MAX_GATE_OPERATIONS: usize = 50;
+
+/// Cleared scopes whose clearing time is remembered.
+const CLEARED_MEMORY: usize = 4096;
+
+/// What one maintenance gate covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GateScope {
+    /// Every operation.
+    Cluster,
+    /// Operations whose `ifo.kubevirt.io/node` or `ifo.kubevirt.io/target-node` names the node.
+    Node(String),
+    /// Operations of a component (the ruleset's `spec.component`).
+    Component(String),
+    /// Operations on subjects in a namespace.
+    Namespace(String),
+}
+
+/// Why a name is not a gate's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateNameError {
+    /// The part before the first `.` is not a scope.
+    #[error(
+        "{0:?} is not a maintenance gate: gates are named cluster, node.<node>, component.<component> or namespace.<namespace>"
+    )]
+    UnknownScope(String),
+    /// The scope is known, the value is not a valid name for it.
+    #[error(
+        "{name:?} is not a maintenance gate: {value:?} is not a valid {scope} name ({rule}); gates are named cluster, node.<node>, component.<component> or namespace.<namespace>"
+    )]
+    InvalidValue {
+        /// The whole name.
+        name: String,
+        /// The scope it names (`node`).
+        scope: &'static str,
+        /// What follows the scope.
+        value: String,
+        /// What a valid value is.
+        rule: &'static str,
+    },
+}
+
+impl GateScope {
+    /// The scope a gate name names (`cluster`, `node.<node>`, `component.<c>`,
+    /// `namespace.<ns>`), with the value checked as Kubernetes checks such names.
+    pub fn parse(name: &str) -> Result<GateScope, GateNameError> {
+        if name == "cluster" {
+            return Ok(GateScope::Cluster);
+        }
+        let unknown = || GateNameError::UnknownScope(name.to_owned());
+        let (scope, value) = name.split_once('.').ok_or_else(unknown)?;
+        let invalid = |scope, rule| GateNameError::InvalidValue {
+            name: name.to_owned(),
+            scope,
+            value: value.to_owned(),
+            rule,
+        };
+        match scope {
+            "node" if is_dns_subdomain(value) => Ok(GateScope::Node(value.to_owned())),
+            "node" => Err(invalid("node", DNS_SUBDOMAIN_RULE)),
+            "component" if is_component(value) => Ok(GateScope::Component(value.to_owned())),
+            "component" => Err(invalid("component", COMPONENT_RULE)),
+            "namespace" if is_dns_label(value) => Ok(GateScope::Namespace(value.to_owned())),
+            "namespace" => Err(invalid("namespace", DNS_LABEL_RULE)),
+            _ => Err(unknown()),
+        }
+    }
+
+    /// The scopes an active operation counts in: the cluster, its node and migration target,
+    /// its component, its namespace. Values that could not name a gate are left out (the
+    /// cluster gate still counts the operation).
+    pub fn of(op: &InFlightOperation) -> impl Iterator<Item = GateScope> + '_ {
+        let node = label(op, NODE_LABEL).filter(|n| is_dns_subdomain(n));
+        let target =
+            label(op, TARGET_NODE_LABEL).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
+        [
+            Some(GateScope::Cluster),
+            node.map(|n| GateScope::Node(n.to_owned())),
+            target.map(|t| GateScope::Node(t.to_owned())),
+            is_component(&op.component).then(|| GateScope::Component(op.component.clone())),
+            op.namespace
+                .as_deref()
+                .filter(|ns| is_dns_label(ns))
+                .map(|ns| GateScope::Namespace(ns.to_owned())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// Whether `op` counts in this scope only as a migration's target (a node gate's message
+    /// says so).
+    pub fn is_target_of(&self, op: &InFlightOperation) -> bool {
+        match self {
+            GateScope::Node(n) => {
+                label(op, TARGET_NODE_LABEL) == Some(n) && label(op, NODE_LABEL) != Some(n)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for GateScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateScope::Cluster => f.write_str("cluster"),
+            GateScope::Node(n) => write!(f, "node.{n}"),
+            GateScope::Component(c) => write!(f, "component.{c}"),
+            GateScope::Namespace(ns) => write!(f, "namespace.{ns}"),
+        }
+    }
+}
+
+fn label<'a>(op: &'a InFlightOperation, key: &str) -> Option<&'a str> {
+    op.labels
+        .iter()
+        .find(|(k, _)| k.strip_prefix(LABEL_PREFIX) == Some(key))
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+const DNS_SUBDOMAIN_RULE: &str = "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters";
+const DNS_LABEL_RULE: &str = "lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters";
+const COMPONENT_RULE: &str = "letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters";
+
+fn alnum_ends(s: &str, inner: impl Fn(u8) -> bool, edge: impl Fn(u8) -> bool) -> bool {
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(&first), Some(&last)) => edge(first) && edge(last) && b.iter().all(|&c| inner(c)),
+        _ => false,
+    }
+}
+
+fn lower_alnum(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// Kubernetes `IsDNS1123Label`.
+fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && alnum_ends(s, |c| lower_alnum(c) || c == b'-', lower_alnum)
+}
+
+/// Kubernetes `IsDNS1123Subdomain`.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// A label value that is not empty: what a component name can be in a gate's name.
+fn is_component(s: &str) -> bool {
+    s.len() <= 63
+        && alnum_ends(
+            s,
+            |c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'),
+            |c| c.is_ascii_alphanumeric(),
+        )
+}
+
+/// Whether `a` and `b` count the same in every gate: same occurrence, start, scopes and the
+/// fields a gate shows of its operations.
+fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
+    match (a.phase, b.phase) {
+        (Phase::Active, Phase::Active) => {
+            a.uid == b.uid
+                && a.created == b.created
+                && a.name == b.name
+                && a.operation == b.operation
+                && a.component == b.component
+                && a.namespace == b.namespace
+                && a.subject.kind == b.subject.kind
+                && a.subject.name == b.subject.name
+                && label(a, NODE_LABEL) == label(b, NODE_LABEL)
+                && label(a, TARGET_NODE_LABEL) == label(b, TARGET_NODE_LABEL)
+        }
+        (Phase::Completed, Phase::Completed) => true,
+        _ => false,
+    }
+}
+
+/// One scope with operations in flight.
+#[derive(Debug)]
+struct Members {
+    /// Oldest first; the uid makes equal start times distinct.
+    ops: BTreeMap<(Timestamp, String), Arc<InFlightOperation>>,
+    /// When the scope last went from nothing in flight to something.
+    since: Timestamp,
+    /// The resourceVersion of its latest change.
+    rv: u64,
+}
+
+/// A gate's scope as the index holds it at one resourceVersion.
+#[derive(Debug, Clone)]
+pub struct GateMembers {
+    /// The scope.
+    pub scope: GateScope,
+    /// The resourceVersion of the scope's latest change (the base or epoch RV when none is
+    /// known).
+    pub rv: u64,
+    /// When the scope last went from nothing in flight to something, or back; `None` when
+    /// the index has not seen it change since it started.
+    pub since: Option<Timestamp>,
+    /// How many operations are in flight in it.
+    pub active: usize,
+    /// The oldest of them, oldest first, at most [`MAX_GATE_OPERATIONS`].
+    pub operations: Vec<Arc<InFlightOperation>>,
+    /// When the targets feeding the index last went from all current to not, or back
+    /// (`None`: not since the start).
+    pub feeds_since: Option<Timestamp>,
+}
+
+/// Active records by gate scope; a scope without any is absent (and remembered as cleared).
+#[derive(Debug, Default)]
+pub(super) struct GateCounts {
+    scopes: HashMap<GateScope, Members>,
+    /// Scopes that became empty: when, and at which RV. Bounded by [`CLEARED_MEMORY`].
+    cleared: HashMap<GateScope, (Timestamp, u64)>,
+}
+
+impl GateCounts {
+    /// The record at one key changes from `before` to `after` (`None`: absent) at `rv`. Costs
+    /// one comparison when both count the same in every gate (a new message).
+    pub(super) fn change(
+        &mut self,
+        before: Option<&Arc<InFlightOperation>>,
+        after: Option<&Arc<InFlightOperation>>,
+        rv: u64,
+    ) {
+        if let (Some(a), Some(b)) = (before, after)
+            && same_for_gates(a, b)
+        {
+            return;
+        }
+        let now = Timestamp::now();
+        if let Some(b) = before.filter(|b| b.phase == Phase::Active) {
+            let key = (b.created, b.uid.clone());
+            for scope in GateScope::of(b) {
+                let Some(members) = self.scopes.get_mut(&scope) else {
+                    continue;
+                };
+                members.ops.remove(&key);
+                members.rv = rv;
+                if members.ops.is_empty() {
+                    self.scopes.remove(&scope);
+                    self.remember_cleared(scope, now, rv);
+                }
+            }
+        }
+        if let Some(a) = after.filter(|a| a.phase == Phase::Active) {
+            for scope in GateScope::of(a) {
+                let members = match self.scopes.get_mut(&scope) {
+                    Some(members) => members,
+                    None => {
+                        self.cleared.remove(&scope);
+                        self.scopes.entry(scope).or_insert(Members {
+                            ops: BTreeMap::new(),
+                            since: now,
+                            rv,
+                        })
+                    }
+                };
+                members.ops.insert((a.created, a.uid.clone()), a.clone());
+                members.rv = rv;
+            }
+        }
+    }
+
+    fn remember_cleared(&mut self, scope: GateScope, at: Timestamp, rv: u64) {
+        if self.cleared.len() >= CLEARED_MEMORY
+            && let Some(evict) = self.cleared.keys().next().cloned()
+        {
+            self.cleared.remove(&evict);
+        }
+        self.cleared.insert(scope, (at, rv));
+    }
+
+    /// The scope as it stands; `base_rv` when nothing is known of it.
+    pub(super) fn members(&self, scope: &GateScope, base_rv: u64) -> GateMembers {
+        match self.scopes.get(scope) {
+            Some(m) => GateMembers {
+                scope: scope.clone(),
+                rv: m.rv,
+                since: Some(m.since),
+                active: m.ops.len(),
+                operations: m.ops.values().take(MAX_GATE_OPERATIONS).cloned().collect(),
+                feeds_since: None,
+            },
+            None => {
+                let cleared = self.cleared.get(scope);
+                GateMembers {
+                    scope: scope.clone(),
+                    rv: cleared.map_or(base_rv, |c| c.1.max(base_rv)),
+                    since: cleared.map(|c| c.0),
+                    active: 0,
+                    operations: Vec::new(),
+                    feeds_since: None,
+                }
+            }
+        }
+    }
+
+    /// Every scope with operations in flight, sorted by scope.
+    pub(super) fn in_flight(&self, base_rv: u64) -> Vec<GateMembers> {
+        let mut scopes: Vec<&GateScope> = self.scopes.keys().collect();
+        scopes.sort_unstable();
+        scopes
+            .into_iter()
+            .map(|s| self.members(s, base_rv))
+            .collect()
+    }
+
+    /// The scopes and their member uids recomputed from `records`: what the tests compare
+    /// against.
+    #[cfg(test)]
+    pub(super) fn recount<'a>(
+        records: impl IntoIterator<Item = &'a InFlightOperation>,
+    ) -> BTreeMap<GateScope, Vec<String>> {
+        let mut all: BTreeMap<GateScope, Vec<(Timestamp, String)>> = BTreeMap::new();
+        for r in records.into_iter().filter(|r| r.phase == Phase::Active) {
+            for scope in GateScope::of(r) {
+                all.entry(scope)
+                    .or_default()
+                    .push((r.created, r.uid.clone()));
+            }
+        }
+        all.into_iter()
+            .map(|(s, mut v)| {
+                v.sort();
+                (s, v.into_iter().map(|(_, uid)| uid).collect())
+            })
+            .collect()
+    }
+
+    /// The same, as the index keeps it.
+    #[cfg(test)]
+    pub(super) fn to_map(&self) -> BTreeMap<GateScope, Vec<String>> {
+        self.scopes
+            .iter()
+            .map(|(s, m)| {
+                (
+                    s.clone(),
+                    m.ops.keys().map(|(_, uid)| uid.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_print_back() {
+        for name in [
+            "cluster",
+            "node.worker-1",
+            "node.ip-10-0-0-1.ec2.internal",
+            "component.kubevirt",
+            "component.OpenShift_Virt",
+            "namespace.demo",
+        ] {
+            assert_eq!(GateScope::parse(name).unwrap().to_string(), name);
+        }
+        assert_eq!(
+            GateScope::parse("node.w1"),
+            Ok(GateScope::Node("w1".into()))
+        );
+    }
+
+    #[test]
+    fn malformed_names_say_which_scopes_exist() {
+        for name in ["", "clusters", "pod.x", "node", "cluster.x"] {
+            let err = GateScope::parse(name).unwrap_err();
+            assert!(
+                matches!(err, GateNameError::UnknownScope(_)),
+                "{name}: {err:?}"
+            );
+            assert!(err.to_string().contains("node.<node>"), "{err}");
+        }
+        for name in [
+            "node.",
+            "node.Worker",
+            "node.a_b",
+            "namespace.a.b",
+            "component.-x",
+            "namespace.",
+        ] {
+            let err = GateScope::parse(name).unwrap_err();
+            assert!(
+                matches!(err, GateNameError::InvalidValue { .. }),
+                "{name}: {err:?}"
+            );
+            assert!(err.to_string().contains("namespace.<namespace>"), "{err}");
+        }
+        let long = format!("namespace.{}", "a".repeat(64));
+        assert!(GateScope::parse(&long).is_err());
+    }
+}

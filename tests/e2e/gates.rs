@@ -1,0 +1,456 @@
+//! Maintenance gates with nothing but kubectl, as the README shows them:
+//!
+//! ```sh
+//! kubectl wait --for=condition=Clear=True gate/node.worker-1 --timeout=30m && kubectl drain worker-1
+//! kubectl get gates
+//! kubectl get gate component.kubevirt -o jsonpath='{.status.expectedClearTime}'
+//! ```
+//!
+//! Each test uses its own node, component and namespace names: tests share the cluster.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ifo_dev::User;
+use serde_json::json;
+
+use crate::harness::{Env, env, eventually};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// kubectl as `user`, with the plugin's directory on PATH (for `kubectl ifo`).
+fn kubectl_cmd(env: &Env, user: User, args: &[&str]) -> Command {
+    let plugin = crate::harness::plugin_binary();
+    let dir = plugin.parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = env.cluster.kubectl(user);
+    cmd.env("PATH", path).args(args).stdin(Stdio::null());
+    cmd
+}
+
+fn kubectl(env: &Env, user: User, args: &[&str]) -> Run {
+    let out = kubectl_cmd(env, user, args).output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A ruleset for VirtualMachines in `ns` of component `component` that labels each operation
+/// with the node in `status.nodeName` (as the shipped VMI rules do).
+fn node_ruleset(name: &str, ns: &str, component: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{ns}"],
+ "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.status.?nodeName.orValue('')"}}],
+ "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
+    )
+}
+
+/// A namespace, a node and a component of this test's own, with `vms` under a watching
+/// ruleset. Returns (namespace, node, component, ruleset).
+fn scene(env: &Env, prefix: &str, vms: &[&str]) -> (String, String, String, String) {
+    let ns = env.namespace(prefix);
+    let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
+    env.apply(&node_ruleset(&rs, &ns, &component));
+    for vm in vms {
+        env.apply(&crate::harness::vm(vm, &ns));
+    }
+    env.wait_watching(&rs);
+    (ns, node, component, rs)
+}
+
+fn gate_json(env: &Env, name: &str) -> serde_json::Value {
+    env.get_json(User::Admin, &["get", "gate", name])
+}
+
+fn clear_status(gate: &serde_json::Value) -> String {
+    gate["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+        .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default()
+}
+
+fn wait_for_exit(
+    child: &mut Child,
+    timeout: Duration,
+) -> Option<(std::process::ExitStatus, Instant)> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some((status, Instant::now()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
+    let env = env();
+    let (ns, node, component, rs) = scene(env, "gate-wait", &["vm-0", "vm-1"]);
+    // A node with nothing in flight answers, and is clear.
+    let run = kubectl(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/node.{node}"),
+            "--timeout=30s",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("condition met"), "{}", run.stdout);
+
+    for vm in ["vm-0", "vm-1"] {
+        env.set_status(
+            "vm",
+            &ns,
+            vm,
+            json!({"printableStatus": "Migrating", "nodeName": node}),
+        );
+    }
+    let gate = eventually(
+        WAIT,
+        "the node gate to be blocked by two migrations",
+        || {
+            Some(gate_json(env, &format!("node.{node}")))
+                .filter(|g| g["status"]["activeOperations"] == 2)
+        },
+    );
+    assert_eq!(clear_status(&gate), "False");
+    let message = gate["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("VirtualMachine {ns}/vm-")) && message.contains("Migrating"),
+        "{message}"
+    );
+
+    // The three lines of the README.
+    let mut wait = kubectl_cmd(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/node.{node}"),
+            "--timeout=120s",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let run = kubectl(env, User::Admin, &["get", "gates"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let header: Vec<&str> = run
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "CLEAR", "ACTIVE", "EXPECTED", "OLDEST", "MESSAGE"]
+    );
+    let row = |name: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>())
+    };
+    assert_eq!(
+        row(&format!("node.{node}")),
+        Some(vec![format!("node.{node}").as_str(), "False", "2"]),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        row(&format!("component.{component}")).map(|r| r[1].to_owned()),
+        Some("False".to_owned())
+    );
+    assert!(row("cluster").is_some(), "{}", run.stdout);
+    let run = kubectl(
+        env,
+        User::Admin,
+        &[
+            "get",
+            "gate",
+            &format!("component.{component}"),
+            "-o",
+            "jsonpath={.status.expectedClearTime}",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.is_empty() || run.stdout.parse::<jiff::Timestamp>().is_ok(),
+        "{}",
+        run.stdout
+    );
+
+    // One migration ends: the node is still blocked by the other.
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-0",
+        json!({"printableStatus": "Running", "nodeName": node}),
+    );
+    eventually(WAIT, "one migration left", || {
+        Some(gate_json(env, &format!("node.{node}")))
+            .filter(|g| g["status"]["activeOperations"] == 1)
+    });
+    assert!(
+        wait.try_wait().unwrap().is_none(),
+        "kubectl wait returned while vm-1 still migrates"
+    );
+
+    // The last one ends: the wait returns within 2 s of the operation ending (its record
+    // turning Completed, after the debounce).
+    let ifos = env.watch(&format!(
+        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&fieldSelector=spec.subject.name%3Dvm-1"
+    ));
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-1",
+        json!({"printableStatus": "Running", "nodeName": node}),
+    );
+    ifos.until(WAIT, "vm-1's operation to end", |e| {
+        e["type"] == "DELETED" || e["object"]["status"]["phase"] == "Completed"
+    });
+    let ended = Instant::now();
+    let (status, returned) =
+        wait_for_exit(&mut wait, Duration::from_secs(10)).expect("kubectl wait to return");
+    let out = wait.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
+    let late = returned.saturating_duration_since(ended);
+    assert!(
+        late <= Duration::from_secs(2),
+        "kubectl wait returned {late:?} after the operation ended"
+    );
+    assert_eq!(
+        clear_status(&gate_json(env, &format!("node.{node}"))),
+        "True"
+    );
+
+    // The plugin reads the same gate.
+    let run = kubectl(env, User::Admin, &["ifo", "check", "-A", "--node", &node]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-1",
+        json!({"printableStatus": "Migrating", "nodeName": node}),
+    );
+    eventually(WAIT, "the node gate blocked again", || {
+        Some(gate_json(env, &format!("node.{node}"))).filter(|g| clear_status(g) == "False")
+    });
+    let run = kubectl(env, User::Admin, &["ifo", "check", "-A", "--node", &node]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("not clear: 1 operation"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("vm-1"), "{}", run.stdout);
+    let run = kubectl(env, User::Admin, &["ifo", "gates", &format!("node.{node}")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!("node.{node}   False   1")),
+        "{}",
+        run.stdout
+    );
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
+    let env = env();
+    let ns = env.namespace("gate-stale");
+    let group = format!("{ns}.gates.example.com");
+    let (component, rs) = (format!("c-{ns}"), format!("rs-{ns}"));
+    crate::staleness::create_crd(env, &group);
+    // The server may not read gadgets (nothing grants it): its watch fails.
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
+"spec":{{"component":"{component}","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
+ "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
+    ));
+    let gate = format!("component.{component}");
+    let json = eventually(WAIT, "the gate to be Unknown", || {
+        Some(gate_json(env, &gate)).filter(|g| clear_status(g) == "Unknown")
+    });
+    let condition = &json["status"]["conditions"][0];
+    assert_eq!(condition["reason"], "Stale");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("gadgets.{group}/v1 is not being watched")),
+        "{condition}"
+    );
+    assert_eq!(
+        json["status"]["staleTargets"][0]["resource"],
+        format!("gadgets.{group}/v1")
+    );
+
+    // Unknown never satisfies Clear=True.
+    let run = kubectl(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            "--timeout=3s",
+        ],
+    );
+    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let run = kubectl(env, User::Admin, &["get", "gate", &gate]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let row: Vec<&str> = run
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..3], [gate.as_str(), "Unknown", "0"], "{}", run.stdout);
+    assert!(run.stdout.contains("not being watched"), "{}", run.stdout);
+    let run = kubectl(
+        env,
+        User::Admin,
+        &["ifo", "check", "-A", "--component", &component],
+    );
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("is not being watched"),
+        "{}",
+        run.stderr
+    );
+    // Other components' gates do not depend on this target.
+    assert_ne!(
+        clear_status(&gate_json(env, &format!("component.other-{ns}"))),
+        "Unknown"
+    );
+
+    // Once the server may read gadgets, the gate clears: a running wait sees it.
+    let mut wait = kubectl_cmd(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            "--timeout=120s",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        wait.try_wait().unwrap().is_none(),
+        "kubectl wait returned on an Unknown gate"
+    );
+    crate::staleness::grant_read(env, &ns, &group);
+    let (status, _) =
+        wait_for_exit(&mut wait, Duration::from_secs(100)).expect("the gate to clear");
+    assert!(status.success());
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
+        .unwrap();
+}
+
+#[test]
+fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
+    let env = env();
+    let ns = env.namespace("gate-rbac");
+    env.grant_alice_view(&ns);
+    // Alice reads her namespace's operations, but no gate: a gate shows every namespace.
+    eventually(WAIT, "alice to read her namespace", || {
+        env.kubectl(User::Alice, &["get", "ifos", "-n", &ns]).ok()
+    });
+    for args in [
+        vec!["get", "gates"],
+        vec!["get", "gate", "cluster"],
+        vec!["get", "gate", &format!("namespace.{ns}")],
+        vec![
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/namespace.{ns}"),
+            "--timeout=5s",
+        ],
+    ] {
+        let run = kubectl(env, User::Alice, &args);
+        assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
+        assert!(run.stderr.contains("forbidden"), "{args:?}: {}", run.stderr);
+    }
+    // The shipped ClusterRole grants them.
+    let reader = format!("gate-reader-{ns}");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "clusterrolebinding",
+            &reader,
+            "--clusterrole=ifo-maintenancegate-reader",
+            &format!("--user={reader}"),
+        ],
+    )
+    .unwrap();
+    let get_as_reader = || {
+        kubectl(
+            env,
+            User::Admin,
+            &["get", "gate", &format!("namespace.{ns}"), "--as", &reader],
+        )
+    };
+    let deadline = Instant::now() + WAIT;
+    let mut run = get_as_reader();
+    while run.code != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        run = get_as_reader();
+    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    assert!(
+        run.stdout.contains(&format!("namespace.{ns}")),
+        "{}",
+        run.stdout
+    );
+    let run = kubectl(env, User::Admin, &["get", "ifos", "-A", "--as", &reader]);
+    assert_ne!(run.code, 0, "the gate role grants gates only");
+    // Malformed names are refused with the valid scopes.
+    let run = kubectl(env, User::Admin, &["get", "gate", "pod.x"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("node.<node>"), "{}", run.stderr);
+    // Documented: `kubectl explain` (once the aggregator has our OpenAPI document).
+    let out = eventually(
+        Duration::from_secs(90),
+        "kubectl explain gates.status",
+        || env.kubectl(User::Admin, &["explain", "gates.status"]).ok(),
+    );
+    assert!(out.contains("activeOperations"), "{out}");
+
+    env.kubectl(User::Admin, &["delete", "clusterrolebinding", &reader])
+        .unwrap();
+}
