@@ -165,11 +165,11 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
             .stale
             .iter()
             .take(STALE_IN_MESSAGE)
-            .map(|s| format!("{} is not being watched: {}", target_name(s), s.reason)),
+            .map(|s| format!("{} {}", target_name(s), s.reason)),
     );
     if feeds.stale.len() > STALE_IN_MESSAGE {
         reasons.push(format!(
-            "{} more targets are not being watched",
+            "{} more targets are not current",
             feeds.stale.len() - STALE_IN_MESSAGE
         ));
     }
