@@ -337,10 +337,13 @@ impl TargetHealth {
                 targets
                     .iter()
                     .filter(|(_, e)| reaches(e))
-                    .flat_map(|(target, e)| {
-                        e.blind_spots(None).into_iter().map(|reason| Stale {
+                    // Only whether the watch is current: suspended rulesets and skipped
+                    // objects are known per target, not per component or node, and would make
+                    // every node's gate Unknown for one namespace's object.
+                    .filter_map(|(target, e)| {
+                        e.stale_reason(None).map(|reason| Stale {
                             target: target.clone(),
-                            reason,
+                            reason: Blind::NotWatched(reason),
                         })
                     })
                     .collect()

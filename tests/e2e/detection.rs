@@ -392,7 +392,7 @@ fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     env.apply(&costly_ruleset(&rs, &ns));
     env.wait_watching(&rs);
     // Costly on every object: suspended.
-    for i in 0..6 {
+    for i in 0..10 {
         env.apply(&costly_vm(&format!("heavy-{i}"), &ns, 0));
     }
     eventually(WAIT, "the ruleset suspended", || {
