@@ -13,6 +13,7 @@ pub mod client;
 pub mod config;
 pub mod evaluate;
 pub mod guard;
+pub mod history;
 pub mod index;
 pub mod lease;
 pub mod metrics;

@@ -20,6 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+/// How often active operations' expected ends and overdue stalls are brought up to date.
+const EXPECTATIONS_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -58,6 +61,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         args.evaluation_limits(),
     ));
     tokio::spawn(detector.clone().run_deadlines());
+    tokio::spawn(detector.clone().run_expectations(EXPECTATIONS_INTERVAL));
+    crate::metrics::serve_learned_from(detector.durations.clone());
     let persistence = if args.persist {
         Some(restore(&args, &client, &detector, &readiness).await?)
     } else {
@@ -81,12 +86,16 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         liveness,
         readiness.clone(),
     ));
+    // Ruleset statuses are written by the leader only: replicas learn durations each on its
+    // own, and two writers would overwrite each other's.
+    let (leading_tx, leading) = tokio::sync::watch::channel(election.is_none());
     tokio::spawn(reconcile::run(
         client.clone(),
         Engine::new(),
         watches,
         detector,
         rulesets_listed,
+        leading,
     ));
 
     let limits = api::Limits {
@@ -114,6 +123,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             state.set_serving(false);
             let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
             let (elector, role) = lease::Elector::new(client.clone(), settings);
+            tokio::spawn(follow_role(role.clone(), leading_tx));
             if let Some(pod) = &args.pod_name {
                 let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
                 tokio::spawn(label.follow(role.clone()));
@@ -356,6 +366,20 @@ async fn follow_leadership(
         if role.changed().await.is_err() {
             // The elector stopped (shutdown): it stopped leading first.
             stand_down(&state, &mut writer);
+            return;
+        }
+    }
+}
+
+/// Tells `leading` whether this replica leads, until the elector stops.
+async fn follow_role(
+    mut role: tokio::sync::watch::Receiver<lease::Role>,
+    leading: tokio::sync::watch::Sender<bool>,
+) {
+    loop {
+        let _ = leading.send(*role.borrow_and_update() == lease::Role::Leading);
+        if role.changed().await.is_err() {
+            let _ = leading.send(false);
             return;
         }
     }

@@ -76,6 +76,14 @@ fn exercise() {
     op.outcome = Some(ifo::operation::Outcome::Succeeded);
     op.completed = Some(now);
     operation_completed(&op);
+    let mut stalled = StalledCounts::default();
+    stalled.add("kubevirt", "Migrating", "VirtualMachine", "history");
+    set_stalled(stalled);
+    let durations = std::sync::Arc::new(ifo::history::Durations::default());
+    for _ in 0..ifo::history::MIN_SAMPLES {
+        durations.completed(&op);
+    }
+    serve_learned_from(durations);
 }
 
 /// The `ifo_*` (and `process_*`) families the server exports, as `# TYPE` lines name them,

@@ -138,7 +138,30 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub subject_generation: Option<i64>,
-    /// Always served empty: kept so that clients written for the CRD form find the field.
+    /// How far along the operation is, in percent (0 to 100), when its rule reports it.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub progress: Option<f64>,
+    /// When the operation is expected to end, from what its rule's operations took before (or
+    /// the progress it reports); absent until known.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_end: Option<Time>,
+    /// What `expectedEnd` is based on: `History` or `Progress`.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimate: Option<String>,
+    /// `Stalled` (status `True`) while the operation is stalled, with the reason; otherwise
+    /// empty.
     #[serde(default, deserialize_with = "lenient")]
     pub conditions: Vec<Condition>,
 }

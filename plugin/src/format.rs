@@ -152,7 +152,15 @@ pub fn header(cols: Columns) -> Vec<String> {
     if cols.namespace {
         h.push("NAMESPACE");
     }
-    h.extend(["NAME", "KIND", "SUBJECT", "OPERATION", "PHASE", "AGE"]);
+    h.extend([
+        "NAME",
+        "KIND",
+        "SUBJECT",
+        "OPERATION",
+        "PHASE",
+        "AGE",
+        "EXPECTED",
+    ]);
     if cols.wide {
         h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED"]);
     }
@@ -173,6 +181,7 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     r.push(or_none(&op.spec.operation));
     r.push(or_none(&op.status.phase));
     r.push(age(now, op.created));
+    r.push(expected(op, now));
     if cols.wide {
         r.push(or_none(&op.spec.component));
         r.push(or_none(&op.spec.rule_set));
@@ -184,6 +193,38 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     }
     r.push(op.message().replace(['\n', '\r'], " "));
     r
+}
+
+/// The EXPECTED cell of an active operation: its progress, the time left until its expected
+/// end (`~4m`, `overdue 2m`), and `stalled` when it is; `<none>` when nothing is known.
+pub fn expected(op: &Op, now: Timestamp) -> String {
+    if !op.is_active() {
+        return "<none>".into();
+    }
+    let mut parts = Vec::new();
+    if let Some(p) = op.progress() {
+        parts.push(format!("{}%", (p * 10.0).round() / 10.0));
+    }
+    if let Some(end) = op.expected_end() {
+        parts.push(time_left(now, end));
+    }
+    if op.stall().is_some() {
+        parts.push("stalled".into());
+    }
+    if parts.is_empty() {
+        return "<none>".into();
+    }
+    parts.join(" ")
+}
+
+/// `~4m` until `end`, `overdue 2m` past it.
+fn time_left(now: Timestamp, end: Timestamp) -> String {
+    let left = end.as_second() - now.as_second();
+    if left >= 0 {
+        format!("~{}", human_duration(left))
+    } else {
+        format!("overdue {}", human_duration(-left))
+    }
 }
 
 /// A Kubernetes `List` of the objects, as `kubectl get -o json` prints mixed kinds.
@@ -275,6 +316,23 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
             "Running For".into(),
             human_duration(now.as_second() - start.as_second()),
         ));
+    }
+    if let Some(p) = op.progress() {
+        fields.push(("Progress".into(), format!("{}%", (p * 10.0).round() / 10.0)));
+    }
+    if let (Some(end), true) = (op.expected_end(), op.is_active()) {
+        let basis = op.status.estimate.as_deref().unwrap_or("unknown basis");
+        fields.push((
+            "Expected End".into(),
+            format!(
+                "{} ({}; from {basis})",
+                end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                time_left(now, end)
+            ),
+        ));
+    }
+    if let Some((reason, message)) = op.stall() {
+        fields.push(("Stalled".into(), format!("{reason}: {message}")));
     }
     if !op.status.detected_by.is_empty() {
         fields.push(("Detected By".into(), op.status.detected_by.join(", ")));

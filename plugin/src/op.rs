@@ -80,6 +80,25 @@ impl Op {
         self.status.completed.as_ref().map(|t| t.0)
     }
 
+    /// `status.progress`: percent done, when the rule reports it.
+    pub fn progress(&self) -> Option<f64> {
+        self.status.progress.filter(|p| p.is_finite())
+    }
+
+    /// `status.expectedEnd`: when the operation is expected to end.
+    pub fn expected_end(&self) -> Option<Timestamp> {
+        self.status.expected_end.as_ref().map(|t| t.0)
+    }
+
+    /// The `Stalled` condition while it is `True`: (reason, message).
+    pub fn stall(&self) -> Option<(&str, &str)> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Stalled" && c.status == "True")
+            .map(|c| (c.reason.as_str(), c.message.as_str()))
+    }
+
     /// Whether the operation is on a cluster-scoped subject (an InFlightClusterOperation).
     pub fn is_cluster_scoped(&self) -> bool {
         self.namespace.is_none()

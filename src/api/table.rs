@@ -67,6 +67,27 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             "Time since the operation completed.",
             1
         ),
+        column(
+            "Progress",
+            "string",
+            "",
+            "How far along the operation is, as its rule reports it.",
+            1
+        ),
+        column(
+            "Expected",
+            "string",
+            "",
+            "Time left until the operation is expected to end (status.expectedEnd), or how long it is overdue.",
+            1
+        ),
+        column(
+            "Stalled",
+            "string",
+            "",
+            "Why the operation is stalled, if it is (the Stalled condition's reason).",
+            1
+        ),
     ])
 });
 
@@ -97,7 +118,8 @@ enum RowObject<'a> {
     Object(&'a RawValue),
 }
 
-/// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed.
+/// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed,
+/// Progress, Expected, Stalled.
 type Cells<'a> = (
     &'a str,
     &'a str,
@@ -110,6 +132,9 @@ type Cells<'a> = (
     &'a str,
     &'a str,
     String,
+    String,
+    String,
+    &'a str,
 );
 
 /// One row of a Table.
@@ -142,6 +167,11 @@ pub fn row<'a>(
         op.completed
             .map(|c| table_age(Some(c), now))
             .unwrap_or_default(),
+        op.progress().map(percent).unwrap_or_default(),
+        op.expected_end()
+            .map(|end| expected(end, now))
+            .unwrap_or_default(),
+        op.stall().map_or("", |s| s.reason.as_str()),
     );
     let object = match include {
         IncludeObject::None => None,
@@ -152,6 +182,21 @@ pub fn row<'a>(
         IncludeObject::Object => Some(RowObject::Object(stored.object())),
     };
     Row { cells, object }
+}
+
+/// `45%`, `45.5%`: a progress as people read it.
+pub fn percent(progress: f64) -> String {
+    let tenths = (progress * 10.0).round() / 10.0;
+    format!("{tenths}%")
+}
+
+/// `~4m` until an expected end, `overdue 2m` past it.
+pub fn expected(end: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    if end >= now {
+        format!("~{}", table_age(Some(now), end))
+    } else {
+        format!("overdue {}", table_age(Some(end), now))
+    }
 }
 
 /// A `meta.k8s.io` Table.

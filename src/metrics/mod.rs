@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -17,6 +17,7 @@ mod leader;
 mod operations;
 mod persist;
 mod process;
+mod progress;
 mod targets;
 
 pub use api::{
@@ -30,6 +31,7 @@ pub use evaluation::{
 pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
+pub use progress::{StalledCounts, serve_learned_from, set_stalled};
 pub use targets::{
     forget_target, set_target_last_list, set_target_watch_up, set_watches, target_watch_failure,
 };
@@ -54,6 +56,7 @@ struct Metrics {
     auth: auth::Auth,
     persist: persist::Persist,
     leader: leader::Leader,
+    progress: progress::Progress,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -74,6 +77,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
+    let progress = progress::Progress::default();
+    r.register_collector(Box::new(progress.clone()));
     Metrics {
         registry: root,
         operations,
@@ -83,6 +88,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         auth,
         persist,
         leader,
+        progress,
     }
 });
 

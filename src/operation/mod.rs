@@ -11,6 +11,7 @@ mod labels;
 mod model_tests;
 mod name;
 mod phase;
+mod progress;
 mod record;
 mod ruleset;
 mod subject;
@@ -23,6 +24,7 @@ pub use labels::{
 };
 pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
 pub use phase::{Outcome, ParseOutcomeError, Phase};
+pub use progress::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, REPORTED_BY_RULE, Stall};
 pub use record::{
     API_GROUP, API_VERSION, CLUSTER_KIND, InFlightOperation, NAMESPACED_KIND, SELECTABLE_FIELDS,
 };

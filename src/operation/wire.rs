@@ -85,8 +85,28 @@ struct Status<'a> {
     detected_by: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     subject_generation: Option<i64>,
-    /// Always empty: kept so clients written for the CRD form find the field.
-    conditions: [(); 0],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_end: Option<String>,
+    /// What `expected_end` is based on: `History` or `Progress`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimate: Option<&'static str>,
+    /// `Stalled` (status `True`) while the operation is stalled; otherwise empty, kept so
+    /// clients written for the CRD form find the field.
+    conditions: Vec<StalledCondition<'a>>,
+}
+
+/// The `Stalled` condition, a `metav1.Condition`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StalledCondition<'a> {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    status: &'static str,
+    reason: &'a str,
+    message: &'a str,
+    last_transition_time: String,
 }
 
 impl InFlightOperation {
@@ -160,7 +180,16 @@ impl InFlightOperation {
             completed: self.completed.map(format_time),
             detected_by: &self.detected_by,
             subject_generation: self.subject_generation,
-            conditions: [],
+            progress: self.progress(),
+            expected_end: self.expected_end().map(format_time),
+            estimate: self.expectation.as_ref().map(|e| e.basis.as_str()),
+            conditions: Vec::from_iter(self.stall().map(|stall| StalledCondition {
+                type_: "Stalled",
+                status: "True",
+                reason: &stall.reason,
+                message: &stall.message,
+                last_transition_time: format_time(stall.since),
+            })),
         }
     }
 }

@@ -197,6 +197,10 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         completed: status.completed,
         subject_generation: status.subject_generation,
         detected_by: status.detected_by,
+        // Evaluated again on the next event of the subject.
+        progress: None,
+        stalled: None,
+        expectation: None,
     }))
 }
 

@@ -41,6 +41,7 @@ pub async fn run(
     watches: Arc<Watches>,
     detector: Arc<Detector>,
     listed: Pending,
+    leading: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut listed = Some(listed);
     tokio::spawn(follow_crds(client.clone(), watches.clone()));
@@ -56,7 +57,9 @@ pub async fn run(
         let event = tokio::select! {
             e = events.next() => match e { Some(e) => e, None => return },
             _ = status_tick.tick() => {
-                write_statuses(&api, &mut entries, &detector).await;
+                if *leading.borrow() {
+                    write_statuses(&api, &mut entries, &detector).await;
+                }
                 continue;
             }
         };
@@ -108,6 +111,7 @@ pub async fn run(
                 tracing::info!(ruleset = %name, "ruleset removed; its operations end");
                 detector.ruleset_removed(&name);
                 detector.health.reset(&name);
+                detector.durations.forget(&name);
             }
             // After reconcile: the watchers it started already hold readiness.
             if let Some(listed) = listed.take() {
@@ -178,6 +182,14 @@ fn upsert(
         }
     }
     if let Ok(rs) = &compiled {
+        // What was learned before a restart or failover, for what nothing was learned of yet;
+        // and nothing of operations the rules no longer have.
+        if let Some(status) = &ors.status {
+            detector
+                .durations
+                .seed(&name, &rs.info.component, &status.operation_durations);
+        }
+        detector.durations.retain(&name, &rs.operations);
         // From here on, evaluations by older generations (watchers not restarted yet) are ignored.
         detector.ruleset_loaded(&name, rs.generation);
     }
@@ -207,6 +219,7 @@ async fn write_statuses(
             compile_errors: entry.compiled.as_ref().err().unwrap_or(&no_errors),
             health: detector.health.get(name),
             active_operations: detector.active_count(name),
+            operation_durations: detector.durations.published(name),
         };
         let status = desired(&observed, entry.written.as_ref());
         let due = match &entry.written {

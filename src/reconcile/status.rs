@@ -1,6 +1,6 @@
 //! A ruleset's status: standard conditions from what compiling and watching it found.
 
-use crate::ruleset::RuleSetStatus;
+use crate::ruleset::{OperationDurations, RuleSetStatus};
 use crate::watch::{RuleSetHealth, WatchState};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -10,6 +10,8 @@ pub struct Observed<'a> {
     pub compile_errors: &'a [String],
     pub health: RuleSetHealth,
     pub active_operations: usize,
+    /// What the ruleset's operations took, learned so far.
+    pub operation_durations: Vec<OperationDurations>,
 }
 
 fn condition(
@@ -135,6 +137,7 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         active_operations: observed.active_operations as i64,
         last_evaluation_time: previous.and_then(|p| p.last_evaluation_time.clone()),
         conditions,
+        operation_durations: observed.operation_durations.clone(),
     }
 }
 
@@ -184,7 +187,7 @@ pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
 }
 
 /// True when `a` and `b` differ only in counts (`activeOperations`, the evaluation error
-/// count in the `RuleErrors` message): the conditions' statuses and reasons are the same.
+/// count in the `RuleErrors` message, the learned `operationDurations`): the conditions' statuses and reasons are the same.
 pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     let shape = |s: &RuleSetStatus| {
         (
@@ -211,6 +214,7 @@ mod tests {
                 compile_errors: &[],
                 health,
                 active_operations,
+                operation_durations: Vec::new(),
             },
             None,
         )

@@ -7,9 +7,11 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::change::{Change, Observed};
 use super::settings::Settings;
-use super::signal::{Message, Signal, signals};
+use super::signal::{Message, Reading, Signal, signals};
 use crate::evaluate::{EvalError, Evaluation};
-use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject, build_labels};
+use crate::operation::{
+    InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
+};
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
 /// subject's operations within a ruleset, are contiguous ranges.
@@ -135,8 +137,18 @@ impl Tracker {
         for (operation, signal) in signals(operations, &eval.rules) {
             let key = Key::new(&ruleset.name, &subject.uid, operation);
             match signal {
-                Signal::Active { message, start } => {
-                    self.on_active(key, ruleset, subject, eval, message, start, now, &mut out)
+                Signal::Active {
+                    message,
+                    start,
+                    progress,
+                    stalled,
+                } => {
+                    let live = Live {
+                        message,
+                        progress,
+                        stalled,
+                    };
+                    self.on_active(key, ruleset, subject, eval, live, start, now, &mut out)
                 }
                 Signal::Inactive { outcome } => {
                     self.on_inactive(key, outcome, subject, now, &mut out.changes)
@@ -155,7 +167,7 @@ impl Tracker {
         ruleset: &RuleSetInfo,
         subject: &Subject,
         eval: &Evaluation,
-        message: Message<'_>,
+        live: Live<'_>,
         start: Option<Timestamp>,
         now: Timestamp,
         out: &mut Observed,
@@ -175,11 +187,13 @@ impl Tracker {
                     }
                     *last_active = now;
                     let old = &entry.record;
-                    let message = match message {
+                    let message = match live.message {
                         Message::None => None,
                         Message::Text(text) => Some(text.to_owned()),
                         Message::Unknown => old.message.clone(),
                     };
+                    let progress = live.progress(old.progress);
+                    let stalled = live.stalled(old.stalled.as_ref(), now);
                     let dynamic = dynamic_labels(&eval.labels, Some(&old.labels));
                     let (labels, warnings) =
                         build_labels(subject, ruleset, &key.operation, dynamic);
@@ -190,6 +204,8 @@ impl Tracker {
                         subject: subject.clone(),
                         subject_generation: subject.generation,
                         component: ruleset.component.clone(),
+                        progress,
+                        stalled,
                         ..(**old).clone()
                     };
                     if candidate != **old {
@@ -207,11 +223,11 @@ impl Tracker {
                 }
             }
         }
-        let message = match message {
+        let message = match live.message {
             Message::Text(text) => Some(text.to_owned()),
             Message::None | Message::Unknown => None,
         };
-        let (record, warnings) = InFlightOperation::new_active(
+        let (mut record, warnings) = InFlightOperation::new_active(
             ruleset,
             &key.operation,
             subject,
@@ -220,6 +236,8 @@ impl Tracker {
             message,
             dynamic_labels(&eval.labels, None),
         );
+        record.progress = live.progress(None);
+        record.stalled = live.stalled(None, now);
         out.warnings.extend(warnings);
         let record = Arc::new(record);
         out.changes.push(Change::Upsert(record.clone()));
@@ -545,6 +563,34 @@ impl Tracker {
             self.retained.remove(&(completed, key.clone()));
         }
         Some(entry.record)
+    }
+}
+
+/// What the rules of an active operation report on each event besides matching.
+struct Live<'a> {
+    message: Message<'a>,
+    progress: Reading<f64>,
+    stalled: Reading<Option<&'a str>>,
+}
+
+impl Live<'_> {
+    /// The progress to show: the one reported, or the last known when the expression failed.
+    fn progress(&self, previous: Option<f64>) -> Option<f64> {
+        match self.progress {
+            Reading::None => None,
+            Reading::Value(p) => Some(p),
+            Reading::Unknown => previous,
+        }
+    }
+
+    /// The stall to show: the one reported (since when it started), or the last known when
+    /// the expression failed.
+    fn stalled(&self, previous: Option<&Stall>, now: Timestamp) -> Option<Stall> {
+        match self.stalled {
+            Reading::None | Reading::Value(None) => None,
+            Reading::Value(Some(reason)) => Some(Stall::reported(reason, now).continuing(previous)),
+            Reading::Unknown => previous.cloned(),
+        }
     }
 }
 

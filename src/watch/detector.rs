@@ -5,8 +5,9 @@
 use super::health::Health;
 use super::suspension::SuspendPolicy;
 use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
+use crate::history::{self, Durations};
 use crate::index::{Index, Transitions};
-use crate::operation::{Outcome, Subject};
+use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
 use std::collections::HashSet;
@@ -25,6 +26,9 @@ pub struct Detector {
     limits: Limits,
     index: Arc<Index>,
     pub health: Arc<Health>,
+    /// What operations took, learned from those that completed: gives active ones their
+    /// expected end (see `history`).
+    pub durations: Arc<Durations>,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
     deadlines: Notify,
 }
@@ -81,6 +85,7 @@ impl Detector {
             limits,
             index,
             health,
+            durations: Arc::new(Durations::default()),
             deadlines: Notify::new(),
         }
     }
@@ -97,11 +102,23 @@ impl Detector {
 
     /// Hands the tracker's changes to the index (call with the tracker locked, to keep their
     /// order), then counts and logs the operations that started and completed.
-    fn publish(&self, changes: Vec<Change>) {
+    fn publish(&self, mut changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
+        // Active records as the tracker makes them carry no expectation: history adds it.
+        let at = now();
+        for change in &mut changes {
+            if let Change::Upsert(op) = change
+                && let Some(with) = history::refreshed(op, &self.durations, at)
+            {
+                *op = with;
+            }
+        }
         let transitions = self.index.apply(changes);
+        for op in &transitions.completed {
+            self.durations.completed(op);
+        }
         crate::metrics::set_operations(self.index.len());
         if !transitions.is_empty() {
             report_transitions(&transitions);
@@ -290,12 +307,20 @@ impl Detector {
                 RuleResult::Active {
                     message,
                     start_time,
+                    progress,
+                    stalled,
                 } => {
                     if let Some(Err(e)) = message {
                         report(format!("rule {op} message"), e);
                     }
                     if let Some(Err(e)) = start_time {
                         report(format!("rule {op} startTime"), e);
+                    }
+                    if let Some(Err(e)) = progress {
+                        report(format!("rule {op} progress"), e);
+                    }
+                    if let Some(Err(e)) = stalled {
+                        report(format!("rule {op} stalled"), e);
                     }
                 }
                 RuleResult::Inactive {
@@ -309,6 +334,59 @@ impl Detector {
                 report(format!("label {key}"), e);
             }
         }
+    }
+
+    /// Every `every`, brings the expectations of active operations up to date (what was learned
+    /// since, and operations that became overdue: nothing else would tell), and counts the
+    /// stalled ones for `ifo_operations_stalled`.
+    pub async fn run_expectations(self: Arc<Self>, every: std::time::Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.refresh_expectations();
+        }
+    }
+
+    /// One pass of [`Self::run_expectations`].
+    pub fn refresh_expectations(&self) {
+        let mut stalled = crate::metrics::StalledCounts::default();
+        let at = now();
+        // Under the tracker's lock: no change of the tracker can come between the snapshot
+        // and the records made from it.
+        let tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.index.snapshot();
+        let mut changes = Vec::new();
+        for stored in &snapshot.items {
+            let op = &stored.op;
+            if op.phase != Phase::Active {
+                continue;
+            }
+            let current = history::refreshed(op, &self.durations, at);
+            let shown = current.as_ref().unwrap_or(op);
+            if let Some(stall) = shown.stall() {
+                let cause = if stall.reason == OVERDUE_BY_HISTORY {
+                    "history"
+                } else {
+                    "rule"
+                };
+                stalled.add(
+                    &shown.component,
+                    &shown.operation,
+                    &shown.subject.kind,
+                    cause,
+                );
+            }
+            if let Some(op) = current {
+                changes.push(Change::Upsert(op));
+            }
+        }
+        if !changes.is_empty() {
+            let transitions = self.index.apply(changes);
+            debug_assert!(transitions.is_empty());
+        }
+        drop(tracker);
+        crate::metrics::set_stalled(stalled);
     }
 
     /// Completes operations whose grace ran out and drops expired completed ones, sleeping until

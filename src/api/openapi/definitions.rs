@@ -205,8 +205,22 @@ fn status() -> Value {
                 "type": "integer",
                 "format": "int64",
             },
+            "progress": {
+                "description": "How far along the operation is, in percent (0 to 100), from the rule's progress expression, evaluated again on every change of the subject while the operation is active. Absent when the rule has no progress expression; when the expression fails or gives a value that is not a percentage, the last progress is kept and the error is shown on the rule set.",
+                "type": "number",
+                "format": "double",
+            },
+            "expectedEnd": {
+                "$ref": meta("Time"),
+                "description": "When the operation is expected to end: its start plus the median duration of the operations of its rule that succeeded (once there are at least 5), or, once the rule reports at least 10 % progress, the time elapsed extrapolated from it. status.estimate says which. Absent while neither is known, and once completed.",
+            },
+            "estimate": {
+                "description": "What status.expectedEnd is based on.\n\nPossible enum values:\n - `\"History\"` start plus the median duration of the rule's operations that succeeded.\n - `\"Progress\"` the time elapsed, extrapolated by the progress the rule reports.",
+                "type": "string",
+                "enum": ["History", "Progress"],
+            },
             "conditions": {
-                "description": "Conditions of the operation, in the standard Kubernetes form. None are set: the list is always empty, and exists for compatibility with the InFlightOperation schema of ifo.kubevirt.io.",
+                "description": "Conditions of the operation, in the standard Kubernetes form. `Stalled` (status True) while the operation is stalled: reported by the rule's stalled expression (reason: the one the rule gives when it is a CamelCase word, else ReportedByRule with the rule's text as the message), or running longer than 1.5 times the 99th percentile of the durations of its rule's operations that succeeded (reason OverdueByHistory). Otherwise empty.",
                 "type": "array",
                 "items": {"$ref": meta("Condition")},
                 "x-kubernetes-list-map-keys": ["type"],

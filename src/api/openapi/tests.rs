@@ -5,7 +5,9 @@ use super::definitions::PREFIX;
 use super::*;
 use crate::api::discovery::{GROUP, VERSION};
 use crate::api::wire::{List, ListMeta};
-use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use crate::operation::{
+    EstimateBasis, Expectation, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -168,8 +170,16 @@ fn records() -> Vec<InFlightOperation> {
         generation: None,
         owner_references: Vec::new(),
     };
-    let (active, _) =
+    let (mut active, _) =
         InFlightOperation::new_active(&ruleset, "Draining", &node, start, now, None, []);
+    // What progress, history and a stall add.
+    active.progress = Some(45.5);
+    active.stalled = Some(Stall::reported("ImportFailed", now));
+    active.expectation = Some(Expectation {
+        end: now,
+        basis: EstimateBasis::Progress,
+        overdue: None,
+    });
     vec![completed, active]
 }
 

@@ -75,6 +75,8 @@ fn active(message: Option<&str>) -> Evaluation {
     eval(RuleResult::Active {
         message: message.map(|m| Ok(m.to_owned())),
         start_time: None,
+        progress: None,
+        stalled: None,
     })
 }
 
@@ -407,10 +409,14 @@ fn subject_deletion_completes_at_once() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -439,6 +445,8 @@ fn subject_deletion_completes_at_once() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -532,10 +540,14 @@ fn operations_dropped_from_a_ruleset_complete() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -555,6 +567,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
+        progress: None,
+        stalled: None,
     });
     let rec = only_upsert(&see(&mut tr, "u1", e, t(0)));
     assert_eq!(rec.created, t(-3600));
@@ -568,6 +582,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
+        progress: None,
+        stalled: None,
     });
     let rec2 = only_upsert(&see(&mut other, "u1", e, t(500)));
     assert_eq!(
@@ -578,6 +594,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Err(err())),
+        progress: None,
+        stalled: None,
     });
     let rec = only_upsert(&see(&mut tr, "u2", e, t(7)));
     assert_eq!(rec.created, t(7));
@@ -593,6 +611,8 @@ fn only_visible_changes_are_emitted() {
     let failing = eval(RuleResult::Active {
         message: Some(Err(err())),
         start_time: None,
+        progress: None,
+        stalled: None,
     });
     assert!(see(&mut tr, "u1", failing, t(6)).is_empty());
     // Message changes: MODIFIED, same occurrence, lastDetected refreshed.
@@ -624,6 +644,8 @@ fn dynamic_labels_update_and_survive_errors() {
         rules: vec![RuleResult::Active {
             message: None,
             start_time: None,
+            progress: None,
+            stalled: None,
         }],
         labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
         over_budget: None,
@@ -661,6 +683,8 @@ fn invalid_label_keys_are_reported() {
         rules: vec![RuleResult::Active {
             message: None,
             start_time: None,
+            progress: None,
+            stalled: None,
         }],
         labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
         over_budget: None,
@@ -698,6 +722,8 @@ fn rules_sharing_an_operation() {
     let on = || RuleResult::Active {
         message: None,
         start_time: None,
+        progress: None,
+        stalled: None,
     };
     let off = || RuleResult::Inactive { outcome: None };
     let s = subject("u1");
