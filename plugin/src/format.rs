@@ -152,17 +152,9 @@ pub fn header(cols: Columns) -> Vec<String> {
     if cols.namespace {
         h.push("NAMESPACE");
     }
-    h.extend([
-        "NAME",
-        "KIND",
-        "SUBJECT",
-        "OPERATION",
-        "PHASE",
-        "AGE",
-        "EXPECTED",
-    ]);
+    h.extend(["NAME", "KIND", "SUBJECT", "OPERATION", "PHASE", "AGE"]);
     if cols.wide {
-        h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED"]);
+        h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED", "EXPECTED"]);
     }
     h.push("MESSAGE");
     h.into_iter().map(str::to_owned).collect()
@@ -181,7 +173,6 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     r.push(or_none(&op.spec.operation));
     r.push(or_none(&op.status.phase));
     r.push(age(now, op.created));
-    r.push(expected(op, now));
     if cols.wide {
         r.push(or_none(&op.spec.component));
         r.push(or_none(&op.spec.rule_set));
@@ -190,6 +181,7 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
             Some(t) => age(now, Some(t)),
             None => "<none>".into(),
         });
+        r.push(expected(op, now));
     }
     r.push(op.message().replace(['\n', '\r'], " "));
     r
@@ -537,5 +529,38 @@ mod tests {
         let text = describe(&c, now);
         assert!(text.contains("InFlightClusterOperation"), "{text}");
         assert!(!text.contains("Running For"), "{text}");
+    }
+
+    #[test]
+    fn shows_progress_expected_end_and_stall() {
+        let now = ts("2026-11-22T10:00:00Z");
+        let base = op(
+            Some("vms"),
+            "DataVolume",
+            "dv1",
+            "ImportInProgress",
+            "Active",
+        );
+        assert_eq!(expected(&base, now), "<none>");
+        let mut raw = base.raw.clone();
+        raw["status"]["progress"] = serde_json::json!(45.25);
+        raw["status"]["expectedEnd"] = serde_json::json!("2026-11-22T10:04:00Z");
+        raw["status"]["estimate"] = serde_json::json!("Progress");
+        raw["status"]["conditions"] = serde_json::json!([{"type": "Stalled", "status": "True",
+            "reason": "ReportedByRule", "message": "Unable to connect",
+            "lastTransitionTime": "2026-11-22T09:59:00Z"}]);
+        let o = Op::from_json(raw);
+        assert_eq!(expected(&o, now), "45.3% ~4m stalled");
+        assert_eq!(
+            expected(&o, ts("2026-11-22T10:06:00Z")),
+            "45.3% overdue 2m stalled"
+        );
+        let text = describe(&o, now);
+        assert!(text.contains("Progress:"), "{text}");
+        assert!(
+            text.contains("2026-11-22T10:04:00Z (~4m; from Progress)"),
+            "{text}"
+        );
+        assert!(text.contains("ReportedByRule: Unable to connect"), "{text}");
     }
 }

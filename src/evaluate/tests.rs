@@ -687,14 +687,14 @@ fn one_bound_object_serves_many_expressions() {
     );
 }
 
-/// The progress and stalled of the one rule of a ruleset that always matches.
-fn live_values(
-    progress: &str,
-    stalled: &str,
-) -> (
+/// What a rule's progress and stalled expressions gave.
+type LiveValues = (
     Option<Result<Option<f64>, EvalError>>,
     Option<Result<Option<String>, EvalError>>,
-) {
+);
+
+/// The progress and stalled of the one rule of a ruleset that always matches.
+fn live_values(progress: &str, stalled: &str) -> LiveValues {
     let mut rule = rule("Op", "true", None, None, None);
     rule.progress = Some(compile(progress));
     rule.stalled = Some(compile(stalled));

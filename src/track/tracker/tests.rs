@@ -1014,3 +1014,53 @@ fn restored_completed_operations_are_retained_only_when_retention_is_on() {
         )]
     );
 }
+
+#[test]
+fn progress_and_stall_follow_the_rule_and_survive_its_errors() {
+    let mut tr = tracker(settings(30, false));
+    let live = |progress: Option<Result<Option<f64>, EvalError>>,
+                stalled: Option<Result<Option<String>, EvalError>>| {
+        eval(RuleResult::Active {
+            message: None,
+            start_time: None,
+            progress,
+            stalled,
+        })
+    };
+    let record = |changes: Vec<Change>| changes.last().unwrap().record().clone();
+    let first = record(see(
+        &mut tr,
+        "u1",
+        live(Some(Ok(Some(10.0))), Some(Ok(None))),
+        t(0),
+    ));
+    assert_eq!((first.progress(), first.stall()), (Some(10.0), None));
+
+    let stalled = live(Some(Ok(Some(20.0))), Some(Ok(Some("ImportFailed".into()))));
+    let second = record(see(&mut tr, "u1", stalled.clone(), t(5)));
+    assert_eq!(second.progress(), Some(20.0));
+    let stall = second.stall().unwrap();
+    assert_eq!((stall.reason.as_str(), stall.since), ("ImportFailed", t(5)));
+    // The same verdict later changes nothing: the stall keeps its start.
+    assert!(see(&mut tr, "u1", stalled, t(9)).is_empty());
+
+    // Failing expressions: the last known values stay, nothing changes.
+    assert!(
+        see(
+            &mut tr,
+            "u1",
+            live(Some(Err(err())), Some(Err(err()))),
+            t(12)
+        )
+        .is_empty()
+    );
+
+    // Not stalled, and no progress reported any more.
+    let third = record(see(
+        &mut tr,
+        "u1",
+        live(Some(Ok(None)), Some(Ok(None))),
+        t(15),
+    ));
+    assert_eq!((third.progress(), third.stall()), (None, None));
+}
