@@ -95,13 +95,25 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     }
 
     // What was learned is published on the ruleset.
-    let durations = eventually(WAIT, "the learned durations on the ruleset", || {
+    let deadline = std::time::Instant::now() + WAIT;
+    let durations = loop {
         let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
-        ors["status"]["operationDurations"]
+        let learned = ors["status"]["operationDurations"]
             .as_array()
             .and_then(|d| d.first().cloned())
-            .filter(|d| d["count"] == 5)
-    });
+            .filter(|d| d["count"] == 5);
+        if let Some(learned) = learned {
+            break learned;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no learned durations on the ruleset: {:#}\noperations: {:#}\nserver log:\n{}",
+            ors["status"],
+            json!(env.ifos(&ns)),
+            env.server_log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     assert_eq!(durations["operation"], "Migrating", "{durations:#}");
     let p50 = durations["p50Seconds"].as_f64().unwrap();
     assert!(
