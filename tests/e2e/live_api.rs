@@ -52,7 +52,10 @@ fn kubectl_get_prints_tables_lists_and_objects() {
             "COMPONENT".into(),
             "RULESET".into(),
             "OUTCOME".into(),
-            "COMPLETED".into()
+            "COMPLETED".into(),
+            "PROGRESS".into(),
+            "EXPECTED".into(),
+            "STALLED".into()
         ]),
         "{wide}"
     );
