@@ -54,6 +54,9 @@ struct Learned {
     succeeded: Histogram<u32>,
     /// Completions with another outcome, by outcome name.
     others: BTreeMap<String, u64>,
+    /// The quantiles of `succeeded`, computed when it changes: reading them walks the
+    /// histogram's buckets, and they are read on every change of an active operation.
+    quantiles: Quantiles,
 }
 
 impl Learned {
@@ -63,15 +66,26 @@ impl Learned {
             succeeded: Histogram::new_with_bounds(1, HIGHEST_MS, SIGNIFICANT_DIGITS)
                 .expect("the bounds are valid"),
             others: BTreeMap::new(),
+            quantiles: Quantiles {
+                count: 0,
+                p50: SignedDuration::ZERO,
+                p90: SignedDuration::ZERO,
+                p99: SignedDuration::ZERO,
+            },
         }
     }
 
     fn record(&mut self, duration: SignedDuration) {
         let ms = u64::try_from(duration.as_millis()).unwrap_or(0);
         self.succeeded.saturating_record(ms.clamp(1, HIGHEST_MS));
+        self.quantiles = self.compute_quantiles();
     }
 
     fn quantiles(&self) -> Quantiles {
+        self.quantiles
+    }
+
+    fn compute_quantiles(&self) -> Quantiles {
         let at = |q: f64| {
             let ms = self.succeeded.value_at_quantile(q);
             SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
@@ -114,6 +128,7 @@ impl Learned {
             }
         }
         learned.others = published.other_outcomes.clone();
+        learned.quantiles = learned.compute_quantiles();
         learned
     }
 
