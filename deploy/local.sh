@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the product locally: a real control plane with the server registered, the shipped rules and
-# a small VirtualMachine workload, streaming `kubectl get ifos -A -w`. Ctrl-C stops everything.
+# a small VirtualMachine workload, streaming `kubectl get ifos -A -w --output-watch-events -o wide`
+# (each row labelled ADDED, MODIFIED or DELETED). Demo setting: a 5s debounce grace instead of
+# 30s, so operations are seen to end and complete. Ctrl-C stops everything.
 #
 #   deploy/local.sh            # the server runs on this machine, registered as the APIService
 #   deploy/local.sh --node     # a real node (root): the image, `kubectl apply -k deploy/`, two replicas

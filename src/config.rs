@@ -59,10 +59,23 @@ pub struct ServeArgs {
     /// Watches open at once by one user; more are refused with 429.
     #[arg(long, env = "MAX_WATCHES_PER_USER", default_value_t = 1_000)]
     pub max_watches_per_user: usize,
+    /// Memory all open watches may hold (each is charged 16 KiB and what its parsed selectors
+    /// take), in bytes or with a `Ki`, `Mi` or `Gi` suffix; more are refused with 429.
+    #[arg(long, env = "MAX_WATCH_MEMORY", default_value = "512Mi", value_parser = parse_bytes)]
+    pub max_watch_memory: usize,
+    /// Memory the open watches of one user may hold (see MAX_WATCH_MEMORY); more are refused
+    /// with 429.
+    #[arg(long, env = "MAX_WATCH_MEMORY_PER_USER", default_value = "32Mi", value_parser = parse_bytes)]
+    pub max_watch_memory_per_user: usize,
     /// Client connections at once (kube-apiserver multiplexes its requests over a few); more
     /// are closed at once.
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
+    /// Time a client has to send a request's headers. A new connection has as long from its
+    /// accept to its first request (TLS handshake and HTTP/1-or-2 detection included); an idle
+    /// HTTP/1 connection closes after as long.
+    #[arg(long, env = "REQUEST_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_header_timeout: SignedDuration,
     /// On SIGTERM, how long `/readyz` fails before open watches are ended and the server stops,
     /// so that load balancers and the aggregator stop sending requests first.
     #[arg(long, env = "SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
@@ -134,6 +147,30 @@ pub struct ServeArgs {
     /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "ifo-system")]
     pub leader_elect_resource_namespace: String,
+}
+
+/// Bytes, bare or with a binary suffix as Kubernetes quantities write them (`512Mi`).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{s:?} is not a size (bytes, or a number with Ki, Mi or Gi)"
+            ));
+        }
+    };
+    number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or a number with Ki, Mi or Gi)"))
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -238,6 +275,18 @@ mod tests {
         args.leader_elect_renew_deadline = SignedDuration::from_secs(20);
         let error = args.leader_election().unwrap_err();
         assert!(error.contains("renew deadline"), "{error}");
+    }
+
+    #[test]
+    fn sizes_read_as_kubernetes_writes_them() {
+        assert_eq!(parse_bytes("512Mi"), Ok(512 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("2Gi"), Ok(2 << 30));
+        assert!(parse_bytes("12MB").is_err());
+        assert!(parse_bytes("Mi").is_err());
+        let defaults = ServeArgs::defaults();
+        assert_eq!(defaults.max_watch_memory, 512 << 20);
+        assert_eq!(defaults.max_watch_memory_per_user, 32 << 20);
     }
 
     #[test]

@@ -24,5 +24,6 @@ pub mod reconcile;
 pub mod rules;
 pub mod ruleset;
 pub mod server;
+pub mod supervise;
 pub mod track;
 pub mod watch;

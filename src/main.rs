@@ -71,7 +71,11 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_tracing("info");
     match cli.command {
-        Command::Serve(args) => runtime()?.block_on(ifo::server::serve(*args)),
+        Command::Serve(args) => {
+            // Failpoints exist in test builds only: there, `FAILPOINTS` injects failures.
+            let _failpoints = fail::has_failpoints().then(fail::FailScenario::setup);
+            runtime()?.block_on(ifo::server::serve(*args))
+        }
         Command::Rules(cmd) => rules(cmd),
     }
 }

@@ -41,10 +41,15 @@ struct State {
     ready: bool,
     /// Set on shutdown: not ready any more, whatever the sync says.
     shutting_down: bool,
+    /// Set when a task the server cannot do without failed: neither live nor ready any more.
+    failed: Option<String>,
 }
 
 impl State {
     fn status(&self) -> Status {
+        if let Some(reason) = &self.failed {
+            return Status::NotReady(reason.clone());
+        }
         if self.shutting_down {
             return Status::NotReady("shutting down".to_string());
         }
@@ -70,6 +75,7 @@ impl Readiness {
             pending: BTreeMap::new(),
             ready: false,
             shutting_down: false,
+            failed: None,
         });
         let readiness = Readiness {
             state: Arc::new(tx),
@@ -129,6 +135,22 @@ impl Readiness {
     /// aggregator stop sending requests before open watches are ended.
     pub fn shut_down(&self) {
         self.state.send_modify(|s| s.shutting_down = true);
+    }
+
+    /// A task the server cannot do without failed (see the `supervise` module): `/livez` and
+    /// `/readyz` fail from now on with `reason`, so that the pod is restarted.
+    pub fn fail(&self, reason: String) {
+        self.state.send_modify(|s| {
+            s.failed.get_or_insert(reason);
+        });
+    }
+
+    /// What `/livez` answers: `Err` with the reason once [`Readiness::fail`] was called.
+    pub fn liveness(&self) -> Result<(), String> {
+        match &self.state.borrow().failed {
+            Some(reason) => Err(reason.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Resolves once the server is ready.

@@ -1,4 +1,6 @@
-//! `ifo-apiserver serve`: wires the pipeline together and serves it. Wiring only.
+//! `ifo-apiserver serve`: wires the pipeline together and serves it ([`Server::build`], then
+//! [`Server::run`]). Wiring only: every background task is owned by a [`Tasks`] set (see
+//! [`crate::supervise`]), and there is one shutdown sequence.
 
 use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, tls};
@@ -11,10 +13,12 @@ use crate::lease;
 use crate::persist;
 use crate::readiness::Readiness;
 use crate::reconcile;
+use crate::supervise::Tasks;
 use crate::track::{Settings as TrackSettings, Tracker};
 use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
@@ -25,162 +29,293 @@ const EXPECTATIONS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let election = args.leader_election().map_err(anyhow::Error::msg)?;
-    let client = kube_client(&args).await?;
-    let trust = auth::watch_request_header_config(client.clone()).await?;
-    let tls_config = RustlsConfig::from_config(tls::server_config(
-        &args.tls_cert_file,
-        &args.tls_private_key_file,
-        &trust.borrow(),
-    )?);
-    tls::spawn_reloader(
-        tls_config.clone(),
-        args.tls_cert_file.clone(),
-        args.tls_private_key_file.clone(),
-        trust.clone(),
-    );
+    Server::build(args).await?.run(shutdown_signal()).await
+}
 
-    // The pipeline: rulesets → watchers → evaluator → debounce table → index.
-    let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
-    let sync_timeout = args.initial_sync_timeout.unsigned_abs();
-    tokio::spawn(readiness.clone().give_up_after(sync_timeout));
-    let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
-    let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
-    crate::metrics::serve_active_from(index.reader());
-    let tracker = Tracker::new(TrackSettings {
-        debounce: args.debounce_threshold,
-        retain_completed: args.retain_completed_ifos,
-        completed_retention: args.completed_retention,
-        max_completed: args.max_completed_ifos,
-    });
-    let detector = Arc::new(Detector::new(
-        tracker,
-        index.clone(),
-        Arc::new(Health::default()),
-        args.evaluation_limits(),
-    ));
-    tokio::spawn(detector.clone().run_deadlines());
-    tokio::spawn(detector.clone().run_expectations(EXPECTATIONS_INTERVAL));
-    crate::metrics::serve_learned_from(detector.durations.clone());
-    let persistence = if args.persist {
-        Some(restore(&args, &client, &detector, &readiness).await?)
-    } else {
-        None
-    };
-    let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
-    let targets = Arc::new(TargetHealth::default());
-    let probe_interval = args
-        .watch_probe_interval
-        .unsigned_abs()
-        .max(Duration::from_secs(1));
-    let liveness = Liveness {
-        probe_interval,
-        probe_timeout: crate::client::api_timeout(&args),
-    };
-    let watches = Arc::new(Watches::new(
-        client.clone(),
-        detector.clone(),
-        targets.clone(),
-        retry,
-        liveness,
-        readiness.clone(),
-    ));
-    // Ruleset statuses are written by the leader only: replicas learn durations each on its
-    // own, and two writers would overwrite each other's.
-    let (leading_tx, leading) = tokio::sync::watch::channel(election.is_none());
-    tokio::spawn(reconcile::run(
-        client.clone(),
-        Engine::new(),
-        watches,
-        detector,
-        rulesets_listed,
-        leading,
-    ));
+/// The server, built: its pipeline running under [`Tasks`], its API ready to be served.
+pub struct Server {
+    args: ServeArgs,
+    tasks: Tasks,
+    state: Arc<ApiState>,
+    readiness: Readiness,
+    app: axum::Router,
+    tls_config: RustlsConfig,
+    /// With leader election: how to stop the elector, and when it has stopped.
+    elector: Option<Elector>,
+    /// Notified when a term as leader ends.
+    term_ended: Arc<tokio::sync::Notify>,
+}
 
-    let limits = api::Limits {
-        max_watches: args.max_watches,
-        max_watches_per_user: args.max_watches_per_user,
-    };
-    let state =
-        Arc::new(ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets));
-    let gate = Arc::new(Guard {
-        authenticator: Authenticator::new(trust, client.clone()),
-        authorizer: Authorizer::new(client.clone()),
-    });
-    // Only the routes the server has are guarded: any other path is a 404 for everyone, and
-    // never costs a review or a cache entry.
-    let term_ended = Arc::new(tokio::sync::Notify::new());
-    let elector = match election {
-        None => {
-            state.set_serving(true);
-            if let Some(persistence) = persistence {
-                tokio::spawn(persistence.run(index.reader()));
-            }
+/// The running leader elector, as the shutdown sequence needs it.
+struct Elector {
+    stop: tokio::sync::oneshot::Sender<()>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl Server {
+    /// Connects to the cluster, reads the persisted copies back (persistence mode) and starts
+    /// the pipeline (rulesets → watchers → evaluator → debounce table → index) and, with
+    /// leader election, the elector. Serving starts with [`Server::run`].
+    pub async fn build(args: ServeArgs) -> Result<Server> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let election = args.leader_election().map_err(anyhow::Error::msg)?;
+        let client = kube_client(&args).await?;
+        let trust = auth::watch_request_header_config(client.clone()).await?;
+        let tls_config = RustlsConfig::from_config(tls::server_config(
+            &args.tls_cert_file,
+            &args.tls_private_key_file,
+            &trust.borrow(),
+        )?);
+        tls::spawn_reloader(
+            tls_config.clone(),
+            args.tls_cert_file.clone(),
+            args.tls_private_key_file.clone(),
+            trust.clone(),
+        );
+
+        let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
+        let mut tasks = Tasks::new(readiness.clone());
+        let sync_timeout = args.initial_sync_timeout.unsigned_abs();
+        tasks.once(
+            "initial-sync-timeout",
+            readiness.clone().give_up_after(sync_timeout),
+        );
+        let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
+        let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
+        crate::metrics::serve_active_from(index.reader());
+        let tracker = Tracker::new(TrackSettings {
+            debounce: args.debounce_threshold,
+            retain_completed: args.retain_completed_ifos,
+            completed_retention: args.completed_retention,
+            max_completed: args.max_completed_ifos,
+        });
+        // Where detection is not current: written by the watchers and the detector, read by
+        // the API (and gates).
+        let targets = Arc::new(TargetHealth::default());
+        let detector = Arc::new(Detector::new(
+            tracker,
+            index.clone(),
+            Arc::new(Health::default()),
+            targets.clone(),
+            args.evaluation_limits(),
+        ));
+        tasks.restarting("operation-deadlines", {
+            let detector = detector.clone();
+            move || detector.clone().run_deadlines()
+        });
+        tasks.restarting("operation-expectations", {
+            let detector = detector.clone();
+            move || detector.clone().run_expectations(EXPECTATIONS_INTERVAL)
+        });
+        crate::metrics::serve_learned_from(detector.durations.clone());
+        let persistence = if args.persist {
+            Some(restore(&args, &client, &detector, &readiness, &mut tasks).await?)
+        } else {
             None
-        }
-        Some(settings) => {
-            state.set_serving(false);
-            let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
-            let (elector, role) = lease::Elector::new(client.clone(), settings);
-            tokio::spawn(follow_role(role.clone(), leading_tx));
-            if let Some(pod) = &args.pod_name {
-                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
-                tokio::spawn(label.follow(role.clone()));
-            }
-            let (stop, stopped) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(elector.run(stopped));
-            tokio::spawn(follow_leadership(
-                role,
-                index.clone(),
-                state.clone(),
-                persistence,
-                term_ended.clone(),
-            ));
-            Some((stop, task))
-        }
-    };
-    let app = api::router(state.clone())
-        .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
-        .merge(api::health_router(state.clone()));
-
-    let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let listener = Arc::new(Listener::default());
-    let delay = args.shutdown_delay.unsigned_abs();
-    let (stopping, closing) = (state.clone(), listener.clone());
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        closing.stopping.store(true, Ordering::SeqCst);
-        let delay = match elector {
-            Some((stop, task)) => {
-                let was_leading = stopping.is_serving();
-                // Stop serving, release the Lease and wait for the next leader, so that it
-                // starts at once.
-                let _ = stop.send(());
-                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-                // The Service stopped routing new connections here when the pod began
-                // terminating; what is left are connections made before, which would stay
-                // with this replica. Give proxies a moment to route to the new leader, then
-                // close them so that clients reconnect there.
-                if was_leading {
-                    HANDOVER_GRACE
-                } else {
-                    Duration::ZERO
-                }
-            }
-            None => delay,
         };
-        // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
-        // away before streams end; then end every watch cleanly (its stream closes, and
-        // clients resume with their last resourceVersion).
-        tracing::info!(delay = ?delay, "shutting down: not ready any more");
-        readiness.shut_down();
-        tokio::time::sleep(delay).await;
-        tracing::info!("shutting down: ending open watches and requests");
-        stopping.end_watches();
-        closing.close(Duration::from_secs(5));
-    });
-    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections);
+        let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
+        let probe_interval = args
+            .watch_probe_interval
+            .unsigned_abs()
+            .max(Duration::from_secs(1));
+        let liveness = Liveness {
+            probe_interval,
+            probe_timeout: crate::client::api_timeout(&args),
+        };
+        let watches = Arc::new(Watches::new(
+            client.clone(),
+            detector.clone(),
+            targets.clone(),
+            retry,
+            liveness,
+            readiness.clone(),
+        ));
+        // Ruleset statuses are written by the leader only: replicas learn durations each on its
+        // own, and two writers would overwrite each other's.
+        let (leading_tx, leading) = tokio::sync::watch::channel(election.is_none());
+        tasks.restarting("ruleset-controller", {
+            let (client, detector) = (client.clone(), detector.clone());
+            // The first run releases readiness once the rulesets are listed; a later one (after a
+            // failure) lists them again while the server serves.
+            let mut listed = Some(rulesets_listed);
+            move || {
+                reconcile::run(
+                    client.clone(),
+                    Engine::new(),
+                    watches.clone(),
+                    detector.clone(),
+                    listed.take(),
+                    leading.clone(),
+                )
+            }
+        });
+
+        let limits = api::Limits {
+            max_watches: args.max_watches,
+            max_watches_per_user: args.max_watches_per_user,
+            max_watch_bytes: args.max_watch_memory,
+            max_watch_bytes_per_user: args.max_watch_memory_per_user,
+        };
+        let state = Arc::new(
+            ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets),
+        );
+        let gate = Arc::new(Guard {
+            authenticator: Authenticator::new(trust, client.clone()),
+            authorizer: Authorizer::new(client.clone()),
+        });
+        let term_ended = Arc::new(tokio::sync::Notify::new());
+        let elector = match election {
+            None => {
+                state.set_serving(true);
+                if let Some(persistence) = persistence {
+                    let reader = index.reader();
+                    // The copies read at start the first time; read again after a failure.
+                    let mut found = Some(persistence.found);
+                    let writer = persistence.writer;
+                    tasks.restarting("persistence-writer", move || {
+                        writer.clone().run(found.take(), reader.clone())
+                    });
+                }
+                None
+            }
+            Some(settings) => {
+                state.set_serving(false);
+                let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
+                let (elector, role) = lease::Elector::new(client.clone(), settings);
+                tasks.once("leader-role", follow_role(role.clone(), leading_tx));
+                if let Some(pod) = &args.pod_name {
+                    let label =
+                        lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
+                    let role = role.clone();
+                    tasks.restarting("leader-label", move || label.clone().follow(role.clone()));
+                }
+                let (stop, stop_asked) = tokio::sync::oneshot::channel();
+                let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+                // A replica whose elector is gone must not go on as if it led: essential.
+                tasks.essential("leader-elector", async move {
+                    elector.run(stop_asked).await;
+                    let _ = stopped_tx.send(());
+                });
+                tasks.essential(
+                    "leadership",
+                    follow_leadership(
+                        role,
+                        index.clone(),
+                        state.clone(),
+                        persistence.map(|p| p.writer),
+                        term_ended.clone(),
+                    ),
+                );
+                Some(Elector { stop, stopped })
+            }
+        };
+        // Only the routes the server has are guarded: any other path is a 404 for everyone, and
+        // never costs a review or a cache entry.
+        let app = api::router(state.clone())
+            .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
+            .merge(api::health_router(state.clone()));
+        Ok(Server {
+            args,
+            tasks,
+            state,
+            readiness,
+            app,
+            tls_config,
+            elector,
+            term_ended,
+        })
+    }
+
+    /// Serves until `shutdown` resolves, then shuts down in one sequence: hand the Lease over,
+    /// fail `/readyz`, end open watches and connections, stop every background task.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let listener = Arc::new(Listener::default());
+        tokio::spawn(shut_down(
+            shutdown,
+            ShutdownSequence {
+                state: self.state.clone(),
+                readiness: self.readiness,
+                listener: listener.clone(),
+                elector: self.elector,
+                delay: self.args.shutdown_delay.unsigned_abs(),
+                stopping: self.tasks.stopping(),
+            },
+        ));
+        let served = accept(
+            &self.args,
+            self.app,
+            self.tls_config,
+            &listener,
+            &self.term_ended,
+        )
+        .await;
+        self.tasks.shutdown().await;
+        served
+    }
+}
+
+/// What the shutdown sequence acts on.
+struct ShutdownSequence {
+    state: Arc<ApiState>,
+    readiness: Readiness,
+    listener: Arc<Listener>,
+    elector: Option<Elector>,
+    /// How long `/readyz` fails before connections close (without leader election).
+    delay: Duration,
+    /// Cancelled when the sequence begins: essential tasks that end after it were asked to.
+    stopping: tokio_util::sync::CancellationToken,
+}
+
+/// Waits for `signal`, then shuts the server down in order.
+async fn shut_down(signal: impl Future<Output = ()>, s: ShutdownSequence) {
+    signal.await;
+    s.stopping.cancel();
+    s.listener.stopping.store(true, Ordering::SeqCst);
+    let delay = match s.elector {
+        Some(Elector { stop, stopped }) => {
+            let was_leading = s.state.is_serving();
+            // Stop serving, release the Lease and wait for the next leader, so that it
+            // starts at once.
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
+            // The Service stopped routing new connections here when the pod began
+            // terminating; what is left are connections made before, which would stay
+            // with this replica. Give proxies a moment to route to the new leader, then
+            // close them so that clients reconnect there.
+            if was_leading {
+                HANDOVER_GRACE
+            } else {
+                Duration::ZERO
+            }
+        }
+        None => s.delay,
+    };
+    // Fail /readyz first and keep serving meanwhile, so endpoints and the aggregator move
+    // away before streams end; then end every watch cleanly (its stream closes, and
+    // clients resume with their last resourceVersion).
+    tracing::info!(delay = ?delay, "shutting down: not ready any more");
+    s.readiness.shut_down();
+    tokio::time::sleep(delay).await;
+    tracing::info!("shutting down: ending open watches and requests");
+    s.state.end_watches();
+    s.listener.close(Duration::from_secs(5));
+}
+
+/// Accepts connections until the shutdown sequence closed the listener; listens again after a
+/// term as leader ends (its connections closed).
+async fn accept(
+    args: &ServeArgs,
+    app: axum::Router,
+    tls_config: RustlsConfig,
+    listener: &Listener,
+    term_ended: &tokio::sync::Notify,
+) -> Result<()> {
+    let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let deadlines = auth::connection::Deadlines {
+        first_request: args.request_header_timeout.unsigned_abs(),
+        idle: auth::connection::IDLE_TIMEOUT,
+    };
+    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections, deadlines);
     loop {
         let handle = axum_server::Handle::new();
         *listener
@@ -194,7 +329,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         let mut server = axum_server::bind(addr)
             .acceptor(acceptor.clone())
             .handle(handle.clone());
-        front_door(server.http_builder());
+        front_door(server.http_builder(), deadlines.first_request);
         let serving = server.serve(app.clone().into_make_service());
         tokio::pin!(serving);
         tokio::select! {
@@ -251,6 +386,7 @@ async fn restore(
     client: &kube::Client,
     detector: &Arc<Detector>,
     readiness: &Readiness,
+    tasks: &mut Tasks,
 ) -> Result<Persistence> {
     let api = persist::api(client.clone());
     let timeout = args.initial_sync_timeout.unsigned_abs();
@@ -263,16 +399,18 @@ async fn restore(
     );
     let (detector, readiness) = (detector.clone(), readiness.clone());
     let grace = args.debounce_threshold.unsigned_abs();
-    tokio::spawn(async move {
+    tasks.once("restored-operations-sweep", async move {
         readiness.wait().await;
         tokio::time::sleep(grace).await;
         detector.sweep_restored();
     });
     Ok(Persistence {
-        api,
-        settings: args.persist_settings(),
-        found: Some(found),
-        timeout,
+        writer: CopyWriter {
+            api,
+            settings: args.persist_settings(),
+            timeout,
+        },
+        found,
     })
 }
 
@@ -298,35 +436,35 @@ async fn read_back(
     }
 }
 
-/// What the persistence writer starts from.
+/// Persistence mode, after the copies were read back at start.
 struct Persistence {
+    writer: CopyWriter,
+    /// The copies read at start: what the writer starts from when it starts at once (without
+    /// leader election).
+    found: persist::ReadBack,
+}
+
+/// What a persistence writer starts from.
+#[derive(Clone)]
+struct CopyWriter {
     api: kube::Api<kube::api::DynamicObject>,
     settings: persist::Settings,
-    /// The copies read at start. A later term as leader reads them again: the previous leader
-    /// wrote meanwhile.
-    found: Option<persist::ReadBack>,
     timeout: Duration,
 }
 
-impl Persistence {
-    /// This term's writer: the copies read at start the first time, read again after.
-    fn term(&mut self) -> Persistence {
-        Persistence {
-            api: self.api.clone(),
-            settings: self.settings,
-            found: self.found.take(),
-            timeout: self.timeout,
-        }
-    }
-
-    /// Writes copies until the index is gone (or the task is aborted).
-    async fn run(self, index: crate::index::IndexReader) {
-        let found = match self.found {
+impl CopyWriter {
+    /// Writes copies until the index is gone (or the task is aborted), starting from `found`,
+    /// or, when `None`, from the copies as they are now. A term as leader always reads them
+    /// again: the previous leader wrote after this replica's start, and a copy it wrote for an
+    /// operation this replica no longer has must still be completed and deleted.
+    async fn run(self, found: Option<persist::ReadBack>, index: crate::index::IndexReader) {
+        let found = match found {
             Some(found) => found,
             None => match read_back(&self.api, self.timeout).await {
                 Ok(found) => found,
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot read the persisted copies back; not writing them this term");
+                    // Ends the task: it is started again after a backoff.
+                    tracing::error!(error = %e, "cannot read the persisted copies back");
                     return;
                 }
             },
@@ -339,15 +477,17 @@ impl Persistence {
 
 /// Serves while this replica leads. Each term, the index starts a new epoch (RVs handed out
 /// by other replicas become too old) before requests are answered, and the persistence writer
-/// runs; when the term ends, requests get 503, open watches end and the writer stops.
+/// runs (reading the copies again first); when the term ends, requests get 503, open watches
+/// end and the writer stops.
 async fn follow_leadership(
     mut role: tokio::sync::watch::Receiver<lease::Role>,
     index: Arc<Index>,
     state: Arc<ApiState>,
-    mut persistence: Option<Persistence>,
+    persistence: Option<CopyWriter>,
     term_ended: Arc<tokio::sync::Notify>,
 ) {
-    let mut writer: Option<tokio::task::JoinHandle<()>> = None;
+    // This term's writer, if any: aborted when the term ends, or when this task does.
+    let mut writer = tokio::task::JoinSet::new();
     loop {
         let leading = *role.borrow_and_update() == lease::Role::Leading;
         if leading && !state.is_serving() {
@@ -355,8 +495,12 @@ async fn follow_leadership(
             let rv = index.begin_epoch(now);
             state.set_serving(true);
             tracing::info!(resource_version = rv, "serving as the leader");
-            if let Some(p) = persistence.as_mut() {
-                writer = Some(tokio::spawn(p.term().run(index.reader())));
+            if let Some(p) = &persistence {
+                let (p, reader) = (p.clone(), index.reader());
+                writer.spawn(crate::supervise::restarting(
+                    "persistence-writer",
+                    move || p.clone().run(None, reader.clone()),
+                ));
             }
         } else if !leading && state.is_serving() {
             tracing::info!("not serving: this replica does not lead");
@@ -364,7 +508,7 @@ async fn follow_leadership(
             term_ended.notify_one();
         }
         if role.changed().await.is_err() {
-            // The elector stopped (shutdown): it stopped leading first.
+            // The elector stopped (shutdown, or it failed): it stopped leading first.
             stand_down(&state, &mut writer);
             return;
         }
@@ -386,22 +530,24 @@ async fn follow_role(
 }
 
 /// Ends a term: requests get 503, open watches end, the persistence writer stops.
-fn stand_down(state: &ApiState, writer: &mut Option<tokio::task::JoinHandle<()>>) {
+fn stand_down(state: &ApiState, writer: &mut tokio::task::JoinSet<()>) {
     state.set_serving(false);
-    if let Some(w) = writer.take() {
-        w.abort();
-    }
+    writer.abort_all();
 }
 
-/// HTTP limits in front of everything, as kube-apiserver sets them: a client gets 10 s to send
-/// its request headers (and an idle HTTP/1 connection closes after as long), headers up to
+/// HTTP limits in front of everything, as kube-apiserver sets them: a client gets
+/// `header_timeout` to send its request headers (and an idle HTTP/1 connection closes after as
+/// long; the connection's own deadlines are in [`crate::auth::connection`]), headers up to
 /// 1 MiB (HTTP/1 and HTTP/2 alike: requests the aggregator forwards carry long selectors and
 /// identity headers), and HTTP/2 connections are pinged so that dead peers are noticed.
-fn front_door(http: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>) {
+fn front_door(
+    http: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    header_timeout: Duration,
+) {
     const MAX_HEADER_BYTES: usize = 1 << 20;
     http.http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        .header_read_timeout(header_timeout)
         .max_buf_size(MAX_HEADER_BYTES + 8 * 1024);
     http.http2()
         .timer(hyper_util::rt::TokioTimer::new())

@@ -6,9 +6,13 @@ mod aggregation;
 mod cost;
 #[path = "e2e/deploy.rs"]
 mod deploy;
+#[path = "e2e/detection.rs"]
+mod detection;
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the restart binary; this one uses part of it
 mod harness;
+#[path = "e2e/hostile.rs"]
+mod hostile;
 #[path = "e2e/leader.rs"]
 mod leader;
 #[path = "e2e/library.rs"]
@@ -29,3 +33,5 @@ mod rules;
 mod security;
 #[path = "e2e/staleness.rs"]
 mod staleness;
+#[path = "e2e/supervision.rs"]
+mod supervision;

@@ -42,7 +42,9 @@ fn exercise() {
     };
     set_target_watch_up(&target, true);
     set_target_last_list(&target, 1);
+    set_target_detection(&target, true, 0);
     target_watch_failure(&target);
+    task_failed("ruleset-controller");
     set_watches(1);
     object_event("virtualmachines.kubevirt.io");
     rule_error("rs");

@@ -139,6 +139,40 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
     );
 }
 
+/// In an `exclusive` ruleset a subject is in at most one operation at a time: a case on which
+/// two of its rules match fails, naming both.
+#[test]
+fn cases_of_an_exclusive_ruleset_fail_where_two_rules_match() {
+    let dir = std::env::temp_dir().join(format!("ifo-exclusive-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("phases.yaml"),
+        "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: phases}\n\
+         spec:\n  target: {group: apps, version: v1, resource: deployments}\n  exclusive: true\n  rules:\n\
+         \x20 - {operation: A, expression: \"object.?status.?phase.orValue('') == 'A'\"}\n\
+         \x20 - {operation: Any, expression: \"object.?status.?phase.orValue('') != ''\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("phases.cases.yaml"),
+        "cases:\n- name: overlap\n  object: {status: {phase: A}}\n  expect: {active: [A, Any]}\n\
+         - name: alone\n  object: {status: {phase: B}}\n  expect: {active: [Any]}\n",
+    )
+    .unwrap();
+    let files = ifo::rules::load(std::slice::from_ref(&dir)).unwrap();
+    assert!(files[0].spec.exclusive);
+    let (count, failures) = ifo::rules::run_cases(&Engine::new(), &files).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(count, 2);
+    let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    assert_eq!(report.len(), 1, "{report:#?}");
+    assert!(
+        report[0].starts_with("phases / overlap: exclusive ruleset")
+            && report[0].contains("\"A\", \"Any\""),
+        "{report:?}"
+    );
+}
+
 /// Resources kube-apiserver serves itself that the library targets: (group, version, resource,
 /// kind, namespaced). They need no CRD in the test cluster.
 const BUILT_IN_TARGETS: &[(&str, &str, &str, &str, bool)] = &[

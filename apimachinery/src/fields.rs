@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use super::selector::SelectorError;
+use super::selector::{self, ALLOCATION_OVERHEAD, SelectorError};
 
 /// Field selector operator. `=` and `==` are the same operator in apimachinery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,7 +75,9 @@ impl FieldSelector {
     /// Parses `selector` without checking its fields, as kube-apiserver's RequestInfo does to
     /// find the name a list or watch is authorized with (apimachinery `fields.ParseSelector`).
     pub fn parse_any_field(selector: &str) -> Result<Self, SelectorError> {
+        selector::check_bytes("field", selector)?;
         let mut parts = split_terms(selector);
+        selector::check_requirements("field", parts.iter().filter(|p| !p.is_empty()).count())?;
         // apimachinery sorts the raw terms, which fixes both term order and which error wins.
         parts.sort_unstable();
         let mut terms = Vec::new();
@@ -100,6 +102,16 @@ impl FieldSelector {
     /// True when the selector does not restrict anything.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+
+    /// Roughly the heap bytes the parsed selector holds: what a watch keeps for its life.
+    pub fn heap_bytes(&self) -> usize {
+        self.terms.capacity() * std::mem::size_of::<FieldRequirement>()
+            + self
+                .terms
+                .iter()
+                .map(|t| t.field.capacity() + t.value.capacity() + 2 * ALLOCATION_OVERHEAD)
+                .sum::<usize>()
     }
 
     /// The terms in the order written: all must hold. For callers that look at what a selector
@@ -259,6 +271,21 @@ mod tests {
             Ok(f) => panic!("{s:?} should fail, got {f}"),
             Err(e) => e.message().to_owned(),
         }
+    }
+
+    #[test]
+    fn limits_are_errors_that_name_them() {
+        let long = format!("a={}", "x".repeat(40_000));
+        assert_eq!(
+            parse_err(&long),
+            "field selector is 40002 bytes long: the limit is 32768 bytes"
+        );
+        let many = vec!["a=x"; 65].join(",");
+        assert_eq!(
+            parse_err(&many),
+            "field selector has 65 requirements: the limit is 64"
+        );
+        assert!(parse_ok(&vec!["a=x"; 64].join(",")).heap_bytes() > 64 * 2);
     }
 
     fn term(field: &str, operator: FieldOperator, value: &str) -> FieldRequirement {

@@ -16,12 +16,13 @@
 //! <ordinal>     ::= (">" | "<") INTEGER
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
 
 use super::goquote::go_quote;
-use super::selector::SelectorError;
+use super::selector::{self, ALLOCATION_OVERHEAD, SelectorError};
 use super::validation::{is_qualified_name, is_valid_label_value};
 
 /// A label selector operator, with apimachinery's `selection.Operator` spelling from
@@ -65,13 +66,63 @@ impl Operator {
     }
 }
 
-/// One requirement of a [`LabelSelector`]. `values` are sorted and unique, as apimachinery
-/// stores them; empty for `Exists`/`DoesNotExist`, exactly one for the other non-set operators.
+/// The values of a [`Requirement`]: a hash set, so that `in` and `notin` test a label in
+/// constant time however many values the selector lists (matching runs for every watch on
+/// every event). Iterated, printed and hashed in sorted order, as apimachinery keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Values(HashSet<String>);
+
+impl Values {
+    fn contains(&self, value: &str) -> bool {
+        self.0.contains(value)
+    }
+
+    /// The values, sorted.
+    pub fn sorted(&self) -> Vec<&str> {
+        let mut values: Vec<&str> = self.0.iter().map(String::as_str).collect();
+        values.sort_unstable();
+        values
+    }
+
+    /// The only value, when there is exactly one.
+    fn single(&self) -> Option<&str> {
+        match self.0.len() {
+            1 => self.0.iter().next().map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// Roughly the heap bytes the set holds.
+    fn heap_bytes(&self) -> usize {
+        self.0.capacity() * (std::mem::size_of::<String>() + 1)
+            + ALLOCATION_OVERHEAD
+            + self
+                .0
+                .iter()
+                .map(|v| v.capacity() + ALLOCATION_OVERHEAD)
+                .sum::<usize>()
+    }
+}
+
+impl Hash for Values {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.sorted().hash(state);
+    }
+}
+
+impl FromIterator<String> for Values {
+    fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
+        Values(iter.into_iter().collect())
+    }
+}
+
+/// One requirement of a [`LabelSelector`]. `values` are unique, as apimachinery stores them;
+/// empty for `Exists`/`DoesNotExist`, exactly one for the other non-set operators.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     key: String,
     operator: Operator,
-    values: Vec<String>,
+    values: Values,
 }
 
 impl Requirement {
@@ -85,15 +136,15 @@ impl Requirement {
         self.operator
     }
 
-    /// The values to test against: sorted and unique, so that equal selectors compare equal.
-    pub fn values(&self) -> &[String] {
-        &self.values
+    /// The values to test against: sorted and unique.
+    pub fn values(&self) -> Vec<&str> {
+        self.values.sorted()
     }
 
     /// Whether the labels, looked up through `get`, satisfy this requirement
     /// (apimachinery `Requirement.Matches`).
     pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
-        let has_value = |v: &str| self.values.iter().any(|x| x == v);
+        let has_value = |v: &str| self.values.contains(v);
         match self.operator {
             Operator::In | Operator::Equals | Operator::DoubleEquals => {
                 get(&self.key).is_some_and(has_value)
@@ -105,7 +156,7 @@ impl Requirement {
                 let Some(label) = get(&self.key).and_then(|v| v.parse::<i64>().ok()) else {
                     return false;
                 };
-                let [bound] = self.values.as_slice() else {
+                let Some(bound) = self.values.single() else {
                     return false;
                 };
                 let Ok(bound) = bound.parse::<i64>() else {
@@ -143,7 +194,7 @@ impl fmt::Display for Requirement {
         if set {
             f.write_str("(")?;
         }
-        f.write_str(&self.values.join(","))?;
+        f.write_str(&self.values.sorted().join(","))?;
         if set {
             f.write_str(")")?;
         }
@@ -165,12 +216,36 @@ impl LabelSelector {
     }
 
     /// Parses a selector with the full `labels.Parse` grammar and validation. Empty (or
-    /// whitespace-only) input gives the selector that matches everything.
+    /// whitespace-only) input gives the selector that matches everything. A selector beyond
+    /// the [limits](selector::MAX_BYTES) is an error that names the limit.
     pub fn parse(selector: &str) -> Result<Self, SelectorError> {
+        selector::check_bytes("label", selector)?;
         let mut parser = Parser::new(selector);
         let mut requirements = parser.parse().map_err(SelectorError::new)?;
+        selector::check_requirements("label", requirements.len())?;
+        if let Some(r) = requirements
+            .iter()
+            .find(|r| r.values.0.len() > selector::MAX_VALUES)
+        {
+            return Err(SelectorError::new(format!(
+                "label selector requirement on {:?} has {} values: the limit is {}",
+                r.key,
+                r.values.0.len(),
+                selector::MAX_VALUES
+            )));
+        }
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(Self { requirements })
+    }
+
+    /// Roughly the heap bytes the parsed selector holds: what a watch keeps for its life.
+    pub fn heap_bytes(&self) -> usize {
+        self.requirements.capacity() * std::mem::size_of::<Requirement>()
+            + self
+                .requirements
+                .iter()
+                .map(|r| r.key.capacity() + 2 * ALLOCATION_OVERHEAD + r.values.heap_bytes())
+                .sum::<usize>()
     }
 
     /// True when the selector does not restrict anything.
@@ -198,8 +273,8 @@ impl LabelSelector {
     /// value), as apimachinery `RequiresExactMatch`; useful to narrow an index lookup.
     pub fn requires_exact_match(&self, key: &str) -> Option<&str> {
         let r = self.requirements.iter().find(|r| r.key == key)?;
-        match (r.operator, r.values.as_slice()) {
-            (Operator::Equals | Operator::DoubleEquals | Operator::In, [v]) => Some(v),
+        match r.operator {
+            Operator::Equals | Operator::DoubleEquals | Operator::In => r.values.single(),
             _ => None,
         }
     }
@@ -618,7 +693,7 @@ fn new_requirement(
     Ok(Requirement {
         key,
         operator,
-        values,
+        values: values.into_iter().collect(),
     })
 }
 
@@ -670,6 +745,34 @@ mod tests {
             operator: op,
             values: values.iter().map(|v| v.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn limits_are_errors_that_name_them() {
+        let long = format!("k in ({})", vec!["v"; 20_000].join(","));
+        assert_eq!(
+            parse_err(&long),
+            "label selector is 40006 bytes long: the limit is 32768 bytes"
+        );
+        let many: Vec<String> = (0..65).map(|i| format!("k{i}")).collect();
+        assert_eq!(
+            parse_err(&many.join(",")),
+            "label selector has 65 requirements: the limit is 64"
+        );
+        let values: Vec<String> = (0..257).map(|i| format!("v{i}")).collect();
+        assert_eq!(
+            parse_err(&format!("k notin ({})", values.join(","))),
+            "label selector requirement on \"k\" has 257 values: the limit is 256"
+        );
+        let values: Vec<String> = (0..256).map(|i| format!("v{i}")).collect();
+        let at_limit = parse_ok(&format!("k notin ({})", values.join(",")));
+        assert!(
+            at_limit.heap_bytes() > 256 * 24,
+            "{}",
+            at_limit.heap_bytes()
+        );
+        assert!(!at_limit.matches(&labels(&[("k", "v255")])));
+        assert!(at_limit.matches(&labels(&[("k", "v256")])));
     }
 
     #[test]

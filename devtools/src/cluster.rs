@@ -6,7 +6,7 @@
 
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
-use super::pki::{KeyPair, Usage, service_account_key};
+use super::pki::{KeyPair, Usage, create_private_dir, service_account_key, write_private};
 use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
@@ -107,7 +107,8 @@ pub struct Cluster {
     pub url: String,
     /// What the live API server must serve with for kube-apiserver to trust it.
     pub serving: ServingCert,
-    cluster_ca_pem: Vec<u8>,
+    /// The cluster's client CA (kept in memory only), for certificates tests issue.
+    cluster_ca: KeyPair,
 }
 
 /// A free loopback port.
@@ -157,7 +158,8 @@ impl Cluster {
             std::process::id(),
             free_port()?
         ));
-        std::fs::create_dir_all(&dir)?;
+        // Keys, tokens and kubeconfigs inside: the owner's only.
+        create_private_dir(&dir)?;
         let started = Instant::now();
 
         // PKI.
@@ -202,16 +204,16 @@ impl Cluster {
         let (sa_key, sa_pub) = service_account_key()?;
 
         let pki = dir.join("pki");
-        std::fs::create_dir_all(&pki)?;
+        create_private_dir(&pki)?;
         write(&pki.join("ca.crt"), &cluster_ca.cert_pem)?;
         write(&pki.join("front-proxy-ca.crt"), &front_proxy_ca.cert_pem)?;
         write(&pki.join("apiserver.crt"), &apiserver_cert.cert_pem)?;
-        write(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
+        write_private(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
         write(
             &pki.join("front-proxy-client.crt"),
             &front_proxy_client.cert_pem,
         )?;
-        write(
+        write_private(
             &pki.join("front-proxy-client.key"),
             &front_proxy_client.key_pem,
         )?;
@@ -221,11 +223,11 @@ impl Cluster {
             Usage::Client,
         )?;
         write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
-        write(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
-        write(&pki.join("sa.key"), &sa_key)?;
+        write_private(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
+        write_private(&pki.join("sa.key"), &sa_key)?;
         write(&pki.join("sa.pub"), &sa_pub)?;
         write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
-        write(&pki.join("serving.key"), &server_cert.key_pem)?;
+        write_private(&pki.join("serving.key"), &server_cert.key_pem)?;
         let mut tokens = String::new();
         for user in User::ALL {
             if let Some(token) = user.token() {
@@ -238,7 +240,7 @@ impl Cluster {
                 );
             }
         }
-        write(&pki.join("tokens.csv"), tokens)?;
+        write_private(&pki.join("tokens.csv"), tokens)?;
 
         // etcd.
         let etcd_port = free_port()?;
@@ -335,7 +337,7 @@ impl Cluster {
                 key_file: pki.join("serving.key"),
                 ca_pem: serving_ca.cert_pem.clone(),
             },
-            cluster_ca_pem: cluster_ca.cert_pem.clone(),
+            cluster_ca: cluster_ca.clone(),
         };
         for user in User::ALL {
             let cert = cluster_ca.issue(user.name(), user.groups(), Usage::Client)?;
@@ -367,6 +369,18 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// A client certificate of the cluster's client CA for user `name` in `groups`, expiring at
+    /// `not_after`: what kube-apiserver and the servers it trusts accept until then.
+    pub fn issue_client_cert(
+        &self,
+        name: &str,
+        groups: &[&str],
+        not_after: jiff::Timestamp,
+    ) -> Result<KeyPair> {
+        self.cluster_ca
+            .issue_until(name, groups, Usage::Client, not_after)
+    }
+
     /// The cluster's working directory: PKI, kubeconfigs, logs.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -385,7 +399,7 @@ impl Cluster {
             "kind": "Config",
             "clusters": [{"name": "local", "cluster": {
                 "server": self.url,
-                "certificate-authority-data": b64(&self.cluster_ca_pem),
+                "certificate-authority-data": b64(&self.cluster_ca.cert_pem),
             }}],
             "users": [{"name": user.name(), "user": {
                 "client-certificate-data": b64(&cert.cert_pem),
@@ -394,7 +408,8 @@ impl Cluster {
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": user.name()}}],
             "current-context": "local",
         });
-        write(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
+        // It carries the user's client key.
+        write_private(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
     }
 
     /// A `kubectl` command for `user`.

@@ -87,7 +87,8 @@ fn kubeconfig(path: &Path, url: &str, ca: &KeyPair, cert: &KeyPair) -> Result<()
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": "node"}}],
         "current-context": "local",
     });
-    write(path, serde_json::to_vec_pretty(&config)?)
+    // It carries the client key.
+    crate::pki::write_private(path, serde_json::to_vec_pretty(&config)?)
 }
 
 impl Node {

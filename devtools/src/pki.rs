@@ -16,6 +16,8 @@ use openssl::x509::extension::{
 };
 use openssl::x509::{X509, X509Builder, X509Name, X509NameBuilder, X509NameRef};
 use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 
 /// A certificate with its private key, both PEM-encoded.
 #[derive(Clone)]
@@ -68,7 +70,7 @@ fn builder(
     issuer: &X509NameRef,
     key: &PKey<Private>,
     not_before: &Asn1TimeRef,
-    days: u32,
+    not_after: &Asn1TimeRef,
 ) -> Result<X509Builder> {
     let mut b = X509::builder()?;
     b.set_version(2)?;
@@ -77,7 +79,7 @@ fn builder(
     b.set_issuer_name(issuer)?;
     b.set_pubkey(key)?;
     b.set_not_before(not_before)?;
-    b.set_not_after(&*Asn1Time::days_from_now(days)?)?;
+    b.set_not_after(not_after)?;
     Ok(b)
 }
 
@@ -96,7 +98,8 @@ impl KeyPair {
         let key = new_key()?;
         let name = subject(common_name, &[])?;
         let not_before = Asn1Time::days_from_now(0)?;
-        let mut b = builder(&name, &name, &key, &not_before, 3650)?;
+        let not_after = Asn1Time::days_from_now(3650)?;
+        let mut b = builder(&name, &name, &key, &not_before, &not_after)?;
         b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
         b.append_extension(
             KeyUsage::new()
@@ -112,18 +115,37 @@ impl KeyPair {
         finish(b.build(), key).context("making a CA certificate")
     }
 
-    /// A leaf certificate signed by this CA.
+    /// A leaf certificate signed by this CA, valid for a year.
     pub fn issue(
         &self,
         common_name: &str,
         organizations: &[&str],
         usage: Usage,
     ) -> Result<KeyPair> {
+        let not_after = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(365 * 24);
+        self.issue_until(common_name, organizations, usage, not_after)
+    }
+
+    /// A leaf certificate signed by this CA that expires at `not_after` (to the second).
+    pub fn issue_until(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+        usage: Usage,
+        not_after: jiff::Timestamp,
+    ) -> Result<KeyPair> {
         let key = new_key()?;
         let name = subject(common_name, organizations)?;
         // Backdated a little: the processes reading it may start in the same second.
         let not_before = Asn1Time::from_unix(jiff::Timestamp::now().as_second() - 3600)?;
-        let mut b = builder(&name, self.cert.subject_name(), &key, &not_before, 365)?;
+        let not_after = Asn1Time::from_unix(not_after.as_second())?;
+        let mut b = builder(
+            &name,
+            self.cert.subject_name(),
+            &key,
+            &not_before,
+            &not_after,
+        )?;
         b.append_extension(BasicConstraints::new().critical().build()?)?;
         b.append_extension(
             KeyUsage::new()
@@ -164,11 +186,56 @@ pub fn service_account_key() -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((rsa.private_key_to_pem()?, rsa.public_key_to_pem()?))
 }
 
+/// Writes a private key, token or kubeconfig readable by its owner only (0600), whatever the
+/// umask: on a shared machine, any user who could read one would be cluster-admin.
+pub fn write_private(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // An existing file keeps its mode on open.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(data.as_ref())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Creates a directory (and its missing parents) for private files, open to its owner only
+/// (0700).
+pub fn create_private_dir(path: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("restricting {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use openssl::x509::X509StoreContext;
     use openssl::x509::store::X509StoreBuilder;
+
+    #[test]
+    fn private_files_and_directories_are_the_owners_only() {
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let base = std::env::temp_dir().join(format!("ifo-pki-test-{}", std::process::id()));
+        let dir = base.join("a/b");
+        create_private_dir(&dir).unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        let key = dir.join("x.key");
+        std::fs::write(&key, "old").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&key, "secret").unwrap();
+        assert_eq!(mode(&key), 0o600);
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), "secret");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn leaf_verifies_against_its_ca_only() {

@@ -1,7 +1,11 @@
 //! A small built-in workload for the demo: a few VirtualMachines whose `/status` moves through
-//! the states the shipped rules detect, as KubeVirt's controllers would move them.
+//! the states the shipped rules detect, as KubeVirt's controllers would move them, each with its
+//! VirtualMachineInstance; every migration is a VirtualMachineInstanceMigration that goes
+//! through its phases and ends `Succeeded`, and the instance's `migrationState` says so, so the
+//! migration rules report how it ended.
 
 use super::{Cluster, User};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,43 +23,58 @@ const SCRIPT: &[(&str, u64)] = &[
     ("Stopped", 8),
 ];
 
+/// Nodes the instances run on and migrate between (names only: nothing schedules them).
+const NODES: usize = 3;
+
+/// One VM of the workload: where its instance runs and its migration in flight.
+struct Vm {
+    name: String,
+    node: usize,
+    migrations: usize,
+    /// The migration in flight: its name and target node.
+    migrating: Option<(String, usize)>,
+}
+
 /// Creates the VMs and drives their status until `stop` is set.
 pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let _ = cluster.kubectl_run(User::Admin, &["create", "namespace", NAMESPACE], None);
+    let mut fleet = Vec::new();
     for i in 0..vms {
-        cluster.apply(&format!(
-            r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"vm-{i}","namespace":"{NAMESPACE}"}},"spec":{{"running":true}}}}"#
-        ))?;
+        let name = format!("vm-{i}");
+        cluster.apply(&object("VirtualMachine", &name, json!({"running": true})))?;
+        cluster.apply(&object("VirtualMachineInstance", &name, json!({})))?;
+        let vm = Vm {
+            name,
+            node: i % NODES,
+            migrations: 0,
+            migrating: None,
+        };
+        set_status(
+            cluster,
+            "vmi",
+            &vm.name,
+            json!({"phase": "Running", "nodeName": node(vm.node),
+                   "conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        fleet.push(vm);
     }
     let mut step = 0usize;
     while !stop.load(Ordering::Relaxed) {
-        for i in 0..vms {
+        for (i, vm) in fleet.iter_mut().enumerate() {
             // Each VM is offset in the script so something is always happening.
             let (state, _) = SCRIPT[(step + i * 2) % SCRIPT.len()];
-            let status = serde_json::json!({"status": {
-                "printableStatus": state,
-                "ready": state == "Running",
-                "migrationState": if state == "Migrating" {
-                    serde_json::json!({"targetNode": format!("node-{}", (i + step) % 3), "startTimestamp": jiff::Timestamp::now().to_string()})
-                } else { serde_json::Value::Null },
-            }})
-            .to_string();
-            let name = format!("vm-{i}");
-            let _ = cluster.kubectl_run(
-                User::Admin,
-                &[
-                    "patch",
-                    "vm",
-                    &name,
-                    "-n",
-                    NAMESPACE,
-                    "--subresource=status",
-                    "--type=merge",
-                    "-p",
-                    &status,
-                ],
-                None,
+            if vm.migrating.is_some() && state != "Migrating" {
+                finish_migration(cluster, vm);
+            }
+            set_status(
+                cluster,
+                "vm",
+                &vm.name,
+                json!({"printableStatus": state, "ready": state == "Running"}),
             );
+            if state == "Migrating" && vm.migrating.is_none() {
+                start_migration(cluster, vm)?;
+            }
         }
         let wait = SCRIPT[step % SCRIPT.len()].1;
         for _ in 0..wait * 10 {
@@ -67,4 +86,93 @@ pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Resu
         step += 1;
     }
     Ok(())
+}
+
+fn node(n: usize) -> String {
+    format!("node-{n}")
+}
+
+fn object(kind: &str, name: &str, spec: Value) -> String {
+    json!({"apiVersion": "kubevirt.io/v1", "kind": kind,
+           "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec})
+    .to_string()
+}
+
+/// Patches `/status` as the object's controller would; a failed patch is skipped (the next step
+/// patches again).
+fn set_status(cluster: &Cluster, resource: &str, name: &str, status: Value) {
+    let patch = json!({ "status": status }).to_string();
+    let _ = cluster.kubectl_run(
+        User::Admin,
+        &[
+            "patch",
+            resource,
+            name,
+            "-n",
+            NAMESPACE,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    );
+}
+
+/// A new migration of `vm` to the next node: the migration object goes through its phases to
+/// `Running`, and the instance's `migrationState` shows it in flight. The VM's previous
+/// migration object is deleted, so the demo's objects stay few.
+fn start_migration(cluster: &Cluster, vm: &mut Vm) -> anyhow::Result<()> {
+    if vm.migrations > 0 {
+        let previous = format!("{}-migration-{}", vm.name, vm.migrations - 1);
+        let _ = cluster.kubectl_run(
+            User::Admin,
+            &["delete", "vmim", &previous, "-n", NAMESPACE, "--wait=false"],
+            None,
+        );
+    }
+    let name = format!("{}-migration-{}", vm.name, vm.migrations);
+    vm.migrations += 1;
+    let target = (vm.node + 1) % NODES;
+    cluster.apply(&object(
+        "VirtualMachineInstanceMigration",
+        &name,
+        json!({"vmiName": vm.name}),
+    ))?;
+    let state = json!({"sourceNode": node(vm.node), "targetNode": node(target),
+                       "startTimestamp": jiff::Timestamp::now().to_string()});
+    for phase in ["Scheduling", "PreparingTarget"] {
+        set_status(cluster, "vmim", &name, json!({"phase": phase}));
+    }
+    set_status(
+        cluster,
+        "vmim",
+        &name,
+        json!({"phase": "Running", "migrationState": state}),
+    );
+    set_status(cluster, "vmi", &vm.name, json!({"migrationState": state}));
+    vm.migrating = Some((name, target));
+    Ok(())
+}
+
+/// The migration in flight completed: the migration object `Succeeded`, the instance on its
+/// target node with a completed `migrationState`.
+fn finish_migration(cluster: &Cluster, vm: &mut Vm) {
+    let Some((name, target)) = vm.migrating.take() else {
+        return;
+    };
+    let end = json!({"endTimestamp": jiff::Timestamp::now().to_string(), "completed": true});
+    set_status(
+        cluster,
+        "vmim",
+        &name,
+        json!({"phase": "Succeeded", "migrationState": end}),
+    );
+    set_status(
+        cluster,
+        "vmi",
+        &vm.name,
+        json!({"nodeName": node(target), "migrationState": end}),
+    );
+    vm.node = target;
 }

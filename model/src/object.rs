@@ -160,8 +160,16 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub estimate: Option<String>,
-    /// `Stalled` (status `True`) while the operation is stalled, with the reason; otherwise
-    /// empty.
+    /// While the operation is ending (no rule detects it any more, the debounce grace runs):
+    /// when it turns `Completed` unless a rule detects it again. Absent otherwise.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub grace_period_end: Option<Time>,
+    /// `Stalled` (status `True`) while the operation is stalled, with the reason, and
+    /// `Detected=False` (reason `GracePeriod`) while it is ending; empty otherwise.
     #[serde(default, deserialize_with = "lenient")]
     pub conditions: Vec<Condition>,
 }

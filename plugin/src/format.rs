@@ -171,7 +171,7 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
     r.push(or_none(&op.spec.subject.kind));
     r.push(or_none(&op.spec.subject.name));
     r.push(or_none(&op.spec.operation));
-    r.push(or_none(&op.status.phase));
+    r.push(phase(op, now));
     r.push(age(now, op.created));
     if cols.wide {
         r.push(or_none(&op.spec.component));
@@ -183,7 +183,7 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
         });
         r.push(expected(op, now));
     }
-    r.push(op.message().replace(['\n', '\r'], " "));
+    r.push(op.message().replace(['\n', '\r', '\t'], " "));
     r
 }
 
@@ -216,6 +216,18 @@ fn time_left(now: Timestamp, end: Timestamp) -> String {
         format!("~{}", human_duration(left))
     } else {
         format!("overdue {}", human_duration(-left))
+    }
+}
+
+/// The phase, or for an active operation no rule detects any more, `ending in 25s` (painted
+/// dim, as every phase but `Active`).
+fn phase(op: &Op, now: Timestamp) -> String {
+    match op.ending_at() {
+        Some(at) if op.is_active() => format!(
+            "ending in {}",
+            human_duration((at.as_second() - now.as_second()).max(0))
+        ),
+        _ => or_none(&op.status.phase),
     }
 }
 
@@ -294,7 +306,16 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
         ),
         ("Kind".into(), op.kind().into()),
         ("Operation".into(), dash(&op.spec.operation)),
-        ("Phase".into(), dash(&op.status.phase)),
+        ("Phase".into(), {
+            let shown = phase(op, now);
+            match op.ending_at() {
+                Some(at) if shown != op.status.phase => format!(
+                    "{} ({shown}: not detected any more, completes at {at} unless detected again)",
+                    op.status.phase
+                ),
+                _ => shown,
+            }
+        }),
         ("Outcome".into(), dash(op.outcome())),
         ("Message".into(), dash(op.message())),
         ("Component".into(), dash(&op.spec.component)),
@@ -562,5 +583,34 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ReportedByRule: Unable to connect"), "{text}");
+    }
+
+    #[test]
+    fn ending_operations_show_when_they_complete_dimmed() {
+        let now = ts("2026-01-01T10:10:00Z");
+        let mut o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
+        o.status.grace_period_end = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(
+            "2026-01-01T10:10:25Z",
+        )));
+        let cols = Columns {
+            namespace: false,
+            wide: false,
+        };
+        assert_eq!(row(&o, cols, now)[4], "ending in 25s");
+        let painted = render_list(&[o.clone()], Output::Table, false, now, Colours::ON);
+        assert!(
+            painted.contains("\u{1b}[2mending in 25s\u{1b}[0m"),
+            "{painted:?}"
+        );
+        assert!(
+            describe(&o, now).contains("Phase:          Active (ending in 25s: not detected"),
+            "{}",
+            describe(&o, now)
+        );
+        // Past its end (the server has not ticked yet): ending now, never negative.
+        assert_eq!(row(&o, cols, ts("2026-01-01T10:11:00Z"))[4], "ending in 0s");
+        // A phase that is not Active is shown as it is.
+        o.status.phase = "Completed".into();
+        assert_eq!(row(&o, cols, now)[4], "Completed");
     }
 }

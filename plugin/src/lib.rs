@@ -11,6 +11,7 @@ pub mod colour;
 pub mod filter;
 pub mod format;
 pub mod op;
+pub mod sanitize;
 pub mod summary;
 pub mod tracker;
 pub mod tree;
@@ -66,7 +67,7 @@ pub fn main() -> ExitCode {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::InFlight) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", sanitize::text(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -409,7 +410,7 @@ async fn watch_list(
             Ok(ev) => ev,
             Err((message, true)) => bail!(message),
             Err((message, false)) => {
-                eprintln!("warning: {message} (retrying)");
+                eprintln!("warning: {} (retrying)", sanitize::text(&message));
                 continue;
             }
         };
@@ -513,7 +514,7 @@ async fn live(
                     changed = true;
                 }
                 Some((_, Err((message, true)))) => bail!(message),
-                Some((_, Err((message, false)))) => eprintln!("warning: {message} (retrying)"),
+                Some((_, Err((message, false)))) => eprintln!("warning: {} (retrying)", sanitize::text(&message)),
             },
             _ = tick.tick() => {
                 ticks += 1;
@@ -596,7 +597,7 @@ async fn wait(
             }
             Err((message, true)) => bail!(message),
             Err((message, false)) => {
-                eprintln!("warning: {message} (retrying)");
+                eprintln!("warning: {} (retrying)", sanitize::text(&message));
                 continue;
             }
         }

@@ -15,7 +15,7 @@ pub use ifo_model::{
     Status, SubjectRef, VERSION,
 };
 
-/// One served operation, ready to print.
+/// One served operation, ready to print (its fields without control characters).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Op {
     /// `metadata.name` (empty when missing).
@@ -40,14 +40,19 @@ fn non_empty(s: Option<String>) -> Option<String> {
 }
 
 impl Op {
-    /// Reads a served object; anything that is not an object reads as an empty operation.
+    /// Reads a served object; anything that is not an object reads as an empty operation. Every
+    /// field but `raw` is [sanitized](crate::sanitize): printable as it is.
     pub fn from_json(raw: Value) -> Op {
         let InFlightOperation {
             metadata,
             mut spec,
-            status,
+            mut status,
             ..
-        } = InFlightOperation::deserialize(&raw).unwrap_or_default();
+        } = InFlightOperation::deserialize(&crate::sanitize::value(&raw)).unwrap_or_default();
+        // The message keeps its lines (the detail view prints them).
+        if let Some(message) = raw.pointer("/status/message").and_then(Value::as_str) {
+            status.message = Some(crate::sanitize::text(message));
+        }
         spec.subject.namespace = non_empty(spec.subject.namespace);
         Op {
             name: metadata.name.unwrap_or_default(),
@@ -97,6 +102,12 @@ impl Op {
             .iter()
             .find(|c| c.type_ == "Stalled" && c.status == "True")
             .map(|c| (c.reason.as_str(), c.message.as_str()))
+    }
+
+    /// `status.gracePeriodEnd`: set while an active operation is ending (no rule detects it,
+    /// it completes then unless detected again).
+    pub fn ending_at(&self) -> Option<Timestamp> {
+        self.status.grace_period_end.as_ref().map(|t| t.0)
     }
 
     /// Whether the operation is on a cluster-scoped subject (an InFlightClusterOperation).

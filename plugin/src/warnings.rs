@@ -31,7 +31,9 @@ impl Warnings {
         MapResponseLayer::new(move |response: Response| {
             for value in response.headers().get_all(http::header::WARNING) {
                 if let Ok(value) = value.to_str() {
-                    warnings.record(parse(value));
+                    // Printed as they come: never with the control characters a quoted
+                    // warning can spell out.
+                    warnings.record(crate::sanitize::text(&parse(value)));
                 }
             }
             response

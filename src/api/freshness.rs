@@ -1,6 +1,7 @@
 //! Telling readers when an answer may be incomplete: a `Warning` header (RFC 7234, as
 //! kube-apiserver sends them: `299 - "text"`; kubectl prints each as `Warning: text`) for every
-//! target feeding the answer whose watch is not current (starting, failing, or stalled).
+//! reason why detection feeding the answer is not current (see [`TargetHealth::stale`]): a watch
+//! starting, failing or stalled, a ruleset suspended or behind, an object skipped.
 //!
 //! The index keeps serving what it last saw when a watch breaks (etcd down, RBAC revoked, CRD
 //! deleted); without this, "nothing in flight" would be indistinguishable from "not looking".
@@ -30,7 +31,7 @@ pub fn warn_if_stale(targets: &TargetHealth, namespace: Option<&str>, response: 
     }
 }
 
-/// One text per stale target, at most [`MAX_WARNINGS`].
+/// One text per reason, at most [`MAX_WARNINGS`].
 fn warnings(stale: &[Stale]) -> Vec<String> {
     let mut texts: Vec<String> = stale
         .iter()
@@ -42,16 +43,17 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
             } else {
                 format!("{}.{}/{}", t.resource, t.group, t.version)
             };
-            let mut reason: String = s.reason.chars().take(MAX_REASON).collect();
-            if reason.len() < s.reason.len() {
+            let full = s.reason.to_string();
+            let mut reason: String = full.chars().take(MAX_REASON).collect();
+            if reason.len() < full.len() {
                 reason.push('…');
             }
-            format!("{INCOMPLETE}: {name} is not being watched: {reason}")
+            format!("{INCOMPLETE}: {name} {reason}")
         })
         .collect();
     if stale.len() > MAX_WARNINGS {
         texts.push(format!(
-            "{INCOMPLETE}: {} more targets are not being watched",
+            "{INCOMPLETE}: and {} more reasons (see the rulesets' conditions)",
             stale.len() - MAX_WARNINGS
         ));
     }
@@ -81,6 +83,7 @@ fn header_value(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::ruleset::Target;
+    use crate::watch::Blind;
     use axum::body::Body;
     use axum::http::StatusCode;
 
@@ -91,7 +94,7 @@ mod tests {
                 version: "v1".into(),
                 resource: resource.into(),
             },
-            reason: reason.into(),
+            reason: Blind::NotWatched(reason.into()),
         }
     }
 
@@ -111,7 +114,23 @@ mod tests {
         let many: Vec<Stale> = (0..12).map(|i| stale(&format!("r{i}"), "g", "x")).collect();
         let texts = warnings(&many);
         assert_eq!(texts.len(), MAX_WARNINGS + 1);
-        assert!(texts[MAX_WARNINGS].contains("2 more targets"), "{texts:?}");
+        assert!(texts[MAX_WARNINGS].contains("2 more reasons"), "{texts:?}");
+        let texts = warnings(&[Stale {
+            target: Target {
+                group: "kubevirt.io".into(),
+                version: "v1".into(),
+                resource: "virtualmachines".into(),
+            },
+            reason: Blind::Suspended {
+                ruleset: "vms".into(),
+            },
+        }]);
+        assert_eq!(
+            texts,
+            [
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset vms: it is suspended (it kept going over its evaluation budget)"
+            ]
+        );
     }
 
     #[test]

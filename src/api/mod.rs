@@ -53,6 +53,10 @@ pub struct Limits {
     pub max_watches: usize,
     /// Open watches of one user.
     pub max_watches_per_user: usize,
+    /// Estimated bytes held by all open watches (their selectors and buffers).
+    pub max_watch_bytes: usize,
+    /// Estimated bytes held by one user's open watches.
+    pub max_watch_bytes_per_user: usize,
 }
 
 impl Default for Limits {
@@ -60,6 +64,8 @@ impl Default for Limits {
         Limits {
             max_watches: 10_000,
             max_watches_per_user: 1_000,
+            max_watch_bytes: 512 << 20,
+            max_watch_bytes_per_user: 32 << 20,
         }
     }
 }
@@ -96,10 +102,7 @@ impl ApiState {
             index,
             snapshots: snapshots::Snapshots::default(),
             readiness,
-            watch_slots: watch_slots::WatchSlots::new(
-                limits.max_watches,
-                limits.max_watches_per_user,
-            ),
+            watch_slots: watch_slots::WatchSlots::new(limits),
             freshness: Arc::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
             serving: std::sync::atomic::AtomicBool::new(true),
@@ -139,9 +142,18 @@ impl ApiState {
 pub fn health_router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/livez", get(|| async { "ok" }))
+        .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .with_state(state)
+}
+
+/// `ok`, or 503 with the reason once a task the server cannot do without has failed (see
+/// [`crate::readiness::Readiness::fail`]).
+async fn livez(State(state): State<Arc<ApiState>>) -> Response {
+    match state.readiness.liveness() {
+        Ok(()) => "ok".into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+    }
 }
 
 /// `ok`, or 503 with the reason. Only this probe reflects readiness: every other path is served

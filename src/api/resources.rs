@@ -38,6 +38,14 @@ impl Scope {
         }
     }
 
+    /// The namespace a snapshot for this scope may be limited to (`None`: it needs every
+    /// record).
+    pub fn snapshot_namespace(&self) -> Option<&str> {
+        self.namespace
+            .as_deref()
+            .filter(|_| self.resource.namespaced)
+    }
+
     fn group_resource(&self) -> GroupResource {
         GroupResource::new(GROUP, self.resource.plural)
     }
@@ -276,15 +284,17 @@ fn get(
 /// The snapshot a list reads: the current one, or, for `Exact` or a continue token, the one it names.
 fn snapshot_for(
     state: &ApiState,
+    scope: &Scope,
     params: &Params,
 ) -> Result<(Arc<Snapshot>, Option<ContinueToken>), ApiError> {
+    let namespace = scope.snapshot_namespace();
     if let Some(token) = &params.continue_token {
         let token = ContinueToken::decode(token)?;
-        return match state.snapshots.get(&state.index, token.rv) {
+        return match state.snapshots.get(&state.index, token.rv, namespace) {
             Some(s) => Ok((s, Some(token))),
             None => {
                 // The snapshot is gone: like kube-apiserver, offer to continue inconsistently.
-                let current = state.snapshots.current(&state.index);
+                let current = state.snapshots.current(&state.index, namespace);
                 let (ns, name) = token.start_key();
                 let resume = ContinueToken::new(current.rv, ns, name);
                 Err(ApiError::ContinueExpired {
@@ -293,10 +303,10 @@ fn snapshot_for(
             }
         };
     }
-    let current = state.snapshots.current(&state.index);
+    let current = state.snapshots.current(&state.index, namespace);
     match (params.resource_version, params.rv_match) {
         (Some(rv), Some(RvMatch::Exact)) if rv != current.rv => {
-            match state.snapshots.get(&state.index, rv) {
+            match state.snapshots.get(&state.index, rv, namespace) {
                 Some(s) => Ok((s, None)),
                 None if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
                     requested: rv,
@@ -322,7 +332,7 @@ fn list(
     params: &Params,
     repr: Representation,
 ) -> Result<Response, ApiError> {
-    let (snapshot, start) = snapshot_for(state, params)?;
+    let (snapshot, start) = snapshot_for(state, scope, params)?;
     let key = |s: &Stored| {
         (
             s.op.namespace.clone().unwrap_or_default(),

@@ -2,6 +2,9 @@
 //! consistent state as the first page, and watches start from a shared view instead of a copy
 //! of their own.
 //!
+//! A list or watch of one namespace takes (and shares) a snapshot of that namespace only: a
+//! user allowed one namespace never makes the server copy the whole index.
+//!
 //! Kept by age, like the history kube-apiserver lists from (etcd keeps about five minutes):
 //! a snapshot serves continue tokens for [`MAX_AGE`] however many other lists happened since,
 //! within a memory budget ([`MAX_POINTERS`] record pointers across all snapshots, 8 bytes each;
@@ -25,14 +28,20 @@ pub struct Snapshots {
 
 #[derive(Default)]
 struct Recent {
-    /// Oldest first, each with when it was taken.
-    snapshots: VecDeque<(Instant, Arc<Snapshot>)>,
+    /// Oldest first, each with when it was taken and its namespace (`None`: every record).
+    snapshots: VecDeque<(Instant, Option<String>, Arc<Snapshot>)>,
     pointers: usize,
+}
+
+/// Whether a snapshot of `taken` (a namespace, or everything) holds what a request for
+/// `wanted` reads.
+fn covers(taken: Option<&str>, wanted: Option<&str>) -> bool {
+    taken.is_none() || taken == wanted
 }
 
 impl Recent {
     fn evict(&mut self, now: Instant) {
-        while let Some((taken, oldest)) = self.snapshots.front() {
+        while let Some((taken, _, oldest)) = self.snapshots.front() {
             let keep_newest = self.snapshots.len() == 1;
             if keep_newest
                 || (now.duration_since(*taken) < MAX_AGE && self.pointers <= MAX_POINTERS)
@@ -46,26 +55,43 @@ impl Recent {
 }
 
 impl Snapshots {
-    /// The snapshot at the index's current resourceVersion (shared by concurrent lists).
-    pub fn current(&self, index: &IndexReader) -> Arc<Snapshot> {
+    /// The snapshot at the index's current resourceVersion (shared by concurrent lists) of
+    /// `namespace`, or of everything.
+    pub fn current(&self, index: &IndexReader, namespace: Option<&str>) -> Arc<Snapshot> {
         let rv = index.current_rv();
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if let Some((_, last)) = recent.snapshots.back().filter(|(_, s)| s.rv == rv) {
-            let last = last.clone();
+        let kept = recent
+            .snapshots
+            .iter()
+            .rev()
+            .take_while(|(_, _, s)| s.rv == rv)
+            .find(|(_, taken, _)| covers(taken.as_deref(), namespace))
+            .map(|(_, _, s)| s.clone());
+        if let Some(kept) = kept {
             recent.evict(now);
-            return last;
+            return kept;
         }
-        let snapshot = Arc::new(index.snapshot());
+        let snapshot = Arc::new(match namespace {
+            Some(ns) => index.snapshot_namespace(ns),
+            None => index.snapshot(),
+        });
         recent.pointers += snapshot.items.len();
-        recent.snapshots.push_back((now, snapshot.clone()));
+        recent
+            .snapshots
+            .push_back((now, namespace.map(str::to_owned), snapshot.clone()));
         recent.evict(now);
         snapshot
     }
 
-    /// The snapshot taken at `rv`, if it is still kept and was taken since the index's epoch
-    /// (an older RV may have come from another replica).
-    pub fn get(&self, index: &IndexReader, rv: u64) -> Option<Arc<Snapshot>> {
+    /// The snapshot taken at `rv` that holds `namespace` (or everything), if it is still kept
+    /// and was taken since the index's epoch (an older RV may have come from another replica).
+    pub fn get(
+        &self,
+        index: &IndexReader,
+        rv: u64,
+        namespace: Option<&str>,
+    ) -> Option<Arc<Snapshot>> {
         if rv < index.epoch() {
             return None;
         }
@@ -74,8 +100,8 @@ impl Snapshots {
         recent
             .snapshots
             .iter()
-            .find(|(_, s)| s.rv == rv)
-            .map(|(_, s)| s.clone())
+            .find(|(_, taken, s)| s.rv == rv && covers(taken.as_deref(), namespace))
+            .map(|(_, _, s)| s.clone())
     }
 }
 
@@ -88,17 +114,51 @@ mod tests {
     fn a_snapshot_outlives_many_later_lists() {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
-        let first = snapshots.current(&index.reader());
+        let first = snapshots.current(&index.reader(), None);
         for i in 0..50 {
             index.apply(vec![Change::Upsert(crate::index::test_record(&format!(
                 "op-{i}"
             )))]);
-            snapshots.current(&index.reader());
+            snapshots.current(&index.reader(), None);
         }
         let kept = snapshots
-            .get(&index.reader(), first.rv)
+            .get(&index.reader(), first.rv, None)
             .expect("still served");
         assert!(Arc::ptr_eq(&kept, &first));
+    }
+
+    #[test]
+    fn a_list_of_one_namespace_copies_that_namespace_only() {
+        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        for ns in ["a", "b", "c"] {
+            for i in 0..3 {
+                let mut op = (*crate::index::test_record(&format!("{ns}-{i}"))).clone();
+                op.namespace = Some(ns.into());
+                index.apply(vec![Change::Upsert(Arc::new(op))]);
+            }
+        }
+        let snapshots = Snapshots::default();
+        let b = snapshots.current(&index.reader(), Some("b"));
+        assert_eq!(b.items.len(), 3);
+        assert!(
+            b.items
+                .iter()
+                .all(|s| s.op.namespace.as_deref() == Some("b"))
+        );
+        assert!(Arc::ptr_eq(
+            &snapshots.current(&index.reader(), Some("b")),
+            &b
+        ));
+        assert!(snapshots.get(&index.reader(), b.rv, Some("a")).is_none());
+        // A snapshot of everything serves every namespace at its RV.
+        let all = snapshots.current(&index.reader(), None);
+        assert_eq!(all.items.len(), 9);
+        assert!(Arc::ptr_eq(
+            &snapshots.current(&index.reader(), Some("c")),
+            &all
+        ));
+        let a = snapshots.get(&index.reader(), b.rv, Some("a")).unwrap();
+        assert!(Arc::ptr_eq(&a, &all));
     }
 
     #[test]
@@ -106,14 +166,14 @@ mod tests {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
         index.apply(vec![Change::Upsert(crate::index::test_record("op"))]);
-        let before = snapshots.current(&index.reader());
+        let before = snapshots.current(&index.reader(), None);
         let epoch = index.begin_epoch(5_000);
         assert_eq!(epoch, 5_000);
-        assert!(snapshots.get(&index.reader(), before.rv).is_none());
-        let after = snapshots.current(&index.reader());
+        assert!(snapshots.get(&index.reader(), before.rv, None).is_none());
+        let after = snapshots.current(&index.reader(), None);
         assert_eq!(after.rv, 5_000);
         assert_eq!(after.items.len(), 1, "the records stay");
-        assert!(snapshots.get(&index.reader(), after.rv).is_some());
+        assert!(snapshots.get(&index.reader(), after.rv, None).is_some());
     }
 
     #[test]
@@ -129,16 +189,16 @@ mod tests {
         for rv in 1..=3 {
             let s = big(rv);
             recent.pointers += s.items.len();
-            recent.snapshots.push_back((now, s));
+            recent.snapshots.push_back((now, None, s));
             recent.evict(now);
         }
         assert_eq!(recent.snapshots.len(), 1);
-        assert_eq!(recent.snapshots[0].1.rv, 3);
+        assert_eq!(recent.snapshots[0].2.rv, 3);
         assert!(
             recent
                 .snapshots
                 .iter()
-                .map(|(_, s)| s.items.len())
+                .map(|(_, _, s)| s.items.len())
                 .sum::<usize>()
                 == recent.pointers
         );
@@ -152,10 +212,11 @@ mod tests {
         for rv in 1..=2 {
             recent
                 .snapshots
-                .push_back((long_ago, Arc::new(Snapshot { rv, items: vec![] })));
+                .push_back((long_ago, None, Arc::new(Snapshot { rv, items: vec![] })));
         }
         recent.snapshots.push_back((
             later,
+            None,
             Arc::new(Snapshot {
                 rv: 3,
                 items: vec![],

@@ -6,11 +6,13 @@
 
 use super::params::IncludeObject;
 use super::wire::ListMeta;
-use crate::apimachinery::duration::table_age;
+use crate::apimachinery::duration::{human_duration, table_age};
 use crate::index::Stored;
+use jiff::SignedDuration;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 fn column(name: &str, type_: &str, format: &str, description: &str, priority: u8) -> Value {
@@ -88,6 +90,13 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             "Why the operation is stalled, if it is (the Stalled condition's reason).",
             1
         ),
+        column(
+            "Ending",
+            "string",
+            "",
+            "For an Active operation no rule detects any more: time left in its debounce grace before it completes (unless detected again).",
+            1
+        ),
     ])
 });
 
@@ -119,7 +128,7 @@ enum RowObject<'a> {
 }
 
 /// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed,
-/// Progress, Expected, Stalled.
+/// Progress, Expected, Stalled, Ending.
 type Cells<'a> = (
     &'a str,
     &'a str,
@@ -127,7 +136,7 @@ type Cells<'a> = (
     &'a str,
     &'a str,
     String,
-    &'a str,
+    Cow<'a, str>,
     &'a str,
     &'a str,
     &'a str,
@@ -135,6 +144,7 @@ type Cells<'a> = (
     String,
     String,
     &'a str,
+    String,
 );
 
 /// One row of a Table.
@@ -153,6 +163,20 @@ pub fn row<'a>(
     now: jiff::Timestamp,
 ) -> Row<'a> {
     let op = &stored.op;
+    let message = op.message.as_deref().unwrap_or("");
+    // An operation in its grace says so where every reader looks: the message, and `-o wide`.
+    let (message, ending) = match op.ending_at() {
+        None => (Cow::Borrowed(message), String::new()),
+        Some(at) => {
+            let left = human_duration(at.duration_since(now).max(SignedDuration::ZERO));
+            let message = if message.is_empty() {
+                format!("ending in {left}")
+            } else {
+                format!("ending in {left}: {message}")
+            };
+            (Cow::Owned(message), format!("in {left}"))
+        }
+    };
     let cells = (
         op.name.as_str(),
         op.subject.kind.as_str(),
@@ -160,7 +184,7 @@ pub fn row<'a>(
         op.operation.as_str(),
         op.phase.as_str(),
         table_age(Some(op.created), now),
-        op.message.as_deref().unwrap_or(""),
+        message,
         op.component.as_str(),
         op.ruleset.as_str(),
         op.outcome.map(|o| o.as_str()).unwrap_or(""),
@@ -172,6 +196,7 @@ pub fn row<'a>(
             .map(|end| expected(end, now))
             .unwrap_or_default(),
         op.stall().map_or("", |s| s.reason.as_str()),
+        ending,
     );
     let object = match include {
         IncludeObject::None => None,
@@ -222,5 +247,46 @@ pub fn table<'a>(
         metadata,
         column_definitions: &COLUMNS,
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::test_record;
+    use crate::operation::Ending;
+    use std::sync::Arc;
+
+    fn cells(stored: &Stored, now: jiff::Timestamp) -> Value {
+        serde_json::to_value(row(stored, IncludeObject::None, "meta.k8s.io/v1", now)).unwrap()
+            ["cells"]
+            .clone()
+    }
+
+    #[test]
+    fn an_ending_operation_says_so_in_its_message_and_the_ending_column() {
+        let now: jiff::Timestamp = "2026-11-22T10:00:05Z".parse().unwrap();
+        let mut op = (*test_record("vm1")).clone();
+        op.message = Some("copying".into());
+        let active = Stored::new(1, Arc::new(op.clone()));
+        assert_eq!(cells(&active, now)[6], "copying");
+        assert_eq!(cells(&active, now)[14], "");
+
+        op.ending = Some(Ending {
+            since: now,
+            at: "2026-11-22T10:00:30Z".parse().unwrap(),
+        });
+        let ending = Stored::new(2, Arc::new(op.clone()));
+        let shown = cells(&ending, now);
+        assert_eq!(shown[4], "Active", "the phase stays Active");
+        assert_eq!(shown[6], "ending in 25s: copying");
+        assert_eq!(shown[14], "in 25s");
+        // Past the end (the grace not completed yet): never a negative time.
+        let late = cells(&ending, "2026-11-22T10:01:00Z".parse().unwrap());
+        assert_eq!(late[14], "in 0s");
+
+        op.message = None;
+        let silent = Stored::new(3, Arc::new(op));
+        assert_eq!(cells(&silent, now)[6], "ending in 25s");
     }
 }

@@ -118,7 +118,10 @@ pub fn serve(
     params: Params,
     repr: Representation,
 ) -> Result<Response, ApiError> {
-    let slot = state.watch_slots.acquire(user)?;
+    let bytes = super::watch_slots::WATCH_BASE_BYTES
+        + params.labels.heap_bytes()
+        + params.fields.heap_bytes();
+    let slot = state.watch_slots.acquire(user, bytes)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(CHANNEL);
     let encoder = Encoder {
         repr,
@@ -126,7 +129,7 @@ pub fn serve(
     };
     let timeout = lifetime(params.timeout_seconds);
     // Start from the index now, before answering, so no event between list and watch is missed.
-    let start = start(&state, &params);
+    let start = start(&state, &scope, &params);
     let index = state.index.clone();
     let mut ends = state.watch_generation.subscribe();
     let generation = *ends.borrow_and_update();
@@ -196,7 +199,7 @@ fn expired(e: WatchError) -> ApiError {
 /// | absent or false | N | the events after N |
 /// | false | unset or 0 | nothing: live events from now |
 /// | true | any | the current state as ADDED, then the `initial-events-end` bookmark |
-fn start(state: &ApiState, params: &Params) -> Start {
+fn start(state: &ApiState, scope: &Scope, params: &Params) -> Start {
     let initial = params.send_initial_events;
     match params.resource_version {
         Some(rv) if rv != 0 && initial != Some(true) => match state.index.watch_from(rv) {
@@ -205,7 +208,9 @@ fn start(state: &ApiState, params: &Params) -> Start {
         },
         _ if initial == Some(false) => Start::Live(state.index.subscribe()),
         _ => {
-            let snapshot = state.snapshots.current(&state.index);
+            let snapshot = state
+                .snapshots
+                .current(&state.index, scope.snapshot_namespace());
             match state.index.watch_from(snapshot.rv) {
                 Ok((replay, live)) => Start::Snapshot {
                     snapshot,

@@ -5,6 +5,7 @@
 mod authn;
 mod authz;
 mod cache;
+pub(crate) mod connection;
 mod peer;
 mod requestheader;
 pub(crate) mod tls;

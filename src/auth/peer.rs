@@ -5,13 +5,17 @@
 //!
 //! The TLS handshake already verified the chain against the union of both CAs; here it is
 //! verified against each one separately, so a certificate of the cluster's client CA can never
-//! pass for the front proxy. The verdict is kept per connection and trust settings: it is
-//! computed again only when the CAs or allowed names change.
+//! pass for the front proxy. The verdict is kept per connection and trust settings until the
+//! first certificate of the chain expires: it is computed again when the CAs or allowed names
+//! change, and a certificate that expires while its connection is open (an HTTP/2 connection
+//! lives for hours) proves nothing from then on, as kube-apiserver, which checks the chain on
+//! every request, would say.
 
 use super::{RequestHeaderConfig, UserInfo};
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 /// What a connection's certificate says of its holder.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,20 +28,24 @@ pub enum PeerIdentity {
     User(UserInfo),
 }
 
-/// The trust settings a certificate was last judged by, and the verdict.
-type Verdict = Option<(Arc<RequestHeaderConfig>, PeerIdentity)>;
+/// The trust settings a certificate was last judged by, the verdict, and until when it holds
+/// (the first expiry among the chain and the CAs).
+type Verdict = Option<(Arc<RequestHeaderConfig>, PeerIdentity, SystemTime)>;
 
 /// The verified certificate chain the client presented (empty when it presented none), with
 /// the verdict under the trust settings it was last judged by.
 #[derive(Clone, Debug, Default)]
 pub struct PeerCertificates {
     chain: Arc<Vec<CertificateDer<'static>>>,
+    /// When the first certificate of the chain expires.
+    expires: Option<SystemTime>,
     verdict: Arc<Mutex<Verdict>>,
 }
 
 impl PeerCertificates {
     pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
         PeerCertificates {
+            expires: expiry(chain.iter()),
             chain: Arc::new(chain),
             verdict: Arc::default(),
         }
@@ -49,15 +57,38 @@ impl PeerCertificates {
             return PeerIdentity::None;
         }
         let mut verdict = self.verdict.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((judged_by, identity)) = verdict.as_ref()
+        let now = SystemTime::now();
+        if self.expires.is_none_or(|t| now >= t) {
+            // Expired since the handshake (or unreadable).
+            return PeerIdentity::None;
+        }
+        if let Some((judged_by, identity, until)) = verdict.as_ref()
             && Arc::ptr_eq(judged_by, trust)
+            && now < *until
         {
             return identity.clone();
         }
         let identity = classify(&self.chain, trust);
-        *verdict = Some((trust.clone(), identity.clone()));
+        let until = expiry(trust.client_ca.iter().chain(&trust.cluster_client_ca))
+            .into_iter()
+            .chain(self.expires)
+            .min()
+            .unwrap_or(now);
+        *verdict = Some((trust.clone(), identity.clone(), until));
         identity
     }
+}
+
+/// When a certificate expires (`notAfter`), if it can be read.
+fn not_after(der: &CertificateDer<'_>) -> Option<SystemTime> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let seconds = u64::try_from(cert.validity().not_after.timestamp()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds))
+}
+
+/// The first expiry among `certs` (those that cannot be read are never trusted anyway).
+fn expiry<'a>(certs: impl Iterator<Item = &'a CertificateDer<'static>>) -> Option<SystemTime> {
+    certs.filter_map(not_after).min()
 }
 
 fn classify(chain: &[CertificateDer<'static>], trust: &RequestHeaderConfig) -> PeerIdentity {
@@ -91,17 +122,20 @@ fn classify(chain: &[CertificateDer<'static>], trust: &RequestHeaderConfig) -> P
     }
 }
 
-/// Whether `leaf` chains to one of `roots` and may authenticate a client (key usage included).
+/// Whether `leaf` chains to one of `roots` that has not expired and may authenticate a client
+/// (key usage included).
 fn verifies(
     roots: &[CertificateDer<'static>],
     leaf: &CertificateDer<'static>,
     intermediates: &[CertificateDer<'static>],
 ) -> bool {
-    if roots.is_empty() {
-        return false;
-    }
+    let now = SystemTime::now();
+    let current = roots
+        .iter()
+        .filter(|ca| not_after(ca).is_some_and(|t| now < t))
+        .cloned();
     let mut store = rustls::RootCertStore::empty();
-    let (added, _) = store.add_parsable_certificates(roots.iter().cloned());
+    let (added, _) = store.add_parsable_certificates(current);
     if added == 0 {
         return false;
     }
@@ -228,6 +262,19 @@ mod tests {
             ..(*trust).clone()
         });
         assert_eq!(peer.identity(&rotated), PeerIdentity::None);
+    }
+
+    #[test]
+    fn a_certificate_that_expires_on_an_open_connection_proves_nothing_after() {
+        let (_, clients, trust) = pki();
+        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+        let cert = clients
+            .issue_until("bob", &[], ifo_dev::pki::Usage::Client, expires)
+            .unwrap();
+        let peer = PeerCertificates::new(vec![der(&cert.cert_pem)]);
+        assert!(matches!(peer.identity(&trust), PeerIdentity::User(_)));
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        assert_eq!(peer.identity(&trust), PeerIdentity::None);
     }
 
     #[test]

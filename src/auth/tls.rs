@@ -5,6 +5,7 @@
 //! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
 use super::RequestHeaderConfig;
+use super::connection::{Activity, DeadlineStream, Deadlines, Tracked};
 use super::peer::PeerCertificates;
 use anyhow::{Context, Result};
 use axum::middleware::AddExtension;
@@ -95,19 +96,21 @@ pub fn spawn_reloader(
     });
 }
 
-/// Accepts TLS connections, at most `max_connections` at once (more are closed at once), and
-/// hands each request the client's verified certificates.
+/// Accepts TLS connections, at most `max_connections` at once (more are closed at once), each
+/// with its [`Deadlines`], and hands each request the client's verified certificates.
 #[derive(Clone)]
 pub struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
     connections: Arc<Semaphore>,
+    deadlines: Deadlines,
 }
 
 impl PeerCertAcceptor {
-    pub fn new(config: RustlsConfig, max_connections: usize) -> Self {
+    pub fn new(config: RustlsConfig, max_connections: usize, deadlines: Deadlines) -> Self {
         PeerCertAcceptor {
-            inner: RustlsAcceptor::new(config).handshake_timeout(Duration::from_secs(10)),
+            inner: RustlsAcceptor::new(config).handshake_timeout(deadlines.first_request),
             connections: Arc::new(Semaphore::new(max_connections)),
+            deadlines,
         }
     }
 }
@@ -118,8 +121,8 @@ impl PeerCertAcceptor {
 pub struct ConnectionSlot(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
 
 impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
-    type Stream = TlsStream<TcpStream>;
-    type Service = AddExtension<AddExtension<S, PeerCertificates>, ConnectionSlot>;
+    type Stream = TlsStream<DeadlineStream<TcpStream>>;
+    type Service = Tracked<AddExtension<AddExtension<S, PeerCertificates>, ConnectionSlot>>;
     type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
@@ -132,6 +135,8 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             crate::metrics::connection_refused();
             return Box::pin(async { Err(std::io::Error::other("too many connections")) });
         };
+        let activity = Arc::new(Activity::default());
+        let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines);
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
             let (stream, service) = handshake.await?;
@@ -143,7 +148,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
                 .unwrap_or_default();
             let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
             let service = axum::Extension(ConnectionSlot(Arc::new(slot))).layer(service);
-            Ok((stream, service))
+            Ok((stream, Tracked::new(service, activity)))
         })
     }
 }

@@ -9,6 +9,7 @@ use cel::common::value::CowVal;
 use cel::{Context, Env, ExecutionError, ParseError, ParseErrors, Program, Value};
 
 use super::bind::Bound;
+use super::bounded::{MAX_ERROR_CHARS, MAX_MESSAGE_CHARS, bounded, truncated};
 use super::estimate::{Estimate, estimate};
 use super::functions;
 use super::meter::{self, Exceeded};
@@ -444,7 +445,7 @@ impl Expr {
     pub(crate) fn eval_string_in(&self, ctx: &BoundContext<'_>) -> Result<String, EvalError> {
         self.run(ctx, |val| {
             val.downcast_ref::<CelString>()
-                .map(|s| s.inner().to_owned())
+                .map(|s| bounded_string(s.inner()))
                 .ok_or_else(|| wrong_type("string", val))
         })
     }
@@ -536,9 +537,9 @@ impl Expr {
                     return Err(EvalError::Execution(NO_START_TIME.to_string()));
                 }
                 return s.inner().parse::<jiff::Timestamp>().map_err(|e| {
-                    EvalError::Execution(format!(
-                        "'{}' is not an RFC 3339 timestamp: {e}",
-                        s.inner()
+                    EvalError::Execution(truncated(
+                        format!("'{}' is not an RFC 3339 timestamp: {e}", s.inner()),
+                        MAX_ERROR_CHARS,
                     ))
                 });
             }
@@ -565,8 +566,15 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_default()
 }
 
+/// Error texts quote object data: bounded.
 fn execution(e: ExecutionError) -> EvalError {
-    EvalError::Execution(e.to_string())
+    EvalError::Execution(truncated(e.to_string(), MAX_ERROR_CHARS))
+}
+
+/// A string result (a message, an outcome, a label value), at most [`MAX_MESSAGE_CHARS`]
+/// characters.
+fn bounded_string(s: &str) -> String {
+    bounded(s, MAX_MESSAGE_CHARS).into_owned()
 }
 
 fn wrong_type(expected: &'static str, val: &CowVal<'_, '_>) -> EvalError {

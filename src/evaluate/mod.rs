@@ -18,6 +18,7 @@
 //! `int`, and numbers compare across int/uint/double.
 
 mod bind;
+mod bounded;
 mod engine;
 pub mod estimate;
 mod functions;
@@ -29,6 +30,7 @@ mod cost_tests;
 mod tests;
 
 pub use bind::Bound;
+pub use bounded::{MAX_ERROR_CHARS, MAX_MESSAGE_CHARS, TRUNCATED, bounded, truncated};
 pub use engine::{CompileError, Engine, EvalError, Expr, MAX_SOURCE_LEN};
 pub use meter::{Budget, DEFAULT_COST_LIMIT, DEFAULT_TIMEOUT, Exceeded, MAX_STRING_BYTES};
 

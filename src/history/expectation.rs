@@ -134,6 +134,7 @@ mod tests {
             component: "c".into(),
             labels: Default::default(),
             generation: None,
+            exclusive: false,
         };
         let (mut op, _) = InFlightOperation::new_active(
             &ruleset,

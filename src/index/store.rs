@@ -224,6 +224,22 @@ impl Index {
         Self::snapshot_of(&self.read())
     }
 
+    /// The records of one namespace at the current RV, sorted by name: what a list or watch of
+    /// one namespace reads, without copying the rest of the index.
+    pub fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
+        let st = self.read();
+        let first: ObjectKey = (Some(namespace.to_owned()), String::new());
+        Snapshot {
+            rv: st.rv,
+            items: st
+                .items
+                .range(first..)
+                .take_while(|((ns, _), _)| ns.as_deref() == Some(namespace))
+                .map(|(_, stored)| stored.clone())
+                .collect(),
+        }
+    }
+
     fn snapshot_of(st: &State) -> Snapshot {
         Snapshot {
             rv: st.rv,
@@ -361,6 +377,11 @@ impl IndexReader {
     /// See [`Index::snapshot`].
     pub fn snapshot(&self) -> Snapshot {
         self.0.snapshot()
+    }
+
+    /// See [`Index::snapshot_namespace`].
+    pub fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
+        self.0.snapshot_namespace(namespace)
     }
 
     /// See [`Index::get`].

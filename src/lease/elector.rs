@@ -66,7 +66,9 @@ impl Elector {
     pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut renewed = Instant::now();
         let changed = std::sync::Arc::new(tokio::sync::Notify::new());
-        let watching = tokio::spawn(watch_changes(
+        // Aborted when this ends, however it ends (a panic included).
+        let mut watching = tokio::task::JoinSet::new();
+        watching.spawn(watch_changes(
             self.api.clone(),
             self.settings.name.clone(),
             changed.clone(),
@@ -89,6 +91,8 @@ impl Elector {
                         tracing::info!(lease = %self.lease_name(), identity = %self.settings.identity, "became the leader");
                         self.role.send_replace(Role::Leading);
                     }
+                    // Test builds: lets a test make the elector fail (the server is then not live).
+                    fail::fail_point!("leader-elector");
                 }
                 Ok(false) => {
                     if self.leading() {
@@ -126,7 +130,7 @@ impl Elector {
                 _ = &mut stop => break,
             }
         }
-        watching.abort();
+        watching.abort_all();
         if self.leading() {
             self.role.send_replace(Role::Following);
             let release = tokio::time::timeout(self.settings.retry_period, self.release()).await;

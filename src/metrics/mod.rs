@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight: the maintenance gate), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -19,6 +19,7 @@ mod persist;
 mod process;
 mod progress;
 mod targets;
+mod tasks;
 
 pub use api::{
     RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,
@@ -33,8 +34,10 @@ pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
 pub use progress::{StalledCounts, serve_learned_from, set_stalled};
 pub use targets::{
-    forget_target, set_target_last_list, set_target_watch_up, set_watches, target_watch_failure,
+    forget_target, set_target_detection, set_target_last_list, set_target_watch_up, set_watches,
+    target_watch_failure,
 };
+pub use tasks::task_failed;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::histogram::Histogram;
@@ -57,6 +60,7 @@ struct Metrics {
     persist: persist::Persist,
     leader: leader::Leader,
     progress: progress::Progress,
+    tasks: tasks::Tasks,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -79,6 +83,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let leader = leader::Leader::register(r);
     let progress = progress::Progress::default();
     r.register_collector(Box::new(progress.clone()));
+    let tasks = tasks::Tasks::register(r);
     Metrics {
         registry: root,
         operations,
@@ -89,6 +94,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         persist,
         leader,
         progress,
+        tasks,
     }
 });
 

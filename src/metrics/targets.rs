@@ -15,6 +15,8 @@ pub(super) struct Targets {
     up: Family<Labels, Gauge>,
     last_list: Family<Labels, Gauge>,
     failures: Family<Labels, Counter>,
+    current: Family<Labels, Gauge>,
+    skipped: Family<Labels, Gauge>,
 }
 
 impl Targets {
@@ -42,6 +44,18 @@ impl Targets {
                 r,
                 "target_watch_failures",
                 "Failed lists, watches and liveness probes of the target",
+                Family::default(),
+            ),
+            current: register(
+                r,
+                "target_detection_current",
+                "1 while detection on the target is current: watched, no ruleset of it suspended or behind, no object skipped",
+                Family::default(),
+            ),
+            skipped: register(
+                r,
+                "target_objects_skipped",
+                "Objects of the target not evaluated now: they cannot be decoded, or went over a ruleset's evaluation budget",
                 Family::default(),
             ),
         }
@@ -73,6 +87,16 @@ pub fn set_target_watch_up(target: &Target, up: bool) {
         .set(i64::from(up));
 }
 
+/// Whether detection on `target` is current, and how many of its objects are skipped.
+pub fn set_target_detection(target: &Target, current: bool, skipped: usize) {
+    let labels = target_labels(target);
+    let t = targets();
+    t.current.get_or_create(&labels).set(i64::from(current));
+    t.skipped
+        .get_or_create(&labels)
+        .set(i64::try_from(skipped).unwrap_or(i64::MAX));
+}
+
 /// When a list of `target` last completed (Unix seconds).
 pub fn set_target_last_list(target: &Target, unix_seconds: i64) {
     targets()
@@ -96,4 +120,6 @@ pub fn forget_target(target: &Target) {
     t.up.remove(&labels);
     t.last_list.remove(&labels);
     t.failures.remove(&labels);
+    t.current.remove(&labels);
+    t.skipped.remove(&labels);
 }

@@ -205,6 +205,7 @@ mod tests {
                 ("team".to_owned(), "static".to_owned()),
                 ("ifo.kubevirt.io/operation".to_owned(), "hijack".to_owned()),
             ]),
+            exclusive: false,
         }
     }
 

@@ -26,7 +26,8 @@ pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
 pub use phase::{Outcome, ParseOutcomeError, Phase};
 pub use progress::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, REPORTED_BY_RULE, Stall};
 pub use record::{
-    API_GROUP, API_VERSION, CLUSTER_KIND, InFlightOperation, NAMESPACED_KIND, SELECTABLE_FIELDS,
+    API_GROUP, API_VERSION, CLUSTER_KIND, Ending, InFlightOperation, NAMESPACED_KIND,
+    SELECTABLE_FIELDS,
 };
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use super::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use super::{Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
@@ -19,6 +19,7 @@ fn ruleset() -> RuleSetInfo {
         generation: Some(2),
         component: "virt".into(),
         labels: BTreeMap::from([("example.com/team".into(), "virt".into())]),
+        exclusive: false,
     }
 }
 
@@ -52,8 +53,8 @@ fn subject(namespace: Option<&str>) -> Subject {
     }
 }
 
-/// Active and completed records of a namespaced and a cluster-scoped subject; the active ones
-/// with and without a message.
+/// Active, ending and completed records of a namespaced and a cluster-scoped subject; the
+/// active ones with and without a message.
 fn records() -> Vec<InFlightOperation> {
     let mut out = Vec::new();
     for namespace in [Some("ns1"), None] {
@@ -66,6 +67,12 @@ fn records() -> Vec<InFlightOperation> {
             namespace.map(|_| "copying memory".to_owned()),
             [("example.com/node", "node-9")],
         );
+        let mut ending = active.clone();
+        ending.ending = Some(Ending {
+            since: ts("2026-11-22T10:31:05Z"),
+            at: ts("2026-11-22T10:31:35Z"),
+        });
+        out.push(ending);
         let mut completed = active.clone();
         completed.phase = Phase::Completed;
         completed.outcome = Some(Outcome::SubjectDeleted);
@@ -144,6 +151,28 @@ fn the_model_reads_what_the_record_holds() {
         );
         assert_eq!(status.detected_by, record.detected_by);
         assert_eq!(status.subject_generation, record.subject_generation);
-        assert!(status.conditions.is_empty());
+        assert_eq!(
+            status.grace_period_end.as_ref().map(|t| t.0),
+            record.ending_at().map(whole_seconds)
+        );
+        match &record.ending {
+            None => assert!(status.conditions.is_empty()),
+            Some(ending) => {
+                let [detected] = &status.conditions[..] else {
+                    panic!("one condition: {:?}", status.conditions)
+                };
+                assert_eq!(
+                    (detected.type_.as_str(), detected.status.as_str()),
+                    ("Detected", "False")
+                );
+                assert_eq!(detected.reason, "GracePeriod");
+                assert_eq!(detected.last_transition_time.0, whole_seconds(ending.since));
+                assert!(
+                    detected.message.contains("2026-11-22T10:31:35Z"),
+                    "{}",
+                    detected.message
+                );
+            }
+        }
     }
 }

@@ -71,6 +71,20 @@ pub struct InFlightOperation {
     /// The expected end and any overdue stall, from the durations learned for its rule (see
     /// `history`); set on active operations only.
     pub expectation: Option<Expectation>,
+    /// Set while no rule detects it and the debounce grace runs: it is still `Active`, but
+    /// ending.
+    pub ending: Option<Ending>,
+}
+
+/// An `Active` operation that no rule detects any more, within its debounce grace: it completes
+/// at `at` unless a rule detects it again before. Served as the `Detected=False` condition
+/// (reason `GracePeriod`) and `status.gracePeriodEnd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    /// When its rules stopped matching: its completion time if none matches again.
+    pub since: Timestamp,
+    /// When the grace runs out and it turns `Completed`.
+    pub at: Timestamp,
 }
 
 impl InFlightOperation {
@@ -108,6 +122,7 @@ impl InFlightOperation {
             progress: None,
             stalled: None,
             expectation: None,
+            ending: None,
         };
         (record, warnings)
     }
@@ -136,6 +151,13 @@ impl InFlightOperation {
     /// Whether it is stalled (see [`Self::stall`]).
     pub fn is_stalled(&self) -> bool {
         self.stall().is_some()
+    }
+
+    /// When an operation in its debounce grace turns `Completed` unless detected again; `None`
+    /// while a rule detects it (or once completed). For a verdict this is the operation's
+    /// expected end: it is ending, not in flight.
+    pub fn ending_at(&self) -> Option<Timestamp> {
+        self.ending.map(|e| e.at)
     }
 
     /// `InFlightOperation` or `InFlightClusterOperation`, by the subject's scope.
@@ -210,6 +232,7 @@ mod tests {
             generation: None,
             component: "virt".into(),
             labels: BTreeMap::new(),
+            exclusive: false,
         }
     }
 

@@ -14,4 +14,7 @@ pub struct RuleSetInfo {
     /// `metadata.generation` of the ruleset these rules were compiled from: evaluations by a
     /// generation older than the one loaded (a watcher not stopped yet) are ignored.
     pub generation: Option<i64>,
+    /// `spec.exclusive`: a subject is in at most one of the ruleset's operations at a time, so
+    /// when one starts the others complete at once instead of after their grace.
+    pub exclusive: bool,
 }

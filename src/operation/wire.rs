@@ -2,12 +2,13 @@
 //! `serde_json::Value` (whose maps cost hundreds of bytes each), so a new resourceVersion is
 //! written out in one pass.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
-use super::record::{API_VERSION, InFlightOperation};
+use super::record::{API_VERSION, Ending, InFlightOperation};
 use super::time::format_time;
 
 /// An object with this record's `spec` and `status`: the live object (`M` = [`Metadata`]), or
@@ -92,21 +93,42 @@ struct Status<'a> {
     /// What `expected_end` is based on: `History` or `Progress`.
     #[serde(skip_serializing_if = "Option::is_none")]
     estimate: Option<&'static str>,
-    /// `Stalled` (status `True`) while the operation is stalled; otherwise empty, kept so
-    /// clients written for the CRD form find the field.
-    conditions: Vec<StalledCondition<'a>>,
+    /// While the operation is ending (see [`Ending`]): when its grace runs out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grace_period_end: Option<String>,
+    /// `Stalled` (status `True`) while the operation is stalled and `Detected=False` while it
+    /// is ending, else empty. Always present so clients written for the CRD form find the
+    /// field.
+    conditions: Vec<Condition<'a>>,
 }
 
-/// The `Stalled` condition, a `metav1.Condition`.
+/// A `metav1.Condition`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct StalledCondition<'a> {
+struct Condition<'a> {
     #[serde(rename = "type")]
     type_: &'static str,
     status: &'static str,
     reason: &'a str,
-    message: &'a str,
+    message: Cow<'a, str>,
     last_transition_time: String,
+}
+
+impl Condition<'_> {
+    /// No rule detects the operation since `ending.since`; it completes at `ending.at`.
+    fn not_detected(ending: &Ending) -> Condition<'static> {
+        let since = format_time(ending.since);
+        let at = format_time(ending.at);
+        Condition {
+            type_: "Detected",
+            status: "False",
+            reason: "GracePeriod",
+            message: Cow::Owned(format!(
+                "no rule has detected it since {since}; it completes at {at} unless detected again"
+            )),
+            last_transition_time: since,
+        }
+    }
 }
 
 impl InFlightOperation {
@@ -130,14 +152,23 @@ impl InFlightOperation {
 
     /// The full API object at `resource_version`.
     pub fn wire(&self, resource_version: u64) -> Object<'_> {
-        self.wire_as(
-            API_VERSION,
-            self.kind(),
-            self.wire_metadata(resource_version),
-        )
+        let mut status = self.wire_status();
+        if let Some(ending) = &self.ending {
+            status.grace_period_end = Some(format_time(ending.at));
+            status.conditions.push(Condition::not_detected(ending));
+        }
+        Object {
+            api_version: API_VERSION,
+            kind: self.kind(),
+            metadata: self.wire_metadata(resource_version),
+            spec: self.wire_spec(),
+            status,
+        }
     }
 
-    /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`.
+    /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`: the
+    /// persisted copy, whose schema (the operator's CRD) has neither a grace period end nor
+    /// conditions of this shape, so it is written without them.
     pub fn wire_as<M>(
         &self,
         api_version: &'static str,
@@ -183,11 +214,12 @@ impl InFlightOperation {
             progress: self.progress(),
             expected_end: self.expected_end().map(format_time),
             estimate: self.expectation.as_ref().map(|e| e.basis.as_str()),
-            conditions: Vec::from_iter(self.stall().map(|stall| StalledCondition {
+            grace_period_end: None,
+            conditions: Vec::from_iter(self.stall().map(|stall| Condition {
                 type_: "Stalled",
                 status: "True",
                 reason: &stall.reason,
-                message: &stall.message,
+                message: Cow::Borrowed(&stall.message),
                 last_transition_time: format_time(stall.since),
             })),
         }

@@ -201,6 +201,8 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         progress: None,
         stalled: None,
         expectation: None,
+        // A restored operation is judged again by its next evaluation.
+        ending: None,
     }))
 }
 

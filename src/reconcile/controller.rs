@@ -32,19 +32,20 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// all the time, and each write is a request to kube-apiserver and an event for its watchers.
 const COUNTS_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Runs for the life of the server. `listed` is released once the first list of rulesets has
-/// been loaded and the watchers it needs are started (each of which holds readiness back
-/// until its own first list).
+/// Runs for the life of the server (started again by its supervisor if it fails). `listed`, if
+/// any, is released once the first list of rulesets has been loaded and the watchers it needs
+/// are started (each of which holds readiness back until its own first list).
 pub async fn run(
     client: Client,
     engine: Engine,
     watches: Arc<Watches>,
     detector: Arc<Detector>,
-    listed: Pending,
+    mut listed: Option<Pending>,
     leading: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut listed = Some(listed);
-    tokio::spawn(follow_crds(client.clone(), watches.clone()));
+    // Ends with this run.
+    let mut crds = tokio::task::JoinSet::new();
+    crds.spawn(follow_crds(client.clone(), watches.clone()));
     let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
     let mut events =
         std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
@@ -63,6 +64,8 @@ pub async fn run(
                 continue;
             }
         };
+        // Test builds: lets a test make the controller fail (it is started again).
+        fail::fail_point!("ruleset-controller-event");
         let changed = match event {
             Ok(watcher::Event::Init) => {
                 seen_in_list = Some(Vec::new());
@@ -110,7 +113,7 @@ pub async fn run(
             for name in removed.drain(..) {
                 tracing::info!(ruleset = %name, "ruleset removed; its operations end");
                 detector.ruleset_removed(&name);
-                detector.health.reset(&name);
+                detector.reset_ruleset(&name);
                 detector.durations.forget(&name);
             }
             // After reconcile: the watchers it started already hold readiness.
@@ -193,7 +196,7 @@ fn upsert(
         // From here on, evaluations by older generations (watchers not restarted yet) are ignored.
         detector.ruleset_loaded(&name, rs.generation);
     }
-    detector.health.reset(&name);
+    detector.reset_ruleset(&name);
     let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
     entries.insert(
         name,

@@ -1,5 +1,6 @@
 //! A ruleset's status: standard conditions from what compiling and watching it found.
 
+use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
 use crate::ruleset::{OperationDurations, RuleSetStatus};
 use crate::watch::{RuleSetHealth, WatchState};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -25,7 +26,8 @@ fn condition(
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
         reason: reason.to_string(),
-        message,
+        // Kubernetes' limit; messages quote errors and object names.
+        message: truncated(message, MAX_MESSAGE_CHARS),
         observed_generation: generation,
         last_transition_time: Time(jiff::Timestamp::now()),
     }
@@ -119,6 +121,7 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
             g,
         ),
         cost_exceeded(&observed.health, g),
+        objects_skipped(&observed.health, g),
     ];
     if let Some(prev) = previous {
         for c in &mut conditions {
@@ -169,6 +172,36 @@ fn cost_exceeded(health: &RuleSetHealth, generation: Option<i64>) -> Condition {
         "CostExceeded",
         health.over_budget > 0,
         reason,
+        message,
+        generation,
+    )
+}
+
+/// `ObjectsSkipped`: True while some objects are not evaluated (they cannot be decoded, or
+/// evaluating them went over the budget), each named with why.
+fn objects_skipped(health: &RuleSetHealth, generation: Option<i64>) -> Condition {
+    let count = health.skipped.len() as u64 + health.skipped_more;
+    let message = if count == 0 {
+        String::new()
+    } else {
+        let named: Vec<&str> = health.skipped.values().map(String::as_str).collect();
+        let more = match health.skipped_more {
+            0 => String::new(),
+            n => format!("; and {n} more"),
+        };
+        format!(
+            "{count} objects are skipped (their operations are unknown): {}{more}",
+            named.join("; ")
+        )
+    };
+    condition(
+        "ObjectsSkipped",
+        count > 0,
+        if count > 0 {
+            "ObjectsSkipped"
+        } else {
+            "NoneSkipped"
+        },
         message,
         generation,
     )

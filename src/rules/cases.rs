@@ -1,6 +1,7 @@
 //! Running a ruleset's cases: each object is evaluated as the server would, and the operations,
 //! messages, outcomes and labels are compared with what the case expects. Any evaluation error
-//! fails the case: a rule that errors on a plausible object is a bug.
+//! fails the case: a rule that errors on a plausible object is a bug, and so is an object on
+//! which two rules of an `exclusive` ruleset match.
 
 use super::load::{RuleSetFile, cases_path};
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
@@ -150,6 +151,15 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                         None => {}
                     },
                 }
+            }
+            if file.spec.exclusive && active.len() > 1 {
+                failures.push(fail(
+                    &case.name,
+                    format!(
+                        "exclusive ruleset, yet {active:?} match together (a subject is in at \
+                         most one of its operations at a time)"
+                    ),
+                ));
             }
             let expected: BTreeSet<String> = case.expect.active.iter().cloned().collect();
             if active != expected {

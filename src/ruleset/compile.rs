@@ -113,6 +113,7 @@ pub fn compile(
             component: spec.component.clone(),
             labels: spec.labels.clone(),
             generation,
+            exclusive: spec.exclusive,
         },
         target: spec.target.clone(),
         namespaces: spec.namespaces.clone(),

@@ -30,6 +30,11 @@ pub struct RuleSetSpec {
     pub component: String,
     /// The resource type whose objects the rules are evaluated against.
     pub target: Target,
+    /// A subject is in at most one of the rules' operations at a time (rules that follow one
+    /// status field, such as a phase): when another rule starts matching, the previous
+    /// operation completes at once, with the outcome it had then, instead of after the grace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
     /// The rules, each detecting one operation.
     pub rules: Vec<Rule>,
     /// Namespaces to watch; empty means all.

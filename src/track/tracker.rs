@@ -10,7 +10,7 @@ use super::settings::Settings;
 use super::signal::{Message, Reading, Signal, signals};
 use crate::evaluate::{EvalError, Evaluation};
 use crate::operation::{
-    InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
+    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
 };
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
@@ -57,7 +57,9 @@ struct Grace {
     deadline: Timestamp,
     /// When the rule stopped matching: the completion time if the grace runs out.
     stopped_at: Timestamp,
-    /// Latest valid outcome reported during the grace.
+    /// The outcome the rules reported when they stopped matching, or, while that is unknown
+    /// (none reported, or `Unknown`), the first determinate one reported since: what the
+    /// subject does after the operation ended must not rewrite how it ended.
     outcome: Option<Outcome>,
     subject_generation: Option<i64>,
 }
@@ -134,30 +136,102 @@ impl Tracker {
         if !self.accepts(ruleset) {
             return out;
         }
-        for (operation, signal) in signals(operations, &eval.rules) {
-            let key = Key::new(&ruleset.name, &subject.uid, operation);
-            match signal {
-                Signal::Active {
-                    message,
-                    start,
-                    progress,
-                    stalled,
-                } => {
-                    let live = Live {
-                        message,
-                        progress,
-                        stalled,
-                    };
-                    self.on_active(key, ruleset, subject, eval, live, start, now, &mut out)
-                }
-                Signal::Inactive { outcome } => {
-                    self.on_inactive(key, outcome, subject, now, &mut out.changes)
-                }
-                // Unknown: neither starts nor cancels anything.
-                Signal::Unknown => {}
+        let signals = signals(operations, &eval.rules);
+        let matching: Vec<&str> = signals
+            .iter()
+            .filter(|(_, signal)| matches!(signal, Signal::Active { .. }))
+            .map(|(operation, _)| *operation)
+            .collect();
+        // In an exclusive ruleset, an operation that starts matching ends the subject's other
+        // operations at once: they need no grace announced first.
+        let superseding = ruleset.exclusive
+            && signals.iter().any(|(operation, signal)| {
+                matches!(signal, Signal::Active { .. })
+                    && self.starts(&Key::new(&ruleset.name, &subject.uid, operation))
+            });
+        // Operations that stop matching first, so that the outcome they report at this event
+        // is recorded before an exclusive operation that starts at it completes them.
+        for (operation, signal) in &signals {
+            if let Signal::Inactive { outcome } = signal {
+                let key = Key::new(&ruleset.name, &subject.uid, operation);
+                self.on_inactive(key, *outcome, subject, now, !superseding, &mut out.changes);
             }
+            // Unknown: neither starts nor cancels anything.
+        }
+        for (operation, signal) in signals {
+            let Signal::Active {
+                message,
+                start,
+                progress,
+                stalled,
+            } = signal
+            else {
+                continue;
+            };
+            let key = Key::new(&ruleset.name, &subject.uid, operation);
+            if ruleset.exclusive && self.starts(&key) {
+                self.supersede(&key, |op| matching.contains(&op), now, &mut out.changes);
+            }
+            let live = Live {
+                message,
+                progress,
+                stalled,
+            };
+            self.on_active(key, ruleset, subject, eval, live, start, now, &mut out);
         }
         out
+    }
+
+    /// Whether a match of `key` starts it: it is not active, or it is in its grace.
+    fn starts(&self, key: &Key) -> bool {
+        match self.entries.get(key) {
+            Some(Entry {
+                state: State::Active { grace, .. },
+                ..
+            }) => grace.is_some(),
+            _ => true,
+        }
+    }
+
+    /// `key` starts matching in an exclusive ruleset: the subject's other active operations in
+    /// that ruleset complete now, except those `still_matching` (rules that overlap are a
+    /// ruleset's own contradiction; ending an operation its rule still detects would only
+    /// start it again at the next event). One in its grace completes as its grace would have;
+    /// one whose rule failed to evaluate completes now, `Unknown`.
+    fn supersede(
+        &mut self,
+        key: &Key,
+        still_matching: impl Fn(&str) -> bool,
+        now: Timestamp,
+        changes: &mut Vec<Change>,
+    ) {
+        let start = Key::new(&key.ruleset, &key.subject_uid, "");
+        let others: Vec<(Key, Timestamp, Outcome)> = self
+            .entries
+            .range(start..)
+            .take_while(|(k, _)| k.ruleset == key.ruleset && k.subject_uid == key.subject_uid)
+            .filter(|(k, _)| k.operation != key.operation && !still_matching(&k.operation))
+            .filter_map(|(k, e)| match &e.state {
+                State::Active { grace, .. } => {
+                    let (at, outcome) = grace
+                        .as_ref()
+                        .map_or((now, None), |g| (g.stopped_at, g.outcome));
+                    Some((k.clone(), at, outcome.unwrap_or(Outcome::Unknown)))
+                }
+                State::Retained => None,
+            })
+            .collect();
+        for (other, at, outcome) in others {
+            tracing::debug!(
+                ruleset = %other.ruleset,
+                subject_uid = %other.subject_uid,
+                operation = %other.operation,
+                superseded_by = %key.operation,
+                %outcome,
+                "exclusive ruleset: operation completes as another starts"
+            );
+            self.complete(&other, at, outcome, now, changes);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -206,6 +280,7 @@ impl Tracker {
                         component: ruleset.component.clone(),
                         progress,
                         stalled,
+                        ending: None,
                         ..(**old).clone()
                     };
                     if candidate != **old {
@@ -255,19 +330,22 @@ impl Tracker {
         );
     }
 
+    /// `announce`: show the grace on the record (`ending`); false when the operation is about to
+    /// complete at this same event anyway.
     fn on_inactive(
         &mut self,
         key: Key,
         outcome: Option<Outcome>,
         subject: &Subject,
         now: Timestamp,
+        announce: bool,
         changes: &mut Vec<Change>,
     ) {
         let Some(Entry {
+            record,
             state: State::Active {
                 grace, restored, ..
             },
-            ..
         }) = self.entries.get_mut(&key)
         else {
             return;
@@ -281,7 +359,9 @@ impl Tracker {
         }
         match grace {
             Some(g) => {
-                if outcome.is_some() {
+                // How it ended was settled when it stopped matching; only a result that was
+                // not known then may still be learned.
+                if matches!(g.outcome, None | Some(Outcome::Unknown)) && outcome.is_some() {
                     g.outcome = outcome;
                 }
                 g.subject_generation = subject.generation;
@@ -297,6 +377,15 @@ impl Tracker {
                 self.graces.insert((deadline, key.clone()));
                 if deadline <= now {
                     self.end_grace(&key, now, changes);
+                } else if announce {
+                    *record = Arc::new(InFlightOperation {
+                        ending: Some(Ending {
+                            since: now,
+                            at: deadline,
+                        }),
+                        ..(**record).clone()
+                    });
+                    changes.push(Change::Upsert(record.clone()));
                 }
             }
         }
@@ -525,6 +614,7 @@ impl Tracker {
             completed: Some(at),
             last_detected: *last_active,
             subject_generation,
+            ending: None,
             ..(*entry.record).clone()
         });
         if let Some(n) = self.active.get_mut(&key.ruleset) {

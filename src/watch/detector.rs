@@ -4,6 +4,7 @@
 
 use super::health::Health;
 use super::suspension::SuspendPolicy;
+use super::target_health::TargetHealth;
 use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
 use crate::history::{self, Durations};
 use crate::index::{Index, Transitions};
@@ -29,6 +30,8 @@ pub struct Detector {
     /// What operations took, learned from those that completed: gives active ones their
     /// expected end (see `history`).
     pub durations: Arc<Durations>,
+    /// Where detection is not current: suspended rulesets and skipped objects are reported here.
+    pub coverage: Arc<TargetHealth>,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
     deadlines: Notify,
 }
@@ -79,15 +82,29 @@ fn report_transitions(transitions: &Transitions) {
 }
 
 impl Detector {
-    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Self {
+    pub fn new(
+        tracker: Tracker,
+        index: Arc<Index>,
+        health: Arc<Health>,
+        coverage: Arc<TargetHealth>,
+        limits: Limits,
+    ) -> Self {
         Detector {
             tracker: Mutex::new(tracker),
             limits,
             index,
             health,
             durations: Arc::new(Durations::default()),
+            coverage,
             deadlines: Notify::new(),
         }
+    }
+
+    /// A ruleset was reloaded (a new generation) or deleted: what was known of its health (its
+    /// suspension, its skipped objects) is forgotten.
+    pub fn reset_ruleset(&self, ruleset: &str) {
+        self.health.reset(ruleset);
+        self.coverage.ruleset_reset(ruleset);
     }
 
     /// Runs `f` on the tracker and publishes its changes in the same critical section, so the
@@ -136,8 +153,13 @@ impl Detector {
         let bound = Bound::new(object);
         let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
         self.report_errors(rs, &subject, &evaluation);
-        if let Some(over) = &evaluation.over_budget {
-            self.report_over_budget(rs, &subject, over);
+        match &evaluation.over_budget {
+            Some(over) => self.report_over_budget(rs, &subject, over),
+            None => {
+                self.coverage
+                    .evaluated(&rs.target, &subject.uid, Some(&rs.info.name));
+                self.health.clear_skipped(&rs.info.name, &subject.uid);
+            }
         }
         let at = now();
         self.with_tracker(|t| {
@@ -152,8 +174,9 @@ impl Detector {
         });
     }
 
-    /// Logs, counts and records an over-budget evaluation, and suspends the ruleset when it
-    /// keeps happening.
+    /// Logs, counts and records an over-budget evaluation: the object is skipped (its result is
+    /// unknown) and named on the ruleset, and the ruleset is suspended when it keeps happening
+    /// on different objects.
     fn report_over_budget(
         &self,
         rs: &CompiledRuleSet,
@@ -172,10 +195,31 @@ impl Detector {
         );
         crate::metrics::cost_exceeded(name);
         let what = format!("{over} (object {}/{})", subject.kind, subject.name);
+        let object = subject.reference();
+        if !self.health.is_suspended(name) {
+            self.health.record_skipped(
+                name,
+                &subject.uid,
+                format!(
+                    "{} {object}: over the evaluation budget in {over}",
+                    subject.kind
+                ),
+            );
+            self.coverage.skipped(
+                &rs.target,
+                (&subject.uid, Some(name)),
+                subject.namespace.as_deref(),
+                object,
+                format!("over the evaluation budget of ruleset {name} ({over})"),
+            );
+        }
         if self
             .health
-            .record_over_budget(name, what, &self.limits.suspend)
+            .record_over_budget(name, &subject.uid, what, &self.limits.suspend)
         {
+            let namespaces =
+                (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect());
+            self.coverage.suspended(&rs.target, name, namespaces);
             tracing::warn!(
                 ruleset = %name,
                 after = self.limits.suspend.after,
@@ -188,6 +232,9 @@ impl Detector {
 
     /// An object was deleted: its operations end at once.
     pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
+        for rs in rulesets {
+            self.health.clear_skipped(&rs.info.name, uid);
+        }
         let at = now();
         self.with_tracker(|t| {
             let mut changes = Vec::new();

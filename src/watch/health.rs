@@ -4,7 +4,11 @@
 
 use super::suspension::{Strikes, SuspendPolicy};
 use dashmap::DashMap;
+use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// Most skipped objects a ruleset names (its status says how many there are).
+const MAX_SKIPPED: usize = 100;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchState {
@@ -29,6 +33,12 @@ pub struct RuleSetHealth {
     pub last_over_budget: Option<String>,
     /// Set when the ruleset went over budget too often: its rules no longer run.
     pub suspended: bool,
+    /// Objects whose operations this ruleset does not know now, by uid: `namespace/name: why`
+    /// (they cannot be decoded, or evaluating them went over the budget). At most
+    /// [`MAX_SKIPPED`]; `skipped_more` counts the others.
+    pub skipped: BTreeMap<String, String>,
+    /// Skipped objects beyond those named in `skipped`.
+    pub skipped_more: u64,
     /// Recent over-budget evaluations, for the suspension policy.
     pub(crate) strikes: Strikes,
 }
@@ -42,6 +52,8 @@ impl Default for RuleSetHealth {
             over_budget: 0,
             last_over_budget: None,
             suspended: false,
+            skipped: BTreeMap::new(),
+            skipped_more: 0,
             strikes: Strikes::default(),
         }
     }
@@ -67,16 +79,51 @@ impl Health {
         h.last_error = Some(error);
     }
 
-    /// Records an evaluation that went over budget; true when that suspends the ruleset (once).
-    pub fn record_over_budget(&self, ruleset: &str, what: String, policy: &SuspendPolicy) -> bool {
+    /// Records an evaluation of object `uid` that went over budget; true when that suspends the
+    /// ruleset (once).
+    pub fn record_over_budget(
+        &self,
+        ruleset: &str,
+        uid: &str,
+        what: String,
+        policy: &SuspendPolicy,
+    ) -> bool {
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
         h.over_budget += 1;
         h.last_over_budget = Some(what);
-        let suspend = h.strikes.strike(Instant::now(), policy) && !h.suspended;
+        let suspend = h.strikes.strike(Instant::now(), uid, policy) && !h.suspended;
         if suspend {
             h.suspended = true;
         }
         suspend
+    }
+
+    /// Object `uid` is skipped by the ruleset: `what` says which and why.
+    pub fn record_skipped(&self, ruleset: &str, uid: &str, what: String) {
+        let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
+        if h.skipped.len() < MAX_SKIPPED || h.skipped.contains_key(uid) {
+            h.skipped.insert(uid.to_owned(), what);
+        } else {
+            h.skipped_more += 1;
+        }
+    }
+
+    /// Object `uid` is evaluated by the ruleset again (or gone).
+    pub fn clear_skipped(&self, ruleset: &str, uid: &str) {
+        // A read first: this runs on every evaluation.
+        if !self
+            .by_ruleset
+            .get(ruleset)
+            .is_some_and(|h| h.skipped.contains_key(uid))
+        {
+            return;
+        }
+        if let Some(mut h) = self.by_ruleset.get_mut(ruleset)
+            && h.skipped.remove(uid).is_some()
+            && h.skipped.is_empty()
+        {
+            h.skipped_more = 0;
+        }
     }
 
     /// Whether the ruleset's rules are suspended (until it is reset by a new generation).

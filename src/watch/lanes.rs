@@ -11,18 +11,20 @@
 //! Each lane's queue is bounded ([`LANE_CAPACITY`]): a lane that falls that far behind (a ruleset
 //! near its budget on a busy target, until it is suspended) drops the events that do not fit,
 //! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
-//! holding memory in proportion to the target's event rate.
+//! holding memory in proportion to the target's event rate. What a dropped event said must not
+//! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
+//! `Warning`) and asks the watcher to list the target again, with fresh lanes.
 //!
 //! Within a lane, events keep their order (an object's update is never evaluated after its
 //! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
 //! lanes, and work still queued is dropped (the restarted watcher lists everything again).
 
 use super::detector::Detector;
-use crate::ruleset::CompiledRuleSet;
+use crate::ruleset::{CompiledRuleSet, Target};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// Most events a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
@@ -48,11 +50,22 @@ pub(super) struct Lanes {
     lanes: Vec<Lane>,
     closed: Arc<AtomicBool>,
     detector: Arc<Detector>,
+    target: Target,
+    /// Notified at the first dropped event: the watcher lists the target again.
+    relist: Arc<Notify>,
+    /// Whether any lane dropped an event.
+    dropped: AtomicBool,
 }
 
 impl Lanes {
-    /// Starts one lane per ruleset (on the current tokio runtime).
-    pub(super) fn start(detector: &Arc<Detector>, rulesets: &[Arc<CompiledRuleSet>]) -> Lanes {
+    /// Starts one lane per ruleset of `target` (on the current tokio runtime); `relist` is
+    /// notified when one drops an event.
+    pub(super) fn start(
+        detector: &Arc<Detector>,
+        rulesets: &[Arc<CompiledRuleSet>],
+        target: &Target,
+        relist: Arc<Notify>,
+    ) -> Lanes {
         let closed = Arc::new(AtomicBool::new(false));
         let lanes = rulesets
             .iter()
@@ -76,7 +89,15 @@ impl Lanes {
             lanes,
             closed,
             detector: detector.clone(),
+            target: target.clone(),
+            relist,
+            dropped: AtomicBool::new(false),
         }
+    }
+
+    /// Whether any lane dropped an event since they started.
+    pub(super) fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
     }
 
     fn send(&self, lane: &Lane, work: Work) {
@@ -89,6 +110,15 @@ impl Lanes {
                 name,
                 format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
             );
+            let rs = &lane.ruleset;
+            let namespaces =
+                (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect());
+            self.detector
+                .coverage
+                .dropped_events(&self.target, name, namespaces);
+            if !self.dropped.swap(true, Ordering::AcqRel) {
+                self.relist.notify_one();
+            }
         }
     }
 
@@ -175,5 +205,68 @@ fn do_work(
             namespace.as_deref(),
             &present,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluate::Engine;
+    use crate::index::Index;
+    use crate::track::{Settings, Tracker};
+    use crate::watch::{Blind, Health, Limits, TargetHealth};
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_full_lane_marks_its_target_not_current_and_asks_for_a_new_list() {
+        let spec = serde_json::from_value(json!({
+            "component": "test",
+            "target": {"group": "example.com", "version": "v1", "resource": "things"},
+            "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"}],
+        }))
+        .unwrap();
+        let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
+        let coverage = Arc::new(TargetHealth::default());
+        coverage.watching(&rs.target, None);
+        coverage.resolved(&rs.target, true, &[None]);
+        coverage.listed(&rs.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let detector = Arc::new(Detector::new(
+            Tracker::new(Settings {
+                debounce: jiff::SignedDuration::ZERO,
+                retain_completed: false,
+                completed_retention: jiff::SignedDuration::ZERO,
+                max_completed: 0,
+            }),
+            Arc::new(Index::new(1, 16, 16)),
+            Arc::new(Health::default()),
+            coverage.clone(),
+            Limits::default(),
+        ));
+        let relist = Arc::new(Notify::new());
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            relist.clone(),
+        );
+        // The lane's task has not run yet (this runtime has one thread, and nothing yielded).
+        for _ in 0..LANE_CAPACITY {
+            lanes.apply(json!({}));
+        }
+        assert!(!lanes.dropped());
+        assert!(coverage.stale(None).is_empty());
+        lanes.apply(json!({}));
+        assert!(lanes.dropped());
+        let reasons: Vec<Blind> = coverage.stale(None).into_iter().map(|s| s.reason).collect();
+        assert_eq!(
+            reasons,
+            [Blind::DroppedEvents {
+                ruleset: "busy".into()
+            }]
+        );
+        tokio::time::timeout(Duration::from_secs(1), relist.notified())
+            .await
+            .expect("a new list asked for");
     }
 }

@@ -1,10 +1,15 @@
 //! When a ruleset that keeps going over its evaluation budget is suspended.
 //!
 //! One over-budget evaluation costs at most the budget, but a ruleset that exceeds it on every
-//! event would spend the budget on every event forever. After `after` over-budget evaluations
-//! within `window` its rules stop running until a new generation of it is loaded (the controller
-//! resets its health then). Its operations stay as they are: nothing completes them falsely, and
-//! the ruleset's status says why they no longer move.
+//! event would spend the budget on every event forever. After going over it on `after` different
+//! objects within `window`, its rules stop running until a new generation of it is loaded (the
+//! controller resets its health then). Its operations stay as they are: nothing completes them
+//! falsely, and the ruleset's status says why they no longer move.
+//!
+//! Strikes count objects, not evaluations: a rule that is cheap on every object but one (whose
+//! data makes it costly: a tenant's 400,000-element list) is charged to that object, which is
+//! skipped and reported, while the ruleset goes on for every other subject. Suspension is for
+//! rules that are costly on every object.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -30,27 +35,28 @@ impl Default for SuspendPolicy {
     }
 }
 
-/// The recent over-budget evaluations of one ruleset.
+/// The objects one ruleset recently went over its budget on, by their last such evaluation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Strikes {
-    recent: VecDeque<Instant>,
+    recent: VecDeque<(Instant, String)>,
 }
 
 impl Strikes {
-    /// Records an over-budget evaluation at `at`; true when that makes `policy.after` of them
-    /// within `policy.window` (the moment to suspend).
-    pub fn strike(&mut self, at: Instant, policy: &SuspendPolicy) -> bool {
+    /// Records an over-budget evaluation of object `uid` at `at`; true when that makes
+    /// `policy.after` different objects within `policy.window` (the moment to suspend).
+    pub fn strike(&mut self, at: Instant, uid: &str, policy: &SuspendPolicy) -> bool {
         if policy.after == 0 {
             return false;
         }
         while self
             .recent
             .front()
-            .is_some_and(|t| at.saturating_duration_since(*t) > policy.window)
+            .is_some_and(|(t, _)| at.saturating_duration_since(*t) > policy.window)
         {
             self.recent.pop_front();
         }
-        self.recent.push_back(at);
+        self.recent.retain(|(_, u)| u != uid);
+        self.recent.push_back((at, uid.to_owned()));
         while self.recent.len() > policy.after as usize {
             self.recent.pop_front();
         }
@@ -74,9 +80,21 @@ mod tests {
         let t0 = Instant::now();
         let p = policy(3, 60);
         let mut s = Strikes::default();
-        assert!(!s.strike(t0, &p));
-        assert!(!s.strike(t0 + Duration::from_secs(10), &p));
-        assert!(s.strike(t0 + Duration::from_secs(20), &p));
+        assert!(!s.strike(t0, "a", &p));
+        assert!(!s.strike(t0 + Duration::from_secs(10), "b", &p));
+        assert!(s.strike(t0 + Duration::from_secs(20), "c", &p));
+    }
+
+    #[test]
+    fn one_costly_object_never_suspends() {
+        let t0 = Instant::now();
+        let p = policy(3, 60);
+        let mut s = Strikes::default();
+        for i in 0..100 {
+            assert!(!s.strike(t0 + Duration::from_millis(i), "tenant-object", &p));
+        }
+        assert!(!s.strike(t0 + Duration::from_secs(1), "other", &p));
+        assert!(s.strike(t0 + Duration::from_secs(2), "third", &p));
     }
 
     #[test]
@@ -84,11 +102,11 @@ mod tests {
         let t0 = Instant::now();
         let p = policy(3, 60);
         let mut s = Strikes::default();
-        assert!(!s.strike(t0, &p));
-        assert!(!s.strike(t0 + Duration::from_secs(50), &p));
+        assert!(!s.strike(t0, "a", &p));
+        assert!(!s.strike(t0 + Duration::from_secs(50), "b", &p));
         // The first is 70 s old by now: two within the window.
-        assert!(!s.strike(t0 + Duration::from_secs(70), &p));
-        assert!(s.strike(t0 + Duration::from_secs(80), &p));
+        assert!(!s.strike(t0 + Duration::from_secs(70), "c", &p));
+        assert!(s.strike(t0 + Duration::from_secs(80), "d", &p));
     }
 
     #[test]
@@ -96,7 +114,11 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Strikes::default();
         for i in 0..100 {
-            assert!(!s.strike(t0 + Duration::from_millis(i), &policy(0, 60)));
+            assert!(!s.strike(
+                t0 + Duration::from_millis(i),
+                &i.to_string(),
+                &policy(0, 60)
+            ));
         }
     }
 }

@@ -1,15 +1,96 @@
-//! Whether each watched target is current: per target, and per namespace stream of it, whether
-//! its watch is running, and if not why. The watchers write it; the API reads it (through
-//! [`TargetHealth::stale`]) to tell clients when an answer may be incomplete, and it is exported
-//! as the `ifo_target_watch_up` and `ifo_target_last_list_timestamp_seconds` metrics.
+//! Whether detection is current, per target and per namespace: the one place that knows, and the
+//! one query every answer that depends on it asks ([`TargetHealth::stale`], per namespace or
+//! everywhere; [`TargetHealth::stale_target`], for one target).
+//!
+//! Detection in part of a target is not current ([`Blind`]) when
+//! - its watch is not running: its first list has not completed, listing or watching fails, or
+//!   a liveness probe found the watch stalled;
+//! - a ruleset of it is suspended (it kept going over its evaluation budget): its rules do not
+//!   run in the namespaces it covers;
+//! - a ruleset's evaluation lane fell behind and dropped events: until the list the watcher then
+//!   starts completes, what those events said is missing;
+//! - an object is skipped: it cannot be decoded, or evaluating a ruleset on it went over the
+//!   budget (its own data made it too costly). Only that object's namespace is affected.
+//!
+//! The watchers and the evaluator write it. The API reads it to add a `Warning` to every answer
+//! that may be incomplete (and `kubectl ifo check`/`wait` exit 2 on such a warning); maintenance
+//! gates read it to answer Unknown. It is exported as the `ifo_target_watch_up`,
+//! `ifo_target_detection_current`, `ifo_target_objects_skipped` and
+//! `ifo_target_last_list_timestamp_seconds` metrics.
 //!
 //! Serving old state silently is the failure that matters most for a tool asked "is it safe to do
 //! maintenance?": with etcd down, RBAC revoked or a CRD deleted, the index keeps what it last saw.
 
 use crate::ruleset::Target;
 use jiff::Timestamp;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt;
 use std::sync::Mutex;
+
+/// Most skipped objects named per target and query (the rest are counted in the metrics and on
+/// the rulesets).
+const MAX_SKIPPED_NAMED: usize = 5;
+
+/// Namespaces a ruleset covers; `None`: every namespace.
+pub type Namespaces = Option<BTreeSet<String>>;
+
+/// Why detection in part of a target is not current.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blind {
+    /// Its watch is not current (starting, failing or stalled): nothing of it is seen.
+    NotWatched(String),
+    /// A ruleset of it is suspended: its rules do not run.
+    Suspended {
+        /// The ruleset.
+        ruleset: String,
+    },
+    /// A ruleset's evaluation fell behind and dropped events; the target is listed again.
+    DroppedEvents {
+        /// The ruleset.
+        ruleset: String,
+    },
+    /// One object is not evaluated.
+    Skipped {
+        /// `namespace/name` of the object.
+        object: String,
+        /// Why (it cannot be decoded, or a ruleset went over its budget on it).
+        why: String,
+    },
+}
+
+/// Reads as the rest of a sentence whose subject is the target.
+impl fmt::Display for Blind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blind::NotWatched(reason) => write!(f, "is not being watched: {reason}"),
+            Blind::Suspended { ruleset } => write!(
+                f,
+                "is not evaluated by ruleset {ruleset}: it is suspended (it kept going over its evaluation budget)"
+            ),
+            Blind::DroppedEvents { ruleset } => write!(
+                f,
+                "lost events of ruleset {ruleset} (its evaluation fell behind); listing it again"
+            ),
+            Blind::Skipped { object, why } => write!(f, "object {object} is skipped: {why}"),
+        }
+    }
+}
+
+/// An object that is not evaluated.
+#[derive(Clone, Debug)]
+struct SkippedObject {
+    namespace: Option<String>,
+    object: String,
+    why: String,
+}
+
+/// Whether a ruleset covering `covered` matters to a question about `namespace`.
+fn covers(covered: &Namespaces, namespace: Option<&str>) -> bool {
+    match (covered, namespace) {
+        (Some(set), Some(ns)) => set.contains(ns),
+        _ => true,
+    }
+}
 
 /// A namespace stream of a target: `Some(ns)` when its rulesets only watch some namespaces,
 /// `None` for the one stream across all namespaces (or of a cluster-scoped target).
@@ -50,9 +131,55 @@ struct Entry {
     /// The last failed liveness probe of a stream whose watch looks fine (a stalled watch).
     stalled: BTreeMap<Stream, String>,
     last_list: Option<Timestamp>,
+    /// Suspended rulesets of this target.
+    suspended: BTreeMap<String, Namespaces>,
+    /// Rulesets whose lane dropped events since the watcher's latest complete list.
+    dropped: BTreeMap<String, Namespaces>,
+    /// Objects not evaluated, by uid and (for an over-budget evaluation) ruleset.
+    skipped: BTreeMap<(String, Option<String>), SkippedObject>,
 }
 
 impl Entry {
+    /// Every reason why the part of this target feeding `namespace` (`None`: every part) is
+    /// not current.
+    fn blind_spots(&self, namespace: Option<&str>) -> Vec<Blind> {
+        let mut out: Vec<Blind> = self
+            .stale_reason(namespace)
+            .map(Blind::NotWatched)
+            .into_iter()
+            .collect();
+        if self.resolution == Resolution::NotServed {
+            return out;
+        }
+        out.extend(
+            self.suspended
+                .iter()
+                .filter(|(_, covered)| covers(covered, namespace))
+                .map(|(ruleset, _)| Blind::Suspended {
+                    ruleset: ruleset.clone(),
+                }),
+        );
+        out.extend(
+            self.dropped
+                .iter()
+                .filter(|(_, covered)| covers(covered, namespace))
+                .map(|(ruleset, _)| Blind::DroppedEvents {
+                    ruleset: ruleset.clone(),
+                }),
+        );
+        out.extend(
+            self.skipped
+                .values()
+                .filter(|o| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns)))
+                .take(MAX_SKIPPED_NAMED)
+                .map(|o| Blind::Skipped {
+                    object: o.object.clone(),
+                    why: o.why.clone(),
+                }),
+        );
+        out
+    }
+
     /// Why the part of this target feeding `namespace` (`None`: every part) is not current.
     fn stale_reason(&self, namespace: Option<&str>) -> Option<String> {
         match &self.resolution {
@@ -90,11 +217,13 @@ impl Entry {
     }
 }
 
-/// A target that is not current, and why.
+/// A target whose detection is not current, and why (one per reason).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stale {
+    /// The target.
     pub target: Target,
-    pub reason: String,
+    /// Why.
+    pub reason: Blind,
 }
 
 /// Every watched target's health. Cheap to read: one lock, held briefly.
@@ -112,6 +241,11 @@ impl TargetHealth {
         };
         f(entry);
         crate::metrics::set_target_watch_up(target, entry.stale_reason(None).is_none());
+        crate::metrics::set_target_detection(
+            target,
+            entry.blind_spots(None).is_empty(),
+            entry.skipped.len(),
+        );
         if let Some(at) = entry.last_list {
             crate::metrics::set_target_last_list(target, at.as_second());
         }
@@ -128,6 +262,9 @@ impl TargetHealth {
             streams: BTreeMap::new(),
             stalled: BTreeMap::new(),
             last_list: None,
+            suspended: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            skipped: BTreeMap::new(),
         });
         entry.feeds = feeds;
         crate::metrics::set_target_watch_up(target, entry.stale_reason(None).is_none());
@@ -199,20 +336,127 @@ impl TargetHealth {
         });
     }
 
-    /// The targets that feed operations in `namespace` (`None`: anywhere) and are not current.
-    /// Read-only: what the API tells clients along with an answer.
+    /// `ruleset` of `target`, covering `namespaces`, is suspended: its rules no longer run.
+    pub fn suspended(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
+        self.update(target, |e| {
+            e.suspended.insert(ruleset.to_owned(), namespaces);
+        });
+    }
+
+    /// `ruleset` of `target`, covering `namespaces`, dropped events: what they said is missing
+    /// until the watcher's next complete list ([`TargetHealth::relisted`]).
+    pub fn dropped_events(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
+        self.update(target, |e| {
+            e.dropped.insert(ruleset.to_owned(), namespaces);
+        });
+    }
+
+    /// Every stream of `target` completed a list started after its rulesets last dropped
+    /// events: nothing is missing any more.
+    pub fn relisted(&self, target: &Target) {
+        self.update(target, |e| e.dropped.clear());
+    }
+
+    /// Object `uid` (`object`: `namespace/name`, in `namespace`) of `target` is not evaluated,
+    /// by `ruleset` alone (over its budget) or, for `None`, at all (it cannot be decoded).
+    pub fn skipped(
+        &self,
+        target: &Target,
+        (uid, ruleset): (&str, Option<&str>),
+        namespace: Option<&str>,
+        object: String,
+        why: String,
+    ) {
+        self.update(target, |e| {
+            e.skipped.insert(
+                (uid.to_owned(), ruleset.map(str::to_owned)),
+                SkippedObject {
+                    namespace: namespace.map(str::to_owned),
+                    object,
+                    why,
+                },
+            );
+        });
+    }
+
+    /// Object `uid` of `target` was evaluated by `ruleset` (`None`: it was decoded) again.
+    pub fn evaluated(&self, target: &Target, uid: &str, ruleset: Option<&str>) {
+        let key = (uid.to_owned(), ruleset.map(str::to_owned));
+        let known = self
+            .targets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(target)
+            .is_some_and(|e| e.skipped.contains_key(&key));
+        // Checked first: this runs on every evaluation, and updating refreshes the metrics.
+        if known {
+            self.update(target, |e| {
+                e.skipped.remove(&key);
+            });
+        }
+    }
+
+    /// Object `uid` of `target` is gone (deleted, or absent from a new list).
+    pub fn object_gone(&self, target: &Target, uid: &str) {
+        self.update(target, |e| e.skipped.retain(|(u, _), _| u != uid));
+    }
+
+    /// A list of `stream` of `target` saw exactly the objects `present` (by uid): skipped
+    /// objects of that stream not among them are gone.
+    pub fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
+        self.update(target, |e| {
+            e.skipped.retain(|(uid, _), o| {
+                let in_stream = stream.is_none() || o.namespace == *stream;
+                !in_stream || present.contains(uid)
+            });
+        });
+    }
+
+    /// A ruleset was reloaded (a new generation) or deleted: it is no longer suspended, and what
+    /// was skipped for it is forgotten.
+    pub fn ruleset_reset(&self, ruleset: &str) {
+        let targets: Vec<Target> = self
+            .targets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for target in targets {
+            self.update(&target, |e| {
+                e.suspended.remove(ruleset);
+                e.dropped.remove(ruleset);
+                e.skipped.retain(|(_, r), _| r.as_deref() != Some(ruleset));
+            });
+        }
+    }
+
+    /// Where detection feeding operations in `namespace` (`None`: anywhere, cluster-scoped
+    /// subjects included) is not current, and why: every target, every reason. Empty when the
+    /// answer is complete. Read-only, one lock held briefly: what the API tells clients along
+    /// with an answer, and what a maintenance gate needs to answer Unknown.
     pub fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
         let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
         targets
             .iter()
             .filter(|(_, e)| namespace.is_none_or(|ns| e.feeds(ns)))
-            .filter_map(|(target, e)| {
-                e.stale_reason(namespace).map(|reason| Stale {
+            .flat_map(|(target, e)| {
+                e.blind_spots(namespace).into_iter().map(|reason| Stale {
                     target: target.clone(),
                     reason,
                 })
             })
             .collect()
+    }
+
+    /// [`TargetHealth::stale`] for `target` alone (a target nothing watches is not stale).
+    pub fn stale_target(&self, target: &Target, namespace: Option<&str>) -> Vec<Blind> {
+        let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        targets
+            .get(target)
+            .filter(|e| namespace.is_none_or(|ns| e.feeds(ns)))
+            .map(|e| e.blind_spots(namespace))
+            .unwrap_or_default()
     }
 }
 
@@ -235,7 +479,10 @@ mod tests {
     fn reasons(h: &TargetHealth, namespace: Option<&str>) -> Vec<String> {
         h.stale(namespace)
             .into_iter()
-            .map(|s| format!("{}: {}", s.target.resource, s.reason))
+            .map(|s| match s.reason {
+                Blind::NotWatched(reason) => format!("{}: {reason}", s.target.resource),
+                other => format!("{}: {other}", s.target.resource),
+            })
             .collect()
     }
 
@@ -339,5 +586,59 @@ mod tests {
         assert_eq!(reasons(&h, None), ["things: discovery failed: timeout"]);
         h.not_served(&t);
         assert!(reasons(&h, None).is_empty());
+    }
+
+    #[test]
+    fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply() {
+        let h = TargetHealth::default();
+        let t = target("things");
+        h.watching(&t, None);
+        h.resolved(&t, true, &[None]);
+        h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+        assert!(h.stale(None).is_empty());
+
+        h.suspended(&t, "costly", Some(["a".to_string()].into()));
+        assert_eq!(
+            reasons(&h, Some("a")),
+            [
+                "things: is not evaluated by ruleset costly: it is suspended (it kept going over its evaluation budget)"
+            ]
+        );
+        assert!(reasons(&h, Some("b")).is_empty());
+        h.ruleset_reset("costly");
+        assert!(h.stale(None).is_empty());
+
+        h.skipped(
+            &t,
+            ("u1", None),
+            Some("b"),
+            "b/deep".into(),
+            "it cannot be decoded: too deep".into(),
+        );
+        assert_eq!(
+            reasons(&h, Some("b")),
+            ["things: object b/deep is skipped: it cannot be decoded: too deep"]
+        );
+        assert!(reasons(&h, Some("a")).is_empty());
+        assert_eq!(h.stale_target(&t, None).len(), 1);
+        h.evaluated(&t, "u1", None);
+        assert!(h.stale(None).is_empty());
+        h.skipped(
+            &t,
+            ("u2", Some("r")),
+            Some("b"),
+            "b/big".into(),
+            "over".into(),
+        );
+        h.keep_skipped(&t, &None, &HashSet::new());
+        assert!(h.stale(None).is_empty(), "gone from a new list");
+
+        h.dropped_events(&t, "busy", None);
+        assert_eq!(
+            reasons(&h, Some("z")),
+            ["things: lost events of ruleset busy (its evaluation fell behind); listing it again"]
+        );
+        h.relisted(&t);
+        assert!(h.stale(None).is_empty());
     }
 }

@@ -8,12 +8,13 @@
 use super::detector::Detector;
 use super::health::WatchState;
 use super::lanes::Lanes;
+use super::object::Object;
 use super::target_health::{Stream, TargetHealth};
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::core::{ApiResource, GroupVersion};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 struct Running {
     /// (name, generation) of the rulesets this watcher evaluates, to notice any change.
@@ -124,21 +126,31 @@ impl Watches {
                 tracing::info!(target = %target, "starting watch");
             }
             self.targets.watching(&target, feeds(&rulesets));
-            let task = tokio::spawn(watch_target(
-                Context {
-                    client: self.client.clone(),
-                    targets: self.targets.clone(),
-                    crds_changed: self.crds_changed.clone(),
-                    retry: self.retry,
-                    liveness: self.liveness,
-                },
-                Progress {
-                    detector: self.detector.clone(),
-                    rulesets,
-                    synced: Some(synced),
-                },
-                target.clone(),
-            ));
+            let ctx = Context {
+                client: self.client.clone(),
+                targets: self.targets.clone(),
+                crds_changed: self.crds_changed.clone(),
+                retry: self.retry,
+                liveness: self.liveness,
+            };
+            let (detector, watched) = (self.detector.clone(), target.clone());
+            let mut synced = Some(synced);
+            let span = tracing::info_span!("watcher", target = %target);
+            // A watcher that fails is started again (it lists its target afresh).
+            let task = tokio::spawn(
+                crate::supervise::restarting("watcher", move || {
+                    watch_target(
+                        ctx.clone(),
+                        Progress {
+                            detector: detector.clone(),
+                            rulesets: rulesets.clone(),
+                            synced: synced.take(),
+                        },
+                        watched.clone(),
+                    )
+                })
+                .instrument(span),
+            );
             running.insert(target, Running { fingerprint, task });
         }
         crate::metrics::set_watches(running.len());
@@ -190,6 +202,7 @@ async fn resolve(
 }
 
 /// What every watcher shares.
+#[derive(Clone)]
 struct Context {
     client: Client,
     targets: Arc<TargetHealth>,
@@ -253,7 +266,7 @@ async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
     } else {
         None
     };
-    let apis: Vec<(Stream, Api<DynamicObject>)> = match &namespaces {
+    let apis: Vec<(Stream, Api<Object>)> = match &namespaces {
         Some(list) => list
             .iter()
             .map(|ns| {
@@ -273,17 +286,38 @@ async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
     }
 }
 
+/// How long after a lane dropped events its target is listed again (the lanes start empty).
+const RELIST_DELAY: Duration = Duration::from_secs(1);
+
 /// Evaluates every event of the target's streams, and tracks whether each stream is current.
+/// When an evaluation lane drops events, it starts over with fresh lists (and fresh lanes), so
+/// that what those events said is not lost.
 async fn follow_events(
     ctx: &Context,
     progress: &mut Progress,
     target: &Target,
-    apis: &[(Stream, Api<DynamicObject>)],
+    apis: &[(Stream, Api<Object>)],
+) {
+    loop {
+        let relist = Arc::new(Notify::new());
+        follow_until_relist(ctx, progress, target, apis, &relist).await;
+        tracing::warn!(target = %target, "evaluation dropped events: listing the target again");
+        tokio::time::sleep(RELIST_DELAY).await;
+    }
+}
+
+/// [`follow_events`] until `relist` is notified (a lane dropped events).
+async fn follow_until_relist(
+    ctx: &Context,
+    progress: &mut Progress,
+    target: &Target,
+    apis: &[(Stream, Api<Object>)],
+    relist: &Arc<Notify>,
 ) {
     let (detector, rulesets) = (progress.detector.clone(), progress.rulesets.clone());
     let target_name = target.to_string();
     // Evaluation happens in the lanes, off this task: it only reads the stream and routes events.
-    let lanes = Lanes::start(&detector, &rulesets);
+    let lanes = Lanes::start(&detector, &rulesets, target, relist.clone());
     let streams = apis.iter().map(|(ns, api)| {
         let ns = ns.clone();
         relisting(api.clone(), ctx.crds_changed.clone())
@@ -296,7 +330,20 @@ async fn follow_events(
     // Streams whose latest list completed and whose watch has not failed since.
     let mut current: HashSet<Stream> = HashSet::new();
     let streams_total = apis.len();
-    while let Some((ns, event)) = events.next().await {
+    let skip = Skipper {
+        ctx,
+        detector: &detector,
+        rulesets: &rulesets,
+        target,
+    };
+    loop {
+        let (ns, event) = tokio::select! {
+            next = events.next() => match next {
+                Some(next) => next,
+                None => return,
+            },
+            () = relist.notified() => return,
+        };
         match event {
             Ok(watcher::Event::Init) => {
                 listing.insert(ns, HashSet::new());
@@ -305,7 +352,7 @@ async fn follow_events(
                 if let Some(uid) = obj.metadata.uid.clone() {
                     listing.entry(ns).or_default().insert(uid);
                 }
-                evaluate(&lanes, &target_name, &obj);
+                evaluate(&lanes, &skip, &target_name, obj);
             }
             Ok(watcher::Event::InitDone) => {
                 ctx.targets.listed(target, &ns, jiff::Timestamp::now());
@@ -313,15 +360,21 @@ async fn follow_events(
                 // Each stream's list is the complete picture of its namespace (and only of it):
                 // streams fail and relist on their own.
                 let present = listing.remove(&ns).unwrap_or_default();
+                ctx.targets.keep_skipped(target, &ns, &present);
                 lanes.resync(ns.clone(), present);
                 if current.len() == streams_total {
+                    if !lanes.dropped() {
+                        // Listed since events were last dropped: nothing is missing now.
+                        ctx.targets.relisted(target);
+                    }
                     progress.set_state(WatchState::Active);
                     tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
                 }
             }
-            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &target_name, &obj),
+            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &skip, &target_name, obj),
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some(uid) = obj.metadata.uid.as_deref() {
+                    ctx.targets.object_gone(target, uid);
                     lanes.delete(uid);
                 }
             }
@@ -345,7 +398,7 @@ async fn follow_events(
 /// Lists one object of each stream every probe interval: a watch can stall without failing
 /// (etcd unavailable: kube-apiserver keeps the watch open, and nothing arrives), and a list is
 /// what tells. RBAC revoked while a watch is open is caught the same way.
-async fn probe(ctx: &Context, target: &Target, apis: &[(Stream, Api<DynamicObject>)]) {
+async fn probe(ctx: &Context, target: &Target, apis: &[(Stream, Api<Object>)]) {
     let Liveness {
         probe_interval,
         probe_timeout,
@@ -372,7 +425,7 @@ async fn probe(ctx: &Context, target: &Target, apis: &[(Stream, Api<DynamicObjec
 }
 
 /// What kube's watcher yields for one stream.
-type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+type Events = BoxStream<'static, Result<watcher::Event<Object>, watcher::Error>>;
 
 /// The longest wait before listing a failed stream again.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -383,9 +436,9 @@ const BACKOFF_RESET: Duration = Duration::from_secs(60);
 /// last resourceVersion: a failed stream is current again only once a list completes, and a
 /// relist also finds what changed while it was failing. Retries back off (1 s doubling to 30 s),
 /// and a CRD change retries at once (the target may just have come back).
-fn relisting(api: Api<DynamicObject>, crds_changed: Arc<Notify>) -> Events {
+fn relisting(api: Api<Object>, crds_changed: Arc<Notify>) -> Events {
     struct State {
-        api: Api<DynamicObject>,
+        api: Api<Object>,
         crds_changed: Arc<Notify>,
         /// The running watcher, and when it started.
         current: Option<(Events, Instant)>,
@@ -451,11 +504,56 @@ fn watch_error_message(e: &watcher::Error) -> String {
     }
 }
 
-/// Hands an object to the lanes of the rulesets it concerns.
-fn evaluate(lanes: &Lanes, target: &str, obj: &DynamicObject) {
+/// Where an object that cannot be decoded is reported.
+struct Skipper<'a> {
+    ctx: &'a Context,
+    detector: &'a Detector,
+    rulesets: &'a [Arc<CompiledRuleSet>],
+    target: &'a Target,
+}
+
+impl Skipper<'_> {
+    /// `object` cannot be decoded (`why`): it is skipped, and named in the `Warning` of its
+    /// namespace's answers and on the status of the rulesets that would evaluate it. The rest
+    /// of the list and the watch go on.
+    fn skip(&self, object: &Object, why: &str) {
+        let reference = object.reference();
+        let uid = object.metadata.uid.as_deref().unwrap_or(&reference);
+        let namespace = object.metadata.namespace.as_deref();
+        tracing::warn!(
+            target = %self.target,
+            object = %reference,
+            error = %why,
+            "object cannot be decoded: skipped (its operations are unknown until it can be)"
+        );
+        self.ctx.targets.skipped(
+            self.target,
+            (uid, None),
+            namespace,
+            reference.clone(),
+            format!("it cannot be decoded: {why}"),
+        );
+        for rs in self.rulesets.iter().filter(|rs| rs.applies_to(namespace)) {
+            self.detector.health.record_skipped(
+                &rs.info.name,
+                uid,
+                format!("{reference}: cannot be decoded: {why}"),
+            );
+        }
+    }
+}
+
+/// Hands an object to the lanes of the rulesets it concerns, or skips it if it could not be
+/// decoded.
+fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, target: &str, obj: Object) {
     crate::metrics::object_event(target);
-    match serde_json::to_value(obj) {
-        Ok(value) => lanes.apply(value),
-        Err(e) => tracing::warn!(target, error = %e, "object could not be read"),
+    match obj.content {
+        Ok(value) => {
+            if let Some(uid) = obj.metadata.uid.as_deref() {
+                skip.ctx.targets.evaluated(skip.target, uid, None);
+            }
+            lanes.apply(value);
+        }
+        Err(ref why) => skip.skip(&obj, why),
     }
 }

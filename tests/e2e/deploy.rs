@@ -531,3 +531,44 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
         .to_string();
     kubectl_dry_run(&["apply", "--dry-run=server", "-f", &service]);
 }
+
+/// `deploy/network-policy/` admits the server's port on the server's pods only, from outside
+/// the pod network and from Prometheus, and passes a server-side dry run.
+#[test]
+fn network_policy_selects_the_servers_pods_and_port_and_passes_a_dry_run() {
+    let objects = kustomize("deploy/network-policy");
+    assert_eq!(objects.len(), 1);
+    let policy = find(&objects, "NetworkPolicy", "ifo-apiserver");
+    assert_eq!(policy["metadata"]["namespace"], NAMESPACE);
+    let deploy = kustomize("deploy");
+    let pod = &find(&deploy, "Deployment", "ifo-apiserver")["spec"]["template"];
+    for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&pod["metadata"]["labels"][k], v, "pod label {k}");
+    }
+    let port_names: BTreeSet<&str> = pod["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    let rules = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(rules.len(), 2);
+    for rule in rules {
+        for port in rule["ports"].as_array().unwrap() {
+            assert!(
+                port_names.contains(port["port"].as_str().unwrap()),
+                "{port} is not a port of the pod"
+            );
+        }
+    }
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+    let dir = root().join("deploy/network-policy").display().to_string();
+    let (stdout, _) = kubectl_dry_run(&["apply", "--dry-run=server", "-k", &dir]);
+    assert!(stdout.contains("(server dry run)"), "{stdout}");
+}

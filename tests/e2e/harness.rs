@@ -36,6 +36,16 @@ static ENV: OnceLock<&'static Env> = OnceLock::new();
 /// Whether the server runs in persistence mode (set before the environment starts).
 static PERSIST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The server's `DEBOUNCE_THRESHOLD` (set before the environment starts); 3 s unless set.
+static DEBOUNCE: OnceLock<&'static str> = OnceLock::new();
+
+/// The shared environment with the server's debounce grace at `threshold` (e.g. `30s`, the
+/// default of a real install) instead of the tests' short one.
+pub fn env_with_debounce(threshold: &'static str) -> &'static Env {
+    let _ = DEBOUNCE.set(threshold);
+    env()
+}
+
 /// The shared environment with the server in persistence mode: the persisted CRD and its RBAC
 /// (`deploy/persist/`) installed first, copies written at most once a second each.
 pub fn persistent_env() -> &'static Env {
@@ -81,7 +91,10 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
     };
     let max_watches = MAX_WATCHES_PER_USER.to_string();
     let mut settings = vec![
-        ("DEBOUNCE_THRESHOLD", "3s"),
+        (
+            "DEBOUNCE_THRESHOLD",
+            DEBOUNCE.get().copied().unwrap_or("3s"),
+        ),
         ("LOG_LEVEL", "info,ifo=debug"),
         // Low enough for a test to reach it with one user, high enough for every other test.
         ("MAX_WATCHES_PER_USER", max_watches.as_str()),

@@ -55,7 +55,8 @@ fn kubectl_get_prints_tables_lists_and_objects() {
             "COMPLETED".into(),
             "PROGRESS".into(),
             "EXPECTED".into(),
-            "STALLED".into()
+            "STALLED".into(),
+            "ENDING".into()
         ]),
         "{wide}"
     );
@@ -510,11 +511,18 @@ fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
             }
         }
 
-        // vm2's operation ends: shown once as Completed, then deleted.
+        // vm2's operation ends: shown as ending during its grace, once as Completed, then
+        // deleted.
         env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
         let mut completed = None;
         loop {
             match next().await {
+                Event::Apply(op)
+                    if subject_of(&op) == "vm2" && op.data["status"]["phase"] == "Active" =>
+                {
+                    assert!(op.data["status"]["gracePeriodEnd"].is_string(), "{op:?}");
+                    assert!(completed.is_none(), "ending after it completed");
+                }
                 Event::Apply(op) if subject_of(&op) == "vm2" => {
                     assert_eq!(op.data["status"]["phase"], "Completed");
                     completed = op.metadata.name.clone();

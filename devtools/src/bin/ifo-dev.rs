@@ -2,12 +2,16 @@
 //!
 //! Starts etcd, kube-apiserver and the controllers it needs, runs `ifo-apiserver` (the binary
 //! next to this one) registered as the APIService, applies the shipped rules and the read access
-//! they need, drives a small VirtualMachine workload, and streams `kubectl get ifos -A -o wide -w`
-//! until Ctrl-C, which stops everything.
+//! they need, drives a small VirtualMachine workload, and streams
+//! `kubectl get ifos -A -w --output-watch-events -o wide` (each row labelled with its event:
+//! `ADDED`, `MODIFIED`, `DELETED`) until Ctrl-C, which stops everything.
 //!
 //! With `--node`, the cluster gets a real node and the product is installed the way users
 //! install it: the image from `deploy/image.sh`, `kubectl apply -k deploy/` and
 //! `certs/generate.sh`; two replicas behind the Service.
+//!
+//! Either way the debounce grace is a demo setting, [`DEMO_GRACE`] instead of the 30 s of a real
+//! install, so operations are seen to end and complete while watching.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -16,6 +20,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// `DEBOUNCE_THRESHOLD` of the demo: short, so that operations complete while one watches
+/// (a real install keeps the default, 30 s).
+const DEMO_GRACE: &str = "5s";
 
 #[derive(Parser)]
 #[command(
@@ -51,7 +59,22 @@ fn main() -> Result<()> {
         let image = cluster.dir().join("ifo-apiserver.oci.tar");
         println!("building the image (deploy/image.sh)…");
         print!("{}", ifo_dev::install::build_image(&image)?);
-        ifo_dev::install::Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        let install =
+            ifo_dev::install::Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        // The demo's grace, as a user would change a setting of the installed Deployment.
+        cluster.kubectl_run(
+            User::Admin,
+            &[
+                "-n",
+                ifo_dev::install::NAMESPACE,
+                "set",
+                "env",
+                "deployment/ifo-apiserver",
+                &format!("DEBOUNCE_THRESHOLD={DEMO_GRACE}"),
+            ],
+            None,
+        )?;
+        install.wait_available(&cluster, Duration::from_secs(180))?;
         let log = format!(
             "kubectl -n {} logs -l app.kubernetes.io/name=ifo-apiserver",
             ifo_dev::install::NAMESPACE
@@ -64,8 +87,7 @@ fn main() -> Result<()> {
             &cluster,
             &server,
             port,
-            // A short grace keeps the demo lively; the server's default is 30s.
-            &[("DEBOUNCE_THRESHOLD", "5s"), ("LOG_LEVEL", "info")],
+            &[("DEBOUNCE_THRESHOLD", DEMO_GRACE), ("LOG_LEVEL", "info")],
             "ifo-apiserver.log",
         )?;
         cluster.register_apiservice(port)?;
@@ -97,7 +119,10 @@ fn main() -> Result<()> {
     println!("  alias kubectl={}", cluster.binaries.kubectl.display());
     println!("\nServer log: {log}");
     println!(
-        "\nStreaming `kubectl get ifos -A -w` while a workload moves VMs through states. Ctrl-C stops everything.\n"
+        "\nStreaming `kubectl get ifos -A -w --output-watch-events -o wide` while a workload moves VMs \
+         through states.\nDemo setting: operations complete {DEMO_GRACE} after they stop being \
+         detected (a real install waits 30s); meanwhile they show `ending in …`.\n\
+         Ctrl-C stops everything.\n"
     );
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -106,9 +131,17 @@ fn main() -> Result<()> {
     }
     let mut watch = cluster
         .kubectl(User::Admin)
-        .args(["get", "ifos", "-A", "-w", "-o", "wide"])
+        .args([
+            "get",
+            "ifos",
+            "-A",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "wide",
+        ])
         .spawn()
-        .context("starting kubectl get ifos -A -w")?;
+        .context("starting kubectl get ifos -A -w --output-watch-events")?;
     std::thread::scope(|scope| {
         let workload_stop = stop.clone();
         let cluster = &cluster;

@@ -219,8 +219,12 @@ fn status() -> Value {
                 "type": "string",
                 "enum": ["History", "Progress"],
             },
+            "gracePeriodEnd": {
+                "$ref": meta("Time"),
+                "description": "Set while the operation is ending: no rule detects it any more and it is Active only for the rest of its debounce grace. It turns Completed at this time unless a rule detects it again. For a maintenance verdict this is its expected end. Absent otherwise.",
+            },
             "conditions": {
-                "description": "Conditions of the operation, in the standard Kubernetes form. `Stalled` (status True) while the operation is stalled: reported by the rule's stalled expression (reason: the one the rule gives when it is a CamelCase word, else ReportedByRule with the rule's text as the message), or running longer than 1.5 times the 99th percentile of the durations of its rule's operations that succeeded (reason OverdueByHistory). Otherwise empty.",
+                "description": "Conditions of the operation, in the standard Kubernetes form. `Stalled` (status True) while the operation is stalled: reported by the rule's stalled expression (reason: the one the rule gives when it is a CamelCase word, else ReportedByRule with the rule's text as the message), or running longer than 1.5 times the 99th percentile of the durations of its rule's operations that succeeded (reason OverdueByHistory). While the operation is ending, Detected=False with reason GracePeriod: lastTransitionTime is when its rules stopped matching, the message says when it completes. Empty otherwise.",
                 "type": "array",
                 "items": {"$ref": meta("Condition")},
                 "x-kubernetes-list-map-keys": ["type"],

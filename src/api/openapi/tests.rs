@@ -129,13 +129,14 @@ fn owner(kind: &str, uid: &str) -> OwnerReference {
 }
 
 /// Records with every optional field set: a completed namespaced operation with a message,
-/// outcome, generation and owners, and an active cluster-scoped one without them.
+/// outcome, generation and owners, and an active cluster-scoped one without them, ending.
 fn records() -> Vec<InFlightOperation> {
     let ruleset = RuleSetInfo {
         name: "kubevirt".into(),
         generation: None,
         component: "virt".into(),
         labels: BTreeMap::from([("example.com/team".into(), "virt".into())]),
+        exclusive: false,
     };
     let subject = Subject {
         api_version: "kubevirt.io/v1".into(),
@@ -179,6 +180,11 @@ fn records() -> Vec<InFlightOperation> {
         end: now,
         basis: EstimateBasis::Progress,
         overdue: None,
+    });
+    // And what ending adds.
+    active.ending = Some(crate::operation::Ending {
+        since: now,
+        at: "2026-11-22T10:31:30Z".parse().unwrap(),
     });
     vec![completed, active]
 }

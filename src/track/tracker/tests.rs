@@ -52,6 +52,7 @@ fn ruleset(name: &str) -> RuleSetInfo {
         generation: None,
         component: "virt".into(),
         labels: BTreeMap::new(),
+        exclusive: false,
     }
 }
 
@@ -128,8 +129,20 @@ fn completes_after_the_grace_with_its_outcome() {
     assert_eq!(rec.message.as_deref(), Some("copying"));
     assert_eq!(tr.active_count("rs"), 1);
 
-    // Stops matching: still Active, nothing visible changes during the grace.
-    assert!(see(&mut tr, "u1", inactive(Some("Succeeded")), t(5)).is_empty());
+    // Stops matching: still Active, but shown as ending, once; nothing else changes during
+    // the grace.
+    let ending = only_upsert(&see(&mut tr, "u1", inactive(Some("Succeeded")), t(5)));
+    assert_eq!(ending.phase, Phase::Active);
+    assert_eq!(
+        ending.ending,
+        Some(Ending {
+            since: t(5),
+            at: t(35)
+        })
+    );
+    assert_eq!(ending.ending_at(), Some(t(35)));
+    assert_eq!(ending.uid, rec.uid);
+    assert!(see(&mut tr, "u1", inactive(Some("Succeeded")), t(6)).is_empty());
     assert_eq!(tr.next_deadline(), Some(t(35)));
     assert!(tr.tick(t(34)).is_empty());
     assert_eq!(tr.active_count("rs"), 1);
@@ -161,6 +174,10 @@ fn completes_after_the_grace_with_its_outcome() {
     );
     assert_eq!(done.last_detected, t(0));
     assert_eq!(done.message.as_deref(), Some("copying"));
+    assert_eq!(
+        done.ending, None,
+        "a completed operation is no longer ending"
+    );
     assert_eq!(tr.active_count("rs"), 0);
     assert_eq!(tr.next_deadline(), None);
     assert!(tr.tick(t(10_000)).is_empty());
@@ -170,11 +187,17 @@ fn completes_after_the_grace_with_its_outcome() {
 fn flapping_within_the_grace_is_one_occurrence() {
     let mut tr = tracker(settings(30, false));
     let rec = only_upsert(&see(&mut tr, "u1", active(None), t(0)));
-    assert!(see(&mut tr, "u1", inactive(None), t(5)).is_empty());
-    assert!(see(&mut tr, "u1", active(None), t(10)).is_empty());
+    let ending = only_upsert(&see(&mut tr, "u1", inactive(None), t(5)));
+    assert_eq!(ending.ending_at(), Some(t(35)));
+    // Detected again: the same occurrence, no longer ending.
+    let back = only_upsert(&see(&mut tr, "u1", active(None), t(10)));
+    assert_eq!((back.uid.as_str(), back.ending), (rec.uid.as_str(), None));
     assert_eq!(tr.next_deadline(), None, "grace cancelled");
     assert!(tr.tick(t(100)).is_empty());
-    assert!(see(&mut tr, "u1", inactive(None), t(50)).is_empty());
+    assert_eq!(
+        only_upsert(&see(&mut tr, "u1", inactive(None), t(50))).ending_at(),
+        Some(t(80))
+    );
     let changes = tr.tick(t(80));
     assert_eq!(changes.len(), 2);
     let done = changes[0].record();
@@ -187,6 +210,27 @@ fn flapping_within_the_grace_is_one_occurrence() {
         "no outcome expression"
     );
     assert_eq!(done.last_detected, t(10));
+}
+
+#[test]
+fn matching_again_drops_the_pending_outcome() {
+    let mut tr = tracker(settings(30, false));
+    see(&mut tr, "u1", active(None), t(0));
+    see(&mut tr, "u1", inactive(Some("Failed")), t(5));
+    see(&mut tr, "u1", active(None), t(10));
+    // A new stop: its own outcome, not the one of the stop that did not last.
+    see(&mut tr, "u1", inactive(Some("Succeeded")), t(20));
+    let changes = tr.tick(t(50));
+    assert_eq!(changes[0].record().outcome, Some(Outcome::Succeeded));
+    assert_eq!(changes[0].record().completed, Some(t(20)));
+
+    // Without an outcome at the new stop, it is unknown: the earlier one is gone too.
+    let mut tr = tracker(settings(30, false));
+    see(&mut tr, "u1", active(None), t(0));
+    see(&mut tr, "u1", inactive(Some("Failed")), t(5));
+    see(&mut tr, "u1", active(None), t(10));
+    see(&mut tr, "u1", inactive(None), t(20));
+    assert_eq!(tr.tick(t(50))[0].record().outcome, Some(Outcome::Unknown));
 }
 
 #[test]
@@ -240,7 +284,7 @@ fn errors_neither_complete_nor_touch_a_grace() {
     assert_eq!(tr.active_count("rs"), 1);
     assert_eq!(tr.next_deadline(), None, "an error does not start a grace");
 
-    assert!(see(&mut tr, "u1", inactive(Some("Succeeded")), t(1000)).is_empty());
+    only_upsert(&see(&mut tr, "u1", inactive(Some("Succeeded")), t(1000)));
     assert!(see(&mut tr, "u1", error(), t(1010)).is_empty());
     assert_eq!(
         tr.next_deadline(),
@@ -257,23 +301,57 @@ fn errors_neither_complete_nor_touch_a_grace() {
 }
 
 #[test]
-fn latest_valid_outcome_during_the_grace_wins() {
-    // Outcome expression results during the grace (None: no expression, Err: it failed).
+fn the_outcome_is_the_one_at_the_moment_it_stopped_matching() {
+    // Outcome expression results at the stop and after it, during the grace (None: no
+    // expression, Err: it failed).
     type Events<'a> = &'a [Option<Result<&'a str, ()>>];
-    let cases: [(Events, Outcome); 5] = [
+    let cases: [(&str, Events, Outcome); 8] = [
         (
-            &[Some(Ok("Failed")), Some(Ok("Succeeded"))],
+            "what the subject does next does not rewrite the result",
+            &[
+                Some(Ok("Succeeded")),
+                Some(Ok("Canceled")),
+                Some(Ok("Unknown")),
+            ],
             Outcome::Succeeded,
         ),
-        (&[Some(Ok("Succeeded")), Some(Err(()))], Outcome::Succeeded),
         (
-            &[Some(Ok("Canceled")), Some(Ok("not-an-outcome"))],
+            "a failure stays a failure",
+            &[Some(Ok("Failed")), Some(Ok("Succeeded"))],
+            Outcome::Failed,
+        ),
+        (
+            "an unknown result is replaced by the first determinate one",
+            &[
+                Some(Ok("Unknown")),
+                Some(Ok("Succeeded")),
+                Some(Ok("Failed")),
+            ],
+            Outcome::Succeeded,
+        ),
+        (
+            "no result yet: the first one after the stop",
+            &[None, Some(Ok("Canceled")), Some(Ok("Succeeded"))],
             Outcome::Canceled,
         ),
-        (&[Some(Ok("not-an-outcome"))], Outcome::Unknown),
-        (&[Some(Err(())), None], Outcome::Unknown),
+        (
+            "a failed expression is no result",
+            &[Some(Err(())), Some(Ok("Succeeded"))],
+            Outcome::Succeeded,
+        ),
+        (
+            "an invalid name is no result",
+            &[Some(Ok("not-an-outcome")), Some(Ok("Canceled"))],
+            Outcome::Canceled,
+        ),
+        (
+            "a later failed expression keeps the result",
+            &[Some(Ok("Succeeded")), Some(Err(()))],
+            Outcome::Succeeded,
+        ),
+        ("never a result", &[Some(Err(())), None], Outcome::Unknown),
     ];
-    for (events, expected) in cases {
+    for (why, events, expected) in cases {
         let mut tr = tracker(settings(30, false));
         see(&mut tr, "u1", active(None), t(0));
         for (i, o) in events.iter().enumerate() {
@@ -286,8 +364,8 @@ fn latest_valid_outcome_during_the_grace_wins() {
             );
         }
         let changes = tr.tick(t(100));
-        assert_eq!(changes[0].record().outcome, Some(expected), "{events:?}");
-        assert_eq!(changes[0].record().completed, Some(t(1)));
+        assert_eq!(changes[0].record().outcome, Some(expected), "{why}");
+        assert_eq!(changes[0].record().completed, Some(t(1)), "{why}");
     }
 }
 
@@ -907,7 +985,10 @@ fn a_restored_operation_that_still_matches_keeps_its_identity() {
     assert_eq!(after.message.as_deref(), Some("almost done"));
     // Confirmed: the sweep leaves it alone, and it ends through the grace as usual.
     assert!(tr.sweep_restored(t(101)).is_empty());
-    assert!(see(&mut tr, "a", inactive(None), t(110)).is_empty());
+    assert_eq!(
+        only_upsert(&see(&mut tr, "a", inactive(None), t(110))).ending_at(),
+        Some(t(140))
+    );
     let ended = summary(&tr.tick(t(140)));
     assert_eq!(ended[0].2, Phase::Completed);
 }
@@ -1063,4 +1144,283 @@ fn progress_and_stall_follow_the_rule_and_survive_its_errors() {
         t(15),
     ));
     assert_eq!((third.progress(), third.stall()), (None, None));
+}
+
+/// The operations of a VM ruleset that follows `printableStatus`, in rule order.
+const VM_OPS: [&str; 3] = ["Starting", "Migrating", "Stopping"];
+
+/// An evaluation of a VM whose `printableStatus` is `status`, by rules like the shipped ones:
+/// `Starting` reports `Succeeded` once running and `Canceled` once stopping, `Stopping` reports
+/// `Succeeded` once stopped, `Migrating` has no outcome expression.
+fn vm(status: &str) -> Evaluation {
+    let outcome = |op: &str| match (op, status) {
+        ("Starting", "Running") | ("Stopping", "Stopped") => Some(Ok("Succeeded".to_owned())),
+        ("Starting", "Stopping" | "Stopped") => Some(Ok("Canceled".to_owned())),
+        ("Starting" | "Stopping", _) => Some(Ok("Unknown".to_owned())),
+        _ => None,
+    };
+    Evaluation {
+        rules: VM_OPS
+            .iter()
+            .map(|op| {
+                if *op == status {
+                    RuleResult::Active {
+                        message: None,
+                        start_time: None,
+                        progress: None,
+                        stalled: None,
+                    }
+                } else {
+                    RuleResult::Inactive {
+                        outcome: outcome(op),
+                    }
+                }
+            })
+            .collect(),
+        labels: vec![],
+        over_budget: None,
+    }
+}
+
+fn vm_ruleset(exclusive: bool) -> RuleSetInfo {
+    RuleSetInfo {
+        exclusive,
+        ..ruleset("rs")
+    }
+}
+
+/// Moves the VM to `status` at `at`; returns what a watcher sees: (U|R, operation, phase,
+/// outcome, ending).
+fn move_vm(
+    tr: &mut Tracker,
+    exclusive: bool,
+    status: &str,
+    at: Timestamp,
+) -> Vec<(char, String, Phase, Option<Outcome>, bool)> {
+    let ops: Vec<String> = VM_OPS.iter().map(|s| s.to_string()).collect();
+    let changes = tr
+        .observe(
+            &vm_ruleset(exclusive),
+            &ops,
+            &subject("u1"),
+            &vm(status),
+            at,
+        )
+        .changes;
+    operations(&changes)
+}
+
+fn operations(changes: &[Change]) -> Vec<(char, String, Phase, Option<Outcome>, bool)> {
+    changes
+        .iter()
+        .map(|c| {
+            let r = c.record();
+            let kind = if matches!(c, Change::Upsert(_)) {
+                'U'
+            } else {
+                'R'
+            };
+            (
+                kind,
+                r.operation.clone(),
+                r.phase,
+                r.outcome,
+                r.ending.is_some(),
+            )
+        })
+        .collect()
+}
+
+fn op(
+    kind: char,
+    operation: &str,
+    phase: Phase,
+    outcome: Option<Outcome>,
+    ending: bool,
+) -> (char, String, Phase, Option<Outcome>, bool) {
+    (kind, operation.to_owned(), phase, outcome, ending)
+}
+
+#[test]
+fn a_subject_moving_on_during_the_grace_keeps_each_outcome() {
+    use Phase::Active;
+    let mut tr = tracker(settings(30, false));
+    // Starting → Running → Migrating → Running → Stopping → Stopped, all within one grace.
+    move_vm(&mut tr, false, "Starting", t(0));
+    assert_eq!(
+        move_vm(&mut tr, false, "Running", t(5)),
+        [op('U', "Starting", Active, None, true)]
+    );
+    move_vm(&mut tr, false, "Migrating", t(10));
+    move_vm(&mut tr, false, "Running", t(20));
+    move_vm(&mut tr, false, "Stopping", t(25));
+    move_vm(&mut tr, false, "Stopped", t(30));
+    let mut completed: Vec<_> = [35, 50, 60]
+        .into_iter()
+        .flat_map(|at| tr.tick(t(at)))
+        .filter(|c| matches!(c, Change::Upsert(_)))
+        .map(|c| {
+            let r = c.record().clone();
+            (r.operation.clone(), r.outcome, r.completed)
+        })
+        .collect();
+    completed.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        completed,
+        [
+            ("Migrating".to_owned(), Some(Outcome::Unknown), Some(t(20))),
+            ("Starting".to_owned(), Some(Outcome::Succeeded), Some(t(5))),
+            ("Stopping".to_owned(), Some(Outcome::Succeeded), Some(t(30))),
+        ]
+    );
+}
+
+#[test]
+fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
+    use Phase::{Active, Completed};
+    let mut tr = tracker(settings(30, false));
+    assert_eq!(
+        move_vm(&mut tr, true, "Starting", t(0)),
+        [op('U', "Starting", Active, None, false)]
+    );
+    // Running matches no rule: Starting is ending, with the outcome of this moment.
+    assert_eq!(
+        move_vm(&mut tr, true, "Running", t(5)),
+        [op('U', "Starting", Active, None, true)]
+    );
+    // Migrating starts: Starting completes now, as it ended (Succeeded, at 5), before the new
+    // operation is shown.
+    let changes = tr
+        .observe(
+            &vm_ruleset(true),
+            &VM_OPS.map(String::from),
+            &subject("u1"),
+            &vm("Migrating"),
+            t(10),
+        )
+        .changes;
+    assert_eq!(
+        operations(&changes),
+        [
+            op('U', "Starting", Completed, Some(Outcome::Succeeded), false),
+            op('R', "Starting", Completed, Some(Outcome::Succeeded), false),
+            op('U', "Migrating", Active, None, false),
+        ]
+    );
+    assert_eq!(changes[0].record().completed, Some(t(5)));
+    // Straight from Migrating to Stopping: Migrating completes at once, with no grace shown.
+    assert_eq!(
+        move_vm(&mut tr, true, "Stopping", t(20)),
+        [
+            op('U', "Migrating", Completed, Some(Outcome::Unknown), false),
+            op('R', "Migrating", Completed, Some(Outcome::Unknown), false),
+            op('U', "Stopping", Active, None, false),
+        ]
+    );
+    assert_eq!(tr.active_count("rs"), 1);
+    // Stopping again while still stopping changes nothing.
+    assert!(move_vm(&mut tr, true, "Stopping", t(21)).is_empty());
+    // Stopping → Starting without a stop in between: Stopping ends Unknown (its outcome
+    // expression says so on a starting VM).
+    assert_eq!(
+        move_vm(&mut tr, true, "Starting", t(22)),
+        [
+            op('U', "Stopping", Completed, Some(Outcome::Unknown), false),
+            op('R', "Stopping", Completed, Some(Outcome::Unknown), false),
+            op('U', "Starting", Active, None, false),
+        ]
+    );
+    assert_eq!(tr.next_deadline(), None, "no grace left running");
+
+    // Without exclusive, the previous operation keeps its grace.
+    let mut tr = tracker(settings(30, false));
+    move_vm(&mut tr, false, "Starting", t(0));
+    assert_eq!(
+        move_vm(&mut tr, false, "Stopping", t(5)),
+        [
+            op('U', "Starting", Active, None, true),
+            op('U', "Stopping", Active, None, false),
+        ]
+    );
+    assert_eq!(tr.active_count("rs"), 2);
+}
+
+#[test]
+fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
+    let ops: Vec<String> = VM_OPS.iter().map(|s| s.to_string()).collect();
+    let on = || RuleResult::Active {
+        message: None,
+        start_time: None,
+        progress: None,
+        stalled: None,
+    };
+    let off = || RuleResult::Inactive { outcome: None };
+    let rs = vm_ruleset(true);
+    let mut tr = tracker(settings(30, false));
+    let evaluation = |rules: Vec<RuleResult>| Evaluation {
+        rules,
+        labels: vec![],
+        over_budget: None,
+    };
+    tr.observe(
+        &rs,
+        &ops,
+        &subject("u1"),
+        &evaluation(vec![on(), off(), off()]),
+        t(0),
+    );
+    // Two rules match at once: the one still matching is not ended (it would only start
+    // again at the next event).
+    let changes = tr
+        .observe(
+            &rs,
+            &ops,
+            &subject("u1"),
+            &evaluation(vec![on(), on(), off()]),
+            t(1),
+        )
+        .changes;
+    assert_eq!(summary(&changes).len(), 1);
+    assert_eq!(changes[0].record().operation, "Migrating");
+    assert_eq!(tr.active_count("rs"), 2);
+    // A rule that fails to evaluate as another starts: its operation ends, Unknown.
+    let changes = tr
+        .observe(
+            &rs,
+            &ops,
+            &subject("u1"),
+            &evaluation(vec![RuleResult::Error(err()), off(), on()]),
+            t(2),
+        )
+        .changes;
+    let ended: Vec<_> = changes
+        .iter()
+        .filter(|c| c.record().phase == Phase::Completed && matches!(c, Change::Upsert(_)))
+        .map(|c| (c.record().operation.clone(), c.record().outcome))
+        .collect();
+    // Migrating stopped matching at this same event (its outcome unknown) and ends too.
+    assert_eq!(
+        ended,
+        [
+            ("Migrating".to_owned(), Some(Outcome::Unknown)),
+            ("Starting".to_owned(), Some(Outcome::Unknown))
+        ]
+    );
+    assert_eq!(tr.active_count("rs"), 1);
+    // Another subject is not affected.
+    tr.observe(
+        &rs,
+        &ops,
+        &subject("u2"),
+        &evaluation(vec![on(), off(), off()]),
+        t(3),
+    );
+    tr.observe(
+        &rs,
+        &ops,
+        &subject("u1"),
+        &evaluation(vec![on(), off(), off()]),
+        t(4),
+    );
+    assert_eq!(tr.active_count("rs"), 2);
 }
