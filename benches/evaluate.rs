@@ -17,6 +17,8 @@ fn rule(engine: &Engine, operation: &str, matches: &str, message: Option<&str>) 
         message: message.map(compile),
         outcome: None,
         start_time: None,
+        progress: None,
+        stalled: None,
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
+use ifo::history::{self, Durations};
 use ifo::index::{Index, ObjectKey, Stored};
 use ifo::track::Change;
 
@@ -147,6 +148,36 @@ fn maps(c: &mut Criterion) {
         )
     });
     group.bench_function("snapshot", |b| b.iter(|| black_box(reader.snapshot())));
+    // What the detector adds to each change it publishes: the record's expectation from the
+    // durations learned for its rule (here with history for every operation), then the write.
+    let durations = Durations::default();
+    for record in records().iter().filter(|r| r.completed.is_some()) {
+        durations.completed(record);
+    }
+    let now = jiff::Timestamp::now();
+    group.bench_function("expectation of one change", |b| {
+        b.iter_batched(
+            || {
+                i = (i + 7919) % OPERATIONS;
+                progressed(i, i % 100)
+            },
+            |op| black_box(history::refreshed(&op, &durations, now)),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("apply one change with its expectation", |b| {
+        b.iter_batched(
+            || {
+                i = (i + 7919) % OPERATIONS;
+                progressed(i, i % 100)
+            },
+            |op| {
+                let op = history::refreshed(&op, &durations, now).unwrap_or(op);
+                index.apply(vec![Change::Upsert(op)])
+            },
+            BatchSize::SmallInput,
+        )
+    });
     group.finish();
     drop(watchers);
 }

@@ -91,9 +91,7 @@ where
 
 /// The deadline of each call to kube-apiserver that is not a watch.
 pub fn api_timeout(args: &ServeArgs) -> Duration {
-    args.k8s_api_timeout
-        .unsigned_abs()
-        .max(Duration::from_secs(1))
+    args.k8s_api_timeout.max(Duration::from_secs(1))
 }
 
 /// A kube client for the server's own identity, from `--kubeconfig` or the environment.

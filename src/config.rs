@@ -5,6 +5,7 @@ use clap::Args;
 use jiff::SignedDuration;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use ifo_apimachinery::duration::parse_duration;
 
@@ -32,9 +33,10 @@ pub struct ServeArgs {
     #[arg(long, env = "DEBOUNCE_THRESHOLD", default_value = "30s", value_parser = parse_duration)]
     pub debounce_threshold: SignedDuration,
     /// Deadline of each call to kube-apiserver that is not a watch: TokenReview,
-    /// SubjectAccessReview, status writes, discovery (connect and write timeouts too).
-    #[arg(long, env = "K8S_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
-    pub k8s_api_timeout: SignedDuration,
+    /// SubjectAccessReview, status writes, discovery (connect and write timeouts too). At least
+    /// 1s.
+    #[arg(long, env = "K8S_API_TIMEOUT", default_value = "10s", value_parser = parse_setting_duration)]
+    pub k8s_api_timeout: Duration,
     /// Keep completed operations for COMPLETED_RETENTION instead of removing them at once.
     #[arg(long, env = "RETAIN_COMPLETED_IFOS", default_value_t = false, action = clap::ArgAction::Set)]
     pub retain_completed_ifos: bool,
@@ -44,9 +46,11 @@ pub struct ServeArgs {
     /// Most completed operations kept at once; the oldest go first.
     #[arg(long, env = "MAX_COMPLETED_IFOS", default_value_t = 10_000)]
     pub max_completed_ifos: usize,
-    /// Retry interval after a failed watch or status write.
-    #[arg(long, env = "REQUEUE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
-    pub requeue_interval: SignedDuration,
+    /// How long a watcher whose target the cluster does not serve (yet), or whose discovery
+    /// failed, waits before it looks the target up again; a change to any CRD makes it look at
+    /// once. Failed lists and watches back off on their own (1s to 30s). At least 1s.
+    #[arg(long, env = "REQUEUE_INTERVAL", default_value = "60s", value_parser = parse_setting_duration)]
+    pub requeue_interval: Duration,
     /// Watch events kept for watches that resume from a resourceVersion.
     #[arg(long, env = "EVENT_HISTORY", default_value_t = 10_000)]
     pub event_history: usize,
@@ -74,44 +78,45 @@ pub struct ServeArgs {
     /// Time a client has to send a request's headers. A new connection has as long from its
     /// accept to its first request (TLS handshake and HTTP/1-or-2 detection included); an idle
     /// HTTP/1 connection closes after as long.
-    #[arg(long, env = "REQUEST_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
-    pub request_header_timeout: SignedDuration,
+    #[arg(long, env = "REQUEST_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_setting_duration)]
+    pub request_header_timeout: Duration,
     /// On SIGTERM, how long `/readyz` fails before open watches are ended and the server stops,
-    /// so that load balancers and the aggregator stop sending requests first.
-    #[arg(long, env = "SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
-    pub shutdown_delay: SignedDuration,
+    /// so that load balancers and the aggregator stop sending requests first. Without leader
+    /// election only: a leader hands the Lease over instead, and a standby stops at once.
+    #[arg(long, env = "SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_setting_duration)]
+    pub shutdown_delay: Duration,
     /// Longest `/readyz` waits for the initial sync (rulesets listed, their targets listed)
     /// before it reports ready with what is known: an unready server stalls the APIService.
-    #[arg(long, env = "INITIAL_SYNC_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
-    pub initial_sync_timeout: SignedDuration,
+    #[arg(long, env = "INITIAL_SYNC_TIMEOUT", default_value = "2m", value_parser = parse_setting_duration)]
+    pub initial_sync_timeout: Duration,
     /// How often each watched target is listed (one object) to notice a watch that stalled
-    /// without failing (etcd unavailable); a list slower than K8S_API_TIMEOUT (at most 10s)
-    /// counts as failed.
-    #[arg(long, env = "WATCH_PROBE_INTERVAL", default_value = "15s", value_parser = parse_duration)]
-    pub watch_probe_interval: SignedDuration,
+    /// without failing (etcd unavailable); a list slower than K8S_API_TIMEOUT counts as failed.
+    /// At least 1s.
+    #[arg(long, env = "WATCH_PROBE_INTERVAL", default_value = "15s", value_parser = parse_setting_duration)]
+    pub watch_probe_interval: Duration,
     /// Runtime cost one CEL expression may use on one object (elements iterated × the size of
     /// the comprehension body, elements created); beyond it the evaluation stops as unknown.
     #[arg(long, env = "CEL_COST_LIMIT", default_value_t = crate::evaluate::DEFAULT_COST_LIMIT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub cel_cost_limit: u64,
     /// Wall-clock time one ruleset's evaluation on one object may take.
-    #[arg(long, env = "CEL_EVALUATION_TIMEOUT", default_value = "100ms", value_parser = parse_duration)]
-    pub cel_evaluation_timeout: SignedDuration,
-    /// Over-budget evaluations within CEL_SUSPEND_WINDOW that suspend a ruleset until its spec
-    /// changes; 0 never suspends.
-    #[arg(long, env = "CEL_SUSPEND_AFTER", default_value_t = crate::watch::DEFAULT_SUSPEND_AFTER)]
+    #[arg(long, env = "CEL_EVALUATION_TIMEOUT", default_value = "100ms", value_parser = parse_setting_duration)]
+    pub cel_evaluation_timeout: Duration,
+    /// Different objects a ruleset goes over its budget on within CEL_SUSPEND_WINDOW that
+    /// suspend it until its spec changes; 0 never suspends.
+    #[arg(long, env = "CEL_SUSPEND_AFTER", default_value_t = crate::detect::DEFAULT_SUSPEND_AFTER)]
     pub cel_suspend_after: u32,
     /// See CEL_SUSPEND_AFTER.
-    #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_duration)]
-    pub cel_suspend_window: SignedDuration,
+    #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_setting_duration)]
+    pub cel_suspend_window: Duration,
     /// Also write every operation as a cluster-scoped `inflightoperations.ifo.kubevirt.io`
     /// custom resource (the CRD of deploy/persist/ must be installed), read back at start.
     #[arg(long, env = "PERSIST", default_value_t = false, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
     pub persist: bool,
     /// Least time between two writes of one operation's persisted copy.
-    #[arg(long, env = "PERSIST_INTERVAL", default_value = "5s", value_parser = parse_duration)]
-    pub persist_interval: SignedDuration,
+    #[arg(long, env = "PERSIST_INTERVAL", default_value = "5s", value_parser = parse_setting_duration)]
+    pub persist_interval: Duration,
     /// Writes of persisted copies per second, all operations together.
     #[arg(long, env = "PERSIST_QPS", default_value_t = 50.0, value_parser = positive)]
     pub persist_qps: f64,
@@ -125,14 +130,14 @@ pub struct ServeArgs {
           num_args = 0..=1, default_missing_value = "true")]
     pub leader_elect: bool,
     /// How long the others wait after the leader's last renewal before they take the lease.
-    #[arg(long, env = "LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
-    pub leader_elect_lease_duration: SignedDuration,
+    #[arg(long, env = "LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_setting_duration)]
+    pub leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops serving.
-    #[arg(long, env = "LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
-    pub leader_elect_renew_deadline: SignedDuration,
+    #[arg(long, env = "LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_setting_duration)]
+    pub leader_elect_renew_deadline: Duration,
     /// Time between two looks at the lease.
-    #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
-    pub leader_elect_retry_period: SignedDuration,
+    #[arg(long, env = "LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_setting_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Name of the Lease.
     #[arg(
         long,
@@ -147,6 +152,21 @@ pub struct ServeArgs {
     /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API).
     #[arg(long, env = "POD_NAMESPACE", default_value = "ifo-system")]
     pub leader_elect_resource_namespace: String,
+    /// The container that runs the server in the replicas' pods. With `POD_NAME` set, followers
+    /// watch the leader's pod and take the Lease as soon as kubelet reports this container of it
+    /// ended after the leader took the Lease, instead of waiting for the Lease to expire.
+    #[arg(
+        long,
+        env = "LEADER_ELECT_CONTAINER_NAME",
+        default_value = "ifo-apiserver"
+    )]
+    pub leader_elect_container_name: String,
+}
+
+/// A setting's duration (see [`parse_duration`]) as the timers that use it take it: settings are
+/// never negative.
+fn parse_setting_duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map(|d| d.unsigned_abs())
 }
 
 /// Bytes, bare or with a binary suffix as Kubernetes quantities write them (`512Mi`).
@@ -182,15 +202,15 @@ fn positive(s: &str) -> Result<f64, String> {
 
 impl ServeArgs {
     /// The evaluation budget and suspension policy these settings give.
-    pub fn evaluation_limits(&self) -> crate::watch::Limits {
-        crate::watch::Limits {
+    pub fn evaluation_limits(&self) -> crate::detect::Limits {
+        crate::detect::Limits {
             budget: crate::evaluate::Budget {
                 cost_limit: self.cel_cost_limit,
-                timeout: self.cel_evaluation_timeout.unsigned_abs(),
+                timeout: self.cel_evaluation_timeout,
             },
-            suspend: crate::watch::SuspendPolicy {
+            suspend: crate::detect::SuspendPolicy {
                 after: self.cel_suspend_after,
-                window: self.cel_suspend_window.unsigned_abs(),
+                window: self.cel_suspend_window,
             },
         }
     }
@@ -198,7 +218,7 @@ impl ServeArgs {
     /// How the persistence writer paces itself.
     pub fn persist_settings(&self) -> crate::persist::Settings {
         crate::persist::Settings {
-            interval: self.persist_interval.unsigned_abs(),
+            interval: self.persist_interval,
             qps: self.persist_qps,
             burst: self.persist_burst,
         }
@@ -210,9 +230,9 @@ impl ServeArgs {
         if !self.leader_elect {
             return Ok(None);
         }
-        let lease = self.leader_elect_lease_duration.unsigned_abs();
-        let renew = self.leader_elect_renew_deadline.unsigned_abs();
-        let retry = self.leader_elect_retry_period.unsigned_abs();
+        let lease = self.leader_elect_lease_duration;
+        let renew = self.leader_elect_renew_deadline;
+        let retry = self.leader_elect_retry_period;
         if retry.is_zero() || renew <= retry || lease <= renew {
             return Err(format!(
                 "leader election needs 0 < retry period ({retry:?}) < renew deadline ({renew:?}) < lease duration ({lease:?})"
@@ -233,6 +253,11 @@ impl ServeArgs {
             lease_duration: lease,
             renew_deadline: renew,
             retry_period: retry,
+            // Identities name their pods only with POD_NAME (else they name hosts).
+            container: self
+                .pod_name
+                .as_ref()
+                .map(|_| self.leader_elect_container_name.clone()),
         }))
     }
 
@@ -272,7 +297,7 @@ mod tests {
             settings.identity, other.identity,
             "two processes, two identities"
         );
-        args.leader_elect_renew_deadline = SignedDuration::from_secs(20);
+        args.leader_elect_renew_deadline = Duration::from_secs(20);
         let error = args.leader_election().unwrap_err();
         assert!(error.contains("renew deadline"), "{error}");
     }
@@ -292,6 +317,6 @@ mod tests {
     #[test]
     fn evaluation_limits_default_to_the_documented_values() {
         let limits = ServeArgs::defaults().evaluation_limits();
-        assert_eq!(limits, crate::watch::Limits::default());
+        assert_eq!(limits, crate::detect::Limits::default());
     }
 }

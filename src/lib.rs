@@ -1,28 +1,30 @@
 //! Live InFlightOperations: a Kubernetes aggregated API server that shows every operation in
 //! flight in a cluster, detected by CEL rules in OperationRuleSets and served from memory.
 //!
-//! Pipeline: `ruleset` (types, compile) → `reconcile` (the controller) → `watch` (dynamic watchers) → `evaluate` → `track` (debounce)
-//! → `index` → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
+//! Pipeline: `ruleset` (types, compile) → `reconcile` (the controller) → `watch` (dynamic watchers) → `detect`
+//! (`evaluate` → `track` (debounce) → `index`) → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
 //! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
 
 pub use ifo_apimachinery as apimachinery;
 
 pub mod api;
-pub mod auth;
-pub mod client;
+mod auth;
+mod client;
 pub mod config;
+mod detect;
 pub mod evaluate;
-pub mod guard;
+mod guard;
+pub mod history;
 pub mod index;
-pub mod lease;
+mod lease;
 pub mod metrics;
 pub mod operation;
-pub mod persist;
+mod persist;
 pub mod readiness;
-pub mod reconcile;
+mod reconcile;
 pub mod rules;
 pub mod ruleset;
 pub mod server;
-pub mod supervise;
+mod supervise;
 pub mod track;
 pub mod watch;

@@ -35,7 +35,9 @@ pub enum Status {
 #[derive(Debug)]
 struct State {
     next_id: u64,
-    /// What the initial sync still waits for, in the order it was registered.
+    /// What the initial sync still waits for, in the order it was registered. Kept after the
+    /// wait was given up on (see [`Readiness::give_up_after`]) until each is done: answers
+    /// until then may be incomplete (see [`Readiness::unsynced`]).
     pending: BTreeMap<u64, String>,
     /// Latched: set once, never cleared.
     ready: bool,
@@ -131,6 +133,14 @@ impl Readiness {
         self.status() == Status::Ready
     }
 
+    /// What the initial sync has not seen yet, ready or not: the list of OperationRuleSets, or
+    /// the first list of a target (done when it completed and was evaluated, or failed: a
+    /// failing target is then named by the target health instead). Empty once every first list
+    /// is in. Until then an answer may be missing what those lists hold: the API says so.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.state.borrow().pending.values().cloned().collect()
+    }
+
     /// Whether the initial sync is done (or was given up on): latched, and unlike
     /// [`Readiness::is_ready`] not withdrawn on shutdown. What a maintenance gate needs to know
     /// before it may say clear.
@@ -184,7 +194,6 @@ impl Readiness {
                 "initial sync not done in time; reporting ready with what is known so far"
             );
             s.ready = true;
-            s.pending.clear();
             true
         });
     }

@@ -6,6 +6,7 @@ use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, tls};
 use crate::client::kube_client;
 use crate::config::ServeArgs;
+use crate::detect::{Detector, Health};
 use crate::evaluate::Engine;
 use crate::guard::{self, Guard};
 use crate::index::Index;
@@ -15,14 +16,17 @@ use crate::readiness::Readiness;
 use crate::reconcile;
 use crate::supervise::Tasks;
 use crate::track::{Settings as TrackSettings, Tracker};
-use crate::watch::{Detector, Health, Liveness, TargetHealth, Watches};
+use crate::watch::{Liveness, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
+
+/// How often active operations' expected ends and overdue stalls are brought up to date.
+const EXPECTATIONS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Serves until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> Result<()> {
@@ -72,7 +76,7 @@ impl Server {
 
         let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
         let mut tasks = Tasks::new(readiness.clone());
-        let sync_timeout = args.initial_sync_timeout.unsigned_abs();
+        let sync_timeout = args.initial_sync_timeout;
         tasks.once(
             "initial-sync-timeout",
             readiness.clone().give_up_after(sync_timeout),
@@ -86,17 +90,17 @@ impl Server {
             completed_retention: args.completed_retention,
             max_completed: args.max_completed_ifos,
         });
-        // Where detection is not current: written by the watchers and the detector, read by
-        // the API (and gates).
-        let targets = Arc::new(TargetHealth::default());
+        // What detection knows of itself (where it is not current, what each ruleset hit):
+        // written by the watchers and the detector, read by the API (and gates) and the
+        // rulesets' status.
+        let targets = Arc::new(Health::default());
         tasks.restarting("feed-freshness-reporter", {
-            let (targets, index, readiness) = (targets.clone(), index.clone(), readiness.clone());
+            let (targets, index, readiness) = (targets.reader(), index.clone(), readiness.clone());
             move || targets.clone().report_to(index.clone(), readiness.clone())
         });
         let detector = Arc::new(Detector::new(
             tracker,
             index.clone(),
-            Arc::new(Health::default()),
             targets.clone(),
             args.evaluation_limits(),
         ));
@@ -104,16 +108,18 @@ impl Server {
             let detector = detector.clone();
             move || detector.clone().run_deadlines()
         });
+        tasks.restarting("operation-expectations", {
+            let detector = detector.clone();
+            move || detector.clone().run_expectations(EXPECTATIONS_INTERVAL)
+        });
+        crate::metrics::serve_learned_from(detector.durations.clone());
         let persistence = if args.persist {
             Some(restore(&args, &client, &detector, &readiness, &mut tasks).await?)
         } else {
             None
         };
-        let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1) as u64);
-        let probe_interval = args
-            .watch_probe_interval
-            .unsigned_abs()
-            .max(Duration::from_secs(1));
+        let retry = Duration::from_secs(args.requeue_interval.as_secs().max(1));
+        let probe_interval = args.watch_probe_interval.max(Duration::from_secs(1));
         let liveness = Liveness {
             probe_interval,
             probe_timeout: crate::client::api_timeout(&args),
@@ -126,6 +132,9 @@ impl Server {
             liveness,
             readiness.clone(),
         ));
+        // Ruleset statuses are written by the leader only: replicas learn durations each on its
+        // own, and two writers would overwrite each other's.
+        let (leading_tx, leading) = tokio::sync::watch::channel(election.is_none());
         tasks.restarting("ruleset-controller", {
             let (client, detector) = (client.clone(), detector.clone());
             // The first run releases readiness once the rulesets are listed; a later one (after a
@@ -138,6 +147,7 @@ impl Server {
                     watches.clone(),
                     detector.clone(),
                     listed.take(),
+                    leading.clone(),
                 )
             }
         });
@@ -149,7 +159,8 @@ impl Server {
             max_watch_bytes_per_user: args.max_watch_memory_per_user,
         };
         let state = Arc::new(
-            ApiState::new(index.reader(), readiness.clone(), limits).with_freshness(targets),
+            ApiState::new(index.reader(), readiness.clone(), limits)
+                .with_freshness(targets.reader()),
         );
         let gates = state.clone();
         crate::metrics::serve_gates_from(move || gates.maintenance_gates());
@@ -176,6 +187,7 @@ impl Server {
                 state.set_serving(false);
                 let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
                 let (elector, role) = lease::Elector::new(client.clone(), settings);
+                tasks.once("leader-role", follow_role(role.clone(), leading_tx));
                 if let Some(pod) = &args.pod_name {
                     let label =
                         lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
@@ -230,7 +242,7 @@ impl Server {
                 readiness: self.readiness,
                 listener: listener.clone(),
                 elector: self.elector,
-                delay: self.args.shutdown_delay.unsigned_abs(),
+                delay: self.args.shutdown_delay,
                 stopping: self.tasks.stopping(),
             },
         ));
@@ -305,16 +317,13 @@ async fn accept(
 ) -> Result<()> {
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let deadlines = auth::connection::Deadlines {
-        first_request: args.request_header_timeout.unsigned_abs(),
+        first_request: args.request_header_timeout,
         idle: auth::connection::IDLE_TIMEOUT,
     };
     let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections, deadlines);
     loop {
         let handle = axum_server::Handle::new();
-        *listener
-            .handle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = handle.clone();
+        *listener.handle.lock() = handle.clone();
         if listener.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -356,17 +365,14 @@ const HANDOVER_GRACE: Duration = Duration::from_secs(2);
 /// good on shutdown.
 #[derive(Default)]
 struct Listener {
-    handle: std::sync::Mutex<axum_server::Handle<SocketAddr>>,
+    handle: parking_lot::Mutex<axum_server::Handle<SocketAddr>>,
     stopping: AtomicBool,
 }
 
 impl Listener {
     /// Closes the current listener and its connections, waiting up to `grace` for requests.
     fn close(&self, grace: Duration) {
-        self.handle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .graceful_shutdown(Some(grace));
+        self.handle.lock().graceful_shutdown(Some(grace));
     }
 }
 
@@ -382,7 +388,7 @@ async fn restore(
     tasks: &mut Tasks,
 ) -> Result<Persistence> {
     let api = persist::api(client.clone());
-    let timeout = args.initial_sync_timeout.unsigned_abs();
+    let timeout = args.initial_sync_timeout;
     let found = read_back(&api, timeout).await?;
     let refused = detector.restore(found.records.clone());
     tracing::info!(
@@ -390,18 +396,23 @@ async fn restore(
         restored = found.records.len() - refused.len(),
         "persisted operations read back"
     );
-    let (detector, readiness) = (detector.clone(), readiness.clone());
     let grace = args.debounce_threshold.unsigned_abs();
-    tasks.once("restored-operations-sweep", async move {
-        readiness.wait().await;
-        tokio::time::sleep(grace).await;
-        detector.sweep_restored();
+    tasks.once("restored-operations-sweep", {
+        let (detector, readiness) = (detector.clone(), readiness.clone());
+        async move {
+            readiness.wait().await;
+            tokio::time::sleep(grace).await;
+            detector.sweep_restored();
+        }
     });
+    let detector = detector.clone();
     Ok(Persistence {
         writer: CopyWriter {
             api,
             settings: args.persist_settings(),
             timeout,
+            detector,
+            take_over_timeout: crate::client::api_timeout(args),
         },
         found,
     })
@@ -443,9 +454,35 @@ struct CopyWriter {
     api: kube::Api<kube::api::DynamicObject>,
     settings: persist::Settings,
     timeout: Duration,
+    /// Takes the identities of the copies at the start of a term (see [`CopyWriter::take_over`]).
+    detector: Arc<Detector>,
+    /// How long the start of a term waits for the copies.
+    take_over_timeout: Duration,
 }
 
 impl CopyWriter {
+    /// At the start of a term as leader, before requests are answered: reads the copies, and
+    /// the operations this replica detected on its own take the uids and starts the previous
+    /// leader served (and persisted). Returns the copies for the writer to start from; `None`
+    /// when they could not be read in time (the term starts all the same, the writer reads
+    /// them again).
+    async fn take_over(&self) -> Option<persist::ReadBack> {
+        match tokio::time::timeout(self.take_over_timeout, persist::read_back(&self.api)).await {
+            Ok(Ok(found)) => {
+                self.detector.adopt(&found.records);
+                Some(found)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the persisted copies at the start of the term; operations keep the identities this replica gave them");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?self.take_over_timeout, "reading the persisted copies at the start of the term timed out; operations keep the identities this replica gave them");
+                None
+            }
+        }
+    }
+
     /// Writes copies until the index is gone (or the task is aborted), starting from `found`,
     /// or, when `None`, from the copies as they are now. A term as leader always reads them
     /// again: the previous leader wrote after this replica's start, and a copy it wrote for an
@@ -468,10 +505,11 @@ impl CopyWriter {
     }
 }
 
-/// Serves while this replica leads. Each term, the index starts a new epoch (RVs handed out
-/// by other replicas become too old) before requests are answered, and the persistence writer
-/// runs (reading the copies again first); when the term ends, requests get 503, open watches
-/// end and the writer stops.
+/// Serves while this replica leads. Each term, the copies are read again and their identities
+/// taken (persistence mode, see [`CopyWriter::take_over`]) and the index starts a new epoch
+/// (RVs handed out by other replicas become too old) before requests are answered, and the
+/// persistence writer runs; when the term ends, requests get 503, open watches end and the
+/// writer stops.
 async fn follow_leadership(
     mut role: tokio::sync::watch::Receiver<lease::Role>,
     index: Arc<Index>,
@@ -484,15 +522,24 @@ async fn follow_leadership(
     loop {
         let leading = *role.borrow_and_update() == lease::Role::Leading;
         if leading && !state.is_serving() {
+            let found = match &persistence {
+                Some(p) => p.take_over().await,
+                None => None,
+            };
+            if *role.borrow() != lease::Role::Leading {
+                // The term ended while the copies were read.
+                continue;
+            }
             let now = u64::try_from(jiff::Timestamp::now().as_microsecond()).unwrap_or(0);
             let rv = index.begin_epoch(now);
             state.set_serving(true);
             tracing::info!(resource_version = rv, "serving as the leader");
             if let Some(p) = &persistence {
                 let (p, reader) = (p.clone(), index.reader());
+                let mut found = found;
                 writer.spawn(crate::supervise::restarting(
                     "persistence-writer",
-                    move || p.clone().run(None, reader.clone()),
+                    move || p.clone().run(found.take(), reader.clone()),
                 ));
             }
         } else if !leading && state.is_serving() {
@@ -502,7 +549,24 @@ async fn follow_leadership(
         }
         if role.changed().await.is_err() {
             // The elector stopped (shutdown, or it failed): it stopped leading first.
+            if state.is_serving() {
+                tracing::info!("not serving: the elector stopped");
+            }
             stand_down(&state, &mut writer);
+            return;
+        }
+    }
+}
+
+/// Tells `leading` whether this replica leads, until the elector stops.
+async fn follow_role(
+    mut role: tokio::sync::watch::Receiver<lease::Role>,
+    leading: tokio::sync::watch::Sender<bool>,
+) {
+    loop {
+        let _ = leading.send(*role.borrow_and_update() == lease::Role::Leading);
+        if role.changed().await.is_err() {
+            let _ = leading.send(false);
             return;
         }
     }

@@ -25,8 +25,12 @@ mod live_api;
 mod metrics;
 #[path = "e2e/openapi.rs"]
 mod openapi;
+#[path = "e2e/operator.rs"]
+mod operator;
 #[path = "e2e/plugin.rs"]
 mod plugin;
+#[path = "e2e/prometheus.rs"]
+mod prometheus;
 #[path = "e2e/replicas.rs"]
 mod replicas;
 #[path = "e2e/rules.rs"]
@@ -37,3 +41,5 @@ mod security;
 mod staleness;
 #[path = "e2e/supervision.rs"]
 mod supervision;
+#[path = "e2e/ui.rs"]
+mod ui;

@@ -1,6 +1,6 @@
-//! The server's modules depend on each other only as "How it is built" in the README says: the
-//! graph read from the sources (every `crate::<module>` a module's files name) is exactly the
-//! one the README lists, and it has no cycle.
+//! The server's modules depend on each other only as the module graph of `docs/architecture.md`
+//! says: the graph read from the sources (every `crate::<module>` a module's files name) is
+//! exactly the one the page lists, and it has no cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -60,14 +60,16 @@ fn graph_from_sources() -> Graph {
     graph
 }
 
-/// The graph as the README lists it: lines `` - `module` → `a`, `b` `` in "How it is built".
-fn graph_from_readme() -> Graph {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
+/// The graph as `docs/architecture.md` lists it: lines `` - `module` → `a`, `b` `` under
+/// "### Module graph".
+fn graph_from_docs() -> Graph {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let section = page
         .split("\n### Module graph\n")
         .nth(1)
-        .expect("README has a \"### Module graph\" section")
+        .expect("docs/architecture.md has a \"### Module graph\" section")
         .split("\n#")
         .next()
         .unwrap();
@@ -124,15 +126,15 @@ fn cycle(graph: &Graph) -> Option<Vec<String>> {
 }
 
 #[test]
-fn the_sources_depend_on_each_other_as_the_readme_says_and_without_cycles() {
+fn the_sources_depend_on_each_other_as_the_architecture_page_says_and_without_cycles() {
     let actual = graph_from_sources();
     assert_eq!(cycle(&actual), None, "an import cycle");
-    let documented = graph_from_readme();
+    let documented = graph_from_docs();
     for (module, uses) in &actual {
         assert_eq!(
             documented.get(module),
             Some(uses),
-            "README's module graph is out of date for `{module}`: the sources use {uses:?}"
+            "the module graph of docs/architecture.md is out of date for `{module}`: the sources use {uses:?}"
         );
     }
     assert_eq!(

@@ -1,10 +1,11 @@
-//! The monitoring manifests (`deploy/monitoring/`) and the series they and the README name.
+//! The monitoring manifests (`deploy/monitoring/`) and the series they and the docs name.
 //!
 //! - The ServiceMonitor finds the metrics Service (every replica, not the leader alone) by its
 //!   labels and port, verifies the serving certificate against the CA of the Secret the
 //!   Deployment mounts, and scrapes `/metrics`.
 //! - Every alert has a severity, a summary and a description, and every `ifo_` series it (or
-//!   the README) names is one the server exports; the README's table lists exactly those.
+//!   the README and the docs) names is one the server exports; the table of
+//!   `docs/operating.md` lists exactly those.
 //! - The alert rules pass `promtool check rules`, and `promtool test rules` runs the scenarios of
 //!   `tests/monitoring/alerts.test.yaml` on them (promtool is built by `tests/prereqs.sh`).
 
@@ -78,6 +79,14 @@ fn exercise() {
     op.outcome = Some(ifo::operation::Outcome::Succeeded);
     op.completed = Some(now);
     operation_completed(&op);
+    let mut stalled = StalledCounts::default();
+    stalled.add("kubevirt", "Migrating", "VirtualMachine", "history");
+    set_stalled(stalled);
+    let durations = std::sync::Arc::new(ifo::history::Durations::default());
+    for _ in 0..ifo::history::MIN_SAMPLES {
+        durations.completed(&op);
+    }
+    serve_learned_from(durations);
 }
 
 /// The `ifo_*` (and `process_*`) families the server exports, as `# TYPE` lines name them,
@@ -272,13 +281,13 @@ fn every_alert_tells_on_call_what_and_where_using_exported_series() {
 }
 
 #[test]
-fn the_readme_lists_exactly_the_exported_series() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
+fn the_docs_list_exactly_the_exported_series() {
+    let operating = std::fs::read_to_string(root().join("docs/operating.md")).unwrap();
+    let section = operating
         .split("### Series")
         .nth(1)
         .and_then(|s| s.split("\n### ").next())
-        .expect("README has a Monitoring / Series section");
+        .expect("docs/operating.md has a Monitoring / Series section");
     let table: BTreeSet<String> = section
         .lines()
         .filter(|l| l.starts_with("| `"))
@@ -292,13 +301,24 @@ fn the_readme_lists_exactly_the_exported_series() {
         })
         .collect();
     let exported = exported();
-    assert_eq!(table, exported, "README table vs /metrics");
-    let mentioned = named_in(&readme);
-    let unknown: Vec<&String> = mentioned.difference(&exported).collect();
-    assert!(
-        unknown.is_empty(),
-        "the README names series that do not exist: {unknown:?}"
-    );
+    assert_eq!(table, exported, "docs/operating.md's table vs /metrics");
+    // The pages that name series (development.md names the `ifo_*` shell functions of
+    // tests/prereqs.sh instead).
+    for page in [
+        "README.md",
+        "docs/api.md",
+        "docs/architecture.md",
+        "docs/operating.md",
+        "docs/performance.md",
+        "docs/rules.md",
+    ] {
+        let text = std::fs::read_to_string(root().join(page)).unwrap();
+        let unknown: Vec<String> = named_in(&text).difference(&exported).cloned().collect();
+        assert!(
+            unknown.is_empty(),
+            "{page} names series that do not exist: {unknown:?}"
+        );
+    }
 }
 
 /// promtool: `IFO_PROMTOOL`, as `tests/prereqs.sh` sets it.

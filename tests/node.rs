@@ -7,7 +7,7 @@
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
-//! repeats each failover N times and prints the median and maximum (the README's figures).
+//! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
 
 #[path = "node/failover.rs"]
 mod failover;
@@ -17,6 +17,8 @@ mod install;
 mod lifecycle;
 #[path = "node/persist.rs"]
 mod persist;
+#[path = "node/terms.rs"]
+mod terms;
 #[path = "node/workload.rs"]
 mod workload;
 

@@ -201,11 +201,15 @@ fn copies_mirror_the_live_operations_and_go_with_them() {
 fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
     let _serial = serial();
     let env = persistent_env();
-    let (ns, _) = env.vms_with_ruleset("kill", &["vm1", "vm2"]);
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    let (ns, _) = env.vms_with_ruleset("kill", &["vm1", "vm2", "vm3"]);
+    for vm in ["vm1", "vm2", "vm3"] {
+        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+    }
+    eventually(WAIT, "three operations", || {
+        (live(env, &ns).len() == 3).then_some(())
+    });
     let before = converged(env, &ns, WAIT);
-    assert_eq!(before.len(), 2);
+    assert_eq!(before.len(), 3);
     let identity = |o: &Value| {
         (
             o["metadata"]["name"].clone(),
@@ -214,6 +218,7 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
         )
     };
     let live_before = live(env, &ns);
+    let subject_of = |o: &Value| o["spec"]["subject"]["name"].as_str().unwrap().to_owned();
 
     env.stop_server(Stop::Kill);
     // vm2 finishes starting while nobody watches.
@@ -224,21 +229,23 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
         .wait_apiservice_available(Duration::from_secs(90))
         .unwrap();
 
-    let after = eventually(WAIT, "vm1's operation served again", || {
+    // The two still in flight are the same objects as before the kill: same name, uid and
+    // start, from the first answer on and after the restored operations are swept.
+    let still = |live: &BTreeMap<String, Value>| {
+        let mut subjects: Vec<String> = live.values().map(subject_of).collect();
+        subjects.sort_unstable();
+        subjects == ["vm1", "vm3"]
+    };
+    let after = eventually(WAIT, "vm1's and vm3's operations served again", || {
         let live = live(env, &ns);
-        (live.len() == 1).then_some(live)
+        still(&live).then_some(live)
     });
-    let (name, op) = after.iter().next().unwrap();
-    let vm1 = live_before
-        .values()
-        .find(|o| o["spec"]["subject"]["name"] == "vm1")
-        .unwrap();
-    assert_eq!(identity(op), identity(vm1), "same name, uid and start");
+    for op in after.values() {
+        let was = &live_before[op["metadata"]["name"].as_str().unwrap()];
+        assert_eq!(identity(op), identity(was), "same name, uid and start");
+    }
     // vm2's copy shows it completed, how unknown, then goes.
-    let vm2 = before
-        .values()
-        .find(|o| o["spec"]["subject"]["name"] == "vm2")
-        .unwrap();
+    let vm2 = before.values().find(|o| subject_of(o) == "vm2").unwrap();
     let vm2_name = vm2["metadata"]["name"].as_str().unwrap().to_owned();
     let seen = events.until(WAIT, "vm2's copy deleted", |e| {
         e["type"] == "DELETED" && e["object"]["metadata"]["name"] == vm2_name.as_str()
@@ -250,13 +257,28 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
                 && e["object"]["status"]["outcome"] == "Unknown"),
         "{seen:#?}"
     );
-    // No duplicates: one copy, vm1's, the same object as before the kill.
+    // Past the sweep of restored operations nothing confirmed (a debounce threshold after the
+    // initial sync): still the same two objects, Active.
+    std::thread::sleep(Duration::from_secs(5));
+    let later = live(env, &ns);
+    assert!(still(&later), "{later:#?}");
+    for op in later.values() {
+        let was = &live_before[op["metadata"]["name"].as_str().unwrap()];
+        assert_eq!(identity(op), identity(was), "same name, uid and start");
+        assert_eq!(op["status"]["phase"], "Active");
+    }
+    // No duplicates: one copy each, the same objects as before the kill.
     let copies_after = converged(env, &ns, WAIT);
-    assert_eq!(copies_after.keys().collect::<Vec<_>>(), [name]);
     assert_eq!(
-        copies_after[name]["metadata"]["uid"], before[name]["metadata"]["uid"],
-        "the copy was kept, not recreated"
+        copies_after.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
     );
+    for (name, copy) in &copies_after {
+        assert_eq!(
+            copy["metadata"]["uid"], before[name]["metadata"]["uid"],
+            "the copy was kept, not recreated"
+        );
+    }
 }
 
 #[test]
@@ -485,4 +507,107 @@ impl Drop for RestartAfter {
             .wait_apiservice_available(Duration::from_secs(90))
             .unwrap();
     }
+}
+
+/// The live operations of `namespace` as the replica on `port` serves them, by name.
+fn live_at(env: &Env, port: u16, namespace: &str) -> Option<BTreeMap<String, Value>> {
+    let path =
+        format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations");
+    let (code, body) = replicas::get(env, port, &path);
+    if code != "200" {
+        return None;
+    }
+    let list: Value = serde_json::from_str(&body).ok()?;
+    Some(
+        list["items"]
+            .as_array()?
+            .iter()
+            .map(|o| {
+                (
+                    o["metadata"]["name"].as_str().unwrap().to_owned(),
+                    o.clone(),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn after_the_leader_is_killed_the_new_leader_keeps_the_identities_it_served() {
+    let _serial = serial();
+    let env = persistent_env();
+    // Only the two replicas write copies in this test; the server runs again after it.
+    env.stop_server(Stop::Term);
+    let _restart = RestartAfter(env);
+    let lease = format!("ifo-persist-identity-{}", std::process::id());
+    let settings = [
+        ("PERSIST", "true"),
+        ("PERSIST_INTERVAL", "1s"),
+        ("DEBOUNCE_THRESHOLD", "3s"),
+    ];
+    let replicas = [
+        replicas::replica_with(env, &lease, 0, &settings),
+        replicas::replica_with(env, &lease, 1, &settings),
+    ];
+    let leader = replicas::the_leader(env, &replicas);
+    let standby = 1 - leader;
+    eventually(WAIT, "the standby ready", || {
+        (replicas::get(env, replicas[standby].port, "/readyz").0 == "200").then_some(())
+    });
+    // Three operations begin while both replicas run: each replica sees them start.
+    let vms = ["vm1", "vm2", "vm3"];
+    let (ns, _) = env.vms_with_ruleset("identity", &vms);
+    for vm in vms {
+        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+    }
+    let served = eventually(WAIT, "three operations served", || {
+        live_at(env, replicas[leader].port, &ns).filter(|l| l.len() == 3)
+    });
+    eventually(WAIT, "their copies", || {
+        let copies = copies(env, &ns);
+        (copies.len() == 3
+            && served
+                .iter()
+                .all(|(name, l)| copies.get(name).is_some_and(|c| mirrors(c, l))))
+        .then_some(())
+    });
+    let identity = |o: &Value| {
+        (
+            o["metadata"]["name"].clone(),
+            o["metadata"]["uid"].clone(),
+            o["metadata"]["creationTimestamp"].clone(),
+        )
+    };
+    let subject_of = |o: &Value| o["spec"]["subject"]["name"].as_str().unwrap().to_owned();
+
+    // The leader crashes; vm2 finishes starting before the standby takes over.
+    replicas[leader].process.kill();
+    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+    let after = eventually(
+        replicas::LEASE_DURATION + WAIT,
+        "the new leader serving vm1's and vm3's operations",
+        || {
+            let live = live_at(env, replicas[standby].port, &ns)?;
+            let mut subjects: Vec<String> = live.values().map(subject_of).collect();
+            subjects.sort_unstable();
+            (subjects == ["vm1", "vm3"]).then_some(live)
+        },
+    );
+    for (name, op) in &after {
+        assert_eq!(
+            identity(op),
+            identity(&served[name]),
+            "the new leader serves the uid and start the old one served"
+        );
+    }
+    // The copies follow: vm1's and vm3's unchanged, vm2's completed and gone.
+    eventually(WAIT, "copies equal to what the new leader serves", || {
+        let copies = copies(env, &ns);
+        let live = live_at(env, replicas[standby].port, &ns)?;
+        (copies.len() == 2
+            && live
+                .iter()
+                .all(|(name, l)| copies.get(name).is_some_and(|c| mirrors(c, l))))
+        .then_some(())
+    });
 }

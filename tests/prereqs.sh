@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks (and where possible installs) what building and testing the project needs: a Rust
 # toolchain, the Go toolchain (for the pinned control plane), OpenSSL headers with pkg-config, the
-# openssl command (certs/generate.sh) and jq (deploy/image.sh); for the real node, containerd,
-# runc, the CNI plugins, iptables and conntrack.
+# openssl command (certs/generate.sh), jq (deploy/image.sh), Node.js with npm (the page of
+# `kubectl ifo ui`, built by plugin/build.rs), and for its browser test Chromium with its WebDriver;
+# for the real node, containerd, runc, the CNI plugins, iptables and conntrack.
 # Sourced by the run and test commands; stops with a clear message when something is missing.
 
 # Installs Debian packages when this is a Debian-like machine and we are root; otherwise does
@@ -26,9 +27,21 @@ ifo_prereqs() {
   command -v openssl >/dev/null 2>&1 || missing+=("openssl, the command (for certs/generate.sh and its tests; Debian: apt-get install openssl)")
   command -v jq >/dev/null 2>&1 || ifo_apt_install jq
   command -v jq >/dev/null 2>&1 || missing+=("jq (for deploy/image.sh and its test; Debian: apt-get install jq)")
+  command -v npm >/dev/null 2>&1 || ifo_apt_install nodejs npm
+  command -v npm >/dev/null 2>&1 || missing+=("Node.js with npm (builds the page of kubectl ifo ui; Debian: apt-get install nodejs npm)")
   if [[ ${#missing[@]} -gt 0 ]]; then
     echo "error: missing prerequisites:" >&2
     printf '  - %s\n' "${missing[@]}" >&2
+    return 1
+  fi
+}
+
+# Headless Chromium and its WebDriver, for the browser test of `kubectl ifo ui` (tests/e2e/ui.rs).
+ifo_browser() {
+  command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 ||
+    ifo_apt_install chromium chromium-driver
+  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "error: the browser test needs Chromium and chromedriver (Debian: apt-get install chromium chromium-driver)" >&2
     return 1
   fi
 }
@@ -80,11 +93,16 @@ ifo_node() {
   export IFO_CONTROLPLANE_DIR
 }
 
-# Builds (or finds in the cache) promtool, for the alert rule tests, and points them at it; an
-# IFO_PROMTOOL already set to a binary is used as it is.
+# Builds (or finds in the cache) promtool, for the alert rule tests, and the Prometheus server of
+# the same version, for the test of the dashboard's and alerts' queries, and points them at both;
+# an IFO_PROMTOOL or IFO_PROMETHEUS already set to a binary is used as it is.
 ifo_promtool() {
   if [[ -z "${IFO_PROMTOOL:-}" || ! -x "$IFO_PROMTOOL" ]]; then
     IFO_PROMTOOL="$(bash tests/cluster/build-promtool.sh)"
   fi
   export IFO_PROMTOOL
+  if [[ -z "${IFO_PROMETHEUS:-}" || ! -x "$IFO_PROMETHEUS" ]]; then
+    IFO_PROMETHEUS="$(bash tests/cluster/build-promtool.sh prometheus)"
+  fi
+  export IFO_PROMETHEUS
 }

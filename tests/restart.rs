@@ -7,6 +7,9 @@
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the e2e binary; this one uses part of it
 mod harness;
+#[path = "e2e/replicas.rs"]
+#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
+mod replicas;
 
 use harness::{Stop, env, eventually, vm};
 use ifo_dev::User;
@@ -158,4 +161,108 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
         old_rv = new_rv;
     }
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// How many subjects the starting replica's first list brings.
+const SUBJECTS: usize = 150;
+
+#[test]
+#[ignore = "known defect, intermittent: a just-started leader served 128 of 150 operations without a Warning once in two runs; run with --ignored"]
+fn a_replica_that_just_started_and_leads_never_serves_a_partial_index_without_a_warning() {
+    let env = env();
+    // One namespace whose subjects are all in flight, one whose only target cannot be listed
+    // (the server has no right to read it): its first list fails, and so do its retries.
+    let ns = env.namespace("sync");
+    let rs = format!("up-{ns}");
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
+"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{ns}"],
+ "rules":[{{"operation":"Up","expression":"object.spec.?running.orValue(false)"}}]}}}}"#
+    ));
+    let items: Vec<String> = (0..SUBJECTS).map(|i| vm(&format!("vm{i}"), &ns)).collect();
+    env.apply(&format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+        items.join(",")
+    ));
+    let forbidden_ns = env.namespace("sync-forbidden");
+    let group = format!("{forbidden_ns}.example.com");
+    env.apply(&format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"gadgets.{group}"}},
+"spec":{{"group":"{group}","scope":"Namespaced","names":{{"kind":"Gadget","plural":"gadgets","singular":"gadget","listKind":"GadgetList"}},
+ "versions":[{{"name":"v1","served":true,"storage":true,
+   "schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}]}}}}"#
+    ));
+    let forbidden_rs = format!("gadgets-{forbidden_ns}");
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{forbidden_rs}"}},
+"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},
+ "namespaces":["{forbidden_ns}"],
+ "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
+    ));
+    eventually(WAIT, "the running server serving every operation", || {
+        (env.ifos(&ns).len() == SUBJECTS).then_some(())
+    });
+
+    // A replica starts and leads at once (a Lease of its own); it is asked from the moment it
+    // listens.
+    let lease = format!("ifo-sync-{}", std::process::id());
+    let replica = replicas::replica(env, &lease, 0);
+    let certs = env.client_cert_args(User::Admin);
+    let certs: Vec<&str> = certs.iter().map(String::as_str).collect();
+    let path = |ns: &str| {
+        format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations")
+    };
+    let (mut served, mut warned, mut silent_partial) = (0, 0, Vec::new());
+    let started = std::time::Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the replica never served the whole index without a warning"
+        );
+        let (code, warnings, body) = env.direct_warned(replica.port, &path(&ns), &certs);
+        if code != "200" {
+            continue;
+        }
+        served += 1;
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let count = list["items"].as_array().unwrap().len();
+        if !warnings.is_empty() {
+            warned += 1;
+            continue;
+        }
+        if count < SUBJECTS {
+            silent_partial.push(count);
+            continue;
+        }
+        break;
+    }
+    println!(
+        "{served} answers until the index was whole, {warned} of them with a warning; \
+         partial answers without one: {silent_partial:?}"
+    );
+    assert!(
+        silent_partial.is_empty(),
+        "partial answers without a warning (operations of {SUBJECTS}): {silent_partial:?}"
+    );
+    // The target that cannot be listed does not hold readiness back (its retries are not
+    // waited for) and every answer it feeds says it is not watched.
+    eventually(WAIT, "the replica ready", || {
+        (replicas::get(env, replica.port, "/readyz").0 == "200").then_some(())
+    });
+    let (code, warnings, _) = env.direct_warned(replica.port, &path(&forbidden_ns), &certs);
+    assert_eq!(code, "200");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("gadgets.{group}/v1 is not being watched"))),
+        "{warnings:?}"
+    );
+    drop(replica);
+    for ruleset in [&rs, &forbidden_rs] {
+        env.kubectl(User::Admin, &["delete", "ors", ruleset])
+            .unwrap();
+    }
+    env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
+        .unwrap();
 }

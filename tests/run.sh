@@ -8,10 +8,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
 ifo_prereqs
 
-# The control plane with the node's pieces, and promtool, first, so their build output is not
-# mixed into test output.
+# The control plane with the node's pieces, promtool and Prometheus, and the browser first, so
+# their build output is not mixed into test output.
 ifo_node
 ifo_promtool
+ifo_browser
 
 cargo build --locked --workspace --all-targets
 cargo test --locked --workspace -- --test-threads=4

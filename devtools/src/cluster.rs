@@ -640,6 +640,33 @@ impl Cluster {
         self.apiserver.log_tail(lines)
     }
 
+    /// Stops kube-apiserver (SIGTERM) and starts it again on the same port with the same
+    /// settings; returns once it answers `/readyz`. The new process is tied to the calling
+    /// thread's life.
+    pub fn restart_apiserver(&self) -> Result<()> {
+        self.apiserver.restart(Duration::from_secs(10))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while self
+            .kubectl_run(User::Admin, &["get", "--raw", "/readyz"], None)
+            .is_err()
+        {
+            self.apiserver.check_running()?;
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "kube-apiserver not ready a minute after its restart:\n{}",
+                self.apiserver.log_tail(20)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// Stops etcd (SIGTERM) and starts it again with the same data; kube-apiserver reconnects
+    /// on its own. The new process is tied to the calling thread's life.
+    pub fn restart_etcd(&self) -> Result<()> {
+        self.etcd.restart(Duration::from_secs(10))
+    }
+
     /// Freezes kube-apiserver (SIGSTOP) or thaws it (SIGCONT): while frozen it accepts
     /// connections and answers nothing, the way a hung or overloaded control plane does.
     pub fn freeze_apiserver(&self, frozen: bool) -> Result<()> {

@@ -144,7 +144,7 @@ impl Install {
         format!("pods:\n{pods}\nevents:\n{events}")
     }
 
-    /// Rotates the serving certificate as the README says: `certs/generate.sh --renew`, and the
+    /// Rotates the serving certificate as docs/operating.md says: `certs/generate.sh --renew`, and the
     /// Secret applied again (the APIService is unchanged: same CA).
     pub fn rotate_certificate(&self, cluster: &Cluster) -> Result<()> {
         self.apply_certificates(cluster, &["--renew"])

@@ -15,30 +15,88 @@ pub struct Process {
     name: String,
     child: Mutex<Child>,
     log: PathBuf,
+    /// How it was started, to start it again (see [`Process::restart`]).
+    spec: Spec,
+}
+
+/// A command's program, arguments, environment and directory (a `Command` cannot be cloned).
+struct Spec {
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+    dir: Option<PathBuf>,
+}
+
+impl Spec {
+    fn of(cmd: &Command) -> Spec {
+        Spec {
+            program: cmd.get_program().to_owned(),
+            args: cmd.get_args().map(ToOwned::to_owned).collect(),
+            envs: cmd
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+            dir: cmd.get_current_dir().map(Path::to_path_buf),
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (key, value) in &self.envs {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        if let Some(dir) = &self.dir {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+}
+
+/// Starts `cmd` with its output appended to `out`, tied to the calling thread's life.
+fn start(name: &str, mut cmd: Command, out: File) -> Result<Child> {
+    cmd.stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .with_context(|| format!("starting {name} ({})", cmd.get_program().display()))
 }
 
 impl Process {
     /// Starts `cmd`, sending its output to `log`.
-    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Process> {
+    pub fn spawn(name: &str, cmd: Command, log: &Path) -> Result<Process> {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        cmd.stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {name} ({})", cmd.get_program().display()))?;
+        let spec = Spec::of(&cmd);
+        let child = start(name, cmd, out)?;
         Ok(Process {
             name: name.to_string(),
             child: Mutex::new(child),
             log: log.to_path_buf(),
+            spec,
         })
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL after `grace`) and starts the same command again, its
+    /// output appended to the same log; the new process is tied to the calling thread's life.
+    pub fn restart(&self, grace: Duration) -> Result<()> {
+        self.stop(grace);
+        let out = File::options()
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("opening {}", self.log.display()))?;
+        let child = start(&self.name, self.spec.command(), out)?;
+        *self.child() = child;
+        Ok(())
     }
 
     fn child(&self) -> std::sync::MutexGuard<'_, Child> {

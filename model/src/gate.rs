@@ -17,6 +17,9 @@ pub const GATE_PLURAL: &str = "maintenancegates";
 /// The condition that says whether the scope is clear: `True` nothing in flight and every feed
 /// current, `False` operations in flight, `Unknown` when the server cannot vouch for the scope.
 pub const CLEAR_CONDITION: &str = "Clear";
+/// The condition that says whether an operation in the scope is stalled (its rule reports it,
+/// or it runs well past what its rule's operations normally take).
+pub const GATE_STALLED_CONDITION: &str = "Stalled";
 
 /// One gate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -69,7 +72,12 @@ pub struct GateStatus {
 impl GateStatus {
     /// The `Clear` condition.
     pub fn clear(&self) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == CLEAR_CONDITION)
+        self.condition(CLEAR_CONDITION)
+    }
+
+    /// The condition of type `type_`.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
     }
 }
 
@@ -106,6 +114,24 @@ pub struct GateOperation {
         skip_serializing_if = "Option::is_none"
     )]
     pub start_time: Option<Time>,
+    /// When it is expected to end: the end of its debounce grace when no rule detects it any
+    /// more, else its `status.expectedEnd`; absent without an estimate.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_end: Option<Time>,
+    /// How far along it is, percent (its `status.progress`).
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub progress: Option<f64>,
+    /// Whether it is stalled (its `Stalled` condition is `True`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub stalled: bool,
 }
 
 /// The subject of a gate's operation.
@@ -158,7 +184,9 @@ mod tests {
                 "operations": [{"namespace": "demo", "name": "vm-0-migrating-1", "kind": "InFlightOperation",
                                 "subject": {"kind": "VirtualMachine", "name": "vm-0", "namespace": "demo"},
                                 "operation": "Migrating", "component": "kubevirt",
-                                "startTime": "2026-11-22T10:00:00Z"}],
+                                "startTime": "2026-11-22T10:00:00Z",
+                                "expectedEnd": "2026-11-22T10:04:00Z", "progress": 45.5,
+                                "stalled": false}],
                 "expectedClearTime": "2026-11-22T10:04:00Z",
             },
         });

@@ -6,8 +6,8 @@ mod gate;
 mod object;
 
 pub use gate::{
-    CLEAR_CONDITION, GATE_KIND, GATE_PLURAL, GateOperation, GateStatus, GateSubject,
-    MaintenanceGate, StaleTarget,
+    CLEAR_CONDITION, GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, GateOperation, GateStatus,
+    GateSubject, MaintenanceGate, StaleTarget,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 
@@ -31,6 +31,11 @@ pub const CLUSTER_PLURAL: &str = "inflightclusteroperations";
 
 /// Prefix of every label the server sets (`ifo.kubevirt.io/operation`, …).
 pub const LABEL_PREFIX: &str = "ifo.kubevirt.io/";
+/// The label naming the node an operation concerns (a migration's source node): its operations
+/// hold the node's maintenance gate (`node.<node>`), and the plugin's `--node` selects on it.
+pub const NODE_LABEL: &str = "ifo.kubevirt.io/node";
+/// The label naming the node a live migration goes to: it holds that node's gate too.
+pub const TARGET_NODE_LABEL: &str = "ifo.kubevirt.io/target-node";
 
 /// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
 /// of a string in the wire object.

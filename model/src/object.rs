@@ -138,6 +138,28 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub subject_generation: Option<i64>,
+    /// How far along the operation is, in percent (0 to 100), when its rule reports it.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub progress: Option<f64>,
+    /// When the operation is expected to end, from what its rule's operations took before (or
+    /// the progress it reports); absent until known.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_end: Option<Time>,
+    /// What `expectedEnd` is based on: `History` or `Progress`.
+    #[serde(
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub estimate: Option<String>,
     /// While the operation is ending (no rule detects it any more, the debounce grace runs):
     /// when it turns `Completed` unless a rule detects it again. Absent otherwise.
     #[serde(
@@ -146,7 +168,8 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub grace_period_end: Option<Time>,
-    /// `Detected=False` (reason `GracePeriod`) while the operation is ending; empty otherwise.
+    /// `Stalled` (status `True`) while the operation is stalled, with the reason, and
+    /// `Detected=False` (reason `GracePeriod`) while it is ending; empty otherwise.
     #[serde(default, deserialize_with = "lenient")]
     pub conditions: Vec<Condition>,
 }

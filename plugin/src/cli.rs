@@ -180,6 +180,24 @@ pub enum Command {
         /// One gate, by name (default: the cluster's and every one with operations in flight).
         name: Option<String>,
     },
+    /// A live timeline in the browser: operations in flight (grouped by node, component or
+    /// namespace), the maintenance gates and their expected clear times. Serves a page on this
+    /// machine that reads the cluster as you (your kubeconfig, as kubectl does).
+    #[command(after_help = "Examples:
+  kubectl ifo ui -A                             # every namespace; open the printed URL
+  kubectl ifo ui -n vms --port 8001             # one namespace, on a fixed port")]
+    Ui {
+        /// The port to listen on (default: a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The address to listen on; anything but loopback needs --accept-remote.
+        #[arg(long, default_value = "127.0.0.1")]
+        address: std::net::IpAddr,
+        /// Listen on a non-loopback address: anyone who can reach it and has the printed URL
+        /// reads the cluster as you.
+        #[arg(long)]
+        accept_remote: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
     #[command(after_help = "Examples:
   source <(kubectl-ifo completion bash)

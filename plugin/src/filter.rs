@@ -3,10 +3,7 @@
 
 use super::op::Op;
 
-/// The label naming the node an operation concerns (a migration's source node).
-pub const NODE_LABEL: &str = "ifo.kubevirt.io/node";
-/// The label naming a live migration's target node.
-pub const TARGET_NODE_LABEL: &str = "ifo.kubevirt.io/target-node";
+use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
 
 /// Which operations to show, from the command line. Sent to the server as selectors rather than
 /// applied here, so that only what is asked for crosses the network and RBAC is checked against

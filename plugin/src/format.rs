@@ -154,7 +154,7 @@ pub fn header(cols: Columns) -> Vec<String> {
     }
     h.extend(["NAME", "KIND", "SUBJECT", "OPERATION", "PHASE", "AGE"]);
     if cols.wide {
-        h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED"]);
+        h.extend(["COMPONENT", "RULESET", "OUTCOME", "COMPLETED", "EXPECTED"]);
     }
     h.push("MESSAGE");
     h.into_iter().map(str::to_owned).collect()
@@ -181,9 +181,42 @@ pub fn row(op: &Op, cols: Columns, now: Timestamp) -> Vec<String> {
             Some(t) => age(now, Some(t)),
             None => "<none>".into(),
         });
+        r.push(expected(op, now));
     }
     r.push(op.message().replace(['\n', '\r', '\t'], " "));
     r
+}
+
+/// The EXPECTED cell of an active operation: its progress, the time left until its expected
+/// end (`~4m`, `overdue 2m`), and `stalled` when it is; `<none>` when nothing is known.
+pub fn expected(op: &Op, now: Timestamp) -> String {
+    if !op.is_active() {
+        return "<none>".into();
+    }
+    let mut parts = Vec::new();
+    if let Some(p) = op.progress() {
+        parts.push(format!("{}%", (p * 10.0).round() / 10.0));
+    }
+    if let Some(end) = op.expected_end() {
+        parts.push(time_left(now, end));
+    }
+    if op.stall().is_some() {
+        parts.push("stalled".into());
+    }
+    if parts.is_empty() {
+        return "<none>".into();
+    }
+    parts.join(" ")
+}
+
+/// `~4m` until `end`, `overdue 2m` past it.
+fn time_left(now: Timestamp, end: Timestamp) -> String {
+    let left = end.as_second() - now.as_second();
+    if left >= 0 {
+        format!("~{}", human_duration(left))
+    } else {
+        format!("overdue {}", human_duration(-left))
+    }
 }
 
 /// The phase, or for an active operation no rule detects any more, `ending in 25s` (painted
@@ -296,6 +329,23 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
             "Running For".into(),
             human_duration(now.as_second() - start.as_second()),
         ));
+    }
+    if let Some(p) = op.progress() {
+        fields.push(("Progress".into(), format!("{}%", (p * 10.0).round() / 10.0)));
+    }
+    if let (Some(end), true) = (op.expected_end(), op.is_active()) {
+        let basis = op.status.estimate.as_deref().unwrap_or("unknown basis");
+        fields.push((
+            "Expected End".into(),
+            format!(
+                "{} ({}; from {basis})",
+                end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                time_left(now, end)
+            ),
+        ));
+    }
+    if let Some((reason, message)) = op.stall() {
+        fields.push(("Stalled".into(), format!("{reason}: {message}")));
     }
     if !op.status.detected_by.is_empty() {
         fields.push(("Detected By".into(), op.status.detected_by.join(", ")));
@@ -500,6 +550,39 @@ mod tests {
         let text = describe(&c, now);
         assert!(text.contains("InFlightClusterOperation"), "{text}");
         assert!(!text.contains("Running For"), "{text}");
+    }
+
+    #[test]
+    fn shows_progress_expected_end_and_stall() {
+        let now = ts("2026-11-22T10:00:00Z");
+        let base = op(
+            Some("vms"),
+            "DataVolume",
+            "dv1",
+            "ImportInProgress",
+            "Active",
+        );
+        assert_eq!(expected(&base, now), "<none>");
+        let mut raw = base.raw.clone();
+        raw["status"]["progress"] = serde_json::json!(45.25);
+        raw["status"]["expectedEnd"] = serde_json::json!("2026-11-22T10:04:00Z");
+        raw["status"]["estimate"] = serde_json::json!("Progress");
+        raw["status"]["conditions"] = serde_json::json!([{"type": "Stalled", "status": "True",
+            "reason": "ReportedByRule", "message": "Unable to connect",
+            "lastTransitionTime": "2026-11-22T09:59:00Z"}]);
+        let o = Op::from_json(raw);
+        assert_eq!(expected(&o, now), "45.3% ~4m stalled");
+        assert_eq!(
+            expected(&o, ts("2026-11-22T10:06:00Z")),
+            "45.3% overdue 2m stalled"
+        );
+        let text = describe(&o, now);
+        assert!(text.contains("Progress:"), "{text}");
+        assert!(
+            text.contains("2026-11-22T10:04:00Z (~4m; from Progress)"),
+            "{text}"
+        );
+        assert!(text.contains("ReportedByRule: Unable to connect"), "{text}");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 
 use anyhow::{Result, anyhow};
 use futures::{Stream, StreamExt};
-use ifo_model::{GATE_KIND, GATE_PLURAL, MaintenanceGate};
+use ifo_model::{GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate};
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -95,11 +96,41 @@ pub fn summary(gate: &MaintenanceGate, now: Timestamp) -> String {
     match verdict(gate) {
         Verdict::Clear => "clear: nothing in flight".to_owned(),
         Verdict::InFlight => format!(
-            "not clear: {}{}",
+            "not clear: {}{}{}",
             plural(n, "operation"),
+            stalled(gate),
             expected(gate, now)
         ),
         Verdict::Unknown => format!("unknown: {}", unknown_reasons(gate).join("; ")),
+    }
+}
+
+/// `, 1 stalled` when operations in the scope are stalled; empty otherwise.
+fn stalled(gate: &MaintenanceGate) -> String {
+    let stalled = gate
+        .status
+        .operations
+        .iter()
+        .filter(|op| op.stalled)
+        .count();
+    let reported = gate
+        .status
+        .condition(GATE_STALLED_CONDITION)
+        .is_some_and(|c| c.status == "True");
+    match (reported, stalled) {
+        (false, _) => String::new(),
+        // Stalled beyond the operations the gate lists.
+        (true, 0) => ", some stalled".to_owned(),
+        (true, n) => format!(", {n} stalled"),
+    }
+}
+
+/// When an operation is expected to end, from now: `~4m`, `overdue`, or empty.
+fn expected_in(at: Option<&Time>, now: Timestamp) -> String {
+    match at {
+        Some(t) if t.0 <= now => "overdue".to_owned(),
+        Some(t) => format!("~{}", human_duration(t.0.as_second() - now.as_second())),
+        None => String::new(),
     }
 }
 
@@ -130,9 +161,19 @@ pub fn unknown_error(gate: &MaintenanceGate) -> anyhow::Error {
 /// The gate's operations, one line each, oldest first (what `check` prints when not clear).
 pub fn operations(gate: &MaintenanceGate, now: Timestamp) -> String {
     let mut rows = vec![
-        ["NAMESPACE", "NAME", "KIND", "SUBJECT", "OPERATION", "AGE"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "NAMESPACE",
+            "NAME",
+            "KIND",
+            "SUBJECT",
+            "OPERATION",
+            "AGE",
+            "PROGRESS",
+            "EXPECTED",
+            "STALLED",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     rows.extend(gate.status.operations.iter().map(|op| {
         vec![
@@ -142,6 +183,9 @@ pub fn operations(gate: &MaintenanceGate, now: Timestamp) -> String {
             op.subject.name.clone(),
             op.operation.clone(),
             age(now, op.start_time.as_ref().map(|t| t.0)),
+            op.progress.map(|p| format!("{p:.0}%")).unwrap_or_default(),
+            expected_in(op.expected_end.as_ref(), now),
+            if op.stalled { "yes" } else { "" }.to_owned(),
         ]
     }));
     let out = Table::render(&rows, Colours::OFF);
@@ -166,17 +210,7 @@ pub fn table(gates: &[MaintenanceGate], now: Timestamp, colours: Colours) -> Str
             g.metadata.name.clone().unwrap_or_default(),
             clear.map_or("Unknown".to_owned(), |c| c.status.clone()),
             g.status.active_operations.to_string(),
-            g.status
-                .expected_clear_time
-                .as_ref()
-                .map(|t| {
-                    if t.0 <= now {
-                        "overdue".to_owned()
-                    } else {
-                        format!("~{}", human_duration(t.0.as_second() - now.as_second()))
-                    }
-                })
-                .unwrap_or_default(),
+            expected_in(g.status.expected_clear_time.as_ref(), now),
             g.status
                 .operations
                 .first()
@@ -337,6 +371,35 @@ mod tests {
         assert_eq!(verdict(&gate("Unknown", 0, None)), Verdict::Unknown);
         assert_eq!(summary(&gate("Unknown", 0, None), now), "unknown: m");
         assert_eq!(verdict(&MaintenanceGate::default()), Verdict::Unknown);
+    }
+
+    #[test]
+    fn stalled_operations_show_in_the_summary_and_the_operations() {
+        let now: Timestamp = "2026-11-22T10:38:00Z".parse().unwrap();
+        let mut g = gate("False", 2, None);
+        g.status.conditions.push(
+            serde_json::from_value(json!({"type": "Stalled", "status": "True",
+                "reason": "OperationsStalled", "message": "m",
+                "lastTransitionTime": "2026-11-22T10:00:00Z"}))
+            .unwrap(),
+        );
+        g.status.operations = serde_json::from_value(json!([
+            {"name": "a", "kind": "InFlightOperation", "operation": "Importing",
+             "subject": {"kind": "DataVolume", "name": "dv"}, "progress": 45.0,
+             "expectedEnd": "2026-11-22T10:42:00Z", "stalled": true},
+            {"name": "b", "kind": "InFlightOperation", "operation": "Migrating",
+             "subject": {"kind": "VirtualMachine", "name": "vm"}, "stalled": false},
+        ]))
+        .unwrap();
+        assert_eq!(summary(&g, now), "not clear: 2 operations, 1 stalled");
+        let out = operations(&g, now);
+        let lines: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(&lines[0][6..], ["PROGRESS", "EXPECTED", "STALLED"]);
+        assert!(lines[1].ends_with(&["Importing", "<unknown>", "45%", "~4m", "yes"]));
+        assert!(lines[2].ends_with(&["Migrating", "<unknown>"]), "{out}");
     }
 
     #[test]

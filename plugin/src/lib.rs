@@ -16,6 +16,7 @@ pub mod sanitize;
 pub mod summary;
 pub mod tracker;
 pub mod tree;
+pub mod ui;
 pub mod warnings;
 
 use std::io::Write;
@@ -120,7 +121,7 @@ fn connection(g: &Global, command: &Command) -> client::Connection {
         request_timeout: g
             .request_timeout
             .and_then(|t| std::time::Duration::try_from(t).ok()),
-        watches: g.watch || matches!(command, Command::Wait { .. }),
+        watches: g.watch || matches!(command, Command::Wait { .. } | Command::Ui { .. }),
     }
 }
 
@@ -256,6 +257,23 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             live(&client, &warnings, &filters(&g, !g.all), &view).await
         }
         Command::Completion { .. } => Ok(Outcome::Done),
+        Command::Ui {
+            port,
+            address,
+            accept_remote,
+        } => {
+            let namespace = match scope {
+                Scope::Namespace(ns) => Some(ns),
+                Scope::All | Scope::Cluster => None,
+            };
+            let listen = ui::Listen {
+                address,
+                port,
+                accept_remote,
+            };
+            ui::serve(client, namespace, &listen).await?;
+            Ok(Outcome::Done)
+        }
         Command::Gates { name } => gates(&client, name.as_deref(), g.output, now, colours).await,
         Command::Wait { timeout } => {
             if let Some(name) = gate::name_for(&g, &scope)

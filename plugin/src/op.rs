@@ -85,6 +85,25 @@ impl Op {
         self.status.completed.as_ref().map(|t| t.0)
     }
 
+    /// `status.progress`: percent done, when the rule reports it.
+    pub fn progress(&self) -> Option<f64> {
+        self.status.progress.filter(|p| p.is_finite())
+    }
+
+    /// `status.expectedEnd`: when the operation is expected to end.
+    pub fn expected_end(&self) -> Option<Timestamp> {
+        self.status.expected_end.as_ref().map(|t| t.0)
+    }
+
+    /// The `Stalled` condition while it is `True`: (reason, message).
+    pub fn stall(&self) -> Option<(&str, &str)> {
+        self.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Stalled" && c.status == "True")
+            .map(|c| (c.reason.as_str(), c.message.as_str()))
+    }
+
     /// `status.gracePeriodEnd`: set while an active operation is ending (no rule detects it,
     /// it completes then unless detected again).
     pub fn ending_at(&self) -> Option<Timestamp> {

@@ -185,14 +185,14 @@ vms         データベース-vmi-livemigrating-1a2b3c4d      VirtualMachineIns
 fn wide_table() {
     let ops = sorted(ops());
     let want = "\
-NAMESPACE   NAME                                         KIND                     SUBJECT                   OPERATION       PHASE       AGE    COMPONENT   RULESET   OUTCOME   COMPLETED   MESSAGE
--           kubevirt-hyperconverged-upgrading-1a2b3c4d   HyperConverged           kubevirt-hyperconverged   Upgrading       Active      120m   kubevirt    rules     <none>    <none>      upgrading to 4.99
--           kubevirt-degraded-1a2b3c4d                   KubeVirt                 kubevirt                  Degraded        Active      10m    kubevirt    rules     <none>    <none>      degraded
-backups     nightly-inprogress-1a2b3c4d                  Backup                   nightly                   InProgress      Active      25h    velero      rules     <none>    <none>      backing up 3 namespaces
-vms         web-stopping-1a2b3c4d                        VirtualMachine           web                       Stopping        Completed   66m    kubevirt    rules     Failed    5s          stopping vm [web]
-vms         web-starting-1a2b3c4d                        VirtualMachine           web                       Starting        Active      30s    kubevirt    rules     <none>    <none>      starting vm [web]
-vms         データベース-migrating-1a2b3c4d              VirtualMachine           データベース              Migrating       Active      2m5s   kubevirt    rules     <none>    <none>      migrating vm [データベース]
-vms         データベース-vmi-livemigrating-1a2b3c4d      VirtualMachineInstance   データベース-vmi          LiveMigrating   Active      2m     kubevirt    rules     <none>    <none>      from node-1 to node-2
+NAMESPACE   NAME                                         KIND                     SUBJECT                   OPERATION       PHASE       AGE    COMPONENT   RULESET   OUTCOME   COMPLETED   EXPECTED   MESSAGE
+-           kubevirt-hyperconverged-upgrading-1a2b3c4d   HyperConverged           kubevirt-hyperconverged   Upgrading       Active      120m   kubevirt    rules     <none>    <none>      <none>     upgrading to 4.99
+-           kubevirt-degraded-1a2b3c4d                   KubeVirt                 kubevirt                  Degraded        Active      10m    kubevirt    rules     <none>    <none>      <none>     degraded
+backups     nightly-inprogress-1a2b3c4d                  Backup                   nightly                   InProgress      Active      25h    velero      rules     <none>    <none>      <none>     backing up 3 namespaces
+vms         web-stopping-1a2b3c4d                        VirtualMachine           web                       Stopping        Completed   66m    kubevirt    rules     Failed    5s          <none>     stopping vm [web]
+vms         web-starting-1a2b3c4d                        VirtualMachine           web                       Starting        Active      30s    kubevirt    rules     <none>    <none>      <none>     starting vm [web]
+vms         データベース-migrating-1a2b3c4d              VirtualMachine           データベース              Migrating       Active      2m5s   kubevirt    rules     <none>    <none>      <none>     migrating vm [データベース]
+vms         データベース-vmi-livemigrating-1a2b3c4d      VirtualMachineInstance   データベース-vmi          LiveMigrating   Active      2m     kubevirt    rules     <none>    <none>      <none>     from node-1 to node-2
 ";
     assert_eq!(
         render_list(&ops, Output::Wide, true, now(), Colours::OFF),

@@ -113,7 +113,12 @@ mod tests {
     async fn chunked_and_whole_bodies_are_the_same_json() {
         for n in [0, 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7] {
             let stored: Vec<Arc<Stored>> = (0..n)
-                .map(|i| Arc::new(Stored::new(7, crate::index::test_record(&format!("s{i}")))))
+                .map(|i| {
+                    Arc::new(Stored::new(
+                        7,
+                        crate::operation::test_record(&format!("s{i}")),
+                    ))
+                })
                 .collect();
             let whole =
                 serde_json::to_vec(&list(stored.iter().map(|s| s.object()).collect())).unwrap();

@@ -1,12 +1,12 @@
 //! Telling readers when an answer may be incomplete: a `Warning` header (RFC 7234, as
 //! kube-apiserver sends them: `299 - "text"`; kubectl prints each as `Warning: text`) for every
-//! reason why detection feeding the answer is not current (see [`TargetHealth::stale`]): a watch
+//! reason why detection feeding the answer is not current (see [`HealthReader::stale`]): a watch
 //! starting, failing or stalled, a ruleset suspended or behind, an object skipped.
 //!
 //! The index keeps serving what it last saw when a watch breaks (etcd down, RBAC revoked, CRD
 //! deleted); without this, "nothing in flight" would be indistinguishable from "not looking".
 
-use crate::watch::{Stale, TargetHealth};
+use crate::detect::{HealthReader, Stale};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 
@@ -18,13 +18,27 @@ const MAX_WARNINGS: usize = 10;
 const MAX_REASON: usize = 300;
 
 /// Adds the warnings for a successful read of `namespace` (`None`: every namespace, or
-/// cluster-scoped objects), as the request's `RequestInfo` names it.
-pub fn warn_if_stale(targets: &TargetHealth, namespace: Option<&str>, response: &mut Response) {
+/// cluster-scoped objects), as the request's `RequestInfo` names it. `unsynced` is what the
+/// initial sync has not seen yet (see [`crate::readiness::Readiness::unsynced`]): before the
+/// rulesets are listed no target is known to be stale, yet the answer is partial all the same.
+pub fn warn_if_stale(
+    targets: &HealthReader,
+    unsynced: &[String],
+    namespace: Option<&str>,
+    response: &mut Response,
+) {
     if !response.status().is_success() {
         return;
     }
     let stale = targets.stale(namespace);
-    for text in warnings(&stale) {
+    let sync = (!unsynced.is_empty()).then(|| {
+        let mut waiting: String = unsynced.join(", ").chars().take(MAX_REASON).collect();
+        if waiting.len() < unsynced.join(", ").len() {
+            waiting.push('…');
+        }
+        format!("{INCOMPLETE}: the initial sync is not done (waiting for {waiting})")
+    });
+    for text in sync.into_iter().chain(warnings(&stale)) {
         if let Ok(value) = HeaderValue::from_bytes(header_value(&text).as_bytes()) {
             response.headers_mut().append(header::WARNING, value);
         }
@@ -88,8 +102,8 @@ fn header_value(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::Blind;
     use crate::ruleset::Target;
-    use crate::watch::Blind;
     use axum::body::Body;
     use axum::http::StatusCode;
 
@@ -147,15 +161,16 @@ mod tests {
 
     #[test]
     fn only_successful_answers_carry_warnings() {
-        let targets = TargetHealth::default();
+        let health = std::sync::Arc::new(crate::detect::Health::default());
         let t = Target {
             group: "example.com".into(),
             version: "v1".into(),
             resource: "things".into(),
         };
-        targets.watching(&t, None);
+        health.watching(&t, None);
+        let targets = health.reader();
         let mut ok = Response::new(Body::empty());
-        warn_if_stale(&targets, None, &mut ok);
+        warn_if_stale(&targets, &[], None, &mut ok);
         let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
         assert_eq!(
             values,
@@ -165,7 +180,29 @@ mod tests {
         );
         let mut failed = Response::new(Body::empty());
         *failed.status_mut() = StatusCode::NOT_FOUND;
-        warn_if_stale(&targets, None, &mut failed);
+        warn_if_stale(&targets, &[], None, &mut failed);
         assert!(failed.headers().get(header::WARNING).is_none());
+    }
+
+    #[test]
+    fn answers_before_the_initial_sync_say_so_even_with_no_target_known() {
+        let targets = std::sync::Arc::new(crate::detect::Health::default()).reader();
+        let mut ok = Response::new(Body::empty());
+        warn_if_stale(
+            &targets,
+            &["the list of OperationRuleSets".to_string()],
+            None,
+            &mut ok,
+        );
+        let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
+        assert_eq!(
+            values,
+            [
+                r#"299 - "operations may be incomplete: the initial sync is not done (waiting for the list of OperationRuleSets)""#
+            ]
+        );
+        let mut synced = Response::new(Body::empty());
+        warn_if_stale(&targets, &[], None, &mut synced);
+        assert!(synced.headers().get(header::WARNING).is_none());
     }
 }

@@ -40,7 +40,7 @@ pub struct ApiState {
     /// Limits on open watches.
     watch_slots: Arc<watch_slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
-    pub(crate) freshness: Arc<crate::watch::TargetHealth>,
+    pub(crate) freshness: crate::detect::HealthReader,
     /// Bumped to end every open watch cleanly (the server stops, or leadership is lost).
     watch_generation: tokio::sync::watch::Sender<u64>,
     /// Whether resource requests are answered (false on a standby replica).
@@ -106,7 +106,7 @@ impl ApiState {
             snapshots: snapshots::Snapshots::default(),
             readiness,
             watch_slots: watch_slots::WatchSlots::new(limits),
-            freshness: Arc::default(),
+            freshness: Default::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
             serving: std::sync::atomic::AtomicBool::new(true),
             started: jiff::Timestamp::now(),
@@ -142,7 +142,7 @@ impl ApiState {
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).
-    pub fn with_freshness(mut self, targets: Arc<crate::watch::TargetHealth>) -> Self {
+    pub fn with_freshness(mut self, targets: crate::detect::HealthReader) -> Self {
         self.freshness = targets;
         self
     }

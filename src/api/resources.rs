@@ -150,7 +150,8 @@ pub async fn dispatch(
         Err(e) => e.into_response(),
     };
     let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
-    super::freshness::warn_if_stale(&state.freshness, namespace, &mut response);
+    let unsynced = state.readiness.unsynced();
+    super::freshness::warn_if_stale(&state.freshness, &unsynced, namespace, &mut response);
     response
 }
 

@@ -12,8 +12,9 @@
 //! under heavy churn may still get `410 Expired` with an inconsistent continue token.
 
 use crate::index::{IndexReader, Snapshot};
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a snapshot serves `continue` tokens and `Exact` lists.
@@ -59,7 +60,7 @@ impl Snapshots {
     /// `namespace`, or of everything.
     pub fn current(&self, index: &IndexReader, namespace: Option<&str>) -> Arc<Snapshot> {
         let rv = index.current_rv();
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.recent.lock();
         let now = Instant::now();
         let kept = recent
             .snapshots
@@ -95,7 +96,7 @@ impl Snapshots {
         if rv < index.epoch() {
             return None;
         }
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = self.recent.lock();
         recent.evict(Instant::now());
         recent
             .snapshots
@@ -116,9 +117,9 @@ mod tests {
         let snapshots = Snapshots::default();
         let first = snapshots.current(&index.reader(), None);
         for i in 0..50 {
-            index.apply(vec![Change::Upsert(crate::index::test_record(&format!(
-                "op-{i}"
-            )))]);
+            index.apply(vec![Change::Upsert(crate::operation::test_record(
+                &format!("op-{i}"),
+            ))]);
             snapshots.current(&index.reader(), None);
         }
         let kept = snapshots
@@ -132,7 +133,7 @@ mod tests {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         for ns in ["a", "b", "c"] {
             for i in 0..3 {
-                let mut op = (*crate::index::test_record(&format!("{ns}-{i}"))).clone();
+                let mut op = (*crate::operation::test_record(&format!("{ns}-{i}"))).clone();
                 op.namespace = Some(ns.into());
                 index.apply(vec![Change::Upsert(Arc::new(op))]);
             }
@@ -165,7 +166,7 @@ mod tests {
     fn snapshots_from_before_the_epoch_are_not_served() {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
-        index.apply(vec![Change::Upsert(crate::index::test_record("op"))]);
+        index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
         let before = snapshots.current(&index.reader(), None);
         let epoch = index.begin_epoch(5_000);
         assert_eq!(epoch, 5_000);

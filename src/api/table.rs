@@ -70,6 +70,27 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             1
         ),
         column(
+            "Progress",
+            "string",
+            "",
+            "How far along the operation is, as its rule reports it.",
+            1
+        ),
+        column(
+            "Expected",
+            "string",
+            "",
+            "Time left until the operation is expected to end (status.expectedEnd), or how long it is overdue.",
+            1
+        ),
+        column(
+            "Stalled",
+            "string",
+            "",
+            "Why the operation is stalled, if it is (the Stalled condition's reason).",
+            1
+        ),
+        column(
             "Ending",
             "string",
             "",
@@ -107,7 +128,7 @@ enum RowObject<'a> {
 }
 
 /// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed,
-/// Ending.
+/// Progress, Expected, Stalled, Ending.
 type Cells<'a> = (
     &'a str,
     &'a str,
@@ -120,6 +141,9 @@ type Cells<'a> = (
     &'a str,
     &'a str,
     String,
+    String,
+    String,
+    &'a str,
     String,
 );
 
@@ -167,6 +191,11 @@ pub fn row<'a>(
         op.completed
             .map(|c| table_age(Some(c), now))
             .unwrap_or_default(),
+        op.progress().map(percent).unwrap_or_default(),
+        op.expected_end()
+            .map(|end| expected(end, now))
+            .unwrap_or_default(),
+        op.stall().map_or("", |s| s.reason.as_str()),
         ending,
     );
     let object = match include {
@@ -178,6 +207,21 @@ pub fn row<'a>(
         IncludeObject::Object => Some(RowObject::Object(stored.object())),
     };
     Row { cells, object }
+}
+
+/// `45%`, `45.5%`: a progress as people read it.
+pub fn percent(progress: f64) -> String {
+    let tenths = (progress * 10.0).round() / 10.0;
+    format!("{tenths}%")
+}
+
+/// `~4m` until an expected end, `overdue 2m` past it.
+pub fn expected(end: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    if end >= now {
+        format!("~{}", table_age(Some(now), end))
+    } else {
+        format!("overdue {}", table_age(Some(end), now))
+    }
 }
 
 /// A `meta.k8s.io` Table.
@@ -209,8 +253,8 @@ pub fn table<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::test_record;
     use crate::operation::Ending;
+    use crate::operation::test_record;
     use std::sync::Arc;
 
     fn cells(stored: &Stored, now: jiff::Timestamp) -> Value {
@@ -226,7 +270,7 @@ mod tests {
         op.message = Some("copying".into());
         let active = Stored::new(1, Arc::new(op.clone()));
         assert_eq!(cells(&active, now)[6], "copying");
-        assert_eq!(cells(&active, now)[11], "");
+        assert_eq!(cells(&active, now)[14], "");
 
         op.ending = Some(Ending {
             since: now,
@@ -236,10 +280,10 @@ mod tests {
         let shown = cells(&ending, now);
         assert_eq!(shown[4], "Active", "the phase stays Active");
         assert_eq!(shown[6], "ending in 25s: copying");
-        assert_eq!(shown[11], "in 25s");
+        assert_eq!(shown[14], "in 25s");
         // Past the end (the grace not completed yet): never a negative time.
         let late = cells(&ending, "2026-11-22T10:01:00Z".parse().unwrap());
-        assert_eq!(late[11], "in 0s");
+        assert_eq!(late[14], "in 0s");
 
         op.message = None;
         let silent = Stored::new(3, Arc::new(op));

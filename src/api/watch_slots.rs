@@ -9,8 +9,9 @@
 
 use super::Limits;
 use super::status::ApiError;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What one watch holds besides its selectors: its task, its channel of encoded events and its
 /// place in the index's broadcast (measured: a few KiB idle; the rest leaves room for events
@@ -55,7 +56,7 @@ impl WatchSlots {
     /// passed.
     pub fn acquire(self: &Arc<Self>, user: &str, bytes: usize) -> Result<WatchSlot, ApiError> {
         let limits = self.limits;
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.open.lock();
         if open.total >= limits.max_watches {
             crate::metrics::watch_refused("total");
             return Err(ApiError::TooManyRequests(format!(
@@ -104,13 +105,13 @@ impl WatchSlots {
     /// Watches open now, in total.
     #[cfg(test)]
     fn open(&self) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).total
+        self.open.lock().total
     }
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
-        let mut open = self.slots.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = self.slots.open.lock();
         open.total = open.total.saturating_sub(1);
         open.bytes = open.bytes.saturating_sub(self.bytes);
         if let Some((n, bytes)) = open.per_user.get_mut(&self.user) {
@@ -189,7 +190,7 @@ mod tests {
         for i in 0..100 {
             drop(slots.acquire(&format!("user-{i}"), 1).unwrap());
         }
-        assert!(slots.open.lock().unwrap().per_user.is_empty());
-        assert_eq!(slots.open.lock().unwrap().bytes, 0);
+        assert!(slots.open.lock().per_user.is_empty());
+        assert_eq!(slots.open.lock().bytes, 0);
     }
 }

@@ -11,9 +11,10 @@
 
 use axum::body::Body;
 use http_body_util::BodyExt;
+use parking_lot::Mutex;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -61,8 +62,8 @@ impl Default for State {
 }
 
 impl Activity {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// The deadline now (none while a request is in flight), remembering `reader` to wake.

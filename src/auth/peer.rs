@@ -12,9 +12,10 @@
 //! every request, would say.
 
 use super::{RequestHeaderConfig, UserInfo};
+use parking_lot::Mutex;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// What a connection's certificate says of its holder.
@@ -56,7 +57,7 @@ impl PeerCertificates {
         if self.chain.is_empty() {
             return PeerIdentity::None;
         }
-        let mut verdict = self.verdict.lock().unwrap_or_else(|p| p.into_inner());
+        let mut verdict = self.verdict.lock();
         let now = SystemTime::now();
         if self.expires.is_none_or(|t| now >= t) {
             // Expired since the handshake (or unreadable).

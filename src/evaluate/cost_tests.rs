@@ -31,6 +31,8 @@ fn rule(operation: &str, src: &str) -> RuleExprs {
         message: None,
         outcome: None,
         start_time: None,
+        progress: None,
+        stalled: None,
     }
 }
 

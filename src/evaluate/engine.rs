@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use cel::common::ast::{Expr as Node, IdedExpr, SourceInfo};
-use cel::common::types::{CelBool, CelString, CelTimestamp};
+use cel::common::types::{CelBool, CelDouble, CelInt, CelString, CelTimestamp, CelUInt};
 use cel::common::value::CowVal;
 use cel::{Context, Env, ExecutionError, ParseError, ParseErrors, Program, Value};
 
@@ -450,6 +450,67 @@ impl Expr {
         })
     }
 
+    /// A progress in percent: a number from 0 to 100, or a string such as `"45.5%"` (or
+    /// `"45.5"`); an empty string means "the object does not say" (`None`). Anything else, out
+    /// of range or not a number, is an error: a wrong value is never served.
+    pub(crate) fn eval_progress_in(
+        &self,
+        ctx: &BoundContext<'_>,
+    ) -> Result<Option<f64>, EvalError> {
+        self.run(ctx, |val| {
+            #[allow(clippy::cast_precision_loss)] // percentages are small numbers
+            let number = if let Some(n) = val.downcast_ref::<CelInt>() {
+                *n.inner() as f64
+            } else if let Some(n) = val.downcast_ref::<CelUInt>() {
+                *n.inner() as f64
+            } else if let Some(n) = val.downcast_ref::<CelDouble>() {
+                *n.inner()
+            } else if let Some(s) = val.downcast_ref::<CelString>() {
+                let text = s.inner().trim();
+                if text.is_empty() {
+                    return Ok(None);
+                }
+                let digits = text.strip_suffix('%').unwrap_or(text).trim_end();
+                digits.parse::<f64>().map_err(|_| {
+                    EvalError::Execution(format!(
+                        "progress '{}' is not a number or a percentage",
+                        shorten(text)
+                    ))
+                })?
+            } else {
+                return Err(wrong_type(
+                    "number 0-100 or a string such as \"45.5%\"",
+                    val,
+                ));
+            };
+            if (0.0..=100.0).contains(&number) {
+                Ok(Some(number))
+            } else {
+                Err(EvalError::Execution(format!(
+                    "progress {number} is out of range (0 to 100)"
+                )))
+            }
+        })
+    }
+
+    /// Whether the operation is stalled: `false` or an empty string is `None`; `true` is a
+    /// stall without a reason (`Some("")`); a non-empty string is a stall with that reason.
+    pub(crate) fn eval_stalled_in(
+        &self,
+        ctx: &BoundContext<'_>,
+    ) -> Result<Option<String>, EvalError> {
+        self.run(ctx, |val| {
+            if let Some(b) = val.downcast_ref::<CelBool>() {
+                return Ok(b.inner().then(String::new));
+            }
+            if let Some(s) = val.downcast_ref::<CelString>() {
+                let reason = s.inner().trim();
+                return Ok((!reason.is_empty()).then(|| reason.to_owned()));
+            }
+            Err(wrong_type("bool or string (the reason)", val))
+        })
+    }
+
     /// A start time, where an empty string means "the object does not say" (first detection).
     pub(crate) fn eval_start_time_in(
         &self,
@@ -484,6 +545,15 @@ impl Expr {
             }
             Err(wrong_type("timestamp or RFC 3339 string", val))
         })
+    }
+}
+
+/// At most 64 characters of `text`, for error messages quoting a value.
+pub(crate) fn shorten(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }
 

@@ -8,9 +8,10 @@
 //! any value of type `list` through the `Iterable` capability, so it works on bound JSON arrays
 //! as well as on list literals and comprehension results.
 
+use parking_lot::RwLock;
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::{LazyLock, RwLock};
+use std::sync::LazyLock;
 
 use cel::common::types::{
     CelBool, CelInt, CelList, CelString, INT_TYPE, Kind, LIST_TYPE, STRING_TYPE,
@@ -57,10 +58,7 @@ impl RegexCache {
                     format!("'{pattern}' not a valid regex:\n{err}"),
                 )
             })?;
-        let mut map = self
-            .map
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut map = self.map.write();
         if map.len() >= self.capacity && !map.contains_key(pattern) {
             // Simple eviction: drop an arbitrary entry. A full cache means patterns come from
             // data, where no entry is more valuable than another.
@@ -72,12 +70,10 @@ impl RegexCache {
         Ok(re)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Regex>> {
+    fn read(&self) -> parking_lot::RwLockReadGuard<'_, HashMap<String, Regex>> {
         // A panic while holding the lock cannot leave the map inconsistent (single insert or
         // remove), so a poisoned lock is still usable.
-        self.map
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.map.read()
     }
 
     #[cfg(test)]

@@ -58,6 +58,10 @@ pub struct RuleExprs {
     pub outcome: Option<Expr>,
     /// Timestamp, evaluated while the rule matches.
     pub start_time: Option<Expr>,
+    /// Number 0-100 or a percentage string, evaluated while the rule matches.
+    pub progress: Option<Expr>,
+    /// Bool or a reason string, evaluated while the rule matches.
+    pub stalled: Option<Expr>,
 }
 
 /// The results of one ruleset on one object.
@@ -91,6 +95,12 @@ pub enum RuleResult {
         message: Option<Result<String, EvalError>>,
         /// The start-time expression's result, if the rule has one.
         start_time: Option<Result<jiff::Timestamp, EvalError>>,
+        /// The progress expression's result (percent, 0 to 100; `None` when it gave `''`: the
+        /// object does not say), if the rule has one.
+        progress: Option<Result<Option<f64>, EvalError>>,
+        /// The stalled expression's result, if the rule has one: `None` not stalled,
+        /// `Some(reason)` stalled (an empty reason when the expression said `true`).
+        stalled: Option<Result<Option<String>, EvalError>>,
     },
     /// The rule evaluated to false.
     Inactive {
@@ -200,6 +210,18 @@ fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
                                 || e.eval_start_time_in(contexts.for_expr(e)).transpose(),
                             )
                             .transpose()
+                    }),
+                    progress: rule.progress.as_ref().map(|e| {
+                        overrun.check(
+                            || format!("rule {op} progress"),
+                            || e.eval_progress_in(contexts.for_expr(e)),
+                        )
+                    }),
+                    stalled: rule.stalled.as_ref().map(|e| {
+                        overrun.check(
+                            || format!("rule {op} stalled"),
+                            || e.eval_stalled_in(contexts.for_expr(e)),
+                        )
                     }),
                 },
                 Ok(false) => RuleResult::Inactive {

@@ -525,6 +525,8 @@ fn rule(
         message: message.map(compile),
         outcome: outcome.map(compile),
         start_time: start_time.map(compile),
+        progress: None,
+        stalled: None,
     }
 }
 
@@ -576,6 +578,8 @@ fn evaluate_maps_rules_in_order() {
         RuleResult::Active {
             message: Some(Ok("to worker-7".to_owned())),
             start_time: Some(Ok("2026-11-22T10:15:02Z".parse().unwrap())),
+            progress: None,
+            stalled: None,
         }
     );
     assert_eq!(
@@ -601,6 +605,8 @@ fn evaluate_maps_rules_in_order() {
                     expected: "string", ..
                 })),
             start_time: Some(Err(EvalError::Execution(_))),
+            progress: None,
+            stalled: None,
         } => {}
         other => panic!("unexpected {other:?}"),
     }
@@ -640,6 +646,8 @@ fn evaluate_mixes_engines() {
                 message: Some(compile("object.metadata.name")),
                 outcome: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         label_expressions: vec![],
@@ -650,11 +658,15 @@ fn evaluate_mixes_engines() {
         vec![
             RuleResult::Active {
                 message: None,
-                start_time: None
+                start_time: None,
+                progress: None,
+                stalled: None
             },
             RuleResult::Active {
                 message: Some(Ok("rhel9-web-01".to_owned())),
-                start_time: None
+                start_time: None,
+                progress: None,
+                stalled: None
             },
         ]
     );
@@ -673,4 +685,74 @@ fn one_bound_object_serves_many_expressions() {
         a.source(),
         "object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')"
     );
+}
+
+/// What a rule's progress and stalled expressions gave.
+type LiveValues = (
+    Option<Result<Option<f64>, EvalError>>,
+    Option<Result<Option<String>, EvalError>>,
+);
+
+/// The progress and stalled of the one rule of a ruleset that always matches.
+fn live_values(progress: &str, stalled: &str) -> LiveValues {
+    let mut rule = rule("Op", "true", None, None, None);
+    rule.progress = Some(compile(progress));
+    rule.stalled = Some(compile(stalled));
+    let exprs = RuleSetExprs {
+        rules: vec![rule],
+        label_expressions: vec![],
+    };
+    match evaluate(&exprs, &Bound::new(&VM)).rules.remove(0) {
+        RuleResult::Active {
+            progress, stalled, ..
+        } => (progress, stalled),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn progress_is_a_percentage_or_an_error() {
+    for (src, want) in [
+        ("45", Some(45.0)),
+        ("45.5", Some(45.5)),
+        ("100u", Some(100.0)),
+        ("'45.5%'", Some(45.5)),
+        ("' 7 % '", Some(7.0)),
+        ("'0'", Some(0.0)),
+        ("''", None),
+    ] {
+        assert_eq!(live_values(src, "false").0, Some(Ok(want)), "{src}");
+    }
+    for src in [
+        "101", "-1", "100.5", "'N/A'", "'140%'", "'NaN'", "true", "[1]",
+    ] {
+        let (progress, _) = live_values(src, "false");
+        assert!(matches!(progress, Some(Err(_))), "{src}: {progress:?}");
+    }
+    let (progress, _) = live_values("'abc%'", "false");
+    assert_eq!(
+        progress,
+        Some(Err(EvalError::Execution(
+            "progress 'abc%' is not a number or a percentage".into()
+        )))
+    );
+}
+
+#[test]
+fn stalled_is_a_bool_or_a_reason() {
+    for (src, want) in [
+        ("false", None),
+        ("''", None),
+        ("true", Some(String::new())),
+        ("'ImportFailed'", Some("ImportFailed".to_owned())),
+    ] {
+        assert_eq!(live_values("''", src).1, Some(Ok(want)), "{src}");
+    }
+    for src in ["1", "null", "{'a': 1}"] {
+        let (_, stalled) = live_values("''", src);
+        assert!(
+            matches!(stalled, Some(Err(EvalError::WrongType { .. }))),
+            "{src}: {stalled:?}"
+        );
+    }
 }

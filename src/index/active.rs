@@ -11,10 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use crate::operation::{InFlightOperation, LABEL_PREFIX, Phase};
-
-/// The label that names the node an operation runs on (set by the rules' label expressions).
-pub const NODE_LABEL: &str = "node";
+use crate::operation::{InFlightOperation, Phase};
+use ifo_model::NODE_LABEL;
 
 /// What one active record is counted under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,7 +45,7 @@ impl ActiveKey {
 fn node_of(op: &InFlightOperation) -> &str {
     op.labels
         .iter()
-        .find(|(k, _)| k.strip_prefix(LABEL_PREFIX) == Some(NODE_LABEL))
+        .find(|(k, _)| k.as_str() == NODE_LABEL)
         .map_or("", |(_, v)| v.as_str())
 }
 

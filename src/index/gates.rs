@@ -14,11 +14,8 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::active::NODE_LABEL;
-use crate::operation::{InFlightOperation, LABEL_PREFIX, Phase};
-
-/// The label that names the node a live migration goes to (set by the rules' label expressions).
-pub const TARGET_NODE_LABEL: &str = "target-node";
+use crate::operation::{InFlightOperation, Phase};
+use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
 
 /// Operations a gate lists in full (oldest first); the others are only counted.
 pub const MAX_GATE_OPERATIONS: usize = 50;
@@ -136,7 +133,7 @@ impl fmt::Display for GateScope {
 fn label<'a>(op: &'a InFlightOperation, key: &str) -> Option<&'a str> {
     op.labels
         .iter()
-        .find(|(k, _)| k.strip_prefix(LABEL_PREFIX) == Some(key))
+        .find(|(k, _)| k.as_str() == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !v.is_empty())
 }
@@ -178,7 +175,7 @@ fn is_component(s: &str) -> bool {
 }
 
 /// Whether `a` and `b` count the same in every gate: same occurrence, start, scopes and the
-/// fields a gate shows of its operations.
+/// fields a gate shows of its operations (expected end, progress, stall).
 fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     match (a.phase, b.phase) {
         (Phase::Active, Phase::Active) => {
@@ -192,6 +189,9 @@ fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
                 && a.subject.name == b.subject.name
                 && label(a, NODE_LABEL) == label(b, NODE_LABEL)
                 && label(a, TARGET_NODE_LABEL) == label(b, TARGET_NODE_LABEL)
+                && a.clears_at() == b.clears_at()
+                && a.progress() == b.progress()
+                && a.is_stalled() == b.is_stalled()
         }
         (Phase::Completed, Phase::Completed) => true,
         _ => false,
@@ -207,6 +207,81 @@ struct Members {
     since: Timestamp,
     /// The resourceVersion of its latest change.
     rv: u64,
+    /// The members' expected ends ([`InFlightOperation::clears_at`]), counted, so the latest
+    /// is at hand as members come and go.
+    ends: BTreeMap<Timestamp, usize>,
+    /// Members without an expected end.
+    unestimated: usize,
+    /// Members that are stalled.
+    stalled: usize,
+    /// When the scope last went from no member stalled to some, or back.
+    stall_since: Timestamp,
+}
+
+impl Members {
+    fn new(since: Timestamp, rv: u64) -> Members {
+        Members {
+            ops: BTreeMap::new(),
+            since,
+            rv,
+            ends: BTreeMap::new(),
+            unestimated: 0,
+            stalled: 0,
+            stall_since: since,
+        }
+    }
+
+    fn insert(&mut self, op: &Arc<InFlightOperation>, now: Timestamp) {
+        if self
+            .ops
+            .insert((op.created, op.uid.clone()), op.clone())
+            .is_some()
+        {
+            return;
+        }
+        match op.clears_at() {
+            Some(end) => *self.ends.entry(end).or_default() += 1,
+            None => self.unestimated += 1,
+        }
+        if op.is_stalled() {
+            if self.stalled == 0 {
+                self.stall_since = now;
+            }
+            self.stalled += 1;
+        }
+    }
+
+    fn remove(&mut self, op: &InFlightOperation, now: Timestamp) {
+        let Some(held) = self.ops.remove(&(op.created, op.uid.clone())) else {
+            return;
+        };
+        // What was counted is what the held record said, not what `op` says.
+        match held.clears_at() {
+            Some(end) => {
+                if let Some(n) = self.ends.get_mut(&end) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.ends.remove(&end);
+                    }
+                }
+            }
+            None => self.unestimated = self.unestimated.saturating_sub(1),
+        }
+        if held.is_stalled() && self.stalled > 0 {
+            self.stalled -= 1;
+            if self.stalled == 0 {
+                self.stall_since = now;
+            }
+        }
+    }
+
+    /// When the last member is expected to end; `None` when one has no estimate.
+    fn expected_clear(&self) -> Option<Timestamp> {
+        if self.unestimated > 0 {
+            return None;
+        }
+        self.ends.keys().next_back().copied()
+    }
 }
 
 /// A gate's scope as the index holds it at one resourceVersion.
@@ -222,8 +297,17 @@ pub struct GateMembers {
     pub since: Option<Timestamp>,
     /// How many operations are in flight in it.
     pub active: usize,
-    /// The oldest of them, oldest first, at most [`MAX_GATE_OPERATIONS`].
+    /// The oldest of them, oldest first, as many as asked for (at most
+    /// [`MAX_GATE_OPERATIONS`]).
     pub operations: Vec<Arc<InFlightOperation>>,
+    /// When the last of them is expected to end; `None` when one has no estimate, or none is
+    /// in flight.
+    pub expected_clear: Option<Timestamp>,
+    /// How many of them are stalled.
+    pub stalled: usize,
+    /// When the scope last went from none of them stalled to some, or back; `None` when the
+    /// index has not seen it since it started.
+    pub stall_since: Option<Timestamp>,
     /// When the targets feeding the index last went from all current to not, or back
     /// (`None`: not since the start).
     pub feeds_since: Option<Timestamp>,
@@ -253,12 +337,11 @@ impl GateCounts {
         }
         let now = Timestamp::now();
         if let Some(b) = before.filter(|b| b.phase == Phase::Active) {
-            let key = (b.created, b.uid.clone());
             for scope in GateScope::of(b) {
                 let Some(members) = self.scopes.get_mut(&scope) else {
                     continue;
                 };
-                members.ops.remove(&key);
+                members.remove(b, now);
                 members.rv = rv;
                 if members.ops.is_empty() {
                     self.scopes.remove(&scope);
@@ -272,14 +355,12 @@ impl GateCounts {
                     Some(members) => members,
                     None => {
                         self.cleared.remove(&scope);
-                        self.scopes.entry(scope).or_insert(Members {
-                            ops: BTreeMap::new(),
-                            since: now,
-                            rv,
-                        })
+                        self.scopes
+                            .entry(scope)
+                            .or_insert_with(|| Members::new(now, rv))
                     }
                 };
-                members.ops.insert((a.created, a.uid.clone()), a.clone());
+                members.insert(a, now);
                 members.rv = rv;
             }
         }
@@ -294,15 +375,24 @@ impl GateCounts {
         self.cleared.insert(scope, (at, rv));
     }
 
-    /// The scope as it stands; `base_rv` when nothing is known of it.
-    pub(super) fn members(&self, scope: &GateScope, base_rv: u64) -> GateMembers {
+    /// The scope as it stands, with its `listed` oldest operations (at most
+    /// [`MAX_GATE_OPERATIONS`]); `base_rv` when nothing is known of it.
+    pub(super) fn members(&self, scope: &GateScope, base_rv: u64, listed: usize) -> GateMembers {
         match self.scopes.get(scope) {
             Some(m) => GateMembers {
                 scope: scope.clone(),
                 rv: m.rv,
                 since: Some(m.since),
                 active: m.ops.len(),
-                operations: m.ops.values().take(MAX_GATE_OPERATIONS).cloned().collect(),
+                operations: m
+                    .ops
+                    .values()
+                    .take(listed.min(MAX_GATE_OPERATIONS))
+                    .cloned()
+                    .collect(),
+                expected_clear: m.expected_clear(),
+                stalled: m.stalled,
+                stall_since: Some(m.stall_since),
                 feeds_since: None,
             },
             None => {
@@ -313,58 +403,69 @@ impl GateCounts {
                     since: cleared.map(|c| c.0),
                     active: 0,
                     operations: Vec::new(),
+                    expected_clear: None,
+                    stalled: 0,
+                    stall_since: cleared.map(|c| c.0),
                     feeds_since: None,
                 }
             }
         }
     }
 
-    /// Every scope with operations in flight, sorted by scope.
-    pub(super) fn in_flight(&self, base_rv: u64) -> Vec<GateMembers> {
+    /// Every scope with operations in flight, sorted by scope, each with its `listed` oldest
+    /// operations.
+    pub(super) fn in_flight(&self, base_rv: u64, listed: usize) -> Vec<GateMembers> {
         let mut scopes: Vec<&GateScope> = self.scopes.keys().collect();
         scopes.sort_unstable();
         scopes
             .into_iter()
-            .map(|s| self.members(s, base_rv))
+            .map(|s| self.members(s, base_rv, listed))
             .collect()
     }
 
-    /// The scopes and their member uids recomputed from `records`: what the tests compare
-    /// against.
+    /// The scopes, their member uids, expected clear time and stalled count recomputed from
+    /// `records`: what the tests compare against.
     #[cfg(test)]
     pub(super) fn recount<'a>(
         records: impl IntoIterator<Item = &'a InFlightOperation>,
-    ) -> BTreeMap<GateScope, Vec<String>> {
-        let mut all: BTreeMap<GateScope, Vec<(Timestamp, String)>> = BTreeMap::new();
+    ) -> BTreeMap<GateScope, ScopeSummary> {
+        let mut all: BTreeMap<GateScope, Vec<&InFlightOperation>> = BTreeMap::new();
         for r in records.into_iter().filter(|r| r.phase == Phase::Active) {
             for scope in GateScope::of(r) {
-                all.entry(scope)
-                    .or_default()
-                    .push((r.created, r.uid.clone()));
+                all.entry(scope).or_default().push(r);
             }
         }
         all.into_iter()
             .map(|(s, mut v)| {
-                v.sort();
-                (s, v.into_iter().map(|(_, uid)| uid).collect())
+                v.sort_by(|a, b| (a.created, &a.uid).cmp(&(b.created, &b.uid)));
+                let expected_clear = v
+                    .iter()
+                    .map(|r| r.clears_at())
+                    .collect::<Option<Vec<_>>>()
+                    .and_then(|ends| ends.into_iter().max());
+                let stalled = v.iter().filter(|r| r.is_stalled()).count();
+                let uids = v.into_iter().map(|r| r.uid.clone()).collect();
+                (s, (uids, expected_clear, stalled))
             })
             .collect()
     }
 
     /// The same, as the index keeps it.
     #[cfg(test)]
-    pub(super) fn to_map(&self) -> BTreeMap<GateScope, Vec<String>> {
+    pub(super) fn to_map(&self) -> BTreeMap<GateScope, ScopeSummary> {
         self.scopes
             .iter()
             .map(|(s, m)| {
-                (
-                    s.clone(),
-                    m.ops.keys().map(|(_, uid)| uid.clone()).collect(),
-                )
+                let uids = m.ops.keys().map(|(_, uid)| uid.clone()).collect();
+                (s.clone(), (uids, m.expected_clear(), m.stalled))
             })
             .collect()
     }
 }
+
+/// A scope's member uids (oldest first), expected clear time and stalled count.
+#[cfg(test)]
+pub(super) type ScopeSummary = (Vec<String>, Option<Timestamp>, usize);
 
 #[cfg(test)]
 mod tests {

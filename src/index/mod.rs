@@ -24,10 +24,10 @@ mod store;
 mod stored;
 mod transitions;
 
-pub use active::{ActiveKey, NODE_LABEL, RuleKey};
+pub use active::{ActiveKey, RuleKey};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
-pub use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS, TARGET_NODE_LABEL};
+pub use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
 pub use store::{Index, IndexReader, Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
 pub use transitions::Transitions;
@@ -35,29 +35,8 @@ pub use transitions::Transitions;
 #[cfg(test)]
 use std::sync::Arc;
 
-/// Records for the tests of the layers above the index.
-#[cfg(test)]
-pub(crate) fn test_record(subject: &str) -> Arc<crate::operation::InFlightOperation> {
-    use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
-    let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        name: subject.into(),
-        namespace: Some("ns".into()),
-        uid: format!("uid-{subject}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "rs".into(),
-        ..Default::default()
-    };
-    let (record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
-    Arc::new(record)
-}
-
 /// A stored record for the tests of the layers above the index.
 #[cfg(test)]
 pub(crate) fn test_stored() -> Arc<Stored> {
-    Arc::new(Stored::new(1, test_record("subject")))
+    Arc::new(Stored::new(1, crate::operation::test_record("subject")))
 }

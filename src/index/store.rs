@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
-use super::gates::{GateCounts, GateMembers, GateScope};
+use super::gates::{GateCounts, GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use super::stored::{ObjectKey, Stored, key_of};
 use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
@@ -183,15 +183,16 @@ impl Index {
     /// scope's latest change or of the latest [`Index::feeds_changed`], whichever is later).
     pub fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
         let st = self.read();
-        let mut members = st.gates.members(scope, st.epoch);
+        let mut members = st.gates.members(scope, st.epoch, MAX_GATE_OPERATIONS);
         Self::with_feeds(&st, &mut members);
         (st.rv, members)
     }
 
-    /// Every scope with operations in flight, sorted, at the current RV (returned first).
-    pub fn gates_in_flight(&self) -> (u64, Vec<GateMembers>) {
+    /// Every scope with operations in flight, sorted, at the current RV (returned first), each
+    /// with its `listed` oldest operations (a table needs a few, a list of objects all it shows).
+    pub fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
         let st = self.read();
-        let mut all = st.gates.in_flight(st.epoch);
+        let mut all = st.gates.in_flight(st.epoch, listed);
         for members in &mut all {
             Self::with_feeds(&st, members);
         }
@@ -445,8 +446,8 @@ impl IndexReader {
     }
 
     /// See [`Index::gates_in_flight`].
-    pub fn gates_in_flight(&self) -> (u64, Vec<GateMembers>) {
-        self.0.gates_in_flight()
+    pub fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
+        self.0.gates_in_flight(listed)
     }
 
     /// See [`Index::snapshot`].

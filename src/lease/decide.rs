@@ -44,7 +44,8 @@ impl Observation {
 /// What to do after looking at the Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Nobody holds it, or the holder has not renewed for a whole lease duration: take it.
+    /// Nobody holds it, the holder has not renewed for a whole lease duration, or the holder is
+    /// proven gone: take it.
     Take,
     /// We hold it: renew.
     Renew,
@@ -56,13 +57,14 @@ pub enum Decision {
 }
 
 /// The rule of client-go's leader election: a lease is free when released or when nobody
-/// renewed it for its duration as measured from when *we* saw its last change.
-pub fn decide(me: &str, seen: &Observation, now: Instant) -> Decision {
+/// renewed it for its duration as measured from when *we* saw its last change; and, before
+/// that, when `holder_gone` (kubelet reported the holder's process ended: see `proof`).
+pub fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> Decision {
     match seen.holder.as_deref() {
         None | Some("") => Decision::Take,
         Some(holder) if holder == me => Decision::Renew,
         Some(holder) => {
-            if now.duration_since(seen.seen_at) >= seen.duration {
+            if holder_gone || now.duration_since(seen.seen_at) >= seen.duration {
                 Decision::Take
             } else {
                 Decision::Wait {
@@ -91,15 +93,21 @@ mod tests {
     #[test]
     fn a_released_or_missing_holder_is_taken_at_once() {
         let now = Instant::now();
-        assert_eq!(decide("a", &seen(None, "1", now), now), Decision::Take);
-        assert_eq!(decide("a", &seen(Some(""), "1", now), now), Decision::Take);
+        assert_eq!(
+            decide("a", &seen(None, "1", now), false, now),
+            Decision::Take
+        );
+        assert_eq!(
+            decide("a", &seen(Some(""), "1", now), false, now),
+            Decision::Take
+        );
     }
 
     #[test]
     fn our_own_lease_is_renewed() {
         let now = Instant::now();
         assert_eq!(
-            decide("a", &seen(Some("a"), "1", now), now),
+            decide("a", &seen(Some("a"), "1", now), false, now),
             Decision::Renew
         );
     }
@@ -109,7 +117,7 @@ mod tests {
         let start = Instant::now();
         let first = seen(Some("b"), "1", start);
         let wait = Decision::Wait { holder: "b".into() };
-        assert_eq!(decide("a", &first, start + LEASE / 2), wait);
+        assert_eq!(decide("a", &first, false, start + LEASE / 2), wait);
         // It renews (a new resourceVersion): the clock starts again from when we saw that.
         let renewed = Observation::update(
             Some(&first),
@@ -118,7 +126,7 @@ mod tests {
             LEASE,
             start + LEASE / 2,
         );
-        assert_eq!(decide("a", &renewed, start + LEASE), wait);
+        assert_eq!(decide("a", &renewed, false, start + LEASE), wait);
         // It stops renewing: the same state seen again keeps its first sighting.
         let stale = Observation::update(
             Some(&renewed),
@@ -129,8 +137,23 @@ mod tests {
         );
         assert_eq!(stale.seen_at, start + LEASE / 2);
         assert_eq!(
-            decide("a", &stale, start + LEASE / 2 + LEASE),
+            decide("a", &stale, false, start + LEASE / 2 + LEASE),
             Decision::Take
+        );
+    }
+
+    #[test]
+    fn a_holder_proven_gone_is_replaced_at_once_and_we_renew_our_own_lease_regardless() {
+        let now = Instant::now();
+        let held = seen(Some("b"), "1", now);
+        assert_eq!(decide("a", &held, true, now), Decision::Take);
+        assert_eq!(
+            decide("a", &held, false, now),
+            Decision::Wait { holder: "b".into() }
+        );
+        assert_eq!(
+            decide("a", &seen(Some("a"), "1", now), true, now),
+            Decision::Renew
         );
     }
 
@@ -147,7 +170,12 @@ mod tests {
             start + LEASE * 3,
         );
         assert_eq!(
-            decide("a", &later, start + LEASE * 3 + Duration::from_secs(1)),
+            decide(
+                "a",
+                &later,
+                false,
+                start + LEASE * 3 + Duration::from_secs(1)
+            ),
             Decision::Wait { holder: "b".into() }
         );
     }

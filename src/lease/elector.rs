@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
@@ -10,6 +11,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::decide::{Decision, Observation, decide};
+use super::proof::{ContainerEnd, holder_pod, proves_gone};
 use super::{Error, Role};
 
 /// Where the Lease is and how it is kept (the `--leader-elect-*` flags).
@@ -27,14 +29,24 @@ pub struct Settings {
     pub renew_deadline: Duration,
     /// Time between two looks at the Lease.
     pub retry_period: Duration,
+    /// The container that runs the server in a holder's pod. With it, followers watch the
+    /// holder's pod and take the Lease as soon as kubelet reports that container ended after the
+    /// holder took the Lease, instead of waiting for the Lease to expire.
+    pub container: Option<String>,
 }
 
 /// Runs the election for one replica.
 pub struct Elector {
     api: Api<Lease>,
+    pods: Api<Pod>,
     settings: Settings,
     role: watch::Sender<Role>,
     seen: Option<Observation>,
+    /// The pod of the holder to watch (none while we hold the Lease or nobody does).
+    holder_pod: watch::Sender<Option<String>>,
+    /// The latest end of that pod's server container kubelet reported.
+    holder_ended: watch::Receiver<Option<ContainerEnd>>,
+    holder_ended_tx: watch::Sender<Option<ContainerEnd>>,
 }
 
 impl Elector {
@@ -42,11 +54,16 @@ impl Elector {
     /// as [`Role::Following`]).
     pub fn new(client: kube::Client, settings: Settings) -> (Elector, watch::Receiver<Role>) {
         let (role, receiver) = watch::channel(Role::Following);
+        let (holder_ended_tx, holder_ended) = watch::channel(None);
         let elector = Elector {
-            api: Api::namespaced(client, &settings.namespace),
+            api: Api::namespaced(client.clone(), &settings.namespace),
+            pods: Api::namespaced(client, &settings.namespace),
             settings,
             role,
             seen: None,
+            holder_pod: watch::channel(None).0,
+            holder_ended,
+            holder_ended_tx,
         };
         (elector, receiver)
     }
@@ -73,6 +90,15 @@ impl Elector {
             self.settings.name.clone(),
             changed.clone(),
         ));
+        if let Some(container) = self.settings.container.clone() {
+            watching.spawn(super::holder_pod::watch(
+                self.pods.clone(),
+                container,
+                self.holder_pod.subscribe(),
+                self.holder_ended_tx.clone(),
+                changed.clone(),
+            ));
+        }
         loop {
             let started = Instant::now();
             let budget = if self.leading() {
@@ -125,7 +151,8 @@ impl Elector {
                 // taken in the time of one request (a rollout hands over at once), and the last
                 // renewal is seen when it happens, so a crashed leader's Lease expires by the
                 // follower's clock a lease duration after its last renewal, not a retry
-                // period later.
+                // period later. It also looks at once when kubelet reports the holder's
+                // container ended.
                 () = changed.notified(), if !self.leading() => {}
                 _ = &mut stop => break,
             }
@@ -155,13 +182,39 @@ impl Elector {
             .and_then(|s| s.lease_duration_seconds)
             .and_then(|s| u64::try_from(s).ok())
             .map_or(self.settings.lease_duration, Duration::from_secs);
+        let holder = spec.and_then(|s| s.holder_identity.clone());
+        // The holder's pod to watch: another replica's, never our own.
+        let pod = holder
+            .as_deref()
+            .filter(|h| *h != self.settings.identity)
+            .and_then(holder_pod)
+            .map(str::to_owned);
+        self.holder_pod.send_if_modified(|watched| {
+            let changed = *watched != pod;
+            if changed {
+                watched.clone_from(&pod);
+            }
+            changed
+        });
         self.seen = Some(Observation::update(
             self.seen.as_ref(),
-            spec.and_then(|s| s.holder_identity.clone()),
+            holder,
             lease.metadata.resource_version.clone(),
             duration,
             Instant::now(),
         ));
+    }
+
+    /// What proves the Lease's holder gone, if anything: an end of its container that kubelet
+    /// reported after the holder took the Lease (its `acquireTime`).
+    fn holder_gone(&self, lease: &Lease) -> Option<ContainerEnd> {
+        let spec = lease.spec.as_ref()?;
+        let holder = spec.holder_identity.as_deref()?;
+        let acquired = spec.acquire_time.as_ref()?.0;
+        let end = self.holder_ended.borrow();
+        let end = end.as_ref()?;
+        (holder != self.settings.identity && proves_gone(holder, acquired, end))
+            .then(|| end.clone())
     }
 
     fn api_error(&self, source: kube::Error) -> Error {
@@ -208,12 +261,29 @@ impl Elector {
             };
         };
         self.observe(&lease);
+        let gone = self.holder_gone(&lease);
         let seen = self.seen.as_ref().expect("observed just now");
-        let decision = decide(&self.settings.identity, seen, Instant::now());
+        let decision = decide(
+            &self.settings.identity,
+            seen,
+            gone.is_some(),
+            Instant::now(),
+        );
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         match decision {
             Decision::Wait { .. } => return Ok(false),
             Decision::Take => {
+                if let Some(end) = &gone {
+                    tracing::info!(
+                        lease = %self.lease_name(),
+                        holder = ?spec.holder_identity,
+                        acquired = ?spec.acquire_time.as_ref().map(|t| t.0),
+                        pod = %end.pod,
+                        container_id = %end.container_id,
+                        finished_at = %end.finished_at,
+                        "the holder's container ended after it took the lease: taking the lease without waiting for it to expire"
+                    );
+                }
                 let had_holder = spec
                     .holder_identity
                     .as_deref()

@@ -4,7 +4,8 @@
 //! Every replica watches, evaluates and keeps its index all the time; only the leader answers
 //! the API (and, with persistence, writes the copies). `decide` is the pure rule for one look at
 //! the Lease; `elector` runs it against kube-apiserver and publishes the [`Role`]; `label` marks
-//! the leader's pod for the Service.
+//! the leader's pod for the Service. A crashed leader is replaced before its Lease expires when
+//! kubelet proves its process gone: `proof` is the rule, `holder_pod` watches the holder's pod.
 //!
 //! Expiry is judged by this replica's own clock from when it last saw the Lease change (the
 //! holder's renewals), never by comparing the holder's timestamps with ours, so clock skew
@@ -12,11 +13,12 @@
 
 mod decide;
 mod elector;
+mod holder_pod;
 mod label;
+mod proof;
 
-pub use decide::{Decision, Observation, decide};
 pub use elector::{Elector, Settings};
-pub use label::{LEADER_LABEL, LeaderLabel};
+pub use label::LeaderLabel;
 
 /// What this replica does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! the gates a list answers: the cluster's and those with operations in flight, so the series
 //! are bounded by the nodes, components and namespaces in flight and go when a scope clears.
 
-use std::sync::RwLock;
+use parking_lot::RwLock;
 
 use ifo_model::MaintenanceGate;
 use prometheus_client::collector::Collector;
@@ -32,7 +32,7 @@ impl std::fmt::Debug for GateSource {
 
 impl Collector for GateSource {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let gates = match &*self.0.read().unwrap_or_else(|e| e.into_inner()) {
+        let gates = match &*self.0.read() {
             Some(source) => source(),
             None => Vec::new(),
         };
@@ -84,9 +84,5 @@ impl Collector for GateSource {
 
 /// The gate series read what `source` answers from now on (the API's list of gates).
 pub fn serve_gates_from(source: impl Fn() -> Vec<MaintenanceGate> + Send + Sync + 'static) {
-    *super::metrics()
-        .gates
-        .0
-        .write()
-        .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(source));
+    *super::metrics().gates.0.write() = Some(Box::new(source));
 }

@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -18,6 +18,7 @@ mod leader;
 mod operations;
 mod persist;
 mod process;
+mod progress;
 mod targets;
 mod tasks;
 
@@ -33,6 +34,7 @@ pub use gates::serve_gates_from;
 pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
+pub use progress::{StalledCounts, serve_learned_from, set_stalled};
 pub use targets::{
     forget_target, set_target_detection, set_target_last_list, set_target_watch_up, set_watches,
     target_watch_failure,
@@ -59,6 +61,7 @@ struct Metrics {
     auth: auth::Auth,
     persist: persist::Persist,
     leader: leader::Leader,
+    progress: progress::Progress,
     tasks: tasks::Tasks,
     gates: std::sync::Arc<gates::GateSource>,
 }
@@ -81,6 +84,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
+    let progress = progress::Progress::default();
+    r.register_collector(Box::new(progress.clone()));
     let tasks = tasks::Tasks::register(r);
     let gates = std::sync::Arc::new(gates::GateSource::default());
     r.register_collector(Box::new(gates.clone()));
@@ -93,6 +98,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         auth,
         persist,
         leader,
+        progress,
         tasks,
         gates,
     }

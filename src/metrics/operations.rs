@@ -5,7 +5,7 @@
 //!   the lock that changes its records, so the gauge is what `kubectl get ifos` shows, never a
 //!   separate tally that could drift, and a scrape costs one line per label set. A label set
 //!   whose count drops to zero disappears instead of staying at 0, so namespaces and nodes that
-//!   come and go leave nothing behind; queries use `or vector(0)` (see the README).
+//!   come and go leave nothing behind; queries use `or vector(0)` (see docs/operating.md).
 //! - `ifo_operations_oldest_active_start_timestamp_seconds{component,operation,kind}`: when the
 //!   oldest active operation of each rule started, for "stuck" alerts; the index keeps the
 //!   start times beside the counts, so this too costs a step per label set, not per record.
@@ -17,6 +17,7 @@
 use super::{Histograms, Labels, register};
 use crate::index::IndexReader;
 use crate::operation::InFlightOperation;
+use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -25,7 +26,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// Upper bounds of `ifo_operation_duration_seconds`: from a VM starting in seconds to an
 /// operator upgrade or a backup taking hours.
@@ -111,13 +112,13 @@ impl std::fmt::Debug for ActiveSource {
 
 impl ActiveSource {
     pub(super) fn set(&self, index: IndexReader) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(index);
+        *self.0.write() = Some(index);
     }
 }
 
 impl Collector for ActiveSource {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (counts, oldest) = match &*self.0.read().unwrap_or_else(|e| e.into_inner()) {
+        let (counts, oldest) = match &*self.0.read() {
             Some(index) => (index.active_counts(), index.oldest_active()),
             None => (Vec::new(), Vec::new()),
         };

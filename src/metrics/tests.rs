@@ -274,7 +274,7 @@ fn gate_series_say_each_listed_gate_verdict_and_expected_end() {
         serde_json::from_value::<ifo_model::MaintenanceGate>(v).unwrap()
     };
     let source = super::gates::GateSource::default();
-    *source.0.write().unwrap() = Some(Box::new(move || {
+    *source.0.write() = Some(Box::new(move || {
         vec![
             gate("cluster", "Unknown", 1, None),
             gate("node.w1", "False", 1, Some("2026-11-22T10:04:00Z")),

@@ -11,6 +11,7 @@ mod labels;
 mod model_tests;
 mod name;
 mod phase;
+mod progress;
 mod record;
 mod ruleset;
 mod subject;
@@ -23,6 +24,7 @@ pub use labels::{
 };
 pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
 pub use phase::{Outcome, ParseOutcomeError, Phase};
+pub use progress::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, REPORTED_BY_RULE, Stall};
 pub use record::{
     API_GROUP, API_VERSION, CLUSTER_KIND, Ending, InFlightOperation, NAMESPACED_KIND,
     SELECTABLE_FIELDS,
@@ -30,3 +32,23 @@ pub use record::{
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;
 pub use time::format_time;
+
+/// Records for the tests of the layers that hold operations.
+#[cfg(test)]
+pub(crate) fn test_record(subject: &str) -> std::sync::Arc<InFlightOperation> {
+    let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+    let subject = Subject {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: subject.into(),
+        namespace: Some("ns".into()),
+        uid: format!("uid-{subject}"),
+        ..Default::default()
+    };
+    let rs = RuleSetInfo {
+        name: "rs".into(),
+        ..Default::default()
+    };
+    let (record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
+    std::sync::Arc::new(record)
+}

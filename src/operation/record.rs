@@ -9,6 +9,7 @@ use super::LabelWarning;
 use super::labels::build_labels;
 use super::name::{object_name, occurrence_uid};
 use super::phase::{Outcome, Phase};
+use super::progress::{Expectation, Stall};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
@@ -61,6 +62,15 @@ pub struct InFlightOperation {
     pub subject_generation: Option<i64>,
     /// The rulesets that detected it (the operator's `status.detectedBy`).
     pub detected_by: Vec<String>,
+    /// The rule's `progress` expression, as last evaluated (percent, 0 to 100). Read it with
+    /// [`Self::progress`].
+    pub progress: Option<f64>,
+    /// The rule's `stalled` expression, as last evaluated. What the object shows is
+    /// [`Self::stall`]: this, or a stall judged from history.
+    pub stalled: Option<Stall>,
+    /// The expected end and any overdue stall, from the durations learned for its rule (see
+    /// `history`); set on active operations only.
+    pub expectation: Option<Expectation>,
     /// Set while no rule detects it and the debounce grace runs: it is still `Active`, but
     /// ending.
     pub ending: Option<Ending>,
@@ -109,9 +119,38 @@ impl InFlightOperation {
             completed: None,
             subject_generation: subject.generation,
             detected_by: vec![ruleset.name.clone()],
+            progress: None,
+            stalled: None,
+            expectation: None,
             ending: None,
         };
         (record, warnings)
+    }
+
+    /// How far along it is, in percent (0 to 100), when its rule reports it.
+    pub fn progress(&self) -> Option<f64> {
+        self.progress
+    }
+
+    /// When it is expected to end, once its rule has enough history (or reports progress).
+    pub fn expected_end(&self) -> Option<Timestamp> {
+        self.expectation.as_ref().map(|e| e.end)
+    }
+
+    /// Why it is stalled, if it is: what its rule reports, else running past what its rule's
+    /// operations normally take (reason `OverdueByHistory`). Only active operations stall.
+    pub fn stall(&self) -> Option<&Stall> {
+        if self.phase != Phase::Active {
+            return None;
+        }
+        self.stalled
+            .as_ref()
+            .or_else(|| self.expectation.as_ref()?.overdue.as_ref())
+    }
+
+    /// Whether it is stalled (see [`Self::stall`]).
+    pub fn is_stalled(&self) -> bool {
+        self.stall().is_some()
     }
 
     /// When an operation in its debounce grace turns `Completed` unless detected again; `None`
@@ -119,6 +158,13 @@ impl InFlightOperation {
     /// expected end: it is ending, not in flight.
     pub fn ending_at(&self) -> Option<Timestamp> {
         self.ending.map(|e| e.at)
+    }
+
+    /// When it stops holding up a maintenance gate, as far as the server can tell: the end of
+    /// its debounce grace while no rule detects it, else its expected end; `None` without an
+    /// estimate.
+    pub fn clears_at(&self) -> Option<Timestamp> {
+        self.ending_at().or_else(|| self.expected_end())
     }
 
     /// `InFlightOperation` or `InFlightClusterOperation`, by the subject's scope.

@@ -2,6 +2,7 @@
 //! `serde_json::Value` (whose maps cost hundreds of bytes each), so a new resourceVersion is
 //! written out in one pass.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -85,38 +86,46 @@ struct Status<'a> {
     detected_by: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     subject_generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_end: Option<String>,
+    /// What `expected_end` is based on: `History` or `Progress`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimate: Option<&'static str>,
     /// While the operation is ending (see [`Ending`]): when its grace runs out.
     #[serde(skip_serializing_if = "Option::is_none")]
     grace_period_end: Option<String>,
-    /// `Detected=False` while the operation is ending, else empty. Always present so clients
-    /// written for the CRD form find the field.
-    conditions: Vec<Condition>,
+    /// `Stalled` (status `True`) while the operation is stalled and `Detected=False` while it
+    /// is ending, else empty. Always present so clients written for the CRD form find the
+    /// field.
+    conditions: Vec<Condition<'a>>,
 }
 
 /// A `metav1.Condition`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Condition {
+struct Condition<'a> {
     #[serde(rename = "type")]
     type_: &'static str,
     status: &'static str,
-    reason: &'static str,
-    message: String,
+    reason: &'a str,
+    message: Cow<'a, str>,
     last_transition_time: String,
 }
 
-impl Condition {
+impl Condition<'_> {
     /// No rule detects the operation since `ending.since`; it completes at `ending.at`.
-    fn not_detected(ending: &Ending) -> Condition {
+    fn not_detected(ending: &Ending) -> Condition<'static> {
         let since = format_time(ending.since);
         let at = format_time(ending.at);
         Condition {
             type_: "Detected",
             status: "False",
             reason: "GracePeriod",
-            message: format!(
+            message: Cow::Owned(format!(
                 "no rule has detected it since {since}; it completes at {at} unless detected again"
-            ),
+            )),
             last_transition_time: since,
         }
     }
@@ -146,7 +155,7 @@ impl InFlightOperation {
         let mut status = self.wire_status();
         if let Some(ending) = &self.ending {
             status.grace_period_end = Some(format_time(ending.at));
-            status.conditions = vec![Condition::not_detected(ending)];
+            status.conditions.push(Condition::not_detected(ending));
         }
         Object {
             api_version: API_VERSION,
@@ -202,8 +211,17 @@ impl InFlightOperation {
             completed: self.completed.map(format_time),
             detected_by: &self.detected_by,
             subject_generation: self.subject_generation,
+            progress: self.progress(),
+            expected_end: self.expected_end().map(format_time),
+            estimate: self.expectation.as_ref().map(|e| e.basis.as_str()),
             grace_period_end: None,
-            conditions: Vec::new(),
+            conditions: Vec::from_iter(self.stall().map(|stall| Condition {
+                type_: "Stalled",
+                status: "True",
+                reason: &stall.reason,
+                message: Cow::Borrowed(&stall.message),
+                last_transition_time: format_time(stall.since),
+            })),
         }
     }
 }

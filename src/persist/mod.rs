@@ -22,11 +22,6 @@ mod pending;
 mod restore;
 mod writer;
 
-pub use object::{
-    FIELD_MANAGER, GROUP, KIND, MANAGED_BY, PLURAL, STARTED_ANNOTATION, UID_ANNOTATION, VERSION,
-    from_object, is_ours, resource, to_object,
-};
-pub use pending::{Copy, Desired, Pending, Write, Written};
 pub use restore::{ReadBack, api, read_back};
 pub use writer::{Settings, Writer};
 

@@ -197,6 +197,10 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         completed: status.completed,
         subject_generation: status.subject_generation,
         detected_by: status.detected_by,
+        // Evaluated again on the next event of the subject.
+        progress: None,
+        stalled: None,
+        expectation: None,
         // A restored operation is judged again by its next evaluation.
         ending: None,
     }))
@@ -205,7 +209,7 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::test_record;
+    use crate::operation::test_record;
 
     #[test]
     fn the_copy_has_the_live_spec_and_status_and_reads_back_as_the_same_record() {

@@ -142,6 +142,7 @@ impl Pending {
     }
 
     /// Whether nothing is left to write.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.work.is_empty()
     }

@@ -26,8 +26,10 @@ fn not_ready_until_the_rulesets_and_every_watcher_they_started_have_settled() {
     );
     vms.done();
     assert_eq!(reason(&readiness), "initial sync: waiting for v1/pods");
+    assert_eq!(readiness.unsynced(), ["v1/pods"]);
     pods.done();
     assert_eq!(readiness.status(), Status::Ready);
+    assert!(readiness.unsynced().is_empty());
 }
 
 #[test]
@@ -77,7 +79,7 @@ fn releasing_twice_or_out_of_order_is_harmless() {
 
 #[tokio::test]
 async fn the_wait_is_bounded() {
-    let (readiness, _stuck) = Readiness::new("OperationRuleSets");
+    let (readiness, stuck) = Readiness::new("OperationRuleSets");
     let waiter = tokio::spawn({
         let r = readiness.clone();
         async move { r.wait().await }
@@ -91,6 +93,10 @@ async fn the_wait_is_bounded() {
         .await
         .expect("waiters are woken")
         .unwrap();
+    // Ready, but still not synced: what it waited for is still named until it is done.
+    assert_eq!(readiness.unsynced(), ["OperationRuleSets"]);
+    drop(stuck);
+    assert!(readiness.unsynced().is_empty());
 }
 
 #[tokio::test]

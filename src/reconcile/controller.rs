@@ -3,12 +3,13 @@
 //! and writes each ruleset's status when it changes (at most every couple of seconds).
 
 use super::status::{Observed, desired, only_counts_differ, same};
+use crate::detect::Detector;
 use crate::evaluate::Engine;
 use crate::readiness::Pending;
 use crate::ruleset::{
     CompiledRuleSet, OperationRuleSet, RuleSetStatus, Target, api_resource, compile,
 };
-use crate::watch::{Detector, Watches};
+use crate::watch::Watches;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
@@ -41,6 +42,7 @@ pub async fn run(
     watches: Arc<Watches>,
     detector: Arc<Detector>,
     mut listed: Option<Pending>,
+    leading: tokio::sync::watch::Receiver<bool>,
 ) {
     // Ends with this run.
     let mut crds = tokio::task::JoinSet::new();
@@ -57,7 +59,9 @@ pub async fn run(
         let event = tokio::select! {
             e = events.next() => match e { Some(e) => e, None => return },
             _ = status_tick.tick() => {
-                write_statuses(&api, &mut entries, &detector).await;
+                if *leading.borrow() {
+                    write_statuses(&api, &mut entries, &detector).await;
+                }
                 continue;
             }
         };
@@ -111,6 +115,7 @@ pub async fn run(
                 tracing::info!(ruleset = %name, "ruleset removed; its operations end");
                 detector.ruleset_removed(&name);
                 detector.reset_ruleset(&name);
+                detector.durations.forget(&name);
             }
             // After reconcile: the watchers it started already hold readiness.
             if let Some(listed) = listed.take() {
@@ -181,6 +186,14 @@ fn upsert(
         }
     }
     if let Ok(rs) = &compiled {
+        // What was learned before a restart or failover, for what nothing was learned of yet;
+        // and nothing of operations the rules no longer have.
+        if let Some(status) = &ors.status {
+            detector
+                .durations
+                .seed(&name, &rs.info.component, &status.operation_durations);
+        }
+        detector.durations.retain(&name, &rs.operations);
         // From here on, evaluations by older generations (watchers not restarted yet) are ignored.
         detector.ruleset_loaded(&name, rs.generation);
     }
@@ -208,8 +221,9 @@ async fn write_statuses(
         let observed = Observed {
             generation: entry.generation,
             compile_errors: entry.compiled.as_ref().err().unwrap_or(&no_errors),
-            health: detector.health.get(name),
+            health: detector.health_reader().ruleset(name),
             active_operations: detector.active_count(name),
+            operation_durations: detector.durations.published(name),
         };
         let status = desired(&observed, entry.written.as_ref());
         let due = match &entry.written {

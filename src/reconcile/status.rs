@@ -1,8 +1,8 @@
 //! A ruleset's status: standard conditions from what compiling and watching it found.
 
+use crate::detect::{RuleSetHealth, WatchState};
 use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
-use crate::ruleset::RuleSetStatus;
-use crate::watch::{RuleSetHealth, WatchState};
+use crate::ruleset::{OperationDurations, RuleSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// What is known about one ruleset right now.
@@ -11,6 +11,8 @@ pub struct Observed<'a> {
     pub compile_errors: &'a [String],
     pub health: RuleSetHealth,
     pub active_operations: usize,
+    /// What the ruleset's operations took, learned so far.
+    pub operation_durations: Vec<OperationDurations>,
 }
 
 fn condition(
@@ -138,6 +140,7 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         active_operations: observed.active_operations as i64,
         last_evaluation_time: previous.and_then(|p| p.last_evaluation_time.clone()),
         conditions,
+        operation_durations: observed.operation_durations.clone(),
     }
 }
 
@@ -217,7 +220,7 @@ pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
 }
 
 /// True when `a` and `b` differ only in counts (`activeOperations`, the evaluation error
-/// count in the `RuleErrors` message): the conditions' statuses and reasons are the same.
+/// count in the `RuleErrors` message, the learned `operationDurations`): the conditions' statuses and reasons are the same.
 pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     let shape = |s: &RuleSetStatus| {
         (
@@ -235,7 +238,7 @@ pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::RuleSetHealth;
+    use crate::detect::RuleSetHealth;
 
     fn status(active_operations: usize, health: RuleSetHealth) -> RuleSetStatus {
         desired(
@@ -244,6 +247,7 @@ mod tests {
                 compile_errors: &[],
                 health,
                 active_operations,
+                operation_durations: Vec::new(),
             },
             None,
         )

@@ -31,6 +31,12 @@ struct Expect {
     outcomes: BTreeMap<String, String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// Progress (percent) of an active operation; absent from the map: not checked.
+    #[serde(default)]
+    progress: BTreeMap<String, f64>,
+    /// Stall reason of an active operation (`''` for a plain `true`); absent: not checked.
+    #[serde(default)]
+    stalled: BTreeMap<String, String>,
 }
 
 /// One mismatch, readable as a diff line.
@@ -86,6 +92,8 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
             let mut active = BTreeSet::new();
             let mut messages = BTreeMap::new();
             let mut outcomes = BTreeMap::new();
+            let mut progresses = BTreeMap::new();
+            let mut stalls = BTreeMap::new();
             for (op, result) in compiled.operations.iter().zip(&ev.rules) {
                 match result {
                     RuleResult::Error(e) => {
@@ -94,7 +102,25 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                     RuleResult::Active {
                         message,
                         start_time,
+                        progress,
+                        stalled,
                     } => {
+                        match progress {
+                            Some(Ok(Some(p))) => {
+                                progresses.insert(op.clone(), *p);
+                            }
+                            Some(Err(e)) => failures
+                                .push(fail(&case.name, format!("progress of {op} errored: {e}"))),
+                            _ => {}
+                        }
+                        match stalled {
+                            Some(Ok(Some(reason))) => {
+                                stalls.insert(op.clone(), reason.clone());
+                            }
+                            Some(Err(e)) => failures
+                                .push(fail(&case.name, format!("stalled of {op} errored: {e}"))),
+                            _ => {}
+                        }
                         active.insert(op.clone());
                         match message {
                             Some(Ok(m)) => {
@@ -160,6 +186,26 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                         format!(
                             "outcome of {op}: expected {want:?}, got {:?}",
                             outcomes.get(op)
+                        ),
+                    ));
+                }
+            }
+            for (op, want) in &case.expect.progress {
+                let got = progresses.get(op);
+                if got.is_none_or(|p| (p - want).abs() > 0.01) {
+                    failures.push(fail(
+                        &case.name,
+                        format!("progress of {op}: expected {want}, got {got:?}"),
+                    ));
+                }
+            }
+            for (op, want) in &case.expect.stalled {
+                if stalls.get(op) != Some(want) {
+                    failures.push(fail(
+                        &case.name,
+                        format!(
+                            "stalled of {op}: expected {want:?}, got {:?}",
+                            stalls.get(op)
                         ),
                     ));
                 }

@@ -53,23 +53,30 @@ pub fn compile(
     for (i, rule) in spec.rules.iter().enumerate() {
         let at = |field: &str| format!("rules[{i}] ({}).{field}", rule.operation);
         let matches = compile_one(at("expression"), &rule.expression);
-        let message = rule
-            .message
-            .as_deref()
-            .map(|s| compile_one(at("message"), s));
-        let outcome = rule
-            .outcome
-            .as_deref()
-            .map(|s| compile_one(at("outcome"), s));
-        let start_time = rule
-            .start_time
-            .as_deref()
-            .map(|s| compile_one(at("startTime"), s));
-        if let (Some(matches), Some(message), Some(outcome), Some(start_time)) = (
+        let mut optional = |field: &str, source: &Option<String>| {
+            source.as_deref().map(|s| compile_one(at(field), s))
+        };
+        let message = optional("message", &rule.message);
+        let outcome = optional("outcome", &rule.outcome);
+        let start_time = optional("startTime", &rule.start_time);
+        let progress = optional("progress", &rule.progress);
+        let stalled = optional("stalled", &rule.stalled);
+        // `Some(None)`: absent; `None`: present but does not compile.
+        let present = |e: Option<Option<Expr>>| e.map_or(Some(None), |e| e.map(Some));
+        if let (
+            Some(matches),
+            Some(message),
+            Some(outcome),
+            Some(start_time),
+            Some(progress),
+            Some(stalled),
+        ) = (
             matches,
-            message.map_or(Some(None), |m| m.map(Some)),
-            outcome.map_or(Some(None), |o| o.map(Some)),
-            start_time.map_or(Some(None), |s| s.map(Some)),
+            present(message),
+            present(outcome),
+            present(start_time),
+            present(progress),
+            present(stalled),
         ) {
             rules.push(RuleExprs {
                 operation: rule.operation.clone(),
@@ -77,6 +84,8 @@ pub fn compile(
                 message,
                 outcome,
                 start_time,
+                progress,
+                stalled,
             });
         }
     }

@@ -6,5 +6,6 @@ mod types;
 
 pub use compile::{CompiledRuleSet, compile};
 pub use types::{
-    LabelExpression, OperationRuleSet, Rule, RuleSetSpec, RuleSetStatus, Target, api_resource,
+    LabelExpression, OperationDurations, OperationRuleSet, Rule, RuleSetSpec, RuleSetStatus,
+    Target, api_resource,
 };

@@ -89,6 +89,14 @@ pub struct Rule {
     /// detection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
+    /// CEL returning a number from 0 to 100, or a string such as `"45.5%"`: how far along the
+    /// operation is, re-evaluated on every event while active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// CEL returning bool, or a string that is the reason (empty: not stalled): whether the
+    /// operation is stuck, re-evaluated on every event while active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<String>,
 }
 
 /// One label computed per operation.
@@ -122,4 +130,27 @@ pub struct RuleSetStatus {
     /// observed.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// How long each operation of the ruleset took when it succeeded, as learned from the
+    /// operations completed so far; read back at start, so what was learned survives restarts.
+    #[serde(default)]
+    pub operation_durations: Vec<OperationDurations>,
+}
+
+/// The learned durations of one operation of a ruleset (`status.operationDurations[]`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationDurations {
+    /// The operation (a rule's `operation`).
+    pub operation: String,
+    /// Completed operations with outcome `Succeeded` the quantiles are computed from.
+    pub count: u64,
+    /// Median duration, in seconds.
+    pub p50_seconds: f64,
+    /// 90th percentile, in seconds.
+    pub p90_seconds: f64,
+    /// 99th percentile, in seconds.
+    pub p99_seconds: f64,
+    /// Completed operations with any other outcome, by outcome (not in the quantiles).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_outcomes: BTreeMap<String, u64>,
 }

@@ -6,7 +6,7 @@
 
 use jiff::Timestamp;
 
-use crate::evaluate::RuleResult;
+use crate::evaluate::{EvalError, RuleResult};
 use crate::operation::Outcome;
 
 /// What an evaluation says about one operation.
@@ -16,6 +16,10 @@ pub(super) enum Signal<'a> {
         message: Message<'a>,
         /// The first successfully evaluated start time among the matching rules.
         start: Option<Timestamp>,
+        /// The first progress reported by a matching rule.
+        progress: Reading<f64>,
+        /// Stalled (with its reason, maybe empty) when any matching rule says so.
+        stalled: Reading<Option<&'a str>>,
     },
     Inactive {
         /// The first valid outcome name among the rules' outcome expressions.
@@ -32,6 +36,17 @@ pub(super) enum Message<'a> {
     None,
     Text(&'a str),
     /// The expression failed: keep showing the last known message.
+    Unknown,
+}
+
+/// A value the rules of an active operation report on every event (its progress, whether it
+/// is stalled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Reading<T> {
+    /// No matching rule has an expression for it.
+    None,
+    Value(T),
+    /// The expressions failed: keep what was last known.
     Unknown,
 }
 
@@ -63,12 +78,14 @@ fn combine<'a>(results: impl Iterator<Item = &'a RuleResult> + Clone) -> Signal<
         RuleResult::Active {
             message,
             start_time,
-        } => Some((message, start_time)),
+            progress,
+            stalled,
+        } => Some((message, start_time, progress, stalled)),
         _ => None,
     });
     if active.clone().next().is_some() {
         let mut message = Message::None;
-        for (m, _) in active.clone() {
+        for (m, ..) in active.clone() {
             match m {
                 Some(Ok(text)) if !text.is_empty() => {
                     message = Message::Text(text);
@@ -79,10 +96,18 @@ fn combine<'a>(results: impl Iterator<Item = &'a RuleResult> + Clone) -> Signal<
             }
         }
         let start = active
-            .filter_map(|(_, s)| s.as_ref()?.as_ref().ok())
+            .clone()
+            .filter_map(|(_, s, ..)| s.as_ref()?.as_ref().ok())
             .next()
             .copied();
-        return Signal::Active { message, start };
+        let progress = progress_of(active.clone().map(|(.., p, _)| p));
+        let stalled = stalled_of(active.map(|(.., s)| s));
+        return Signal::Active {
+            message,
+            start,
+            progress,
+            stalled,
+        };
     }
     if results.clone().any(|r| matches!(r, RuleResult::Error(_))) {
         return Signal::Unknown;
@@ -98,10 +123,41 @@ fn combine<'a>(results: impl Iterator<Item = &'a RuleResult> + Clone) -> Signal<
     Signal::Inactive { outcome }
 }
 
+/// The first progress a matching rule reports; unknown when none reports one and some failed.
+fn progress_of<'a>(
+    results: impl Iterator<Item = &'a Option<Result<Option<f64>, EvalError>>>,
+) -> Reading<f64> {
+    let mut reading = Reading::None;
+    for result in results.flatten() {
+        match result {
+            Ok(Some(p)) => return Reading::Value(*p),
+            Ok(None) => {}
+            Err(_) => reading = Reading::Unknown,
+        }
+    }
+    reading
+}
+
+/// Stalled when a matching rule says so (its reason); otherwise unknown when one failed to say,
+/// not stalled when one said so.
+fn stalled_of<'a>(
+    results: impl Iterator<Item = &'a Option<Result<Option<String>, EvalError>>>,
+) -> Reading<Option<&'a str>> {
+    let mut reading = Reading::None;
+    for result in results.flatten() {
+        match result {
+            Ok(Some(reason)) => return Reading::Value(Some(reason)),
+            Err(_) => reading = Reading::Unknown,
+            Ok(None) if reading == Reading::None => reading = Reading::Value(None),
+            Ok(None) => {}
+        }
+    }
+    reading
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evaluate::EvalError;
 
     fn err() -> EvalError {
         EvalError::Execution("boom".into())
@@ -120,10 +176,14 @@ mod tests {
             RuleResult::Active {
                 message: Some(Err(err())),
                 start_time: Some(Err(err())),
+                progress: None,
+                stalled: None,
             },
             RuleResult::Active {
                 message: Some(Ok("m".into())),
                 start_time: Some(Ok(t)),
+                progress: None,
+                stalled: None,
             },
         ];
         let names = ops(&["A", "A", "A", "A"]);
@@ -134,7 +194,9 @@ mod tests {
                 "A",
                 Signal::Active {
                     message: Message::Text("m"),
-                    start: Some(t)
+                    start: Some(t),
+                    progress: Reading::None,
+                    stalled: Reading::None,
                 }
             )]
         );
@@ -159,6 +221,8 @@ mod tests {
             RuleResult::Active {
                 message: Some(Err(err())),
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ];
         let names = ops(&["A", "A", "B", "B", "C", "D"]);
@@ -178,9 +242,60 @@ mod tests {
                     "D",
                     Signal::Active {
                         message: Message::Unknown,
-                        start: None
+                        start: None,
+                        progress: Reading::None,
+                        stalled: Reading::None,
                     }
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn progress_and_stalled_combine_over_matching_rules() {
+        let active = |progress: Option<Result<Option<f64>, EvalError>>,
+                      stalled: Option<Result<Option<String>, EvalError>>| {
+            RuleResult::Active {
+                message: None,
+                start_time: None,
+                progress,
+                stalled,
+            }
+        };
+        let rules = [
+            // A: one rule fails, the other reports: the report wins.
+            active(Some(Err(err())), Some(Err(err()))),
+            active(Some(Ok(Some(45.0))), Some(Ok(Some("ImportFailed".into())))),
+            // B: failures only: unknown, so the last known values stay.
+            active(Some(Err(err())), Some(Err(err()))),
+            // C: "not stalled" from one rule, nothing from the other; no progress said.
+            active(Some(Ok(None)), Some(Ok(None))),
+            active(None, None),
+            // D: "not stalled" and a failure: unknown.
+            active(None, Some(Ok(None))),
+            active(None, Some(Err(err()))),
+        ];
+        let names = ops(&["A", "A", "B", "C", "C", "D", "D"]);
+        let read: Vec<_> = signals(&names, &rules)
+            .into_iter()
+            .map(|(op, s)| match s {
+                Signal::Active {
+                    progress, stalled, ..
+                } => (op, progress, stalled),
+                other => panic!("{op}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (
+                    "A",
+                    Reading::Value(45.0),
+                    Reading::Value(Some("ImportFailed"))
+                ),
+                ("B", Reading::Unknown, Reading::Unknown),
+                ("C", Reading::None, Reading::Value(None)),
+                ("D", Reading::None, Reading::Unknown),
             ]
         );
     }

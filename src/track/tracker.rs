@@ -7,10 +7,10 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::change::{Change, Observed};
 use super::settings::Settings;
-use super::signal::{Message, Signal, signals};
+use super::signal::{Message, Reading, Signal, signals};
 use crate::evaluate::{EvalError, Evaluation};
 use crate::operation::{
-    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Subject, build_labels,
+    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
 };
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
@@ -159,14 +159,25 @@ impl Tracker {
             // Unknown: neither starts nor cancels anything.
         }
         for (operation, signal) in signals {
-            let Signal::Active { message, start } = signal else {
+            let Signal::Active {
+                message,
+                start,
+                progress,
+                stalled,
+            } = signal
+            else {
                 continue;
             };
             let key = Key::new(&ruleset.name, &subject.uid, operation);
             if ruleset.exclusive && self.starts(&key) {
                 self.supersede(&key, |op| matching.contains(&op), now, &mut out.changes);
             }
-            self.on_active(key, ruleset, subject, eval, message, start, now, &mut out);
+            let live = Live {
+                message,
+                progress,
+                stalled,
+            };
+            self.on_active(key, ruleset, subject, eval, live, start, now, &mut out);
         }
         out
     }
@@ -230,7 +241,7 @@ impl Tracker {
         ruleset: &RuleSetInfo,
         subject: &Subject,
         eval: &Evaluation,
-        message: Message<'_>,
+        live: Live<'_>,
         start: Option<Timestamp>,
         now: Timestamp,
         out: &mut Observed,
@@ -250,11 +261,13 @@ impl Tracker {
                     }
                     *last_active = now;
                     let old = &entry.record;
-                    let message = match message {
+                    let message = match live.message {
                         Message::None => None,
                         Message::Text(text) => Some(text.to_owned()),
                         Message::Unknown => old.message.clone(),
                     };
+                    let progress = live.progress(old.progress);
+                    let stalled = live.stalled(old.stalled.as_ref(), now);
                     let dynamic = dynamic_labels(&eval.labels, Some(&old.labels));
                     let (labels, warnings) =
                         build_labels(subject, ruleset, &key.operation, dynamic);
@@ -265,6 +278,8 @@ impl Tracker {
                         subject: subject.clone(),
                         subject_generation: subject.generation,
                         component: ruleset.component.clone(),
+                        progress,
+                        stalled,
                         ending: None,
                         ..(**old).clone()
                     };
@@ -283,11 +298,11 @@ impl Tracker {
                 }
             }
         }
-        let message = match message {
+        let message = match live.message {
             Message::Text(text) => Some(text.to_owned()),
             Message::None | Message::Unknown => None,
         };
-        let (record, warnings) = InFlightOperation::new_active(
+        let (mut record, warnings) = InFlightOperation::new_active(
             ruleset,
             &key.operation,
             subject,
@@ -296,6 +311,8 @@ impl Tracker {
             message,
             dynamic_labels(&eval.labels, None),
         );
+        record.progress = live.progress(None);
+        record.stalled = live.stalled(None, now);
         out.warnings.extend(warnings);
         let record = Arc::new(record);
         out.changes.push(Change::Upsert(record.clone()));
@@ -502,6 +519,31 @@ impl Tracker {
         true
     }
 
+    /// Takes the identity (uid and start) of an active operation from its persisted copy, for
+    /// the same operation this tracker detected on its own: what a replica does when it starts
+    /// leading, so that clients keep seeing the object the previous leader served (each replica
+    /// saw the operation start at a slightly different time, and the uid derives from it).
+    /// `None` when there is nothing to change: the copy is not of an active operation, or this
+    /// tracker has no active one in that slot (the writer completes such a copy).
+    pub fn adopt(&mut self, copy: &InFlightOperation) -> Option<Change> {
+        if copy.phase != Phase::Active {
+            return None;
+        }
+        let key = Key::new(&copy.ruleset, &copy.subject.uid, &copy.operation);
+        let entry = self.entries.get_mut(&key)?;
+        if !matches!(entry.state, State::Active { .. })
+            || (entry.record.uid == copy.uid && entry.record.created == copy.created)
+        {
+            return None;
+        }
+        entry.record = Arc::new(InFlightOperation {
+            uid: copy.uid.clone(),
+            created: copy.created,
+            ..(*entry.record).clone()
+        });
+        Some(Change::Upsert(entry.record.clone()))
+    }
+
     /// Restored operations that no evaluation has confirmed since the initial sync (plus a
     /// grace) ended while nobody watched: they complete now, with `RuleSetRemoved` when their
     /// ruleset is gone, else `Unknown` (their subject left the ruleset's scope, or the rule
@@ -636,6 +678,34 @@ impl Tracker {
             self.retained.remove(&(completed, key.clone()));
         }
         Some(entry.record)
+    }
+}
+
+/// What the rules of an active operation report on each event besides matching.
+struct Live<'a> {
+    message: Message<'a>,
+    progress: Reading<f64>,
+    stalled: Reading<Option<&'a str>>,
+}
+
+impl Live<'_> {
+    /// The progress to show: the one reported, or the last known when the expression failed.
+    fn progress(&self, previous: Option<f64>) -> Option<f64> {
+        match self.progress {
+            Reading::None => None,
+            Reading::Value(p) => Some(p),
+            Reading::Unknown => previous,
+        }
+    }
+
+    /// The stall to show: the one reported (since when it started), or the last known when
+    /// the expression failed.
+    fn stalled(&self, previous: Option<&Stall>, now: Timestamp) -> Option<Stall> {
+        match self.stalled {
+            Reading::None | Reading::Value(None) => None,
+            Reading::Value(Some(reason)) => Some(Stall::reported(reason, now).continuing(previous)),
+            Reading::Unknown => previous.cloned(),
+        }
     }
 }
 

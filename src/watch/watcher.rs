@@ -1,27 +1,24 @@
 //! The set of running watchers. A watcher is tied to the exact rulesets it serves: when that set
 //! changes it is restarted, so the fresh list re-evaluates every current object against the new rules.
 //!
-//! Each watcher also says whether it is current ([`TargetHealth`]): a list or watch that fails
+//! Each watcher also says whether it is current ([`Health`]): a list or watch that fails
 //! makes its stream stale until a list completes again, and a periodic liveness probe catches a
 //! watch that stalls without failing.
 
-use super::detector::Detector;
-use super::health::WatchState;
-use super::lanes::Lanes;
 use super::object::Object;
-use super::target_health::{Reach, Stream, TargetHealth};
-use crate::index::{NODE_LABEL, TARGET_NODE_LABEL};
-use crate::operation::LABEL_PREFIX;
+use crate::detect::{Detector, Health, Lanes, Reach, Stream, WatchState};
 use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
 use kube::api::ListParams;
 use kube::core::{ApiResource, GroupVersion};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -45,7 +42,7 @@ pub struct Liveness {
 pub struct Watches {
     client: Client,
     detector: Arc<Detector>,
-    targets: Arc<TargetHealth>,
+    health: Arc<Health>,
     running: Mutex<HashMap<Target, Running>>,
     /// Notified when CRDs change, so watchers waiting for a missing target retry at once.
     pub crds_changed: Arc<Notify>,
@@ -60,7 +57,7 @@ impl Watches {
     pub fn new(
         client: Client,
         detector: Arc<Detector>,
-        targets: Arc<TargetHealth>,
+        health: Arc<Health>,
         retry: Duration,
         liveness: Liveness,
         readiness: Readiness,
@@ -68,7 +65,7 @@ impl Watches {
         Watches {
             client,
             detector,
-            targets,
+            health,
             running: Mutex::new(HashMap::new()),
             crds_changed: Arc::new(Notify::new()),
             retry,
@@ -91,7 +88,7 @@ impl Watches {
     /// Starts, restarts and stops watchers; returns the tasks it aborted.
     fn restart(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) -> Vec<JoinHandle<()>> {
         let mut stopped = Vec::new();
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = self.running.lock();
         let gone: Vec<Target> = running
             .keys()
             .filter(|t| !wanted.contains_key(*t))
@@ -103,7 +100,7 @@ impl Watches {
                 r.task.abort();
                 stopped.push(r.task);
             }
-            self.targets.forget(&target);
+            self.health.forget(&target);
         }
         for (target, rulesets) in wanted {
             let fingerprint: Vec<_> = rulesets
@@ -127,16 +124,17 @@ impl Watches {
             } else {
                 tracing::info!(target = %target, "starting watch");
             }
-            self.targets.watching(&target, feeds(&rulesets));
-            self.targets.reaches(&target, reach(&rulesets));
+            self.health.watching(&target, feeds(&rulesets));
+            self.health.reaches(&target, reach(&rulesets));
             let ctx = Context {
                 client: self.client.clone(),
-                targets: self.targets.clone(),
+                health: self.health.clone(),
                 crds_changed: self.crds_changed.clone(),
                 retry: self.retry,
                 liveness: self.liveness,
             };
-            let (detector, watched) = (self.detector.clone(), target.clone());
+            let (detector, health, watched) =
+                (self.detector.clone(), self.health.clone(), target.clone());
             let mut synced = Some(synced);
             let span = tracing::info_span!("watcher", target = %target);
             // A watcher that fails is started again (it lists its target afresh).
@@ -146,6 +144,7 @@ impl Watches {
                         ctx.clone(),
                         Progress {
                             detector: detector.clone(),
+                            health: health.clone(),
                             rulesets: rulesets.clone(),
                             synced: synced.take(),
                         },
@@ -163,12 +162,7 @@ impl Watches {
 
 impl Drop for Watches {
     fn drop(&mut self) {
-        for r in self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-        {
+        for r in self.running.lock().values() {
             r.task.abort();
         }
     }
@@ -189,15 +183,18 @@ fn feeds(rulesets: &[Arc<CompiledRuleSet>]) -> Option<BTreeSet<String>> {
 
 /// The maintenance gates `rulesets` can put operations in (see [`Reach`]).
 fn reach(rulesets: &[Arc<CompiledRuleSet>]) -> Reach {
-    let node_keys = [NODE_LABEL, TARGET_NODE_LABEL].map(|k| format!("{LABEL_PREFIX}{k}"));
+    let node_keys = [NODE_LABEL, TARGET_NODE_LABEL];
     Reach {
         components: rulesets.iter().map(|r| r.info.component.clone()).collect(),
         nodes: rulesets.iter().any(|r| {
-            r.info.labels.keys().any(|k| node_keys.contains(k))
+            r.info
+                .labels
+                .keys()
+                .any(|k| node_keys.contains(&k.as_str()))
                 || r.exprs
                     .label_expressions
                     .iter()
-                    .any(|(k, _)| node_keys.contains(k))
+                    .any(|(k, _)| node_keys.contains(&k.as_str()))
         }),
     }
 }
@@ -223,7 +220,7 @@ async fn resolve(
 #[derive(Clone)]
 struct Context {
     client: Client,
-    targets: Arc<TargetHealth>,
+    health: Arc<Health>,
     crds_changed: Arc<Notify>,
     retry: Duration,
     liveness: Liveness,
@@ -232,6 +229,7 @@ struct Context {
 /// Where one watcher reports what it learns: its rulesets' health, and readiness.
 struct Progress {
     detector: Arc<Detector>,
+    health: Arc<Health>,
     rulesets: Vec<Arc<CompiledRuleSet>>,
     /// Held until the first list completes or fails: either way the rulesets' status then
     /// says what we serve for this target, so the server need not wait for it any longer.
@@ -246,7 +244,7 @@ impl Progress {
             synced.done();
         }
         for rs in &self.rulesets {
-            self.detector.health.set_watch(&rs.info.name, state.clone());
+            self.health.set_watch(&rs.info.name, state.clone());
         }
     }
 }
@@ -261,13 +259,13 @@ async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
                 let msg =
                     format!("the server does not serve {target}; the watch starts when it does");
                 tracing::warn!(target = %target, "{msg}");
-                ctx.targets.not_served(&target);
+                ctx.health.not_served(&target);
                 progress.set_state(WatchState::InvalidTarget(msg));
             }
             Err(e) => {
                 tracing::warn!(target = %target, error = %e, "discovery failed");
                 let msg = format!("discovery of {target} failed: {e}");
-                ctx.targets.unresolved(&target, msg.clone());
+                ctx.health.unresolved(&target, msg.clone());
                 progress.set_state(WatchState::Failed(msg));
             }
         }
@@ -297,9 +295,9 @@ async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
         None => vec![(None, Api::all_with(ctx.client.clone(), &ar))],
     };
     let streams: Vec<Stream> = apis.iter().map(|(s, _)| s.clone()).collect();
-    ctx.targets.resolved(&target, namespaced, &streams);
+    ctx.health.resolved(&target, namespaced, &streams);
     tokio::select! {
-        _ = follow_events(&ctx, &mut progress, &target, &apis) => {}
+        _ = follow_events(&ctx, &mut progress, &target, &ar, &apis) => {}
         _ = probe(&ctx, &target, &apis) => {}
     }
 }
@@ -314,11 +312,12 @@ async fn follow_events(
     ctx: &Context,
     progress: &mut Progress,
     target: &Target,
+    ar: &ApiResource,
     apis: &[(Stream, Api<Object>)],
 ) {
     loop {
         let relist = Arc::new(Notify::new());
-        follow_until_relist(ctx, progress, target, apis, &relist).await;
+        follow_until_relist(ctx, progress, target, ar, apis, &relist).await;
         tracing::warn!(target = %target, "evaluation dropped events: listing the target again");
         tokio::time::sleep(RELIST_DELAY).await;
     }
@@ -329,6 +328,7 @@ async fn follow_until_relist(
     ctx: &Context,
     progress: &mut Progress,
     target: &Target,
+    ar: &ApiResource,
     apis: &[(Stream, Api<Object>)],
     relist: &Arc<Notify>,
 ) {
@@ -350,7 +350,6 @@ async fn follow_until_relist(
     let streams_total = apis.len();
     let skip = Skipper {
         ctx,
-        detector: &detector,
         rulesets: &rulesets,
         target,
     };
@@ -370,29 +369,33 @@ async fn follow_until_relist(
                 if let Some(uid) = obj.metadata.uid.clone() {
                     listing.entry(ns).or_default().insert(uid);
                 }
-                evaluate(&lanes, &skip, &target_name, obj);
+                evaluate(&lanes, &skip, ar, &target_name, obj);
             }
             Ok(watcher::Event::InitDone) => {
-                ctx.targets.listed(target, &ns, jiff::Timestamp::now());
-                current.insert(ns.clone());
+                let at = jiff::Timestamp::now();
                 // Each stream's list is the complete picture of its namespace (and only of it):
                 // streams fail and relist on their own.
                 let present = listing.remove(&ns).unwrap_or_default();
-                ctx.targets.keep_skipped(target, &ns, &present);
+                ctx.health.keep_skipped(target, &ns, &present);
                 lanes.resync(ns.clone(), present);
+                // Current (and no longer holding readiness back) once what the list said is in
+                // the index, not when it arrived: until then answers would be partial.
+                lanes.evaluated().await;
+                ctx.health.listed(target, &ns, at);
+                current.insert(ns.clone());
                 if current.len() == streams_total {
                     if !lanes.dropped() {
                         // Listed since events were last dropped: nothing is missing now.
-                        ctx.targets.relisted(target);
+                        ctx.health.relisted(target);
                     }
                     progress.set_state(WatchState::Active);
                     tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
                 }
             }
-            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &skip, &target_name, obj),
+            Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &skip, ar, &target_name, obj),
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some(uid) = obj.metadata.uid.as_deref() {
-                    ctx.targets.object_gone(target, uid);
+                    ctx.health.object_gone(target, uid);
                     lanes.delete(uid);
                 }
             }
@@ -405,7 +408,7 @@ async fn follow_until_relist(
                 let message = watch_error_message(&e);
                 tracing::warn!(target = %target_name, namespace = ns.as_deref(), error = %message, "watch failed; listing again after a backoff");
                 crate::metrics::target_watch_failure(target);
-                ctx.targets.failed(target, &ns, message.clone());
+                ctx.health.failed(target, &ns, message.clone());
                 current.remove(&ns);
                 progress.set_state(WatchState::Failed(message));
             }
@@ -437,7 +440,7 @@ async fn probe(ctx: &Context, target: &Target, apis: &[(Stream, Api<Object>)]) {
                 tracing::warn!(target = %target, namespace = ns.as_deref(), error = %reason, "liveness probe failed");
                 crate::metrics::target_watch_failure(target);
             }
-            ctx.targets.probed(target, ns, failure);
+            ctx.health.probed(target, ns, failure);
         }
     }
 }
@@ -525,7 +528,6 @@ fn watch_error_message(e: &watcher::Error) -> String {
 /// Where an object that cannot be decoded is reported.
 struct Skipper<'a> {
     ctx: &'a Context,
-    detector: &'a Detector,
     rulesets: &'a [Arc<CompiledRuleSet>],
     target: &'a Target,
 }
@@ -544,31 +546,38 @@ impl Skipper<'_> {
             error = %why,
             "object cannot be decoded: skipped (its operations are unknown until it can be)"
         );
-        self.ctx.targets.skipped(
+        self.ctx.health.undecodable(
             self.target,
-            (uid, None),
-            namespace,
+            self.rulesets,
+            (uid, namespace),
             reference.clone(),
-            format!("it cannot be decoded: {why}"),
+            why,
         );
-        for rs in self.rulesets.iter().filter(|rs| rs.applies_to(namespace)) {
-            self.detector.health.record_skipped(
-                &rs.info.name,
-                uid,
-                format!("{reference}: cannot be decoded: {why}"),
-            );
-        }
     }
 }
 
 /// Hands an object to the lanes of the rulesets it concerns, or skips it if it could not be
 /// decoded.
-fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, target: &str, obj: Object) {
+/// `ar`: the target's resource. Items of a list of a built-in kind come without `apiVersion`
+/// and `kind` (only watch events carry them): they are filled in, so that an operation's
+/// subject says what it is whether its object was listed or watched.
+fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, ar: &ApiResource, target: &str, obj: Object) {
     crate::metrics::object_event(target);
     match obj.content {
-        Ok(value) => {
+        Ok(mut value) => {
+            if let Some(fields) = value.as_object_mut() {
+                for (key, known) in [("apiVersion", &ar.api_version), ("kind", &ar.kind)] {
+                    if fields
+                        .get(key)
+                        .and_then(|v| v.as_str())
+                        .is_none_or(str::is_empty)
+                    {
+                        fields.insert(key.to_owned(), known.as_str().into());
+                    }
+                }
+            }
             if let Some(uid) = obj.metadata.uid.as_deref() {
-                skip.ctx.targets.evaluated(skip.target, uid, None);
+                skip.ctx.health.decoded(skip.target, uid);
             }
             lanes.apply(value);
         }

@@ -46,6 +46,15 @@ pub fn env_with_debounce(threshold: &'static str) -> &'static Env {
     env()
 }
 
+/// More settings of the server (set before the environment starts).
+static SETTINGS: OnceLock<&'static [(&'static str, &'static str)]> = OnceLock::new();
+
+/// [`persistent_env`] with more settings of the server (e.g. a shorter `WATCH_PROBE_INTERVAL`).
+pub fn persistent_env_with(settings: &'static [(&'static str, &'static str)]) -> &'static Env {
+    let _ = SETTINGS.set(settings);
+    persistent_env()
+}
+
 /// The shared environment with the server in persistence mode: the persisted CRD and its RBAC
 /// (`deploy/persist/`) installed first, copies written at most once a second each.
 pub fn persistent_env() -> &'static Env {
@@ -102,6 +111,7 @@ fn start_server(cluster: &Cluster, port: u16, start: usize) -> Result<Process> {
     if PERSIST.load(std::sync::atomic::Ordering::SeqCst) {
         settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);
     }
+    settings.extend(SETTINGS.get().copied().unwrap_or_default());
     ifo_dev::spawn_server(
         cluster,
         std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
@@ -303,6 +313,35 @@ impl Env {
     /// more curl arguments (headers).
     pub fn direct(&self, path: &str, extra: &[&str]) -> (String, String) {
         self.direct_to(self.port, path, extra)
+    }
+
+    /// [`Env::direct_to`] with the response's `Warning` headers: `(HTTP status, warnings,
+    /// body)`; status `000` when nothing answered. `extra`: more curl arguments (a client
+    /// certificate, from [`Env::client_cert_args`]).
+    pub fn direct_warned(
+        &self,
+        port: u16,
+        path: &str,
+        extra: &[&str],
+    ) -> (String, Vec<String>, String) {
+        let headers = self.cluster.dir().join(format!(
+            "headers-{}-{:?}.txt",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let mut args = vec!["-D", headers.to_str().unwrap()];
+        args.extend(extra);
+        let (code, body) = self.direct_to(port, path, &args);
+        let warnings = std::fs::read_to_string(&headers)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("warning")
+                    .then(|| value.trim().to_owned())
+            })
+            .collect();
+        (code, warnings, body)
     }
 
     /// [`Env::direct`] to another server of this cluster, listening on `port`.

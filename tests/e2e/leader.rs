@@ -1,5 +1,7 @@
 //! Leader election: two replicas on one Lease, exactly one serving; a crash and a graceful stop
-//! hand over to the other; resourceVersions of the old leader are refused by the new one.
+//! hand over to the other; a crash that kubelet reports hands over before the Lease expires, and
+//! an end that does not prove the leader gone changes nothing; resourceVersions of the old leader
+//! are refused by the new one.
 //!
 //! Each test has a Lease of its own (see `replicas`).
 
@@ -9,7 +11,9 @@ use ifo_dev::User;
 use serde_json::Value;
 
 use super::harness::{Env, env, eventually};
-use super::replicas::{LEASE_DURATION, LIST, get, labelled, list_rv, replica, the_leader};
+use super::replicas::{
+    LEASE_DURATION, LIST, Replica, get, labelled, list_rv, replica, replica_with, the_leader,
+};
 
 fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
@@ -145,4 +149,120 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
         "the new leader's pod labelled, the old one's not",
         || (labelled(env, &replicas[standby]) && !labelled(env, &replicas[leader])).then_some(()),
     );
+}
+
+/// Two replicas whose Lease lasts long (60 s), so that a handover before it expires shows, and
+/// whose pods' server container is the test pod's `server`.
+fn long_lease_replicas(env: &Env, lease: &str) -> Vec<Replica> {
+    let settings = [
+        ("LEADER_ELECT_LEASE_DURATION", "60s"),
+        ("LEADER_ELECT_CONTAINER_NAME", "server"),
+    ];
+    vec![
+        replica_with(env, lease, 0, &settings),
+        replica_with(env, lease, 1, &settings),
+    ]
+}
+
+/// Writes the status of `pod`'s container `server` as kubelet would after it ended at
+/// `finished` (the replicas' pods are never scheduled: the test reports for kubelet).
+fn report_ended(env: &Env, pod: &str, finished: jiff::Timestamp) {
+    let status = serde_json::json!({"status": {"containerStatuses": [{
+        "name": "server", "image": "ifo-apiserver:test", "imageID": "", "ready": false,
+        "restartCount": 1, "containerID": "containerd://b",
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {
+            "exitCode": 137, "reason": "Error", "containerID": "containerd://a",
+            "finishedAt": finished.round(jiff::Unit::Second).unwrap().to_string(),
+        }},
+    }]}});
+    env.kubectl(
+        User::Admin,
+        &[
+            "-n",
+            "ifo-system",
+            "patch",
+            "pod",
+            pod,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+    )
+    .unwrap();
+}
+
+/// The Lease's `spec.acquireTime`.
+fn acquired(env: &Env, lease: &str) -> jiff::Timestamp {
+    env.kubectl(
+        User::Admin,
+        &[
+            "-n",
+            "ifo-system",
+            "get",
+            "lease",
+            lease,
+            "-o",
+            "jsonpath={.spec.acquireTime}",
+        ],
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap()
+}
+
+#[test]
+fn a_crash_kubelet_reports_hands_over_without_waiting_for_the_lease_to_expire() {
+    let env = env();
+    let lease = lease_name("reported-crash");
+    let replicas = long_lease_replicas(env, &lease);
+    let leader = the_leader(env, &replicas);
+    let standby = 1 - leader;
+    let old_holder = holder(env, &lease);
+    // Past the second the leader took the Lease in (kubelet reports whole seconds).
+    std::thread::sleep(Duration::from_millis(1100));
+
+    replicas[leader].process.kill();
+    let killed = Instant::now();
+    report_ended(env, &replicas[leader].pod, jiff::Timestamp::now());
+    eventually(Duration::from_secs(20), "the standby serving", || {
+        (get(env, replicas[standby].port, LIST).0 == "200").then_some(())
+    });
+    let failover = killed.elapsed();
+    println!("failover after a crash kubelet reported: {failover:?} (lease duration 60s)");
+    assert!(
+        failover <= Duration::from_secs(5),
+        "failover took {failover:?}: the lease was waited for"
+    );
+    let new_holder = holder(env, &lease);
+    assert!(
+        new_holder.starts_with(&format!("{}_", replicas[standby].pod)),
+        "{new_holder} after {old_holder}"
+    );
+}
+
+#[test]
+fn an_end_before_the_leader_took_the_lease_proves_nothing_and_it_keeps_leading() {
+    let env = env();
+    let lease = lease_name("earlier-end");
+    let replicas = long_lease_replicas(env, &lease);
+    let leader = the_leader(env, &replicas);
+    let standby = 1 - leader;
+    let old_holder = holder(env, &lease);
+    // The leader's pod reports a container that ended before the leader took the Lease (its
+    // predecessor in the pod): the leader is that pod's restarted container, alive.
+    let before = acquired(env, &lease) - jiff::SignedDuration::from_secs(2);
+    report_ended(env, &replicas[leader].pod, before);
+    // The standby never serves (a request may fail outright on a loaded machine: no answer is
+    // no second leader); the leader still holds the Lease and serves.
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(1));
+        assert_ne!(get(env, replicas[standby].port, LIST).0, "200");
+    }
+    assert_eq!(holder(env, &lease), old_holder);
+    eventually(Duration::from_secs(10), "the leader serving", || {
+        (get(env, replicas[leader].port, LIST).0 == "200").then_some(())
+    });
 }

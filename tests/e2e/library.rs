@@ -280,6 +280,37 @@ impl Subject {
         done
     }
 
+    /// Waits until `operation` of `ruleset` on this subject shows a `Stalled` condition with
+    /// `reason` and `message`, and returns the operation.
+    fn expect_stalled(&self, ruleset: &str, operation: &str, reason: &str, message: &str) -> Value {
+        let applied = library().applied(ruleset);
+        let what = format!(
+            "{operation} on {} stalled ({reason}: {message})",
+            self.describe()
+        );
+        wait_for(&what, || {
+            let ops = self.ops();
+            ops.iter()
+                .find(|o| {
+                    o["spec"]["operation"] == operation
+                        && o["spec"]["ruleSet"] == applied.as_str()
+                        && o["status"]["conditions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|c| {
+                                c["type"] == "Stalled"
+                                    && c["status"] == "True"
+                                    && c["reason"] == reason
+                                    && c["message"] == message
+                                    && c["lastTransitionTime"].is_string()
+                            })
+                })
+                .cloned()
+                .ok_or_else(|| pretty(&ops))
+        })
+    }
+
     /// Waits until no operation on this subject is listed any more.
     fn expect_nothing_in_flight(&self) {
         wait_for(&format!("no operation on {}", self.describe()), || {
@@ -446,7 +477,7 @@ fn deployment(name: &str) -> Subject {
 }
 
 #[test]
-fn deployment_rollout_follows_its_replicas_and_fails_past_its_deadline() {
+fn deployment_rollout_follows_its_replicas_and_stalls_past_its_deadline() {
     // Nothing runs the deployment controller: the test writes the status it would write.
     let web = deployment("web");
     let stuck = deployment("web-stuck");
@@ -478,10 +509,126 @@ fn deployment_rollout_follows_its_replicas_and_fails_past_its_deadline() {
         "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
                         "message": "ReplicaSet \"web-stuck-5d4f\" has timed out progressing."}]}));
 
+    // Past its deadline the rollout is not over: it stays in flight, stalled.
+    stuck.expect_stalled(
+        "deployment-rules",
+        "Rollout",
+        "ProgressDeadlineExceeded",
+        "ProgressDeadlineExceeded",
+    );
+    // Scaled to nothing while past its deadline: it ends, failed.
+    env()
+        .kubectl(
+            User::Admin,
+            &[
+                "scale",
+                "deployment",
+                "web-stuck",
+                "--replicas=0",
+                "-n",
+                &library().namespace,
+            ],
+        )
+        .unwrap();
+    stuck.set_status(json!({"observedGeneration": 2, "replicas": 0, "updatedReplicas": 0,
+        "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                        "message": "ReplicaSet \"web-stuck-5d4f\" has timed out progressing."}]}));
+
     web.expect_completed(&web_watch, "Rollout", "Succeeded");
     stuck.expect_completed(&stuck_watch, "Rollout", "Failed");
     web.expect_nothing_in_flight();
     stuck.expect_nothing_in_flight();
+}
+
+#[test]
+fn datavolume_import_shows_its_progress_and_stalls_on_an_import_error() {
+    let dv = Subject::create(
+        "datavolumes.cdi.kubevirt.io",
+        true,
+        json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+               "metadata": {"name": "dv-import"},
+               "spec": {"source": {"http": {"url": "http://images.example/fedora.qcow2"}}}}),
+    );
+    // Just created, before CDI wrote any status: already in flight.
+    dv.expect_active("datavolume-rules", "Pending", "pending");
+    dv.set_status(json!({"phase": "ImportInProgress", "progress": "45%"}));
+    let op = dv.expect_active("datavolume-rules", "ImportInProgress", "importing 45%");
+    assert_eq!(op["status"]["progress"], 45.0, "{}", pretty(&op));
+    assert!(op["status"]["conditions"] == json!([]), "{}", pretty(&op));
+    // As kubectl prints it, and in the -o wide table.
+    let ns = &library().namespace;
+    let name = op["metadata"]["name"].as_str().unwrap();
+    let progress = env()
+        .kubectl(
+            User::Admin,
+            &[
+                "get",
+                "ifo",
+                name,
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.status.progress}",
+            ],
+        )
+        .unwrap();
+    assert_eq!(progress.trim(), "45");
+    let wide = env()
+        .kubectl(User::Admin, &["get", "ifo", name, "-n", ns, "-o", "wide"])
+        .unwrap();
+    let header = wide.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("PROGRESS") && header.contains("EXPECTED") && header.contains("STALLED"),
+        "{wide}"
+    );
+    assert!(
+        wide.lines().nth(1).unwrap_or_default().contains("45%"),
+        "{wide}"
+    );
+
+    let error = "Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found";
+    dv.set_status(json!({"phase": "ImportInProgress", "progress": "45%",
+        "conditions": [{"type": "Running", "status": "False", "reason": "Error", "message": error}]}));
+    let op = dv.expect_stalled(
+        "datavolume-rules",
+        "ImportInProgress",
+        "ReportedByRule",
+        error,
+    );
+    assert_eq!(op["status"]["phase"], "Active", "{}", pretty(&op));
+    let wide = env()
+        .kubectl(User::Admin, &["get", "ifo", name, "-n", ns, "-o", "wide"])
+        .unwrap();
+    assert!(
+        wide.lines()
+            .nth(1)
+            .unwrap_or_default()
+            .contains("ReportedByRule"),
+        "{wide}"
+    );
+    // The namespace's gate says it holds a stalled operation, and which.
+    let gate = format!("namespace.{ns}");
+    let op_name = op["metadata"]["name"].clone();
+    wait_for(&format!("{gate} Stalled=True naming {op_name}"), || {
+        let g = env().get_json(User::Admin, &["get", "gate", &gate]);
+        let stalled = g["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Stalled" && c["status"] == "True");
+        let listed = g["status"]["operations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o["name"] == op_name && o["stalled"] == true && o["progress"] == 45.0);
+        if stalled && listed {
+            Ok(())
+        } else {
+            Err(pretty(&g))
+        }
+    });
+    dv.delete();
+    dv.expect_nothing_in_flight();
 }
 
 #[test]

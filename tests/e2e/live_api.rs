@@ -53,6 +53,9 @@ fn kubectl_get_prints_tables_lists_and_objects() {
             "RULESET".into(),
             "OUTCOME".into(),
             "COMPLETED".into(),
+            "PROGRESS".into(),
+            "EXPECTED".into(),
+            "STALLED".into(),
             "ENDING".into()
         ]),
         "{wide}"

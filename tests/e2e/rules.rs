@@ -306,3 +306,73 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
         .collect();
     assert!(active.is_empty(), "still Active: {active:#?}");
 }
+
+#[test]
+fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
+    let env = env();
+    let ns = env.namespace("badprogress");
+    let rs = format!("progress-{ns}");
+    env.apply(&format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
+"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{ns}"],
+ "rules":[{{"operation":"Migrating",
+   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
+   "progress":"object.status.?progress.orValue('')",
+   "stalled":"object.status.?stuck.orValue(false)"}}]}}}}"#
+    ));
+    env.apply(&vm("vm1", &ns));
+    env.wait_watching(&rs);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "progress": "12.5%", "stuck": "disk full"}),
+    );
+    let op = eventually(WAIT, "progress and a stall", || {
+        env.ifos(&ns)
+            .into_iter()
+            .find(|o| o["status"]["progress"] == 12.5)
+    });
+    assert_eq!(op["status"]["conditions"][0]["type"], "Stalled", "{op:#}");
+    assert_eq!(op["status"]["conditions"][0]["reason"], "ReportedByRule");
+    assert_eq!(op["status"]["conditions"][0]["message"], "disk full");
+
+    // Out of range, and neither bool nor string: errors, and the last good values stay.
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "progress": 140, "stuck": 3}),
+    );
+    let errors = wait_condition(env, &rs, "RuleErrors", "True");
+    let message = errors["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rule Migrating progress") || message.contains("rule Migrating stalled"),
+        "{errors:#}"
+    );
+    let op = env
+        .ifos(&ns)
+        .into_iter()
+        .find(|o| o["spec"]["subject"]["name"] == "vm1")
+        .unwrap();
+    assert_eq!(op["status"]["progress"], 12.5, "{op:#}");
+    assert_eq!(
+        op["status"]["conditions"][0]["message"], "disk full",
+        "{op:#}"
+    );
+
+    // A valid "not stalled" and a progress the object no longer reports.
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "progress": "", "stuck": false}),
+    );
+    let op = eventually(WAIT, "no progress and no stall", || {
+        env.ifos(&ns)
+            .into_iter()
+            .find(|o| o["status"].get("progress").is_none())
+    });
+    assert_eq!(op["status"]["conditions"], json!([]), "{op:#}");
+}

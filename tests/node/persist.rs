@@ -1,4 +1,4 @@
-//! Persistence mode on the real Deployment, enabled as the README says (an overlay with
+//! Persistence mode on the real Deployment, enabled as docs/operating.md says (an overlay with
 //! `deploy/persist` as a component): the leader writes the copies, the standby writes nothing.
 
 use anyhow::{Context, Result, bail, ensure};

@@ -21,12 +21,12 @@ use jiff::Timestamp;
 use super::ApiState;
 use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
 use super::negotiate::Representation;
-use super::params::Params;
+use super::params::{IncludeObject, Params};
 use super::resources::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
-use crate::index::{GateMembers, GateScope};
+use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use verdict::Feeds;
 
 /// The only field a gate can be selected by.
@@ -80,13 +80,14 @@ impl Selection {
     }
 
     /// The selected gates at the current resourceVersion (returned first), sorted by name.
-    fn gates(&self, state: &ApiState) -> (u64, Vec<MaintenanceGate>) {
+    /// The selected gates, each listing its `operations` oldest operations.
+    fn gates(&self, state: &ApiState, operations: usize) -> (u64, Vec<MaintenanceGate>) {
         let (rv, mut all) = match &self.named {
             Some(scope) => {
                 let (rv, members) = state.index.gate(scope);
                 (rv, vec![members])
             }
-            None => listed(state),
+            None => listed(state, operations),
         };
         all.retain(|m| self.includes(&m.scope, m.active));
         let mut gates: Vec<MaintenanceGate> = all.iter().map(|m| gate_of(state, m)).collect();
@@ -95,19 +96,24 @@ impl Selection {
     }
 }
 
-/// The cluster's scope and every scope with operations in flight, at the current RV
-/// (returned first).
-fn listed(state: &ApiState) -> (u64, Vec<GateMembers>) {
-    let (rv, mut all) = state.index.gates_in_flight();
+/// The cluster's scope and every scope with operations in flight, each with its `operations`
+/// oldest operations, at the current RV (returned first).
+fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
+    let (rv, mut all) = state.index.gates_in_flight(operations);
     if all.first().is_none_or(|m| m.scope != GateScope::Cluster) {
         all.insert(0, state.index.gate(&GateScope::Cluster).1);
     }
     (rv, all)
 }
 
-/// The gates an unfiltered list answers: the cluster's and those with operations in flight.
+/// The gates an unfiltered list answers: the cluster's and those with operations in flight,
+/// their verdicts and counts without the operations themselves (what metrics read).
 pub fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
-    listed(state).1.iter().map(|m| gate_of(state, m)).collect()
+    listed(state, 0)
+        .1
+        .iter()
+        .map(|m| gate_of(state, m))
+        .collect()
 }
 
 /// The gate of `members`, with the facts of its scope.
@@ -197,7 +203,16 @@ fn list(
     selection: Selection,
     repr: Representation,
 ) -> Result<Response, ApiError> {
-    let (rv, gates) = selection.gates(state);
+    // A gate lists up to 50 operations, most of a list's cost: a table shows none of them
+    // unless it carries whole objects, only the few its messages name.
+    let operations = match (repr, selection.params.include_object) {
+        (Representation::Table { .. }, IncludeObject::Object) | (Representation::Object, _) => {
+            MAX_GATE_OPERATIONS
+        }
+        (Representation::Table { .. }, _) => verdict::NAMED_IN_MESSAGE,
+        (Representation::PartialObjectMetadata { .. }, _) => 0,
+    };
+    let (rv, gates) = selection.gates(state, operations);
     let metadata = ListMeta {
         resource_version: rv.to_string(),
         continue_token: None,

@@ -8,12 +8,12 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use crate::api::{ApiState, router};
+use crate::detect::Health;
 use crate::index::Index;
 use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
-use crate::watch::TargetHealth;
 
 const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
@@ -45,7 +45,7 @@ fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFligh
 struct Fixture {
     index: Arc<Index>,
     state: Arc<ApiState>,
-    targets: Arc<TargetHealth>,
+    targets: Arc<Health>,
 }
 
 fn fixture() -> Fixture {
@@ -56,10 +56,10 @@ fn fixture() -> Fixture {
     ]);
     let (readiness, synced) = Readiness::new("test records");
     synced.done();
-    let targets = Arc::new(TargetHealth::default());
+    let targets = Arc::new(Health::default());
     let state = Arc::new(
         ApiState::new(index.reader(), readiness, Default::default())
-            .with_freshness(targets.clone()),
+            .with_freshness(targets.reader()),
     );
     Fixture {
         index,

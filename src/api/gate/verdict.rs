@@ -2,29 +2,31 @@
 //! from what the server knows of its own data: the feeds' freshness and the initial sync.
 //!
 //! There is one source for each fact: the index's scope members for what is in flight,
-//! [`TargetHealth`] for whether the targets feeding a scope are current (the same facts as the
+//! [`HealthReader`] for whether the targets feeding a scope are current (the same facts as the
 //! `Warning` header of every read), [`Readiness`] for the initial sync. A gate never says clear
 //! on data the server cannot vouch for.
 
 use std::sync::Arc;
 
 use ifo_model::{
-    CLEAR_CONDITION, GATE_KIND, GROUP_VERSION, GateOperation, GateStatus, GateSubject,
-    MaintenanceGate, StaleTarget,
+    CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
+    GateSubject, MaintenanceGate, StaleTarget,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
 use crate::api::freshness::target_name;
+use crate::detect::{HealthReader, Stale};
 use crate::index::{GateMembers, GateScope};
 use crate::operation::InFlightOperation;
 use crate::readiness::Readiness;
-use crate::watch::{Stale, TargetHealth};
 
 /// Operations a `False` verdict's message names before it says how many more there are.
-const NAMED_IN_MESSAGE: usize = 3;
+pub(super) const NAMED_IN_MESSAGE: usize = 3;
 /// Stale targets an `Unknown` verdict's message names.
 const STALE_IN_MESSAGE: usize = 3;
+/// Stalled operations a `Stalled=True` message names.
+const STALLED_IN_MESSAGE: usize = 3;
 
 /// What the server knows of its own data, for one scope.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,8 +39,8 @@ pub struct Feeds {
 
 impl Feeds {
     /// The facts for `scope`: it depends on the targets whose rulesets can put operations in
-    /// it (see [`TargetHealth::stale_for_gate`]).
-    pub fn of(scope: &GateScope, targets: &TargetHealth, readiness: &Readiness) -> Feeds {
+    /// it (see [`HealthReader::stale_for_gate`]).
+    pub fn of(scope: &GateScope, targets: &HealthReader, readiness: &Readiness) -> Feeds {
         Feeds {
             synced: readiness.is_synced(),
             stale: targets.stale_for_gate(scope),
@@ -79,17 +81,20 @@ pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Mainten
             ..ObjectMeta::default()
         },
         status: GateStatus {
-            conditions: vec![Condition {
-                type_: CLEAR_CONDITION.to_owned(),
-                status: status.to_owned(),
-                reason: reason.to_owned(),
-                message,
-                last_transition_time: Time(round(changed)),
-                observed_generation: None,
-            }],
+            conditions: vec![
+                Condition {
+                    type_: CLEAR_CONDITION.to_owned(),
+                    status: status.to_owned(),
+                    reason: reason.to_owned(),
+                    message,
+                    last_transition_time: Time(round(changed)),
+                    observed_generation: None,
+                },
+                stalled_condition(members, started),
+            ],
             active_operations: members.active as u64,
             operations: members.operations.iter().map(operation).collect(),
-            expected_clear_time: None,
+            expected_clear_time: members.expected_clear.map(|t| Time(round(t))),
             stale_targets: feeds
                 .stale
                 .iter()
@@ -126,6 +131,58 @@ fn operation(op: &Arc<InFlightOperation>) -> GateOperation {
         operation: op.operation.clone(),
         component: op.component.clone(),
         start_time: Some(Time(round(op.created))),
+        expected_end: op.clears_at().map(|t| Time(round(t))),
+        progress: op.progress(),
+        stalled: op.is_stalled(),
+    }
+}
+
+/// `Stalled`: `True` while an operation in the scope is stalled, naming the first few with
+/// their reasons. Judged on the operations as last seen, whatever the feeds' state (`Clear`
+/// says when that is stale).
+fn stalled_condition(members: &GateMembers, started: Timestamp) -> Condition {
+    let (status, reason, message) = if members.stalled == 0 {
+        (
+            "False",
+            "NothingStalled",
+            "no operation is stalled".to_owned(),
+        )
+    } else {
+        let mut parts: Vec<String> = members
+            .operations
+            .iter()
+            .filter_map(|op| Some((op, op.stall()?)))
+            .take(STALLED_IN_MESSAGE)
+            .map(|(op, stall)| {
+                format!(
+                    "{} {} {}: {}",
+                    op.subject.kind,
+                    subject_name(op),
+                    op.operation,
+                    stall.message
+                )
+            })
+            .collect();
+        if members.stalled > parts.len() {
+            parts.push(format!("and {} more", members.stalled - parts.len()));
+        }
+        ("True", "OperationsStalled", parts.join(", "))
+    };
+    Condition {
+        type_: GATE_STALLED_CONDITION.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: Time(round(members.stall_since.unwrap_or(started))),
+        observed_generation: None,
+    }
+}
+
+/// `ns/name`, or `name` for a cluster-scoped subject.
+fn subject_name(op: &InFlightOperation) -> String {
+    match &op.subject.namespace {
+        Some(ns) => format!("{ns}/{}", op.subject.name),
+        None => op.subject.name.clone(),
     }
 }
 
@@ -136,10 +193,7 @@ fn in_flight_message(members: &GateMembers) -> String {
         .iter()
         .take(NAMED_IN_MESSAGE)
         .map(|op| {
-            let subject = match &op.subject.namespace {
-                Some(ns) => format!("{ns}/{}", op.subject.name),
-                None => op.subject.name.clone(),
-            };
+            let subject = subject_name(op);
             let target = if members.scope.is_target_of(op) {
                 " (target)"
             } else {
@@ -187,8 +241,8 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::Blind;
     use crate::ruleset::Target;
-    use crate::watch::Blind;
 
     fn members(scope: GateScope, ops: Vec<Arc<InFlightOperation>>) -> GateMembers {
         GateMembers {
@@ -197,12 +251,15 @@ mod tests {
             since: Some("2026-11-22T10:00:00.5Z".parse().unwrap()),
             active: ops.len(),
             operations: ops,
+            expected_clear: None,
+            stalled: 0,
+            stall_since: None,
             feeds_since: None,
         }
     }
 
     fn migrating(subject: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
-        let mut op = (*crate::index::test_record(subject)).clone();
+        let mut op = (*crate::operation::test_record(subject)).clone();
         op.subject.kind = "VirtualMachine".into();
         op.operation = "Migrating".into();
         op.labels.insert("ifo.kubevirt.io/node".into(), node.into());
@@ -268,6 +325,56 @@ mod tests {
         assert_eq!(g.status.active_operations, 5);
         assert_eq!(g.status.operations[0].subject.name, "vm-0");
         assert_eq!(g.status.operations[0].kind, "InFlightOperation");
+    }
+
+    #[test]
+    fn stalled_operations_are_named_with_their_reason_and_the_clear_time_is_served() {
+        let mut ops: Vec<Arc<InFlightOperation>> = (0..5)
+            .map(|i| migrating(&format!("vm-{i}"), "w1", ""))
+            .collect();
+        let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        for op in &mut ops[1..] {
+            let mut o = (**op).clone();
+            o.stalled = Some(crate::operation::Stall::reported("ImportFailed", now));
+            o.progress = Some(45.0);
+            *op = Arc::new(o);
+        }
+        let mut m = members(GateScope::Node("w1".into()), ops);
+        m.stalled = 4;
+        m.stall_since = Some(now);
+        m.expected_clear = Some("2026-11-22T10:04:00.7Z".parse().unwrap());
+        let g = gate(&m, &current(), Timestamp::UNIX_EPOCH);
+        let stalled = g.status.condition("Stalled").unwrap();
+        assert_eq!(
+            (
+                stalled.status.as_str(),
+                stalled.reason.as_str(),
+                stalled.message.as_str()
+            ),
+            (
+                "True",
+                "OperationsStalled",
+                "VirtualMachine ns/vm-1 Migrating: ImportFailed, VirtualMachine ns/vm-2 Migrating: ImportFailed, VirtualMachine ns/vm-3 Migrating: ImportFailed, and 1 more"
+            )
+        );
+        assert_eq!(stalled.last_transition_time.0, now);
+        assert_eq!(
+            g.status.expected_clear_time.unwrap().0.to_string(),
+            "2026-11-22T10:04:00Z"
+        );
+        assert!(!g.status.operations[0].stalled && g.status.operations[1].stalled);
+        assert_eq!(g.status.operations[1].progress, Some(45.0));
+        let calm = gate(
+            &members(GateScope::Cluster, vec![]),
+            &current(),
+            Timestamp::UNIX_EPOCH,
+        );
+        let stalled = calm.status.condition("Stalled").unwrap();
+        assert_eq!(
+            (stalled.status.as_str(), stalled.reason.as_str()),
+            ("False", "NothingStalled")
+        );
+        assert_eq!(calm.status.expected_clear_time, None);
     }
 
     #[test]

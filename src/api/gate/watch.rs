@@ -29,7 +29,7 @@ use crate::api::status::ApiError;
 use crate::api::watch::{
     BOOKMARK_EVERY, CHANNEL, REPLAY_CHUNK, STALLED_CLIENT, error_frame, expired, frame, lifetime,
 };
-use crate::index::{Event, EventKind, GateScope, Replay};
+use crate::index::{Event, EventKind, GateScope, MAX_GATE_OPERATIONS, Replay};
 
 /// Starts a watch of the gates `selection` names for `user`, or refuses it with 429 when a
 /// limit on open watches is reached.
@@ -106,7 +106,7 @@ fn start(state: &ApiState, selection: &Selection) -> Start {
         },
         _ if initial == Some(false) => Start::Live(state.index.subscribe()),
         _ => {
-            let (rv, gates) = selection.gates(state);
+            let (rv, gates) = selection.gates(state, MAX_GATE_OPERATIONS);
             match state.index.watch_from(rv) {
                 Ok((replay, live)) => Start::Initial {
                     rv,
@@ -242,7 +242,7 @@ impl Watcher {
                     scopes.extend(
                         self.state
                             .index
-                            .gates_in_flight()
+                            .gates_in_flight(0)
                             .1
                             .into_iter()
                             .map(|m| m.scope),

@@ -205,12 +205,26 @@ fn status() -> Value {
                 "type": "integer",
                 "format": "int64",
             },
+            "progress": {
+                "description": "How far along the operation is, in percent (0 to 100), from the rule's progress expression, evaluated again on every change of the subject while the operation is active. Absent when the rule has no progress expression; when the expression fails or gives a value that is not a percentage, the last progress is kept and the error is shown on the rule set.",
+                "type": "number",
+                "format": "double",
+            },
+            "expectedEnd": {
+                "$ref": meta("Time"),
+                "description": "When the operation is expected to end: its start plus the median duration of the operations of its rule that succeeded (once there are at least 5), or, once the rule reports at least 10 % progress, the time elapsed extrapolated from it. status.estimate says which. Absent while neither is known, and once completed.",
+            },
+            "estimate": {
+                "description": "What status.expectedEnd is based on.\n\nPossible enum values:\n - `\"History\"` start plus the median duration of the rule's operations that succeeded.\n - `\"Progress\"` the time elapsed, extrapolated by the progress the rule reports.",
+                "type": "string",
+                "enum": ["History", "Progress"],
+            },
             "gracePeriodEnd": {
                 "$ref": meta("Time"),
                 "description": "Set while the operation is ending: no rule detects it any more and it is Active only for the rest of its debounce grace. It turns Completed at this time unless a rule detects it again. For a maintenance verdict this is its expected end. Absent otherwise.",
             },
             "conditions": {
-                "description": "Conditions of the operation, in the standard Kubernetes form. While the operation is ending, Detected=False with reason GracePeriod: lastTransitionTime is when its rules stopped matching, the message says when it completes. Empty otherwise.",
+                "description": "Conditions of the operation, in the standard Kubernetes form. `Stalled` (status True) while the operation is stalled: reported by the rule's stalled expression (reason: the one the rule gives when it is a CamelCase word, else ReportedByRule with the rule's text as the message), or running longer than 1.5 times the 99th percentile of the durations of its rule's operations that succeeded (reason OverdueByHistory). While the operation is ending, Detected=False with reason GracePeriod: lastTransitionTime is when its rules stopped matching, the message says when it completes. Empty otherwise.",
                 "type": "array",
                 "items": {"$ref": meta("Condition")},
                 "x-kubernetes-list-map-keys": ["type"],
@@ -274,7 +288,7 @@ fn gate_definitions() -> Map<String, Value> {
         "type": "object",
         "properties": {
             "conditions": {
-                "description": "Clear: True when nothing is in flight in the scope and every watched target feeding it is current (reason NothingInFlight); False when operations are in flight (reason OperationsInFlight, the message names the first few); Unknown when the server cannot vouch for the scope (reason Stale: a target feeding it is not being watched, or the server has not finished its initial sync; the message says which). Unknown never satisfies a wait for True. lastTransitionTime is when the verdict last changed.",
+                "description": "Clear: True when nothing is in flight in the scope and every watched target feeding it is current (reason NothingInFlight); False when operations are in flight (reason OperationsInFlight, the message names the first few); Unknown when the server cannot vouch for the scope (reason Stale: a target feeding it is not being watched, or the server has not finished its initial sync; the message says which). Unknown never satisfies a wait for True. Stalled: True when an operation in the scope is stalled (reason OperationsStalled, the message names the first few and why: what their rule reports, or OverdueByHistory for one running well past what its rule's operations normally take), else False (reason NothingStalled). lastTransitionTime is when the verdict last changed.",
                 "type": "array",
                 "items": {"$ref": meta("Condition")},
                 "x-kubernetes-list-map-keys": ["type"],
@@ -293,7 +307,7 @@ fn gate_definitions() -> Map<String, Value> {
             },
             "expectedClearTime": {
                 "$ref": meta("Time"),
-                "description": "When the last operation in flight is expected to end. Absent when nothing is in flight or when any of them has no estimate.",
+                "description": "When the last operation in flight is expected to end: the latest of their expectedEnd. Absent when nothing is in flight or when any of them has no estimate.",
             },
             "staleTargets": {
                 "description": "The watched targets feeding the scope whose data is not current, and why. Absent when every one is current.",
@@ -322,8 +336,11 @@ fn gate_definitions() -> Map<String, Value> {
             "operation": {"description": "The operation, as its rule names it.", "type": "string"},
             "component": {"description": "The component the operation belongs to.", "type": "string"},
             "startTime": {"$ref": meta("Time"), "description": "When the operation started."},
+            "expectedEnd": {"$ref": meta("Time"), "description": "When the operation is expected to end: the end of its debounce grace when no rule detects it any more, else its status.expectedEnd. Absent without an estimate."},
+            "progress": {"description": "How far along the operation is, in percent (0 to 100), when its rule reports it.", "type": "number", "format": "double"},
+            "stalled": {"description": "Whether the operation is stalled (its Stalled condition is True).", "type": "boolean"},
         },
-        "required": ["name", "kind", "subject", "operation", "component"],
+        "required": ["name", "kind", "subject", "operation", "component", "stalled"],
     });
     let stale = json!({
         "description": "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",

@@ -5,7 +5,9 @@ use super::definitions::PREFIX;
 use super::*;
 use crate::api::discovery::{GROUP, VERSION};
 use crate::api::wire::{List, ListMeta};
-use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use crate::operation::{
+    EstimateBasis, Expectation, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -171,6 +173,15 @@ fn records() -> Vec<InFlightOperation> {
     };
     let (mut active, _) =
         InFlightOperation::new_active(&ruleset, "Draining", &node, start, now, None, []);
+    // What progress, history and a stall add.
+    active.progress = Some(45.5);
+    active.stalled = Some(Stall::reported("ImportFailed", now));
+    active.expectation = Some(Expectation {
+        end: now,
+        basis: EstimateBasis::Progress,
+        overdue: None,
+    });
+    // And what ending adds.
     active.ending = Some(crate::operation::Ending {
         since: now,
         at: "2026-11-22T10:31:30Z".parse().unwrap(),
@@ -223,6 +234,8 @@ fn served_gate() -> Value {
         .into_iter()
         .map(|mut r| {
             r.phase = Phase::Active;
+            r.progress = Some(45.5);
+            r.stalled = Some(crate::operation::Stall::reported("ImportFailed", r.created));
             std::sync::Arc::new(r)
         })
         .collect();
@@ -232,23 +245,23 @@ fn served_gate() -> Value {
         since: None,
         active: ops.len(),
         operations: ops,
+        expected_clear: Some(jiff::Timestamp::UNIX_EPOCH),
+        stalled: 2,
+        stall_since: None,
         feeds_since: None,
     };
     let feeds = Feeds {
         synced: true,
-        stale: vec![crate::watch::Stale {
+        stale: vec![crate::detect::Stale {
             target: crate::ruleset::Target {
                 group: "kubevirt.io".into(),
                 version: "v1".into(),
                 resource: "virtualmachines".into(),
             },
-            reason: crate::watch::Blind::NotWatched("forbidden".into()),
+            reason: crate::detect::Blind::NotWatched("forbidden".into()),
         }],
     };
-    let mut gate = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
-    gate.status.expected_clear_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        jiff::Timestamp::UNIX_EPOCH,
-    ));
+    let gate = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
     serde_json::to_value(gate).expect("a gate serialises")
 }
 

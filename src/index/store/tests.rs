@@ -368,6 +368,18 @@ fn active_counts_are_always_those_of_the_records() {
                     );
                 }
                 record.message = Some(format!("m{}", rng.u8(..3)));
+                let at = |secs| base.created + jiff::SignedDuration::from_secs(secs);
+                record.expectation = rng.bool().then(|| crate::operation::Expectation {
+                    end: at(rng.i64(100..110)),
+                    basis: crate::operation::EstimateBasis::History,
+                    overdue: None,
+                });
+                record.ending = (rng.u8(..4) == 0).then(|| crate::operation::Ending {
+                    since: at(100),
+                    at: at(rng.i64(105..115)),
+                });
+                record.stalled = (rng.u8(..3) == 0)
+                    .then(|| crate::operation::Stall::reported("Stuck", base.created));
                 Change::Upsert(Arc::new(record))
             }
         };
@@ -384,6 +396,57 @@ fn active_counts_are_always_those_of_the_records() {
             "gates after step {step}"
         );
     }
+}
+
+#[test]
+fn gates_expect_the_latest_end_and_count_stalls() {
+    use crate::operation::{EstimateBasis, Expectation, Stall};
+    let index = Index::new(10, 64, 16);
+    let base = op(Some("ns"), "a", "m");
+    let at = |secs| base.created + jiff::SignedDuration::from_secs(secs);
+    let expecting = |subject: &str, end: Option<i64>| {
+        let mut r = (*op(Some("ns"), subject, "m")).clone();
+        r.expectation = end.map(|e| Expectation {
+            end: at(e),
+            basis: EstimateBasis::History,
+            overdue: None,
+        });
+        r
+    };
+    let mut a = expecting("a", Some(60));
+    let b = expecting("b", Some(240));
+    index.apply(vec![
+        Change::Upsert(Arc::new(a.clone())),
+        Change::Upsert(Arc::new(b.clone())),
+    ]);
+    let cluster = GateScope::Cluster;
+    let (_, g) = index.gate(&cluster);
+    assert_eq!((g.expected_clear, g.stalled), (Some(at(240)), 0));
+    // One without an estimate: nobody can say when the scope clears.
+    let c = expecting("c", None);
+    index.apply(vec![Change::Upsert(Arc::new(c.clone()))]);
+    assert_eq!(index.gate(&cluster).1.expected_clear, None);
+    index.apply(vec![Change::Remove(Arc::new(c))]);
+    assert_eq!(index.gate(&cluster).1.expected_clear, Some(at(240)));
+    // b stops being detected: it ends with its grace, earlier than expected.
+    let mut ending = b.clone();
+    ending.ending = Some(crate::operation::Ending {
+        since: at(10),
+        at: at(40),
+    });
+    index.apply(vec![Change::Upsert(Arc::new(ending))]);
+    let rv = index.current_rv();
+    let (_, g) = index.gate(&cluster);
+    assert_eq!((g.expected_clear, g.rv), (Some(at(60)), rv));
+    // A stall is a change every gate of the operation sees.
+    a.stalled = Some(Stall::reported("ImportFailed", at(5)));
+    index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
+    let (_, g) = index.gate(&GateScope::Namespace("ns".into()));
+    assert_eq!((g.stalled, g.rv), (1, rv + 1));
+    assert!(g.operations.iter().any(|o| o.is_stalled()));
+    a.stalled = None;
+    index.apply(vec![Change::Upsert(Arc::new(a))]);
+    assert_eq!(index.gate(&cluster).1.stalled, 0);
 }
 
 #[test]
@@ -423,7 +486,7 @@ fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
     assert_eq!((w2.active, w2.rv), (0, 14));
     assert!(w2.since.is_some());
     let names: Vec<String> = index
-        .gates_in_flight()
+        .gates_in_flight(MAX_GATE_OPERATIONS)
         .1
         .iter()
         .map(|g| g.scope.to_string())

@@ -1,6 +1,6 @@
 use super::*;
-use crate::index::test_record;
 use crate::operation::Outcome;
+use crate::operation::test_record;
 
 const INTERVAL: Duration = Duration::from_secs(5);
 

@@ -76,6 +76,8 @@ fn active(message: Option<&str>) -> Evaluation {
     eval(RuleResult::Active {
         message: message.map(|m| Ok(m.to_owned())),
         start_time: None,
+        progress: None,
+        stalled: None,
     })
 }
 
@@ -485,10 +487,14 @@ fn subject_deletion_completes_at_once() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -517,6 +523,8 @@ fn subject_deletion_completes_at_once() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -610,10 +618,14 @@ fn operations_dropped_from_a_ruleset_complete() {
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
             RuleResult::Active {
                 message: None,
                 start_time: None,
+                progress: None,
+                stalled: None,
             },
         ],
         labels: vec![],
@@ -633,6 +645,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
+        progress: None,
+        stalled: None,
     });
     let rec = only_upsert(&see(&mut tr, "u1", e, t(0)));
     assert_eq!(rec.created, t(-3600));
@@ -646,6 +660,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Ok(t(-3600))),
+        progress: None,
+        stalled: None,
     });
     let rec2 = only_upsert(&see(&mut other, "u1", e, t(500)));
     assert_eq!(
@@ -656,6 +672,8 @@ fn start_time_comes_from_the_expression() {
     let e = eval(RuleResult::Active {
         message: None,
         start_time: Some(Err(err())),
+        progress: None,
+        stalled: None,
     });
     let rec = only_upsert(&see(&mut tr, "u2", e, t(7)));
     assert_eq!(rec.created, t(7));
@@ -671,6 +689,8 @@ fn only_visible_changes_are_emitted() {
     let failing = eval(RuleResult::Active {
         message: Some(Err(err())),
         start_time: None,
+        progress: None,
+        stalled: None,
     });
     assert!(see(&mut tr, "u1", failing, t(6)).is_empty());
     // Message changes: MODIFIED, same occurrence, lastDetected refreshed.
@@ -702,6 +722,8 @@ fn dynamic_labels_update_and_survive_errors() {
         rules: vec![RuleResult::Active {
             message: None,
             start_time: None,
+            progress: None,
+            stalled: None,
         }],
         labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
         over_budget: None,
@@ -739,6 +761,8 @@ fn invalid_label_keys_are_reported() {
         rules: vec![RuleResult::Active {
             message: None,
             start_time: None,
+            progress: None,
+            stalled: None,
         }],
         labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
         over_budget: None,
@@ -776,6 +800,8 @@ fn rules_sharing_an_operation() {
     let on = || RuleResult::Active {
         message: None,
         start_time: None,
+        progress: None,
+        stalled: None,
     };
     let off = || RuleResult::Inactive { outcome: None };
     let s = subject("u1");
@@ -1045,6 +1071,39 @@ fn restored_operations_nobody_confirmed_are_swept_and_duplicates_refused() {
 }
 
 #[test]
+fn a_new_leader_adopts_the_identity_its_predecessor_persisted() {
+    // The previous leader saw the operation start at 0, this replica at 1.
+    let copy = persisted("a", t(0));
+    let mut tr = tracker(settings(30, false));
+    let own = only_upsert(&see(&mut tr, "a", active(Some("copying")), t(1)));
+    assert_eq!(own.name, copy.name);
+    assert_ne!(own.uid, copy.uid);
+    let adopted = tr.adopt(&copy).expect("the identity changes");
+    let adopted = adopted.record();
+    assert_eq!(
+        (&adopted.name, &adopted.uid, adopted.created),
+        (&copy.name, &copy.uid, copy.created)
+    );
+    assert_eq!(adopted.last_detected, own.last_detected);
+    assert!(tr.adopt(&copy).is_none(), "already the same");
+    // It goes on as that occurrence: the next evaluation keeps it, the grace completes it.
+    let next = only_upsert(&see(&mut tr, "a", active(Some("almost")), t(2)));
+    assert_eq!((&next.uid, next.created), (&copy.uid, copy.created));
+    see(&mut tr, "a", inactive(None), t(3));
+    let ended = tr.tick(t(33));
+    assert_eq!(ended[0].record().uid, copy.uid);
+    assert_eq!(ended[0].record().phase, Phase::Completed);
+
+    // Nothing to adopt: a completed copy, or a slot with no active operation here.
+    let mut tr = tracker(settings(30, false));
+    assert!(tr.adopt(&copy).is_none());
+    see(&mut tr, "a", active(None), t(1));
+    let mut completed = (*copy).clone();
+    completed.phase = Phase::Completed;
+    assert!(tr.adopt(&completed).is_none());
+}
+
+#[test]
 fn restored_completed_operations_are_retained_only_when_retention_is_on() {
     let mut completed = (*persisted("a", t(0))).clone();
     completed.phase = Phase::Completed;
@@ -1070,6 +1129,56 @@ fn restored_completed_operations_are_retained_only_when_retention_is_on() {
     );
 }
 
+#[test]
+fn progress_and_stall_follow_the_rule_and_survive_its_errors() {
+    let mut tr = tracker(settings(30, false));
+    let live = |progress: Option<Result<Option<f64>, EvalError>>,
+                stalled: Option<Result<Option<String>, EvalError>>| {
+        eval(RuleResult::Active {
+            message: None,
+            start_time: None,
+            progress,
+            stalled,
+        })
+    };
+    let record = |changes: Vec<Change>| changes.last().unwrap().record().clone();
+    let first = record(see(
+        &mut tr,
+        "u1",
+        live(Some(Ok(Some(10.0))), Some(Ok(None))),
+        t(0),
+    ));
+    assert_eq!((first.progress(), first.stall()), (Some(10.0), None));
+
+    let stalled = live(Some(Ok(Some(20.0))), Some(Ok(Some("ImportFailed".into()))));
+    let second = record(see(&mut tr, "u1", stalled.clone(), t(5)));
+    assert_eq!(second.progress(), Some(20.0));
+    let stall = second.stall().unwrap();
+    assert_eq!((stall.reason.as_str(), stall.since), ("ImportFailed", t(5)));
+    // The same verdict later changes nothing: the stall keeps its start.
+    assert!(see(&mut tr, "u1", stalled, t(9)).is_empty());
+
+    // Failing expressions: the last known values stay, nothing changes.
+    assert!(
+        see(
+            &mut tr,
+            "u1",
+            live(Some(Err(err())), Some(Err(err()))),
+            t(12)
+        )
+        .is_empty()
+    );
+
+    // Not stalled, and no progress reported any more.
+    let third = record(see(
+        &mut tr,
+        "u1",
+        live(Some(Ok(None)), Some(Ok(None))),
+        t(15),
+    ));
+    assert_eq!((third.progress(), third.stall()), (None, None));
+}
+
 /// The operations of a VM ruleset that follows `printableStatus`, in rule order.
 const VM_OPS: [&str; 3] = ["Starting", "Migrating", "Stopping"];
 
@@ -1091,6 +1200,8 @@ fn vm(status: &str) -> Evaluation {
                     RuleResult::Active {
                         message: None,
                         start_time: None,
+                        progress: None,
+                        stalled: None,
                     }
                 } else {
                     RuleResult::Inactive {
@@ -1273,6 +1384,8 @@ fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
     let on = || RuleResult::Active {
         message: None,
         start_time: None,
+        progress: None,
+        stalled: None,
     };
     let off = || RuleResult::Inactive { outcome: None };
     let rs = vm_ruleset(true);

@@ -1,6 +1,7 @@
 //! What the watchers and the evaluator learned about each ruleset, for its status conditions and
 //! for metrics: whether its watch is running, the errors its rules hit, and whether it went over
-//! its evaluation budget so often that it is suspended.
+//! its evaluation budget so often that it is suspended. Written only through the one health store
+//! ([`super::Health`]), which keeps it in step with what it knows per target.
 
 use super::suspension::{Strikes, SuspendPolicy};
 use dashmap::DashMap;
@@ -59,21 +60,21 @@ impl Default for RuleSetHealth {
     }
 }
 
-/// Per-ruleset health, written by watchers, read by the ruleset status writer.
-#[derive(Default)]
-pub struct Health {
+/// Per-ruleset health: the ruleset side of [`super::Health`].
+#[derive(Debug, Default)]
+pub(super) struct RuleSets {
     by_ruleset: DashMap<String, RuleSetHealth>,
 }
 
-impl Health {
-    pub fn set_watch(&self, ruleset: &str, state: WatchState) {
+impl RuleSets {
+    pub(super) fn set_watch(&self, ruleset: &str, state: WatchState) {
         self.by_ruleset
             .entry(ruleset.to_string())
             .or_default()
             .watch = state;
     }
 
-    pub fn record_error(&self, ruleset: &str, error: String) {
+    pub(super) fn record_error(&self, ruleset: &str, error: String) {
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
         h.evaluation_errors += 1;
         h.last_error = Some(error);
@@ -81,7 +82,7 @@ impl Health {
 
     /// Records an evaluation of object `uid` that went over budget; true when that suspends the
     /// ruleset (once).
-    pub fn record_over_budget(
+    pub(super) fn record_over_budget(
         &self,
         ruleset: &str,
         uid: &str,
@@ -99,7 +100,7 @@ impl Health {
     }
 
     /// Object `uid` is skipped by the ruleset: `what` says which and why.
-    pub fn record_skipped(&self, ruleset: &str, uid: &str, what: String) {
+    pub(super) fn record_skipped(&self, ruleset: &str, uid: &str, what: String) {
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
         if h.skipped.len() < MAX_SKIPPED || h.skipped.contains_key(uid) {
             h.skipped.insert(uid.to_owned(), what);
@@ -109,7 +110,7 @@ impl Health {
     }
 
     /// Object `uid` is evaluated by the ruleset again (or gone).
-    pub fn clear_skipped(&self, ruleset: &str, uid: &str) {
+    pub(super) fn clear_skipped(&self, ruleset: &str, uid: &str) {
         // A read first: this runs on every evaluation.
         if !self
             .by_ruleset
@@ -127,11 +128,11 @@ impl Health {
     }
 
     /// Whether the ruleset's rules are suspended (until it is reset by a new generation).
-    pub fn is_suspended(&self, ruleset: &str) -> bool {
+    pub(super) fn is_suspended(&self, ruleset: &str) -> bool {
         self.by_ruleset.get(ruleset).is_some_and(|h| h.suspended)
     }
 
-    pub fn get(&self, ruleset: &str) -> RuleSetHealth {
+    pub(super) fn get(&self, ruleset: &str) -> RuleSetHealth {
         self.by_ruleset
             .get(ruleset)
             .map(|h| h.clone())
@@ -139,7 +140,7 @@ impl Health {
     }
 
     /// Forgets a ruleset (deleted, or reloaded with a new generation).
-    pub fn reset(&self, ruleset: &str) {
+    pub(super) fn reset(&self, ruleset: &str) {
         self.by_ruleset.remove(ruleset);
     }
 }

@@ -1,6 +1,6 @@
-//! Whether detection is current, per target and per namespace: the one place that knows, and the
-//! one query every answer that depends on it asks ([`TargetHealth::stale`], per namespace or
-//! everywhere; [`TargetHealth::stale_target`], for one target).
+//! Whether detection is current, per target and per namespace: the target side of the one health
+//! store ([`super::Health`]), and the one query every answer that depends on it asks
+//! ([`TargetHealth::stale`], per namespace or everywhere).
 //!
 //! Detection in part of a target is not current ([`Blind`]) when
 //! - its watch is not running: its first list has not completed, listing or watching fails, or
@@ -23,9 +23,10 @@
 
 use crate::ruleset::Target;
 use jiff::Timestamp;
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::index::{GateScope, Index};
@@ -247,7 +248,7 @@ pub struct Stale {
 
 /// Every watched target's health. Cheap to read: one lock, held briefly.
 #[derive(Debug, Default)]
-pub struct TargetHealth {
+pub(super) struct TargetHealth {
     targets: Mutex<BTreeMap<Target, Entry>>,
     /// Woken when what [`TargetHealth::stale`] answers may have changed.
     changed: tokio::sync::Notify,
@@ -255,7 +256,7 @@ pub struct TargetHealth {
 
 impl TargetHealth {
     fn update(&self, target: &Target, f: impl FnOnce(&mut Entry)) {
-        let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut targets = self.targets.lock();
         let Some(entry) = targets.get_mut(target) else {
             // Forgotten meanwhile: the watcher is being stopped.
             return;
@@ -280,8 +281,8 @@ impl TargetHealth {
     /// A watcher (re)starts for `target`, for rulesets feeding `feeds`. A restart (its rulesets
     /// changed) keeps what was known: the previous streams stay as they were until the new
     /// watcher reports, so a ruleset added elsewhere does not make every answer look stale.
-    pub fn watching(&self, target: &Target, feeds: Option<BTreeSet<String>>) {
-        let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+    pub(super) fn watching(&self, target: &Target, feeds: Option<BTreeSet<String>>) {
+        let mut targets = self.targets.lock();
         let entry = targets.entry(target.clone()).or_insert_with(|| Entry {
             feeds: None,
             reach: None,
@@ -300,8 +301,8 @@ impl TargetHealth {
 
     /// The rulesets watching `target` (see [`TargetHealth::watching`]) reach the gates of
     /// `reach`.
-    pub fn reaches(&self, target: &Target, reach: Reach) {
-        let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+    pub(super) fn reaches(&self, target: &Target, reach: Reach) {
+        let mut targets = self.targets.lock();
         if let Some(entry) = targets.get_mut(target)
             && entry.reach.as_ref() != Some(&reach)
         {
@@ -311,18 +312,15 @@ impl TargetHealth {
     }
 
     /// No ruleset targets `target` any more.
-    pub fn forget(&self, target: &Target) {
-        self.targets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(target);
+    pub(super) fn forget(&self, target: &Target) {
+        self.targets.lock().remove(target);
         crate::metrics::forget_target(target);
         self.changed.notify_one();
     }
 
     /// The targets that feed the maintenance gate of `scope` and are not current: those whose
     /// rulesets can put an operation in it.
-    pub fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
+    pub(super) fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
         match scope {
             GateScope::Cluster => self.stale(None),
             GateScope::Namespace(ns) => self.stale(Some(ns)),
@@ -333,7 +331,7 @@ impl TargetHealth {
                         _ => r.nodes,
                     })
                 };
-                let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+                let targets = self.targets.lock();
                 targets
                     .iter()
                     .filter(|(_, e)| reaches(e))
@@ -354,7 +352,7 @@ impl TargetHealth {
     /// Tells `index` whenever what [`TargetHealth::stale`] answers, or the initial sync, may
     /// have changed, so that the maintenance gates that depend on it change at a
     /// resourceVersion like everything else. Runs for as long as the server.
-    pub async fn report_to(self: Arc<Self>, index: Arc<Index>, readiness: Readiness) {
+    pub(super) async fn report_to(&self, index: Arc<Index>, readiness: Readiness) {
         loop {
             let synced = readiness.is_synced();
             tokio::select! {
@@ -368,17 +366,17 @@ impl TargetHealth {
     }
 
     /// The API server does not serve `target` (its CRD is not installed).
-    pub fn not_served(&self, target: &Target) {
+    pub(super) fn not_served(&self, target: &Target) {
         self.update(target, |e| e.resolution = Resolution::NotServed);
     }
 
     /// Discovery of `target` failed.
-    pub fn unresolved(&self, target: &Target, reason: String) {
+    pub(super) fn unresolved(&self, target: &Target, reason: String) {
         self.update(target, |e| e.resolution = Resolution::Failed(reason));
     }
 
     /// Discovery found `target`; it is watched through `streams`.
-    pub fn resolved(&self, target: &Target, namespaced: bool, streams: &[Stream]) {
+    pub(super) fn resolved(&self, target: &Target, namespaced: bool, streams: &[Stream]) {
         self.update(target, |e| {
             e.resolution = Resolution::Resolved { namespaced };
             let old = std::mem::take(&mut e.streams);
@@ -396,7 +394,7 @@ impl TargetHealth {
     }
 
     /// A list of `stream` completed: it is current.
-    pub fn listed(&self, target: &Target, stream: &Stream, at: Timestamp) {
+    pub(super) fn listed(&self, target: &Target, stream: &Stream, at: Timestamp) {
         self.update(target, |e| {
             e.streams.insert(stream.clone(), StreamState::Watching);
             e.last_list = Some(at);
@@ -404,7 +402,7 @@ impl TargetHealth {
     }
 
     /// Listing or watching `stream` failed: it is not current until a list completes again.
-    pub fn failed(&self, target: &Target, stream: &Stream, reason: String) {
+    pub(super) fn failed(&self, target: &Target, stream: &Stream, reason: String) {
         self.update(target, |e| {
             e.streams
                 .insert(stream.clone(), StreamState::Failing(reason));
@@ -413,7 +411,7 @@ impl TargetHealth {
 
     /// A liveness probe of `stream` failed (`Some`) or succeeded (`None`). A watch can stall
     /// without an error (etcd down: kube-apiserver keeps the watch open and silent).
-    pub fn probed(&self, target: &Target, stream: &Stream, failure: Option<String>) {
+    pub(super) fn probed(&self, target: &Target, stream: &Stream, failure: Option<String>) {
         self.update(target, |e| match failure {
             Some(reason) => {
                 e.stalled.insert(stream.clone(), reason);
@@ -425,7 +423,7 @@ impl TargetHealth {
     }
 
     /// `ruleset` of `target`, covering `namespaces`, is suspended: its rules no longer run.
-    pub fn suspended(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
+    pub(super) fn suspended(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
         self.update(target, |e| {
             e.suspended.insert(ruleset.to_owned(), namespaces);
         });
@@ -433,7 +431,7 @@ impl TargetHealth {
 
     /// `ruleset` of `target`, covering `namespaces`, dropped events: what they said is missing
     /// until the watcher's next complete list ([`TargetHealth::relisted`]).
-    pub fn dropped_events(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
+    pub(super) fn dropped_events(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
         self.update(target, |e| {
             e.dropped.insert(ruleset.to_owned(), namespaces);
         });
@@ -441,13 +439,13 @@ impl TargetHealth {
 
     /// Every stream of `target` completed a list started after its rulesets last dropped
     /// events: nothing is missing any more.
-    pub fn relisted(&self, target: &Target) {
+    pub(super) fn relisted(&self, target: &Target) {
         self.update(target, |e| e.dropped.clear());
     }
 
     /// Object `uid` (`object`: `namespace/name`, in `namespace`) of `target` is not evaluated,
     /// by `ruleset` alone (over its budget) or, for `None`, at all (it cannot be decoded).
-    pub fn skipped(
+    pub(super) fn skipped(
         &self,
         target: &Target,
         (uid, ruleset): (&str, Option<&str>),
@@ -468,12 +466,11 @@ impl TargetHealth {
     }
 
     /// Object `uid` of `target` was evaluated by `ruleset` (`None`: it was decoded) again.
-    pub fn evaluated(&self, target: &Target, uid: &str, ruleset: Option<&str>) {
+    pub(super) fn evaluated(&self, target: &Target, uid: &str, ruleset: Option<&str>) {
         let key = (uid.to_owned(), ruleset.map(str::to_owned));
         let known = self
             .targets
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .get(target)
             .is_some_and(|e| e.skipped.contains_key(&key));
         // Checked first: this runs on every evaluation, and updating refreshes the metrics.
@@ -485,13 +482,13 @@ impl TargetHealth {
     }
 
     /// Object `uid` of `target` is gone (deleted, or absent from a new list).
-    pub fn object_gone(&self, target: &Target, uid: &str) {
+    pub(super) fn object_gone(&self, target: &Target, uid: &str) {
         self.update(target, |e| e.skipped.retain(|(u, _), _| u != uid));
     }
 
     /// A list of `stream` of `target` saw exactly the objects `present` (by uid): skipped
     /// objects of that stream not among them are gone.
-    pub fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
+    pub(super) fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
         self.update(target, |e| {
             e.skipped.retain(|(uid, _), o| {
                 let in_stream = stream.is_none() || o.namespace == *stream;
@@ -502,14 +499,8 @@ impl TargetHealth {
 
     /// A ruleset was reloaded (a new generation) or deleted: it is no longer suspended, and what
     /// was skipped for it is forgotten.
-    pub fn ruleset_reset(&self, ruleset: &str) {
-        let targets: Vec<Target> = self
-            .targets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+    pub(super) fn ruleset_reset(&self, ruleset: &str) {
+        let targets: Vec<Target> = self.targets.lock().keys().cloned().collect();
         for target in targets {
             self.update(&target, |e| {
                 e.suspended.remove(ruleset);
@@ -523,8 +514,8 @@ impl TargetHealth {
     /// subjects included) is not current, and why: every target, every reason. Empty when the
     /// answer is complete. Read-only, one lock held briefly: what the API tells clients along
     /// with an answer, and what a maintenance gate needs to answer Unknown.
-    pub fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
-        let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+    pub(super) fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
+        let targets = self.targets.lock();
         targets
             .iter()
             .filter(|(_, e)| namespace.is_none_or(|ns| e.feeds(ns)))
@@ -535,16 +526,6 @@ impl TargetHealth {
                 })
             })
             .collect()
-    }
-
-    /// [`TargetHealth::stale`] for `target` alone (a target nothing watches is not stale).
-    pub fn stale_target(&self, target: &Target, namespace: Option<&str>) -> Vec<Blind> {
-        let targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
-        targets
-            .get(target)
-            .filter(|e| namespace.is_none_or(|ns| e.feeds(ns)))
-            .map(|e| e.blind_spots(namespace))
-            .unwrap_or_default()
     }
 }
 
@@ -742,7 +723,7 @@ mod tests {
             ["things: object b/deep is skipped: it cannot be decoded: too deep"]
         );
         assert!(reasons(&h, Some("a")).is_empty());
-        assert_eq!(h.stale_target(&t, None).len(), 1);
+        assert_eq!(h.stale(None).len(), 1);
         h.evaluated(&t, "u1", None);
         assert!(h.stale(None).is_empty());
         h.skipped(

@@ -24,13 +24,13 @@ use crate::ruleset::{CompiledRuleSet, Target};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Most events a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
 
 /// Events waiting in one lane, at most.
-pub(super) const LANE_CAPACITY: usize = 4096;
+const LANE_CAPACITY: usize = 4096;
 
 /// One unit of work for a ruleset, in the order the watcher saw it.
 enum Work {
@@ -38,6 +38,8 @@ enum Work {
     Delete(Arc<str>),
     /// A namespace's (or, for `None`, the whole target's) relist saw these subjects.
     Resync(Option<String>, Arc<HashSet<String>>),
+    /// Everything sent before has been evaluated (see [`Lanes::evaluated`]).
+    Flush(oneshot::Sender<()>),
 }
 
 struct Lane {
@@ -46,7 +48,7 @@ struct Lane {
 }
 
 /// The lanes of one watcher.
-pub(super) struct Lanes {
+pub(crate) struct Lanes {
     lanes: Vec<Lane>,
     closed: Arc<AtomicBool>,
     detector: Arc<Detector>,
@@ -60,7 +62,7 @@ pub(super) struct Lanes {
 impl Lanes {
     /// Starts one lane per ruleset of `target` (on the current tokio runtime); `relist` is
     /// notified when one drops an event.
-    pub(super) fn start(
+    pub(crate) fn start(
         detector: &Arc<Detector>,
         rulesets: &[Arc<CompiledRuleSet>],
         target: &Target,
@@ -96,7 +98,7 @@ impl Lanes {
     }
 
     /// Whether any lane dropped an event since they started.
-    pub(super) fn dropped(&self) -> bool {
+    pub(crate) fn dropped(&self) -> bool {
         self.dropped.load(Ordering::Acquire)
     }
 
@@ -106,16 +108,11 @@ impl Lanes {
             let name = &lane.ruleset.info.name;
             crate::metrics::evaluation_event_dropped(name);
             tracing::warn!(ruleset = %name, capacity = LANE_CAPACITY, "evaluation lane full: dropping an event");
-            self.detector.health.record_error(
-                name,
+            self.detector.health().dropped_events(
+                &self.target,
+                &lane.ruleset,
                 format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
             );
-            let rs = &lane.ruleset;
-            let namespaces =
-                (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect());
-            self.detector
-                .coverage
-                .dropped_events(&self.target, name, namespaces);
             if !self.dropped.swap(true, Ordering::AcqRel) {
                 self.relist.notify_one();
             }
@@ -124,7 +121,7 @@ impl Lanes {
 
     /// An object was listed, added or modified: to the lanes of the rulesets that apply to its
     /// namespace.
-    pub(super) fn apply(&self, object: serde_json::Value) {
+    pub(crate) fn apply(&self, object: serde_json::Value) {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(|n| n.as_str())
@@ -137,17 +134,35 @@ impl Lanes {
         }
     }
 
-    pub(super) fn delete(&self, uid: &str) {
+    pub(crate) fn delete(&self, uid: &str) {
         let uid: Arc<str> = uid.into();
         for lane in &self.lanes {
             self.send(lane, Work::Delete(uid.clone()));
         }
     }
 
-    pub(super) fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
+    pub(crate) fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
         let present = Arc::new(present);
         for lane in &self.lanes {
             self.send(lane, Work::Resync(namespace.clone(), present.clone()));
+        }
+    }
+}
+
+impl Lanes {
+    /// Resolves once every lane has evaluated what was sent to it before: a list is what the
+    /// index shows only then. A lane that cannot take the request (it is full: its events are
+    /// being dropped, which marks the target not current) or that ended does not hold this up.
+    pub(crate) async fn evaluated(&self) {
+        let mut acks = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            let (tx, rx) = oneshot::channel();
+            if lane.queue.try_send(Work::Flush(tx)).is_ok() {
+                acks.push(rx);
+            }
+        }
+        for ack in acks {
+            let _ = ack.await;
         }
     }
 }
@@ -205,18 +220,61 @@ fn do_work(
             namespace.as_deref(),
             &present,
         ),
+        Work::Flush(done) => {
+            let _ = done.send(());
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::detect::{Blind, Health, Limits};
     use crate::evaluate::Engine;
     use crate::index::Index;
     use crate::track::{Settings, Tracker};
-    use crate::watch::{Blind, Health, Limits, TargetHealth};
     use serde_json::json;
     use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_is_evaluated_before_it_is_reported_evaluated() {
+        let spec = serde_json::from_value(json!({
+            "component": "test",
+            "target": {"group": "example.com", "version": "v1", "resource": "things"},
+            "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"}],
+        }))
+        .unwrap();
+        let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
+        let index = Arc::new(Index::new(1, 16, 16));
+        let detector = Arc::new(Detector::new(
+            Tracker::new(Settings {
+                debounce: jiff::SignedDuration::ZERO,
+                retain_completed: false,
+                completed_retention: jiff::SignedDuration::ZERO,
+                max_completed: 0,
+            }),
+            index.clone(),
+            Arc::new(Health::default()),
+            Limits::default(),
+        ));
+        detector.ruleset_loaded("busy", Some(1));
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            Arc::new(Notify::new()),
+        );
+        let listed = 2000;
+        for i in 0..listed {
+            lanes.apply(json!({
+                "apiVersion": "example.com/v1", "kind": "Thing",
+                "metadata": {"name": format!("t{i}"), "namespace": "a", "uid": format!("u{i}")},
+                "status": {"busy": true},
+            }));
+        }
+        lanes.evaluated().await;
+        assert_eq!(index.len(), listed);
+    }
 
     #[tokio::test]
     async fn a_full_lane_marks_its_target_not_current_and_asks_for_a_new_list() {
@@ -227,10 +285,11 @@ mod tests {
         }))
         .unwrap();
         let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
-        let coverage = Arc::new(TargetHealth::default());
-        coverage.watching(&rs.target, None);
-        coverage.resolved(&rs.target, true, &[None]);
-        coverage.listed(&rs.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let health = Arc::new(Health::default());
+        health.watching(&rs.target, None);
+        health.resolved(&rs.target, true, &[None]);
+        health.listed(&rs.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let coverage = health.reader();
         let detector = Arc::new(Detector::new(
             Tracker::new(Settings {
                 debounce: jiff::SignedDuration::ZERO,
@@ -239,8 +298,7 @@ mod tests {
                 max_completed: 0,
             }),
             Arc::new(Index::new(1, 16, 16)),
-            Arc::new(Health::default()),
-            coverage.clone(),
+            health.clone(),
             Limits::default(),
         ));
         let relist = Arc::new(Notify::new());
@@ -265,6 +323,8 @@ mod tests {
                 ruleset: "busy".into()
             }]
         );
+        let busy = coverage.ruleset("busy");
+        assert_eq!(busy.evaluation_errors, 1, "and on the ruleset's status");
         tokio::time::timeout(Duration::from_secs(1), relist.notified())
             .await
             .expect("a new list asked for");

@@ -2,16 +2,17 @@
 //! feed the debounce table, and publish its changes to the index. The object is dropped after.
 //! Called off the async runtime, one lane per ruleset (see `lanes`).
 
-use super::health::Health;
+use super::health::{Health, HealthReader};
 use super::suspension::SuspendPolicy;
-use super::target_health::TargetHealth;
 use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
+use crate::history::{self, Durations};
 use crate::index::{Index, Transitions};
-use crate::operation::{Outcome, Subject};
+use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// What evaluating a ruleset may cost, and when a ruleset that keeps exceeding it is suspended.
@@ -25,9 +26,12 @@ pub struct Detector {
     tracker: Mutex<Tracker>,
     limits: Limits,
     index: Arc<Index>,
-    pub health: Arc<Health>,
-    /// Where detection is not current: suspended rulesets and skipped objects are reported here.
-    pub coverage: Arc<TargetHealth>,
+    /// What detection knows of itself: suspended rulesets, skipped objects and rule errors are
+    /// reported here.
+    health: Arc<Health>,
+    /// What operations took, learned from those that completed: gives active ones their
+    /// expected end (see `history`).
+    pub durations: Arc<Durations>,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
     deadlines: Notify,
 }
@@ -78,34 +82,37 @@ fn report_transitions(transitions: &Transitions) {
 }
 
 impl Detector {
-    pub fn new(
-        tracker: Tracker,
-        index: Arc<Index>,
-        health: Arc<Health>,
-        coverage: Arc<TargetHealth>,
-        limits: Limits,
-    ) -> Self {
+    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Self {
         Detector {
             tracker: Mutex::new(tracker),
             limits,
             index,
             health,
-            coverage,
+            durations: Arc::new(Durations::default()),
             deadlines: Notify::new(),
         }
+    }
+
+    /// Where the detector reports what it knows of itself (for the watchers and lanes).
+    pub(super) fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// What the detector knows of itself, read-only (for the rulesets' status).
+    pub fn health_reader(&self) -> HealthReader {
+        self.health.reader()
     }
 
     /// A ruleset was reloaded (a new generation) or deleted: what was known of its health (its
     /// suspension, its skipped objects) is forgotten.
     pub fn reset_ruleset(&self, ruleset: &str) {
-        self.health.reset(ruleset);
-        self.coverage.ruleset_reset(ruleset);
+        self.health.ruleset_reset(ruleset);
     }
 
     /// Runs `f` on the tracker and publishes its changes in the same critical section, so the
     /// index sees changes in the order the tracker made them.
     fn with_tracker(&self, f: impl FnOnce(&mut Tracker) -> Vec<Change>) {
-        let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tracker = self.tracker.lock();
         let changes = f(&mut tracker);
         self.publish(changes);
         drop(tracker);
@@ -114,11 +121,23 @@ impl Detector {
 
     /// Hands the tracker's changes to the index (call with the tracker locked, to keep their
     /// order), then counts and logs the operations that started and completed.
-    fn publish(&self, changes: Vec<Change>) {
+    fn publish(&self, mut changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
+        // Active records as the tracker makes them carry no expectation: history adds it.
+        let at = now();
+        for change in &mut changes {
+            if let Change::Upsert(op) = change
+                && let Some(with) = history::refreshed(op, &self.durations, at)
+            {
+                *op = with;
+            }
+        }
         let transitions = self.index.apply(changes);
+        for op in &transitions.completed {
+            self.durations.completed(op);
+        }
         crate::metrics::set_operations(self.index.len());
         if !transitions.is_empty() {
             report_transitions(&transitions);
@@ -138,11 +157,7 @@ impl Detector {
         self.report_errors(rs, &subject, &evaluation);
         match &evaluation.over_budget {
             Some(over) => self.report_over_budget(rs, &subject, over),
-            None => {
-                self.coverage
-                    .evaluated(&rs.target, &subject.uid, Some(&rs.info.name));
-                self.health.clear_skipped(&rs.info.name, &subject.uid);
-            }
+            None => self.health.evaluated(rs, &subject.uid),
         }
         let at = now();
         self.with_tracker(|t| {
@@ -177,32 +192,10 @@ impl Detector {
             "evaluation over budget; its result is unknown"
         );
         crate::metrics::cost_exceeded(name);
-        let what = format!("{over} (object {}/{})", subject.kind, subject.name);
-        let object = subject.reference();
-        if !self.health.is_suspended(name) {
-            self.health.record_skipped(
-                name,
-                &subject.uid,
-                format!(
-                    "{} {object}: over the evaluation budget in {over}",
-                    subject.kind
-                ),
-            );
-            self.coverage.skipped(
-                &rs.target,
-                (&subject.uid, Some(name)),
-                subject.namespace.as_deref(),
-                object,
-                format!("over the evaluation budget of ruleset {name} ({over})"),
-            );
-        }
         if self
             .health
-            .record_over_budget(name, &subject.uid, what, &self.limits.suspend)
+            .over_budget(rs, subject, over, &self.limits.suspend)
         {
-            let namespaces =
-                (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect());
-            self.coverage.suspended(&rs.target, name, namespaces);
             tracing::warn!(
                 ruleset = %name,
                 after = self.limits.suspend.after,
@@ -215,9 +208,7 @@ impl Detector {
 
     /// An object was deleted: its operations end at once.
     pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
-        for rs in rulesets {
-            self.health.clear_skipped(&rs.info.name, uid);
-        }
+        self.health.deleted(rulesets, uid);
         let at = now();
         self.with_tracker(|t| {
             let mut changes = Vec::new();
@@ -252,10 +243,7 @@ impl Detector {
 
     /// A valid ruleset was loaded at `generation`: only its evaluations by that generation count.
     pub fn ruleset_loaded(&self, ruleset: &str, generation: Option<i64>) {
-        self.tracker
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .ruleset_loaded(ruleset, generation);
+        self.tracker.lock().ruleset_loaded(ruleset, generation);
     }
 
     /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`, and
@@ -293,6 +281,12 @@ impl Detector {
         refused
     }
 
+    /// Active operations read from their persisted copies when this replica starts leading:
+    /// those it detected on its own take the copies' uids and starts (see [`Tracker::adopt`]).
+    pub fn adopt(&self, copies: &[Arc<crate::operation::InFlightOperation>]) {
+        self.with_tracker(|t| copies.iter().filter_map(|c| t.adopt(c)).collect());
+    }
+
     /// Restored operations nothing confirmed since the initial sync complete (see
     /// [`Tracker::sweep_restored`]).
     pub fn sweep_restored(&self) {
@@ -301,10 +295,7 @@ impl Detector {
     }
 
     pub fn active_count(&self, ruleset: &str) -> usize {
-        self.tracker
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .active_count(ruleset)
+        self.tracker.lock().active_count(ruleset)
     }
 
     fn report_errors(
@@ -337,12 +328,20 @@ impl Detector {
                 RuleResult::Active {
                     message,
                     start_time,
+                    progress,
+                    stalled,
                 } => {
                     if let Some(Err(e)) = message {
                         report(format!("rule {op} message"), e);
                     }
                     if let Some(Err(e)) = start_time {
                         report(format!("rule {op} startTime"), e);
+                    }
+                    if let Some(Err(e)) = progress {
+                        report(format!("rule {op} progress"), e);
+                    }
+                    if let Some(Err(e)) = stalled {
+                        report(format!("rule {op} stalled"), e);
                     }
                 }
                 RuleResult::Inactive {
@@ -358,13 +357,66 @@ impl Detector {
         }
     }
 
+    /// Every `every`, brings the expectations of active operations up to date (what was learned
+    /// since, and operations that became overdue: nothing else would tell), and counts the
+    /// stalled ones for `ifo_operations_stalled`.
+    pub async fn run_expectations(self: Arc<Self>, every: std::time::Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.refresh_expectations();
+        }
+    }
+
+    /// One pass of [`Self::run_expectations`].
+    pub fn refresh_expectations(&self) {
+        let mut stalled = crate::metrics::StalledCounts::default();
+        let at = now();
+        // Under the tracker's lock: no change of the tracker can come between the snapshot
+        // and the records made from it.
+        let tracker = self.tracker.lock();
+        let snapshot = self.index.snapshot();
+        let mut changes = Vec::new();
+        for stored in &snapshot.items {
+            let op = &stored.op;
+            if op.phase != Phase::Active {
+                continue;
+            }
+            let current = history::refreshed(op, &self.durations, at);
+            let shown = current.as_ref().unwrap_or(op);
+            if let Some(stall) = shown.stall() {
+                let cause = if stall.reason == OVERDUE_BY_HISTORY {
+                    "history"
+                } else {
+                    "rule"
+                };
+                stalled.add(
+                    &shown.component,
+                    &shown.operation,
+                    &shown.subject.kind,
+                    cause,
+                );
+            }
+            if let Some(op) = current {
+                changes.push(Change::Upsert(op));
+            }
+        }
+        if !changes.is_empty() {
+            let transitions = self.index.apply(changes);
+            debug_assert!(transitions.is_empty());
+        }
+        drop(tracker);
+        crate::metrics::set_stalled(stalled);
+    }
+
     /// Completes operations whose grace ran out and drops expired completed ones, sleeping until
     /// the next deadline in between.
     pub async fn run_deadlines(self: Arc<Self>) {
         loop {
             let next = {
                 let at = now();
-                let mut tracker = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+                let mut tracker = self.tracker.lock();
                 self.publish(tracker.tick(at));
                 tracker.next_deadline()
             };

@@ -1,0 +1,358 @@
+//! What detection knows of itself, in one store: where it is not current, per target and
+//! namespace ([`super::target_health`]: the API's `Warning`s, the maintenance gates' `Unknown`,
+//! the `ifo_target_*` metrics), and what each ruleset hit ([`super::ruleset_health`]: its status
+//! conditions).
+//!
+//! One fact often concerns both: an object skipped over a ruleset's budget makes its namespace's
+//! answers incomplete and is named on the ruleset; a suspension stops a ruleset and blinds the
+//! namespaces it covers. [`Health`]'s writers record such a fact on both sides at once, so that no
+//! caller can update one without the other. Readers get a [`HealthReader`], which cannot write.
+
+use super::WatchState;
+use super::ruleset_health::{RuleSetHealth, RuleSets};
+use super::suspension::SuspendPolicy;
+use super::target_health::{Namespaces, Reach, Stale, Stream, TargetHealth};
+use crate::evaluate::OverBudget;
+use crate::index::{GateScope, Index};
+use crate::operation::Subject;
+use crate::readiness::Readiness;
+use crate::ruleset::{CompiledRuleSet, Target};
+use jiff::Timestamp;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+/// The namespaces `rs` covers (`None`: every one).
+fn covered(rs: &CompiledRuleSet) -> Namespaces {
+    (!rs.namespaces.is_empty()).then(|| rs.namespaces.iter().cloned().collect())
+}
+
+/// Detection's health, per target and per ruleset. Written by the watchers and the detector.
+#[derive(Debug, Default)]
+pub struct Health {
+    targets: TargetHealth,
+    rulesets: RuleSets,
+}
+
+impl Health {
+    /// A read-only handle, for the API, the gates and the rulesets' status.
+    pub fn reader(self: &Arc<Self>) -> HealthReader {
+        HealthReader(self.clone())
+    }
+
+    // What a watcher learns of its target.
+
+    /// A watcher (re)starts for `target`, for rulesets feeding `feeds` (see
+    /// [`TargetHealth::watching`]).
+    pub fn watching(&self, target: &Target, feeds: Option<BTreeSet<String>>) {
+        self.targets.watching(target, feeds);
+    }
+
+    /// The rulesets watching `target` reach the gates of `reach`.
+    pub fn reaches(&self, target: &Target, reach: Reach) {
+        self.targets.reaches(target, reach);
+    }
+
+    /// No ruleset targets `target` any more.
+    pub fn forget(&self, target: &Target) {
+        self.targets.forget(target);
+    }
+
+    /// The API server does not serve `target` (its CRD is not installed).
+    pub fn not_served(&self, target: &Target) {
+        self.targets.not_served(target);
+    }
+
+    /// Discovery of `target` failed.
+    pub fn unresolved(&self, target: &Target, reason: String) {
+        self.targets.unresolved(target, reason);
+    }
+
+    /// Discovery found `target`; it is watched through `streams`.
+    pub fn resolved(&self, target: &Target, namespaced: bool, streams: &[Stream]) {
+        self.targets.resolved(target, namespaced, streams);
+    }
+
+    /// A list of `stream` completed: it is current.
+    pub fn listed(&self, target: &Target, stream: &Stream, at: Timestamp) {
+        self.targets.listed(target, stream, at);
+    }
+
+    /// Listing or watching `stream` failed: it is not current until a list completes again.
+    pub fn failed(&self, target: &Target, stream: &Stream, reason: String) {
+        self.targets.failed(target, stream, reason);
+    }
+
+    /// A liveness probe of `stream` failed (`Some`) or succeeded (`None`).
+    pub fn probed(&self, target: &Target, stream: &Stream, failure: Option<String>) {
+        self.targets.probed(target, stream, failure);
+    }
+
+    /// Every stream of `target` completed a list started after its rulesets last dropped
+    /// events: nothing is missing any more.
+    pub fn relisted(&self, target: &Target) {
+        self.targets.relisted(target);
+    }
+
+    /// A list of `stream` of `target` saw exactly the objects `present` (by uid).
+    pub fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
+        self.targets.keep_skipped(target, stream, present);
+    }
+
+    /// Object `uid` of `target` is gone (deleted, or absent from a new list).
+    pub fn object_gone(&self, target: &Target, uid: &str) {
+        self.targets.object_gone(target, uid);
+    }
+
+    /// The watch of `ruleset`'s target is in `state`.
+    pub fn set_watch(&self, ruleset: &str, state: WatchState) {
+        self.rulesets.set_watch(ruleset, state);
+    }
+
+    /// Object `uid` of `target` (`object`: `namespace/name`, in `namespace`) cannot be decoded
+    /// (`why`): no ruleset of `rulesets` that applies to its namespace evaluates it.
+    pub fn undecodable(
+        &self,
+        target: &Target,
+        rulesets: &[Arc<CompiledRuleSet>],
+        (uid, namespace): (&str, Option<&str>),
+        object: String,
+        why: &str,
+    ) {
+        for rs in rulesets.iter().filter(|rs| rs.applies_to(namespace)) {
+            self.rulesets.record_skipped(
+                &rs.info.name,
+                uid,
+                format!("{object}: cannot be decoded: {why}"),
+            );
+        }
+        self.targets.skipped(
+            target,
+            (uid, None),
+            namespace,
+            object,
+            format!("it cannot be decoded: {why}"),
+        );
+    }
+
+    /// Object `uid` of `target` was decoded: whatever decoding skipped of it is current again.
+    pub fn decoded(&self, target: &Target, uid: &str) {
+        self.targets.evaluated(target, uid, None);
+    }
+
+    // What the detector learns of a ruleset.
+
+    /// An error of `ruleset`'s rules (or labels), for its status.
+    pub fn record_error(&self, ruleset: &str, error: String) {
+        self.rulesets.record_error(ruleset, error);
+    }
+
+    /// `rs` evaluated object `uid` within its budget: it is no longer skipped by it.
+    pub fn evaluated(&self, rs: &CompiledRuleSet, uid: &str) {
+        self.targets.evaluated(&rs.target, uid, Some(&rs.info.name));
+        self.rulesets.clear_skipped(&rs.info.name, uid);
+    }
+
+    /// Object `uid` is gone: no ruleset of `rulesets` skips it any more.
+    pub fn deleted(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
+        for rs in rulesets {
+            self.rulesets.clear_skipped(&rs.info.name, uid);
+        }
+    }
+
+    /// Evaluating `rs` on `subject` went over its budget (`over`): the object is skipped,
+    /// unless the ruleset is already suspended, and the ruleset is suspended when that keeps
+    /// happening on different objects under `policy`. True when this suspends it (once).
+    pub fn over_budget(
+        &self,
+        rs: &CompiledRuleSet,
+        subject: &Subject,
+        over: &OverBudget,
+        policy: &SuspendPolicy,
+    ) -> bool {
+        let name = &rs.info.name;
+        let object = subject.reference();
+        if !self.rulesets.is_suspended(name) {
+            self.rulesets.record_skipped(
+                name,
+                &subject.uid,
+                format!(
+                    "{} {object}: over the evaluation budget in {over}",
+                    subject.kind
+                ),
+            );
+            self.targets.skipped(
+                &rs.target,
+                (&subject.uid, Some(name)),
+                subject.namespace.as_deref(),
+                object,
+                format!("over the evaluation budget of ruleset {name} ({over})"),
+            );
+        }
+        let what = format!("{over} (object {}/{})", subject.kind, subject.name);
+        let suspended = self
+            .rulesets
+            .record_over_budget(name, &subject.uid, what, policy);
+        if suspended {
+            self.targets.suspended(&rs.target, name, covered(rs));
+        }
+        suspended
+    }
+
+    /// `rs`'s evaluation lane on `target` fell behind and dropped events (`error` for its
+    /// status): what they said is missing until the watcher's next complete list.
+    pub fn dropped_events(&self, target: &Target, rs: &CompiledRuleSet, error: String) {
+        self.rulesets.record_error(&rs.info.name, error);
+        self.targets
+            .dropped_events(target, &rs.info.name, covered(rs));
+    }
+
+    /// A ruleset was reloaded (a new generation) or deleted: what was known of it (its
+    /// suspension, its skipped objects, its dropped events) is forgotten.
+    pub fn ruleset_reset(&self, ruleset: &str) {
+        self.rulesets.reset(ruleset);
+        self.targets.ruleset_reset(ruleset);
+    }
+
+    /// Whether `ruleset`'s rules are suspended (until it is reset by a new generation).
+    pub fn is_suspended(&self, ruleset: &str) -> bool {
+        self.rulesets.is_suspended(ruleset)
+    }
+}
+
+/// The read side of [`Health`]: what the API, the gates and the rulesets' status ask.
+#[derive(Clone, Debug, Default)]
+pub struct HealthReader(Arc<Health>);
+
+impl HealthReader {
+    /// Where detection feeding operations in `namespace` (`None`: anywhere) is not current, and
+    /// why (see [`TargetHealth::stale`]).
+    pub fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
+        self.0.targets.stale(namespace)
+    }
+
+    /// The targets that feed the maintenance gate of `scope` and are not current.
+    pub fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
+        self.0.targets.stale_for_gate(scope)
+    }
+
+    /// What is known of `ruleset`, for its status.
+    pub fn ruleset(&self, ruleset: &str) -> RuleSetHealth {
+        self.0.rulesets.get(ruleset)
+    }
+
+    /// Tells `index` whenever what [`HealthReader::stale`] answers, or the initial sync, may
+    /// have changed (see [`TargetHealth::report_to`]). Runs for as long as the server.
+    pub async fn report_to(self, index: Arc<Index>, readiness: Readiness) {
+        self.0.targets.report_to(index, readiness).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::Blind;
+    use crate::evaluate::{Engine, Exceeded};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn ruleset(namespaces: &[&str]) -> Arc<CompiledRuleSet> {
+        let spec = serde_json::from_value(json!({
+            "component": "test",
+            "target": {"group": "example.com", "version": "v1", "resource": "things"},
+            "namespaces": namespaces,
+            "rules": [{"operation": "Busy", "expression": "true"}],
+        }))
+        .unwrap();
+        Arc::new(crate::ruleset::compile(&Engine::new(), "costly", Some(1), &spec).unwrap())
+    }
+
+    fn subject(uid: &str) -> Subject {
+        Subject::from_object(&json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": uid, "namespace": "a", "uid": uid},
+        }))
+        .unwrap()
+    }
+
+    fn current(health: &Arc<Health>, rs: &CompiledRuleSet) {
+        health.watching(&rs.target, None);
+        health.resolved(&rs.target, true, &[None]);
+        health.listed(&rs.target, &None, Timestamp::UNIX_EPOCH);
+    }
+
+    #[test]
+    fn a_skipped_object_and_a_suspension_show_on_the_target_and_on_the_ruleset() {
+        let health = Arc::new(Health::default());
+        let reader = health.reader();
+        let rs = ruleset(&["a"]);
+        current(&health, &rs);
+        let over = OverBudget {
+            place: "rule Busy".into(),
+            exceeded: Exceeded::Cost(10),
+        };
+        let policy = SuspendPolicy {
+            after: 2,
+            window: Duration::from_secs(60),
+        };
+
+        assert!(!health.over_budget(&rs, &subject("u1"), &over, &policy));
+        assert_eq!(reader.stale(Some("a")).len(), 1);
+        assert!(reader.stale(Some("b")).is_empty());
+        assert_eq!(reader.ruleset("costly").skipped.len(), 1);
+
+        health.evaluated(&rs, "u1");
+        assert!(reader.stale(None).is_empty());
+        assert!(reader.ruleset("costly").skipped.is_empty());
+
+        assert!(health.over_budget(&rs, &subject("u2"), &over, &policy));
+        assert!(reader.ruleset("costly").suspended);
+        assert!(reader.stale(Some("a")).iter().any(|s| s.reason
+            == Blind::Suspended {
+                ruleset: "costly".into()
+            }));
+
+        health.ruleset_reset("costly");
+        assert!(reader.stale(None).is_empty());
+        assert!(!reader.ruleset("costly").suspended);
+        assert!(reader.ruleset("costly").skipped.is_empty());
+    }
+
+    #[test]
+    fn an_undecodable_object_shows_on_the_target_and_on_the_rulesets_that_apply() {
+        let health = Arc::new(Health::default());
+        let reader = health.reader();
+        let rs = ruleset(&["a"]);
+        current(&health, &rs);
+        let rulesets = [rs.clone()];
+        health.undecodable(
+            &rs.target,
+            &rulesets,
+            ("u1", Some("b")),
+            "b/x".into(),
+            "deep",
+        );
+        assert_eq!(reader.stale(Some("b")).len(), 1);
+        assert!(
+            reader.ruleset("costly").skipped.is_empty(),
+            "not its namespace"
+        );
+        health.undecodable(
+            &rs.target,
+            &rulesets,
+            ("u2", Some("a")),
+            "a/y".into(),
+            "deep",
+        );
+        assert_eq!(
+            reader
+                .ruleset("costly")
+                .skipped
+                .values()
+                .collect::<Vec<_>>(),
+            ["a/y: cannot be decoded: deep"]
+        );
+        health.decoded(&rs.target, "u2");
+        health.object_gone(&rs.target, "u1");
+        assert!(reader.stale(None).is_empty());
+    }
+}

@@ -1,0 +1,214 @@
+//! When an active operation is expected to end, and whether it is overdue, from the durations
+//! learned for its rule and the progress its rule reports. Pure: time is passed in.
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::durations::Quantiles;
+use crate::apimachinery::duration::human_duration;
+use crate::operation::{
+    EstimateBasis, Expectation, InFlightOperation, OVERDUE_BY_HISTORY, Phase, Stall,
+};
+
+/// Successful operations a rule needs before its history says anything.
+pub const MIN_SAMPLES: u64 = 5;
+
+/// Progress (percent) from which extrapolating it beats the history's median: below it, the
+/// time spent setting up weighs too much in the extrapolation.
+pub const MIN_PROGRESS: f64 = 10.0;
+
+/// How far past its rule's 99th percentile an operation runs before it counts as stalled.
+pub const OVERDUE_FACTOR: f64 = 1.5;
+
+/// What history (`learned`, the quantiles of its rule operation) and progress say of `op` at
+/// `now`; `None` for completed operations and while neither says anything.
+///
+/// The expected end is start + median, or, once the rule reports at least [`MIN_PROGRESS`] %,
+/// the time elapsed when that progress was seen, extrapolated to 100 %: an operation's own
+/// progress knows its size, the median does not.
+pub fn expect(
+    learned: Option<&Quantiles>,
+    op: &InFlightOperation,
+    now: Timestamp,
+) -> Option<Expectation> {
+    if op.phase != Phase::Active {
+        return None;
+    }
+    let history = learned.filter(|q| q.count >= MIN_SAMPLES);
+    let by_progress = op.progress().and_then(|p| extrapolate(op, p));
+    let (end, basis) = match (by_progress, history) {
+        (Some(end), _) => (end, EstimateBasis::Progress),
+        (None, Some(q)) => (after(op.created, q.p50), EstimateBasis::History),
+        (None, None) => return None,
+    };
+    let overdue = history.and_then(|q| overdue(op, q, now));
+    Some(Expectation {
+        end,
+        basis,
+        overdue,
+    })
+}
+
+/// The end extrapolated from `progress` % seen at `op.last_detected`.
+fn extrapolate(op: &InFlightOperation, progress: f64) -> Option<Timestamp> {
+    if progress < MIN_PROGRESS {
+        return None;
+    }
+    let elapsed = op.last_detected.duration_since(op.created);
+    if elapsed <= SignedDuration::ZERO {
+        return None;
+    }
+    let total = elapsed.as_secs_f64() * 100.0 / progress;
+    Some(after(
+        op.created,
+        SignedDuration::try_from_secs_f64(total).ok()?,
+    ))
+}
+
+/// A stall once `op` has run [`OVERDUE_FACTOR`] × its rule's p99.
+fn overdue(op: &InFlightOperation, q: &Quantiles, now: Timestamp) -> Option<Stall> {
+    let limit = SignedDuration::try_from_secs_f64(q.p99.as_secs_f64() * OVERDUE_FACTOR).ok()?;
+    let since = after(op.created, limit);
+    (now >= since).then(|| Stall {
+        reason: OVERDUE_BY_HISTORY.to_owned(),
+        message: format!(
+            "in flight longer than {OVERDUE_FACTOR} × the 99th percentile ({}) of the {} {} \
+             operations of this rule that succeeded",
+            human_duration(q.p99),
+            q.count,
+            op.operation
+        ),
+        since,
+    })
+}
+
+/// Keeps what an object already shows unless the new expectation differs in substance: the
+/// same basis and an end within 5 % (at least a second) of the shown one keep the shown end, a
+/// continuing overdue stall keeps its text. So a median that moves a little with every
+/// completion does not rewrite every active operation of the rule.
+pub fn settle(
+    shown: Option<&Expectation>,
+    new: Option<Expectation>,
+    start: Timestamp,
+) -> Option<Expectation> {
+    let (Some(shown), Some(mut new)) = (shown, new.clone()) else {
+        return new;
+    };
+    if shown.basis == new.basis {
+        let span = new.end.duration_since(start).abs();
+        let tolerance = SignedDuration::from_secs(1).max(span / 20);
+        if new.end.duration_since(shown.end).abs() <= tolerance {
+            new.end = shown.end;
+        }
+    }
+    if let (Some(old), Some(_)) = (&shown.overdue, &new.overdue) {
+        new.overdue = Some(old.clone());
+    }
+    Some(new)
+}
+
+fn after(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::{RuleSetInfo, Subject};
+
+    fn at(s: i64) -> Timestamp {
+        "2026-11-22T10:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(s)
+    }
+
+    fn active(progress: Option<f64>, seen_at: i64) -> InFlightOperation {
+        let subject = Subject {
+            api_version: "v1".into(),
+            kind: "Thing".into(),
+            name: "t".into(),
+            namespace: None,
+            uid: "u".into(),
+            generation: None,
+            owner_references: Vec::new(),
+        };
+        let ruleset = RuleSetInfo {
+            name: "rs".into(),
+            component: "c".into(),
+            labels: Default::default(),
+            generation: None,
+            exclusive: false,
+        };
+        let (mut op, _) = InFlightOperation::new_active(
+            &ruleset,
+            "Importing",
+            &subject,
+            at(0),
+            at(seen_at),
+            None,
+            [],
+        );
+        op.progress = progress;
+        op
+    }
+
+    fn learned(count: u64, p50: i64, p99: i64) -> Quantiles {
+        Quantiles {
+            count,
+            p50: SignedDuration::from_secs(p50),
+            p90: SignedDuration::from_secs(p99),
+            p99: SignedDuration::from_secs(p99),
+        }
+    }
+
+    #[test]
+    fn history_needs_five_samples_and_gives_start_plus_median() {
+        let op = active(None, 0);
+        assert_eq!(expect(Some(&learned(4, 60, 90)), &op, at(1)), None);
+        let e = expect(Some(&learned(5, 60, 90)), &op, at(1)).unwrap();
+        assert_eq!((e.end, e.basis), (at(60), EstimateBasis::History));
+        assert_eq!(e.overdue, None);
+    }
+
+    #[test]
+    fn progress_takes_over_from_ten_percent() {
+        let q = learned(20, 60, 90);
+        let early = expect(Some(&q), &active(Some(5.0), 30), at(30)).unwrap();
+        assert_eq!(early.basis, EstimateBasis::History);
+        // 45 % after 90 s: 200 s in all.
+        let e = expect(Some(&q), &active(Some(45.0), 90), at(90)).unwrap();
+        assert_eq!((e.end, e.basis), (at(200), EstimateBasis::Progress));
+        // No history at all: progress alone.
+        let e = expect(None, &active(Some(50.0), 10), at(10)).unwrap();
+        assert_eq!((e.end, e.basis), (at(20), EstimateBasis::Progress));
+        assert_eq!(expect(None, &active(None, 10), at(10)), None);
+    }
+
+    #[test]
+    fn overdue_past_one_and_a_half_times_the_p99() {
+        let q = learned(10, 60, 100);
+        let op = active(None, 0);
+        assert_eq!(expect(Some(&q), &op, at(149)).unwrap().overdue, None);
+        let stall = expect(Some(&q), &op, at(150)).unwrap().overdue.unwrap();
+        assert_eq!(stall.reason, OVERDUE_BY_HISTORY);
+        assert_eq!(stall.since, at(150));
+        assert!(
+            stall.message.contains("(100s) of the 10 Importing"),
+            "{}",
+            stall.message
+        );
+        let mut with_rule_stall = op.clone();
+        with_rule_stall.expectation = expect(Some(&q), &op, at(150));
+        assert_eq!(with_rule_stall.stall().unwrap().reason, OVERDUE_BY_HISTORY);
+        with_rule_stall.stalled = Some(Stall::reported("ImportFailed", at(10)));
+        assert_eq!(with_rule_stall.stall().unwrap().reason, "ImportFailed");
+    }
+
+    #[test]
+    fn small_moves_of_the_median_do_not_rewrite_the_expectation() {
+        let op = active(None, 0);
+        let shown = expect(Some(&learned(10, 100, 200)), &op, at(1));
+        let moved = expect(Some(&learned(11, 103, 200)), &op, at(1));
+        assert_eq!(settle(shown.as_ref(), moved, op.created), shown);
+        let jumped = expect(Some(&learned(12, 130, 200)), &op, at(1));
+        assert_eq!(settle(shown.as_ref(), jumped.clone(), op.created), jumped);
+        assert_eq!(settle(shown.as_ref(), None, op.created), None);
+    }
+}

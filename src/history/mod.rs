@@ -1,0 +1,45 @@
+//! What operations normally take, learned from the ones that completed, and what that says of
+//! the ones in flight: their expected end (`status.expectedEnd`) and whether they are overdue
+//! (`Stalled`, reason `OverdueByHistory`).
+//!
+//! * [`Durations`]: per (ruleset, operation), the distribution of the durations of operations
+//!   that succeeded (and counts of the other outcomes), bounded in memory; published on the
+//!   ruleset's status and seeded from it at start, so it survives restarts and failovers.
+//! * [`expect`]: the expectation of one active operation, pure.
+//! * [`refreshed`]: an active record with its expectation brought up to date, when it changed.
+
+mod durations;
+mod expectation;
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+pub use durations::{Durations, LearnedRule, Quantiles};
+pub use expectation::{MIN_PROGRESS, MIN_SAMPLES, OVERDUE_FACTOR, expect, settle};
+
+use crate::operation::{InFlightOperation, Phase};
+
+/// `op` (an active record) with the expectation `learned` gives at `now`, or `None` when what
+/// it shows is still right (see [`settle`]).
+pub fn refreshed(
+    op: &Arc<InFlightOperation>,
+    learned: &Durations,
+    now: Timestamp,
+) -> Option<Arc<InFlightOperation>> {
+    if op.phase != Phase::Active {
+        return None;
+    }
+    let quantiles = learned.quantiles(&op.ruleset, &op.operation);
+    let new = settle(
+        op.expectation.as_ref(),
+        expect(quantiles.as_ref(), op, now),
+        op.created,
+    );
+    (new != op.expectation).then(|| {
+        Arc::new(InFlightOperation {
+            expectation: new,
+            ..(**op).clone()
+        })
+    })
+}

@@ -1,0 +1,272 @@
+//! The documentation as a reader follows it: every relative link of the READMEs and `docs/*.md`
+//! leads to a file that exists, every `#anchor` to a heading (named as GitHub names headings),
+//! and the settings table of `docs/operating.md` is the one `ifo-apiserver serve` has: produced
+//! from the flags' own definitions, and listing exactly the flags `serve --help` prints.
+
+use clap::{Args, Command};
+use ifo::config::ServeArgs;
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `README.md`, the library's pointer `rules/README.md` and every page of `docs/`.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![root().join("README.md"), root().join("rules/README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// What a page links to and the anchors its headings get.
+struct Page {
+    links: Vec<String>,
+    anchors: BTreeSet<String>,
+}
+
+fn read_page(path: &Path) -> Page {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut links = Vec::new();
+    let mut anchors = BTreeSet::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut heading: Option<String> = None;
+    for event in Parser::new_ext(&text, Options::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(h) = heading.as_mut() {
+                    h.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::Heading(_)) => {
+                let slug = slug(&heading.take().unwrap_or_default());
+                // GitHub numbers repeated headings: `a`, `a-1`, `a-2`.
+                let n = seen.entry(slug.clone()).or_insert(0);
+                anchors.insert(if *n == 0 {
+                    slug.clone()
+                } else {
+                    format!("{slug}-{n}")
+                });
+                *n += 1;
+            }
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
+                links.push(dest_url.into_string());
+            }
+            _ => {}
+        }
+    }
+    Page { links, anchors }
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to hyphens, and every character
+/// but letters, digits, `-` and `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn is_external(link: &str) -> bool {
+    link.contains("://") || link.starts_with("mailto:")
+}
+
+#[test]
+fn every_relative_link_and_anchor_of_the_docs_resolves() {
+    let pages = pages();
+    let mut read: BTreeMap<PathBuf, Page> = BTreeMap::new();
+    let mut broken = Vec::new();
+    for page in &pages {
+        let links = read_page(page).links;
+        for link in links.iter().filter(|l| !is_external(l)) {
+            let (file, anchor) = match link.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (link.as_str(), None),
+            };
+            let target = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            let shown = target.strip_prefix(root()).unwrap_or(&target).to_owned();
+            let from = page.strip_prefix(root()).unwrap_or(page);
+            if !target.exists() {
+                broken.push(format!(
+                    "{}: `{link}`: {} does not exist",
+                    from.display(),
+                    shown.display()
+                ));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            if target.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let target = target.canonicalize().unwrap();
+            let anchors = &read
+                .entry(target.clone())
+                .or_insert_with(|| read_page(&target))
+                .anchors;
+            if !anchors.contains(anchor) {
+                broken.push(format!(
+                    "{}: `{link}`: {} has no heading with anchor #{anchor}",
+                    from.display(),
+                    shown.display()
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_named_as_github_names_them() {
+    assert_eq!(slug("Is it safe to drain?"), "is-it-safe-to-drain");
+    assert_eq!(slug("kubectl ifo"), "kubectl-ifo");
+    assert_eq!(slug("Monitoring / metrics"), "monitoring--metrics");
+    assert_eq!(slug("`PERSIST_QPS` and the API"), "persist_qps-and-the-api");
+    assert_eq!(slug("Données"), "données");
+}
+
+#[test]
+fn the_readme_stays_a_short_path_for_users() {
+    let lines = std::fs::read_to_string(root().join("README.md"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines: keep it to what a user needs to run, install and use the \
+         product (at most 300), and move depth to docs/"
+    );
+}
+
+const SETTINGS_BEGIN: &str = "<!-- settings: generated from the flags of `ifo-apiserver serve` -->";
+const SETTINGS_END: &str = "<!-- end of settings -->";
+
+/// `ifo-apiserver serve`'s arguments, as clap builds them for `--help`.
+fn serve_command() -> Command {
+    ServeArgs::augment_args(Command::new("serve"))
+}
+
+/// The settings table: one row per flag, from clap's own metadata.
+fn settings_table() -> String {
+    let cell = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|")
+    };
+    let mut table =
+        String::from("| flag | environment variable | default | meaning |\n|---|---|---|---|\n");
+    for arg in serve_command().get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        let env = arg
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        let default = if !defaults.is_empty() {
+            format!("`{}`", defaults.join(","))
+        } else if arg.is_required_set() {
+            "required".to_owned()
+        } else {
+            "—".to_owned()
+        };
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| cell(&h.to_string()))
+            .unwrap_or_default();
+        writeln!(table, "| `--{long}` | {env} | {default} | {help} |").unwrap();
+    }
+    table
+}
+
+#[test]
+fn the_settings_table_is_the_one_the_flags_give() {
+    let path = root().join("docs/operating.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (before, rest) = doc
+        .split_once(SETTINGS_BEGIN)
+        .unwrap_or_else(|| panic!("docs/operating.md has no line {SETTINGS_BEGIN}"));
+    let (documented, after) = rest
+        .split_once(SETTINGS_END)
+        .unwrap_or_else(|| panic!("docs/operating.md has no line {SETTINGS_END}"));
+    let generated = format!("\n{}", settings_table());
+    if documented == generated {
+        return;
+    }
+    if std::env::var_os("IFO_UPDATE_DOCS").is_some() {
+        std::fs::write(
+            &path,
+            format!("{before}{SETTINGS_BEGIN}{generated}{SETTINGS_END}{after}"),
+        )
+        .unwrap();
+        return;
+    }
+    panic!(
+        "the settings table of docs/operating.md is not what the flags of `ifo-apiserver serve` \
+         say (src/config.rs). Regenerate it with\n\n    IFO_UPDATE_DOCS=1 cargo test --test docs \
+         settings\n\nand commit the result.\n\n--- documented\n{documented}\n--- from the flags\n{generated}"
+    );
+}
+
+#[test]
+fn the_settings_table_lists_the_flags_serve_help_prints() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ifo-apiserver"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "serve --help failed: {output:?}");
+    let help = String::from_utf8(output.stdout).unwrap();
+    let flags = |text: &str| -> BTreeSet<String> {
+        text.split(|c: char| c.is_whitespace() || c == '`' || c == ',' || c == '=')
+            .filter(|w| {
+                w.strip_prefix("--")
+                    .is_some_and(|f| f.starts_with(|c: char| c.is_ascii_alphanumeric()))
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut printed = flags(&help);
+    printed.remove("--help");
+    let table = settings_table();
+    let listed: BTreeSet<String> = table
+        .lines()
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(flags)
+        .collect();
+    assert_eq!(
+        listed, printed,
+        "the flags of the settings table vs those `ifo-apiserver serve --help` prints"
+    );
+    for arg in serve_command().get_arguments() {
+        if let Some(env) = arg.get_env() {
+            let env = env.to_string_lossy();
+            assert!(
+                help.contains(&format!("env: {env}")),
+                "`serve --help` does not name {env}"
+            );
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Expected ends learned from history, against the real cluster: after five operations of about
+//! N seconds, a new one is expected to end at its start + N (within 25 %), the ruleset's status
+//! publishes what was learned, and after a restart the server still expects it, from what it
+//! read back from that status.
+//!
+//! A test binary of its own (with its own cluster and server): it restarts the server.
+
+#[path = "e2e/harness.rs"]
+#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
+mod harness;
+
+use harness::{Stop, env, eventually, vm};
+use ifo_dev::User;
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// How long each learned operation takes, in seconds.
+const N: i64 = 8;
+
+fn migrations(name: &str, namespace: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{namespace}"],
+ "rules":[{{"operation":"Migrating",
+   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
+   "outcome":"'Succeeded'"}}]}}}}"#
+    )
+}
+
+fn time(v: &Value) -> Timestamp {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a time: {v}"))
+        .parse()
+        .unwrap()
+}
+
+/// The active operation on `vm` once it has an expected end.
+fn expecting(namespace: &str, vm: &str) -> Value {
+    eventually(
+        WAIT,
+        &format!("an expected end on {vm}'s migration"),
+        || {
+            env().ifos(namespace).into_iter().find(|o| {
+                o["spec"]["subject"]["name"] == vm
+                    && o["status"]["phase"] == "Active"
+                    && o["status"]["expectedEnd"].is_string()
+            })
+        },
+    )
+}
+
+/// Checks that `op` is expected to end at its start + N, within 25 %, from history.
+fn expected_from_history(op: &Value) {
+    let start = time(&op["metadata"]["creationTimestamp"]);
+    let end = time(&op["status"]["expectedEnd"]);
+    let expected = end.duration_since(start);
+    let n = SignedDuration::from_secs(N);
+    assert!(
+        (expected - n).abs() <= n / 4,
+        "expected to take {expected:?}, not about {n:?}: {op:#}"
+    );
+    assert_eq!(op["status"]["estimate"], "History", "{op:#}");
+}
+
+#[test]
+fn expected_end_is_learned_from_history_and_survives_a_restart() {
+    let env = env();
+    let ns = env.namespace("history");
+    let rs = format!("migrations-{ns}");
+    env.apply(&migrations(&rs, &ns));
+    let learned: Vec<String> = (0..5).map(|i| format!("vm{i}")).collect();
+    for name in learned.iter().map(String::as_str).chain(["vm-new"]) {
+        env.apply(&vm(name, &ns));
+    }
+    env.wait_watching(&rs);
+
+    // Five migrations of N seconds each.
+    for name in &learned {
+        env.set_status("vm", &ns, name, json!({"printableStatus": "Migrating"}));
+    }
+    let ops = eventually(WAIT, "five migrations in flight", || {
+        Some(env.ifos(&ns)).filter(|ops| ops.len() == 5)
+    });
+    // Too few samples yet: no expectation.
+    for op in &ops {
+        assert!(op["status"].get("expectedEnd").is_none(), "{op:#}");
+    }
+    std::thread::sleep(Duration::from_secs(N as u64));
+    for name in &learned {
+        env.set_status("vm", &ns, name, json!({"printableStatus": "Running"}));
+    }
+
+    // What was learned is published on the ruleset.
+    let deadline = std::time::Instant::now() + WAIT;
+    let durations = loop {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        let learned = ors["status"]["operationDurations"]
+            .as_array()
+            .and_then(|d| d.first().cloned())
+            .filter(|d| d["count"] == 5);
+        if let Some(learned) = learned {
+            break learned;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no learned durations on the ruleset: {:#}\noperations: {:#}\nserver log:\n{}",
+            ors["status"],
+            json!(env.ifos(&ns)),
+            env.server_log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(durations["operation"], "Migrating", "{durations:#}");
+    let p50 = durations["p50Seconds"].as_f64().unwrap();
+    assert!(
+        (p50 - N as f64).abs() <= N as f64 / 4.0,
+        "p50 {p50} s, not about {N} s: {durations:#}"
+    );
+    assert!(durations["p99Seconds"].as_f64().unwrap() >= p50);
+
+    // A new migration is expected to take as long, and the namespace's gate expects to clear
+    // when it ends: the line people run as written.
+    env.set_status("vm", &ns, "vm-new", json!({"printableStatus": "Migrating"}));
+    let op = expecting(&ns, "vm-new");
+    expected_from_history(&op);
+    let gate = format!("namespace.{ns}");
+    let clear_time = eventually(WAIT, "the gate's expected clear time", || {
+        env.kubectl(
+            User::Admin,
+            &[
+                "get",
+                "gate",
+                &gate,
+                "-o",
+                "jsonpath={.status.expectedClearTime}",
+            ],
+        )
+        .ok()
+        .filter(|t| !t.is_empty())
+    });
+    let op_end = time(&op["status"]["expectedEnd"]);
+    let gap = time(&json!(clear_time.trim())).duration_since(op_end).abs();
+    assert!(
+        gap <= SignedDuration::from_secs(1),
+        "gate expects to clear at {clear_time}, its one operation to end at {op_end}"
+    );
+    let listed = env.get_json(User::Admin, &["get", "gate", &gate]);
+    assert_eq!(
+        listed["status"]["operations"][0]["expectedEnd"], op["status"]["expectedEnd"],
+        "{listed:#}"
+    );
+
+    // After a restart, the server has learned nothing itself: it reads the ruleset's status.
+    env.stop_server(Stop::Term);
+    env.restart_server().unwrap();
+    env.cluster
+        .wait_apiservice_available(WAIT)
+        .unwrap_or_else(|e| panic!("{e:#}\nserver log:\n{}", env.server_log_tail(30)));
+    expected_from_history(&expecting(&ns, "vm-new"));
+    let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+    assert_eq!(
+        ors["status"]["operationDurations"][0]["count"], 5,
+        "{:#}",
+        ors["status"]
+    );
+}
