@@ -17,29 +17,48 @@ const MAX_WARNINGS: usize = 10;
 /// Longest reason quoted in a warning (API server messages can be long).
 const MAX_REASON: usize = 300;
 
-/// Adds the warnings for a successful read of `namespace` (`None`: every namespace, or
-/// cluster-scoped objects), as the request's `RequestInfo` names it. `unsynced` is what the
-/// initial sync has not seen yet (see [`crate::readiness::Readiness::unsynced`]): before the
-/// rulesets are listed no target is known to be stale, yet the answer is partial all the same.
-pub fn warn_if_stale(
+/// The warnings a read of `namespace` (`None`: every namespace, or cluster-scoped objects), as
+/// the request's `RequestInfo` names it, gets now. `unsynced` is what the initial sync has not
+/// seen yet (see [`crate::readiness::Readiness::unsynced`]): before the rulesets are listed no
+/// target is known to be stale, yet the answer is partial all the same.
+///
+/// Read once before the answer is taken from the index and once after, and both kept (see
+/// [`warn`]): the writers publish what a list brought before they say the target is current,
+/// so an answer taken while it was not yet current is warned even if it is current by the time
+/// the answer is sent.
+pub fn warnings_now(
     targets: &HealthReader,
     unsynced: &[String],
     namespace: Option<&str>,
-    response: &mut Response,
-) {
-    if !response.status().is_success() {
-        return;
-    }
-    let stale = targets.stale(namespace);
+) -> Vec<String> {
     let sync = (!unsynced.is_empty()).then(|| {
-        let mut waiting: String = unsynced.join(", ").chars().take(MAX_REASON).collect();
-        if waiting.len() < unsynced.join(", ").len() {
+        let all = unsynced.join(", ");
+        let mut waiting: String = all.chars().take(MAX_REASON).collect();
+        if waiting.len() < all.len() {
             waiting.push('…');
         }
         format!("{INCOMPLETE}: the initial sync is not done (waiting for {waiting})")
     });
-    for text in sync.into_iter().chain(warnings(&stale)) {
-        if let Ok(value) = HeaderValue::from_bytes(header_value(&text).as_bytes()) {
+    sync.into_iter()
+        .chain(warnings(&targets.stale(namespace)))
+        .collect()
+}
+
+/// Adds `texts` to a successful response as `Warning` headers, each text once.
+pub fn warn(texts: impl IntoIterator<Item = String>, response: &mut Response) {
+    if !response.status().is_success() {
+        return;
+    }
+    for text in texts {
+        let Ok(value) = HeaderValue::from_bytes(header_value(&text).as_bytes()) else {
+            continue;
+        };
+        if !response
+            .headers()
+            .get_all(header::WARNING)
+            .iter()
+            .any(|v| *v == value)
+        {
             response.headers_mut().append(header::WARNING, value);
         }
     }
@@ -170,7 +189,7 @@ mod tests {
         health.watching(&t, None);
         let targets = health.reader();
         let mut ok = Response::new(Body::empty());
-        warn_if_stale(&targets, &[], None, &mut ok);
+        warn(warnings_now(&targets, &[], None), &mut ok);
         let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
         assert_eq!(
             values,
@@ -180,7 +199,7 @@ mod tests {
         );
         let mut failed = Response::new(Body::empty());
         *failed.status_mut() = StatusCode::NOT_FOUND;
-        warn_if_stale(&targets, &[], None, &mut failed);
+        warn(warnings_now(&targets, &[], None), &mut failed);
         assert!(failed.headers().get(header::WARNING).is_none());
     }
 
@@ -188,10 +207,12 @@ mod tests {
     fn answers_before_the_initial_sync_say_so_even_with_no_target_known() {
         let targets = std::sync::Arc::new(crate::detect::Health::default()).reader();
         let mut ok = Response::new(Body::empty());
-        warn_if_stale(
-            &targets,
-            &["the list of OperationRuleSets".to_string()],
-            None,
+        warn(
+            warnings_now(
+                &targets,
+                &["the list of OperationRuleSets".to_string()],
+                None,
+            ),
             &mut ok,
         );
         let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
@@ -202,7 +223,7 @@ mod tests {
             ]
         );
         let mut synced = Response::new(Body::empty());
-        warn_if_stale(&targets, &[], None, &mut synced);
+        warn(warnings_now(&targets, &[], None), &mut synced);
         assert!(synced.headers().get(header::WARNING).is_none());
     }
 }

@@ -145,13 +145,19 @@ pub async fn dispatch(
         return ApiError::not_leader().into_response();
     }
     let user = user.map(|Extension(u)| u.name).unwrap_or_default();
+    let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
+    let warnings = || {
+        let unsynced = state.readiness.unsynced();
+        super::freshness::warnings_now(&state.freshness, &unsynced, namespace)
+    };
+    // Before the answer is read from the index and after: a target that becomes current while
+    // the answer is taken may have been read half-listed (see `freshness::warnings_now`).
+    let before = warnings();
     let mut response = match route(&state, &info, &user, &headers) {
         Ok(response) => response,
         Err(e) => e.into_response(),
     };
-    let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
-    let unsynced = state.readiness.unsynced();
-    super::freshness::warn_if_stale(&state.freshness, &unsynced, namespace, &mut response);
+    super::freshness::warn(before.into_iter().chain(warnings()), &mut response);
     response
 }
 

@@ -13,7 +13,9 @@
 //! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
 //! holding memory in proportion to the target's event rate. What a dropped event said must not
 //! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
-//! `Warning`) and asks the watcher to list the target again, with fresh lanes.
+//! `Warning`) and asks the watcher to list the target again, with fresh lanes. The other lanes'
+//! unevaluated work is discarded with them, so their rulesets are marked the same way; so is a
+//! lane whose evaluation panicked, or that was too full to confirm a list was evaluated.
 //!
 //! Within a lane, events keep their order (an object's update is never evaluated after its
 //! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
@@ -23,7 +25,7 @@ use super::detector::Detector;
 use crate::ruleset::{CompiledRuleSet, Target};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Most events a lane evaluates in one trip to the blocking pool.
@@ -45,23 +47,46 @@ enum Work {
 struct Lane {
     ruleset: Arc<CompiledRuleSet>,
     queue: mpsc::Sender<Work>,
+    /// Work sent and not yet done: queued, or in the batch being evaluated.
+    pending: Arc<AtomicUsize>,
+}
+
+/// What the lanes of one watcher do when evaluation cannot keep up, or loses work.
+struct Behind {
+    detector: Arc<Detector>,
+    target: Target,
+    /// Notified at the first loss: the watcher lists the target again.
+    relist: Arc<Notify>,
+    /// Whether any lane lost work.
+    dropped: AtomicBool,
+}
+
+impl Behind {
+    /// `ruleset` lost work (`what`): its detection on the target is not current (answers carry
+    /// a `Warning`, gates are Unknown) until the target is listed again, which this asks for.
+    fn lost(&self, ruleset: &CompiledRuleSet, what: &str) {
+        let name = &ruleset.info.name;
+        crate::metrics::evaluation_event_dropped(name);
+        tracing::warn!(ruleset = %name, target = %self.target, "{what}");
+        self.detector
+            .health()
+            .dropped_events(&self.target, ruleset, what.to_owned());
+        if !self.dropped.swap(true, Ordering::AcqRel) {
+            self.relist.notify_one();
+        }
+    }
 }
 
 /// The lanes of one watcher.
 pub(crate) struct Lanes {
     lanes: Vec<Lane>,
     closed: Arc<AtomicBool>,
-    detector: Arc<Detector>,
-    target: Target,
-    /// Notified at the first dropped event: the watcher lists the target again.
-    relist: Arc<Notify>,
-    /// Whether any lane dropped an event.
-    dropped: AtomicBool,
+    behind: Arc<Behind>,
 }
 
 impl Lanes {
     /// Starts one lane per ruleset of `target` (on the current tokio runtime); `relist` is
-    /// notified when one drops an event.
+    /// notified when one loses work.
     pub(crate) fn start(
         detector: &Arc<Detector>,
         rulesets: &[Arc<CompiledRuleSet>],
@@ -69,53 +94,52 @@ impl Lanes {
         relist: Arc<Notify>,
     ) -> Lanes {
         let closed = Arc::new(AtomicBool::new(false));
+        let behind = Arc::new(Behind {
+            detector: detector.clone(),
+            target: target.clone(),
+            relist,
+            dropped: AtomicBool::new(false),
+        });
         let lanes = rulesets
             .iter()
             .map(|rs| {
                 let (queue, work) = mpsc::channel(LANE_CAPACITY);
-                let timer = crate::metrics::EvaluationTimer::new(&rs.info.name);
+                let pending = Arc::new(AtomicUsize::new(0));
                 tokio::spawn(run(
-                    detector.clone(),
                     rs.clone(),
-                    timer,
+                    pending.clone(),
+                    behind.clone(),
                     work,
                     closed.clone(),
                 ));
                 Lane {
                     ruleset: rs.clone(),
                     queue,
+                    pending,
                 }
             })
             .collect();
         Lanes {
             lanes,
             closed,
-            detector: detector.clone(),
-            target: target.clone(),
-            relist,
-            dropped: AtomicBool::new(false),
+            behind,
         }
     }
 
-    /// Whether any lane dropped an event since they started.
+    /// Whether any lane lost work since they started.
     pub(crate) fn dropped(&self) -> bool {
-        self.dropped.load(Ordering::Acquire)
+        self.behind.dropped.load(Ordering::Acquire)
     }
 
     fn send(&self, lane: &Lane, work: Work) {
         // A lane only stops after `closed` is set, when nobody sends any more.
+        lane.pending.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::error::TrySendError::Full(_)) = lane.queue.try_send(work) {
-            let name = &lane.ruleset.info.name;
-            crate::metrics::evaluation_event_dropped(name);
-            tracing::warn!(ruleset = %name, capacity = LANE_CAPACITY, "evaluation lane full: dropping an event");
-            self.detector.health().dropped_events(
-                &self.target,
+            lane.pending.fetch_sub(1, Ordering::AcqRel);
+            self.behind.lost(
                 &lane.ruleset,
-                format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
+                &format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
             );
-            if !self.dropped.swap(true, Ordering::AcqRel) {
-                self.relist.notify_one();
-            }
         }
     }
 
@@ -147,22 +171,42 @@ impl Lanes {
             self.send(lane, Work::Resync(namespace.clone(), present.clone()));
         }
     }
-}
 
-impl Lanes {
     /// Resolves once every lane has evaluated what was sent to it before: a list is what the
-    /// index shows only then. A lane that cannot take the request (it is full: its events are
-    /// being dropped, which marks the target not current) or that ended does not hold this up.
+    /// index shows only then. A lane that cannot take the request (it is full) has lost work
+    /// like one that drops an event, and one that ended does not hold this up.
     pub(crate) async fn evaluated(&self) {
         let mut acks = Vec::with_capacity(self.lanes.len());
         for lane in &self.lanes {
             let (tx, rx) = oneshot::channel();
-            if lane.queue.try_send(Work::Flush(tx)).is_ok() {
-                acks.push(rx);
+            match lane.queue.try_send(Work::Flush(tx)) {
+                Ok(()) => acks.push(rx),
+                Err(mpsc::error::TrySendError::Full(_)) => self.behind.lost(
+                    &lane.ruleset,
+                    &format!(
+                        "evaluation fell {LANE_CAPACITY} events behind a list; it may be incomplete"
+                    ),
+                ),
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
             }
         }
         for ack in acks {
             let _ = ack.await;
+        }
+    }
+
+    /// The lanes stop for a new list of the target, after one of them lost work: what the
+    /// others had not evaluated yet is discarded, so their detection is not current either
+    /// until that list is done.
+    pub(crate) fn stop_for_relist(self) {
+        for lane in &self.lanes {
+            if lane.pending.load(Ordering::Acquire) > 0 {
+                self.behind.lost(
+                    &lane.ruleset,
+                    "events not yet evaluated were discarded: the target is listed again after \
+                     evaluation fell behind",
+                );
+            }
         }
     }
 }
@@ -173,19 +217,22 @@ impl Drop for Lanes {
     }
 }
 
-/// Runs one lane until its watcher goes away.
+/// Runs one lane until its watcher goes away. An evaluation that panics loses the rest of its
+/// batch: that is reported like dropped events, and the target is listed again.
 async fn run(
-    detector: Arc<Detector>,
     ruleset: Arc<CompiledRuleSet>,
-    timer: crate::metrics::EvaluationTimer,
+    pending: Arc<AtomicUsize>,
+    behind: Arc<Behind>,
     mut work: mpsc::Receiver<Work>,
     closed: Arc<AtomicBool>,
 ) {
+    let timer = crate::metrics::EvaluationTimer::new(&ruleset.info.name);
     let mut batch = Vec::with_capacity(BATCH);
     while work.recv_many(&mut batch, BATCH).await > 0 {
         let items = std::mem::take(&mut batch);
         let done = tokio::task::spawn_blocking({
-            let (detector, ruleset, closed) = (detector.clone(), ruleset.clone(), closed.clone());
+            let detector = behind.detector.clone();
+            let (ruleset, pending, closed) = (ruleset.clone(), pending.clone(), closed.clone());
             let timer = timer.clone();
             move || {
                 for item in items {
@@ -193,15 +240,20 @@ async fn run(
                         return;
                     }
                     do_work(&detector, &ruleset, &timer, item);
+                    pending.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         })
         .await;
-        if let Err(e) = done {
-            tracing::error!(ruleset = %ruleset.info.name, error = %e, "evaluation lane failed");
-        }
         if closed.load(Ordering::Acquire) {
             return;
+        }
+        if let Err(e) = done {
+            tracing::error!(ruleset = %ruleset.info.name, error = %e, "evaluation lane failed");
+            behind.lost(
+                &ruleset,
+                "evaluation failed: events of the batch being evaluated were lost",
+            );
         }
     }
 }
@@ -328,5 +380,55 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), relist.notified())
             .await
             .expect("a new list asked for");
+    }
+
+    #[tokio::test]
+    async fn a_relist_marks_every_ruleset_whose_work_it_discards() {
+        let compile = |name: &str| {
+            let spec = serde_json::from_value(json!({
+                "component": "test",
+                "target": {"group": "example.com", "version": "v1", "resource": "things"},
+                "rules": [{"operation": "Busy", "expression": "true"}],
+            }))
+            .unwrap();
+            Arc::new(crate::ruleset::compile(&Engine::new(), name, Some(1), &spec).unwrap())
+        };
+        let (full, other, idle) = (compile("full"), compile("other"), compile("idle"));
+        let health = Arc::new(Health::default());
+        health.watching(&full.target, None);
+        health.resolved(&full.target, true, &[None]);
+        health.listed(&full.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let coverage = health.reader();
+        let detector = Arc::new(Detector::new(
+            Tracker::new(Settings {
+                debounce: jiff::SignedDuration::ZERO,
+                retain_completed: false,
+                completed_retention: jiff::SignedDuration::ZERO,
+                max_completed: 0,
+            }),
+            Arc::new(Index::new(1, 16, 16)),
+            health.clone(),
+            Limits::default(),
+        ));
+        let rulesets = [full.clone(), other.clone(), idle.clone()];
+        let lanes = Lanes::start(&detector, &rulesets, &full.target, Arc::new(Notify::new()));
+        // Nothing has run yet (one thread, nothing yielded): `full` overflows, `other` has one
+        // event queued, `idle` none.
+        for _ in 0..=LANE_CAPACITY {
+            lanes.send(&lanes.lanes[0], Work::Apply(Arc::new(json!({}))));
+        }
+        lanes.send(&lanes.lanes[1], Work::Apply(Arc::new(json!({}))));
+        lanes.stop_for_relist();
+        let mut marked: Vec<String> = coverage
+            .stale(None)
+            .into_iter()
+            .map(|s| match s.reason {
+                Blind::DroppedEvents { ruleset } => ruleset,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        marked.sort();
+        assert_eq!(marked, ["full", "other"]);
+        assert_eq!(coverage.ruleset("idle").evaluation_errors, 0);
     }
 }

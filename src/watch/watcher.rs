@@ -359,7 +359,10 @@ async fn follow_until_relist(
                 Some(next) => next,
                 None => return,
             },
-            () = relist.notified() => return,
+            () = relist.notified() => {
+                lanes.stop_for_relist();
+                return;
+            }
         };
         match event {
             Ok(watcher::Event::Init) => {

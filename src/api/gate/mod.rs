@@ -27,7 +27,7 @@ use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
-use verdict::Feeds;
+use verdict::{Feeds, FeedsBefore, Meanwhile};
 
 /// The only field a gate can be selected by.
 const SELECTABLE: &[&str] = &["metadata.name"];
@@ -82,6 +82,7 @@ impl Selection {
     /// The selected gates at the current resourceVersion (returned first), sorted by name.
     /// The selected gates, each listing its `operations` oldest operations.
     fn gates(&self, state: &ApiState, operations: usize) -> (u64, Vec<MaintenanceGate>) {
+        let before = FeedsBefore::read(&state.freshness, &state.readiness);
         let (rv, mut all) = match &self.named {
             Some(scope) => {
                 let (rv, members) = state.index.gate(scope);
@@ -89,8 +90,10 @@ impl Selection {
             }
             None => listed(state, operations),
         };
+        let meanwhile = before.meanwhile(&state.freshness);
         all.retain(|m| self.includes(&m.scope, m.active));
-        let mut gates: Vec<MaintenanceGate> = all.iter().map(|m| gate_of(state, m)).collect();
+        let mut gates: Vec<MaintenanceGate> =
+            all.iter().map(|m| gate_of(state, m, &meanwhile)).collect();
         gates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         (rv, gates)
     }
@@ -109,17 +112,28 @@ fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
 /// their verdicts and counts without the operations themselves (what metrics read).
 pub fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
-    listed(state, 0)
-        .1
-        .iter()
-        .map(|m| gate_of(state, m))
-        .collect()
+    let before = FeedsBefore::read(&state.freshness, &state.readiness);
+    let (_, all) = listed(state, 0);
+    let meanwhile = before.meanwhile(&state.freshness);
+    all.iter().map(|m| gate_of(state, m, &meanwhile)).collect()
 }
 
-/// The gate of `members`, with the facts of its scope.
-fn gate_of(state: &ApiState, members: &GateMembers) -> MaintenanceGate {
-    let feeds = Feeds::of(&members.scope, &state.freshness, &state.readiness);
+/// The gate of `members` (read after `meanwhile` began), with the facts of its scope.
+fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> MaintenanceGate {
+    let feeds = Feeds::of(
+        &members.scope,
+        &state.freshness,
+        &state.readiness,
+        meanwhile,
+    );
     verdict::gate(members, &feeds, state.started)
+}
+
+/// The gate of `scope` now.
+fn current_gate(state: &ApiState, scope: &GateScope) -> MaintenanceGate {
+    let before = FeedsBefore::read(&state.freshness, &state.readiness);
+    let (_, members) = state.index.gate(scope);
+    gate_of(state, &members, &before.meanwhile(&state.freshness))
 }
 
 /// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path, 405 for
@@ -151,9 +165,7 @@ pub fn route(
     match (verb, name) {
         ("get", Some(name)) => {
             let scope = GateScope::parse(name).map_err(bad_name)?;
-            let (_, members) = state.index.gate(&scope);
-            let gate = gate_of(state, &members);
-            Ok(one(repr, &gate, &params))
+            Ok(one(repr, &current_gate(state, &scope), &params))
         }
         ("watch", name) => {
             if let Some(name) = name {

@@ -37,13 +37,72 @@ pub struct Feeds {
     pub stale: Vec<Stale>,
 }
 
+/// What the server knew of its feeds before a verdict's operations were read from the index.
+///
+/// The writers publish what a list brought before they say its target is current, so operations
+/// read while a target was not yet current may be half of its list even if the target is current
+/// by the time the verdict is judged: what went current in between counts as stale for that
+/// verdict (for every scope, as which scopes a target feeds is known only of its present state).
+/// The index's next `FeedsChanged` event brings the verdict up to date.
+pub struct FeedsBefore {
+    synced: bool,
+    stale: Vec<Stale>,
+}
+
+/// What went current while the operations were read (see [`FeedsBefore`]).
+pub struct Meanwhile {
+    synced: bool,
+    recovered: Vec<Stale>,
+}
+
+impl FeedsBefore {
+    pub fn read(targets: &HealthReader, readiness: &Readiness) -> FeedsBefore {
+        FeedsBefore {
+            synced: readiness.is_synced(),
+            stale: targets.stale(None),
+        }
+    }
+
+    /// Once the operations are read.
+    pub fn meanwhile(self, targets: &HealthReader) -> Meanwhile {
+        let recovered = if self.stale.is_empty() {
+            Vec::new()
+        } else {
+            let now = targets.stale(None);
+            self.stale
+                .into_iter()
+                .filter(|s| !now.contains(s))
+                .collect()
+        };
+        Meanwhile {
+            synced: self.synced,
+            recovered,
+        }
+    }
+}
+
 impl Feeds {
     /// The facts for `scope`: it depends on the targets whose rulesets can put operations in
-    /// it (see [`HealthReader::stale_for_gate`]).
-    pub fn of(scope: &GateScope, targets: &HealthReader, readiness: &Readiness) -> Feeds {
+    /// it (see [`HealthReader::stale_for_gate`]), and on what went current while its
+    /// operations were read.
+    pub fn of(
+        scope: &GateScope,
+        targets: &HealthReader,
+        readiness: &Readiness,
+        meanwhile: &Meanwhile,
+    ) -> Feeds {
+        let mut stale = targets.stale_for_gate(scope);
+        stale.extend(
+            meanwhile
+                .recovered
+                .iter()
+                .filter(|s| !stale.contains(s))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         Feeds {
-            synced: readiness.is_synced(),
-            stale: targets.stale_for_gate(scope),
+            synced: meanwhile.synced && readiness.is_synced(),
+            stale,
         }
     }
 
@@ -424,6 +483,42 @@ mod tests {
                 "Stale",
                 "cannot vouch for this scope: the server has not finished its initial sync (as last seen, 1 in flight: VirtualMachine ns/vm-0 Migrating)"
             )
+        );
+    }
+
+    #[test]
+    fn a_target_that_went_current_while_the_operations_were_read_is_still_stale_for_them() {
+        let health = Arc::new(crate::detect::Health::default());
+        let t = Target {
+            group: "kubevirt.io".into(),
+            version: "v1".into(),
+            resource: "virtualmachines".into(),
+        };
+        health.watching(&t, None);
+        health.resolved(&t, true, &[None]);
+        let targets = health.reader();
+        let (readiness, pending) = Readiness::new("the list of OperationRuleSets");
+        pending.done();
+        let scope = GateScope::Node("w1".into());
+        // Read before the operations: the first list is not done. Then it is, before the
+        // verdict is judged: the operations read may be half of that list.
+        let before = FeedsBefore::read(&targets, &readiness);
+        health.listed(&t, &None, Timestamp::UNIX_EPOCH);
+        let meanwhile = before.meanwhile(&targets);
+        let feeds = Feeds::of(&scope, &targets, &readiness, &meanwhile);
+        assert_eq!(feeds.stale.len(), 1, "{feeds:?}");
+        let g = gate(
+            &members(scope.clone(), vec![]),
+            &feeds,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(clear(&g).0, "Unknown");
+        // Read entirely after: current.
+        let before = FeedsBefore::read(&targets, &readiness);
+        let meanwhile = before.meanwhile(&targets);
+        assert_eq!(
+            Feeds::of(&scope, &targets, &readiness, &meanwhile),
+            current()
         );
     }
 }

@@ -263,11 +263,12 @@ impl Watcher {
     /// Sends the gates `event` changed, stamped with its resourceVersion.
     async fn event(&mut self, event: &Event) -> bool {
         for scope in self.touched(event) {
-            let (_, members) = self.state.index.gate(&scope);
+            let mut gate = super::current_gate(&self.state, &scope);
             let name = scope.to_string();
-            let included = self.selection.includes(&scope, members.active);
+            let included = self
+                .selection
+                .includes(&scope, gate.status.active_operations as usize);
             let held = self.sent.contains_key(&name);
-            let mut gate = super::gate_of(&self.state, &members);
             gate.metadata.resource_version = Some(event.rv.to_string());
             let type_ = match (held, included) {
                 (true, true) if self.sent.get(&name) == Some(&gate.status) => continue,
@@ -277,7 +278,9 @@ impl Watcher {
                 (false, true) => "MODIFIED",
                 (true, false) => "DELETED",
                 // A resumed client may hold a gate that just cleared and left the list.
-                (false, false) if !self.knows_client && members.active == 0 => "DELETED",
+                (false, false) if !self.knows_client && gate.status.active_operations == 0 => {
+                    "DELETED"
+                }
                 (false, false) => continue,
             };
             if !self.emit(type_, gate).await {
