@@ -163,6 +163,29 @@ pub struct ServeArgs {
     pub leader_elect_container_name: String,
 }
 
+/// Why a setting's value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    /// Not bytes, nor a number with a binary suffix.
+    #[error("{0:?} is not a size (bytes, or a number with Ki, Mi or Gi)")]
+    NotASize(String),
+    /// Not a finite number above zero.
+    #[error("{0:?} is not a positive number")]
+    NotPositive(String),
+    /// The leader election's periods cannot work together.
+    #[error(
+        "leader election needs 0 < retry period ({retry:?}) < renew deadline ({renew:?}) < lease duration ({lease:?})"
+    )]
+    LeaderElectionPeriods {
+        /// `LEADER_ELECT_RETRY_PERIOD`.
+        retry: Duration,
+        /// `LEADER_ELECT_RENEW_DEADLINE`.
+        renew: Duration,
+        /// `LEADER_ELECT_LEASE_DURATION`.
+        lease: Duration,
+    },
+}
+
 /// A setting's duration (see [`parse_duration`]) as the timers that use it take it: settings are
 /// never negative.
 fn parse_setting_duration(s: &str) -> Result<Duration, String> {
@@ -170,7 +193,8 @@ fn parse_setting_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Bytes, bare or with a binary suffix as Kubernetes quantities write them (`512Mi`).
-fn parse_bytes(s: &str) -> Result<usize, String> {
+fn parse_bytes(s: &str) -> Result<usize, SettingError> {
+    let not_a_size = || SettingError::NotASize(s.to_owned());
     let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => s.split_at(i),
         None => (s, ""),
@@ -180,23 +204,19 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         "Ki" => 10,
         "Mi" => 20,
         "Gi" => 30,
-        _ => {
-            return Err(format!(
-                "{s:?} is not a size (bytes, or a number with Ki, Mi or Gi)"
-            ));
-        }
+        _ => return Err(not_a_size()),
     };
     number
         .parse::<usize>()
         .ok()
         .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| format!("{s:?} is not a size (bytes, or a number with Ki, Mi or Gi)"))
+        .ok_or_else(not_a_size)
 }
 
-fn positive(s: &str) -> Result<f64, String> {
+fn positive(s: &str) -> Result<f64, SettingError> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("{s:?} is not a positive number")),
+        _ => Err(SettingError::NotPositive(s.to_owned())),
     }
 }
 
@@ -226,7 +246,7 @@ impl ServeArgs {
 
     /// With `--leader-elect`, where the Lease is and how it is kept; an error names a setting
     /// that cannot work (each period must be shorter than the one it guards, as in Kubernetes).
-    pub fn leader_election(&self) -> Result<Option<crate::lease::Settings>, String> {
+    pub fn leader_election(&self) -> Result<Option<crate::lease::Settings>, SettingError> {
         if !self.leader_elect {
             return Ok(None);
         }
@@ -234,9 +254,11 @@ impl ServeArgs {
         let renew = self.leader_elect_renew_deadline;
         let retry = self.leader_elect_retry_period;
         if retry.is_zero() || renew <= retry || lease <= renew {
-            return Err(format!(
-                "leader election needs 0 < retry period ({retry:?}) < renew deadline ({renew:?}) < lease duration ({lease:?})"
-            ));
+            return Err(SettingError::LeaderElectionPeriods {
+                retry,
+                renew,
+                lease,
+            });
         }
         let host = self
             .pod_name
@@ -298,7 +320,7 @@ mod tests {
             "two processes, two identities"
         );
         args.leader_elect_renew_deadline = Duration::from_secs(20);
-        let error = args.leader_election().unwrap_err();
+        let error = args.leader_election().unwrap_err().to_string();
         assert!(error.contains("renew deadline"), "{error}");
     }
 

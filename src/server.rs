@@ -59,7 +59,7 @@ impl Server {
     /// leader election, the elector. Serving starts with [`Server::run`].
     pub async fn build(args: ServeArgs) -> Result<Server> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let election = args.leader_election().map_err(anyhow::Error::msg)?;
+        let election = args.leader_election()?;
         let client = kube_client(&args).await?;
         let trust = auth::watch_request_header_config(client.clone()).await?;
         let tls_config = RustlsConfig::from_config(tls::server_config(

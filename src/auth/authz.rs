@@ -57,6 +57,14 @@ pub enum Decision {
     Deny(String),
 }
 
+/// Why a request could not be authorized (kube-apiserver answers 500 then, not 403).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthzError {
+    /// The SubjectAccessReview could not be made or was refused.
+    #[error("SubjectAccessReview failed: {0}")]
+    Review(String),
+}
+
 pub struct Authorizer {
     client: Client,
     cache: ReviewCache<Decision>,
@@ -83,8 +91,12 @@ impl Authorizer {
         }
     }
 
-    /// `Err` when the review itself failed (kube-apiserver answers 500 then, not 403).
-    pub async fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Result<Decision, String> {
+    /// `Err` when the review itself failed.
+    pub async fn authorize(
+        &self,
+        user: &UserInfo,
+        attrs: &Attributes,
+    ) -> Result<Decision, AuthzError> {
         if user.in_group(MASTERS) {
             return Ok(Decision::Allow);
         }
@@ -145,7 +157,7 @@ impl Authorizer {
                     .await
                     .map_err(|e| {
                         crate::metrics::review(Review::Access, None);
-                        format!("SubjectAccessReview failed: {e}")
+                        AuthzError::Review(e.to_string())
                     })?;
                 let status = answer.status.unwrap_or_default();
                 let allowed = status.allowed && status.denied != Some(true);

@@ -100,7 +100,7 @@ async fn authorize_and_run(
         }
         Err(e) => {
             tracing::error!(user = %user.name, ?attrs, error = %e, "authorization failed");
-            return ApiError::Internal(e).into_response();
+            return ApiError::Internal(e.to_string()).into_response();
         }
     }
     req.extensions_mut().insert(user);

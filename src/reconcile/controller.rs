@@ -7,7 +7,7 @@ use crate::detect::Detector;
 use crate::evaluate::Engine;
 use crate::readiness::Pending;
 use crate::ruleset::{
-    CompiledRuleSet, OperationRuleSet, RuleSetStatus, Target, api_resource, compile,
+    CompiledRuleSet, InvalidRuleSet, OperationRuleSet, RuleSetStatus, Target, api_resource, compile,
 };
 use crate::watch::Watches;
 use futures::StreamExt;
@@ -21,7 +21,7 @@ use std::time::Duration;
 
 struct Entry {
     generation: Option<i64>,
-    compiled: Result<Arc<CompiledRuleSet>, Vec<String>>,
+    compiled: Result<Arc<CompiledRuleSet>, InvalidRuleSet>,
     written: Option<RuleSetStatus>,
     /// When `written` was written; paces writes that only refresh counts.
     written_at: Option<tokio::time::Instant>,
@@ -217,10 +217,9 @@ async fn write_statuses(
     detector: &Detector,
 ) {
     for (name, entry) in entries.iter_mut() {
-        let no_errors = Vec::new();
         let observed = Observed {
             generation: entry.generation,
-            compile_errors: entry.compiled.as_ref().err().unwrap_or(&no_errors),
+            invalid: entry.compiled.as_ref().err(),
             health: detector.health_reader().ruleset(name),
             active_operations: detector.active_count(name),
             operation_durations: detector.durations.published(name),

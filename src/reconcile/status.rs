@@ -2,13 +2,14 @@
 
 use crate::detect::{RuleSetHealth, WatchState};
 use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
-use crate::ruleset::{OperationDurations, RuleSetStatus};
+use crate::ruleset::{InvalidRuleSet, OperationDurations, RuleSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// What is known about one ruleset right now.
 pub struct Observed<'a> {
     pub generation: Option<i64>,
-    pub compile_errors: &'a [String],
+    /// Why the ruleset does not compile, if it does not.
+    pub invalid: Option<&'a InvalidRuleSet>,
     pub health: RuleSetHealth,
     pub active_operations: usize,
     /// What the ruleset's operations took, learned so far.
@@ -36,7 +37,7 @@ fn condition(
 /// The desired status; `previous` keeps transition times of conditions whose status did not change.
 pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSetStatus {
     let g = observed.generation;
-    let invalid_rule = !observed.compile_errors.is_empty();
+    let invalid_rule = observed.invalid.is_some();
     let (invalid_target, watch_failed, active) = match &observed.health.watch {
         WatchState::InvalidTarget(m) => (Some(m.clone()), None, false),
         WatchState::Failed(m) => (None, Some(m.clone()), false),
@@ -78,7 +79,10 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
             } else {
                 "Compiled"
             },
-            observed.compile_errors.join("; "),
+            observed
+                .invalid
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             g,
         ),
         condition(
@@ -244,7 +248,7 @@ mod tests {
         desired(
             &Observed {
                 generation: Some(1),
-                compile_errors: &[],
+                invalid: None,
                 health,
                 active_operations,
                 operation_durations: Vec::new(),

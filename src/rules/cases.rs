@@ -78,10 +78,7 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
         let compiled = match compile(engine, &file.name, None, &file.spec) {
             Ok(c) => c,
             Err(errors) => {
-                failures.push(fail(
-                    "-",
-                    format!("does not compile: {}", errors.join("; ")),
-                ));
+                failures.push(fail("-", format!("does not compile: {errors}")));
                 continue;
             }
         };

@@ -14,7 +14,7 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
         let compiled = match compile(engine, &file.name, None, &file.spec) {
             Ok(c) => c,
             Err(errors) => {
-                problems.extend(errors.into_iter().map(|e| format!("{at}: {e}")));
+                problems.extend(errors.problems.iter().map(|e| format!("{at}: {e}")));
                 continue;
             }
         };

@@ -3,7 +3,7 @@
 //! misreport operations).
 
 use super::types::{RuleSetSpec, Target};
-use crate::evaluate::{Engine, Expr, RuleExprs, RuleSetExprs};
+use crate::evaluate::{CompileError, Engine, Expr, RuleExprs, RuleSetExprs};
 use crate::operation::RuleSetInfo;
 
 /// A ruleset ready to evaluate.
@@ -32,19 +32,47 @@ impl CompiledRuleSet {
     }
 }
 
-/// Every compile error, each naming where it is (`rules[0] (Migrating).expression: ...`).
+/// One reason a ruleset does not compile.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuleSetProblem {
+    /// An expression does not compile; `place` names it (`rules[0] (Migrating).expression`).
+    #[error("{place}: {error}")]
+    Expression {
+        /// Where the expression is.
+        place: String,
+        /// What the CEL compiler said.
+        error: CompileError,
+    },
+    /// `rules` is empty.
+    #[error("rules: at least one rule is required")]
+    NoRules,
+    /// `target` lacks its version or resource.
+    #[error("target: version and resource are required")]
+    NoTarget,
+}
+
+/// Why a ruleset does not compile: every problem at once, so that its author fixes them in one
+/// go (shown on its `InvalidRule` condition, joined by `; `).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", self.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct InvalidRuleSet {
+    /// In the order of the spec.
+    pub problems: Vec<RuleSetProblem>,
+}
+
+/// The ruleset compiled, or every problem in it.
 pub fn compile(
     engine: &Engine,
     name: &str,
     generation: Option<i64>,
     spec: &RuleSetSpec,
-) -> Result<CompiledRuleSet, Vec<String>> {
+) -> Result<CompiledRuleSet, InvalidRuleSet> {
     let mut errors = Vec::new();
     let mut compile_one = |place: String, source: &str| -> Option<Expr> {
         match engine.compile(source) {
             Ok(expr) => Some(expr),
-            Err(e) => {
-                errors.push(format!("{place}: {e}"));
+            Err(error) => {
+                errors.push(RuleSetProblem::Expression { place, error });
                 None
             }
         }
@@ -99,13 +127,13 @@ pub fn compile(
         }
     }
     if spec.rules.is_empty() {
-        errors.push("rules: at least one rule is required".to_string());
+        errors.push(RuleSetProblem::NoRules);
     }
     if spec.target.version.is_empty() || spec.target.resource.is_empty() {
-        errors.push("target: version and resource are required".to_string());
+        errors.push(RuleSetProblem::NoTarget);
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(InvalidRuleSet { problems: errors });
     }
     Ok(CompiledRuleSet {
         info: RuleSetInfo {

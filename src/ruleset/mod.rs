@@ -4,7 +4,7 @@
 mod compile;
 mod types;
 
-pub use compile::{CompiledRuleSet, compile};
+pub use compile::{CompiledRuleSet, InvalidRuleSet, RuleSetProblem, compile};
 pub use types::{
     LabelExpression, OperationDurations, OperationRuleSet, Rule, RuleSetSpec, RuleSetStatus,
     Target, api_resource,
