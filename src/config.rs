@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use ifo_apimachinery::duration::parse_duration;
+pub(crate) use ifo_apimachinery::duration::parse_duration;
 
 /// The settings of `ifo-apiserver serve`; each flag also reads the environment variable named
 /// beside it, which is how `deploy/` sets them.
@@ -165,7 +165,7 @@ pub struct ServeArgs {
 
 /// Why a setting's value is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SettingError {
+pub(crate) enum SettingError {
     /// Not bytes, nor a number with a binary suffix.
     #[error("{0:?} is not a size (bytes, or a number with Ki, Mi or Gi)")]
     NotASize(String),
@@ -222,7 +222,7 @@ fn positive(s: &str) -> Result<f64, SettingError> {
 
 impl ServeArgs {
     /// The evaluation budget and suspension policy these settings give.
-    pub fn evaluation_limits(&self) -> crate::detect::Limits {
+    pub(crate) fn evaluation_limits(&self) -> crate::detect::Limits {
         crate::detect::Limits {
             budget: crate::evaluate::Budget {
                 cost_limit: self.cel_cost_limit,
@@ -236,7 +236,7 @@ impl ServeArgs {
     }
 
     /// How the persistence writer paces itself.
-    pub fn persist_settings(&self) -> crate::persist::Settings {
+    pub(crate) fn persist_settings(&self) -> crate::persist::Settings {
         crate::persist::Settings {
             interval: self.persist_interval,
             qps: self.persist_qps,
@@ -246,7 +246,7 @@ impl ServeArgs {
 
     /// With `--leader-elect`, where the Lease is and how it is kept; an error names a setting
     /// that cannot work (each period must be shorter than the one it guards, as in Kubernetes).
-    pub fn leader_election(&self) -> Result<Option<crate::lease::Settings>, SettingError> {
+    pub(crate) fn leader_election(&self) -> Result<Option<crate::lease::Settings>, SettingError> {
         if !self.leader_elect {
             return Ok(None);
         }
@@ -283,8 +283,9 @@ impl ServeArgs {
         }))
     }
 
-    /// The defaults of every flag, for callers that start the server in-process.
-    pub fn defaults() -> ServeArgs {
+    /// The defaults of every flag.
+    #[cfg(test)]
+    pub(crate) fn defaults() -> ServeArgs {
         #[derive(clap::Parser)]
         struct Wrapper {
             #[command(flatten)]

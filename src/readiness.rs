@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 /// What `/readyz` answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Every initial sync is done: serve.
     Ready,
     /// Why not, for the probe's response body and the logs.
@@ -89,7 +89,7 @@ impl Readiness {
     /// Holds readiness back until the returned handle is done (or dropped). After the server
     /// became ready this holds nothing back: readiness is about the initial sync only.
     #[must_use = "dropping the handle releases readiness at once"]
-    pub fn pending(&self, what: impl Into<String>) -> Pending {
+    pub(crate) fn pending(&self, what: impl Into<String>) -> Pending {
         self.register(what.into())
     }
 
@@ -124,12 +124,13 @@ impl Readiness {
     }
 
     /// What `/readyz` answers now.
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         self.state.borrow().status()
     }
 
     /// Whether `/readyz` succeeds now.
-    pub fn is_ready(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_ready(&self) -> bool {
         self.status() == Status::Ready
     }
 
@@ -137,33 +138,33 @@ impl Readiness {
     /// the first list of a target (done when it completed and was evaluated, or failed: a
     /// failing target is then named by the target health instead). Empty once every first list
     /// is in. Until then an answer may be missing what those lists hold: the API says so.
-    pub fn unsynced(&self) -> Vec<String> {
+    pub(crate) fn unsynced(&self) -> Vec<String> {
         self.state.borrow().pending.values().cloned().collect()
     }
 
     /// Whether the initial sync is done (or was given up on): latched, and unlike
     /// [`Readiness::is_ready`] not withdrawn on shutdown. What a maintenance gate needs to know
     /// before it may say clear.
-    pub fn is_synced(&self) -> bool {
+    pub(crate) fn is_synced(&self) -> bool {
         self.state.borrow().ready
     }
 
     /// The server is stopping: `/readyz` fails from now on, so that the Service and the
     /// aggregator stop sending requests before open watches are ended.
-    pub fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.state.send_modify(|s| s.shutting_down = true);
     }
 
     /// A task the server cannot do without failed (see the `supervise` module): `/livez` and
     /// `/readyz` fail from now on with `reason`, so that the pod is restarted.
-    pub fn fail(&self, reason: String) {
+    pub(crate) fn fail(&self, reason: String) {
         self.state.send_modify(|s| {
             s.failed.get_or_insert(reason);
         });
     }
 
     /// What `/livez` answers: `Err` with the reason once [`Readiness::fail`] was called.
-    pub fn liveness(&self) -> Result<(), String> {
+    pub(crate) fn liveness(&self) -> Result<(), String> {
         match &self.state.borrow().failed {
             Some(reason) => Err(reason.clone()),
             None => Ok(()),

@@ -34,7 +34,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// The server, built: its pipeline running under [`Tasks`], its API ready to be served.
-pub struct Server {
+pub(crate) struct Server {
     args: ServeArgs,
     tasks: Tasks,
     state: Arc<ApiState>,

@@ -10,7 +10,7 @@ pub(crate) mod openapi;
 pub(crate) mod params;
 pub(crate) mod resources;
 mod snapshots;
-pub mod status;
+pub(crate) mod status;
 mod table;
 mod watch;
 mod watch_slots;
@@ -33,10 +33,10 @@ pub struct ApiState {
     pub(crate) discovery: Discovery,
     pub(crate) openapi: openapi::OpenApi,
     /// Read-only: the API never changes what it serves.
-    pub index: crate::index::IndexReader,
+    pub(crate) index: crate::index::IndexReader,
     pub(crate) snapshots: snapshots::Snapshots,
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
-    pub readiness: Readiness,
+    pub(crate) readiness: Readiness,
     /// Limits on open watches.
     watch_slots: Arc<watch_slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
@@ -115,13 +115,13 @@ impl ApiState {
 
     /// Ends every open watch cleanly (its stream closes; the client resumes from its last
     /// resourceVersion, elsewhere): what a stopping server does before it closes connections.
-    pub fn end_watches(&self) {
+    pub(crate) fn end_watches(&self) {
         self.watch_generation.send_modify(|g| *g += 1);
     }
 
     /// Answer resource requests (the leader, or the only replica) or refuse them with 503
     /// (a standby). Stopping also ends the open watches.
-    pub fn set_serving(&self, serving: bool) {
+    pub(crate) fn set_serving(&self, serving: bool) {
         self.serving
             .store(serving, std::sync::atomic::Ordering::SeqCst);
         crate::metrics::set_leader(serving);
@@ -131,25 +131,25 @@ impl ApiState {
     }
 
     /// See [`ApiState::set_serving`].
-    pub fn is_serving(&self) -> bool {
+    pub(crate) fn is_serving(&self) -> bool {
         self.serving.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The maintenance gates a list answers (the cluster's and those with operations in
     /// flight), as they are served: what the gate metrics read.
-    pub fn maintenance_gates(&self) -> Vec<ifo_model::MaintenanceGate> {
+    pub(crate) fn maintenance_gates(&self) -> Vec<ifo_model::MaintenanceGate> {
         gate::listed_gates(self)
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).
-    pub fn with_freshness(mut self, targets: crate::detect::HealthReader) -> Self {
+    pub(crate) fn with_freshness(mut self, targets: crate::detect::HealthReader) -> Self {
         self.freshness = targets;
         self
     }
 }
 
 /// Health endpoints, served without authentication (probes carry no identity).
-pub fn health_router(state: Arc<ApiState>) -> Router {
+pub(crate) fn health_router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(livez))

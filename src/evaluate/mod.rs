@@ -30,9 +30,13 @@ mod cost_tests;
 mod tests;
 
 pub use bind::Bound;
-pub use bounded::{MAX_ERROR_CHARS, MAX_MESSAGE_CHARS, TRUNCATED, bounded, truncated};
-pub use engine::{CompileError, Engine, EvalError, Expr, MAX_SOURCE_LEN};
-pub use meter::{Budget, DEFAULT_COST_LIMIT, DEFAULT_TIMEOUT, Exceeded, MAX_STRING_BYTES};
+pub(crate) use bounded::{MAX_MESSAGE_CHARS, truncated};
+#[cfg(test)]
+use engine::MAX_SOURCE_LEN;
+pub use engine::{CompileError, Engine, EvalError, Expr};
+#[cfg(test)]
+use meter::MAX_STRING_BYTES;
+pub(crate) use meter::{Budget, DEFAULT_COST_LIMIT, Exceeded};
 
 use engine::BoundContext;
 
@@ -175,7 +179,11 @@ impl Overrun {
 
 /// Evaluate every rule and label expression of one ruleset against one object: each expression
 /// may use `budget.cost_limit`, the whole evaluation `budget.timeout`. Never panics.
-pub fn evaluate_within(exprs: &RuleSetExprs, object: &Bound<'_>, budget: &Budget) -> Evaluation {
+pub(crate) fn evaluate_within(
+    exprs: &RuleSetExprs,
+    object: &Bound<'_>,
+    budget: &Budget,
+) -> Evaluation {
     meter::within(budget, || evaluate_metered(exprs, object))
 }
 

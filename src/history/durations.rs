@@ -188,7 +188,7 @@ impl Durations {
     }
 
     /// The quantiles of `operation` of `ruleset`, once one succeeded.
-    pub fn quantiles(&self, ruleset: &str, operation: &str) -> Option<Quantiles> {
+    pub(crate) fn quantiles(&self, ruleset: &str, operation: &str) -> Option<Quantiles> {
         let learned = self.lock();
         let q = learned
             .get(&(ruleset.to_owned(), operation.to_owned()))?
@@ -197,7 +197,7 @@ impl Durations {
     }
 
     /// What `status.operationDurations` of `ruleset` shows, by operation.
-    pub fn published(&self, ruleset: &str) -> Vec<OperationDurations> {
+    pub(crate) fn published(&self, ruleset: &str) -> Vec<OperationDurations> {
         let learned = self.lock();
         let mut out: Vec<OperationDurations> = learned
             .iter()
@@ -210,7 +210,7 @@ impl Durations {
 
     /// Takes what a ruleset's status says was learned before (by this server before a restart,
     /// or by the previous leader), for the operations nothing was learned of yet here.
-    pub fn seed(&self, ruleset: &str, component: &str, published: &[OperationDurations]) {
+    pub(crate) fn seed(&self, ruleset: &str, component: &str, published: &[OperationDurations]) {
         let mut learned = self.lock();
         for p in published {
             learned
@@ -220,7 +220,7 @@ impl Durations {
     }
 
     /// Every rule operation with at least `min_samples` successes, sorted.
-    pub fn learned(&self, min_samples: u64) -> Vec<LearnedRule> {
+    pub(crate) fn learned(&self, min_samples: u64) -> Vec<LearnedRule> {
         let learned = self.lock();
         let mut out: Vec<LearnedRule> = learned
             .iter()
@@ -238,13 +238,13 @@ impl Durations {
     }
 
     /// `ruleset` now has rules for `operations` only: what was learned of the others goes.
-    pub fn retain(&self, ruleset: &str, operations: &[String]) {
+    pub(crate) fn retain(&self, ruleset: &str, operations: &[String]) {
         self.lock()
             .retain(|(rs, op), _| rs != ruleset || operations.contains(op));
     }
 
     /// `ruleset` is gone: everything learned of it goes.
-    pub fn forget(&self, ruleset: &str) {
+    pub(crate) fn forget(&self, ruleset: &str) {
         self.retain(ruleset, &[]);
     }
 }

@@ -15,8 +15,9 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-pub use durations::{Durations, LearnedRule, Quantiles};
-pub use expectation::{MIN_PROGRESS, MIN_SAMPLES, OVERDUE_FACTOR, expect, settle};
+pub use durations::Durations;
+pub use expectation::MIN_SAMPLES;
+pub(crate) use expectation::{expect, settle};
 
 use crate::operation::{InFlightOperation, Phase};
 

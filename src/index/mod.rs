@@ -24,13 +24,13 @@ mod store;
 mod stored;
 mod transitions;
 
-pub use active::{ActiveKey, RuleKey};
-pub use error::WatchError;
-pub use event::{Event, EventKind};
-pub use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
-pub use store::{Index, IndexReader, Replay, Snapshot};
+pub(crate) use error::WatchError;
+pub(crate) use event::{Event, EventKind};
+pub(crate) use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
+pub use store::{Index, IndexReader};
+pub(crate) use store::{Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
-pub use transitions::Transitions;
+pub(crate) use transitions::Transitions;
 
 #[cfg(test)]
 use std::sync::Arc;

@@ -34,13 +34,8 @@ pub struct Replay {
 
 impl Replay {
     /// Nothing left to replay.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.after >= self.until
-    }
-
-    /// The RV the replay ends at (where the live receiver continues).
-    pub fn until(&self) -> u64 {
-        self.until
     }
 }
 
@@ -156,19 +151,19 @@ impl Index {
 
     /// Active records by the labels of `ifo_operations_active`, sorted; label sets without
     /// any are absent.
-    pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
+    pub(crate) fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
         self.read().active.to_vec()
     }
 
     /// When the oldest active record of each rule started; rules without any are absent.
-    pub fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
+    pub(crate) fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
         self.read().active.oldest()
     }
 
     /// Whether the targets feeding the index are current changed (`all_current`: every one
     /// is now, and the initial sync is done): takes the next RV, so that what depends on it
     /// (maintenance gates) changes at one. Returns it.
-    pub fn feeds_changed(&self, all_current: bool) -> u64 {
+    pub(crate) fn feeds_changed(&self, all_current: bool) -> u64 {
         let mut st = self.write();
         self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
         st.feeds_rv = st.rv;
@@ -181,7 +176,7 @@ impl Index {
 
     /// The operations in flight in `scope`, at the current RV (the gate's RV is that of the
     /// scope's latest change or of the latest [`Index::feeds_changed`], whichever is later).
-    pub fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
+    pub(crate) fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
         let st = self.read();
         let mut members = st.gates.members(scope, st.epoch, MAX_GATE_OPERATIONS);
         Self::with_feeds(&st, &mut members);
@@ -190,7 +185,7 @@ impl Index {
 
     /// Every scope with operations in flight, sorted, at the current RV (returned first), each
     /// with its `listed` oldest operations (a table needs a few, a list of objects all it shows).
-    pub fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
+    pub(crate) fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
         let st = self.read();
         let mut all = st.gates.in_flight(st.epoch, listed);
         for members in &mut all {
@@ -255,7 +250,7 @@ impl Index {
     /// previous leader could name a point in this replica's own history and replay the wrong
     /// events. After the jump, every RV handed out before it is "too old" (410: clients relist),
     /// and RVs stay increasing for clients across the failover. Returns the new RV.
-    pub fn begin_epoch(&self, at_least: u64) -> u64 {
+    pub(crate) fn begin_epoch(&self, at_least: u64) -> u64 {
         let mut st = self.write();
         st.rv = st.rv.max(at_least);
         st.ring.clear();
@@ -266,7 +261,7 @@ impl Index {
 
     /// The RV of the latest [`Index::begin_epoch`] (the base RV before any): RVs older than it
     /// were not handed out by this replica as leader and must not be resolved.
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.read().epoch
     }
 
@@ -276,13 +271,8 @@ impl Index {
     }
 
     /// How many records the index holds.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read().items.len()
-    }
-
-    /// Whether the index holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Every record at the current RV, sorted by (namespace, name).
@@ -292,7 +282,7 @@ impl Index {
 
     /// The records of one namespace at the current RV, sorted by name: what a list or watch of
     /// one namespace reads, without copying the rest of the index.
-    pub fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
+    pub(crate) fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
         let st = self.read();
         let first: ObjectKey = (Some(namespace.to_owned()), String::new());
         Snapshot {
@@ -314,7 +304,7 @@ impl Index {
     }
 
     /// The record named `name` in `namespace` (`None` for cluster-scoped), at the current RV.
-    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
+    pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
         let key = (namespace.map(str::to_owned), name.to_owned());
         self.read().items.get(&key).cloned()
     }
@@ -349,7 +339,7 @@ impl Index {
 
     /// The next events of `replay`, at most `max` of them; `Expired` when they have left the
     /// ring since the replay began (the watcher then lists again).
-    pub fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
+    pub(crate) fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
         let st = self.read();
         if replay.after < st.resumable_from {
             return Err(WatchError::Expired {
@@ -372,13 +362,13 @@ impl Index {
     }
 
     /// The current records and a receiver for every event after them, atomically.
-    pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
+    pub(crate) fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
         let st = self.read();
         (Self::snapshot_of(&st), self.tx.subscribe())
     }
 
     /// A receiver for every event from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
         let _st = self.read(); // no event is emitted while the receiver is made
         self.tx.subscribe()
     }
@@ -411,7 +401,7 @@ impl Index {
 
 impl IndexReader {
     /// See [`Index::epoch`].
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.0.epoch()
     }
 
@@ -420,33 +410,23 @@ impl IndexReader {
         self.0.current_rv()
     }
 
-    /// See [`Index::len`].
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// See [`Index::active_counts`].
-    pub fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
+    pub(crate) fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
         self.0.active_counts()
     }
 
     /// See [`Index::oldest_active`].
-    pub fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
+    pub(crate) fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
         self.0.oldest_active()
     }
 
-    /// See [`Index::is_empty`].
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// See [`Index::gate`].
-    pub fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
+    pub(crate) fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
         self.0.gate(scope)
     }
 
     /// See [`Index::gates_in_flight`].
-    pub fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
+    pub(crate) fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
         self.0.gates_in_flight(listed)
     }
 
@@ -456,12 +436,12 @@ impl IndexReader {
     }
 
     /// See [`Index::snapshot_namespace`].
-    pub fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
+    pub(crate) fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
         self.0.snapshot_namespace(namespace)
     }
 
     /// See [`Index::get`].
-    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
+    pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
         self.0.get(namespace, name)
     }
 
@@ -471,17 +451,17 @@ impl IndexReader {
     }
 
     /// See [`Index::replay`].
-    pub fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
+    pub(crate) fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
         self.0.replay(replay, max)
     }
 
     /// See [`Index::subscribe`].
-    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.0.subscribe()
     }
 
     /// See [`Index::subscribe_with_snapshot`].
-    pub fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
+    pub(crate) fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
         self.0.subscribe_with_snapshot()
     }
 }

@@ -18,20 +18,20 @@ mod subject;
 mod time;
 mod wire;
 
-pub use labels::{
-    LABEL_PREFIX, LabelSource, LabelWarning, build_labels, is_qualified_name, is_valid_label_value,
-    label_value,
-};
-pub use name::{MAX_NAME_LEN, object_name, occurrence_uid};
-pub use phase::{Outcome, ParseOutcomeError, Phase};
-pub use progress::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, REPORTED_BY_RULE, Stall};
-pub use record::{
-    API_GROUP, API_VERSION, CLUSTER_KIND, Ending, InFlightOperation, NAMESPACED_KIND,
-    SELECTABLE_FIELDS,
-};
+#[cfg(test)]
+pub(crate) use labels::LabelSource;
+pub(crate) use labels::{LabelWarning, build_labels};
+pub use name::object_name;
+#[cfg(test)]
+pub(crate) use name::occurrence_uid;
+pub use phase::{Outcome, Phase};
+pub(crate) use progress::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, Stall};
+pub use record::InFlightOperation;
+pub(crate) use record::{Ending, SELECTABLE_FIELDS};
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;
-pub use time::format_time;
+#[cfg(test)]
+pub(crate) use time::format_time;
 
 /// Records for the tests of the layers that hold operations.
 #[cfg(test)]

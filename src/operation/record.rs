@@ -15,8 +15,6 @@ use super::subject::Subject;
 
 pub use ifo_model::SELECTABLE_FIELDS;
 
-/// The API group the records are served in.
-pub const API_GROUP: &str = ifo_model::GROUP;
 /// `group/version` of the served records.
 pub const API_VERSION: &str = ifo_model::GROUP_VERSION;
 /// Kind of operations on namespaced subjects (served in the subject's namespace).

@@ -5,7 +5,7 @@ mod cases;
 mod lint;
 mod load;
 
-pub use cases::{CaseFailure, run_cases};
+pub use cases::run_cases;
 pub use lint::lint;
 pub use load::{RuleSetFile, load};
 

@@ -5,7 +5,5 @@ mod compile;
 mod types;
 
 pub use compile::{CompiledRuleSet, InvalidRuleSet, RuleSetProblem, compile};
-pub use types::{
-    LabelExpression, OperationDurations, OperationRuleSet, Rule, RuleSetSpec, RuleSetStatus,
-    Target, api_resource,
-};
+pub(crate) use types::{OperationDurations, OperationRuleSet, RuleSetStatus, api_resource};
+pub use types::{RuleSetSpec, Target};

@@ -16,6 +16,6 @@ mod settings;
 mod signal;
 mod tracker;
 
-pub use change::{Change, Observed};
-pub use settings::Settings;
-pub use tracker::Tracker;
+pub use change::Change;
+pub(crate) use settings::Settings;
+pub(crate) use tracker::Tracker;

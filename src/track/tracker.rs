@@ -111,11 +111,6 @@ impl Tracker {
             .is_some_and(|loaded| ruleset.generation >= *loaded)
     }
 
-    /// The debounce and retention settings it was made with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// Applies one evaluation of `subject` by `ruleset`.
     ///
     /// `operations[i]` is the operation of the ruleset's i-th rule, parallel to `eval.rules`.
@@ -573,6 +568,7 @@ impl Tracker {
     }
 
     /// Retained completed records, all rulesets.
+    #[cfg(test)]
     pub fn retained_count(&self) -> usize {
         self.retained.len()
     }

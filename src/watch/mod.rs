@@ -5,5 +5,5 @@ mod object;
 mod watcher;
 
 /// What the watchers decode objects into (public for the `decode` benchmark).
-pub use object::{MAX_DEPTH, Object};
+pub use object::Object;
 pub(crate) use watcher::{Liveness, Watches};

@@ -166,7 +166,7 @@ pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Mainten
     }
 }
 
-/// Whole seconds, as Kubernetes writes `metav1.Time` (see [`crate::operation::format_time`]).
+/// Whole seconds, as Kubernetes writes `metav1.Time` (as the operations' times are written).
 fn round(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }

@@ -100,7 +100,7 @@ fn added_modified_deleted_with_rising_rvs() {
         "two"
     );
     assert!(index.get(Some("ns"), &a1.name).is_none());
-    assert!(index.is_empty());
+    assert_eq!(index.len(), 0);
 }
 
 #[test]
