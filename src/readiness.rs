@@ -112,13 +112,14 @@ impl Readiness {
 
     fn release(&self, id: u64) {
         self.state.send_if_modified(|s| {
-            if s.pending.remove(&id).is_none() || s.ready {
+            if s.pending.remove(&id).is_none() {
                 return false;
             }
-            if s.pending.is_empty() {
+            if !s.ready && s.pending.is_empty() {
                 s.ready = true;
                 tracing::info!("initial sync done: ready");
             }
+            // After the wait was given up on, too: the sync is complete once the last is in.
             true
         });
     }
@@ -142,11 +143,19 @@ impl Readiness {
         self.state.borrow().pending.values().cloned().collect()
     }
 
-    /// Whether the initial sync is done (or was given up on): latched, and unlike
+    /// Whether the initial sync is complete: every first list is in, even if the wait for them
+    /// was given up on (then the server is ready before it is synced). Latched, and unlike
     /// [`Readiness::is_ready`] not withdrawn on shutdown. What a maintenance gate needs to know
     /// before it may say clear.
     pub(crate) fn is_synced(&self) -> bool {
-        self.state.borrow().ready
+        let s = self.state.borrow();
+        s.ready && s.pending.is_empty()
+    }
+
+    /// Resolves once [`Readiness::is_synced`].
+    pub(crate) async fn synced(&self) {
+        let mut rx = self.state.subscribe();
+        let _ = rx.wait_for(|s| s.ready && s.pending.is_empty()).await;
     }
 
     /// The server is stopping: `/readyz` fails from now on, so that the Service and the

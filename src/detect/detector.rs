@@ -420,8 +420,9 @@ impl Detector {
                 self.publish(tracker.tick(at));
                 tracker.next_deadline()
             };
+            // A deadline already past (the tick took long) wakes at once, not as late again.
             let wait = next
-                .map(|d| d.duration_since(now()).unsigned_abs())
+                .map(|d| std::time::Duration::try_from(d.duration_since(now())).unwrap_or_default())
                 .unwrap_or(std::time::Duration::from_secs(3600));
             tokio::select! {
                 _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(10))) => {}

@@ -288,27 +288,44 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_list_is_evaluated_before_it_is_reported_evaluated() {
+    /// A ruleset `name` of one rule on `things.example.com/v1`.
+    fn ruleset(name: &str, expression: &str) -> Arc<CompiledRuleSet> {
         let spec = serde_json::from_value(json!({
             "component": "test",
             "target": {"group": "example.com", "version": "v1", "resource": "things"},
-            "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"}],
+            "rules": [{"operation": "Busy", "expression": expression}],
         }))
         .unwrap();
-        let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
-        let index = Arc::new(Index::new(1, 16, 16));
-        let detector = Arc::new(Detector::new(
+        Arc::new(crate::ruleset::compile(&Engine::new(), name, Some(1), &spec).unwrap())
+    }
+
+    /// A detector that completes at once, publishing into `index`.
+    fn detector(index: Arc<Index>, health: Arc<Health>) -> Arc<Detector> {
+        Arc::new(Detector::new(
             Tracker::new(Settings {
                 debounce: jiff::SignedDuration::ZERO,
                 retain_completed: false,
                 completed_retention: jiff::SignedDuration::ZERO,
                 max_completed: 0,
             }),
-            index.clone(),
-            Arc::new(Health::default()),
+            index,
+            health,
             Limits::default(),
-        ));
+        ))
+    }
+
+    /// `health` with `target`'s one stream listed: current.
+    fn listed(health: &Health, target: &Target) {
+        health.watching(target, None);
+        health.resolved(target, true, &[None]);
+        health.listed(target, &None, jiff::Timestamp::UNIX_EPOCH);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_is_evaluated_before_it_is_reported_evaluated() {
+        let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
+        let index = Arc::new(Index::new(1, 16, 16));
+        let detector = detector(index.clone(), Arc::new(Health::default()));
         detector.ruleset_loaded("busy", Some(1));
         let lanes = Lanes::start(
             &detector,
@@ -330,29 +347,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_lane_marks_its_target_not_current_and_asks_for_a_new_list() {
-        let spec = serde_json::from_value(json!({
-            "component": "test",
-            "target": {"group": "example.com", "version": "v1", "resource": "things"},
-            "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"}],
-        }))
-        .unwrap();
-        let rs = Arc::new(crate::ruleset::compile(&Engine::new(), "busy", Some(1), &spec).unwrap());
+        let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
         let health = Arc::new(Health::default());
-        health.watching(&rs.target, None);
-        health.resolved(&rs.target, true, &[None]);
-        health.listed(&rs.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        listed(&health, &rs.target);
         let coverage = health.reader();
-        let detector = Arc::new(Detector::new(
-            Tracker::new(Settings {
-                debounce: jiff::SignedDuration::ZERO,
-                retain_completed: false,
-                completed_retention: jiff::SignedDuration::ZERO,
-                max_completed: 0,
-            }),
-            Arc::new(Index::new(1, 16, 16)),
-            health.clone(),
-            Limits::default(),
-        ));
+        let detector = detector(Arc::new(Index::new(1, 16, 16)), health.clone());
         let relist = Arc::new(Notify::new());
         let lanes = Lanes::start(
             &detector,
@@ -384,32 +383,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_relist_marks_every_ruleset_whose_work_it_discards() {
-        let compile = |name: &str| {
-            let spec = serde_json::from_value(json!({
-                "component": "test",
-                "target": {"group": "example.com", "version": "v1", "resource": "things"},
-                "rules": [{"operation": "Busy", "expression": "true"}],
-            }))
-            .unwrap();
-            Arc::new(crate::ruleset::compile(&Engine::new(), name, Some(1), &spec).unwrap())
-        };
-        let (full, other, idle) = (compile("full"), compile("other"), compile("idle"));
+        let (full, other, idle) = (
+            ruleset("full", "true"),
+            ruleset("other", "true"),
+            ruleset("idle", "true"),
+        );
         let health = Arc::new(Health::default());
-        health.watching(&full.target, None);
-        health.resolved(&full.target, true, &[None]);
-        health.listed(&full.target, &None, jiff::Timestamp::UNIX_EPOCH);
+        listed(&health, &full.target);
         let coverage = health.reader();
-        let detector = Arc::new(Detector::new(
-            Tracker::new(Settings {
-                debounce: jiff::SignedDuration::ZERO,
-                retain_completed: false,
-                completed_retention: jiff::SignedDuration::ZERO,
-                max_completed: 0,
-            }),
-            Arc::new(Index::new(1, 16, 16)),
-            health.clone(),
-            Limits::default(),
-        ));
+        let detector = detector(Arc::new(Index::new(1, 16, 16)), health.clone());
         let rulesets = [full.clone(), other.clone(), idle.clone()];
         let lanes = Lanes::start(&detector, &rulesets, &full.target, Arc::new(Notify::new()));
         // Nothing has run yet (one thread, nothing yielded): `full` overflows, `other` has one

@@ -357,7 +357,7 @@ impl TargetHealth {
             let synced = readiness.is_synced();
             tokio::select! {
                 _ = self.changed.notified() => {}
-                _ = readiness.wait(), if !synced => {}
+                _ = readiness.synced(), if !synced => {}
             }
             // A burst (every target listed at start) is one change.
             tokio::time::sleep(REPORT_COALESCE).await;

@@ -93,10 +93,21 @@ async fn the_wait_is_bounded() {
         .await
         .expect("waiters are woken")
         .unwrap();
-    // Ready, but still not synced: what it waited for is still named until it is done.
+    // Ready, but still not synced: what it waited for is still named until it is done, and
+    // gates cannot say clear.
     assert_eq!(readiness.unsynced(), ["OperationRuleSets"]);
+    assert!(!readiness.is_synced());
+    let synced = tokio::spawn({
+        let r = readiness.clone();
+        async move { r.synced().await }
+    });
     drop(stuck);
     assert!(readiness.unsynced().is_empty());
+    assert!(readiness.is_synced());
+    tokio::time::timeout(Duration::from_secs(5), synced)
+        .await
+        .expect("what waits for the sync is woken when the last first list is in")
+        .unwrap();
 }
 
 #[tokio::test]
