@@ -4,13 +4,14 @@
 use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
 use super::negotiate::{self, Representation};
 use super::params::{IncludeObject, Params, RvMatch};
+use super::snapshots::Kept;
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use super::{ApiState, chunked, table, watch};
 use crate::api::continue_token::ContinueToken;
 use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::apimachinery::{RequestInfo, UserInfo};
-use crate::index::{Snapshot, Stored};
+use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::Extension;
 use axum::extract::{FromRequestParts, State};
@@ -291,20 +292,35 @@ fn get(
     )))
 }
 
-/// The snapshot a list reads: the current one, or, for `Exact` or a continue token, the one it names.
+/// The current snapshot for `scope`, kept with the warnings a read of it got just before.
+pub(super) fn current_snapshot(state: &ApiState, scope: &Scope) -> Kept {
+    state
+        .snapshots
+        .current(&state.index, scope.snapshot_namespace(), || {
+            super::freshness::warnings_now(
+                &state.freshness,
+                &state.readiness.unsynced(),
+                scope.namespace.as_deref(),
+            )
+        })
+}
+
+/// The snapshot a list reads: the current one, or, for `Exact` or a continue token, the one it
+/// names; with the warnings it was taken with.
 fn snapshot_for(
     state: &ApiState,
     scope: &Scope,
     params: &Params,
-) -> Result<(Arc<Snapshot>, Option<ContinueToken>), ApiError> {
+) -> Result<(Kept, Option<ContinueToken>), ApiError> {
     let namespace = scope.snapshot_namespace();
+    let current = || current_snapshot(state, scope);
     if let Some(token) = &params.continue_token {
         let token = ContinueToken::decode(token)?;
         return match state.snapshots.get(&state.index, token.rv, namespace) {
             Some(s) => Ok((s, Some(token))),
             None => {
                 // The snapshot is gone: like kube-apiserver, offer to continue inconsistently.
-                let current = state.snapshots.current(&state.index, namespace);
+                let current = current().snapshot;
                 let (ns, name) = token.start_key();
                 let resume = ContinueToken::new(current.rv, ns, name);
                 Err(ApiError::ContinueExpired {
@@ -313,24 +329,25 @@ fn snapshot_for(
             }
         };
     }
-    let current = state.snapshots.current(&state.index, namespace);
+    let current = current();
+    let current_rv = current.snapshot.rv;
     match (params.resource_version, params.rv_match) {
-        (Some(rv), Some(RvMatch::Exact)) if rv != current.rv => {
+        (Some(rv), Some(RvMatch::Exact)) if rv != current_rv => {
             match state.snapshots.get(&state.index, rv, namespace) {
                 Some(s) => Ok((s, None)),
-                None if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
+                None if rv > current_rv => Err(ApiError::ResourceVersionTooLarge {
                     requested: rv,
-                    current: current.rv,
+                    current: current_rv,
                 }),
                 None => Err(ApiError::TooOldResourceVersion {
                     requested: rv,
-                    oldest: current.rv,
+                    oldest: current_rv,
                 }),
             }
         }
-        (Some(rv), _) if rv > current.rv => Err(ApiError::ResourceVersionTooLarge {
+        (Some(rv), _) if rv > current_rv => Err(ApiError::ResourceVersionTooLarge {
             requested: rv,
-            current: current.rv,
+            current: current_rv,
         }),
         _ => Ok((current, None)),
     }
@@ -342,7 +359,8 @@ fn list(
     params: &Params,
     repr: Representation,
 ) -> Result<Response, ApiError> {
-    let (snapshot, start) = snapshot_for(state, scope, params)?;
+    let (kept, start) = snapshot_for(state, scope, params)?;
+    let snapshot = kept.snapshot;
     let key = |s: &Stored| {
         (
             s.op.namespace.clone().unwrap_or_default(),
@@ -379,7 +397,7 @@ fn list(
     // items at a time for large lists.
     let items: Vec<Arc<Stored>> = selected.into_iter().cloned().collect();
     let include = params.include_object;
-    Ok(match repr {
+    let mut response = match repr {
         Representation::Table { .. } => {
             let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
@@ -413,5 +431,9 @@ fn list(
                 out.extend_from_slice(s.object().get().as_bytes())
             })
         }
-    })
+    };
+    // A page read from a snapshot taken while detection was not current says so, however
+    // current it is by now.
+    super::freshness::warn(kept.warnings.iter().cloned(), &mut response);
+    Ok(response)
 }

@@ -29,9 +29,22 @@ pub struct Snapshots {
 
 #[derive(Default)]
 struct Recent {
-    /// Oldest first, each with when it was taken and its namespace (`None`: every record).
-    snapshots: VecDeque<(Instant, Option<String>, Arc<Snapshot>)>,
+    /// Oldest first.
+    snapshots: VecDeque<Kept>,
     pointers: usize,
+}
+
+/// A snapshot kept for later pages, and what made it possibly incomplete when it was taken.
+#[derive(Clone)]
+pub struct Kept {
+    taken: Instant,
+    /// The namespace it holds (`None`: every record).
+    namespace: Option<String>,
+    pub snapshot: Arc<Snapshot>,
+    /// The `Warning`s a read got just before it was taken (see
+    /// [`super::freshness::warnings_now`]): every page read from it carries them, whatever
+    /// the server knows by the time the page is asked for.
+    pub warnings: Arc<[String]>,
 }
 
 /// Whether a snapshot of `taken` (a namespace, or everything) holds what a request for
@@ -42,14 +55,14 @@ fn covers(taken: Option<&str>, wanted: Option<&str>) -> bool {
 
 impl Recent {
     fn evict(&mut self, now: Instant) {
-        while let Some((taken, _, oldest)) = self.snapshots.front() {
+        while let Some(oldest) = self.snapshots.front() {
             let keep_newest = self.snapshots.len() == 1;
             if keep_newest
-                || (now.duration_since(*taken) < MAX_AGE && self.pointers <= MAX_POINTERS)
+                || (now.duration_since(oldest.taken) < MAX_AGE && self.pointers <= MAX_POINTERS)
             {
                 break;
             }
-            self.pointers -= oldest.items.len();
+            self.pointers -= oldest.snapshot.items.len();
             self.snapshots.pop_front();
         }
     }
@@ -57,8 +70,14 @@ impl Recent {
 
 impl Snapshots {
     /// The snapshot at the index's current resourceVersion (shared by concurrent lists) of
-    /// `namespace`, or of everything.
-    pub fn current(&self, index: &IndexReader, namespace: Option<&str>) -> Arc<Snapshot> {
+    /// `namespace`, or of everything. `warnings` are read before a new one is taken, and kept
+    /// with it.
+    pub fn current(
+        &self,
+        index: &IndexReader,
+        namespace: Option<&str>,
+        warnings: impl FnOnce() -> Vec<String>,
+    ) -> Kept {
         let rv = index.current_rv();
         let mut recent = self.recent.lock();
         let now = Instant::now();
@@ -66,33 +85,33 @@ impl Snapshots {
             .snapshots
             .iter()
             .rev()
-            .take_while(|(_, _, s)| s.rv == rv)
-            .find(|(_, taken, _)| covers(taken.as_deref(), namespace))
-            .map(|(_, _, s)| s.clone());
+            .take_while(|k| k.snapshot.rv == rv)
+            .find(|k| covers(k.namespace.as_deref(), namespace))
+            .cloned();
         if let Some(kept) = kept {
             recent.evict(now);
             return kept;
         }
+        let warnings = warnings().into();
         let snapshot = Arc::new(match namespace {
             Some(ns) => index.snapshot_namespace(ns),
             None => index.snapshot(),
         });
         recent.pointers += snapshot.items.len();
-        recent
-            .snapshots
-            .push_back((now, namespace.map(str::to_owned), snapshot.clone()));
+        let kept = Kept {
+            taken: now,
+            namespace: namespace.map(str::to_owned),
+            snapshot,
+            warnings,
+        };
+        recent.snapshots.push_back(kept.clone());
         recent.evict(now);
-        snapshot
+        kept
     }
 
     /// The snapshot taken at `rv` that holds `namespace` (or everything), if it is still kept
     /// and was taken since the index's epoch (an older RV may have come from another replica).
-    pub fn get(
-        &self,
-        index: &IndexReader,
-        rv: u64,
-        namespace: Option<&str>,
-    ) -> Option<Arc<Snapshot>> {
+    pub fn get(&self, index: &IndexReader, rv: u64, namespace: Option<&str>) -> Option<Kept> {
         if rv < index.epoch() {
             return None;
         }
@@ -101,8 +120,8 @@ impl Snapshots {
         recent
             .snapshots
             .iter()
-            .find(|(_, taken, s)| s.rv == rv && covers(taken.as_deref(), namespace))
-            .map(|(_, _, s)| s.clone())
+            .find(|k| k.snapshot.rv == rv && covers(k.namespace.as_deref(), namespace))
+            .cloned()
     }
 }
 
@@ -111,20 +130,45 @@ mod tests {
     use super::*;
     use crate::track::Change;
 
+    /// The current snapshot, taken with no warning.
+    fn current(
+        snapshots: &Snapshots,
+        index: &Arc<crate::index::Index>,
+        ns: Option<&str>,
+    ) -> Arc<Snapshot> {
+        snapshots.current(&index.reader(), ns, Vec::new).snapshot
+    }
+
+    fn get(
+        snapshots: &Snapshots,
+        index: &Arc<crate::index::Index>,
+        rv: u64,
+        ns: Option<&str>,
+    ) -> Option<Arc<Snapshot>> {
+        snapshots.get(&index.reader(), rv, ns).map(|k| k.snapshot)
+    }
+
+    fn kept(taken: Instant, snapshot: Arc<Snapshot>) -> Kept {
+        Kept {
+            taken,
+            namespace: None,
+            snapshot,
+            warnings: Arc::new([]),
+        }
+    }
+
     #[test]
     fn a_snapshot_outlives_many_later_lists() {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
-        let first = snapshots.current(&index.reader(), None);
+        let first = current(&snapshots, &index, None);
         for i in 0..50 {
             index.apply(vec![Change::Upsert(crate::operation::test_record(
                 &format!("op-{i}"),
             ))]);
-            snapshots.current(&index.reader(), None);
+            current(&snapshots, &index, None);
         }
-        let kept = snapshots
-            .get(&index.reader(), first.rv, None)
-            .expect("still served");
+        let kept = get(&snapshots, &index, first.rv, None).expect("still served");
         assert!(Arc::ptr_eq(&kept, &first));
     }
 
@@ -139,26 +183,20 @@ mod tests {
             }
         }
         let snapshots = Snapshots::default();
-        let b = snapshots.current(&index.reader(), Some("b"));
+        let b = current(&snapshots, &index, Some("b"));
         assert_eq!(b.items.len(), 3);
         assert!(
             b.items
                 .iter()
                 .all(|s| s.op.namespace.as_deref() == Some("b"))
         );
-        assert!(Arc::ptr_eq(
-            &snapshots.current(&index.reader(), Some("b")),
-            &b
-        ));
-        assert!(snapshots.get(&index.reader(), b.rv, Some("a")).is_none());
+        assert!(Arc::ptr_eq(&current(&snapshots, &index, Some("b")), &b));
+        assert!(get(&snapshots, &index, b.rv, Some("a")).is_none());
         // A snapshot of everything serves every namespace at its RV.
-        let all = snapshots.current(&index.reader(), None);
+        let all = current(&snapshots, &index, None);
         assert_eq!(all.items.len(), 9);
-        assert!(Arc::ptr_eq(
-            &snapshots.current(&index.reader(), Some("c")),
-            &all
-        ));
-        let a = snapshots.get(&index.reader(), b.rv, Some("a")).unwrap();
+        assert!(Arc::ptr_eq(&current(&snapshots, &index, Some("c")), &all));
+        let a = get(&snapshots, &index, b.rv, Some("a")).unwrap();
         assert!(Arc::ptr_eq(&a, &all));
     }
 
@@ -167,14 +205,14 @@ mod tests {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
         index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
-        let before = snapshots.current(&index.reader(), None);
+        let before = current(&snapshots, &index, None);
         let epoch = index.begin_epoch(5_000);
         assert_eq!(epoch, 5_000);
-        assert!(snapshots.get(&index.reader(), before.rv, None).is_none());
-        let after = snapshots.current(&index.reader(), None);
+        assert!(get(&snapshots, &index, before.rv, None).is_none());
+        let after = current(&snapshots, &index, None);
         assert_eq!(after.rv, 5_000);
         assert_eq!(after.items.len(), 1, "the records stay");
-        assert!(snapshots.get(&index.reader(), after.rv, None).is_some());
+        assert!(get(&snapshots, &index, after.rv, None).is_some());
     }
 
     #[test]
@@ -190,16 +228,16 @@ mod tests {
         for rv in 1..=3 {
             let s = big(rv);
             recent.pointers += s.items.len();
-            recent.snapshots.push_back((now, None, s));
+            recent.snapshots.push_back(kept(now, s));
             recent.evict(now);
         }
         assert_eq!(recent.snapshots.len(), 1);
-        assert_eq!(recent.snapshots[0].2.rv, 3);
+        assert_eq!(recent.snapshots[0].snapshot.rv, 3);
         assert!(
             recent
                 .snapshots
                 .iter()
-                .map(|(_, _, s)| s.items.len())
+                .map(|k| k.snapshot.items.len())
                 .sum::<usize>()
                 == recent.pointers
         );
@@ -213,11 +251,10 @@ mod tests {
         for rv in 1..=2 {
             recent
                 .snapshots
-                .push_back((long_ago, None, Arc::new(Snapshot { rv, items: vec![] })));
+                .push_back(kept(long_ago, Arc::new(Snapshot { rv, items: vec![] })));
         }
-        recent.snapshots.push_back((
+        recent.snapshots.push_back(kept(
             later,
-            None,
             Arc::new(Snapshot {
                 rv: 3,
                 items: vec![],
@@ -225,5 +262,23 @@ mod tests {
         ));
         recent.evict(later);
         assert_eq!(recent.snapshots.len(), 1);
+    }
+
+    #[test]
+    fn later_pages_carry_the_warnings_read_before_their_snapshot_was_taken() {
+        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let snapshots = Snapshots::default();
+        let partial = snapshots.current(&index.reader(), None, || vec!["not listed yet".into()]);
+        // A list at the same RV shares it, and what was read before it was taken.
+        let shared = snapshots.current(&index.reader(), None, Vec::new);
+        assert!(Arc::ptr_eq(&shared.snapshot, &partial.snapshot));
+        assert_eq!(&*shared.warnings, ["not listed yet"]);
+        index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
+        let whole = snapshots.current(&index.reader(), None, Vec::new);
+        assert!(whole.warnings.is_empty());
+        let page = snapshots
+            .get(&index.reader(), partial.snapshot.rv, None)
+            .unwrap();
+        assert_eq!(&*page.warnings, ["not listed yet"]);
     }
 }

@@ -209,9 +209,7 @@ fn start(state: &ApiState, scope: &Scope, params: &Params) -> Start {
         },
         _ if initial == Some(false) => Start::Live(state.index.subscribe()),
         _ => {
-            let snapshot = state
-                .snapshots
-                .current(&state.index, scope.snapshot_namespace());
+            let snapshot = super::resources::current_snapshot(state, scope).snapshot;
             match state.index.watch_from(snapshot.rv) {
                 Ok((replay, live)) => Start::Snapshot {
                     snapshot,
