@@ -2,7 +2,7 @@
 //! kube-apiserver with the user's kubeconfig (so RBAC applies per namespace) and lists, explains,
 //! groups and counts them, and answers "is it safe to do maintenance now?" (`check`, `wait`).
 //!
-//! `cli` parses, `client` talks to the cluster, `tracker` keeps watch state, `gate` reads the
+//! `cli` parses, `client` talks to the cluster, `watched` keeps watch state, `gate` reads the
 //! server's maintenance verdicts; `op`, `filter`, `format`, `tree` and `summary` are pure.
 
 pub mod cli;
@@ -14,10 +14,10 @@ pub mod gate;
 pub mod op;
 pub mod sanitize;
 pub mod summary;
-pub mod tracker;
 pub mod tree;
 pub mod ui;
 pub mod warnings;
+pub mod watched;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -33,12 +33,12 @@ use colour::Colours;
 use filter::Filters;
 use format::{Columns, Output, Table};
 use op::{Op, sort};
-use tracker::{Change, Tracker};
 use warnings::Warnings;
+use watched::{Change, WatchedOps};
 
 /// How a successful run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Exit {
     /// Nothing (or nothing left) in flight, or a command that does not judge (list, get, …).
     Done,
     /// `check` found, or `wait` timed out with, operations in flight.
@@ -66,8 +66,8 @@ pub fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(Outcome::Done) => ExitCode::SUCCESS,
-        Ok(Outcome::InFlight) => ExitCode::from(1),
+        Ok(Exit::Done) => ExitCode::SUCCESS,
+        Ok(Exit::InFlight) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {}", sanitize::text(&format!("{e:#}")));
             ExitCode::from(2)
@@ -126,12 +126,12 @@ fn connection(g: &Global, command: &Command) -> client::Connection {
 }
 
 /// Runs a parsed command line against the cluster: what [`main`] does once it has a runtime.
-pub async fn run(cli: Cli) -> Result<Outcome> {
+pub async fn run(cli: Cli) -> Result<Exit> {
     let g = cli.global;
     let command = cli.command.unwrap_or(Command::List);
     if let Command::Completion { shell } = command {
         emit(&cli::completion(shell));
-        return Ok(Outcome::Done);
+        return Ok(Exit::Done);
     }
     if g.watch && !matches!(command, Command::List) {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
@@ -172,7 +172,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                     colours,
                 ));
             }
-            Ok(Outcome::Done)
+            Ok(Exit::Done)
         }
         Command::Get { name } => get(&client, &scope, &name, g.output, now, colours).await,
         Command::Tree { for_ } => {
@@ -204,7 +204,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                     ));
                 }
             }
-            Ok(Outcome::Done)
+            Ok(Exit::Done)
         }
         Command::Summary => {
             let ops = client::list(&client, &scope, &filters(&g, false)).await?;
@@ -223,7 +223,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                     emit(&summary::render(&s, colours));
                 }
             }
-            Ok(Outcome::Done)
+            Ok(Exit::Done)
         }
         Command::Check => {
             if let Some(name) = gate::name_for(&g, &scope)
@@ -237,9 +237,9 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             sort(&mut ops);
             report_in_flight(&ops, &scope, &f, g.output, now, colours);
             Ok(if ops.is_empty() {
-                Outcome::Done
+                Exit::Done
             } else {
-                Outcome::InFlight
+                Exit::InFlight
             })
         }
         Command::Watch { tree } => {
@@ -256,7 +256,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
             };
             live(&client, &warnings, &filters(&g, !g.all), &view).await
         }
-        Command::Completion { .. } => Ok(Outcome::Done),
+        Command::Completion { .. } => Ok(Exit::Done),
         Command::Ui {
             port,
             address,
@@ -272,7 +272,7 @@ pub async fn run(cli: Cli) -> Result<Outcome> {
                 accept_remote,
             };
             ui::serve(client, namespace, &listen).await?;
-            Ok(Outcome::Done)
+            Ok(Exit::Done)
         }
         Command::Gates { name } => gates(&client, name.as_deref(), g.output, now, colours).await,
         Command::Wait { timeout } => {
@@ -307,7 +307,7 @@ fn gate_check(
     scope: &Scope,
     output: Output,
     now: Timestamp,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     let verdict = gate::verdict(gate);
     if verdict == gate::Verdict::Unknown {
         return Err(gate::unknown_error(gate));
@@ -333,9 +333,9 @@ fn gate_check(
         }
     }
     Ok(if verdict == gate::Verdict::Clear {
-        Outcome::Done
+        Exit::Done
     } else {
-        Outcome::InFlight
+        Exit::InFlight
     })
 }
 
@@ -357,7 +357,7 @@ async fn gate_wait(
     scope: &Scope,
     output: Output,
     timeout: Option<jiff::SignedDuration>,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     let mut events = std::pin::pin!(gate::watch(client, name));
     let deadline = timeout
         .and_then(|t| std::time::Duration::try_from(t).ok())
@@ -377,7 +377,7 @@ async fn gate_wait(
                         }
                         None => eprintln!("(the gate could not be read in time)"),
                     }
-                    return Ok(Outcome::InFlight);
+                    return Ok(Exit::InFlight);
                 }
             },
             None => events.next().await,
@@ -422,7 +422,7 @@ async fn gates(
     output: Output,
     now: Timestamp,
     colours: Colours,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     let gates = match name {
         Some(name) => vec![
             gate::get(client, name)
@@ -450,7 +450,7 @@ async fn gates(
             });
         }
     }
-    Ok(Outcome::Done)
+    Ok(Exit::Done)
 }
 
 /// `check` and `wait` answer whether anything is in flight. When the server said its answer may
@@ -529,7 +529,7 @@ async fn get(
     output: Output,
     now: Timestamp,
     colours: Colours,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     let found: Vec<Op> = match scope {
         Scope::Namespace(ns) => client::get(client, Resource::Namespaced, Some(ns), name)
             .await?
@@ -574,7 +574,7 @@ async fn get(
             .join("\n"),
     };
     emit(&text);
-    Ok(Outcome::Done)
+    Ok(Exit::Done)
 }
 
 /// `list -w`: the current operations, then a row for every change.
@@ -585,12 +585,12 @@ async fn watch_list(
     filters: &Filters,
     output: Output,
     colours: Colours,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     let cols = Columns {
         namespace: scope.namespace_column(),
         wide: output == Output::Wide,
     };
-    let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
+    let mut watched = WatchedOps::new(scope.requests().len(), filters.clone());
     let mut table = Table::new(&format::header(cols), colours);
     // The phase is filtered here, not by the server: a watcher whose selector an object leaves
     // gets a DELETED event with the object as it was before (still Active), while the row to
@@ -610,11 +610,11 @@ async fn watch_list(
                 continue;
             }
         };
-        let was_synced = tracker.synced();
-        let changes = tracker.apply(i, event);
+        let was_synced = watched.synced();
+        let changes = watched.apply(i, event);
         let now = Timestamp::now();
-        let text = if !was_synced && tracker.synced() {
-            let ops = tracker.ops();
+        let text = if !was_synced && watched.synced() {
+            let ops = watched.ops();
             match output {
                 Output::Table | Output::Wide => {
                     let mut rows = vec![format::header(cols)];
@@ -646,7 +646,7 @@ async fn watch_list(
             break;
         }
     }
-    Ok(Outcome::Done)
+    Ok(Exit::Done)
 }
 
 /// What `watch` draws.
@@ -689,11 +689,11 @@ async fn live(
     warnings: &Warnings,
     filters: &Filters,
     view: &View<'_>,
-) -> Result<Outcome> {
+) -> Result<Exit> {
     use std::io::IsTerminal as _;
     const CLEAR: &str = "\x1b[H\x1b[2J";
     let terminal = std::io::stdout().is_terminal();
-    let mut tracker = Tracker::new(view.scope.requests().len(), filters.clone());
+    let mut watched = WatchedOps::new(view.scope.requests().len(), filters.clone());
     let server_side = Filters {
         active_only: false,
         ..filters.clone()
@@ -706,7 +706,7 @@ async fn live(
             next = events.next() => match next {
                 None => bail!("the watch ended unexpectedly"),
                 Some((i, Ok(event))) => {
-                    tracker.apply(i, event);
+                    watched.apply(i, event);
                     changed = true;
                 }
                 Some((_, Err((message, true)))) => bail!(message),
@@ -716,15 +716,15 @@ async fn live(
                 ticks += 1;
                 // Ages move on: redraw a terminal every second.
                 changed |= terminal && ticks % 4 == 0;
-                if changed && tracker.synced() {
+                if changed && watched.synced() {
                     changed = false;
                     warnings.print_new();
-                    let mut ops = tracker.ops();
+                    let mut ops = watched.ops();
                     sort(&mut ops);
                     let screen = view.draw(&ops, Timestamp::now());
                     let text = if terminal { format!("{CLEAR}{screen}") } else { screen + "\n" };
                     if !emit(&text) {
-                        return Ok(Outcome::Done);
+                        return Ok(Exit::Done);
                     }
                 }
             }
@@ -753,8 +753,8 @@ async fn wait(
     output: Output,
     timeout: Option<jiff::SignedDuration>,
     colours: Colours,
-) -> Result<Outcome> {
-    let mut tracker = Tracker::new(scope.requests().len(), filters.clone());
+) -> Result<Exit> {
+    let mut watched = WatchedOps::new(scope.requests().len(), filters.clone());
     let mut events = std::pin::pin!(client::watch(client, scope, filters));
     let deadline = timeout
         .and_then(|t| std::time::Duration::try_from(t).ok())
@@ -767,9 +767,9 @@ async fn wait(
                 Err(_) => {
                     let waited = timeout.map(|t| format!("{t:#}")).unwrap_or_default();
                     eprintln!("timed out after {waited}");
-                    if tracker.synced() {
+                    if watched.synced() {
                         report_in_flight(
-                            &tracker.ops(),
+                            &watched.ops(),
                             scope,
                             filters,
                             output,
@@ -779,7 +779,7 @@ async fn wait(
                     } else {
                         eprintln!("(the operations could not be listed in time)");
                     }
-                    return Ok(Outcome::InFlight);
+                    return Ok(Exit::InFlight);
                 }
             },
             None => events.next().await,
@@ -789,7 +789,7 @@ async fn wait(
         };
         match event {
             Ok(ev) => {
-                tracker.apply(i, ev);
+                watched.apply(i, ev);
             }
             Err((message, true)) => bail!(message),
             Err((message, false)) => {
@@ -797,11 +797,11 @@ async fn wait(
                 continue;
             }
         }
-        if !tracker.synced() {
+        if !watched.synced() {
             continue;
         }
         ensure_complete(warnings)?;
-        if tracker.is_empty() {
+        if watched.is_empty() {
             // The watch's warnings are as old as the watch: ask once more before saying "none".
             let listed = client::list(client, scope, filters).await?;
             ensure_complete(warnings)?;
@@ -809,11 +809,11 @@ async fn wait(
                 continue;
             }
             report_in_flight(&[], scope, filters, output, Timestamp::now(), colours);
-            return Ok(Outcome::Done);
+            return Ok(Exit::Done);
         }
-        if reported != Some(tracker.len()) {
-            reported = Some(tracker.len());
-            let ops = tracker.ops();
+        if reported != Some(watched.len()) {
+            reported = Some(watched.len());
+            let ops = watched.ops();
             let names: Vec<String> = ops
                 .iter()
                 .take(5)

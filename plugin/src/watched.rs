@@ -31,15 +31,15 @@ pub enum Change {
 /// watch's set as a whole and reports the difference, so an object deleted while the watch was
 /// down is reported gone.
 #[derive(Debug)]
-pub struct Tracker {
+pub struct WatchedOps {
     streams: Vec<Stream>,
     filters: Filters,
 }
 
-impl Tracker {
+impl WatchedOps {
     /// A tracker for `streams` watches, keeping what matches `filters`.
-    pub fn new(streams: usize, filters: Filters) -> Tracker {
-        Tracker {
+    pub fn new(streams: usize, filters: Filters) -> WatchedOps {
+        WatchedOps {
             streams: (0..streams).map(|_| Stream::default()).collect(),
             filters,
         }
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn synced_once_every_stream_listed() {
-        let mut t = Tracker::new(2, active());
+        let mut t = WatchedOps::new(2, active());
         let a = op(Some("ns"), "VirtualMachine", "vm1", "Migrating", "Active");
         assert!(t.apply(0, Event::Init).is_empty());
         assert!(t.apply(0, Event::InitApply(a.clone())).is_empty());
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn completion_and_deletion_remove_operations() {
-        let mut t = Tracker::new(1, active());
+        let mut t = WatchedOps::new(1, active());
         let a = op(Some("ns"), "VirtualMachine", "vm1", "Migrating", "Active");
         let b = op(Some("ns"), "VirtualMachine", "vm2", "Starting", "Active");
         t.apply(0, Event::Init);
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_relist_reports_what_changed_meanwhile() {
-        let mut t = Tracker::new(1, active());
+        let mut t = WatchedOps::new(1, active());
         let a = op(Some("ns"), "VirtualMachine", "vm1", "Migrating", "Active");
         let b = op(Some("ns"), "VirtualMachine", "vm2", "Starting", "Active");
         let c = op(Some("ns"), "VirtualMachine", "vm3", "Starting", "Active");
