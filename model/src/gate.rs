@@ -21,10 +21,14 @@ pub const CLEAR_CONDITION: &str = "Clear";
 /// or it runs well past what its rule's operations normally take).
 pub const GATE_STALLED_CONDITION: &str = "Stalled";
 
-/// One gate.
+/// One gate. `Op` is how its operations are held: [`GateOperation`] as read from the wire; the
+/// server serialises them straight from its records instead (the same JSON).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MaintenanceGate {
+#[serde(
+    rename_all = "camelCase",
+    bound(serialize = "Op: Serialize", deserialize = "Op: Deserialize<'de> + Default")
+)]
+pub struct MaintenanceGate<Op = GateOperation> {
     /// [`GROUP_VERSION`](crate::GROUP_VERSION).
     #[serde(default, deserialize_with = "lenient")]
     pub api_version: String,
@@ -37,13 +41,41 @@ pub struct MaintenanceGate {
     pub metadata: ObjectMeta,
     /// The verdict.
     #[serde(default, deserialize_with = "lenient")]
-    pub status: GateStatus,
+    pub status: GateStatus<Op>,
+}
+
+impl<Op> MaintenanceGate<Op> {
+    /// The same gate, its operations held as `f` makes them.
+    pub fn map_operations<T>(self, f: impl FnMut(Op) -> T) -> MaintenanceGate<T> {
+        let GateStatus {
+            conditions,
+            active_operations,
+            operations,
+            expected_clear_time,
+            stale_targets,
+        } = self.status;
+        MaintenanceGate {
+            api_version: self.api_version,
+            kind: self.kind,
+            metadata: self.metadata,
+            status: GateStatus {
+                conditions,
+                active_operations,
+                operations: operations.into_iter().map(f).collect(),
+                expected_clear_time,
+                stale_targets,
+            },
+        }
+    }
 }
 
 /// `status`: the verdict and what it rests on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateStatus {
+#[serde(
+    rename_all = "camelCase",
+    bound(serialize = "Op: Serialize", deserialize = "Op: Deserialize<'de> + Default")
+)]
+pub struct GateStatus<Op = GateOperation> {
     /// [`CLEAR_CONDITION`].
     #[serde(default, deserialize_with = "lenient")]
     pub conditions: Vec<Condition>,
@@ -52,7 +84,7 @@ pub struct GateStatus {
     pub active_operations: u64,
     /// The oldest of them, oldest first, at most 50.
     #[serde(default, deserialize_with = "lenient")]
-    pub operations: Vec<GateOperation>,
+    pub operations: Vec<Op>,
     /// When the last of them is expected to end; absent when one has no estimate.
     #[serde(
         default,
@@ -69,7 +101,7 @@ pub struct GateStatus {
     pub stale_targets: Vec<StaleTarget>,
 }
 
-impl GateStatus {
+impl<Op> GateStatus<Op> {
     /// The `Clear` condition.
     pub fn clear(&self) -> Option<&Condition> {
         self.condition(CLEAR_CONDITION)

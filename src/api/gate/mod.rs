@@ -27,7 +27,7 @@ use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
-use verdict::{Feeds, FeedsBefore, Meanwhile};
+use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
 /// The only field a gate can be selected by.
 const SELECTABLE: &[&str] = &["metadata.name"];
@@ -81,7 +81,7 @@ impl Selection {
 
     /// The selected gates at the current resourceVersion (returned first), sorted by name.
     /// The selected gates, each listing its `operations` oldest operations.
-    fn gates(&self, state: &ApiState, operations: usize) -> (u64, Vec<MaintenanceGate>) {
+    fn gates(&self, state: &ApiState, operations: usize) -> (u64, Vec<Gate>) {
         let before = FeedsBefore::read(&state.freshness, &state.readiness);
         let (rv, mut all) = match &self.named {
             Some(scope) => {
@@ -92,7 +92,7 @@ impl Selection {
         };
         let meanwhile = before.meanwhile(&state.freshness);
         all.retain(|m| self.includes(&m.scope, m.active));
-        let mut gates: Vec<MaintenanceGate> =
+        let mut gates: Vec<Gate> =
             all.iter().map(|m| gate_of(state, m, &meanwhile)).collect();
         gates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         (rv, gates)
@@ -115,11 +115,13 @@ pub fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let (_, all) = listed(state, 0);
     let meanwhile = before.meanwhile(&state.freshness);
-    all.iter().map(|m| gate_of(state, m, &meanwhile)).collect()
+    all.iter()
+        .map(|m| gate_of(state, m, &meanwhile).map_operations(|op| op.to_model()))
+        .collect()
 }
 
 /// The gate of `members` (read after `meanwhile` began), with the facts of its scope.
-fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> MaintenanceGate {
+fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> Gate {
     let feeds = Feeds::of(
         &members.scope,
         &state.freshness,
@@ -130,7 +132,7 @@ fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> Ma
 }
 
 /// The gate of `scope` now.
-fn current_gate(state: &ApiState, scope: &GateScope) -> MaintenanceGate {
+fn current_gate(state: &ApiState, scope: &GateScope) -> Gate {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let (_, members) = state.index.gate(scope);
     gate_of(state, &members, &before.meanwhile(&state.freshness))
@@ -190,7 +192,7 @@ pub fn route(
 }
 
 /// One gate as the client asked for it.
-fn one(repr: Representation, gate: &MaintenanceGate, params: &Params) -> Response {
+fn one(repr: Representation, gate: &Gate, params: &Params) -> Response {
     match repr {
         Representation::Object => json_response(gate),
         Representation::PartialObjectMetadata { .. } => {

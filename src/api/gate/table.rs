@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use ifo_model::MaintenanceGate;
+use super::verdict::Gate;
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -65,7 +65,7 @@ pub struct PartialMetadata<'a> {
 }
 
 impl<'a> PartialMetadata<'a> {
-    pub fn of(gate: &'a MaintenanceGate, meta_api_version: &'static str) -> Self {
+    pub fn of(gate: &'a Gate, meta_api_version: &'static str) -> Self {
         PartialMetadata {
             kind: "PartialObjectMetadata",
             api_version: meta_api_version,
@@ -78,7 +78,7 @@ impl<'a> PartialMetadata<'a> {
 #[serde(untagged)]
 enum RowObject<'a> {
     Metadata(PartialMetadata<'a>),
-    Object(&'a MaintenanceGate),
+    Object(&'a Gate),
 }
 
 /// One row.
@@ -99,7 +99,7 @@ pub fn expected_in(at: Timestamp, now: Timestamp) -> String {
 }
 
 pub fn row<'a>(
-    gate: &'a MaintenanceGate,
+    gate: &'a Gate,
     include: IncludeObject,
     meta_api_version: &'static str,
     now: Timestamp,
@@ -117,8 +117,7 @@ pub fn row<'a>(
         gate.status
             .operations
             .first()
-            .and_then(|op| op.start_time.as_ref())
-            .map(|t| table_age(Some(t.0), now))
+            .map(|op| table_age(Some(op.start_time()), now))
             .unwrap_or_default(),
         clear.map_or("", |c| c.message.as_str()),
     );

@@ -12,6 +12,7 @@ use ifo_model::{
     CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
     GateSubject, MaintenanceGate, StaleTarget,
 };
+use serde::Serialize;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
@@ -27,6 +28,113 @@ pub(super) const NAMED_IN_MESSAGE: usize = 3;
 const STALE_IN_MESSAGE: usize = 3;
 /// Stalled operations a `Stalled=True` message names.
 const STALLED_IN_MESSAGE: usize = 3;
+
+/// A gate as the server serves it: its operations are the records themselves.
+pub type Gate = MaintenanceGate<ServedOp>;
+
+/// One of a gate's operations, serialised straight from its record as a [`GateOperation`] (the
+/// same JSON, checked by a test): a list of a thousand gates lists each operation in several of
+/// them (the cluster's, its node's, its component's, its namespace's), and copying their strings
+/// into owned objects first was most of the list's cost.
+#[derive(Clone, Debug)]
+pub struct ServedOp(pub Arc<InFlightOperation>);
+
+/// The wire form of [`ServedOp`], borrowed from the record.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OpForm<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    name: &'a str,
+    kind: &'a str,
+    subject: SubjectForm<'a>,
+    operation: &'a str,
+    component: &'a str,
+    start_time: Time,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_end: Option<Time>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<f64>,
+    stalled: bool,
+}
+
+#[derive(Serialize)]
+struct SubjectForm<'a> {
+    kind: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+}
+
+impl Serialize for ServedOp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let op = &*self.0;
+        OpForm {
+            namespace: op.namespace.as_deref(),
+            name: &op.name,
+            kind: op.kind(),
+            subject: SubjectForm {
+                kind: &op.subject.kind,
+                name: &op.subject.name,
+                namespace: op.subject.namespace.as_deref(),
+            },
+            operation: &op.operation,
+            component: &op.component,
+            start_time: Time(round(op.created)),
+            expected_end: op.clears_at().map(|t| Time(round(t))),
+            progress: op.progress(),
+            stalled: op.is_stalled(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl ServedOp {
+    /// The owned form, as a client reads it.
+    pub fn to_model(&self) -> GateOperation {
+        let op = &*self.0;
+        GateOperation {
+            namespace: op.namespace.clone(),
+            name: op.name.clone(),
+            kind: op.kind().to_owned(),
+            subject: GateSubject {
+                kind: op.subject.kind.clone(),
+                name: op.subject.name.clone(),
+                namespace: op.subject.namespace.clone(),
+            },
+            operation: op.operation.clone(),
+            component: op.component.clone(),
+            start_time: Some(Time(round(op.created))),
+            expected_end: op.clears_at().map(|t| Time(round(t))),
+            progress: op.progress(),
+            stalled: op.is_stalled(),
+        }
+    }
+
+    /// When it started, as served.
+    pub fn start_time(&self) -> Timestamp {
+        round(self.0.created)
+    }
+}
+
+/// Equal when served the same (a new message is no change of a gate).
+impl PartialEq for ServedOp {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&*self.0, &*other.0);
+        Arc::ptr_eq(&self.0, &other.0)
+            || (a.namespace == b.namespace
+                && a.name == b.name
+                && a.subject.kind == b.subject.kind
+                && a.subject.name == b.subject.name
+                && a.subject.namespace == b.subject.namespace
+                && a.operation == b.operation
+                && a.component == b.component
+                && round(a.created) == round(b.created)
+                && a.clears_at().map(round) == b.clears_at().map(round)
+                && a.progress() == b.progress()
+                && a.is_stalled() == b.is_stalled())
+    }
+}
 
 /// What the server knows of its own data, for one scope.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +221,7 @@ impl Feeds {
 
 /// The gate of `members`'s scope, at `members.rv`. `started`: when the server started, the
 /// earliest a verdict can date from.
-pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> MaintenanceGate {
+pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
     let name = members.scope.to_string();
     let (status, reason, message) = if !feeds.is_current() {
         ("Unknown", "Stale", stale_message(members, feeds))
@@ -152,7 +260,7 @@ pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Mainten
                 stalled_condition(members, started),
             ],
             active_operations: members.active as u64,
-            operations: members.operations.iter().map(operation).collect(),
+            operations: members.operations.iter().cloned().map(ServedOp).collect(),
             expected_clear_time: members.expected_clear.map(|t| Time(round(t))),
             stale_targets: feeds
                 .stale
@@ -175,25 +283,6 @@ fn round(t: Timestamp) -> Timestamp {
 fn uid(name: &str) -> String {
     let key = format!("{GROUP_VERSION}/{}/{name}", ifo_model::GATE_PLURAL);
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, key.as_bytes()).to_string()
-}
-
-fn operation(op: &Arc<InFlightOperation>) -> GateOperation {
-    GateOperation {
-        namespace: op.namespace.clone(),
-        name: op.name.clone(),
-        kind: op.kind().to_owned(),
-        subject: GateSubject {
-            kind: op.subject.kind.clone(),
-            name: op.subject.name.clone(),
-            namespace: op.subject.namespace.clone(),
-        },
-        operation: op.operation.clone(),
-        component: op.component.clone(),
-        start_time: Some(Time(round(op.created))),
-        expected_end: op.clears_at().map(|t| Time(round(t))),
-        progress: op.progress(),
-        stalled: op.is_stalled(),
-    }
 }
 
 /// `Stalled`: `True` while an operation in the scope is stalled, naming the first few with
@@ -334,7 +423,7 @@ mod tests {
         }
     }
 
-    fn clear(g: &MaintenanceGate) -> (&str, &str, &str) {
+    fn clear(g: &Gate) -> (&str, &str, &str) {
         let c = g.status.clear().unwrap();
         (&c.status, &c.reason, &c.message)
     }
@@ -382,8 +471,8 @@ mod tests {
             )
         );
         assert_eq!(g.status.active_operations, 5);
-        assert_eq!(g.status.operations[0].subject.name, "vm-0");
-        assert_eq!(g.status.operations[0].kind, "InFlightOperation");
+        assert_eq!(g.status.operations[0].to_model().subject.name, "vm-0");
+        assert_eq!(g.status.operations[0].to_model().kind, "InFlightOperation");
     }
 
     #[test]
@@ -421,8 +510,8 @@ mod tests {
             g.status.expected_clear_time.unwrap().0.to_string(),
             "2026-11-22T10:04:00Z"
         );
-        assert!(!g.status.operations[0].stalled && g.status.operations[1].stalled);
-        assert_eq!(g.status.operations[1].progress, Some(45.0));
+        assert!(!g.status.operations[0].to_model().stalled && g.status.operations[1].to_model().stalled);
+        assert_eq!(g.status.operations[1].to_model().progress, Some(45.0));
         let calm = gate(
             &members(GateScope::Cluster, vec![]),
             &current(),
@@ -520,5 +609,28 @@ mod tests {
             Feeds::of(&scope, &targets, &readiness, &meanwhile),
             current()
         );
+    }
+
+    #[test]
+    fn an_operation_is_served_as_the_gate_operation_clients_read() {
+        let now: Timestamp = "2026-11-22T10:00:00.6Z".parse().unwrap();
+        let plain = migrating("vm-0", "w1", "w2");
+        let mut o = (*migrating("vm-1", "w1", "")).clone();
+        o.stalled = Some(crate::operation::Stall::reported("ImportFailed", now));
+        o.progress = Some(45.5);
+        o.namespace = None;
+        o.subject.namespace = None;
+        let cluster_scoped_and_stalled = Arc::new(o);
+        for op in [plain, cluster_scoped_and_stalled] {
+            let served = ServedOp(op);
+            let model = served.to_model();
+            assert_eq!(
+                serde_json::to_value(&served).unwrap(),
+                serde_json::to_value(&model).unwrap()
+            );
+            let read: GateOperation =
+                serde_json::from_slice(&serde_json::to_vec(&served).unwrap()).unwrap();
+            assert_eq!(read, model);
+        }
     }
 }

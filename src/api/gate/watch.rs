@@ -16,7 +16,9 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
 use bytes::Bytes;
-use ifo_model::{GATE_KIND, GateStatus, MaintenanceGate};
+use ifo_model::{GATE_KIND, GateStatus};
+
+use super::verdict::{Gate, ServedOp};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
@@ -80,7 +82,7 @@ enum Start {
     /// `bookmark`), then the events after them.
     Initial {
         rv: u64,
-        gates: Vec<MaintenanceGate>,
+        gates: Vec<Gate>,
         bookmark: bool,
         replay: Replay,
         live: broadcast::Receiver<Event>,
@@ -127,7 +129,7 @@ struct Watcher {
     repr: Representation,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     /// The status last sent of each gate the client holds (as far as this watch knows).
-    sent: BTreeMap<String, GateStatus>,
+    sent: BTreeMap<String, GateStatus<ServedOp>>,
     /// Whether `sent` is all the client holds (the watch began with the initial gates), or the
     /// client resumed with gates this watch never sent.
     knows_client: bool,
@@ -291,7 +293,7 @@ impl Watcher {
     }
 
     /// Sends one gate event and notes what the client now holds.
-    async fn emit(&mut self, type_: &str, gate: MaintenanceGate) -> bool {
+    async fn emit(&mut self, type_: &str, gate: Gate) -> bool {
         let name = gate.metadata.name.clone().unwrap_or_default();
         let bytes = self.line(type_, &gate);
         if type_ == "DELETED" {
@@ -302,7 +304,7 @@ impl Watcher {
         self.send(bytes).await
     }
 
-    fn line(&self, type_: &str, gate: &MaintenanceGate) -> Bytes {
+    fn line(&self, type_: &str, gate: &Gate) -> Bytes {
         match self.repr {
             Representation::Object => frame(type_, gate),
             Representation::PartialObjectMetadata { .. } => frame(
