@@ -17,6 +17,7 @@ COPY apimachinery ./apimachinery
 COPY model ./model
 COPY plugin ./plugin
 COPY devtools ./devtools
+COPY test-support ./test-support
 # Release binaries without debug info: a much smaller image (panics still name the functions).
 ENV CARGO_PROFILE_RELEASE_DEBUG=false
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

@@ -5,12 +5,8 @@
 //!
 //! A test binary of its own (with its own cluster and server): it restarts the server.
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-
-use harness::{Stop, env, eventually, vm};
 use ifo_dev::User;
+use ifo_test_support::{Stop, env, eventually, vm};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::time::Duration;

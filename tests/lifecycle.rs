@@ -7,12 +7,8 @@
 //! A test binary of its own: its server runs with a 30 s grace, which would slow down the tests
 //! that share the one in `e2e`.
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-
-use harness::{Env, env_with_debounce, vm};
 use ifo_dev::User;
+use ifo_test_support::{Env, plugin_binary, vm};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::io::BufRead;
@@ -185,7 +181,7 @@ fn set(env: &Env, ns: &str, status: &str) -> Timestamp {
 
 #[test]
 fn a_vm_moved_through_its_states_during_the_grace() {
-    let env = env_with_debounce(GRACE);
+    let env = Env::builder().debounce(GRACE).start();
     let (ns, mut events) = setup(env, "lifecycle", false);
 
     set(env, &ns, "Starting");
@@ -221,7 +217,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         row.contains("ending in 2") || row.contains("ending in 3"),
         "{wide}"
     );
-    let plugin = std::process::Command::new(harness::plugin_binary())
+    let plugin = std::process::Command::new(plugin_binary())
         .env("KUBECONFIG", env.cluster.kubeconfig(User::Admin))
         .args(["-n", &ns, "--color"])
         .output()
@@ -275,7 +271,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
 
 #[test]
 fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
-    let env = env_with_debounce(GRACE);
+    let env = Env::builder().debounce(GRACE).start();
     let (ns, mut events) = setup(env, "exclusive", true);
 
     // Starting → Running → Migrating: Starting, in its grace, completes as Migrating starts,

@@ -6,15 +6,8 @@
 //! A test binary of its own (with its own cluster and server): freezing kube-apiserver would
 //! disturb every other test.
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-#[path = "e2e/replicas.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod replicas;
-
-use harness::env;
 use ifo_dev::User;
+use ifo_test_support::{env, eventually, replicas};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -53,7 +46,7 @@ fn reviews_fail_within_their_deadline_while_kube_apiserver_hangs() {
     );
 
     // Not cached: the same token is reviewed again, and alice (no rights) is refused by RBAC.
-    let (code, body) = harness::eventually(Duration::from_secs(60), "kube-apiserver back", || {
+    let (code, body) = eventually(Duration::from_secs(60), "kube-apiserver back", || {
         let (code, body) = env.direct(path, &alice);
         (code != "500").then_some((code, body))
     });
@@ -69,7 +62,7 @@ fn a_leader_that_cannot_renew_stops_serving_and_serves_again_once_it_leads() {
     let env = env();
     let lease = format!("ifo-outage-{}", std::process::id());
     let leader = replicas::replica(env, &lease, 0);
-    harness::eventually(Duration::from_secs(60), "the replica leading", || {
+    eventually(Duration::from_secs(60), "the replica leading", || {
         (replicas::get(env, leader.port, replicas::LIST).0 == "200").then_some(())
     });
     let before = replicas::list_rv(env, leader.port);
@@ -98,7 +91,7 @@ fn a_leader_that_cannot_renew_stops_serving_and_serves_again_once_it_leads() {
         "stopped after {after:?}, before its deadline"
     );
     // Once kube-apiserver answers, it takes the lease again and serves, in a new epoch.
-    harness::eventually(Duration::from_secs(60), "the replica leading again", || {
+    eventually(Duration::from_secs(60), "the replica leading again", || {
         (replicas::get(env, leader.port, replicas::LIST).0 == "200").then_some(())
     });
     assert!(replicas::list_rv(env, leader.port) > before);

@@ -7,15 +7,8 @@
 //! A test binary of its own (with its own cluster and a server in persistence mode). The tests
 //! kill the server and freeze kube-apiserver, so they run one at a time (`SERIAL`).
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-#[path = "e2e/replicas.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod replicas;
-
-use harness::{Env, Stop, eventually, persistent_env};
 use ifo_dev::User;
+use ifo_test_support::{Env, Stop, WatchStream, eventually, replicas};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -23,6 +16,11 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
 const COPIES: &str = "inflightoperations.ifo.kubevirt.io";
+
+/// This binary's environment: the server in persistence mode.
+fn env() -> &'static Env {
+    Env::builder().persist(true).start()
+}
 
 /// The tests stop the server or kube-apiserver: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -101,7 +99,7 @@ fn converged(env: &Env, namespace: &str, timeout: Duration) -> BTreeMap<String, 
     })
 }
 
-fn watch_copies(env: &Env, namespace: &str) -> harness::WatchStream {
+fn watch_copies(env: &Env, namespace: &str) -> WatchStream {
     env.watch(&format!(
         "/apis/ifo.kubevirt.io/v1alpha1/inflightoperations?watch=true&fieldSelector=spec.subject.namespace%3D{namespace}"
     ))
@@ -110,7 +108,7 @@ fn watch_copies(env: &Env, namespace: &str) -> harness::WatchStream {
 #[test]
 fn copies_mirror_the_live_operations_and_go_with_them() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     let (ns, _) = env.vms_with_ruleset("mirror", &["vm1"]);
     let events = watch_copies(env, &ns);
     env.set_status(
@@ -200,7 +198,7 @@ fn copies_mirror_the_live_operations_and_go_with_them() {
 #[test]
 fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     let (ns, _) = env.vms_with_ruleset("kill", &["vm1", "vm2", "vm3"]);
     for vm in ["vm1", "vm2", "vm3"] {
         env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
@@ -284,7 +282,7 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
 #[test]
 fn copies_catch_up_after_kube_apiserver_was_unavailable() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     let vms = ["vm1", "vm2", "vm3", "vm4", "vm5"];
     let (ns, _) = env.vms_with_ruleset("outage", &vms);
     for vm in &vms[..3] {
@@ -346,7 +344,7 @@ fn copies_catch_up_after_kube_apiserver_was_unavailable() {
 #[test]
 fn objects_of_others_are_left_alone() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     let (ns, rs) = env.vms_with_ruleset("foreign", &["vm1"]);
     let vm = env.get_json(User::Admin, &["get", "vm", "vm1", "-n", &ns]);
     let uid = vm["metadata"]["uid"].as_str().unwrap();
@@ -414,7 +412,7 @@ fn persist_writes(env: &Env, replica: &replicas::Replica) -> f64 {
 #[test]
 fn only_the_leader_writes_copies() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     let lease = format!("ifo-persist-{}", std::process::id());
     let settings = [("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")];
     let replicas = [
@@ -443,7 +441,7 @@ fn only_the_leader_writes_copies() {
 #[test]
 fn a_new_leader_completes_copies_written_after_its_start_for_operations_it_no_longer_has() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     // Only the two replicas write copies in this test; the server runs again after it.
     env.stop_server(Stop::Term);
     let _restart = RestartAfter(env);
@@ -535,7 +533,7 @@ fn live_at(env: &Env, port: u16, namespace: &str) -> Option<BTreeMap<String, Val
 #[test]
 fn after_the_leader_is_killed_the_new_leader_keeps_the_identities_it_served() {
     let _serial = serial();
-    let env = persistent_env();
+    let env = env();
     // Only the two replicas write copies in this test; the server runs again after it.
     env.stop_server(Stop::Term);
     let _restart = RestartAfter(env);

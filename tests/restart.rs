@@ -4,15 +4,8 @@
 //! A test binary of its own (with its own cluster and server): it stops the server, which would
 //! disturb the tests that share the one in `e2e`.
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-#[path = "e2e/replicas.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod replicas;
-
-use harness::{Stop, env, eventually, vm};
 use ifo_dev::User;
+use ifo_test_support::{Stop, env, eventually, replicas, vm};
 use serde_json::json;
 use std::time::Duration;
 
@@ -91,7 +84,7 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
             let probes = std::thread::spawn(|| {
                 let mut seen = Vec::new();
                 for _ in 0..100 {
-                    let (code, _) = harness::env().direct("/readyz", &["--max-time", "1"]);
+                    let (code, _) = ifo_test_support::env().direct("/readyz", &["--max-time", "1"]);
                     if seen.last() != Some(&code) {
                         seen.push(code.clone());
                     }

@@ -27,12 +27,8 @@
 //!
 //! A test binary of its own: it kills and freezes what other tests share.
 
-#[path = "e2e/harness.rs"]
-#[allow(dead_code)] // shared with the e2e binary; this one uses part of it
-mod harness;
-
-use harness::{Env, Stop, eventually, persistent_env_with};
 use ifo_dev::User;
+use ifo_test_support::{Env, Stop, eventually, vm};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::BufRead;
@@ -41,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-/// The server's debounce grace (the harness default).
+/// The server's debounce grace (the default of `ifo_test_support::Env`).
 const DEBOUNCE: Duration = Duration::from_secs(3);
 /// How often the server probes its watches here (a stalled watch is noticed within this plus
 /// the request timeout).
@@ -1112,7 +1108,10 @@ fn robustness() {
         "robustness: {} profile, seed {seed} (replay with IFO_ROBUSTNESS_SEED={seed})",
         if long { "long" } else { "short" }
     );
-    let env = persistent_env_with(&[("WATCH_PROBE_INTERVAL", PROBE_INTERVAL)]);
+    let env = Env::builder()
+        .persist(true)
+        .settings(&[("WATCH_PROBE_INTERVAL", PROBE_INTERVAL)])
+        .start();
 
     let vm_ns = env.namespace("rob-vms");
     let cm_ns = env.namespace("rob-cms");
@@ -1136,7 +1135,7 @@ fn robustness() {
     env.apply(&vm_ruleset(&world.vm_rules, &world.vm_ns));
     env.apply(&cm_ruleset(&world.cm_rules, &world.cm_ns, BUSY));
     for i in 0..VMS {
-        env.apply(&harness::vm(&format!("vm{i}"), &world.vm_ns));
+        env.apply(&vm(&format!("vm{i}"), &world.vm_ns));
     }
     for i in 0..CONFIGMAPS {
         env.apply(

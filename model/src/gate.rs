@@ -26,7 +26,10 @@ pub const GATE_STALLED_CONDITION: &str = "Stalled";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(
     rename_all = "camelCase",
-    bound(serialize = "Op: Serialize", deserialize = "Op: Deserialize<'de> + Default")
+    bound(
+        serialize = "Op: Serialize",
+        deserialize = "Op: Deserialize<'de> + Default"
+    )
 )]
 pub struct MaintenanceGate<Op = GateOperation> {
     /// [`GROUP_VERSION`](crate::GROUP_VERSION).
@@ -73,7 +76,10 @@ impl<Op> MaintenanceGate<Op> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(
     rename_all = "camelCase",
-    bound(serialize = "Op: Serialize", deserialize = "Op: Deserialize<'de> + Default")
+    bound(
+        serialize = "Op: Serialize",
+        deserialize = "Op: Deserialize<'de> + Default"
+    )
 )]
 pub struct GateStatus<Op = GateOperation> {
     /// [`CLEAR_CONDITION`].

@@ -1,7 +1,7 @@
 //! The aggregation hop: kube-apiserver trusts our server, and clients discover our resources.
 
-use crate::harness::{env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{env, eventually};
 use std::time::Duration;
 
 #[test]

@@ -1,8 +1,8 @@
 //! The evaluation budget against a real cluster: a ruleset that keeps going over it is reported
 //! and suspended, while a ruleset of the same target in another namespace keeps detecting promptly.
 
-use crate::harness::{env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{env, eventually};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

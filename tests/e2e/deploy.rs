@@ -8,8 +8,8 @@
 //! The test cluster has its own Service and APIService of the same names, pointing at the server
 //! of these tests: `deploy/` holds no APIService, and the dry runs must leave both untouched.
 
-use crate::harness::env;
 use ifo_dev::User;
+use ifo_test_support::env;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,8 @@
 //! and keeps detecting on the others, while one over budget everywhere is suspended and said so;
 //! a huge string in an object is served as a bounded message.
 
-use crate::harness::{Env, env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{Env, env, eventually};
 use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::Duration;
@@ -21,7 +21,7 @@ struct Run {
 
 /// kubectl as admin, with the plugin's directory on PATH (so `kubectl ifo` finds it).
 fn kubectl(env: &Env, args: &[&str]) -> Run {
-    let plugin = crate::harness::plugin_binary();
+    let plugin = ifo_test_support::plugin_binary();
     let path = format!(
         "{}:{}",
         plugin.parent().unwrap().display(),
@@ -334,7 +334,7 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     let ns = env.namespace("charge");
     let rs = format!("costly-{ns}");
     env.apply(&costly_ruleset(&rs, &ns));
-    env.apply(&crate::harness::vm("vm1", &ns));
+    env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     // One tenant's object, costly on every one of its events.
     for round in 0..8 {
@@ -375,7 +375,7 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     assert_eq!(kubectl(env, &["ifo", "check", "-n", &ns]).code, 2);
     // Its data fixed (the apply drops the costly fields), it is evaluated again, and nothing is
     // skipped.
-    env.apply(&crate::harness::vm("tenant", &ns));
+    env.apply(&ifo_test_support::vm("tenant", &ns));
     eventually(WAIT, "the object evaluated again", || {
         condition(&rs, "ObjectsSkipped").filter(|c| c["status"] == "False")
     });
@@ -432,7 +432,7 @@ fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     );
 
     // A new generation runs again, and the warning goes.
-    env.apply(&crate::harness::vm_ruleset(&rs, &ns));
+    env.apply(&ifo_test_support::vm_ruleset(&rs, &ns));
     eventually(WAIT, "check to answer again", || {
         Some(kubectl(env, &["ifo", "check", "-n", &ns])).filter(|r| r.code != 2)
     });

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ifo_dev::User;
 use serde_json::json;
 
-use crate::harness::{Env, env, eventually};
+use ifo_test_support::{Env, env, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -26,7 +26,7 @@ struct Run {
 
 /// kubectl as `user`, with the plugin's directory on PATH (for `kubectl ifo`).
 fn kubectl_cmd(env: &Env, user: User, args: &[&str]) -> Command {
-    let plugin = crate::harness::plugin_binary();
+    let plugin = ifo_test_support::plugin_binary();
     let dir = plugin.parent().unwrap();
     let path = format!(
         "{}:{}",
@@ -66,7 +66,7 @@ fn scene(env: &Env, prefix: &str, vms: &[&str]) -> (String, String, String, Stri
     let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
     env.apply(&node_ruleset(&rs, &ns, &component));
     for vm in vms {
-        env.apply(&crate::harness::vm(vm, &ns));
+        env.apply(&ifo_test_support::vm(vm, &ns));
     }
     env.wait_watching(&rs);
     (ns, node, component, rs)

@@ -3,8 +3,8 @@
 //! sequences in object data, readable keys, expired certificates on kept-alive connections.
 //! Each test prints the figure it measures.
 
-use crate::harness::{Env, env, eventually, vm, vm_ruleset};
 use ifo_dev::{Process, User};
+use ifo_test_support::{Env, env, eventually, vm, vm_ruleset};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -306,7 +306,7 @@ fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
         .to_owned();
 
     let plugin = |args: &[&str]| -> (i32, String, String) {
-        let out = Command::new(crate::harness::plugin_binary())
+        let out = Command::new(ifo_test_support::plugin_binary())
             .env("KUBECONFIG", env.cluster.kubeconfig(User::Admin))
             .args(args)
             .stdin(Stdio::null())
@@ -350,7 +350,7 @@ fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 
     // watch prints the same rows.
-    let mut child = Command::new(crate::harness::plugin_binary())
+    let mut child = Command::new(ifo_test_support::plugin_binary())
         .env("KUBECONFIG", env.cluster.kubeconfig(User::Admin))
         .args(["watch", "-n", &ns])
         .stdin(Stdio::null())

@@ -3,17 +3,17 @@
 //! an end that does not prove the leader gone changes nothing; resourceVersions of the old leader
 //! are refused by the new one.
 //!
-//! Each test has a Lease of its own (see `replicas`).
+//! Each test has a Lease of its own (see `ifo_test_support::replicas`).
 
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
 use serde_json::Value;
 
-use super::harness::{Env, env, eventually};
-use super::replicas::{
+use ifo_test_support::replicas::{
     LEASE_DURATION, LIST, Replica, get, labelled, list_rv, replica, replica_with, the_leader,
 };
+use ifo_test_support::{Env, env, eventually};
 
 fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())

@@ -11,8 +11,8 @@
 //! dry run of `deploy/`, which holds the same bundle) must never meet these objects under the
 //! shipped names. The tests here share that namespace and tell their subjects apart by name.
 
-use crate::harness::{WatchStream, env};
 use ifo_dev::User;
+use ifo_test_support::{WatchStream, env};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;

@@ -1,7 +1,7 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
-use crate::harness::{env, eventually, populated, vm};
 use ifo_dev::User;
+use ifo_test_support::{env, eventually, populated, vm};
 use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! API's own series. Other tests run against the same server at the same time, so every
 //! assertion is on series of this test's own component and namespace.
 
-use crate::harness::{Env, env, eventually, vm};
 use ifo_dev::User;
+use ifo_test_support::{Env, env, eventually, vm};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! OpenAPI through the aggregation layer: `kubectl explain` (v3 by default, and v2) prints our
 //! descriptions, for an admin and for a user with no rights on the resources.
 
-use crate::harness::{env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{env, eventually};
 use serde_json::Value;
 use std::time::Duration;
 

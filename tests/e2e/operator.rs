@@ -10,7 +10,7 @@ use std::time::Duration;
 use ifo_dev::User;
 use serde_json::json;
 
-use crate::harness::{Env, env, eventually, vm, vm_ruleset};
+use ifo_test_support::{Env, env, eventually, vm, vm_ruleset};
 
 const WAIT: Duration = Duration::from_secs(30);
 

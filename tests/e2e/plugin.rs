@@ -1,8 +1,8 @@
 //! The `kubectl ifo` plugin against the real cluster: run directly and through `kubectl` (found
 //! on PATH), as admin and as a user who may only read one namespace.
 
-use crate::harness::{Env, env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{Env, env, eventually};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -26,7 +26,7 @@ fn finish(out: std::process::Output) -> Run {
 }
 
 fn plugin_cmd(env: &Env, user: User, args: &[&str]) -> Command {
-    let mut cmd = Command::new(crate::harness::plugin_binary());
+    let mut cmd = Command::new(ifo_test_support::plugin_binary());
     cmd.env("KUBECONFIG", env.cluster.kubeconfig(user))
         .args(args)
         .stdin(Stdio::null());
@@ -39,7 +39,7 @@ fn plugin(env: &Env, user: User, args: &[&str]) -> Run {
 
 /// `kubectl ifo ...` as admin: kubectl finds `kubectl-ifo` on PATH.
 fn kubectl_ifo_cmd(env: &Env, args: &[&str]) -> Command {
-    let plugin = crate::harness::plugin_binary();
+    let plugin = ifo_test_support::plugin_binary();
     let dir = plugin.parent().unwrap();
     let path = format!(
         "{}:{}",

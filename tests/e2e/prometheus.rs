@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, env, vm};
 use crate::staleness::{create_crd, grant_read};
+use ifo_test_support::{Env, env, vm};
 
 const WAIT: Duration = Duration::from_secs(45);
 /// A failed watch is retried with a fresh list after a backoff (at once on a CRD change).
@@ -470,7 +470,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
             json!({"printableStatus": "Migrating", "nodeName": node, "stuck": stuck}),
         );
     }
-    crate::harness::eventually(WAIT, "six active, one stalled", || {
+    ifo_test_support::eventually(WAIT, "six active, one stalled", || {
         let l = live(env, &ns);
         (l.active == 6 && l.stalled == 1).then_some(())
     });
@@ -615,7 +615,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         }
     });
     // Not vacuous: kube-apiserver is scraped and reports the APIService available.
-    crate::harness::eventually(WAIT, "kube-apiserver's report of the APIService", || {
+    ifo_test_support::eventually(WAIT, "kube-apiserver's report of the APIService", || {
         prometheus
             .try_query(
                 "aggregator_unavailable_apiservice{name=\"v1alpha1.live.ifo.kubevirt.io\"} == 0",
@@ -699,14 +699,14 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     };
     end("vm1", "Succeeded");
     end("vm6", "Failed");
-    crate::harness::eventually(WAIT, "two ended", || {
+    ifo_test_support::eventually(WAIT, "two ended", || {
         (live(env, &ns).active == 4).then_some(())
     });
     std::thread::sleep(Duration::from_secs(3));
     for name in ["vm2", "vm3", "vm4", "vm5"] {
         end(name, "Succeeded");
     }
-    crate::harness::eventually(WAIT, "all ended", || {
+    ifo_test_support::eventually(WAIT, "all ended", || {
         (live(env, &ns).active == 0).then_some(())
     });
     env.set_status(
@@ -715,11 +715,11 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         "vm6",
         json!({"printableStatus": "Migrating", "lastMigration": ""}),
     );
-    crate::harness::eventually(WAIT, "vm6 migrating again", || {
+    ifo_test_support::eventually(WAIT, "vm6 migrating again", || {
         (live(env, &ns).active == 1).then_some(())
     });
     end("vm6", "Failed");
-    crate::harness::eventually(WAIT, "vm6 ended again", || {
+    ifo_test_support::eventually(WAIT, "vm6 ended again", || {
         (live(env, &ns).active == 0).then_some(())
     });
     // Completed operations are removed at once: the live API shows their outcomes and ends on

@@ -1,14 +1,14 @@
 //! The rule engine against a real cluster: rulesets become Ready (or say why not), and subjects
 //! moving through states produce, keep and complete operations.
 
-use crate::harness::{env, eventually, vm, vm_ruleset};
 use ifo_dev::User;
+use ifo_test_support::{env, eventually, vm, vm_ruleset};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn condition(env: &crate::harness::Env, ruleset: &str, type_: &str) -> Option<Value> {
+fn condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str) -> Option<Value> {
     let ors = env.get_json(User::Admin, &["get", "ors", ruleset]);
     ors["status"]["conditions"]
         .as_array()?
@@ -17,7 +17,7 @@ fn condition(env: &crate::harness::Env, ruleset: &str, type_: &str) -> Option<Va
         .cloned()
 }
 
-fn wait_condition(env: &crate::harness::Env, ruleset: &str, type_: &str, status: &str) -> Value {
+fn wait_condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str, status: &str) -> Value {
     eventually(WAIT, &format!("{ruleset} {type_}={status}"), || {
         condition(env, ruleset, type_).filter(|c| c["status"] == status)
     })

@@ -2,8 +2,8 @@
 //! users with the least rights: what is authorized is what is served, limits hold, and the
 //! server neither panics nor keeps what a caller sends.
 
-use crate::harness::{Env, MAX_WATCHES_PER_USER, env, eventually, populated};
 use ifo_dev::User;
+use ifo_test_support::{Env, MAX_WATCHES_PER_USER, env, eventually, populated};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{Read, Write};

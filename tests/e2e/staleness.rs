@@ -2,8 +2,8 @@
 //! while a ruleset watches it) is named in a `Warning` on every answer it feeds, `kubectl ifo
 //! check` refuses to answer (exit 2), and both clear once the target can be listed again.
 
-use crate::harness::{Env, env, eventually};
 use ifo_dev::User;
+use ifo_test_support::{Env, env, eventually};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ struct Run {
 
 /// kubectl as admin; with the plugin's directory on PATH, so `kubectl ifo` finds it.
 fn kubectl(env: &Env, args: &[&str]) -> Run {
-    let plugin = crate::harness::plugin_binary();
+    let plugin = ifo_test_support::plugin_binary();
     let dir = plugin.parent().unwrap();
     let path = format!(
         "{}:{}",

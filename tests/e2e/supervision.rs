@@ -7,8 +7,8 @@ use std::time::Duration;
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use super::harness::{env, eventually, vm_ruleset};
-use super::replicas::{get, replica_with};
+use ifo_test_support::replicas::{get, replica_with};
+use ifo_test_support::{env, eventually, vm_ruleset};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -45,7 +45,7 @@ fn a_failed_ruleset_controller_is_restarted_and_detection_goes_on() {
     let ns = env.namespace("supervised");
     let rs = format!("vm-rules-{ns}");
     env.apply(&vm_ruleset(&rs, &ns));
-    env.apply(&super::harness::vm("vm1", &ns));
+    env.apply(&ifo_test_support::vm("vm1", &ns));
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
     let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
     eventually(WAIT, "the replica serving vm1's operation", || {
@@ -79,7 +79,7 @@ fn a_failed_leader_elector_fails_liveness_and_readiness() {
     );
     // It does not serve as a leader any more.
     assert_eq!(
-        get(env, replica.port, super::replicas::LIST).0,
+        get(env, replica.port, ifo_test_support::replicas::LIST).0,
         "503",
         "a replica without an elector serves"
     );

@@ -12,8 +12,8 @@ use fantoccini::{Client, ClientBuilder};
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, env, plugin_binary};
 use crate::staleness::{create_crd, grant_read};
+use ifo_test_support::{Env, env, plugin_binary};
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
 const LIVE: Duration = Duration::from_secs(2);

@@ -92,8 +92,7 @@ impl Selection {
         };
         let meanwhile = before.meanwhile(&state.freshness);
         all.retain(|m| self.includes(&m.scope, m.active));
-        let mut gates: Vec<Gate> =
-            all.iter().map(|m| gate_of(state, m, &meanwhile)).collect();
+        let mut gates: Vec<Gate> = all.iter().map(|m| gate_of(state, m, &meanwhile)).collect();
         gates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         (rv, gates)
     }

@@ -12,9 +12,9 @@ use ifo_model::{
     CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
     GateSubject, MaintenanceGate, StaleTarget,
 };
-use serde::Serialize;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use serde::Serialize;
 
 use crate::api::freshness::target_name;
 use crate::detect::{HealthReader, Stale};
@@ -510,7 +510,9 @@ mod tests {
             g.status.expected_clear_time.unwrap().0.to_string(),
             "2026-11-22T10:04:00Z"
         );
-        assert!(!g.status.operations[0].to_model().stalled && g.status.operations[1].to_model().stalled);
+        assert!(
+            !g.status.operations[0].to_model().stalled && g.status.operations[1].to_model().stalled
+        );
         assert_eq!(g.status.operations[1].to_model().progress, Some(45.0));
         let calm = gate(
             &members(GateScope::Cluster, vec![]),

@@ -9,17 +9,11 @@
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
 //! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
 
-#[path = "node/failover.rs"]
 mod failover;
-#[path = "node/install.rs"]
 mod install;
-#[path = "node/lifecycle.rs"]
 mod lifecycle;
-#[path = "node/persist.rs"]
 mod persist;
-#[path = "node/terms.rs"]
 mod terms;
-#[path = "node/workload.rs"]
 mod workload;
 
 use anyhow::{Context, Result};

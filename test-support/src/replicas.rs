@@ -1,14 +1,17 @@
 //! Extra replicas of the server on the shared cluster, with leader election on a Lease of the
 //! caller's choosing, called directly with an admin client certificate. Short periods (lease
 //! 6s, renew 4s, retry 1s) keep the tests quick; the logic is the same at the defaults.
+//!
+//! A replica runs the same `ifo-apiserver` as the environment ([`crate::server_binary`]), with
+//! the settings of [`replica`] and the caller's, not the environment's (no persistence, the
+//! server's default debounce, unless the caller sets them).
 
-use std::path::Path;
 use std::time::Duration;
 
 use ifo_dev::{Process, User};
 use serde_json::Value;
 
-use super::harness::{Env, env, eventually};
+use crate::{Env, eventually};
 
 /// The list of every operation.
 pub const LIST: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
@@ -17,8 +20,11 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(6);
 
 /// One replica: its port, its process (killed on drop) and its pod object (deleted on drop).
 pub struct Replica {
+    /// The port it listens on (loopback).
     pub port: u16,
+    /// Its process.
     pub process: Process,
+    /// The name of its pod object in `ifo-system`.
     pub pod: String,
 }
 
@@ -42,7 +48,7 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
     let port = ifo_dev::free_port().unwrap();
     let process = ifo_dev::spawn_server(
         &env.cluster,
-        Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
+        &crate::server_binary(),
         port,
         &[
             ("LEADER_ELECT", "true"),
@@ -67,7 +73,10 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
 impl Drop for Replica {
     fn drop(&mut self) {
         self.process.kill();
-        let env = env();
+        // The environment the replica was started on, whatever its configuration.
+        let Some(env) = crate::env::running() else {
+            return;
+        };
         let _ = env.kubectl(
             User::Admin,
             &[

@@ -1,0 +1,22 @@
+//! End-to-end tests: the real kubectl → a real kube-apiserver (aggregation layer) → our server.
+//! The cluster, the server and the fixtures the tests share come from `ifo-test-support`.
+
+mod aggregation;
+mod cost;
+mod deploy;
+mod detection;
+mod gates;
+mod hostile;
+mod leader;
+mod library;
+mod live_api;
+mod metrics;
+mod openapi;
+mod operator;
+mod plugin;
+mod prometheus;
+mod rules;
+mod security;
+mod staleness;
+mod supervision;
+mod ui;
