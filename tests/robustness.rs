@@ -743,15 +743,7 @@ impl Pair {
     fn start(env: &Env) -> Pair {
         let lease = format!("ifo-robustness-{}", std::process::id());
         for n in 0..2 {
-            env.apply(&format!(
-                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {lease}-{n}, namespace: ifo-system}}\n\
-                 spec:\n\
-                 \x20 securityContext: {{runAsNonRoot: true, seccompProfile: {{type: RuntimeDefault}}}}\n\
-                 \x20 containers:\n\
-                 \x20 - name: server\n\
-                 \x20   image: ifo-apiserver:test\n\
-                 \x20   securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}\n"
-            ));
+            ifo_test_support::replicas::replica_pod(env, &format!("{lease}-{n}"));
         }
         let mut pair = Pair {
             lease,

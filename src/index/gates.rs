@@ -10,7 +10,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::value::RawValue;
 
 use jiff::Timestamp;
 
@@ -198,11 +201,44 @@ fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     }
 }
 
+/// An operation in flight as the gates hold it: its record, and the form a gate lists it in,
+/// rendered once by whoever first needs it (the API) and shared by every scope the operation is
+/// in, so that a list of gates, where an operation shows in its node's, component's,
+/// namespace's and the cluster's gate, renders it once and then only copies it.
+#[derive(Debug)]
+pub struct GateEntry {
+    record: Arc<InFlightOperation>,
+    rendered: OnceLock<Box<RawValue>>,
+}
+
+impl GateEntry {
+    pub(crate) fn new(record: Arc<InFlightOperation>) -> GateEntry {
+        GateEntry {
+            record,
+            rendered: OnceLock::new(),
+        }
+    }
+
+    /// The gate's form of the record, rendered by `render` the first time. Records never
+    /// change (a change is a new record, and a new entry), so neither does what it renders.
+    pub fn rendered(&self, render: impl FnOnce(&InFlightOperation) -> Box<RawValue>) -> &RawValue {
+        self.rendered.get_or_init(|| render(&self.record))
+    }
+}
+
+impl Deref for GateEntry {
+    type Target = InFlightOperation;
+
+    fn deref(&self) -> &InFlightOperation {
+        &self.record
+    }
+}
+
 /// One scope with operations in flight.
 #[derive(Debug)]
 struct Members {
     /// Oldest first; the uid makes equal start times distinct.
-    ops: BTreeMap<(Timestamp, String), Arc<InFlightOperation>>,
+    ops: BTreeMap<(Timestamp, String), Arc<GateEntry>>,
     /// When the scope last went from nothing in flight to something.
     since: Timestamp,
     /// The resourceVersion of its latest change.
@@ -231,7 +267,7 @@ impl Members {
         }
     }
 
-    fn insert(&mut self, op: &Arc<InFlightOperation>, now: Timestamp) {
+    fn insert(&mut self, op: &Arc<GateEntry>, now: Timestamp) {
         if self
             .ops
             .insert((op.created, op.uid.clone()), op.clone())
@@ -299,7 +335,7 @@ pub struct GateMembers {
     pub active: usize,
     /// The oldest of them, oldest first, as many as asked for (at most
     /// [`MAX_GATE_OPERATIONS`]).
-    pub operations: Vec<Arc<InFlightOperation>>,
+    pub operations: Vec<Arc<GateEntry>>,
     /// When the last of them is expected to end; `None` when one has no estimate, or none is
     /// in flight.
     pub expected_clear: Option<Timestamp>,
@@ -350,6 +386,7 @@ impl GateCounts {
             }
         }
         if let Some(a) = after.filter(|a| a.phase == Phase::Active) {
+            let entry = Arc::new(GateEntry::new(a.clone()));
             for scope in GateScope::of(a) {
                 let members = match self.scopes.get_mut(&scope) {
                     Some(members) => members,
@@ -360,7 +397,7 @@ impl GateCounts {
                             .or_insert_with(|| Members::new(now, rv))
                     }
                 };
-                members.insert(a, now);
+                members.insert(&entry, now);
                 members.rv = rv;
             }
         }

@@ -26,7 +26,7 @@ mod transitions;
 
 pub(crate) use error::WatchError;
 pub(crate) use event::{Event, EventKind};
-pub(crate) use gates::{GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
+pub(crate) use gates::{GateEntry, GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
 pub use store::{Index, IndexReader};
 pub(crate) use store::{Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};

@@ -33,9 +33,9 @@ pub fn replica(env: &Env, lease: &str, n: usize) -> Replica {
     replica_with(env, lease, n, &[])
 }
 
-/// [`replica`] with more settings.
-pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)]) -> Replica {
-    let pod = format!("{lease}-{n}");
+/// The Pod object a replica named `pod` runs as (its `POD_NAME`), for the leader election's
+/// holder checks: no kubelet runs it, so nothing ever proves its holder gone.
+pub fn replica_pod(env: &Env, pod: &str) {
     env.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: ifo-system}}\n\
          spec:\n\
@@ -45,6 +45,12 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
          \x20   image: ifo-apiserver:test\n\
          \x20   securityContext: {{allowPrivilegeEscalation: false, capabilities: {{drop: [ALL]}}}}\n"
     ));
+}
+
+/// [`replica`] with more settings.
+pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)]) -> Replica {
+    let pod = format!("{lease}-{n}");
+    replica_pod(env, &pod);
     let port = ifo_dev::free_port().unwrap();
     let process = ifo_dev::spawn_server(
         &env.cluster,

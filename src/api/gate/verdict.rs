@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::api::freshness::target_name;
 use crate::detect::{HealthReader, Stale};
-use crate::index::{GateMembers, GateScope};
+use crate::index::{GateEntry, GateMembers, GateScope};
 use crate::operation::InFlightOperation;
 use crate::readiness::Readiness;
 
@@ -33,11 +33,12 @@ const STALLED_IN_MESSAGE: usize = 3;
 pub type Gate = MaintenanceGate<ServedOp>;
 
 /// One of a gate's operations, serialised straight from its record as a [`GateOperation`] (the
-/// same JSON, checked by a test): a list of a thousand gates lists each operation in several of
-/// them (the cluster's, its node's, its component's, its namespace's), and copying their strings
-/// into owned objects first was most of the list's cost.
+/// same JSON, checked by a test), and only once for as long as the record lasts (see
+/// [`GateEntry`]): a list of a thousand gates lists each operation in several of them (the
+/// cluster's, its node's, its component's, its namespace's), and copying their strings into
+/// owned objects, then escaping them again for every gate, was most of the list's cost.
 #[derive(Clone, Debug)]
-pub struct ServedOp(pub Arc<InFlightOperation>);
+pub struct ServedOp(pub Arc<GateEntry>);
 
 /// The wire form of [`ServedOp`], borrowed from the record.
 #[derive(Serialize)]
@@ -68,7 +69,17 @@ struct SubjectForm<'a> {
 
 impl Serialize for ServedOp {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let op = &*self.0;
+        self.0
+            .rendered(|op| {
+                serde_json::value::to_raw_value(&OpForm::of(op))
+                    .expect("a gate's operation serialises")
+            })
+            .serialize(serializer)
+    }
+}
+
+impl<'a> OpForm<'a> {
+    fn of(op: &'a InFlightOperation) -> OpForm<'a> {
         OpForm {
             namespace: op.namespace.as_deref(),
             name: &op.name,
@@ -85,14 +96,13 @@ impl Serialize for ServedOp {
             progress: op.progress(),
             stalled: op.is_stalled(),
         }
-        .serialize(serializer)
     }
 }
 
 impl ServedOp {
     /// The owned form, as a client reads it.
     pub fn to_model(&self) -> GateOperation {
-        let op = &*self.0;
+        let op: &InFlightOperation = &self.0;
         GateOperation {
             namespace: op.namespace.clone(),
             name: op.name.clone(),
@@ -120,7 +130,7 @@ impl ServedOp {
 /// Equal when served the same (a new message is no change of a gate).
 impl PartialEq for ServedOp {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&*self.0, &*other.0);
+        let (a, b): (&InFlightOperation, &InFlightOperation) = (&self.0, &other.0);
         Arc::ptr_eq(&self.0, &other.0)
             || (a.namespace == b.namespace
                 && a.name == b.name
@@ -398,7 +408,10 @@ mod tests {
             rv: 7,
             since: Some("2026-11-22T10:00:00.5Z".parse().unwrap()),
             active: ops.len(),
-            operations: ops,
+            operations: ops
+                .into_iter()
+                .map(|o| Arc::new(GateEntry::new(o)))
+                .collect(),
             expected_clear: None,
             stalled: 0,
             stall_since: None,
@@ -624,7 +637,7 @@ mod tests {
         o.subject.namespace = None;
         let cluster_scoped_and_stalled = Arc::new(o);
         for op in [plain, cluster_scoped_and_stalled] {
-            let served = ServedOp(op);
+            let served = ServedOp(Arc::new(GateEntry::new(op)));
             let model = served.to_model();
             assert_eq!(
                 serde_json::to_value(&served).unwrap(),

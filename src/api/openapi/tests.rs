@@ -244,7 +244,10 @@ fn served_gate() -> Value {
         rv: 42,
         since: None,
         active: ops.len(),
-        operations: ops,
+        operations: ops
+            .into_iter()
+            .map(|o| std::sync::Arc::new(crate::index::GateEntry::new(o)))
+            .collect(),
         expected_clear: Some(jiff::Timestamp::UNIX_EPOCH),
         stalled: 2,
         stall_since: None,
