@@ -101,21 +101,24 @@ fn gates(c: &mut Criterion) {
     // The first list after every operation changed in a way the gates show (its progress):
     // nothing rendered for an earlier list serves.
     let mut round = 0.0;
-    group.bench_function("list gates, json, first after every operation changed", |b| {
-        b.iter_batched(
-            || {
-                round += 1.0;
-                let changed = (0..OPERATIONS).map(|i| {
-                    let mut op = (*on_nodes(i)).clone();
-                    op.progress = Some(round % 100.0);
-                    Change::Upsert(Arc::new(op))
-                });
-                index.apply(changed.collect());
-            },
-            |()| black_box(runtime.block_on(get(router.clone(), GATES, "application/json"))),
-            BatchSize::PerIteration,
-        )
-    });
+    group.bench_function(
+        "list gates, json, first after every operation changed",
+        |b| {
+            b.iter_batched(
+                || {
+                    round += 1.0;
+                    let changed = (0..OPERATIONS).map(|i| {
+                        let mut op = (*on_nodes(i)).clone();
+                        op.progress = Some(round % 100.0);
+                        Change::Upsert(Arc::new(op))
+                    });
+                    index.apply(changed.collect());
+                },
+                |()| black_box(runtime.block_on(get(router.clone(), GATES, "application/json"))),
+                BatchSize::PerIteration,
+            )
+        },
+    );
     group.finish();
 }
 
