@@ -8,11 +8,12 @@
 //! latest change, so a gate says when its verdict last moved; a bounded memory of scopes that
 //! became empty keeps that for recently cleared gates too.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
+use hashbrown::{Equivalent, HashMap};
 use serde_json::value::RawValue;
 
 use jiff::Timestamp;
@@ -93,21 +94,7 @@ impl GateScope {
     /// its component, its namespace. Values that could not name a gate are left out (the
     /// cluster gate still counts the operation).
     pub fn of(op: &InFlightOperation) -> impl Iterator<Item = GateScope> + '_ {
-        let node = label(op, NODE_LABEL).filter(|n| is_dns_subdomain(n));
-        let target =
-            label(op, TARGET_NODE_LABEL).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
-        [
-            Some(GateScope::Cluster),
-            node.map(|n| GateScope::Node(n.to_owned())),
-            target.map(|t| GateScope::Node(t.to_owned())),
-            is_component(&op.component).then(|| GateScope::Component(op.component.clone())),
-            op.namespace
-                .as_deref()
-                .filter(|ns| is_dns_label(ns))
-                .map(|ns| GateScope::Namespace(ns.to_owned())),
-        ]
-        .into_iter()
-        .flatten()
+        ScopeRef::of(op).map(ScopeRef::to_owned)
     }
 
     /// Whether `op` counts in this scope only as a migration's target (a node gate's message
@@ -129,6 +116,59 @@ impl fmt::Display for GateScope {
             GateScope::Node(n) => write!(f, "node.{n}"),
             GateScope::Component(c) => write!(f, "component.{c}"),
             GateScope::Namespace(ns) => write!(f, "namespace.{ns}"),
+        }
+    }
+}
+
+/// A [`GateScope`] borrowed from an operation, to find its scopes without building their names:
+/// it hashes as the `GateScope` it names (the same variants in the same order, strings hashed
+/// as strings), which a test checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ScopeRef<'a> {
+    Cluster,
+    Node(&'a str),
+    Component(&'a str),
+    Namespace(&'a str),
+}
+
+impl<'a> ScopeRef<'a> {
+    /// See [`GateScope::of`].
+    fn of(op: &'a InFlightOperation) -> impl Iterator<Item = ScopeRef<'a>> + 'a {
+        let node = label(op, NODE_LABEL).filter(|n| is_dns_subdomain(n));
+        let target =
+            label(op, TARGET_NODE_LABEL).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
+        [
+            Some(ScopeRef::Cluster),
+            node.map(ScopeRef::Node),
+            target.map(ScopeRef::Node),
+            is_component(&op.component).then_some(ScopeRef::Component(&op.component)),
+            op.namespace
+                .as_deref()
+                .filter(|ns| is_dns_label(ns))
+                .map(ScopeRef::Namespace),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    fn to_owned(self) -> GateScope {
+        match self {
+            ScopeRef::Cluster => GateScope::Cluster,
+            ScopeRef::Node(n) => GateScope::Node(n.to_owned()),
+            ScopeRef::Component(c) => GateScope::Component(c.to_owned()),
+            ScopeRef::Namespace(ns) => GateScope::Namespace(ns.to_owned()),
+        }
+    }
+}
+
+impl Equivalent<GateScope> for ScopeRef<'_> {
+    fn equivalent(&self, key: &GateScope) -> bool {
+        match (self, key) {
+            (ScopeRef::Cluster, GateScope::Cluster) => true,
+            (ScopeRef::Node(a), GateScope::Node(b))
+            | (ScopeRef::Component(a), GateScope::Component(b))
+            | (ScopeRef::Namespace(a), GateScope::Namespace(b)) => *a == b.as_str(),
+            _ => false,
         }
     }
 }
@@ -208,12 +248,15 @@ fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
 #[derive(Debug)]
 pub struct GateEntry {
     record: Arc<InFlightOperation>,
+    /// The record's uid, shared by the keys of every scope it is in.
+    uid: Arc<str>,
     rendered: OnceLock<Box<RawValue>>,
 }
 
 impl GateEntry {
     pub(crate) fn new(record: Arc<InFlightOperation>) -> GateEntry {
         GateEntry {
+            uid: record.uid.as_str().into(),
             record,
             rendered: OnceLock::new(),
         }
@@ -234,11 +277,79 @@ impl Deref for GateEntry {
     }
 }
 
+/// A member's place in its scope: oldest first, the uid making equal start times distinct.
+/// The uid is the entry's, shared by every scope the operation is in.
+#[derive(Debug, Clone)]
+struct MemberKey(Timestamp, Arc<str>);
+
+/// A member's place as a lookup names it, borrowed from a record: what [`MemberKey`]s are
+/// compared by, so that a member is found without building a key of its own.
+trait Place {
+    fn place(&self) -> (Timestamp, &str);
+}
+
+impl Place for MemberKey {
+    fn place(&self) -> (Timestamp, &str) {
+        (self.0, &self.1)
+    }
+}
+
+impl Place for (Timestamp, &str) {
+    fn place(&self) -> (Timestamp, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn Place + 'a> for MemberKey {
+    fn borrow(&self) -> &(dyn Place + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Place + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.place() == other.place()
+    }
+}
+
+impl Eq for dyn Place + '_ {}
+
+impl PartialOrd for dyn Place + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Place + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.place().cmp(&other.place())
+    }
+}
+
+impl PartialEq for MemberKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.place() == other.place()
+    }
+}
+
+impl Eq for MemberKey {}
+
+impl PartialOrd for MemberKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MemberKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.place().cmp(&other.place())
+    }
+}
+
 /// One scope with operations in flight.
 #[derive(Debug)]
 struct Members {
-    /// Oldest first; the uid makes equal start times distinct.
-    ops: BTreeMap<(Timestamp, String), Arc<GateEntry>>,
+    ops: BTreeMap<MemberKey, Arc<GateEntry>>,
     /// When the scope last went from nothing in flight to something.
     since: Timestamp,
     /// The resourceVersion of its latest change.
@@ -270,7 +381,7 @@ impl Members {
     fn insert(&mut self, op: &Arc<GateEntry>, now: Timestamp) {
         if self
             .ops
-            .insert((op.created, op.uid.clone()), op.clone())
+            .insert(MemberKey(op.created, op.uid.clone()), op.clone())
             .is_some()
         {
             return;
@@ -288,7 +399,8 @@ impl Members {
     }
 
     fn remove(&mut self, op: &InFlightOperation, now: Timestamp) {
-        let Some(held) = self.ops.remove(&(op.created, op.uid.clone())) else {
+        let place: &dyn Place = &(op.created, op.uid.as_str());
+        let Some(held) = self.ops.remove(place) else {
             return;
         };
         // What was counted is what the held record said, not what `op` says.
@@ -372,8 +484,10 @@ impl GateCounts {
             return;
         }
         let now = Timestamp::now();
+        // Scopes are found by borrowed names: an owned one is built only for a scope that
+        // fills or empties.
         if let Some(b) = before.filter(|b| b.phase == Phase::Active) {
-            for scope in GateScope::of(b) {
+            for scope in ScopeRef::of(b) {
                 let Some(members) = self.scopes.get_mut(&scope) else {
                     continue;
                 };
@@ -381,24 +495,22 @@ impl GateCounts {
                 members.rv = rv;
                 if members.ops.is_empty() {
                     self.scopes.remove(&scope);
-                    self.remember_cleared(scope, now, rv);
+                    self.remember_cleared(scope.to_owned(), now, rv);
                 }
             }
         }
         if let Some(a) = after.filter(|a| a.phase == Phase::Active) {
             let entry = Arc::new(GateEntry::new(a.clone()));
-            for scope in GateScope::of(a) {
-                let members = match self.scopes.get_mut(&scope) {
-                    Some(members) => members,
-                    None => {
-                        self.cleared.remove(&scope);
-                        self.scopes
-                            .entry(scope)
-                            .or_insert_with(|| Members::new(now, rv))
-                    }
-                };
-                members.insert(&entry, now);
-                members.rv = rv;
+            for scope in ScopeRef::of(a) {
+                if !self.scopes.contains_key(&scope) {
+                    let scope = scope.to_owned();
+                    self.cleared.remove(&scope);
+                    self.scopes.insert(scope, Members::new(now, rv));
+                }
+                if let Some(members) = self.scopes.get_mut(&scope) {
+                    members.insert(&entry, now);
+                    members.rv = rv;
+                }
             }
         }
     }
@@ -493,7 +605,7 @@ impl GateCounts {
         self.scopes
             .iter()
             .map(|(s, m)| {
-                let uids = m.ops.keys().map(|(_, uid)| uid.clone()).collect();
+                let uids = m.ops.keys().map(|k| k.1.to_string()).collect();
                 (s.clone(), (uids, m.expected_clear(), m.stalled))
             })
             .collect()
@@ -524,6 +636,30 @@ mod tests {
             GateScope::parse("node.w1"),
             Ok(GateScope::Node("w1".into()))
         );
+    }
+
+    #[test]
+    fn a_borrowed_scope_finds_the_scope_it_names_and_no_other() {
+        let owned = [
+            GateScope::Cluster,
+            GateScope::Node("w1".into()),
+            GateScope::Component("w1".into()),
+            GateScope::Namespace("w1".into()),
+            GateScope::Node("w2".into()),
+        ];
+        let map: HashMap<GateScope, usize> = owned.iter().cloned().zip(0..).collect();
+        let borrowed = [
+            ScopeRef::Cluster,
+            ScopeRef::Node("w1"),
+            ScopeRef::Component("w1"),
+            ScopeRef::Namespace("w1"),
+            ScopeRef::Node("w2"),
+        ];
+        for (i, scope) in borrowed.into_iter().enumerate() {
+            assert_eq!(map.get(&scope), Some(&i), "{scope:?}");
+            assert_eq!(scope.to_owned(), owned[i]);
+        }
+        assert_eq!(map.get(&ScopeRef::Namespace("w2")), None);
     }
 
     #[test]
