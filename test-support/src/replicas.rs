@@ -121,9 +121,15 @@ pub fn get(env: &Env, port: u16, path: &str) -> (String, String) {
     env.direct_to(port, path, &args)
 }
 
-/// The resourceVersion of a list from the replica on `port` (which must serve).
+/// The resourceVersion of a list from the replica on `port` (which must serve). A request
+/// that got no answer at all (curl's `000`: the machine too loaded to answer within curl's
+/// 10 s, e.g. while kube-apiserver is slow to review the request) is asked again, for up to
+/// 30 s; any answer other than 200 fails at once.
 pub fn list_rv(env: &Env, port: u16) -> u64 {
-    let (code, body) = get(env, port, LIST);
+    let (code, body) = eventually(Duration::from_secs(30), "an answer to a list", || {
+        let (code, body) = get(env, port, LIST);
+        (code != "000").then_some((code, body))
+    });
     assert_eq!(code, "200", "{body}");
     let list: Value = serde_json::from_str(&body).unwrap();
     list["metadata"]["resourceVersion"]
