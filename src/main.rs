@@ -84,8 +84,8 @@ fn rules(cmd: RulesCommand) -> Result<()> {
     let engine = ifo::evaluate::Engine::new();
     match cmd {
         RulesCommand::Test { paths } => {
-            let files = ifo::rules::load(&paths)?;
-            let (count, failures) = ifo::rules::run_cases(&engine, &files)?;
+            let files = ifo::library::load(&paths)?;
+            let (count, failures) = ifo::library::run_cases(&engine, &files)?;
             for f in &failures {
                 println!("FAIL {f}");
             }
@@ -99,8 +99,8 @@ fn rules(cmd: RulesCommand) -> Result<()> {
             }
         }
         RulesCommand::Lint { paths } => {
-            let files = ifo::rules::load(&paths)?;
-            let problems = ifo::rules::lint(&engine, &files);
+            let files = ifo::library::load(&paths)?;
+            let problems = ifo::library::lint(&engine, &files);
             for p in &problems {
                 println!("{p}");
             }
@@ -110,10 +110,13 @@ fn rules(cmd: RulesCommand) -> Result<()> {
             }
         }
         RulesCommand::Bundle { paths } => {
-            print!("{}", ifo::rules::bundle(&ifo::rules::load(&paths)?))
+            print!("{}", ifo::library::bundle(&ifo::library::load(&paths)?))
         }
         RulesCommand::Rbac { paths, name } => {
-            print!("{}", ifo::rules::rbac(&ifo::rules::load(&paths)?, &name))
+            print!(
+                "{}",
+                ifo::library::rbac(&ifo::library::load(&paths)?, &name)
+            )
         }
     }
     Ok(())

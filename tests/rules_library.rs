@@ -4,8 +4,8 @@
 use ifo::evaluate::Engine;
 use std::path::PathBuf;
 
-fn library() -> Vec<ifo::rules::RuleSetFile> {
-    ifo::rules::load(&[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules")]).unwrap()
+fn library() -> Vec<ifo::library::RuleSetFile> {
+    ifo::library::load(&[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules")]).unwrap()
 }
 
 #[test]
@@ -16,7 +16,7 @@ fn every_case_of_the_library_passes() {
         "the library has {} rulesets",
         files.len()
     );
-    let (count, failures) = ifo::rules::run_cases(&Engine::new(), &files).unwrap();
+    let (count, failures) = ifo::library::run_cases(&Engine::new(), &files).unwrap();
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
     assert!(
         failures.is_empty(),
@@ -77,7 +77,7 @@ fn the_library_stays_well_inside_the_cost_limits() {
 
 #[test]
 fn every_ruleset_lints_clean() {
-    let problems = ifo::rules::lint(&Engine::new(), &library());
+    let problems = ifo::library::lint(&Engine::new(), &library());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -88,11 +88,11 @@ fn generated_deploy_files_are_current() {
     let bundle = std::fs::read_to_string(root.join("deploy/rules/bundle.yaml")).unwrap();
     assert_eq!(
         bundle,
-        ifo::rules::bundle(&files),
+        ifo::library::bundle(&files),
         "deploy/rules/bundle.yaml is stale: run `ifo-apiserver rules bundle rules > deploy/rules/bundle.yaml`"
     );
     let rbac = std::fs::read_to_string(root.join("deploy/rbac/rule-targets.yaml")).unwrap();
-    let generated = ifo::rules::rbac(&files, "ifo-apiserver:rule-targets");
+    let generated = ifo::library::rbac(&files, "ifo-apiserver:rule-targets");
     assert!(
         rbac.starts_with(&generated),
         "deploy/rbac/rule-targets.yaml is stale: regenerate it with `ifo-apiserver rules rbac rules`"
@@ -123,8 +123,8 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
         manifest("guarded", "object.?status.?replicas.orValue(0) > 0"),
     )
     .unwrap();
-    let files = ifo::rules::load(std::slice::from_ref(&dir)).unwrap();
-    let problems = ifo::rules::lint(&Engine::new(), &files);
+    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
+    let problems = ifo::library::lint(&Engine::new(), &files);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(
@@ -159,9 +159,9 @@ fn cases_of_an_exclusive_ruleset_fail_where_two_rules_match() {
          - name: alone\n  object: {status: {phase: B}}\n  expect: {active: [Any]}\n",
     )
     .unwrap();
-    let files = ifo::rules::load(std::slice::from_ref(&dir)).unwrap();
+    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
     assert!(files[0].spec.exclusive);
-    let (count, failures) = ifo::rules::run_cases(&Engine::new(), &files).unwrap();
+    let (count, failures) = ifo::library::run_cases(&Engine::new(), &files).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(count, 2);
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();

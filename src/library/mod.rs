@@ -1,5 +1,6 @@
-//! Tools for rule authors: load ruleset files, run their test cases, lint them, bundle them and
-//! derive the RBAC the server needs to watch their targets.
+//! The rules library's tools (the rulesets shipped in `rules/`, and any an author writes as
+//! files): load ruleset files, run their test cases, lint them, bundle them and derive the RBAC
+//! the server needs to watch their targets.
 
 mod cases;
 mod lint;
