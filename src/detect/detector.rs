@@ -154,10 +154,16 @@ impl Detector {
         }
         let bound = Bound::new(object);
         let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
-        self.report_errors(rs, &subject, &evaluation);
         match &evaluation.over_budget {
+            // Not rule errors: past the budget every expression reads `CostExceeded`, its result
+            // unknown rather than wrong, and that is counted and named once as over budget. As
+            // rule errors, an evaluation cut short by a busy machine's clock raised
+            // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
             Some(over) => self.report_over_budget(rs, &subject, over),
-            None => self.health.evaluated(rs, &subject.uid),
+            None => {
+                self.report_errors(rs, &subject, &evaluation);
+                self.health.evaluated(rs, &subject.uid);
+            }
         }
         let at = now();
         self.with_tracker(|t| {
