@@ -130,11 +130,16 @@ fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> Ga
     verdict::gate(members, &feeds, state.started)
 }
 
-/// The gate of `scope` now.
-fn current_gate(state: &ApiState, scope: &GateScope) -> Gate {
+/// The gates of `scopes` now: their members read between one reading of the feeds before and
+/// one after, whatever their number.
+fn current_gates(state: &ApiState, scopes: impl IntoIterator<Item = GateScope>) -> Vec<Gate> {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
-    let (_, members) = state.index.gate(scope);
-    gate_of(state, &members, &before.meanwhile(&state.freshness))
+    let all: Vec<GateMembers> = scopes
+        .into_iter()
+        .map(|scope| state.index.gate(&scope).1)
+        .collect();
+    let meanwhile = before.meanwhile(&state.freshness);
+    all.iter().map(|m| gate_of(state, m, &meanwhile)).collect()
 }
 
 /// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path, 405 for
@@ -166,7 +171,10 @@ pub fn route(
     match (verb, name) {
         ("get", Some(name)) => {
             let scope = GateScope::parse(name).map_err(bad_name)?;
-            Ok(one(repr, &current_gate(state, &scope), &params))
+            let gate = current_gates(state, [scope])
+                .pop()
+                .expect("one gate per scope");
+            Ok(one(repr, &gate, &params))
         }
         ("watch", name) => {
             if let Some(name) = name {

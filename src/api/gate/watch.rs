@@ -264,8 +264,9 @@ impl Watcher {
 
     /// Sends the gates `event` changed, stamped with its resourceVersion.
     async fn event(&mut self, event: &Event) -> bool {
-        for scope in self.touched(event) {
-            let mut gate = super::current_gate(&self.state, &scope);
+        let scopes = self.touched(event);
+        let gates = super::current_gates(&self.state, scopes.iter().cloned());
+        for (scope, mut gate) in scopes.into_iter().zip(gates) {
             let name = scope.to_string();
             let included = self
                 .selection
