@@ -41,7 +41,7 @@ pub type Gate = MaintenanceGate<ServedOp>;
 pub struct ServedOp(pub Arc<GateEntry>);
 
 /// The wire form of [`ServedOp`], borrowed from the record.
-#[derive(Serialize)]
+#[derive(Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 struct OpForm<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -59,7 +59,7 @@ struct OpForm<'a> {
     stalled: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, PartialEq)]
 struct SubjectForm<'a> {
     kind: &'a str,
     name: &'a str,
@@ -100,24 +100,24 @@ impl<'a> OpForm<'a> {
 }
 
 impl ServedOp {
-    /// The owned form, as a client reads it.
+    /// The owned form, as a client reads it: the served form, owned.
     pub fn to_model(&self) -> GateOperation {
-        let op: &InFlightOperation = &self.0;
+        let f = OpForm::of(&self.0);
         GateOperation {
-            namespace: op.namespace.clone(),
-            name: op.name.clone(),
-            kind: op.kind().to_owned(),
+            namespace: f.namespace.map(str::to_owned),
+            name: f.name.to_owned(),
+            kind: f.kind.to_owned(),
             subject: GateSubject {
-                kind: op.subject.kind.clone(),
-                name: op.subject.name.clone(),
-                namespace: op.subject.namespace.clone(),
+                kind: f.subject.kind.to_owned(),
+                name: f.subject.name.to_owned(),
+                namespace: f.subject.namespace.map(str::to_owned),
             },
-            operation: op.operation.clone(),
-            component: op.component.clone(),
-            start_time: Some(Time(round(op.created))),
-            expected_end: op.clears_at().map(|t| Time(round(t))),
-            progress: op.progress(),
-            stalled: op.is_stalled(),
+            operation: f.operation.to_owned(),
+            component: f.component.to_owned(),
+            start_time: Some(f.start_time),
+            expected_end: f.expected_end,
+            progress: f.progress,
+            stalled: f.stalled,
         }
     }
 
@@ -130,19 +130,7 @@ impl ServedOp {
 /// Equal when served the same (a new message is no change of a gate).
 impl PartialEq for ServedOp {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b): (&InFlightOperation, &InFlightOperation) = (&self.0, &other.0);
-        Arc::ptr_eq(&self.0, &other.0)
-            || (a.namespace == b.namespace
-                && a.name == b.name
-                && a.subject.kind == b.subject.kind
-                && a.subject.name == b.subject.name
-                && a.subject.namespace == b.subject.namespace
-                && a.operation == b.operation
-                && a.component == b.component
-                && round(a.created) == round(b.created)
-                && a.clears_at().map(round) == b.clears_at().map(round)
-                && a.progress() == b.progress()
-                && a.is_stalled() == b.is_stalled())
+        Arc::ptr_eq(&self.0, &other.0) || OpForm::of(&self.0) == OpForm::of(&other.0)
     }
 }
 
