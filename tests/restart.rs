@@ -19,7 +19,7 @@ fn migration_ruleset(name: &str, namespace: &str) -> String {
 "spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
  "namespaces":["{namespace}"],
  "rules":[{{"operation":"Migrating",
-   "expression":"object.status.?printableStatus.orValue('') == 'Migrating'",
+   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
    "startTime":"object.metadata.?creationTimestamp.orValue('')"}}]}}}}"#
     )
 }

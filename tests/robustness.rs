@@ -129,10 +129,10 @@ fn vm_ruleset(name: &str, ns: &str) -> String {
         r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
 "spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
  "namespaces":["{ns}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.status.?nodeName.orValue('none')"}}],
+ "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('none')"}}],
  "rules":[
-  {{"operation":"Starting","expression":"object.status.?printableStatus.orValue('') == 'Starting'"}},
-  {{"operation":"Migrating","expression":"object.status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
+  {{"operation":"Starting","expression":"object.?status.?printableStatus.orValue('') == 'Starting'"}},
+  {{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
     )
 }
 

@@ -21,11 +21,11 @@ pub fn vm_ruleset(name: &str, namespace: &str) -> String {
 "spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
  "namespaces":["{namespace}"],
  "labels":{{"example.com/team":"virt","ifo.kubevirt.io/operation":"ignored"}},
- "labelExpressions":[{{"key":"example.com/node","expression":"object.status.?nodeName.orValue('none')"}}],
+ "labelExpressions":[{{"key":"example.com/node","expression":"object.?status.?nodeName.orValue('none')"}}],
  "rules":[
   {{"operation":"Migrating","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Migrating'",
-    "message":"'to ' + object.status.?migrationTarget.orValue('?')",
-    "outcome":"object.status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}},
+    "message":"'to ' + object.?status.?migrationTarget.orValue('?')",
+    "outcome":"object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}},
   {{"operation":"Starting","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Starting'"}}
  ]}}}}"#
     )

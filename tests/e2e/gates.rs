@@ -54,7 +54,7 @@ fn node_ruleset(name: &str, ns: &str, component: &str) -> String {
         r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
 "spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
  "namespaces":["{ns}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.status.?nodeName.orValue('')"}}],
+ "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
  "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
     )
 }

@@ -85,17 +85,17 @@ fn ruleset(name: &str, component: &str, namespace: &str) -> String {
             "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
             "namespaces": [namespace],
             "labelExpressions": [
-                {"key": "ifo.kubevirt.io/node", "expression": "object.status.?nodeName.orValue('')"}
+                {"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}
             ],
             "rules": [
                 {
                     "operation": "Migrating",
-                    "expression": "object.status.?printableStatus.orValue('') == 'Migrating'",
-                    "outcome": "object.status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"
+                    "expression": "object.?status.?printableStatus.orValue('') == 'Migrating'",
+                    "outcome": "object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"
                 },
                 {
                     "operation": "Starting",
-                    "expression": "object.status.?printableStatus.orValue('') == 'Starting'"
+                    "expression": "object.?status.?printableStatus.orValue('') == 'Starting'"
                 }
             ]
         }

@@ -318,8 +318,8 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
  "namespaces":["{ns}"],
  "rules":[{{"operation":"Migrating",
    "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "progress":"object.status.?progress.orValue('')",
-   "stalled":"object.status.?stuck.orValue(false)"}}]}}}}"#
+   "progress":"object.?status.?progress.orValue('')",
+   "stalled":"object.?status.?stuck.orValue(false)"}}]}}}}"#
     ));
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
