@@ -33,13 +33,11 @@ fn on_nodes(i: usize) -> Arc<InFlightOperation> {
     op.phase = Phase::Active;
     op.outcome = None;
     op.completed = None;
-    op.labels.insert(
-        "ifo.kubevirt.io/node".into(),
-        format!("node-{:04}", i % NODES),
-    );
+    op.labels
+        .insert("ifo.kubevirt.io/node", format!("node-{:04}", i % NODES));
     if op.operation == "Migrating" {
         op.labels.insert(
-            "ifo.kubevirt.io/target-node".into(),
+            "ifo.kubevirt.io/target-node",
             format!("node-{:04}", (i + 7) % NODES),
         );
     }

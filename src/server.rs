@@ -58,6 +58,7 @@ impl Server {
     /// the pipeline (rulesets → watchers → evaluator → debounce table → index) and, with
     /// leader election, the elector. Serving starts with [`Server::run`].
     pub async fn build(args: ServeArgs) -> Result<Server> {
+        let start = std::time::Instant::now();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let election = args.leader_election()?;
         let client = kube_client(&args).await?;
@@ -81,8 +82,21 @@ impl Server {
             "initial-sync-timeout",
             readiness.clone().give_up_after(sync_timeout),
         );
+        tasks.once("initial-sync-report", {
+            let readiness = readiness.clone();
+            async move {
+                readiness.wait().await;
+                crate::metrics::started(crate::metrics::StartStage::Ready, start.elapsed());
+                readiness.synced().await;
+                tracing::info!(after = ?start.elapsed(), "initial sync complete");
+                crate::metrics::started(crate::metrics::StartStage::Complete, start.elapsed());
+            }
+        });
         let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
-        let index = Arc::new(Index::new(base_rv, args.event_history, args.watch_buffer));
+        let index = Arc::new(
+            Index::new(base_rv, args.event_history, args.watch_buffer)
+                .with_history_bytes(args.event_history_mib.saturating_mul(1 << 20)),
+        );
         crate::metrics::serve_active_from(index.reader());
         let tracker = Tracker::new(TrackSettings {
             debounce: args.debounce_threshold,

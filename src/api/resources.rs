@@ -57,7 +57,7 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
     if !scope.contains(stored) {
         return false;
     }
-    if !params.labels.matches(&stored.op.labels) {
+    if !params.labels.matches_with(|k| stored.op.labels.get(k)) {
         return false;
     }
     if params.fields.is_empty() {

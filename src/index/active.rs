@@ -43,10 +43,7 @@ impl ActiveKey {
 }
 
 fn node_of(op: &InFlightOperation) -> &str {
-    op.labels
-        .iter()
-        .find(|(k, _)| k.as_str() == NODE_LABEL)
-        .map_or("", |(_, v)| v.as_str())
+    op.labels.get(NODE_LABEL).unwrap_or_default()
 }
 
 /// Whether `a` and `b` count the same: under the same key with the same start, or both not

@@ -174,11 +174,7 @@ impl Equivalent<GateScope> for ScopeRef<'_> {
 }
 
 fn label<'a>(op: &'a InFlightOperation, key: &str) -> Option<&'a str> {
-    op.labels
-        .iter()
-        .find(|(k, _)| k.as_str() == key)
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
+    op.labels.get(key).filter(|v| !v.is_empty())
 }
 
 const DNS_SUBDOMAIN_RULE: &str = "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters";

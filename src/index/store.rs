@@ -55,6 +55,9 @@ struct State {
     /// The most recent events, RVs `resumable_from + 1 ..= rv`, oldest first.
     ring: VecDeque<Event>,
     ring_capacity: usize,
+    /// What the ring's events weigh ([`weight`]), and the most they may.
+    ring_bytes: usize,
+    ring_max_bytes: usize,
     /// Oldest RV a watch can resume from: every event after it is in the ring.
     resumable_from: u64,
     /// Active records by metric labels, changed with `items`.
@@ -83,6 +86,8 @@ impl Index {
                 items: BTreeMap::new(),
                 ring: VecDeque::with_capacity(ring_capacity.min(1 << 16)),
                 ring_capacity,
+                ring_bytes: 0,
+                ring_max_bytes: usize::MAX,
                 resumable_from: base_rv,
                 active: ActiveCounts::default(),
                 gates: GateCounts::default(),
@@ -93,6 +98,19 @@ impl Index {
             }),
             tx,
         }
+    }
+
+    /// Bounds the event history by size as well: at most `bytes` of records (and the JSON kept
+    /// of them, as [`InFlightOperation::approx_bytes`] estimates). The oldest events go first,
+    /// and watches resuming from before them are told to list again (410), as when the count
+    /// bound is reached. Records that churn (operations starting and ending) would otherwise keep
+    /// thousands of superseded states alive, each as large as a live one.
+    pub fn with_history_bytes(mut self, bytes: usize) -> Index {
+        self.state
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .ring_max_bytes = bytes;
+        self
     }
 
     /// Applies changes in order; each resulting event takes the next RV.
@@ -229,14 +247,20 @@ impl Index {
             object,
             previous,
         };
-        if st.ring_capacity == 0 {
+        let weight = weight(&event);
+        if st.ring_capacity == 0 || weight > st.ring_max_bytes {
+            st.ring.clear();
+            st.ring_bytes = 0;
             st.resumable_from = st.rv;
         } else {
-            if st.ring.len() == st.ring_capacity
-                && let Some(dropped) = st.ring.pop_front()
-            {
+            while st.ring.len() >= st.ring_capacity || st.ring_bytes + weight > st.ring_max_bytes {
+                let Some(dropped) = st.ring.pop_front() else {
+                    break;
+                };
+                st.ring_bytes -= self::weight(&dropped);
                 st.resumable_from = dropped.rv;
             }
+            st.ring_bytes += weight;
             st.ring.push_back(event.clone());
         }
         // No receivers is fine: nobody is watching.
@@ -254,6 +278,7 @@ impl Index {
         let mut st = self.write();
         st.rv = st.rv.max(at_least);
         st.ring.clear();
+        st.ring_bytes = 0;
         st.resumable_from = st.rv;
         st.epoch = st.rv;
         st.rv
@@ -382,6 +407,12 @@ impl Index {
     fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What an event weighs in the history: its record's estimate (the state before, of a
+/// `Modified`, is the previous event's record, or the index's).
+fn weight(event: &Event) -> usize {
+    event.object.as_ref().map_or(0, |s| s.op.approx_bytes())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `process` (CPU, memory, file descriptors).
+//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -19,6 +19,7 @@ mod operations;
 mod persist;
 mod process;
 mod progress;
+mod startup;
 mod targets;
 mod tasks;
 
@@ -35,6 +36,7 @@ pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use persist::{persist_write, set_persist_pending};
 pub use progress::{StalledCounts, serve_learned_from, set_stalled};
+pub use startup::{StartStage, started};
 pub use targets::{
     forget_target, set_target_detection, set_target_last_list, set_target_watch_up, set_watches,
     target_watch_failure,
@@ -63,6 +65,7 @@ struct Metrics {
     leader: leader::Leader,
     progress: progress::Progress,
     tasks: tasks::Tasks,
+    startup: startup::Startup,
     gates: std::sync::Arc<gates::GateSource>,
 }
 
@@ -87,6 +90,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let progress = progress::Progress::default();
     r.register_collector(Box::new(progress.clone()));
     let tasks = tasks::Tasks::register(r);
+    let startup = startup::Startup::register(r);
     let gates = std::sync::Arc::new(gates::GateSource::default());
     r.register_collector(Box::new(gates.clone()));
     Metrics {
@@ -100,6 +104,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         leader,
         progress,
         tasks,
+        startup,
         gates,
     }
 });

@@ -116,9 +116,7 @@ fn active_gauge_follows_the_index_and_completions_are_counted_with_their_duratio
 
     // a migrates to worker-2 (the label changes): counted there, no longer on worker-1.
     let mut moved = (*a).clone();
-    moved
-        .labels
-        .insert("ifo.kubevirt.io/node".into(), "worker-2".into());
+    moved.labels.insert("ifo.kubevirt.io/node", "worker-2");
     let moved = Arc::new(moved);
     exposition(&index, vec![Change::Upsert(moved.clone())], &ops);
     // b completes after 90 s (and is removed, as without retention); c after 2 s, failed.

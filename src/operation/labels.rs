@@ -6,15 +6,12 @@
 //! they mean; invalid keys are dropped and reported back to the caller as [`LabelWarning`]s.
 
 use ifo_apimachinery::validation;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use super::hash::hash8;
+use super::label_set::{LabelKey, Labels};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
-
-/// Prefix of the built-in label keys.
-pub const LABEL_PREFIX: &str = ifo_model::LABEL_PREFIX;
 
 const MAX_VALUE_LEN: usize = 63;
 
@@ -60,8 +57,8 @@ pub fn build_labels<'a>(
     ruleset: &RuleSetInfo,
     operation: &str,
     dynamic: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> (BTreeMap<String, String>, Vec<LabelWarning>) {
-    let mut labels = BTreeMap::new();
+) -> (Labels, Vec<LabelWarning>) {
+    let mut labels = Labels::default();
     let mut warnings = Vec::new();
     let mut set = |key: &str, value: &str, source: LabelSource| {
         if is_qualified_name(key) {
@@ -83,28 +80,66 @@ pub fn build_labels<'a>(
         set(key, value, LabelSource::Static);
     }
     for (key, value) in builtin_labels(subject, ruleset, operation) {
-        labels.insert(key, label_value(&value));
+        labels.insert(key, label_value(value));
     }
+    labels.shrink();
     (labels, warnings)
 }
 
-fn builtin_labels(
-    subject: &Subject,
-    ruleset: &RuleSetInfo,
-    operation: &str,
-) -> Vec<(String, String)> {
-    let key = |name: &str| format!("{LABEL_PREFIX}{name}");
+/// The built-in label keys, `ifo.kubevirt.io/` and a name (static: every record shares them).
+mod key {
+    pub const SUBJECT_UID: &str = "ifo.kubevirt.io/subject-uid";
+    pub const SUBJECT_NAME: &str = "ifo.kubevirt.io/subject-name";
+    pub const SUBJECT_NAMESPACE: &str = "ifo.kubevirt.io/subject-namespace";
+    pub const SUBJECT_KIND: &str = "ifo.kubevirt.io/subject-kind";
+    pub const OPERATION: &str = "ifo.kubevirt.io/operation";
+    pub const COMPONENT: &str = "ifo.kubevirt.io/component";
+    pub const RULESET: &str = "ifo.kubevirt.io/ruleset";
+    pub const OWNER_UID: &str = "ifo.kubevirt.io/owner-uid";
+    pub const OWNER_NAME: &str = "ifo.kubevirt.io/owner-name";
+    pub const OWNER_KIND: &str = "ifo.kubevirt.io/owner-kind";
+    pub const OWNER_GROUP: &str = "ifo.kubevirt.io/owner-group";
+    pub const OWNER_VERSION: &str = "ifo.kubevirt.io/owner-version";
+}
+
+/// `key` as a record keeps it: the shared static string when it is a built-in key.
+pub fn built_in_key(key: String) -> LabelKey {
+    const ALL: [&str; 12] = [
+        key::SUBJECT_UID,
+        key::SUBJECT_NAME,
+        key::SUBJECT_NAMESPACE,
+        key::SUBJECT_KIND,
+        key::OPERATION,
+        key::COMPONENT,
+        key::RULESET,
+        key::OWNER_UID,
+        key::OWNER_NAME,
+        key::OWNER_KIND,
+        key::OWNER_GROUP,
+        key::OWNER_VERSION,
+    ];
+    match ALL.iter().find(|k| **k == key) {
+        Some(k) => LabelKey::Borrowed(k),
+        None => LabelKey::Owned(key),
+    }
+}
+
+fn builtin_labels<'a>(
+    subject: &'a Subject,
+    ruleset: &'a RuleSetInfo,
+    operation: &'a str,
+) -> Vec<(&'static str, &'a str)> {
     let mut out = vec![
-        (key("subject-uid"), subject.uid.clone()),
-        (key("subject-name"), subject.name.clone()),
+        (key::SUBJECT_UID, subject.uid.as_str()),
+        (key::SUBJECT_NAME, &subject.name),
         (
-            key("subject-namespace"),
-            subject.namespace.clone().unwrap_or_default(),
+            key::SUBJECT_NAMESPACE,
+            subject.namespace.as_deref().unwrap_or_default(),
         ),
-        (key("subject-kind"), subject.kind.clone()),
-        (key("operation"), operation.to_owned()),
-        (key("component"), ruleset.component.clone()),
-        (key("ruleset"), ruleset.name.clone()),
+        (key::SUBJECT_KIND, &subject.kind),
+        (key::OPERATION, operation),
+        (key::COMPONENT, &ruleset.component),
+        (key::RULESET, &ruleset.name),
     ];
     if let Some(owner) = subject.owner_references.first() {
         // `group/version`, or just `version` for the core group; `/` is not allowed in values.
@@ -113,11 +148,11 @@ fn builtin_labels(
             .rsplit_once('/')
             .unwrap_or(("", owner.api_version.as_str()));
         out.extend([
-            (key("owner-uid"), owner.uid.clone()),
-            (key("owner-name"), owner.name.clone()),
-            (key("owner-kind"), owner.kind.clone()),
-            (key("owner-group"), group.to_owned()),
-            (key("owner-version"), version.to_owned()),
+            (key::OWNER_UID, owner.uid.as_str()),
+            (key::OWNER_NAME, &owner.name),
+            (key::OWNER_KIND, &owner.kind),
+            (key::OWNER_GROUP, group),
+            (key::OWNER_VERSION, version),
         ]);
     }
     out
@@ -177,6 +212,18 @@ pub fn is_qualified_name(key: &str) -> bool {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn built_in_keys_are_the_prefix_and_a_name() {
+        for (key, _) in builtin_labels(&subject(), &ruleset(), "Migrating") {
+            let name = key.strip_prefix(ifo_model::LABEL_PREFIX);
+            assert!(
+                name.is_some_and(|n| !n.is_empty() && !n.contains('/')),
+                "{key}"
+            );
+        }
+    }
 
     fn subject() -> Subject {
         Subject {
@@ -218,7 +265,7 @@ mod tests {
         ];
         let (labels, warnings) = build_labels(&subject(), &ruleset(), "Migrating", dynamic);
         assert!(warnings.is_empty());
-        let l = |k: &str| labels.get(k).map(String::as_str);
+        let l = |k: &str| labels.get(k);
         assert_eq!(l("team"), Some("static"));
         assert_eq!(l("tier"), Some("gold"));
         assert_eq!(l("ifo.kubevirt.io/operation"), Some("Migrating"));
@@ -244,12 +291,12 @@ mod tests {
         s.namespace = None;
         s.owner_references[0].api_version = "v1".into();
         let (labels, _) = build_labels(&s, &ruleset(), "Op", []);
-        assert_eq!(labels["ifo.kubevirt.io/owner-group"], "");
-        assert_eq!(labels["ifo.kubevirt.io/owner-version"], "v1");
-        assert_eq!(labels["ifo.kubevirt.io/subject-namespace"], "");
+        assert_eq!(&labels["ifo.kubevirt.io/owner-group"], "");
+        assert_eq!(&labels["ifo.kubevirt.io/owner-version"], "v1");
+        assert_eq!(&labels["ifo.kubevirt.io/subject-namespace"], "");
         s.owner_references.clear();
         let (labels, _) = build_labels(&s, &ruleset(), "Op", []);
-        assert!(!labels.keys().any(|k| k.contains("owner-")));
+        assert!(!labels.iter().any(|(k, _)| k.contains("owner-")));
     }
 
     #[test]
@@ -259,7 +306,7 @@ mod tests {
         rs.labels.insert("UPPER.example.com/x".into(), "x".into());
         let dynamic = [("a/b/c", "x"), ("-lead", "x"), ("ok.example.com/fine", "y")];
         let (labels, warnings) = build_labels(&subject(), &rs, "Op", dynamic);
-        assert_eq!(labels["ok.example.com/fine"], "y");
+        assert_eq!(&labels["ok.example.com/fine"], "y");
         assert!(!labels.contains_key("Bad Key"));
         let keys: Vec<_> = warnings
             .iter()
@@ -299,7 +346,7 @@ mod tests {
         assert!(is_valid_label_value(&odd) && !odd.is_empty());
         let long_subject = subject_with_name(&"n".repeat(253));
         let (labels, _) = build_labels(&long_subject, &ruleset(), "Op", []);
-        assert!(labels.values().all(|v| is_valid_label_value(v)));
+        assert!(labels.iter().all(|(_, v)| is_valid_label_value(v)));
         assert_eq!(labels["ifo.kubevirt.io/subject-name"].len(), 63);
         // Already-valid values are fixed points, so repeating never changes a value.
         assert_eq!(label_value(&a), a);

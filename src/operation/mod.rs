@@ -6,6 +6,7 @@
 //! inputs, so every replica (and every restart) derives the same identity for an operation.
 
 mod hash;
+mod label_set;
 mod labels;
 #[cfg(test)]
 mod model_tests;
@@ -18,9 +19,10 @@ mod subject;
 mod time;
 mod wire;
 
+pub use label_set::{LabelKey, Labels};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
-pub(crate) use labels::{LabelWarning, build_labels};
+pub(crate) use labels::{LabelWarning, build_labels, built_in_key};
 pub use name::object_name;
 #[cfg(test)]
 pub(crate) use name::occurrence_uid;

@@ -116,7 +116,13 @@ fn the_model_reads_what_the_record_holds() {
             m.creation_timestamp.as_ref().map(|t| t.0),
             Some(whole_seconds(record.created))
         );
-        assert_eq!(m.labels.as_ref(), Some(&record.labels));
+        let served: Vec<(&str, &str)> = m
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(served, record.labels.iter().collect::<Vec<_>>());
         let owner = &m.owner_references.as_deref().unwrap()[0];
         assert_eq!(
             (&owner.kind, &owner.uid),

@@ -1,11 +1,10 @@
 //! The `InFlightOperation` record.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use serde_json::Value;
 
 use super::LabelWarning;
+use super::label_set::Labels;
 use super::labels::build_labels;
 use super::name::{object_name, occurrence_uid};
 use super::phase::{Outcome, Phase};
@@ -37,7 +36,7 @@ pub struct InFlightOperation {
     /// `metadata.creationTimestamp`: when the operation started.
     pub created: Timestamp,
     /// Labels: the rules' label expressions plus `ifo.kubevirt.io/*` ones.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// The object the operation is about.
     pub subject: Subject,
     /// The operation's name from its rule (e.g. `Migrating`).
@@ -165,6 +164,43 @@ impl InFlightOperation {
         self.ending_at().or_else(|| self.expected_end())
     }
 
+    /// About how many bytes this record holds in memory together with the JSON a list or watch
+    /// serialises and keeps of it: what bounds the event history by size. An estimate from the
+    /// text it carries (which both forms hold once each, the JSON with its field names), not
+    /// an allocator's count; `benches/memory.rs` measures the real figure.
+    pub fn approx_bytes(&self) -> usize {
+        let subject = &self.subject;
+        let owners: usize = subject
+            .owner_references
+            .iter()
+            .map(|o| o.api_version.len() + o.kind.len() + o.name.len() + o.uid.len() + 160)
+            .sum();
+        let text = self.name.len()
+            + self.uid.len()
+            + 2 * self.namespace.as_ref().map_or(0, String::len)
+            + subject.api_version.len()
+            + subject.kind.len()
+            + subject.name.len()
+            + subject.uid.len()
+            + self.operation.len()
+            + self.ruleset.len()
+            + self.component.len()
+            + self.message.as_ref().map_or(0, String::len)
+            + self.detected_by.iter().map(String::len).sum::<usize>()
+            + self
+                .stalled
+                .as_ref()
+                .map_or(0, |s| s.reason.len() + s.message.len())
+            + owners;
+        let labels: usize = self
+            .labels
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 24)
+            .sum();
+        // The fixed parts: the struct itself and the JSON's field names and timestamps.
+        std::mem::size_of::<Self>() + 2 * (text + labels) + 300
+    }
+
     /// `InFlightOperation` or `InFlightClusterOperation`, by the subject's scope.
     pub fn kind(&self) -> &'static str {
         if self.namespace.is_some() {
@@ -236,7 +272,7 @@ mod tests {
             name: "kubevirt".into(),
             generation: None,
             component: "virt".into(),
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             exclusive: false,
         }
     }

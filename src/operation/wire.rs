@@ -3,11 +3,11 @@
 //! written out in one pass.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
+use super::label_set::Labels;
 use super::record::{API_VERSION, Ending, InFlightOperation};
 use super::time::format_time;
 
@@ -35,7 +35,7 @@ pub struct Metadata<'a> {
     uid: &'a str,
     resource_version: String,
     creation_timestamp: String,
-    labels: &'a BTreeMap<String, String>,
+    labels: &'a Labels,
     owner_references: [OwnerRef<'a>; 1],
 }
 

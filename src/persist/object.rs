@@ -15,7 +15,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::operation::{InFlightOperation, Outcome, Phase, Subject};
+use crate::operation::{InFlightOperation, Outcome, Phase, Subject, built_in_key};
 
 /// The persisted kind's group.
 pub const GROUP: &str = "ifo.kubevirt.io";
@@ -59,11 +59,7 @@ struct Metadata<'a> {
 
 /// The copy of `op` to write; `resource_version` for a replace.
 pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> DynamicObject {
-    let mut labels: BTreeMap<&str, &str> = op
-        .labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let mut labels: BTreeMap<&str, &str> = op.labels.iter().collect();
     labels.insert(MANAGED_BY.0, MANAGED_BY.1);
     let body = op.wire_as(
         API_VERSION,
@@ -169,8 +165,15 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         .map(|o| o.parse::<Outcome>())
         .transpose()
         .map_err(|e| invalid(format!("outcome: {e}")))?;
-    let mut labels: BTreeMap<String, String> = object.metadata.labels.clone().unwrap_or_default();
-    labels.remove(MANAGED_BY.0);
+    let labels = object
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k != MANAGED_BY.0)
+        .map(|(k, v)| (built_in_key(k), v))
+        .collect();
     let subject = Subject {
         api_version: spec.subject.api_version,
         kind: spec.subject.kind,

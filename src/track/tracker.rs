@@ -10,7 +10,7 @@ use super::settings::Settings;
 use super::signal::{Message, Reading, Signal, signals};
 use crate::evaluate::{EvalError, Evaluation};
 use crate::operation::{
-    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
+    Ending, InFlightOperation, Labels, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
 };
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
@@ -709,15 +709,13 @@ impl Live<'_> {
 /// the value it had on the previous record (if any) is kept instead of making the label flap.
 fn dynamic_labels<'a>(
     results: &'a [(String, Result<String, EvalError>)],
-    previous: Option<&'a BTreeMap<String, String>>,
+    previous: Option<&'a Labels>,
 ) -> Vec<(&'a str, &'a str)> {
     results
         .iter()
         .filter_map(|(key, result)| match result {
             Ok(value) => Some((key.as_str(), value.as_str())),
-            Err(_) => previous?
-                .get_key_value(key)
-                .map(|(k, v)| (k.as_str(), v.as_str())),
+            Err(_) => Some((key.as_str(), previous?.get(key)?)),
         })
         .collect()
 }

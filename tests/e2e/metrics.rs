@@ -294,6 +294,14 @@ fn metrics_follow_operations_as_they_start_and_end() {
         ) >= 1.0
     );
     assert!(sum(&after, "process_resident_memory_bytes", &[]) > 0.0);
+    // The shared server started before this test and synced: both stages are reported, the
+    // sync no sooner than readiness.
+    let ready = sum(&after, "ifo_initial_sync_seconds", &[("stage", "ready")]);
+    let complete = sum(&after, "ifo_initial_sync_seconds", &[("stage", "complete")]);
+    assert!(
+        ready > 0.0 && complete >= ready,
+        "initial sync: ready {ready} s, complete {complete} s"
+    );
 
     // The log names the ruleset, subject and operation of each: starts and completions at
     // debug (these tests log `ifo=debug`), the failure at warn.

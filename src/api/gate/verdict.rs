@@ -411,9 +411,8 @@ mod tests {
         let mut op = (*crate::operation::test_record(subject)).clone();
         op.subject.kind = "VirtualMachine".into();
         op.operation = "Migrating".into();
-        op.labels.insert("ifo.kubevirt.io/node".into(), node.into());
-        op.labels
-            .insert("ifo.kubevirt.io/target-node".into(), target.into());
+        op.labels.insert("ifo.kubevirt.io/node", node);
+        op.labels.insert("ifo.kubevirt.io/target-node", target);
         Arc::new(op)
     }
 

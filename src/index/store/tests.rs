@@ -117,7 +117,7 @@ fn get_and_json_once_per_rv() {
     assert!(std::ptr::eq(w1, w2), "serialised once");
     let object: serde_json::Value = serde_json::from_str(w1.get()).unwrap();
     assert_eq!(object, stored.to_json());
-    assert_eq!(object["metadata"]["resourceVersion"], "1");
+    assert_eq!(&object["metadata"]["resourceVersion"], "1");
     let metadata: serde_json::Value = serde_json::from_str(stored.metadata().get()).unwrap();
     assert_eq!(metadata, object["metadata"]);
 }
@@ -260,6 +260,37 @@ fn watch_from_replays_then_streams() {
 }
 
 #[test]
+fn the_history_is_bounded_by_bytes_too() {
+    // Room for three records, whatever the count allows.
+    let three = 3 * op(Some("ns"), "s0", "m").approx_bytes();
+    let index = Index::new(100, 1_000, 16).with_history_bytes(three);
+    for i in 0..10 {
+        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
+    }
+    assert_eq!(index.current_rv(), 110);
+    assert_eq!(
+        index.watch_from(106).unwrap_err(),
+        WatchError::Expired {
+            requested: 106,
+            oldest: 107
+        }
+    );
+    let (replay, _) = index.watch_from(107).unwrap();
+    assert_eq!(
+        replayed(&index, replay)
+            .iter()
+            .map(|e| e.rv)
+            .collect::<Vec<_>>(),
+        [108, 109, 110]
+    );
+    // A record larger than the whole budget leaves nothing to resume from before it.
+    let large = op(Some("ns"), "big", &"m".repeat(three));
+    index.apply(vec![Change::Upsert(large)]);
+    assert!(index.watch_from(110).is_err());
+    assert!(index.watch_from(111).unwrap().0.is_done());
+}
+
+#[test]
 fn zero_ring_capacity_replays_nothing() {
     let index = Index::new(0, 0, 1);
     index.apply(vec![Change::Upsert(op(None, "a", "m"))]);
@@ -360,12 +391,11 @@ fn active_counts_are_always_those_of_the_records() {
                 record.phase = Phase::Active;
                 record
                     .labels
-                    .insert("ifo.kubevirt.io/node".into(), format!("n{}", rng.u8(..3)));
+                    .insert("ifo.kubevirt.io/node", format!("n{}", rng.u8(..3)));
                 if rng.bool() {
-                    record.labels.insert(
-                        "ifo.kubevirt.io/target-node".into(),
-                        format!("n{}", rng.u8(..3)),
-                    );
+                    record
+                        .labels
+                        .insert("ifo.kubevirt.io/target-node", format!("n{}", rng.u8(..3)));
                 }
                 record.message = Some(format!("m{}", rng.u8(..3)));
                 let at = |secs| base.created + jiff::SignedDuration::from_secs(secs);
@@ -453,12 +483,11 @@ fn gates_expect_the_latest_end_and_count_stalls() {
 fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
     let index = Index::new(10, 64, 16);
     let mut a = (*op(Some("ns"), "a", "m")).clone();
-    a.labels.insert("ifo.kubevirt.io/node".into(), "w1".into());
+    a.labels.insert("ifo.kubevirt.io/node", "w1");
     a.created -= jiff::SignedDuration::from_secs(60);
     let mut b = (*op(Some("ns"), "b", "m")).clone();
-    b.labels.insert("ifo.kubevirt.io/node".into(), "w2".into());
-    b.labels
-        .insert("ifo.kubevirt.io/target-node".into(), "w1".into());
+    b.labels.insert("ifo.kubevirt.io/node", "w2");
+    b.labels.insert("ifo.kubevirt.io/target-node", "w1");
     index.apply(vec![
         Change::Upsert(Arc::new(b.clone())),
         Change::Upsert(Arc::new(a.clone())),

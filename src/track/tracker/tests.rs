@@ -733,7 +733,7 @@ fn dynamic_labels_update_and_survive_errors() {
         &tr.observe(&rs, &ops(), &s, &with_label(Ok("node-a")), t(0))
             .changes,
     );
-    assert_eq!(rec.labels["example.com/node"], "node-a");
+    assert_eq!(&rec.labels["example.com/node"], "node-a");
     assert!(
         tr.observe(&rs, &ops(), &s, &with_label(Err(err())), t(1))
             .changes
@@ -743,7 +743,7 @@ fn dynamic_labels_update_and_survive_errors() {
         &tr.observe(&rs, &ops(), &s, &with_label(Ok("node/b")), t(2))
             .changes,
     );
-    assert_eq!(rec.labels["example.com/node"], "node-b");
+    assert_eq!(&rec.labels["example.com/node"], "node-b");
     // A new occurrence whose label expression fails has no such label.
     let rec = only_upsert(
         &tr.observe(&rs, &ops(), &subject("u2"), &with_label(Err(err())), t(3))

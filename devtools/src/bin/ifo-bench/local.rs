@@ -30,12 +30,14 @@ pub fn persist_crd() -> Result<PathBuf> {
 }
 
 /// How to run the server.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub debounce: Duration,
     /// `PERSIST=true`: mirror every live operation into an `inflightoperations.ifo.kubevirt.io`
     /// custom resource.
     pub persist: bool,
+    /// More of the server's environment (`--server-env`), set last.
+    pub env: Vec<(String, String)>,
 }
 
 /// A running server.
@@ -43,6 +45,20 @@ pub struct Settings {
 pub struct Server {
     pub pid: u32,
     pub log: PathBuf,
+    pub cold_start: ColdStart,
+}
+
+/// How long a server took to start, with what the cluster held at the time.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct ColdStart {
+    /// Process start → `/readyz` answers 200, seen from outside (asked every 20 ms).
+    pub ready_seconds: f64,
+    /// The server's own figure (`ifo_initial_sync_seconds{stage="complete"}`) for its start →
+    /// every first list of the initial sync evaluated: the rules' targets are all listed.
+    pub complete_seconds: f64,
+    /// The server's resident memory then (`VmRSS`), and its peak so far (`VmHWM`), in MiB.
+    pub rss_mib: Option<f64>,
+    pub peak_rss_mib: Option<f64>,
 }
 
 enum Request {
@@ -97,10 +113,11 @@ impl Local {
                                 old.stop(Duration::from_secs(10));
                             }
                             let started = serve(&cluster, &server, settings, &mut rules_applied);
-                            let answer = started.map(|(process, log)| {
+                            let answer = started.map(|(process, log, cold_start)| {
                                 let server = Server {
                                     pid: process.pid(),
                                     log,
+                                    cold_start,
                                 };
                                 running = Some(process);
                                 server
@@ -160,7 +177,7 @@ fn serve(
     binary: &Path,
     settings: Settings,
     rules_applied: &mut bool,
-) -> Result<(Process, PathBuf)> {
+) -> Result<(Process, PathBuf, ColdStart)> {
     if settings.persist {
         let crd = persist_crd()?.display().to_string();
         let rbac = ifo_dev::source_dir()
@@ -191,20 +208,30 @@ fn serve(
     } else {
         "ifo-apiserver.log"
     };
-    let process = ifo_dev::spawn_server(
-        cluster,
-        binary,
-        port,
-        &[
-            ("DEBOUNCE_THRESHOLD", &debounce),
-            ("LOG_LEVEL", "warn"),
-            // Set either way, so a PERSIST in the benchmark's environment cannot change a run.
-            ("PERSIST", if settings.persist { "true" } else { "false" }),
-        ],
-        log,
-    )?;
+    let spawned = Instant::now();
+    let mut env = vec![
+        ("DEBOUNCE_THRESHOLD", debounce.as_str()),
+        ("LOG_LEVEL", "warn"),
+        // Set either way, so a PERSIST in the benchmark's environment cannot change a run.
+        ("PERSIST", if settings.persist { "true" } else { "false" }),
+    ];
+    env.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let process = ifo_dev::spawn_server(cluster, binary, port, &env, log)?;
     let log = cluster.dir().join(log);
     let with_log = |e: anyhow::Error| e.context(format!("server log:\n{}", process.log_tail(20)));
+    // A restarted server is served before it has synced the rules' targets, and the
+    // APIService may still say Available from the previous one: wait for readiness first.
+    wait_until(
+        Duration::from_secs(180),
+        Duration::from_millis(20),
+        "the server's /readyz",
+        || {
+            process.check_running()?;
+            Ok(readyz(port))
+        },
+    )
+    .map_err(with_log)?;
+    let ready = spawned.elapsed();
     cluster.register_apiservice(port).map_err(with_log)?;
     cluster
         .wait_apiservice_available(Duration::from_secs(90))
@@ -228,15 +255,9 @@ fn serve(
             .map_err(with_log)?;
         *rules_applied = true;
     }
-    // A restarted server is served before it has synced the rules' targets, and the
-    // APIService may still say Available from the previous one: wait for both.
-    wait_until(Duration::from_secs(120), "the server's /readyz", || {
-        process.check_running()?;
-        Ok(readyz(port))
-    })
-    .map_err(with_log)?;
     wait_until(
         Duration::from_secs(60),
+        Duration::from_millis(250),
         "the live API through kube-apiserver",
         || {
             Ok(cluster
@@ -253,16 +274,81 @@ fn serve(
         },
     )
     .map_err(with_log)?;
-    Ok((process, log))
+    let direct = direct_kubeconfig(cluster, port)?;
+    let mut complete = None;
+    wait_until(
+        Duration::from_secs(180),
+        Duration::from_millis(250),
+        "the server's initial sync (ifo_initial_sync_seconds)",
+        || {
+            complete = initial_sync_complete(cluster, &direct)?;
+            Ok(complete.is_some())
+        },
+    )
+    .map_err(with_log)?;
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", process.pid())).unwrap_or_default();
+    let cold_start = ColdStart {
+        ready_seconds: ready.as_secs_f64(),
+        complete_seconds: complete.unwrap_or_default(),
+        rss_mib: mib(&status, "VmRSS:"),
+        peak_rss_mib: mib(&status, "VmHWM:"),
+    };
+    Ok((process, log, cold_start))
 }
 
-fn wait_until(timeout: Duration, what: &str, mut ok: impl FnMut() -> Result<bool>) -> Result<()> {
+/// A `/proc/<pid>/status` line's size (`VmRSS:    1234 kB`) in MiB.
+fn mib(status: &str, field: &str) -> Option<f64> {
+    let line = status.lines().find_map(|l| l.strip_prefix(field))?;
+    let kib: f64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// A kubeconfig reaching the server on loopback `port` directly, as the admin (its client
+/// certificate is of the cluster's CA, which the server trusts); the serving certificate is
+/// not checked on loopback.
+fn direct_kubeconfig(cluster: &Cluster, port: u16) -> Result<PathBuf> {
+    let admin = std::fs::read(cluster.kubeconfig(User::Admin))?;
+    let mut config: serde_json::Value = serde_json::from_slice(&admin)?;
+    config["clusters"][0]["cluster"] = serde_json::json!({
+        "server": format!("https://127.0.0.1:{port}"),
+        "insecure-skip-tls-verify": true,
+    });
+    let path = cluster.dir().join("kubeconfig-admin-direct.json");
+    ifo_dev::pki::write_private(&path, serde_json::to_vec(&config)?)?;
+    Ok(path)
+}
+
+/// The server's `ifo_initial_sync_seconds{stage="complete"}`, once it has one.
+fn initial_sync_complete(cluster: &Cluster, kubeconfig: &Path) -> Result<Option<f64>> {
+    let out = std::process::Command::new(&cluster.binaries.kubectl)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["get", "--raw", "/metrics"])
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "reading the server's /metrics: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("ifo_initial_sync_seconds{stage=\"complete\"} "))
+        .and_then(|v| v.trim().parse().ok()))
+}
+
+fn wait_until(
+    timeout: Duration,
+    every: Duration,
+    what: &str,
+    mut ok: impl FnMut() -> Result<bool>,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     while !ok()? {
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} waiting for {what}");
         }
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(every);
     }
     Ok(())
 }

@@ -84,11 +84,22 @@ struct Cli {
     /// The etcd process to measure with --kubeconfig (on this machine).
     #[arg(long, requires = "kubeconfig")]
     etcd_pid: Option<u32>,
+    /// An environment variable of the local server, `NAME=VALUE` (repeatable): a setting, or a
+    /// heap profiler's `LD_PRELOAD` for the server alone.
+    #[arg(long, value_parser = env_pair, conflicts_with = "kubeconfig")]
+    server_env: Vec<(String, String)>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "target/ifo-bench.json")]
     json: PathBuf,
     #[command(flatten)]
     api: target::IfoApi,
+}
+
+fn env_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("{s}: expected NAME=VALUE")),
+    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -198,6 +209,7 @@ fn main() -> Result<()> {
             let server = local.serve(local::Settings {
                 debounce: cli.debounce,
                 persist,
+                env: cli.server_env.clone(),
             })?;
             pids = Pids {
                 server: Some(server.pid),
@@ -210,6 +222,16 @@ fn main() -> Result<()> {
             kubeconfig: &kubeconfig,
             namespace: &namespace,
             persist: persist == Some(true),
+            local: local.as_ref().zip(persist).map(|(local, persist)| {
+                (
+                    local,
+                    local::Settings {
+                        debounce: cli.debounce,
+                        persist,
+                        env: cli.server_env.clone(),
+                    },
+                )
+            }),
             pids,
             // A following run starts without this run's subjects.
             remove_subjects: !last,
@@ -271,6 +293,9 @@ struct RunSpec<'a> {
     namespace: &'a str,
     /// The local server mirrors operations into custom resources.
     persist: bool,
+    /// The local environment and the server's settings, to restart it (`None` with
+    /// `--kubeconfig`).
+    local: Option<(&'a local::Local, local::Settings)>,
     pids: Pids,
     /// Delete the subjects at the end of the run.
     remove_subjects: bool,
@@ -329,7 +354,8 @@ async fn bench(cli: &Cli, spec: &RunSpec<'_>) -> Result<Vec<report::Phase>> {
             bench.subjects.hold(held..hold).await;
             held = held.max(hold);
             bench.wait_active(held).await?;
-            let phase = bench.phase(held..level, cli.scale_duration).await?;
+            let mut phase = bench.phase(held..level, cli.scale_duration).await?;
+            phase.cold_start = bench.cold_start(level).await?;
             phase.print();
             phases.push(phase);
         }
@@ -386,6 +412,28 @@ impl Bench<'_> {
                 })?;
         }
         Ok(())
+    }
+
+    /// Restarts the local server (none with `--kubeconfig`) and reports how long it took to
+    /// be ready and to list every target again, with `subjects` in the cluster. The meter
+    /// follows the new process; the watchers resume through kube-apiserver as clients do.
+    async fn cold_start(&mut self, subjects: usize) -> Result<Option<local::ColdStart>> {
+        let Some((local, settings)) = &self.spec.local else {
+            return Ok(None);
+        };
+        eprintln!("scale level {subjects}: restarting the server (a cold start) ...");
+        let server = tokio::task::block_in_place(|| local.serve(settings.clone()))?;
+        self.server = usage::Meter::new(Some(server.pid));
+        let c = server.cold_start;
+        eprintln!(
+            "scale level {subjects}: ready after {:.2} s, every target listed after {:.2} s, \
+             RSS then {} (peak {})",
+            c.ready_seconds,
+            c.complete_seconds,
+            report::mib(c.rss_mib),
+            report::mib(c.peak_rss_mib)
+        );
+        Ok(Some(server.cold_start))
     }
 
     /// Waits until every watcher shows at least `count` active operations.
@@ -505,6 +553,7 @@ impl Bench<'_> {
                 counts.started,
             ),
             apiserver_writes: report::write_rows(&writes, counts.writes),
+            cold_start: None,
         };
         let (mut starts, mut completions) = (Vec::new(), Vec::new());
         for w in &self.watchers {

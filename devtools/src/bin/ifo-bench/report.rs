@@ -52,6 +52,8 @@ pub struct Phase {
     pub lifecycles: u64,
     /// `operation_writes` per 1,000 lifecycles (`null` without lifecycles).
     pub operation_writes_per_1000_lifecycles: Option<f64>,
+    /// `--scale`: the local server restarted after the phase, with the phase's subjects.
+    pub cold_start: Option<crate::local::ColdStart>,
 }
 
 #[derive(Debug, Serialize)]
@@ -166,10 +168,11 @@ impl Phase {
         ] {
             match usage {
                 Some(u) => println!(
-                    "  {name:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB (lifetime peak {:.1} MiB)",
+                    "  {name:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB (lifetime peak {:.1} MiB)",
                     u.cpu_seconds,
                     u.cpu_percent_of_one_core,
                     u.rss_max_mib,
+                    u.rss_end_mib,
                     u.rss_peak_lifetime_mib
                 ),
                 None => println!("  {name:<19} n/a (no {flag})"),
@@ -212,9 +215,12 @@ fn cpu(usage: &Option<Usage>) -> String {
 }
 
 fn rss(usage: &Option<Usage>) -> String {
-    usage
-        .as_ref()
-        .map_or("n/a".to_string(), |u| format!("{:.1} MiB", u.rss_max_mib))
+    mib(usage.as_ref().map(|u| u.rss_max_mib))
+}
+
+/// `12.3 MiB`, or `n/a`.
+pub fn mib(size: Option<f64>) -> String {
+    size.map_or("n/a".to_string(), |m| format!("{m:.1} MiB"))
 }
 
 /// `--compare-persist`: the same phase without and with persistence, side by side.
@@ -318,16 +324,27 @@ fn write_pairs(a: &[WriteRow], b: &[WriteRow]) -> BTreeMap<(String, String), (u6
 
 /// The `--scale` summary: one line per level.
 pub fn print_scale(phases: &[Phase]) {
-    println!("\n  subjects   active ops   server RSS max   start→event p99   lost");
+    println!(
+        "\n  subjects   active ops   server RSS max   start→event p99   lost   cold start: ready / every target listed"
+    );
     for p in phases {
         let rss = rss(&p.server);
+        let cold_start = p.cold_start.map_or("n/a".to_string(), |c| {
+            format!(
+                "{:.2} s / {:.2} s, RSS then {}",
+                c.ready_seconds,
+                c.complete_seconds,
+                mib(c.rss_mib)
+            )
+        });
         println!(
-            "  {:>8}   {:>10}   {:>14}   {:>12.1} ms   {}",
+            "  {:>8}   {:>10}   {:>14}   {:>12.1} ms   {:>4}   {}",
             p.subjects,
             p.held_active,
             rss,
             p.start_latency.p99_ms,
-            p.lost_starts + p.lost_completions
+            p.lost_starts + p.lost_completions,
+            cold_start
         );
     }
 }

@@ -74,7 +74,9 @@ impl Subjects {
                 let vm: DynamicObject = serde_json::from_value(json!({
                     "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                     "metadata": {"name": name(i), "namespace": self.namespace},
-                    "spec": {"runStrategy": "Always"},
+                    // Stopped, as their first state says: the rules take a VM created to run
+                    // (and without a status yet) to be starting.
+                    "spec": {"runStrategy": "Halted"},
                 }))?;
                 match self.api.create(&PostParams::default(), &vm).await {
                     Ok(_) => Ok(()),

@@ -103,6 +103,8 @@ pub struct Usage {
     pub cpu_percent_of_one_core: f64,
     /// The highest resident set sampled during the phase (every 250 ms, and at its end).
     pub rss_max_mib: f64,
+    /// The resident set at the phase's end, once its operations have completed.
+    pub rss_end_mib: f64,
     pub rss_peak_lifetime_mib: f64,
 }
 
@@ -149,6 +151,7 @@ impl Meter {
             cpu_seconds: (now.cpu_seconds - start.cpu_seconds).max(0.0),
             cpu_percent_of_one_core: share_of_one_core(&start, &now, wall_seconds),
             rss_max_mib: mib(rss_max.max(now.rss_bytes)),
+            rss_end_mib: mib(now.rss_bytes),
             rss_peak_lifetime_mib: mib(now.peak_rss_bytes),
         }))
     }
