@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// jemalloc rather than the C library's allocator: with glibc's per-thread arenas, memory freed
 /// after a burst (an initial list, thousands of operations starting at once) stayed resident.
 /// At 100,000 subjects and 20,000 operations the server peaked at 160 MiB with glibc and 145
-/// MiB with jemalloc, and used a third less CPU (docs/performance.md, "Scale").
+/// MiB with jemalloc (docs/performance.md, "Scale").
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
