@@ -330,8 +330,15 @@ pub fn print_scale(phases: &[Phase]) {
     for p in phases {
         let rss = rss(&p.server);
         let cold_start = p.cold_start.map_or("n/a".to_string(), |c| {
+            // All of the process's memory over its operations: an upper bound of a record's.
+            let per_operation = c
+                .rss_mib
+                .filter(|_| p.held_active > 0)
+                .map_or("n/a".to_string(), |m| {
+                    format!("{:.1} KiB", m * 1024.0 / p.held_active as f64)
+                });
             format!(
-                "{:.2} s / {:.2} s, RSS then {}",
+                "{:.2} s / {:.2} s, RSS then {} ({per_operation} per active operation)",
                 c.ready_seconds,
                 c.complete_seconds,
                 mib(c.rss_mib)
