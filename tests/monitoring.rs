@@ -59,6 +59,8 @@ fn exercise() {
     persist_write("create", "ok");
     set_persist_pending(0, std::time::Duration::ZERO);
     set_operations(0);
+    started(StartStage::Ready, std::time::Duration::from_secs(1));
+    started(StartStage::Complete, std::time::Duration::from_secs(2));
     let subject = ifo::operation::Subject {
         kind: "VirtualMachine".into(),
         name: "vm".into(),
