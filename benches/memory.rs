@@ -61,7 +61,7 @@ fn main() {
     row("its JSON, once listed or watched", object);
     row("its metadata, once listed as a Table", metadata);
     row("in all", made + kept + object + metadata);
-    // What the event history counts for it (`EVENT_HISTORY_BYTES`): the record and its JSON.
+    // What the event history counts for it (`EVENT_HISTORY_MIB`): the record and its JSON.
     let estimate: usize = snapshot.items.iter().map(|s| s.op.approx_bytes()).sum();
     row(
         "the history's estimate of the record and its JSON",

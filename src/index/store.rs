@@ -53,9 +53,10 @@ struct State {
     rv: u64,
     items: BTreeMap<ObjectKey, Arc<Stored>>,
     /// The most recent events, RVs `resumable_from + 1 ..= rv`, oldest first.
-    ring: VecDeque<Event>,
+    /// Each with its weight ([`weight`]), reckoned once as it goes in.
+    ring: VecDeque<(Event, usize)>,
     ring_capacity: usize,
-    /// What the ring's events weigh ([`weight`]), and the most they may.
+    /// What the ring's events weigh together, and the most they may.
     ring_bytes: usize,
     ring_max_bytes: usize,
     /// Oldest RV a watch can resume from: every event after it is in the ring.
@@ -254,14 +255,14 @@ impl Index {
             st.resumable_from = st.rv;
         } else {
             while st.ring.len() >= st.ring_capacity || st.ring_bytes + weight > st.ring_max_bytes {
-                let Some(dropped) = st.ring.pop_front() else {
+                let Some((dropped, dropped_weight)) = st.ring.pop_front() else {
                     break;
                 };
-                st.ring_bytes -= self::weight(&dropped);
+                st.ring_bytes -= dropped_weight;
                 st.resumable_from = dropped.rv;
             }
             st.ring_bytes += weight;
-            st.ring.push_back(event.clone());
+            st.ring.push_back((event.clone(), weight));
         }
         // No receivers is fine: nobody is watching.
         let _ = self.tx.send(event);
@@ -377,7 +378,11 @@ impl Index {
         let start = usize::try_from(replay.after - st.resumable_from).unwrap_or(usize::MAX);
         let left = usize::try_from(replay.until.saturating_sub(replay.after)).unwrap_or(usize::MAX);
         let end = start.saturating_add(left.min(max)).min(st.ring.len());
-        let events: Vec<Event> = st.ring.range(start.min(end)..end).cloned().collect();
+        let events: Vec<Event> = st
+            .ring
+            .range(start.min(end)..end)
+            .map(|(event, _)| event.clone())
+            .collect();
         replay.after += events.len() as u64;
         if events.is_empty() {
             // Nothing more can come from the ring: never loop on an empty chunk.

@@ -62,7 +62,7 @@ pub fn build_labels<'a>(
     let mut warnings = Vec::new();
     let mut set = |key: &str, value: &str, source: LabelSource| {
         if is_qualified_name(key) {
-            labels.insert(key.to_owned(), label_value(value));
+            labels.insert(shared_key(key.to_owned()), label_value(value));
         } else {
             let warning = LabelWarning {
                 key: key.to_owned(),
@@ -102,9 +102,10 @@ mod key {
     pub const OWNER_VERSION: &str = "ifo.kubevirt.io/owner-version";
 }
 
-/// `key` as a record keeps it: the shared static string when it is a built-in key.
-pub fn built_in_key(key: String) -> LabelKey {
-    const ALL: [&str; 12] = [
+/// `key` as a record keeps it: a shared static string when it is a built-in key or one of the
+/// well-known node keys the gates read (rules set those on nearly every record).
+pub fn shared_key(key: String) -> LabelKey {
+    const ALL: [&str; 14] = [
         key::SUBJECT_UID,
         key::SUBJECT_NAME,
         key::SUBJECT_NAMESPACE,
@@ -117,6 +118,8 @@ pub fn built_in_key(key: String) -> LabelKey {
         key::OWNER_KIND,
         key::OWNER_GROUP,
         key::OWNER_VERSION,
+        ifo_model::NODE_LABEL,
+        ifo_model::TARGET_NODE_LABEL,
     ];
     match ALL.iter().find(|k| **k == key) {
         Some(k) => LabelKey::Borrowed(k),
@@ -221,6 +224,10 @@ mod tests {
             assert!(
                 name.is_some_and(|n| !n.is_empty() && !n.contains('/')),
                 "{key}"
+            );
+            assert!(
+                matches!(shared_key(key.to_owned()), LabelKey::Borrowed(_)),
+                "{key} is not shared"
             );
         }
     }

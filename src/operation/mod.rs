@@ -22,7 +22,7 @@ mod wire;
 pub use label_set::{LabelKey, Labels};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
-pub(crate) use labels::{LabelWarning, build_labels, built_in_key};
+pub(crate) use labels::{LabelWarning, build_labels, shared_key};
 pub use name::object_name;
 #[cfg(test)]
 pub(crate) use name::occurrence_uid;

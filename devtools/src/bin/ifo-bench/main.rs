@@ -201,16 +201,21 @@ fn main() -> Result<()> {
             etcd: cli.etcd_pid,
         };
         let mut server_log = None;
-        if let (Some(local), Some(persist)) = (&local, persist) {
-            eprintln!(
-                "starting ifo-apiserver (persistence {}) ...",
-                if persist { "on" } else { "off" }
-            );
-            let server = local.serve(local::Settings {
+        // The local environment and how its server runs (`None`: another cluster's server).
+        let serving = local.as_ref().zip(persist).map(|(local, persist)| {
+            let settings = local::Settings {
                 debounce: cli.debounce,
                 persist,
                 env: cli.server_env.clone(),
-            })?;
+            };
+            (local, settings)
+        });
+        if let Some((local, settings)) = &serving {
+            eprintln!(
+                "starting ifo-apiserver (persistence {}) ...",
+                if settings.persist { "on" } else { "off" }
+            );
+            let server = local.serve(settings.clone())?;
             pids = Pids {
                 server: Some(server.pid),
                 apiserver: Some(local.apiserver_pid),
@@ -222,16 +227,7 @@ fn main() -> Result<()> {
             kubeconfig: &kubeconfig,
             namespace: &namespace,
             persist: persist == Some(true),
-            local: local.as_ref().zip(persist).map(|(local, persist)| {
-                (
-                    local,
-                    local::Settings {
-                        debounce: cli.debounce,
-                        persist,
-                        env: cli.server_env.clone(),
-                    },
-                )
-            }),
+            local: serving,
             pids,
             // A following run starts without this run's subjects.
             remove_subjects: !last,
