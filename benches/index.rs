@@ -24,6 +24,10 @@ use ifo::index::{Index, ObjectKey, Stored};
 use ifo::track::Change;
 
 mod fixture;
+
+/// The server's allocator (`src/main.rs`): what allocation costs here is what it costs there.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use fixture::{OPERATIONS, progressed, records};
 
 const WATCHERS: usize = 500;

@@ -56,7 +56,7 @@ pub struct ServeArgs {
     pub event_history: usize,
     /// Most memory the kept watch events may take, in MiB (records and their JSON, estimated):
     /// when operations churn, this bounds the history before EVENT_HISTORY does.
-    #[arg(long, env = "EVENT_HISTORY_MIB", default_value_t = 16)]
+    #[arg(long, env = "EVENT_HISTORY_MIB", default_value_t = 12)]
     pub event_history_mib: usize,
     /// Events a single watcher may fall behind before it is cut with 410 Expired.
     #[arg(long, env = "WATCH_BUFFER", default_value_t = 1_000)]

@@ -47,10 +47,13 @@ pub struct Kept {
     pub warnings: Arc<[String]>,
 }
 
-/// Whether a snapshot of `taken` (a namespace, or everything) holds what a request for
-/// `wanted` reads.
+/// Whether a snapshot of `taken` (a namespace, or everything) serves a request for `wanted`:
+/// only one of the same namespace. A snapshot of everything holds every namespace's records,
+/// but its warnings name every namespace's blind spots: a read of one namespace served from it
+/// would be warned of targets that do not feed that namespace (and `kubectl ifo check` would
+/// fail for them).
 fn covers(taken: Option<&str>, wanted: Option<&str>) -> bool {
-    taken.is_none() || taken == wanted
+    taken == wanted
 }
 
 impl Recent {
@@ -109,7 +112,7 @@ impl Snapshots {
         kept
     }
 
-    /// The snapshot taken at `rv` that holds `namespace` (or everything), if it is still kept
+    /// The snapshot of `namespace` (or everything) taken at `rv`, if it is still kept
     /// and was taken since the index's epoch (an older RV may have come from another replica).
     pub fn get(&self, index: &IndexReader, rv: u64, namespace: Option<&str>) -> Option<Kept> {
         if rv < index.epoch() {
@@ -192,12 +195,27 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&current(&snapshots, &index, Some("b")), &b));
         assert!(get(&snapshots, &index, b.rv, Some("a")).is_none());
-        // A snapshot of everything serves every namespace at its RV.
+        // A snapshot of everything is not shared with a read of one namespace: its warnings
+        // are every namespace's.
         let all = current(&snapshots, &index, None);
         assert_eq!(all.items.len(), 9);
-        assert!(Arc::ptr_eq(&current(&snapshots, &index, Some("c")), &all));
-        let a = get(&snapshots, &index, b.rv, Some("a")).unwrap();
-        assert!(Arc::ptr_eq(&a, &all));
+        let c = current(&snapshots, &index, Some("c"));
+        assert!(!Arc::ptr_eq(&c, &all));
+        assert_eq!(c.items.len(), 3);
+        assert!(get(&snapshots, &index, b.rv, Some("a")).is_none());
+        assert!(Arc::ptr_eq(&get(&snapshots, &index, b.rv, None).unwrap(), &all));
+    }
+
+    #[test]
+    fn a_read_of_one_namespace_gets_the_warnings_of_that_namespace() {
+        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let snapshots = Snapshots::default();
+        let everywhere = || vec!["things in namespace a are not being watched".to_string()];
+        let all = snapshots.current(&index.reader(), None, everywhere);
+        assert_eq!(all.warnings.len(), 1);
+        let b = snapshots.current(&index.reader(), Some("b"), Vec::new);
+        assert_eq!(b.snapshot.rv, all.snapshot.rv);
+        assert!(b.warnings.is_empty(), "{:?}", b.warnings);
     }
 
     #[test]

@@ -19,7 +19,10 @@
 mod active;
 mod error;
 mod event;
+mod gate_entry;
+mod gate_scope;
 mod gates;
+mod scope_members;
 mod store;
 mod stored;
 mod transitions;

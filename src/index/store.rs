@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
-use super::gates::{GateCounts, GateMembers, GateScope, MAX_GATE_OPERATIONS};
+use super::gates::{GateCounts, GateEntry, GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use super::stored::{ObjectKey, Stored, key_of};
 use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
@@ -51,7 +51,7 @@ pub struct Index {
 
 struct State {
     rv: u64,
-    items: BTreeMap<ObjectKey, Arc<Stored>>,
+    items: BTreeMap<ObjectKey, Held>,
     /// The most recent events, RVs `resumable_from + 1 ..= rv`, oldest first.
     /// Each with its weight ([`weight`]), reckoned once as it goes in.
     ring: VecDeque<(Event, usize)>,
@@ -73,6 +73,14 @@ struct State {
     feeds_since: Option<jiff::Timestamp>,
     /// The RV at which this replica last began to serve (see [`Index::begin_epoch`]).
     epoch: u64,
+}
+
+/// A record as the index holds it: as stored (and served), with what the maintenance gates
+/// hold of it while it is in flight. The gates' entry is moved, not shared, from one state of a
+/// record to the next, so an update that moves no gate never touches it.
+struct Held {
+    stored: Arc<Stored>,
+    gate: Option<Arc<GateEntry>>,
 }
 
 impl Index {
@@ -132,19 +140,33 @@ impl Index {
             match change {
                 Change::Upsert(op) => {
                     let key = key_of(&op);
-                    let mut previous = st.items.get(&key).cloned();
+                    let (mut previous, held_gate) = match st.items.get_mut(&key) {
+                        Some(held) => (Some(held.stored.clone()), held.gate.take()),
+                        None => (None, None),
+                    };
                     transitions.note(previous.as_ref().map(|p| &*p.op), &op);
                     st.active
                         .change(previous.as_ref().map(|p| &*p.op), Some(&op));
-                    let before = previous.as_ref().map(|p| p.op.clone());
+                    let before = previous.clone();
                     if let Some(prev) = previous.take_if(|p| p.op.uid != op.uid) {
                         st.items.remove(&key);
                         self.delete(&mut st, &prev.op);
                     }
                     let rv = st.rv + 1;
-                    st.gates.change(before.as_ref(), Some(&op), rv);
+                    let gate = st.gates.change(
+                        before.as_deref().map(|b| &*b.op),
+                        held_gate,
+                        Some(&op),
+                        rv,
+                    );
                     let object = Arc::new(Stored::new(rv, op));
-                    st.items.insert(key, object.clone());
+                    st.items.insert(
+                        key,
+                        Held {
+                            stored: object.clone(),
+                            gate,
+                        },
+                    );
                     let kind = if previous.is_some() {
                         EventKind::Modified
                     } else {
@@ -154,13 +176,16 @@ impl Index {
                 }
                 Change::Remove(op) => {
                     let key = key_of(&op);
-                    if st.items.get(&key).is_some_and(|s| s.op.uid == op.uid)
+                    if st
+                        .items
+                        .get(&key)
+                        .is_some_and(|h| h.stored.op.uid == op.uid)
                         && let Some(prev) = st.items.remove(&key)
                     {
-                        st.active.change(Some(&prev.op), None);
+                        st.active.change(Some(&prev.stored.op), None);
                         let rv = st.rv + 1;
-                        st.gates.change(Some(&prev.op), None, rv);
-                        self.delete(&mut st, &prev.op);
+                        st.gates.change(Some(&prev.stored.op), prev.gate, None, rv);
+                        self.delete(&mut st, &prev.stored.op);
                     }
                 }
             }
@@ -206,7 +231,7 @@ impl Index {
     /// with its `listed` oldest operations (a table needs a few, a list of objects all it shows).
     pub(crate) fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
         let st = self.read();
-        let mut all = st.gates.in_flight(st.epoch, listed);
+        let mut all = st.gates.in_flight(listed);
         for members in &mut all {
             Self::with_feeds(&st, members);
         }
@@ -317,7 +342,7 @@ impl Index {
                 .items
                 .range(first..)
                 .take_while(|((ns, _), _)| ns.as_deref() == Some(namespace))
-                .map(|(_, stored)| stored.clone())
+                .map(|(_, held)| held.stored.clone())
                 .collect(),
         }
     }
@@ -325,14 +350,14 @@ impl Index {
     fn snapshot_of(st: &State) -> Snapshot {
         Snapshot {
             rv: st.rv,
-            items: st.items.values().cloned().collect(),
+            items: st.items.values().map(|h| h.stored.clone()).collect(),
         }
     }
 
     /// The record named `name` in `namespace` (`None` for cluster-scoped), at the current RV.
     pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
         let key = (namespace.map(str::to_owned), name.to_owned());
-        self.read().items.get(&key).cloned()
+        self.read().items.get(&key).map(|h| h.stored.clone())
     }
 
     /// A replay of the events after `rv` from the ring, plus a receiver for everything after
@@ -414,10 +439,17 @@ impl Index {
     }
 }
 
-/// What an event weighs in the history: its record's estimate (the state before, of a
-/// `Modified`, is the previous event's record, or the index's).
+/// What an event weighs in the history: its record's estimate, and that of the state before it
+/// (of a `Modified`), which the event keeps alive after that state's own event has left the
+/// history, often long after: an operation updated once a minute holds a minute-old record.
+/// While both events are in the history the earlier state is counted twice, which errs on the
+/// side of the bound.
 fn weight(event: &Event) -> usize {
-    event.object.as_ref().map_or(0, |s| s.op.approx_bytes())
+    [&event.object, &event.previous]
+        .into_iter()
+        .flatten()
+        .map(|s| s.weight())
+        .sum()
 }
 
 #[cfg(test)]

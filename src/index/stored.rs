@@ -25,6 +25,9 @@ pub struct Stored {
     pub op: Arc<InFlightOperation>,
     object: OnceLock<Box<RawValue>>,
     metadata: OnceLock<Box<RawValue>>,
+    /// What it weighs in the event history ([`InFlightOperation::approx_bytes`]), reckoned
+    /// once: an event counts its record and the state before it, which was itself an event's.
+    weight: usize,
 }
 
 impl Stored {
@@ -32,6 +35,7 @@ impl Stored {
     pub fn new(rv: u64, op: Arc<InFlightOperation>) -> Stored {
         Stored {
             rv,
+            weight: op.approx_bytes(),
             op,
             object: OnceLock::new(),
             metadata: OnceLock::new(),
@@ -52,6 +56,11 @@ impl Stored {
     /// The full API object as a value, built anew: for inspection, not for serving.
     pub fn to_json(&self) -> Value {
         self.op.to_json(self.rv)
+    }
+
+    /// What it weighs in the event history: see [`InFlightOperation::approx_bytes`].
+    pub(crate) fn weight(&self) -> usize {
+        self.weight
     }
 
     /// Where the record sits in the index: (namespace, name).

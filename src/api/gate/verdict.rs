@@ -171,13 +171,15 @@ impl FeedsBefore {
 
     /// Once the operations are read.
     pub fn meanwhile(self, targets: &HealthReader) -> Meanwhile {
+        // A target still stale, for whatever reason now, did not go current: a reason that
+        // changes while it stays blind (one failed list, then another) is not a recovery.
         let recovered = if self.stale.is_empty() {
             Vec::new()
         } else {
             let now = targets.stale(None);
             self.stale
                 .into_iter()
-                .filter(|s| !now.contains(s))
+                .filter(|s| !now.iter().any(|n| n.target == s.target))
                 .collect()
         };
         Meanwhile {

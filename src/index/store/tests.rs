@@ -290,6 +290,24 @@ fn the_history_is_bounded_by_bytes_too() {
     assert!(index.watch_from(111).unwrap().0.is_done());
 }
 
+/// An update keeps the state before it alive (for watches with selectors), after that state's
+/// own event has left: it weighs both.
+#[test]
+fn an_update_weighs_the_state_before_it_too() {
+    let four = 4 * op(Some("ns"), "s0", "m0").approx_bytes();
+    let index = Index::new(100, 1_000, 16).with_history_bytes(four);
+    for i in 0..10 {
+        index.apply(vec![Change::Upsert(op(Some("ns"), "s0", &format!("m{i}")))]);
+    }
+    assert_eq!(index.current_rv(), 110);
+    // Two updates, each holding two states, fill the room of four records.
+    assert!(index.watch_from(107).is_err());
+    let (replay, _) = index.watch_from(108).unwrap();
+    let events = replayed(&index, replay);
+    assert_eq!(events.iter().map(|e| e.rv).collect::<Vec<_>>(), [109, 110]);
+    assert!(events.iter().all(|e| e.previous.is_some()));
+}
+
 #[test]
 fn zero_ring_capacity_replays_nothing() {
     let index = Index::new(0, 0, 1);
