@@ -156,7 +156,7 @@ impl Env {
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                    && tx.send(v).is_err()
+                    && tx.send((Instant::now(), v)).is_err()
                 {
                     break;
                 }
@@ -279,10 +279,11 @@ impl KeepAliveClient {
     }
 }
 
-/// The events of a raw watch ([`Env::watch`]), one JSON object each; the watch ends on drop.
+/// The events of a raw watch ([`Env::watch`]), one JSON object each, with when each arrived;
+/// the watch ends on drop.
 pub struct WatchStream {
     child: Child,
-    rx: mpsc::Receiver<serde_json::Value>,
+    rx: mpsc::Receiver<(Instant, serde_json::Value)>,
 }
 
 impl WatchStream {
@@ -293,16 +294,27 @@ impl WatchStream {
         what: &str,
         pred: impl Fn(&serde_json::Value) -> bool,
     ) -> Vec<serde_json::Value> {
+        self.until_timed(timeout, what, pred).0
+    }
+
+    /// [`WatchStream::until`], with when the last event arrived (read off the stream, however
+    /// late the caller asks): the time to compare two watches' views of one change.
+    pub fn until_timed(
+        &self,
+        timeout: Duration,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> (Vec<serde_json::Value>, Instant) {
         let deadline = Instant::now() + timeout;
         let mut seen = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(ev) => {
+                Ok((arrived, ev)) => {
                     let done = pred(&ev);
                     seen.push(ev);
                     if done {
-                        return seen;
+                        return (seen, arrived);
                     }
                 }
                 Err(e) => panic!("{e} while waiting for {what}; events seen: {seen:#?}"),

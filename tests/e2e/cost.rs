@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Longest a normal ruleset's detection may take beside an over-budget one. Before evaluation had
-/// its own lanes, the over-budget ruleset's evaluations sat in front of it: 8.7 s were measured.
+/// Longest the server may add to a normal ruleset's detection beside an over-budget one, after
+/// kube-apiserver delivered the change itself. Before evaluation had its own lanes, the
+/// over-budget ruleset's evaluations sat in front of it: 8.7 s were measured.
 const PROMPT: Duration = Duration::from_secs(2);
 
 fn condition(ruleset: &str, type_: &str) -> Option<Value> {
@@ -73,6 +74,11 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     let ops = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{normal_ns}/inflightoperations?watch=true"
     ));
+    // The same change as kube-apiserver delivers it to any watcher: the floor the server's delay
+    // is measured from (the suite's other tests load the same two cores).
+    let vms = env.watch(&format!(
+        "/apis/kubevirt.io/v1/namespaces/{normal_ns}/virtualmachines?watch=true"
+    ));
     // Each of these costs the heavy ruleset a whole evaluation budget.
     for i in 0..8 {
         env.apply(&heavy_vm(&format!("heavy-{i}"), &heavy_ns));
@@ -84,12 +90,19 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
         "vm1",
         json!({"printableStatus": "Migrating"}),
     );
-    ops.until(WAIT, "the normal ruleset's operation", |ev| {
+    let (_, changed) = vms.until_timed(WAIT, "the VM's change", |ev| {
+        ev["object"]["status"]["printableStatus"] == "Migrating"
+    });
+    let (_, detected) = ops.until_timed(WAIT, "the normal ruleset's operation", |ev| {
         ev["object"]["spec"]["operation"] == "Migrating"
     });
-    let delay = started.elapsed();
-    println!("detection delay of a normal ruleset beside an over-budget one: {delay:?}");
-    assert!(delay < PROMPT, "detection took {delay:?}");
+    let delay = detected.saturating_duration_since(changed);
+    println!(
+        "detection delay of a normal ruleset beside an over-budget one: {delay:?} after \
+         kube-apiserver's own event ({:?} after the change was sent)",
+        detected.saturating_duration_since(started)
+    );
+    assert!(delay < PROMPT, "detection took {delay:?} after the VM's event");
 
     let cost = wait_reason(&heavy, "CostExceeded", "Suspended");
     assert_eq!(cost["status"], "True");
