@@ -175,7 +175,11 @@ impl Lanes {
     /// Resolves once every lane has evaluated what was sent to it before: a list is what the
     /// index shows only then. A lane that cannot take the request (it is full) has lost work
     /// like one that drops an event, and one that ended does not hold this up.
-    pub(crate) async fn evaluated(&self) {
+    ///
+    /// The request is queued at once, and what it returns borrows nothing: the watcher goes on
+    /// routing events while it waits, so a slow ruleset's lane does not hold back the others'
+    /// (their events were queued behind the list in their own lanes).
+    pub(crate) fn evaluated(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut acks = Vec::with_capacity(self.lanes.len());
         for lane in &self.lanes {
             let (tx, rx) = oneshot::channel();
@@ -190,8 +194,10 @@ impl Lanes {
                 Err(mpsc::error::TrySendError::Closed(_)) => {}
             }
         }
-        for ack in acks {
-            let _ = ack.await;
+        async move {
+            for ack in acks {
+                let _ = ack.await;
+            }
         }
     }
 

@@ -345,6 +345,12 @@ async fn follow_until_relist(
     let mut events = futures::stream::select_all(streams);
     // Subjects seen so far by the list each namespace stream is running.
     let mut listing: HashMap<Stream, HashSet<String>> = HashMap::new();
+    // Lists received whose evaluation the lanes have not finished: each stream's, with the
+    // stream's generation then. Events go on being routed meanwhile.
+    let mut evaluating = futures::stream::FuturesUnordered::new();
+    // Each stream's lists and failures so far: a list whose stream listed again or failed
+    // before its evaluation finished no longer makes the stream current.
+    let mut generation: HashMap<Stream, u64> = HashMap::new();
     // Streams whose latest list completed and whose watch has not failed since.
     let mut current: HashSet<Stream> = HashSet::new();
     let streams_total = apis.len();
@@ -359,6 +365,21 @@ async fn follow_until_relist(
                 Some(next) => next,
                 None => return,
             },
+            Some((ns, at, listed)) = evaluating.next() => {
+                if generation.get(&ns) == Some(&listed) {
+                    ctx.health.listed(target, &ns, at);
+                    current.insert(ns.clone());
+                    if current.len() == streams_total {
+                        if !lanes.dropped() {
+                            // Listed since events were last dropped: nothing is missing now.
+                            ctx.health.relisted(target);
+                        }
+                        progress.set_state(WatchState::Active);
+                        tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
+                    }
+                }
+                continue;
+            }
             () = relist.notified() => {
                 lanes.stop_for_relist();
                 return;
@@ -366,6 +387,7 @@ async fn follow_until_relist(
         };
         match event {
             Ok(watcher::Event::Init) => {
+                *generation.entry(ns.clone()).or_default() += 1;
                 listing.insert(ns, HashSet::new());
             }
             Ok(watcher::Event::InitApply(obj)) => {
@@ -383,17 +405,12 @@ async fn follow_until_relist(
                 lanes.resync(ns.clone(), present);
                 // Current (and no longer holding readiness back) once what the list said is in
                 // the index, not when it arrived: until then answers would be partial.
-                lanes.evaluated().await;
-                ctx.health.listed(target, &ns, at);
-                current.insert(ns.clone());
-                if current.len() == streams_total {
-                    if !lanes.dropped() {
-                        // Listed since events were last dropped: nothing is missing now.
-                        ctx.health.relisted(target);
-                    }
-                    progress.set_state(WatchState::Active);
-                    tracing::info!(target = %target_name, namespace = ns.as_deref(), "watch active");
-                }
+                let evaluated = lanes.evaluated();
+                let listed = generation.get(&ns).copied().unwrap_or_default();
+                evaluating.push(async move {
+                    evaluated.await;
+                    (ns, at, listed)
+                });
             }
             Ok(watcher::Event::Apply(obj)) => evaluate(&lanes, &skip, ar, &target_name, obj),
             Ok(watcher::Event::Delete(obj)) => {
@@ -412,6 +429,7 @@ async fn follow_until_relist(
                 tracing::warn!(target = %target_name, namespace = ns.as_deref(), error = %message, "watch failed; listing again after a backoff");
                 crate::metrics::target_watch_failure(target);
                 ctx.health.failed(target, &ns, message.clone());
+                *generation.entry(ns.clone()).or_default() += 1;
                 current.remove(&ns);
                 progress.set_state(WatchState::Failed(message));
             }

@@ -54,9 +54,16 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
     };
     assert_eq!(leading(first).as_deref(), Some("ifo_leader 1"));
     assert_eq!(leading(1 - first).as_deref(), Some("ifo_leader 0"));
-    // The standby is ready all the same (a rollout waits for readiness), and never serves while
-    // the other does. (A leader whose renewals kube-apiserver answers too late under the suite's
-    // load steps down, as client-go's does, and the other may take over: that is no violation.)
+    // The standby becomes ready all the same (a rollout waits for readiness: its initial sync
+    // evaluates every target's list, the other tests' too), and never serves while the other
+    // does. (A leader whose renewals kube-apiserver answers too late under the suite's load
+    // steps down, as client-go's does, and the other may take over: that is no violation.)
+    eventually(Duration::from_secs(60), "both replicas ready", || {
+        replicas
+            .iter()
+            .all(|r| get(env, r.port, "/readyz").0 == "200")
+            .then_some(())
+    });
     for _ in 0..3 {
         let codes: Vec<String> = replicas.iter().map(|r| get(env, r.port, LIST).0).collect();
         assert!(
@@ -66,7 +73,10 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         // curl's 000: no answer within its 10 s on a loaded machine, which proves nothing.
         for (replica, code) in replicas.iter().zip(&codes) {
             if code != "200" && code != "000" {
-                assert_eq!(code, "503", "a replica that does not serve refuses with 503");
+                assert_eq!(
+                    code, "503",
+                    "a replica that does not serve refuses with 503"
+                );
                 assert_eq!(get(env, replica.port, "/readyz").0, "200");
             }
         }
