@@ -203,7 +203,10 @@ mod tests {
         assert!(!Arc::ptr_eq(&c, &all));
         assert_eq!(c.items.len(), 3);
         assert!(get(&snapshots, &index, b.rv, Some("a")).is_none());
-        assert!(Arc::ptr_eq(&get(&snapshots, &index, b.rv, None).unwrap(), &all));
+        assert!(Arc::ptr_eq(
+            &get(&snapshots, &index, b.rv, None).unwrap(),
+            &all
+        ));
     }
 
     #[test]

@@ -102,7 +102,10 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
          kube-apiserver's own event ({:?} after the change was sent)",
         detected.saturating_duration_since(started)
     );
-    assert!(delay < PROMPT, "detection took {delay:?} after the VM's event");
+    assert!(
+        delay < PROMPT,
+        "detection took {delay:?} after the VM's event"
+    );
 
     let cost = wait_reason(&heavy, "CostExceeded", "Suspended");
     assert_eq!(cost["status"], "True");
