@@ -98,6 +98,12 @@ pub struct ServeArgs {
     /// At least 1s.
     #[arg(long, env = "WATCH_PROBE_INTERVAL", default_value = "15s", value_parser = parse_setting_duration)]
     pub watch_probe_interval: Duration,
+    /// Get each watched target's objects as one streamed watch (sendInitialEvents,
+    /// kube-apiserver's WatchList) rather than in pages of 500: faster to start, since
+    /// kube-apiserver sends while the server evaluates. An API server that refuses it, or does
+    /// not finish it within 60s, is listed in pages anyway. False: always in pages.
+    #[arg(long, env = "STREAMING_LISTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub streaming_lists: bool,
     /// Runtime cost one CEL expression may use on one object (elements iterated × the size of
     /// the comprehension body, elements created); beyond it the evaluation stops as unknown.
     #[arg(long, env = "CEL_COST_LIMIT", default_value_t = crate::evaluate::DEFAULT_COST_LIMIT,

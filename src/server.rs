@@ -16,7 +16,7 @@ use crate::readiness::Readiness;
 use crate::reconcile;
 use crate::supervise::Tasks;
 use crate::track::{Settings as TrackSettings, Tracker};
-use crate::watch::{Liveness, Watches};
+use crate::watch::{InitialList, Liveness, Watches};
 use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::future::Future;
@@ -138,11 +138,17 @@ impl Server {
             probe_interval,
             probe_timeout: crate::client::api_timeout(&args),
         };
+        let initial_list = if args.streaming_lists {
+            InitialList::Streaming
+        } else {
+            InitialList::Paged
+        };
         let watches = Arc::new(Watches::new(
             client.clone(),
             detector.clone(),
             targets.clone(),
             retry,
+            initial_list,
             liveness,
             readiness.clone(),
         ));

@@ -47,6 +47,7 @@ pub struct Watches {
     /// Notified when CRDs change, so watchers waiting for a missing target retry at once.
     pub crds_changed: Arc<Notify>,
     retry: Duration,
+    initial_list: InitialList,
     liveness: Liveness,
     readiness: Readiness,
 }
@@ -59,6 +60,7 @@ impl Watches {
         detector: Arc<Detector>,
         health: Arc<Health>,
         retry: Duration,
+        initial_list: InitialList,
         liveness: Liveness,
         readiness: Readiness,
     ) -> Self {
@@ -69,6 +71,7 @@ impl Watches {
             running: Mutex::new(HashMap::new()),
             crds_changed: Arc::new(Notify::new()),
             retry,
+            initial_list,
             liveness,
             readiness,
         }
@@ -131,6 +134,7 @@ impl Watches {
                 health: self.health.clone(),
                 crds_changed: self.crds_changed.clone(),
                 retry: self.retry,
+                initial_list: self.initial_list,
                 liveness: self.liveness,
             };
             let (detector, health, watched) =
@@ -223,6 +227,7 @@ struct Context {
     health: Arc<Health>,
     crds_changed: Arc<Notify>,
     retry: Duration,
+    initial_list: InitialList,
     liveness: Liveness,
 }
 
@@ -338,7 +343,7 @@ async fn follow_until_relist(
     let lanes = Lanes::start(&detector, &rulesets, target, relist.clone());
     let streams = apis.iter().map(|(ns, api)| {
         let ns = ns.clone();
-        relisting(api.clone(), ctx.crds_changed.clone())
+        relisting(api.clone(), ctx.crds_changed.clone(), ctx.initial_list)
             .map(move |event| (ns.clone(), event))
             .boxed()
     });
@@ -474,23 +479,70 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A stream that ran this long before failing starts its backoff over.
 const BACKOFF_RESET: Duration = Duration::from_secs(60);
 
+/// How a stream gets its initial state (`STREAMING_LISTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InitialList {
+    /// One watch that streams every object, then a bookmark (`sendInitialEvents`; kube-apiserver's
+    /// WatchList, on by default since v1.34): kube-apiserver sends the objects while the server
+    /// decodes and evaluates the ones before, where pages wait on each other, so a cold start
+    /// takes about as long as the slower of the two instead of both added up.
+    Streaming,
+    /// Pages of [`PAGE_SIZE`], then a watch: for an API server that refuses streaming, or that
+    /// did not finish a streaming list in [`STREAMING_DEADLINE`].
+    Paged,
+}
+
+/// Objects a page of a [`InitialList::Paged`] list holds (kube's default).
+const PAGE_SIZE: u32 = 500;
+
+/// How long a streaming list may take before the stream lists in pages instead: an API server
+/// that ignores `sendInitialEvents` (an aggregated one may) would otherwise never finish it, and
+/// the target would stay not current. kube-apiserver streams 100,000 objects in a few seconds.
+const STREAMING_DEADLINE: Duration = Duration::from_secs(60);
+
+impl InitialList {
+    fn config(self) -> watcher::Config {
+        match self {
+            InitialList::Streaming => watcher::Config::default().streaming_lists(),
+            InitialList::Paged => watcher::Config::default().page_size(PAGE_SIZE),
+        }
+    }
+}
+
+/// Whether `e` is an API server refusing a streaming list: `sendInitialEvents` is validated
+/// (422) or not understood (400) where the WatchList feature is off.
+fn streaming_refused(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 422 || s.code == 400,
+        watcher::Error::WatchError(s) => s.code == 422 || s.code == 400,
+        _ => false,
+    }
+}
+
 /// kube's watcher, started afresh (with a list) after any failure instead of resuming from the
 /// last resourceVersion: a failed stream is current again only once a list completes, and a
 /// relist also finds what changed while it was failing. Retries back off (1 s doubling to 30 s),
-/// and a CRD change retries at once (the target may just have come back).
-fn relisting(api: Api<Object>, crds_changed: Arc<Notify>) -> Events {
+/// and a CRD change retries at once (the target may just have come back). The list is streamed
+/// where the API server can ([`InitialList`]).
+fn relisting(api: Api<Object>, crds_changed: Arc<Notify>, initial: InitialList) -> Events {
     struct State {
         api: Api<Object>,
         crds_changed: Arc<Notify>,
         /// The running watcher, and when it started.
         current: Option<(Events, Instant)>,
         backoff: Option<Duration>,
+        initial: InitialList,
+        /// When the running watcher's list started, while it is under way (kube's watcher
+        /// lists again by itself after a 410).
+        listing: Option<Instant>,
     }
     let state = State {
         api,
         crds_changed,
         current: None,
         backoff: None,
+        initial,
+        listing: None,
     };
     futures::stream::unfold(state, |mut s| async move {
         loop {
@@ -501,11 +553,38 @@ fn relisting(api: Api<Object>, crds_changed: Arc<Notify>) -> Events {
                         _ = s.crds_changed.notified() => {}
                     }
                 }
-                let stream = watcher::watcher(s.api.clone(), watcher::Config::default()).boxed();
+                let stream = watcher::watcher(s.api.clone(), s.initial.config()).boxed();
                 s.current = Some((stream, Instant::now()));
             }
             let (stream, started) = s.current.as_mut().expect("just started");
-            match stream.next().await {
+            let next = if let Some(listing) = s.listing
+                && s.initial == InitialList::Streaming
+            {
+                let left = STREAMING_DEADLINE.saturating_sub(listing.elapsed());
+                match tokio::time::timeout(left, stream.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        tracing::warn!(url = %s.api.resource_url(), "a streaming list did not finish within {}s: listing in pages", STREAMING_DEADLINE.as_secs());
+                        s.initial = InitialList::Paged;
+                        s.current = None;
+                        s.listing = None;
+                        continue;
+                    }
+                }
+            } else {
+                stream.next().await
+            };
+            match next {
+                Some(Err(e)) if s.initial == InitialList::Streaming && streaming_refused(&e) => {
+                    tracing::info!(url = %s.api.resource_url(), error = %e, "the API server does not stream lists: listing in pages");
+                    s.initial = InitialList::Paged;
+                    s.current = None;
+                    s.listing = None;
+                }
+                Some(Ok(event @ (watcher::Event::Init | watcher::Event::InitDone))) => {
+                    s.listing = matches!(event, watcher::Event::Init).then(Instant::now);
+                    return Some((Ok(event), s));
+                }
                 Some(Err(e)) if !expired(&e) => {
                     s.backoff = Some(match s.backoff {
                         Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),

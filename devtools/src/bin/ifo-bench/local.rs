@@ -59,6 +59,10 @@ pub struct ColdStart {
     /// The server's resident memory then (`VmRSS`), and its peak so far (`VmHWM`), in MiB.
     pub rss_mib: Option<f64>,
     pub peak_rss_mib: Option<f64>,
+    /// The floor: kube-apiserver streaming the same subjects to a client that only reads them
+    /// (measured after the server is ready, by the benchmark), and listing them in pages.
+    pub stream_floor_seconds: Option<f64>,
+    pub list_floor_seconds: Option<f64>,
 }
 
 enum Request {
@@ -293,6 +297,8 @@ fn serve(
         complete_seconds: complete.unwrap_or_default(),
         rss_mib: mib(&status, "VmRSS:"),
         peak_rss_mib: mib(&status, "VmHWM:"),
+        stream_floor_seconds: None,
+        list_floor_seconds: None,
     };
     Ok((process, log, cold_start))
 }

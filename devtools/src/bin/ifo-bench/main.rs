@@ -420,16 +420,21 @@ impl Bench<'_> {
         eprintln!("scale level {subjects}: restarting the server (a cold start) ...");
         let server = tokio::task::block_in_place(|| local.serve(settings.clone()))?;
         self.server = usage::Meter::new(Some(server.pid));
-        let c = server.cold_start;
+        let mut c = server.cold_start;
+        c.stream_floor_seconds = Some(self.subjects.stream_floor().await?.as_secs_f64());
+        c.list_floor_seconds = Some(self.subjects.list_floor().await?.as_secs_f64());
         eprintln!(
             "scale level {subjects}: ready after {:.2} s, every target listed after {:.2} s, \
-             RSS then {} (peak {})",
+             RSS then {} (peak {}); kube-apiserver alone streams the subjects in {:.2} s, \
+             lists them in pages in {:.2} s",
             c.ready_seconds,
             c.complete_seconds,
             report::mib(c.rss_mib),
-            report::mib(c.peak_rss_mib)
+            report::mib(c.peak_rss_mib),
+            c.stream_floor_seconds.unwrap_or_default(),
+            c.list_floor_seconds.unwrap_or_default(),
         );
-        Ok(Some(server.cold_start))
+        Ok(Some(c))
     }
 
     /// Waits until every watcher shows at least `count` active operations.

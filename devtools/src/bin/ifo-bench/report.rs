@@ -337,8 +337,13 @@ pub fn print_scale(phases: &[Phase]) {
                 .map_or("n/a".to_string(), |m| {
                     format!("{:.1} KiB", m * 1024.0 / p.held_active as f64)
                 });
+            let floor = |f: Option<f64>| f.map_or("n/a".to_string(), |f| format!("{f:.2} s"));
+            let (streamed, paged) = (
+                floor(c.stream_floor_seconds),
+                floor(c.list_floor_seconds),
+            );
             format!(
-                "{:.2} s / {:.2} s, RSS then {} ({per_operation} per active operation)",
+                "{:.2} s / {:.2} s (kube-apiserver alone: {streamed} streamed, {paged} in pages), RSS then {} ({per_operation} per active operation)",
                 c.ready_seconds,
                 c.complete_seconds,
                 mib(c.rss_mib)
