@@ -5,8 +5,7 @@ use std::fmt;
 
 use hashbrown::Equivalent;
 
-use crate::operation::InFlightOperation;
-use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
+use crate::operation::{InFlightOperation, SharedKey};
 
 /// How many scopes an operation can count in: see [`ScopeRef::by_role`].
 pub(super) const ROLES: usize = 5;
@@ -86,7 +85,8 @@ impl GateScope {
     pub fn is_target_of(&self, op: &InFlightOperation) -> bool {
         match self {
             GateScope::Node(n) => {
-                label(op, TARGET_NODE_LABEL) == Some(n) && label(op, NODE_LABEL) != Some(n)
+                label(op, SharedKey::TARGET_NODE) == Some(n)
+                    && label(op, SharedKey::NODE) != Some(n)
             }
             _ => false,
         }
@@ -124,9 +124,9 @@ impl<'a> ScopeRef<'a> {
     /// The scopes of `op` by the role it has in them: the cluster, its node, its migration's
     /// target node (when another), its component, its namespace.
     pub(super) fn by_role(op: &'a InFlightOperation) -> [Option<ScopeRef<'a>>; ROLES] {
-        let node = label(op, NODE_LABEL).filter(|n| is_dns_subdomain(n));
+        let node = label(op, SharedKey::NODE).filter(|n| is_dns_subdomain(n));
         let target =
-            label(op, TARGET_NODE_LABEL).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
+            label(op, SharedKey::TARGET_NODE).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
         [
             Some(ScopeRef::Cluster),
             node.map(ScopeRef::Node),
@@ -161,8 +161,12 @@ impl Equivalent<GateScope> for ScopeRef<'_> {
     }
 }
 
-pub(super) fn label<'a>(op: &'a InFlightOperation, key: &str) -> Option<&'a str> {
-    op.labels.get(key).filter(|v| !v.is_empty())
+/// A node label of `op`, unless empty: found by the key's address ([`Labels::shared`]), since
+/// every change the index applies reads them.
+///
+/// [`Labels::shared`]: crate::operation::Labels::shared
+pub(super) fn label(op: &InFlightOperation, key: SharedKey) -> Option<&str> {
+    op.labels.shared(key).filter(|v| !v.is_empty())
 }
 
 const DNS_SUBDOMAIN_RULE: &str = "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters";

@@ -20,8 +20,7 @@ pub use super::gate_entry::GateEntry;
 pub use super::gate_scope::{GateNameError, GateScope};
 use super::gate_scope::{ROLES, ScopeRef, label};
 use super::scope_members::ScopeMembers;
-use crate::operation::{InFlightOperation, Phase};
-use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
+use crate::operation::{InFlightOperation, Phase, SharedKey};
 
 /// Operations a gate lists in full (oldest first); the others are only counted.
 pub const MAX_GATE_OPERATIONS: usize = 50;
@@ -42,8 +41,8 @@ fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
                 && a.is_stalled() == b.is_stalled()
                 && a.uid == b.uid
                 && a.component == b.component
-                && label(a, NODE_LABEL) == label(b, NODE_LABEL)
-                && label(a, TARGET_NODE_LABEL) == label(b, TARGET_NODE_LABEL)
+                && label(a, SharedKey::NODE) == label(b, SharedKey::NODE)
+                && label(a, SharedKey::TARGET_NODE) == label(b, SharedKey::TARGET_NODE)
         }
         (Phase::Completed, Phase::Completed) => true,
         _ => false,

@@ -9,7 +9,7 @@ use ifo_apimachinery::validation;
 use std::fmt;
 
 use super::hash::hash8;
-use super::label_set::{LabelKey, Labels};
+use super::label_set::{Labels, key};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
@@ -62,7 +62,7 @@ pub fn build_labels<'a>(
     let mut warnings = Vec::new();
     let mut set = |key: &str, value: &str, source: LabelSource| {
         if is_qualified_name(key) {
-            labels.insert(shared_key(key.to_owned()), label_value(value));
+            labels.insert(key.to_owned(), label_value(value));
         } else {
             let warning = LabelWarning {
                 key: key.to_owned(),
@@ -84,47 +84,6 @@ pub fn build_labels<'a>(
     }
     labels.shrink();
     (labels, warnings)
-}
-
-/// The built-in label keys, `ifo.kubevirt.io/` and a name (static: every record shares them).
-mod key {
-    pub const SUBJECT_UID: &str = "ifo.kubevirt.io/subject-uid";
-    pub const SUBJECT_NAME: &str = "ifo.kubevirt.io/subject-name";
-    pub const SUBJECT_NAMESPACE: &str = "ifo.kubevirt.io/subject-namespace";
-    pub const SUBJECT_KIND: &str = "ifo.kubevirt.io/subject-kind";
-    pub const OPERATION: &str = "ifo.kubevirt.io/operation";
-    pub const COMPONENT: &str = "ifo.kubevirt.io/component";
-    pub const RULESET: &str = "ifo.kubevirt.io/ruleset";
-    pub const OWNER_UID: &str = "ifo.kubevirt.io/owner-uid";
-    pub const OWNER_NAME: &str = "ifo.kubevirt.io/owner-name";
-    pub const OWNER_KIND: &str = "ifo.kubevirt.io/owner-kind";
-    pub const OWNER_GROUP: &str = "ifo.kubevirt.io/owner-group";
-    pub const OWNER_VERSION: &str = "ifo.kubevirt.io/owner-version";
-}
-
-/// `key` as a record keeps it: a shared static string when it is a built-in key or one of the
-/// well-known node keys the gates read (rules set those on nearly every record).
-pub fn shared_key(key: String) -> LabelKey {
-    const ALL: [&str; 14] = [
-        key::SUBJECT_UID,
-        key::SUBJECT_NAME,
-        key::SUBJECT_NAMESPACE,
-        key::SUBJECT_KIND,
-        key::OPERATION,
-        key::COMPONENT,
-        key::RULESET,
-        key::OWNER_UID,
-        key::OWNER_NAME,
-        key::OWNER_KIND,
-        key::OWNER_GROUP,
-        key::OWNER_VERSION,
-        ifo_model::NODE_LABEL,
-        ifo_model::TARGET_NODE_LABEL,
-    ];
-    match ALL.iter().find(|k| **k == key) {
-        Some(k) => LabelKey::Borrowed(k),
-        None => LabelKey::Owned(key),
-    }
 }
 
 fn builtin_labels<'a>(
@@ -226,7 +185,10 @@ mod tests {
                 "{key}"
             );
             assert!(
-                matches!(shared_key(key.to_owned()), LabelKey::Borrowed(_)),
+                matches!(
+                    super::super::label_set::shared_key(key.to_owned()),
+                    crate::operation::LabelKey::Borrowed(_)
+                ),
                 "{key} is not shared"
             );
         }

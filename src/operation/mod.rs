@@ -19,10 +19,10 @@ mod subject;
 mod time;
 mod wire;
 
-pub use label_set::{LabelKey, Labels};
+pub use label_set::{LabelKey, Labels, SharedKey};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
-pub(crate) use labels::{LabelWarning, build_labels, shared_key};
+pub(crate) use labels::{LabelWarning, build_labels};
 pub use name::object_name;
 #[cfg(test)]
 pub(crate) use name::occurrence_uid;

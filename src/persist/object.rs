@@ -15,7 +15,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::operation::{InFlightOperation, Outcome, Phase, Subject, shared_key};
+use crate::operation::{InFlightOperation, Outcome, Phase, Subject};
 
 /// The persisted kind's group.
 pub const GROUP: &str = "ifo.kubevirt.io";
@@ -172,7 +172,6 @@ pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Err
         .unwrap_or_default()
         .into_iter()
         .filter(|(k, _)| k != MANAGED_BY.0)
-        .map(|(k, v)| (shared_key(k), v))
         .collect();
     let subject = Subject {
         api_version: spec.subject.api_version,
