@@ -16,6 +16,15 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const GRACE: &str = "30s";
+
+/// This binary's environment. Its server lists targets in pages (`STREAMING_LISTS=false`)
+/// where the other binaries' servers stream them: both ways of reading a target are tested.
+fn lifecycle_env() -> &'static Env {
+    Env::builder()
+        .debounce(GRACE)
+        .settings(&[("STREAMING_LISTS", "false")])
+        .start()
+}
 const WAIT: Duration = Duration::from_secs(30);
 
 /// VM rules in the shape of the shipped `vm-lifecycle-rules`, each reading `printableStatus`,
@@ -181,7 +190,7 @@ fn set(env: &Env, ns: &str, status: &str) -> Timestamp {
 
 #[test]
 fn a_vm_moved_through_its_states_during_the_grace() {
-    let env = Env::builder().debounce(GRACE).start();
+    let env = lifecycle_env();
     let (ns, mut events) = setup(env, "lifecycle", false);
 
     set(env, &ns, "Starting");
@@ -271,7 +280,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
 
 #[test]
 fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
-    let env = Env::builder().debounce(GRACE).start();
+    let env = lifecycle_env();
     let (ns, mut events) = setup(env, "exclusive", true);
 
     // Starting → Running → Migrating: Starting, in its grace, completes as Migrating starts,

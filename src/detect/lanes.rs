@@ -8,8 +8,10 @@
 //! blocking pool. An over-budget ruleset delays only itself: the others' lanes run on other
 //! threads, and the OS shares the cores between them.
 //!
-//! Each lane's queue is bounded ([`LANE_CAPACITY`]): a lane that falls that far behind (a ruleset
-//! near its budget on a busy target, until it is suspended) drops the events that do not fit,
+//! Each lane's queue is bounded ([`LANE_CAPACITY`]). The objects of a list wait for room: a list
+//! is read no faster than its slowest lane evaluates it. A lane that falls that far behind on
+//! watch events (a ruleset near its budget on a busy target, until it is suspended) drops the
+//! events that do not fit,
 //! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
 //! holding memory in proportion to the target's event rate. What a dropped event said must not
 //! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
@@ -143,17 +145,43 @@ impl Lanes {
         }
     }
 
-    /// An object was listed, added or modified: to the lanes of the rulesets that apply to its
-    /// namespace.
-    pub(crate) fn apply(&self, object: serde_json::Value) {
+    /// `object`, to send, and the lanes of the rulesets that apply to its namespace.
+    fn lanes_for(
+        &self,
+        object: serde_json::Value,
+    ) -> (Arc<serde_json::Value>, impl Iterator<Item = &Lane>) {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(|n| n.as_str())
             .map(str::to_owned);
-        let object = Arc::new(object);
-        for lane in &self.lanes {
-            if lane.ruleset.applies_to(namespace.as_deref()) {
-                self.send(lane, Work::Apply(object.clone()));
+        let lanes = self
+            .lanes
+            .iter()
+            .filter(move |lane| lane.ruleset.applies_to(namespace.as_deref()));
+        (Arc::new(object), lanes)
+    }
+
+    /// An object was added or modified: to the lanes of the rulesets that apply to its
+    /// namespace; a full lane drops it (see the module's documentation).
+    pub(crate) fn apply(&self, object: serde_json::Value) {
+        let (object, lanes) = self.lanes_for(object);
+        for lane in lanes {
+            self.send(lane, Work::Apply(object.clone()));
+        }
+    }
+
+    /// An object of a list: like [`Lanes::apply`], but a full lane is waited for rather than
+    /// dropped from. A list is read no faster than its slowest lane evaluates (the API server
+    /// holds the rest, and a streamed list is sent as fast as it is read): dropping would only
+    /// list the whole target again, as fast, and drop again. The target is not current until
+    /// the list is evaluated anyway.
+    pub(crate) async fn apply_listed(&self, object: serde_json::Value) {
+        let (object, lanes) = self.lanes_for(object);
+        for lane in lanes {
+            lane.pending.fetch_add(1, Ordering::AcqRel);
+            if lane.queue.send(Work::Apply(object.clone())).await.is_err() {
+                // The lane ended with its watcher: nothing evaluates it any more.
+                lane.pending.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -348,6 +376,35 @@ mod tests {
             }));
         }
         lanes.evaluated().await;
+        assert_eq!(index.len(), listed);
+    }
+
+    /// A list of more objects than a lane holds (streamed as fast as it is read) is evaluated
+    /// whole: the list waits for room, where a watch event would be dropped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_longer_than_a_lane_waits_for_room_and_loses_nothing() {
+        let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
+        let index = Arc::new(Index::new(1, 16, 16));
+        let detector = detector(index.clone(), Arc::new(Health::default()));
+        detector.ruleset_loaded("busy", Some(1));
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            Arc::new(Notify::new()),
+        );
+        let listed = 3 * LANE_CAPACITY;
+        for i in 0..listed {
+            lanes
+                .apply_listed(json!({
+                    "apiVersion": "example.com/v1", "kind": "Thing",
+                    "metadata": {"name": format!("t{i}"), "namespace": "a", "uid": format!("u{i}")},
+                    "status": {"busy": true},
+                }))
+                .await;
+        }
+        lanes.evaluated().await;
+        assert!(!lanes.dropped());
         assert_eq!(index.len(), listed);
     }
 

@@ -399,7 +399,7 @@ async fn follow_until_relist(
                 if let Some(uid) = obj.metadata.uid.clone() {
                     listing.entry(ns).or_default().insert(uid);
                 }
-                evaluate(&lanes, &skip, ar, &target_name, obj);
+                evaluate_listed(&lanes, &skip, ar, &target_name, obj).await;
             }
             Ok(watcher::Event::InitDone) => {
                 let at = jiff::Timestamp::now();
@@ -661,7 +661,36 @@ impl Skipper<'_> {
 /// `ar`: the target's resource. Items of a list of a built-in kind come without `apiVersion`
 /// and `kind` (only watch events carry them): they are filled in, so that an operation's
 /// subject says what it is whether its object was listed or watched.
+/// The object of a watch event, to the lanes (dropped where a lane is full, see
+/// [`Lanes::apply`]).
 fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, ar: &ApiResource, target: &str, obj: Object) {
+    if let Some(value) = decoded(skip, ar, target, obj) {
+        lanes.apply(value);
+    }
+}
+
+/// The object of a list, to the lanes, waiting for room where one is full
+/// ([`Lanes::apply_listed`]).
+async fn evaluate_listed(
+    lanes: &Lanes,
+    skip: &Skipper<'_>,
+    ar: &ApiResource,
+    target: &str,
+    obj: Object,
+) {
+    if let Some(value) = decoded(skip, ar, target, obj) {
+        lanes.apply_listed(value).await;
+    }
+}
+
+/// The object as the rules see it, or `None` when it could not be decoded (it is skipped and
+/// reported).
+fn decoded(
+    skip: &Skipper<'_>,
+    ar: &ApiResource,
+    target: &str,
+    obj: Object,
+) -> Option<serde_json::Value> {
     crate::metrics::object_event(target);
     match obj.content {
         Ok(mut value) => {
@@ -679,8 +708,45 @@ fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, ar: &ApiResource, target: &str, o
             if let Some(uid) = obj.metadata.uid.as_deref() {
                 skip.ctx.health.decoded(skip.target, uid);
             }
-            lanes.apply(value);
+            Some(value)
         }
-        Err(ref why) => skip.skip(&obj, why),
+        Err(ref why) => {
+            skip.skip(&obj, why);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn status(code: u16) -> Box<Status> {
+        Status::failure("sendInitialEvents is forbidden", "Invalid")
+            .with_code(code)
+            .boxed()
+    }
+
+    /// An API server without WatchList refuses the streaming watch as it starts (422, or 400
+    /// where the parameter is not understood): that turns the stream to pages. Other failures
+    /// (forbidden, gone, unavailable) are what any list would meet, and keep streaming.
+    #[test]
+    fn only_a_refused_streaming_watch_turns_to_pages() {
+        for code in [422, 400] {
+            assert!(streaming_refused(&watcher::Error::WatchStartFailed(
+                kube::Error::Api(status(code))
+            )));
+            assert!(streaming_refused(&watcher::Error::WatchError(status(code))));
+        }
+        for code in [403, 404, 410, 429, 500, 503] {
+            assert!(!streaming_refused(&watcher::Error::WatchStartFailed(
+                kube::Error::Api(status(code))
+            )));
+            assert!(!streaming_refused(&watcher::Error::WatchError(status(
+                code
+            ))));
+        }
+        assert!(!streaming_refused(&watcher::Error::NoResourceVersion));
     }
 }
