@@ -100,8 +100,8 @@ pub struct ServeArgs {
     pub watch_probe_interval: Duration,
     /// Get each watched target's objects as one streamed watch (sendInitialEvents,
     /// kube-apiserver's WatchList) rather than in pages of 500: faster to start, since
-    /// kube-apiserver sends while the server evaluates. An API server that refuses it, or does
-    /// not finish it within 60s, is listed in pages anyway. False: always in pages.
+    /// kube-apiserver sends while the server evaluates. An API server that refuses it, or sends
+    /// nothing for 60s before ending it, is listed in pages anyway. False: always in pages.
     #[arg(long, env = "STREAMING_LISTS", default_value_t = true, action = clap::ArgAction::Set)]
     pub streaming_lists: bool,
     /// Runtime cost one CEL expression may use on one object (elements iterated × the size of

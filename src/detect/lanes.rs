@@ -17,7 +17,7 @@
 //! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
 //! `Warning`) and asks the watcher to list the target again, with fresh lanes. The other lanes'
 //! unevaluated work is discarded with them, so their rulesets are marked the same way; so is a
-//! lane whose evaluation panicked, or that was too full to confirm a list was evaluated.
+//! lane whose evaluation panicked.
 //!
 //! Within a lane, events keep their order (an object's update is never evaluated after its
 //! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
@@ -178,11 +178,16 @@ impl Lanes {
     pub(crate) async fn apply_listed(&self, object: serde_json::Value) {
         let (object, lanes) = self.lanes_for(object);
         for lane in lanes {
-            lane.pending.fetch_add(1, Ordering::AcqRel);
-            if lane.queue.send(Work::Apply(object.clone())).await.is_err() {
-                // The lane ended with its watcher: nothing evaluates it any more.
-                lane.pending.fetch_sub(1, Ordering::AcqRel);
-            }
+            Self::send_listed(lane, Work::Apply(object.clone())).await;
+        }
+    }
+
+    /// `work` of a list, to `lane`, once it has room.
+    async fn send_listed(lane: &Lane, work: Work) {
+        lane.pending.fetch_add(1, Ordering::AcqRel);
+        if lane.queue.send(work).await.is_err() {
+            // The lane ended with its watcher: nothing evaluates it any more.
+            lane.pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -193,36 +198,32 @@ impl Lanes {
         }
     }
 
-    pub(crate) fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
+    /// The end of a list: the subjects it saw, so that those it did not are ended. Like the
+    /// list's objects, it waits for room.
+    pub(crate) async fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
         let present = Arc::new(present);
         for lane in &self.lanes {
-            self.send(lane, Work::Resync(namespace.clone(), present.clone()));
+            Self::send_listed(lane, Work::Resync(namespace.clone(), present.clone())).await;
         }
     }
 
     /// Resolves once every lane has evaluated what was sent to it before: a list is what the
-    /// index shows only then. A lane that cannot take the request (it is full) has lost work
-    /// like one that drops an event, and one that ended does not hold this up.
+    /// index shows only then. A lane that ended does not hold this up.
     ///
-    /// The request is queued at once, and what it returns borrows nothing: the watcher goes on
-    /// routing events while it waits, so a slow ruleset's lane does not hold back the others'
-    /// (their events were queued behind the list in their own lanes).
+    /// What it returns borrows nothing: the watcher goes on routing events while it waits (the
+    /// request waits for room in a full lane, behind them), so a slow ruleset's lane does not
+    /// hold back the others'.
     pub(crate) fn evaluated(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut acks = Vec::with_capacity(self.lanes.len());
-        for lane in &self.lanes {
-            let (tx, rx) = oneshot::channel();
-            match lane.queue.try_send(Work::Flush(tx)) {
-                Ok(()) => acks.push(rx),
-                Err(mpsc::error::TrySendError::Full(_)) => self.behind.lost(
-                    &lane.ruleset,
-                    &format!(
-                        "evaluation fell {LANE_CAPACITY} events behind a list; it may be incomplete"
-                    ),
-                ),
-                Err(mpsc::error::TrySendError::Closed(_)) => {}
-            }
-        }
+        let queues: Vec<mpsc::Sender<Work>> =
+            self.lanes.iter().map(|lane| lane.queue.clone()).collect();
         async move {
+            let mut acks = Vec::with_capacity(queues.len());
+            for queue in queues {
+                let (tx, rx) = oneshot::channel();
+                if queue.send(Work::Flush(tx)).await.is_ok() {
+                    acks.push(rx);
+                }
+            }
             for ack in acks {
                 let _ = ack.await;
             }
@@ -355,8 +356,8 @@ mod tests {
         health.listed(target, &None, jiff::Timestamp::UNIX_EPOCH);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_list_is_evaluated_before_it_is_reported_evaluated() {
+    /// The lanes of one ruleset, `busy`, evaluating into the returned index.
+    fn busy_lanes() -> (Arc<Index>, Lanes) {
         let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
         let index = Arc::new(Index::new(1, 16, 16));
         let detector = detector(index.clone(), Arc::new(Health::default()));
@@ -367,13 +368,24 @@ mod tests {
             &rs.target,
             Arc::new(Notify::new()),
         );
+        (index, lanes)
+    }
+
+    /// A busy thing, the `i`th.
+    fn busy_thing(i: usize) -> serde_json::Value {
+        json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": format!("t{i}"), "namespace": "a", "uid": format!("u{i}")},
+            "status": {"busy": true},
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_is_evaluated_before_it_is_reported_evaluated() {
+        let (index, lanes) = busy_lanes();
         let listed = 2000;
         for i in 0..listed {
-            lanes.apply(json!({
-                "apiVersion": "example.com/v1", "kind": "Thing",
-                "metadata": {"name": format!("t{i}"), "namespace": "a", "uid": format!("u{i}")},
-                "status": {"busy": true},
-            }));
+            lanes.apply(busy_thing(i));
         }
         lanes.evaluated().await;
         assert_eq!(index.len(), listed);
@@ -383,25 +395,10 @@ mod tests {
     /// whole: the list waits for room, where a watch event would be dropped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_list_longer_than_a_lane_waits_for_room_and_loses_nothing() {
-        let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
-        let index = Arc::new(Index::new(1, 16, 16));
-        let detector = detector(index.clone(), Arc::new(Health::default()));
-        detector.ruleset_loaded("busy", Some(1));
-        let lanes = Lanes::start(
-            &detector,
-            std::slice::from_ref(&rs),
-            &rs.target,
-            Arc::new(Notify::new()),
-        );
+        let (index, lanes) = busy_lanes();
         let listed = 3 * LANE_CAPACITY;
         for i in 0..listed {
-            lanes
-                .apply_listed(json!({
-                    "apiVersion": "example.com/v1", "kind": "Thing",
-                    "metadata": {"name": format!("t{i}"), "namespace": "a", "uid": format!("u{i}")},
-                    "status": {"busy": true},
-                }))
-                .await;
+            lanes.apply_listed(busy_thing(i)).await;
         }
         lanes.evaluated().await;
         assert!(!lanes.dropped());

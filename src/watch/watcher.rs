@@ -407,7 +407,7 @@ async fn follow_until_relist(
                 // streams fail and relist on their own.
                 let present = listing.remove(&ns).unwrap_or_default();
                 ctx.health.keep_skipped(target, &ns, &present);
-                lanes.resync(ns.clone(), present);
+                lanes.resync(ns.clone(), present).await;
                 // Current (and no longer holding readiness back) once what the list said is in
                 // the index, not when it arrived: until then answers would be partial.
                 let evaluated = lanes.evaluated();
@@ -487,18 +487,21 @@ pub(crate) enum InitialList {
     /// decodes and evaluates the ones before, where pages wait on each other, so a cold start
     /// takes about as long as the slower of the two instead of both added up.
     Streaming,
-    /// Pages of [`PAGE_SIZE`], then a watch: for an API server that refuses streaming, or that
-    /// did not finish a streaming list in [`STREAMING_DEADLINE`].
+    /// Pages of [`PAGE_SIZE`], then a watch: for an API server that refuses streaming, or whose
+    /// streaming list went [`STREAMING_SILENCE`] without sending anything.
     Paged,
 }
 
 /// Objects a page of a [`InitialList::Paged`] list holds (kube's default).
 const PAGE_SIZE: u32 = 500;
 
-/// How long a streaming list may take before the stream lists in pages instead: an API server
-/// that ignores `sendInitialEvents` (an aggregated one may) would otherwise never finish it, and
-/// the target would stay not current. kube-apiserver streams 100,000 objects in a few seconds.
-const STREAMING_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a streaming list may send nothing before the stream lists in pages instead: an API
+/// server that ignores `sendInitialEvents` (an aggregated one may) sends what it has, if
+/// anything, and never the bookmark that ends the list, so the target would never be current.
+/// kube-apiserver sends without pause until that bookmark (100,000 objects in a few seconds).
+/// Only the wait for the API server counts: however long the lanes take to evaluate what it sent
+/// (the list waits for them) does not.
+const STREAMING_SILENCE: Duration = Duration::from_secs(60);
 
 impl InitialList {
     fn config(self) -> watcher::Config {
@@ -532,9 +535,9 @@ fn relisting(api: Api<Object>, crds_changed: Arc<Notify>, initial: InitialList) 
         current: Option<(Events, Instant)>,
         backoff: Option<Duration>,
         initial: InitialList,
-        /// When the running watcher's list started, while it is under way (kube's watcher
-        /// lists again by itself after a 410).
-        listing: Option<Instant>,
+        /// Whether the running watcher's list is under way (kube's watcher lists again by
+        /// itself after a 410).
+        listing: bool,
     }
     let state = State {
         api,
@@ -542,7 +545,7 @@ fn relisting(api: Api<Object>, crds_changed: Arc<Notify>, initial: InitialList) 
         current: None,
         backoff: None,
         initial,
-        listing: None,
+        listing: false,
     };
     futures::stream::unfold(state, |mut s| async move {
         loop {
@@ -557,17 +560,14 @@ fn relisting(api: Api<Object>, crds_changed: Arc<Notify>, initial: InitialList) 
                 s.current = Some((stream, Instant::now()));
             }
             let (stream, started) = s.current.as_mut().expect("just started");
-            let next = if let Some(listing) = s.listing
-                && s.initial == InitialList::Streaming
-            {
-                let left = STREAMING_DEADLINE.saturating_sub(listing.elapsed());
-                match tokio::time::timeout(left, stream.next()).await {
+            let next = if s.listing && s.initial == InitialList::Streaming {
+                match tokio::time::timeout(STREAMING_SILENCE, stream.next()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        tracing::warn!(url = %s.api.resource_url(), "a streaming list did not finish within {}s: listing in pages", STREAMING_DEADLINE.as_secs());
+                        tracing::warn!(url = %s.api.resource_url(), "a streaming list sent nothing for {}s and did not end: listing in pages", STREAMING_SILENCE.as_secs());
                         s.initial = InitialList::Paged;
                         s.current = None;
-                        s.listing = None;
+                        s.listing = false;
                         continue;
                     }
                 }
@@ -579,10 +579,10 @@ fn relisting(api: Api<Object>, crds_changed: Arc<Notify>, initial: InitialList) 
                     tracing::info!(url = %s.api.resource_url(), error = %e, "the API server does not stream lists: listing in pages");
                     s.initial = InitialList::Paged;
                     s.current = None;
-                    s.listing = None;
+                    s.listing = false;
                 }
                 Some(Ok(event @ (watcher::Event::Init | watcher::Event::InitDone))) => {
-                    s.listing = matches!(event, watcher::Event::Init).then(Instant::now);
+                    s.listing = matches!(event, watcher::Event::Init);
                     return Some((Ok(event), s));
                 }
                 Some(Err(e)) if !expired(&e) => {
