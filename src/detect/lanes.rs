@@ -28,7 +28,7 @@ use crate::ruleset::{CompiledRuleSet, Target};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 /// Most events a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
@@ -36,9 +36,16 @@ const BATCH: usize = 64;
 /// Events waiting in one lane, at most.
 const LANE_CAPACITY: usize = 4096;
 
+/// Objects of a list a lane holds unevaluated, at most: a list is read only this far ahead of
+/// its slowest lane, so that what is buffered of a large list (decoded objects, several KB
+/// each) stays small while kube-apiserver streams it faster than it is evaluated.
+const LIST_AHEAD: usize = 1024;
+
 /// One unit of work for a ruleset, in the order the watcher saw it.
 enum Work {
     Apply(Arc<serde_json::Value>),
+    /// An object of a list, holding its place among the [`LIST_AHEAD`] until evaluated.
+    Listed(Arc<serde_json::Value>, OwnedSemaphorePermit),
     Delete(Arc<str>),
     /// A namespace's (or, for `None`, the whole target's) relist saw these subjects.
     Resync(Option<String>, Arc<HashSet<String>>),
@@ -51,6 +58,8 @@ struct Lane {
     queue: mpsc::Sender<Work>,
     /// Work sent and not yet done: queued, or in the batch being evaluated.
     pending: Arc<AtomicUsize>,
+    /// Places for the objects of a list ([`LIST_AHEAD`]).
+    list_ahead: Arc<Semaphore>,
 }
 
 /// What the lanes of one watcher do when evaluation cannot keep up, or loses work.
@@ -118,6 +127,7 @@ impl Lanes {
                     ruleset: rs.clone(),
                     queue,
                     pending,
+                    list_ahead: Arc::new(Semaphore::new(LIST_AHEAD)),
                 }
             })
             .collect();
@@ -170,15 +180,20 @@ impl Lanes {
         }
     }
 
-    /// An object of a list: like [`Lanes::apply`], but a full lane is waited for rather than
-    /// dropped from. A list is read no faster than its slowest lane evaluates (the API server
+    /// An object of a list: like [`Lanes::apply`], but a lane that holds [`LIST_AHEAD`] of the
+    /// list unevaluated is waited for rather than dropped from. A list is read no faster than
+    /// its slowest lane evaluates (the API server
     /// holds the rest, and a streamed list is sent as fast as it is read): dropping would only
     /// list the whole target again, as fast, and drop again. The target is not current until
     /// the list is evaluated anyway.
     pub(crate) async fn apply_listed(&self, object: serde_json::Value) {
         let (object, lanes) = self.lanes_for(object);
         for lane in lanes {
-            Self::send_listed(lane, Work::Apply(object.clone())).await;
+            // Never closed: the semaphore lives as long as the lane.
+            let Ok(place) = lane.list_ahead.clone().acquire_owned().await else {
+                continue;
+            };
+            Self::send_listed(lane, Work::Listed(object.clone(), place)).await;
         }
     }
 
@@ -301,6 +316,11 @@ fn do_work(
 ) {
     match work {
         Work::Apply(object) => timer.time(|| detector.apply(ruleset, &object)),
+        Work::Listed(object, place) => {
+            timer.time(|| detector.apply(ruleset, &object));
+            // Evaluated: the list may send one more.
+            drop(place);
+        }
         Work::Delete(uid) => detector.delete(std::slice::from_ref(ruleset), &uid),
         Work::Resync(namespace, present) => detector.resync(
             std::slice::from_ref(ruleset),
