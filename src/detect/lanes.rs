@@ -11,13 +11,12 @@
 //! Each lane's queue is bounded ([`LANE_CAPACITY`]). The objects of a list wait for room: a list
 //! is read no faster than its slowest lane evaluates it. A lane that falls that far behind on
 //! watch events (a ruleset near its budget on a busy target, until it is suspended) drops the
-//! events that do not fit,
-//! counts them (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than
-//! holding memory in proportion to the target's event rate. What a dropped event said must not
-//! stay lost: the first drop marks the target not current for that ruleset (its answers carry a
-//! `Warning`) and asks the watcher to list the target again, with fresh lanes. The other lanes'
-//! unevaluated work is discarded with them, so their rulesets are marked the same way; so is a
-//! lane whose evaluation panicked.
+//! events that do not fit, counts them (`ifo_evaluation_events_dropped_total`) and reports it
+//! on the ruleset, rather than holding memory in proportion to the target's event rate. What a
+//! dropped event said must not stay lost: the first drop marks the target not current for that
+//! ruleset (its answers carry a `Warning`) and asks the watcher to list the target again, with
+//! fresh lanes. The other lanes' unevaluated work is discarded with them, so their rulesets are
+//! marked the same way; so is a lane whose evaluation panicked.
 //!
 //! Within a lane, events keep their order (an object's update is never evaluated after its
 //! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
@@ -182,10 +181,9 @@ impl Lanes {
 
     /// An object of a list: like [`Lanes::apply`], but a lane that holds [`LIST_AHEAD`] of the
     /// list unevaluated is waited for rather than dropped from. A list is read no faster than
-    /// its slowest lane evaluates (the API server
-    /// holds the rest, and a streamed list is sent as fast as it is read): dropping would only
-    /// list the whole target again, as fast, and drop again. The target is not current until
-    /// the list is evaluated anyway.
+    /// its slowest lane evaluates (the API server holds the rest, and a streamed list is sent
+    /// as fast as it is read): dropping would only list the whole target again, as fast, and
+    /// drop again. The target is not current until the list is evaluated anyway.
     pub(crate) async fn apply_listed(&self, object: serde_json::Value) {
         let (object, lanes) = self.lanes_for(object);
         for lane in lanes {
