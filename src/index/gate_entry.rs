@@ -1,7 +1,6 @@
 //! An operation in flight as the maintenance gates hold it.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::value::RawValue;
@@ -9,14 +8,51 @@ use serde_json::value::RawValue;
 use super::gate_scope::ROLES;
 use crate::operation::InFlightOperation;
 
-/// No scope in this role (see [`GateEntry::scope`]).
-const NO_SCOPE: u32 = u32::MAX;
+/// Where an entry sits in one of its scopes: the scope's key in the index's map of scopes, and
+/// the entry's slot among that scope's members. Kept in 32 bits each, as an entry is in up to
+/// five scopes and the index holds one per operation in flight: neither count comes near 2^32
+/// (a scope that did would not fit in memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    scope: u32,
+    slot: u32,
+}
+
+impl Place {
+    /// The place at scope key `scope`, slot `slot`; `None` past 32 bits (or at [`NOWHERE`]).
+    pub(super) fn new(scope: usize, slot: usize) -> Option<Place> {
+        let place = Place {
+            scope: u32::try_from(scope).ok()?,
+            slot: u32::try_from(slot).ok()?,
+        };
+        (place != NOWHERE).then_some(place)
+    }
+
+    /// The scope's key.
+    pub(super) fn scope(self) -> usize {
+        self.scope as usize
+    }
+
+    /// The entry's slot among the scope's members.
+    pub(super) fn slot(self) -> usize {
+        self.slot as usize
+    }
+}
+
+/// No place: an entry's role it has no scope in (a place, kept without the room an `Option`
+/// would take).
+const NOWHERE: Place = Place {
+    scope: u32::MAX,
+    slot: u32::MAX,
+};
 
 /// An operation in flight as the gates hold it: its record; the form a gate lists it in,
 /// rendered once by whoever first needs it (the API) and shared by every scope the operation is
 /// in, so that a list of gates, where an operation shows in its node's, component's,
 /// namespace's and the cluster's gate, renders it once and then only copies it; and which
-/// scopes it is in and where in each, so that leaving them costs no lookup.
+/// scopes it is in and where in each, so that leaving them costs no lookup. Its places are fixed
+/// when it is made: a scope's members keep their slots until they leave (see
+/// [`super::scope_members`]).
 ///
 /// The index keeps it beside the record it holds, and moves it to the record's next state for
 /// as long as the operation counts the same in every gate.
@@ -24,12 +60,9 @@ const NO_SCOPE: u32 = u32::MAX;
 pub struct GateEntry {
     record: Arc<InFlightOperation>,
     rendered: OnceLock<Box<RawValue>>,
-    /// The keys of the scopes it is in, by role ([`super::gate_scope::ScopeRef::by_role`]);
-    /// [`NO_SCOPE`] where it has none.
-    scopes: [u32; ROLES],
-    /// Where it sits in each scope's members. Only changed under the index's write lock (the
-    /// atomics make the entry shareable with readers, who never read them).
-    places: [AtomicU32; ROLES],
+    /// Where it sits in each of its scopes, by role
+    /// ([`super::gate_scope::ScopeRef::by_role`]); [`NOWHERE`] where it has none.
+    places: [Place; ROLES],
 }
 
 impl GateEntry {
@@ -39,35 +72,21 @@ impl GateEntry {
         GateEntry::in_scopes(record, [None; ROLES])
     }
 
-    /// `record` in the scopes with these keys, by role.
+    /// `record` at these places, by role.
     pub(super) fn in_scopes(
         record: Arc<InFlightOperation>,
-        scopes: [Option<usize>; ROLES],
+        places: [Option<Place>; ROLES],
     ) -> GateEntry {
         GateEntry {
             record,
             rendered: OnceLock::new(),
-            scopes: scopes.map(|s| s.and_then(|s| u32::try_from(s).ok()).unwrap_or(NO_SCOPE)),
-            places: Default::default(),
+            places: places.map(|p| p.unwrap_or(NOWHERE)),
         }
     }
 
-    /// The key of the scope it is in in `role`.
-    pub(super) fn scope(&self, role: usize) -> Option<usize> {
-        let key = self.scopes[role];
-        (key != NO_SCOPE).then_some(key as usize)
-    }
-
-    /// Where it sits in the members of its scope in `role`.
-    pub(super) fn place(&self, role: usize) -> usize {
-        self.places[role].load(Ordering::Relaxed) as usize
-    }
-
-    pub(super) fn set_place(&self, role: usize, place: usize) {
-        // A scope of 2^32 operations would not fit in memory; were it to, the member past
-        // the bound would be found at no place and stay (see `ScopeMembers::leave`).
-        let place = u32::try_from(place).unwrap_or(u32::MAX);
-        self.places[role].store(place, Ordering::Relaxed);
+    /// Where it sits in its scope in `role`.
+    pub(super) fn place(&self, role: usize) -> Option<Place> {
+        Some(self.places[role]).filter(|p| *p != NOWHERE)
     }
 
     /// The gate's form of the record, rendered by `render` the first time. The index keeps an

@@ -124,19 +124,33 @@ impl<'a> ScopeRef<'a> {
     /// The scopes of `op` by the role it has in them: the cluster, its node, its migration's
     /// target node (when another), its component, its namespace.
     pub(super) fn by_role(op: &'a InFlightOperation) -> [Option<ScopeRef<'a>>; ROLES] {
-        let node = label(op, SharedKey::NODE).filter(|n| is_dns_subdomain(n));
-        let target =
-            label(op, SharedKey::TARGET_NODE).filter(|t| is_dns_subdomain(t) && Some(*t) != node);
+        Self::named_by(op).map(|scope| scope.filter(|s| s.is_valid()))
+    }
+
+    /// The same before their names are checked ([`ScopeRef::is_valid`]): the index looks them
+    /// up as they are, and checks only a name it does not hold yet (it holds valid ones only),
+    /// so an operation that joins scopes that exist reads none of their names through. A
+    /// target node equal to the node is none, whether the name is valid or not.
+    pub(super) fn named_by(op: &'a InFlightOperation) -> [Option<ScopeRef<'a>>; ROLES] {
+        let node = label(op, SharedKey::NODE);
+        let target = label(op, SharedKey::TARGET_NODE).filter(|t| Some(*t) != node);
         [
             Some(ScopeRef::Cluster),
             node.map(ScopeRef::Node),
             target.map(ScopeRef::Node),
-            is_component(&op.component).then_some(ScopeRef::Component(&op.component)),
-            op.namespace
-                .as_deref()
-                .filter(|ns| is_dns_label(ns))
-                .map(ScopeRef::Namespace),
+            Some(ScopeRef::Component(&op.component)),
+            op.namespace.as_deref().map(ScopeRef::Namespace),
         ]
+    }
+
+    /// Whether its name is one a gate can have.
+    pub(super) fn is_valid(self) -> bool {
+        match self {
+            ScopeRef::Cluster => true,
+            ScopeRef::Node(n) => is_dns_subdomain(n),
+            ScopeRef::Component(c) => is_component(c),
+            ScopeRef::Namespace(ns) => is_dns_label(ns),
+        }
     }
 
     pub(super) fn to_owned(self) -> GateScope {

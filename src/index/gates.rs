@@ -17,6 +17,7 @@ use jiff::Timestamp;
 use slab::Slab;
 
 pub use super::gate_entry::GateEntry;
+use super::gate_entry::Place;
 pub use super::gate_scope::{GateNameError, GateScope};
 use super::gate_scope::{ROLES, ScopeRef, label};
 use super::scope_members::ScopeMembers;
@@ -127,26 +128,33 @@ impl GateCounts {
             .map(|a| self.enter(a, rv, &mut now))
     }
 
-    /// `op` joins its scopes; the scopes it fills are made (found by borrowed names: an owned
-    /// one is built only for a scope that fills).
+    /// `op` joins its scopes, each in its next free slot; the scopes it fills are made (found
+    /// by borrowed names: an owned one is built, and the name checked, only for a scope that
+    /// fills).
     fn enter(&mut self, op: &Arc<InFlightOperation>, rv: u64, now: &mut Now) -> Arc<GateEntry> {
-        let keys = ScopeRef::by_role(op).map(|scope| {
+        let places = ScopeRef::named_by(op).map(|scope| {
             let scope = scope?;
-            if let Some(&key) = self.keys.get(&scope) {
-                return Some(key);
-            }
-            let scope = scope.to_owned();
-            self.cleared.remove(&scope);
-            let key = self
-                .scopes
-                .insert(ScopeMembers::new(scope.clone(), now.get(), rv));
-            self.keys.insert(scope, key);
-            Some(key)
+            let key = match self.keys.get(&scope) {
+                Some(&key) => key,
+                None => {
+                    if !scope.is_valid() {
+                        return None;
+                    }
+                    let scope = scope.to_owned();
+                    self.cleared.remove(&scope);
+                    let key = self
+                        .scopes
+                        .insert(ScopeMembers::new(scope.clone(), now.get(), rv));
+                    self.keys.insert(scope, key);
+                    key
+                }
+            };
+            Place::new(key, self.scopes.get(key)?.next_slot())
         });
-        let entry = Arc::new(GateEntry::in_scopes(op.clone(), keys));
-        for (role, key) in keys.into_iter().enumerate() {
-            if let Some(members) = key.and_then(|k| self.scopes.get_mut(k)) {
-                members.join(&entry, role, || now.get());
+        let entry = Arc::new(GateEntry::in_scopes(op.clone(), places));
+        for place in places.into_iter().flatten() {
+            if let Some(members) = self.scopes.get_mut(place.scope()) {
+                members.join(&entry, place.slot(), || now.get());
                 members.rv = rv;
             }
         }
@@ -156,16 +164,16 @@ impl GateCounts {
     /// `entry` leaves its scopes; those it empties are dropped and remembered as cleared.
     fn leave(&mut self, entry: &GateEntry, rv: u64, now: &mut Now) {
         for role in 0..ROLES {
-            let Some(key) = entry.scope(role) else {
+            let Some(place) = entry.place(role) else {
                 continue;
             };
-            let Some(members) = self.scopes.get_mut(key) else {
+            let Some(members) = self.scopes.get_mut(place.scope()) else {
                 continue;
             };
-            members.leave(entry, role, || now.get());
+            members.leave(entry, place.slot(), || now.get());
             members.rv = rv;
             if members.is_empty() {
-                let scope = self.scopes.remove(key).scope;
+                let scope = self.scopes.remove(place.scope()).scope;
                 self.keys.remove(&scope);
                 self.remember_cleared(scope, now.get(), rv);
             }

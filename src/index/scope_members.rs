@@ -2,16 +2,23 @@
 //!
 //! A scope changes under the index's write lock on every operation that starts or ends in it
 //! (an operation is in up to five: the cluster, its node, its migration's target node, its
-//! component, its namespace), so joining one is a push and leaving it a swap-remove: each
-//! operation's [`GateEntry`] remembers where it sits in every scope it is in. What a gate reads
-//! in order — its oldest operations, the latest expected end — is selected as it is read, in
-//! one pass over start and end times kept beside each member, so that pass reads no record.
-//! An ordered map per scope kept the order on every write instead, and doubled what an
-//! operation starting and ending cost the index (`docs/performance.md`, "The index").
+//! component, its namespace), so joining one takes a free slot and leaving it frees the slot:
+//! each operation's [`GateEntry`] remembers its slot in every scope it is in, and no other
+//! member moves, so leaving touches nothing of another operation. (Members were a vector with a
+//! swap-remove before: each leave then wrote the new place into the entry of the member it
+//! moved, one more operation's memory touched per scope.) What a gate reads in order — its
+//! oldest operations, the latest expected end — is selected as it is read, in one pass over
+//! start and end times kept beside each member, so that pass reads no record. An ordered map
+//! per scope kept the order on every write instead, and doubled what an operation starting and
+//! ending cost the index (`docs/performance.md`, "The index").
+//!
+//! A scope's slots stay at the most it held until it empties, when the index drops it, as a
+//! vector's capacity would: a read passes over the free slots too.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use slab::Slab;
 
 use super::gate_entry::GateEntry;
 use super::gate_scope::GateScope;
@@ -22,8 +29,6 @@ struct Member {
     /// [`crate::operation::InFlightOperation::clears_at`].
     clears_at: Option<Timestamp>,
     stalled: bool,
-    /// The member's role in this scope: which of its places is this scope's.
-    role: usize,
     entry: Arc<GateEntry>,
 }
 
@@ -41,7 +46,7 @@ impl Member {
 pub(super) struct ScopeMembers {
     /// The scope itself (what its entry in the index's map of scopes is keyed by).
     pub(super) scope: GateScope,
-    members: Vec<Member>,
+    members: Slab<Member>,
     /// When the scope last went from nothing in flight to something.
     pub(super) since: Timestamp,
     /// The resourceVersion of its latest change.
@@ -56,7 +61,7 @@ impl ScopeMembers {
     pub(super) fn new(scope: GateScope, since: Timestamp, rv: u64) -> ScopeMembers {
         ScopeMembers {
             scope,
-            members: Vec::new(),
+            members: Slab::new(),
             since,
             rv,
             stalled: 0,
@@ -78,23 +83,27 @@ impl ScopeMembers {
         self.stalled
     }
 
-    /// `entry` joins as the scope of its `role`; `now` is read only if the stalled count
-    /// leaves zero.
+    /// The slot the next member to join takes.
+    pub(super) fn next_slot(&self) -> usize {
+        self.members.vacant_key()
+    }
+
+    /// `entry` joins in `slot`, which must be [`Self::next_slot`] (where the entry was made
+    /// to sit); `now` is read only if the stalled count leaves zero.
     pub(super) fn join(
         &mut self,
         entry: &Arc<GateEntry>,
-        role: usize,
+        slot: usize,
         now: impl FnOnce() -> Timestamp,
     ) {
-        entry.set_place(role, self.members.len());
         let stalled = entry.is_stalled();
-        self.members.push(Member {
+        let taken = self.members.insert(Member {
             start: entry.created,
             clears_at: entry.clears_at(),
             stalled,
-            role,
             entry: entry.clone(),
         });
+        debug_assert_eq!(taken, slot, "a member joins in a slot it was not made for");
         if stalled {
             if self.stalled == 0 {
                 self.stall_since = now();
@@ -103,26 +112,22 @@ impl ScopeMembers {
         }
     }
 
-    /// `entry` leaves the scope of its `role`; nothing happens unless it is there.
+    /// `entry` leaves its `slot`; nothing happens unless it is there.
     pub(super) fn leave(
         &mut self,
         entry: &GateEntry,
-        role: usize,
+        slot: usize,
         now: impl FnOnce() -> Timestamp,
     ) {
-        let place = entry.place(role);
         if !self
             .members
-            .get(place)
+            .get(slot)
             .is_some_and(|m| std::ptr::eq(&*m.entry, entry))
         {
             debug_assert!(false, "an entry leaves a scope it is not in");
             return;
         }
-        let gone = self.members.swap_remove(place);
-        if let Some(moved) = self.members.get(place) {
-            moved.entry.set_place(moved.role, place);
-        }
+        let gone = self.members.remove(slot);
         if gone.stalled {
             self.stalled -= 1;
             if self.stalled == 0 {
@@ -136,7 +141,7 @@ impl ScopeMembers {
         if n == 0 {
             return Vec::new();
         }
-        let mut oldest: Vec<&Member> = self.members.iter().collect();
+        let mut oldest: Vec<&Member> = self.members.iter().map(|(_, m)| m).collect();
         if n < oldest.len() {
             oldest.select_nth_unstable_by(n, |a, b| a.order(b));
             oldest.truncate(n);
@@ -148,7 +153,7 @@ impl ScopeMembers {
     /// When the last of its operations is expected to end; `None` when one has no estimate.
     pub(super) fn expected_clear(&self) -> Option<Timestamp> {
         let mut latest = None;
-        for member in &self.members {
+        for (_, member) in &self.members {
             latest = latest.max(Some(member.clears_at?));
         }
         latest
@@ -158,16 +163,30 @@ impl ScopeMembers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::gate_entry::Place;
     use crate::operation::InFlightOperation;
 
-    fn entry(start: i64, uid: &str) -> Arc<GateEntry> {
+    fn record(start: i64, uid: &str) -> InFlightOperation {
         let mut op: InFlightOperation = (*crate::operation::test_record("subject")).clone();
         op.created = Timestamp::from_second(start).unwrap();
         op.uid = uid.to_owned();
-        Arc::new(GateEntry::in_scopes(
+        op
+    }
+
+    /// `op` joins `members` (as the cluster's scope, key 0), as the index makes it join.
+    fn join(members: &mut ScopeMembers, op: InFlightOperation) -> Arc<GateEntry> {
+        let slot = members.next_slot();
+        let e = Arc::new(GateEntry::in_scopes(
             Arc::new(op),
-            [Some(0), None, None, None, None],
-        ))
+            [Place::new(0, slot), None, None, None, None],
+        ));
+        members.join(&e, slot, || Timestamp::UNIX_EPOCH);
+        e
+    }
+
+    fn leave(members: &mut ScopeMembers, e: &GateEntry) {
+        let slot = e.place(0).unwrap().slot();
+        members.leave(e, slot, || Timestamp::UNIX_EPOCH);
     }
 
     /// Members joining in any order and leaving from anywhere: the oldest `n` are always the
@@ -177,16 +196,14 @@ mod tests {
         let mut members = ScopeMembers::new(GateScope::Cluster, Timestamp::UNIX_EPOCH, 1);
         let mut rng = fastrand::Rng::with_seed(24);
         let mut model: Vec<Arc<GateEntry>> = Vec::new();
-        let now = || Timestamp::UNIX_EPOCH;
         for step in 0..3_000 {
             if model.is_empty() || rng.u8(..3) > 0 {
                 // Equal starts are common: the uid orders them.
-                let e = entry(rng.i64(0..400), &format!("u{step}"));
-                members.join(&e, 0, now);
+                let e = join(&mut members, record(rng.i64(0..400), &format!("u{step}")));
                 model.push(e);
             } else {
                 let e = model.swap_remove(rng.usize(..model.len()));
-                members.leave(&e, 0, now);
+                leave(&mut members, &e);
             }
             let mut sorted: Vec<(Timestamp, String)> =
                 model.iter().map(|e| (e.created, e.uid.clone())).collect();
@@ -204,7 +221,8 @@ mod tests {
             );
             assert_eq!(members.len(), model.len());
             for e in &model {
-                assert!(std::ptr::eq(&*members.members[e.place(0)].entry, &**e));
+                let slot = e.place(0).unwrap().slot();
+                assert!(std::ptr::eq(&*members.members[slot].entry, &**e));
             }
         }
     }
@@ -214,26 +232,21 @@ mod tests {
         let mut members = ScopeMembers::new(GateScope::Cluster, Timestamp::UNIX_EPOCH, 1);
         let at = |s| Timestamp::from_second(s).unwrap();
         let with_end = |uid: &str, end: i64| {
-            let mut op: InFlightOperation = (*entry(1, uid)).clone();
+            let mut op = record(1, uid);
             op.expectation = Some(crate::operation::Expectation {
                 end: at(end),
                 basis: crate::operation::EstimateBasis::History,
                 overdue: None,
             });
-            Arc::new(GateEntry::in_scopes(
-                Arc::new(op),
-                [Some(0), None, None, None, None],
-            ))
+            op
         };
-        let (a, b, c) = (with_end("a", 50), with_end("b", 90), entry(2, "c"));
-        let now = || Timestamp::UNIX_EPOCH;
-        members.join(&a, 0, now);
-        members.join(&b, 0, now);
+        let _a = join(&mut members, with_end("a", 50));
+        let b = join(&mut members, with_end("b", 90));
         assert_eq!(members.expected_clear(), Some(at(90)));
-        members.join(&c, 0, now);
+        let c = join(&mut members, record(2, "c"));
         assert_eq!(members.expected_clear(), None);
-        members.leave(&c, 0, now);
-        members.leave(&b, 0, now);
+        leave(&mut members, &c);
+        leave(&mut members, &b);
         assert_eq!(members.expected_clear(), Some(at(50)));
     }
 }

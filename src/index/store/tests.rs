@@ -384,7 +384,7 @@ fn active_counts_are_always_those_of_the_records() {
     let mut uid_counter = 0u32;
     for step in 0..5_000 {
         let subject = format!("s{}", rng.u8(..12));
-        let ns = ["a", "b", "c"][rng.usize(..3)];
+        let ns = ["a", "b", "c", "Not_A_Namespace"][rng.usize(..4)];
         let base = op(Some(ns), &subject, "m");
         let current = index.get(Some(ns), &base.name).map(|s| s.op.clone());
         let mut record = match &current {
@@ -407,13 +407,16 @@ fn active_counts_are_always_those_of_the_records() {
             1 => Change::Remove(Arc::new(record)),
             _ => {
                 record.phase = Phase::Active;
+                // A node name no gate can have is in no node's gate, nor is a namespace's.
+                let nodes = ["n0", "n1", "Not_A_Node"];
                 record
                     .labels
-                    .insert("ifo.kubevirt.io/node", format!("n{}", rng.u8(..3)));
+                    .insert("ifo.kubevirt.io/node", nodes[rng.usize(..3)].to_owned());
                 if rng.bool() {
-                    record
-                        .labels
-                        .insert("ifo.kubevirt.io/target-node", format!("n{}", rng.u8(..3)));
+                    record.labels.insert(
+                        "ifo.kubevirt.io/target-node",
+                        nodes[rng.usize(..3)].to_owned(),
+                    );
                 }
                 record.message = Some(format!("m{}", rng.u8(..3)));
                 let at = |secs| base.created + jiff::SignedDuration::from_secs(secs);
