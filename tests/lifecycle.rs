@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const GRACE: &str = "30s";
+const WAIT: Duration = Duration::from_secs(30);
 
 /// This binary's environment. Its server lists targets in pages (`STREAMING_LISTS=false`)
 /// where the other binaries' servers stream them: both ways of reading a target are tested.
@@ -25,7 +26,6 @@ fn lifecycle_env() -> &'static Env {
         .settings(&[("STREAMING_LISTS", "false")])
         .start()
 }
-const WAIT: Duration = Duration::from_secs(30);
 
 /// VM rules in the shape of the shipped `vm-lifecycle-rules`, each reading `printableStatus`,
 /// with outcomes that tell the states the VM moves on to apart.

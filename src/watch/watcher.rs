@@ -656,21 +656,16 @@ impl Skipper<'_> {
     }
 }
 
-/// Hands an object to the lanes of the rulesets it concerns, or skips it if it could not be
-/// decoded.
-/// `ar`: the target's resource. Items of a list of a built-in kind come without `apiVersion`
-/// and `kind` (only watch events carry them): they are filled in, so that an operation's
-/// subject says what it is whether its object was listed or watched.
-/// The object of a watch event, to the lanes (dropped where a lane is full, see
-/// [`Lanes::apply`]).
+/// The object of a watch event, to the lanes of the rulesets it concerns (dropped where a lane
+/// is full, see [`Lanes::apply`]), or skipped if it could not be decoded.
 fn evaluate(lanes: &Lanes, skip: &Skipper<'_>, ar: &ApiResource, target: &str, obj: Object) {
     if let Some(value) = decoded(skip, ar, target, obj) {
         lanes.apply(value);
     }
 }
 
-/// The object of a list, to the lanes, waiting for room where one is full
-/// ([`Lanes::apply_listed`]).
+/// The object of a list, to the lanes of the rulesets it concerns, waiting for room where one
+/// is full ([`Lanes::apply_listed`]), or skipped if it could not be decoded.
 async fn evaluate_listed(
     lanes: &Lanes,
     skip: &Skipper<'_>,
@@ -684,7 +679,9 @@ async fn evaluate_listed(
 }
 
 /// The object as the rules see it, or `None` when it could not be decoded (it is skipped and
-/// reported).
+/// reported). `ar`: the target's resource. Items of a list of a built-in kind come without
+/// `apiVersion` and `kind` (only watch events carry them): they are filled in, so that an
+/// operation's subject says what it is whether its object was listed or watched.
 fn decoded(
     skip: &Skipper<'_>,
     ar: &ApiResource,
