@@ -114,6 +114,11 @@ impl GateCounts {
         after: Option<&Arc<InFlightOperation>>,
         rv: u64,
     ) -> Option<Arc<GateEntry>> {
+        // What the gates cost the index is measured against the same code built without them
+        // (`tests/gates-cost.sh`).
+        if cfg!(ifo_no_gates) {
+            return None;
+        }
         if let (Some(b), Some(a)) = (before, after)
             && same_for_gates(b, a)
         {
