@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use crate::operation::{InFlightOperation, Phase, SharedKey};
+use crate::operation::{InFlightOperation, NodeKey, Phase};
 
 /// What one active record is counted under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,7 +42,7 @@ impl ActiveKey {
 }
 
 fn node_of(op: &InFlightOperation) -> &str {
-    op.labels.shared(SharedKey::NODE).unwrap_or_default()
+    op.labels.node(NodeKey::NODE).unwrap_or_default()
 }
 
 /// Whether `a` and `b` count the same: under the same key with the same start, or both not

@@ -5,7 +5,7 @@ use std::fmt;
 
 use hashbrown::Equivalent;
 
-use crate::operation::{InFlightOperation, SharedKey};
+use crate::operation::{InFlightOperation, NodeKey};
 
 /// How many scopes an operation can count in: see [`ScopeRef::by_role`].
 pub(super) const ROLES: usize = 5;
@@ -85,8 +85,7 @@ impl GateScope {
     pub fn is_target_of(&self, op: &InFlightOperation) -> bool {
         match self {
             GateScope::Node(n) => {
-                label(op, SharedKey::TARGET_NODE) == Some(n)
-                    && label(op, SharedKey::NODE) != Some(n)
+                label(op, NodeKey::TARGET_NODE) == Some(n) && label(op, NodeKey::NODE) != Some(n)
             }
             _ => false,
         }
@@ -132,8 +131,8 @@ impl<'a> ScopeRef<'a> {
     /// so an operation that joins scopes that exist reads none of their names through. A
     /// target node equal to the node is none, whether the name is valid or not.
     pub(super) fn named_by(op: &'a InFlightOperation) -> [Option<ScopeRef<'a>>; ROLES] {
-        let node = label(op, SharedKey::NODE);
-        let target = label(op, SharedKey::TARGET_NODE).filter(|t| Some(*t) != node);
+        let node = label(op, NodeKey::NODE);
+        let target = label(op, NodeKey::TARGET_NODE).filter(|t| Some(*t) != node);
         [
             Some(ScopeRef::Cluster),
             node.map(ScopeRef::Node),
@@ -175,12 +174,12 @@ impl Equivalent<GateScope> for ScopeRef<'_> {
     }
 }
 
-/// A node label of `op`, unless empty: found by the key's address ([`Labels::shared`]), since
-/// every change the index applies reads them.
+/// A node label of `op`, unless empty: read at the place the labels keep for it
+/// ([`Labels::node`]), since every change the index applies reads them.
 ///
-/// [`Labels::shared`]: crate::operation::Labels::shared
-pub(super) fn label(op: &InFlightOperation, key: SharedKey) -> Option<&str> {
-    op.labels.shared(key).filter(|v| !v.is_empty())
+/// [`Labels::node`]: crate::operation::Labels::node
+pub(super) fn label(op: &InFlightOperation, key: NodeKey) -> Option<&str> {
+    op.labels.node(key).filter(|v| !v.is_empty())
 }
 
 const DNS_SUBDOMAIN_RULE: &str = "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters";

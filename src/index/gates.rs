@@ -21,7 +21,7 @@ use super::gate_entry::Place;
 pub use super::gate_scope::{GateNameError, GateScope};
 use super::gate_scope::{ROLES, ScopeRef, label};
 use super::scope_members::ScopeMembers;
-use crate::operation::{InFlightOperation, Phase, SharedKey};
+use crate::operation::{InFlightOperation, NodeKey, Phase};
 
 /// Operations a gate lists in full (oldest first); the others are only counted.
 pub const MAX_GATE_OPERATIONS: usize = 50;
@@ -42,8 +42,8 @@ fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
                 && a.is_stalled() == b.is_stalled()
                 && a.uid == b.uid
                 && a.component == b.component
-                && label(a, SharedKey::NODE) == label(b, SharedKey::NODE)
-                && label(a, SharedKey::TARGET_NODE) == label(b, SharedKey::TARGET_NODE)
+                && label(a, NodeKey::NODE) == label(b, NodeKey::NODE)
+                && label(a, NodeKey::TARGET_NODE) == label(b, NodeKey::TARGET_NODE)
         }
         (Phase::Completed, Phase::Completed) => true,
         _ => false,

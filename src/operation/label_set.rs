@@ -29,9 +29,8 @@ pub(crate) mod key {
 }
 
 /// The keys records share: the built-in ones, and the well-known node keys rules set on nearly
-/// every record and the maintenance gates read. A `static`, so that each is one string at one
-/// address: [`Labels`] keeps every key equal to one of them as that very string, which is what
-/// lets [`Labels::shared`] find one by its address.
+/// every record and the maintenance gates read. A record keeps every key equal to one of them as
+/// the one static string, so that records do not each hold its text.
 static SHARED: [&str; 14] = [
     key::SUBJECT_UID,
     key::SUBJECT_NAME,
@@ -49,59 +48,72 @@ static SHARED: [&str; 14] = [
     ifo_model::TARGET_NODE_LABEL,
 ];
 
-/// One of the keys records share, to look up with [`Labels::shared`].
+/// One of the node keys, whose place [`Labels`] keeps: to look up with [`Labels::node`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SharedKey(usize);
+pub struct NodeKey(usize);
 
-impl SharedKey {
+impl NodeKey {
     /// `ifo.kubevirt.io/node`.
-    pub const NODE: SharedKey = SharedKey(12);
+    pub const NODE: NodeKey = NodeKey(0);
     /// `ifo.kubevirt.io/target-node`.
-    pub const TARGET_NODE: SharedKey = SharedKey(13);
+    pub const TARGET_NODE: NodeKey = NodeKey(1);
 
-    fn key(self) -> &'static str {
-        SHARED[self.0]
+    /// The node key `key` is, if it is one.
+    fn of(key: &str) -> Option<NodeKey> {
+        [ifo_model::NODE_LABEL, ifo_model::TARGET_NODE_LABEL]
+            .iter()
+            .position(|k| *k == key)
+            .map(NodeKey)
     }
 }
 
 /// `key` as a record keeps it: a key built at run time (a rule's, a persisted copy's) that is
-/// one of [`SHARED`] as the shared string, so that records do not each hold its text; a static
-/// key as it is, unless it is one that [`Labels::shared`] finds by address (two length
-/// comparisons: every record's built-in keys pass here).
+/// one of [`SHARED`] as the shared string; any other as it is.
 pub(super) fn shared_key(key: impl Into<LabelKey>) -> LabelKey {
-    let found = |key: &str| SHARED.iter().find(|k| **k == key).copied();
     match key.into() {
-        LabelKey::Owned(key) => found(&key).map_or(LabelKey::Owned(key), LabelKey::Borrowed),
-        LabelKey::Borrowed(key) => LabelKey::Borrowed(
-            [SharedKey::NODE, SharedKey::TARGET_NODE]
-                .map(SharedKey::key)
-                .into_iter()
-                .find(|k| *k == key)
-                .unwrap_or(key),
-        ),
+        LabelKey::Owned(key) => SHARED
+            .iter()
+            .find(|k| **k == key)
+            .map_or(LabelKey::Owned(key), |k| LabelKey::Borrowed(k)),
+        borrowed => borrowed,
     }
 }
 
+/// Where a node key sits among the labels when it is not set.
+const UNSET: u32 = u32::MAX;
+
 /// The labels of a record, sorted by key (the order they are served in).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Vec<(LabelKey, Box<str>)>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labels {
+    entries: Vec<(LabelKey, Box<str>)>,
+    /// Where each node key sits in `entries` (by [`NodeKey`]; [`UNSET`]: not set), kept as
+    /// labels are set and unset: the index reads both node keys of every record it applies (the
+    /// active counts and the maintenance gates), and a search would read most of the labels to
+    /// find one or learn it is not set. In 32 bits, the room a `Vec`'s alignment leaves anyway:
+    /// a record holds nowhere near 2^32 labels, at 40 bytes each.
+    nodes: [u32; 2],
+}
+
+impl Default for Labels {
+    fn default() -> Labels {
+        Labels {
+            entries: Vec::new(),
+            nodes: [UNSET; 2],
+        }
+    }
+}
 
 impl Labels {
-    /// The value of one of the shared keys, if set: found by the key's address, with no text
-    /// compared (every key equal to one of them is kept as it, see [`shared_key`]). What the
-    /// index reads of every record it keeps in the maintenance gates, on every change.
-    pub fn shared(&self, key: SharedKey) -> Option<&str> {
-        let key = key.key();
-        self.0
-            .iter()
-            .find(|(k, _)| matches!(k, Cow::Borrowed(b) if std::ptr::eq(*b, key)))
-            .map(|(_, v)| &**v)
+    /// The value of a node key, if set: read at its place, with no label searched.
+    pub fn node(&self, key: NodeKey) -> Option<&str> {
+        let at = self.nodes[key.0];
+        (at != UNSET).then(|| &*self.entries[at as usize].1)
     }
 
     /// The value of `key`, if set.
     pub fn get(&self, key: &str) -> Option<&str> {
         let i = self.position(key).ok()?;
-        Some(&self.0[i].1)
+        Some(&self.entries[i].1)
     }
 
     /// Whether `key` is set.
@@ -118,9 +130,18 @@ impl Labels {
         let key = shared_key(key);
         let value = value.into();
         match self.position(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
-                self.0.insert(i, (key, value));
+                let node = NodeKey::of(&key);
+                self.entries.insert(i, (key, value));
+                for at in self.nodes.iter_mut().filter(|at| **at != UNSET) {
+                    if *at as usize >= i {
+                        *at += 1;
+                    }
+                }
+                if let Some(node) = node {
+                    self.nodes[node.0] = i as u32;
+                }
                 None
             }
         }
@@ -129,31 +150,38 @@ impl Labels {
     /// Unsets `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Box<str>> {
         let i = self.position(key).ok()?;
-        Some(self.0.remove(i).1)
+        for at in self.nodes.iter_mut().filter(|at| **at != UNSET) {
+            match (*at as usize).cmp(&i) {
+                std::cmp::Ordering::Equal => *at = UNSET,
+                std::cmp::Ordering::Greater => *at -= 1,
+                std::cmp::Ordering::Less => {}
+            }
+        }
+        Some(self.entries.remove(i).1)
     }
 
     /// Every label, by key.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.0.iter().map(|(k, v)| (&**k, &**v))
+        self.entries.iter().map(|(k, v)| (&**k, &**v))
     }
 
     /// How many labels are set.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     /// Whether no label is set.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// Gives back the room left over from building: a record keeps its labels as they are.
     pub(crate) fn shrink(&mut self) {
-        self.0.shrink_to_fit();
+        self.entries.shrink_to_fit();
     }
 
     fn position(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| (**k).cmp(key))
+        self.entries.binary_search_by(|(k, _)| (**k).cmp(key))
     }
 }
 
@@ -211,20 +239,42 @@ mod tests {
     }
 
     /// However a shared key is given (a literal, a string built at run time), it is kept as
-    /// the shared string and found by address; an unset one is not found.
+    /// the shared string; a node key is found at its place, however labels were set and unset
+    /// around it.
     #[test]
-    fn shared_keys_are_found_however_they_were_set() {
-        let built = String::from("ifo.kubevirt.io/") + "node";
-        let mut labels: Labels = [(built, "w1"), ("a".to_owned(), "x")].into_iter().collect();
-        assert_eq!(labels.shared(SharedKey::NODE), Some("w1"));
-        assert_eq!(labels.shared(SharedKey::TARGET_NODE), None);
-        labels.insert("ifo.kubevirt.io/target-node", "w2");
-        assert_eq!(labels.shared(SharedKey::TARGET_NODE), Some("w2"));
-        assert_eq!(labels.get(ifo_model::TARGET_NODE_LABEL), Some("w2"));
-        labels.remove(ifo_model::NODE_LABEL);
-        assert_eq!(labels.shared(SharedKey::NODE), None);
+    fn shared_keys_are_kept_once_and_node_keys_found_however_labels_change() {
         for k in SHARED {
             assert!(matches!(shared_key(k.to_owned()), LabelKey::Borrowed(_)));
+        }
+        let built = String::from("ifo.kubevirt.io/") + "node";
+        let mut labels: Labels = [(built, "w1"), ("a".to_owned(), "x")].into_iter().collect();
+        assert_eq!(labels.node(NodeKey::NODE), Some("w1"));
+        assert_eq!(labels.node(NodeKey::TARGET_NODE), None);
+
+        // Keys sorting before, between and after the node keys, set and unset at random: each
+        // node key's place always names its value, as a search by text finds it.
+        let keys = [
+            "a",
+            ifo_model::NODE_LABEL,
+            "ifo.kubevirt.io/operation",
+            ifo_model::TARGET_NODE_LABEL,
+            "z",
+            "ifo.kubevirt.io/o",
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for step in 0..2_000 {
+            let key = keys[rng.usize(..keys.len())];
+            if rng.bool() {
+                labels.insert(key.to_owned(), format!("v{step}"));
+            } else {
+                labels.remove(key);
+            }
+            for (node, text) in [
+                (NodeKey::NODE, ifo_model::NODE_LABEL),
+                (NodeKey::TARGET_NODE, ifo_model::TARGET_NODE_LABEL),
+            ] {
+                assert_eq!(labels.node(node), labels.get(text), "step {step}");
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ mod subject;
 mod time;
 mod wire;
 
-pub use label_set::{LabelKey, Labels, SharedKey};
+pub use label_set::{LabelKey, Labels, NodeKey};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
 pub(crate) use labels::{LabelWarning, build_labels};
