@@ -68,17 +68,21 @@ kept=$(build "$target" "${RUSTFLAGS:-}")
 off=$(build "$target/no-gates" "${RUSTFLAGS:+$RUSTFLAGS }--cfg ifo_no_gates")
 [[ -x $kept && -x $off ]] || { echo "error: the benchmark's binaries were not built" >&2; exit 1; }
 
-printf '\nWhat the maintenance gates cost the index: per change, 10,000 records held, 500 watchers,\n'
-printf '%s changes of each workload (callgrind; cycles estimated from simulated cache misses).\n\n' "$changes"
+# One line of the table: the label, the measure, the two counts and the increase.
+row() {
+  printf '%-36s %-14s %12s %12s %+8.1f%%\n' "$1" "$2" "$3" "$4" \
+    "$(awk -v a="$3" -v b="$4" 'BEGIN { print (b - a) * 100 / a }')"
+}
+
+printf '\nWhat the maintenance gates cost the index, per change (an operation starting, then ending:\n'
+printf 'per operation): 10,000 records held, 500 watchers, %s changes of each workload counted by\n' "$changes"
+printf 'callgrind; cycles estimated from the simulated cache misses.\n\n'
 printf '%-36s %-14s %12s %12s %9s\n' workload measure "gates off" "gates kept" increase
-for workload in update:update start-end:start_then_end; do
-  name=${workload%%:*}
-  read -r off_ir off_cy < <(count "$off" "$name" "${workload#*:}")
-  read -r kept_ir kept_cy < <(count "$kept" "$name" "${workload#*:}")
+for workload in "update update" "start-end start_then_end"; do
+  read -r name function <<<"$workload"
+  read -r off_ir off_cy < <(count "$off" "$name" "$function")
+  read -r kept_ir kept_cy < <(count "$kept" "$name" "$function")
   label=$([[ $name == update ]] && echo "an update" || echo "an operation starting, then ending")
-  for m in "instructions $off_ir $kept_ir" "est. cycles $off_cy $kept_cy"; do
-    read -r what a b <<<"${m/est. /est._}"
-    printf '%-36s %-14s %12s %12s %+8.1f%%\n' "$label" "${what/_/ }" "$a" "$b" \
-      "$(awk -v a="$a" -v b="$b" 'BEGIN { print (b - a) * 100 / a }')"
-  done
+  row "$label" instructions "$off_ir" "$kept_ir"
+  row "$label" "est. cycles" "$off_cy" "$kept_cy"
 done
