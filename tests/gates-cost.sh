@@ -3,7 +3,7 @@
 # `tests/gates-cost.sh [--changes N]`.
 #
 # Builds `benches/index_cost.rs` twice, as it is and with the gates' update compiled out
-# (`--cfg ifo_no_gates`, in its own target directory: the first build takes minutes), runs each
+# (`--cfg bench_no_gates`, in its own target directory: the first build takes minutes), runs each
 # workload of both under callgrind, counting only the changes applied, and prints per change the
 # instructions and the cycles estimated from the simulated cache misses, with and without the
 # gates. Counts of one binary on one input vary by a few hundredths of a percent from run to run
@@ -65,7 +65,7 @@ count() {
 }
 
 kept=$(build "$target" "${RUSTFLAGS:-}")
-off=$(build "$target/no-gates" "${RUSTFLAGS:+$RUSTFLAGS }--cfg ifo_no_gates")
+off=$(build "$target/no-gates" "${RUSTFLAGS:+$RUSTFLAGS }--cfg bench_no_gates")
 [[ -x $kept && -x $off ]] || { echo "error: the benchmark's binaries were not built" >&2; exit 1; }
 
 # One line of the table: the label, the measure, the two counts and the increase.

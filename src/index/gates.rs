@@ -116,7 +116,7 @@ impl GateCounts {
     ) -> Option<Arc<GateEntry>> {
         // What the gates cost the index is measured against the same code built without them
         // (`tests/gates-cost.sh`).
-        if cfg!(ifo_no_gates) {
+        if cfg!(bench_no_gates) {
             return None;
         }
         if let (Some(b), Some(a)) = (before, after)
