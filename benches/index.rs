@@ -28,7 +28,7 @@ mod fixture;
 /// The server's allocator (`src/main.rs`): what allocation costs here is what it costs there.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use fixture::{OPERATIONS, progressed, records};
+use fixture::{OPERATIONS, progressed, records, start_then_end};
 
 const WATCHERS: usize = 500;
 
@@ -140,12 +140,7 @@ fn maps(c: &mut Criterion) {
             || {
                 i = (i + 7919) % OPERATIONS;
                 occurrence += 1;
-                let mut op = (*progressed(i, 1)).clone();
-                op.name = format!("extra-{occurrence}");
-                op.uid = format!("extra-uid-{occurrence}");
-                op.phase = ifo::operation::Phase::Active;
-                let op = Arc::new(op);
-                (vec![Change::Upsert(op.clone())], vec![Change::Remove(op)])
+                start_then_end(i, occurrence)
             },
             |(start, end)| (index.apply(start), index.apply(end)),
             BatchSize::SmallInput,

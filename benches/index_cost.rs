@@ -98,14 +98,7 @@ fn main() {
     }
     if run("start-end") {
         let operations: Vec<_> = (0..changes)
-            .map(|occurrence| {
-                let mut op = (*progressed(next(), 1)).clone();
-                op.name = format!("extra-{occurrence}");
-                op.uid = format!("extra-uid-{occurrence}");
-                op.phase = ifo::operation::Phase::Active;
-                let op = Arc::new(op);
-                (vec![Change::Upsert(op.clone())], vec![Change::Remove(op)])
-            })
+            .map(|occurrence| fixture::start_then_end(next(), occurrence as u64))
             .collect();
         let began = Instant::now();
         for (start, end) in operations {

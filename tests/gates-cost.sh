@@ -45,7 +45,8 @@ build() {
 
 # "instructions estimated-cycles" per change of workload $2 (counted in function $3) of binary $1.
 count() {
-  local out=$work/$RANDOM.out
+  local out
+  out=$(mktemp "$work/callgrind.XXXXXX")
   if ! valgrind --tool=callgrind --cache-sim=yes --callgrind-out-file="$out" \
     --toggle-collect="index_cost::$3" "$1" "$2" --changes "$changes" >"$work/stdout" 2>"$work/stderr"; then
     cat "$work/stderr" >&2
