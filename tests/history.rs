@@ -153,9 +153,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     // After a restart, the server has learned nothing itself: it reads the ruleset's status.
     env.stop_server(Stop::Term);
     env.restart_server().unwrap();
-    env.cluster
-        .wait_apiservice_available(WAIT)
-        .unwrap_or_else(|e| panic!("{e:#}\nserver log:\n{}", env.server_log_tail(30)));
+    env.wait_served();
     expected_from_history(&expecting(&ns, "vm-new"));
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(

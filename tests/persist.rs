@@ -223,9 +223,7 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
     env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
     let events = watch_copies(env, &ns);
     env.restart_server().unwrap();
-    env.cluster
-        .wait_apiservice_available(Duration::from_secs(90))
-        .unwrap();
+    env.wait_served();
 
     // The two still in flight are the same objects as before the kill: same name, uid and
     // start, from the first answer on and after the restored operations are swept.
@@ -389,9 +387,7 @@ fn objects_of_others_are_left_alone() {
     // A restart reads only our copies back.
     env.stop_server(Stop::Term);
     env.restart_server().unwrap();
-    env.cluster
-        .wait_apiservice_available(Duration::from_secs(90))
-        .unwrap();
+    env.wait_served();
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!((rv(&taken), rv(&operators)), before, "never written");
     for name in [&taken, &operators] {
@@ -500,10 +496,7 @@ struct RestartAfter(&'static Env);
 impl Drop for RestartAfter {
     fn drop(&mut self) {
         self.0.restart_server().unwrap();
-        self.0
-            .cluster
-            .wait_apiservice_available(Duration::from_secs(90))
-            .unwrap();
+        self.0.wait_served();
     }
 }
 

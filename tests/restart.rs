@@ -125,9 +125,7 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
         eventually(WAIT, "/readyz ok after the restart", || {
             Some(env.direct("/readyz", &[])).filter(|(code, _)| code == "200")
         });
-        env.cluster
-            .wait_apiservice_available(WAIT)
-            .unwrap_or_else(|e| panic!("{e:#}\n{}", env.server_log_tail(30)));
+        env.wait_served();
         // Ready means synced: the first list that gets through already has the operation.
         let items = eventually(WAIT, "kube-apiserver reaching the server again", || {
             env.kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "json"])

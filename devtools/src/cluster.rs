@@ -604,8 +604,61 @@ impl Cluster {
         ))
     }
 
+    /// Waits until kubectl can use the live API through kube-apiserver: the APIService reports
+    /// `Available=True`, kube-apiserver's discovery lists the live resources, and a list of them
+    /// is answered.
+    ///
+    /// Available alone is not enough after the server was unreachable. A discovery fetch of the
+    /// aggregator's that failed meanwhile leaves the group `Stale`, with no resources (kubectl
+    /// answers "the server doesn't have a resource type"), until one of its retries succeeds.
+    /// They back off up to a minute apart, and after a short outage the APIService may have
+    /// stayed Available throughout, so nothing makes it fetch sooner. Discovery is asked
+    /// afresh (`api-resources` reads no cache) and together with a list, which fails while the
+    /// server is still starting, so that both hold at once.
+    pub fn wait_live_api(&self, timeout: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        self.wait_apiservice_available(timeout)?;
+        let discovered = || {
+            let out = self.kubectl_run(
+                User::Admin,
+                &[
+                    "api-resources",
+                    "--api-group=live.ifo.kubevirt.io",
+                    "-o",
+                    "name",
+                ],
+                None,
+            )?;
+            anyhow::ensure!(
+                out.lines()
+                    .any(|line| line == "inflightoperations.live.ifo.kubevirt.io"),
+                "discovery lists no inflightoperations: {out:?}"
+            );
+            Ok(())
+        };
+        let listed = || {
+            self.kubectl_run(
+                User::Admin,
+                &["get", "inflightoperations", "-n", "default", "-o", "name"],
+                None,
+            )
+            .map(|_| ())
+        };
+        loop {
+            match discovered().and_then(|()| listed()) {
+                Ok(()) => return Ok(()),
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    return Err(e.context(format!(
+                        "the live API was not served through kube-apiserver within {timeout:?}"
+                    )));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+    }
+
     /// Waits for the APIService to report `Available=True`.
-    pub fn wait_apiservice_available(&self, timeout: Duration) -> Result<()> {
+    fn wait_apiservice_available(&self, timeout: Duration) -> Result<()> {
         self.kubectl_run(
             User::Admin,
             &[

@@ -113,7 +113,7 @@ impl Install {
             )
             .with_context(|| self.describe(cluster))?;
         cluster
-            .wait_apiservice_available(timeout)
+            .wait_live_api(timeout)
             .with_context(|| self.describe(cluster))
     }
 

@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
+/// How long the live API may take to be served through kube-apiserver after the server starts:
+/// the aggregator's discovery retries a failed fetch after up to a minute.
+const SERVED_WITHIN: Duration = Duration::from_secs(120);
+
 /// The shared cluster and server of a test binary (see the [module](self) and [`Env::builder`]).
 pub struct Env {
     /// The local real control plane (etcd, kube-apiserver, controllers).
@@ -259,7 +263,7 @@ fn boot(config: Config) -> Result<&'static Env> {
         serving_ca,
     }));
     env.cluster
-        .wait_apiservice_available(Duration::from_secs(90))
+        .wait_live_api(SERVED_WITHIN)
         .with_context(|| format!("server log:\n{}", env.server_log_tail(30)))?;
     Ok(env)
 }
@@ -284,6 +288,14 @@ impl Env {
             .as_ref()
             .map(|p| p.log_tail(lines))
             .unwrap_or_default()
+    }
+
+    /// Waits until kubectl can use the live API through kube-apiserver (after a start or a
+    /// restart of the server: [`Cluster::wait_live_api`]), or panics with the server's log.
+    pub fn wait_served(&self) {
+        self.cluster
+            .wait_live_api(SERVED_WITHIN)
+            .unwrap_or_else(|e| panic!("{e:#}\nserver log:\n{}", self.server_log_tail(30)));
     }
 
     /// Stops the server and waits until its process is gone.

@@ -92,7 +92,7 @@ fn main() -> Result<()> {
         )?;
         cluster.register_apiservice(port)?;
         cluster
-            .wait_apiservice_available(Duration::from_secs(60))
+            .wait_live_api(Duration::from_secs(60))
             .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
         // The shipped rules and the read access they need (`deploy/` has them with --node).
         let source = ifo_dev::source_dir();

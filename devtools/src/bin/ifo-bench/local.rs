@@ -238,7 +238,7 @@ fn serve(
     let ready = spawned.elapsed();
     cluster.register_apiservice(port).map_err(with_log)?;
     cluster
-        .wait_apiservice_available(Duration::from_secs(90))
+        .wait_live_api(Duration::from_secs(90))
         .map_err(with_log)?;
     if !*rules_applied {
         let rules = ifo_dev::source_dir().join(RULES);
