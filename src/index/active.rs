@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hashbrown::Equivalent;
 use jiff::Timestamp;
 
 use crate::operation::{InFlightOperation, NodeKey, Phase};
@@ -28,16 +29,50 @@ pub struct ActiveKey {
     pub node: String,
 }
 
-impl ActiveKey {
+/// An [`ActiveKey`] borrowed from a record: how a change finds its entry without copying the
+/// key's five strings, which every operation that starts or ends would otherwise do twice. It
+/// hashes as the owned key does (the same fields in the same order, each hashed as a `str`).
+#[derive(Debug, Hash)]
+struct ActiveKeyRef<'a> {
+    component: &'a str,
+    operation: &'a str,
+    kind: &'a str,
+    namespace: &'a str,
+    node: &'a str,
+}
+
+impl<'a> ActiveKeyRef<'a> {
     /// The key of `op` when it is active.
-    fn of(op: &InFlightOperation) -> Option<ActiveKey> {
-        (op.phase == Phase::Active).then(|| ActiveKey {
-            component: op.component.clone(),
-            operation: op.operation.clone(),
-            kind: op.subject.kind.clone(),
-            namespace: op.namespace.clone().unwrap_or_default(),
-            node: node_of(op).to_owned(),
+    fn of(op: &'a InFlightOperation) -> Option<ActiveKeyRef<'a>> {
+        (op.phase == Phase::Active).then(|| ActiveKeyRef {
+            component: &op.component,
+            operation: &op.operation,
+            kind: &op.subject.kind,
+            namespace: op.namespace.as_deref().unwrap_or_default(),
+            node: node_of(op),
         })
+    }
+}
+
+impl Equivalent<ActiveKey> for ActiveKeyRef<'_> {
+    fn equivalent(&self, key: &ActiveKey) -> bool {
+        self.component == key.component
+            && self.operation == key.operation
+            && self.kind == key.kind
+            && self.namespace == key.namespace
+            && self.node == key.node
+    }
+}
+
+impl From<&ActiveKeyRef<'_>> for ActiveKey {
+    fn from(key: &ActiveKeyRef<'_>) -> ActiveKey {
+        ActiveKey {
+            component: key.component.to_owned(),
+            operation: key.operation.to_owned(),
+            kind: key.kind.to_owned(),
+            namespace: key.namespace.to_owned(),
+            node: key.node.to_owned(),
+        }
     }
 }
 
@@ -72,7 +107,7 @@ struct Count {
 
 /// Active records by [`ActiveKey`]; no empty entries.
 #[derive(Debug, Default)]
-pub(super) struct ActiveCounts(HashMap<ActiveKey, Count>);
+pub(super) struct ActiveCounts(hashbrown::HashMap<ActiveKey, Count>);
 
 impl ActiveCounts {
     /// The record at one key changes from `before` to `after` (`None`: absent). Costs nothing
@@ -88,7 +123,7 @@ impl ActiveCounts {
             return;
         }
         if let Some(b) = before
-            && let Some(key) = ActiveKey::of(b)
+            && let Some(key) = ActiveKeyRef::of(b)
             && let Some(count) = self.0.get_mut(&key)
         {
             count.records -= 1;
@@ -103,9 +138,9 @@ impl ActiveCounts {
             }
         }
         if let Some(a) = after
-            && let Some(key) = ActiveKey::of(a)
+            && let Some(key) = ActiveKeyRef::of(a)
         {
-            let count = self.0.entry(key).or_default();
+            let count = self.0.entry_ref(&key).or_default();
             count.records += 1;
             *count.starts.entry(a.created).or_default() += 1;
         }
@@ -159,7 +194,8 @@ impl ActiveCounts {
         let mut counts: HashMap<ActiveKey, u64> = HashMap::new();
         let mut oldest: HashMap<RuleKey, Timestamp> = HashMap::new();
         for r in records.into_iter().filter(|r| r.phase == Phase::Active) {
-            *counts.entry(ActiveKey::of(r).expect("active")).or_default() += 1;
+            let key = ActiveKeyRef::of(r).expect("active");
+            *counts.entry(ActiveKey::from(&key)).or_default() += 1;
             let rule = RuleKey {
                 component: r.component.clone(),
                 operation: r.operation.clone(),
@@ -185,4 +221,46 @@ pub struct RuleKey {
     pub operation: String,
     /// The subject's kind.
     pub kind: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn borrowed(fields: &[String; 5]) -> ActiveKeyRef<'_> {
+        ActiveKeyRef {
+            component: &fields[0],
+            operation: &fields[1],
+            kind: &fields[2],
+            namespace: &fields[3],
+            node: &fields[4],
+        }
+    }
+
+    #[test]
+    fn a_borrowed_key_finds_the_key_it_names_and_no_other() {
+        let base = ["kubevirt", "Migrating", "VirtualMachine", "demo", "w1"].map(String::from);
+        // The same key, and keys that differ in one field, or only in where a field ends.
+        let mut keys = vec![base.clone()];
+        for field in 0..5 {
+            let mut other = base.clone();
+            other[field].push('x');
+            keys.push(other);
+        }
+        let mut shifted = base.clone();
+        shifted[3] = "dem".into();
+        shifted[4] = "ow1".into();
+        keys.push(shifted);
+        let map: hashbrown::HashMap<ActiveKey, usize> = keys
+            .iter()
+            .map(|k| ActiveKey::from(&borrowed(k)))
+            .zip(0..)
+            .collect();
+        assert_eq!(map.len(), keys.len());
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(map.get(&borrowed(key)), Some(&i), "{key:?}");
+        }
+        let absent = ["kubevirt", "Migrating", "VirtualMachine", "demo", ""].map(String::from);
+        assert_eq!(map.get(&borrowed(&absent)), None);
+    }
 }
