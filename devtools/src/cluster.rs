@@ -616,23 +616,28 @@ impl Cluster {
     /// afresh (`api-resources` reads no cache) and together with a list, which fails while the
     /// server is still starting, so that both hold at once.
     pub fn wait_live_api(&self, timeout: Duration) -> Result<()> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         self.wait_apiservice_available(timeout)?;
+        // Read whatever kubectl's exit status: it fails when any group of the cluster cannot be
+        // discovered, and lists the groups that can.
         let discovered = || {
-            let out = self.kubectl_run(
-                User::Admin,
-                &[
+            let out = self
+                .kubectl(User::Admin)
+                .args([
                     "api-resources",
                     "--api-group=live.ifo.kubevirt.io",
                     "-o",
                     "name",
-                ],
-                None,
-            )?;
+                ])
+                .stdin(Stdio::null())
+                .output()
+                .context("running kubectl api-resources")?;
             anyhow::ensure!(
-                out.lines()
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
                     .any(|line| line == "inflightoperations.live.ifo.kubevirt.io"),
-                "discovery lists no inflightoperations: {out:?}"
+                "kube-apiserver's discovery lists no inflightoperations: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
             );
             Ok(())
         };
@@ -647,7 +652,7 @@ impl Cluster {
         loop {
             match discovered().and_then(|()| listed()) {
                 Ok(()) => return Ok(()),
-                Err(e) if std::time::Instant::now() >= deadline => {
+                Err(e) if Instant::now() >= deadline => {
                     return Err(e.context(format!(
                         "the live API was not served through kube-apiserver within {timeout:?}"
                     )));
