@@ -32,7 +32,7 @@ pub struct ActiveKey {
 /// An [`ActiveKey`] borrowed from a record: how a change finds its entry without copying the
 /// key's five strings, which every operation that starts or ends would otherwise do twice. It
 /// hashes as the owned key does (the same fields in the same order, each hashed as a `str`).
-#[derive(Debug, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct ActiveKeyRef<'a> {
     component: &'a str,
     operation: &'a str,
@@ -85,12 +85,7 @@ fn node_of(op: &InFlightOperation) -> &str {
 fn same_count(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     match (a.phase, b.phase) {
         (Phase::Active, Phase::Active) => {
-            a.created == b.created
-                && a.component == b.component
-                && a.operation == b.operation
-                && a.subject.kind == b.subject.kind
-                && a.namespace == b.namespace
-                && node_of(a) == node_of(b)
+            a.created == b.created && ActiveKeyRef::of(a) == ActiveKeyRef::of(b)
         }
         (Phase::Completed, Phase::Completed) => true,
         _ => false,
