@@ -628,6 +628,7 @@ impl Cluster {
                     "--api-group=live.ifo.kubevirt.io",
                     "-o",
                     "name",
+                    "--request-timeout=10s",
                 ])
                 .stdin(Stdio::null())
                 .output()
@@ -644,7 +645,15 @@ impl Cluster {
         let listed = || {
             self.kubectl_run(
                 User::Admin,
-                &["get", "inflightoperations", "-n", "default", "-o", "name"],
+                &[
+                    "get",
+                    "inflightoperations",
+                    "-n",
+                    "default",
+                    "-o",
+                    "name",
+                    "--request-timeout=10s",
+                ],
                 None,
             )
             .map(|_| ())
