@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(
             texts,
             [
-                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset vms: it is suspended (it kept going over its evaluation budget)"
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset vms: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
             ]
         );
     }

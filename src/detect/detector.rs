@@ -4,14 +4,14 @@
 
 use super::health::{Health, HealthReader};
 use super::suspension::SuspendPolicy;
-use crate::evaluate::{Bound, Budget, EvalError, RuleResult, evaluate_within};
+use crate::evaluate::{Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_within};
 use crate::history::{self, Durations};
 use crate::index::{Index, Transitions};
 use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
 use parking_lot::Mutex;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -159,10 +159,20 @@ impl Detector {
             // unknown rather than wrong, and that is counted and named once as over budget. As
             // rule errors, an evaluation cut short by a busy machine's clock raised
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
-            Some(over) => self.report_over_budget(rs, &subject, over),
+            Some(over) => {
+                self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation)), over)
+            }
             None => {
                 self.report_errors(rs, &subject, &evaluation);
-                self.health.evaluated(rs, &subject.uid);
+                match blinding_error(rs, &evaluation) {
+                    Some(error) => self.health.rule_failed(
+                        rs,
+                        &subject,
+                        nodes_of(rs, &evaluation),
+                        &error,
+                    ),
+                    None => self.health.evaluated(rs, &subject.uid),
+                }
             }
         }
         let at = now();
@@ -184,7 +194,7 @@ impl Detector {
     fn report_over_budget(
         &self,
         rs: &CompiledRuleSet,
-        subject: &Subject,
+        (subject, nodes): (&Subject, Option<BTreeSet<String>>),
         over: &crate::evaluate::OverBudget,
     ) {
         let name = &rs.info.name;
@@ -200,7 +210,7 @@ impl Detector {
         crate::metrics::cost_exceeded(name);
         if self
             .health
-            .over_budget(rs, subject, over, &self.limits.suspend)
+            .over_budget(rs, (subject, nodes), over, &self.limits.suspend)
         {
             tracing::warn!(
                 ruleset = %name,
@@ -250,6 +260,12 @@ impl Detector {
     /// A valid ruleset was loaded at `generation`: only its evaluations by that generation count.
     pub fn ruleset_loaded(&self, ruleset: &str, generation: Option<i64>) {
         self.tracker.lock().ruleset_loaded(ruleset, generation);
+    }
+
+    /// `ruleset` (`spec`) does not compile (`error`): the gates it could put operations in are
+    /// Unknown until it does (see [`Health::invalid`]).
+    pub fn ruleset_invalid(&self, ruleset: &str, spec: &crate::ruleset::RuleSetSpec, error: String) {
+        self.health.invalid(ruleset, spec, error);
     }
 
     /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`, and
@@ -436,4 +452,51 @@ impl Detector {
             }
         }
     }
+}
+
+/// The nodes an object's operations would be labelled with by `rs` (its static node labels,
+/// else what its node label expressions gave), as the index keys node gates; `None` when a node
+/// label expression failed: the object may be on any node.
+fn nodes_of(rs: &CompiledRuleSet, evaluation: &Evaluation) -> Option<BTreeSet<String>> {
+    let mut nodes = BTreeSet::new();
+    for key in [ifo_model::NODE_LABEL, ifo_model::TARGET_NODE_LABEL] {
+        let value = match rs.info.labels.get(key) {
+            Some(value) => value.as_str(),
+            None => match evaluation.labels.iter().find(|(k, _)| k == key) {
+                Some((_, Ok(value))) => value.as_str(),
+                Some((_, Err(_))) => return None,
+                None => continue,
+            },
+        };
+        if !value.is_empty() {
+            nodes.insert(crate::operation::label_value(value));
+        }
+    }
+    Some(nodes)
+}
+
+/// The first failure of `rs` on an object that leaves its detection unknown: a rule that
+/// errors (its operation may or may not be in flight) or a node label expression that fails
+/// (which node gates it belongs to is unknown). A failing message, progress or outcome leaves
+/// the verdict known and is only reported.
+fn blinding_error(rs: &CompiledRuleSet, evaluation: &Evaluation) -> Option<String> {
+    let rule = rs
+        .operations
+        .iter()
+        .zip(&evaluation.rules)
+        .find_map(|(op, result)| match result {
+            RuleResult::Error(e) => Some(format!("rule {op}: {e}")),
+            _ => None,
+        });
+    rule.or_else(|| {
+        evaluation
+            .labels
+            .iter()
+            .find_map(|(key, value)| match value {
+                Err(e) if key == ifo_model::NODE_LABEL || key == ifo_model::TARGET_NODE_LABEL => {
+                    Some(format!("label {key}: {e}"))
+                }
+                _ => None,
+            })
+    })
 }

@@ -18,7 +18,7 @@ use crate::operation::Subject;
 use crate::readiness::Readiness;
 use crate::ruleset::{CompiledRuleSet, Target};
 use jiff::Timestamp;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// The namespaces `rs` covers (`None`: every one).
@@ -47,8 +47,8 @@ impl Health {
         self.targets.watching(target, feeds);
     }
 
-    /// The rulesets watching `target` reach the gates of `reach`.
-    pub fn reaches(&self, target: &Target, reach: Reach) {
+    /// The rulesets watching `target` reach the gates of `reach`, each its own.
+    pub fn reaches(&self, target: &Target, reach: BTreeMap<String, Reach>) {
         self.targets.reaches(target, reach);
     }
 
@@ -129,8 +129,8 @@ impl Health {
             target,
             (uid, None),
             namespace,
-            object,
-            format!("it cannot be decoded: {why}"),
+            (object, None),
+            format!("it cannot be decoded: {why}; fix or delete the object"),
         );
     }
 
@@ -159,13 +159,34 @@ impl Health {
         }
     }
 
-    /// Evaluating `rs` on `subject` went over its budget (`over`): the object is skipped,
-    /// unless the ruleset is already suspended, and the ruleset is suspended when that keeps
-    /// happening on different objects under `policy`. True when this suspends it (once).
-    pub fn over_budget(
+    /// A rule (or a node label) of `rs` fails on `subject` (`error`): whether its operation is
+    /// in flight is unknown, so the object counts as skipped by the ruleset until an evaluation
+    /// succeeds. `nodes`: the nodes it is on, where known.
+    pub fn rule_failed(
         &self,
         rs: &CompiledRuleSet,
         subject: &Subject,
+        nodes: Option<BTreeSet<String>>,
+        error: &str,
+    ) {
+        let name = &rs.info.name;
+        self.targets.skipped(
+            &rs.target,
+            (&subject.uid, Some(name)),
+            subject.namespace.as_deref(),
+            (subject.reference(), nodes),
+            format!("ruleset {name} cannot evaluate it ({error}); fix the ruleset's rules"),
+        );
+    }
+
+    /// Evaluating `rs` on `subject` went over its budget (`over`): the object is skipped,
+    /// unless the ruleset is already suspended, and the ruleset is suspended when that keeps
+    /// happening on different objects under `policy`. True when this suspends it (once).
+    /// `nodes`: the nodes the object is on, where known.
+    pub fn over_budget(
+        &self,
+        rs: &CompiledRuleSet,
+        (subject, nodes): (&Subject, Option<BTreeSet<String>>),
         over: &OverBudget,
         policy: &SuspendPolicy,
     ) -> bool {
@@ -184,8 +205,10 @@ impl Health {
                 &rs.target,
                 (&subject.uid, Some(name)),
                 subject.namespace.as_deref(),
-                object,
-                format!("over the evaluation budget of ruleset {name} ({over})"),
+                (object, nodes),
+                format!(
+                    "over the evaluation budget of ruleset {name} ({over}); make the ruleset cheaper or the object smaller"
+                ),
             );
         }
         let what = format!("{over} (object {}/{})", subject.kind, subject.name);
@@ -206,8 +229,17 @@ impl Health {
             .dropped_events(target, &rs.info.name, covered(rs));
     }
 
+    /// `ruleset` (`spec`) does not compile (`error`, its first problem): none of its rules run,
+    /// and every gate it could put an operation in is Unknown until a new generation compiles
+    /// (or it is deleted).
+    pub fn invalid(&self, ruleset: &str, spec: &crate::ruleset::RuleSetSpec, error: String) {
+        self.targets
+            .invalid(ruleset, spec.target.clone(), Reach::of_spec(spec), error);
+    }
+
     /// A ruleset was reloaded (a new generation) or deleted: what was known of it (its
-    /// suspension, its skipped objects, its dropped events) is forgotten.
+    /// suspension, its skipped objects, its dropped events, that it did not compile) is
+    /// forgotten.
     pub fn ruleset_reset(&self, ruleset: &str) {
         self.rulesets.reset(ruleset);
         self.targets.ruleset_reset(ruleset);
@@ -233,6 +265,12 @@ impl HealthReader {
     /// The targets that feed the maintenance gate of `scope` and are not current.
     pub fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
         self.0.targets.stale_for_gate(scope)
+    }
+
+    /// Whether a ruleset the server knows of declares `component`: the gate of a component
+    /// no ruleset declares does not exist.
+    pub fn declares_component(&self, component: &str) -> bool {
+        self.0.targets.declares_component(component)
     }
 
     /// What is known of `ruleset`, for its status.
@@ -295,7 +333,7 @@ mod tests {
             window: Duration::from_secs(60),
         };
 
-        assert!(!health.over_budget(&rs, &subject("u1"), &over, &policy));
+        assert!(!health.over_budget(&rs, (&subject("u1"), None), &over, &policy));
         assert_eq!(reader.stale(Some("a")).len(), 1);
         assert!(reader.stale(Some("b")).is_empty());
         assert_eq!(reader.ruleset("costly").skipped.len(), 1);
@@ -304,7 +342,7 @@ mod tests {
         assert!(reader.stale(None).is_empty());
         assert!(reader.ruleset("costly").skipped.is_empty());
 
-        assert!(health.over_budget(&rs, &subject("u2"), &over, &policy));
+        assert!(health.over_budget(&rs, (&subject("u2"), None), &over, &policy));
         assert!(reader.ruleset("costly").suspended);
         assert!(reader.stale(Some("a")).iter().any(|s| s.reason
             == Blind::Suspended {

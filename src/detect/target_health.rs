@@ -9,8 +9,16 @@
 //!   run in the namespaces it covers;
 //! - a ruleset's evaluation lane fell behind and dropped events: until the list the watcher then
 //!   starts completes, what those events said is missing;
-//! - an object is skipped: it cannot be decoded, or evaluating a ruleset on it went over the
-//!   budget (its own data made it too costly). Only that object's namespace is affected.
+//! - an object is skipped: it cannot be decoded, evaluating a ruleset on it went over the
+//!   budget (its own data made it too costly), or a rule of the ruleset fails on it. Only that
+//!   object's namespace is affected, and of the node gates only those of the nodes it was seen on
+//!   (all of them when its node cannot be known);
+//! - a ruleset does not compile: none of its rules run, wherever it applies.
+//!
+//! A maintenance gate errs toward Unknown: it depends on every ruleset that can put an operation
+//! in its scope ([`Reach`]), and any blind spot of such a ruleset makes it Unknown. Only where
+//! the server can prove a blind spot cannot reach the scope (another component, another
+//! namespace, an object known to be on another node) does the gate leave it out.
 //!
 //! The watchers and the evaluator write it. The API reads it to add a `Warning` to every answer
 //! that may be incomplete (and `kubectl ifo check`/`wait` exit 2 on such a warning); maintenance
@@ -21,7 +29,7 @@
 //! Serving old state silently is the failure that matters most for a tool asked "is it safe to do
 //! maintenance?": with etcd down, RBAC revoked or a CRD deleted, the index keeps what it last saw.
 
-use crate::ruleset::Target;
+use crate::ruleset::{CompiledRuleSet, RuleSetSpec, Target};
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -61,8 +69,16 @@ pub enum Blind {
     Skipped {
         /// `namespace/name` of the object.
         object: String,
-        /// Why (it cannot be decoded, or a ruleset went over its budget on it).
+        /// Why (it cannot be decoded, a ruleset went over its budget on it, or a rule fails on
+        /// it), with the remedy.
         why: String,
+    },
+    /// A ruleset does not compile: none of its rules run.
+    Invalid {
+        /// The ruleset.
+        ruleset: String,
+        /// Its first problem.
+        error: String,
     },
 }
 
@@ -73,13 +89,17 @@ impl fmt::Display for Blind {
             Blind::NotWatched(reason) => write!(f, "is not being watched: {reason}"),
             Blind::Suspended { ruleset } => write!(
                 f,
-                "is not evaluated by ruleset {ruleset}: it is suspended (it kept going over its evaluation budget)"
+                "is not evaluated by ruleset {ruleset}: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
             ),
             Blind::DroppedEvents { ruleset } => write!(
                 f,
                 "lost events of ruleset {ruleset} (its evaluation fell behind); listing it again"
             ),
             Blind::Skipped { object, why } => write!(f, "object {object} is skipped: {why}"),
+            Blind::Invalid { ruleset, error } => write!(
+                f,
+                "is not evaluated by ruleset {ruleset}: its rules do not compile ({error}); fix the ruleset (kubectl describe ors {ruleset})"
+            ),
         }
     }
 }
@@ -90,6 +110,20 @@ struct SkippedObject {
     namespace: Option<String>,
     object: String,
     why: String,
+    /// The nodes its operations would be labelled with (as the index keys node gates); `None`
+    /// when they cannot be known: then it may be on any node.
+    nodes: Option<BTreeSet<String>>,
+}
+
+impl SkippedObject {
+    /// Whether what it hides can be in the gate of `scope`, for a ruleset that reaches it.
+    fn may_be_in(&self, scope: &GateScope) -> bool {
+        match scope {
+            GateScope::Node(node) => self.nodes.as_ref().is_none_or(|n| n.contains(node)),
+            GateScope::Namespace(ns) => self.namespace.as_deref() == Some(ns.as_str()),
+            GateScope::Cluster | GateScope::Component(_) => true,
+        }
+    }
 }
 
 /// Whether a ruleset covering `covered` matters to a question about `namespace`.
@@ -129,14 +163,73 @@ enum Resolution {
     },
 }
 
-/// Which maintenance gates a target's rulesets can put operations in, besides the cluster's
-/// and their namespaces'.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Which maintenance gates one ruleset can put operations in: the cluster's, its component's,
+/// those of the namespaces it covers and, when it labels operations with a node, every node's.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach {
-    /// Their components.
-    pub components: BTreeSet<String>,
-    /// Whether any of them labels the node (or the migration target) of an operation.
+    /// Its component.
+    pub component: String,
+    /// Whether it labels the node (or the migration target) of an operation, statically or by
+    /// an expression.
     pub nodes: bool,
+    /// The namespaces it covers; `None`: every one (and cluster-scoped subjects).
+    pub namespaces: Namespaces,
+}
+
+/// Whether labels with these keys can name a node.
+fn names_nodes<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
+    keys.any(|k| k == ifo_model::NODE_LABEL || k == ifo_model::TARGET_NODE_LABEL)
+}
+
+impl Reach {
+    /// The reach of a loaded ruleset.
+    pub fn of(rs: &CompiledRuleSet) -> Reach {
+        Reach {
+            component: rs.info.component.clone(),
+            nodes: names_nodes(
+                rs.info.labels.keys().map(String::as_str).chain(
+                    rs.exprs
+                        .label_expressions
+                        .iter()
+                        .map(|(k, _)| k.as_str()),
+                ),
+            ),
+            namespaces: (!rs.namespaces.is_empty())
+                .then(|| rs.namespaces.iter().cloned().collect()),
+        }
+    }
+
+    /// The reach a ruleset would have, read from its spec alone (it does not compile).
+    pub fn of_spec(spec: &RuleSetSpec) -> Reach {
+        Reach {
+            component: spec.component.clone(),
+            nodes: names_nodes(
+                spec.labels.keys().map(String::as_str).chain(
+                    spec.label_expressions.iter().map(|l| l.key.as_str()),
+                ),
+            ),
+            namespaces: (!spec.namespaces.is_empty())
+                .then(|| spec.namespaces.iter().cloned().collect()),
+        }
+    }
+
+    /// Whether the ruleset can put an operation in the gate of `scope`.
+    fn reaches(&self, scope: &GateScope) -> bool {
+        match scope {
+            GateScope::Cluster => true,
+            GateScope::Node(_) => self.nodes,
+            GateScope::Component(c) => self.component == *c,
+            GateScope::Namespace(ns) => covers(&self.namespaces, Some(ns)),
+        }
+    }
+}
+
+/// A ruleset that does not compile.
+#[derive(Debug, Clone)]
+struct InvalidRuleSet {
+    target: Target,
+    reach: Reach,
+    error: String,
 }
 
 #[derive(Debug)]
@@ -144,8 +237,8 @@ struct Entry {
     /// Namespaces whose operations this target's rulesets produce; `None`: any (cluster-scoped
     /// subjects included).
     feeds: Option<BTreeSet<String>>,
-    /// The gates it feeds; `None` (not said): every one.
-    reach: Option<Reach>,
+    /// The gates each of its rulesets feeds, by ruleset; `None` (not said): every one.
+    reach: Option<BTreeMap<String, Reach>>,
     resolution: Resolution,
     streams: BTreeMap<Stream, StreamState>,
     /// The last failed liveness probe of a stream whose watch looks fine (a stalled watch).
@@ -200,6 +293,83 @@ impl Entry {
         out
     }
 
+    /// Whether `ruleset` (`None`: any of this target's) can put an operation in the gate of
+    /// `scope`. A ruleset the entry has no reach for counts as reaching every gate.
+    fn reaches(&self, ruleset: Option<&str>, scope: &GateScope) -> bool {
+        let Some(reach) = &self.reach else {
+            return true;
+        };
+        match ruleset {
+            Some(name) => reach.get(name).is_none_or(|r| r.reaches(scope)),
+            None => reach.values().any(|r| r.reaches(scope)),
+        }
+    }
+
+    /// Every reason why this target may hide an operation in the gate of `scope`: any blind
+    /// spot of a ruleset that reaches it, unless the blind spot is known to be elsewhere.
+    fn blind_for_gate(&self, scope: &GateScope) -> Vec<Blind> {
+        let mut out = Vec::new();
+        let namespace = match scope {
+            GateScope::Namespace(ns) => Some(ns.as_str()),
+            _ => None,
+        };
+        if self.reaches(None, scope)
+            && let Some(reason) = self.stale_reason(namespace)
+        {
+            out.push(Blind::NotWatched(reason));
+        }
+        if self.resolution == Resolution::NotServed {
+            return out;
+        }
+        let applies = |ruleset: &str, covered: &Namespaces| {
+            self.reaches(Some(ruleset), scope)
+                && match scope {
+                    GateScope::Namespace(ns) => covers(covered, Some(ns)),
+                    _ => true,
+                }
+        };
+        out.extend(
+            self.suspended
+                .iter()
+                .filter(|(ruleset, covered)| applies(ruleset, covered))
+                .map(|(ruleset, _)| Blind::Suspended {
+                    ruleset: ruleset.clone(),
+                }),
+        );
+        out.extend(
+            self.dropped
+                .iter()
+                .filter(|(ruleset, covered)| applies(ruleset, covered))
+                .map(|(ruleset, _)| Blind::DroppedEvents {
+                    ruleset: ruleset.clone(),
+                }),
+        );
+        out.extend(
+            self.skipped
+                .iter()
+                .filter(|((_, ruleset), o)| {
+                    o.may_be_in(scope) && self.skipper_reaches(ruleset.as_deref(), o, scope)
+                })
+                .take(MAX_SKIPPED_NAMED)
+                .map(|(_, o)| Blind::Skipped {
+                    object: o.object.clone(),
+                    why: o.why.clone(),
+                }),
+        );
+        out
+    }
+
+    /// Whether the ruleset that skips `object` (`None`: it cannot be decoded, so every ruleset
+    /// of the target that applies to its namespace) can put an operation in the gate of `scope`.
+    fn skipper_reaches(&self, ruleset: Option<&str>, object: &SkippedObject, scope: &GateScope) -> bool {
+        match (ruleset, &self.reach) {
+            (Some(_), _) | (None, None) => self.reaches(ruleset, scope),
+            (None, Some(reach)) => reach.values().any(|r| {
+                r.reaches(scope) && covers(&r.namespaces, object.namespace.as_deref())
+            }),
+        }
+    }
+
     /// Why the part of this target feeding `namespace` (`None`: every part) is not current.
     fn stale_reason(&self, namespace: Option<&str>) -> Option<String> {
         match &self.resolution {
@@ -250,6 +420,8 @@ pub struct Stale {
 #[derive(Debug, Default)]
 pub(super) struct TargetHealth {
     targets: Mutex<BTreeMap<Target, Entry>>,
+    /// Rulesets that do not compile, by name.
+    invalid: Mutex<BTreeMap<String, InvalidRuleSet>>,
     /// Woken when what [`TargetHealth::stale`] answers may have changed.
     changed: tokio::sync::Notify,
 }
@@ -300,8 +472,8 @@ impl TargetHealth {
     }
 
     /// The rulesets watching `target` (see [`TargetHealth::watching`]) reach the gates of
-    /// `reach`.
-    pub(super) fn reaches(&self, target: &Target, reach: Reach) {
+    /// `reach`, each its own.
+    pub(super) fn reaches(&self, target: &Target, reach: BTreeMap<String, Reach>) {
         let mut targets = self.targets.lock();
         if let Some(entry) = targets.get_mut(target)
             && entry.reach.as_ref() != Some(&reach)
@@ -318,35 +490,75 @@ impl TargetHealth {
         self.changed.notify_one();
     }
 
-    /// The targets that feed the maintenance gate of `scope` and are not current: those whose
-    /// rulesets can put an operation in it.
+    /// The targets that may hide an operation in the maintenance gate of `scope`, and why:
+    /// every blind spot of a ruleset that can put an operation in it (see [`Reach`]), and every
+    /// ruleset reaching it that does not compile.
     pub(super) fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
-        match scope {
-            GateScope::Cluster => self.stale(None),
-            GateScope::Namespace(ns) => self.stale(Some(ns)),
-            GateScope::Node(_) | GateScope::Component(_) => {
-                let reaches = |e: &Entry| {
-                    e.reach.as_ref().is_none_or(|r| match scope {
-                        GateScope::Component(c) => r.components.contains(c),
-                        _ => r.nodes,
+        let mut out: Vec<Stale> = {
+            let targets = self.targets.lock();
+            targets
+                .iter()
+                .filter(|(_, e)| match scope {
+                    GateScope::Namespace(ns) => e.feeds(ns),
+                    _ => true,
+                })
+                .flat_map(|(target, e)| {
+                    e.blind_for_gate(scope).into_iter().map(|reason| Stale {
+                        target: target.clone(),
+                        reason,
                     })
-                };
-                let targets = self.targets.lock();
-                targets
-                    .iter()
-                    .filter(|(_, e)| reaches(e))
-                    // Only whether the watch is current: suspended rulesets and skipped
-                    // objects are known per target, not per component or node, and would make
-                    // every node's gate Unknown for one namespace's object.
-                    .filter_map(|(target, e)| {
-                        e.stale_reason(None).map(|reason| Stale {
-                            target: target.clone(),
-                            reason: Blind::NotWatched(reason),
-                        })
-                    })
-                    .collect()
-            }
-        }
+                })
+                .collect()
+        };
+        out.extend(self.invalid_reaching(|reach| reach.reaches(scope)));
+        out
+    }
+
+    /// The rulesets that do not compile whose reach passes `filter`.
+    fn invalid_reaching(&self, filter: impl Fn(&Reach) -> bool) -> Vec<Stale> {
+        self.invalid
+            .lock()
+            .iter()
+            .filter(|(_, i)| filter(&i.reach))
+            .map(|(ruleset, i)| Stale {
+                target: i.target.clone(),
+                reason: Blind::Invalid {
+                    ruleset: ruleset.clone(),
+                    error: i.error.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// `ruleset`, of `target` and reaching `reach`, does not compile (`error`): none of its
+    /// rules run until a new generation of it does.
+    pub(super) fn invalid(&self, ruleset: &str, target: Target, reach: Reach, error: String) {
+        self.invalid.lock().insert(
+            ruleset.to_owned(),
+            InvalidRuleSet {
+                target,
+                reach,
+                error,
+            },
+        );
+        self.changed.notify_one();
+    }
+
+    /// Whether a ruleset the server knows of declares `component` (its gate exists).
+    pub(super) fn declares_component(&self, component: &str) -> bool {
+        self.targets
+            .lock()
+            .values()
+            .any(|e| {
+                e.reach
+                    .as_ref()
+                    .is_some_and(|r| r.values().any(|r| r.component == component))
+            })
+            || self
+                .invalid
+                .lock()
+                .values()
+                .any(|i| i.reach.component == component)
     }
 
     /// Tells `index` whenever what [`TargetHealth::stale`] answers, or the initial sync, may
@@ -444,13 +656,14 @@ impl TargetHealth {
     }
 
     /// Object `uid` (`object`: `namespace/name`, in `namespace`) of `target` is not evaluated,
-    /// by `ruleset` alone (over its budget) or, for `None`, at all (it cannot be decoded).
+    /// by `ruleset` alone (over its budget, or a rule fails on it) or, for `None`, at all (it
+    /// cannot be decoded). `nodes`: the nodes it is on, where known.
     pub(super) fn skipped(
         &self,
         target: &Target,
         (uid, ruleset): (&str, Option<&str>),
         namespace: Option<&str>,
-        object: String,
+        (object, nodes): (String, Option<BTreeSet<String>>),
         why: String,
     ) {
         self.update(target, |e| {
@@ -460,6 +673,7 @@ impl TargetHealth {
                     namespace: namespace.map(str::to_owned),
                     object,
                     why,
+                    nodes,
                 },
             );
         });
@@ -497,9 +711,12 @@ impl TargetHealth {
         });
     }
 
-    /// A ruleset was reloaded (a new generation) or deleted: it is no longer suspended, and what
-    /// was skipped for it is forgotten.
+    /// A ruleset was reloaded (a new generation) or deleted: it is no longer suspended nor
+    /// invalid, and what was skipped for it is forgotten.
     pub(super) fn ruleset_reset(&self, ruleset: &str) {
+        if self.invalid.lock().remove(ruleset).is_some() {
+            self.changed.notify_one();
+        }
         let targets: Vec<Target> = self.targets.lock().keys().cloned().collect();
         for target in targets {
             self.update(&target, |e| {
@@ -515,17 +732,21 @@ impl TargetHealth {
     /// answer is complete. Read-only, one lock held briefly: what the API tells clients along
     /// with an answer, and what a maintenance gate needs to answer Unknown.
     pub(super) fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
-        let targets = self.targets.lock();
-        targets
-            .iter()
-            .filter(|(_, e)| namespace.is_none_or(|ns| e.feeds(ns)))
-            .flat_map(|(target, e)| {
-                e.blind_spots(namespace).into_iter().map(|reason| Stale {
-                    target: target.clone(),
-                    reason,
+        let mut out: Vec<Stale> = {
+            let targets = self.targets.lock();
+            targets
+                .iter()
+                .filter(|(_, e)| namespace.is_none_or(|ns| e.feeds(ns)))
+                .flat_map(|(target, e)| {
+                    e.blind_spots(namespace).into_iter().map(|reason| Stale {
+                        target: target.clone(),
+                        reason,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        };
+        out.extend(self.invalid_reaching(|reach| covers(&reach.namespaces, namespace)));
+        out
     }
 }
 
@@ -646,6 +867,48 @@ mod tests {
         assert!(reasons(&h, None).is_empty());
     }
 
+    fn reach(component: &str, nodes: bool, namespaces: &[&str]) -> Reach {
+        Reach {
+            component: component.into(),
+            nodes,
+            namespaces: (!namespaces.is_empty())
+                .then(|| namespaces.iter().map(|n| n.to_string()).collect()),
+        }
+    }
+
+    fn gate_reasons(h: &TargetHealth, scope: &GateScope) -> Vec<String> {
+        h.stale_for_gate(scope)
+            .into_iter()
+            .map(|s| format!("{}: {}", s.target.resource, s.reason))
+            .collect()
+    }
+
+    fn node(n: &str) -> GateScope {
+        GateScope::Node(n.into())
+    }
+
+    /// Two targets, current: `vms` (ruleset `vm-rules`, component kubevirt, labels nodes, in
+    /// namespace a) and `pods` (ruleset `pod-rules`, component pods, no node label, anywhere).
+    fn two_targets() -> (TargetHealth, Target, Target) {
+        let h = TargetHealth::default();
+        let (vms, pods) = (target("vms"), target("pods"));
+        h.watching(&vms, Some(["a".to_string()].into()));
+        h.watching(&pods, None);
+        for t in [&vms, &pods] {
+            h.resolved(t, true, &[None]);
+            h.listed(t, &None, Timestamp::UNIX_EPOCH);
+        }
+        h.reaches(
+            &vms,
+            [("vm-rules".to_string(), reach("kubevirt", true, &["a"]))].into(),
+        );
+        h.reaches(
+            &pods,
+            [("pod-rules".to_string(), reach("pods", false, &[]))].into(),
+        );
+        (h, vms, pods)
+    }
+
     #[test]
     fn gates_depend_on_the_targets_that_reach_them() {
         let h = TargetHealth::default();
@@ -660,24 +923,116 @@ mod tests {
                 .map(|s| s.target.resource)
                 .collect()
         };
-        let node = GateScope::Node("w1".into());
         let kubevirt = GateScope::Component("kubevirt".into());
-        assert_eq!(names(&node), ["pods", "vms"], "unsaid: every gate");
+        assert_eq!(names(&node("w1")), ["pods", "vms"], "unsaid: every gate");
         h.reaches(
             &vms,
-            Reach {
-                components: ["kubevirt".to_string()].into(),
-                nodes: true,
-            },
+            [("vm-rules".to_string(), reach("kubevirt", true, &["a"]))].into(),
         );
-        h.reaches(&pods, Reach::default());
-        assert_eq!(names(&node), ["vms"]);
+        h.reaches(
+            &pods,
+            [("pod-rules".to_string(), reach("pods", false, &["a"]))].into(),
+        );
+        assert_eq!(names(&node("w1")), ["vms"]);
         assert_eq!(names(&kubevirt), ["vms"]);
         assert!(names(&GateScope::Component("other".into())).is_empty());
         assert_eq!(names(&GateScope::Cluster), ["pods", "vms"]);
         assert!(names(&GateScope::Namespace("b".into())).is_empty());
         h.listed(&vms, &None, Timestamp::UNIX_EPOCH);
-        assert!(names(&node).is_empty());
+        assert!(names(&node("w1")).is_empty());
+    }
+
+    #[test]
+    fn a_suspended_ruleset_makes_every_gate_it_reaches_unknown() {
+        let (h, vms, pods) = two_targets();
+        h.suspended(&vms, "vm-rules", Some(["a".to_string()].into()));
+        let suspended = "vms: is not evaluated by ruleset vm-rules: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)";
+        for scope in [
+            node("w1"),
+            GateScope::Component("kubevirt".into()),
+            GateScope::Namespace("a".into()),
+            GateScope::Cluster,
+        ] {
+            assert_eq!(gate_reasons(&h, &scope), [suspended], "{scope}");
+        }
+        for scope in [
+            GateScope::Component("pods".into()),
+            GateScope::Namespace("b".into()),
+        ] {
+            assert!(gate_reasons(&h, &scope).is_empty(), "{scope}");
+        }
+        // A ruleset that labels no node reaches no node's gate.
+        h.ruleset_reset("vm-rules");
+        h.suspended(&pods, "pod-rules", None);
+        assert!(gate_reasons(&h, &node("w1")).is_empty());
+        assert_eq!(gate_reasons(&h, &GateScope::Namespace("b".into())).len(), 1);
+        assert_eq!(gate_reasons(&h, &GateScope::Component("pods".into())).len(), 1);
+        h.ruleset_reset("pod-rules");
+        h.dropped_events(&vms, "vm-rules", Some(["a".to_string()].into()));
+        assert_eq!(gate_reasons(&h, &node("w9")).len(), 1, "dropped events");
+    }
+
+    #[test]
+    fn a_skipped_object_blinds_the_gates_of_its_node_or_of_every_node_when_unknown() {
+        let (h, vms, _) = two_targets();
+        let on = |nodes: &[&str]| Some(nodes.iter().map(|n| n.to_string()).collect());
+        h.skipped(
+            &vms,
+            ("u1", Some("vm-rules")),
+            Some("a"),
+            ("a/vm-1".into(), on(&["w1", "w2"])),
+            "over".into(),
+        );
+        assert_eq!(
+            gate_reasons(&h, &node("w1")),
+            ["vms: object a/vm-1 is skipped: over"]
+        );
+        assert_eq!(gate_reasons(&h, &node("w2")).len(), 1, "a migration's target");
+        assert!(gate_reasons(&h, &node("w3")).is_empty(), "known to be elsewhere");
+        assert_eq!(gate_reasons(&h, &GateScope::Namespace("a".into())).len(), 1);
+        assert!(gate_reasons(&h, &GateScope::Namespace("b".into())).is_empty());
+        assert_eq!(gate_reasons(&h, &GateScope::Component("kubevirt".into())).len(), 1);
+        assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
+
+        // Its node cannot be known (its node label failed): every node's gate.
+        h.skipped(
+            &vms,
+            ("u2", Some("vm-rules")),
+            Some("a"),
+            ("a/vm-2".into(), None),
+            "fails".into(),
+        );
+        assert_eq!(gate_reasons(&h, &node("w3")), ["vms: object a/vm-2 is skipped: fails"]);
+        // Undecodable: by every ruleset of the target covering its namespace.
+        h.evaluated(&vms, "u2", Some("vm-rules"));
+        h.skipped(&vms, ("u3", None), Some("b"), ("b/x".into(), None), "deep".into());
+        assert!(gate_reasons(&h, &node("w3")).is_empty(), "no ruleset covers b");
+        h.skipped(&vms, ("u4", None), Some("a"), ("a/x".into(), None), "deep".into());
+        assert_eq!(gate_reasons(&h, &node("w3")), ["vms: object a/x is skipped: deep"]);
+        h.object_gone(&vms, "u4");
+        assert!(gate_reasons(&h, &node("w3")).is_empty());
+    }
+
+    #[test]
+    fn a_ruleset_that_does_not_compile_blinds_what_it_would_reach() {
+        let (h, vms, _) = two_targets();
+        h.invalid(
+            "broken",
+            vms.clone(),
+            reach("kubevirt", true, &["c"]),
+            "rules[0] (Migrating).expression: undeclared reference".into(),
+        );
+        let broken = "vms: is not evaluated by ruleset broken: its rules do not compile (rules[0] (Migrating).expression: undeclared reference); fix the ruleset (kubectl describe ors broken)";
+        assert_eq!(gate_reasons(&h, &node("w1")), [broken]);
+        assert_eq!(gate_reasons(&h, &GateScope::Namespace("c".into())), [broken]);
+        assert!(gate_reasons(&h, &GateScope::Namespace("a".into())).is_empty());
+        assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
+        assert_eq!(reasons(&h, Some("c")).len(), 1, "reads of its namespace warn");
+        assert!(reasons(&h, Some("a")).is_empty());
+        assert!(h.declares_component("kubevirt") && !h.declares_component("nothing"));
+        h.ruleset_reset("broken");
+        assert!(h.stale(None).is_empty());
+        assert!(gate_reasons(&h, &node("w1")).is_empty());
     }
 
     #[test]
@@ -704,7 +1059,7 @@ mod tests {
         assert_eq!(
             reasons(&h, Some("a")),
             [
-                "things: is not evaluated by ruleset costly: it is suspended (it kept going over its evaluation budget)"
+                "things: is not evaluated by ruleset costly: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
             ]
         );
         assert!(reasons(&h, Some("b")).is_empty());
@@ -715,7 +1070,7 @@ mod tests {
             &t,
             ("u1", None),
             Some("b"),
-            "b/deep".into(),
+            ("b/deep".into(), None),
             "it cannot be decoded: too deep".into(),
         );
         assert_eq!(
@@ -730,7 +1085,7 @@ mod tests {
             &t,
             ("u2", Some("r")),
             Some("b"),
-            "b/big".into(),
+            ("b/big".into(), None),
             "over".into(),
         );
         h.keep_skipped(&t, &None, &HashSet::new());

@@ -193,6 +193,19 @@ fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
         current: None,
     };
     let mut overrun = Overrun::default();
+    // Labels first: they say which node an object is on, which the gates need most when the
+    // rules after them cannot be evaluated (over the budget, or failing).
+    let labels = exprs
+        .label_expressions
+        .iter()
+        .map(|(key, e)| {
+            let value = overrun.check(
+                || format!("label {key}"),
+                || e.eval_string_in(contexts.for_expr(e)),
+            );
+            (key.clone(), value)
+        })
+        .collect();
     let rules = exprs
         .rules
         .iter()
@@ -242,17 +255,6 @@ fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
                 },
                 Err(e) => RuleResult::Error(e),
             }
-        })
-        .collect();
-    let labels = exprs
-        .label_expressions
-        .iter()
-        .map(|(key, e)| {
-            let value = overrun.check(
-                || format!("label {key}"),
-                || e.eval_string_in(contexts.for_expr(e)),
-            );
-            (key.clone(), value)
         })
         .collect();
     Evaluation {

@@ -198,6 +198,15 @@ fn upsert(
         detector.ruleset_loaded(&name, rs.generation);
     }
     detector.reset_ruleset(&name);
+    if let Err(invalid) = &compiled {
+        let error = invalid
+            .problems
+            .first()
+            // A compile error's first line: its caret lines are for the ruleset's status.
+            .and_then(|p| p.to_string().lines().next().map(str::to_owned))
+            .unwrap_or_else(|| "it does not compile".to_owned());
+        detector.ruleset_invalid(&name, &ors.spec, error);
+    }
     let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
     entries.insert(
         name,

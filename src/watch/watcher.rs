@@ -11,7 +11,6 @@ use crate::readiness::{Pending, Readiness};
 use crate::ruleset::{CompiledRuleSet, Target};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use ifo_model::{NODE_LABEL, TARGET_NODE_LABEL};
 use kube::api::ListParams;
 use kube::core::{ApiResource, GroupVersion};
 use kube::runtime::watcher;
@@ -185,22 +184,12 @@ fn feeds(rulesets: &[Arc<CompiledRuleSet>]) -> Option<BTreeSet<String>> {
     )
 }
 
-/// The maintenance gates `rulesets` can put operations in (see [`Reach`]).
-fn reach(rulesets: &[Arc<CompiledRuleSet>]) -> Reach {
-    let node_keys = [NODE_LABEL, TARGET_NODE_LABEL];
-    Reach {
-        components: rulesets.iter().map(|r| r.info.component.clone()).collect(),
-        nodes: rulesets.iter().any(|r| {
-            r.info
-                .labels
-                .keys()
-                .any(|k| node_keys.contains(&k.as_str()))
-                || r.exprs
-                    .label_expressions
-                    .iter()
-                    .any(|(k, _)| node_keys.contains(&k.as_str()))
-        }),
-    }
+/// The maintenance gates each of `rulesets` can put operations in (see [`Reach`]).
+fn reach(rulesets: &[Arc<CompiledRuleSet>]) -> BTreeMap<String, Reach> {
+    rulesets
+        .iter()
+        .map(|r| (r.info.name.clone(), Reach::of(r)))
+        .collect()
 }
 
 /// Finds the target in discovery; `Ok(None)` when the API server does not serve it.
