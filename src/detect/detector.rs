@@ -268,6 +268,15 @@ impl Detector {
         self.health.invalid(ruleset, spec, error);
     }
 
+    /// Every ruleset detection knows of: loaded, or known not to compile. A ruleset controller
+    /// started again (after a failure) compares them with the rulesets it lists, so that those
+    /// deleted meanwhile end their operations.
+    pub fn known_rulesets(&self) -> BTreeSet<String> {
+        let mut known: BTreeSet<String> = self.tracker.lock().loaded().map(str::to_owned).collect();
+        known.extend(self.health.invalid_rulesets());
+        known
+    }
+
     /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`, and
     /// what its rules still evaluate (a watcher being stopped) is ignored.
     pub fn ruleset_removed(&self, ruleset: &str) {

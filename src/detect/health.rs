@@ -237,6 +237,11 @@ impl Health {
             .invalid(ruleset, spec.target.clone(), Reach::of_spec(spec), error);
     }
 
+    /// The rulesets known not to compile.
+    pub fn invalid_rulesets(&self) -> Vec<String> {
+        self.targets.invalid_rulesets()
+    }
+
     /// A ruleset was reloaded (a new generation) or deleted: what was known of it (its
     /// suspension, its skipped objects, its dropped events, that it did not compile) is
     /// forgotten.

@@ -530,6 +530,11 @@ impl TargetHealth {
             .collect()
     }
 
+    /// The rulesets known not to compile.
+    pub(super) fn invalid_rulesets(&self) -> Vec<String> {
+        self.invalid.lock().keys().cloned().collect()
+    }
+
     /// `ruleset`, of `target` and reaching `reach`, does not compile (`error`): none of its
     /// rules run until a new generation of it does.
     pub(super) fn invalid(&self, ruleset: &str, target: Target, reach: Reach, error: String) {

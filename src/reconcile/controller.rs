@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,14 +80,8 @@ pub async fn run(
                 upsert(&engine, &detector, &mut entries, ors)
             }
             Ok(watcher::Event::InitDone) => {
-                // Rulesets deleted while we were not watching.
                 let seen = seen_in_list.take().unwrap_or_default();
-                let gone: Vec<String> = entries
-                    .keys()
-                    .filter(|n| !seen.contains(n))
-                    .cloned()
-                    .collect();
-                for name in gone {
+                for name in gone(&entries, detector.known_rulesets(), &seen) {
                     entries.remove(&name);
                     removed.push(name);
                 }
@@ -123,6 +117,21 @@ pub async fn run(
             }
         }
     }
+}
+
+/// The rulesets deleted while they were not watched, once a list saw `seen`: those this run
+/// knows of (a relist after a watch error) and those detection still knows of (a controller
+/// started again after a failure begins with no entries, while the detector kept the rulesets
+/// loaded, and their operations, from before).
+fn gone(
+    entries: &HashMap<String, Entry>,
+    known: BTreeSet<String>,
+    seen: &[String],
+) -> BTreeSet<String> {
+    let mut gone = known;
+    gone.extend(entries.keys().cloned());
+    gone.retain(|name| !seen.contains(name));
+    gone
 }
 
 fn wanted(entries: &HashMap<String, Entry>) -> BTreeMap<Target, Vec<Arc<CompiledRuleSet>>> {
@@ -282,5 +291,24 @@ async fn follow_crds(client: Client, watches: Arc<Watches>) {
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "watching CRDs failed; retrying"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rulesets_deleted_while_not_watched_are_gone_after_a_restart_too() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let seen = ["kept".to_string()];
+        // A controller started again: no entries, but detection still knows every ruleset.
+        let known = names(&["kept", "deleted-meanwhile", "invalid-deleted"]);
+        assert_eq!(
+            gone(&HashMap::new(), known, &seen),
+            names(&["deleted-meanwhile", "invalid-deleted"])
+        );
+        // A relist of a running controller: nothing known but its entries.
+        assert!(gone(&HashMap::new(), BTreeSet::new(), &seen).is_empty());
     }
 }

@@ -104,6 +104,11 @@ impl Tracker {
         self.loaded.insert(ruleset.to_owned(), generation);
     }
 
+    /// The rulesets loaded now, by name.
+    pub fn loaded(&self) -> impl Iterator<Item = &str> {
+        self.loaded.keys().map(String::as_str)
+    }
+
     /// Whether evaluations by `ruleset` count: it is loaded, and not at a later generation.
     pub fn accepts(&self, ruleset: &RuleSetInfo) -> bool {
         self.loaded
