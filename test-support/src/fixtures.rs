@@ -1,7 +1,9 @@
 //! Objects the tests create: VirtualMachines (of the minimal CRD in `tests/cluster/crds/`), a
-//! ruleset that detects their states, and a namespace with both, operations in flight.
+//! ruleset that detects their states, a namespace with both, operations in flight, and Node
+//! objects (the gate of a node exists only while the cluster has the node).
 
 use crate::{Env, eventually};
+use ifo_dev::User;
 use serde_json::json;
 use std::time::Duration;
 
@@ -29,6 +31,26 @@ pub fn vm_ruleset(name: &str, namespace: &str) -> String {
   {{"operation":"Starting","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Starting'"}}
  ]}}}}"#
     )
+}
+
+/// A rule that is cheap by its compile-time estimate but iterates `object.spec.n` times over a
+/// large annotation at run time: over the evaluation budget on a [`heavy_vm`], cheap elsewhere.
+pub const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \
+                         object.metadata.annotations['example.com/big'].contains(string(i)))";
+
+/// A VirtualMachine `name` in `namespace` on which [`HEAVY`] goes over the evaluation budget.
+pub fn heavy_vm(name: &str, namespace: &str) -> String {
+    json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"example.com/big": "x".repeat(64 * 1024)},
+        },
+        "spec": {"running": true, "n": 60_000},
+    })
+    .to_string()
 }
 
 /// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
@@ -59,5 +81,57 @@ impl Env {
         }
         self.wait_watching(&rs);
         (ns, rs)
+    }
+}
+
+/// A Node object of a test's own (see [`Env::node`]): nothing runs on it (there is no kubelet),
+/// but the cluster has it, so its maintenance gate exists. Deleted when dropped.
+#[must_use = "the Node is deleted when this guard is dropped"]
+pub struct TestNode<'a> {
+    env: &'a Env,
+    name: String,
+}
+
+impl TestNode<'_> {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for TestNode<'_> {
+    fn drop(&mut self) {
+        // Nothing to wait for: a Node without a kubelet has no finalizers.
+        if let Err(e) = self.env.kubectl(
+            User::Admin,
+            &["delete", "node", &self.name, "--ignore-not-found", "--wait=false"],
+        ) {
+            eprintln!("could not delete the test's node {}: {e:#}", self.name);
+        }
+    }
+}
+
+impl Env {
+    /// Creates the Node `name` (unique to the test: tests share the cluster), a bare object that
+    /// no kubelet runs, and waits until the server knows it: its gate `node.<name>` answers
+    /// (the gate of a node the cluster does not have is a 404). Deleted when the guard drops.
+    pub fn node(&self, name: &str) -> TestNode<'_> {
+        self.apply(
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}).to_string(),
+        );
+        let node = TestNode {
+            env: self,
+            name: name.to_owned(),
+        };
+        let gate = format!("node.{name}");
+        eventually(
+            Duration::from_secs(30),
+            &format!("the gate {gate} to exist"),
+            || {
+                self.kubectl(User::Admin, &["get", "gate", &gate, "-o", "name"])
+                    .ok()
+            },
+        );
+        node
     }
 }

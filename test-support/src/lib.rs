@@ -1,7 +1,7 @@
 //! What the server's integration tests share: one real control plane and one `ifo-apiserver`
 //! per test binary ([`Env`]), the ways tests talk to them (kubectl, through kube-apiserver or
-//! directly, curl, raw watches), object builders ([`vm`], [`vm_ruleset`]), extra replicas with
-//! leader election ([`replicas`]) and [`eventually`].
+//! directly, curl, raw watches), object builders ([`vm`], [`vm_ruleset`], Node objects:
+//! [`Env::node`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 pub use client::{KeepAliveClient, WatchStream};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
-pub use fixtures::{populated, vm, vm_ruleset};
+pub use fixtures::{HEAVY, TestNode, heavy_vm, populated, vm, vm_ruleset};
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -2,7 +2,7 @@
 //! and suspended, while a ruleset of the same target in another namespace keeps detecting promptly.
 
 use ifo_dev::User;
-use ifo_test_support::{env, eventually};
+use ifo_test_support::{HEAVY, env, eventually, heavy_vm};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -41,23 +41,6 @@ fn heavy_ruleset(name: &str, namespace: &str, rule: &str) -> String {
             "namespaces": [namespace],
             "rules": [{"operation": "Heavy", "expression": rule}],
         }
-    })
-    .to_string()
-}
-
-const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \
-                     object.metadata.annotations['example.com/big'].contains(string(i)))";
-
-fn heavy_vm(name: &str, namespace: &str) -> String {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"example.com/big": "x".repeat(64 * 1024)},
-        },
-        "spec": {"running": true, "n": 60_000},
     })
     .to_string()
 }

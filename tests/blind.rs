@@ -1,0 +1,209 @@
+//! A gate never reads Clear while detection that can reach it is blind, against the real
+//! cluster and `kubectl wait`, as a script that drains after the wait would use it:
+//!
+//! ```sh
+//! kubectl wait --for=condition=Clear=True gate/node.worker-1 && kubectl drain worker-1
+//! ```
+//!
+//! Each blind spot a user can cause — an object a ruleset skips for its cost, a ruleset
+//! suspended for going over its budget, a rule that fails on an object, a ruleset that does not
+//! compile — makes the node's gate Unknown, naming the ruleset and the remedy, and the wait does
+//! not succeed; fixing the cause brings Clear=True back within seconds, at a new resourceVersion,
+//! and the wait succeeds.
+//!
+//! A test binary of its own (with its own cluster and server): a suspended ruleset or one that
+//! does not compile makes every node's gate Unknown while it lasts, which would hold the node
+//! gates of every other test sharing the cluster. The tests here take turns for the same reason.
+
+use std::process::Output;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ifo_dev::User;
+use ifo_test_support::{Env, HEAVY, env, eventually, heavy_vm, vm};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// One test at a time: some of them blind every node's gate.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A ruleset for VirtualMachines in `ns` that labels each operation with the node in
+/// `status.nodeName` (as the shipped rules do) and detects `Busy` with `rule`.
+fn ruleset(name: &str, ns: &str, rule: &str) -> String {
+    json!({
+        "apiVersion": "ifo.kubevirt.io/v1alpha1",
+        "kind": "OperationRuleSet",
+        "metadata": {"name": name},
+        "spec": {
+            "component": format!("c-{ns}"),
+            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+            "namespaces": [ns],
+            "labelExpressions": [
+                {"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}
+            ],
+            "rules": [{"operation": "Busy", "expression": rule}],
+        }
+    })
+    .to_string()
+}
+
+/// A namespace and a Node of this test's own, and a ruleset watching the namespace with `rule`.
+/// Returns (namespace, node, ruleset).
+fn scene(env: &Env, prefix: &str, rule: &str) -> (String, String, String) {
+    let ns = env.namespace(prefix);
+    let (node, rs) = (format!("n-{ns}"), format!("rs-{ns}"));
+    env.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}).to_string());
+    env.apply(&ruleset(&rs, &ns, rule));
+    (ns, node, rs)
+}
+
+/// The gate's `Clear` condition and its resourceVersion.
+fn clear(env: &Env, gate: &str) -> (Value, u64) {
+    let g = env.get_json(User::Admin, &["get", "gate", gate]);
+    let condition = g["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let rv = g["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or_default();
+    (condition, rv)
+}
+
+fn wait_clear(env: &Env, gate: &str, timeout: &str) -> Output {
+    env.cluster
+        .kubectl(User::Admin)
+        .args([
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            &format!("--timeout={timeout}"),
+        ])
+        .output()
+        .unwrap()
+}
+
+/// Waits until the gate reads Unknown with a message containing every one of `naming`; checks
+/// that `kubectl wait` for Clear does not succeed then. Returns the resourceVersion it read.
+fn unknown_naming(env: &Env, gate: &str, naming: &[&str]) -> u64 {
+    let (condition, rv) = eventually(WAIT, &format!("{gate} Unknown naming {naming:?}"), || {
+        let (c, rv) = clear(env, gate);
+        let message = c["message"].as_str().unwrap_or_default();
+        (c["status"] == "Unknown" && naming.iter().all(|n| message.contains(n)))
+            .then_some((c, rv))
+    });
+    assert_eq!(condition["reason"], "Stale", "{condition}");
+    let wait = wait_clear(env, gate, "3s");
+    assert!(
+        !wait.status.success(),
+        "kubectl wait succeeded on {gate} while it is {condition}: {}",
+        String::from_utf8_lossy(&wait.stdout)
+    );
+    rv
+}
+
+/// Waits until the gate reads Clear=True at a resourceVersion after `after`, within seconds,
+/// and checks that `kubectl wait` then succeeds at once.
+fn clear_again(env: &Env, gate: &str, after: u64) {
+    eventually(
+        Duration::from_secs(15),
+        &format!("{gate} Clear again"),
+        || {
+            let (c, rv) = clear(env, gate);
+            (c["status"] == "True" && rv > after).then_some(())
+        },
+    );
+    let wait = wait_clear(env, gate, "10s");
+    assert!(
+        wait.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&wait.stdout),
+        String::from_utf8_lossy(&wait.stderr)
+    );
+}
+
+fn on_node(env: &Env, ns: &str, vm_name: &str, node: &str) {
+    env.set_status("vm", ns, vm_name, json!({"nodeName": node}));
+}
+
+#[test]
+fn an_object_skipped_for_its_cost_makes_its_nodes_gate_unknown() {
+    let _turn = turn();
+    let env = env();
+    let (ns, node, rs) = scene(env, "skipped", HEAVY);
+    env.apply(&vm("small", &ns));
+    env.wait_watching(&rs);
+    on_node(env, &ns, "small", &node);
+    let gate = format!("node.{node}");
+    clear_again(env, &gate, 0);
+
+    // The VM on the node is too costly to evaluate: whether it is migrating off it is unknown.
+    env.apply(&heavy_vm("big", &ns));
+    on_node(env, &ns, "big", &node);
+    let rv = unknown_naming(env, &gate, &[&format!("{ns}/big"), &rs, "budget"]);
+    // A node it is known not to be on is not held by it.
+    let elsewhere = format!("n-other-{ns}");
+    env.apply(
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": elsewhere}}).to_string(),
+    );
+    clear_again(env, &format!("node.{elsewhere}"), 0);
+
+    env.kubectl(User::Admin, &["delete", "vm", "big", "-n", &ns])
+        .unwrap();
+    clear_again(env, &gate, rv);
+}
+
+#[test]
+fn a_suspended_ruleset_makes_every_node_gate_unknown_until_it_changes() {
+    let _turn = turn();
+    let env = env();
+    let (ns, node, rs) = scene(env, "suspended", HEAVY);
+    env.wait_watching(&rs);
+    let gate = format!("node.{node}");
+    clear_again(env, &gate, 0);
+
+    // Over budget on five objects: suspended, it detects nothing anywhere, on no node.
+    for i in 0..5 {
+        env.apply(&heavy_vm(&format!("heavy-{i}"), &ns));
+    }
+    let rv = unknown_naming(env, &gate, &[&rs, "suspended"]);
+
+    // A cheaper rule (a new generation) resumes it.
+    env.apply(&ruleset(&rs, &ns, "false"));
+    clear_again(env, &gate, rv);
+}
+
+#[test]
+fn a_rule_that_fails_on_an_object_makes_its_nodes_gate_unknown() {
+    let _turn = turn();
+    let env = env();
+    // A rule that returns a string: it compiles, and fails on every object.
+    let (ns, node, rs) = scene(env, "failing", "object.metadata.name");
+    env.apply(&vm("vm-0", &ns));
+    env.wait_watching(&rs);
+    on_node(env, &ns, "vm-0", &node);
+    let gate = format!("node.{node}");
+    let rv = unknown_naming(env, &gate, &[&format!("{ns}/vm-0"), &rs, "rule Busy"]);
+
+    env.apply(&ruleset(&rs, &ns, "object.metadata.name == 'nothing'"));
+    clear_again(env, &gate, rv);
+}
+
+#[test]
+fn a_ruleset_that_does_not_compile_makes_every_node_gate_unknown() {
+    let _turn = turn();
+    let env = env();
+    let (ns, node, rs) = scene(env, "invalid", "object.spec.(");
+    let gate = format!("node.{node}");
+    let rv = unknown_naming(env, &gate, &[&rs, "do not compile"]);
+
+    env.apply(&ruleset(&rs, &ns, "false"));
+    clear_again(env, &gate, rv);
+}
