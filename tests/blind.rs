@@ -96,8 +96,7 @@ fn unknown_naming(env: &Env, gate: &str, naming: &[&str]) -> u64 {
     let (condition, rv) = eventually(WAIT, &format!("{gate} Unknown naming {naming:?}"), || {
         let (c, rv) = clear(env, gate);
         let message = c["message"].as_str().unwrap_or_default();
-        (c["status"] == "Unknown" && naming.iter().all(|n| message.contains(n)))
-            .then_some((c, rv))
+        (c["status"] == "Unknown" && naming.iter().all(|n| message.contains(n))).then_some((c, rv))
     });
     assert_eq!(condition["reason"], "Stale", "{condition}");
     let wait = wait_clear(env, gate, "3s");

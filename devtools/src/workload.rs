@@ -150,7 +150,13 @@ fn start_migration(cluster: &Cluster, vm: &mut Vm) -> anyhow::Result<()> {
         &name,
         json!({"phase": "Running", "migrationState": state}),
     );
-    set_status(cluster, "vmi", &vm.name, json!({"migrationState": state}));
+    // A new migration replaces the instance's migrationState, as KubeVirt does: a merge patch
+    // would keep the previous one's end, and the migration would never be seen in flight.
+    let mut fresh = state.clone();
+    for ended in ["endTimestamp", "completed", "failed", "abortStatus"] {
+        fresh[ended] = Value::Null;
+    }
+    set_status(cluster, "vmi", &vm.name, json!({"migrationState": fresh}));
     vm.migrating = Some((name, target));
     Ok(())
 }

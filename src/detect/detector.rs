@@ -159,18 +159,14 @@ impl Detector {
             // unknown rather than wrong, and that is counted and named once as over budget. As
             // rule errors, an evaluation cut short by a busy machine's clock raised
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
-            Some(over) => {
-                self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation)), over)
-            }
+            Some(over) => self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation)), over),
             None => {
                 self.report_errors(rs, &subject, &evaluation);
                 match blinding_error(rs, &evaluation) {
-                    Some(error) => self.health.rule_failed(
-                        rs,
-                        &subject,
-                        nodes_of(rs, &evaluation),
-                        &error,
-                    ),
+                    Some(error) => {
+                        self.health
+                            .rule_failed(rs, &subject, nodes_of(rs, &evaluation), &error)
+                    }
                     None => self.health.evaluated(rs, &subject.uid),
                 }
             }
@@ -264,7 +260,12 @@ impl Detector {
 
     /// `ruleset` (`spec`) does not compile (`error`): the gates it could put operations in are
     /// Unknown until it does (see [`Health::invalid`]).
-    pub fn ruleset_invalid(&self, ruleset: &str, spec: &crate::ruleset::RuleSetSpec, error: String) {
+    pub fn ruleset_invalid(
+        &self,
+        ruleset: &str,
+        spec: &crate::ruleset::RuleSetSpec,
+        error: String,
+    ) {
         self.health.invalid(ruleset, spec, error);
     }
 

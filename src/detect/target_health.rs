@@ -187,12 +187,11 @@ impl Reach {
         Reach {
             component: rs.info.component.clone(),
             nodes: names_nodes(
-                rs.info.labels.keys().map(String::as_str).chain(
-                    rs.exprs
-                        .label_expressions
-                        .iter()
-                        .map(|(k, _)| k.as_str()),
-                ),
+                rs.info
+                    .labels
+                    .keys()
+                    .map(String::as_str)
+                    .chain(rs.exprs.label_expressions.iter().map(|(k, _)| k.as_str())),
             ),
             namespaces: (!rs.namespaces.is_empty())
                 .then(|| rs.namespaces.iter().cloned().collect()),
@@ -204,9 +203,10 @@ impl Reach {
         Reach {
             component: spec.component.clone(),
             nodes: names_nodes(
-                spec.labels.keys().map(String::as_str).chain(
-                    spec.label_expressions.iter().map(|l| l.key.as_str()),
-                ),
+                spec.labels
+                    .keys()
+                    .map(String::as_str)
+                    .chain(spec.label_expressions.iter().map(|l| l.key.as_str())),
             ),
             namespaces: (!spec.namespaces.is_empty())
                 .then(|| spec.namespaces.iter().cloned().collect()),
@@ -361,12 +361,17 @@ impl Entry {
 
     /// Whether the ruleset that skips `object` (`None`: it cannot be decoded, so every ruleset
     /// of the target that applies to its namespace) can put an operation in the gate of `scope`.
-    fn skipper_reaches(&self, ruleset: Option<&str>, object: &SkippedObject, scope: &GateScope) -> bool {
+    fn skipper_reaches(
+        &self,
+        ruleset: Option<&str>,
+        object: &SkippedObject,
+        scope: &GateScope,
+    ) -> bool {
         match (ruleset, &self.reach) {
             (Some(_), _) | (None, None) => self.reaches(ruleset, scope),
-            (None, Some(reach)) => reach.values().any(|r| {
-                r.reaches(scope) && covers(&r.namespaces, object.namespace.as_deref())
-            }),
+            (None, Some(reach)) => reach
+                .values()
+                .any(|r| r.reaches(scope) && covers(&r.namespaces, object.namespace.as_deref())),
         }
     }
 
@@ -551,19 +556,15 @@ impl TargetHealth {
 
     /// Whether a ruleset the server knows of declares `component` (its gate exists).
     pub(super) fn declares_component(&self, component: &str) -> bool {
-        self.targets
+        self.targets.lock().values().any(|e| {
+            e.reach
+                .as_ref()
+                .is_some_and(|r| r.values().any(|r| r.component == component))
+        }) || self
+            .invalid
             .lock()
             .values()
-            .any(|e| {
-                e.reach
-                    .as_ref()
-                    .is_some_and(|r| r.values().any(|r| r.component == component))
-            })
-            || self
-                .invalid
-                .lock()
-                .values()
-                .any(|i| i.reach.component == component)
+            .any(|i| i.reach.component == component)
     }
 
     /// Tells `index` whenever what [`TargetHealth::stale`] answers, or the initial sync, may
@@ -971,7 +972,10 @@ mod tests {
         h.suspended(&pods, "pod-rules", None);
         assert!(gate_reasons(&h, &node("w1")).is_empty());
         assert_eq!(gate_reasons(&h, &GateScope::Namespace("b".into())).len(), 1);
-        assert_eq!(gate_reasons(&h, &GateScope::Component("pods".into())).len(), 1);
+        assert_eq!(
+            gate_reasons(&h, &GateScope::Component("pods".into())).len(),
+            1
+        );
         h.ruleset_reset("pod-rules");
         h.dropped_events(&vms, "vm-rules", Some(["a".to_string()].into()));
         assert_eq!(gate_reasons(&h, &node("w9")).len(), 1, "dropped events");
@@ -992,11 +996,21 @@ mod tests {
             gate_reasons(&h, &node("w1")),
             ["vms: object a/vm-1 is skipped: over"]
         );
-        assert_eq!(gate_reasons(&h, &node("w2")).len(), 1, "a migration's target");
-        assert!(gate_reasons(&h, &node("w3")).is_empty(), "known to be elsewhere");
+        assert_eq!(
+            gate_reasons(&h, &node("w2")).len(),
+            1,
+            "a migration's target"
+        );
+        assert!(
+            gate_reasons(&h, &node("w3")).is_empty(),
+            "known to be elsewhere"
+        );
         assert_eq!(gate_reasons(&h, &GateScope::Namespace("a".into())).len(), 1);
         assert!(gate_reasons(&h, &GateScope::Namespace("b".into())).is_empty());
-        assert_eq!(gate_reasons(&h, &GateScope::Component("kubevirt".into())).len(), 1);
+        assert_eq!(
+            gate_reasons(&h, &GateScope::Component("kubevirt".into())).len(),
+            1
+        );
         assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
 
         // Its node cannot be known (its node label failed): every node's gate.
@@ -1007,13 +1021,34 @@ mod tests {
             ("a/vm-2".into(), None),
             "fails".into(),
         );
-        assert_eq!(gate_reasons(&h, &node("w3")), ["vms: object a/vm-2 is skipped: fails"]);
+        assert_eq!(
+            gate_reasons(&h, &node("w3")),
+            ["vms: object a/vm-2 is skipped: fails"]
+        );
         // Undecodable: by every ruleset of the target covering its namespace.
         h.evaluated(&vms, "u2", Some("vm-rules"));
-        h.skipped(&vms, ("u3", None), Some("b"), ("b/x".into(), None), "deep".into());
-        assert!(gate_reasons(&h, &node("w3")).is_empty(), "no ruleset covers b");
-        h.skipped(&vms, ("u4", None), Some("a"), ("a/x".into(), None), "deep".into());
-        assert_eq!(gate_reasons(&h, &node("w3")), ["vms: object a/x is skipped: deep"]);
+        h.skipped(
+            &vms,
+            ("u3", None),
+            Some("b"),
+            ("b/x".into(), None),
+            "deep".into(),
+        );
+        assert!(
+            gate_reasons(&h, &node("w3")).is_empty(),
+            "no ruleset covers b"
+        );
+        h.skipped(
+            &vms,
+            ("u4", None),
+            Some("a"),
+            ("a/x".into(), None),
+            "deep".into(),
+        );
+        assert_eq!(
+            gate_reasons(&h, &node("w3")),
+            ["vms: object a/x is skipped: deep"]
+        );
         h.object_gone(&vms, "u4");
         assert!(gate_reasons(&h, &node("w3")).is_empty());
     }
@@ -1029,10 +1064,17 @@ mod tests {
         );
         let broken = "vms: is not evaluated by ruleset broken: its rules do not compile (rules[0] (Migrating).expression: undeclared reference); fix the ruleset (kubectl describe ors broken)";
         assert_eq!(gate_reasons(&h, &node("w1")), [broken]);
-        assert_eq!(gate_reasons(&h, &GateScope::Namespace("c".into())), [broken]);
+        assert_eq!(
+            gate_reasons(&h, &GateScope::Namespace("c".into())),
+            [broken]
+        );
         assert!(gate_reasons(&h, &GateScope::Namespace("a".into())).is_empty());
         assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
-        assert_eq!(reasons(&h, Some("c")).len(), 1, "reads of its namespace warn");
+        assert_eq!(
+            reasons(&h, Some("c")).len(),
+            1,
+            "reads of its namespace warn"
+        );
         assert!(reasons(&h, Some("a")).is_empty());
         assert!(h.declares_component("kubevirt") && !h.declares_component("nothing"));
         h.ruleset_reset("broken");
@@ -1103,5 +1145,182 @@ mod tests {
         );
         h.relisted(&t);
         assert!(h.stale(None).is_empty());
+    }
+
+    /// A blind spot in the model of [`gates_are_never_clear_while_a_ruleset_reaching_them_is_blind`].
+    #[derive(Clone, Debug)]
+    enum Spot {
+        /// The ruleset is suspended, dropped events or does not compile.
+        Whole(usize),
+        /// An object (`uid`) in namespace `ns` is skipped by the ruleset (`None`: undecodable),
+        /// on `nodes` (`None`: unknown).
+        Object {
+            uid: String,
+            ruleset: Option<usize>,
+            ns: String,
+            nodes: Option<BTreeSet<String>>,
+        },
+    }
+
+    /// Random rulesets of one target, random blind spots coming and going: whenever the model
+    /// holds a blind spot of a ruleset that can put an operation in a gate's scope (by the
+    /// ruleset's component, namespaces and node labels alone), that gate is not clear.
+    #[test]
+    fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
+        const NAMESPACES: [&str; 3] = ["a", "b", "c"];
+        const NODES: [&str; 3] = ["n1", "n2", "n3"];
+        const COMPONENTS: [&str; 2] = ["k", "m"];
+        let mut rng = fastrand::Rng::with_seed(36);
+        for round in 0..300 {
+            let h = TargetHealth::default();
+            let t = target("things");
+            let rulesets: Vec<Reach> = (0..rng.usize(1..4))
+                .map(|_| Reach {
+                    component: COMPONENTS[rng.usize(..2)].into(),
+                    nodes: rng.bool(),
+                    namespaces: rng.bool().then(|| {
+                        NAMESPACES
+                            .iter()
+                            .filter(|_| rng.bool())
+                            .map(|n| n.to_string())
+                            .collect()
+                    }),
+                })
+                .collect();
+            let name = |i: usize| format!("rs-{i}");
+            h.watching(&t, None);
+            h.resolved(&t, true, &[None]);
+            h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+            h.reaches(
+                &t,
+                rulesets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (name(i), r.clone()))
+                    .collect(),
+            );
+            let mut spots: Vec<Spot> = Vec::new();
+            for step in 0..40 {
+                let i = rng.usize(..rulesets.len());
+                match rng.usize(..8) {
+                    0 => {
+                        h.suspended(&t, &name(i), rulesets[i].namespaces.clone());
+                        spots.push(Spot::Whole(i));
+                    }
+                    1 => {
+                        h.dropped_events(&t, &name(i), rulesets[i].namespaces.clone());
+                        spots.push(Spot::Whole(i));
+                    }
+                    2 => {
+                        h.invalid(&name(i), t.clone(), rulesets[i].clone(), "bad".into());
+                        spots.push(Spot::Whole(i));
+                    }
+                    3 | 4 => {
+                        let uid = format!("u{}", rng.usize(..6));
+                        let ruleset = rng.bool().then_some(i);
+                        let ns = NAMESPACES[rng.usize(..3)].to_string();
+                        let nodes = rng.bool().then(|| {
+                            NODES
+                                .iter()
+                                .filter(|_| rng.bool())
+                                .map(|n| n.to_string())
+                                .collect::<BTreeSet<_>>()
+                        });
+                        h.skipped(
+                            &t,
+                            (&uid, ruleset.map(name).as_deref()),
+                            Some(&ns),
+                            (format!("{ns}/{uid}"), nodes.clone()),
+                            "why".into(),
+                        );
+                        spots.retain(|s| {
+                            !matches!(s, Spot::Object { uid: u, ruleset: r, .. } if *u == uid && *r == ruleset)
+                        });
+                        spots.push(Spot::Object {
+                            uid,
+                            ruleset,
+                            ns,
+                            nodes,
+                        });
+                    }
+                    5 => {
+                        h.ruleset_reset(&name(i));
+                        spots.retain(|s| match s {
+                            Spot::Whole(r) => *r != i,
+                            Spot::Object { ruleset, .. } => *ruleset != Some(i),
+                        });
+                    }
+                    6 => {
+                        let uid = format!("u{}", rng.usize(..6));
+                        h.object_gone(&t, &uid);
+                        spots.retain(|s| !matches!(s, Spot::Object { uid: u, .. } if *u == uid));
+                    }
+                    _ => {
+                        let uid = format!("u{}", rng.usize(..6));
+                        h.evaluated(&t, &uid, Some(&name(i)));
+                        spots.retain(|s| {
+                            !matches!(s, Spot::Object { uid: u, ruleset: Some(r), .. } if *u == uid && *r == i)
+                        });
+                    }
+                }
+                let scopes = std::iter::once(GateScope::Cluster)
+                    .chain(NODES.iter().map(|n| GateScope::Node(n.to_string())))
+                    .chain(
+                        COMPONENTS
+                            .iter()
+                            .map(|c| GateScope::Component(c.to_string())),
+                    )
+                    .chain(
+                        NAMESPACES
+                            .iter()
+                            .map(|n| GateScope::Namespace(n.to_string())),
+                    );
+                for scope in scopes {
+                    let reaching = |r: &Reach| match &scope {
+                        GateScope::Cluster => true,
+                        GateScope::Node(_) => r.nodes,
+                        GateScope::Component(c) => r.component == *c,
+                        GateScope::Namespace(ns) => {
+                            r.namespaces.as_ref().is_none_or(|set| set.contains(ns))
+                        }
+                    };
+                    let blind = spots.iter().find(|spot| match spot {
+                        Spot::Whole(i) => reaching(&rulesets[*i]),
+                        Spot::Object {
+                            ruleset, ns, nodes, ..
+                        } => {
+                            let by = |r: &Reach| {
+                                reaching(r)
+                                    && r.namespaces.as_ref().is_none_or(|set| set.contains(ns))
+                            };
+                            let by_ruleset = match ruleset {
+                                Some(i) => by(&rulesets[*i]),
+                                None => rulesets.iter().any(by),
+                            };
+                            let here = match &scope {
+                                GateScope::Node(n) => {
+                                    nodes.as_ref().is_none_or(|set| set.contains(n))
+                                }
+                                GateScope::Namespace(n) => ns == n,
+                                _ => true,
+                            };
+                            by_ruleset && here
+                        }
+                    });
+                    if let Some(spot) = blind {
+                        assert!(
+                            !h.stale_for_gate(&scope).is_empty(),
+                            "round {round}, step {step}: gate {scope} would be clear while {spot:?} of {rulesets:?}"
+                        );
+                    }
+                }
+            }
+            for i in 0..rulesets.len() {
+                h.ruleset_reset(&name(i));
+            }
+            h.relisted(&t);
+            h.keep_skipped(&t, &None, &HashSet::new());
+            assert!(h.stale(None).is_empty(), "round {round}: all fixed");
+        }
     }
 }

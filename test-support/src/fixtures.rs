@@ -104,7 +104,13 @@ impl Drop for TestNode<'_> {
         // Nothing to wait for: a Node without a kubelet has no finalizers.
         if let Err(e) = self.env.kubectl(
             User::Admin,
-            &["delete", "node", &self.name, "--ignore-not-found", "--wait=false"],
+            &[
+                "delete",
+                "node",
+                &self.name,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
         ) {
             eprintln!("could not delete the test's node {}: {e:#}", self.name);
         }
