@@ -38,6 +38,13 @@ struct Vm {
 /// Creates the VMs and drives their status until `stop` is set.
 pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let _ = cluster.kubectl_run(User::Admin, &["create", "namespace", NAMESPACE], None);
+    // The nodes the instances run on, as Node objects (no kubelet behind them): the gate of a
+    // node the cluster does not have is NotFound, so `kubectl wait gate/node.node-1` needs them.
+    for n in 0..NODES {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+                          "metadata": {"name": node(n), "labels": {"ifo.kubevirt.io/demo": "true"}}});
+        cluster.apply(&node.to_string())?;
+    }
     let mut fleet = Vec::new();
     for i in 0..vms {
         let name = format!("vm-{i}");
