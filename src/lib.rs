@@ -16,6 +16,7 @@ pub mod evaluate;
 mod guard;
 pub mod history;
 pub mod index;
+mod inventory;
 mod lease;
 pub mod library;
 pub mod metrics;

@@ -10,6 +10,7 @@ use crate::detect::{Detector, Health};
 use crate::evaluate::Engine;
 use crate::guard::{self, Guard};
 use crate::index::Index;
+use crate::inventory::{Inventory, Kind};
 use crate::lease;
 use crate::persist;
 use crate::readiness::Readiness;
@@ -172,6 +173,20 @@ impl Server {
             }
         });
 
+        // The names of the cluster's nodes and namespaces: the gates of those it does not have
+        // do not exist.
+        let inventory = Arc::new(Inventory::default());
+        for kind in [Kind::Node, Kind::Namespace] {
+            let (inventory, client) = (inventory.clone(), client.clone());
+            tasks.restarting(kind.task(), move || {
+                inventory.clone().follow(client.clone(), kind)
+            });
+        }
+        tasks.restarting("gate-existence-reporter", {
+            let (inventory, index) = (inventory.clone(), index.clone());
+            move || inventory.clone().report_to(index.clone())
+        });
+
         let limits = api::Limits {
             max_watches: args.max_watches,
             max_watches_per_user: args.max_watches_per_user,
@@ -180,7 +195,8 @@ impl Server {
         };
         let state = Arc::new(
             ApiState::new(index.reader(), readiness.clone(), limits)
-                .with_freshness(targets.reader()),
+                .with_freshness(targets.reader())
+                .with_inventory(inventory),
         );
         let gates = state.clone();
         crate::metrics::serve_gates_from(move || gates.maintenance_gates());

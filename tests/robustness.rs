@@ -1124,6 +1124,8 @@ fn robustness() {
  "subjects":[{{"kind":"ServiceAccount","name":"ifo-apiserver","namespace":"ifo-system"}}]}}]}}"#,
         ns = world.cm_ns
     ));
+    // The nodes the VMs run on: the gate of a node the cluster does not have does not exist.
+    let _nodes: Vec<_> = (0..NODES).map(|n| env.node(&format!("rob-{n}"))).collect();
     env.apply(&vm_ruleset(&world.vm_rules, &world.vm_ns));
     env.apply(&cm_ruleset(&world.cm_rules, &world.cm_ns, BUSY));
     for i in 0..VMS {

@@ -7,6 +7,11 @@
 //! `{"rv":N,"start":"ns/name"}`, like kube-apiserver's own tokens, so clients treat it as opaque
 //! and it survives URL query encoding untouched. A token that does not decode answers
 //! `400 BadRequest` (`invalid continue token: ...`).
+//!
+//! Maintenance gates are computed on the spot, not read from a snapshot, so their token
+//! ([`GateContinueToken`]) pins nothing: it holds the last name a page returned, and the next
+//! page is read at the state of the moment, from the first gate after that name. Its fields
+//! differ from the operations' token, so neither list accepts the other's (`400`).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -34,6 +39,8 @@ pub enum ContinueTokenError {
     EmptyStartKey,
     #[error("continue key is not valid: start key must be <namespace>/<name>")]
     InvalidStartKey,
+    #[error("continue key is not valid: {0}")]
+    NotAGate(crate::index::GateNameError),
 }
 
 impl ContinueToken {
@@ -79,9 +86,99 @@ impl ContinueToken {
     }
 }
 
+/// Decoded `continue` token of a list of maintenance gates (see the [module](self)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateContinueToken {
+    /// The resourceVersion of the page that issued it (each page reports its own).
+    pub rv: u64,
+    /// The name of the last gate of that page: the next page starts after it.
+    pub after: String,
+}
+
+impl GateContinueToken {
+    /// The opaque string for `metadata.continue`.
+    pub fn encode(&self) -> String {
+        // Serializing a struct of a u64 and a String cannot fail.
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// Parses a `continue` query parameter: what [`GateContinueToken::encode`] wrote, after a
+    /// well-formed gate name.
+    pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+        let decoded: GateContinueToken = serde_json::from_slice(&bytes)
+            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+        if decoded.rv == 0 {
+            return Err(ContinueTokenError::InvalidResourceVersion);
+        }
+        if decoded.after.is_empty() {
+            return Err(ContinueTokenError::EmptyStartKey);
+        }
+        crate::index::GateScope::parse(&decoded.after).map_err(ContinueTokenError::NotAGate)?;
+        Ok(decoded)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gate_token_round_trips_and_neither_list_takes_the_others_token() {
+        let t = GateContinueToken {
+            rv: 42,
+            after: "node.w-1".into(),
+        };
+        let s = t.encode();
+        assert_eq!(GateContinueToken::decode(&s).unwrap(), t);
+        let json = URL_SAFE_NO_PAD.decode(&s).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&json).unwrap(),
+            serde_json::json!({"rv": 42, "after": "node.w-1"})
+        );
+        let operations = ContinueToken::new(42, "", "node.w-1").encode();
+        assert!(matches!(
+            GateContinueToken::decode(&operations),
+            Err(ContinueTokenError::Malformed(_))
+        ));
+        assert!(matches!(
+            ContinueToken::decode(&s),
+            Err(ContinueTokenError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_gate_token_that_does_not_decode_is_refused() {
+        let enc = |s: &str| URL_SAFE_NO_PAD.encode(s.as_bytes());
+        for bad in ["%%%", "", "e30"] {
+            assert!(
+                matches!(
+                    GateContinueToken::decode(bad),
+                    Err(ContinueTokenError::Malformed(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            GateContinueToken::decode(&enc(r#"{"rv":0,"after":"cluster"}"#)),
+            Err(ContinueTokenError::InvalidResourceVersion)
+        );
+        assert_eq!(
+            GateContinueToken::decode(&enc(r#"{"rv":1,"after":""}"#)),
+            Err(ContinueTokenError::EmptyStartKey)
+        );
+        let err = GateContinueToken::decode(&enc(r#"{"rv":1,"after":"pod.x"}"#)).unwrap_err();
+        assert!(matches!(err, ContinueTokenError::NotAGate(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("continue key is not valid: \"pod.x\" is not a maintenance gate"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn round_trip() {

@@ -41,6 +41,8 @@ pub struct ApiState {
     watch_slots: Arc<watch_slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
     pub(crate) freshness: crate::detect::HealthReader,
+    /// The names of the cluster's nodes and namespaces: which of their gates exist.
+    pub(crate) inventory: Arc<crate::inventory::Inventory>,
     /// Bumped to end every open watch cleanly (the server stops, or leadership is lost).
     watch_generation: tokio::sync::watch::Sender<u64>,
     /// Whether resource requests are answered (false on a standby replica).
@@ -107,6 +109,7 @@ impl ApiState {
             readiness,
             watch_slots: watch_slots::WatchSlots::new(limits),
             freshness: Default::default(),
+            inventory: Default::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
             serving: std::sync::atomic::AtomicBool::new(true),
             started: jiff::Timestamp::now(),
@@ -144,6 +147,13 @@ impl ApiState {
     /// Warns readers when a target in `targets` is not watched (by default none is known).
     pub(crate) fn with_freshness(mut self, targets: crate::detect::HealthReader) -> Self {
         self.freshness = targets;
+        self
+    }
+
+    /// Tells which node and namespace gates exist from `inventory` (by default no name is
+    /// known, and such gates are `Unknown` unless operations are in flight in them).
+    pub(crate) fn with_inventory(mut self, inventory: Arc<crate::inventory::Inventory>) -> Self {
+        self.inventory = inventory;
         self
     }
 }

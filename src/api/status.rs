@@ -164,6 +164,16 @@ pub enum ApiError {
         /// The name not found.
         name: String,
     },
+    /// 404 `NotFound` for a named object, saying why it does not exist (a computed object whose
+    /// subject the cluster does not have: the gate of a node that does not exist).
+    NotFoundBecause {
+        /// The resource looked in.
+        resource: GroupResource,
+        /// The name not found.
+        name: String,
+        /// Why, after `not found: `.
+        why: String,
+    },
     /// 404 `NotFound` for a path the server does not serve.
     PathNotFound,
     /// 405 `MethodNotAllowed`: `verb` (e.g. `create`) is not supported on `resource`.
@@ -237,7 +247,9 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized => 401,
             ApiError::Forbidden(_) => 403,
-            ApiError::NotFound { .. } | ApiError::PathNotFound => 404,
+            ApiError::NotFound { .. }
+            | ApiError::NotFoundBecause { .. }
+            | ApiError::PathNotFound => 404,
             ApiError::MethodNotAllowed { .. } => 405,
             ApiError::NotAcceptable { .. } => 406,
             ApiError::TooOldResourceVersion { .. }
@@ -261,7 +273,9 @@ impl ApiError {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
             ApiError::Forbidden(_) => "Forbidden",
-            ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
+            ApiError::NotFound { .. }
+            | ApiError::NotFoundBecause { .. }
+            | ApiError::PathNotFound => "NotFound",
             ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
             ApiError::NotAcceptable { .. } => "NotAcceptable",
             ApiError::TooOldResourceVersion { .. }
@@ -286,6 +300,11 @@ impl ApiError {
             ApiError::NotFound { resource, name } => {
                 format!("{resource} {} not found", go_quote(name))
             }
+            ApiError::NotFoundBecause {
+                resource,
+                name,
+                why,
+            } => format!("{resource} {} not found: {why}", go_quote(name)),
             ApiError::PathNotFound => "the server could not find the requested resource".to_owned(),
             ApiError::MethodNotAllowed { resource, verb } => format!(
                 "{verb} is not supported on resources of kind {}",
@@ -337,7 +356,8 @@ impl ApiError {
                 d.group = gr.group;
                 d.kind = gr.resource;
             }
-            ApiError::NotFound { resource, name } => {
+            ApiError::NotFound { resource, name }
+            | ApiError::NotFoundBecause { resource, name, .. } => {
                 d.name.clone_from(name);
                 d.group.clone_from(&resource.group);
                 d.kind.clone_from(&resource.resource);
@@ -708,6 +728,24 @@ mod tests {
         );
         assert_eq!(e.status_code(), http::StatusCode::NOT_FOUND);
         assert_eq!(e.to_string(), e.message());
+    }
+
+    #[test]
+    fn a_not_found_that_says_why() {
+        let e = ApiError::NotFoundBecause {
+            resource: GroupResource::new("live.ifo.kubevirt.io", "maintenancegates"),
+            name: "node.worker1".into(),
+            why: "the cluster has no node worker1".into(),
+        };
+        assert_eq!(e.code(), 404);
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"maintenancegates.live.ifo.kubevirt.io \"node.worker1\" not found: the cluster has no node worker1",
+                   "reason":"NotFound",
+                   "details":{"name":"node.worker1","group":"live.ifo.kubevirt.io","kind":"maintenancegates"},
+                   "code":404})
+        );
     }
 
     #[test]

@@ -14,8 +14,9 @@ pub enum EventKind {
     /// The record is gone.
     Deleted,
     /// No record changed: whether the targets feeding the index are current did (a watch
-    /// failed or recovered, the initial sync ended). Takes a resourceVersion so that the
-    /// verdicts that depend on it (maintenance gates) change at one, like everything else.
+    /// failed or recovered, the initial sync ended), or which maintenance gates exist (a node
+    /// or namespace came or went). Takes a resourceVersion so that the verdicts that depend on
+    /// it (maintenance gates) change at one, like everything else.
     FeedsChanged,
 }
 

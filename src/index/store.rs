@@ -218,6 +218,17 @@ impl Index {
         st.rv
     }
 
+    /// Which gates exist may have changed (a node or namespace was created or deleted, or the
+    /// server learnt or lost track of the cluster's names): takes the next RV as
+    /// [`Index::feeds_changed`] does, so that the gates that appear, go or turn `Unknown` change
+    /// at one, and leaves whether the feeds are current as it is. Returns it.
+    pub(crate) fn scopes_changed(&self) -> u64 {
+        let mut st = self.write();
+        self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
+        st.feeds_rv = st.rv;
+        st.rv
+    }
+
     /// The operations in flight in `scope`, at the current RV (the gate's RV is that of the
     /// scope's latest change or of the latest [`Index::feeds_changed`], whichever is later).
     pub(crate) fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {

@@ -6,7 +6,9 @@
 //! kubectl get gate component.kubevirt -o jsonpath='{.status.expectedClearTime}'
 //! ```
 //!
-//! Each test uses its own node, component and namespace names: tests share the cluster.
+//! Each test uses its own node, component and namespace names: tests share the cluster. Only the
+//! gates of what the cluster has exist, so a test's node is a Node object of its own
+//! ([`Env::node`]), and its component is declared by its ruleset.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -102,6 +104,7 @@ fn wait_for_exit(
 fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     let env = env();
     let (ns, node, component, rs) = scene(env, "gate-wait", &["vm-0", "vm-1"]);
+    let _node = env.node(&node);
     // A node with nothing in flight answers, and is clear.
     let run = kubectl(
         env,
@@ -345,11 +348,18 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         "{}",
         run.stderr
     );
-    // Other components' gates do not depend on this target.
-    assert_ne!(
-        clear_status(&gate_json(env, &format!("component.other-{ns}"))),
-        "Unknown"
-    );
+    // Other components' gates do not depend on this target: one of VirtualMachines settles on
+    // a verdict (tests share the server: it may read Unknown while another test's ruleset
+    // restarts the VirtualMachines' watch, never for long).
+    let other = format!("rs-other-{ns}");
+    env.apply(&node_ruleset(&other, &ns, &format!("other-{ns}")));
+    env.wait_watching(&other);
+    eventually(WAIT, "another component's gate not to be Unknown", || {
+        Some(gate_json(env, &format!("component.other-{ns}")))
+            .filter(|g| clear_status(g) != "Unknown")
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &other])
+        .unwrap();
 
     // Once the server may read gadgets, the gate clears: a running wait sees it.
     let mut wait = kubectl_cmd(
@@ -454,4 +464,190 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
 
     env.kubectl(User::Admin, &["delete", "clusterrolebinding", &reader])
         .unwrap();
+}
+
+/// `kubectl get gate <name>` fails with NotFound, saying why; `kubectl wait` on it fails; a list
+/// by name answers without it.
+fn assert_not_found(env: &Env, gate: &str, why: &str) {
+    let run = kubectl(env, User::Admin, &["get", "gate", gate]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.contains(&format!(
+            "Error from server (NotFound): maintenancegates.live.ifo.kubevirt.io \"{gate}\" not found: {why}"
+        )),
+        "{}",
+        run.stderr
+    );
+    let run = kubectl(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            "--timeout=5s",
+        ],
+    );
+    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let list: serde_json::Value = serde_json::from_str(
+        &env.kubectl(
+            User::Admin,
+            &[
+                "get",
+                "--raw",
+                &format!("{GATES}?fieldSelector=metadata.name%3D{gate}"),
+            ],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(list["items"], json!([]), "{list}");
+}
+
+/// Until the gate answers, then waits for it to be clear: `kubectl wait` exits 0.
+fn wait_clear(env: &Env, gate: &str) {
+    eventually(WAIT, &format!("the gate {gate} to exist"), || {
+        env.kubectl(User::Admin, &["get", "gate", gate, "-o", "name"])
+            .ok()
+    });
+    let run = kubectl(
+        env,
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            "--timeout=60s",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
+const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+
+#[test]
+fn the_gate_of_a_node_namespace_or_component_the_cluster_does_not_have_is_not_found() {
+    let env = env();
+    let ns = env.namespace("gate-exist");
+    // A typo of a node: no gate, and a wait for it to be clear fails instead of succeeding.
+    let node = format!("nx-{ns}");
+    let gate = format!("node.{node}");
+    assert_not_found(env, &gate, &format!("the cluster has no node {node}"));
+    // The node appears: its gate exists, and clears.
+    let created = env.node(&node);
+    wait_clear(env, &gate);
+    // And goes with it.
+    drop(created);
+    eventually(WAIT, "the node's gate to be gone", || {
+        (kubectl(env, User::Admin, &["get", "gate", &gate]).code != 0).then_some(())
+    });
+    assert_not_found(env, &gate, &format!("the cluster has no node {node}"));
+
+    // A namespace the cluster does not have, then has.
+    let missing = format!("nx-{ns}");
+    let gate = format!("namespace.{missing}");
+    assert_not_found(
+        env,
+        &gate,
+        &format!("the cluster has no namespace {missing}"),
+    );
+    env.kubectl(User::Admin, &["create", "namespace", &missing])
+        .unwrap();
+    wait_clear(env, &gate);
+    env.kubectl(
+        User::Admin,
+        &["delete", "namespace", &missing, "--wait=false"],
+    )
+    .unwrap();
+
+    // A component no ruleset declares, then one does.
+    let (component, rs) = (format!("c-{ns}"), format!("rs-{ns}"));
+    let gate = format!("component.{component}");
+    assert_not_found(
+        env,
+        &gate,
+        &format!("no ruleset declares component {component}"),
+    );
+    env.apply(&node_ruleset(&rs, &ns, &component));
+    env.wait_watching(&rs);
+    wait_clear(env, &gate);
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+#[test]
+fn a_list_of_gates_is_paged_by_limit_and_continue() {
+    let env = env();
+    // Operations in flight: the list holds at least this test's four gates besides the cluster's.
+    let (ns, node, component, rs) = scene(env, "gate-pages", &["vm-0"]);
+    let _node = env.node(&node);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-0",
+        json!({"printableStatus": "Migrating", "nodeName": node}),
+    );
+    eventually(WAIT, "the node gate to be blocked", || {
+        Some(gate_json(env, &format!("node.{node}")))
+            .filter(|g| g["status"]["activeOperations"] == 1)
+    });
+    let page = |query: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &env.kubectl(User::Admin, &["get", "--raw", &format!("{GATES}?{query}")])
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let first = page("limit=1");
+    assert_eq!(first["items"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(first["items"][0]["metadata"]["name"], "cluster");
+    assert!(first["metadata"].get("remainingItemCount").is_none());
+    let mut token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token")
+        .to_owned();
+    // Following the tokens: each page one gate after the last, in name order, to the end.
+    let mut names = vec!["cluster".to_owned()];
+    loop {
+        let next = page(&format!("limit=1&continue={token}"));
+        let items = next["items"].as_array().unwrap();
+        assert!(items.len() <= 1, "{next}");
+        if let Some(gate) = items.first() {
+            let name = gate["metadata"]["name"].as_str().unwrap().to_owned();
+            assert!(names.last().unwrap() < &name, "{name} after {names:?}");
+            names.push(name);
+        }
+        match next["metadata"]["continue"].as_str() {
+            Some(t) => t.clone_into(&mut token),
+            None => break,
+        }
+    }
+    for gate in [
+        format!("component.{component}"),
+        format!("namespace.{ns}"),
+        format!("node.{node}"),
+    ] {
+        assert!(names.contains(&gate), "{gate} not in {names:?}");
+    }
+    // kubectl pages too (limit=500 by default; --chunk-size asks for smaller pages).
+    let out = env
+        .kubectl(
+            User::Admin,
+            &["get", "gates", "--chunk-size=1", "-o", "name"],
+        )
+        .unwrap();
+    assert!(
+        out.lines()
+            .any(|l| l == format!("maintenancegate.live.ifo.kubevirt.io/node.{node}")),
+        "{out}"
+    );
+    // A token that is not one of a gate list is refused.
+    let run = kubectl(
+        env,
+        User::Admin,
+        &["get", "--raw", &format!("{GATES}?limit=1&continue=garbage")],
+    );
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("BadRequest"), "{}", run.stderr);
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

@@ -1,12 +1,19 @@
 //! `maintenancegates`: a verdict per scope, computed on the spot from the index's scope members
 //! and the server's facts about its own data (see [`verdict`]).
 //!
-//! Any well-formed name answers GET, with nothing in flight too (a clear gate, never a 404:
-//! `kubectl wait` first GETs the object). A list holds `cluster` plus every gate with operations
-//! in flight, and always the gate a `metadata.name` field selector names, since `kubectl wait`
-//! lists and watches by name. A malformed name, in the path or the selector, is a 400 that
-//! names the valid scopes.
+//! The gate of every node, namespace and component the cluster has answers GET, with nothing in
+//! flight too (a clear gate: `kubectl wait` first GETs the object), and so does any gate with
+//! operations in flight; the gate of one the cluster does not have is a 404, and while the
+//! server cannot tell it is `Unknown` (see [`existence`]). A list holds `cluster` plus every
+//! gate with operations in flight, and always the gate a `metadata.name` field selector names
+//! if it exists, since `kubectl wait` lists and watches by name. A malformed name, in the path
+//! or the selector, is a 400 that names the valid scopes.
+//!
+//! A list is paged by `limit` and `continue` in name order; gates are computed, not kept in a
+//! snapshot, so each page is read at the state of its own moment, from the first gate after the
+//! last name of the page before (see [`GateContinueToken`]).
 
+mod existence;
 mod table;
 pub(crate) mod verdict;
 mod watch;
@@ -19,6 +26,7 @@ use ifo_model::{GATE_PLURAL, MaintenanceGate};
 use jiff::Timestamp;
 
 use super::ApiState;
+use super::continue_token::GateContinueToken;
 use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
@@ -27,6 +35,7 @@ use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
+use existence::Existence;
 use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
 /// The only field a gate can be selected by.
@@ -66,12 +75,14 @@ impl Selection {
         Ok(Selection { named, params })
     }
 
-    /// Whether the gate of `scope`, with `active` operations in flight, is in the selection.
-    fn includes(&self, scope: &GateScope, active: usize) -> bool {
+    /// Whether the gate of `scope`, with `active` operations in flight, is in the selection
+    /// (`served`: it exists, or may, see [`Existence::is_served`]).
+    fn includes(&self, scope: &GateScope, active: usize, served: bool) -> bool {
         let listed =
             *scope == GateScope::Cluster || active > 0 || self.named.as_ref() == Some(scope);
         let name = scope.to_string();
-        listed
+        served
+            && listed
             && self.params.labels.matches(&Default::default())
             && self
                 .params
@@ -79,11 +90,11 @@ impl Selection {
                 .matches(|f| (f == "metadata.name").then_some(name.as_str()))
     }
 
-    /// The selected gates at the current resourceVersion (returned first), sorted by name.
-    /// The selected gates, each listing its `operations` oldest operations.
-    fn gates(&self, state: &ApiState, operations: usize) -> (u64, Vec<Gate>) {
+    /// The selected gates at the current resourceVersion, sorted by name, each listing its
+    /// `operations` oldest operations: those of `page`, and whether more follow.
+    fn gates(&self, state: &ApiState, operations: usize, page: &Page) -> Selected {
         let before = FeedsBefore::read(&state.freshness, &state.readiness);
-        let (rv, mut all) = match &self.named {
+        let (rv, all) = match &self.named {
             Some(scope) => {
                 let (rv, members) = state.index.gate(scope);
                 (rv, vec![members])
@@ -91,11 +102,67 @@ impl Selection {
             None => listed(state, operations),
         };
         let meanwhile = before.meanwhile(&state.freshness);
-        all.retain(|m| self.includes(&m.scope, m.active));
-        let mut gates: Vec<Gate> = all.iter().map(|m| gate_of(state, m, &meanwhile)).collect();
-        gates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        (rv, gates)
+        let mut selected: Vec<(String, GateMembers, Existence)> = all
+            .into_iter()
+            .filter_map(|m| {
+                let name = m.scope.to_string();
+                if page
+                    .after
+                    .as_deref()
+                    .is_some_and(|after| name.as_str() <= after)
+                {
+                    return None;
+                }
+                let existence = existence_of(state, &m);
+                self.includes(&m.scope, m.active, existence.is_served())
+                    .then_some((name, m, existence))
+            })
+            .collect();
+        selected.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = page.limit.is_some_and(|limit| selected.len() > limit);
+        if let Some(limit) = page.limit {
+            selected.truncate(limit);
+        }
+        let gates = selected
+            .iter()
+            .map(|(_, m, existence)| gate_of(state, m, &meanwhile, existence))
+            .collect();
+        Selected { rv, gates, more }
     }
+}
+
+/// Which part of a list a request asks for (`limit` and `continue`).
+#[derive(Debug, Default)]
+struct Page {
+    /// Only gates named after this (the last name of the page before).
+    after: Option<String>,
+    /// At most this many.
+    limit: Option<usize>,
+}
+
+impl Page {
+    /// The page `params` ask for; a `continue` token that is not a gate list's is a 400.
+    fn of(params: &Params) -> Result<Page, ApiError> {
+        let after = params
+            .continue_token
+            .as_deref()
+            .map(GateContinueToken::decode)
+            .transpose()?
+            .map(|token| token.after);
+        Ok(Page {
+            after,
+            limit: params.limit,
+        })
+    }
+}
+
+/// A page of gates.
+struct Selected {
+    /// The resourceVersion it was read at.
+    rv: u64,
+    gates: Vec<Gate>,
+    /// Whether gates after the last of `gates` were left out by the limit.
+    more: bool,
 }
 
 /// The cluster's scope and every scope with operations in flight, each with its `operations`
@@ -115,35 +182,70 @@ pub fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
     let (_, all) = listed(state, 0);
     let meanwhile = before.meanwhile(&state.freshness);
     all.iter()
-        .map(|m| gate_of(state, m, &meanwhile).map_operations(|op| op.to_model()))
+        .map(|m| {
+            // All exist: the cluster's, and scopes with operations in flight.
+            let existence = existence_of(state, m);
+            gate_of(state, m, &meanwhile, &existence).map_operations(|op| op.to_model())
+        })
         .collect()
 }
 
-/// The gate of `members` (read after `meanwhile` began), with the facts of its scope.
-fn gate_of(state: &ApiState, members: &GateMembers, meanwhile: &Meanwhile) -> Gate {
-    let feeds = Feeds::of(
+/// Whether the gate of `members` exists (see [`existence`]).
+fn existence_of(state: &ApiState, members: &GateMembers) -> Existence {
+    existence::decide(&members.scope, members.active, || {
+        existence::presence(
+            &members.scope,
+            &state.inventory,
+            |c| state.freshness.declares_component(c),
+            state.readiness.is_synced(),
+        )
+    })
+}
+
+/// The gate of `members` (read after `meanwhile` began), with the facts of its scope and
+/// whether it exists (a gate that does not is computed all the same: a watch sends its last
+/// state as it goes).
+fn gate_of(
+    state: &ApiState,
+    members: &GateMembers,
+    meanwhile: &Meanwhile,
+    existence: &Existence,
+) -> Gate {
+    let mut feeds = Feeds::of(
         &members.scope,
         &state.freshness,
         &state.readiness,
         meanwhile,
     );
+    if let Existence::Unknown(why) = existence {
+        feeds.existence_unknown = Some(why.clone());
+    }
     verdict::gate(members, &feeds, state.started)
 }
 
-/// The gates of `scopes` now: their members read between one reading of the feeds before and
-/// one after, whatever their number.
-fn current_gates(state: &ApiState, scopes: impl IntoIterator<Item = GateScope>) -> Vec<Gate> {
+/// The gates of `scopes` now, each with whether it exists: their members read between one
+/// reading of the feeds before and one after, whatever their number.
+fn current_gates(
+    state: &ApiState,
+    scopes: impl IntoIterator<Item = GateScope>,
+) -> Vec<(Gate, Existence)> {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let all: Vec<GateMembers> = scopes
         .into_iter()
         .map(|scope| state.index.gate(&scope).1)
         .collect();
     let meanwhile = before.meanwhile(&state.freshness);
-    all.iter().map(|m| gate_of(state, m, &meanwhile)).collect()
+    all.iter()
+        .map(|m| {
+            let existence = existence_of(state, m);
+            (gate_of(state, m, &meanwhile, &existence), existence)
+        })
+        .collect()
 }
 
-/// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path, 405 for
-/// verbs other than get, list and watch, 400 for a malformed name or bad parameters.
+/// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path or a gate
+/// that does not exist, 405 for verbs other than get, list and watch, 400 for a malformed name
+/// or bad parameters.
 pub fn route(
     state: &Arc<ApiState>,
     info: &RequestInfo,
@@ -171,10 +273,17 @@ pub fn route(
     match (verb, name) {
         ("get", Some(name)) => {
             let scope = GateScope::parse(name).map_err(bad_name)?;
-            let gate = current_gates(state, [scope])
+            let (gate, existence) = current_gates(state, [scope])
                 .pop()
                 .expect("one gate per scope");
-            Ok(one(repr, &gate, &params))
+            match existence {
+                Existence::NotFound(why) => Err(ApiError::NotFoundBecause {
+                    resource: group_resource(),
+                    name: name.to_owned(),
+                    why,
+                }),
+                Existence::Exists | Existence::Unknown(_) => Ok(one(repr, &gate, &params)),
+            }
         }
         ("watch", name) => {
             if let Some(name) = name {
@@ -217,8 +326,9 @@ fn one(repr: Representation, gate: &Gate, params: &Params) -> Response {
     }
 }
 
-/// Every selected gate, in one answer: there are at most as many as nodes, components and
-/// namespaces with operations in flight, so `limit` is not applied (no `continue`).
+/// The selected gates, a page at a time when `limit` asks: at most `limit`, and a `continue`
+/// token after the last when more follow (no `remainingItemCount`: the next page is read at its
+/// own moment).
 fn list(
     state: &ApiState,
     selection: Selection,
@@ -233,10 +343,15 @@ fn list(
         (Representation::Table { .. }, _) => verdict::NAMED_IN_MESSAGE,
         (Representation::PartialObjectMetadata { .. }, _) => 0,
     };
-    let (rv, gates) = selection.gates(state, operations);
+    let page = Page::of(&selection.params)?;
+    let Selected { rv, gates, more } = selection.gates(state, operations, &page);
+    let continue_token = more
+        .then(|| gates.last().and_then(|g| g.metadata.name.clone()))
+        .flatten()
+        .map(|after| GateContinueToken { rv, after }.encode());
     let metadata = ListMeta {
         resource_version: rv.to_string(),
-        continue_token: None,
+        continue_token,
     };
     Ok(match repr {
         Representation::Table { .. } => {

@@ -10,6 +10,7 @@ use tower::ServiceExt;
 use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
+use crate::inventory::{Inventory, Kind};
 use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
@@ -46,6 +47,7 @@ struct Fixture {
     index: Arc<Index>,
     state: Arc<ApiState>,
     targets: Arc<Health>,
+    inventory: Arc<Inventory>,
 }
 
 fn fixture() -> Fixture {
@@ -57,14 +59,20 @@ fn fixture() -> Fixture {
     let (readiness, synced) = Readiness::new("test records");
     synced.done();
     let targets = Arc::new(Health::default());
+    // The cluster's nodes and namespaces: more than have operations in flight.
+    let inventory = Arc::new(Inventory::default());
+    inventory.listed(Kind::Node, ["w1", "w2", "w3", "w9", "idle"]);
+    inventory.listed(Kind::Namespace, ["demo", "other"]);
     let state = Arc::new(
         ApiState::new(index.reader(), readiness, Default::default())
-            .with_freshness(targets.reader()),
+            .with_freshness(targets.reader())
+            .with_inventory(inventory.clone()),
     );
     Fixture {
         index,
         state,
         targets,
+        inventory,
     }
 }
 
@@ -94,7 +102,7 @@ fn clear(gate: &Value) -> (&str, &str) {
 }
 
 #[tokio::test]
-async fn any_well_formed_name_answers_and_a_malformed_one_is_a_400() {
+async fn the_gate_of_anything_the_cluster_has_answers_and_a_malformed_name_is_a_400() {
     let f = fixture();
     let (status, gate) = call(&f.state, &format!("{GATES}/node.w2"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -107,7 +115,7 @@ async fn any_well_formed_name_answers_and_a_malformed_one_is_a_400() {
     assert_eq!(gate["status"]["operations"][0]["namespace"], "demo");
     assert!(gate["metadata"].get("generation").is_none());
 
-    let (status, gate) = call(&f.state, &format!("{GATES}/node.nothing-here"), None).await;
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(clear(&gate), ("True", "nothing in flight"));
     assert_eq!(gate["status"]["activeOperations"], 0);
@@ -132,6 +140,189 @@ async fn any_well_formed_name_answers_and_a_malformed_one_is_a_400() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = call(&f.state, &format!("{GATES}?fieldSelector=spec.x%3Dy"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_names_are_known() {
+    let f = fixture();
+    for (name, why) in [
+        ("node.worker1", "the cluster has no node worker1"),
+        ("namespace.gone", "the cluster has no namespace gone"),
+        (
+            "component.kubevrit",
+            "no ruleset declares component kubevrit",
+        ),
+    ] {
+        let (status, error) = call(&f.state, &format!("{GATES}/{name}"), None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {error}");
+        assert_eq!(error["reason"], "NotFound");
+        assert_eq!(
+            error["message"],
+            format!("maintenancegates.live.ifo.kubevirt.io \"{name}\" not found: {why}")
+        );
+        assert_eq!(
+            error["details"],
+            serde_json::json!({"name": name, "group": "live.ifo.kubevirt.io", "kind": "maintenancegates"})
+        );
+        // A list by name answers without it, as kubectl wait expects after a 404.
+        let (status, list) = call(
+            &f.state,
+            &format!("{GATES}?fieldSelector=metadata.name%3D{name}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list["items"], serde_json::json!([]), "{name}");
+    }
+    // A component with operations in flight exists even if no ruleset declares it any more.
+    let (status, _) = call(&f.state, &format!("{GATES}/component.kubevirt"), None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A node that is gone keeps its gate while operations name it.
+    f.inventory.deleted(Kind::Node, "w3");
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.w3"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(clear(&gate).0, "False");
+
+    // The node appears: its gate exists.
+    f.inventory.applied(Kind::Node, "worker1");
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.worker1"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(clear(&gate), ("True", "nothing in flight"));
+
+    // While the names' watch fails: Unknown for a name not known, never a 404 or Clear.
+    f.inventory.failed(
+        Kind::Node,
+        "list failed: nodes is forbidden: User cannot list resource".into(),
+    );
+    let (status, gate) = call(&f.state, &format!("{GATES}/node.worker2"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        clear(&gate),
+        (
+            "Unknown",
+            "cannot vouch for this scope: whether node worker2 exists is not known: the watch of the cluster's nodes is failing: list failed: nodes is forbidden: User cannot list resource"
+        )
+    );
+    assert_eq!(
+        gate["status"]["conditions"][0]["reason"],
+        "ExistenceUnknown"
+    );
+    let (_, list) = call(
+        &f.state,
+        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.worker2"),
+        None,
+    )
+    .await;
+    assert_eq!(clear(&list["items"][0]).0, "Unknown");
+    // Never listed at all: Unknown too.
+    let fresh = Arc::new(
+        ApiState::new(
+            f.index.reader(),
+            f.state.readiness.clone(),
+            Default::default(),
+        )
+        .with_freshness(f.targets.reader()),
+    );
+    let (status, gate) = call(&fresh, &format!("{GATES}/namespace.demo2"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        clear(&gate)
+            .1
+            .ends_with("the cluster's namespaces have not been listed yet"),
+        "{gate}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_by_name_sees_a_gate_appear_and_go_with_its_node() {
+    let f = fixture();
+    let mut events = watch(&f.state, "fieldSelector=metadata.name%3Dnode.new").await;
+    f.inventory.applied(Kind::Node, "new");
+    f.index.scopes_changed();
+    let added = events.next().await;
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(clear(&added["object"]).0, "True");
+    f.inventory.deleted(Kind::Node, "new");
+    let rv = f.index.scopes_changed();
+    let deleted = events.next().await;
+    assert_eq!(deleted["type"], "DELETED");
+    assert_eq!(
+        deleted["object"]["metadata"]["resourceVersion"],
+        rv.to_string()
+    );
+}
+
+#[tokio::test]
+async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
+    let f = fixture();
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let uri = match &token {
+            Some(t) => format!("{GATES}?limit=4&continue={t}"),
+            None => format!("{GATES}?limit=4"),
+        };
+        let (status, list) = call(&f.state, &uri, None).await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        assert!(list["metadata"].get("remainingItemCount").is_none());
+        let items = list["items"].as_array().unwrap();
+        assert!(items.len() <= 4);
+        names.extend(
+            items
+                .iter()
+                .map(|g| g["metadata"]["name"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        match list["metadata"]["continue"].as_str() {
+            Some(t) => {
+                // A gate that starts in between, after the last name: the next page has it.
+                if pages == 1 {
+                    f.index
+                        .apply(vec![Change::Upsert(migration("demo", "vm-7", "w1x", ""))]);
+                }
+                token = Some(t.to_owned());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, 2);
+    assert_eq!(
+        names,
+        [
+            "cluster",
+            "component.kubevirt",
+            "namespace.demo",
+            "node.w1",
+            "node.w1x",
+            "node.w2",
+            "node.w3"
+        ]
+    );
+    // A table pages the same way.
+    let (_, table) = call(&f.state, &format!("{GATES}?limit=1"), Some(TABLE)).await;
+    assert_eq!(table["rows"].as_array().unwrap().len(), 1);
+    assert!(table["metadata"]["continue"].is_string(), "{table}");
+    // Exactly as many as there are: no continue.
+    let (_, list) = call(&f.state, &format!("{GATES}?limit=7"), None).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 7);
+    assert!(list["metadata"].get("continue").is_none(), "{list}");
+
+    // A token that is not a gate list's is a 400, never a panic.
+    let operations = crate::api::continue_token::ContinueToken::new(5, "", "node.w1").encode();
+    for bad in ["%%%", "bm90IGpzb24", operations.as_str()] {
+        let (status, error) =
+            call(&f.state, &format!("{GATES}?limit=1&continue={bad}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid continue token: continue key is not valid"),
+            "{error}"
+        );
+    }
 }
 
 #[tokio::test]

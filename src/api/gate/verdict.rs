@@ -3,8 +3,9 @@
 //!
 //! There is one source for each fact: the index's scope members for what is in flight,
 //! [`HealthReader`] for whether the targets feeding a scope are current (the same facts as the
-//! `Warning` header of every read), [`Readiness`] for the initial sync. A gate never says clear
-//! on data the server cannot vouch for.
+//! `Warning` header of every read), [`Readiness`] for the initial sync, and whether the scope's
+//! node, namespace or component exists (see [`super::existence`]). A gate never says clear on
+//! data the server cannot vouch for.
 
 use std::sync::Arc;
 
@@ -141,6 +142,9 @@ pub struct Feeds {
     pub synced: bool,
     /// The targets feeding the scope that are not current.
     pub stale: Vec<Stale>,
+    /// Why the server cannot tell whether the scope exists (it has not listed the cluster's
+    /// nodes or namespaces yet, or their watch fails); `None` when it can.
+    pub existence_unknown: Option<String>,
 }
 
 /// What the server knew of its feeds before a verdict's operations were read from the index.
@@ -211,11 +215,12 @@ impl Feeds {
         Feeds {
             synced: meanwhile.synced && readiness.is_synced(),
             stale,
+            existence_unknown: None,
         }
     }
 
     fn is_current(&self) -> bool {
-        self.synced && self.stale.is_empty()
+        self.synced && self.stale.is_empty() && self.existence_unknown.is_none()
     }
 }
 
@@ -224,7 +229,13 @@ impl Feeds {
 pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
     let name = members.scope.to_string();
     let (status, reason, message) = if !feeds.is_current() {
-        ("Unknown", "Stale", stale_message(members, feeds))
+        let reason = if feeds.synced && feeds.stale.is_empty() {
+            // Only whether the scope exists is not known.
+            "ExistenceUnknown"
+        } else {
+            "Stale"
+        };
+        ("Unknown", reason, stale_message(members, feeds))
     } else if members.active > 0 {
         ("False", "OperationsInFlight", in_flight_message(members))
     } else {
@@ -362,6 +373,7 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
     if !feeds.synced {
         reasons.push("the server has not finished its initial sync".to_owned());
     }
+    reasons.extend(feeds.existence_unknown.iter().cloned());
     reasons.extend(
         feeds
             .stale
@@ -422,6 +434,7 @@ mod tests {
         Feeds {
             synced: true,
             stale: Vec::new(),
+            existence_unknown: None,
         }
     }
 
@@ -541,6 +554,7 @@ mod tests {
                 },
                 reason: Blind::NotWatched("list failed: forbidden".into()),
             }],
+            existence_unknown: None,
         };
         let g = gate(
             &members(GateScope::Cluster, vec![]),
@@ -562,6 +576,7 @@ mod tests {
         let unsynced = Feeds {
             synced: false,
             stale: vec![],
+            existence_unknown: None,
         };
         let ops = vec![migrating("vm-0", "w1", "")];
         let g = gate(
@@ -575,6 +590,49 @@ mod tests {
                 "Unknown",
                 "Stale",
                 "cannot vouch for this scope: the server has not finished its initial sync (as last seen, 1 in flight: VirtualMachine ns/vm-0 Migrating)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_scope_whose_existence_is_not_known_is_unknown_never_clear() {
+        let why =
+            "whether node w1 exists is not known: the cluster's nodes have not been listed yet";
+        let feeds = Feeds {
+            existence_unknown: Some(why.to_owned()),
+            ..current()
+        };
+        let g = gate(
+            &members(GateScope::Node("w1".into()), vec![]),
+            &feeds,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            clear(&g),
+            (
+                "Unknown",
+                "ExistenceUnknown",
+                &*format!("cannot vouch for this scope: {why}")
+            )
+        );
+        // With the initial sync not done too: Stale, both said.
+        let feeds = Feeds {
+            synced: false,
+            ..feeds
+        };
+        let g = gate(
+            &members(GateScope::Node("w1".into()), vec![]),
+            &feeds,
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            clear(&g),
+            (
+                "Unknown",
+                "Stale",
+                &*format!(
+                    "cannot vouch for this scope: the server has not finished its initial sync; {why}"
+                )
             )
         );
     }

@@ -22,8 +22,8 @@ use super::verdict::{Gate, ServedOp};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::Selection;
 use super::table;
+use super::{Page, Selected, Selection};
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
 use crate::api::resources::meta_api_version;
@@ -108,7 +108,8 @@ fn start(state: &ApiState, selection: &Selection) -> Start {
         },
         _ if initial == Some(false) => Start::Live(state.index.subscribe()),
         _ => {
-            let (rv, gates) = selection.gates(state, MAX_GATE_OPERATIONS);
+            let Selected { rv, gates, .. } =
+                selection.gates(state, MAX_GATE_OPERATIONS, &Page::default());
             match state.index.watch_from(rv) {
                 Ok((replay, live)) => Start::Initial {
                     rv,
@@ -266,11 +267,15 @@ impl Watcher {
     async fn event(&mut self, event: &Event) -> bool {
         let scopes = self.touched(event);
         let gates = super::current_gates(&self.state, scopes.iter().cloned());
-        for (scope, mut gate) in scopes.into_iter().zip(gates) {
+        for (scope, (mut gate, existence)) in scopes.into_iter().zip(gates) {
             let name = scope.to_string();
-            let included = self
-                .selection
-                .includes(&scope, gate.status.active_operations as usize);
+            // A gate that stops existing (its node deleted) is DELETED, one that begins to (a
+            // node created) ADDED, as a gate that leaves or joins the selection.
+            let included = self.selection.includes(
+                &scope,
+                gate.status.active_operations as usize,
+                existence.is_served(),
+            );
             let held = self.sent.contains_key(&name);
             gate.metadata.resource_version = Some(event.rv.to_string());
             let type_ = match (held, included) {

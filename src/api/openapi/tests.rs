@@ -263,6 +263,7 @@ fn served_gate() -> Value {
             },
             reason: crate::detect::Blind::NotWatched("forbidden".into()),
         }],
+        existence_unknown: None,
     };
     let gate = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
     serde_json::to_value(gate).expect("a gate serialises")
