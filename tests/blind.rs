@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ifo_dev::User;
-use ifo_test_support::{Env, HEAVY, env, eventually, heavy_vm, vm};
+use ifo_test_support::{Env, HEAVY, TestNode, env, eventually, heavy_vm, vm};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -54,10 +54,10 @@ fn ruleset(name: &str, ns: &str, rule: &str) -> String {
 
 /// A namespace and a Node of this test's own, and a ruleset watching the namespace with `rule`.
 /// Returns (namespace, node, ruleset).
-fn scene(env: &Env, prefix: &str, rule: &str) -> (String, String, String) {
+fn scene<'a>(env: &'a Env, prefix: &str, rule: &str) -> (String, TestNode<'a>, String) {
     let ns = env.namespace(prefix);
-    let (node, rs) = (format!("n-{ns}"), format!("rs-{ns}"));
-    env.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}).to_string());
+    let node = env.node(&format!("n-{ns}"));
+    let rs = format!("rs-{ns}");
     env.apply(&ruleset(&rs, &ns, rule));
     (ns, node, rs)
 }
@@ -139,20 +139,17 @@ fn an_object_skipped_for_its_cost_makes_its_nodes_gate_unknown() {
     let (ns, node, rs) = scene(env, "skipped", HEAVY);
     env.apply(&vm("small", &ns));
     env.wait_watching(&rs);
-    on_node(env, &ns, "small", &node);
-    let gate = format!("node.{node}");
+    on_node(env, &ns, "small", node.name());
+    let gate = format!("node.{}", node.name());
     clear_again(env, &gate, 0);
 
     // The VM on the node is too costly to evaluate: whether it is migrating off it is unknown.
     env.apply(&heavy_vm("big", &ns));
-    on_node(env, &ns, "big", &node);
+    on_node(env, &ns, "big", node.name());
     let rv = unknown_naming(env, &gate, &[&format!("{ns}/big"), &rs, "budget"]);
     // A node it is known not to be on is not held by it.
-    let elsewhere = format!("n-other-{ns}");
-    env.apply(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": elsewhere}}).to_string(),
-    );
-    clear_again(env, &format!("node.{elsewhere}"), 0);
+    let elsewhere = env.node(&format!("n-other-{ns}"));
+    clear_again(env, &format!("node.{}", elsewhere.name()), 0);
 
     env.kubectl(User::Admin, &["delete", "vm", "big", "-n", &ns])
         .unwrap();
@@ -165,7 +162,7 @@ fn a_suspended_ruleset_makes_every_node_gate_unknown_until_it_changes() {
     let env = env();
     let (ns, node, rs) = scene(env, "suspended", HEAVY);
     env.wait_watching(&rs);
-    let gate = format!("node.{node}");
+    let gate = format!("node.{}", node.name());
     clear_again(env, &gate, 0);
 
     // Over budget on five objects: suspended, it detects nothing anywhere, on no node.
@@ -187,8 +184,8 @@ fn a_rule_that_fails_on_an_object_makes_its_nodes_gate_unknown() {
     let (ns, node, rs) = scene(env, "failing", "object.metadata.name");
     env.apply(&vm("vm-0", &ns));
     env.wait_watching(&rs);
-    on_node(env, &ns, "vm-0", &node);
-    let gate = format!("node.{node}");
+    on_node(env, &ns, "vm-0", node.name());
+    let gate = format!("node.{}", node.name());
     let rv = unknown_naming(env, &gate, &[&format!("{ns}/vm-0"), &rs, "rule Busy"]);
 
     env.apply(&ruleset(&rs, &ns, "object.metadata.name == 'nothing'"));
@@ -200,7 +197,7 @@ fn a_ruleset_that_does_not_compile_makes_every_node_gate_unknown() {
     let _turn = turn();
     let env = env();
     let (ns, node, rs) = scene(env, "invalid", "object.spec.(");
-    let gate = format!("node.{node}");
+    let gate = format!("node.{}", node.name());
     let rv = unknown_naming(env, &gate, &[&rs, "do not compile"]);
 
     env.apply(&ruleset(&rs, &ns, "false"));
