@@ -14,7 +14,7 @@ use super::format::Output;
     bin_name = "kubectl ifo",
     version,
     about = "Operations in flight in the cluster (live InFlightOperations), and whether it is safe to do maintenance",
-    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error, or the server cannot vouch for the answer (check, wait)."
+    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error, a node, component or namespace that does not exist (check, wait), or the server cannot vouch for the answer (check, wait)."
 )]
 /// The whole command line. `global` is flattened in (and each of its flags marked global) so that
 /// kubectl's habit of putting flags after the subcommand works as well as before it.
@@ -73,7 +73,8 @@ pub struct Global {
     /// Only this operation (e.g. Migrating).
     #[arg(long, global = true)]
     pub operation: Option<String>,
-    /// Only this component (e.g. kubevirt).
+    /// Only this component (e.g. kubevirt). With check and wait: the whole component, in every
+    /// namespace (as with -A; -n is refused); elsewhere a filter within the namespace listed.
     #[arg(long, short_alias = 'c', global = true)]
     pub component: Option<String>,
     /// Only subjects of this kind (e.g. VirtualMachine).
@@ -83,7 +84,10 @@ pub struct Global {
     #[arg(long, global = true)]
     pub subject: Option<String>,
     /// Only operations concerning this node: the ifo.kubevirt.io/node label, or a live
-    /// migration's ifo.kubevirt.io/target-node.
+    /// migration's ifo.kubevirt.io/target-node. With check and wait: the whole node, in every
+    /// namespace (as with -A; -n/--namespace and --cluster-scoped are refused), which the
+    /// node's maintenance gate answers. With list, tree, summary and watch: a filter within the
+    /// namespace listed (-n, the context's, or -A for every one).
     #[arg(long, global = true, value_name = "NAME")]
     pub node: Option<String>,
     /// Label selector (e.g. ifo.kubevirt.io/vm=vm-1).
@@ -151,19 +155,31 @@ pub enum Command {
         #[arg(long)]
         tree: bool,
     },
-    /// Exit 0 if no active operation matches; otherwise print them and exit 1. With -A (and at
-    /// most --node or --component) or a namespace alone, the server's maintenance gate answers.
+    /// Exit 0 if no active operation matches; otherwise print them and exit 1. --node and
+    /// --component ask about the whole node or component, in every namespace (as -A does). With
+    /// -A, --node or --component alone, or a namespace alone, the server's maintenance gate
+    /// answers.
     #[command(
         visible_alias = "safe",
-        after_help = "Examples:
+        after_help = "Exit status: 0 clear; 1 operations in flight; 2 error, a node, component or namespace \
+that does not exist, or the server cannot vouch for the answer.
+
+Examples:
   kubectl ifo check -A && echo safe             # nothing in flight anywhere
-  kubectl ifo check -A --node worker-1          # nothing concerns worker-1"
+  kubectl ifo check --node worker-1             # nothing concerns worker-1, in any namespace"
     )]
     Check,
-    /// Block until no active operation matches (watches; does not poll).
-    #[command(after_help = "Examples:
-  kubectl ifo wait -A --node worker-1 --timeout 30m && kubectl drain worker-1 --ignore-daemonsets
-  kubectl ifo wait -A --component kubevirt --timeout 10m")]
+    /// Block until no active operation matches (watches; does not poll). --node and --component
+    /// wait for the whole node or component, in every namespace (as -A does).
+    #[command(
+        after_help = "Exit status: 0 clear; 1 still in flight at --timeout; 2 error, a node, \
+component or namespace that does not exist, or the server cannot vouch for the answer at \
+--timeout (a gate it cannot vouch for is waited through, as kubectl wait does, saying why).
+
+Examples:
+  kubectl ifo wait --node worker-1 --timeout 30m && kubectl drain worker-1 --ignore-daemonsets
+  kubectl ifo wait --component kubevirt --timeout 10m"
+    )]
     Wait {
         /// Give up after this long and exit 1 with what is still in flight (30s, 5m, 1h30m;
         /// default: wait forever).

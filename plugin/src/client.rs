@@ -181,6 +181,9 @@ fn resource_missing(status: &kube::core::Status) -> bool {
             .contains("could not find the requested resource")
 }
 
+/// What a refusal to list every namespace suggests (not where every namespace was the question).
+pub const ALL_NAMESPACES_HINT: &str = "; use -n NAMESPACE for a namespace you may read";
+
 /// A message saying what went wrong and what to do, for an error of `verb` on `resource`.
 pub fn explain(
     err: &kube::Error,
@@ -193,9 +196,7 @@ pub fn explain(
     match err {
         kube::Error::Api(s) if s.code == 403 => {
             let hint = match (resource, namespace) {
-                (Resource::Namespaced, None) => {
-                    "; use -n NAMESPACE for a namespace you may read".to_string()
-                }
+                (Resource::Namespaced, None) => ALL_NAMESPACES_HINT.to_string(),
                 (Resource::Cluster, None) => {
                     "; without -A, only the current namespace is listed".to_string()
                 }

@@ -30,7 +30,8 @@ pub enum Verdict {
 }
 
 /// The gate that answers a `check` or `wait` with these flags, when one does: every namespace
-/// (`-A`) with at most `--node` or `--component`, or one namespace without filters.
+/// (`-A`, which `--node` and `--component` imply for `check` and `wait`) with at most `--node`
+/// or `--component`, or one namespace without filters.
 pub fn name_for(global: &Global, scope: &Scope) -> Option<String> {
     fn set(v: &Option<String>) -> Option<&str> {
         v.as_deref().filter(|s| !s.is_empty())
@@ -135,7 +136,7 @@ fn expected_in(at: Option<&Time>, now: Timestamp) -> String {
 }
 
 /// Why a gate is unknown: each stale target, or the condition's message.
-fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
+pub fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
     if gate.status.stale_targets.is_empty() {
         let message = gate
             .status
@@ -246,6 +247,51 @@ pub fn is_forbidden(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403)
 }
 
+/// What a 404 from the gates resource means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotFound {
+    /// The gate does not exist: the server serves gates, and says the node, namespace or
+    /// component it names does not exist (a `Status` naming the gate, or of `maintenancegates`).
+    Gate,
+    /// The resource itself is not served (kube-apiserver's "the server could not find the
+    /// requested resource", which names nothing): a server without gates.
+    Resource,
+}
+
+/// What a 404 `status` from the gates resource means; `None` for any other status. Anything
+/// that names an object, or the gates resource, is the gate missing: answering "nothing in
+/// flight" from the operations for a node the cluster does not have would be wrong.
+pub fn not_found(status: &kube::core::Status) -> Option<NotFound> {
+    if status.code != 404 {
+        return None;
+    }
+    let details = status.details.as_ref();
+    let named = details.is_some_and(|d| !d.name.is_empty());
+    let of_gates = details.is_some_and(|d| d.kind == GATE_PLURAL);
+    Some(if named || of_gates {
+        NotFound::Gate
+    } else {
+        NotFound::Resource
+    })
+}
+
+/// The error `check` and `wait` end with (exit 2) when the gate `name` does not exist:
+/// `node nosuch does not exist (gate node.nosuch: not found)`, then the server's message.
+pub fn missing_error(name: &str, status: &kube::core::Status) -> anyhow::Error {
+    let what = match name.split_once('.') {
+        Some((scope @ ("node" | "component" | "namespace"), n)) => format!("{scope} {n}"),
+        _ => format!("gate {name}"),
+    };
+    if status.message.is_empty() {
+        anyhow!("{what} does not exist (gate {name}: not found)")
+    } else {
+        anyhow!(
+            "{what} does not exist (gate {name}: not found)\n  ({})",
+            status.message
+        )
+    }
+}
+
 /// A message saying what went wrong reading gates, and what to do.
 pub fn explain(e: &kube::Error, verb: &str) -> anyhow::Error {
     match e {
@@ -272,29 +318,79 @@ pub async fn list(client: &kube::Client) -> Result<Vec<MaintenanceGate>> {
     Ok(list.items.into_iter().map(to_gate).collect())
 }
 
+/// The error a 404 ends the gate's watch with: the gate does not exist, or gates are not served.
+fn gone(name: &str, status: &kube::core::Status) -> anyhow::Error {
+    match not_found(status) {
+        Some(NotFound::Resource) => anyhow!(
+            "cannot watch {GATE_PLURAL}: the server does not serve them ({})",
+            status.message
+        ),
+        _ => missing_error(name, status),
+    }
+}
+
+/// What the gate's watch does with one watcher event.
+enum Step {
+    /// Nothing to report (yet).
+    Skip,
+    /// Report this.
+    Report(Box<Result<MaintenanceGate>>),
+    /// The gate was not listed, or was deleted: ask for it by name (a 404 ends the wait).
+    Ask,
+}
+
 /// The gate `name` as it changes (a list and watch by name, as `kubectl wait` does; transient
-/// errors are retried with backoff).
+/// errors are retried with backoff). Ends in an error when the caller may not watch gates, or
+/// the gate does not exist (a 404, or not listed and then not found by name).
 pub fn watch(
     client: &kube::Client,
     name: &str,
 ) -> impl Stream<Item = Result<MaintenanceGate>> + use<> {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    watcher(api(client), config)
+    let (client, name) = (client.clone(), name.to_owned());
+    watcher(api(&client), config)
         .default_backoff()
-        .filter_map(|ev| async move {
-            match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Ok(to_gate(o))),
-                Ok(_) => None,
+        .scan(false, move |seen, ev| {
+            let step = match ev {
+                Ok(watcher::Event::Init) => {
+                    *seen = false;
+                    Step::Skip
+                }
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    *seen = true;
+                    Step::Report(Box::new(Ok(to_gate(o))))
+                }
+                Ok(watcher::Event::InitDone) if *seen => Step::Skip,
+                Ok(watcher::Event::InitDone | watcher::Event::Delete(_)) => Step::Ask,
                 Err(
                     watcher::Error::WatchError(s)
-                    | watcher::Error::InitialListFailed(kube::Error::Api(s)),
-                ) if s.code == 403 => Some(Err(anyhow!(
-                    "forbidden: you may not watch {GATE_PLURAL}.{GROUP}: {}",
-                    s.message
-                ))),
-                Err(_) => None,
+                    | watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchFailed(kube::Error::Api(s)),
+                ) => match s.code {
+                    403 => Step::Report(Box::new(Err(anyhow!(
+                        "forbidden: you may not watch {GATE_PLURAL}.{GROUP}: {}",
+                        s.message
+                    )))),
+                    404 => Step::Report(Box::new(Err(gone(&name, &s)))),
+                    _ => Step::Skip,
+                },
+                Err(_) => Step::Skip,
+            };
+            let (client, name) = (client.clone(), name.clone());
+            async move {
+                Some(match step {
+                    Step::Skip => None,
+                    Step::Report(r) => Some(*r),
+                    Step::Ask => match get(&client, &name).await {
+                        Ok(gate) => Some(Ok(gate)),
+                        Err(kube::Error::Api(s)) if s.code == 404 => Some(Err(gone(&name, &s))),
+                        Err(_) => None,
+                    },
+                })
             }
         })
+        .filter_map(|step| async move { step })
 }
 
 #[cfg(test)]
@@ -335,6 +431,76 @@ mod tests {
             None
         );
         assert_eq!(name_for(&global(&[]), &Scope::Cluster), None);
+    }
+
+    #[test]
+    fn a_404_naming_the_gate_is_a_missing_gate_not_a_missing_resource() {
+        let status = |message: &str, details: serde_json::Value| kube::core::Status {
+            code: 404,
+            reason: "NotFound".into(),
+            message: message.into(),
+            details: Some(serde_json::from_value(details).unwrap()),
+            ..Default::default()
+        };
+        let missing = status(
+            "maintenancegates \"node.nosuch\" not found: the cluster has no node nosuch",
+            json!({"name": "node.nosuch", "group": "live.ifo.kubevirt.io", "kind": "maintenancegates"}),
+        );
+        assert_eq!(not_found(&missing), Some(NotFound::Gate));
+        assert_eq!(
+            format!("{:#}", missing_error("node.nosuch", &missing)),
+            "node nosuch does not exist (gate node.nosuch: not found)\n  (maintenancegates \"node.nosuch\" not found: the cluster has no node nosuch)"
+        );
+        let component = status(
+            "no ruleset declares it",
+            json!({"kind": "maintenancegates"}),
+        );
+        assert_eq!(not_found(&component), Some(NotFound::Gate));
+        assert!(
+            format!("{:#}", missing_error("component.kv", &component))
+                .starts_with("component kv does not exist (gate component.kv: not found)")
+        );
+        let bare = kube::core::Status {
+            code: 404,
+            ..Default::default()
+        };
+        assert_eq!(
+            format!("{:#}", missing_error("namespace.gone", &bare)),
+            "namespace gone does not exist (gate namespace.gone: not found)"
+        );
+        // kube-apiserver's answer for a resource it does not serve names nothing.
+        let not_served = status(
+            "the server could not find the requested resource",
+            json!({}),
+        );
+        assert_eq!(not_found(&not_served), Some(NotFound::Resource));
+        assert_eq!(
+            not_found(&kube::core::Status {
+                code: 404,
+                ..Default::default()
+            }),
+            Some(NotFound::Resource)
+        );
+        assert_eq!(
+            not_found(&kube::core::Status {
+                code: 403,
+                ..Default::default()
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn check_and_wait_with_node_ask_the_nodes_gate() {
+        // What lib.rs's scope gives check/wait --node (every namespace) maps to the node's gate.
+        assert_eq!(
+            name_for(&global(&["check", "--node", "w1"]), &Scope::All).as_deref(),
+            Some("node.w1")
+        );
+        assert_eq!(
+            name_for(&global(&["wait", "--component", "kv"]), &Scope::All).as_deref(),
+            Some("component.kv")
+        );
     }
 
     fn gate(status: &str, active: u64, expected: Option<&str>) -> MaintenanceGate {

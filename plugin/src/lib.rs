@@ -81,8 +81,50 @@ fn emit(text: &str) -> bool {
     out.write_all(text.as_bytes()).is_ok() && out.flush().is_ok()
 }
 
-fn scope(global: &Global, default_namespace: &str) -> Scope {
+/// The flag that makes `command` ask about a whole node or component (a maintenance gate, which
+/// is cluster-wide): `--node` or `--component` given to `check` or `wait`. Listing commands take
+/// them as filters within the namespace they list.
+fn whole_gate_flag(global: &Global, command: &Command) -> Option<&'static str> {
+    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    if !matches!(command, Command::Check | Command::Wait { .. }) {
+        None
+    } else if set(&global.node) {
+        Some("--node")
+    } else if set(&global.component) {
+        Some("--component")
+    } else {
+        None
+    }
+}
+
+/// Refuses what would narrow a question about a whole node or component to part of it: `-n` or
+/// `--cluster-scoped` (without `-A`) with `check`/`wait` `--node`/`--component`. An answer "clear"
+/// for one namespace would read as the node's, and a drain after it would not wait for the rest.
+fn refuse_narrowing(global: &Global, command: &Command) -> Result<()> {
+    let Some(flag) = whole_gate_flag(global, command) else {
+        return Ok(());
+    };
     if global.all_namespaces {
+        return Ok(());
+    }
+    let what = flag.trim_start_matches('-');
+    let narrowing = if global.namespace.is_some() {
+        "-n/--namespace"
+    } else if global.cluster_scoped {
+        "--cluster-scoped"
+    } else {
+        return Ok(());
+    };
+    bail!(
+        "{flag} asks about the whole {what}, across every namespace: drop {narrowing} (or use -A)"
+    )
+}
+
+/// Where `command` looks: `-A`; `check`/`wait` with `--node`/`--component` (every namespace, as
+/// the node's or component's gate does); `--cluster-scoped`; else one namespace (`-n`, or the
+/// context's).
+fn scope(global: &Global, command: &Command, default_namespace: &str) -> Scope {
+    if global.all_namespaces || whole_gate_flag(global, command).is_some() {
         Scope::All
     } else if global.cluster_scoped {
         Scope::Cluster
@@ -136,8 +178,9 @@ pub async fn run(cli: Cli) -> Result<Exit> {
     if g.watch && !matches!(command, Command::List) {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
     }
+    refuse_narrowing(&g, &command)?;
     let (client, default_namespace, warnings) = client::connect(&connection(&g, &command)).await?;
-    let scope = scope(&g, &default_namespace);
+    let scope = scope(&g, &command, &default_namespace);
     let now = Timestamp::now();
     let colours = Colours::for_stdout(g.color, g.no_color);
     match command {
@@ -226,13 +269,17 @@ pub async fn run(cli: Cli) -> Result<Exit> {
             Ok(Exit::Done)
         }
         Command::Check => {
-            if let Some(name) = gate::name_for(&g, &scope)
-                && let Some(gate) = gate_or_fallback(&client, &name).await?
-            {
-                return gate_check(&gate, &scope, g.output, now);
+            let mut fallback = None;
+            if let Some(name) = gate::name_for(&g, &scope) {
+                match gate_or_fallback(&client, &name).await? {
+                    Gated::Gate(gate) => return gate_check(&gate, &scope, g.output, now),
+                    Gated::Fallback(why) => fallback = Some(why),
+                }
             }
             let f = filters(&g, true);
-            let mut ops = client::list(&client, &scope, &f).await?;
+            let mut ops = client::list(&client, &scope, &f)
+                .await
+                .map_err(|e| instead(fallback.as_deref(), e))?;
             ensure_complete(&warnings)?;
             sort(&mut ops);
             report_in_flight(&ops, &scope, &f, g.output, now, colours);
@@ -276,27 +323,71 @@ pub async fn run(cli: Cli) -> Result<Exit> {
         }
         Command::Gates { name } => gates(&client, name.as_deref(), g.output, now, colours).await,
         Command::Wait { timeout } => {
-            if let Some(name) = gate::name_for(&g, &scope)
-                && gate_or_fallback(&client, &name).await?.is_some()
-            {
-                return gate_wait(&client, &name, &scope, g.output, timeout).await;
+            let mut fallback = None;
+            if let Some(name) = gate::name_for(&g, &scope) {
+                match gate_or_fallback(&client, &name).await? {
+                    Gated::Gate(_) => {
+                        return gate_wait(&client, &name, &scope, g.output, timeout).await;
+                    }
+                    Gated::Fallback(why) => fallback = Some(why),
+                }
             }
             let f = filters(&g, true);
-            wait(&client, &warnings, &scope, &f, g.output, timeout, colours).await
+            wait(&client, &warnings, &scope, &f, g.output, timeout, colours)
+                .await
+                .map_err(|e| instead(fallback.as_deref(), e))
         }
     }
 }
 
-/// The gate `name`, or `None` when the caller may not read gates (or the server has none):
-/// `check` and `wait` then answer from the operations the caller may read.
-async fn gate_or_fallback(
-    client: &kube::Client,
-    name: &str,
-) -> Result<Option<ifo_model::MaintenanceGate>> {
+/// What answers a `check` or `wait` that a gate could.
+#[derive(Debug)]
+enum Gated {
+    /// The gate.
+    Gate(Box<ifo_model::MaintenanceGate>),
+    /// The operations the caller may read, because the gate could not be read (why).
+    Fallback(String),
+}
+
+/// The gate `name`, or a fallback to the operations when the caller may not read gates (403) or
+/// the server serves none (a 404 that names nothing). A 404 about the gate itself (its node,
+/// namespace or component does not exist) is an error (exit 2): the operations would answer
+/// "nothing in flight" for a mistyped node.
+async fn gate_or_fallback(client: &kube::Client, name: &str) -> Result<Gated> {
     match gate::get(client, name).await {
-        Ok(gate) => Ok(Some(gate)),
-        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok(None),
+        Ok(gate) => Ok(Gated::Gate(Box::new(gate))),
+        Err(kube::Error::Api(s)) => match fallback(name, &s) {
+            Some(why) => Ok(Gated::Fallback(why)),
+            None if s.code == 404 => Err(gate::missing_error(name, &s)),
+            None => Err(gate::explain(&kube::Error::Api(s), "get")),
+        },
         Err(e) => Err(gate::explain(&e, "get")),
+    }
+}
+
+/// Why `check`/`wait` answer from the operations instead of the gate `name` that answered
+/// `status`; `None` when they may not (the gate does not exist, or another error).
+fn fallback(name: &str, status: &kube::core::Status) -> Option<String> {
+    match (status.code, gate::not_found(status)) {
+        (403, _) => Some(format!(
+            "you may not get the gate {name} (reading gates needs a cluster-wide role such as ifo-maintenancegate-reader)"
+        )),
+        (_, Some(gate::NotFound::Resource)) => {
+            Some(format!("the server serves no gates (such as {name})"))
+        }
+        _ => None,
+    }
+}
+
+/// An error of answering from the operations instead of a gate (`why`: why instead), saying so.
+/// The list's hint to use `-n` does not apply: the question was about every namespace.
+fn instead(why: Option<&str>, e: anyhow::Error) -> anyhow::Error {
+    match why {
+        None => e,
+        Some(why) => {
+            let inner = format!("{e:#}").replace(client::ALL_NAMESPACES_HINT, "");
+            anyhow::anyhow!("{why}, and answering from the operations instead failed: {inner}")
+        }
     }
 }
 
@@ -349,8 +440,10 @@ fn gate_place(gate: &ifo_model::MaintenanceGate, scope: &Scope) -> String {
     }
 }
 
-/// `wait` on a gate: watches it (as `kubectl wait` does) until it is clear (exit 0), the
-/// timeout (exit 1, with what is still in flight), or the server cannot vouch for it (exit 2).
+/// `wait` on a gate: watches it (as `kubectl wait` does) until it is clear (exit 0) or the
+/// timeout: exit 1 with what is still in flight, or exit 2 with why when the server could not
+/// vouch for the gate then. An `Unknown` gate is waited through, as `kubectl wait` does (a new
+/// ruleset's first list makes every node's gate Unknown for a moment), saying why once.
 async fn gate_wait(
     client: &kube::Client,
     name: &str,
@@ -371,6 +464,9 @@ async fn gate_wait(
                     let waited = timeout.map(|t| format!("{t:#}")).unwrap_or_default();
                     eprintln!("timed out after {waited}");
                     match &last {
+                        Some(gate) if gate::verdict(gate) == gate::Verdict::Unknown => {
+                            return Err(gate::unknown_error(gate));
+                        }
                         Some(gate) => {
                             eprintln!("{}", gate::summary(gate, Timestamp::now()));
                             emit(&gate::operations(gate, Timestamp::now()));
@@ -387,10 +483,9 @@ async fn gate_wait(
             Some(Err(e)) => return Err(e),
             None => bail!("the watch ended unexpectedly"),
         };
-        match gate::verdict(&gate) {
-            gate::Verdict::Clear => return gate_check(&gate, scope, output, Timestamp::now()),
-            gate::Verdict::Unknown => return Err(gate::unknown_error(&gate)),
-            gate::Verdict::InFlight => {}
+        let verdict = gate::verdict(&gate);
+        if verdict == gate::Verdict::Clear {
+            return gate_check(&gate, scope, output, Timestamp::now());
         }
         let status = |g: &ifo_model::MaintenanceGate| {
             (
@@ -399,7 +494,14 @@ async fn gate_wait(
                 g.status.clear().map(|c| c.message.clone()),
             )
         };
-        if last.as_ref().map(status) != Some(status(&gate)) {
+        if verdict == gate::Verdict::Unknown {
+            if last.as_ref().map(gate::verdict) != Some(gate::Verdict::Unknown) {
+                eprintln!(
+                    "waiting: the server cannot vouch for {name} now:\n  {}",
+                    gate::unknown_reasons(&gate).join("\n  ")
+                );
+            }
+        } else if last.as_ref().map(status) != Some(status(&gate)) {
             let summary = gate::summary(&gate, Timestamp::now());
             let expected = summary
                 .split_once(" (")
@@ -829,5 +931,211 @@ async fn wait(
                 names.join(", ")
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> (Global, Command) {
+        let cli = Cli::try_parse_from(std::iter::once("kubectl-ifo").chain(args.iter().copied()))
+            .unwrap();
+        (cli.global, cli.command.unwrap_or(Command::List))
+    }
+
+    /// The scope and the gate a command line asks about, in a context whose namespace is
+    /// `default`; or the refusal.
+    fn ask(args: &[&str]) -> Result<(Scope, Option<String>), String> {
+        let (g, command) = parse(args);
+        refuse_narrowing(&g, &command).map_err(|e| format!("{e:#}"))?;
+        let scope = scope(&g, &command, "default");
+        let gate = gate::name_for(&g, &scope);
+        Ok((scope, gate))
+    }
+
+    #[test]
+    fn node_and_component_make_check_and_wait_ask_about_every_namespace() {
+        let default = Scope::Namespace("default".into());
+        for args in [
+            &["check", "--node", "w1"][..],
+            &["safe", "--node", "w1"],
+            &["wait", "--node", "w1", "--timeout", "3s"],
+            &["check", "-A", "--node", "w1"],
+            // -A wins over -n, as in kubectl.
+            &["check", "-A", "-n", "vms", "--node", "w1"],
+        ] {
+            assert_eq!(
+                ask(args),
+                Ok((Scope::All, Some("node.w1".into()))),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            ask(&["wait", "--component", "kubevirt"]),
+            Ok((Scope::All, Some("component.kubevirt".into())))
+        );
+        // Other filters: every namespace still, answered from the operations.
+        assert_eq!(
+            ask(&["check", "--node", "w1", "--operation", "Migrating"]),
+            Ok((Scope::All, None))
+        );
+        assert_eq!(
+            ask(&["check", "--node", "w1", "--component", "kubevirt"]),
+            Ok((Scope::All, None))
+        );
+        // Without --node or --component: the namespace's gate, as before.
+        assert_eq!(
+            ask(&["check"]),
+            Ok((default.clone(), Some("namespace.default".into())))
+        );
+        assert_eq!(
+            ask(&["wait", "-n", "vms"]),
+            Ok((Scope::Namespace("vms".into()), Some("namespace.vms".into())))
+        );
+        assert_eq!(
+            ask(&["check", "-A"]),
+            Ok((Scope::All, Some("cluster".into())))
+        );
+        // An empty --node filters nothing, and asks about nothing.
+        assert_eq!(
+            ask(&["check", "--node", ""]),
+            Ok((default.clone(), Some("namespace.default".into())))
+        );
+    }
+
+    #[test]
+    fn listing_commands_keep_node_and_component_as_filters_in_the_namespace() {
+        let default = Scope::Namespace("default".into());
+        for args in [
+            &["--node", "w1"][..],
+            &["list", "--node", "w1"],
+            &["tree", "--node", "w1"],
+            &["summary", "--component", "kubevirt"],
+            &["watch", "--node", "w1"],
+        ] {
+            assert_eq!(ask(args).map(|(s, _)| s), Ok(default.clone()), "{args:?}");
+        }
+        assert_eq!(
+            ask(&["list", "-n", "vms", "--node", "w1"]).map(|(s, _)| s),
+            Ok(Scope::Namespace("vms".into()))
+        );
+    }
+
+    #[test]
+    fn a_namespace_with_node_or_component_is_refused_by_check_and_wait() {
+        assert_eq!(
+            ask(&["check", "--node", "w1", "-n", "default"]),
+            Err(
+                "--node asks about the whole node, across every namespace: drop -n/--namespace (or use -A)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            ask(&["wait", "--namespace", "vms", "--component", "kubevirt"]),
+            Err(
+                "--component asks about the whole component, across every namespace: drop -n/--namespace (or use -A)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            ask(&["check", "--node", "w1", "--cluster-scoped"]),
+            Err(
+                "--node asks about the whole node, across every namespace: drop --cluster-scoped (or use -A)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn the_refusal_comes_before_connecting() {
+        let cli = Cli::try_parse_from([
+            "kubectl-ifo",
+            "--kubeconfig",
+            "/nonexistent/config",
+            "check",
+            "-n",
+            "default",
+            "--node",
+            "w1",
+        ])
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let err = rt.block_on(run(cli)).unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with("--node asks about the whole node"),
+            "{err:#}"
+        );
+    }
+
+    fn status(code: u16, message: &str, details: Option<serde_json::Value>) -> kube::core::Status {
+        kube::core::Status {
+            code,
+            message: message.into(),
+            reason: if code == 404 { "NotFound" } else { "Forbidden" }.into(),
+            details: details.map(|d| serde_json::from_value(d).unwrap()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_gate_is_an_error_and_only_a_missing_resource_or_forbidden_falls_back() {
+        let missing = status(
+            404,
+            "maintenancegates \"node.nosuch\" not found: the cluster has no node nosuch",
+            Some(serde_json::json!({"name": "node.nosuch", "kind": "maintenancegates"})),
+        );
+        assert_eq!(fallback("node.nosuch", &missing), None);
+        // Of the gates resource, even without a name.
+        let of_gates = status(
+            404,
+            "not found",
+            Some(serde_json::json!({"kind": "maintenancegates"})),
+        );
+        assert_eq!(fallback("node.nosuch", &of_gates), None);
+        // kube-apiserver: the resource itself is not served.
+        let not_served = status(
+            404,
+            "the server could not find the requested resource",
+            Some(serde_json::json!({})),
+        );
+        let why = fallback("node.w1", &not_served).unwrap();
+        assert!(why.contains("serves no gates"), "{why}");
+        assert!(
+            fallback(
+                "node.w1",
+                &status(
+                    404,
+                    "the server could not find the requested resource",
+                    None
+                )
+            )
+            .is_some()
+        );
+        let forbidden = status(403, "User \"alice\" cannot get ...", None);
+        let why = fallback("node.w1", &forbidden).unwrap();
+        assert!(why.contains("ifo-maintenancegate-reader"), "{why}");
+        assert_eq!(fallback("node.w1", &status(500, "boom", None)), None);
+    }
+
+    #[test]
+    fn a_failed_fallback_says_why_it_fell_back_without_suggesting_a_namespace() {
+        let list = anyhow::anyhow!(
+            "forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in all namespaces{}\n  (no)",
+            client::ALL_NAMESPACES_HINT
+        );
+        let text = format!(
+            "{:#}",
+            instead(Some("you may not get the gate node.w1 (…)"), list)
+        );
+        assert_eq!(
+            text,
+            "you may not get the gate node.w1 (…), and answering from the operations instead failed: forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in all namespaces\n  (no)"
+        );
+        let text = format!("{:#}", instead(None, anyhow::anyhow!("as is")));
+        assert_eq!(text, "as is");
     }
 }

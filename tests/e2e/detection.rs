@@ -419,7 +419,7 @@ fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     let run = kubectl(env, &["ifo", "check", "-n", &ns]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("is suspended"), "{}", run.stderr);
-    let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "10s"]);
+    let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "5s"]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     let current = "ifo_target_detection_current{group=\"kubevirt.io\",version=\"v1\",resource=\"virtualmachines\"} 0";
     assert!(metrics(env).contains(current), "{current} missing");

@@ -458,10 +458,49 @@ fn migrating_vmi(env: &Env, namespace: &str, name: &str, node: &str, target: &st
     );
 }
 
+/// Whether `check` or `wait` said the server cannot vouch for its answer (exit 2): a node's gate
+/// is cluster-wide, so it is `Unknown` while any target that can feed it is not current, e.g.
+/// while another test's new ruleset has not completed its first list.
+fn unvouched(run: &Run) -> bool {
+    run.code == 2 && run.stderr.contains("cannot tell what is in flight")
+}
+
+/// `run()`, again (for up to [`WAIT`]) while the server cannot vouch for the answer.
+fn vouched(run: impl Fn() -> Run) -> Run {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = run();
+        if !unvouched(&r) || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Nodes of a test's own (Node objects, nothing runs on them): the node gates answer for nodes
+/// the cluster has. Deleted with [`delete_nodes`].
+fn create_nodes(env: &Env, names: &[&str]) {
+    for name in names {
+        env.apply(&format!(
+            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{name}"}}}}"#
+        ));
+    }
+}
+
+fn delete_nodes(env: &Env, names: &[&str]) {
+    let mut args = vec!["delete", "node", "--ignore-not-found"];
+    args.extend_from_slice(names);
+    env.kubectl(User::Admin, &args).unwrap();
+}
+
 #[test]
 fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     let env = env();
     let ns = env.namespace("plugin-node");
+    // check and wait --node look at the whole node, in every namespace: nodes of this test's own.
+    let [a, b, c, d, z] = ["a", "b", "c", "d", "z"].map(|n| format!("{n}-{ns}"));
+    let nodes = [a.as_str(), &b, &c, &d, &z];
+    create_nodes(env, &nodes);
     let rs = format!("vmi-lifecycle-{ns}");
     env.apply(&shipped_ruleset(
         "rules/kubevirt/vmi-lifecycle-rules.yaml",
@@ -469,47 +508,55 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         &ns,
     ));
     env.wait_watching(&rs);
-    migrating_vmi(env, &ns, "vmi-a", "worker-a", "worker-b");
-    migrating_vmi(env, &ns, "vmi-c", "worker-c", "worker-d");
+    migrating_vmi(env, &ns, "vmi-a", &a, &b);
+    migrating_vmi(env, &ns, "vmi-c", &c, &d);
     eventually(WAIT, "two migrations", || {
         (active_count(env, &ns) == 2).then_some(())
     });
 
     // The source node and the target node both find a migration; other nodes find nothing.
-    for (node, vmi) in [
-        ("worker-a", "vmi-a"),
-        ("worker-b", "vmi-a"),
-        ("worker-d", "vmi-c"),
-    ] {
-        let run = kubectl_ifo(env, &["check", "-n", &ns, "--node", node]);
+    for (node, vmi) in [(&a, "vmi-a"), (&b, "vmi-a"), (&d, "vmi-c")] {
+        let run = vouched(|| kubectl_ifo(env, &["check", "--node", node]));
         assert_eq!(run.code, 1, "--node {node}: {}{}", run.stdout, run.stderr);
         let rows: Vec<&str> = run.stdout.lines().skip(1).collect();
         assert_eq!(rows.len(), 1, "--node {node}: {}", run.stdout);
         assert!(rows[0].contains(vmi), "--node {node}: {}", run.stdout);
+        assert!(
+            run.stderr.contains("not clear: 1 operation"),
+            "{}",
+            run.stderr
+        );
+        // The operations answer alike when other filters leave no gate to ask.
+        let run = vouched(|| {
+            kubectl_ifo(
+                env,
+                &["check", "--node", node, "--kind", "VirtualMachineInstance"],
+            )
+        });
+        assert_eq!(run.code, 1, "--node {node}: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains(vmi), "--node {node}: {}", run.stdout);
         assert!(
             run.stderr.contains(&format!("node={node}")),
             "{}",
             run.stderr
         );
     }
-    let run = kubectl_ifo(env, &["check", "-n", &ns, "--node", "worker-z"]);
+    let run = vouched(|| kubectl_ifo(env, &["check", "--node", &z]));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let run = kubectl_ifo(env, &["-n", &ns, "--node", "worker-b", "-o", "name"]);
+    // Listing, --node filters the namespace listed.
+    let run = kubectl_ifo(env, &["-n", &ns, "--node", &b, "-o", "name"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
 
     // wait --node times out while a migration into the node runs…
-    let run = kubectl_ifo(
-        env,
-        &["wait", "-n", &ns, "--node", "worker-d", "--timeout", "2s"],
-    );
+    let run = vouched(|| kubectl_ifo(env, &["wait", "--node", &d, "--timeout", "2s"]));
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stdout.contains("vmi-c"), "{}", run.stdout);
     // …and returns once the one concerning the node ends, while the other still runs.
     let waiter = plugin_cmd(
         env,
         User::Admin,
-        &["wait", "-n", &ns, "--node", "worker-b", "--timeout", "60s"],
+        &["wait", "--node", &b, "--timeout", "60s"],
     )
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -520,11 +567,14 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         "vmi",
         &ns,
         "vmi-a",
-        json!({"phase": "Running", "nodeName": "worker-b", "migrationState": {
-            "sourceNode": "worker-a", "targetNode": "worker-b", "startTimestamp": "2026-01-01T00:00:00Z",
+        json!({"phase": "Running", "nodeName": b, "migrationState": {
+            "sourceNode": a, "targetNode": b, "startTimestamp": "2026-01-01T00:00:00Z",
             "endTimestamp": "2026-01-01T00:01:00Z", "completed": true}}),
     );
-    let run = finish(waiter.wait_with_output().unwrap());
+    let mut run = finish(waiter.wait_with_output().unwrap());
+    if unvouched(&run) {
+        run = vouched(|| kubectl_ifo(env, &["wait", "--node", &b, "--timeout", "30s"]));
+    }
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout.contains("No operations in flight"),
@@ -532,11 +582,153 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         run.stdout
     );
     assert_eq!(
-        kubectl_ifo(env, &["check", "-n", &ns, "--node", "worker-d"]).code,
+        vouched(|| kubectl_ifo(env, &["check", "--node", &d])).code,
         1
     );
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    delete_nodes(env, &nodes);
+}
+
+/// A ruleset for VirtualMachines in `ns` that labels each operation with the node in
+/// `status.nodeName` (as the shipped VMI rules do), as `tests/e2e/gates.rs` has it.
+fn node_ruleset(name: &str, ns: &str, component: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{ns}"],
+ "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
+ "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
+    )
+}
+
+/// The safety question of a drain, asked without -A while the kubeconfig's namespace is
+/// `default` and the node's migration runs in another namespace: `check`/`wait --node` look at
+/// the whole node, so they never answer "nothing in flight" (`wait --node X && kubectl drain X`
+/// would drain during the migration), and a namespace given with --node is refused.
+#[test]
+fn plugin_check_and_wait_node_look_in_every_namespace() {
+    let env = env();
+    let ns = env.namespace("plugin-node-all");
+    let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
+    create_nodes(env, &[&node]);
+    env.apply(&node_ruleset(&rs, &ns, &component));
+    env.apply(&ifo_test_support::vm("vm1", &ns));
+    env.wait_watching(&rs);
+    let gate = format!("node.{node}");
+    // The gate's Clear status, once it is served (the server may not have seen the node yet).
+    let clear = |want: &str| {
+        let out = env
+            .kubectl(User::Admin, &["get", "gate", &gate, "-o", "json"])
+            .ok()?;
+        let g: Value = serde_json::from_str(&out).ok()?;
+        g["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+            .is_some_and(|c| c["status"] == want)
+            .then_some(())
+    };
+
+    // Nothing in flight yet: clear, in every namespace.
+    eventually(WAIT, "the node's gate to be clear", || clear("True"));
+    let run = vouched(|| kubectl_ifo(env, &["check", "--node", &node]));
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("No operations in flight on node {node}")),
+        "{}",
+        run.stdout
+    );
+
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "nodeName": node}),
+    );
+    eventually(WAIT, "the node's gate to be blocked", || clear("False"));
+
+    // The kubeconfig's namespace is `default` (no -A): the node's gate answers anyway.
+    for run in [
+        vouched(|| kubectl_ifo(env, &["check", "--node", &node])),
+        vouched(|| plugin(env, User::Admin, &["safe", "--node", &node])),
+    ] {
+        assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains("vm1"), "{}", run.stdout);
+        assert!(run.stdout.contains(&ns), "{}", run.stdout);
+        assert!(
+            run.stderr.contains("not clear: 1 operation"),
+            "{}",
+            run.stderr
+        );
+    }
+    // A namespace with --node would narrow the node's question: refused, before asking.
+    for args in [
+        &["check", "--node", &node, "-n", "default"][..],
+        &["wait", "--node", &node, "--namespace", &ns, "--timeout=3s"],
+    ] {
+        let run = kubectl_ifo(env, args);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(
+                "--node asks about the whole node, across every namespace: drop -n/--namespace (or use -A)"
+            ),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    // -A says the same as nothing.
+    assert_eq!(
+        vouched(|| kubectl_ifo(env, &["check", "-A", "--node", &node])).code,
+        1
+    );
+    // Listing, --node stays a filter within the namespace listed.
+    let run = kubectl_ifo(env, &["--node", &node, "-o", "name"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout, "",
+        "the default namespace has none of this node's"
+    );
+
+    // wait --node does not return 0 while the migration runs.
+    let started = Instant::now();
+    let run = vouched(|| kubectl_ifo(env, &["wait", "--node", &node, "--timeout=3s"]));
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(run.stderr.contains("timed out after 3s"), "{}", run.stderr);
+    assert!(run.stdout.contains("vm1"), "{}", run.stdout);
+
+    // It returns 0 once the migration ends.
+    let waiter = plugin_cmd(
+        env,
+        User::Admin,
+        &["wait", "--node", &node, "--timeout", "60s"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Running", "nodeName": node}),
+    );
+    let mut run = finish(waiter.wait_with_output().unwrap());
+    if unvouched(&run) {
+        run = vouched(|| kubectl_ifo(env, &["wait", "--node", &node, "--timeout", "30s"]));
+    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("No operations in flight on node {node}")),
+        "{}",
+        run.stdout
+    );
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    delete_nodes(env, &[&node]);
 }
 
 #[test]

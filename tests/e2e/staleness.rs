@@ -134,7 +134,7 @@ fn a_target_that_cannot_be_listed_is_warned_about_until_it_can() {
         "{}",
         run.stderr
     );
-    let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "20s"]);
+    let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "5s"]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stderr.contains("is not being watched"),
