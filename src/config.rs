@@ -112,8 +112,8 @@ pub struct ServeArgs {
     /// Wall-clock time one ruleset's evaluation on one object may take.
     #[arg(long, env = "CEL_EVALUATION_TIMEOUT", default_value = "100ms", value_parser = parse_setting_duration)]
     pub cel_evaluation_timeout: Duration,
-    /// Different objects a ruleset goes over its budget on within CEL_SUSPEND_WINDOW that
-    /// suspend it until its spec changes; 0 never suspends.
+    /// Different objects of one namespace a ruleset goes over its budget on within
+    /// CEL_SUSPEND_WINDOW that suspend it there until its spec changes; 0 never suspends.
     #[arg(long, env = "CEL_SUSPEND_AFTER", default_value_t = crate::detect::DEFAULT_SUSPEND_AFTER)]
     pub cel_suspend_after: u32,
     /// See CEL_SUSPEND_AFTER.

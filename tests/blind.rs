@@ -6,14 +6,14 @@
 //! ```
 //!
 //! Each blind spot a user can cause — an object a ruleset skips for its cost, a ruleset
-//! suspended for going over its budget, a rule that fails on an object, a ruleset that does not
-//! compile — makes the node's gate Unknown, naming the ruleset and the remedy, and the wait does
-//! not succeed; fixing the cause brings Clear=True back within seconds, at a new resourceVersion,
+//! suspended in a namespace for going over its budget there, a rule that fails on an object, a
+//! ruleset that does not compile — makes the gates it can reach Unknown, naming the ruleset and
+//! the remedy, and the wait does not succeed; fixing the cause brings Clear=True back within seconds, at a new resourceVersion,
 //! and the wait succeeds.
 //!
-//! A test binary of its own (with its own cluster and server): a suspended ruleset or one that
-//! does not compile makes every node's gate Unknown while it lasts, which would hold the node
-//! gates of every other test sharing the cluster. The tests here take turns for the same reason.
+//! A test binary of its own (with its own cluster and server): a ruleset that does not compile
+//! makes every node's gate Unknown while it lasts, which would hold the node gates of every other
+//! test sharing the cluster. The tests here take turns for the same reason.
 
 use std::process::Output;
 use std::sync::Mutex;
@@ -35,6 +35,12 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 /// A ruleset for VirtualMachines in `ns` that labels each operation with the node in
 /// `status.nodeName` (as the shipped rules do) and detects `Busy` with `rule`.
 fn ruleset(name: &str, ns: &str, rule: &str) -> String {
+    ruleset_in(name, &[ns], rule)
+}
+
+/// [`ruleset`] for VirtualMachines in `namespaces` (its component is named after the first).
+fn ruleset_in(name: &str, namespaces: &[&str], rule: &str) -> String {
+    let ns = namespaces[0];
     json!({
         "apiVersion": "ifo.kubevirt.io/v1alpha1",
         "kind": "OperationRuleSet",
@@ -42,7 +48,7 @@ fn ruleset(name: &str, ns: &str, rule: &str) -> String {
         "spec": {
             "component": format!("c-{ns}"),
             "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [ns],
+            "namespaces": namespaces,
             "labelExpressions": [
                 {"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}
             ],
@@ -156,24 +162,66 @@ fn an_object_skipped_for_its_cost_makes_its_nodes_gate_unknown() {
     clear_again(env, &gate, rv);
 }
 
+/// One tenant's costly objects suspend an admin's ruleset in the tenant's namespace only: it goes
+/// on detecting in another namespace, and of the node gates only those of the nodes where the
+/// tenant's objects changed unseen are Unknown.
 #[test]
-fn a_suspended_ruleset_makes_every_node_gate_unknown_until_it_changes() {
+fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
     let _turn = turn();
     let env = env();
-    let (ns, node, rs) = scene(env, "suspended", HEAVY);
+    let tenant = env.namespace("tenant");
+    let other = env.namespace("other");
+    let (theirs, busy) = (
+        env.node(&format!("n-{tenant}")),
+        env.node(&format!("n-{other}")),
+    );
+    let rs = format!("rs-{tenant}");
+    let migrating = "object.?status.?printableStatus.orValue('') == 'Migrating'";
+    env.apply(&ruleset_in(
+        &rs,
+        &[&tenant, &other],
+        &format!("{migrating} || {HEAVY}"),
+    ));
+    env.apply(&vm("vm-0", &other));
     env.wait_watching(&rs);
-    let gate = format!("node.{}", node.name());
-    clear_again(env, &gate, 0);
 
-    // Over budget on five objects: suspended, it detects nothing anywhere, on no node.
+    // Over budget on five objects of the tenant's: suspended there.
     for i in 0..5 {
-        env.apply(&heavy_vm(&format!("heavy-{i}"), &ns));
+        env.apply(&heavy_vm(&format!("heavy-{i}"), &tenant));
     }
-    let rv = unknown_naming(env, &gate, &[&rs, "suspended"]);
+    let rv = unknown_naming(
+        env,
+        &format!("namespace.{tenant}"),
+        &[&rs, &format!("suspended in namespace {tenant}")],
+    );
 
-    // A cheaper rule (a new generation) resumes it.
-    env.apply(&ruleset(&rs, &ns, "false"));
-    clear_again(env, &gate, rv);
+    // Another namespace's migration is still detected, and holds its node.
+    env.set_status(
+        "vm",
+        &other,
+        "vm-0",
+        json!({"printableStatus": "Migrating", "nodeName": busy.name()}),
+    );
+    let held = eventually(WAIT, "the other namespace's migration on its node", || {
+        let (c, _) = clear(env, &format!("node.{}", busy.name()));
+        (c["status"] == "False").then_some(c)
+    });
+    assert!(held["message"].as_str().unwrap().contains("vm-0"), "{held}");
+    let (c, _) = clear(env, &format!("namespace.{other}"));
+    assert_eq!(c["status"], "False", "{c}");
+
+    // A tenant's object that changes on a node while suspended: that node's gate cannot tell.
+    on_node(env, &tenant, "heavy-0", theirs.name());
+    unknown_naming(
+        env,
+        &format!("node.{}", theirs.name()),
+        &[&format!("{tenant}/heavy-0"), "suspended"],
+    );
+
+    // A cheaper rule (a new generation) resumes it everywhere.
+    env.apply(&ruleset_in(&rs, &[&tenant, &other], migrating));
+    clear_again(env, &format!("namespace.{tenant}"), rv);
+    clear_again(env, &format!("node.{}", theirs.name()), 0);
 }
 
 #[test]

@@ -162,12 +162,13 @@ mod tests {
             },
             reason: Blind::Suspended {
                 ruleset: "vms".into(),
+                namespace: Some("demo".into()),
             },
         }]);
         assert_eq!(
             texts,
             [
-                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset vms: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset vms: it is suspended in namespace demo (it kept going over its evaluation budget there); make its rules cheaper or the objects there smaller (any change to its spec resumes it)"
             ]
         );
     }

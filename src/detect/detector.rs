@@ -4,7 +4,9 @@
 
 use super::health::{Health, HealthReader};
 use super::suspension::SuspendPolicy;
-use crate::evaluate::{Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_within};
+use crate::evaluate::{
+    Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_labels_within, evaluate_within,
+};
 use crate::history::{self, Durations};
 use crate::index::{Index, Transitions};
 use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
@@ -144,29 +146,41 @@ impl Detector {
         }
     }
 
-    /// An object was listed, added or modified: evaluate `rs` on it, unless `rs` is suspended.
+    /// An object was listed, added or modified: evaluate `rs` on it. Where `rs` is suspended
+    /// (the object's namespace), only its node labels are evaluated, and the object counts as
+    /// skipped on those nodes.
     pub fn apply(&self, rs: &CompiledRuleSet, object: &serde_json::Value) {
         let Some(subject) = Subject::from_object(object) else {
             return;
         };
-        if !rs.applies_to(subject.namespace.as_deref()) || self.health.is_suspended(&rs.info.name) {
+        let namespace = subject.namespace.as_deref();
+        if !rs.applies_to(namespace) {
             return;
         }
         let bound = Bound::new(object);
+        if self.health.is_suspended(&rs.info.name, namespace) {
+            let labels = evaluate_labels_within(&rs.exprs, &bound, &self.limits.budget, &NODE_KEYS);
+            self.health.unevaluated(rs, &subject, nodes_of(rs, &labels));
+            return;
+        }
         let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
         match &evaluation.over_budget {
             // Not rule errors: past the budget every expression reads `CostExceeded`, its result
             // unknown rather than wrong, and that is counted and named once as over budget. As
             // rule errors, an evaluation cut short by a busy machine's clock raised
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
-            Some(over) => self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation)), over),
+            Some(over) => {
+                self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation.labels)), over)
+            }
             None => {
                 self.report_errors(rs, &subject, &evaluation);
                 match blinding_error(rs, &evaluation) {
-                    Some(error) => {
-                        self.health
-                            .rule_failed(rs, &subject, nodes_of(rs, &evaluation), &error)
-                    }
+                    Some(error) => self.health.rule_failed(
+                        rs,
+                        &subject,
+                        nodes_of(rs, &evaluation.labels),
+                        &error,
+                    ),
                     None => self.health.evaluated(rs, &subject.uid),
                 }
             }
@@ -464,15 +478,21 @@ impl Detector {
     }
 }
 
+/// The label keys that put an operation in a node's gate.
+const NODE_KEYS: [&str; 2] = [ifo_model::NODE_LABEL, ifo_model::TARGET_NODE_LABEL];
+
 /// The nodes an object's operations would be labelled with by `rs` (its static node labels,
-/// else what its node label expressions gave), as the index keys node gates; `None` when a node
-/// label expression failed: the object may be on any node.
-fn nodes_of(rs: &CompiledRuleSet, evaluation: &Evaluation) -> Option<BTreeSet<String>> {
+/// else what its node label expressions gave in `labels`), as the index keys node gates; `None`
+/// when a node label expression failed: the object may be on any node.
+fn nodes_of(
+    rs: &CompiledRuleSet,
+    labels: &[(String, Result<String, EvalError>)],
+) -> Option<BTreeSet<String>> {
     let mut nodes = BTreeSet::new();
-    for key in [ifo_model::NODE_LABEL, ifo_model::TARGET_NODE_LABEL] {
+    for key in NODE_KEYS {
         let value = match rs.info.labels.get(key) {
             Some(value) => value.as_str(),
-            None => match evaluation.labels.iter().find(|(k, _)| k == key) {
+            None => match labels.iter().find(|(k, _)| k == key) {
                 Some((_, Ok(value))) => value.as_str(),
                 Some((_, Err(_))) => return None,
                 None => continue,
@@ -503,9 +523,7 @@ fn blinding_error(rs: &CompiledRuleSet, evaluation: &Evaluation) -> Option<Strin
             .labels
             .iter()
             .find_map(|(key, value)| match value {
-                Err(e) if key == ifo_model::NODE_LABEL || key == ifo_model::TARGET_NODE_LABEL => {
-                    Some(format!("label {key}: {e}"))
-                }
+                Err(e) if NODE_KEYS.contains(&key.as_str()) => Some(format!("label {key}: {e}")),
                 _ => None,
             })
     })

@@ -180,8 +180,8 @@ impl Health {
     }
 
     /// Evaluating `rs` on `subject` went over its budget (`over`): the object is skipped,
-    /// unless the ruleset is already suspended, and the ruleset is suspended when that keeps
-    /// happening on different objects under `policy`. True when this suspends it (once).
+    /// and the ruleset is suspended in the subject's namespace when that keeps happening on
+    /// different objects there under `policy`. True when this suspends it there (once).
     /// `nodes`: the nodes the object is on, where known.
     pub fn over_budget(
         &self,
@@ -192,7 +192,8 @@ impl Health {
     ) -> bool {
         let name = &rs.info.name;
         let object = subject.reference();
-        if !self.rulesets.is_suspended(name) {
+        let place = subject.namespace.clone();
+        {
             self.rulesets.record_skipped(
                 name,
                 &subject.uid,
@@ -212,13 +213,39 @@ impl Health {
             );
         }
         let what = format!("{over} (object {}/{})", subject.kind, subject.name);
-        let suspended = self
-            .rulesets
-            .record_over_budget(name, &subject.uid, what, policy);
+        let suspended =
+            self.rulesets
+                .record_over_budget(name, (&subject.uid, &place), what, policy);
         if suspended {
-            self.targets.suspended(&rs.target, name, covered(rs));
+            self.targets
+                .suspended(&rs.target, name, subject.namespace.as_deref());
         }
         suspended
+    }
+
+    /// `subject` changed where `rs` is suspended: its rules did not run, so what it is doing is
+    /// unknown; it counts as skipped, on `nodes` (what its node labels gave, where known), until
+    /// the ruleset resumes or the object is gone.
+    pub fn unevaluated(
+        &self,
+        rs: &CompiledRuleSet,
+        subject: &Subject,
+        nodes: Option<BTreeSet<String>>,
+    ) {
+        let name = &rs.info.name;
+        let place = match &subject.namespace {
+            Some(ns) => format!("in namespace {ns}"),
+            None => "for cluster-scoped objects".to_owned(),
+        };
+        self.targets.skipped(
+            &rs.target,
+            (&subject.uid, Some(name)),
+            subject.namespace.as_deref(),
+            (subject.reference(), nodes),
+            format!(
+                "it changed while ruleset {name} is suspended {place}; make the ruleset cheaper (any change to its spec resumes it)"
+            ),
+        );
     }
 
     /// `rs`'s evaluation lane on `target` fell behind and dropped events (`error` for its
@@ -250,9 +277,11 @@ impl Health {
         self.targets.ruleset_reset(ruleset);
     }
 
-    /// Whether `ruleset`'s rules are suspended (until it is reset by a new generation).
-    pub fn is_suspended(&self, ruleset: &str) -> bool {
-        self.rulesets.is_suspended(ruleset)
+    /// Whether `ruleset`'s rules are suspended in `namespace` (`None`: for cluster-scoped
+    /// subjects), until it is reset by a new generation.
+    pub fn is_suspended(&self, ruleset: &str, namespace: Option<&str>) -> bool {
+        self.rulesets
+            .is_suspended(ruleset, &namespace.map(str::to_owned))
     }
 }
 
@@ -348,15 +377,23 @@ mod tests {
         assert!(reader.ruleset("costly").skipped.is_empty());
 
         assert!(health.over_budget(&rs, (&subject("u2"), None), &over, &policy));
-        assert!(reader.ruleset("costly").suspended);
+        assert_eq!(
+            reader.ruleset("costly").suspended,
+            [Some("a".to_string())].into()
+        );
         assert!(reader.stale(Some("a")).iter().any(|s| s.reason
             == Blind::Suspended {
-                ruleset: "costly".into()
+                ruleset: "costly".into(),
+                namespace: Some("a".into()),
             }));
+        assert!(
+            reader.stale(Some("b")).is_empty(),
+            "another namespace is not suspended"
+        );
 
         health.ruleset_reset("costly");
         assert!(reader.stale(None).is_empty());
-        assert!(!reader.ruleset("costly").suspended);
+        assert!(reader.ruleset("costly").suspended.is_empty());
         assert!(reader.ruleset("costly").skipped.is_empty());
     }
 

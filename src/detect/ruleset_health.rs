@@ -5,11 +5,19 @@
 
 use super::suspension::{Strikes, SuspendPolicy};
 use dashmap::DashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 /// Most skipped objects a ruleset names (its status says how many there are).
 const MAX_SKIPPED: usize = 100;
+
+/// Most namespaces whose recent strikes a ruleset keeps: beyond, the namespace with the oldest
+/// latest strike is forgotten (a namespace is suspended after a handful of strikes in minutes,
+/// so only a ruleset over budget in more namespaces than this at once loses count of some).
+const MAX_STRIKE_SCOPES: usize = 1024;
+
+/// Where a ruleset is suspended: a namespace, or `None` for cluster-scoped subjects.
+pub type Place = Option<String>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchState {
@@ -32,16 +40,18 @@ pub struct RuleSetHealth {
     /// Evaluations that went over the cost budget since the ruleset was loaded.
     pub over_budget: u64,
     pub last_over_budget: Option<String>,
-    /// Set when the ruleset went over budget too often: its rules no longer run.
-    pub suspended: bool,
+    /// Where the ruleset went over budget too often (namespaces; `None`: cluster-scoped
+    /// subjects): its rules no longer run there. Empty: it runs everywhere it applies.
+    pub suspended: BTreeSet<Place>,
     /// Objects whose operations this ruleset does not know now, by uid: `namespace/name: why`
     /// (they cannot be decoded, or evaluating them went over the budget). At most
     /// [`MAX_SKIPPED`]; `skipped_more` counts the others.
     pub skipped: BTreeMap<String, String>,
     /// Skipped objects beyond those named in `skipped`.
     pub skipped_more: u64,
-    /// Recent over-budget evaluations, for the suspension policy.
-    pub(crate) strikes: Strikes,
+    /// Recent over-budget evaluations per namespace, for the suspension policy: one tenant's
+    /// costly objects never suspend the ruleset for another's.
+    pub(crate) strikes: BTreeMap<Place, Strikes>,
 }
 
 impl Default for RuleSetHealth {
@@ -52,10 +62,10 @@ impl Default for RuleSetHealth {
             last_error: None,
             over_budget: 0,
             last_over_budget: None,
-            suspended: false,
+            suspended: BTreeSet::new(),
             skipped: BTreeMap::new(),
             skipped_more: 0,
-            strikes: Strikes::default(),
+            strikes: BTreeMap::new(),
         }
     }
 }
@@ -80,23 +90,35 @@ impl RuleSets {
         h.last_error = Some(error);
     }
 
-    /// Records an evaluation of object `uid` that went over budget; true when that suspends the
-    /// ruleset (once).
+    /// Records an evaluation of object `uid` in `place` that went over budget; true when that
+    /// suspends the ruleset there (once).
     pub(super) fn record_over_budget(
         &self,
         ruleset: &str,
-        uid: &str,
+        (uid, place): (&str, &Place),
         what: String,
         policy: &SuspendPolicy,
     ) -> bool {
+        let now = Instant::now();
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
         h.over_budget += 1;
         h.last_over_budget = Some(what);
-        let suspend = h.strikes.strike(Instant::now(), uid, policy) && !h.suspended;
-        if suspend {
-            h.suspended = true;
+        if !h.strikes.contains_key(place) && h.strikes.len() >= MAX_STRIKE_SCOPES {
+            let oldest = h
+                .strikes
+                .iter()
+                .min_by_key(|(_, s)| s.latest())
+                .map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                h.strikes.remove(&oldest);
+            }
         }
-        suspend
+        let struck = h
+            .strikes
+            .entry(place.clone())
+            .or_default()
+            .strike(now, uid, policy);
+        struck && h.suspended.insert(place.clone())
     }
 
     /// Object `uid` is skipped by the ruleset: `what` says which and why.
@@ -127,9 +149,12 @@ impl RuleSets {
         }
     }
 
-    /// Whether the ruleset's rules are suspended (until it is reset by a new generation).
-    pub(super) fn is_suspended(&self, ruleset: &str) -> bool {
-        self.by_ruleset.get(ruleset).is_some_and(|h| h.suspended)
+    /// Whether the ruleset's rules are suspended in `place` (until it is reset by a new
+    /// generation).
+    pub(super) fn is_suspended(&self, ruleset: &str, place: &Place) -> bool {
+        self.by_ruleset
+            .get(ruleset)
+            .is_some_and(|h| h.suspended.contains(place))
     }
 
     pub(super) fn get(&self, ruleset: &str) -> RuleSetHealth {

@@ -6,6 +6,10 @@
 //! controller resets its health then). Its operations stay as they are: nothing completes them
 //! falsely, and the ruleset's status says why they no longer move.
 //!
+//! Strikes are counted per namespace (and for cluster-scoped subjects apart), and a ruleset is
+//! suspended only where they add up: one tenant's costly objects never stop detection for
+//! another tenant's namespace.
+//!
 //! Strikes count objects, not evaluations: a rule that is cheap on every object but one (whose
 //! data makes it costly: a tenant's 400,000-element list) is charged to that object, which is
 //! skipped and reported, while the ruleset goes on for every other subject. Suspension is for
@@ -42,6 +46,11 @@ pub struct Strikes {
 }
 
 impl Strikes {
+    /// When the latest strike was, if any is remembered.
+    pub fn latest(&self) -> Option<Instant> {
+        self.recent.back().map(|(at, _)| *at)
+    }
+
     /// Records an over-budget evaluation of object `uid` at `at`; true when that makes
     /// `policy.after` different objects within `policy.window` (the moment to suspend).
     pub fn strike(&mut self, at: Instant, uid: &str, policy: &SuspendPolicy) -> bool {

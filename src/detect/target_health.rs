@@ -5,8 +5,10 @@
 //! Detection in part of a target is not current ([`Blind`]) when
 //! - its watch is not running: its first list has not completed, listing or watching fails, or
 //!   a liveness probe found the watch stalled;
-//! - a ruleset of it is suspended (it kept going over its evaluation budget): its rules do not
-//!   run in the namespaces it covers;
+//! - a ruleset of it is suspended in a namespace (it kept going over its evaluation budget on
+//!   objects there): its rules do not run there. Every object of that namespace that changes
+//!   meanwhile is skipped (below), with the nodes its labels name, so that node gates are
+//!   Unknown exactly where a change went unseen;
 //! - a ruleset's evaluation lane fell behind and dropped events: until the list the watcher then
 //!   starts completes, what those events said is missing;
 //! - an object is skipped: it cannot be decoded, evaluating a ruleset on it went over the
@@ -55,10 +57,12 @@ pub type Namespaces = Option<BTreeSet<String>>;
 pub enum Blind {
     /// Its watch is not current (starting, failing or stalled): nothing of it is seen.
     NotWatched(String),
-    /// A ruleset of it is suspended: its rules do not run.
+    /// A ruleset of it is suspended in a namespace: its rules do not run there.
     Suspended {
         /// The ruleset.
         ruleset: String,
+        /// The namespace; `None`: cluster-scoped subjects.
+        namespace: Option<String>,
     },
     /// A ruleset's evaluation fell behind and dropped events; the target is listed again.
     DroppedEvents {
@@ -87,10 +91,16 @@ impl fmt::Display for Blind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Blind::NotWatched(reason) => write!(f, "is not being watched: {reason}"),
-            Blind::Suspended { ruleset } => write!(
-                f,
-                "is not evaluated by ruleset {ruleset}: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
-            ),
+            Blind::Suspended { ruleset, namespace } => {
+                let place = match namespace {
+                    Some(ns) => format!("in namespace {ns}"),
+                    None => "for cluster-scoped objects".to_owned(),
+                };
+                write!(
+                    f,
+                    "is not evaluated by ruleset {ruleset}: it is suspended {place} (it kept going over its evaluation budget there); make its rules cheaper or the objects there smaller (any change to its spec resumes it)"
+                )
+            }
             Blind::DroppedEvents { ruleset } => write!(
                 f,
                 "lost events of ruleset {ruleset} (its evaluation fell behind); listing it again"
@@ -244,8 +254,9 @@ struct Entry {
     /// The last failed liveness probe of a stream whose watch looks fine (a stalled watch).
     stalled: BTreeMap<Stream, String>,
     last_list: Option<Timestamp>,
-    /// Suspended rulesets of this target.
-    suspended: BTreeMap<String, Namespaces>,
+    /// Suspended rulesets of this target, and where (a namespace; `None`: cluster-scoped
+    /// subjects).
+    suspended: BTreeSet<(String, Option<String>)>,
     /// Rulesets whose lane dropped events since the watcher's latest complete list.
     dropped: BTreeMap<String, Namespaces>,
     /// Objects not evaluated, by uid and (for an over-budget evaluation) ruleset.
@@ -267,9 +278,10 @@ impl Entry {
         out.extend(
             self.suspended
                 .iter()
-                .filter(|(_, covered)| covers(covered, namespace))
-                .map(|(ruleset, _)| Blind::Suspended {
+                .filter(|(_, place)| namespace.is_none_or(|ns| place.as_deref() == Some(ns)))
+                .map(|(ruleset, place)| Blind::Suspended {
                     ruleset: ruleset.clone(),
+                    namespace: place.clone(),
                 }),
         );
         out.extend(
@@ -328,12 +340,21 @@ impl Entry {
                     _ => true,
                 }
         };
+        // Not node gates: what changes in a suspended namespace is skipped with its nodes.
         out.extend(
             self.suspended
                 .iter()
-                .filter(|(ruleset, covered)| applies(ruleset, covered))
-                .map(|(ruleset, _)| Blind::Suspended {
+                .filter(|(ruleset, place)| {
+                    self.reaches(Some(ruleset), scope)
+                        && match scope {
+                            GateScope::Node(_) => false,
+                            GateScope::Namespace(ns) => place.as_deref() == Some(ns.as_str()),
+                            GateScope::Cluster | GateScope::Component(_) => true,
+                        }
+                })
+                .map(|(ruleset, place)| Blind::Suspended {
                     ruleset: ruleset.clone(),
+                    namespace: place.clone(),
                 }),
         );
         out.extend(
@@ -467,7 +488,7 @@ impl TargetHealth {
             streams: BTreeMap::new(),
             stalled: BTreeMap::new(),
             last_list: None,
-            suspended: BTreeMap::new(),
+            suspended: BTreeSet::new(),
             dropped: BTreeMap::new(),
             skipped: BTreeMap::new(),
         });
@@ -640,10 +661,12 @@ impl TargetHealth {
         });
     }
 
-    /// `ruleset` of `target`, covering `namespaces`, is suspended: its rules no longer run.
-    pub(super) fn suspended(&self, target: &Target, ruleset: &str, namespaces: Namespaces) {
+    /// `ruleset` of `target` is suspended in `namespace` (`None`: for cluster-scoped
+    /// subjects): its rules no longer run there.
+    pub(super) fn suspended(&self, target: &Target, ruleset: &str, namespace: Option<&str>) {
         self.update(target, |e| {
-            e.suspended.insert(ruleset.to_owned(), namespaces);
+            e.suspended
+                .insert((ruleset.to_owned(), namespace.map(str::to_owned)));
         });
     }
 
@@ -726,7 +749,7 @@ impl TargetHealth {
         let targets: Vec<Target> = self.targets.lock().keys().cloned().collect();
         for target in targets {
             self.update(&target, |e| {
-                e.suspended.remove(ruleset);
+                e.suspended.retain(|(r, _)| r != ruleset);
                 e.dropped.remove(ruleset);
                 e.skipped.retain(|(_, r), _| r.as_deref() != Some(ruleset));
             });
@@ -949,12 +972,11 @@ mod tests {
     }
 
     #[test]
-    fn a_suspended_ruleset_makes_every_gate_it_reaches_unknown() {
+    fn a_ruleset_suspended_in_a_namespace_blinds_that_namespace_and_not_the_nodes() {
         let (h, vms, pods) = two_targets();
-        h.suspended(&vms, "vm-rules", Some(["a".to_string()].into()));
-        let suspended = "vms: is not evaluated by ruleset vm-rules: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)";
+        h.suspended(&vms, "vm-rules", Some("a"));
+        let suspended = "vms: is not evaluated by ruleset vm-rules: it is suspended in namespace a (it kept going over its evaluation budget there); make its rules cheaper or the objects there smaller (any change to its spec resumes it)";
         for scope in [
-            node("w1"),
             GateScope::Component("kubevirt".into()),
             GateScope::Namespace("a".into()),
             GateScope::Cluster,
@@ -964,12 +986,14 @@ mod tests {
         for scope in [
             GateScope::Component("pods".into()),
             GateScope::Namespace("b".into()),
+            // What changes there is skipped with its nodes (`unevaluated`), not every node.
+            node("w1"),
         ] {
             assert!(gate_reasons(&h, &scope).is_empty(), "{scope}");
         }
-        // A ruleset that labels no node reaches no node's gate.
+        assert!(reasons(&h, Some("b")).is_empty(), "reads of b do not warn");
         h.ruleset_reset("vm-rules");
-        h.suspended(&pods, "pod-rules", None);
+        h.suspended(&pods, "pod-rules", Some("b"));
         assert!(gate_reasons(&h, &node("w1")).is_empty());
         assert_eq!(gate_reasons(&h, &GateScope::Namespace("b".into())).len(), 1);
         assert_eq!(
@@ -1102,11 +1126,11 @@ mod tests {
         h.listed(&t, &None, Timestamp::UNIX_EPOCH);
         assert!(h.stale(None).is_empty());
 
-        h.suspended(&t, "costly", Some(["a".to_string()].into()));
+        h.suspended(&t, "costly", Some("a"));
         assert_eq!(
             reasons(&h, Some("a")),
             [
-                "things: is not evaluated by ruleset costly: it is suspended (it kept going over its evaluation budget); make its rules cheaper (any change to its spec resumes it)"
+                "things: is not evaluated by ruleset costly: it is suspended in namespace a (it kept going over its evaluation budget there); make its rules cheaper or the objects there smaller (any change to its spec resumes it)"
             ]
         );
         assert!(reasons(&h, Some("b")).is_empty());
@@ -1150,8 +1174,10 @@ mod tests {
     /// A blind spot in the model of [`gates_are_never_clear_while_a_ruleset_reaching_them_is_blind`].
     #[derive(Clone, Debug)]
     enum Spot {
-        /// The ruleset is suspended, dropped events or does not compile.
+        /// The ruleset dropped events or does not compile.
         Whole(usize),
+        /// The ruleset is suspended in a namespace (what changes there is an `Object` spot).
+        Suspended(usize, String),
         /// An object (`uid`) in namespace `ns` is skipped by the ruleset (`None`: undecodable),
         /// on `nodes` (`None`: unknown).
         Object {
@@ -1204,8 +1230,9 @@ mod tests {
                 let i = rng.usize(..rulesets.len());
                 match rng.usize(..8) {
                     0 => {
-                        h.suspended(&t, &name(i), rulesets[i].namespaces.clone());
-                        spots.push(Spot::Whole(i));
+                        let ns = NAMESPACES[rng.usize(..3)].to_string();
+                        h.suspended(&t, &name(i), Some(&ns));
+                        spots.push(Spot::Suspended(i, ns));
                     }
                     1 => {
                         h.dropped_events(&t, &name(i), rulesets[i].namespaces.clone());
@@ -1246,7 +1273,7 @@ mod tests {
                     5 => {
                         h.ruleset_reset(&name(i));
                         spots.retain(|s| match s {
-                            Spot::Whole(r) => *r != i,
+                            Spot::Whole(r) | Spot::Suspended(r, _) => *r != i,
                             Spot::Object { ruleset, .. } => *ruleset != Some(i),
                         });
                     }
@@ -1286,6 +1313,15 @@ mod tests {
                     };
                     let blind = spots.iter().find(|spot| match spot {
                         Spot::Whole(i) => reaching(&rulesets[*i]),
+                        // Nodes: what changes there is skipped with its nodes (an `Object`).
+                        Spot::Suspended(i, ns) => {
+                            reaching(&rulesets[*i])
+                                && match &scope {
+                                    GateScope::Node(_) => false,
+                                    GateScope::Namespace(n) => n == ns,
+                                    _ => true,
+                                }
+                        }
                         Spot::Object {
                             ruleset, ns, nodes, ..
                         } => {

@@ -187,6 +187,36 @@ pub(crate) fn evaluate_within(
     meter::within(budget, || evaluate_metered(exprs, object))
 }
 
+/// Only the label expressions of `exprs` whose key is one of `keys`, under `budget`: what a
+/// suspended ruleset still evaluates of an object (its node labels, cheap by design), so that
+/// the gates know which nodes a change they cannot judge is on. Never panics.
+pub(crate) fn evaluate_labels_within(
+    exprs: &RuleSetExprs,
+    object: &Bound<'_>,
+    budget: &Budget,
+    keys: &[&str],
+) -> Vec<(String, Result<String, EvalError>)> {
+    meter::within(budget, || {
+        let mut contexts = Contexts {
+            object,
+            current: None,
+        };
+        let mut overrun = Overrun::default();
+        exprs
+            .label_expressions
+            .iter()
+            .filter(|(key, _)| keys.contains(&key.as_str()))
+            .map(|(key, e)| {
+                let value = overrun.check(
+                    || format!("label {key}"),
+                    || e.eval_string_in(contexts.for_expr(e)),
+                );
+                (key.clone(), value)
+            })
+            .collect()
+    })
+}
+
 fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
     let mut contexts = Contexts {
         object,

@@ -41,7 +41,11 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
     let (invalid_target, watch_failed, active) = match &observed.health.watch {
         WatchState::InvalidTarget(m) => (Some(m.clone()), None, false),
         WatchState::Failed(m) => (None, Some(m.clone()), false),
-        WatchState::Active => (None, None, !invalid_rule && !observed.health.suspended),
+        WatchState::Active => (
+            None,
+            None,
+            !invalid_rule && observed.health.suspended.is_empty(),
+        ),
         WatchState::Starting => (None, None, false),
     };
     let (ready_reason, ready_message) = if invalid_rule {
@@ -53,10 +57,13 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
         ("InvalidTarget", m.clone())
     } else if let Some(m) = &watch_failed {
         ("WatchFailed", m.clone())
-    } else if observed.health.suspended {
+    } else if !observed.health.suspended.is_empty() {
         (
             "Suspended",
-            "the ruleset kept going over its evaluation budget; its rules do not run until its spec changes (see CostExceeded)".to_string(),
+            format!(
+                "the ruleset kept going over its evaluation budget {}; its rules do not run there until its spec changes, and run elsewhere (see CostExceeded)",
+                places(&observed.health.suspended)
+            ),
         )
     } else if active {
         (
@@ -148,16 +155,34 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
     }
 }
 
+/// Where a ruleset is suspended, for its messages: `in namespaces a, b`, `for cluster-scoped
+/// objects`.
+fn places(suspended: &std::collections::BTreeSet<Option<String>>) -> String {
+    let namespaces: Vec<&str> = suspended.iter().flatten().map(String::as_str).collect();
+    let mut out = Vec::new();
+    match namespaces.as_slice() {
+        [] => {}
+        [one] => out.push(format!("in namespace {one}")),
+        many => out.push(format!("in namespaces {}", many.join(", "))),
+    }
+    if suspended.contains(&None) {
+        out.push("for cluster-scoped objects".to_owned());
+    }
+    out.join(" and ")
+}
+
 /// `CostExceeded`: True once an evaluation went over budget (reason `CostExceeded`), with reason
 /// `Suspended` once that happened so often that the rules stopped running.
 fn cost_exceeded(health: &RuleSetHealth, generation: Option<i64>) -> Condition {
     let last = health.last_over_budget.as_deref().unwrap_or_default();
-    let (reason, message) = if health.suspended {
+    let (reason, message) = if !health.suspended.is_empty() {
         (
             "Suspended",
             format!(
-                "suspended after {} evaluations over the cost budget; none of its rules run until \
-                 the ruleset's spec changes, and its operations stay as they were; last: {last}",
+                "suspended {} after {} evaluations over the cost budget; none of its rules run \
+                 there until the ruleset's spec changes, and its operations there stay as they \
+                 were; last: {last}",
+                places(&health.suspended),
                 health.over_budget
             ),
         )
@@ -304,7 +329,7 @@ mod tests {
         assert!(c.message.contains("rule Heavy"), "{}", c.message);
         assert_eq!(condition_of(&over, "Ready").status, "True");
 
-        health.suspended = true;
+        health.suspended = [Some("team-a".to_string())].into();
         let suspended = status(0, health);
         let c = condition_of(&suspended, "CostExceeded");
         assert_eq!(
