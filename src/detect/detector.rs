@@ -499,7 +499,7 @@ fn nodes_of(
             },
         };
         if !value.is_empty() {
-            nodes.insert(crate::operation::label_value(value));
+            nodes.insert(crate::operation::gate_node(value));
         }
     }
     Some(nodes)

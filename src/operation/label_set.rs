@@ -59,7 +59,7 @@ impl NodeKey {
     pub const TARGET_NODE: NodeKey = NodeKey(1);
 
     /// The node key `key` is, if it is one.
-    fn of(key: &str) -> Option<NodeKey> {
+    pub(crate) fn of(key: &str) -> Option<NodeKey> {
         [ifo_model::NODE_LABEL, ifo_model::TARGET_NODE_LABEL]
             .iter()
             .position(|k| *k == key)
@@ -92,6 +92,11 @@ pub struct Labels {
     /// find one or learn it is not set. In 32 bits, the room a `Vec`'s alignment leaves anyway:
     /// a record holds nowhere near 2^32 labels, at 40 bytes each.
     nodes: [u32; 2],
+    /// The node names behind node keys whose label value had to be shortened or changed to be
+    /// a valid label value (a node name may be 253 characters, a label value 63): the gates key
+    /// on the node's name, never on a value that merely stands for it. Boxed and rare: most
+    /// node names are valid label values.
+    names: Option<Box<[Option<Box<str>>; 2]>>,
 }
 
 impl Default for Labels {
@@ -99,15 +104,40 @@ impl Default for Labels {
         Labels {
             entries: Vec::new(),
             nodes: [UNSET; 2],
+            names: None,
         }
     }
 }
 
 impl Labels {
-    /// The value of a node key, if set: read at its place, with no label searched.
+    /// The node a node key names, if set: the node's own name (see [`Labels::set_node_name`]),
+    /// else the label's value, read at its place, with no label searched.
     pub fn node(&self, key: NodeKey) -> Option<&str> {
         let at = self.nodes[key.0];
-        (at != UNSET).then(|| &*self.entries[at as usize].1)
+        if at == UNSET {
+            return None;
+        }
+        match self.names.as_ref().and_then(|n| n[key.0].as_deref()) {
+            Some(name) => Some(name),
+            None => Some(&self.entries[at as usize].1),
+        }
+    }
+
+    /// The node key `key`, set, stands for the node `name`, which its label value could not hold
+    /// as it is: [`Labels::node`] answers `name`. Cleared when the key is set again or unset.
+    pub(crate) fn set_node_name(&mut self, key: NodeKey, name: &str) {
+        if self.nodes[key.0] != UNSET {
+            self.names.get_or_insert_with(Default::default)[key.0] = Some(name.into());
+        }
+    }
+
+    fn forget_node_name(&mut self, key: NodeKey) {
+        if let Some(names) = &mut self.names {
+            names[key.0] = None;
+            if names.iter().all(Option::is_none) {
+                self.names = None;
+            }
+        }
     }
 
     /// The value of `key`, if set.
@@ -129,6 +159,9 @@ impl Labels {
     ) -> Option<Box<str>> {
         let key = shared_key(key);
         let value = value.into();
+        if let Some(node) = NodeKey::of(&key) {
+            self.forget_node_name(node);
+        }
         match self.position(&key) {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
@@ -150,6 +183,9 @@ impl Labels {
     /// Unsets `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Box<str>> {
         let i = self.position(key).ok()?;
+        if let Some(node) = NodeKey::of(key) {
+            self.forget_node_name(node);
+        }
         for at in self.nodes.iter_mut().filter(|at| **at != UNSET) {
             match (*at as usize).cmp(&i) {
                 std::cmp::Ordering::Equal => *at = UNSET,
@@ -276,5 +312,26 @@ mod tests {
                 assert_eq!(labels.node(node), labels.get(text), "step {step}");
             }
         }
+    }
+
+    #[test]
+    fn a_node_key_names_the_node_whose_name_its_value_could_not_hold() {
+        let long = format!("{}.example.com", "n".repeat(60));
+        let mut labels: Labels = [(ifo_model::NODE_LABEL, "short-hash")]
+            .into_iter()
+            .collect();
+        labels.set_node_name(NodeKey::NODE, &long);
+        assert_eq!(labels.node(NodeKey::NODE), Some(long.as_str()));
+        assert_eq!(labels.get(ifo_model::NODE_LABEL), Some("short-hash"));
+        // Not set: nothing to name.
+        labels.set_node_name(NodeKey::TARGET_NODE, &long);
+        assert_eq!(labels.node(NodeKey::TARGET_NODE), None);
+        // Set again, the value is the node again.
+        labels.insert(ifo_model::NODE_LABEL, "w1");
+        assert_eq!(labels.node(NodeKey::NODE), Some("w1"));
+        labels.set_node_name(NodeKey::NODE, &long);
+        labels.remove(ifo_model::NODE_LABEL);
+        assert_eq!(labels.node(NodeKey::NODE), None);
+        assert!(labels.names.is_none());
     }
 }

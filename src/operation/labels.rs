@@ -9,7 +9,7 @@ use ifo_apimachinery::validation;
 use std::fmt;
 
 use super::hash::hash8;
-use super::label_set::{Labels, key};
+use super::label_set::{Labels, NodeKey, key};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
@@ -62,7 +62,12 @@ pub fn build_labels<'a>(
     let mut warnings = Vec::new();
     let mut set = |key: &str, value: &str, source: LabelSource| {
         if is_qualified_name(key) {
-            labels.insert(key.to_owned(), label_value(value));
+            let shown = label_value(value);
+            let node = NodeKey::of(key).filter(|_| shown != value && is_node_name(value));
+            labels.insert(key.to_owned(), shown);
+            if let Some(node) = node {
+                labels.set_node_name(node, value);
+            }
         } else {
             let warning = LabelWarning {
                 key: key.to_owned(),
@@ -118,6 +123,21 @@ fn builtin_labels<'a>(
         ]);
     }
     out
+}
+
+/// Whether `value` can be a node's name (a DNS-1123 subdomain), and so a node gate's.
+fn is_node_name(value: &str) -> bool {
+    validation::is_dns1123_subdomain(value).is_empty()
+}
+
+/// The node a node label's `value` stands for, as the gates key it: the value itself when it
+/// can be a node's name, else the label value it is shown as.
+pub(crate) fn gate_node(value: &str) -> String {
+    if is_node_name(value) {
+        value.to_owned()
+    } else {
+        label_value(value)
+    }
 }
 
 /// `value` made into a valid label value.

@@ -22,7 +22,7 @@ mod wire;
 pub use label_set::{LabelKey, Labels, NodeKey};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
-pub(crate) use labels::{LabelWarning, build_labels, label_value};
+pub(crate) use labels::{LabelWarning, build_labels, gate_node};
 pub use name::object_name;
 #[cfg(test)]
 pub(crate) use name::occurrence_uid;

@@ -651,3 +651,48 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+/// A node whose name is longer than a label value may be (a valid DNS subdomain of 74
+/// characters): its operation's label value is shortened, but its gate is the node's, by its
+/// real name, and `kubectl ifo check --node` with that name sees the migration.
+#[test]
+fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
+    let env = env();
+    let (ns, short, _, _) = scene(env, "gate-long", &["vm-0"]);
+    let name = format!("{short}.rack-07.datacenter-north.example.com");
+    let name = format!("{}{name}", "n".repeat(74usize.saturating_sub(name.len())));
+    assert!(name.len() >= 74, "{name}");
+    let _node = env.node(&name);
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-0",
+        json!({"printableStatus": "Migrating", "nodeName": name}),
+    );
+    let gate = eventually(WAIT, "the long-named node's gate held", || {
+        Some(gate_json(env, &format!("node.{name}"))).filter(|g| clear_status(g) == "False")
+    });
+    assert_eq!(gate["status"]["activeOperations"], 1, "{gate}");
+    // The label is a valid label value standing for it, not the name.
+    let op = &env.ifos(&ns)[0];
+    let label = op["metadata"]["labels"]["ifo.kubevirt.io/node"]
+        .as_str()
+        .unwrap();
+    assert!(label.len() <= 63 && label != name, "{label}");
+    // Another test's new ruleset makes every node's gate Unknown for a moment: check again.
+    let run = eventually(WAIT, "kubectl ifo check --node to answer", || {
+        Some(kubectl(
+            env,
+            User::Admin,
+            &["ifo", "check", "--node", &name],
+        ))
+        .filter(|r| r.code != 2)
+    });
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("vm-0"), "{}", run.stdout);
+
+    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
+    eventually(WAIT, "the long-named node's gate clear", || {
+        Some(gate_json(env, &format!("node.{name}"))).filter(|g| clear_status(g) == "True")
+    });
+}
