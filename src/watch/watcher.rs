@@ -290,9 +290,37 @@ async fn watch_target(ctx: Context, mut progress: Progress, target: Target) {
     };
     let streams: Vec<Stream> = apis.iter().map(|(s, _)| s.clone()).collect();
     ctx.health.resolved(&target, namespaced, &streams);
+    let _failed_if_panicking = PanicMarksFailed {
+        health: &ctx.health,
+        target: &target,
+        streams,
+    };
     tokio::select! {
         _ = follow_events(&ctx, &mut progress, &target, &ar, &apis) => {}
         _ = probe(&ctx, &target, &apis) => {}
+    }
+}
+
+/// Marks a watcher's streams failed when its task panics: it is started again after a backoff
+/// (see `supervise`), and until its new list completes nothing of the target is seen. Without
+/// it, the streams would read current all that time.
+struct PanicMarksFailed<'a> {
+    health: &'a Health,
+    target: &'a Target,
+    streams: Vec<Stream>,
+}
+
+impl Drop for PanicMarksFailed<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for stream in &self.streams {
+                self.health.failed(
+                    self.target,
+                    stream,
+                    "its watcher failed (it panicked) and is started again".to_owned(),
+                );
+            }
+        }
     }
 }
 
@@ -414,9 +442,17 @@ async fn follow_until_relist(
                 }
             }
             // The history kube-apiserver keeps moved past us: the watcher lists again. That is
-            // routine (e.g. right after a CRD is created), not a failure of the ruleset.
+            // routine (e.g. right after a CRD is created), not a failure of the ruleset; but
+            // what changed since the watch's last event is unseen until that list is evaluated.
             Err(e) if expired(&e) => {
                 tracing::debug!(target = %target_name, namespace = ns.as_deref(), error = %e, "watch expired; listing again");
+                ctx.health.failed(
+                    target,
+                    &ns,
+                    "its watch expired (410 Gone): it is being listed again".to_owned(),
+                );
+                *generation.entry(ns.clone()).or_default() += 1;
+                current.remove(&ns);
             }
             Err(e) => {
                 let message = watch_error_message(&e);
@@ -707,6 +743,41 @@ fn decoded(
 mod tests {
     use super::*;
     use kube::core::Status;
+
+    /// A watcher task that panics leaves its streams failed, not current, for the time its
+    /// restart takes; one that ends otherwise (stopped) leaves them as they were.
+    #[test]
+    fn a_panicking_watcher_marks_its_streams_failed() {
+        let health = Arc::new(Health::default());
+        let target = Target {
+            group: "example.com".into(),
+            version: "v1".into(),
+            resource: "things".into(),
+        };
+        health.watching(&target, None);
+        health.resolved(&target, true, &[None]);
+        health.listed(&target, &None, jiff::Timestamp::UNIX_EPOCH);
+        let guard = |health: Arc<Health>, target: Target, panic: bool| {
+            std::thread::spawn(move || {
+                let _guard = PanicMarksFailed {
+                    health: &health,
+                    target: &target,
+                    streams: vec![None],
+                };
+                assert!(!panic, "the watcher's bug");
+            })
+            .join()
+        };
+        assert!(guard(health.clone(), target.clone(), false).is_ok());
+        assert!(health.reader().stale(None).is_empty());
+        assert!(guard(health.clone(), target.clone(), true).is_err());
+        let stale = health.reader().stale(None);
+        assert_eq!(stale.len(), 1, "{stale:?}");
+        assert!(
+            format!("{}", stale[0].reason).contains("it panicked"),
+            "{stale:?}"
+        );
+    }
 
     fn status(code: u16) -> Box<Status> {
         Status::failure("sendInitialEvents is forbidden", "Invalid")
