@@ -1,8 +1,17 @@
-//! Who may use the server: a browser that opened the printed URL. Every request must name this
-//! server in its Host header (a DNS-rebound name does not: the page cannot be read through
-//! another origin) and carry this run's random token, in the URL once (`/?token=…`, exchanged
-//! for a cookie the browser sends to this origin only, never cross-site) and in the cookie after
-//! that. Cross-site requests (Origin or Sec-Fetch-Site of another site) are refused too.
+//! Who may use the server: the page a browser opened from the printed URL. Every request must
+//! name this server in its Host header (a DNS-rebound name does not: the page cannot be read
+//! through another origin), and cross-site requests (Origin or Sec-Fetch-Site of another site)
+//! are refused. The page itself (`/`, its script and style sheet) is served to anyone who passes
+//! those checks; everything else (`/config.json`, the API under `/k8s/`) needs this run's random
+//! token in the [`TOKEN_HEADER`] request header.
+//!
+//! The token never travels in a cookie: cookies are not told apart by port, so a browser sends a
+//! cookie of `127.0.0.1:8001` to every other service on 127.0.0.1 too, which could replay it.
+//! The printed URL carries it in its fragment (`/#token=…`), which browsers never send to any
+//! server; the page takes it from there, removes it from the address bar and keeps it in this
+//! origin's `sessionStorage` (per scheme, host *and* port, per tab), and sends it as the header,
+//! which no other origin can add to a request here: a custom header needs a CORS preflight, and
+//! this server answers none.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -11,7 +20,13 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
+
+/// The request header that carries the token.
+pub(super) const TOKEN_HEADER: &str = "x-ifo-ui-token";
+
+/// What is served without the token: the page, which holds nothing of the cluster's.
+const PUBLIC: [&str; 3] = ["/", "/app.js", "/app.css"];
 
 /// Headers every answer carries: the page may load from this origin only, never in a frame.
 const SECURITY_HEADERS: [(&str, &str); 5] = [
@@ -30,7 +45,6 @@ const SECURITY_HEADERS: [(&str, &str); 5] = [
 #[derive(Debug)]
 pub(super) struct Guard {
     token: String,
-    cookie: String,
     /// Host header values that name this server; empty when it listens on every address
     /// (`--accept-remote` with 0.0.0.0 or ::): then the token alone protects it.
     hosts: Vec<String>,
@@ -61,15 +75,10 @@ impl Guard {
             }
             hosts
         };
-        Ok(Guard {
-            token,
-            // Cookies are not told apart by port: one name per server.
-            cookie: format!("ifo-ui-{port}"),
-            hosts,
-        })
+        Ok(Guard { token, hosts })
     }
 
-    /// The token, for the printed URL.
+    /// The token, for the printed URL's fragment.
     pub(super) fn token(&self) -> &str {
         &self.token
     }
@@ -102,20 +111,13 @@ impl Guard {
         origin_ok && site_ok
     }
 
-    fn has_cookie(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, value)| name == self.cookie && self.matches(value))
-    }
-
-    /// The token from `/?token=…`, if that is what the query holds.
-    fn query_token_ok(&self, query: Option<&str>) -> bool {
-        form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-            .any(|(k, v)| k == "token" && self.matches(&v))
+    /// Whether the request carries the token in [`TOKEN_HEADER`] (once: two values are refused).
+    fn has_token(&self, headers: &HeaderMap) -> bool {
+        let mut values = headers.get_all(TOKEN_HEADER).iter();
+        match (values.next(), values.next()) {
+            (Some(value), None) => value.to_str().is_ok_and(|v| self.matches(v)),
+            _ => false,
+        }
     }
 
     /// Compares in time independent of where the first difference is.
@@ -125,14 +127,15 @@ impl Guard {
     }
 }
 
-/// The middleware: refuses what does not come from the page, exchanges the URL's token for the
-/// cookie, and adds the security headers to every answer.
+/// The middleware: refuses what does not come from the page (another host name, another
+/// site, no token where one is needed), and adds the security headers to every answer.
 pub(super) async fn check(
     State(guard): State<Arc<Guard>>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
+    let public = PUBLIC.contains(&request.uri().path());
     let mut response = if !guard.host_ok(headers) {
         (
             StatusCode::MISDIRECTED_REQUEST,
@@ -141,17 +144,7 @@ pub(super) async fn check(
             .into_response()
     } else if !guard.same_origin(headers) {
         (StatusCode::FORBIDDEN, "cross-origin requests are refused\n").into_response()
-    } else if request.uri().path() == "/" && guard.query_token_ok(request.uri().query()) {
-        let mut response = Redirect::to("/").into_response();
-        let cookie = format!(
-            "{}={}; Path=/; HttpOnly; SameSite=Strict",
-            guard.cookie, guard.token
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().insert(header::SET_COOKIE, value);
-        }
-        response
-    } else if guard.has_cookie(headers) {
+    } else if public || guard.has_token(headers) {
         next.run(request).await
     } else {
         (
@@ -208,12 +201,101 @@ mod tests {
         assert!(a.matches(a.token()));
         assert!(!a.matches(&a.token()[..63]));
         assert!(!a.matches(b.token()));
-        assert!(a.query_token_ok(Some(&format!("token={}", a.token()))));
-        assert!(!a.query_token_ok(Some("token=")));
-        let cookie = format!("other=1; ifo-ui-8001={}", a.token());
+        let with = |token: &str| {
+            let mut map = HeaderMap::new();
+            map.insert(TOKEN_HEADER, HeaderValue::from_str(token).unwrap());
+            map
+        };
+        assert!(a.has_token(&with(a.token())));
+        assert!(!b.has_token(&with(a.token())));
+        assert!(!a.has_token(&with("")));
+        assert!(!a.has_token(&HeaderMap::new()));
+        // Twice is refused, even with the right one among them.
+        let mut twice = with(b.token());
+        twice.append(TOKEN_HEADER, HeaderValue::from_str(a.token()).unwrap());
+        assert!(!a.has_token(&twice));
+        // Not in a cookie, nor in the query: the header only.
+        let cookie = format!("ifo-ui-8001={}", a.token());
         let mut map = HeaderMap::new();
         map.insert(header::COOKIE, HeaderValue::from_str(&cookie).unwrap());
-        assert!(a.has_cookie(&map));
-        assert!(!b.has_cookie(&map));
+        assert!(!a.has_token(&map));
+    }
+
+    /// The middleware in front of a stand-in of the server's routes.
+    async fn answer(guard: &Arc<Guard>, path: &str, extra: &[(&str, &str)]) -> Response {
+        use axum::routing::get;
+        use tower::ServiceExt as _;
+        let app = axum::Router::new()
+            .route("/", get(|| async { "the page" }))
+            .route("/config.json", get(|| async { "{}" }))
+            .route("/k8s/{*path}", get(|| async { "the cluster's data" }))
+            .layer(axum::middleware::from_fn_with_state(guard.clone(), check));
+        let mut request = axum::http::Request::get(path);
+        if !extra.iter().any(|(k, _)| *k == "host") {
+            request = request.header("host", "127.0.0.1:8001");
+        }
+        for (k, v) in extra {
+            request = request.header(*k, *v);
+        }
+        app.oneshot(request.body(axum::body::Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_api_needs_the_token_header_and_no_cookie_is_ever_set() {
+        let guard = Arc::new(Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap());
+        let token = guard.token().to_owned();
+        let api = "/k8s/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+        let cookie = format!("ifo-ui-8001={token}");
+        let api_with_query = format!("{api}?token={token}");
+        let page_with_query = format!("/?token={token}");
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, StatusCode);
+        let cases: Vec<Case> = vec![
+            // The page itself needs nothing.
+            ("/", vec![], StatusCode::OK),
+            // The API and the page's configuration need the header.
+            (api, vec![], StatusCode::UNAUTHORIZED),
+            ("/config.json", vec![], StatusCode::UNAUTHORIZED),
+            (api, vec![("cookie", &cookie)], StatusCode::UNAUTHORIZED),
+            (&api_with_query, vec![], StatusCode::UNAUTHORIZED),
+            (api, vec![(TOKEN_HEADER, "0")], StatusCode::UNAUTHORIZED),
+            (api, vec![(TOKEN_HEADER, &token)], StatusCode::OK),
+            ("/config.json", vec![(TOKEN_HEADER, &token)], StatusCode::OK),
+            // The URL's old form exchanges nothing.
+            (&page_with_query, vec![], StatusCode::OK),
+            // With the token still: not from another site, nor a rebound name.
+            (
+                api,
+                vec![(TOKEN_HEADER, &token), ("origin", "http://127.0.0.1:9999")],
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                api,
+                vec![(TOKEN_HEADER, &token), ("sec-fetch-site", "same-site")],
+                StatusCode::FORBIDDEN,
+            ),
+            (
+                "/",
+                vec![("host", "rebound.example:8001")],
+                StatusCode::MISDIRECTED_REQUEST,
+            ),
+        ];
+        for (path, extra, want) in cases {
+            let response = answer(&guard, path, &extra).await;
+            assert_eq!(response.status(), want, "{path} {extra:?}");
+            assert!(
+                response.headers().get(header::SET_COOKIE).is_none(),
+                "{path} sets a cookie"
+            );
+            assert!(
+                response
+                    .headers()
+                    .keys()
+                    .all(|k| !k.as_str().starts_with("access-control-")),
+                "{path} answers with CORS headers"
+            );
+            assert!(response.headers().contains_key("content-security-policy"));
+        }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Like `kubectl proxy`, it reads through the user's kubeconfig, so RBAC applies exactly as for
 //! `kubectl get`; unlike it, it forwards nothing but reads of the live API (`proxy`), and only
-//! to a browser that opened the URL it printed (`guard`: Host header, per-run token).
+//! to the page a browser opened from the URL it printed (`guard`: Host and Origin headers, the
+//! per-run token the URL's fragment hands the page, sent back in a request header; no cookie).
 
 mod assets;
 mod guard;
@@ -75,7 +76,7 @@ pub async fn serve(client: Client, namespace: Option<String>, listen: &Listen) -
         _ => local,
     };
     crate::emit(&format!(
-        "Serving the live view of operations in flight on http://{shown}/?token={}\n\
+        "Serving the live view of operations in flight on http://{shown}/#token={}\n\
          Open that URL in a browser (it holds this run's access token). Ctrl-C stops.\n",
         guard.token()
     ));

@@ -2,7 +2,9 @@
 //! through: the path must be a list, get or watch of the live group's three resources, the
 //! query keeps only the list and watch parameters, the only method is GET and the answer is
 //! JSON. Each request is parsed once (`Target::parse`) and the forwarded request is built from
-//! that parse alone.
+//! that parse alone. A watch is what kube-apiserver reads as one (apimachinery's `RequestInfo`,
+//! `watch=True` and `watch=yes` included): it is forwarded as `watch=true` and ends within
+//! [`MAX_WATCH_SECONDS`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +14,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use http::Method;
 use http_body_util::BodyExt;
+use ifo_apimachinery::RequestInfo;
 use kube::Client;
 use thiserror::Error;
 use tokio::sync::Semaphore;
@@ -35,8 +39,9 @@ const PARAMETERS: [&str; 9] = [
     "continue",
 ];
 
-/// Requests forwarded at once (a page holds three watches open).
-const MAX_IN_FLIGHT: usize = 32;
+/// Requests forwarded at once (a page holds up to fifteen watches open: the operations', the
+/// gate list's, and up to twelve of gates by name).
+const MAX_IN_FLIGHT: usize = 64;
 /// How long kube-apiserver may take to answer (a watch: to start).
 const DEADLINE: Duration = Duration::from_secs(30);
 /// The longest watch: the page resumes from its last resourceVersion after it.
@@ -108,10 +113,24 @@ impl Target {
             }
             params.push((key, value.into_owned()));
         }
-        let watching = params
-            .iter()
-            .any(|(k, v)| *k == "watch" && matches!(v.as_str(), "1" | "true"));
+        let mut target = Target {
+            namespace: namespace.map(str::to_owned),
+            resource,
+            name: name.map(str::to_owned),
+            query: Vec::new(),
+        };
+        // A watch is what kube-apiserver reads as one (`watch=1`, `=True`, `=yes`, `=`, a bare
+        // `watch`…, on a collection only): its own reading, not a spelling of ours. The forwarded
+        // query then says `watch=true` for a watch and nothing for anything else, so what is
+        // capped and what is served cannot differ. (The path is built from DNS names: reading it
+        // cannot fail, and would refuse the request if it did.)
+        let watching = RequestInfo::parse(&Method::GET, &target.path(), query)
+            .map_err(|_| Refused::Path)?
+            .verb
+            == "watch";
+        params.retain(|(k, _)| *k != "watch");
         if watching {
+            params.insert(0, ("watch", "true".to_owned()));
             // Every watch ends: at most MAX_WATCH_SECONDS.
             let asked = params.iter().find(|(k, _)| *k == "timeoutSeconds");
             let seconds = match asked {
@@ -124,16 +143,18 @@ impl Target {
             params.retain(|(k, _)| *k != "timeoutSeconds");
             params.push(("timeoutSeconds", seconds.to_string()));
         }
-        Ok(Target {
-            namespace: namespace.map(str::to_owned),
-            resource,
-            name: name.map(str::to_owned),
-            query: params,
-        })
+        target.query = params;
+        Ok(target)
     }
 
-    /// The path and query to send to kube-apiserver.
-    fn uri(&self) -> String {
+    /// Whether kube-apiserver serves this request as a watch.
+    #[cfg(test)]
+    fn watching(&self) -> bool {
+        self.query.first().is_some_and(|(k, _)| *k == "watch")
+    }
+
+    /// The path to send to kube-apiserver.
+    fn path(&self) -> String {
         let mut uri = format!("/apis/{GROUP}/{VERSION}/");
         if let Some(ns) = &self.namespace {
             uri.push_str("namespaces/");
@@ -145,6 +166,12 @@ impl Target {
             uri.push('/');
             uri.push_str(name);
         }
+        uri
+    }
+
+    /// The path and query to send to kube-apiserver.
+    fn uri(&self) -> String {
+        let mut uri = self.path();
         if !self.query.is_empty() {
             let mut query = form_urlencoded::Serializer::new(String::new());
             for (k, v) in &self.query {
@@ -253,7 +280,7 @@ mod tests {
                 Some("watch=1&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=60")
             )
             .unwrap(),
-            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/ns-1/inflightoperations?watch=1&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=60"
+            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/ns-1/inflightoperations?watch=true&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=60"
         );
         assert_eq!(
             uri(
@@ -271,6 +298,51 @@ mod tests {
             )
             .unwrap(),
             "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates?watch=true&timeoutSeconds=300"
+        );
+    }
+
+    /// Every spelling kube-apiserver reads as a watch is one here too, and capped: the proxy
+    /// asks apimachinery's reading (`watch=True` once held a watch open for as long as asked).
+    #[test]
+    fn every_spelling_of_a_watch_is_capped() {
+        let gates = "apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+        let capped = format!("/{gates}?watch=true&timeoutSeconds=300");
+        for query in [
+            "watch=1&timeoutSeconds=99999",
+            "watch=true&timeoutSeconds=99999",
+            "watch=True&timeoutSeconds=99999",
+            "watch=TRUE&timeoutSeconds=99999",
+            "watch=yes&timeoutSeconds=99999",
+            "watch=&timeoutSeconds=99999",
+            "watch&timeoutSeconds=99999",
+            "timeoutSeconds=99999&watch=%54rue",
+            "watch=1",
+            "watch=True",
+        ] {
+            let target = Target::parse(gates, Some(query)).unwrap();
+            assert!(target.watching(), "{query}");
+            assert_eq!(target.uri(), capped, "{query}");
+        }
+        // What kube-apiserver reads as no watch is forwarded as none: a list, a get.
+        for query in ["watch=0", "watch=false", "watch=False", "watch=FALSE"] {
+            let target = Target::parse(gates, Some(query)).unwrap();
+            assert!(!target.watching(), "{query}");
+            assert_eq!(target.uri(), format!("/{gates}"), "{query}");
+        }
+        let named = Target::parse(&format!("{gates}/cluster"), Some("watch=True")).unwrap();
+        assert!(!named.watching());
+        assert_eq!(named.uri(), format!("/{gates}/cluster"));
+        // A name in a field selector keeps a watch a watch.
+        let by_name = Target::parse(
+            gates,
+            Some("watch=True&fieldSelector=metadata.name%3Dnamespace.a"),
+        )
+        .unwrap();
+        assert_eq!(
+            by_name.uri(),
+            format!(
+                "/{gates}?watch=true&fieldSelector=metadata.name%3Dnamespace.a&timeoutSeconds=300"
+            )
         );
     }
 

@@ -4,11 +4,46 @@ import { select } from "d3-selection";
 import { scaleTime } from "d3-scale";
 import { axisTop } from "d3-axis";
 
+// ---- the access token ---------------------------------------------------------------------
+
+/// The request header the local server wants the token in. Never a cookie: cookies are not told
+/// apart by port, so every other service on 127.0.0.1 would receive it.
+const TOKEN_HEADER = "X-IFO-UI-Token";
+const TOKEN_KEY = "ifo-ui-token";
+
+/// This run's token: from the printed URL's fragment (`#token=…`, which a browser sends to no
+/// server), at once removed from the address bar and kept in this tab's sessionStorage (this
+/// origin's only: scheme, host and port) so a reload keeps working.
+function takeToken() {
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl) {
+    history.replaceState(null, "", location.pathname + location.search);
+    try {
+      sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    } catch {
+      // No storage (a locked-down browser): memory only, a reload needs the printed URL again.
+    }
+    return fromUrl;
+  }
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+const TOKEN = takeToken();
+
+/// A GET of the local server's API, with the token.
+const api = (url, signal) => fetch(url, { headers: { Accept: "application/json", [TOKEN_HEADER]: TOKEN ?? "" }, signal, cache: "no-store" });
+
 const API = "/k8s/apis/live.ifo.kubevirt.io/v1alpha1";
 const ROW = 22;
 const GROUP_HEAD = 24;
 const LABEL = 270;
 const WATCH_SECONDS = 60;
+/// A watch that runs this long past its timeout has stalled: it is cut and started again.
+const WATCH_STALLED_MS = (WATCH_SECONDS + 15) * 1000;
 /// Operations that ended while the page was open and the server no longer serves: kept at most.
 const MAX_KEPT_ENDED = 2000;
 
@@ -16,7 +51,7 @@ const state = {
   namespace: null,
   ops: new Map(), // key → {obj, stream}
   endedHere: new Set(), // keys of operations seen ending while the page was open
-  gates: new Map(),
+  gates: new Map(), // name → {obj, listed, watch, unlistedAt, unwatchedAt}
   streams: [],
   selected: null,
   filter: { text: "", component: "", phase: "", group: "node" },
@@ -86,38 +121,62 @@ class HttpError extends Error {
   }
 }
 
-/// One list+watch of a collection: lists, watches from the list's resourceVersion, resumes from
-/// the last one it saw when a watch ends, relists when that is too old (410), retries with
-/// backoff when the connection fails.
+/// One list+watch of a collection (`params`: its selectors): lists, watches from the list's
+/// resourceVersion, resumes from the last one it saw when a watch ends, relists when that is too
+/// old (410), retries with backoff when the connection fails, until stopped.
 class Stream {
-  constructor(name, path, store) {
+  constructor(name, path, store, params = {}) {
     this.name = name;
     this.path = path;
+    this.params = params;
     this.store = store; // {reset(items), apply(type, obj)}
     this.rv = null;
     this.state = "connecting";
     this.detail = "";
     this.warnings = [];
+    this.stopped = false;
+    this.abort = null;
+    /// When it last stopped being live (not live yet: now).
+    this.lostAt = Date.now();
   }
 
   setState(state, detail = "") {
+    if (this.stopped) return;
+    if (this.state === "live" && state !== "live") this.lostAt = Date.now();
     this.state = state;
     this.detail = detail;
     render.soon();
   }
 
+  url(extra = {}) {
+    const query = new URLSearchParams({ ...this.params, ...extra }).toString();
+    return query ? `${this.path}?${query}` : this.path;
+  }
+
+  request(url) {
+    this.abort = new AbortController();
+    return api(url, this.abort.signal);
+  }
+
+  /// Ends it for good: no more requests, nothing more reaches its store.
+  stop() {
+    this.stopped = true;
+    this.abort?.abort();
+  }
+
   async list() {
-    const response = await fetch(this.path, { headers: { Accept: "application/json" } });
+    const response = await this.request(this.url());
     this.warnings = warningsOf(response);
     if (!response.ok) throw new HttpError(response.status, (await response.text()).slice(0, 300));
     const list = await response.json();
+    if (this.stopped) return;
     this.store.reset(list.items ?? []);
     this.rv = list.metadata?.resourceVersion ?? null;
   }
 
   async watch() {
-    const url = `${this.path}?watch=1&allowWatchBookmarks=true&timeoutSeconds=${WATCH_SECONDS}&resourceVersion=${encodeURIComponent(this.rv)}`;
-    const response = await fetch(url, { headers: { Accept: "application/json" } });
+    const url = this.url({ watch: "1", allowWatchBookmarks: "true", timeoutSeconds: String(WATCH_SECONDS), resourceVersion: this.rv });
+    const response = await this.request(url);
     if (response.status === 410) {
       this.rv = null;
       return;
@@ -125,27 +184,38 @@ class Stream {
     if (!response.ok) throw new HttpError(response.status, (await response.text()).slice(0, 300));
     this.warnings = warningsOf(response);
     this.setState("live");
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let nl;
-      while ((nl = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, nl).trim();
-        buffer = buffer.slice(nl + 1);
-        if (line) this.event(JSON.parse(line));
+    // The server ends every watch after WATCH_SECONDS: one that goes on is stuck.
+    const abort = this.abort;
+    const stalled = setTimeout(() => abort.abort(), WATCH_STALLED_MS);
+    try {
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || this.stopped) break;
+        buffer += decoder.decode(value, { stream: true });
+        let nl;
+        while ((nl = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, nl).trim();
+          buffer = buffer.slice(nl + 1);
+          if (line) this.event(JSON.parse(line));
+        }
       }
+    } finally {
+      clearTimeout(stalled);
     }
   }
 
   event(ev) {
     const obj = ev.object ?? {};
     if (ev.type === "ERROR") {
-      if (obj.code === 410) this.rv = null;
-      throw new Error(obj.message ?? "watch error");
+      const error = new Error(obj.message ?? "watch error");
+      if (obj.code === 410) {
+        this.rv = null;
+        error.relist = true;
+      }
+      throw error;
     }
     if (obj.metadata?.resourceVersion) this.rv = obj.metadata.resourceVersion;
     if (ev.type !== "BOOKMARK") this.store.apply(ev.type, obj);
@@ -153,12 +223,13 @@ class Stream {
 
   async run() {
     let backoff = 500;
-    for (;;) {
+    while (!this.stopped) {
       try {
         if (this.rv === null) await this.list();
-        if (this.rv !== null) await this.watch();
+        if (this.rv !== null && !this.stopped) await this.watch();
         backoff = 500;
       } catch (e) {
+        if (this.stopped) return;
         if (e instanceof HttpError && (e.status === 403 || e.status === 401)) {
           this.setState("forbidden", e.message);
           this.rv = null;
@@ -166,11 +237,11 @@ class Stream {
           continue;
         }
         // 410 in an ERROR event: relist at once.
-        if (this.rv === null && !(e instanceof TypeError)) {
+        if (e.relist) {
           this.setState("relisting", e.message);
           continue;
         }
-        this.setState("disconnected", e.message || String(e));
+        this.setState("disconnected", e.name === "AbortError" ? "the watch stalled" : e.message || String(e));
         this.rv = null;
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 10000);
@@ -214,43 +285,119 @@ function operationStore(streamIndex) {
   };
 }
 
-/// How long a gate that left the list (nothing in flight any more) stays shown, with its verdict.
-const CLEARED_GATE_MS = 10 * 60e3;
+// A gate is listed (and so watched by the list's watch) while its scope has operations in flight,
+// and `cluster` always. One that leaves the list stays shown, and since its verdict can still
+// change with nothing in flight (to Unknown, when the server cannot vouch for its data), it is
+// watched by name from then on. A verdict no live watch stands behind is greyed out with the time
+// it was last current: the page never shows a Clear it does not follow.
 
+/// How long a gate that left the list (nothing in flight any more) stays shown.
+const CLEARED_GATE_MS = 10 * 60e3;
+/// Gates that left the list watched by name at once; past that, the one that left longest ago
+/// (but the gate of the page's namespace) stops being watched, and is greyed out.
+const MAX_GATE_WATCHES = 12;
+/// How long a verdict still counts as current once its watch is not live: the hand-over from the
+/// list's watch to the gate's own, a reconnection.
+const VERDICT_GRACE_MS = 2000;
+
+/// A field selector value, escaped as apimachinery's `fields.EscapeValue` does.
+const escapeField = (v) => v.replace(/[\\,=]/g, (c) => `\\${c}`);
+
+/// The list's watch: `cluster` and every gate with operations in flight.
 const gateStore = {
   reset(items) {
-    state.gates = new Map(items.map((g) => [g.metadata?.name, g]));
+    const fresh = new Map(items.map((g) => [g.metadata?.name, g]));
+    for (const [name, entry] of state.gates) {
+      if (entry.listed && !fresh.has(name)) unlistGate(name, null);
+    }
+    for (const [name, gate] of fresh) listGate(name, gate);
     render.soon();
   },
   apply(type, obj) {
     const name = obj.metadata?.name;
-    if (type === "DELETED") {
-      // A gate leaves the list when nothing in its scope is in flight: ask for its verdict
-      // rather than guess it (a gate can also be Unknown).
-      this.refresh(name);
-    } else {
-      state.gates.set(name, obj);
-    }
-    render.soon();
-  },
-  async refresh(name) {
-    try {
-      const response = await fetch(`${API}/maintenancegates/${encodeURIComponent(name)}`, { headers: { Accept: "application/json" } });
-      if (!response.ok) throw new Error(String(response.status));
-      const gate = await response.json();
-      gate.unlistedAt = Date.now();
-      state.gates.set(name, gate);
-    } catch {
-      state.gates.delete(name);
-    }
+    if (!name) return;
+    if (type === "DELETED") unlistGate(name, obj);
+    else listGate(name, obj);
     render.soon();
   },
   prune(now) {
-    for (const [name, gate] of state.gates) {
-      if (gate.unlistedAt && now - gate.unlistedAt > CLEARED_GATE_MS) state.gates.delete(name);
+    for (const [name, entry] of state.gates) {
+      if (!entry.listed && now - entry.unlistedAt > CLEARED_GATE_MS) dropGate(name);
     }
   },
 };
+
+function listGate(name, obj) {
+  state.gates.get(name)?.watch?.stop();
+  state.gates.set(name, { obj, listed: true, watch: null, unlistedAt: null, unwatchedAt: null });
+}
+
+/// A gate that left the list: watched by name from now on.
+function unlistGate(name, obj) {
+  const entry = state.gates.get(name);
+  if (!entry?.listed) return;
+  const now = Date.now();
+  entry.listed = false;
+  if (obj) entry.obj = obj;
+  entry.unlistedAt = now;
+  entry.unwatchedAt = now;
+  const watched = [...state.gates.values()].filter((e) => e.watch);
+  // The gate of the namespace the page shows is the last to stop being watched.
+  const own = state.namespace && `namespace.${state.namespace}`;
+  const evictable = watched.filter((e) => e.obj.metadata?.name !== own);
+  if (watched.length >= MAX_GATE_WATCHES && evictable.length) {
+    const oldest = evictable.reduce((a, b) => (b.unlistedAt < a.unlistedAt ? b : a));
+    oldest.unwatchedAt = oldest.watch.state === "live" ? now : oldest.watch.lostAt;
+    oldest.watch.stop();
+    oldest.watch = null;
+  }
+  entry.watch = new Stream(`gate ${name}`, `${API}/maintenancegates`, namedGateStore(name), { fieldSelector: `metadata.name=${escapeField(name)}` });
+  entry.watch.run();
+}
+
+/// Forgets a gate that is not listed.
+function dropGate(name) {
+  const entry = state.gates.get(name);
+  if (!entry || entry.listed) return;
+  entry.watch?.stop();
+  state.gates.delete(name);
+  render.soon();
+}
+
+/// The watch of one gate by name, while it is not listed.
+function namedGateStore(name) {
+  return {
+    reset(items) {
+      const gate = items.find((g) => g.metadata?.name === name);
+      // Not there: the gate stopped existing (its namespace or node is gone).
+      if (gate) this.apply("MODIFIED", gate);
+      else dropGate(name);
+    },
+    apply(type, obj) {
+      const entry = state.gates.get(name);
+      if (obj.metadata?.name !== name || !entry || entry.listed) return;
+      if (type === "DELETED") dropGate(name);
+      else entry.obj = obj;
+      render.soon();
+    },
+  };
+}
+
+/// What the page can say of a gate now: its verdict while a live watch stands behind it, else the
+/// last one greyed out, as of when it was last current.
+function gateView(entry, now) {
+  const verdict = verdictOf(entry.obj);
+  const source = entry.listed ? state.streams.find((s) => s.name === "gates") : entry.watch;
+  const since = source ? (source.state === "live" ? null : Math.max(source.lostAt, entry.unwatchedAt ?? 0)) : entry.unwatchedAt;
+  if (since === null || now - since < VERDICT_GRACE_MS) return { ...verdict, watched: true };
+  return {
+    word: `${verdict.word} as of ${clock(new Date(since))}, not watched`,
+    cls: "unwatched",
+    icon: "⏸",
+    last: verdict.cls,
+    watched: false,
+  };
+}
 
 // ---- drawing ------------------------------------------------------------------------------
 
@@ -485,10 +632,12 @@ function drawGates(now) {
   const note = document.getElementById("gates-note");
   note.hidden = stream.state !== "forbidden";
   note.textContent = "You may not read maintenance gates (they need get, list and watch on maintenancegates.live.ifo.kubevirt.io, cluster-wide).";
-  const gates = [...state.gates.values()].sort((a, b) => gateRank(a.metadata.name) - gateRank(b.metadata.name) || a.metadata.name.localeCompare(b.metadata.name));
+  const gates = [...state.gates.values()]
+    .map((entry) => ({ g: entry.obj, view: gateView(entry, now) }))
+    .sort((a, b) => gateRank(a.g.metadata.name) - gateRank(b.g.metadata.name) || a.g.metadata.name.localeCompare(b.g.metadata.name));
   const items = select("#gates")
     .selectAll("li")
-    .data(gates, (g) => g.metadata.name)
+    .data(gates, (d) => d.g.metadata.name)
     .join((enter) => {
       const li = enter.append("li").attr("class", "gate");
       const head = li.append("div").attr("class", "gate-head");
@@ -498,14 +647,15 @@ function drawGates(now) {
       li.append("div").attr("class", "gate-message");
       return li;
     })
-    .attr("data-gate", (g) => g.metadata.name)
-    .attr("data-verdict", (g) => verdictOf(g).cls);
-  items.select(".gate-name").text((g) => g.metadata.name);
+    .attr("data-gate", (d) => d.g.metadata.name)
+    .attr("data-verdict", (d) => d.view.cls)
+    .attr("data-watched", (d) => String(d.view.watched));
+  items.select(".gate-name").text((d) => d.g.metadata.name);
   items
     .select(".verdict")
-    .attr("class", (g) => `verdict ${verdictOf(g).cls}`)
-    .text((g) => `${verdictOf(g).icon} ${verdictOf(g).word}`);
-  items.select(".gate-info").text((g) => {
+    .attr("class", (d) => `verdict ${d.view.cls}`)
+    .text((d) => `${d.view.icon} ${d.view.word}`);
+  items.select(".gate-info").text(({ g }) => {
     const st = g.status ?? {};
     const parts = [`${st.activeOperations ?? 0} active`];
     const at = time(st.expectedClearTime);
@@ -514,7 +664,8 @@ function drawGates(now) {
     if ((g.status?.conditions ?? []).some((c) => c.type === "Stalled" && c.status === "True")) parts.push("⚠ stalled");
     return parts.join(" · ");
   });
-  items.select(".gate-message").text((g) => {
+  items.select(".gate-message").text(({ g, view }) => {
+    if (!view.watched) return "This page no longer follows this gate: ask kubectl ifo check, or reload.";
     const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
     return c && c.status !== "True" ? c.message ?? "" : "";
   });
@@ -523,7 +674,7 @@ function drawGates(now) {
 function drawWarnings() {
   const texts = new Set();
   for (const s of state.streams) for (const w of s.warnings) texts.add(w);
-  for (const g of state.gates.values()) {
+  for (const { obj: g } of state.gates.values()) {
     if (verdictOf(g).cls === "unknown") {
       const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
       texts.add(`gate ${g.metadata.name} cannot be vouched for: ${c?.message ?? "no verdict"}`);
@@ -630,7 +781,10 @@ function draw() {
 // ---- start --------------------------------------------------------------------------------
 
 async function start() {
-  const config = await (await fetch("/config.json")).json();
+  if (!TOKEN) throw new Error("this page needs the access token: open the URL `kubectl ifo ui` printed (it ends in #token=…)");
+  const response = await api("/config.json");
+  if (!response.ok) throw new Error(`${response.status}: ${(await response.text()).trim()}`);
+  const config = await response.json();
   state.namespace = config.namespace;
   document.getElementById("scope").textContent = config.namespace ? `namespace ${config.namespace}` : "all namespaces";
   const paths = config.namespace
