@@ -1,6 +1,6 @@
 //! `certs/generate.sh`: a CA and a serving certificate for the Service that verify with openssl and
-//! load into rustls, the Secret and APIService manifests that carry them, and reruns that keep
-//! what is still good.
+//! load into rustls, the Secret, APIService and webhook manifests that carry them, and reruns that
+//! keep what is still good.
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -162,7 +162,7 @@ fn the_server_can_load_the_certificate_and_key() {
 }
 
 #[test]
-fn the_manifests_carry_the_files_and_match_the_deployment_and_the_apiservice() {
+fn the_manifests_carry_the_files_and_match_the_deployment_the_apiservice_and_the_webhook() {
     let out = scratch("manifests");
     generate_ok(&out, &[]);
 
@@ -204,6 +204,21 @@ fn the_manifests_carry_the_files_and_match_the_deployment_and_the_apiservice() {
         .remove("caBundle");
     template["spec"].as_object_mut().unwrap().remove("caBundle");
     assert_eq!(apiservice, template);
+
+    // The webhook is apiservice/webhook.yaml with the CA as caBundle, and calls the Service.
+    let mut webhook = yaml(&out.join("webhook.yaml"));
+    assert_eq!(webhook["kind"], "ValidatingWebhookConfiguration");
+    let client = &mut webhook["webhooks"][0]["clientConfig"];
+    assert_eq!(decode(&client["caBundle"]), read(&out.join("ca.crt")));
+    assert_eq!(client["service"]["name"], "ifo-apiserver");
+    assert_eq!(client["service"]["namespace"], "ifo-system");
+    client.as_object_mut().unwrap().remove("caBundle");
+    let mut template = yaml(&root().join("apiservice/webhook.yaml"));
+    template["webhooks"][0]["clientConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caBundle");
+    assert_eq!(webhook, template);
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -1100,9 +1100,12 @@ fn robustness() {
         "robustness: {} profile, seed {seed} (replay with IFO_ROBUSTNESS_SEED={seed})",
         if long { "long" } else { "short" }
     );
+    // Without the admission door: it would refuse the invalid ruleset of the InvalidRuleset
+    // fault (or not, whenever the server is down), and the fault is the ruleset getting in.
     let env = Env::builder()
         .persist(true)
         .settings(&[("WATCH_PROBE_INTERVAL", PROBE_INTERVAL)])
+        .ruleset_webhook(false)
         .start();
 
     let vm_ns = env.namespace("rob-vms");

@@ -1,6 +1,7 @@
 //! A real, local Kubernetes control plane: etcd and kube-apiserver on loopback with RBAC and the
 //! aggregation layer configured, users with certificates and tokens, the project's CRDs installed,
-//! and the live API registered as an APIService pointing at a server on this machine. With a
+//! and the live API registered as an APIService (and its admission door for rulesets as a
+//! validating webhook) pointing at a server on this machine. With a
 //! real node ([`Cluster::start_with_node`]), kube-apiserver listens on the node's bridge instead,
 //! and the product is installed from `deploy/` (see `install`).
 
@@ -21,6 +22,9 @@ use std::time::{Duration, Instant};
 pub const SERVICE_NAMESPACE: &str = "ifo-system";
 /// See [`SERVICE_NAMESPACE`].
 pub const SERVICE_NAME: &str = "ifo-apiserver";
+/// The ValidatingWebhookConfiguration that sends rulesets to the server's admission door (its
+/// one webhook is `<this>.ifo.kubevirt.io`), as `apiservice/webhook.yaml` names it.
+pub const RULESET_WEBHOOK: &str = "ifo-ruleset-validation";
 /// The identity the server runs as (what RBAC in `deploy/` binds).
 pub const SERVER_USER: &str = "system:serviceaccount:ifo-system:ifo-apiserver";
 
@@ -600,6 +604,25 @@ impl Cluster {
   "spec":{{"group":"live.ifo.kubevirt.io","version":"v1alpha1","groupPriorityMinimum":2000,"versionPriority":100,
     "service":{{"namespace":"{SERVICE_NAMESPACE}","name":"{SERVICE_NAME}","port":{port}}},
     "caBundle":"{}"}}}}]}}"#,
+            b64(&self.serving.ca_pem)
+        ))
+    }
+
+    /// Sends OperationRuleSets created or changed to the admission door of a server listening on
+    /// loopback `port`: the ValidatingWebhookConfiguration [`RULESET_WEBHOOK`] as
+    /// `apiservice/webhook.yaml` ships it, but for its `clientConfig`, a URL on `localhost`
+    /// (which the serving certificate names) with our serving CA. kube-apiserver resolves a
+    /// webhook's Service itself, and an ExternalName Service (the APIService's route) is not one
+    /// it can call; a URL is. kube-apiserver picks up the registration within a second or so.
+    pub fn register_ruleset_webhook(&self, port: u16) -> Result<()> {
+        self.apply(&format!(
+            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
+"metadata":{{"name":"{RULESET_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
+"webhooks":[{{"name":"{RULESET_WEBHOOK}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
+  "clientConfig":{{"url":"https://localhost:{port}/admission/rulesets","caBundle":"{}"}},
+  "rules":[{{"apiGroups":["ifo.kubevirt.io"],"apiVersions":["v1alpha1"],"operations":["CREATE","UPDATE"],
+    "resources":["operationrulesets"],"scope":"Cluster"}}],
+  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":5}}]}}"#,
             b64(&self.serving.ca_pem)
         ))
     }

@@ -1,6 +1,7 @@
 //! The product installed on a cluster with a real node the way the README tells users: the image
 //! `deploy/image.sh` assembles, imported into the node's containerd; the CRD; `kubectl apply -k
-//! deploy/`; `certs/generate.sh` with its Secret and APIService. Uninstalled the same way.
+//! deploy/`; `certs/generate.sh` with its Secret, APIService and ruleset validation webhook.
+//! Uninstalled the same way.
 
 use super::{Cluster, User, source_dir};
 use anyhow::{Context, Result, bail};
@@ -12,6 +13,8 @@ use std::time::Duration;
 pub const NAMESPACE: &str = "ifo-system";
 /// The APIService `certs/generate.sh` writes.
 pub const APISERVICE: &str = "apiservice/v1alpha1.live.ifo.kubevirt.io";
+/// The ValidatingWebhookConfiguration `certs/generate.sh` writes.
+pub const WEBHOOK: &str = "validatingwebhookconfiguration/ifo-ruleset-validation";
 
 /// An installation: where its certificates are, to rotate them and to uninstall.
 pub struct Install {
@@ -89,6 +92,8 @@ impl Install {
                 &file("secret.yaml"),
                 "-f",
                 &file("apiservice.yaml"),
+                "-f",
+                &file("webhook.yaml"),
             ],
             None,
         )?;
@@ -156,12 +161,18 @@ impl Install {
         std::fs::read(&path).with_context(|| format!("reading {}", path.display()))
     }
 
-    /// Uninstalls as the README says: the APIService first, then `kubectl delete -k deploy/`,
-    /// waiting for everything to be gone.
+    /// Uninstalls as the README says: the APIService and the webhook first, then `kubectl delete
+    /// -k deploy/`, waiting for everything to be gone.
     pub fn uninstall(&self, cluster: &Cluster) -> Result<()> {
         cluster.kubectl_run(
             User::Admin,
-            &["delete", APISERVICE, "--ignore-not-found", "--timeout=60s"],
+            &[
+                "delete",
+                APISERVICE,
+                WEBHOOK,
+                "--ignore-not-found",
+                "--timeout=60s",
+            ],
             None,
         )?;
         let deploy = source_dir().join("deploy/").display().to_string();

@@ -58,6 +58,8 @@ struct Config {
     persist: bool,
     debounce: String,
     settings: Vec<(String, String)>,
+    /// Whether kube-apiserver sends rulesets to the server's admission door.
+    ruleset_webhook: bool,
 }
 
 impl Default for Config {
@@ -66,6 +68,7 @@ impl Default for Config {
             persist: false,
             debounce: DEFAULT_DEBOUNCE.to_owned(),
             settings: Vec::new(),
+            ruleset_webhook: true,
         }
     }
 }
@@ -79,6 +82,9 @@ impl fmt::Display for Config {
         }
         if self.debounce != DEFAULT_DEBOUNCE {
             write!(f, ".debounce({:?})", self.debounce)?;
+        }
+        if !self.ruleset_webhook {
+            f.write_str(".ruleset_webhook(false)")?;
         }
         if !self.settings.is_empty() {
             f.write_str(".settings(&[")?;
@@ -113,6 +119,15 @@ impl Builder {
     /// install); 3 s unless set.
     pub fn debounce(mut self, threshold: &str) -> Self {
         threshold.clone_into(&mut self.config.debounce);
+        self
+    }
+
+    /// Whether the cluster sends rulesets created or changed to the server's admission door
+    /// (the webhook `ifo-ruleset-validation`, as an install has it), which refuses those that
+    /// do not compile. On unless set; off for a binary whose tests need such a ruleset in the
+    /// cluster (what an install gets when its server is down while a ruleset is applied).
+    pub fn ruleset_webhook(mut self, on: bool) -> Self {
+        self.config.ruleset_webhook = on;
         self
     }
 
@@ -216,6 +231,9 @@ fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> 
         ("LOG_LEVEL", "info,ifo=debug"),
         // Low enough for a test to reach it with one user, high enough for every other test.
         ("MAX_WATCHES_PER_USER", max_watches.as_str()),
+        // Tests wait for a ruleset's conditions and counts to change one after the other; a
+        // real install writes them at most once a minute.
+        ("RULESET_STATUS_INTERVAL", "5s"),
     ];
     if config.persist {
         settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);
@@ -252,6 +270,9 @@ fn boot(config: Config) -> Result<&'static Env> {
     let port = ifo_dev::free_port()?;
     let server = start_server(&cluster, port, 0, &config)?;
     cluster.register_apiservice(port)?;
+    if config.ruleset_webhook {
+        cluster.register_ruleset_webhook(port)?;
+    }
     let serving_ca = cluster.dir().join("pki/serving-ca.crt");
     std::fs::write(&serving_ca, &cluster.serving.ca_pem)?;
     let env: &'static Env = Box::leak(Box::new(Env {
@@ -346,7 +367,8 @@ mod tests {
             Config {
                 persist: false,
                 debounce: "3s".into(),
-                settings: Vec::new()
+                settings: Vec::new(),
+                ruleset_webhook: true,
             }
         );
         assert_eq!(config.to_string(), "Env::builder()");
@@ -360,10 +382,11 @@ mod tests {
             .debounce("30s")
             .settings(&[("WATCH_PROBE_INTERVAL", "2s")])
             .settings(&[("K8S_API_TIMEOUT", "5s")])
+            .ruleset_webhook(false)
             .config;
         assert_eq!(
             config.to_string(),
-            r#"Env::builder().persist(true).debounce("30s").settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
+            r#"Env::builder().persist(true).debounce("30s").ruleset_webhook(false).settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
         );
         assert_ne!(config, Env::builder().persist(true).config);
     }

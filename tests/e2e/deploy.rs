@@ -2,11 +2,13 @@
 //! directory and nothing else, wired together (ServiceAccount, RBAC, Secret, probes, Service); a
 //! real kube-apiserver accepts all of it in a server-side dry run (schemas, admission, the Pod
 //! Security level of the namespace). The cert-manager overlay renders deploy/ plus its CA,
-//! serving certificate and APIService (cert-manager's CRDs are not installed here, so only its
-//! rendering is checked). The output of certs/generate.sh passes a dry run too.
+//! serving certificate, APIService and ruleset validation webhook (cert-manager's CRDs are not
+//! installed here, so only its rendering is checked). The output of certs/generate.sh passes a
+//! dry run too.
 //!
-//! The test cluster has its own Service and APIService of the same names, pointing at the server
-//! of these tests: `deploy/` holds no APIService, and the dry runs must leave both untouched.
+//! The test cluster has its own Service, APIService and webhook of the same names, pointing at
+//! the server of these tests: `deploy/` holds no APIService and no webhook, and the dry runs
+//! must leave all three untouched. Its webhook is the shipped one but for where it calls.
 
 use ifo_dev::User;
 use ifo_test_support::env;
@@ -15,6 +17,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const APISERVICE: &str = "v1alpha1.live.ifo.kubevirt.io";
+const WEBHOOK: &str = ifo_dev::RULESET_WEBHOOK;
 const NAMESPACE: &str = "ifo-system";
 
 fn root() -> PathBuf {
@@ -98,7 +101,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         ids, on_disk,
         "deploy/kustomization.yaml must list every manifest under deploy/"
     );
-    for kind in ["APIService", "Secret"] {
+    for kind in ["APIService", "Secret", "ValidatingWebhookConfiguration"] {
         assert!(
             all(&rendered, kind).next().is_none(),
             "deploy/ must not hold a {kind}: it comes from certs/ or cert-manager"
@@ -388,18 +391,71 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
             .iter()
             .any(|p| p["port"] == target["port"])
     );
+
+    // The webhook: the same CA injected, otherwise webhook.yaml; it calls that same Service.
+    let webhook = find(&overlay, "ValidatingWebhookConfiguration", WEBHOOK);
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    );
+    let text = std::fs::read_to_string(root().join("apiservice/webhook.yaml")).unwrap();
+    let mut plain: Value = serde_saphyr::from_str(&text).unwrap();
+    plain["webhooks"][0]["clientConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caBundle");
+    assert_eq!(webhook["webhooks"], plain["webhooks"]);
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["service"]["name"],
+        target["name"]
+    );
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["service"]["port"],
+        target["port"]
+    );
 }
 
-/// The test registration: APIService and Service, to compare before and after a dry run.
-fn registration() -> (Value, Value) {
+/// The test cluster's webhook is `apiservice/webhook.yaml` as shipped but for its clientConfig:
+/// what the tests see of the door is what an install gets.
+#[test]
+fn the_test_clusters_webhook_is_the_shipped_one_but_for_where_it_calls() {
+    let text = std::fs::read_to_string(root().join("apiservice/webhook.yaml")).unwrap();
+    let shipped: Value = serde_saphyr::from_str(&text).unwrap();
+    let registered = env().get_json(
+        User::Admin,
+        &["get", "validatingwebhookconfiguration", WEBHOOK],
+    );
+    assert_eq!(registered["metadata"]["name"], shipped["metadata"]["name"]);
+    let (shipped, registered) = (&shipped["webhooks"][0], &registered["webhooks"][0]);
+    // Every field the manifest sets (kube-apiserver adds defaults of its own).
+    for (field, value) in shipped.as_object().unwrap() {
+        if field != "clientConfig" {
+            assert_eq!(&registered[field], value, "webhooks[0].{field}");
+        }
+    }
+    let path = shipped["clientConfig"]["service"]["path"].as_str().unwrap();
+    let url = registered["clientConfig"]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("https://localhost:") && url.ends_with(path),
+        "{url}"
+    );
+}
+
+/// The test registration: APIService, Service and webhook, to compare before and after a dry
+/// run.
+fn registration() -> Vec<Value> {
     let e = env();
-    (
+    vec![
         e.get_json(User::Admin, &["get", "apiservice", APISERVICE]),
         e.get_json(
             User::Admin,
             &["get", "service", "ifo-apiserver", "-n", NAMESPACE],
         ),
-    )
+        e.get_json(
+            User::Admin,
+            &["get", "validatingwebhookconfiguration", WEBHOOK],
+        ),
+    ]
 }
 
 /// Runs kubectl as admin; (stdout, stderr), panicking on failure.
@@ -423,12 +479,13 @@ fn kubectl_dry_run(args: &[&str]) -> (String, String) {
     (stdout, stderr)
 }
 
-fn assert_untouched(before: &(Value, Value)) {
+fn assert_untouched(before: &[Value]) {
     let after = registration();
     // Not resourceVersion: the aggregator writes the APIService's status on its own.
-    for (b, a) in [(&before.0, &after.0), (&before.1, &after.1)] {
+    for (b, a) in before.iter().zip(&after) {
         let what = format!("{} {}", b["kind"], b["metadata"]["name"]);
         assert_eq!(b["spec"], a["spec"], "a dry run changed {what}");
+        assert_eq!(b["webhooks"], a["webhooks"], "a dry run changed {what}");
         for field in ["labels", "annotations"] {
             assert_eq!(
                 b["metadata"][field], a["metadata"][field],
@@ -483,13 +540,15 @@ fn generated_certificates_pass_a_server_side_dry_run() {
         &file("secret.yaml"),
         "-f",
         &file("apiservice.yaml"),
+        "-f",
+        &file("webhook.yaml"),
     ]);
     assert_eq!(
         stdout
             .lines()
             .filter(|l| l.ends_with("(server dry run)"))
             .count(),
-        2,
+        3,
         "{stdout}"
     );
     assert_untouched(&before);

@@ -196,34 +196,9 @@ fn namespaced_ruleset_ignores_other_namespaces() {
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
 
-#[test]
-fn invalid_cel_is_reported_with_its_position_and_runs_nothing() {
-    let env = env();
-    let ns = env.namespace("invalid");
-    let rs = format!("broken-{ns}");
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Ok","expression":"true"}},{{"operation":"Broken","expression":"object.status.printableStatus =="}}]}}}}"#
-    ));
-    let invalid = wait_condition(env, &rs, "InvalidRule", "True");
-    let message = invalid["message"].as_str().unwrap();
-    assert!(
-        message.contains("rules[1] (Broken).expression"),
-        "{message}"
-    );
-    assert!(message.contains("1:33"), "no position in: {message}");
-    let ready = condition(env, &rs, "Ready").unwrap();
-    assert_eq!(ready["status"], "False");
-    assert_eq!(ready["reason"], "InvalidRule");
-    env.apply(&vm("vm1", &ns));
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        env.ifos(&ns).is_empty(),
-        "the valid rule of an invalid ruleset must not run"
-    );
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
-}
+// A ruleset that does not compile is refused when it is applied (`admission.rs`); what its
+// status says when one gets past that door (a server down while it is applied) is checked in
+// `tests/blind.rs`, whose cluster sends rulesets to no door.
 
 #[test]
 fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {

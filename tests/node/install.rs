@@ -1,6 +1,6 @@
 //! The install as the README tells users, checked as they would check it.
 
-use anyhow::{Result, ensure};
+use anyhow::{Result, bail, ensure};
 use ifo_dev::User;
 use ifo_dev::install::NAMESPACE;
 use serde_json::Value;
@@ -11,7 +11,8 @@ use super::workload::{set_vm, settled, until_listed};
 
 /// Two pods Ready on kubelet's probes, one leader, the server on its in-cluster service-account
 /// identity; VirtualMachine operations listed by `kubectl get ifos` through kube-apiserver →
-/// Service → the leader.
+/// Service → the leader; a ruleset that does not compile refused by the leader's admission door
+/// through the same Service (the webhook of `certs/generate.sh`, trusted by its caBundle).
 pub fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
     let pods = settled(ctx, Duration::from_secs(120))?;
     // The pods run the Deployment's spec as shipped: its image, its service account (a projected
@@ -56,6 +57,27 @@ pub fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
         all.lines()
             .any(|l| l.contains(&ctx.ns) && l.contains("vm-a")),
         "kubectl get ifos -A does not show vm-a:\n{all}"
+    );
+    // A server-side dry run: refused by the door, and nothing is created either way.
+    let broken = format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"broken-{}"}},
+"spec":{{"target":{{"version":"v1","resource":"configmaps"}},"rules":[{{"operation":"Broken","expression":"object.data =="}}]}}}}"#,
+        ctx.ns
+    );
+    let refusal = match ctx.cluster.kubectl_run(
+        User::Admin,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&broken),
+    ) {
+        Ok(out) => bail!("a ruleset that does not compile was accepted: {out}"),
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(
+        refusal.contains(&format!(
+            "admission webhook \"{}.ifo.kubevirt.io\" denied the request",
+            ifo_dev::RULESET_WEBHOOK
+        )) && refusal.contains("rules[0] (Broken).expression"),
+        "the ruleset was not refused by the admission door: {refusal}"
     );
     // kubectl logs reaches the node's kubelet; the leader says it leads.
     let log =

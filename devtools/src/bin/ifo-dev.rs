@@ -1,8 +1,9 @@
 //! `ifo-dev`: the product on a local real cluster, for trying it out (`deploy/local.sh`).
 //!
 //! Starts etcd, kube-apiserver and the controllers it needs, runs `ifo-apiserver` (the binary
-//! next to this one) registered as the APIService, applies the shipped rules and the read access
-//! they need, drives a small VirtualMachine workload, and streams
+//! next to this one) registered as the APIService and as the webhook that validates rulesets
+//! (`ifo-ruleset-validation`), applies the shipped rules and the read access they need, drives a
+//! small VirtualMachine workload, and streams
 //! `kubectl get ifos -A -w --output-watch-events -o wide` (each row labelled with its event:
 //! `ADDED`, `MODIFIED`, `DELETED`) until Ctrl-C, which stops everything.
 //!
@@ -91,6 +92,7 @@ fn main() -> Result<()> {
             "ifo-apiserver.log",
         )?;
         cluster.register_apiservice(port)?;
+        cluster.register_ruleset_webhook(port)?;
         cluster
             .wait_live_api(Duration::from_secs(60))
             .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;

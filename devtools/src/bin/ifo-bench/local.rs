@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 /// The rules the benchmark's subjects are written for.
 const RULES: &str = "rules/kubevirt/vm-lifecycle-rules.yaml";
 
+/// Every shipped ruleset (`--all-rules`), and the read access their targets need.
+const ALL_RULES: [&str; 2] = ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"];
+
 /// The CRD `ifo-apiserver serve --persist` mirrors live operations into.
 pub const PERSIST_CRD: &str = "deploy/persist/crd.yaml";
 
@@ -38,6 +41,8 @@ pub struct Settings {
     pub persist: bool,
     /// More of the server's environment (`--server-env`), set last.
     pub env: Vec<(String, String)>,
+    /// Apply every shipped ruleset, not only [`RULES`].
+    pub all_rules: bool,
 }
 
 /// A running server.
@@ -257,6 +262,12 @@ fn serve(
                 None,
             )
             .map_err(with_log)?;
+        if settings.all_rules {
+            for file in ALL_RULES {
+                let file = ifo_dev::source_dir().join(file).display().to_string();
+                cluster.kubectl_run(User::Admin, &["apply", "-f", &file], None)?;
+            }
+        }
         *rules_applied = true;
     }
     wait_until(

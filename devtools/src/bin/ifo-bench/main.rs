@@ -67,6 +67,11 @@ struct Cli {
     /// deploy/persist/crd.yaml first.
     #[arg(long, conflicts_with = "compare_persist")]
     persist: bool,
+    /// Apply every shipped ruleset (deploy/rules/bundle.yaml, 47 of them, with the read access
+    /// they need) to the local cluster instead of the VM lifecycle rules alone: what the others
+    /// cost beside the same workload, their status writes included.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    all_rules: bool,
     /// Run the same scenario twice on one local cluster, persistence off and then on (fresh
     /// subjects in a namespace of their own each), and print both side by side.
     #[arg(long)]
@@ -207,6 +212,7 @@ fn main() -> Result<()> {
                 debounce: cli.debounce,
                 persist,
                 env: cli.server_env.clone(),
+                all_rules: cli.all_rules,
             };
             (local, settings)
         });
@@ -524,6 +530,7 @@ impl Bench<'_> {
                  this ifo-apiserver know PERSIST?"
             );
         }
+        let ruleset_status_writes = report::ruleset_status_writes(&writes);
         let mut phase = report::Phase {
             subjects: self.subjects.len(),
             driven: driven.len(),
@@ -554,6 +561,8 @@ impl Bench<'_> {
                 counts.started,
             ),
             apiserver_writes: report::write_rows(&writes, counts.writes),
+            ruleset_status_writes,
+            ruleset_status_writes_per_minute: ruleset_status_writes as f64 * 60.0 / wall,
             cold_start: None,
         };
         let (mut starts, mut completions) = (Vec::new(), Vec::new());

@@ -52,6 +52,10 @@ pub struct Phase {
     pub lifecycles: u64,
     /// `operation_writes` per 1,000 lifecycles (`null` without lifecycles).
     pub operation_writes_per_1000_lifecycles: Option<f64>,
+    /// Writes of the rulesets' status (`operationrulesets/status`, by the server), and per
+    /// minute of the phase.
+    pub ruleset_status_writes: u64,
+    pub ruleset_status_writes_per_minute: f64,
     /// `--scale`: the local server restarted after the phase, with the phase's subjects.
     pub cold_start: Option<crate::local::ColdStart>,
 }
@@ -106,6 +110,18 @@ pub fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow
             }
         })
         .collect()
+}
+
+/// The writes of the rulesets' status among `writes`.
+pub fn ruleset_status_writes(writes: &Writes) -> u64 {
+    writes
+        .0
+        .iter()
+        .filter(|((_, group, resource, subresource), _)| {
+            group == "ifo.kubevirt.io" && resource == "operationrulesets" && subresource == "status"
+        })
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// `writes` per 1,000 operation lifecycles; `None` without lifecycles.
@@ -189,6 +205,10 @@ impl Phase {
                 w.total - w.by_benchmark
             );
         }
+        println!(
+            "  ruleset status writes {} ({:.1} per minute)",
+            self.ruleset_status_writes, self.ruleset_status_writes_per_minute
+        );
         println!(
             "  InFlightOperation writes {} ({} per 1,000 operation lifecycles, {} lifecycles)",
             self.operation_writes,

@@ -1,0 +1,185 @@
+//! The server's answers to kube-apiserver's admission webhooks: where a request that kube-apiserver
+//! is about to accept is shown to the server first, so that the server can refuse what it knows
+//! it cannot run (and, next, where the eviction guard will hold drains while work is in flight).
+//!
+//! Each door is a route of its own: a typed `AdmissionReview` in, a pure, unit-tested decision,
+//! a thin handler. The first door, [`RULESETS_PATH`], refuses OperationRuleSets that do not
+//! compile (see `rulesets`).
+//!
+//! The doors are served on the API's TLS listener but outside the `guard` middleware:
+//! kube-apiserver calls webhooks without a client certificate unless it is given a kubeconfig
+//! for them, so they cannot require authentication. A door answers only whether the object it
+//! is shown would be accepted, and reads nothing else (no index, no cluster), so an
+//! unauthenticated caller learns nothing but what it sent. Every review is bounded: its body
+//! to [`MAX_REVIEW_BYTES`], its time to [`REVIEW_DEADLINE`], its CPU to a few compiles at once.
+
+mod rulesets;
+
+use crate::evaluate::Engine;
+use crate::metrics::AdmissionDecision;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The path of the door for OperationRuleSets (the `ifo-ruleset-validation` webhook).
+pub const RULESETS_PATH: &str = "/admission/rulesets";
+
+/// Largest review read: kube-apiserver's own limit on a request body (3 MiB), so any object it
+/// accepts fits, with its old object on an update. A larger body is refused unread (413).
+pub const MAX_REVIEW_BYTES: usize = 3 << 20;
+
+/// Longest a review may take, its body read included. kube-apiserver gives up after the
+/// webhook's `timeoutSeconds` (5 s) and applies its failure policy; past this, the server stops
+/// waiting too (a compile under way still ends: it is bounded by itself, see `rulesets`).
+pub const REVIEW_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The only AdmissionReview version the webhooks are registered for.
+const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// The doors' routes, without authentication (see the [module](self)): POST only (any other
+/// method is 405).
+pub(crate) fn router(engine: Engine) -> Router {
+    Router::new()
+        .route(RULESETS_PATH, axum::routing::post(rulesets::review))
+        .with_state(Arc::new(rulesets::RuleSets::new(engine)))
+}
+
+/// Why a review got no decision: it is answered with an HTTP error, and kube-apiserver applies
+/// the webhook's failure policy.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReviewError {
+    /// The body is over [`MAX_REVIEW_BYTES`].
+    #[error("the AdmissionReview is larger than {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The body could not be read.
+    #[error("cannot read the AdmissionReview")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The body is not an AdmissionReview.
+    #[error("malformed AdmissionReview")]
+    Json(#[source] serde_json::Error),
+    /// An AdmissionReview of another version or kind.
+    #[error(
+        "expected an AdmissionReview of {REVIEW_API_VERSION}, got kind {kind:?} of {api_version:?}"
+    )]
+    NotAReview {
+        /// `apiVersion` of the body.
+        api_version: String,
+        /// `kind` of the body.
+        kind: String,
+    },
+    /// The review has no `request`.
+    #[error("malformed AdmissionReview: no request")]
+    NoRequest,
+    /// A CREATE or UPDATE without the object.
+    #[error("malformed AdmissionReview: a {operation} request without its object")]
+    NoObject {
+        /// The request's operation.
+        operation: &'static str,
+    },
+    /// No answer within [`REVIEW_DEADLINE`].
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// The decision failed (it panicked).
+    #[error("the review failed")]
+    Failed(#[source] tokio::task::JoinError),
+}
+
+impl ReviewError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ReviewError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ReviewError::Body(_)
+            | ReviewError::Json(_)
+            | ReviewError::NotAReview { .. }
+            | ReviewError::NoRequest
+            | ReviewError::NoObject { .. } => StatusCode::BAD_REQUEST,
+            ReviewError::TimedOut(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ReviewError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The error and its causes, as one line.
+    fn message(&self) -> String {
+        let mut message = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        message
+    }
+}
+
+/// Reads the review in `body`, within [`MAX_REVIEW_BYTES`].
+async fn read_review(body: Body) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    let bytes = Limited::new(body, MAX_REVIEW_BYTES)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                ReviewError::TooLarge {
+                    limit: MAX_REVIEW_BYTES,
+                }
+            } else {
+                ReviewError::Body(e)
+            }
+        })?
+        .to_bytes();
+    parse_review(&bytes)
+}
+
+/// The request of an `admission.k8s.io/v1` AdmissionReview.
+fn parse_review(bytes: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    // serde_json's recursion limit bounds how deep the object may nest.
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(bytes).map_err(ReviewError::Json)?;
+    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
+        return Err(ReviewError::NotAReview {
+            api_version: review.types.api_version,
+            kind: review.types.kind,
+        });
+    }
+    review.try_into().map_err(|_| ReviewError::NoRequest)
+}
+
+/// The HTTP answer to a review, and the decision it counts as.
+fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, AdmissionDecision) {
+    match answered {
+        Ok(response) => {
+            let decision = if response.allowed {
+                AdmissionDecision::Allowed
+            } else {
+                AdmissionDecision::Denied
+            };
+            (axum::Json(response.into_review()).into_response(), decision)
+        }
+        Err(e) => {
+            match &e {
+                // A bug: worth an operator's look.
+                ReviewError::Failed(_) => {
+                    tracing::warn!(error = %e.message(), "admission review failed");
+                }
+                // What any caller of this unauthenticated path can send or cause (a review
+                // waiting for its turn behind many): counted, not logged above debug.
+                _ => tracing::debug!(error = %e.message(), "admission review not answered"),
+            }
+            let response = (
+                e.status(),
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                e.message(),
+            )
+                .into_response();
+            (response, AdmissionDecision::Error)
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The rulesets door: its decision on typed reviews, and its handler on raw bodies.
+
+use super::decide;
+use crate::admission::{MAX_REVIEW_BYTES, RULESETS_PATH, router};
+use crate::evaluate::Engine;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use serde_json::{Value, json};
+use std::sync::LazyLock;
+use tower::ServiceExt;
+
+static ENGINE: LazyLock<Engine> = LazyLock::new(Engine::new);
+
+const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
+
+/// A VirtualMachine ruleset with these rules.
+fn ruleset(name: &str, rules: Value) -> Value {
+    json!({
+        "apiVersion": "ifo.kubevirt.io/v1alpha1",
+        "kind": "OperationRuleSet",
+        "metadata": {"name": name, "generation": 1},
+        "spec": {
+            "component": "kubevirt",
+            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+            "rules": rules,
+        }
+    })
+}
+
+/// An `admission.k8s.io/v1` AdmissionReview as kube-apiserver sends it, of `operation` on
+/// `resource` (group, version, plural) with `object` and `old`.
+fn review_of(
+    operation: &str,
+    resource: (&str, &str, &str),
+    object: Option<Value>,
+    old: Option<Value>,
+) -> Value {
+    let (group, version, plural) = resource;
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": UID,
+            "kind": {"group": group, "version": version, "kind": "OperationRuleSet"},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "requestKind": {"group": group, "version": version, "kind": "OperationRuleSet"},
+            "requestResource": {"group": group, "version": version, "resource": plural},
+            "name": "rs",
+            "operation": operation,
+            "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        }
+    })
+}
+
+const RULESETS: (&str, &str, &str) = ("ifo.kubevirt.io", "v1alpha1", "operationrulesets");
+
+fn request(review: Value) -> AdmissionRequest<DynamicObject> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+fn decided(review: Value) -> AdmissionResponse {
+    decide(&ENGINE, &request(review)).expect("a decision")
+}
+
+fn create(object: Value) -> AdmissionResponse {
+    decided(review_of("CREATE", RULESETS, Some(object), None))
+}
+
+fn assert_denied(response: &AdmissionResponse) -> &str {
+    assert!(!response.allowed, "{response:?}");
+    assert_eq!(response.uid, UID);
+    assert_eq!(response.result.code, 422, "{response:?}");
+    assert_eq!(response.result.reason, "Invalid");
+    &response.result.message
+}
+
+#[test]
+fn a_ruleset_that_compiles_is_allowed() {
+    let response = create(ruleset(
+        "vms",
+        json!([{
+            "operation": "Migrating",
+            "expression": "object.?status.?printableStatus.orValue('') == 'Migrating'",
+            "message": "'to ' + object.status.migrationTarget",
+        }]),
+    ));
+    assert!(response.allowed, "{response:?}");
+    assert_eq!(response.uid, UID);
+}
+
+#[test]
+fn invalid_cel_is_denied_with_every_problem_and_its_caret() {
+    let mut object = ruleset(
+        "broken",
+        json!([
+            {"operation": "Ok", "expression": "true"},
+            {"operation": "Broken", "expression": "object.status.printableStatus =="},
+            {"operation": "Quoted", "expression": "true", "message": "object.status.phase == Running"},
+        ]),
+    );
+    object["spec"]["labelExpressions"] = json!([{"key": "node", "expression": "object.spec.("}]);
+    let response = create(object);
+    let message = assert_denied(&response);
+    // Every problem, each with where it is, as the ruleset's InvalidRule condition says them.
+    let problems: Vec<&str> = message.split("; ").collect();
+    assert_eq!(problems.len(), 3, "{message}");
+    assert!(
+        problems[0].starts_with("rules[1] (Broken).expression: ERROR: <input>:1:33"),
+        "{message}"
+    );
+    assert!(
+        problems[1].starts_with("rules[2] (Quoted).message: ERROR: <input>:1:24"),
+        "{message}"
+    );
+    assert!(
+        problems[1].contains("undeclared reference to 'Running'"),
+        "{message}"
+    );
+    assert!(
+        problems[2].starts_with("labelExpressions[0] (node): ERROR:"),
+        "{message}"
+    );
+    // The source line and a caret under the place.
+    assert!(
+        message.contains("| object.status.printableStatus ==\n"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("| {}^", ".".repeat(32))),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_update_that_breaks_a_ruleset_is_denied() {
+    let old = ruleset(
+        "vms",
+        json!([{"operation": "Running", "expression": "true"}]),
+    );
+    let new = ruleset(
+        "vms",
+        json!([{"operation": "Running", "expression": "object.status.phase == Running"}]),
+    );
+    let response = decided(review_of("UPDATE", RULESETS, Some(new), Some(old)));
+    let message = assert_denied(&response);
+    assert!(
+        message.starts_with("rules[0] (Running).expression:"),
+        "{message}"
+    );
+}
+
+#[test]
+fn what_the_spec_lacks_or_has_wrong_is_denied() {
+    let mut no_rules = ruleset("empty", json!([]));
+    no_rules["spec"]["target"]["version"] = json!("");
+    let message = assert_denied(&create(no_rules)).to_owned();
+    assert_eq!(
+        message,
+        "rules: at least one rule is required; target: version and resource are required"
+    );
+
+    let mut unreadable = ruleset("unreadable", json!([]));
+    unreadable["spec"].as_object_mut().unwrap().remove("target");
+    let response = create(unreadable);
+    let message = assert_denied(&response);
+    assert!(
+        message.starts_with("spec: missing field `target`"),
+        "{message}"
+    );
+
+    let mut no_spec = ruleset("nospec", json!([]));
+    no_spec.as_object_mut().unwrap().remove("spec");
+    assert_eq!(assert_denied(&create(no_spec)), "spec: Required value");
+}
+
+#[test]
+fn over_the_cost_estimate_is_denied_as_the_controller_would() {
+    let response = create(ruleset(
+        "costly",
+        json!([{
+            "operation": "Costly",
+            "expression": "lists.range(5000).all(i, lists.range(5000).all(j, i + j >= 0))",
+        }]),
+    ));
+    let message = assert_denied(&response);
+    assert!(message.contains("exceeds the limit"), "{message}");
+}
+
+/// cel has no type checker: a rule of the wrong result type compiles, and shows at run time
+/// (`RuleErrors` on the ruleset), not at the door.
+#[test]
+fn a_rule_of_the_wrong_result_type_is_left_to_run_time() {
+    let response = create(ruleset(
+        "strings",
+        json!([{"operation": "Wrong", "expression": "'Migrating'"}]),
+    ));
+    assert!(response.allowed, "{response:?}");
+}
+
+#[test]
+fn deletes_and_other_resources_are_allowed_whatever_they_hold() {
+    let broken = ruleset(
+        "broken",
+        json!([{"operation": "Broken", "expression": "object.status =="}]),
+    );
+    let delete = decided(review_of("DELETE", RULESETS, None, Some(broken.clone())));
+    assert!(delete.allowed, "{delete:?}");
+    assert_eq!(delete.uid, UID);
+
+    for resource in [
+        ("", "v1", "configmaps"),
+        ("ifo.kubevirt.io", "v1alpha1", "inflightoperations"),
+        ("ifo.kubevirt.io", "v1beta1", "operationrulesets"),
+    ] {
+        let other = decided(review_of("CREATE", resource, Some(broken.clone()), None));
+        assert!(other.allowed, "{resource:?}: {other:?}");
+    }
+
+    let mut status = review_of("UPDATE", RULESETS, Some(broken.clone()), Some(broken));
+    status["request"]["subResource"] = json!("status");
+    assert!(decided(status).allowed);
+}
+
+/// Reviews come from anyone who reaches the port: a spec too large to compile cheaply is let
+/// through with a warning, and its status tells (the controller compiles it all the same).
+#[test]
+fn a_spec_too_large_to_compile_here_is_let_through_with_a_warning() {
+    let broken = json!({"operation": "Broken", "expression": "object.status =="});
+    let response = create(ruleset("huge", Value::Array(vec![broken; 10_000])));
+    assert!(response.allowed, "{response:?}");
+    let warnings = response.warnings.expect("a warning");
+    assert!(
+        warnings[0].starts_with("not validated: the spec is "),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_create_without_its_object_is_malformed() {
+    let review = review_of("CREATE", RULESETS, None, None);
+    assert!(decide(&ENGINE, &request(review)).is_err());
+}
+
+// ---- the handler ------------------------------------------------------------------------------
+
+/// POSTs `body` to the door; (status, body).
+async fn post(body: impl Into<Body>) -> (StatusCode, Vec<u8>) {
+    call(Method::POST, body.into()).await
+}
+
+async fn call(method: Method, body: Body) -> (StatusCode, Vec<u8>) {
+    let response = router(ENGINE.clone())
+        .oneshot(
+            Request::builder()
+                .method(method)
+                .uri(RULESETS_PATH)
+                .header("content-type", "application/json")
+                .body(body)
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, body.to_vec())
+}
+
+#[tokio::test]
+async fn the_handler_answers_a_review_with_a_review() {
+    let valid = ruleset(
+        "vms",
+        json!([{"operation": "Running", "expression": "true"}]),
+    );
+    let (status, body) = post(review_of("CREATE", RULESETS, Some(valid), None).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], UID);
+    assert_eq!(answer["response"]["allowed"], true);
+
+    let broken = ruleset(
+        "broken",
+        json!([{"operation": "Broken", "expression": "object.status =="}]),
+    );
+    let (status, body) = post(review_of("CREATE", RULESETS, Some(broken), None).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["uid"], UID);
+    assert_eq!(answer["response"]["allowed"], false);
+    let result = &answer["response"]["status"];
+    assert_eq!(result["code"], 422);
+    assert_eq!(result["reason"], "Invalid");
+    assert_eq!(result["status"], "Failure");
+    assert!(
+        result["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("rules[0] (Broken).expression: ERROR: <input>:1:"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn what_is_not_a_v1_review_is_a_400_that_says_why() {
+    let (status, body) = post("{not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.starts_with("malformed AdmissionReview: "), "{text}");
+
+    let mut old = review_of("CREATE", RULESETS, None, None);
+    old["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let (status, body) = post(old.to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.contains("admission.k8s.io/v1beta1"), "{text}");
+
+    let (status, body) =
+        post(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string())
+            .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        String::from_utf8(body).unwrap(),
+        "malformed AdmissionReview: no request"
+    );
+
+    let (status, _) = post(review_of("CREATE", RULESETS, None, None).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // An object nested deeper than serde_json's limit is refused, not a stack overflow.
+    let mut deep = review_of("CREATE", RULESETS, Some(json!({"spec": "DEEP"})), None).to_string();
+    deep = deep.replace(
+        "\"DEEP\"",
+        &format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+    );
+    let (status, body) = post(deep).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.contains("recursion limit exceeded"), "{text}");
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused_unread() {
+    let (status, body) = post(vec![b' '; MAX_REVIEW_BYTES + 1]).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        String::from_utf8(body)
+            .unwrap()
+            .contains(&MAX_REVIEW_BYTES.to_string())
+    );
+}
+
+#[tokio::test]
+async fn only_post_is_served() {
+    for method in [Method::GET, Method::PUT, Method::DELETE] {
+        let (status, _) = call(method.clone(), Body::empty()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+    }
+}
