@@ -119,6 +119,11 @@ pub struct ServeArgs {
     /// See CEL_SUSPEND_AFTER.
     #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_setting_duration)]
     pub cel_suspend_window: Duration,
+    /// Least time between two writes of a ruleset's status that nobody waits on: its other
+    /// conditions, counts and learned durations (a change after a quiet interval is written at
+    /// once). Ready, InvalidRule and a suspension are written within 2s. At least 1s.
+    #[arg(long, env = "RULESET_STATUS_INTERVAL", default_value = "60s", value_parser = parse_setting_duration)]
+    pub ruleset_status_interval: Duration,
     /// Also write every operation as a cluster-scoped `inflightoperations.ifo.kubevirt.io`
     /// custom resource (the CRD of deploy/persist/ must be installed), read back at start.
     #[arg(long, env = "PERSIST", default_value_t = false, action = clap::ArgAction::Set,

@@ -211,8 +211,11 @@ impl Inventory {
     pub async fn report_to(self: Arc<Self>, index: Arc<Index>) {
         loop {
             self.changed.notified().await;
-            // A burst (a list, many namespaces created at once) is one change.
+            // A burst (a list, many namespaces created at once) is one change, and changes come
+            // at most about once a second (see `Index::feeds_change_due`).
             tokio::time::sleep(REPORT_COALESCE).await;
+            index.feeds_change_due().await;
+            let _ = futures::FutureExt::now_or_never(self.changed.notified());
             index.scopes_changed();
         }
     }

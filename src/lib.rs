@@ -7,6 +7,7 @@
 
 pub use ifo_apimachinery as apimachinery;
 
+mod admission;
 pub mod api;
 mod auth;
 mod client;

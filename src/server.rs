@@ -2,6 +2,7 @@
 //! [`Server::run`]). Wiring only: every background task is owned by a [`Tasks`] set (see
 //! [`crate::supervise`]), and there is one shutdown sequence.
 
+use crate::admission;
 use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, tls};
 use crate::client::kube_client;
@@ -156,19 +157,24 @@ impl Server {
         // Ruleset statuses are written by the leader only: replicas learn durations each on its
         // own, and two writers would overwrite each other's.
         let (leading_tx, leading) = tokio::sync::watch::channel(election.is_none());
+        // One CEL environment for the controller and the admission door, so that a ruleset the
+        // door lets through is one the controller compiles.
+        let engine = Engine::new();
+        let status_interval = args.ruleset_status_interval.max(Duration::from_secs(1));
         tasks.restarting("ruleset-controller", {
-            let (client, detector) = (client.clone(), detector.clone());
+            let (client, detector, engine) = (client.clone(), detector.clone(), engine.clone());
             // The first run releases readiness once the rulesets are listed; a later one (after a
             // failure) lists them again while the server serves.
             let mut listed = Some(rulesets_listed);
             move || {
                 reconcile::run(
                     client.clone(),
-                    Engine::new(),
+                    engine.clone(),
                     watches.clone(),
                     detector.clone(),
                     listed.take(),
                     leading.clone(),
+                    status_interval,
                 )
             }
         });
@@ -251,10 +257,13 @@ impl Server {
             }
         };
         // Only the routes the server has are guarded: any other path is a 404 for everyone, and
-        // never costs a review or a cache entry.
+        // never costs a review or a cache entry. The admission doors are not: kube-apiserver
+        // calls webhooks without credentials, and a door reveals nothing but whether the object
+        // it is sent compiles (see `admission`).
         let app = api::router(state.clone())
             .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
-            .merge(api::health_router(state.clone()));
+            .merge(api::health_router(state.clone()))
+            .merge(admission::router(engine));
         Ok(Server {
             args,
             tasks,

@@ -13,17 +13,26 @@
 //!
 //! A test binary of its own (with its own cluster and server): a ruleset that does not compile
 //! makes every node's gate Unknown while it lasts, which would hold the node gates of every other
-//! test sharing the cluster. The tests here take turns for the same reason.
+//! test sharing the cluster. The tests here take turns for the same reason. Its cluster sends
+//! rulesets to no admission door (`ruleset_webhook(false)`), so a ruleset that does not compile
+//! gets in, as it does in an install whose server is down when the ruleset is applied; what
+//! that ruleset's own status says is checked here too.
 
 use std::process::Output;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use ifo_dev::User;
-use ifo_test_support::{Env, HEAVY, TestNode, env, eventually, heavy_vm, vm};
+use ifo_test_support::{Env, HEAVY, TestNode, eventually, heavy_vm, vm};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// This binary's environment: without the admission door, which would refuse the rulesets that
+/// do not compile.
+fn env() -> &'static Env {
+    Env::builder().ruleset_webhook(false).start()
+}
 
 /// One test at a time: some of them blind every node's gate.
 static TURN: Mutex<()> = Mutex::new(());
@@ -250,4 +259,57 @@ fn a_ruleset_that_does_not_compile_makes_every_node_gate_unknown() {
 
     env.apply(&ruleset(&rs, &ns, "false"));
     clear_again(env, &gate, rv);
+}
+
+/// A ruleset that got past the admission door and does not compile says why on its status (the
+/// rule and the position), and runs none of its rules, not even those that compile.
+#[test]
+fn a_ruleset_past_the_door_that_does_not_compile_says_why_and_runs_nothing() {
+    let _turn = turn();
+    let env = env();
+    let ns = env.namespace("norun");
+    let rs = format!("broken-{ns}");
+    env.apply(
+        &json!({
+            "apiVersion": "ifo.kubevirt.io/v1alpha1",
+            "kind": "OperationRuleSet",
+            "metadata": {"name": rs},
+            "spec": {
+                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+                "namespaces": [ns],
+                "rules": [
+                    {"operation": "Ok", "expression": "true"},
+                    {"operation": "Broken", "expression": "object.status.printableStatus =="},
+                ],
+            }
+        })
+        .to_string(),
+    );
+    let condition = |type_: &str| -> Option<Value> {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        ors["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)
+            .cloned()
+    };
+    let invalid = eventually(WAIT, "InvalidRule=True", || {
+        condition("InvalidRule").filter(|c| c["status"] == "True")
+    });
+    let message = invalid["message"].as_str().unwrap();
+    assert!(
+        message.contains("rules[1] (Broken).expression: ERROR: <input>:1:33"),
+        "{message}"
+    );
+    assert!(message.contains('^'), "no caret in: {message}");
+    let ready = condition("Ready").unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "InvalidRule");
+    env.apply(&vm("vm1", &ns));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        env.ifos(&ns).is_empty(),
+        "the valid rule of an invalid ruleset must not run"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

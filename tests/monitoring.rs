@@ -52,6 +52,7 @@ fn exercise() {
     cost_exceeded("rs");
     ruleset_suspended("rs");
     evaluation_event_dropped("rs");
+    ruleset_status_written("rs");
     EvaluationTimer::new("rs").time(|| ());
     RequestTimer::start().finish(("get", ""), http::StatusCode::OK);
     open_watches(0);

@@ -302,3 +302,99 @@ fn every_target_of_the_library_is_served_by_the_test_cluster() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A case may give the related objects of a ruleset's related parts: the labels it expects are
+/// those the operations get (own label expressions above the related ones, an empty value
+/// giving way), a related object that is not where `match` says fails, and the RBAC of the
+/// library covers related targets.
+#[test]
+fn cases_check_the_labels_related_objects_give_and_rbac_covers_their_targets() {
+    let dir = std::env::temp_dir().join(format!("ifo-related-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rollouts.yaml"),
+        "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: rollouts}\n\
+         spec:\n  target: {group: apps, version: v1, resource: deployments}\n\
+         \x20 labelExpressions:\n\
+         \x20 - {key: ifo.kubevirt.io/node, expression: \"object.?spec.?pinned.orValue('')\"}\n\
+         \x20 related:\n\
+         \x20 - target: {group: example.com, version: v1, resource: placements}\n\
+         \x20   match: SameName\n\
+         \x20   labelExpressions:\n\
+         \x20   - {key: ifo.kubevirt.io/node, expression: \"object.?status.?node.orValue('')\"}\n\
+         \x20 rules:\n\
+         \x20 - {operation: Rollout, expression: 'true'}\n",
+    )
+    .unwrap();
+    let object = |pinned: &str| {
+        format!(
+            "{{apiVersion: apps/v1, kind: Deployment, metadata: {{name: web, namespace: a}}, spec: {{pinned: '{pinned}'}}}}"
+        )
+    };
+    let placement =
+        |name: &str| format!("{{metadata: {{name: {name}, namespace: a}}, status: {{node: n1}}}}");
+    std::fs::write(
+        dir.join("rollouts.cases.yaml"),
+        format!(
+            "cases:\n\
+             - name: related\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n1}}}}\n\
+             - name: own wins\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n2}}}}\n\
+             - name: wrong value\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n9}}}}\n\
+             - name: not the same name\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout]}}\n",
+            object(""),
+            placement("web"),
+            object("n2"),
+            placement("web"),
+            object(""),
+            placement("web"),
+            object(""),
+            placement("other"),
+        ),
+    )
+    .unwrap();
+    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
+    let (count, failures) = ifo::library::run_cases(&Engine::new(), &files).unwrap();
+    let lint = ifo::library::lint(&Engine::new(), &files);
+    let rbac = ifo::library::rbac(&files, "test");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(count, 4);
+    assert!(lint.is_empty(), "{lint:#?}");
+    let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    assert_eq!(report.len(), 2, "{report:#?}");
+    assert!(
+        report[0].starts_with("rollouts / wrong value: label ifo.kubevirt.io/node")
+            && report[0].contains("\"n9\"")
+            && report[0].contains("\"n1\""),
+        "{report:?}"
+    );
+    assert!(
+        report[1]
+            .starts_with("rollouts / not the same name: related[0]: a SameName related object"),
+        "{report:?}"
+    );
+    assert!(
+        rbac.contains("apiGroups: [\"example.com\"]\n    resources: [\"placements\"]"),
+        "{rbac}"
+    );
+}
+
+/// The targets of the library's related objects are served by the test cluster too, so that
+/// the end-to-end tests watch them as a real cluster would.
+#[test]
+fn every_related_target_of_the_library_is_served_by_the_test_cluster() {
+    let crds = test_cluster_crds();
+    for file in library() {
+        for related in &file.spec.related {
+            let t = &related.target;
+            let key = (t.group.clone(), t.version.clone(), t.resource.clone());
+            let built_in = BUILT_IN_TARGETS
+                .iter()
+                .any(|(g, v, r, _, _)| (*g, *v, *r) == (&*key.0, &*key.1, &*key.2));
+            assert!(
+                built_in || crds.contains_key(&key),
+                "{}: no CRD in tests/cluster/crds serves the related target {t}",
+                file.name
+            );
+        }
+    }
+}

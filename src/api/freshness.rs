@@ -5,10 +5,17 @@
 //!
 //! The index keeps serving what it last saw when a watch breaks (etcd down, RBAC revoked, CRD
 //! deleted); without this, "nothing in flight" would be indistinguishable from "not looking".
+//!
+//! A warning names only what its reader may read ([`Reader`]): a read of one namespace is told
+//! of that namespace's blind spots (and of the targets' and rulesets'), a read across every
+//! namespace was authorized for all of them; a read of cluster-scoped operations is authorized
+//! for none, so the blind spots of namespaces (an object skipped there is named
+//! `namespace/name`, and its name can be a secret) are counted for it, not named.
 
-use crate::detect::{HealthReader, Stale};
+use crate::detect::{Blind, HealthReader, Stale};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
+use std::sync::Arc;
 
 pub use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
 
@@ -17,31 +24,110 @@ const MAX_WARNINGS: usize = 10;
 /// Longest reason quoted in a warning (API server messages can be long).
 const MAX_REASON: usize = 300;
 
-/// The warnings a read of `namespace` (`None`: every namespace, or cluster-scoped objects), as
-/// the request's `RequestInfo` names it, gets now. `unsynced` is what the initial sync has not
-/// seen yet (see [`crate::readiness::Readiness::unsynced`]): before the rulesets are listed no
-/// target is known to be stale, yet the answer is partial all the same.
+/// Who reads an answer's warnings, as the request was authorized: what they may be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// Every reason its query gives: a read of one namespace (whose query gives only that
+    /// namespace's blind spots, and its targets' and rulesets'), a read across every namespace
+    /// (authorized cluster-wide), the maintenance gates (read by holders of their ClusterRole).
+    All,
+    /// A read of cluster-scoped operations, authorized for no namespace: reasons that name
+    /// something of a namespace (an object skipped there, a ruleset suspended there) are
+    /// counted, not named.
+    ClusterScoped,
+}
+
+/// One reason why an answer may be incomplete, as read when the answer was taken; told to a
+/// reader by [`texts`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    text: String,
+    /// Whether it names something of a namespace (told only to readers of it).
+    namespaced: bool,
+}
+
+impl From<&str> for Notice {
+    /// A reason that names nothing of a namespace.
+    fn from(text: &str) -> Self {
+        Notice {
+            text: text.to_owned(),
+            namespaced: false,
+        }
+    }
+}
+
+/// The reasons a read of `namespace` (`None`: every namespace, or cluster-scoped objects), as
+/// the request's `RequestInfo` names it, is given now. `unsynced` is what the initial sync has
+/// not seen yet (see [`crate::readiness::Readiness::unsynced`]): before the rulesets are listed
+/// no target is known to be stale, yet the answer is partial all the same.
 ///
 /// Read once before the answer is taken from the index and once after, and both kept (see
-/// [`warn`]): the writers publish what a list brought before they say the target is current,
+/// [`texts`]): the writers publish what a list brought before they say the target is current,
 /// so an answer taken while it was not yet current is warned even if it is current by the time
 /// the answer is sent.
 pub fn warnings_now(
     targets: &HealthReader,
     unsynced: &[String],
     namespace: Option<&str>,
-) -> Vec<String> {
+) -> Vec<Notice> {
     let sync = (!unsynced.is_empty()).then(|| {
         let all = unsynced.join(", ");
         let mut waiting: String = all.chars().take(MAX_REASON).collect();
         if waiting.len() < all.len() {
             waiting.push('…');
         }
-        format!("{INCOMPLETE}: the initial sync is not done (waiting for {waiting})")
+        Notice::from(
+            format!("{INCOMPLETE}: the initial sync is not done (waiting for {waiting})").as_str(),
+        )
     });
     sync.into_iter()
-        .chain(warnings(&targets.stale(namespace)))
+        .chain(targets.stale(namespace).iter().map(notice))
         .collect()
+}
+
+/// The reasons of an answer kept with it (a list read from a kept snapshot), for the `Warning`
+/// headers [`texts`] makes of them with the others; a response extension.
+#[derive(Clone, Debug)]
+pub struct Kept(pub Arc<[Notice]>);
+
+/// The `Warning` texts `reader` is given for `notices` (each reason once, in order): at most
+/// [`MAX_WARNINGS`], the rest counted in one more; for [`Reader::ClusterScoped`], those that
+/// name something of a namespace are counted in one text that says the answer may be
+/// incomplete all the same.
+pub fn texts<'a>(notices: impl IntoIterator<Item = &'a Notice>, reader: Reader) -> Vec<String> {
+    let (mut told, mut unnamed): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for n in notices {
+        let list = if reader == Reader::ClusterScoped && n.namespaced {
+            &mut unnamed
+        } else {
+            &mut told
+        };
+        if !list.contains(&n.text.as_str()) {
+            list.push(&n.text);
+        }
+    }
+    let more = told.len().saturating_sub(MAX_WARNINGS);
+    let mut out: Vec<String> = told
+        .into_iter()
+        .take(MAX_WARNINGS)
+        .map(str::to_owned)
+        .collect();
+    if more > 0 {
+        out.push(format!(
+            "{INCOMPLETE}: and {more} more reasons (see the rulesets' conditions)"
+        ));
+    }
+    if !unnamed.is_empty() {
+        let reasons = match unnamed.len() {
+            1 => "1 reason".to_owned(),
+            n => format!("{n} reasons"),
+        };
+        out.push(format!(
+            "{INCOMPLETE}: detection is not current in some namespaces ({reasons}, named only to \
+             readers of those namespaces)"
+        ));
+    }
+    out
 }
 
 /// Adds `texts` to a successful response as `Warning` headers, each text once.
@@ -64,28 +150,30 @@ pub fn warn(texts: impl IntoIterator<Item = String>, response: &mut Response) {
     }
 }
 
-/// One text per reason, at most [`MAX_WARNINGS`].
-fn warnings(stale: &[Stale]) -> Vec<String> {
-    let mut texts: Vec<String> = stale
-        .iter()
-        .take(MAX_WARNINGS)
-        .map(|s| {
-            let name = target_name(s);
-            let full = s.reason.to_string();
-            let mut reason: String = full.chars().take(MAX_REASON).collect();
-            if reason.len() < full.len() {
-                reason.push('…');
-            }
-            format!("{INCOMPLETE}: {name} {reason}")
-        })
-        .collect();
-    if stale.len() > MAX_WARNINGS {
-        texts.push(format!(
-            "{INCOMPLETE}: and {} more reasons (see the rulesets' conditions)",
-            stale.len() - MAX_WARNINGS
-        ));
+/// One reason's text, and whether it names something of a namespace: an object skipped there
+/// (`namespace/name`; a cluster-scoped object is `name`), a ruleset suspended there.
+fn notice(s: &Stale) -> Notice {
+    let name = target_name(s);
+    let full = s.reason.to_string();
+    let mut reason: String = full.chars().take(MAX_REASON).collect();
+    if reason.len() < full.len() {
+        reason.push('…');
     }
-    texts
+    let namespaced = match &s.reason {
+        Blind::Skipped { object, .. } => object.contains('/'),
+        Blind::Suspended { namespace, .. } => namespace.is_some(),
+        Blind::NotWatched(_) | Blind::DroppedEvents { .. } | Blind::Invalid { .. } => false,
+    };
+    Notice {
+        text: format!("{INCOMPLETE}: {name} {reason}"),
+        namespaced,
+    }
+}
+
+/// The texts every reader of `stale` is given (the tests').
+#[cfg(test)]
+fn warnings(stale: &[Stale]) -> Vec<String> {
+    texts(&stale.iter().map(notice).collect::<Vec<_>>(), Reader::All)
 }
 
 /// `<resource>.<group>/<version>` (`<resource>/<version>` in the core group): how warnings and
@@ -121,7 +209,6 @@ fn header_value(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::Blind;
     use crate::ruleset::Target;
     use axum::body::Body;
     use axum::http::StatusCode;
@@ -173,6 +260,59 @@ mod tests {
         );
     }
 
+    /// bob, who may read no namespace, lists cluster-scoped operations: he is told that the
+    /// answer may be incomplete, and of what concerns every reader (a target, a ruleset, a
+    /// cluster-scoped object), but not the name of alice's object, nor where a ruleset is
+    /// suspended. A read across every namespace was authorized for all of them.
+    #[test]
+    fn a_read_of_cluster_scoped_operations_names_nothing_of_a_namespace() {
+        let vms = Target {
+            group: "kubevirt.io".into(),
+            version: "v1".into(),
+            resource: "virtualmachines".into(),
+        };
+        let stale = |reason| Stale {
+            target: vms.clone(),
+            reason,
+        };
+        let notices: Vec<Notice> = [
+            Blind::Skipped {
+                object: "team-a/secret-project-payroll-export".into(),
+                why: "over the budget".into(),
+            },
+            Blind::Suspended {
+                ruleset: "vms".into(),
+                namespace: Some("team-a".into()),
+            },
+            Blind::Skipped {
+                object: "cluster-wide".into(),
+                why: "over the budget".into(),
+            },
+            Blind::DroppedEvents {
+                ruleset: "vms".into(),
+            },
+        ]
+        .into_iter()
+        .map(|reason| notice(&stale(reason)))
+        .collect();
+        let all = texts(&notices, Reader::All);
+        assert_eq!(all.len(), 4);
+        assert!(
+            all[0].contains("team-a/secret-project-payroll-export"),
+            "{all:?}"
+        );
+        // Read before the answer was taken and after: the same reasons, counted once.
+        let bob = texts(notices.iter().chain(&notices), Reader::ClusterScoped);
+        assert_eq!(
+            bob,
+            [
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 object cluster-wide is skipped: over the budget",
+                "operations may be incomplete: virtualmachines.kubevirt.io/v1 lost events of ruleset vms (its evaluation fell behind); listing it again",
+                "operations may be incomplete: detection is not current in some namespaces (2 reasons, named only to readers of those namespaces)",
+            ]
+        );
+    }
+
     #[test]
     fn header_values_are_quoted_strings() {
         assert_eq!(header_value(r#"a "b" c\d"#), r#"299 - "a \"b\" c\\d""#);
@@ -190,7 +330,10 @@ mod tests {
         health.watching(&t, None);
         let targets = health.reader();
         let mut ok = Response::new(Body::empty());
-        warn(warnings_now(&targets, &[], None), &mut ok);
+        warn(
+            texts(&warnings_now(&targets, &[], None), Reader::All),
+            &mut ok,
+        );
         let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
         assert_eq!(
             values,
@@ -200,7 +343,10 @@ mod tests {
         );
         let mut failed = Response::new(Body::empty());
         *failed.status_mut() = StatusCode::NOT_FOUND;
-        warn(warnings_now(&targets, &[], None), &mut failed);
+        warn(
+            texts(&warnings_now(&targets, &[], None), Reader::All),
+            &mut failed,
+        );
         assert!(failed.headers().get(header::WARNING).is_none());
     }
 
@@ -208,14 +354,12 @@ mod tests {
     fn answers_before_the_initial_sync_say_so_even_with_no_target_known() {
         let targets = std::sync::Arc::new(crate::detect::Health::default()).reader();
         let mut ok = Response::new(Body::empty());
-        warn(
-            warnings_now(
-                &targets,
-                &["the list of OperationRuleSets".to_string()],
-                None,
-            ),
-            &mut ok,
+        let notices = warnings_now(
+            &targets,
+            &["the list of OperationRuleSets".to_string()],
+            None,
         );
+        warn(texts(&notices, Reader::ClusterScoped), &mut ok);
         let values: Vec<_> = ok.headers().get_all(header::WARNING).iter().collect();
         assert_eq!(
             values,
@@ -224,7 +368,10 @@ mod tests {
             ]
         );
         let mut synced = Response::new(Body::empty());
-        warn(warnings_now(&targets, &[], None), &mut synced);
+        warn(
+            texts(&warnings_now(&targets, &[], None), Reader::All),
+            &mut synced,
+        );
         assert!(synced.headers().get(header::WARNING).is_none());
     }
 }

@@ -158,8 +158,31 @@ pub async fn dispatch(
         Ok(response) => response,
         Err(e) => e.into_response(),
     };
-    super::freshness::warn(before.into_iter().chain(warnings()), &mut response);
+    // With those of the snapshot a list page was read from, told as one.
+    let kept = response.extensions_mut().remove::<super::freshness::Kept>();
+    let after = warnings();
+    let notices = before
+        .iter()
+        .chain(kept.iter().flat_map(|k| k.0.iter()))
+        .chain(&after);
+    let texts = super::freshness::texts(notices, reader(&info));
+    super::freshness::warn(texts, &mut response);
     response
+}
+
+/// Who reads the warnings of the answer to `info` (see [`super::freshness::Reader`]): a read of
+/// cluster-scoped operations is authorized for no namespace.
+fn reader(info: &RequestInfo) -> super::freshness::Reader {
+    let cluster_scoped = info
+        .resource
+        .as_ref()
+        .and_then(|r| resource_for(&r.resource))
+        .is_some_and(|r| !r.namespaced);
+    if cluster_scoped && !super::gate::is_gate_request(info) {
+        super::freshness::Reader::ClusterScoped
+    } else {
+        super::freshness::Reader::All
+    }
 }
 
 /// What a request is served as, decided from its [`RequestInfo`] alone (the one its
@@ -433,7 +456,9 @@ fn list(
         }
     };
     // A page read from a snapshot taken while detection was not current says so, however
-    // current it is by now.
-    super::freshness::warn(kept.warnings.iter().cloned(), &mut response);
+    // current it is by now ([`dispatch`] tells it).
+    response
+        .extensions_mut()
+        .insert(super::freshness::Kept(kept.warnings));
     Ok(response)
 }

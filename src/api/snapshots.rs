@@ -11,6 +11,7 @@
 //! the records themselves are shared). Past the budget, the oldest go first, so paginating
 //! under heavy churn may still get `410 Expired` with an inconsistent continue token.
 
+use super::freshness::Notice;
 use crate::index::{IndexReader, Snapshot};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -44,7 +45,7 @@ pub struct Kept {
     /// The `Warning`s a read got just before it was taken (see
     /// [`super::freshness::warnings_now`]): every page read from it carries them, whatever
     /// the server knows by the time the page is asked for.
-    pub warnings: Arc<[String]>,
+    pub warnings: Arc<[Notice]>,
 }
 
 /// Whether a snapshot of `taken` (a namespace, or everything) serves a request for `wanted`:
@@ -79,7 +80,7 @@ impl Snapshots {
         &self,
         index: &IndexReader,
         namespace: Option<&str>,
-        warnings: impl FnOnce() -> Vec<String>,
+        warnings: impl FnOnce() -> Vec<Notice>,
     ) -> Kept {
         let rv = index.current_rv();
         let mut recent = self.recent.lock();
@@ -213,7 +214,7 @@ mod tests {
     fn a_read_of_one_namespace_gets_the_warnings_of_that_namespace() {
         let index = Arc::new(crate::index::Index::new(100, 1000, 16));
         let snapshots = Snapshots::default();
-        let everywhere = || vec!["things in namespace a are not being watched".to_string()];
+        let everywhere = || vec!["things in namespace a are not being watched".into()];
         let all = snapshots.current(&index.reader(), None, everywhere);
         assert_eq!(all.warnings.len(), 1);
         let b = snapshots.current(&index.reader(), Some("b"), Vec::new);
@@ -293,13 +294,13 @@ mod tests {
         // A list at the same RV shares it, and what was read before it was taken.
         let shared = snapshots.current(&index.reader(), None, Vec::new);
         assert!(Arc::ptr_eq(&shared.snapshot, &partial.snapshot));
-        assert_eq!(&*shared.warnings, ["not listed yet"]);
+        assert_eq!(&*shared.warnings, [Notice::from("not listed yet")]);
         index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
         let whole = snapshots.current(&index.reader(), None, Vec::new);
         assert!(whole.warnings.is_empty());
         let page = snapshots
             .get(&index.reader(), partial.snapshot.rv, None)
             .unwrap();
-        assert_eq!(&*page.warnings, ["not listed yet"]);
+        assert_eq!(&*page.warnings, [Notice::from("not listed yet")]);
     }
 }

@@ -13,9 +13,12 @@ use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Notify;
+
+mod related;
+use related::subject_nodes;
 
 /// What evaluating a ruleset may cost, and when a ruleset that keeps exceeding it is suspended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,6 +39,8 @@ pub struct Detector {
     pub durations: Arc<Durations>,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
     deadlines: Notify,
+    /// The related parts of each loaded ruleset that has any (see `related`).
+    related_parts: Mutex<HashMap<String, related::Parts>>,
 }
 
 fn now() -> jiff::Timestamp {
@@ -92,6 +97,7 @@ impl Detector {
             health,
             durations: Arc::new(Durations::default()),
             deadlines: Notify::new(),
+            related_parts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -106,9 +112,13 @@ impl Detector {
     }
 
     /// A ruleset was reloaded (a new generation) or deleted: what was known of its health (its
-    /// suspension, its skipped objects) is forgotten.
+    /// suspension, its skipped objects) is forgotten, and so is its related parts' (their
+    /// parts as loaded now are told by [`Detector::related_loaded`]).
     pub fn reset_ruleset(&self, ruleset: &str) {
         self.health.ruleset_reset(ruleset);
+        for (part, _) in self.take_parts(ruleset) {
+            self.health.ruleset_reset(&part);
+        }
     }
 
     /// Runs `f` on the tracker and publishes its changes in the same critical section, so the
@@ -160,17 +170,31 @@ impl Detector {
         let bound = Bound::new(object);
         if self.health.is_suspended(&rs.info.name, namespace) {
             let labels = evaluate_labels_within(&rs.exprs, &bound, &self.limits.budget, &NODE_KEYS);
-            self.health.unevaluated(rs, &subject, nodes_of(rs, &labels));
+            let tracker = self.tracker.lock();
+            if tracker.accepts(rs.owner()) {
+                let nodes = subject_nodes(rs, &tracker, &subject, &labels);
+                self.health.unevaluated(rs, &subject, nodes);
+            }
             return;
         }
         let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
+        // What it found of the ruleset's health counts only while this generation is loaded: a
+        // lane of a watcher being stopped (the ruleset changed or was deleted) still finishes
+        // the evaluation under way, and would mark the object skipped, or the rules failing, for
+        // a ruleset whose health was reset since. Under the tracker's lock, which reloading or
+        // removing a ruleset takes before its health is reset.
+        let tracker = self.tracker.lock();
+        if !tracker.accepts(rs.owner()) {
+            return;
+        }
         match &evaluation.over_budget {
             // Not rule errors: past the budget every expression reads `CostExceeded`, its result
             // unknown rather than wrong, and that is counted and named once as over budget. As
             // rule errors, an evaluation cut short by a busy machine's clock raised
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
             Some(over) => {
-                self.report_over_budget(rs, (&subject, nodes_of(rs, &evaluation.labels)), over)
+                let nodes = subject_nodes(rs, &tracker, &subject, &evaluation.labels);
+                self.report_over_budget(rs, (&subject, nodes), over)
             }
             None => {
                 self.report_errors(rs, &subject, &evaluation);
@@ -178,12 +202,18 @@ impl Detector {
                     Some(error) => self.health.rule_failed(
                         rs,
                         &subject,
-                        nodes_of(rs, &evaluation.labels),
+                        subject_nodes(rs, &tracker, &subject, &evaluation.labels),
                         &error,
                     ),
                     None => self.health.evaluated(rs, &subject.uid),
                 }
             }
+        }
+        drop(tracker);
+        // A related part's evaluation labels its ruleset's subjects instead.
+        if let Some(part) = &rs.part_of {
+            self.relate(part, &subject, &evaluation);
+            return;
         }
         let at = now();
         self.with_tracker(|t| {
@@ -217,7 +247,7 @@ impl Detector {
             error = %over.exceeded,
             "evaluation over budget; its result is unknown"
         );
-        crate::metrics::cost_exceeded(name);
+        crate::metrics::cost_exceeded(&rs.owner().name);
         if self
             .health
             .over_budget(rs, (subject, nodes), over, &self.limits.suspend)
@@ -228,7 +258,7 @@ impl Detector {
                 window = ?self.limits.suspend.window,
                 "ruleset suspended: it keeps going over its evaluation budget; its rules do not run until its spec changes"
             );
-            crate::metrics::ruleset_suspended(name);
+            crate::metrics::ruleset_suspended(&rs.owner().name);
         }
     }
 
@@ -239,7 +269,9 @@ impl Detector {
         self.with_tracker(|t| {
             let mut changes = Vec::new();
             for rs in rulesets {
-                if t.accepts(&rs.info) {
+                if let Some(part) = &rs.part_of {
+                    changes.extend(t.related_gone(&part.ruleset, part.index, uid, at));
+                } else if t.accepts(&rs.info) {
                     changes.extend(t.subject_deleted(&rs.info.name, uid, at));
                 }
             }
@@ -259,7 +291,15 @@ impl Detector {
         self.with_tracker(|t| {
             let mut changes = Vec::new();
             for rs in rulesets {
-                if t.accepts(&rs.info) {
+                if let Some(part) = &rs.part_of {
+                    changes.extend(t.related_resync(
+                        &part.ruleset,
+                        part.index,
+                        namespace,
+                        present,
+                        at,
+                    ));
+                } else if t.accepts(&rs.info) {
                     changes.extend(t.resync(&rs.info.name, namespace, present, at));
                 }
             }
@@ -362,7 +402,7 @@ impl Detector {
                 error = %message,
                 "rule evaluation failed"
             );
-            crate::metrics::rule_error(&rs.info.name);
+            crate::metrics::rule_error(&rs.owner().name);
             self.health.record_error(
                 &rs.info.name,
                 format!("{message} (object {}/{})", subject.kind, subject.name),

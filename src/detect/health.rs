@@ -98,7 +98,8 @@ impl Health {
         self.targets.keep_skipped(target, stream, present);
     }
 
-    /// Object `uid` of `target` is gone (deleted, or absent from a new list).
+    /// Object `uid` of `target` was deleted (read by its watcher): its skip marks go, and what
+    /// its evaluations still queued find is ignored.
     pub fn object_gone(&self, target: &Target, uid: &str) {
         self.targets.object_gone(target, uid);
     }
@@ -152,10 +153,13 @@ impl Health {
         self.rulesets.clear_skipped(&rs.info.name, uid);
     }
 
-    /// Object `uid` is gone: no ruleset of `rulesets` skips it any more.
+    /// Object `uid` is gone: no ruleset of `rulesets` skips it any more. Called from a lane, in
+    /// order after its evaluations of the object: what those marked goes too, on the target as
+    /// on the ruleset.
     pub fn deleted(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         for rs in rulesets {
             self.rulesets.clear_skipped(&rs.info.name, uid);
+            self.targets.evaluated(&rs.target, uid, Some(&rs.info.name));
         }
     }
 
@@ -193,24 +197,21 @@ impl Health {
         let name = &rs.info.name;
         let object = subject.reference();
         let place = subject.namespace.clone();
-        {
-            self.rulesets.record_skipped(
-                name,
-                &subject.uid,
-                format!(
-                    "{} {object}: over the evaluation budget in {over}",
-                    subject.kind
-                ),
-            );
-            self.targets.skipped(
-                &rs.target,
-                (&subject.uid, Some(name)),
-                subject.namespace.as_deref(),
-                (object, nodes),
-                format!(
-                    "over the evaluation budget of ruleset {name} ({over}); make the ruleset cheaper or the object smaller"
-                ),
-            );
+        let what = format!(
+            "{} {object}: over the evaluation budget in {over}",
+            subject.kind
+        );
+        // Not for an object deleted meanwhile (its evaluation was still queued).
+        if self.targets.skipped(
+            &rs.target,
+            (&subject.uid, Some(name)),
+            subject.namespace.as_deref(),
+            (object, nodes),
+            format!(
+                "over the evaluation budget of ruleset {name} ({over}); make the ruleset cheaper or the object smaller"
+            ),
+        ) {
+            self.rulesets.record_skipped(name, &subject.uid, what);
         }
         let what = format!("{over} (object {}/{})", subject.kind, subject.name);
         let suspended =

@@ -76,7 +76,7 @@ impl Behind {
     /// a `Warning`, gates are Unknown) until the target is listed again, which this asks for.
     fn lost(&self, ruleset: &CompiledRuleSet, what: &str) {
         let name = &ruleset.info.name;
-        crate::metrics::evaluation_event_dropped(name);
+        crate::metrics::evaluation_event_dropped(&ruleset.owner().name);
         tracing::warn!(ruleset = %name, target = %self.target, "{what}");
         self.detector
             .health()
@@ -274,7 +274,7 @@ async fn run(
     mut work: mpsc::Receiver<Work>,
     closed: Arc<AtomicBool>,
 ) {
-    let timer = crate::metrics::EvaluationTimer::new(&ruleset.info.name);
+    let timer = crate::metrics::EvaluationTimer::new(&ruleset.owner().name);
     let mut batch = Vec::with_capacity(BATCH);
     while work.recv_many(&mut batch, BATCH).await > 0 {
         let items = std::mem::take(&mut batch);
@@ -354,6 +354,11 @@ mod tests {
 
     /// A detector that completes at once, publishing into `index`.
     fn detector(index: Arc<Index>, health: Arc<Health>) -> Arc<Detector> {
+        detector_within(index, health, Limits::default())
+    }
+
+    /// [`detector`] under `limits`.
+    fn detector_within(index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Arc<Detector> {
         Arc::new(Detector::new(
             Tracker::new(Settings {
                 debounce: jiff::SignedDuration::ZERO,
@@ -363,7 +368,7 @@ mod tests {
             }),
             index,
             health,
-            Limits::default(),
+            limits,
         ))
     }
 
@@ -490,5 +495,94 @@ mod tests {
         marked.sort();
         assert_eq!(marked, ["full", "other"]);
         assert_eq!(coverage.ruleset("idle").evaluation_errors, 0);
+    }
+
+    /// A ruleset over whose budget a thing goes (`spec.n` large), never suspended, with lanes
+    /// on its target, and the health they report to (the target current).
+    fn costly_lanes() -> (Arc<Health>, Arc<Detector>, Arc<CompiledRuleSet>, Lanes) {
+        let rs = ruleset(
+            "costly",
+            "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
+        );
+        let health = Arc::new(Health::default());
+        listed(&health, &rs.target);
+        let limits = Limits {
+            budget: crate::evaluate::Budget {
+                cost_limit: 1_000,
+                timeout: Duration::from_secs(30),
+            },
+            suspend: crate::detect::SuspendPolicy {
+                after: 0,
+                window: Duration::from_secs(60),
+            },
+        };
+        let detector = detector_within(Arc::new(Index::new(1, 16, 16)), health.clone(), limits);
+        detector.ruleset_loaded("costly", Some(1));
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            Arc::new(Notify::new()),
+        );
+        (health, detector, rs, lanes)
+    }
+
+    /// A thing in team-a over the costly ruleset's budget.
+    fn costly_thing(name: &str) -> serde_json::Value {
+        json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": "team-a", "uid": format!("uid-{name}")},
+            "spec": {"n": 100_000},
+        })
+    }
+
+    /// An object over budget, patched and deleted before the patch is evaluated: its deletion
+    /// is read (and its skip marks cleared) while that evaluation is still queued on the lane.
+    /// What the evaluation finds of an object already deleted is ignored, and the lane's own
+    /// deletion clears what it marked however the two interleave: nothing stays skipped (the
+    /// gates of its namespace stayed Unknown until the ruleset changed).
+    #[tokio::test]
+    async fn an_object_deleted_while_its_evaluation_is_queued_is_not_skipped_after() {
+        let (health, _, rs, lanes) = costly_lanes();
+        let reader = health.reader();
+        lanes.apply(costly_thing("slow"));
+        lanes.evaluated().await;
+        assert_eq!(
+            reader.stale(Some("team-a")).len(),
+            1,
+            "over budget: skipped"
+        );
+        assert_eq!(reader.ruleset("costly").skipped.len(), 1);
+
+        // Patched, then deleted: the watcher reads both before the lane evaluates the patch
+        // (this runtime has one thread, and nothing yields in between).
+        lanes.apply(costly_thing("slow"));
+        health.object_gone(&rs.target, "uid-slow");
+        lanes.delete("uid-slow");
+        lanes.evaluated().await;
+        assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
+        assert!(reader.ruleset("costly").skipped.is_empty());
+
+        // However late the lane's deletion comes after the evaluation (the watcher's
+        // tombstone long forgotten), it takes the object's marks with it.
+        lanes.apply(costly_thing("later"));
+        lanes.delete("uid-later");
+        lanes.evaluated().await;
+        assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
+        assert!(reader.ruleset("costly").skipped.is_empty());
+    }
+
+    /// A lane of a generation no longer loaded (its watcher being stopped after the ruleset
+    /// changed or was deleted) still finishes what it evaluates: nothing it finds is recorded
+    /// against the ruleset.
+    #[tokio::test]
+    async fn an_older_generation_marks_nothing() {
+        let (health, detector, _, lanes) = costly_lanes();
+        let reader = health.reader();
+        detector.ruleset_loaded("costly", Some(2));
+        lanes.apply(costly_thing("slow"));
+        lanes.evaluated().await;
+        assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
+        assert_eq!(reader.ruleset("costly"), Default::default());
     }
 }

@@ -17,7 +17,5 @@ pub(crate) use health::{Health, HealthReader};
 pub(crate) use lanes::Lanes;
 pub(crate) use ruleset_health::{RuleSetHealth, WatchState};
 pub(crate) use suspension::{DEFAULT_SUSPEND_AFTER, SuspendPolicy};
-// Why a target is not current: read through `Stale::reason` (named in tests).
-#[cfg(test)]
-pub(crate) use target_health::Blind;
-pub(crate) use target_health::{Reach, Stale, Stream};
+// Why a target is not current (`Stale::reason`; the API tells what it names to whom).
+pub(crate) use target_health::{Blind, Reach, Stale, Stream};

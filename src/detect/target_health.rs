@@ -49,8 +49,42 @@ const REPORT_COALESCE: Duration = Duration::from_millis(100);
 /// the rulesets).
 const MAX_SKIPPED_NAMED: usize = 5;
 
+/// Deleted objects a target remembers, by uid (the latest): an evaluation of one still queued
+/// on a lane when its deletion was read must not mark it skipped again (a ghost that blinded its
+/// gates until the ruleset changed). The lane's own deletion, in order after that evaluation,
+/// clears its marks too ([`super::Health::deleted`]); this only keeps them from showing
+/// meanwhile, so older tombstones may go. About 100 KB per target at most.
+const MAX_TOMBSTONES: usize = 1024;
+
 /// Namespaces a ruleset covers; `None`: every namespace.
 pub type Namespaces = Option<BTreeSet<String>>;
+
+/// The latest deleted objects of a target, by uid, at most [`MAX_TOMBSTONES`] (uids are never
+/// reused, so remembering one too long is harmless).
+#[derive(Debug, Default)]
+struct Tombstones {
+    order: std::collections::VecDeque<Arc<str>>,
+    uids: HashSet<Arc<str>>,
+}
+
+impl Tombstones {
+    fn insert(&mut self, uid: &str) {
+        let uid: Arc<str> = uid.into();
+        if !self.uids.insert(uid.clone()) {
+            return;
+        }
+        self.order.push_back(uid);
+        if self.order.len() > MAX_TOMBSTONES
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.uids.remove(&oldest);
+        }
+    }
+
+    fn contains(&self, uid: &str) -> bool {
+        self.uids.contains(uid)
+    }
+}
 
 /// Why detection in part of a target is not current.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,7 +226,8 @@ fn names_nodes<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
 }
 
 impl Reach {
-    /// The reach of a loaded ruleset.
+    /// The reach of a loaded ruleset (its related parts' labels are its operations' too; a
+    /// part's own reach is that of its label expressions).
     pub fn of(rs: &CompiledRuleSet) -> Reach {
         Reach {
             component: rs.info.component.clone(),
@@ -201,7 +236,12 @@ impl Reach {
                     .labels
                     .keys()
                     .map(String::as_str)
-                    .chain(rs.exprs.label_expressions.iter().map(|(k, _)| k.as_str())),
+                    .chain(rs.exprs.label_expressions.iter().map(|(k, _)| k.as_str()))
+                    .chain(
+                        rs.related.iter().flat_map(|p| {
+                            p.exprs.label_expressions.iter().map(|(k, _)| k.as_str())
+                        }),
+                    ),
             ),
             namespaces: (!rs.namespaces.is_empty())
                 .then(|| rs.namespaces.iter().cloned().collect()),
@@ -216,7 +256,12 @@ impl Reach {
                 spec.labels
                     .keys()
                     .map(String::as_str)
-                    .chain(spec.label_expressions.iter().map(|l| l.key.as_str())),
+                    .chain(spec.label_expressions.iter().map(|l| l.key.as_str()))
+                    .chain(
+                        spec.related
+                            .iter()
+                            .flat_map(|r| r.label_expressions.iter().map(|l| l.key.as_str())),
+                    ),
             ),
             namespaces: (!spec.namespaces.is_empty())
                 .then(|| spec.namespaces.iter().cloned().collect()),
@@ -261,6 +306,8 @@ struct Entry {
     dropped: BTreeMap<String, Namespaces>,
     /// Objects not evaluated, by uid and (for an over-budget evaluation) ruleset.
     skipped: BTreeMap<(String, Option<String>), SkippedObject>,
+    /// Objects deleted lately: what is still learned of them is ignored.
+    gone: Tombstones,
 }
 
 impl Entry {
@@ -491,6 +538,7 @@ impl TargetHealth {
             suspended: BTreeSet::new(),
             dropped: BTreeMap::new(),
             skipped: BTreeMap::new(),
+            gone: Tombstones::default(),
         });
         entry.feeds = feeds;
         crate::metrics::set_target_watch_up(target, entry.stale_reason(None).is_none());
@@ -591,6 +639,11 @@ impl TargetHealth {
     /// Tells `index` whenever what [`TargetHealth::stale`] answers, or the initial sync, may
     /// have changed, so that the maintenance gates that depend on it change at a
     /// resourceVersion like everything else. Runs for as long as the server.
+    ///
+    /// The first change after a quiet while is told after [`REPORT_COALESCE`] (a gate must
+    /// turn Unknown quickly); what changes within a second of the last report is told together
+    /// when the second has passed ([`Index::feeds_change_due`]), so that an object whose skip
+    /// mark flips all the time costs the gate watches about one event a second.
     pub(super) async fn report_to(&self, index: Arc<Index>, readiness: Readiness) {
         loop {
             let synced = readiness.is_synced();
@@ -600,6 +653,9 @@ impl TargetHealth {
             }
             // A burst (every target listed at start) is one change.
             tokio::time::sleep(REPORT_COALESCE).await;
+            index.feeds_change_due().await;
+            // What changed while waiting is told now, not once more after.
+            let _ = futures::FutureExt::now_or_never(self.changed.notified());
             index.feeds_changed(readiness.is_synced() && self.stale(None).is_empty());
         }
     }
@@ -686,7 +742,9 @@ impl TargetHealth {
 
     /// Object `uid` (`object`: `namespace/name`, in `namespace`) of `target` is not evaluated,
     /// by `ruleset` alone (over its budget, or a rule fails on it) or, for `None`, at all (it
-    /// cannot be decoded). `nodes`: the nodes it is on, where known.
+    /// cannot be decoded). `nodes`: the nodes it is on, where known. False, and nothing
+    /// recorded, when the object was deleted meanwhile (an evaluation still queued when its
+    /// deletion was read) or the target is no longer watched.
     pub(super) fn skipped(
         &self,
         target: &Target,
@@ -694,8 +752,13 @@ impl TargetHealth {
         namespace: Option<&str>,
         (object, nodes): (String, Option<BTreeSet<String>>),
         why: String,
-    ) {
+    ) -> bool {
+        let mut recorded = false;
         self.update(target, |e| {
+            if e.gone.contains(uid) {
+                return;
+            }
+            recorded = true;
             e.skipped.insert(
                 (uid.to_owned(), ruleset.map(str::to_owned)),
                 SkippedObject {
@@ -706,6 +769,7 @@ impl TargetHealth {
                 },
             );
         });
+        recorded
     }
 
     /// Object `uid` of `target` was evaluated by `ruleset` (`None`: it was decoded) again.
@@ -724,9 +788,13 @@ impl TargetHealth {
         }
     }
 
-    /// Object `uid` of `target` is gone (deleted, or absent from a new list).
+    /// Object `uid` of `target` was deleted: its skip marks go, and so does what is still
+    /// learned of it (see [`MAX_TOMBSTONES`]).
     pub(super) fn object_gone(&self, target: &Target, uid: &str) {
-        self.update(target, |e| e.skipped.retain(|(u, _), _| u != uid));
+        self.update(target, |e| {
+            e.skipped.retain(|(u, _), _| u != uid);
+            e.gone.insert(uid);
+        });
     }
 
     /// A list of `stream` of `target` saw exactly the objects `present` (by uid): skipped
@@ -1226,6 +1294,8 @@ mod tests {
                     .collect(),
             );
             let mut spots: Vec<Spot> = Vec::new();
+            // Deleted objects: what is learned of them after is ignored.
+            let mut gone: HashSet<String> = HashSet::new();
             for step in 0..40 {
                 let i = rng.usize(..rulesets.len());
                 match rng.usize(..8) {
@@ -1253,13 +1323,17 @@ mod tests {
                                 .map(|n| n.to_string())
                                 .collect::<BTreeSet<_>>()
                         });
-                        h.skipped(
+                        let recorded = h.skipped(
                             &t,
                             (&uid, ruleset.map(name).as_deref()),
                             Some(&ns),
                             (format!("{ns}/{uid}"), nodes.clone()),
                             "why".into(),
                         );
+                        assert_eq!(recorded, !gone.contains(&uid));
+                        if !recorded {
+                            continue;
+                        }
                         spots.retain(|s| {
                             !matches!(s, Spot::Object { uid: u, ruleset: r, .. } if *u == uid && *r == ruleset)
                         });
@@ -1280,6 +1354,7 @@ mod tests {
                     6 => {
                         let uid = format!("u{}", rng.usize(..6));
                         h.object_gone(&t, &uid);
+                        gone.insert(uid.clone());
                         spots.retain(|s| !matches!(s, Spot::Object { uid: u, .. } if *u == uid));
                     }
                     _ => {
@@ -1358,5 +1433,110 @@ mod tests {
             h.keep_skipped(&t, &None, &HashSet::new());
             assert!(h.stale(None).is_empty(), "round {round}: all fixed");
         }
+    }
+
+    /// A deleted object's evaluation still queued on a lane finds it over budget: that is
+    /// ignored. Tombstones are bounded: the oldest go (the lane's own deletion clears then).
+    #[test]
+    fn what_is_learned_of_a_deleted_object_is_ignored() {
+        let h = TargetHealth::default();
+        let t = target("things");
+        h.watching(&t, None);
+        h.resolved(&t, true, &[None]);
+        h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+        let skip = |uid: &str| {
+            h.skipped(
+                &t,
+                (uid, Some("r")),
+                Some("a"),
+                (format!("a/{uid}"), None),
+                "over".into(),
+            )
+        };
+        assert!(skip("u1"));
+        h.object_gone(&t, "u1");
+        assert!(h.stale(None).is_empty());
+        assert!(!skip("u1"), "deleted: its late result is ignored");
+        assert!(h.stale(None).is_empty());
+        for i in 0..MAX_TOMBSTONES {
+            h.object_gone(&t, &format!("other-{i}"));
+        }
+        assert!(
+            skip("u1"),
+            "forgotten after {MAX_TOMBSTONES} more deletions"
+        );
+        h.evaluated(&t, "u1", Some("r"));
+        assert!(h.stale(None).is_empty());
+    }
+
+    /// One object whose skip mark flips every 150 ms for 6 s (a tenant's costly object patched
+    /// in a loop), with the reporter running: each flip changes what the gates answer, and
+    /// every `FeedsChanged` is an event for every open gate watch. The first change goes out
+    /// after the 100 ms gathering; the rest at most about once a second (40 events before).
+    #[tokio::test(start_paused = true)]
+    async fn a_flapping_skip_mark_changes_the_feeds_about_once_a_second() {
+        use tokio::time::{Instant, sleep};
+        let h = Arc::new(TargetHealth::default());
+        let t = target("things");
+        h.watching(&t, None);
+        h.resolved(&t, true, &[None]);
+        h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+        let (readiness, pending) = Readiness::new("the test");
+        pending.done();
+        let index = Arc::new(Index::new(1, 4096, 4096));
+        let mut events = index.subscribe();
+        let reporter = tokio::spawn({
+            let (h, index) = (h.clone(), index.clone());
+            async move { h.report_to(index, readiness).await }
+        });
+        // What starting reported; then a quiet while.
+        sleep(Duration::from_secs(5)).await;
+        while events.try_recv().is_ok() {}
+
+        let flips = 40;
+        let started = Instant::now();
+        // When each FeedsChanged came, after `started`.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let collector = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                while let Ok(event) = events.recv().await {
+                    assert_eq!(event.kind, crate::index::EventKind::FeedsChanged);
+                    seen.lock().push(started.elapsed());
+                }
+            }
+        });
+        for i in 0..flips {
+            if i % 2 == 0 {
+                h.skipped(
+                    &t,
+                    ("u1", Some("r")),
+                    Some("a"),
+                    ("a/slow".into(), None),
+                    "over".into(),
+                );
+            } else {
+                h.evaluated(&t, "u1", Some("r"));
+            }
+            sleep(Duration::from_millis(150)).await;
+        }
+        sleep(Duration::from_secs(2)).await;
+        let took = started.elapsed();
+        let (count, first) = {
+            let seen = seen.lock();
+            (seen.len(), seen.first().copied())
+        };
+        println!("{flips} flips in {took:?}: {count} FeedsChanged, the first after {first:?}");
+        assert!(
+            first.is_some_and(|f| f <= Duration::from_millis(150)),
+            "the first change is prompt: {first:?}"
+        );
+        let most = took.as_secs() as usize + 1;
+        assert!(
+            count <= most,
+            "{count} FeedsChanged in {took:?} (at most {most})"
+        );
+        reporter.abort();
+        collector.abort();
     }
 }

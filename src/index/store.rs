@@ -14,6 +14,13 @@ use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
 use crate::track::Change;
 
+/// The least time between two `FeedsChanged` events ([`Index::feeds_change_due`]). Each one
+/// is an event (and a resourceVersion) for every open gate watch: one object whose skip mark
+/// flips every few hundred milliseconds (a tenant's costly object patched in a loop) multiplied
+/// the gate watches' events threefold, while a gate that turns Unknown a second later tells its
+/// readers nothing less. The first change after a quiet second goes out at once.
+const FEEDS_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A consistent view of every record at one resourceVersion.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -71,6 +78,8 @@ struct State {
     /// (`None`: since the start).
     feeds_current: bool,
     feeds_since: Option<jiff::Timestamp>,
+    /// When the latest `FeedsChanged` was emitted, for [`Index::feeds_change_due`].
+    feeds_at: Option<tokio::time::Instant>,
     /// The RV at which this replica last began to serve (see [`Index::begin_epoch`]).
     epoch: u64,
 }
@@ -103,6 +112,7 @@ impl Index {
                 feeds_rv: base_rv,
                 feeds_current: false,
                 feeds_since: None,
+                feeds_at: None,
                 epoch: base_rv,
             }),
             tx,
@@ -211,6 +221,7 @@ impl Index {
         let mut st = self.write();
         self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
         st.feeds_rv = st.rv;
+        st.feeds_at = Some(tokio::time::Instant::now());
         if st.feeds_current != all_current {
             st.feeds_current = all_current;
             st.feeds_since = Some(jiff::Timestamp::now());
@@ -226,7 +237,19 @@ impl Index {
         let mut st = self.write();
         self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
         st.feeds_rv = st.rv;
+        st.feeds_at = Some(tokio::time::Instant::now());
         st.rv
+    }
+
+    /// Resolves when a `FeedsChanged` ([`Index::feeds_changed`], [`Index::scopes_changed`]) may
+    /// be emitted again: at once after a quiet [`FEEDS_MIN_INTERVAL`], else when it has passed
+    /// since the latest. What their reporters wait for before they report what they gathered,
+    /// so that whatever flaps, gate watches get at most about one such event a second.
+    pub(crate) async fn feeds_change_due(&self) {
+        let latest = self.read().feeds_at;
+        if let Some(latest) = latest {
+            tokio::time::sleep_until(latest + FEEDS_MIN_INTERVAL).await;
+        }
     }
 
     /// The operations in flight in `scope`, at the current RV (the gate's RV is that of the

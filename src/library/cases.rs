@@ -1,7 +1,10 @@
 //! Running a ruleset's cases: each object is evaluated as the server would, and the operations,
 //! messages, outcomes and labels are compared with what the case expects. Any evaluation error
 //! fails the case: a rule that errors on a plausible object is a bug, and so is an object on
-//! which two rules of an `exclusive` ruleset match.
+//! which two rules of an `exclusive` ruleset match. A case may give the related object of each
+//! of the ruleset's related parts (`related:`, in the order of `spec.related`): their label
+//! expressions are evaluated on them, and the labels expected are those the operations get
+//! (the subject's own below static ones, the related ones below the subject's own).
 
 use super::load::{RuleSetFile, cases_path};
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
@@ -19,6 +22,9 @@ struct CasesFile {
 struct Case {
     name: String,
     object: serde_json::Value,
+    /// The related object of each related part, in order; `null` (or a shorter list): none.
+    #[serde(default)]
+    related: Vec<Option<serde_json::Value>>,
     expect: Expect,
 }
 
@@ -207,15 +213,29 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                     ));
                 }
             }
-            let labels: BTreeMap<&String, &Result<String, _>> =
-                ev.labels.iter().map(|(k, v)| (k, v)).collect();
-            for (key, value) in &labels {
-                if let Err(e) = value {
-                    failures.push(fail(&case.name, format!("label {key} errored: {e}")));
+            let mut labels: BTreeMap<String, String> = BTreeMap::new();
+            for (key, value) in &ev.labels {
+                match value {
+                    Ok(v) => {
+                        labels.insert(key.clone(), v.clone());
+                    }
+                    Err(e) => failures.push(fail(&case.name, format!("label {key} errored: {e}"))),
                 }
             }
+            match related_labels(&compiled, &case) {
+                Ok(related) => {
+                    for (key, value) in related {
+                        // An own value that is empty gives way; a non-empty one wins.
+                        let own = labels.entry(key).or_default();
+                        if own.is_empty() {
+                            *own = value;
+                        }
+                    }
+                }
+                Err(problems) => failures.extend(problems.into_iter().map(|p| fail(&case.name, p))),
+            }
             for (key, want) in &case.expect.labels {
-                let got = labels.get(key).and_then(|v| v.as_ref().ok());
+                let got = labels.get(key);
                 if got != Some(want) {
                     failures.push(fail(
                         &case.name,
@@ -226,4 +246,53 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
         }
     }
     Ok((count, failures))
+}
+
+/// The labels the related objects of `case` give its subject, lowest precedence first (a later
+/// part's value wins), empty values left out; or what is wrong: a related object for a part the
+/// ruleset does not have, one that is not where its `match` says, an expression that errors.
+fn related_labels(
+    compiled: &crate::ruleset::CompiledRuleSet,
+    case: &Case,
+) -> Result<Vec<(String, String)>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    if case.related.len() > compiled.related.len() {
+        problems.push(format!(
+            "related: {} objects given, the ruleset has {} related parts",
+            case.related.len(),
+            compiled.related.len()
+        ));
+    }
+    let place = |o: &serde_json::Value| {
+        let at = |field: &str| o["metadata"][field].as_str().map(str::to_owned);
+        (at("namespace"), at("name"))
+    };
+    for (index, (part, object)) in compiled.related.iter().zip(&case.related).enumerate() {
+        let Some(object) = object else { continue };
+        let matching = part.part_of.as_ref().map(|p| p.matching);
+        if matching == Some(crate::ruleset::Match::SameName) && place(object) != place(&case.object)
+        {
+            problems.push(format!(
+                "related[{index}]: a SameName related object has the subject's namespace and name, \
+                 got {:?}",
+                place(object)
+            ));
+        }
+        for (key, value) in evaluate(&part.exprs, &Bound::new(object)).labels {
+            match value {
+                Ok(v) if v.is_empty() => {}
+                Ok(v) => {
+                    out.retain(|(k, _)| *k != key);
+                    out.push((key, v));
+                }
+                Err(e) => problems.push(format!("related[{index}] label {key} errored: {e}")),
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
 }

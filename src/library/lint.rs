@@ -1,10 +1,11 @@
 //! Linting rulesets: CEL that does not compile (with its position), and field paths that error
 //! on a typical object, found by evaluating every expression against a bare object of the target
-//! (metadata only, no spec or status), which every rule must survive.
+//! (metadata only, no spec or status), which every rule must survive; the label expressions of
+//! each related part (`spec.related`) against a bare object of its own target.
 
 use super::load::RuleSetFile;
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
-use crate::ruleset::compile;
+use crate::ruleset::{Target, compile};
 
 /// Problems, one line each, prefixed by the file.
 pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
@@ -18,11 +19,7 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
                 continue;
             }
         };
-        let bare = serde_json::json!({
-            "apiVersion": format!("{}/{}", file.spec.target.group, file.spec.target.version).trim_start_matches('/'),
-            "kind": "Object",
-            "metadata": {"name": "lint", "namespace": "lint", "uid": "00000000-0000-0000-0000-000000000000"},
-        });
+        let bare = bare_object(&file.spec.target);
         let ev = evaluate(&compiled.exprs, &Bound::new(&bare));
         for (op, result) in compiled.operations.iter().zip(&ev.rules) {
             match result {
@@ -42,6 +39,17 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
                 ));
             }
         }
+        // Each related part, on a bare object of its own target.
+        for (index, part) in compiled.related.iter().enumerate() {
+            let bare = bare_object(&part.target);
+            for (key, value) in &evaluate(&part.exprs, &Bound::new(&bare)).labels {
+                if let Err(e) = value {
+                    problems.push(format!(
+                        "{at}: related[{index}] label expression {key} errors on an object without status: {e}"
+                    ));
+                }
+            }
+        }
         for key in file
             .spec
             .labels
@@ -54,4 +62,14 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
         }
     }
     problems
+}
+
+/// An object of `target` with metadata only (no spec, no status): what every expression must
+/// survive.
+fn bare_object(target: &Target) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": format!("{}/{}", target.group, target.version).trim_start_matches('/'),
+        "kind": "Object",
+        "metadata": {"name": "lint", "namespace": "lint", "uid": "00000000-0000-0000-0000-000000000000"},
+    })
 }

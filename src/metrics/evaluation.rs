@@ -1,5 +1,6 @@
 //! The rulesets running on each object event: events by target, evaluation time and errors by
-//! ruleset. Ruleset series are bounded by the rulesets loaded during the process's life.
+//! ruleset, and the writes of their status. Ruleset series are bounded by the rulesets loaded
+//! during the process's life.
 
 use super::{Histograms, Labels, register};
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +25,7 @@ pub(super) struct Evaluation {
     suspensions: Family<Labels, Counter>,
     object_events: Family<Labels, Counter>,
     events_dropped: Family<Labels, Counter>,
+    status_writes: Family<Labels, Counter>,
     duration: Histograms,
 }
 
@@ -52,6 +54,12 @@ impl Evaluation {
                 r,
                 "evaluation_events_dropped",
                 "Object events a ruleset's evaluation lane dropped because it was full (the ruleset fell far behind)",
+                Family::default(),
+            ),
+            status_writes: register(
+                r,
+                "ruleset_status_writes",
+                "Writes of a ruleset's status to kube-apiserver (by the leader)",
                 Family::default(),
             ),
             object_events: register(
@@ -106,6 +114,14 @@ pub fn ruleset_suspended(ruleset: &str) {
 pub fn evaluation_event_dropped(ruleset: &str) {
     evaluation()
         .events_dropped
+        .get_or_create(&ruleset_labels(ruleset))
+        .inc();
+}
+
+/// `ruleset`'s status was written.
+pub fn ruleset_status_written(ruleset: &str) {
+    evaluation()
+        .status_writes
         .get_or_create(&ruleset_labels(ruleset))
         .inc();
 }

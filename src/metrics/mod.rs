@@ -2,14 +2,15 @@
 //!
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `targets` (the watches feeding it),
-//! `evaluation` (the rulesets running on each event), `api` (the live API), `auth` (reviews and
-//! their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
+//! `evaluation` (the rulesets running on each event), `api` (the live API), `admission` (the
+//! admission doors), `auth` (reviews and their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
 //! `ifo_operations_active` exist only while they count something). No label holds a subject's
 //! name, a user or a path.
 
+mod admission;
 mod api;
 mod auth;
 mod evaluation;
@@ -23,13 +24,16 @@ mod startup;
 mod targets;
 mod tasks;
 
+pub use admission::{
+    Decision as AdmissionDecision, Door as AdmissionDoor, ReviewTimer as AdmissionTimer,
+};
 pub use api::{
     RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,
 };
 pub use auth::{CacheLookup, Review, cache_lookup, review};
 pub use evaluation::{
     EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event, rule_error,
-    ruleset_suspended,
+    ruleset_status_written, ruleset_suspended,
 };
 pub use gates::serve_gates_from;
 pub use leader::set_leader;
@@ -60,6 +64,7 @@ struct Metrics {
     targets: targets::Targets,
     evaluation: evaluation::Evaluation,
     api: api::Api,
+    admission: admission::Admission,
     auth: auth::Auth,
     persist: persist::Persist,
     leader: leader::Leader,
@@ -84,6 +89,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let targets = targets::Targets::register(r);
     let evaluation = evaluation::Evaluation::register(r);
     let api = api::Api::register(r);
+    let admission = admission::Admission::register(r);
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
@@ -99,6 +105,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         targets,
         evaluation,
         api,
+        admission,
         auth,
         persist,
         leader,

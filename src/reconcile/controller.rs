@@ -1,8 +1,10 @@
 //! The ruleset controller: follows OperationRuleSets, compiles each new generation once, keeps the
 //! watchers in step with the valid ones, ends the operations of rulesets that go away or break,
-//! and writes each ruleset's status when it changes (at most every couple of seconds).
+//! and writes each ruleset's status when it changes: what users wait on (`Ready`, `InvalidRule`,
+//! a suspension) within a couple of seconds, the rest (other conditions, counts, learned
+//! durations) at most once per `RULESET_STATUS_INTERVAL` (see [`due`]).
 
-use super::status::{Observed, desired, only_counts_differ, same};
+use super::status::{Observed, awaited_change, desired, same};
 use crate::detect::Detector;
 use crate::evaluate::Engine;
 use crate::readiness::Pending;
@@ -23,19 +25,17 @@ struct Entry {
     generation: Option<i64>,
     compiled: Result<Arc<CompiledRuleSet>, InvalidRuleSet>,
     written: Option<RuleSetStatus>,
-    /// When `written` was written; paces writes that only refresh counts.
+    /// When `written` was written; paces the writes nobody waits on (see [`due`]).
     written_at: Option<tokio::time::Instant>,
 }
 
-/// How often statuses are compared and, if a condition changed, written.
+/// How often statuses are compared and, if something users wait on changed, written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
-/// How often a status is written when only its counts changed: on a busy cluster they change
-/// all the time, and each write is a request to kube-apiserver and an event for its watchers.
-const COUNTS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Runs for the life of the server (started again by its supervisor if it fails). `listed`, if
 /// any, is released once the first list of rulesets has been loaded and the watchers it needs
 /// are started (each of which holds readiness back until its own first list).
+/// `status_interval` paces the status writes that nobody waits on (see [`due`]).
 pub async fn run(
     client: Client,
     engine: Engine,
@@ -43,6 +43,7 @@ pub async fn run(
     detector: Arc<Detector>,
     mut listed: Option<Pending>,
     leading: tokio::sync::watch::Receiver<bool>,
+    status_interval: Duration,
 ) {
     // Ends with this run.
     let mut crds = tokio::task::JoinSet::new();
@@ -60,7 +61,7 @@ pub async fn run(
             e = events.next() => match e { Some(e) => e, None => return },
             _ = status_tick.tick() => {
                 if *leading.borrow() {
-                    write_statuses(&api, &mut entries, &detector).await;
+                    write_statuses(&api, &mut entries, &detector, status_interval).await;
                 }
                 continue;
             }
@@ -138,10 +139,13 @@ fn wanted(entries: &HashMap<String, Entry>) -> BTreeMap<Target, Vec<Arc<Compiled
     let mut wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>> = BTreeMap::new();
     for entry in entries.values() {
         if let Ok(rs) = &entry.compiled {
-            wanted
-                .entry(rs.target.clone())
-                .or_default()
-                .push(rs.clone());
+            // Its related parts are watched as rulesets of their own targets.
+            for rs in std::iter::once(rs).chain(&rs.related) {
+                wanted
+                    .entry(rs.target.clone())
+                    .or_default()
+                    .push(rs.clone());
+            }
         }
     }
     for list in wanted.values_mut() {
@@ -207,6 +211,9 @@ fn upsert(
         detector.ruleset_loaded(&name, rs.generation);
     }
     detector.reset_ruleset(&name);
+    if let Ok(rs) = &compiled {
+        detector.related_loaded(rs);
+    }
     if let Err(invalid) = &compiled {
         let error = invalid
             .problems
@@ -229,29 +236,53 @@ fn upsert(
     true
 }
 
+/// Whether a ruleset's status, written as `written` at `written_at`, is to be written as
+/// `status` at `now`: at once when it was never written or something users wait on changed
+/// ([`awaited_change`]: `Ready`, `InvalidRule`, a suspension); otherwise (the other conditions,
+/// counts, learned durations) once `interval` has passed since the last write. A change after
+/// a quiet interval goes out at the next tick; a ruleset whose counts change all the time, or
+/// whose condition flips and flips back, is written about once per interval, the flip and its
+/// return not at all when both fall within it. Each write is a request to kube-apiserver, a
+/// write to etcd and an event for every watcher of rulesets: the demo's busy rulesets were
+/// written 5 times a minute each.
+fn due(
+    written: Option<&RuleSetStatus>,
+    written_at: Option<tokio::time::Instant>,
+    status: &RuleSetStatus,
+    interval: Duration,
+    now: tokio::time::Instant,
+) -> bool {
+    match written {
+        None => true,
+        Some(w) if same(w, status) => false,
+        Some(w) if awaited_change(w, status) => true,
+        Some(_) => written_at.is_none_or(|at| now.duration_since(at) >= interval),
+    }
+}
+
 async fn write_statuses(
     api: &Api<OperationRuleSet>,
     entries: &mut HashMap<String, Entry>,
     detector: &Detector,
+    interval: Duration,
 ) {
     for (name, entry) in entries.iter_mut() {
         let observed = Observed {
             generation: entry.generation,
             invalid: entry.compiled.as_ref().err(),
-            health: detector.health_reader().ruleset(name),
+            health: detector.ruleset_health(name),
             active_operations: detector.active_count(name),
             operation_durations: detector.durations.published(name),
         };
         let status = desired(&observed, entry.written.as_ref());
-        let due = match &entry.written {
-            None => true,
-            Some(w) if same(w, &status) => false,
-            Some(w) if only_counts_differ(w, &status) => entry
-                .written_at
-                .is_none_or(|t| t.elapsed() >= COUNTS_INTERVAL),
-            Some(_) => true,
-        };
-        if !due {
+        let now = tokio::time::Instant::now();
+        if !due(
+            entry.written.as_ref(),
+            entry.written_at,
+            &status,
+            interval,
+            now,
+        ) {
             continue;
         }
         let patch = serde_json::json!({"status": status});
@@ -260,8 +291,10 @@ async fn write_statuses(
             .await
         {
             Ok(_) => {
+                crate::metrics::ruleset_status_written(name);
+                tracing::debug!(ruleset = %name, "ruleset status written");
                 entry.written = Some(status);
-                entry.written_at = Some(tokio::time::Instant::now());
+                entry.written_at = Some(now);
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
@@ -310,5 +343,80 @@ mod tests {
         );
         // A relist of a running controller: nothing known but its entries.
         assert!(gone(&HashMap::new(), BTreeSet::new(), &seen).is_empty());
+    }
+
+    /// A status as [`desired`] makes it for a watched ruleset with `active` operations,
+    /// skipping an object or not, ready or with its watch failing.
+    fn status_of(active: usize, skipping: bool, failing: bool) -> RuleSetStatus {
+        let mut health = crate::detect::RuleSetHealth {
+            watch: if failing {
+                crate::detect::WatchState::Failed("forbidden".into())
+            } else {
+                crate::detect::WatchState::Active
+            },
+            ..Default::default()
+        };
+        if skipping {
+            health.skipped.insert("u1".into(), "a/x: over".into());
+        }
+        desired(
+            &Observed {
+                generation: Some(1),
+                invalid: None,
+                health,
+                active_operations: active,
+                operation_durations: Vec::new(),
+            },
+            None,
+        )
+    }
+
+    /// Writes over `seconds` of 2 s ticks for a ruleset whose status at tick `i` is
+    /// `at(i)`, with `interval` between the writes nobody waits on; and the tick of each.
+    fn writes(seconds: u64, interval: Duration, at: impl Fn(u64) -> RuleSetStatus) -> Vec<u64> {
+        let start = tokio::time::Instant::now();
+        let (mut written, mut written_at) = (Some(at(0)), Some(start));
+        let mut ticks = Vec::new();
+        for tick in 1..=seconds / STATUS_INTERVAL.as_secs() {
+            let now = start + STATUS_INTERVAL * tick as u32;
+            let status = at(tick);
+            if due(written.as_ref(), written_at, &status, interval, now) {
+                written = Some(status);
+                written_at = Some(now);
+                ticks.push(tick);
+            }
+        }
+        ticks
+    }
+
+    /// 240 s of a busy ruleset, written at first (tick 0): a count that changes at every 2 s
+    /// tick, and a condition that flips at every tick, are written about once a minute (before:
+    /// the flips at every tick, 120 writes, and the count every 10 s, 24); a change of `Ready`
+    /// goes out at the next tick; the first change after a quiet minute too; a flip and its
+    /// return within the minute are not written at all.
+    #[test]
+    fn what_nobody_waits_on_is_written_once_a_minute() {
+        let minute = Duration::from_secs(60);
+        let counting = writes(240, minute, |i| status_of(i as usize, false, false));
+        println!("a count changing every 2 s: writes at ticks {counting:?} of 240 s");
+        assert_eq!(counting, [30, 60, 90, 120]);
+        let flapping = writes(240, minute, |i| status_of(1, i % 2 == 1, false));
+        println!("a condition flipping every 2 s: writes at ticks {flapping:?} of 240 s");
+        assert_eq!(flapping, [31, 62, 93]);
+        let both = writes(240, minute, |i| status_of(i as usize, i % 2 == 1, false));
+        assert_eq!(both, [30, 60, 90, 120]);
+
+        // Ready changes (the watch fails at tick 5, works again at tick 8): at once.
+        let ready = writes(240, minute, |i| status_of(1, false, (5..8).contains(&i)));
+        assert_eq!(ready, [5, 8]);
+        // The first change after a quiet minute goes out at the next tick; its return a
+        // minute after.
+        let blip = writes(240, minute, |i| status_of(1, (31..33).contains(&i), false));
+        assert_eq!(blip, [31, 61]);
+        // A flip and its return within the minute: nothing to write.
+        let quick = writes(240, minute, |i| {
+            status_of(1, i == 1 || (3..5).contains(&i), false)
+        });
+        assert!(quick.is_empty(), "{quick:?}");
     }
 }

@@ -248,20 +248,31 @@ pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     strip(a) == strip(b)
 }
 
-/// True when `a` and `b` differ only in counts (`activeOperations`, the evaluation error
-/// count in the `RuleErrors` message, the learned `operationDurations`): the conditions' statuses and reasons are the same.
-pub fn only_counts_differ(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
-    let shape = |s: &RuleSetStatus| {
+/// Whether `b` differs from `a` in what users wait on, to be written at once: the generation
+/// observed, whether the target is watched, `Ready` (its status, reason and message: what is
+/// wrong, and where the ruleset is suspended), whether a rule does not compile
+/// (`InvalidRule`), and whether the ruleset is suspended (`CostExceeded` `Suspended`). The rest
+/// (the other conditions, counts, learned durations) is written on a slower cadence (see
+/// `controller::write_statuses`).
+pub fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+    type Awaited<'a> = (
+        Option<i64>,
+        bool,
+        Option<(&'a str, &'a str, &'a str)>,
+        Option<&'a str>,
+        bool,
+    );
+    fn awaited(s: &RuleSetStatus) -> Awaited<'_> {
+        let condition = |type_: &str| s.conditions.iter().find(|c| c.type_ == type_);
         (
             s.observed_generation,
             s.watch_active,
-            s.conditions
-                .iter()
-                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-                .collect::<Vec<_>>(),
+            condition("Ready").map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str())),
+            condition("InvalidRule").map(|c| c.status.as_str()),
+            condition("CostExceeded").is_some_and(|c| c.reason == "Suspended"),
         )
-    };
-    shape(a) == shape(b)
+    }
+    awaited(a) != awaited(b)
 }
 
 #[cfg(test)]
@@ -283,19 +294,29 @@ mod tests {
     }
 
     #[test]
-    fn counts_alone_are_told_apart_from_condition_changes() {
+    fn what_users_wait_on_is_told_apart_from_counts_and_other_conditions() {
         let active = || RuleSetHealth {
             watch: WatchState::Active,
             ..Default::default()
         };
         let a = status(3, active());
-        assert!(only_counts_differ(&a, &status(40, active())));
+        assert!(!awaited_change(&a, &status(40, active())));
         assert!(!same(&a, &status(40, active())));
+        let skipping = RuleSetHealth {
+            skipped: [("u1".to_string(), "a/x: over".to_string())].into(),
+            ..active()
+        };
+        let b = status(3, skipping);
+        assert_ne!(
+            condition_of(&a, "ObjectsSkipped").status,
+            condition_of(&b, "ObjectsSkipped").status
+        );
+        assert!(!awaited_change(&a, &b), "another condition");
         let failed = RuleSetHealth {
             watch: WatchState::Failed("forbidden".into()),
             ..Default::default()
         };
-        assert!(!only_counts_differ(&a, &status(3, failed)));
+        assert!(awaited_change(&a, &status(3, failed)), "Ready");
     }
 
     fn condition_of<'a>(s: &'a RuleSetStatus, type_: &str) -> &'a Condition {
@@ -342,6 +363,6 @@ mod tests {
             ("False", "Suspended")
         );
         assert!(!suspended.watch_active);
-        assert!(!only_counts_differ(&over, &suspended));
+        assert!(awaited_change(&over, &suspended));
     }
 }

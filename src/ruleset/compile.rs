@@ -2,9 +2,11 @@
 //! in. A ruleset with any error runs no rule at all (a half-valid ruleset would silently miss or
 //! misreport operations).
 
+use super::related::{RelatedPart, compile_parts, part_rulesets};
 use super::types::{RuleSetSpec, Target};
 use crate::evaluate::{CompileError, Engine, Expr, RuleExprs, RuleSetExprs};
 use crate::operation::RuleSetInfo;
+use std::sync::Arc;
 
 /// A ruleset ready to evaluate.
 pub struct CompiledRuleSet {
@@ -21,6 +23,12 @@ pub struct CompiledRuleSet {
     /// `metadata.generation` of the ruleset these rules were compiled from, so that status and
     /// health refer to the spec they describe.
     pub generation: Option<i64>,
+    /// The rulesets of its related parts (`spec.related`), each for its related target (see
+    /// `ruleset::related`); watched along with this one.
+    pub related: Vec<Arc<CompiledRuleSet>>,
+    /// Set on the ruleset of a related part: the ruleset and part it is. Its evaluations label
+    /// that ruleset's operations; it has no rules and makes no operations of its own.
+    pub part_of: Option<RelatedPart>,
 }
 
 impl CompiledRuleSet {
@@ -29,6 +37,13 @@ impl CompiledRuleSet {
     pub fn applies_to(&self, namespace: Option<&str>) -> bool {
         self.namespaces.is_empty()
             || namespace.is_some_and(|ns| self.namespaces.iter().any(|n| n == ns))
+    }
+
+    /// The OperationRuleSet this is of: itself, or for a related part its ruleset. Its loaded
+    /// generation decides whether this one's evaluations count (a part is never loaded by its
+    /// own name), and its name is the one metrics count this one under.
+    pub fn owner(&self) -> &RuleSetInfo {
+        self.part_of.as_ref().map_or(&self.info, |p| &p.ruleset)
     }
 }
 
@@ -49,6 +64,46 @@ pub enum RuleSetProblem {
     /// `target` lacks its version or resource.
     #[error("target: version and resource are required")]
     NoTarget,
+    /// `related[index].target` lacks its version or resource.
+    #[error("related[{index}].target: version and resource are required")]
+    NoRelatedTarget {
+        /// The part.
+        index: usize,
+    },
+    /// `related[index].target` is the ruleset's own target.
+    #[error(
+        "related[{index}].target: {target} is the ruleset's own target; a related object is of another resource type"
+    )]
+    RelatedIsOwnTarget {
+        /// The part.
+        index: usize,
+        /// The target, as `group/version/resource`.
+        target: String,
+    },
+    /// `related[index].match` is not one this server knows.
+    #[error(
+        "related[{index}].match: {value:?} is not a match this server knows; the only one is SameName"
+    )]
+    UnknownMatch {
+        /// The part.
+        index: usize,
+        /// What the spec says.
+        value: String,
+    },
+    /// `related[index].labelExpressions` is empty: the part would label nothing.
+    #[error("related[{index}].labelExpressions: at least one label expression is required")]
+    NoRelatedLabels {
+        /// The part.
+        index: usize,
+    },
+    /// A label key of a related part is not a valid label key (`place` names it).
+    #[error("{place}: not a valid label key: {reason}")]
+    InvalidLabelKey {
+        /// Where the key is.
+        place: String,
+        /// Why not, as Kubernetes says it.
+        reason: String,
+    },
 }
 
 /// Why a ruleset does not compile: every problem at once, so that its author fixes them in one
@@ -126,6 +181,7 @@ pub fn compile(
             label_expressions.push((le.key.clone(), expr));
         }
     }
+    let parts = compile_parts(engine, &spec.related, &spec.target, &mut errors);
     if spec.rules.is_empty() {
         errors.push(RuleSetProblem::NoRules);
     }
@@ -135,14 +191,17 @@ pub fn compile(
     if !errors.is_empty() {
         return Err(InvalidRuleSet { problems: errors });
     }
+    let info = RuleSetInfo {
+        name: name.to_string(),
+        component: spec.component.clone(),
+        labels: spec.labels.clone(),
+        generation,
+        exclusive: spec.exclusive,
+    };
     Ok(CompiledRuleSet {
-        info: RuleSetInfo {
-            name: name.to_string(),
-            component: spec.component.clone(),
-            labels: spec.labels.clone(),
-            generation,
-            exclusive: spec.exclusive,
-        },
+        related: part_rulesets(&info, &spec.namespaces, parts),
+        part_of: None,
+        info,
         target: spec.target.clone(),
         namespaces: spec.namespaces.clone(),
         operations: rules.iter().map(|r| r.operation.clone()).collect(),

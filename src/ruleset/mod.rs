@@ -2,8 +2,10 @@
 //! `reconcile`.
 
 mod compile;
+mod related;
 mod types;
 
 pub use compile::{CompiledRuleSet, InvalidRuleSet, RuleSetProblem, compile};
+pub use related::{Match, RelatedPart, part_name};
 pub(crate) use types::{OperationDurations, OperationRuleSet, RuleSetStatus, api_resource};
-pub use types::{RuleSetSpec, Target};
+pub use types::{Related, RuleSetSpec, Target};

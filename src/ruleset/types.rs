@@ -46,6 +46,36 @@ pub struct RuleSetSpec {
     /// Labels computed from the object by CEL expressions returning string.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub label_expressions: Vec<LabelExpression>,
+    /// Objects of other resource types whose label expressions label this ruleset's
+    /// operations (a VirtualMachine's node, from its VirtualMachineInstance).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<Related>,
+}
+
+/// An object related to each subject, of another resource type, that labels the subject's
+/// operations: the server watches its target too and keeps, per related object, only the
+/// values its label expressions give.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Related {
+    /// The related object's resource type; not the ruleset's own target.
+    pub target: Target,
+    /// How a subject finds its related object. `SameName` (the only one so far, and the
+    /// default): the object of the subject's namespace and name. Read as text, so that a value
+    /// this server does not know makes the ruleset invalid rather than undecodable.
+    #[serde(rename = "match", default = "same_name")]
+    pub matching: String,
+    /// Labels computed from the related object by CEL expressions returning string (`object`
+    /// is the related object); an empty value sets no label.
+    #[serde(default)]
+    pub label_expressions: Vec<LabelExpression>,
+}
+
+/// The default (and only) `related[].match`.
+pub const SAME_NAME: &str = "SameName";
+
+fn same_name() -> String {
+    SAME_NAME.to_owned()
 }
 
 /// The resource type the rules are evaluated against.

@@ -10,12 +10,17 @@
 //!
 //! It is pure and synchronous: time is always passed in, and the result of every call is the
 //! list of record changes the index must apply, in order.
+//!
+//! It also keeps the labels related objects give subjects (`related_values`, from a
+//! ruleset's `spec.related`), and labels a subject's active operations again when they change.
 
 mod change;
+mod related_values;
 mod settings;
 mod signal;
 mod tracker;
 
 pub use change::Change;
+pub(crate) use related_values::RelatedObject;
 pub(crate) use settings::Settings;
 pub(crate) use tracker::Tracker;

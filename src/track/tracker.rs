@@ -6,11 +6,12 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::change::{Change, Observed};
+use super::related_values::{RelatedValues, merge_labels};
 use super::settings::Settings;
 use super::signal::{Message, Reading, Signal, signals};
 use crate::evaluate::{EvalError, Evaluation};
 use crate::operation::{
-    Ending, InFlightOperation, Labels, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
+    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
 };
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
@@ -36,6 +37,10 @@ struct Entry {
     /// The record as last handed out.
     record: Arc<InFlightOperation>,
     state: State,
+    /// What the subject's own label expressions gave at its latest evaluation, so that its
+    /// labels can be made again when its related values change (see `relabel`). `None` for a
+    /// record restored and not evaluated since.
+    own: Option<Vec<(String, String)>>,
 }
 
 enum State {
@@ -83,6 +88,8 @@ pub struct Tracker {
     /// start or change operations: a watcher still running the rules of a ruleset that was
     /// deleted or updated must not bring back what its removal ended.
     loaded: HashMap<String, Option<i64>>,
+    /// The labels related objects give subjects (`spec.related`), below their own.
+    related: RelatedValues,
 }
 
 impl Tracker {
@@ -95,6 +102,7 @@ impl Tracker {
             retained: BTreeSet::new(),
             active: HashMap::new(),
             loaded: HashMap::new(),
+            related: RelatedValues::default(),
         }
     }
 
@@ -268,9 +276,24 @@ impl Tracker {
                     };
                     let progress = live.progress(old.progress);
                     let stalled = live.stalled(old.stalled.as_ref(), now);
-                    let dynamic = dynamic_labels(&eval.labels, Some(&old.labels));
-                    let (labels, warnings) =
-                        build_labels(subject, ruleset, &key.operation, dynamic);
+                    let own = match &entry.own {
+                        Some(own) => dynamic_labels(&eval.labels, |k| {
+                            own.iter().find(|(o, _)| o == k).map(|(_, v)| v.as_str())
+                        }),
+                        None => dynamic_labels(&eval.labels, |k| old.labels.get(k)),
+                    };
+                    let related = self.related.get(
+                        &ruleset.name,
+                        subject.namespace.as_deref(),
+                        &subject.name,
+                    );
+                    let (labels, warnings) = build_labels(
+                        subject,
+                        ruleset,
+                        &key.operation,
+                        merge_labels(&related, &own),
+                    );
+                    let own = owned(&own);
                     out.warnings.extend(warnings);
                     let mut candidate = InFlightOperation {
                         labels,
@@ -283,6 +306,9 @@ impl Tracker {
                         ending: None,
                         ..(**old).clone()
                     };
+                    if entry.own.as_ref() != Some(&own) {
+                        entry.own = Some(own);
+                    }
                     if candidate != **old {
                         candidate.last_detected = now;
                         entry.record = Arc::new(candidate);
@@ -302,6 +328,10 @@ impl Tracker {
             Message::Text(text) => Some(text.to_owned()),
             Message::None | Message::Unknown => None,
         };
+        let own = dynamic_labels(&eval.labels, |_| None);
+        let related = self
+            .related
+            .get(&ruleset.name, subject.namespace.as_deref(), &subject.name);
         let (mut record, warnings) = InFlightOperation::new_active(
             ruleset,
             &key.operation,
@@ -309,8 +339,9 @@ impl Tracker {
             start.unwrap_or(now),
             now,
             message,
-            dynamic_labels(&eval.labels, None),
+            merge_labels(&related, &own),
         );
+        let own = owned(&own);
         record.progress = live.progress(None);
         record.stalled = live.stalled(None, now);
         out.warnings.extend(warnings);
@@ -326,6 +357,7 @@ impl Tracker {
                     grace: None,
                     restored: false,
                 },
+                own: Some(own),
             },
         );
     }
@@ -346,6 +378,7 @@ impl Tracker {
             state: State::Active {
                 grace, restored, ..
             },
+            ..
         }) = self.entries.get_mut(&key)
         else {
             return;
@@ -467,6 +500,7 @@ impl Tracker {
     /// Retained completed records stay until their retention ends.
     pub fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
         self.loaded.remove(ruleset);
+        self.related.forget(ruleset);
         self.retain_operations(ruleset, &[], now)
     }
 
@@ -515,7 +549,14 @@ impl Tracker {
             }
             (Phase::Completed, _) => return false,
         };
-        self.entries.insert(key, Entry { record, state });
+        self.entries.insert(
+            key,
+            Entry {
+                record,
+                state,
+                own: None,
+            },
+        );
         true
     }
 
@@ -711,17 +752,25 @@ impl Live<'_> {
 }
 
 /// Successful label expression results. A failed expression is unknown rather than absent, so
-/// the value it had on the previous record (if any) is kept instead of making the label flap.
+/// the value it had before (`previous`, if any) is kept instead of making the label flap.
 fn dynamic_labels<'a>(
     results: &'a [(String, Result<String, EvalError>)],
-    previous: Option<&'a Labels>,
+    previous: impl Fn(&str) -> Option<&'a str>,
 ) -> Vec<(&'a str, &'a str)> {
     results
         .iter()
         .filter_map(|(key, result)| match result {
             Ok(value) => Some((key.as_str(), value.as_str())),
-            Err(_) => Some((key.as_str(), previous?.get(key)?)),
+            Err(_) => Some((key.as_str(), previous(key)?)),
         })
+        .collect()
+}
+
+/// `labels`, owned: what an entry keeps of its own label values.
+fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+    labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
 }
 
@@ -734,5 +783,6 @@ fn after(ts: Timestamp, d: SignedDuration) -> Timestamp {
     })
 }
 
+mod relabel;
 #[cfg(test)]
 mod tests;

@@ -141,3 +141,73 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     env.kubectl(User::Admin, &["delete", "ors", &heavy, &normal])
         .unwrap();
 }
+
+/// The gate's `Clear` message (empty when it has none).
+fn gate_message(gate: &str) -> String {
+    let g = env().get_json(User::Admin, &["get", "gate", gate]);
+    g["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A tenant patches her over-budget object again and again (each change costs its ruleset a
+/// whole evaluation budget, so they queue on the ruleset's lane) and deletes it at once: its
+/// deletion is read while those evaluations are still queued. Once they are done, nothing names
+/// the object any more: not the gate of its namespace, not the answers' warnings (its
+/// namespace's gate stayed Unknown, "object team-a/slow is skipped", until the ruleset changed).
+#[test]
+fn a_deleted_over_budget_object_leaves_no_ghost() {
+    let env = env();
+    let ns = env.namespace("ghost");
+    let rs = format!("heavy-{ns}");
+    env.apply(&heavy_ruleset(&rs, &ns, HEAVY));
+    env.wait_watching(&rs);
+    for name in ["slow", "other"] {
+        env.apply(&heavy_vm(name, &ns));
+    }
+    let gate = format!("namespace.{ns}");
+    let named = format!("{ns}/slow");
+    eventually(WAIT, "the gate naming the skipped object", || {
+        gate_message(&gate).contains(&named).then_some(())
+    });
+
+    // Thirty changes in one kubectl run (a few ms apart: about three seconds of evaluation),
+    // then the deletion at once.
+    let changes: Vec<Value> = (0..30)
+        .map(|round| {
+            let mut vm: Value = serde_json::from_str(&heavy_vm("slow", &ns)).unwrap();
+            vm["metadata"]["annotations"]["example.com/round"] = json!(round.to_string());
+            vm
+        })
+        .collect();
+    env.apply(&json!({"apiVersion": "v1", "kind": "List", "items": changes}).to_string());
+    env.kubectl(
+        User::Admin,
+        &["delete", "vm", "slow", "-n", &ns, "--wait=false"],
+    )
+    .unwrap();
+    let deleted = Instant::now();
+
+    std::thread::sleep(Duration::from_secs(5));
+    let message = gate_message(&gate);
+    println!(
+        "{:?} after the deletion, gate/{gate}: {message}",
+        deleted.elapsed()
+    );
+    assert!(!message.contains(&named), "{message}");
+    let out = env
+        .cluster
+        .kubectl(User::Admin)
+        .args(["get", "ifos", "-n", &ns])
+        .output()
+        .unwrap();
+    let warnings = String::from_utf8_lossy(&out.stderr);
+    assert!(!warnings.contains(&named), "{warnings}");
+    // The other is still named: the ruleset went on being over budget on it.
+    assert!(warnings.contains(&format!("{ns}/other")), "{warnings}");
+
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}

@@ -431,6 +431,65 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
     vmi.expect_nothing_in_flight();
 }
 
+/// The shipped `vm-lifecycle-rules` take a VM's node from its VMI (`spec.related`, namespaced
+/// like the ruleset): a migration of the VM is on the source and target nodes while it runs, on
+/// the new node once the VMI moved, and ends `Succeeded` when the VM runs again.
+#[test]
+fn vm_operations_are_on_the_nodes_of_their_vmi() {
+    let vm = Subject::create(
+        "virtualmachines.kubevirt.io",
+        true,
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+               "metadata": {"name": "vm-related"}, "spec": {"runStrategy": "Always"}}),
+    );
+    let vmi = Subject::create(
+        "virtualmachineinstances.kubevirt.io",
+        true,
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+               "metadata": {"name": "vm-related"}, "spec": {"domain": {"devices": {}}}}),
+    );
+    let state = json!({"sourceNode": "node-1", "targetNode": "node-2",
+                       "startTimestamp": "2025-01-15T10:10:09Z"});
+    vmi.set_status(json!({"phase": "Running", "nodeName": "node-1", "migrationState": state}));
+    vm.set_status(json!({"printableStatus": "Migrating"}));
+    let watch = vm.watch();
+    let labels_are = |node: &str, target: Option<&str>| {
+        let what = format!("the VM's migration on node {node}, target {target:?}");
+        wait_for(&what, || {
+            let ops = vm.ops();
+            let found = ops.iter().any(|o| {
+                let labels = &o["metadata"]["labels"];
+                o["spec"]["operation"] == "Migrating"
+                    && labels["ifo.kubevirt.io/node"] == node
+                    && labels["ifo.kubevirt.io/target-node"].as_str() == target
+            });
+            if found { Ok(()) } else { Err(pretty(&ops)) }
+        })
+    };
+    vm.expect_active(
+        "vm-lifecycle-rules",
+        "Migrating",
+        "migrating vm [vm-related]",
+    );
+    labels_are("node-1", Some("node-2"));
+
+    // The VMI moved: the VM's migration is on the new node alone.
+    let done = json!({"sourceNode": "node-1", "targetNode": "node-2",
+                      "startTimestamp": "2025-01-15T10:10:09Z",
+                      "endTimestamp": "2025-01-15T10:11:00Z", "completed": true});
+    vmi.set_status(json!({"nodeName": "node-2", "migrationState": done}));
+    labels_are("node-2", None);
+    vm.set_status(json!({"printableStatus": "Running"}));
+    let completed = vm.expect_completed(&watch, "Migrating", "Succeeded");
+    assert_eq!(
+        completed["metadata"]["labels"]["ifo.kubevirt.io/node"],
+        "node-2",
+        "{}",
+        pretty(&completed)
+    );
+    vm.expect_nothing_in_flight();
+}
+
 #[test]
 fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     let csv = Subject::create(

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real kubectl → a real kube-apiserver (aggregation layer) → our server.
 //! The cluster, the server and the fixtures the tests share come from `ifo-test-support`.
 
+mod admission;
 mod aggregation;
 mod cost;
 mod deploy;
@@ -15,6 +16,7 @@ mod openapi;
 mod operator;
 mod plugin;
 mod prometheus;
+mod related;
 mod rules;
 mod security;
 mod staleness;

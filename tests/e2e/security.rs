@@ -3,7 +3,7 @@
 //! server neither panics nor keeps what a caller sends.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, MAX_WATCHES_PER_USER, env, eventually, populated};
+use ifo_test_support::{Env, HEAVY, MAX_WATCHES_PER_USER, env, eventually, heavy_vm, populated};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -428,4 +428,95 @@ fn an_unprivileged_caller_cannot_pin_memory_with_large_requests() {
     let grown = after.saturating_sub(before);
     println!("server RSS {before} KiB → {after} KiB after 2,000 large requests (+{grown} KiB)");
     assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
+}
+
+/// `kubectl` as `user` through kube-apiserver: (exit code, stderr), where kubectl prints the
+/// answer's `Warning`s.
+fn kubectl_warnings(env: &Env, user: User, args: &[&str]) -> (i32, String) {
+    let out = env
+        .cluster
+        .kubectl(user)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// bob may list cluster-scoped operations and nothing of any namespace: while an object of
+/// another tenant's namespace is skipped (over its ruleset's budget), his answer says that it
+/// may be incomplete, without naming the object (its name can be a secret) nor its
+/// namespace. A read of that namespace, and one across every namespace, name it.
+#[test]
+fn a_read_of_cluster_scoped_operations_names_no_object_of_a_namespace() {
+    let env = env();
+    let ns = env.namespace("payroll");
+    let secret = "secret-project-payroll-export";
+    let rs = format!("heavy-{ns}");
+    env.apply(
+        &json!({
+            "apiVersion": "ifo.kubevirt.io/v1alpha1",
+            "kind": "OperationRuleSet",
+            "metadata": {"name": rs},
+            "spec": {
+                "component": "test",
+                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+                "namespaces": [ns],
+                "rules": [{"operation": "Heavy", "expression": HEAVY}],
+            }
+        })
+        .to_string(),
+    );
+    env.wait_watching(&rs);
+    env.apply(&heavy_vm(secret, &ns));
+    let named = format!("object {ns}/{secret} is skipped");
+    eventually(WAIT, "a read of the namespace naming the object", || {
+        let (code, stderr) = kubectl_warnings(env, User::Admin, &["get", "ifos", "-n", &ns]);
+        (code == 0 && stderr.contains(&named)).then_some(())
+    });
+
+    let role = format!("cluster-ops-{ns}");
+    env.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": role},
+             "rules": [{"apiGroups": ["live.ifo.kubevirt.io"],
+                        "resources": ["inflightclusteroperations"],
+                        "verbs": ["get", "list", "watch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": role},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+        ]})
+        .to_string(),
+    );
+    let bob = eventually(WAIT, "bob may list cluster-scoped operations", || {
+        let (code, stderr) = kubectl_warnings(env, User::Bob, &["get", "ifcos"]);
+        (code == 0).then_some(stderr)
+    });
+    // Still skipped: a read of the namespace names it.
+    let (_, admin) = kubectl_warnings(env, User::Admin, &["get", "ifos", "-n", &ns]);
+    assert!(admin.contains(&named), "{admin}");
+    println!("bob's warnings:\n{}", bob.trim());
+    assert!(!bob.contains(secret), "{bob}");
+    assert!(!bob.contains(&ns), "{bob}");
+    assert!(
+        bob.contains(
+            "Warning: operations may be incomplete: detection is not current in some namespaces"
+        ),
+        "{bob}"
+    );
+    // Across every namespace: authorized for all of them.
+    let (_, all) = kubectl_warnings(env, User::Admin, &["get", "ifos", "-A"]);
+    assert!(all.contains("operations may be incomplete"), "{all}");
+
+    env.kubectl(
+        User::Admin,
+        &["delete", "clusterrolebinding,clusterrole", &role],
+    )
+    .unwrap();
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
