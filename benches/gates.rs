@@ -15,34 +15,15 @@ use axum::http::{Request, StatusCode, header};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
 use ifo::index::Index;
-use ifo::operation::{InFlightOperation, Phase};
 use ifo::readiness::Readiness;
 use ifo::track::Change;
 use tower::ServiceExt;
 
 mod fixture;
-use fixture::{OPERATIONS, operation};
+use fixture::{OPERATIONS, on_nodes};
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
-const NODES: usize = 1_000;
-
-/// The fixture's operations, all in flight, spread over [`NODES`] nodes.
-fn on_nodes(i: usize) -> Arc<InFlightOperation> {
-    let mut op = (*operation(i)).clone();
-    op.phase = Phase::Active;
-    op.outcome = None;
-    op.completed = None;
-    op.labels
-        .insert("ifo.kubevirt.io/node", format!("node-{:04}", i % NODES));
-    if op.operation == "Migrating" {
-        op.labels.insert(
-            "ifo.kubevirt.io/target-node",
-            format!("node-{:04}", (i + 7) % NODES),
-        );
-    }
-    Arc::new(op)
-}
 
 async fn get(router: Router, uri: &str, accept: &str) -> usize {
     let request = Request::get(uri)

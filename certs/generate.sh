@@ -5,12 +5,15 @@
 #
 # Writes into OUT_DIR:
 #   ca.crt, ca.key      a private CA (10 years); kube-apiserver trusts the server through it
-#   tls.crt, tls.key    the serving certificate (1 year) for ifo-apiserver.ifo-system.svc and
-#                       ifo-apiserver.ifo-system.svc.cluster.local, signed by the CA
+#   tls.crt, tls.key    the serving certificate (1 year) for ifo-apiserver.ifo-system.svc,
+#                       ifo-guard.ifo-system.svc (the maintenance guard's Service) and their
+#                       .cluster.local names, signed by the CA
 #   secret.yaml         Secret ifo-system/ifo-apiserver-tls, which the Deployment mounts
 #   apiservice.yaml     apiservice/apiservice.yaml with caBundle set to the CA
 #   webhook.yaml        apiservice/webhook.yaml (the validation of OperationRuleSets) with caBundle
 #                       set to the CA
+#   guard-webhook.yaml  apiservice/guard-webhook.yaml (the maintenance guard, opt-in: see
+#                       deploy/guard/) with caBundle set to the CA
 #
 # Idempotent: an existing CA is kept, and so is an existing serving certificate while it is signed
 # by that CA, names the Service and stays valid for 30 more days; otherwise a new one is issued.
@@ -23,7 +26,9 @@ set -euo pipefail
 NAMESPACE=ifo-system
 SERVICE=ifo-apiserver
 SECRET=ifo-apiserver-tls
-DNS_NAMES=("$SERVICE.$NAMESPACE.svc" "$SERVICE.$NAMESPACE.svc.cluster.local")
+GUARD_SERVICE=ifo-guard
+DNS_NAMES=("$SERVICE.$NAMESPACE.svc" "$SERVICE.$NAMESPACE.svc.cluster.local"
+  "$GUARD_SERVICE.$NAMESPACE.svc" "$GUARD_SERVICE.$NAMESPACE.svc.cluster.local")
 
 usage() {
   sed -n '4p' "${BASH_SOURCE[0]}" | sed 's/^#  *//' >&2
@@ -162,7 +167,7 @@ chmod 600 "$out/secret.yaml"
 # The registrations with kube-apiserver, each with the CA as its caBundle (the line keeps its
 # indentation).
 umask 022
-for name in apiservice webhook; do
+for name in apiservice webhook guard-webhook; do
   template="$root/apiservice/$name.yaml"
   grep -q '^ *caBundle: ' "$template" || { echo "error: no caBundle line in $template" >&2; exit 1; }
   {
@@ -172,9 +177,13 @@ for name in apiservice webhook; do
 done
 
 cat <<EOF
-Wrote $out/{ca.crt,ca.key,tls.crt,tls.key,secret.yaml,apiservice.yaml,webhook.yaml}. To install
-(after kubectl apply -k deploy/, which makes the namespace):
+Wrote $out/{ca.crt,ca.key,tls.crt,tls.key,secret.yaml,apiservice.yaml,webhook.yaml,guard-webhook.yaml}.
+To install (after kubectl apply -k deploy/, which makes the namespace):
 
   kubectl apply -f $out/secret.yaml -f $out/apiservice.yaml -f $out/webhook.yaml
   kubectl get apiservice v1alpha1.live.ifo.kubevirt.io
+
+With the maintenance guard (after kubectl apply -k apiservice/with-guard/ instead of deploy/):
+
+  kubectl apply -f $out/guard-webhook.yaml
 EOF

@@ -6,6 +6,7 @@
 #
 #   deploy/local.sh            # the server runs on this machine, registered as the APIService
 #   deploy/local.sh --node     # a real node (root): the image, `kubectl apply -k deploy/`, two replicas
+#   deploy/local.sh --guard    # with the maintenance guard: `kubectl drain node-1` waits while it is busy
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh

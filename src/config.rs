@@ -139,6 +139,17 @@ pub struct ServeArgs {
     #[arg(long, env = "PERSIST_BURST", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub persist_burst: u32,
+    /// Answer the maintenance guard's reviews of evictions at `/admission/evictions` (the
+    /// ValidatingWebhookConfiguration of deploy/guard/): an eviction of a pod on a node whose
+    /// gate is not Clear is refused with 429. Watches the cluster's pods (their nodes) for it.
+    #[arg(long, env = "EVICTION_GUARD", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub eviction_guard: bool,
+    /// What the guard answers while a node's gate is Unknown (the server cannot vouch that
+    /// nothing is in flight there): `deny` holds the drain until it can (the default), `allow`
+    /// lets it through as if the guard were not installed.
+    #[arg(long, env = "GUARD_WHEN_UNKNOWN", value_enum, default_value_t = WhenUnknown::Deny)]
+    pub guard_when_unknown: WhenUnknown,
     /// Run as one of several replicas: only the holder of a Lease serves the API (and writes
     /// persisted copies); the others keep their index warm and take over when it goes.
     #[arg(long, env = "LEADER_ELECT", default_value_t = false, action = clap::ArgAction::Set,
@@ -176,6 +187,15 @@ pub struct ServeArgs {
         default_value = "ifo-apiserver"
     )]
     pub leader_elect_container_name: String,
+}
+
+/// What the maintenance guard answers for a node whose gate is Unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WhenUnknown {
+    /// Refuse the eviction (429), as for a node with operations in flight.
+    Deny,
+    /// Let it through.
+    Allow,
 }
 
 /// Why a setting's value is refused.

@@ -6,6 +6,8 @@
 //! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
 
 pub use ifo_apimachinery as apimachinery;
+#[doc(hidden)]
+pub use admission::evictions_router;
 
 mod admission;
 pub mod api;

@@ -3,6 +3,8 @@
 //! [`crate::supervise`]), and there is one shutdown sequence.
 
 use crate::admission;
+use crate::admission::evictions::Evictions;
+use crate::admission::node_events::NodeEvents;
 use crate::api::{self, ApiState};
 use crate::auth::{self, Authenticator, Authorizer, tls};
 use crate::client::kube_client;
@@ -11,6 +13,7 @@ use crate::detect::{Detector, Health};
 use crate::evaluate::Engine;
 use crate::guard::{self, Guard};
 use crate::index::Index;
+use crate::inventory::pods::Pods;
 use crate::inventory::{Inventory, Kind};
 use crate::lease;
 use crate::persist;
@@ -193,6 +196,14 @@ impl Server {
             move || inventory.clone().report_to(index.clone())
         });
 
+        // The maintenance guard's facts besides the gates: where each pod runs.
+        let pods = args.eviction_guard.then(|| {
+            let pods = Arc::new(Pods::default());
+            let (pods_, client) = (pods.clone(), client.clone());
+            tasks.restarting("pod-nodes", move || pods_.clone().follow(client.clone()));
+            pods
+        });
+
         let limits = api::Limits {
             max_watches: args.max_watches,
             max_watches_per_user: args.max_watches_per_user,
@@ -202,8 +213,32 @@ impl Server {
         let state = Arc::new(
             ApiState::new(index.reader(), readiness.clone(), limits)
                 .with_freshness(targets.reader())
-                .with_inventory(inventory),
+                .with_inventory(inventory.clone()),
         );
+        let evictions = match pods {
+            Some(pods) => {
+                let instance = args
+                    .pod_name
+                    .clone()
+                    .unwrap_or_else(|| "ifo-apiserver".to_owned());
+                let (events, writer) =
+                    NodeEvents::new(client.clone(), instance, crate::client::api_timeout(&args));
+                tasks.once("guard-events", writer);
+                tracing::info!(
+                    path = admission::EVICTIONS_PATH,
+                    when_unknown = ?args.guard_when_unknown,
+                    "the maintenance guard answers reviews of evictions"
+                );
+                Some(Evictions {
+                    api: state.clone(),
+                    inventory: inventory.clone(),
+                    pods,
+                    when_unknown: args.guard_when_unknown,
+                    events,
+                })
+            }
+            None => None,
+        };
         let gates = state.clone();
         crate::metrics::serve_gates_from(move || gates.maintenance_gates());
         let gate = Arc::new(Guard {
@@ -263,7 +298,7 @@ impl Server {
         let app = api::router(state.clone())
             .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
             .merge(api::health_router(state.clone()))
-            .merge(admission::router(engine));
+            .merge(admission::router(engine, evictions));
         Ok(Server {
             args,
             tasks,

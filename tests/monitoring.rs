@@ -266,7 +266,8 @@ fn every_alert_tells_on_call_what_and_where_using_exported_series() {
         let name = alert["alert"].as_str().unwrap();
         let severity = alert["labels"]["severity"].as_str().unwrap_or_default();
         assert!(
-            ["critical", "warning"].contains(&severity),
+            // `info`: an alert for tools that hold maintenance on it (kured), not for people.
+            ["critical", "warning", "info"].contains(&severity),
             "{name}: severity {severity:?}"
         );
         for field in ["summary", "description"] {

@@ -25,6 +25,8 @@ pub const SERVICE_NAME: &str = "ifo-apiserver";
 /// The ValidatingWebhookConfiguration that sends rulesets to the server's admission door (its
 /// one webhook is `<this>.ifo.kubevirt.io`), as `apiservice/webhook.yaml` names it.
 pub const RULESET_WEBHOOK: &str = "ifo-ruleset-validation";
+/// The ValidatingWebhookConfiguration of the maintenance guard (`apiservice/guard-webhook.yaml`).
+pub const GUARD_WEBHOOK: &str = "ifo-maintenance-guard";
 /// The identity the server runs as (what RBAC in `deploy/` binds).
 pub const SERVER_USER: &str = "system:serviceaccount:ifo-system:ifo-apiserver";
 
@@ -553,12 +555,14 @@ impl Cluster {
         self.node.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The project's CRDs and RBAC from `deploy/`, and the test CRDs for subjects.
+    /// The project's CRDs and RBAC from `deploy/` (the maintenance guard's too), and the test
+    /// CRDs for subjects.
     fn install_base(&self) -> Result<()> {
         let source = super::binaries::source_dir();
         for path in [
             source.join("deploy/crds"),
             source.join("deploy/rbac"),
+            source.join("deploy/guard/rbac.yaml"),
             source.join("tests/cluster/crds"),
         ] {
             self.kubectl_run(
@@ -623,6 +627,23 @@ impl Cluster {
   "rules":[{{"apiGroups":["ifo.kubevirt.io"],"apiVersions":["v1alpha1"],"operations":["CREATE","UPDATE"],
     "resources":["operationrulesets"],"scope":"Cluster"}}],
   "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":5}}]}}"#,
+            b64(&self.serving.ca_pem)
+        ))
+    }
+
+    /// Sends every eviction to the maintenance guard of a server listening on loopback `port`
+    /// (started with `EVICTION_GUARD=true`): the ValidatingWebhookConfiguration [`GUARD_WEBHOOK`]
+    /// as `apiservice/guard-webhook.yaml` ships it, but for its `clientConfig` (a URL on
+    /// `localhost`, as for [`Cluster::register_ruleset_webhook`]).
+    pub fn register_guard_webhook(&self, port: u16) -> Result<()> {
+        self.apply(&format!(
+            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
+"metadata":{{"name":"{GUARD_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
+"webhooks":[{{"name":"{GUARD_WEBHOOK}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
+  "clientConfig":{{"url":"https://localhost:{port}/admission/evictions","caBundle":"{}"}},
+  "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
+    "resources":["pods/eviction"],"scope":"Namespaced"}}],
+  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":3}}]}}"#,
             b64(&self.serving.ca_pem)
         ))
     }

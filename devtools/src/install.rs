@@ -1,7 +1,7 @@
 //! The product installed on a cluster with a real node the way the README tells users: the image
 //! `deploy/image.sh` assembles, imported into the node's containerd; the CRD; `kubectl apply -k
-//! deploy/`; `certs/generate.sh` with its Secret, APIService and ruleset validation webhook.
-//! Uninstalled the same way.
+//! deploy/` (or `apiservice/with-guard/`, with the maintenance guard); `certs/generate.sh` with
+//! its Secret, APIService and webhooks. Uninstalled the same way.
 
 use super::{Cluster, User, source_dir};
 use anyhow::{Context, Result, bail};
@@ -15,10 +15,14 @@ pub const NAMESPACE: &str = "ifo-system";
 pub const APISERVICE: &str = "apiservice/v1alpha1.live.ifo.kubevirt.io";
 /// The ValidatingWebhookConfiguration `certs/generate.sh` writes.
 pub const WEBHOOK: &str = "validatingwebhookconfiguration/ifo-ruleset-validation";
+/// The maintenance guard's ValidatingWebhookConfiguration `certs/generate.sh` writes.
+pub const GUARD_WEBHOOK: &str = "validatingwebhookconfiguration/ifo-maintenance-guard";
 
 /// An installation: where its certificates are, to rotate them and to uninstall.
 pub struct Install {
     certs: PathBuf,
+    /// With the maintenance guard (`apiservice/with-guard/` and its webhook).
+    guard: bool,
 }
 
 /// Runs a script of the source tree, with its output in the error when it fails.
@@ -48,9 +52,9 @@ pub fn build_image(out: &Path) -> Result<String> {
 
 impl Install {
     /// Imports the image archive into the node and installs the product as the README says,
-    /// with certificates in `certs`; waits for the rollout and for the APIService to be
-    /// Available.
-    pub fn run(cluster: &Cluster, image: &Path, certs: &Path) -> Result<Install> {
+    /// with certificates in `certs`, and with the maintenance guard if `guard`; waits for the
+    /// rollout and for the APIService to be Available.
+    pub fn run(cluster: &Cluster, image: &Path, certs: &Path, guard: bool) -> Result<Install> {
         cluster
             .node()
             .as_ref()
@@ -69,13 +73,27 @@ impl Install {
             ],
             None,
         )?;
-        cluster.kubectl_run(User::Admin, &["apply", "-k", &path("deploy/")], None)?;
+        cluster.kubectl_run(
+            User::Admin,
+            &["apply", "-k", &path(Install::dir(guard))],
+            None,
+        )?;
         let install = Install {
             certs: certs.to_path_buf(),
+            guard,
         };
         install.apply_certificates(cluster, &[])?;
         install.wait_available(cluster, Duration::from_secs(180))?;
         Ok(install)
+    }
+
+    /// What `kubectl apply -k` installs.
+    fn dir(guard: bool) -> &'static str {
+        if guard {
+            "apiservice/with-guard/"
+        } else {
+            "deploy/"
+        }
     }
 
     fn apply_certificates(&self, cluster: &Cluster, args: &[&str]) -> Result<()> {
@@ -84,19 +102,16 @@ impl Install {
         all.push(&dir);
         script("certs/generate.sh", &all)?;
         let file = |name: &str| self.certs.join(name).display().to_string();
-        cluster.kubectl_run(
-            User::Admin,
-            &[
-                "apply",
-                "-f",
-                &file("secret.yaml"),
-                "-f",
-                &file("apiservice.yaml"),
-                "-f",
-                &file("webhook.yaml"),
-            ],
-            None,
-        )?;
+        let mut apply = vec!["apply".to_owned()];
+        let mut files = vec!["secret.yaml", "apiservice.yaml", "webhook.yaml"];
+        if self.guard {
+            files.push("guard-webhook.yaml");
+        }
+        for name in files {
+            apply.extend(["-f".to_owned(), file(name)]);
+        }
+        let apply: Vec<&str> = apply.iter().map(String::as_str).collect();
+        cluster.kubectl_run(User::Admin, &apply, None)?;
         Ok(())
     }
 
@@ -170,12 +185,16 @@ impl Install {
                 "delete",
                 APISERVICE,
                 WEBHOOK,
+                GUARD_WEBHOOK,
                 "--ignore-not-found",
                 "--timeout=60s",
             ],
             None,
         )?;
-        let deploy = source_dir().join("deploy/").display().to_string();
+        let deploy = source_dir()
+            .join(Install::dir(self.guard))
+            .display()
+            .to_string();
         cluster
             .kubectl_run(
                 User::Admin,

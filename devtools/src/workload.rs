@@ -41,9 +41,17 @@ pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Resu
     // The nodes the instances run on, as Node objects (no kubelet behind them): the gate of a
     // node the cluster does not have is NotFound, so `kubectl wait gate/node.node-1` needs them.
     for n in 0..NODES {
-        let node = json!({"apiVersion": "v1", "kind": "Node",
+        let object = json!({"apiVersion": "v1", "kind": "Node",
                           "metadata": {"name": node(n), "labels": {"ifo.kubevirt.io/demo": "true"}}});
-        cluster.apply(&node.to_string())?;
+        cluster.apply(&object.to_string())?;
+        // A pod on each node, so that `kubectl drain node-1` has one to evict (with the
+        // maintenance guard, it waits while the node is busy). Nothing runs it: no grace, so an
+        // eviction deletes it at once.
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("app-{}", node(n)), "namespace": NAMESPACE},
+            "spec": {"nodeName": node(n), "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+        cluster.apply(&pod.to_string())?;
     }
     let mut fleet = Vec::new();
     for i in 0..vms {

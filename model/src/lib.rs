@@ -56,6 +56,10 @@ pub const SELECTABLE_FIELDS: &[&str] = &[
 /// may be incomplete, and clients that gate maintenance on it must not trust it.
 pub const INCOMPLETE_WARNING: &str = "operations may be incomplete";
 
+/// The Node annotation that lets evictions of the node's pods through the maintenance guard
+/// while its gate is not clear; its value says why (e.g. `"hardware failure, INC-4711"`).
+pub const MAINTENANCE_OVERRIDE_ANNOTATION: &str = "ifo.kubevirt.io/maintenance-override";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,8 @@
 //! unauthenticated caller learns nothing but what it sent. Every review is bounded: its body
 //! to [`MAX_REVIEW_BYTES`], its time to [`REVIEW_DEADLINE`], its CPU to a few compiles at once.
 
+pub(crate) mod evictions;
+pub(crate) mod node_events;
 mod rulesets;
 
 use crate::evaluate::Engine;
@@ -30,6 +32,10 @@ use std::time::Duration;
 /// The path of the door for OperationRuleSets (the `ifo-ruleset-validation` webhook).
 pub const RULESETS_PATH: &str = "/admission/rulesets";
 
+/// The path of the maintenance guard's door for evictions (the `ifo-maintenance-guard`
+/// webhook), served with `EVICTION_GUARD` only.
+pub const EVICTIONS_PATH: &str = "/admission/evictions";
+
 /// Largest review read: kube-apiserver's own limit on a request body (3 MiB), so any object it
 /// accepts fits, with its old object on an update. A larger body is refused unread (413).
 pub const MAX_REVIEW_BYTES: usize = 3 << 20;
@@ -43,18 +49,58 @@ pub const REVIEW_DEADLINE: Duration = Duration::from_secs(10);
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// The doors' routes, without authentication (see the [module](self)): POST only (any other
-/// method is 405).
-pub(crate) fn router(engine: Engine) -> Router {
-    Router::new()
+/// method is 405). The door for evictions only with the guard (`evictions`).
+pub(crate) fn router(engine: Engine, evictions: Option<evictions::Evictions>) -> Router {
+    let router = Router::new()
         .route(RULESETS_PATH, axum::routing::post(rulesets::review))
-        .with_state(Arc::new(rulesets::RuleSets::new(engine)))
+        .with_state(Arc::new(rulesets::RuleSets::new(engine)));
+    match evictions {
+        Some(door) => router.merge(
+            Router::new()
+                .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
+                .with_state(Arc::new(door)),
+        ),
+        None => router,
+    }
+}
+
+/// The door for evictions alone, over `state`, with the cluster's `nodes` and its `pods`
+/// (namespace, name, node) as if their watches had listed them, and Events that go nowhere: what
+/// the guard's benchmark measures (`cargo bench --bench guard`).
+#[doc(hidden)]
+pub fn evictions_router(
+    state: crate::api::ApiState,
+    nodes: &[String],
+    pods: &[(String, String, String)],
+) -> Router {
+    let inventory = Arc::new(crate::inventory::Inventory::default());
+    inventory.listed(
+        crate::inventory::Kind::Node,
+        nodes.iter().map(String::as_str),
+    );
+    let placed = Arc::new(crate::inventory::pods::Pods::default());
+    let entries: Vec<(&str, &str, Option<&str>, bool)> = pods
+        .iter()
+        .map(|(ns, name, node)| (ns.as_str(), name.as_str(), Some(node.as_str()), false))
+        .collect();
+    placed.set(&entries);
+    let state = Arc::new(state.with_inventory(inventory.clone()));
+    Router::new()
+        .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
+        .with_state(Arc::new(evictions::Evictions {
+            api: state,
+            inventory,
+            pods: placed,
+            when_unknown: crate::config::WhenUnknown::Deny,
+            events: node_events::NodeEvents::nowhere(),
+        }))
 }
 
 /// Why a review got no decision: it is answered with an HTTP error, and kube-apiserver applies
 /// the webhook's failure policy.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReviewError {
-    /// The body is over [`MAX_REVIEW_BYTES`].
+    /// The body is over the door's limit ([`MAX_REVIEW_BYTES`] for rulesets).
     #[error("the AdmissionReview is larger than {limit} bytes")]
     TooLarge {
         /// The limit.
@@ -120,16 +166,17 @@ impl ReviewError {
     }
 }
 
-/// Reads the review in `body`, within [`MAX_REVIEW_BYTES`].
-async fn read_review(body: Body) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    let bytes = Limited::new(body, MAX_REVIEW_BYTES)
+/// Reads the review in `body`, within `limit` bytes.
+async fn read_review(
+    body: Body,
+    limit: usize,
+) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    let bytes = Limited::new(body, limit)
         .collect()
         .await
         .map_err(|e| {
             if e.is::<LengthLimitError>() {
-                ReviewError::TooLarge {
-                    limit: MAX_REVIEW_BYTES,
-                }
+                ReviewError::TooLarge { limit }
             } else {
                 ReviewError::Body(e)
             }

@@ -50,7 +50,7 @@ impl RuleSets {
 
     /// Reads the review and decides on the blocking pool, in turn.
     async fn answer(&self, request: Request) -> Result<AdmissionResponse, ReviewError> {
-        let review = super::read_review(request.into_body()).await?;
+        let review = super::read_review(request.into_body(), super::MAX_REVIEW_BYTES).await?;
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
         // (The semaphore is never closed: `None` cannot happen.)
         let turn = self.compiles.clone().acquire_owned().await.ok();

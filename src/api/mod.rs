@@ -16,6 +16,9 @@ mod watch;
 mod watch_slots;
 mod wire;
 
+pub(crate) use gate::node_gate;
+pub(crate) use gate::verdict::Gate as NodeGate;
+
 use crate::readiness::{Readiness, Status};
 use axum::Router;
 use axum::body::Body;

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 /// Upper bounds of `ifo_admission_review_duration_seconds`: from an answer that compiles nothing
 /// (a DELETE) to the compile of a large ruleset, up to the webhook's timeout (5 s).
-const REVIEW_BUCKETS: [f64; 12] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+const REVIEW_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
 fn review_histogram() -> Histogram {
@@ -24,6 +24,8 @@ fn review_histogram() -> Histogram {
 pub(super) struct Admission {
     reviews: Family<Labels, Counter>,
     duration: Histograms,
+    guard_decisions: Family<Labels, Counter>,
+    guard_events_dropped: Counter,
 }
 
 impl Admission {
@@ -32,7 +34,7 @@ impl Admission {
             reviews: register(
                 r,
                 "admission_reviews",
-                "AdmissionReviews answered, by door (rulesets) and decision (allowed, denied; error: the review could not be read or answered, and kube-apiserver applies the webhook's failure policy)",
+                "AdmissionReviews answered, by door (rulesets, evictions) and decision (allowed, denied; error: the review could not be read or answered, and kube-apiserver applies the webhook's failure policy)",
                 Family::default(),
             ),
             duration: register(
@@ -41,7 +43,28 @@ impl Admission {
                 "Time from a review's arrival to its answer, by door",
                 Histograms::new_with_constructor(review_histogram),
             ),
+            guard_decisions: register(
+                r,
+                "guard_decisions",
+                "Evictions the maintenance guard decided on, by decision (allowed, denied, override: let through by the node's maintenance override) and reason (clear, in_flight, unknown, override, unbound, mirror, node_gone, not_an_eviction)",
+                Family::default(),
+            ),
+            guard_events_dropped: register(
+                r,
+                "guard_events_dropped",
+                "Events of the maintenance guard on nodes that were not written (their queue was full, or kube-apiserver refused or did not answer)",
+                Counter::default(),
+            ),
         };
+        for reason in GuardReason::ALL {
+            for allowed in [true, false] {
+                drop(
+                    admission
+                        .guard_decisions
+                        .get_or_create(&guard_labels(allowed, reason)),
+                );
+            }
+        }
         // Every label set is known: all start at 0, so that "never happened" reads as 0.
         for door in Door::ALL {
             for decision in Decision::ALL {
@@ -62,16 +85,94 @@ impl Admission {
 pub enum Door {
     /// `/admission/rulesets`: OperationRuleSets that do not compile are refused.
     RuleSets,
+
+    /// `/admission/evictions`: the maintenance guard.
+    Evictions,
 }
 
 impl Door {
-    const ALL: [Door; 1] = [Door::RuleSets];
+    const ALL: [Door; 2] = [Door::RuleSets, Door::Evictions];
 
     fn as_str(self) -> &'static str {
         match self {
             Door::RuleSets => "rulesets",
+            Door::Evictions => "evictions",
         }
     }
+}
+
+/// Why the maintenance guard decided as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardReason {
+    /// The node's gate is `Clear=True`.
+    Clear,
+    /// Operations are in flight on the node.
+    InFlight,
+    /// The server cannot vouch for the node (or cannot tell the pod's node).
+    Unknown,
+    /// The node's maintenance override let it through.
+    Override,
+    /// The pod is not bound to a node.
+    Unbound,
+    /// A mirror pod.
+    Mirror,
+    /// The cluster no longer has the pod's node.
+    NodeGone,
+    /// Not an eviction: the guard is not configured for it.
+    NotAnEviction,
+}
+
+impl GuardReason {
+    const ALL: [GuardReason; 8] = [
+        GuardReason::Clear,
+        GuardReason::InFlight,
+        GuardReason::Unknown,
+        GuardReason::Override,
+        GuardReason::Unbound,
+        GuardReason::Mirror,
+        GuardReason::NodeGone,
+        GuardReason::NotAnEviction,
+    ];
+
+    /// The metric's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardReason::Clear => "clear",
+            GuardReason::InFlight => "in_flight",
+            GuardReason::Unknown => "unknown",
+            GuardReason::Override => "override",
+            GuardReason::Unbound => "unbound",
+            GuardReason::Mirror => "mirror",
+            GuardReason::NodeGone => "node_gone",
+            GuardReason::NotAnEviction => "not_an_eviction",
+        }
+    }
+}
+
+fn guard_labels(allowed: bool, reason: GuardReason) -> Labels {
+    let decision = match (allowed, reason) {
+        (true, GuardReason::Override) => "override",
+        (true, _) => "allowed",
+        (false, _) => "denied",
+    };
+    vec![
+        ("decision", decision.to_owned()),
+        ("reason", reason.as_str().to_owned()),
+    ]
+}
+
+/// The maintenance guard decided on an eviction.
+pub fn guard_decision(allowed: bool, reason: GuardReason) {
+    super::metrics()
+        .admission
+        .guard_decisions
+        .get_or_create(&guard_labels(allowed, reason))
+        .inc();
+}
+
+/// An Event of the maintenance guard was not written.
+pub fn guard_event_dropped() {
+    super::metrics().admission.guard_events_dropped.inc();
 }
 
 /// What a door answered.

@@ -25,7 +25,8 @@ mod targets;
 mod tasks;
 
 pub use admission::{
-    Decision as AdmissionDecision, Door as AdmissionDoor, ReviewTimer as AdmissionTimer,
+    Decision as AdmissionDecision, Door as AdmissionDoor, GuardReason,
+    ReviewTimer as AdmissionTimer, guard_decision, guard_event_dropped,
 };
 pub use api::{
     RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,

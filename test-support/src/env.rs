@@ -234,6 +234,8 @@ fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> 
         // Tests wait for a ruleset's conditions and counts to change one after the other; a
         // real install writes them at most once a minute.
         ("RULESET_STATUS_INTERVAL", "5s"),
+        // The maintenance guard, registered with the cluster (see `boot`).
+        ("EVICTION_GUARD", "true"),
     ];
     if config.persist {
         settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);
@@ -273,6 +275,7 @@ fn boot(config: Config) -> Result<&'static Env> {
     if config.ruleset_webhook {
         cluster.register_ruleset_webhook(port)?;
     }
+    cluster.register_guard_webhook(port)?;
     let serving_ca = cluster.dir().join("pki/serving-ca.crt");
     std::fs::write(&serving_ca, &cluster.serving.ca_pem)?;
     let env: &'static Env = Box::leak(Box::new(Env {

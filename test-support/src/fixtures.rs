@@ -33,6 +33,19 @@ pub fn vm_ruleset(name: &str, namespace: &str) -> String {
     )
 }
 
+/// An OperationRuleSet of `component` for VirtualMachines in `namespace` that labels each
+/// operation with the node in `status.nodeName` (as the shipped VMI rules do) and detects
+/// `Migrating`: what a test of a node's gate needs.
+pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
+"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
+ "namespaces":["{namespace}"],
+ "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
+ "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
+    )
+}
+
 /// A rule that is cheap by its compile-time estimate but iterates `object.spec.n` times over a
 /// large annotation at run time: over the evaluation budget on a [`heavy_vm`], cheap elsewhere.
 pub const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \

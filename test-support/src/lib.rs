@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 pub use client::{KeepAliveClient, WatchStream};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
-pub use fixtures::{HEAVY, TestNode, heavy_vm, populated, vm, vm_ruleset};
+pub use fixtures::{HEAVY, TestNode, heavy_vm, node_vm_ruleset, populated, vm, vm_ruleset};
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -49,24 +49,12 @@ fn kubectl(env: &Env, user: User, args: &[&str]) -> Run {
     }
 }
 
-/// A ruleset for VirtualMachines in `ns` of component `component` that labels each operation
-/// with the node in `status.nodeName` (as the shipped VMI rules do).
-fn node_ruleset(name: &str, ns: &str, component: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
- "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
-    )
-}
-
 /// A namespace, a node and a component of this test's own, with `vms` under a watching
 /// ruleset. Returns (namespace, node, component, ruleset).
 fn scene(env: &Env, prefix: &str, vms: &[&str]) -> (String, String, String, String) {
     let ns = env.namespace(prefix);
     let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
-    env.apply(&node_ruleset(&rs, &ns, &component));
+    env.apply(&ifo_test_support::node_vm_ruleset(&rs, &ns, &component));
     for vm in vms {
         env.apply(&ifo_test_support::vm(vm, &ns));
     }
@@ -352,7 +340,11 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     // a verdict (tests share the server: it may read Unknown while another test's ruleset
     // restarts the VirtualMachines' watch, never for long).
     let other = format!("rs-other-{ns}");
-    env.apply(&node_ruleset(&other, &ns, &format!("other-{ns}")));
+    env.apply(&ifo_test_support::node_vm_ruleset(
+        &other,
+        &ns,
+        &format!("other-{ns}"),
+    ));
     env.wait_watching(&other);
     eventually(WAIT, "another component's gate not to be Unknown", || {
         Some(gate_json(env, &format!("component.other-{ns}")))
@@ -568,7 +560,7 @@ fn the_gate_of_a_node_namespace_or_component_the_cluster_does_not_have_is_not_fo
         &gate,
         &format!("no ruleset declares component {component}"),
     );
-    env.apply(&node_ruleset(&rs, &ns, &component));
+    env.apply(&ifo_test_support::node_vm_ruleset(&rs, &ns, &component));
     env.wait_watching(&rs);
     wait_clear(env, &gate);
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
@@ -695,4 +687,54 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     eventually(WAIT, "the long-named node's gate clear", || {
         Some(gate_json(env, &format!("node.{name}"))).filter(|g| clear_status(g) == "True")
     });
+}
+
+/// The Flux health check of docs/operating.md (`healthCheckExprs`), evaluated as Flux evaluates
+/// it (CEL, the object's top-level fields as variables) on gates the server serves: `current`
+/// holds for a clear gate, `inProgress` for one with an operation in flight, and never both.
+#[test]
+fn the_documented_flux_health_check_reads_served_gates() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operating.md"),
+    )
+    .unwrap();
+    let expression = |key: &str| {
+        docs.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key}: status.conditions")))
+            .map(|rest| format!("status.conditions{rest}"))
+            .unwrap_or_else(|| panic!("docs/operating.md has no Flux `{key}` expression"))
+    };
+    let (current, in_progress) = (expression("current"), expression("inProgress"));
+    let holds = |expr: &str, gate: &serde_json::Value| -> bool {
+        let program = cel::Program::compile(expr).unwrap();
+        let mut context = cel::Context::default();
+        for field in ["apiVersion", "kind", "metadata", "status"] {
+            context.add_variable(field, gate[field].clone()).unwrap();
+        }
+        match program.execute(&context).unwrap() {
+            cel::Value::Bool(b) => b,
+            other => panic!("{expr} is {other:?}"),
+        }
+    };
+
+    let env = env();
+    let (ns, node, _, rs) = scene(env, "gate-flux", &["vm-0"]);
+    let _node = env.node(&node);
+    let gate = format!("node.{node}");
+    let clear = gate_json(env, &gate);
+    assert_eq!(clear_status(&clear), "True");
+    assert!(holds(&current, &clear) && !holds(&in_progress, &clear));
+
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-0",
+        json!({"nodeName": node, "printableStatus": "Migrating"}),
+    );
+    let busy = eventually(WAIT, "the node's gate to be False", || {
+        let g = gate_json(env, &gate);
+        (clear_status(&g) == "False").then_some(g)
+    });
+    assert!(!holds(&current, &busy) && holds(&in_progress, &busy));
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

@@ -7,6 +7,7 @@ mod cost;
 mod deploy;
 mod detection;
 mod gates;
+mod guard;
 mod hostile;
 mod leader;
 mod library;

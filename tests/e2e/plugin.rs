@@ -590,18 +590,6 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     delete_nodes(env, &nodes);
 }
 
-/// A ruleset for VirtualMachines in `ns` that labels each operation with the node in
-/// `status.nodeName` (as the shipped VMI rules do), as `tests/e2e/gates.rs` has it.
-fn node_ruleset(name: &str, ns: &str, component: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
- "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
-    )
-}
-
 /// The safety question of a drain, asked without -A while the kubeconfig's namespace is
 /// `default` and the node's migration runs in another namespace: `check`/`wait --node` look at
 /// the whole node, so they never answer "nothing in flight" (`wait --node X && kubectl drain X`
@@ -612,7 +600,7 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     let ns = env.namespace("plugin-node-all");
     let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
     create_nodes(env, &[&node]);
-    env.apply(&node_ruleset(&rs, &ns, &component));
+    env.apply(&ifo_test_support::node_vm_ruleset(&rs, &ns, &component));
     env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     let gate = format!("node.{node}");

@@ -2,14 +2,17 @@
 //! into containerd; `kubectl apply -k deploy/` with `certs/generate.sh`; two replicas behind the
 //! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
 //! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
-//! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
-//! rollout, a certificate rotation, persistence mode, and the uninstall.
+//! `deploy/`, with the maintenance guard (`apiservice/with-guard/`). Then what happens to real
+//! installations: a drain of the node while an operation is in flight there, a crashed leader
+//! (with evictions under way), a deleted leader pod, a rollout, a certificate rotation,
+//! persistence mode, and the uninstall.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
 //! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
 
 mod failover;
+mod guard;
 mod install;
 mod lifecycle;
 mod persist;
@@ -38,6 +41,14 @@ const STEPS: &[Step] = &[
     (
         "installed_as_the_readme_says_serves_through_the_service",
         install::serves_through_the_service,
+    ),
+    (
+        "guard_holds_kubectl_drain_while_the_node_is_not_clear",
+        guard::drain_waits_while_the_node_is_not_clear,
+    ),
+    (
+        "guard_answers_every_eviction_through_a_failover",
+        guard::guard_answers_through_a_failover,
     ),
     (
         "crashed_leader_fails_over_within_the_lease",
@@ -148,7 +159,7 @@ fn setup() -> Result<Ctx> {
         let built = ifo_dev::install::build_image(&image)?;
         println!("{} ({:.1}s)", built.trim(), t.elapsed().as_secs_f64());
         let t = Instant::now();
-        let install = Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        let install = Install::run(&cluster, &image, &cluster.dir().join("certs"), true)?;
         println!("installed and Available: {:.1}s", t.elapsed().as_secs_f64());
         let ns = "node-tests".to_string();
         cluster.kubectl_run(ifo_dev::User::Admin, &["create", "namespace", &ns], None)?;

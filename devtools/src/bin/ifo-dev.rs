@@ -9,7 +9,9 @@
 //!
 //! With `--node`, the cluster gets a real node and the product is installed the way users
 //! install it: the image from `deploy/image.sh`, `kubectl apply -k deploy/` and
-//! `certs/generate.sh`; two replicas behind the Service.
+//! `certs/generate.sh`; two replicas behind the Service. With `--guard`, the maintenance guard
+//! is on and registered (`apiservice/with-guard/` with `--node`), so that a `kubectl drain` of
+//! a node with operations in flight waits.
 //!
 //! Either way the debounce grace is a demo setting, [`DEMO_GRACE`] instead of the 30 s of a real
 //! install, so operations are seen to end and complete while watching.
@@ -42,6 +44,10 @@ struct Cli {
     /// from `deploy/` as users do, instead of running the server on this machine.
     #[arg(long)]
     node: bool,
+    /// Turn on the maintenance guard: evictions of pods on a node whose gate is not Clear are
+    /// refused (429) until it is, so `kubectl drain` waits by itself (`deploy/guard/`).
+    #[arg(long)]
+    guard: bool,
 }
 
 fn main() -> Result<()> {
@@ -60,8 +66,12 @@ fn main() -> Result<()> {
         let image = cluster.dir().join("ifo-apiserver.oci.tar");
         println!("building the image (deploy/image.sh)…");
         print!("{}", ifo_dev::install::build_image(&image)?);
-        let install =
-            ifo_dev::install::Install::run(&cluster, &image, &cluster.dir().join("certs"))?;
+        let install = ifo_dev::install::Install::run(
+            &cluster,
+            &image,
+            &cluster.dir().join("certs"),
+            cli.guard,
+        )?;
         // The demo's grace, as a user would change a setting of the installed Deployment.
         cluster.kubectl_run(
             User::Admin,
@@ -84,15 +94,23 @@ fn main() -> Result<()> {
     } else {
         let cluster = Cluster::start(cli.dir.as_deref()).context("starting the local cluster")?;
         let port = ifo_dev::free_port()?;
+        let guard = if cli.guard { "true" } else { "false" };
         let process = ifo_dev::spawn_server(
             &cluster,
             &server,
             port,
-            &[("DEBOUNCE_THRESHOLD", DEMO_GRACE), ("LOG_LEVEL", "info")],
+            &[
+                ("DEBOUNCE_THRESHOLD", DEMO_GRACE),
+                ("LOG_LEVEL", "info"),
+                ("EVICTION_GUARD", guard),
+            ],
             "ifo-apiserver.log",
         )?;
         cluster.register_apiservice(port)?;
         cluster.register_ruleset_webhook(port)?;
+        if cli.guard {
+            cluster.register_guard_webhook(port)?;
+        }
         cluster
             .wait_live_api(Duration::from_secs(60))
             .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
@@ -120,6 +138,12 @@ fn main() -> Result<()> {
     );
     println!("  alias kubectl={}", cluster.binaries.kubectl.display());
     println!("\nServer log: {log}");
+    if cli.guard {
+        println!(
+            "\nThe maintenance guard is on: `kubectl drain node-1 --ignore-daemonsets` evicts the \
+             pod app-node-1 only while node-1 is clear, and prints why it waits until then."
+        );
+    }
     println!(
         "\nStreaming `kubectl get ifos -A -w --output-watch-events -o wide` while a workload moves VMs \
          through states.\nDemo setting: operations complete {DEMO_GRACE} after they stop being \

@@ -257,7 +257,7 @@ async fn post(body: impl Into<Body>) -> (StatusCode, Vec<u8>) {
 }
 
 async fn call(method: Method, body: Body) -> (StatusCode, Vec<u8>) {
-    let response = router(ENGINE.clone())
+    let response = router(ENGINE.clone(), None)
         .oneshot(
             Request::builder()
                 .method(method)

@@ -243,6 +243,13 @@ fn current_gates(
         .collect()
 }
 
+/// The gate of the node `node` now, for the eviction guard; `None` when the gate does not exist
+/// (the cluster has no such node, and no operation names it).
+pub(crate) fn node_gate(state: &ApiState, node: &str) -> Option<Gate> {
+    let (gate, existence) = current_gates(state, [GateScope::Node(node.to_owned())]).pop()?;
+    existence.is_served().then_some(gate)
+}
+
 /// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path or a gate
 /// that does not exist, 405 for verbs other than get, list and watch, 400 for a malformed name
 /// or bad parameters.

@@ -185,7 +185,8 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
     assert_eq!(clear(&gate).0, "False");
 
     // The node appears: its gate exists.
-    f.inventory.applied(Kind::Node, "worker1");
+    f.inventory
+        .applied(Kind::Node, "worker1", Default::default());
     let (status, gate) = call(&f.state, &format!("{GATES}/node.worker1"), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(clear(&gate), ("True", "nothing in flight"));
@@ -238,7 +239,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
 async fn a_watch_by_name_sees_a_gate_appear_and_go_with_its_node() {
     let f = fixture();
     let mut events = watch(&f.state, "fieldSelector=metadata.name%3Dnode.new").await;
-    f.inventory.applied(Kind::Node, "new");
+    f.inventory.applied(Kind::Node, "new", Default::default());
     f.index.scopes_changed();
     let added = events.next().await;
     assert_eq!(added["type"], "ADDED");

@@ -7,8 +7,10 @@
 //! is a 404 (see `api::gate`), and the wait fails.
 //!
 //! Only the names are kept (a few dozen bytes each: 5,000 nodes and 20,000 namespaces are about
-//! 2 MB), read by kube's watcher as `PartialObjectMetadata` (metadata-only lists and watches: no
-//! spec, no status), a page of 500 at a time. Each kind
+//! 2 MB), with a node's uid and maintenance override for the eviction guard, read by kube's
+//! watcher as `PartialObjectMetadata` (metadata-only lists and watches: no spec, no status), a
+//! page of 500 at a time (see `follow`). The pods' nodes, for the guard, are kept the same way
+//! (see [`pods`]). Each kind
 //! is *synced* once a list of it has completed, and stops being synced while its watch fails
 //! (RBAC forbidden, kube-apiserver unreachable): the watch then starts over with a fresh list
 //! after a backoff, as the target watchers do. Until a kind is synced again, a name it does not
@@ -20,29 +22,24 @@
 //! ([`Inventory::report_to`]), so that watches of gates see a gate appear, go or turn `Unknown`
 //! at one, like any other change.
 
-use std::collections::HashSet;
-use std::fmt::Debug;
+mod follow;
+pub(crate) mod pods;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use ifo_model::MAINTENANCE_OVERRIDE_ANNOTATION;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use parking_lot::Mutex;
-use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use crate::index::Index;
+pub(crate) use follow::Keeper;
 
-/// The first wait before a failed watch lists again.
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait before a failed watch lists again.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A watch that ran this long before failing starts its backoff over.
-const BACKOFF_RESET: Duration = Duration::from_secs(60);
 /// How long [`Inventory::report_to`] gathers changes before it reports them.
 const REPORT_COALESCE: Duration = Duration::from_millis(100);
 
@@ -84,9 +81,9 @@ pub enum Presence {
     Unknown(String),
 }
 
-/// Whether the names of one kind are current.
+/// Whether what is kept of one kind is current.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-enum Sync {
+pub(crate) enum Sync {
     /// No list has completed yet.
     #[default]
     NotListed,
@@ -96,17 +93,42 @@ enum Sync {
     Failing(String),
 }
 
-/// The names of one kind and whether they are current. Each change says whether it changed
-/// anything a gate shows.
+/// What is kept of one Node or Namespace besides its name: for a Node, what the maintenance
+/// guard needs (nothing for a Namespace).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Its uid: Events about it name it, as `kubectl describe` finds them by it.
+    pub uid: Option<Arc<str>>,
+    /// The value of its [`MAINTENANCE_OVERRIDE_ANNOTATION`], when set and not empty.
+    pub maintenance_override: Option<Arc<str>>,
+}
+
+impl Facts {
+    fn of(meta: &kube::core::ObjectMeta) -> Facts {
+        Facts {
+            uid: meta.uid.as_deref().map(Arc::from),
+            maintenance_override: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(MAINTENANCE_OVERRIDE_ANNOTATION))
+                .map(|reason| reason.trim())
+                .filter(|reason| !reason.is_empty())
+                .map(Arc::from),
+        }
+    }
+}
+
+/// The names of one kind (with their [`Facts`]) and whether they are current. Each change says
+/// whether it changed anything a gate shows: which names exist, and whether they are current.
 #[derive(Debug, Default)]
 struct Names {
-    names: HashSet<Box<str>>,
+    names: HashMap<Box<str>, Facts>,
     sync: Sync,
 }
 
 impl Names {
     fn presence(&self, kind: Kind, name: &str) -> Presence {
-        if self.names.contains(name) {
+        if self.names.contains_key(name) {
             return Presence::Present;
         }
         match &self.sync {
@@ -123,21 +145,23 @@ impl Names {
     }
 
     /// A list completed with `names`: they replace those held.
-    fn listed(&mut self, names: HashSet<Box<str>>) -> bool {
-        let changed = self.sync != Sync::Listed || self.names != names;
+    fn listed(&mut self, names: HashMap<Box<str>, Facts>) -> bool {
+        let changed = self.sync != Sync::Listed
+            || self.names.len() != names.len()
+            || names.keys().any(|name| !self.names.contains_key(name));
         self.names = names;
         self.sync = Sync::Listed;
         changed
     }
 
     /// `name` was created or changed.
-    fn applied(&mut self, name: &str) -> bool {
-        !self.names.contains(name) && self.names.insert(name.into())
+    fn applied(&mut self, name: Box<str>, facts: Facts) -> bool {
+        self.names.insert(name, facts).is_none()
     }
 
     /// `name` was deleted.
     fn deleted(&mut self, name: &str) -> bool {
-        self.names.remove(name)
+        self.names.remove(name).is_some()
     }
 
     /// The list or watch failed: not synced until a list completes again.
@@ -185,15 +209,24 @@ impl Inventory {
         self.names(kind).lock().sync == Sync::Listed
     }
 
-    /// A list of `kind` completed with `names` (what the watch does; tests set names with it).
+    /// What is kept of the node `name`, if the cluster has it (as far as the server knows).
+    pub fn node(&self, name: &str) -> Option<Facts> {
+        self.nodes.lock().names.get(name).cloned()
+    }
+
+    /// A list of `kind` completed with `names` and no facts (what tests and benchmarks set).
     pub fn listed<S: Into<Box<str>>>(&self, kind: Kind, names: impl IntoIterator<Item = S>) {
-        let names = names.into_iter().map(Into::into).collect();
+        let names = names
+            .into_iter()
+            .map(|n| (n.into(), Facts::default()))
+            .collect();
         self.update(kind, |n| n.listed(names));
     }
 
-    /// The `kind` named `name` was created (or changed).
-    pub fn applied(&self, kind: Kind, name: &str) {
-        self.update(kind, |n| n.applied(name));
+    /// The `kind` named `name` was created (or changed), with `facts`.
+    #[cfg(test)]
+    pub fn applied(&self, kind: Kind, name: &str, facts: Facts) {
+        self.update(kind, |n| n.applied(name.into(), facts));
     }
 
     /// The `kind` named `name` was deleted.
@@ -222,107 +255,62 @@ impl Inventory {
 
     /// Keeps the names of `kind` up to date for as long as it runs: lists them, then watches.
     /// A failure makes them not synced, with why, and starts over with a fresh list after a
-    /// backoff (1 s doubling to 30 s).
+    /// backoff (see `follow`).
     pub async fn follow(self: Arc<Self>, client: Client, kind: Kind) {
+        let keeper = NamesOf {
+            inventory: &self,
+            kind,
+        };
         match kind {
             Kind::Node => {
                 let api = Api::<PartialObjectMeta<Node>>::all(client);
-                self.follow_api(kind, api).await;
+                follow::follow(&keeper, api, watcher::Config::default()).await;
             }
             Kind::Namespace => {
                 let api = Api::<PartialObjectMeta<Namespace>>::all(client);
-                self.follow_api(kind, api).await;
+                follow::follow(&keeper, api, watcher::Config::default()).await;
             }
         }
-    }
-
-    async fn follow_api<M>(&self, kind: Kind, api: Api<M>)
-    where
-        M: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    {
-        let mut backoff: Option<Duration> = None;
-        loop {
-            if let Some(delay) = backoff {
-                tokio::time::sleep(delay).await;
-            }
-            let started = Instant::now();
-            let why = self.follow_stream(kind, api.clone()).await;
-            tracing::warn!(
-                resource = kind.plural(),
-                error = %why,
-                "the watch of the cluster's names failed; listing them again after a backoff"
-            );
-            self.failed(kind, why);
-            backoff = Some(match backoff {
-                Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),
-                _ => FIRST_BACKOFF,
-            });
-        }
-    }
-
-    /// Follows one run of kube's watcher until it fails (a 410 excepted: it lists again by
-    /// itself); returns why.
-    async fn follow_stream<M>(&self, kind: Kind, api: Api<M>) -> String
-    where
-        M: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    {
-        let stream = watcher::watcher(api, watcher::Config::default());
-        let mut stream = std::pin::pin!(stream);
-        // The names of the list under way.
-        let mut listing: Option<HashSet<Box<str>>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listing = Some(HashSet::new()),
-                Ok(watcher::Event::InitApply(object)) => {
-                    if let (Some(names), Some(name)) =
-                        (listing.as_mut(), object.meta().name.as_deref())
-                    {
-                        names.insert(name.into());
-                    }
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let names = listing.take().unwrap_or_default();
-                    tracing::info!(
-                        resource = kind.plural(),
-                        count = names.len(),
-                        "the cluster's names are listed"
-                    );
-                    self.listed(kind, names);
-                }
-                Ok(watcher::Event::Apply(object)) => {
-                    if let Some(name) = object.meta().name.as_deref() {
-                        self.applied(kind, name);
-                    }
-                }
-                Ok(watcher::Event::Delete(object)) => {
-                    if let Some(name) = object.meta().name.as_deref() {
-                        self.deleted(kind, name);
-                    }
-                }
-                Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                    tracing::debug!(resource = kind.plural(), error = %status.message, "the watch expired; listing again");
-                }
-                Err(e) => return error_message(&e),
-            }
-        }
-        // kube's watcher never ends; if it did, start over.
-        "the watch ended".to_owned()
     }
 }
 
-/// What a failed list or watch says, as the rulesets' watchers say it.
-fn error_message(e: &watcher::Error) -> String {
-    let kube = |e: &kube::Error| match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    };
-    match e {
-        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube(k)),
-        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
-            format!("watch failed: {}", kube(k))
-        }
-        watcher::Error::WatchError(s) => format!("watch failed: {}", s.message),
-        other => other.to_string(),
+/// The [`Keeper`] of one kind's names.
+struct NamesOf<'a> {
+    inventory: &'a Inventory,
+    kind: Kind,
+}
+
+impl<M: Resource> Keeper<M> for NamesOf<'_> {
+    type Entry = Facts;
+
+    fn resource(&self) -> &'static str {
+        self.kind.plural()
+    }
+
+    fn entry(&self, object: &M) -> Option<(Box<str>, Facts)> {
+        let meta = object.meta();
+        let name = meta.name.as_deref()?;
+        let facts = match self.kind {
+            Kind::Node => Facts::of(meta),
+            Kind::Namespace => Facts::default(),
+        };
+        Some((name.into(), facts))
+    }
+
+    fn listed(&self, entries: HashMap<Box<str>, Facts>) {
+        self.inventory.update(self.kind, |n| n.listed(entries));
+    }
+
+    fn applied(&self, key: Box<str>, entry: Facts) {
+        self.inventory.update(self.kind, |n| n.applied(key, entry));
+    }
+
+    fn deleted(&self, key: &str) {
+        self.inventory.deleted(self.kind, key);
+    }
+
+    fn failed(&self, why: String) {
+        self.inventory.failed(self.kind, why);
     }
 }
 
@@ -348,7 +336,7 @@ mod tests {
             inventory.presence(Kind::Namespace, "w1"),
             Presence::Unknown(_)
         ));
-        inventory.applied(Kind::Node, "w2");
+        inventory.applied(Kind::Node, "w2", Facts::default());
         assert_eq!(inventory.presence(Kind::Node, "w2"), Presence::Present);
         inventory.deleted(Kind::Node, "w1");
         assert_eq!(inventory.presence(Kind::Node, "w1"), Presence::Absent);
@@ -390,16 +378,24 @@ mod tests {
     #[test]
     fn only_changes_are_reported() {
         let mut names = Names::default();
-        assert!(names.listed(["a".into()].into_iter().collect()));
-        assert!(!names.listed(["a".into()].into_iter().collect()));
-        assert!(!names.applied("a"), "an update of a known object");
-        assert!(names.applied("b"));
+        let a = || [("a".into(), Facts::default())].into_iter().collect();
+        assert!(names.listed(a()));
+        assert!(!names.listed(a()));
+        let overridden = Facts {
+            uid: None,
+            maintenance_override: Some("INC-1".into()),
+        };
+        assert!(
+            !names.applied("a".into(), overridden),
+            "an update of a known object"
+        );
+        assert!(names.applied("b".into(), Facts::default()));
         assert!(names.deleted("b"));
         assert!(!names.deleted("b"));
         assert!(names.failed("forbidden".into()));
         assert!(!names.failed("forbidden".into()), "the same failure again");
         assert!(names.failed("timeout".into()));
-        assert!(names.listed(["a".into()].into_iter().collect()));
+        assert!(names.listed(a()));
     }
 
     #[tokio::test(start_paused = true)]
@@ -409,11 +405,11 @@ mod tests {
         let reporter = tokio::spawn(inventory.clone().report_to(index.clone()));
         let mut events = index.reader().subscribe();
         inventory.listed(Kind::Node, ["w1", "w2"]);
-        inventory.applied(Kind::Node, "w3");
+        inventory.applied(Kind::Node, "w3", Facts::default());
         let event = events.recv().await.unwrap();
         assert_eq!(event.kind, crate::index::EventKind::FeedsChanged);
         // Nothing changed: nothing more.
-        inventory.applied(Kind::Node, "w3");
+        inventory.applied(Kind::Node, "w3", Facts::default());
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(events.try_recv().is_err());
         reporter.abort();

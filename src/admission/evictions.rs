@@ -1,0 +1,422 @@
+//! The maintenance guard: the door for evictions (`pods/eviction`, the door every drain goes
+//! through: kubectl drain, kured, the node maintenance operator, the cluster autoscaler,
+//! Cluster API, the machine config operator, the descheduler). The eviction of a pod bound to a
+//! node whose gate is not `Clear` is refused with `429 TooManyRequests`, which every drain tool
+//! retries, and a message that says what holds it, names the gate and the override.
+//!
+//! The decision ([`decide`]) is a pure function of what the server holds in memory: the pod's
+//! node (the pods' placements, see `inventory::pods`), the node's gate (computed as
+//! `kubectl get maintenancegate node.<node>` would read it), and the node's override annotation
+//! (the inventory). No call to kube-apiserver is made on the admission path.
+//!
+//! | the pod | the node's gate | answer |
+//! |---|---|---|
+//! | not bound to a node, or a mirror pod | — | allowed |
+//! | on a node the cluster no longer has | — | allowed |
+//! | on a node | `Clear=True` | allowed |
+//! | on a node with a maintenance override | not `Clear=True` | allowed, logged, Event, counted |
+//! | on a node | `Clear=False` | 429: the operations in flight |
+//! | on a node, or its node not known | `Clear=Unknown` | 429 (`GUARD_WHEN_UNKNOWN=deny`), or allowed (`allow`) |
+//!
+//! What a denial says: node-level facts only. An eviction's caller may not read gates (a
+//! namespace's user evicting their own pod on a shared node), so the message says how many
+//! operations are in flight on the node, of which kinds and operations, and when they are
+//! expected to end, never a subject's namespace or name, nor the reasons detection is not
+//! current (which may name objects); the gate, for those who may read it, says the rest.
+//! The same facts are all that an unauthenticated caller of the door can learn (see the
+//! `admission` module).
+
+use super::node_events::{NodeEvents, Why};
+use super::{REVIEW_DEADLINE, ReviewError};
+use crate::api::ApiState;
+use crate::config::WhenUnknown;
+use crate::inventory::Inventory;
+use crate::inventory::pods::{PodNode, Pods};
+use crate::metrics::{AdmissionDoor, AdmissionTimer, GuardReason};
+use axum::extract::{Request, State};
+use axum::response::Response;
+use ifo_model::{CLEAR_CONDITION, MAINTENANCE_OVERRIDE_ANNOTATION};
+use jiff::Timestamp;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::{DynamicObject, Status};
+use std::sync::Arc;
+
+/// Largest review read: an eviction's review is about 2 KB (the Eviction, the user, the
+/// request's metadata). A larger body is refused unread (413).
+pub const MAX_EVICTION_REVIEW_BYTES: usize = 64 << 10;
+
+/// Kinds of operation a denial names, at most, before it says how many more.
+const KINDS_IN_MESSAGE: usize = 3;
+
+/// The door's state.
+pub(crate) struct Evictions {
+    pub(crate) api: Arc<ApiState>,
+    pub(crate) inventory: Arc<Inventory>,
+    pub(crate) pods: Arc<Pods>,
+    pub(crate) when_unknown: WhenUnknown,
+    pub(crate) events: NodeEvents,
+}
+
+/// What the guard knows of a node's gate, as far as a decision needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum NodeVerdict {
+    /// The cluster has no such node, and nothing in flight names it.
+    Gone,
+    /// `Clear=True`.
+    Clear,
+    /// `Clear=False`: `active` operations in flight; the kinds and operations of those the
+    /// gate lists (subject kind, operation, expected end), and when all are expected to end.
+    InFlight {
+        active: u64,
+        operations: Vec<(String, String, Option<Timestamp>)>,
+        expected_clear: Option<Timestamp>,
+    },
+    /// `Clear=Unknown`: the resources whose detection is not current (empty: the server is
+    /// starting, or cannot tell whether the node exists).
+    Unknown { stale: Vec<String> },
+}
+
+impl NodeVerdict {
+    /// The verdict of a gate as served (`None`: it does not exist).
+    fn of(gate: Option<&crate::api::NodeGate>) -> NodeVerdict {
+        let Some(gate) = gate else {
+            return NodeVerdict::Gone;
+        };
+        let status = gate
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CLEAR_CONDITION)
+            .map_or("Unknown", |c| c.status.as_str());
+        match status {
+            "True" => NodeVerdict::Clear,
+            "False" => NodeVerdict::InFlight {
+                active: gate.status.active_operations,
+                operations: gate
+                    .status
+                    .operations
+                    .iter()
+                    .map(|op| {
+                        let op = op.to_model();
+                        (op.subject.kind, op.operation, op.expected_end.map(|t| t.0))
+                    })
+                    .collect(),
+                expected_clear: gate.status.expected_clear_time.as_ref().map(|t| t.0),
+            },
+            _ => NodeVerdict::Unknown {
+                stale: gate
+                    .status
+                    .stale_targets
+                    .iter()
+                    .map(|s| s.resource.clone())
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// What the guard decided on one review.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Decision {
+    /// Whether the eviction may go on.
+    pub allowed: bool,
+    /// Why, from a fixed set (the metric's label).
+    pub reason: GuardReason,
+    /// The node of the pod, when known.
+    pub node: Option<Arc<str>>,
+    /// What a denial says (and what an override's log and Event say).
+    pub message: String,
+}
+
+impl Decision {
+    fn allow(reason: GuardReason, node: Option<Arc<str>>) -> Decision {
+        Decision {
+            allowed: true,
+            reason,
+            node,
+            message: String::new(),
+        }
+    }
+}
+
+/// Whether `request` is the creation of a pod's eviction (what the guard is registered for).
+fn is_eviction(request: &AdmissionRequest<DynamicObject>) -> bool {
+    request.operation == Operation::Create
+        && request.resource.group.is_empty()
+        && request.resource.resource == "pods"
+        && request.sub_resource.as_deref() == Some("eviction")
+}
+
+/// The decision on an eviction review (see the [module](self)): `pod_node` says where a pod
+/// runs, `gate` reads a node's verdict, `override_of` a node's maintenance override.
+pub(crate) fn decide(
+    request: &AdmissionRequest<DynamicObject>,
+    pod_node: impl FnOnce(&str, &str) -> PodNode,
+    gate: impl FnOnce(&str) -> NodeVerdict,
+    override_of: impl FnOnce(&str) -> Option<Arc<str>>,
+    when_unknown: WhenUnknown,
+    now: Timestamp,
+) -> Decision {
+    if !is_eviction(request) {
+        // Never deny what the guard was not configured for.
+        return Decision::allow(GuardReason::NotAnEviction, None);
+    }
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let pod = format!("{namespace}/{}", request.name);
+    let node = match pod_node(namespace, &request.name) {
+        PodNode::Bound(node) => node,
+        PodNode::Unbound => return Decision::allow(GuardReason::Unbound, None),
+        PodNode::Mirror(node) => return Decision::allow(GuardReason::Mirror, Some(node)),
+        PodNode::NotSeen => {
+            return unknown(
+                when_unknown,
+                None,
+                format!(
+                    "the guard has not seen pod {pod} yet, so it cannot tell which node it runs \
+                     on; retrying will tell"
+                ),
+            );
+        }
+        PodNode::Unknown(why) => {
+            return unknown(
+                when_unknown,
+                None,
+                format!("the guard cannot tell which node pod {pod} runs on: {why}"),
+            );
+        }
+    };
+    let verdict = gate(&node);
+    let held = match &verdict {
+        NodeVerdict::Gone => return Decision::allow(GuardReason::NodeGone, Some(node)),
+        NodeVerdict::Clear => return Decision::allow(GuardReason::Clear, Some(node)),
+        NodeVerdict::InFlight {
+            active,
+            operations,
+            expected_clear,
+        } => in_flight_message(&node, *active, operations, *expected_clear, now),
+        NodeVerdict::Unknown { stale } => unknown_message(&node, stale),
+    };
+    if let Some(why) = override_of(&node) {
+        return Decision {
+            allowed: true,
+            reason: GuardReason::Override,
+            message: format!(
+                "eviction of pod {pod} let through by the node's maintenance override \
+                 ({MAINTENANCE_OVERRIDE_ANNOTATION}: {why}) while {held}"
+            ),
+            node: Some(node),
+        };
+    }
+    let message = format!("{held}; {}", remedy(&node));
+    match verdict {
+        NodeVerdict::Unknown { .. } => unknown(when_unknown, Some(node), message),
+        _ => Decision {
+            allowed: false,
+            reason: GuardReason::InFlight,
+            node: Some(node),
+            message,
+        },
+    }
+}
+
+/// The decision when the guard cannot vouch for the node: as `GUARD_WHEN_UNKNOWN` says.
+fn unknown(when_unknown: WhenUnknown, node: Option<Arc<str>>, message: String) -> Decision {
+    Decision {
+        allowed: when_unknown == WhenUnknown::Allow,
+        reason: GuardReason::Unknown,
+        node,
+        message,
+    }
+}
+
+/// `kubectl get maintenancegate node.w1 says more; to evict anyway, …`.
+fn remedy(node: &str) -> String {
+    format!(
+        "kubectl get maintenancegate node.{node} says more; to evict anyway: kubectl annotate \
+         node {node} {MAINTENANCE_OVERRIDE_ANNOTATION}=\"<reason>\""
+    )
+}
+
+/// `node w1 is not clear for maintenance: 2 operations in flight (VirtualMachine Migrating,
+/// expected to end in ~40s; ClusterServiceVersion Installing)`.
+fn in_flight_message(
+    node: &str,
+    active: u64,
+    operations: &[(String, String, Option<Timestamp>)],
+    expected_clear: Option<Timestamp>,
+    now: Timestamp,
+) -> String {
+    // Grouped by kind and operation, in the gate's order (oldest first).
+    let mut kinds: Vec<(&str, &str, usize, Option<Timestamp>)> = Vec::new();
+    for (kind, operation, end) in operations {
+        match kinds
+            .iter_mut()
+            .find(|(k, o, _, _)| k == kind && o == operation)
+        {
+            Some((_, _, count, latest)) => {
+                *count += 1;
+                *latest = (*latest).max(*end);
+            }
+            None => kinds.push((kind, operation, 1, *end)),
+        }
+    }
+    let mut parts: Vec<String> = kinds
+        .iter()
+        .take(KINDS_IN_MESSAGE)
+        .map(|(kind, operation, count, end)| {
+            let times = if *count > 1 {
+                format!("{count}× ")
+            } else {
+                String::new()
+            };
+            let end = end
+                .map(|t| format!(", {}", expected(t, now)))
+                .unwrap_or_default();
+            format!("{times}{kind} {operation}{end}")
+        })
+        .collect();
+    if kinds.len() > KINDS_IN_MESSAGE {
+        parts.push("others".to_owned());
+    }
+    let count = if active == 1 {
+        "1 operation".to_owned()
+    } else {
+        format!("{active} operations")
+    };
+    let clear = expected_clear
+        .map(|t| format!("; the node is expected to be clear {}", when(t, now)))
+        .unwrap_or_default();
+    format!(
+        "node {node} is not clear for maintenance: {count} in flight ({}){clear}",
+        parts.join("; ")
+    )
+}
+
+/// `node w1 is not known to be clear for maintenance: …`.
+fn unknown_message(node: &str, stale: &[String]) -> String {
+    let why = if stale.is_empty() {
+        "the server cannot vouch for it yet (it is starting, or cannot list the cluster's nodes)"
+            .to_owned()
+    } else {
+        format!(
+            "detection that can reach it is not current ({})",
+            stale.join(", ")
+        )
+    };
+    format!(
+        "node {node} is not known to be clear for maintenance: {why}, so operations in flight \
+         there cannot be ruled out"
+    )
+}
+
+/// `expected to end in ~40s`, or `overdue by ~2m`.
+fn expected(end: Timestamp, now: Timestamp) -> String {
+    let seconds = end.as_second() - now.as_second();
+    if seconds >= 0 {
+        format!("expected to end in {}", approximately(seconds))
+    } else {
+        format!("overdue by {}", approximately(-seconds))
+    }
+}
+
+/// `in ~40s`, or `any moment now` for a time past.
+fn when(t: Timestamp, now: Timestamp) -> String {
+    let seconds = t.as_second() - now.as_second();
+    if seconds > 0 {
+        format!("in {}", approximately(seconds))
+    } else {
+        "any moment now".to_owned()
+    }
+}
+
+fn approximately(seconds: i64) -> String {
+    match seconds {
+        s if s < 90 => format!("~{s}s"),
+        s if s < 90 * 60 => format!("~{}m", (s + 30) / 60),
+        s => format!("~{}h", (s + 1800) / 3600),
+    }
+}
+
+impl Evictions {
+    /// The decision on `request`, read from memory; then what follows from it: a log line and
+    /// an Event on the node, each rate-limited (see `node_events`).
+    fn answer(&self, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let decision = decide(
+            request,
+            |namespace, name| self.pods.node_of(namespace, name),
+            |node| NodeVerdict::of(crate::api::node_gate(&self.api, node).as_ref()),
+            |node| {
+                self.inventory
+                    .node(node)
+                    .and_then(|facts| facts.maintenance_override)
+            },
+            self.when_unknown,
+            Timestamp::now(),
+        );
+        crate::metrics::guard_decision(decision.allowed, decision.reason);
+        let mut response = AdmissionResponse::from(request);
+        let pod = format!(
+            "{}/{}",
+            request.namespace.as_deref().unwrap_or_default(),
+            request.name
+        );
+        if !decision.allowed {
+            response.allowed = false;
+            // 429: every drain tool retries it (a 403, the default, aborts the pod's eviction).
+            // No Retry-After: client-go would retry by itself first and hide the message from
+            // kubectl drain for that long.
+            response.result = Status::failure(&decision.message, "TooManyRequests").with_code(429);
+        }
+        tracing::debug!(door = "evictions", %pod, node = ?decision.node, allowed = decision.allowed, reason = decision.reason.as_str(), dry_run = request.dry_run, "eviction reviewed");
+        // What a drain tool retrying costs: one log line and one Event a node a minute.
+        let Some(node) = &decision.node else {
+            return response;
+        };
+        let why = match (decision.allowed, decision.reason) {
+            (true, GuardReason::Override) => Why::Overridden,
+            (false, GuardReason::InFlight) => Why::Held,
+            (false, GuardReason::Unknown) => Why::Unverified,
+            _ => return response,
+        };
+        if request.dry_run {
+            return response;
+        }
+        let uid = self.inventory.node(node).and_then(|facts| facts.uid);
+        let offered = self.events.offer(node, uid, why, || {
+            let note = decision.message.clone();
+            match why {
+                Why::Overridden => note,
+                _ => format!("eviction of pod {pod} refused: {note}"),
+            }
+        });
+        if offered {
+            match why {
+                Why::Overridden => {
+                    tracing::info!(%node, %pod, message = %decision.message, "maintenance override used")
+                }
+                _ => {
+                    tracing::info!(%node, %pod, message = %decision.message, "eviction held (logged once a minute a node)")
+                }
+            }
+        }
+        response
+    }
+}
+
+/// `POST /admission/evictions`: an AdmissionReview in, its answer out (an HTTP error when the
+/// review cannot be read or answered in time).
+pub(super) async fn review(State(door): State<Arc<Evictions>>, request: Request) -> Response {
+    let timer = AdmissionTimer::start(AdmissionDoor::Evictions);
+    let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
+        let review = super::read_review(request.into_body(), MAX_EVICTION_REVIEW_BYTES).await?;
+        Ok::<_, ReviewError>(door.answer(&review))
+    })
+    .await
+    .unwrap_or(Err(ReviewError::TimedOut(REVIEW_DEADLINE)));
+    let (response, decision) = super::respond(answered);
+    timer.finish(decision);
+    response
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! The list-then-watch loop behind every kind the inventory keeps: kube's watcher, its events
+//! handed to a [`Keeper`] as entries (only what the keeper keeps of each object), a list
+//! completed as one replacement, and a failure as a loss of sync followed by a fresh list after
+//! a backoff (1 s doubling to 30 s, starting over after a minute of health), as the target
+//! watchers do.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Api;
+use kube::Resource;
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+/// The first wait before a failed watch lists again.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait before a failed watch lists again.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A watch that ran this long before failing starts its backoff over.
+const BACKOFF_RESET: Duration = Duration::from_secs(60);
+
+/// What a kind's store keeps of its objects, and how it learns of them.
+pub(crate) trait Keeper<M>: Sync {
+    /// What is kept of one object.
+    type Entry: Send;
+
+    /// The resource, for logs and messages (`nodes`).
+    fn resource(&self) -> &'static str;
+
+    /// The key and entry of `object`; `None` for an object without a name.
+    fn entry(&self, object: &M) -> Option<(Box<str>, Self::Entry)>;
+
+    /// A list completed with these entries: they replace those held, and the store is synced.
+    fn listed(&self, entries: HashMap<Box<str>, Self::Entry>);
+
+    /// An object was created or changed.
+    fn applied(&self, key: Box<str>, entry: Self::Entry);
+
+    /// An object was deleted.
+    fn deleted(&self, key: &str);
+
+    /// The list or watch failed (why): not synced until a list completes again.
+    fn failed(&self, why: String);
+}
+
+/// Keeps `keeper` up to date with `api` for as long as it runs: lists, then watches, and starts
+/// over with a fresh list after a backoff when that fails.
+pub(crate) async fn follow<M, K>(keeper: &K, api: Api<M>, config: watcher::Config)
+where
+    M: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Keeper<M>,
+{
+    let mut backoff: Option<Duration> = None;
+    loop {
+        if let Some(delay) = backoff {
+            tokio::time::sleep(delay).await;
+        }
+        let started = Instant::now();
+        let why = follow_stream(keeper, api.clone(), config.clone()).await;
+        tracing::warn!(
+            resource = keeper.resource(),
+            error = %why,
+            "the watch of the cluster's {} failed; listing them again after a backoff",
+            keeper.resource()
+        );
+        keeper.failed(why);
+        backoff = Some(match backoff {
+            Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),
+            _ => FIRST_BACKOFF,
+        });
+    }
+}
+
+/// Follows one run of kube's watcher until it fails (a 410 excepted: it lists again by itself);
+/// returns why.
+async fn follow_stream<M, K>(keeper: &K, api: Api<M>, config: watcher::Config) -> String
+where
+    M: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Keeper<M>,
+{
+    let stream = watcher::watcher(api, config);
+    let mut stream = std::pin::pin!(stream);
+    // The entries of the list under way.
+    let mut listing: Option<HashMap<Box<str>, K::Entry>> = None;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
+            Ok(watcher::Event::InitApply(object)) => {
+                if let (Some(entries), Some((key, entry))) =
+                    (listing.as_mut(), keeper.entry(&object))
+                {
+                    entries.insert(key, entry);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                let entries = listing.take().unwrap_or_default();
+                tracing::info!(
+                    resource = keeper.resource(),
+                    count = entries.len(),
+                    "the cluster's {} are listed",
+                    keeper.resource()
+                );
+                keeper.listed(entries);
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                if let Some((key, entry)) = keeper.entry(&object) {
+                    keeper.applied(key, entry);
+                }
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                if let Some((key, _)) = keeper.entry(&object) {
+                    keeper.deleted(&key);
+                }
+            }
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                tracing::debug!(resource = keeper.resource(), error = %status.message, "the watch expired; listing again");
+            }
+            Err(e) => return error_message(&e),
+        }
+    }
+    // kube's watcher never ends; if it did, start over.
+    "the watch ended".to_owned()
+}
+
+/// What a failed list or watch says, as the rulesets' watchers say it.
+fn error_message(e: &watcher::Error) -> String {
+    let kube = |e: &kube::Error| match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    };
+    match e {
+        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube(k)),
+        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            format!("watch failed: {}", kube(k))
+        }
+        watcher::Error::WatchError(s) => format!("watch failed: {}", s.message),
+        other => other.to_string(),
+    }
+}

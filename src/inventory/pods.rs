@@ -1,0 +1,222 @@
+//! Which node each pod of the cluster is bound to, for the eviction guard: an eviction names
+//! only the pod (the AdmissionReview holds the Eviction, not the pod), and the guard answers
+//! from memory, without a call to kube-apiserver on the admission path, so that a drain tool
+//! retrying in a tight loop costs kube-apiserver nothing more and a guard never waits on it.
+//!
+//! A pod is decoded as its metadata and `spec.nodeName` only (the rest of the spec and the
+//! status are skipped by the decoder), and kept as its node's name and whether it is a mirror
+//! pod: some tens of bytes a pod. The watch is kept as the inventory's are (see `follow`):
+//! until a list has completed, or while the watch fails, the guard cannot tell a pod's node
+//! and says so ([`PodNode::Unknown`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::{ApiResource, NotUsed, Object};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use parking_lot::RwLock;
+use serde::Deserialize;
+
+use super::Sync;
+use super::follow::{self, Keeper};
+
+/// The annotation the kubelet puts on the API's copy of a static pod.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The part of a pod's spec that is decoded.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlacementSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+}
+
+/// A pod as decoded for its placement.
+type PodPlacement = Object<PlacementSpec, NotUsed>;
+
+/// What is kept of one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// `spec.nodeName`, when bound.
+    node: Option<Arc<str>>,
+    /// A mirror of a static pod: the kubelet runs it whatever the API says.
+    mirror: bool,
+}
+
+/// Where a pod runs, as far as the server knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodNode {
+    /// Bound to this node.
+    Bound(Arc<str>),
+    /// Not bound to a node yet.
+    Unbound,
+    /// A mirror pod of a static pod on this node: evicting it removes nothing from the node.
+    Mirror(Arc<str>),
+    /// The pods are listed and watched, and this one is not among them (created a moment ago,
+    /// or already gone).
+    NotSeen,
+    /// The pods are not listed yet, or their watch fails: why.
+    Unknown(String),
+}
+
+/// The pods' placements (see the [module](self)).
+#[derive(Debug, Default)]
+pub struct Pods {
+    state: RwLock<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// By `namespace/name`.
+    pods: HashMap<Box<str>, Placement>,
+    sync: Sync,
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+impl Pods {
+    /// Where the pod `namespace/name` runs.
+    pub fn node_of(&self, namespace: &str, name: &str) -> PodNode {
+        let state = self.state.read();
+        match state.pods.get(key(namespace, name).as_str()) {
+            Some(Placement {
+                node: Some(node),
+                mirror: true,
+            }) => PodNode::Mirror(node.clone()),
+            Some(Placement {
+                node: Some(node), ..
+            }) => PodNode::Bound(node.clone()),
+            Some(Placement { node: None, .. }) => PodNode::Unbound,
+            None => match &state.sync {
+                Sync::Listed => PodNode::NotSeen,
+                Sync::NotListed => {
+                    PodNode::Unknown("the cluster's pods have not been listed yet".to_owned())
+                }
+                Sync::Failing(why) => {
+                    PodNode::Unknown(format!("the watch of the cluster's pods is failing: {why}"))
+                }
+            },
+        }
+    }
+
+    /// Keeps the placements up to date for as long as it runs (see `follow`).
+    pub async fn follow(self: Arc<Self>, client: Client) {
+        let api = Api::<PodPlacement>::all_with(client, &ApiResource::erase::<Pod>(&()));
+        follow::follow(self.as_ref(), api, watcher::Config::default()).await;
+    }
+
+    /// Sets the pods, `(namespace, name, node, mirror)`, as a list would (for tests and
+    /// benchmarks).
+    pub(crate) fn set(&self, pods: &[(&str, &str, Option<&str>, bool)]) {
+        let entries = pods
+            .iter()
+            .map(|(namespace, name, node, mirror)| {
+                (
+                    key(namespace, name).into(),
+                    Placement {
+                        node: node.map(Arc::from),
+                        mirror: *mirror,
+                    },
+                )
+            })
+            .collect();
+        Keeper::<PodPlacement>::listed(self, entries);
+    }
+}
+
+impl Keeper<PodPlacement> for Pods {
+    type Entry = Placement;
+
+    fn resource(&self) -> &'static str {
+        "pods"
+    }
+
+    fn entry(&self, pod: &PodPlacement) -> Option<(Box<str>, Placement)> {
+        let meta = &pod.metadata;
+        let placement = Placement {
+            node: pod.spec.node_name.as_deref().map(Arc::from),
+            mirror: meta
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+        };
+        Some((
+            key(meta.namespace.as_deref()?, meta.name.as_deref()?).into(),
+            placement,
+        ))
+    }
+
+    fn listed(&self, entries: HashMap<Box<str>, Placement>) {
+        let mut state = self.state.write();
+        state.pods = entries;
+        state.sync = Sync::Listed;
+    }
+
+    fn applied(&self, key: Box<str>, entry: Placement) {
+        self.state.write().pods.insert(key, entry);
+    }
+
+    fn deleted(&self, key: &str) {
+        self.state.write().pods.remove(key);
+    }
+
+    fn failed(&self, why: String) {
+        self.state.write().sync = Sync::Failing(why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pods_node_is_unknown_until_listed() {
+        let pods = Pods::default();
+        assert_eq!(
+            pods.node_of("demo", "p"),
+            PodNode::Unknown("the cluster's pods have not been listed yet".into())
+        );
+        pods.set(&[
+            ("demo", "p", Some("w1"), false),
+            ("demo", "pending", None, false),
+            ("kube-system", "etcd-w1", Some("w1"), true),
+        ]);
+        assert_eq!(pods.node_of("demo", "p"), PodNode::Bound("w1".into()));
+        assert_eq!(pods.node_of("demo", "pending"), PodNode::Unbound);
+        assert_eq!(
+            pods.node_of("kube-system", "etcd-w1"),
+            PodNode::Mirror("w1".into())
+        );
+        assert_eq!(pods.node_of("other", "p"), PodNode::NotSeen);
+        Keeper::<PodPlacement>::failed(&pods, "list failed: pods is forbidden".into());
+        assert_eq!(pods.node_of("demo", "p"), PodNode::Bound("w1".into()));
+        assert!(
+            matches!(pods.node_of("other", "p"), PodNode::Unknown(why) if why.contains("forbidden"))
+        );
+    }
+
+    #[test]
+    fn only_the_node_and_the_mirror_annotation_are_read() {
+        let pod: PodPlacement = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "demo",
+                "annotations": {"kubernetes.io/config.mirror": "abc"}},
+            "spec": {"nodeName": "w1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        let (key, placement) = Pods::default().entry(&pod).unwrap();
+        assert_eq!(&*key, "demo/p");
+        assert_eq!(
+            placement,
+            Placement {
+                node: Some("w1".into()),
+                mirror: true
+            }
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! The maintenance guard through the real Eviction API: kube-apiserver sends every eviction to
+//! the server's door (the webhook `ifo-maintenance-guard`, as `apiservice/guard-webhook.yaml`
+//! registers it), which refuses, with 429 and a message, the eviction of a pod on a node whose
+//! gate is not Clear. No kubelet is needed: a pod bound with `spec.nodeName` to a Node object
+//! of the test's own is evicted as `kubectl drain` would evict it.
+//!
+//! Each test has its own namespaces and node: tests share the cluster.
+
+use std::time::{Duration, Instant};
+
+use ifo_dev::User;
+use ifo_test_support::{Env, env, eventually, node_vm_ruleset, vm};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// What an eviction answered: kubectl's exit code and stderr.
+struct Evicted {
+    ok: bool,
+    stderr: String,
+}
+
+/// `POST /api/v1/namespaces/<ns>/pods/<pod>/eviction` as `user`, as kubectl drain sends it
+/// (with no grace: no kubelet would end the pod).
+fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
+    let eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns},
+        "deleteOptions": {"gracePeriodSeconds": 0},
+    });
+    let file = env.cluster.dir().join(format!("eviction-{ns}-{pod}.json"));
+    std::fs::write(&file, eviction.to_string()).unwrap();
+    let out = env
+        .cluster
+        .kubectl(user)
+        .args([
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+            "-f",
+            &file.display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    Evicted {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A pod bound to `node` (no kubelet runs it).
+fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
+    env.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        })
+        .to_string(),
+    );
+}
+
+/// A VM of `ns` migrating on `node`, or not.
+fn migrating(env: &Env, ns: &str, name: &str, node: &str, on: bool) {
+    let state = if on { "Migrating" } else { "Running" };
+    env.set_status(
+        "vm",
+        ns,
+        name,
+        json!({"nodeName": node, "printableStatus": state}),
+    );
+}
+
+fn clear_status(env: &Env, node: &str) -> String {
+    let gate = env.get_json(User::Admin, &["get", "gate", &format!("node.{node}")]);
+    gate["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+        .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_default()
+}
+
+/// A refusal as every drain tool retries it: 429, from the guard's webhook.
+fn assert_held(e: &Evicted, saying: &[&str]) {
+    assert!(!e.ok, "the eviction went through");
+    assert!(
+        e.stderr.contains("TooManyRequests")
+            && e.stderr
+                .contains("admission webhook \"ifo-maintenance-guard.ifo.kubevirt.io\""),
+        "not a 429 of the guard: {}",
+        e.stderr
+    );
+    for s in saying {
+        assert!(e.stderr.contains(s), "{:?} not in {}", s, e.stderr);
+    }
+}
+
+/// An operation in another namespace holds the eviction of a tenant's pod on the same node,
+/// with a message that names the node, the gate and the override, and no other namespace's
+/// names; once the operation ends (grace included), the same eviction goes through.
+#[test]
+fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
+    let env = env();
+    let ops = env.namespace("guard-ops");
+    let tenant = env.namespace("guard-tenant");
+    let node_name = format!("gn-{}", tenant.rsplit('-').next().unwrap_or("0"));
+    let node_name = format!("{node_name}-{}", std::process::id() % 10_000);
+    let _node = env.node(&node_name);
+    let rs = format!("rs-{ops}");
+    env.apply(&node_vm_ruleset(&rs, &ops, &format!("c-{ops}")));
+    env.apply(&vm("secret-vm", &ops));
+    env.wait_watching(&rs);
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "rolebinding",
+            "alice-edit",
+            "--clusterrole=edit",
+            "--user=alice",
+            "-n",
+            &tenant,
+        ],
+    )
+    .unwrap();
+    pod_on(env, &tenant, "app", &node_name);
+    migrating(env, &ops, "secret-vm", &node_name, true);
+    eventually(WAIT, "the node's gate to be False", || {
+        (clear_status(env, &node_name) == "False").then_some(())
+    });
+
+    let held = eventually(WAIT, "the guard to hold alice's eviction", || {
+        let e = evict(env, User::Alice, &tenant, "app");
+        (!e.ok && e.stderr.contains("not clear")).then_some(e)
+    });
+    assert_held(
+        &held,
+        &[
+            &format!("node {node_name} is not clear for maintenance: 1 operation in flight"),
+            "VirtualMachine Migrating",
+            &format!("kubectl get maintenancegate node.{node_name}"),
+            &format!("kubectl annotate node {node_name} ifo.kubevirt.io/maintenance-override="),
+        ],
+    );
+    // What alice may not read stays unsaid: the other namespace and its VM.
+    assert!(
+        !held.stderr.contains(&ops) && !held.stderr.contains("secret-vm"),
+        "{}",
+        held.stderr
+    );
+    // The pod is still there.
+    env.kubectl(User::Admin, &["get", "pod", "app", "-n", &tenant])
+        .unwrap();
+
+    // The migration ends: once the node is clear (after the grace), the eviction goes through.
+    migrating(env, &ops, "secret-vm", &node_name, false);
+    eventually(WAIT, "the node's gate to be Clear", || {
+        (clear_status(env, &node_name) == "True").then_some(())
+    });
+    let cleared = Instant::now();
+    let e = evict(env, User::Alice, &tenant, "app");
+    assert!(e.ok, "held after the node cleared: {}", e.stderr);
+    assert!(cleared.elapsed() < Duration::from_secs(5));
+    eventually(WAIT, "the evicted pod to be gone", || {
+        env.kubectl(User::Admin, &["get", "pod", "app", "-n", &tenant])
+            .is_err()
+            .then_some(())
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// A node whose gate is Unknown holds evictions too (what is not being watched may be in
+/// flight there), and the node's maintenance override lets them through, with an Event on the
+/// node that `kubectl describe node` shows.
+#[test]
+fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
+    let env = env();
+    let ns = env.namespace("guard-unknown");
+    let node_name = format!(
+        "gu-{}-{}",
+        ns.rsplit('-').next().unwrap_or("0"),
+        std::process::id() % 10_000
+    );
+    let _node = env.node(&node_name);
+    // A rule that returns a string: it compiles, and fails on every object, so the node its
+    // object is on cannot be vouched for.
+    let rs = format!("rs-{ns}");
+    env.apply(
+        &json!({
+            "apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
+            "metadata": {"name": rs},
+            "spec": {
+                "component": format!("c-{ns}"),
+                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+                "namespaces": [ns],
+                "labelExpressions": [{"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}],
+                "rules": [{"operation": "Busy", "expression": "object.metadata.name"}],
+            }
+        })
+        .to_string(),
+    );
+    env.apply(&vm("vm-0", &ns));
+    env.wait_watching(&rs);
+    env.set_status("vm", &ns, "vm-0", json!({"nodeName": node_name}));
+    pod_on(env, &ns, "p1", &node_name);
+    pod_on(env, &ns, "p2", &node_name);
+    eventually(WAIT, "the node's gate to be Unknown", || {
+        (clear_status(env, &node_name) == "Unknown").then_some(())
+    });
+    let held = eventually(WAIT, "the guard to hold the eviction", || {
+        let e = evict(env, User::Admin, &ns, "p1");
+        (!e.ok && e.stderr.contains("not known to be clear")).then_some(e)
+    });
+    assert_held(
+        &held,
+        &[
+            &format!("node {node_name} is not known to be clear for maintenance"),
+            "virtualmachines.kubevirt.io",
+            &format!("kubectl get maintenancegate node.{node_name}"),
+        ],
+    );
+
+    env.kubectl(
+        User::Admin,
+        &[
+            "annotate",
+            "node",
+            &node_name,
+            "ifo.kubevirt.io/maintenance-override=firmware recall INC-4711",
+        ],
+    )
+    .unwrap();
+    eventually(WAIT, "the override to let the eviction through", || {
+        evict(env, User::Admin, &ns, "p1").ok.then_some(())
+    });
+    // Held before the override, let through by it: both on the node, by reason.
+    let events = eventually(WAIT, "the guard's events on the node", || {
+        let out = env
+            .kubectl(
+                User::Admin,
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    "default",
+                    "--field-selector",
+                    &format!("involvedObject.kind=Node,involvedObject.name={node_name}"),
+                    "-o",
+                    "custom-columns=REASON:.reason,MESSAGE:.message",
+                    "--no-headers",
+                ],
+            )
+            .ok()?;
+        (out.contains("MaintenanceUnverified") && out.contains("MaintenanceOverride"))
+            .then_some(out)
+    });
+    assert!(events.contains("firmware recall INC-4711"), "{events}");
+    let described = env
+        .kubectl(User::Admin, &["describe", "node", &node_name])
+        .unwrap();
+    assert!(described.contains("MaintenanceOverride"), "{described}");
+
+    // Without the override, held again.
+    env.kubectl(
+        User::Admin,
+        &[
+            "annotate",
+            "node",
+            &node_name,
+            "ifo.kubevirt.io/maintenance-override-",
+        ],
+    )
+    .unwrap();
+    eventually(WAIT, "the guard to hold again", || {
+        let e = evict(env, User::Admin, &ns, "p2");
+        (!e.ok).then_some(())
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// What the door answers that is not an eviction of a known pod: a pod on no node passes; a
+/// malformed or oversized review is an HTTP error (kube-apiserver applies the failure policy),
+/// never a denial.
+#[test]
+fn the_guard_lets_pass_what_it_cannot_hold() {
+    let env = env();
+    let ns = env.namespace("guard-pass");
+    env.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "pending", "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        })
+        .to_string(),
+    );
+    eventually(WAIT, "an unbound pod's eviction to pass", || {
+        evict(env, User::Admin, &ns, "pending").ok.then_some(())
+    });
+    let (code, body) = env.direct("/admission/evictions", &["-X", "POST", "--data", "{}"]);
+    assert_eq!(code, "400", "{body}");
+    let big = format!("@{}", {
+        let path = env.cluster.dir().join("big-review.json");
+        std::fs::write(&path, vec![b' '; 100 << 10]).unwrap();
+        path.display().to_string()
+    });
+    let (code, body) = env.direct(
+        "/admission/evictions",
+        &["-X", "POST", "--data-binary", &big],
+    );
+    assert_eq!(code, "413", "{body}");
+}

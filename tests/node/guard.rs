@@ -1,0 +1,544 @@
+//! The maintenance guard on the real node, installed as `apiservice/with-guard/` and
+//! `certs/out/guard-webhook.yaml` ship it: `kubectl drain` of the node holds while an operation
+//! is in flight there, printing the guard's message on each retry, and completes within about
+//! one of kubectl's retries (5 s) once the node's gate is Clear; the node's maintenance override
+//! lets it through at once; a gate that is Unknown holds it. Then evictions every 200 ms through
+//! a failover: the leader's pod deleted (as shipped, `failurePolicy: Ignore`), every one is
+//! answered 429 by a replica and none is allowed while the operation is in flight; the leader's
+//! container killed, with `failurePolicy: Fail`, none is allowed, and those kube-apiserver could
+//! not deliver (the crashed pod's endpoint, until it is dropped) are counted: the window that
+//! `Ignore` would let through.
+
+use anyhow::{Context, Result, bail, ensure};
+use ifo_dev::User;
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use super::Ctx;
+use super::workload::settled;
+
+/// The rulesets of these steps.
+const RULESET: &str = "node-guard";
+const BLIND_RULESET: &str = "node-guard-blind";
+
+fn node_name(ctx: &Ctx) -> Result<String> {
+    Ok(ctx
+        .cluster
+        .node()
+        .as_ref()
+        .context("no node")?
+        .name()
+        .to_owned())
+}
+
+fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
+    ctx.cluster.kubectl_run(User::Admin, args, None)
+}
+
+/// A ruleset for the steps' VirtualMachines that puts each on the node in `status.nodeName`;
+/// `rule` says when it is `Migrating`.
+fn ruleset(ctx: &Ctx, name: &str, rule: &str) -> Result<()> {
+    ctx.cluster.apply(
+        &json!({
+            "apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
+            "metadata": {"name": name},
+            "spec": {
+                "component": name,
+                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+                "namespaces": [ctx.ns],
+                "labelExpressions": [{"key": "ifo.kubevirt.io/node",
+                    "expression": "object.?status.?nodeName.orValue('')"}],
+                "rules": [{"operation": "Migrating", "expression": rule}],
+            }
+        })
+        .to_string(),
+    )
+}
+
+/// A VirtualMachine of the steps on `node`, in `state`.
+fn vm_on(ctx: &Ctx, name: &str, node: &str, state: &str) -> Result<()> {
+    ctx.cluster.apply(&format!(
+        r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"{}"}},"spec":{{"running":true}}}}"#,
+        ctx.ns
+    ))?;
+    let status = json!({"status": {"nodeName": node, "printableStatus": state}}).to_string();
+    admin(
+        ctx,
+        &[
+            "-n",
+            &ctx.ns,
+            "patch",
+            "vm",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ],
+    )
+    .map(|_| ())
+}
+
+/// A pod of the pause image running on the node, labelled `app=<app>`; waits until it runs.
+fn pod(ctx: &Ctx, name: &str, app: &str) -> Result<()> {
+    ctx.cluster.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ctx.ns, "labels": {"app": app}},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "pause", "image": ifo_dev::NodeBinaries::PAUSE_IMAGE,
+                    "imagePullPolicy": "Never"}],
+            }
+        })
+        .to_string(),
+    )?;
+    admin(
+        ctx,
+        &[
+            "-n",
+            &ctx.ns,
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{name}"),
+            "--timeout=60s",
+        ],
+    )
+    .map(|_| ())
+}
+
+fn clear(ctx: &Ctx, node: &str) -> Result<String> {
+    admin(
+        ctx,
+        &[
+            "get",
+            "gate",
+            &format!("node.{node}"),
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Clear\")].status}",
+        ],
+    )
+}
+
+fn until_clear_is(ctx: &Ctx, node: &str, status: &str) -> Result<Instant> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = clear(ctx, node).unwrap_or_default();
+        if now == status {
+            return Ok(Instant::now());
+        }
+        if Instant::now() > deadline {
+            bail!("gate node.{node} is Clear={now}, not {status}, after 60s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `kubectl drain` of the node for the pods labelled `app=<app>`, running; its stderr goes to
+/// a file.
+struct Drain {
+    child: Child,
+    stderr: PathBuf,
+    started: Instant,
+}
+
+impl Drain {
+    fn start(ctx: &Ctx, node: &str, app: &str) -> Result<Drain> {
+        let stderr = ctx.cluster.dir().join(format!("drain-{app}.err"));
+        let child = ctx
+            .cluster
+            .kubectl(User::Admin)
+            .args([
+                "drain",
+                node,
+                "--ignore-daemonsets",
+                // The steps' pods have no controller.
+                "--force",
+                &format!("--pod-selector=app={app}"),
+                "--timeout=180s",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting kubectl drain")?;
+        Ok(Drain {
+            child,
+            stderr,
+            started: Instant::now(),
+        })
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until its stderr holds `text`.
+    fn until_said(&mut self, text: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let said = self.said();
+            if said.contains(text) {
+                return Ok(said);
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("kubectl drain ended ({status}) without saying {text:?}: {said}");
+            }
+            if Instant::now() > deadline {
+                bail!("kubectl drain did not say {text:?} within {timeout:?}: {said}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until it ends; its success and when.
+    fn ended(&mut self, timeout: Duration) -> Result<(bool, Instant)> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok((status.success(), Instant::now()));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                bail!(
+                    "kubectl drain still running after {timeout:?}: {}",
+                    self.said()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The node schedulable again, whatever happened.
+struct Uncordon<'a>(&'a Ctx, String);
+
+impl Drop for Uncordon<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = admin(self.0, &["uncordon", &self.1]) {
+            eprintln!("could not uncordon {}: {e:#}", self.1);
+        }
+    }
+}
+
+pub fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
+    let node = node_name(ctx)?;
+    let _uncordon = Uncordon(ctx, node.clone());
+    ruleset(
+        ctx,
+        RULESET,
+        "object.?status.?printableStatus.orValue('') == 'Migrating'",
+    )?;
+    pod(ctx, "drained", "drained")?;
+    vm_on(ctx, "vm-guard", &node, "Migrating")?;
+    until_clear_is(ctx, &node, "False")?;
+
+    // Held: kubectl prints the guard's message on each retry, the pod keeps running.
+    let mut drain = Drain::start(ctx, &node, "drained")?;
+    let said = drain.until_said("will retry after 5s", Duration::from_secs(30))?;
+    for text in [
+        "admission webhook \"ifo-maintenance-guard.ifo.kubevirt.io\" denied the request",
+        &format!("node {node} is not clear for maintenance: 1 operation in flight"),
+        "VirtualMachine Migrating",
+        &format!("kubectl get maintenancegate node.{node}"),
+    ] {
+        ensure!(
+            said.contains(text),
+            "kubectl drain did not print {text:?}: {said}"
+        );
+    }
+    std::thread::sleep(Duration::from_secs(6));
+    let phase = admin(
+        ctx,
+        &[
+            "-n",
+            &ctx.ns,
+            "get",
+            "pod",
+            "drained",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+    )?;
+    ensure!(phase == "Running", "the held pod is {phase}");
+    let retries = drain.said().matches("will retry after 5s").count();
+    println!(
+        "  drain held for {:.0}s ({retries} retries), printing: {}",
+        drain.started.elapsed().as_secs_f64(),
+        said.lines()
+            .find(|l| l.contains("not clear"))
+            .unwrap_or_default()
+    );
+
+    // The operation ends: once the gate is Clear (grace included), the drain completes within
+    // about one retry.
+    vm_on(ctx, "vm-guard", &node, "Running")?;
+    let cleared = until_clear_is(ctx, &node, "True")?;
+    let (ok, ended) = drain.ended(Duration::from_secs(30))?;
+    ensure!(ok, "kubectl drain failed: {}", drain.said());
+    let after = ended.duration_since(cleared);
+    println!(
+        "  drain completed {:.1}s after the node's gate cleared",
+        after.as_secs_f64()
+    );
+    ensure!(
+        after <= Duration::from_secs(8),
+        "the drain took {after:?} after the gate cleared"
+    );
+    admin(ctx, &["uncordon", &node])?;
+
+    // The override: the drain goes through at once, and the node says so.
+    pod(ctx, "overridden", "overridden")?;
+    vm_on(ctx, "vm-guard", &node, "Migrating")?;
+    until_clear_is(ctx, &node, "False")?;
+    admin(
+        ctx,
+        &[
+            "annotate",
+            "node",
+            &node,
+            "ifo.kubevirt.io/maintenance-override=node test",
+        ],
+    )?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut drain = Drain::start(ctx, &node, "overridden")?;
+    let (ok, ended) = drain.ended(Duration::from_secs(30))?;
+    admin(
+        ctx,
+        &[
+            "annotate",
+            "node",
+            &node,
+            "ifo.kubevirt.io/maintenance-override-",
+        ],
+    )?;
+    ensure!(
+        ok,
+        "kubectl drain failed with the override: {}",
+        drain.said()
+    );
+    let took = ended.duration_since(drain.started);
+    ensure!(
+        !drain.said().contains("will retry"),
+        "held despite the override: {}",
+        drain.said()
+    );
+    println!(
+        "  with the override the drain completed in {:.1}s",
+        took.as_secs_f64()
+    );
+    let described = admin(ctx, &["describe", "node", &node])?;
+    ensure!(
+        described.contains("MaintenanceOverride"),
+        "no override Event on the node:\n{described}"
+    );
+    admin(ctx, &["uncordon", &node])?;
+
+    // Unknown holds too: a ruleset whose rule fails on an object of the node.
+    vm_on(ctx, "vm-guard", &node, "Running")?;
+    ruleset(ctx, BLIND_RULESET, "object.metadata.name")?;
+    until_clear_is(ctx, &node, "Unknown")?;
+    pod(ctx, "unverified", "unverified")?;
+    let mut drain = Drain::start(ctx, &node, "unverified")?;
+    drain.until_said(
+        "is not known to be clear for maintenance",
+        Duration::from_secs(30),
+    )?;
+    admin(ctx, &["delete", "ors", BLIND_RULESET])?;
+    until_clear_is(ctx, &node, "True")?;
+    let (ok, _) = drain.ended(Duration::from_secs(30))?;
+    ensure!(ok, "kubectl drain failed: {}", drain.said());
+    Ok(())
+}
+
+/// One eviction of `pod` as kubectl drain sends it: `Ok(true)` allowed, `Ok(false)` refused by
+/// the guard (429), `Err` anything else.
+fn evict(ctx: &Ctx, pod: &str) -> Result<bool> {
+    let file = ctx.cluster.dir().join("guard-failover-eviction.json");
+    if !file.exists() {
+        std::fs::write(
+            &file,
+            json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod, "namespace": ctx.ns}})
+            .to_string(),
+        )?;
+    }
+    let out = ctx
+        .cluster
+        .kubectl(User::Admin)
+        .args([
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{}/pods/{pod}/eviction", ctx.ns),
+            "-f",
+            &file.display().to_string(),
+            "--request-timeout=10s",
+        ])
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ok(true)
+    } else if stderr.contains("TooManyRequests") && stderr.contains("ifo-maintenance-guard") {
+        Ok(false)
+    } else {
+        bail!("{}", stderr.trim())
+    }
+}
+
+/// What evictions of `pod`, one every 200 ms for `for_`, got while `lose` ran after 3 s:
+/// (held by the guard, allowed, not answered with when and why).
+fn evictions_through(
+    ctx: &Ctx,
+    pod: &str,
+    for_: Duration,
+    lose: impl FnOnce() -> Result<()>,
+) -> Result<(usize, usize, Vec<String>)> {
+    let started = Instant::now();
+    let mut lose = Some(lose);
+    let (mut held, mut allowed, mut failed) = (0, 0, Vec::new());
+    while started.elapsed() < for_ {
+        if started.elapsed() >= Duration::from_secs(3)
+            && let Some(lose) = lose.take()
+        {
+            lose()?;
+        }
+        let asked = Instant::now();
+        match evict(ctx, pod) {
+            Ok(false) => held += 1,
+            Ok(true) => {
+                allowed += 1;
+                break;
+            }
+            Err(e) => failed.push(format!("{:.1}s: {e:#}", started.elapsed().as_secs_f64())),
+        }
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(asked.elapsed()));
+    }
+    Ok((held, allowed, failed))
+}
+
+/// Sets the guard's webhook's failure policy.
+fn failure_policy(ctx: &Ctx, policy: &str) -> Result<()> {
+    let patch = json!([{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": policy}]);
+    admin(
+        ctx,
+        &[
+            "patch",
+            "validatingwebhookconfiguration",
+            "ifo-maintenance-guard",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+    )?;
+    // kube-apiserver picks the change up within a second or so.
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(())
+}
+
+/// Waits until kubelet has restarted the container of `pod` (its restart count above
+/// `restarts`), then until the replicas settle.
+fn restarted(ctx: &Ctx, uid: &str, restarts: u64) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pods = super::workload::pods(ctx)?;
+        if pods
+            .iter()
+            .any(|p| p.uid == uid && p.restarts > restarts && p.ready)
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the crashed container was not restarted: {pods:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    settled(ctx, Duration::from_secs(180)).map(|_| ())
+}
+
+pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
+    let node = node_name(ctx)?;
+    pod(ctx, "kept", "kept")?;
+    vm_on(ctx, "vm-guard", &node, "Migrating")?;
+    until_clear_is(ctx, &node, "False")?;
+
+    // The leader's pod deleted (a rollout, a drain of its node): as shipped, failurePolicy
+    // Ignore. The deleted pod leaves the Service's endpoints while it still answers (its
+    // shutdown delay), and the standby answers from its own index: no window.
+    let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
+    let (held, allowed, failed) = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+        admin(
+            ctx,
+            &[
+                "-n",
+                ifo_dev::install::NAMESPACE,
+                "delete",
+                "pod",
+                &leader.name,
+                "--wait=false",
+            ],
+        )
+        .map(|_| ())
+    })?;
+    println!(
+        "  evictions every 200 ms through the deletion of the leader's pod: {held} held by the guard, \
+         {allowed} allowed, {} not answered",
+        failed.len()
+    );
+    ensure!(
+        allowed == 0,
+        "an eviction was allowed while the node had an operation in flight"
+    );
+    ensure!(
+        failed.is_empty(),
+        "evictions not answered by the guard: {failed:#?}"
+    );
+    ensure!(held >= 50, "only {held} evictions in 20 s");
+
+    // The leader's container killed (a crash): until kubelet reports it and kube-proxy drops
+    // its endpoint, kube-apiserver's new connections to it are refused. With failurePolicy
+    // Fail those evictions are refused too; the window is measured as their number.
+    let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
+    failure_policy(ctx, "Fail")?;
+    let crashed = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+        ctx.cluster
+            .node()
+            .as_ref()
+            .context("no node")?
+            .kill_container(&leader.container_id)
+    });
+    failure_policy(ctx, "Ignore")?;
+    let (held, allowed, failed) = crashed?;
+    let window = match (failed.first(), failed.last()) {
+        (Some(first), Some(last)) => format!(
+            " (from {} to {})",
+            first.split(':').next().unwrap_or_default(),
+            last.split(':').next().unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
+    println!(
+        "  evictions every 200 ms through a crash of the leader, failurePolicy Fail: {held} held by \
+         the guard, {allowed} allowed, {} refused by kube-apiserver unanswered{window}",
+        failed.len()
+    );
+    ensure!(
+        allowed == 0,
+        "an eviction was allowed while the node had an operation in flight"
+    );
+    ensure!(
+        held >= 50,
+        "only {held} evictions held in 20 s: {failed:#?}"
+    );
+    restarted(ctx, &leader.uid, leader.restarts)?;
+
+    vm_on(ctx, "vm-guard", &node, "Running")?;
+    admin(ctx, &["delete", "ors", RULESET])?;
+    admin(
+        ctx,
+        &["-n", &ctx.ns, "delete", "pod", "kept", "--wait=false"],
+    )
+    .map(|_| ())
+}
