@@ -7,9 +7,12 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const NAMES: [&str; 2] = [
+const NAMES: [&str; 4] = [
     "ifo-apiserver.ifo-system.svc",
     "ifo-apiserver.ifo-system.svc.cluster.local",
+    // The maintenance guard's Service (deploy/guard/).
+    "ifo-guard.ifo-system.svc",
+    "ifo-guard.ifo-system.svc.cluster.local",
 ];
 
 fn root() -> PathBuf {
@@ -219,6 +222,20 @@ fn the_manifests_carry_the_files_and_match_the_deployment_the_apiservice_and_the
         .unwrap()
         .remove("caBundle");
     assert_eq!(webhook, template);
+
+    // The guard's webhook is apiservice/guard-webhook.yaml with the CA as caBundle, and calls
+    // the Service of every replica.
+    let mut guard = yaml(&out.join("guard-webhook.yaml"));
+    let client = &mut guard["webhooks"][0]["clientConfig"];
+    assert_eq!(decode(&client["caBundle"]), read(&out.join("ca.crt")));
+    assert_eq!(client["service"]["name"], "ifo-guard");
+    client.as_object_mut().unwrap().remove("caBundle");
+    let mut template = yaml(&root().join("apiservice/guard-webhook.yaml"));
+    template["webhooks"][0]["clientConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caBundle");
+    assert_eq!(guard, template);
     let _ = std::fs::remove_dir_all(&out);
 }
 

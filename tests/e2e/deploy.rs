@@ -419,26 +419,61 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
 /// what the tests see of the door is what an install gets.
 #[test]
 fn the_test_clusters_webhook_is_the_shipped_one_but_for_where_it_calls() {
-    let text = std::fs::read_to_string(root().join("apiservice/webhook.yaml")).unwrap();
-    let shipped: Value = serde_saphyr::from_str(&text).unwrap();
-    let registered = env().get_json(
-        User::Admin,
-        &["get", "validatingwebhookconfiguration", WEBHOOK],
-    );
-    assert_eq!(registered["metadata"]["name"], shipped["metadata"]["name"]);
-    let (shipped, registered) = (&shipped["webhooks"][0], &registered["webhooks"][0]);
-    // Every field the manifest sets (kube-apiserver adds defaults of its own).
-    for (field, value) in shipped.as_object().unwrap() {
-        if field != "clientConfig" {
-            assert_eq!(&registered[field], value, "webhooks[0].{field}");
+    for (file, name) in [
+        ("apiservice/webhook.yaml", WEBHOOK),
+        ("apiservice/guard-webhook.yaml", ifo_dev::GUARD_WEBHOOK),
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let shipped: Value = serde_saphyr::from_str(&text).unwrap();
+        let registered = env().get_json(
+            User::Admin,
+            &["get", "validatingwebhookconfiguration", name],
+        );
+        assert_eq!(registered["metadata"]["name"], shipped["metadata"]["name"]);
+        let (shipped, registered) = (&shipped["webhooks"][0], &registered["webhooks"][0]);
+        // Every field the manifest sets (kube-apiserver adds defaults of its own).
+        for (field, value) in shipped.as_object().unwrap() {
+            if field != "clientConfig" {
+                assert_eq!(&registered[field], value, "{file}: webhooks[0].{field}");
+            }
         }
+        let path = shipped["clientConfig"]["service"]["path"].as_str().unwrap();
+        let url = registered["clientConfig"]["url"].as_str().unwrap();
+        assert!(
+            url.starts_with("https://localhost:") && url.ends_with(path),
+            "{url}"
+        );
     }
-    let path = shipped["clientConfig"]["service"]["path"].as_str().unwrap();
-    let url = registered["clientConfig"]["url"].as_str().unwrap();
-    assert!(
-        url.starts_with("https://localhost:") && url.ends_with(path),
-        "{url}"
+}
+
+/// `apiservice/with-guard/`: `deploy/` with the guard's Component: its Service over every
+/// replica (not only the leader), its rights, and the guard on.
+#[test]
+fn guard_overlay_renders_deploy_with_the_guard_on_behind_every_replica() {
+    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
+    let overlay = kustomize("apiservice/with-guard");
+    let ids: BTreeSet<Id> = overlay.iter().map(id).collect();
+    let own: BTreeSet<Id> = objects_in(&root().join("deploy/guard"))
+        .iter()
+        .map(id)
+        .collect();
+    assert_eq!(
+        ids,
+        base.union(&own).cloned().collect(),
+        "deploy/ and deploy/guard/"
     );
+    let container =
+        &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(env_var(container, "EVICTION_GUARD"), "true");
+    let service = find(&overlay, "Service", "ifo-guard");
+    assert!(
+        service["spec"]["selector"]
+            .get("ifo.kubevirt.io/leader")
+            .is_none(),
+        "the guard's Service selects every replica"
+    );
+    let role = find(&overlay, "ClusterRole", "ifo-apiserver:maintenance-guard");
+    assert_eq!(role["rules"][0]["resources"], serde_json::json!(["pods"]));
 }
 
 /// The test registration: APIService, Service and webhook, to compare before and after a dry
