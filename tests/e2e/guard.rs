@@ -15,14 +15,14 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// What an eviction answered: kubectl's exit code and stderr.
-struct Evicted {
-    ok: bool,
-    stderr: String,
+pub(crate) struct Evicted {
+    pub(crate) ok: bool,
+    pub(crate) stderr: String,
 }
 
 /// `POST /api/v1/namespaces/<ns>/pods/<pod>/eviction` as `user`, as kubectl drain sends it
 /// (with no grace: no kubelet would end the pod).
-fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
+pub(crate) fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
     let eviction = json!({
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -50,7 +50,7 @@ fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
 }
 
 /// A pod bound to `node` (no kubelet runs it).
-fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
+pub(crate) fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
     env.apply(
         &json!({
             "apiVersion": "v1", "kind": "Pod",

@@ -687,6 +687,39 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check("Evaluation latency (p99) A", WAIT, |s| {
         in_range(s, &[("ruleset", &rs)], 0.0, 1.0)
     });
+    // The maintenance guard holds evictions of a pod on the node (nothing runs it).
+    crate::guard::pod_on(env, &ns, "guarded", &node);
+    c.check("Evictions decided by the guard A", WAIT, |s| {
+        let held = crate::guard::evict(env, User::Admin, &ns, "guarded");
+        assert!(!held.ok, "an eviction on a node in flight went through");
+        with(s, &[("decision", "denied"), ("reason", "in_flight")])
+            .iter()
+            .any(|(_, v)| *v > 0.0)
+            .then_some(())
+            .ok_or_else(|| "evictions held for operations in flight".into())
+    });
+    c.check("Guard latency (p99) and failures A", WAIT, |s| {
+        in_range(s, &[], 0.0, 1.0)
+    });
+    // Other tests send the door malformed reviews on purpose: a rate, not necessarily 0.
+    c.check("Guard latency (p99) and failures B", WAIT, |s| match s {
+        [(_, v)] if *v >= 0.0 => Ok(()),
+        _ => Err("one sample: the rate of reviews not answered".into()),
+    });
+    // kube-apiserver is scraped, and it never let an eviction through for want of an answer.
+    c.check("Guard latency (p99) and failures C", WAIT, |s| {
+        zero_or_none(s, &[])
+    });
+    c.check("alert: IFOMaintenanceGuardFailing", WAIT, |s| {
+        if s.is_empty() {
+            Ok(())
+        } else {
+            Err("nothing: kube-apiserver reaches the guard".into())
+        }
+    });
+    c.check("alert: IFOMaintenanceGateNotClear", WAIT, |s| {
+        value_is(s, &[("gate", gate_name.as_str())], 1.0)
+    });
     c.check("Rule errors and dropped events A", WAIT, |s| {
         zero_or_none(s, &[("ruleset", &rs)])
     });
