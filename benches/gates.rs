@@ -14,13 +14,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
-use ifo::index::Index;
-use ifo::readiness::Readiness;
 use ifo::track::Change;
 use tower::ServiceExt;
 
 mod fixture;
-use fixture::{OPERATIONS, on_nodes};
+use fixture::{OPERATIONS, index_on_nodes, on_nodes};
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
@@ -42,14 +40,7 @@ fn gates(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let index = Arc::new(Index::new(1, 1024, 1024));
-    index.apply(
-        (0..OPERATIONS)
-            .map(|i| Change::Upsert(on_nodes(i)))
-            .collect(),
-    );
-    let (readiness, synced) = Readiness::new("the benchmark's records");
-    synced.done();
+    let (index, readiness) = index_on_nodes();
     let router = api::router(Arc::new(ApiState::new(
         index.reader(),
         readiness,

@@ -9,21 +9,17 @@
 //!
 //! `cargo bench --bench guard`
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use ifo::api::ApiState;
-use ifo::index::Index;
-use ifo::readiness::Readiness;
-use ifo::track::Change;
 use serde_json::json;
 use tower::ServiceExt;
 
 mod fixture;
-use fixture::{NODES, OPERATIONS, on_nodes};
+use fixture::{NODES, OPERATIONS, index_on_nodes};
 
 /// Pods on each node.
 const PODS_PER_NODE: usize = 10;
@@ -81,14 +77,7 @@ fn main() {
         .enable_time()
         .build()
         .unwrap();
-    let index = Arc::new(Index::new(1, 1024, 1024));
-    index.apply(
-        (0..OPERATIONS)
-            .map(|i| Change::Upsert(on_nodes(i)))
-            .collect(),
-    );
-    let (readiness, synced) = Readiness::new("the benchmark's records");
-    synced.done();
+    let (index, readiness) = index_on_nodes();
     let nodes: Vec<String> = (0..NODES).map(|n| format!("node-{n:04}")).collect();
     // Half the nodes' pods on nodes with nothing in flight: the operations are on node-0000 to
     // node-0999 with some on each, so add as many idle nodes.

@@ -118,25 +118,9 @@ where
             Err(watcher::Error::WatchError(status)) if status.code == 410 => {
                 tracing::debug!(resource = keeper.resource(), error = %status.message, "the watch expired; listing again");
             }
-            Err(e) => return error_message(&e),
+            Err(e) => return crate::watch::watch_error_message(&e),
         }
     }
     // kube's watcher never ends; if it did, start over.
     "the watch ended".to_owned()
-}
-
-/// What a failed list or watch says, as the rulesets' watchers say it.
-fn error_message(e: &watcher::Error) -> String {
-    let kube = |e: &kube::Error| match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    };
-    match e {
-        watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube(k)),
-        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
-            format!("watch failed: {}", kube(k))
-        }
-        watcher::Error::WatchError(s) => format!("watch failed: {}", s.message),
-        other => other.to_string(),
-    }
 }

@@ -6,4 +6,4 @@ mod watcher;
 
 /// What the watchers decode objects into (public for the `decode` benchmark).
 pub use object::Object;
-pub(crate) use watcher::{InitialList, Liveness, Watches};
+pub(crate) use watcher::{InitialList, Liveness, Watches, watch_error_message};

@@ -639,7 +639,9 @@ fn kube_error_message(e: &kube::Error) -> String {
     }
 }
 
-fn watch_error_message(e: &watcher::Error) -> String {
+/// What a failed list or watch says, for a ruleset's status, a target's warning or the
+/// inventory's log.
+pub(crate) fn watch_error_message(e: &watcher::Error) -> String {
     match e {
         watcher::Error::InitialListFailed(k) => format!("list failed: {}", kube_error_message(k)),
         watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {

@@ -17,7 +17,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use super::Ctx;
-use super::workload::settled;
+use super::workload::{set_vm_status, settled};
 
 /// The rulesets of these steps.
 const RULESET: &str = "node-guard";
@@ -59,26 +59,11 @@ fn ruleset(ctx: &Ctx, name: &str, rule: &str) -> Result<()> {
 
 /// A VirtualMachine of the steps on `node`, in `state`.
 fn vm_on(ctx: &Ctx, name: &str, node: &str, state: &str) -> Result<()> {
-    ctx.cluster.apply(&format!(
-        r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"{}"}},"spec":{{"running":true}}}}"#,
-        ctx.ns
-    ))?;
-    let status = json!({"status": {"nodeName": node, "printableStatus": state}}).to_string();
-    admin(
+    set_vm_status(
         ctx,
-        &[
-            "-n",
-            &ctx.ns,
-            "patch",
-            "vm",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status,
-        ],
+        name,
+        json!({"nodeName": node, "printableStatus": state}),
     )
-    .map(|_| ())
 }
 
 /// A pod of the pause image running on the node, labelled `app=<app>`; waits until it runs.

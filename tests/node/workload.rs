@@ -108,11 +108,16 @@ pub fn settled(ctx: &Ctx, timeout: Duration) -> Result<Vec<Pod>> {
 
 /// Creates (if needed) a VirtualMachine and sets its `status.printableStatus`, as KubeVirt would.
 pub fn set_vm(ctx: &Ctx, name: &str, state: &str) -> Result<()> {
+    set_vm_status(ctx, name, serde_json::json!({"printableStatus": state}))
+}
+
+/// Creates (if needed) a VirtualMachine and merges `status` into its status.
+pub fn set_vm_status(ctx: &Ctx, name: &str, status: Value) -> Result<()> {
     ctx.cluster.apply(&format!(
         r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"{}"}},"spec":{{"running":true}}}}"#,
         ctx.ns
     ))?;
-    let status = serde_json::json!({"status": {"printableStatus": state}}).to_string();
+    let status = serde_json::json!({ "status": status }).to_string();
     ctx.cluster.kubectl_run(
         User::Admin,
         &[
