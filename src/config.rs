@@ -119,6 +119,11 @@ pub struct ServeArgs {
     /// See CEL_SUSPEND_AFTER.
     #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_setting_duration)]
     pub cel_suspend_window: Duration,
+    /// Longest the oldest event a ruleset has not evaluated yet may wait (its evaluation lag)
+    /// before the ruleset's detection on its target counts as not current: answers carry a
+    /// Warning and the gates it reaches are Unknown until the lag is back under it. At least 1s.
+    #[arg(long, env = "EVALUATION_LAG_BOUND", default_value = "5s", value_parser = parse_setting_duration)]
+    pub evaluation_lag_bound: Duration,
     /// Least time between two writes of a ruleset's status that nobody waits on: its other
     /// conditions, counts and learned durations (a change after a quiet interval is written at
     /// once). Ready, InvalidRule and a suspension are written within 2s. At least 1s.
@@ -267,6 +272,7 @@ impl ServeArgs {
                 after: self.cel_suspend_after,
                 window: self.cel_suspend_window,
             },
+            lag_bound: self.evaluation_lag_bound.max(Duration::from_secs(1)),
         }
     }
 

@@ -5,9 +5,9 @@
 //! (`evaluate` → `track` (debounce) → `index`) → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
 //! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
 
-pub use ifo_apimachinery as apimachinery;
 #[doc(hidden)]
 pub use admission::evictions_router;
+pub use ifo_apimachinery as apimachinery;
 
 mod admission;
 pub mod api;

@@ -54,6 +54,7 @@ fn exercise() {
     evaluation_event_dropped("rs");
     ruleset_status_written("rs");
     EvaluationTimer::new("rs").time(|| ());
+    EvaluationLag::new("rs").set(std::time::Duration::ZERO);
     RequestTimer::start().finish(("get", ""), http::StatusCode::OK);
     open_watches(0);
     connection_refused();

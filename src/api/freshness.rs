@@ -162,7 +162,10 @@ fn notice(s: &Stale) -> Notice {
     let namespaced = match &s.reason {
         Blind::Skipped { object, .. } => object.contains('/'),
         Blind::Suspended { namespace, .. } => namespace.is_some(),
-        Blind::NotWatched(_) | Blind::DroppedEvents { .. } | Blind::Invalid { .. } => false,
+        Blind::NotWatched(_)
+        | Blind::DroppedEvents { .. }
+        | Blind::Lagging { .. }
+        | Blind::Invalid { .. } => false,
     };
     Notice {
         text: format!("{INCOMPLETE}: {name} {reason}"),

@@ -20,11 +20,25 @@ use tokio::sync::Notify;
 mod related;
 use related::subject_nodes;
 
-/// What evaluating a ruleset may cost, and when a ruleset that keeps exceeding it is suspended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What evaluating a ruleset may cost, when a ruleset that keeps exceeding it is suspended, and
+/// how late its evaluation may run before its detection counts as not current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub budget: Budget,
     pub suspend: SuspendPolicy,
+    /// The longest the oldest event of a ruleset's lane may wait to be evaluated (its lag)
+    /// before the ruleset's detection on the target is not current (see `lanes`).
+    pub lag_bound: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            budget: Budget::default(),
+            suspend: SuspendPolicy::default(),
+            lag_bound: super::lanes::DEFAULT_LAG_BOUND,
+        }
+    }
 }
 
 pub struct Detector {
@@ -104,6 +118,18 @@ impl Detector {
     /// Where the detector reports what it knows of itself (for the watchers and lanes).
     pub(super) fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// Holds back every evaluation (each waits for the tracker) until the guard is dropped: a
+    /// lane busy in a long evaluation, for the tests.
+    #[cfg(test)]
+    pub(super) fn hold_evaluations(&self) -> parking_lot::MutexGuard<'_, Tracker> {
+        self.tracker.lock()
+    }
+
+    /// How late a lane's evaluation may run before its ruleset is not current ([`Limits`]).
+    pub(super) fn lag_bound(&self) -> std::time::Duration {
+        self.limits.lag_bound
     }
 
     /// What the detector knows of itself, read-only (for the rulesets' status).

@@ -257,6 +257,19 @@ impl Health {
             .dropped_events(target, &rs.info.name, covered(rs));
     }
 
+    /// `rs`'s evaluation lane on `target` lags: its oldest event has waited `lag`, over `bound`
+    /// (`Some((lag, bound))`); or it no longer does (`None`). Nothing was lost, so no list is
+    /// needed: its detection there is current again once the lag is back under the bound.
+    pub fn lagging(
+        &self,
+        target: &Target,
+        rs: &CompiledRuleSet,
+        lag: Option<(std::time::Duration, std::time::Duration)>,
+    ) {
+        self.targets
+            .lagging(target, &rs.info.name, covered(rs), lag);
+    }
+
     /// `ruleset` (`spec`) does not compile (`error`, its first problem): none of its rules run,
     /// and every gate it could put an operation in is Unknown until a new generation compiles
     /// (or it is deleted).

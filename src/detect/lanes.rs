@@ -8,31 +8,57 @@
 //! blocking pool. An over-budget ruleset delays only itself: the others' lanes run on other
 //! threads, and the OS shares the cores between them.
 //!
-//! Each lane's queue is bounded ([`LANE_CAPACITY`]). The objects of a list wait for room: a list
-//! is read no faster than its slowest lane evaluates it. A lane that falls that far behind on
-//! watch events (a ruleset near its budget on a busy target, until it is suspended) drops the
-//! events that do not fit, counts them (`ifo_evaluation_events_dropped_total`) and reports it
-//! on the ruleset, rather than holding memory in proportion to the target's event rate. What a
-//! dropped event said must not stay lost: the first drop marks the target not current for that
-//! ruleset (its answers carry a `Warning`) and asks the watcher to list the target again, with
-//! fresh lanes. The other lanes' unevaluated work is discarded with them, so their rulesets are
-//! marked the same way; so is a lane whose evaluation panicked.
+//! **One object, one place in the queue.** A lane queues work per object, not per event: a
+//! change of an object whose previous change is still waiting replaces that change where it
+//! waits, and is evaluated once, in its latest state. An object changed a thousand times while
+//! its ruleset is busy costs one evaluation, not a thousand, and the other objects queued behind
+//! it are not held back by its events: one tenant patching her object in a loop held back every
+//! other namespace's detections on the target by minutes. Order is kept: the deletion of an
+//! object supersedes its change still waiting (never evaluated after it), and is queued in
+//! order; an object of a list, newer than the change of it still waiting, supersedes it the
+//! same way; and nothing queued after the end of a list joins what was queued before it.
 //!
-//! Within a lane, events keep their order (an object's update is never evaluated after its
-//! deletion). A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the
-//! lanes, and work still queued is dropped (the restarted watcher lists everything again).
+//! Each lane's queue is bounded ([`LANE_CAPACITY`] distinct objects and other work). The objects
+//! of a list wait for room: a list is read no faster than its slowest lane evaluates it. A lane
+//! that falls that far behind on watch events (a ruleset near its budget on a busy target with
+//! that many objects changing, until it is suspended) drops the events that do not fit (never
+//! the change of an object already queued: that one takes its place), counts them
+//! (`ifo_evaluation_events_dropped_total`) and reports it on the ruleset, rather than holding
+//! memory in proportion to the target's event rate. What a dropped event said must not stay
+//! lost: the first drop marks the target not current for that ruleset (its answers carry a
+//! `Warning`) and asks the watcher to list the target again, with fresh lanes. The other lanes'
+//! unevaluated work is discarded with them, so their rulesets are marked the same way; so is a
+//! lane whose evaluation panicked.
+//!
+//! **Lag.** A lane that drops nothing may still run late: its **lag** is how long the oldest event
+//! it holds (queued, or being evaluated) has waited. A periodic look at every lane of the watcher,
+//! outside the lanes (so it sees a lane busy in a long evaluation as well), sets
+//! `ifo_evaluation_lag_seconds` and, while a lane's lag is over the bound (`EVALUATION_LAG_BOUND`,
+//! 5 s), marks the target not current for its ruleset, naming the lag: answers carry a
+//! `Warning` and the gates the ruleset reaches are Unknown, since what changed since is not seen
+//! yet. Nothing was lost, so no list is needed: the mark goes once the lag is back under the
+//! bound.
+//!
+//! A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the lanes, and
+//! work still queued is dropped (the restarted watcher lists everything again); its lag marks go
+//! with it.
 
 use super::detector::Detector;
 use crate::ruleset::{CompiledRuleSet, Target};
-use std::collections::HashSet;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
-/// Most events a lane evaluates in one trip to the blocking pool.
+/// Most work a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
 
-/// Events waiting in one lane, at most.
+/// Work waiting in one lane, at most: distinct objects (an object's changes share one place),
+/// deletions, and the ends of lists.
 const LANE_CAPACITY: usize = 4096;
 
 /// Objects of a list a lane holds unevaluated, at most: a list is read only this far ahead of
@@ -40,8 +66,16 @@ const LANE_CAPACITY: usize = 4096;
 /// each) stays small while kube-apiserver streams it faster than it is evaluated.
 const LIST_AHEAD: usize = 1024;
 
+/// Default of the lag bound (`EVALUATION_LAG_BOUND`, [`super::Limits::lag_bound`]).
+pub(crate) const DEFAULT_LAG_BOUND: Duration = Duration::from_secs(5);
+
+/// How often the lanes' lag is looked at: a quarter of the bound, within these.
+const LAG_TICK_MIN: Duration = Duration::from_millis(50);
+const LAG_TICK_MAX: Duration = Duration::from_secs(1);
+
 /// One unit of work for a ruleset, in the order the watcher saw it.
 enum Work {
+    /// An object's latest state: a later change of it, while this waits, replaces it here.
     Apply(Arc<serde_json::Value>),
     /// An object of a list, holding its place among the [`LIST_AHEAD`] until evaluated.
     Listed(Arc<serde_json::Value>, OwnedSemaphorePermit),
@@ -52,16 +86,236 @@ enum Work {
     Flush(oneshot::Sender<()>),
 }
 
-struct Lane {
-    ruleset: Arc<CompiledRuleSet>,
-    queue: mpsc::Sender<Work>,
-    /// Work sent and not yet done: queued, or in the batch being evaluated.
-    pending: Arc<AtomicUsize>,
-    /// Places for the objects of a list ([`LIST_AHEAD`]).
-    list_ahead: Arc<Semaphore>,
+/// The object's uid, by which its changes share a place in a lane.
+fn uid(object: &serde_json::Value) -> Option<&str> {
+    object.pointer("/metadata/uid").and_then(|u| u.as_str())
 }
 
-/// What the lanes of one watcher do when evaluation cannot keep up, or loses work.
+/// Work in a lane's queue.
+struct Queued {
+    /// `None`: superseded (an object's change, by its deletion or by a list), not to be done.
+    work: Option<Work>,
+    /// When the oldest event it stands for was queued.
+    since: Instant,
+}
+
+/// Why work was not queued.
+#[derive(Debug, PartialEq, Eq)]
+enum Refused {
+    /// The lane holds [`LANE_CAPACITY`].
+    Full,
+    /// The lane ended with its watcher.
+    Closed,
+}
+
+/// What became of an object's change sent to a lane.
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    /// Queued at the back.
+    Queued,
+    /// It replaced the object's change already waiting.
+    Replaced,
+}
+
+/// A lane's queue: work in order, an object's changes in one place.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Queued>,
+    /// The position of `items[0]`: every item queued since the lane started has one.
+    head: u64,
+    /// The position of each object's change waiting, by uid, for its next change to replace.
+    waiting: HashMap<Arc<str>, u64>,
+    /// Items not superseded.
+    live: usize,
+    /// When the oldest event of the work being evaluated was queued.
+    evaluating: Option<Instant>,
+    closed: bool,
+}
+
+impl Queue {
+    fn has_room(&self) -> bool {
+        self.live < LANE_CAPACITY
+    }
+
+    /// Whether work is queued or being evaluated.
+    fn unevaluated(&self) -> bool {
+        self.live > 0 || self.evaluating.is_some()
+    }
+
+    /// When the oldest event not yet evaluated was queued: that of the work being evaluated,
+    /// else of the first queued (items are queued in the order of their oldest event).
+    fn oldest(&self) -> Option<Instant> {
+        self.evaluating
+            .or_else(|| self.items.front().map(|q| q.since))
+    }
+
+    /// Queues `work` at the back; the caller checked there is room. Returns its position.
+    fn push(&mut self, work: Work, since: Instant) -> u64 {
+        let position = self.head + self.items.len() as u64;
+        self.items.push_back(Queued {
+            work: Some(work),
+            since,
+        });
+        self.live += 1;
+        position
+    }
+
+    /// Drops superseded items from the front, so that the front is the oldest work to do.
+    fn trim(&mut self) {
+        while self.items.front().is_some_and(|q| q.work.is_none()) {
+            self.items.pop_front();
+            self.head += 1;
+        }
+    }
+
+    /// Object `object` (`uid`) changed: the change replaces the object's change waiting, if
+    /// any; else it is queued, if there is room.
+    fn apply(
+        &mut self,
+        object: &Arc<serde_json::Value>,
+        uid: Option<&str>,
+        now: Instant,
+    ) -> Result<Sent, Refused> {
+        if self.closed {
+            return Err(Refused::Closed);
+        }
+        if let Some(&position) = uid.and_then(|u| self.waiting.get(u))
+            && let Some(Queued {
+                work: Some(work @ Work::Apply(_)),
+                ..
+            }) = self.items.get_mut((position - self.head) as usize)
+        {
+            *work = Work::Apply(object.clone());
+            return Ok(Sent::Replaced);
+        }
+        if !self.has_room() {
+            return Err(Refused::Full);
+        }
+        let position = self.push(Work::Apply(object.clone()), now);
+        if let Some(uid) = uid {
+            self.waiting.insert(uid.into(), position);
+        }
+        Ok(Sent::Queued)
+    }
+
+    /// The change of object `uid` waiting, if any, is superseded (by its deletion, or by a
+    /// newer state of it from a list): it is not evaluated.
+    fn supersede(&mut self, uid: &str) {
+        let Some(position) = self.waiting.remove(uid) else {
+            return;
+        };
+        if let Some(q) = self.items.get_mut((position - self.head) as usize)
+            && q.work.take().is_some()
+        {
+            self.live -= 1;
+        }
+        self.trim();
+    }
+
+    /// Object `uid` was deleted: its change waiting is superseded, and the deletion queued.
+    fn delete(&mut self, uid: &Arc<str>, now: Instant) -> Result<(), Refused> {
+        if self.closed {
+            return Err(Refused::Closed);
+        }
+        self.supersede(uid);
+        if !self.has_room() {
+            return Err(Refused::Full);
+        }
+        self.push(Work::Delete(uid.clone()), now);
+        Ok(())
+    }
+
+    /// The next work to evaluate; from then until the next, it counts as being evaluated.
+    fn pop(&mut self) -> Option<Work> {
+        self.evaluating = None;
+        while let Some(q) = self.items.pop_front() {
+            let position = self.head;
+            self.head += 1;
+            let Some(work) = q.work else { continue };
+            self.live -= 1;
+            if let Work::Apply(object) = &work
+                && let Some(uid) = uid(object)
+                && self.waiting.get(uid) == Some(&position)
+            {
+                self.waiting.remove(uid);
+            }
+            self.evaluating = Some(q.since);
+            self.trim();
+            return Some(work);
+        }
+        None
+    }
+
+    /// The lane ended: what it holds is dropped (a list waiting for it is told so).
+    fn close(&mut self) {
+        self.closed = true;
+        self.items.clear();
+        self.waiting.clear();
+        self.live = 0;
+    }
+}
+
+/// A lane's queue, shared by the watcher that fills it, the task that empties it, and the look
+/// at its lag.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Work was queued, or the lane closed.
+    work: Notify,
+    /// Room was made, or the lane closed.
+    room: Notify,
+}
+
+impl Shared {
+    /// Queues `work` once the lane has room, after `before` (under the same lock); false when
+    /// the lane ended meanwhile.
+    async fn send_when_room(&self, work: Work, before: impl FnOnce(&mut Queue)) -> bool {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            // Registered before the queue is looked at, so that no room made after is missed.
+            room.as_mut().enable();
+            {
+                let mut queue = self.queue.lock();
+                if queue.closed {
+                    return false;
+                }
+                if queue.has_room() {
+                    before(&mut queue);
+                    queue.push(work, Instant::now());
+                    drop(queue);
+                    self.work.notify_one();
+                    return true;
+                }
+            }
+            room.await;
+        }
+    }
+
+    /// How long the oldest event not yet evaluated has waited, at `now`.
+    fn lag(&self, now: Instant) -> Duration {
+        self.queue
+            .lock()
+            .oldest()
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    fn close(&self) {
+        self.queue.lock().close();
+        self.work.notify_one();
+        self.room.notify_waiters();
+    }
+}
+
+struct Lane {
+    ruleset: Arc<CompiledRuleSet>,
+    shared: Arc<Shared>,
+    /// Places for the objects of a list ([`LIST_AHEAD`]).
+    list_ahead: Arc<Semaphore>,
+    lag: crate::metrics::EvaluationLag,
+}
+
+/// What the lanes of one watcher do when evaluation cannot keep up, loses work, or lags.
 struct Behind {
     detector: Arc<Detector>,
     target: Target,
@@ -85,6 +339,30 @@ impl Behind {
             self.relist.notify_one();
         }
     }
+
+    /// `ruleset`'s lane lags by `lag`, over `bound` (`Some((lag, bound))`), or no longer does
+    /// (`None`): its detection on the target is not current meanwhile. Nothing is lost.
+    fn lagging(&self, ruleset: &CompiledRuleSet, lag: Option<(Duration, Duration)>) {
+        let name = &ruleset.info.name;
+        match lag {
+            Some((lag, bound)) => tracing::warn!(
+                ruleset = %name,
+                target = %self.target,
+                lag = ?lag,
+                bound = ?bound,
+                "evaluation lags: its detection is not current until it catches up"
+            ),
+            None => tracing::info!(ruleset = %name, target = %self.target, "evaluation caught up"),
+        }
+        self.detector.health().lagging(&self.target, ruleset, lag);
+    }
+}
+
+/// The lag each lane of a watcher was last said to have (`None`: within the bound), by lane.
+struct LagMarks {
+    /// The lanes ended: nothing is marked any more.
+    closed: bool,
+    said: Vec<Option<Duration>>,
 }
 
 /// The lanes of one watcher.
@@ -92,6 +370,9 @@ pub(crate) struct Lanes {
     lanes: Vec<Lane>,
     closed: Arc<AtomicBool>,
     behind: Arc<Behind>,
+    marks: Arc<Mutex<LagMarks>>,
+    /// Looks at the lanes' lag ([`watch_lag`]).
+    lag_watch: JoinHandle<()>,
 }
 
 impl Lanes {
@@ -110,30 +391,43 @@ impl Lanes {
             relist,
             dropped: AtomicBool::new(false),
         });
-        let lanes = rulesets
+        let lanes: Vec<Lane> = rulesets
             .iter()
             .map(|rs| {
-                let (queue, work) = mpsc::channel(LANE_CAPACITY);
-                let pending = Arc::new(AtomicUsize::new(0));
+                let shared = Arc::new(Shared::default());
                 tokio::spawn(run(
                     rs.clone(),
-                    pending.clone(),
+                    shared.clone(),
                     behind.clone(),
-                    work,
                     closed.clone(),
                 ));
                 Lane {
                     ruleset: rs.clone(),
-                    queue,
-                    pending,
+                    shared,
                     list_ahead: Arc::new(Semaphore::new(LIST_AHEAD)),
+                    lag: crate::metrics::EvaluationLag::new(&rs.info.name),
                 }
             })
             .collect();
+        let marks = Arc::new(Mutex::new(LagMarks {
+            closed: false,
+            said: vec![None; lanes.len()],
+        }));
+        let lag_watch = tokio::spawn(watch_lag(
+            lanes
+                .iter()
+                .map(|l| (l.ruleset.clone(), l.shared.clone(), l.lag.clone()))
+                .collect(),
+            behind.clone(),
+            marks.clone(),
+            detector.lag_bound(),
+        ));
         Lanes {
             lanes,
             closed,
             behind,
+            marks,
+            lag_watch,
         }
     }
 
@@ -142,16 +436,22 @@ impl Lanes {
         self.behind.dropped.load(Ordering::Acquire)
     }
 
-    fn send(&self, lane: &Lane, work: Work) {
-        // A lane only stops after `closed` is set, when nobody sends any more.
-        lane.pending.fetch_add(1, Ordering::AcqRel);
-        if let Err(mpsc::error::TrySendError::Full(_)) = lane.queue.try_send(work) {
-            lane.pending.fetch_sub(1, Ordering::AcqRel);
-            self.behind.lost(
-                &lane.ruleset,
-                &format!("evaluation fell {LANE_CAPACITY} events behind; events were dropped"),
-            );
+    /// `object` (`uid`), changed, to `lane`: it takes the place of its change waiting there, or
+    /// is queued; a full lane drops it.
+    fn send(&self, lane: &Lane, object: &Arc<serde_json::Value>, uid: Option<&str>) {
+        let sent = lane.shared.queue.lock().apply(object, uid, Instant::now());
+        match sent {
+            Ok(Sent::Queued) => lane.shared.work.notify_one(),
+            Ok(Sent::Replaced) | Err(Refused::Closed) => {}
+            Err(Refused::Full) => self.full(lane),
         }
+    }
+
+    fn full(&self, lane: &Lane) {
+        self.behind.lost(
+            &lane.ruleset,
+            &format!("evaluation fell {LANE_CAPACITY} objects behind; events were dropped"),
+        );
     }
 
     /// `object`, to send, and the lanes of the rulesets that apply to its namespace.
@@ -171,11 +471,13 @@ impl Lanes {
     }
 
     /// An object was added or modified: to the lanes of the rulesets that apply to its
-    /// namespace; a full lane drops it (see the module's documentation).
+    /// namespace, where it replaces its change still waiting; a full lane drops it (see the
+    /// module's documentation).
     pub(crate) fn apply(&self, object: serde_json::Value) {
         let (object, lanes) = self.lanes_for(object);
+        let uid = uid(&object);
         for lane in lanes {
-            self.send(lane, Work::Apply(object.clone()));
+            self.send(lane, &object, uid);
         }
     }
 
@@ -183,40 +485,48 @@ impl Lanes {
     /// list unevaluated is waited for rather than dropped from. A list is read no faster than
     /// its slowest lane evaluates (the API server holds the rest, and a streamed list is sent
     /// as fast as it is read): dropping would only list the whole target again, as fast, and
-    /// drop again. The target is not current until the list is evaluated anyway.
+    /// drop again. The target is not current until the list is evaluated anyway. The object's
+    /// change still waiting, if any (read before the list), is superseded by this newer state.
     pub(crate) async fn apply_listed(&self, object: serde_json::Value) {
         let (object, lanes) = self.lanes_for(object);
+        let uid = uid(&object);
         for lane in lanes {
             // Never closed: the semaphore lives as long as the lane.
             let Ok(place) = lane.list_ahead.clone().acquire_owned().await else {
                 continue;
             };
-            Self::send_listed(lane, Work::Listed(object.clone(), place)).await;
-        }
-    }
-
-    /// `work` of a list, to `lane`, once it has room.
-    async fn send_listed(lane: &Lane, work: Work) {
-        lane.pending.fetch_add(1, Ordering::AcqRel);
-        if lane.queue.send(work).await.is_err() {
-            // The lane ended with its watcher: nothing evaluates it any more.
-            lane.pending.fetch_sub(1, Ordering::AcqRel);
+            lane.shared
+                .send_when_room(Work::Listed(object.clone(), place), |queue| {
+                    if let Some(uid) = uid {
+                        queue.supersede(uid);
+                    }
+                })
+                .await;
         }
     }
 
     pub(crate) fn delete(&self, uid: &str) {
         let uid: Arc<str> = uid.into();
         for lane in &self.lanes {
-            self.send(lane, Work::Delete(uid.clone()));
+            let deleted = lane.shared.queue.lock().delete(&uid, Instant::now());
+            match deleted {
+                Ok(()) => lane.shared.work.notify_one(),
+                Err(Refused::Closed) => {}
+                Err(Refused::Full) => self.full(lane),
+            }
         }
     }
 
     /// The end of a list: the subjects it saw, so that those it did not are ended. Like the
-    /// list's objects, it waits for room.
+    /// list's objects, it waits for room. Changes queued after it do not join those before it.
     pub(crate) async fn resync(&self, namespace: Option<String>, present: HashSet<String>) {
         let present = Arc::new(present);
         for lane in &self.lanes {
-            Self::send_listed(lane, Work::Resync(namespace.clone(), present.clone())).await;
+            lane.shared
+                .send_when_room(Work::Resync(namespace.clone(), present.clone()), |queue| {
+                    queue.waiting.clear()
+                })
+                .await;
         }
     }
 
@@ -227,13 +537,12 @@ impl Lanes {
     /// request waits for room in a full lane, behind them), so a slow ruleset's lane does not
     /// hold back the others'.
     pub(crate) fn evaluated(&self) -> impl Future<Output = ()> + Send + 'static {
-        let queues: Vec<mpsc::Sender<Work>> =
-            self.lanes.iter().map(|lane| lane.queue.clone()).collect();
+        let lanes: Vec<Arc<Shared>> = self.lanes.iter().map(|lane| lane.shared.clone()).collect();
         async move {
-            let mut acks = Vec::with_capacity(queues.len());
-            for queue in queues {
+            let mut acks = Vec::with_capacity(lanes.len());
+            for lane in lanes {
                 let (tx, rx) = oneshot::channel();
-                if queue.send(Work::Flush(tx)).await.is_ok() {
+                if lane.send_when_room(Work::Flush(tx), |_| {}).await {
                     acks.push(rx);
                 }
             }
@@ -248,7 +557,7 @@ impl Lanes {
     /// until that list is done.
     pub(crate) fn stop_for_relist(self) {
         for lane in &self.lanes {
-            if lane.pending.load(Ordering::Acquire) > 0 {
+            if lane.shared.queue.lock().unevaluated() {
                 self.behind.lost(
                     &lane.ruleset,
                     "events not yet evaluated were discarded: the target is listed again after \
@@ -262,37 +571,108 @@ impl Lanes {
 impl Drop for Lanes {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
+        self.lag_watch.abort();
+        // Under the marks' lock, so that the look at the lag, if under way, marks nothing after.
+        let mut marks = self.marks.lock();
+        marks.closed = true;
+        for (lane, said) in self.lanes.iter().zip(marks.said.iter_mut()) {
+            lane.shared.close();
+            lane.lag.set(Duration::ZERO);
+            if said.take().is_some() {
+                self.behind.lagging(&lane.ruleset, None);
+            }
+        }
     }
 }
 
-/// Runs one lane until its watcher goes away. An evaluation that panics loses the rest of its
-/// batch: that is reported like dropped events, and the target is listed again.
+/// What to say of a lane's lag `lag` after `said` (`None`: nothing, within the bound): nothing
+/// within `bound`; over it, the lag in whole seconds (at least the bound), said again only once
+/// it has doubled or fallen, so that what gates and warnings say does not change at every look.
+fn lag_to_say(said: Option<Duration>, lag: Duration, bound: Duration) -> Option<Duration> {
+    if lag <= bound {
+        return None;
+    }
+    match said {
+        Some(said) if lag >= said && lag < said * 2 => Some(said),
+        _ => Some(Duration::from_secs(lag.as_secs()).max(bound)),
+    }
+}
+
+/// Looks at the lag of `lanes` (each with its ruleset and gauge) every quarter of `bound` (at
+/// most every second), from outside the lanes: a lane busy in a long evaluation does not hold
+/// this up. Runs until the lanes end (see [`Lanes`]'s `Drop`).
+async fn watch_lag(
+    lanes: Vec<(
+        Arc<CompiledRuleSet>,
+        Arc<Shared>,
+        crate::metrics::EvaluationLag,
+    )>,
+    behind: Arc<Behind>,
+    marks: Arc<Mutex<LagMarks>>,
+    bound: Duration,
+) {
+    let mut tick = tokio::time::interval((bound / 4).clamp(LAG_TICK_MIN, LAG_TICK_MAX));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let mut marks = marks.lock();
+        if marks.closed {
+            return;
+        }
+        for ((ruleset, shared, gauge), said) in lanes.iter().zip(marks.said.iter_mut()) {
+            let lag = shared.lag(now);
+            gauge.set(lag);
+            let say = lag_to_say(*said, lag, bound);
+            if say != *said {
+                *said = say;
+                behind.lagging(ruleset, say.map(|lag| (lag, bound)));
+            }
+        }
+    }
+}
+
+/// Runs one lane until its watcher goes away. An evaluation that panics loses the work being
+/// evaluated: that is reported like dropped events, and the target is listed again.
 async fn run(
     ruleset: Arc<CompiledRuleSet>,
-    pending: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     behind: Arc<Behind>,
-    mut work: mpsc::Receiver<Work>,
     closed: Arc<AtomicBool>,
 ) {
     let timer = crate::metrics::EvaluationTimer::new(&ruleset.owner().name);
-    let mut batch = Vec::with_capacity(BATCH);
-    while work.recv_many(&mut batch, BATCH).await > 0 {
-        let items = std::mem::take(&mut batch);
+    loop {
+        let empty = {
+            let queue = shared.queue.lock();
+            if queue.closed {
+                return;
+            }
+            queue.items.is_empty()
+        };
+        if empty {
+            shared.work.notified().await;
+            continue;
+        }
         let done = tokio::task::spawn_blocking({
             let detector = behind.detector.clone();
-            let (ruleset, pending, closed) = (ruleset.clone(), pending.clone(), closed.clone());
+            let (ruleset, shared, closed) = (ruleset.clone(), shared.clone(), closed.clone());
             let timer = timer.clone();
             move || {
-                for item in items {
+                for _ in 0..BATCH {
                     if closed.load(Ordering::Acquire) {
                         return;
                     }
-                    do_work(&detector, &ruleset, &timer, item);
-                    pending.fetch_sub(1, Ordering::AcqRel);
+                    let Some(work) = shared.queue.lock().pop() else {
+                        break;
+                    };
+                    shared.room.notify_waiters();
+                    do_work(&detector, &ruleset, &timer, work);
                 }
             }
         })
         .await;
+        // Done, or lost: nothing of the lane is being evaluated.
+        shared.queue.lock().evaluating = None;
         if closed.load(Ordering::Acquire) {
             return;
         }
@@ -300,7 +680,7 @@ async fn run(
             tracing::error!(ruleset = %ruleset.info.name, error = %e, "evaluation lane failed");
             behind.lost(
                 &ruleset,
-                "evaluation failed: events of the batch being evaluated were lost",
+                "evaluation failed: the event being evaluated was lost",
             );
         }
     }
@@ -343,10 +723,15 @@ mod tests {
 
     /// A ruleset `name` of one rule on `things.example.com/v1`.
     fn ruleset(name: &str, expression: &str) -> Arc<CompiledRuleSet> {
+        ruleset_of(name, json!({"operation": "Busy", "expression": expression}))
+    }
+
+    /// A ruleset `name` of one `rule` on `things.example.com/v1`.
+    fn ruleset_of(name: &str, rule: serde_json::Value) -> Arc<CompiledRuleSet> {
         let spec = serde_json::from_value(json!({
             "component": "test",
             "target": {"group": "example.com", "version": "v1", "resource": "things"},
-            "rules": [{"operation": "Busy", "expression": expression}],
+            "rules": [rule],
         }))
         .unwrap();
         Arc::new(crate::ruleset::compile(&Engine::new(), name, Some(1), &spec).unwrap())
@@ -443,11 +828,15 @@ mod tests {
             relist.clone(),
         );
         // The lane's task has not run yet (this runtime has one thread, and nothing yielded).
-        for _ in 0..LANE_CAPACITY {
+        for _ in 1..LANE_CAPACITY {
             lanes.apply(json!({}));
         }
+        lanes.apply(busy_thing(0));
         assert!(!lanes.dropped());
         assert!(coverage.stale(None).is_empty());
+        // Full: a change of an object already queued still takes its place; another does not.
+        lanes.apply(busy_thing(0));
+        assert!(!lanes.dropped());
         lanes.apply(json!({}));
         assert!(lanes.dropped());
         let reasons: Vec<Blind> = coverage.stale(None).into_iter().map(|s| s.reason).collect();
@@ -479,10 +868,11 @@ mod tests {
         let lanes = Lanes::start(&detector, &rulesets, &full.target, Arc::new(Notify::new()));
         // Nothing has run yet (one thread, nothing yielded): `full` overflows, `other` has one
         // event queued, `idle` none.
+        let thing = Arc::new(json!({}));
         for _ in 0..=LANE_CAPACITY {
-            lanes.send(&lanes.lanes[0], Work::Apply(Arc::new(json!({}))));
+            lanes.send(&lanes.lanes[0], &thing, None);
         }
-        lanes.send(&lanes.lanes[1], Work::Apply(Arc::new(json!({}))));
+        lanes.send(&lanes.lanes[1], &thing, None);
         lanes.stop_for_relist();
         let mut marked: Vec<String> = coverage
             .stale(None)
@@ -515,6 +905,7 @@ mod tests {
                 after: 0,
                 window: Duration::from_secs(60),
             },
+            ..Limits::default()
         };
         let detector = detector_within(Arc::new(Index::new(1, 16, 16)), health.clone(), limits);
         detector.ruleset_loaded("costly", Some(1));
@@ -537,10 +928,11 @@ mod tests {
     }
 
     /// An object over budget, patched and deleted before the patch is evaluated: its deletion
-    /// is read (and its skip marks cleared) while that evaluation is still queued on the lane.
-    /// What the evaluation finds of an object already deleted is ignored, and the lane's own
-    /// deletion clears what it marked however the two interleave: nothing stays skipped (the
-    /// gates of its namespace stayed Unknown until the ruleset changed).
+    /// is read (and its skip marks cleared) while that change is still queued on the lane
+    /// (where the deletion supersedes it) or being evaluated. What an evaluation finds of an
+    /// object already deleted is ignored, and the lane's own deletion clears what it marked
+    /// however the two interleave: nothing stays skipped (the gates of its namespace stayed
+    /// Unknown until the ruleset changed).
     #[tokio::test]
     async fn an_object_deleted_while_its_evaluation_is_queued_is_not_skipped_after() {
         let (health, _, rs, lanes) = costly_lanes();
@@ -584,5 +976,323 @@ mod tests {
         lanes.evaluated().await;
         assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
         assert_eq!(reader.ruleset("costly"), Default::default());
+    }
+
+    /// What `ruleset` evaluated so far (objects; `ifo_evaluation_duration_seconds`' count).
+    fn evaluations(ruleset: &str) -> u64 {
+        let line = format!("ifo_evaluation_duration_seconds_count{{ruleset=\"{ruleset}\"}} ");
+        crate::metrics::render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    /// `ruleset`'s lag as `ifo_evaluation_lag_seconds` says it.
+    fn lag_metric(ruleset: &str) -> f64 {
+        let line = format!("ifo_evaluation_lag_seconds{{ruleset=\"{ruleset}\"}} ");
+        crate::metrics::render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0.0, |n| n.trim().parse().unwrap())
+    }
+
+    /// `detector`'s evaluations held back (each waits, as in a long evaluation) until dropped.
+    struct Held {
+        release: Option<std::sync::mpsc::Sender<()>>,
+        holder: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Held {
+        fn new(detector: &Arc<Detector>) -> Held {
+            let (held_tx, held) = std::sync::mpsc::channel();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let detector = detector.clone();
+            let holder = std::thread::spawn(move || {
+                let _held = detector.hold_evaluations();
+                held_tx.send(()).unwrap();
+                // Until the sender goes.
+                let _ = released.recv();
+            });
+            held.recv().unwrap();
+            Held {
+                release: Some(release),
+                holder: Some(holder),
+            }
+        }
+    }
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            drop(self.release.take());
+            if let Some(holder) = self.holder.take() {
+                holder.join().unwrap();
+            }
+        }
+    }
+
+    /// Waits until `lanes`' only lane is evaluating something.
+    async fn busy(lanes: &Lanes) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while lanes.lanes[0].shared.queue.lock().evaluating.is_none() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the lane takes the first object");
+    }
+
+    /// A thing in namespace `a` whose change `round` is in `spec`.
+    fn thing(name: &str, round: usize) -> serde_json::Value {
+        json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": "a", "uid": format!("uid-{name}")},
+            "spec": {"round": round},
+            "status": {"busy": true},
+        })
+    }
+
+    /// The lanes of one ruleset `name` whose operation's message is the thing's round,
+    /// evaluating into the returned index, with the detector (for holding evaluations) and the
+    /// health they report to (the target current).
+    fn round_lanes(name: &str, limits: Limits) -> (Arc<Index>, Arc<Health>, Arc<Detector>, Lanes) {
+        let rs = ruleset_of(
+            name,
+            json!({
+                "operation": "Busy",
+                "expression": "object.?status.?busy.orValue(false)",
+                "message": "'round ' + string(object.spec.round)",
+            }),
+        );
+        let index = Arc::new(Index::new(1, 64, 64));
+        let health = Arc::new(Health::default());
+        listed(&health, &rs.target);
+        let detector = detector_within(index.clone(), health.clone(), limits);
+        detector.ruleset_loaded(name, Some(1));
+        let lanes = Lanes::start(
+            &detector,
+            std::slice::from_ref(&rs),
+            &rs.target,
+            Arc::new(Notify::new()),
+        );
+        (index, health, detector, lanes)
+    }
+
+    /// The message of `subject`'s operation in `index`, if it has one.
+    fn message_of(index: &Index, subject: &str) -> Option<String> {
+        index.snapshot().items.iter().find_map(|stored| {
+            let op = stored.to_json();
+            (op["spec"]["subject"]["name"] == subject).then(|| {
+                op["status"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+    }
+
+    /// One object changed a thousand times while its ruleset is busy in another evaluation (a
+    /// tenant patching it in a loop): its changes share one place in the lane, and it is
+    /// evaluated once, in its latest state; the object queued behind it is not held back by them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_objects_changes_while_its_lane_is_busy_are_evaluated_once_in_their_latest_state() {
+        let (index, _, detector, lanes) = round_lanes("coalesced", Limits::default());
+        let held = Held::new(&detector);
+        lanes.apply(thing("first", 0));
+        busy(&lanes).await;
+        let changes = 1000;
+        for round in 1..=changes {
+            lanes.apply(thing("flood", round));
+        }
+        lanes.apply(thing("behind", 0));
+        assert_eq!(
+            lanes.lanes[0].shared.queue.lock().live,
+            2,
+            "the flooded object and the one behind it"
+        );
+        drop(held);
+        lanes.evaluated().await;
+        let evaluated = evaluations("coalesced");
+        println!(
+            "{changes} changes of one object while its lane is busy: {evaluated} evaluations in \
+             all (the one under way, the object once, the one behind it)"
+        );
+        assert_eq!(evaluated, 3, "first, flood (once), behind");
+        assert_eq!(
+            message_of(&index, "flood").as_deref(),
+            Some(format!("round {changes}").as_str())
+        );
+        assert_eq!(message_of(&index, "behind").as_deref(), Some("round 0"));
+        assert!(!lanes.dropped());
+    }
+
+    /// An object changed, then deleted, while its lane is busy: its changes waiting are
+    /// superseded by the deletion, so nothing evaluates the object after it (nor before: the
+    /// deletion is its latest state). What was queued after the deletion is evaluated.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deletion_supersedes_the_objects_changes_waiting_and_is_never_followed_by_one() {
+        let (index, _, detector, lanes) = round_lanes("superseded", Limits::default());
+        let mut events = index.subscribe();
+        let held = Held::new(&detector);
+        lanes.apply(thing("first", 0));
+        busy(&lanes).await;
+        for round in 1..=10 {
+            lanes.apply(thing("gone", round));
+        }
+        lanes.delete("uid-gone");
+        lanes.apply(thing("after", 0));
+        drop(held);
+        lanes.evaluated().await;
+        assert_eq!(evaluations("superseded"), 2, "first and after");
+        assert_eq!(message_of(&index, "gone"), None);
+        assert_eq!(message_of(&index, "after").as_deref(), Some("round 0"));
+        while let Ok(event) = events.try_recv() {
+            assert!(
+                !format!("{event:?}").contains("uid-gone"),
+                "the deleted object was evaluated: {event:?}"
+            );
+        }
+    }
+
+    /// The queue on its own: an object's changes share its place; a deletion or a list's
+    /// object supersedes its change waiting and is queued in order; what comes after the end of
+    /// a list does not join what came before it.
+    #[test]
+    fn a_queue_keeps_one_place_per_object_and_the_order_of_deletions_and_lists() {
+        let now = Instant::now();
+        let object = |uid: &str, round: u64| {
+            Arc::new(json!({"metadata": {"uid": uid}, "spec": {"round": round}}))
+        };
+        let mut q = Queue::default();
+        let apply = |q: &mut Queue, uid: &str, round| q.apply(&object(uid, round), Some(uid), now);
+        assert_eq!(apply(&mut q, "a", 1), Ok(Sent::Queued));
+        assert_eq!(apply(&mut q, "b", 1), Ok(Sent::Queued));
+        assert_eq!(apply(&mut q, "a", 2), Ok(Sent::Replaced));
+        assert_eq!(apply(&mut q, "c", 1), Ok(Sent::Queued));
+        q.delete(&Arc::from("c"), now).unwrap();
+        // The end of a list: later changes of `b` take a place of their own, after it.
+        q.push(Work::Resync(None, Arc::default()), now);
+        q.waiting.clear();
+        assert_eq!(apply(&mut q, "b", 2), Ok(Sent::Queued));
+        assert_eq!(apply(&mut q, "b", 3), Ok(Sent::Replaced));
+        assert_eq!(apply(&mut q, "d", 1), Ok(Sent::Queued));
+        // A list's object supersedes the change of it waiting.
+        q.supersede("d");
+        let semaphore = Arc::new(Semaphore::new(1));
+        let place = semaphore.try_acquire_owned().unwrap();
+        q.push(Work::Listed(object("d", 2), place), now);
+        assert_eq!(q.live, 6);
+
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            order.push(match q.pop().unwrap() {
+                Work::Apply(o) => format!("apply {}@{}", o["metadata"]["uid"], o["spec"]["round"]),
+                Work::Listed(o, _) => {
+                    format!("listed {}@{}", o["metadata"]["uid"], o["spec"]["round"])
+                }
+                Work::Delete(uid) => format!("delete {uid}"),
+                Work::Resync(..) => "resync".into(),
+                Work::Flush(_) => "flush".into(),
+            });
+        }
+        assert_eq!(
+            order,
+            [
+                "apply \"a\"@2",
+                "apply \"b\"@1",
+                "delete c",
+                "resync",
+                "apply \"b\"@3",
+                "listed \"d\"@2",
+            ]
+        );
+        assert_eq!((q.live, q.waiting.len(), q.items.len()), (0, 0, 0));
+        assert!(q.unevaluated(), "the last is being evaluated");
+        assert!(q.pop().is_none());
+        assert!(!q.unevaluated());
+    }
+
+    /// A lane busy in one evaluation for longer than the bound, with more queued behind it:
+    /// its ruleset is not current (a `Warning` on answers, Unknown gates), naming the lag, and
+    /// `ifo_evaluation_lag_seconds` says how late; once it catches up, it is current again,
+    /// without a new list (nothing was lost).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lane_lagging_past_the_bound_is_not_current_until_it_catches_up() {
+        let limits = Limits {
+            lag_bound: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let (index, health, detector, lanes) = round_lanes("late", limits);
+        let reader = health.reader();
+        let lagging = || {
+            reader
+                .stale_for_gate(&crate::index::GateScope::Namespace("b".into()))
+                .into_iter()
+                .find(|s| matches!(&s.reason, Blind::Lagging { ruleset, .. } if ruleset == "late"))
+        };
+        let held = Held::new(&detector);
+        lanes.apply(thing("slow", 0));
+        busy(&lanes).await;
+        lanes.apply(thing("waiting", 0));
+        // Within the bound: current.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
+
+        let stale = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Some(stale) = lagging() {
+                    return stale;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("marked while the lane is busy");
+        let said = stale.reason.to_string();
+        println!("{said}");
+        assert!(said.contains("ruleset late"), "{said}");
+        assert!(said.contains("(EVALUATION_LAG_BOUND: 1s)"), "{said}");
+        assert_eq!(reader.stale(Some("a")).len(), 1, "a warning on answers");
+        assert!(lag_metric("late") >= 1.0, "{}", lag_metric("late"));
+
+        drop(held);
+        lanes.evaluated().await;
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !reader.stale(None).is_empty() || lag_metric("late") > 0.0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("current again once caught up");
+        assert!(!lanes.dropped(), "nothing was lost: no new list");
+        assert_eq!(message_of(&index, "waiting").as_deref(), Some("round 0"));
+
+        // Its mark goes with the lanes too.
+        let held = Held::new(&detector);
+        lanes.apply(thing("slow", 1));
+        busy(&lanes).await;
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while lagging().is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("marked again");
+        drop(lanes);
+        assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
+        drop(held);
+    }
+
+    #[test]
+    fn a_lag_is_said_again_only_once_it_doubled_or_fell() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        let bound = s(5);
+        assert_eq!(lag_to_say(None, s(5), bound), None);
+        assert_eq!(lag_to_say(None, ms(5_300), bound), Some(s(5)));
+        assert_eq!(lag_to_say(Some(s(5)), ms(9_900), bound), Some(s(5)));
+        assert_eq!(lag_to_say(Some(s(5)), ms(10_200), bound), Some(s(10)));
+        assert_eq!(lag_to_say(Some(s(10)), ms(7_500), bound), Some(s(7)));
+        assert_eq!(lag_to_say(Some(s(7)), ms(4_000), bound), None);
+        assert_eq!(lag_to_say(None, ms(300), ms(200)), Some(ms(200)));
     }
 }

@@ -11,6 +11,9 @@
 //!   Unknown exactly where a change went unseen;
 //! - a ruleset's evaluation lane fell behind and dropped events: until the list the watcher then
 //!   starts completes, what those events said is missing;
+//! - a ruleset's evaluation lags: the oldest event its lane holds has waited longer than the
+//!   bound (`EVALUATION_LAG_BOUND`). Nothing is lost, only late: what changed since that event
+//!   is not seen yet, and detection is current again once the lag is back under the bound;
 //! - an object is skipped: it cannot be decoded, evaluating a ruleset on it went over the
 //!   budget (its own data made it too costly), or a rule of the ruleset fails on it. Only that
 //!   object's namespace is affected, and of the node gates only those of the nodes it was seen on
@@ -103,6 +106,17 @@ pub enum Blind {
         /// The ruleset.
         ruleset: String,
     },
+    /// A ruleset's evaluation lags: the oldest event its lane holds has waited longer than the
+    /// bound. Nothing is lost; what changed since is seen once evaluation catches up.
+    Lagging {
+        /// The ruleset.
+        ruleset: String,
+        /// How long that event had waited when this was last said (whole seconds, at least
+        /// `bound`).
+        lag: Duration,
+        /// The bound (`EVALUATION_LAG_BOUND`).
+        bound: Duration,
+    },
     /// One object is not evaluated.
     Skipped {
         /// `namespace/name` of the object.
@@ -139,6 +153,16 @@ impl fmt::Display for Blind {
                 f,
                 "lost events of ruleset {ruleset} (its evaluation fell behind); listing it again"
             ),
+            Blind::Lagging {
+                ruleset,
+                lag,
+                bound,
+            } => write!(
+                f,
+                "is evaluated late by ruleset {ruleset}: its oldest event not yet evaluated has waited over {} (EVALUATION_LAG_BOUND: {}), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)",
+                seconds(*lag),
+                seconds(*bound),
+            ),
             Blind::Skipped { object, why } => write!(f, "object {object} is skipped: {why}"),
             Blind::Invalid { ruleset, error } => write!(
                 f,
@@ -146,6 +170,26 @@ impl fmt::Display for Blind {
             ),
         }
     }
+}
+
+/// `d` as a setting writes it: `5s`, `2.5s`, `500ms`.
+fn seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// A ruleset whose evaluation lags (see [`Blind::Lagging`]).
+#[derive(Clone, Debug)]
+struct Lag {
+    /// The namespaces it covers.
+    covered: Namespaces,
+    lag: Duration,
+    bound: Duration,
 }
 
 /// An object that is not evaluated.
@@ -304,10 +348,22 @@ struct Entry {
     suspended: BTreeSet<(String, Option<String>)>,
     /// Rulesets whose lane dropped events since the watcher's latest complete list.
     dropped: BTreeMap<String, Namespaces>,
+    /// Rulesets whose evaluation lags.
+    lagging: BTreeMap<String, Lag>,
     /// Objects not evaluated, by uid and (for an over-budget evaluation) ruleset.
     skipped: BTreeMap<(String, Option<String>), SkippedObject>,
     /// Objects deleted lately: what is still learned of them is ignored.
     gone: Tombstones,
+}
+
+impl Lag {
+    fn blind(&self, ruleset: &str) -> Blind {
+        Blind::Lagging {
+            ruleset: ruleset.to_owned(),
+            lag: self.lag,
+            bound: self.bound,
+        }
+    }
 }
 
 impl Entry {
@@ -338,6 +394,12 @@ impl Entry {
                 .map(|(ruleset, _)| Blind::DroppedEvents {
                     ruleset: ruleset.clone(),
                 }),
+        );
+        out.extend(
+            self.lagging
+                .iter()
+                .filter(|(_, lag)| covers(&lag.covered, namespace))
+                .map(|(ruleset, lag)| lag.blind(ruleset)),
         );
         out.extend(
             self.skipped
@@ -411,6 +473,12 @@ impl Entry {
                 .map(|(ruleset, _)| Blind::DroppedEvents {
                     ruleset: ruleset.clone(),
                 }),
+        );
+        out.extend(
+            self.lagging
+                .iter()
+                .filter(|(ruleset, lag)| applies(ruleset, &lag.covered))
+                .map(|(ruleset, lag)| lag.blind(ruleset)),
         );
         out.extend(
             self.skipped
@@ -537,6 +605,7 @@ impl TargetHealth {
             last_list: None,
             suspended: BTreeSet::new(),
             dropped: BTreeMap::new(),
+            lagging: BTreeMap::new(),
             skipped: BTreeMap::new(),
             gone: Tombstones::default(),
         });
@@ -740,6 +809,32 @@ impl TargetHealth {
         self.update(target, |e| e.dropped.clear());
     }
 
+    /// `ruleset` of `target`, covering `namespaces`, lags by `lag`, over `bound` (`Some`), or
+    /// no longer does (`None`): its detection there is not current meanwhile.
+    pub(super) fn lagging(
+        &self,
+        target: &Target,
+        ruleset: &str,
+        namespaces: Namespaces,
+        lag: Option<(Duration, Duration)>,
+    ) {
+        self.update(target, |e| match lag {
+            Some((lag, bound)) => {
+                e.lagging.insert(
+                    ruleset.to_owned(),
+                    Lag {
+                        covered: namespaces,
+                        lag,
+                        bound,
+                    },
+                );
+            }
+            None => {
+                e.lagging.remove(ruleset);
+            }
+        });
+    }
+
     /// Object `uid` (`object`: `namespace/name`, in `namespace`) of `target` is not evaluated,
     /// by `ruleset` alone (over its budget, or a rule fails on it) or, for `None`, at all (it
     /// cannot be decoded). `nodes`: the nodes it is on, where known. False, and nothing
@@ -819,6 +914,7 @@ impl TargetHealth {
             self.update(&target, |e| {
                 e.suspended.retain(|(r, _)| r != ruleset);
                 e.dropped.remove(ruleset);
+                e.lagging.remove(ruleset);
                 e.skipped.retain(|(_, r), _| r.as_deref() != Some(ruleset));
             });
         }
@@ -1237,6 +1333,29 @@ mod tests {
         );
         h.relisted(&t);
         assert!(h.stale(None).is_empty());
+
+        // Late, not lost: only the lag coming back under the bound clears it, not a list.
+        let (lag, bound) = (Duration::from_secs(12), Duration::from_secs(5));
+        h.lagging(
+            &t,
+            "slow",
+            Some(["a".to_string()].into()),
+            Some((lag, bound)),
+        );
+        assert_eq!(
+            reasons(&h, Some("a")),
+            [
+                "things: is evaluated late by ruleset slow: its oldest event not yet evaluated has waited over 12s (EVALUATION_LAG_BOUND: 5s), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)"
+            ]
+        );
+        assert!(
+            reasons(&h, Some("b")).is_empty(),
+            "a namespace it does not cover"
+        );
+        h.relisted(&t);
+        assert_eq!(reasons(&h, Some("a")).len(), 1);
+        h.lagging(&t, "slow", Some(["a".to_string()].into()), None);
+        assert!(h.stale(None).is_empty());
     }
 
     /// A blind spot in the model of [`gates_are_never_clear_while_a_ruleset_reaching_them_is_blind`].
@@ -1244,6 +1363,8 @@ mod tests {
     enum Spot {
         /// The ruleset dropped events or does not compile.
         Whole(usize),
+        /// The ruleset's evaluation lags.
+        Lagging(usize),
         /// The ruleset is suspended in a namespace (what changes there is an `Object` spot).
         Suspended(usize, String),
         /// An object (`uid`) in namespace `ns` is skipped by the ruleset (`None`: undecodable),
@@ -1298,7 +1419,7 @@ mod tests {
             let mut gone: HashSet<String> = HashSet::new();
             for step in 0..40 {
                 let i = rng.usize(..rulesets.len());
-                match rng.usize(..8) {
+                match rng.usize(..10) {
                     0 => {
                         let ns = NAMESPACES[rng.usize(..3)].to_string();
                         h.suspended(&t, &name(i), Some(&ns));
@@ -1347,9 +1468,20 @@ mod tests {
                     5 => {
                         h.ruleset_reset(&name(i));
                         spots.retain(|s| match s {
-                            Spot::Whole(r) | Spot::Suspended(r, _) => *r != i,
+                            Spot::Whole(r) | Spot::Lagging(r) | Spot::Suspended(r, _) => *r != i,
                             Spot::Object { ruleset, .. } => *ruleset != Some(i),
                         });
+                    }
+                    8 => {
+                        let lag = Duration::from_secs(rng.u64(6..60));
+                        let bound = Some((lag, Duration::from_secs(5)));
+                        h.lagging(&t, &name(i), rulesets[i].namespaces.clone(), bound);
+                        spots.retain(|s| !matches!(s, Spot::Lagging(r) if *r == i));
+                        spots.push(Spot::Lagging(i));
+                    }
+                    9 => {
+                        h.lagging(&t, &name(i), rulesets[i].namespaces.clone(), None);
+                        spots.retain(|s| !matches!(s, Spot::Lagging(r) if *r == i));
                     }
                     6 => {
                         let uid = format!("u{}", rng.usize(..6));
@@ -1387,7 +1519,7 @@ mod tests {
                         }
                     };
                     let blind = spots.iter().find(|spot| match spot {
-                        Spot::Whole(i) => reaching(&rulesets[*i]),
+                        Spot::Whole(i) | Spot::Lagging(i) => reaching(&rulesets[*i]),
                         // Nodes: what changes there is skipped with its nodes (an `Object`).
                         Spot::Suspended(i, ns) => {
                             reaching(&rulesets[*i])

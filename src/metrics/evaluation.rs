@@ -1,13 +1,15 @@
-//! The rulesets running on each object event: events by target, evaluation time and errors by
-//! ruleset, and the writes of their status. Ruleset series are bounded by the rulesets loaded
+//! The rulesets running on each object event: events by target, evaluation time, lag and errors
+//! by ruleset, and the writes of their status. Ruleset series are bounded by the rulesets loaded
 //! during the process's life.
 
 use super::{Histograms, Labels, register};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::time::Instant;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 /// Upper bounds of `ifo_evaluation_duration_seconds`: a few rules take microseconds; the
 /// default budget (`CEL_EVALUATION_TIMEOUT`) is 100 ms.
@@ -25,6 +27,7 @@ pub(super) struct Evaluation {
     suspensions: Family<Labels, Counter>,
     object_events: Family<Labels, Counter>,
     events_dropped: Family<Labels, Counter>,
+    lag: Family<Labels, Gauge<f64, AtomicU64>>,
     status_writes: Family<Labels, Counter>,
     duration: Histograms,
 }
@@ -54,6 +57,12 @@ impl Evaluation {
                 r,
                 "evaluation_events_dropped",
                 "Object events a ruleset's evaluation lane dropped because it was full (the ruleset fell far behind)",
+                Family::default(),
+            ),
+            lag: register(
+                r,
+                "evaluation_lag_seconds",
+                "How long the oldest event a ruleset's evaluation lane holds has waited to be evaluated (0: none waits)",
                 Family::default(),
             ),
             status_writes: register(
@@ -156,5 +165,26 @@ impl EvaluationTimer {
         let out = f();
         self.0.observe(started.elapsed().as_secs_f64());
         out
+    }
+}
+
+/// The lag of one ruleset's evaluation lane (`ifo_evaluation_lag_seconds`). Made once per lane.
+#[derive(Clone)]
+pub struct EvaluationLag(Gauge<f64, AtomicU64>);
+
+impl EvaluationLag {
+    /// The lag of `ruleset`'s lane.
+    pub fn new(ruleset: &str) -> EvaluationLag {
+        EvaluationLag(
+            evaluation()
+                .lag
+                .get_or_create(&ruleset_labels(ruleset))
+                .clone(),
+        )
+    }
+
+    /// The oldest event of the lane has waited `lag` (zero: none waits).
+    pub fn set(&self, lag: Duration) {
+        self.0.set(lag.as_secs_f64());
     }
 }

@@ -33,8 +33,8 @@ pub use api::{
 };
 pub use auth::{CacheLookup, Review, cache_lookup, review};
 pub use evaluation::{
-    EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event, rule_error,
-    ruleset_status_written, ruleset_suspended,
+    EvaluationLag, EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event,
+    rule_error, ruleset_status_written, ruleset_suspended,
 };
 pub use gates::serve_gates_from;
 pub use leader::set_leader;

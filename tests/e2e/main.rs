@@ -6,6 +6,7 @@ mod aggregation;
 mod cost;
 mod deploy;
 mod detection;
+mod flood;
 mod gates;
 mod guard;
 mod hostile;

@@ -639,6 +639,9 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check("alert: IFOEvaluationEventsDropped", WAIT, |s| {
         none_with(s, &[("ruleset", &rs)])
     });
+    c.check("alert: IFOEvaluationLagging", WAIT, |s| {
+        none_with(s, &[("ruleset", &rs)])
+    });
     c.check("alert: IFOBackgroundTaskFailed", WAIT, |s| {
         if s.iter().all(|(l, v)| l.contains_key("task") && *v > 0.0) {
             Ok(())

@@ -43,6 +43,9 @@ pub struct Settings {
     pub env: Vec<(String, String)>,
     /// Apply every shipped ruleset, not only [`RULES`].
     pub all_rules: bool,
+    /// `--flood`: [`RULES`] with the rule that is slow on the flooded object
+    /// ([`crate::flood::SLOW_RULE`]).
+    pub slow_rule: bool,
 }
 
 /// A running server.
@@ -248,7 +251,28 @@ fn serve(
     if !*rules_applied {
         let rules = ifo_dev::source_dir().join(RULES);
         let rules = rules.display().to_string();
-        cluster.kubectl_run(User::Admin, &["apply", "-f", &rules], None)?;
+        if settings.slow_rule {
+            let manifest = cluster.kubectl_run(
+                User::Admin,
+                &["create", "--dry-run=client", "-o", "json", "-f", &rules],
+                None,
+            )?;
+            let mut ruleset: serde_json::Value = serde_json::from_str(&manifest)?;
+            ruleset["spec"]["rules"]
+                .as_array_mut()
+                .context("the VM rules have no rules")?
+                .push(serde_json::json!({
+                    "operation": "Churning",
+                    "expression": crate::flood::SLOW_RULE,
+                }));
+            cluster.kubectl_run(
+                User::Admin,
+                &["apply", "-f", "-"],
+                Some(&ruleset.to_string()),
+            )?;
+        } else {
+            cluster.kubectl_run(User::Admin, &["apply", "-f", &rules], None)?;
+        }
         cluster
             .kubectl_run(
                 User::Admin,

@@ -5,6 +5,7 @@
 //! kube-apiserver served meanwhile, as a table and as JSON.
 
 mod baseline;
+mod flood;
 mod ledger;
 mod local;
 mod observer;
@@ -76,6 +77,18 @@ struct Cli {
     /// subjects in a namespace of their own each), and print both side by side.
     #[arg(long)]
     compare_persist: bool,
+    /// Also change one VirtualMachine of a namespace of its own (`ifo-bench-flood`) this many
+    /// times a second while each phase drives the subjects, as a tenant patching her object in
+    /// a loop, under a rule added to the subjects' ruleset that is slow on that object alone
+    /// (`--flood-cost`): the start → event latency is then the other objects' detection delay
+    /// during one object's flood. 0: no flood.
+    #[arg(long, default_value_t = 0.0, conflicts_with = "kubeconfig")]
+    flood: f64,
+    /// Iterations of the slow rule on the flooded object (its `spec.n`); the default, about as
+    /// many as the default cost limit allows, takes about 35 ms of evaluation in a release
+    /// build on the benchmark's machine.
+    #[arg(long, default_value_t = 100_000)]
+    flood_cost: u64,
     /// Measure an existing cluster instead of starting the local one: its kubeconfig. The
     /// VirtualMachine CRD and rules detecting `status.printableStatus` states must be there.
     #[arg(long)]
@@ -153,6 +166,9 @@ fn main() -> Result<()> {
     if cli.rate <= 0.0 || cli.subjects == 0 || cli.watchers == 0 {
         bail!("--rate, --subjects and --watchers must be positive");
     }
+    if cli.flood < 0.0 {
+        bail!("--flood must not be negative");
+    }
     if cli.kubeconfig.is_some() && (cli.persist || cli.compare_persist) {
         bail!(
             "--persist and --compare-persist start the local server; with --kubeconfig, \
@@ -213,6 +229,7 @@ fn main() -> Result<()> {
                 persist,
                 env: cli.server_env.clone(),
                 all_rules: cli.all_rules,
+                slow_rule: cli.flood > 0.0,
             };
             (local, settings)
         });
@@ -312,6 +329,8 @@ struct Bench<'a> {
     subjects: Subjects,
     watchers: Vec<Arc<Watcher>>,
     baseline: Arc<baseline::Baseline>,
+    /// `--flood`: the object changed during each phase.
+    flood: Option<Arc<flood::Flood>>,
     /// The watch loops; stopped when the run ends.
     watch_tasks: tokio::task::JoinSet<()>,
     server: usage::Meter,
@@ -339,12 +358,18 @@ async fn bench(cli: &Cli, spec: &RunSpec<'_>) -> Result<Vec<report::Phase>> {
         ledger,
         watchers: Vec::new(),
         baseline: Arc::default(),
+        flood: None,
         watch_tasks: tokio::task::JoinSet::new(),
         server: usage::Meter::new(spec.pids.server),
         apiserver: usage::Meter::new(spec.pids.apiserver),
         etcd: usage::Meter::new(spec.pids.etcd),
     };
     bench.start_watchers().await?;
+    if cli.flood > 0.0 {
+        bench.flood = Some(Arc::new(
+            flood::Flood::prepare(client.clone(), cli.flood_cost).await?,
+        ));
+    }
     let mut phases = Vec::new();
     if cli.scale {
         let mut held = 0;
@@ -492,10 +517,22 @@ impl Bench<'_> {
             cli.rate,
             duration
         );
+        let flooding = self.flood.clone().map(|flood| {
+            eprintln!(
+                "changing one object of namespace {} at {}/s meanwhile ...",
+                flood::NAMESPACE,
+                cli.flood
+            );
+            tokio::spawn(flood.run(cli.flood, duration))
+        });
         let achieved = self
             .subjects
             .drive(driven.clone(), cli.rate, duration)
             .await;
+        let flood = match flooding {
+            Some(task) => Some(task.await.context("the flood")?),
+            None => None,
+        };
         self.subjects.settle(driven.clone(), cli.rate).await;
         let counts = self.ledger.counts() - counts0;
         // Every started operation must be seen, and seen completing after the threshold.
@@ -564,6 +601,7 @@ impl Bench<'_> {
             ruleset_status_writes,
             ruleset_status_writes_per_minute: ruleset_status_writes as f64 * 60.0 / wall,
             cold_start: None,
+            flood,
         };
         let (mut starts, mut completions) = (Vec::new(), Vec::new());
         for w in &self.watchers {

@@ -58,6 +58,8 @@ pub struct Phase {
     pub ruleset_status_writes_per_minute: f64,
     /// `--scale`: the local server restarted after the phase, with the phase's subjects.
     pub cold_start: Option<crate::local::ColdStart>,
+    /// `--flood`: the changes of the flooded object meanwhile.
+    pub flood: Option<crate::flood::Report>,
 }
 
 #[derive(Debug, Serialize)]
@@ -155,6 +157,17 @@ impl Phase {
             self.transitions.failed,
             self.transitions.started
         );
+        if let Some(f) = &self.flood {
+            println!(
+                "  flood               {} changes of one object in namespace {} ({:.1}/s requested, {:.1}/s achieved, {} failed), a rule iterating {} times on it",
+                f.changes,
+                crate::flood::NAMESPACE,
+                f.rate_requested,
+                f.rate_achieved,
+                f.failed,
+                f.cost
+            );
+        }
         println!("  start → event       {}", latency(&self.start_latency));
         println!("  completion delay    {}", latency(&self.completion_delay));
         println!("  status write        {}", latency(&self.write_latency));
