@@ -9,10 +9,13 @@ pub(crate) mod negotiate;
 pub(crate) mod openapi;
 pub(crate) mod params;
 pub(crate) mod resources;
+mod respond;
+mod routes;
 mod snapshots;
 pub(crate) mod status;
 mod table;
 mod watch;
+mod watch_frames;
 mod watch_slots;
 mod wire;
 
@@ -87,7 +90,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(&format!("/apis/{GROUP_VERSION}"), get(resource_list))
         .route(
             &format!("/apis/{GROUP_VERSION}/{{*rest}}"),
-            axum::routing::any(resources::dispatch),
+            axum::routing::any(routes::dispatch),
         )
         .route("/openapi/v2", get(openapi::v2_document))
         .route("/openapi/v3", get(openapi::v3_root_document))

@@ -2,22 +2,19 @@
 //! through its snapshot and watch interface.
 
 use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
-use super::negotiate::{self, Representation};
+use super::negotiate::Representation;
 use super::params::{IncludeObject, Params, RvMatch};
+use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
-use super::{ApiState, chunked, table, watch};
+use super::{ApiState, chunked, table};
 use crate::api::continue_token::ContinueToken;
+use crate::apimachinery::RequestInfo;
 use crate::apimachinery::fields::{FieldSelector, escape_value};
-use crate::apimachinery::{RequestInfo, UserInfo};
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
-use axum::Extension;
-use axum::extract::{FromRequestParts, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -70,11 +67,6 @@ pub fn resource_for(plural: &str) -> Option<&'static Resource> {
     RESOURCES.into_iter().find(|r| r.plural == plural)
 }
 
-/// The `apiVersion` of a `meta.k8s.io` representation (Tables and metadata-only objects).
-pub(super) fn meta_api_version(repr: Representation) -> &'static str {
-    repr.meta_api_version().unwrap_or("meta.k8s.io/v1")
-}
-
 /// One object as the client asked for it, borrowing the stored record.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -101,87 +93,6 @@ pub fn represent(repr: Representation, stored: &Stored, include: IncludeObject) 
             };
             Represented::Table(table::table(vec![row], v, metadata))
         }
-    }
-}
-
-pub(super) fn representation(headers: &HeaderMap) -> Result<Representation, ApiError> {
-    Ok(negotiate::negotiate_resource(
-        negotiate::accept_header(headers).as_deref(),
-    )?)
-}
-
-pub(super) fn json_response(value: &impl Serialize) -> Response {
-    (
-        [(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)],
-        serde_json::to_vec(value).unwrap_or_default(),
-    )
-        .into_response()
-}
-
-/// The request as the `auth` layer read and authorized it. Requests that did not pass through
-/// that layer (the API's own unit tests) are read here, the same way.
-pub struct ParsedRequest(pub Arc<RequestInfo>);
-
-impl<S: Send + Sync> FromRequestParts<S> for ParsedRequest {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        if let Some(info) = parts.extensions.get::<Arc<RequestInfo>>() {
-            return Ok(ParsedRequest(info.clone()));
-        }
-        RequestInfo::parse(&parts.method, parts.uri.path(), parts.uri.query())
-            .map(|info| ParsedRequest(Arc::new(info)))
-            .map_err(|e| ApiError::BadRequest(e.to_string()))
-    }
-}
-
-/// Serves `/apis/<g>/<v>/...` paths below the group version.
-pub async fn dispatch(
-    State(state): State<Arc<ApiState>>,
-    ParsedRequest(info): ParsedRequest,
-    user: Option<Extension<UserInfo>>,
-    headers: HeaderMap,
-) -> Response {
-    if !state.is_serving() {
-        return ApiError::not_leader().into_response();
-    }
-    let user = user.map(|Extension(u)| u.name).unwrap_or_default();
-    let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
-    let warnings = || {
-        let unsynced = state.readiness.unsynced();
-        super::freshness::warnings_now(&state.freshness, &unsynced, namespace)
-    };
-    // Before the answer is read from the index and after: a target that becomes current while
-    // the answer is taken may have been read half-listed (see `freshness::warnings_now`).
-    let before = warnings();
-    let mut response = match route(&state, &info, &user, &headers) {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    };
-    // With those of the snapshot a list page was read from, told as one.
-    let kept = response.extensions_mut().remove::<super::freshness::Kept>();
-    let after = warnings();
-    let notices = before
-        .iter()
-        .chain(kept.iter().flat_map(|k| k.0.iter()))
-        .chain(&after);
-    let texts = super::freshness::texts(notices, reader(&info));
-    super::freshness::warn(texts, &mut response);
-    response
-}
-
-/// Who reads the warnings of the answer to `info` (see [`super::freshness::Reader`]): a read of
-/// cluster-scoped operations is authorized for no namespace.
-fn reader(info: &RequestInfo) -> super::freshness::Reader {
-    let cluster_scoped = info
-        .resource
-        .as_ref()
-        .and_then(|r| resource_for(&r.resource))
-        .is_some_and(|r| !r.namespaced);
-    if cluster_scoped && !super::gate::is_gate_request(info) {
-        super::freshness::Reader::ClusterScoped
-    } else {
-        super::freshness::Reader::All
     }
 }
 
@@ -268,29 +179,7 @@ pub fn plan(info: &RequestInfo) -> Result<Plan, ApiError> {
     })
 }
 
-fn route(
-    state: &Arc<ApiState>,
-    info: &RequestInfo,
-    user: &str,
-    headers: &HeaderMap,
-) -> Result<Response, ApiError> {
-    if super::gate::is_gate_request(info) {
-        return super::gate::route(state, info, user, headers);
-    }
-    let Plan {
-        scope,
-        action,
-        params,
-    } = plan(info)?;
-    let repr = representation(headers)?;
-    match action {
-        Action::Get(name) => get(state, &scope, &name, repr, &params),
-        Action::List => list(state, &scope, &params, repr),
-        Action::Watch => watch::serve(state.clone(), user, scope, params, repr),
-    }
-}
-
-fn get(
+pub(super) fn get(
     state: &ApiState,
     scope: &Scope,
     name: &str,
@@ -376,7 +265,7 @@ fn snapshot_for(
     }
 }
 
-fn list(
+pub(super) fn list(
     state: &ApiState,
     scope: &Scope,
     params: &Params,

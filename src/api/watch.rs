@@ -7,64 +7,27 @@ use super::negotiate::Representation;
 use super::params::Params;
 use super::resources::{Scope, matches, represent};
 use super::status::ApiError;
-use crate::index::{Event, EventKind, IndexReader, Replay, Snapshot, Stored, WatchError};
+use super::watch_frames::{
+    BOOKMARK_EVERY, CHANNEL, REPLAY_CHUNK, STALLED_CLIENT, bookmark_frame, error_frame, expired,
+    fell_behind, frame, lifetime, stalled,
+};
+use crate::index::{Event, EventKind, IndexReader, Replay, Snapshot, Stored};
 use axum::body::Body;
 use axum::http::header;
 use axum::response::Response;
 use bytes::Bytes;
-use serde::Serialize;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
-
-/// kube-apiserver's `--min-request-timeout`: a watch lasts between this and twice this (random,
-/// so that watches opened together do not all end together); `timeoutSeconds` only shortens it.
-pub(super) const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
-pub(super) const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
-/// Encoded events buffered per watch before the sender waits on the client.
-pub(super) const CHANNEL: usize = 64;
-/// How long a watch waits for a client that has stopped reading before closing it.
-pub(super) const STALLED_CLIENT: Duration = Duration::from_secs(60);
-
-#[derive(Serialize)]
-struct WireEvent<'a, T> {
-    #[serde(rename = "type")]
-    type_: &'a str,
-    object: &'a T,
-}
 
 struct Encoder {
     repr: Representation,
     include: super::params::IncludeObject,
 }
 
-/// One watch event on the wire: `{"type":..,"object":..}` and a newline.
-pub(super) fn frame(type_: &str, object: &impl Serialize) -> Bytes {
-    let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
-}
-
-/// An in-stream `ERROR` event carrying a `Status`.
-pub(super) fn error_frame(err: &ApiError) -> Bytes {
-    frame("ERROR", &err.to_status())
-}
-
 impl Encoder {
     fn line(&self, type_: &str, stored: &Stored) -> Bytes {
         frame(type_, &represent(self.repr, stored, self.include))
-    }
-
-    fn bookmark(&self, kind: &str, rv: u64, initial_events_end: bool) -> Bytes {
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        frame(
-            "BOOKMARK",
-            &json!({"kind": kind, "apiVersion": super::discovery::GROUP_VERSION, "metadata": metadata}),
-        )
     }
 }
 
@@ -97,17 +60,6 @@ fn transition(
             Some(("DELETED", at_rv(event.previous.as_ref()?, event.rv)))
         }
         _ => None,
-    }
-}
-
-/// How long a watch lasts: the server's jittered maximum, or less if the client asked for less
-/// (`timeoutSeconds` of 0 or absent asks for nothing). Never longer than two
-/// [`MIN_REQUEST_TIMEOUT`]s, whatever the client sends.
-pub(super) fn lifetime(requested_seconds: Option<u64>) -> Duration {
-    let server = MIN_REQUEST_TIMEOUT.mul_f64(1.0 + fastrand::f64());
-    match requested_seconds {
-        Some(s) if s > 0 => Duration::from_secs(s).min(server),
-        _ => server,
     }
 }
 
@@ -176,22 +128,6 @@ enum Start {
     Failed(ApiError),
 }
 
-/// History events a watch reads from the index at a time (each read holds the index's read
-/// lock briefly; none copies the whole history).
-pub(super) const REPLAY_CHUNK: usize = 256;
-
-pub(super) fn expired(e: WatchError) -> ApiError {
-    match e {
-        WatchError::Expired { requested, oldest } => {
-            ApiError::TooOldResourceVersion { requested, oldest }
-        }
-        // In-stream 410 (not 504) for a future version: clients then relist instead of retrying it forever.
-        WatchError::TooLarge { requested, current } => ApiError::Expired(format!(
-            "too large resource version: {requested}, current: {current}"
-        )),
-    }
-}
-
 /// Where a watch starts, per the resourceVersion and `sendInitialEvents` rules:
 ///
 /// | `sendInitialEvents` | resourceVersion | starts with |
@@ -244,11 +180,7 @@ async fn run(
                 Err(_) => {
                     tracing::info!(resource = kind, stalled_for = ?STALLED_CLIENT, "cutting a watcher that stopped reading");
                     crate::metrics::watcher_cut("stalled");
-                    let err = ApiError::Expired(format!(
-                        "the watcher read nothing for {}s; list again and watch from there",
-                        STALLED_CLIENT.as_secs()
-                    ));
-                    let _ = tx.try_send(Ok(error_frame(&err)));
+                    let _ = tx.try_send(Ok(error_frame(&stalled())));
                     false
                 }
             }
@@ -299,7 +231,7 @@ async fn run(
                     return;
                 }
             }
-            if bookmark && !send(encoder.bookmark(kind, snapshot.rv, true)).await {
+            if bookmark && !send(bookmark_frame(kind, snapshot.rv, true)).await {
                 return;
             }
             if !replay_events(replay).await {
@@ -334,14 +266,13 @@ async fn run(
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::info!(missed, resource = kind, "cutting a watcher that fell behind");
                     crate::metrics::watcher_cut("lagging");
-                    let err = ApiError::Expired(format!("the watcher fell {missed} events behind; list again and watch from there"));
-                    let _ = send(error_frame(&err)).await;
+                    let _ = send(error_frame(&fell_behind(missed))).await;
                     return;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticker.tick(), if bookmarks && last_rv > 0 => {
-                if !send(encoder.bookmark(kind, last_rv, false)).await {
+                if !send(bookmark_frame(kind, last_rv, false)).await {
                     return;
                 }
             }

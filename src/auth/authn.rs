@@ -5,7 +5,7 @@
 
 use super::cache::{ReviewCache, review_key};
 use super::peer::{PeerCertificates, PeerIdentity};
-use super::{RequestHeaderConfig, UserInfo};
+use super::{RequestHeaderConfig, UserInfo, with_authenticated};
 use crate::metrics::Review;
 use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -15,8 +15,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-pub const AUTHENTICATED: &str = "system:authenticated";
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AuthError {
@@ -45,13 +43,6 @@ fn unescape(key: &str) -> String {
     percent_encoding::percent_decode_str(key)
         .decode_utf8_lossy()
         .into_owned()
-}
-
-pub(super) fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
-    if !groups.iter().any(|g| g == AUTHENTICATED) {
-        groups.push(AUTHENTICATED.to_string());
-    }
-    groups
 }
 
 /// Roughly the bytes a cached user takes.
@@ -227,6 +218,7 @@ impl Authenticator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::AUTHENTICATED;
 
     fn trust() -> RequestHeaderConfig {
         RequestHeaderConfig {

@@ -16,3 +16,14 @@ pub(crate) use peer::PeerCertificates;
 pub(crate) use requestheader::{RequestHeaderConfig, watch_request_header_config};
 
 pub(crate) use crate::apimachinery::UserInfo;
+
+/// The group every authenticated user is in, however it was authenticated.
+const AUTHENTICATED: &str = "system:authenticated";
+
+/// `groups` and [`AUTHENTICATED`], once.
+fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
+    if !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.to_string());
+    }
+    groups
+}

@@ -115,7 +115,7 @@ fn classify(chain: &[CertificateDer<'static>], trust: &RequestHeaderConfig) -> P
             PeerIdentity::User(UserInfo {
                 name,
                 uid: None,
-                groups: super::authn::with_authenticated(subject.organizations),
+                groups: super::with_authenticated(subject.organizations),
                 extra: Default::default(),
             })
         }

@@ -31,12 +31,15 @@ pub struct Limits {
     pub lag_bound: std::time::Duration,
 }
 
+/// Default of the lag bound (`EVALUATION_LAG_BOUND`, [`Limits::lag_bound`]).
+const DEFAULT_LAG_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             budget: Budget::default(),
             suspend: SuspendPolicy::default(),
-            lag_bound: super::lanes::DEFAULT_LAG_BOUND,
+            lag_bound: DEFAULT_LAG_BOUND,
         }
     }
 }

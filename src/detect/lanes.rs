@@ -66,9 +66,6 @@ const LANE_CAPACITY: usize = 4096;
 /// each) stays small while kube-apiserver streams it faster than it is evaluated.
 const LIST_AHEAD: usize = 1024;
 
-/// Default of the lag bound (`EVALUATION_LAG_BOUND`, [`super::Limits::lag_bound`]).
-pub(crate) const DEFAULT_LAG_BOUND: Duration = Duration::from_secs(5);
-
 /// How often the lanes' lag is looked at: a quarter of the bound, within these.
 const LAG_TICK_MIN: Duration = Duration::from_millis(50);
 const LAG_TICK_MAX: Duration = Duration::from_secs(1);

@@ -30,7 +30,7 @@ use super::continue_token::GateContinueToken;
 use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
-use super::resources::{json_response, meta_api_version, representation};
+use super::respond::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;

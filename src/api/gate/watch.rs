@@ -19,17 +19,17 @@ use bytes::Bytes;
 use ifo_model::{GATE_KIND, GateStatus};
 
 use super::verdict::{Gate, ServedOp};
-use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::table;
 use super::{Page, Selected, Selection};
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
-use crate::api::resources::meta_api_version;
+use crate::api::respond::meta_api_version;
 use crate::api::status::ApiError;
-use crate::api::watch::{
-    BOOKMARK_EVERY, CHANNEL, REPLAY_CHUNK, STALLED_CLIENT, error_frame, expired, frame, lifetime,
+use crate::api::watch_frames::{
+    BOOKMARK_EVERY, CHANNEL, REPLAY_CHUNK, STALLED_CLIENT, bookmark_frame, error_frame, expired,
+    fell_behind, frame, lifetime, stalled,
 };
 use crate::index::{Event, EventKind, GateScope, MAX_GATE_OPERATIONS, Replay};
 
@@ -156,7 +156,7 @@ impl Watcher {
                         return;
                     }
                 }
-                if bookmark && !self.send(self.bookmark(rv, true)).await {
+                if bookmark && !self.send(bookmark_frame(GATE_KIND, rv, true)).await {
                     return;
                 }
                 if !self.replay(replay).await {
@@ -190,14 +190,13 @@ impl Watcher {
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::info!(missed, resource = GATE_KIND, "cutting a watcher that fell behind");
                         crate::metrics::watcher_cut("lagging");
-                        let err = ApiError::Expired(format!("the watcher fell {missed} events behind; list again and watch from there"));
-                        let _ = self.send(error_frame(&err)).await;
+                        let _ = self.send(error_frame(&fell_behind(missed))).await;
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = ticker.tick(), if bookmarks && last_rv > 0 => {
-                    if !self.send(self.bookmark(last_rv, false)).await {
+                    if !self.send(bookmark_frame(GATE_KIND, last_rv, false)).await {
                         return;
                     }
                 }
@@ -334,17 +333,6 @@ impl Watcher {
         }
     }
 
-    fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        frame(
-            "BOOKMARK",
-            &json!({"kind": GATE_KIND, "apiVersion": crate::api::discovery::GROUP_VERSION, "metadata": metadata}),
-        )
-    }
-
     /// Sends `bytes`; false when the client is gone or has stopped reading (then it is told so
     /// where the connection still takes it, and the watch ends).
     async fn send(&self, bytes: Bytes) -> bool {
@@ -354,11 +342,7 @@ impl Watcher {
             Err(_) => {
                 tracing::info!(resource = GATE_KIND, stalled_for = ?STALLED_CLIENT, "cutting a watcher that stopped reading");
                 crate::metrics::watcher_cut("stalled");
-                let err = ApiError::Expired(format!(
-                    "the watcher read nothing for {}s; list again and watch from there",
-                    STALLED_CLIENT.as_secs()
-                ));
-                let _ = self.tx.try_send(Ok(error_frame(&err)));
+                let _ = self.tx.try_send(Ok(error_frame(&stalled())));
                 false
             }
         }
