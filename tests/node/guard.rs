@@ -524,6 +524,10 @@ pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     admin(
         ctx,
         &["-n", &ctx.ns, "delete", "pod", "kept", "--wait=false"],
-    )
-    .map(|_| ())
+    )?;
+    // As the steps after this one expect the install: served through kube-apiserver again,
+    // its discovery included (after two outages of the APIService, kube-apiserver may fetch
+    // the group's discovery again only after a backoff of up to a minute).
+    ctx.install
+        .wait_available(&ctx.cluster, Duration::from_secs(180))
 }

@@ -3,8 +3,8 @@
 //! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
 //! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
 //! `deploy/`, with the maintenance guard (`apiservice/with-guard/`). Then what happens to real
-//! installations: a drain of the node while an operation is in flight there, a crashed leader
-//! (with evictions under way), a deleted leader pod, a rollout, a certificate rotation,
+//! installations: a crashed leader, a deleted leader pod, a rollout, a certificate rotation, a
+//! drain of the node while an operation is in flight there and evictions through a failover,
 //! persistence mode, and the uninstall.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
@@ -43,14 +43,6 @@ const STEPS: &[Step] = &[
         install::serves_through_the_service,
     ),
     (
-        "guard_holds_kubectl_drain_while_the_node_is_not_clear",
-        guard::drain_waits_while_the_node_is_not_clear,
-    ),
-    (
-        "guard_answers_every_eviction_through_a_failover",
-        guard::guard_answers_through_a_failover,
-    ),
-    (
         "crashed_leader_fails_over_within_the_lease",
         failover::crashed_leader,
     ),
@@ -65,6 +57,14 @@ const STEPS: &[Step] = &[
     (
         "rotated_certificate_is_served_without_a_restart",
         lifecycle::certificate_rotation,
+    ),
+    (
+        "guard_holds_kubectl_drain_while_the_node_is_not_clear",
+        guard::drain_waits_while_the_node_is_not_clear,
+    ),
+    (
+        "guard_answers_every_eviction_through_a_failover",
+        guard::guard_answers_through_a_failover,
     ),
     (
         "persistence_is_written_by_the_leader_only",
