@@ -22,7 +22,7 @@ pub const GUARD_WEBHOOK: &str = "validatingwebhookconfiguration/ifo-maintenance-
 pub struct Install {
     certs: PathBuf,
     /// With the maintenance guard (`apiservice/with-guard/` and its webhook).
-    guard: bool,
+    guard: std::sync::atomic::AtomicBool,
 }
 
 /// Runs a script of the source tree, with its output in the error when it fails.
@@ -80,11 +80,34 @@ impl Install {
         )?;
         let install = Install {
             certs: certs.to_path_buf(),
-            guard,
+            guard: guard.into(),
         };
         install.apply_certificates(cluster, &[])?;
         install.wait_available(cluster, Duration::from_secs(180))?;
         Ok(install)
+    }
+
+    /// Turns the maintenance guard on in this installation, as docs/operating.md says:
+    /// `kubectl apply -k apiservice/with-guard/` and the guard's webhook of `certs/generate.sh`;
+    /// waits for the rollout and for the APIService to be Available again.
+    pub fn enable_guard(&self, cluster: &Cluster) -> Result<()> {
+        self.guard.store(true, std::sync::atomic::Ordering::SeqCst);
+        let source = source_dir();
+        cluster.kubectl_run(
+            User::Admin,
+            &[
+                "apply",
+                "-k",
+                &source.join(Install::dir(true)).display().to_string(),
+            ],
+            None,
+        )?;
+        self.apply_certificates(cluster, &[])?;
+        self.wait_available(cluster, Duration::from_secs(240))
+    }
+
+    fn has_guard(&self) -> bool {
+        self.guard.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// What `kubectl apply -k` installs.
@@ -104,7 +127,7 @@ impl Install {
         let file = |name: &str| self.certs.join(name).display().to_string();
         let mut apply = vec!["apply".to_owned()];
         let mut files = vec!["secret.yaml", "apiservice.yaml", "webhook.yaml"];
-        if self.guard {
+        if self.has_guard() {
             files.push("guard-webhook.yaml");
         }
         for name in files {
@@ -192,7 +215,7 @@ impl Install {
             None,
         )?;
         let deploy = source_dir()
-            .join(Install::dir(self.guard))
+            .join(Install::dir(self.has_guard()))
             .display()
             .to_string();
         cluster

@@ -209,6 +209,8 @@ impl Drop for Uncordon<'_> {
 }
 
 pub fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
+    // The guard turned on in the running install, as docs/operating.md says.
+    ctx.install.enable_guard(&ctx.cluster)?;
     let node = node_name(ctx)?;
     let _uncordon = Uncordon(ctx, node.clone());
     ruleset(

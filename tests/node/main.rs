@@ -2,10 +2,10 @@
 //! into containerd; `kubectl apply -k deploy/` with `certs/generate.sh`; two replicas behind the
 //! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
 //! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
-//! `deploy/`, with the maintenance guard (`apiservice/with-guard/`). Then what happens to real
-//! installations: a crashed leader, a deleted leader pod, a rollout, a certificate rotation, a
-//! drain of the node while an operation is in flight there and evictions through a failover,
-//! persistence mode, and the uninstall.
+//! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
+//! rollout, a certificate rotation, the maintenance guard turned on (`apiservice/with-guard/`)
+//! with a drain of the node while an operation is in flight there and evictions through a
+//! failover, persistence mode, and the uninstall.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
@@ -159,7 +159,7 @@ fn setup() -> Result<Ctx> {
         let built = ifo_dev::install::build_image(&image)?;
         println!("{} ({:.1}s)", built.trim(), t.elapsed().as_secs_f64());
         let t = Instant::now();
-        let install = Install::run(&cluster, &image, &cluster.dir().join("certs"), true)?;
+        let install = Install::run(&cluster, &image, &cluster.dir().join("certs"), false)?;
         println!("installed and Available: {:.1}s", t.elapsed().as_secs_f64());
         let ns = "node-tests".to_string();
         cluster.kubectl_run(ifo_dev::User::Admin, &["create", "namespace", &ns], None)?;
