@@ -3,9 +3,9 @@
 //! real Service, readiness decided by kubelet's probes, requests through kube-apiserver → Service →
 //! the leader's pod, the server using its in-cluster service-account identity and only the RBAC in
 //! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
-//! rollout, a certificate rotation, the maintenance guard turned on (`apiservice/with-guard/`)
-//! with a drain of the node while an operation is in flight there and evictions through a
-//! failover, persistence mode, and the uninstall.
+//! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
+//! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
+//! evictions through a failover, and the uninstall.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
@@ -59,16 +59,16 @@ const STEPS: &[Step] = &[
         lifecycle::certificate_rotation,
     ),
     (
+        "persistence_is_written_by_the_leader_only",
+        persist::only_the_leader_writes,
+    ),
+    (
         "guard_holds_kubectl_drain_while_the_node_is_not_clear",
         guard::drain_waits_while_the_node_is_not_clear,
     ),
     (
         "guard_answers_every_eviction_through_a_failover",
         guard::guard_answers_through_a_failover,
-    ),
-    (
-        "persistence_is_written_by_the_leader_only",
-        persist::only_the_leader_writes,
     ),
     ("uninstall_removes_everything", lifecycle::uninstall),
 ];

@@ -47,8 +47,7 @@ fn writes(ctx: &Ctx, pod: &Pod) -> Result<f64> {
         .fold(0.0, |sum, n| sum + n))
 }
 
-/// The overlay a user writes to turn persistence on, in a directory of its own (with the
-/// maintenance guard, as installed).
+/// The overlay a user writes to turn persistence on, in a directory of its own.
 fn overlay(ctx: &Ctx) -> Result<String> {
     let dir = ctx.cluster.dir().join("persist-overlay");
     std::fs::create_dir_all(&dir)?;
@@ -60,8 +59,7 @@ fn overlay(ctx: &Ctx) -> Result<String> {
         dir.join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-             resources: [{up}{source}/deploy]\n\
-             components: [{up}{source}/deploy/persist, {up}{source}/deploy/guard]\n"
+             resources: [{up}{source}/deploy]\ncomponents: [{up}{source}/deploy/persist]\n"
         ),
     )?;
     Ok(dir.display().to_string())
@@ -95,9 +93,9 @@ pub fn only_the_leader_writes(ctx: &Ctx) -> Result<()> {
     ensure!(leader > 0.0, "the leader reports no writes");
     ensure!(standby == 0.0, "the standby wrote {standby} times");
 
-    // Back to the install as it was: persistence off, its CRD and rights removed.
+    // Back to the plain install: persistence off, its CRD and rights removed.
     let source = ifo_dev::source_dir();
-    let deploy = source.join("apiservice/with-guard/").display().to_string();
+    let deploy = source.join("deploy/").display().to_string();
     ctx.cluster
         .kubectl_run(User::Admin, &["apply", "-k", &deploy], None)?;
     for file in ["deploy/persist/crd.yaml", "deploy/persist/rbac.yaml"] {
