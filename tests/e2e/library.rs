@@ -854,3 +854,208 @@ fn node_maintenance_drain_is_a_cluster_operation() {
     maintenance.expect_completed(&watch, "Draining", "Succeeded");
     maintenance.expect_nothing_in_flight();
 }
+
+/// The operations `gate/<gate>` names, as `kind name` of their subjects, and its `Clear` status.
+fn gate_holds(gate: &str) -> (Vec<String>, String) {
+    let gate = env().get_json(User::Admin, &["get", "gate", gate]);
+    let held = gate["status"]["operations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            format!(
+                "{} {} {}",
+                o["subject"]["kind"].as_str().unwrap_or_default(),
+                o["subject"]["name"].as_str().unwrap_or_default(),
+                o["operation"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let clear = gate["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Clear")
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    (held, clear)
+}
+
+/// Waits until `gate` is not clear (`Clear=False`) and names `operation` on `subject`'s object.
+fn expect_held(gate: &str, subject: &Subject, operation: &str) {
+    let wanted = format!("{} {} {operation}", subject.kind, subject.name);
+    wait_for(&format!("{gate} held by {wanted}"), || {
+        let (held, clear) = gate_holds(gate);
+        if clear == "False" && held.contains(&wanted) {
+            Ok(())
+        } else {
+            Err(format!("Clear={clear}, operations: {held:?}"))
+        }
+    });
+}
+
+/// Waits until `gate` no longer names an operation on `subject`'s object.
+fn expect_released(gate: &str, subject: &Subject) {
+    let prefix = format!("{} {} ", subject.kind, subject.name);
+    wait_for(
+        &format!("{gate} released by {}", subject.describe()),
+        || {
+            let (held, clear) = gate_holds(gate);
+            if held.iter().any(|h| h.starts_with(&prefix)) {
+                Err(format!("Clear={clear}, operations: {held:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    );
+}
+
+/// What holds maintenance outside KubeVirt, from the library's `cluster-api` and `kubernetes`
+/// rulesets: a Cluster API Machine being deleted (its node drained), a running pod of a Job, and
+/// a pod labelled `ifo.kubevirt.io/protect-from-maintenance`, each on node X, make `gate/node.X`
+/// not clear, naming the operation; each releases the gate when it ends, and `kubectl wait` for
+/// `Clear=True` then succeeds.
+#[test]
+fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
+    let namespace = library().namespace.clone();
+    let node_name = format!("lib-{namespace}");
+    let _node = env().node(&node_name);
+    let gate = format!("node.{node_name}");
+
+    // A Machine of that node, deleted: Cluster API drains the node before it deletes it (a
+    // finalizer holds the object, as Cluster API's does).
+    let machine = Subject::create(
+        "machines.cluster.x-k8s.io",
+        true,
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+               "metadata": {"name": "md-0-lib", "finalizers": ["machine.cluster.x-k8s.io"]},
+               "spec": {"clusterName": "prod"}}),
+    );
+    machine.set_status(json!({"phase": "Running",
+        "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": node_name}}));
+    env()
+        .kubectl(
+            User::Admin,
+            &[
+                "delete",
+                "machines.cluster.x-k8s.io",
+                "md-0-lib",
+                "-n",
+                &namespace,
+                "--wait=false",
+            ],
+        )
+        .unwrap();
+    machine.set_status(json!({"phase": "Deleting"}));
+    let op = machine.expect_active(
+        "capi-machine-rules",
+        "Deleting",
+        &format!("deleting machine [md-0-lib] and draining node {node_name}"),
+    );
+    assert_eq!(
+        op["metadata"]["labels"]["ifo.kubevirt.io/node"],
+        node_name.as_str()
+    );
+    expect_held(&gate, &machine, "Deleting");
+    // The drain is done, the finalizer goes, and the Machine with it.
+    env()
+        .kubectl(
+            User::Admin,
+            &[
+                "patch",
+                "machines.cluster.x-k8s.io",
+                "md-0-lib",
+                "-n",
+                &namespace,
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
+        )
+        .unwrap();
+    expect_released(&gate, &machine);
+
+    // A pod of a Job, bound to the node (kube-apiserver makes it Pending; it runs until it
+    // succeeds).
+    let job_pod = Subject::create(
+        "pods",
+        true,
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "db-migrate-lib",
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
+                                                 "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]},
+               "spec": {"nodeName": node_name, "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    );
+    job_pod.expect_active(
+        "pod-rules",
+        "JobRunning",
+        &format!("pod of job [db-migrate] starting on node {node_name}"),
+    );
+    expect_held(&gate, &job_pod, "JobRunning");
+    let watch = job_pod.watch();
+    job_pod.set_status(json!({"phase": "Succeeded"}));
+    job_pod.expect_completed(&watch, "JobRunning", "Succeeded");
+    expect_released(&gate, &job_pod);
+
+    // A pod its owners protect from maintenance, until they take the label off.
+    let protected = Subject::create(
+        "pods",
+        true,
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "ledger-lib",
+                            "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
+                            "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}},
+               "spec": {"nodeName": node_name,
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    );
+    protected.expect_active(
+        "pod-rules",
+        "Protected",
+        &format!("protected from maintenance on node {node_name}: replica catching up"),
+    );
+    expect_held(&gate, &protected, "Protected");
+    env()
+        .kubectl(
+            User::Admin,
+            &[
+                "label",
+                "pod",
+                "ledger-lib",
+                "-n",
+                &namespace,
+                "ifo.kubevirt.io/protect-from-maintenance-",
+            ],
+        )
+        .unwrap();
+    expect_released(&gate, &protected);
+
+    // Nothing holds the node any more: the wait a drain script runs succeeds.
+    let wait = env().kubectl(
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Clear=True",
+            &format!("gate/{gate}"),
+            "--timeout=60s",
+        ],
+    );
+    assert!(wait.is_ok(), "{wait:?}");
+    for pod in ["db-migrate-lib", "ledger-lib"] {
+        env()
+            .kubectl(
+                User::Admin,
+                &[
+                    "delete",
+                    "pod",
+                    pod,
+                    "-n",
+                    &namespace,
+                    "--grace-period=0",
+                    "--force",
+                ],
+            )
+            .unwrap();
+    }
+}
