@@ -17,4 +17,6 @@ else
   ifo_controlplane
 fi
 cargo build --locked --release -p ifo -p ifo-dev --bin ifo-apiserver --bin ifo-dev
+# The plugin too: ifo-dev prints the `kubectl-ifo ui -A` line that opens the timeline.
+cargo build --locked --release -p kubectl-ifo --bin kubectl-ifo
 exec target/release/ifo-dev "$@"

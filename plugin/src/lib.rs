@@ -120,6 +120,34 @@ fn refuse_narrowing(global: &Global, command: &Command) -> Result<()> {
     )
 }
 
+/// `ui` takes the connection flags and the namespace (`-n`, `-A`) of the shared ones: the page
+/// has its own views and filters, so any other flag is refused rather than silently ignored.
+fn refuse_for_ui(global: &Global) -> Result<()> {
+    let given: Vec<&str> = [
+        (global.output != Output::Table, "-o/--output"),
+        (global.all, "--all"),
+        (global.color, "--color"),
+        (global.no_color, "--no-color"),
+        (global.cluster_scoped, "--cluster-scoped"),
+        (global.operation.is_some(), "--operation"),
+        (global.component.is_some(), "--component"),
+        (global.kind.is_some(), "--kind"),
+        (global.subject.is_some(), "--subject"),
+        (global.node.is_some(), "--node"),
+        (global.selector.is_some(), "-l/--selector"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "ui takes only the connection flags and -n/-A (the page has its own views and filters): drop {}",
+        given.join(", ")
+    )
+}
+
 /// Where `command` looks: `-A`; `check`/`wait` with `--node`/`--component` (every namespace, as
 /// the node's or component's gate does); `--cluster-scoped`; else one namespace (`-n`, or the
 /// context's).
@@ -179,6 +207,9 @@ pub async fn run(cli: Cli) -> Result<Exit> {
         bail!("-w/--watch applies to list only (to block until operations end, use wait)");
     }
     refuse_narrowing(&g, &command)?;
+    if matches!(command, Command::Ui { .. }) {
+        refuse_for_ui(&g)?;
+    }
     let (client, default_namespace, warnings) = client::connect(&connection(&g, &command)).await?;
     let scope = scope(&g, &command, &default_namespace);
     let now = Timestamp::now();
@@ -952,6 +983,29 @@ mod tests {
         let scope = scope(&g, &command, "default");
         let gate = gate::name_for(&g, &scope);
         Ok((scope, gate))
+    }
+
+    #[test]
+    fn ui_refuses_the_flags_it_would_ignore() {
+        let refused = |args: &[&str]| {
+            let (g, _) = parse(args);
+            refuse_for_ui(&g).map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(refused(&["ui", "-A", "--port", "8001"]), Ok(()));
+        assert_eq!(refused(&["-n", "vms", "ui", "--context", "prod"]), Ok(()));
+        assert_eq!(
+            refused(&["ui", "-o", "json", "--all", "--color"]),
+            Err(
+                "ui takes only the connection flags and -n/-A (the page has its own views and \
+                 filters): drop -o/--output, --all, --color"
+                    .into()
+            )
+        );
+        assert!(
+            refused(&["ui", "--node", "w1"])
+                .unwrap_err()
+                .ends_with("drop --node")
+        );
     }
 
     #[test]

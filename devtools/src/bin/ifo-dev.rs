@@ -137,6 +137,17 @@ fn main() -> Result<()> {
         cluster.kubeconfig(User::Admin).display()
     );
     println!("  alias kubectl={}", cluster.binaries.kubectl.display());
+    // deploy/local.sh builds the plugin beside this binary.
+    let plugin = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("kubectl-ifo")))
+        .filter(|plugin| plugin.exists());
+    if let Some(plugin) = plugin {
+        println!(
+            "\nThe timeline in a browser (open the URL it prints), with that KUBECONFIG:\n\n  {} ui -A",
+            plugin.display()
+        );
+    }
     println!("\nServer log: {log}");
     if cli.guard {
         println!(
