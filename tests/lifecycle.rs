@@ -215,7 +215,13 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "wide"])
         .unwrap();
     let header = wide.lines().next().unwrap();
-    assert!(header.trim_end().ends_with("ENDING"), "{wide}");
+    assert!(
+        header
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .ends_with(&["PROGRESS", "EXPECTED", "STALLED"]),
+        "{wide}"
+    );
     let row = wide
         .lines()
         .find(|l| l.contains("Starting"))
@@ -226,6 +232,8 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         row.contains("ending in 2") || row.contains("ending in 3"),
         "{wide}"
     );
+    // Its expected end is the grace's end: never "overdue" while it ends.
+    assert!(!row.contains("overdue"), "{wide}");
     let plugin = std::process::Command::new(plugin_binary())
         .env("KUBECONFIG", env.cluster.kubeconfig(User::Admin))
         .args(["-n", &ns, "--color"])

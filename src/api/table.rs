@@ -48,28 +48,6 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             0
         ),
         column(
-            "Component",
-            "string",
-            "",
-            "Component that owns the operation.",
-            1
-        ),
-        column(
-            "RuleSet",
-            "string",
-            "",
-            "OperationRuleSet that detected the operation.",
-            1
-        ),
-        column("Outcome", "string", "", "How the operation ended.", 1),
-        column(
-            "Completed",
-            "date",
-            "",
-            "Time since the operation completed.",
-            1
-        ),
-        column(
             "Progress",
             "string",
             "",
@@ -88,13 +66,6 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             "string",
             "",
             "Why the operation is stalled, if it is (the Stalled condition's reason).",
-            1
-        ),
-        column(
-            "Ending",
-            "string",
-            "",
-            "For an Active operation no rule detects any more: time left in its debounce grace before it completes (unless detected again).",
             1
         ),
     ])
@@ -127,8 +98,10 @@ enum RowObject<'a> {
     Object(&'a RawValue),
 }
 
-/// Name, Kind, Subject, Operation, Phase, Age, Message, Component, RuleSet, Outcome, Completed,
-/// Progress, Expected, Stalled, Ending.
+/// Name, Kind, Subject, Operation, Phase, Age, Message; with `-o wide`, Progress, Expected,
+/// Stalled. Ten columns at most with `-A` (kubectl adds Namespace): the rest of an operation
+/// (component, ruleset, outcome, completion) is in `kubectl ifo get`, `-o custom-columns` and
+/// the object (docs/api.md).
 type Cells<'a> = (
     &'a str,
     &'a str,
@@ -137,14 +110,9 @@ type Cells<'a> = (
     &'a str,
     String,
     Cow<'a, str>,
-    &'a str,
-    &'a str,
-    &'a str,
-    String,
     String,
     String,
     &'a str,
-    String,
 );
 
 /// One row of a Table.
@@ -164,17 +132,17 @@ pub fn row<'a>(
 ) -> Row<'a> {
     let op = &stored.op;
     let message = op.message.as_deref().unwrap_or("");
-    // An operation in its grace says so where every reader looks: the message, and `-o wide`.
-    let (message, ending) = match op.ending_at() {
-        None => (Cow::Borrowed(message), String::new()),
+    // An operation in its grace says so where every reader looks: the message (and `-o wide`'s
+    // Expected, the same clock).
+    let message = match op.ending_at() {
+        None => Cow::Borrowed(message),
         Some(at) => {
             let left = human_duration(at.duration_since(now).max(SignedDuration::ZERO));
-            let message = if message.is_empty() {
-                format!("ending in {left}")
+            if message.is_empty() {
+                Cow::Owned(format!("ending in {left}"))
             } else {
-                format!("ending in {left}: {message}")
-            };
-            (Cow::Owned(message), format!("in {left}"))
+                Cow::Owned(format!("ending in {left}: {message}"))
+            }
         }
     };
     let cells = (
@@ -185,18 +153,11 @@ pub fn row<'a>(
         op.phase.as_str(),
         table_age(Some(op.created), now),
         message,
-        op.component.as_str(),
-        op.ruleset.as_str(),
-        op.outcome.map(|o| o.as_str()).unwrap_or(""),
-        op.completed
-            .map(|c| table_age(Some(c), now))
-            .unwrap_or_default(),
         op.progress().map(percent).unwrap_or_default(),
         op.expected_end()
             .map(|end| expected(end, now))
             .unwrap_or_default(),
         op.stall().map_or("", |s| s.reason.as_str()),
-        ending,
     );
     let object = match include {
         IncludeObject::None => None,
@@ -264,26 +225,30 @@ mod tests {
     }
 
     #[test]
-    fn an_ending_operation_says_so_in_its_message_and_the_ending_column() {
+    fn an_ending_operation_says_so_in_its_message_and_its_expected_end() {
         let now: jiff::Timestamp = "2026-11-22T10:00:05Z".parse().unwrap();
         let mut op = (*test_record("vm1")).clone();
         op.message = Some("copying".into());
         let active = Stored::new(1, Arc::new(op.clone()));
         assert_eq!(cells(&active, now)[6], "copying");
-        assert_eq!(cells(&active, now)[14], "");
+        assert_eq!(cells(&active, now)[8], "");
 
-        op.ending = Some(Ending {
-            since: now,
-            at: "2026-11-22T10:00:30Z".parse().unwrap(),
+        let at = "2026-11-22T10:00:30Z".parse().unwrap();
+        op.ending = Some(Ending { since: now, at });
+        // As history makes it: the expected end of an ending operation is its grace's end.
+        op.expectation = Some(crate::operation::Expectation {
+            end: at,
+            basis: crate::operation::EstimateBasis::Grace,
+            overdue: None,
         });
         let ending = Stored::new(2, Arc::new(op.clone()));
         let shown = cells(&ending, now);
         assert_eq!(shown[4], "Active", "the phase stays Active");
         assert_eq!(shown[6], "ending in 25s: copying");
-        assert_eq!(shown[14], "in 25s");
+        assert_eq!(shown[8], "~25s");
         // Past the end (the grace not completed yet): never a negative time.
         let late = cells(&ending, "2026-11-22T10:01:00Z".parse().unwrap());
-        assert_eq!(late[14], "in 0s");
+        assert_eq!(late[6], "ending in 0s: copying");
 
         op.message = None;
         let silent = Stored::new(3, Arc::new(op));

@@ -117,8 +117,8 @@ async fn table_rows_carry_cells_and_partial_metadata() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns.len(), 15);
-    assert_eq!(columns[11..], ["Progress", "Expected", "Stalled", "Ending"]);
+    assert_eq!(columns.len(), 10);
+    assert_eq!(columns[6..], ["Message", "Progress", "Expected", "Stalled"]);
     assert_eq!(
         &columns[..5],
         ["Name", "Kind", "Subject", "Operation", "Phase"]
@@ -126,13 +126,13 @@ async fn table_rows_carry_cells_and_partial_metadata() {
     let rows = table["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let cells = rows[0]["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 15);
+    assert_eq!(cells.len(), 10);
     assert_eq!(
         cells[1..5],
         ["VirtualMachine", "vm1", "Migrating", "Active"]
     );
     assert_eq!(cells[6], "moving vm1");
-    assert_eq!(cells[7..], ["kubevirt", "vms", "", "", "", "", "", ""]);
+    assert_eq!(cells[7..], ["", "", ""]);
     let object = &rows[0]["object"];
     assert_eq!(object["kind"], "PartialObjectMetadata");
     assert_eq!(object["apiVersion"], "meta.k8s.io/v1");

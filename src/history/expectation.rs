@@ -22,9 +22,11 @@ pub const OVERDUE_FACTOR: f64 = 1.5;
 /// What history (`learned`, the quantiles of its rule operation) and progress say of `op` at
 /// `now`; `None` for completed operations and while neither says anything.
 ///
-/// The expected end is start + median, or, once the rule reports at least [`MIN_PROGRESS`] %,
-/// the time elapsed when that progress was seen, extrapolated to 100 %: an operation's own
-/// progress knows its size, the median does not.
+/// One clock for every reader: an operation in its debounce grace (no rule detects it any more)
+/// ends when the grace does, and is not overdue. Otherwise the expected end is, once the rule
+/// reports at least [`MIN_PROGRESS`] %, the time elapsed when that progress was seen,
+/// extrapolated to 100 % (an operation's own progress knows its size, the median does not);
+/// else what history says is left of it given how long it has run ([`by_history`]).
 pub fn expect(
     learned: Option<&Quantiles>,
     op: &InFlightOperation,
@@ -33,11 +35,21 @@ pub fn expect(
     if op.phase != Phase::Active {
         return None;
     }
+    if let Some(end) = op.ending_at() {
+        return Some(Expectation {
+            end,
+            basis: EstimateBasis::Grace,
+            overdue: None,
+        });
+    }
     let history = learned.filter(|q| q.count >= MIN_SAMPLES);
     let by_progress = op.progress().and_then(|p| extrapolate(op, p));
     let (end, basis) = match (by_progress, history) {
         (Some(end), _) => (end, EstimateBasis::Progress),
-        (None, Some(q)) => (after(op.created, q.p50), EstimateBasis::History),
+        (None, Some(q)) => (
+            after(op.created, by_history(q, now.duration_since(op.created))),
+            EstimateBasis::History,
+        ),
         (None, None) => return None,
     };
     let overdue = history.and_then(|q| overdue(op, q, now));
@@ -46,6 +58,44 @@ pub fn expect(
         basis,
         overdue,
     })
+}
+
+/// How long history expects an operation that has run `elapsed` to take in all: the median of
+/// the durations longer than `elapsed`, so that one running long is not "overdue" by a median it
+/// has already passed. The durations are read off the learned quantiles as a distribution
+/// linear between them: none at 0, half by the median, 90 % and 99 % by those percentiles, all
+/// by the overdue limit ([`OVERDUE_FACTOR`] × p99, where the operation counts as stalled). Until
+/// the median, that is the median itself; past the limit, the limit (it is overdue).
+fn by_history(q: &Quantiles, elapsed: SignedDuration) -> SignedDuration {
+    if elapsed < q.p50 {
+        return q.p50;
+    }
+    let limit = q.p99.as_secs_f64() * OVERDUE_FACTOR;
+    let knots = [
+        (0.0, 0.0),
+        (q.p50.as_secs_f64(), 0.5),
+        (q.p90.as_secs_f64(), 0.9),
+        (q.p99.as_secs_f64(), 0.99),
+        (limit, 1.0),
+    ];
+    let e = elapsed.as_secs_f64();
+    if e >= limit {
+        return SignedDuration::try_from_secs_f64(limit).unwrap_or(q.p99);
+    }
+    // The share of durations up to `e`, then the duration below which half of the rest lie.
+    let share = knots.windows(2).find(|w| e < w[1].0).map_or(1.0, |w| {
+        let ((x0, f0), (x1, f1)) = (w[0], w[1]);
+        f0 + (e - x0) / (x1 - x0) * (f1 - f0)
+    });
+    let wanted = (1.0 + share) / 2.0;
+    let total = knots
+        .windows(2)
+        .find(|w| wanted <= w[1].1 && w[1].0 > w[0].0)
+        .map_or(limit, |w| {
+            let ((x0, f0), (x1, f1)) = (w[0], w[1]);
+            x0 + (wanted - f0) / (f1 - f0) * (x1 - x0)
+        });
+    SignedDuration::try_from_secs_f64(total.max(e)).unwrap_or(q.p99)
 }
 
 /// The end extrapolated from `progress` % seen at `op.last_detected`.
@@ -84,11 +134,14 @@ fn overdue(op: &InFlightOperation, q: &Quantiles, now: Timestamp) -> Option<Stal
 /// Keeps what an object already shows unless the new expectation differs in substance: the
 /// same basis and an end within 5 % (at least a second) of the shown one keep the shown end, a
 /// continuing overdue stall keeps its text. So a median that moves a little with every
-/// completion does not rewrite every active operation of the rule.
+/// completion does not rewrite every active operation of the rule. A shown end that `now` is
+/// about to pass (within that tolerance) is not kept: it would read "overdue" while the new one
+/// says otherwise.
 pub fn settle(
     shown: Option<&Expectation>,
     new: Option<Expectation>,
     start: Timestamp,
+    now: Timestamp,
 ) -> Option<Expectation> {
     let (Some(shown), Some(mut new)) = (shown, new.clone()) else {
         return new;
@@ -96,7 +149,9 @@ pub fn settle(
     if shown.basis == new.basis {
         let span = new.end.duration_since(start).abs();
         let tolerance = SignedDuration::from_secs(1).max(span / 20);
-        if new.end.duration_since(shown.end).abs() <= tolerance {
+        if new.end.duration_since(shown.end).abs() <= tolerance
+            && (shown.end.duration_since(now) > tolerance || new.end <= shown.end)
+        {
             new.end = shown.end;
         }
     }
@@ -201,14 +256,96 @@ mod tests {
         assert_eq!(with_rule_stall.stall().unwrap().reason, "ImportFailed");
     }
 
+    fn quantiles(count: u64, p50: i64, p90: i64, p99: i64) -> Quantiles {
+        Quantiles {
+            count,
+            p50: SignedDuration::from_secs(p50),
+            p90: SignedDuration::from_secs(p90),
+            p99: SignedDuration::from_secs(p99),
+        }
+    }
+
+    fn secs(d: SignedDuration) -> f64 {
+        (d.as_secs_f64() * 10.0).round() / 10.0
+    }
+
+    /// Durations spread evenly over 0–100 s (p50 50 s, p90 90 s, p99 99 s): of those longer
+    /// than 50 s, half are longer than 75 s; of those longer than 60 s, half are longer than
+    /// 80 s; of those longer than 90 s, half are longer than 95 s. Before the median, the
+    /// median.
+    #[test]
+    fn history_expects_the_median_of_the_durations_longer_than_the_time_elapsed() {
+        let q = quantiles(1000, 50, 90, 99);
+        let at = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e)));
+        assert_eq!(at(0), 50.0);
+        assert_eq!(at(49), 50.0);
+        assert_eq!(at(50), 75.0);
+        assert_eq!(at(60), 80.0);
+        assert_eq!(at(90), 95.0);
+        // Past the 99th percentile, toward the overdue limit (148.5 s), and never before now.
+        assert!((99.0..148.5).contains(&at(100)), "{}", at(100));
+        for e in 0..200 {
+            assert!(at(e) >= (e as f64).min(148.5), "{e}: {}", at(e));
+            assert!(at(e + 1) >= at(e), "not monotonic at {e}");
+        }
+        assert_eq!(at(500), 148.5);
+    }
+
+    /// A long-running operation's expected end moves on with the time it has run, and it is
+    /// never said overdue before the overdue limit; the shown end follows.
+    #[test]
+    fn a_long_operations_expected_end_moves_with_the_time_elapsed() {
+        let q = quantiles(100, 60, 90, 100);
+        let op = active(None, 0);
+        let mut shown = None;
+        let mut ends = Vec::new();
+        for now in [1, 30, 61, 75, 89, 120, 140] {
+            let new = expect(Some(&q), &op, at(now));
+            shown = settle(shown.as_ref(), new, op.created, at(now));
+            let e = shown.clone().unwrap();
+            assert!(e.end > at(now), "overdue at {now}s: {e:?}");
+            assert_eq!(e.overdue, None);
+            ends.push(e.end);
+        }
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "{ends:?}");
+        assert_eq!(ends[0], at(60));
+        assert!(ends[6] > at(140), "{ends:?}");
+        let late = expect(Some(&q), &op, at(150)).unwrap();
+        assert_eq!(late.end, at(150));
+        assert!(late.overdue.is_some());
+    }
+
+    /// In its grace an operation ends when the grace does, whatever history or progress said,
+    /// and is not overdue.
+    #[test]
+    fn in_its_grace_an_operation_ends_with_the_grace_and_is_not_overdue() {
+        let q = quantiles(10, 10, 20, 30);
+        let mut op = active(Some(50.0), 10);
+        op.ending = Some(crate::operation::Ending {
+            at: at(200),
+            since: at(197),
+        });
+        let e = expect(Some(&q), &op, at(198)).unwrap();
+        assert_eq!(
+            (e.end, e.basis, e.overdue.clone()),
+            (at(200), EstimateBasis::Grace, None)
+        );
+        op.expectation = Some(e);
+        assert_eq!(op.stall(), None);
+        assert_eq!(op.clears_at(), Some(at(200)));
+    }
+
     #[test]
     fn small_moves_of_the_median_do_not_rewrite_the_expectation() {
         let op = active(None, 0);
         let shown = expect(Some(&learned(10, 100, 200)), &op, at(1));
         let moved = expect(Some(&learned(11, 103, 200)), &op, at(1));
-        assert_eq!(settle(shown.as_ref(), moved, op.created), shown);
+        assert_eq!(settle(shown.as_ref(), moved, op.created, at(1)), shown);
         let jumped = expect(Some(&learned(12, 130, 200)), &op, at(1));
-        assert_eq!(settle(shown.as_ref(), jumped.clone(), op.created), jumped);
-        assert_eq!(settle(shown.as_ref(), None, op.created), None);
+        assert_eq!(
+            settle(shown.as_ref(), jumped.clone(), op.created, at(1)),
+            jumped
+        );
+        assert_eq!(settle(shown.as_ref(), None, op.created, at(1)), None);
     }
 }

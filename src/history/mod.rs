@@ -36,6 +36,7 @@ pub fn refreshed(
         op.expectation.as_ref(),
         expect(quantiles.as_ref(), op, now),
         op.created,
+        now,
     );
     (new != op.expectation).then(|| {
         Arc::new(InFlightOperation {

@@ -74,6 +74,9 @@ pub enum EstimateBasis {
     History,
     /// The time elapsed, extrapolated by the progress the rule reports.
     Progress,
+    /// The end of its debounce grace: no rule detects it any more, and it completes then
+    /// unless detected again.
+    Grace,
 }
 
 impl EstimateBasis {
@@ -82,6 +85,7 @@ impl EstimateBasis {
         match self {
             EstimateBasis::History => "History",
             EstimateBasis::Progress => "Progress",
+            EstimateBasis::Grace => "Grace",
         }
     }
 }

@@ -49,18 +49,28 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         .unwrap();
     assert!(
         lines(&wide)[0].ends_with(&[
-            "COMPONENT".into(),
-            "RULESET".into(),
-            "OUTCOME".into(),
-            "COMPLETED".into(),
+            "MESSAGE".into(),
             "PROGRESS".into(),
             "EXPECTED".into(),
-            "STALLED".into(),
-            "ENDING".into()
+            "STALLED".into()
         ]),
         "{wide}"
     );
-    assert!(wide.contains(&rs));
+    // The rest of an operation through custom columns, as docs/api.md shows.
+    let custom = env
+        .kubectl(
+            User::Admin,
+            &[
+                "get",
+                "ifos",
+                "-n",
+                &ns,
+                "-o",
+                "custom-columns=NAME:.metadata.name,RULESET:.spec.ruleSet,OUTCOME:.status.outcome",
+            ],
+        )
+        .unwrap();
+    assert!(custom.contains(&rs), "{custom}");
 
     // -A: kubectl takes NAMESPACE from the row objects.
     let all = env.kubectl(User::Admin, &["get", "ifos", "-A"]).unwrap();

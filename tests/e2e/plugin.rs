@@ -841,3 +841,86 @@ fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+/// One clock for an operation's end: an operation past the end its progress promised stops
+/// being detected, and for the rest of its grace every surface says when it ends, and none says
+/// "overdue": the served object (`status.estimate: Grace`, its expected end the grace's end, no
+/// `Stalled`), `kubectl get ifos -o wide` and `kubectl ifo -o wide`.
+#[test]
+fn no_surface_says_overdue_during_the_grace() {
+    let env = env();
+    let ns = env.namespace("one-clock");
+    let rs = format!("copy-{ns}");
+    env.apply(
+        &json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
+                "metadata": {"name": rs},
+                "spec": {"component": "kubevirt", "namespaces": [ns],
+                         "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+                         "rules": [{"operation": "Copying",
+                                    "expression": "object.?status.?printableStatus.orValue('') == 'Copying'",
+                                    "progress": "object.?status.?pct.orValue('')"}]}})
+        .to_string(),
+    );
+    env.apply(&ifo_test_support::vm("vm-0", &ns));
+    env.wait_watching(&rs);
+    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Copying"}));
+    let op = eventually(WAIT, "the copy detected", || {
+        env.ifos(&ns)
+            .into_iter()
+            .find(|o| o["status"]["phase"] == "Active")
+    });
+    // Half done a second in: the progress says it ends a second later, so it soon runs past
+    // that end while active.
+    std::thread::sleep(Duration::from_secs(1));
+    env.set_status(
+        "vm",
+        &ns,
+        "vm-0",
+        json!({"printableStatus": "Copying", "pct": 50}),
+    );
+    eventually(WAIT, "the copy past its expected end", || {
+        env.ifos(&ns).into_iter().find(|o| {
+            o["status"]["estimate"] == "Progress"
+                && o["status"]["expectedEnd"]
+                    .as_str()
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .is_some_and(|t| t < jiff::Timestamp::now())
+        })
+    });
+
+    let rv = env.get_json(User::Admin, &["get", "ifos", "-n", &ns])["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let watch = env.watch(&format!(
+        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
+    ));
+    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
+    let events = watch.until(WAIT, "the copy in its grace", |e| {
+        e["object"]["status"]["gracePeriodEnd"].is_string()
+    });
+    let ending = &events.last().unwrap()["object"];
+    assert_eq!(ending["metadata"]["name"], op["metadata"]["name"]);
+    let status = &ending["status"];
+    assert_eq!(status["estimate"], "Grace", "{ending:#}");
+    assert_eq!(
+        status["expectedEnd"], status["gracePeriodEnd"],
+        "{ending:#}"
+    );
+    assert!(
+        !status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Stalled"),
+        "{ending:#}"
+    );
+    let table = env
+        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "wide"])
+        .unwrap();
+    assert!(!table.contains("overdue"), "{table}");
+    let list = kubectl_ifo(env, &["list", "-n", &ns, "--all", "-o", "wide"]);
+    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    assert!(!list.stdout.contains("overdue"), "{}", list.stdout);
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}

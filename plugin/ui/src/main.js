@@ -88,6 +88,9 @@ const outcomeClass = (o) => {
 /// What a bar says in words: the colour is never the only sign.
 const stateWords = (o) => {
   if (isStalled(o)) return `⚠ stalled${condition(o, "Stalled")?.reason ? " (" + condition(o, "Stalled").reason + ")" : ""}`;
+  // In its grace (no rule detects it any more): ending, on the same clock as its expected end.
+  const ending = isActive(o) && time(o.status?.gracePeriodEnd);
+  if (ending) return `ending in ${human(ending.getTime() - Date.now())}`;
   if (isActive(o)) return o.status?.progress != null ? `${Math.round(o.status.progress)}%` : "active";
   const outcome = o.status?.outcome ?? "ended";
   return outcome === "Failed" ? "✗ Failed" : outcome === "Succeeded" ? "✓ Succeeded" : outcome;
@@ -677,7 +680,7 @@ function drawWarnings() {
   for (const { obj: g } of state.gates.values()) {
     if (verdictOf(g).cls === "unknown") {
       const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
-      texts.add(`gate ${g.metadata.name} cannot be vouched for: ${c?.message ?? "no verdict"}`);
+      texts.add(`gate ${g.metadata.name}: ${c?.message ?? "no verdict"}`);
     }
   }
   const box = document.getElementById("warnings");

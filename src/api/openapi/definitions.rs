@@ -212,12 +212,12 @@ fn status() -> Value {
             },
             "expectedEnd": {
                 "$ref": meta("Time"),
-                "description": "When the operation is expected to end: its start plus the median duration of the operations of its rule that succeeded (once there are at least 5), or, once the rule reports at least 10 % progress, the time elapsed extrapolated from it. status.estimate says which. Absent while neither is known, and once completed.",
+                "description": "When the operation is expected to end, the same for every reader: while it is ending (no rule detects it any more), the end of its debounce grace; once the rule reports at least 10 % progress, the time elapsed extrapolated from it; else, once its rule has at least 5 operations that succeeded, its start plus the median of those durations that are longer than the time it has already run (so a long-running operation is not overdue by a median it has passed; until the median, the median). status.estimate says which. Absent while none is known, and once completed.",
             },
             "estimate": {
-                "description": "What status.expectedEnd is based on.\n\nPossible enum values:\n - `\"History\"` start plus the median duration of the rule's operations that succeeded.\n - `\"Progress\"` the time elapsed, extrapolated by the progress the rule reports.",
+                "description": "What status.expectedEnd is based on.\n\nPossible enum values:\n - `\"Grace\"` the end of the debounce grace of an operation no rule detects any more.\n - `\"History\"` start plus the median of the durations of the rule's operations that succeeded, among those longer than the time elapsed.\n - `\"Progress\"` the time elapsed, extrapolated by the progress the rule reports.",
                 "type": "string",
-                "enum": ["History", "Progress"],
+                "enum": ["Grace", "History", "Progress"],
             },
             "gracePeriodEnd": {
                 "$ref": meta("Time"),
