@@ -194,9 +194,17 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
     env.apply(&vm("vm-0", &other));
     env.wait_watching(&rs);
 
-    // Over budget on five objects of the tenant's: suspended there.
+    // Over budget on five objects the tenant creates (she edits her namespace, nothing else):
+    // suspended there.
+    let user = format!("user-{tenant}");
+    env.tenant(&user, &tenant);
     for i in 0..5 {
-        env.apply(&heavy_vm(&format!("heavy-{i}"), &tenant));
+        env.kubectl_as(
+            &user,
+            &["apply", "--server-side", "-f", "-"],
+            Some(&heavy_vm(&format!("heavy-{i}"), &tenant)),
+        )
+        .unwrap();
     }
     let rv = unknown_naming(
         env,

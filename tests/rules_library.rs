@@ -183,7 +183,10 @@ const BUILT_IN_TARGETS: &[(&str, &str, &str, &str, bool)] = &[
         "PersistentVolumeClaim",
         true,
     ),
+    ("", "v1", "pods", "Pod", true),
     ("apps", "v1", "deployments", "Deployment", true),
+    ("batch", "v1", "jobs", "Job", true),
+    ("batch", "v1", "cronjobs", "CronJob", true),
 ];
 
 /// A served version of a resource: (kind, namespaced, status subresource).

@@ -147,7 +147,9 @@ pub fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
     gate.status
         .stale_targets
         .iter()
-        .map(|s| format!("{} is not being watched: {}", s.resource, s.reason))
+        // The reason reads as the rest of a sentence whose subject is the target ("is not being
+        // watched: …", "is not evaluated by ruleset …").
+        .map(|s| format!("{} {}", s.resource, s.reason))
         .collect()
 }
 

@@ -389,15 +389,16 @@ impl Evictions {
                 _ => format!("eviction of pod {pod} refused: {note}"),
             }
         });
-        if offered {
-            match why {
-                Why::Overridden => {
-                    tracing::info!(%node, %pod, message = %decision.message, "maintenance override used")
-                }
-                _ => {
-                    tracing::info!(%node, %pod, message = %decision.message, "eviction held (logged once a minute a node)")
-                }
+        match why {
+            // Every eviction an override lets through is logged: each is let through once, so
+            // a drain tool's retries do not repeat it.
+            Why::Overridden => {
+                tracing::info!(%node, %pod, message = %decision.message, "maintenance override used")
             }
+            _ if offered => {
+                tracing::info!(%node, %pod, message = %decision.message, "eviction held (logged once a minute a node)")
+            }
+            _ => {}
         }
         response
     }
@@ -413,6 +414,9 @@ pub(super) async fn review(State(door): State<Arc<Evictions>>, request: Request)
     })
     .await
     .unwrap_or(Err(ReviewError::TimedOut(REVIEW_DEADLINE)));
+    if let Err(e) = &answered {
+        crate::metrics::guard_error(e.kind());
+    }
     let (response, decision) = super::respond(answered);
     timer.finish(decision);
     response

@@ -1,16 +1,18 @@
 //! The server's answers to kube-apiserver's admission webhooks: where a request that kube-apiserver
 //! is about to accept is shown to the server first, so that the server can refuse what it knows
-//! it cannot run (and, next, where the eviction guard will hold drains while work is in flight).
+//! it cannot run, and hold drains while work is in flight.
 //!
 //! Each door is a route of its own: a typed `AdmissionReview` in, a pure, unit-tested decision,
-//! a thin handler. The first door, [`RULESETS_PATH`], refuses OperationRuleSets that do not
-//! compile (see `rulesets`).
+//! a thin handler. [`RULESETS_PATH`] refuses OperationRuleSets that do not compile (see
+//! `rulesets`); [`EVICTIONS_PATH`], the maintenance guard, refuses with 429 the eviction of a pod
+//! on a node whose gate is not clear (see `evictions`).
 //!
 //! The doors are served on the API's TLS listener but outside the `guard` middleware:
 //! kube-apiserver calls webhooks without a client certificate unless it is given a kubeconfig
-//! for them, so they cannot require authentication. A door answers only whether the object it
-//! is shown would be accepted, and reads nothing else (no index, no cluster), so an
-//! unauthenticated caller learns nothing but what it sent. Every review is bounded: its body
+//! for them, so they cannot require authentication. The rulesets' door reads nothing but what it
+//! is shown, so an unauthenticated caller learns nothing but what it sent; the guard reads the
+//! in-memory gates and pods (never the cluster), and its denial says only node-level facts
+//! (docs/operating.md#security). Every review is bounded: its body
 //! to [`MAX_REVIEW_BYTES`], its time to [`REVIEW_DEADLINE`], its CPU to a few compiles at once.
 
 pub(crate) mod evictions;
@@ -140,6 +142,21 @@ pub(crate) enum ReviewError {
 }
 
 impl ReviewError {
+    /// What went wrong, as a metric's label value: `too_large`, `malformed` (unreadable, not
+    /// an AdmissionReview, or missing its request or object), `timed_out` or `failed`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            ReviewError::TooLarge { .. } => "too_large",
+            ReviewError::Body(_)
+            | ReviewError::Json(_)
+            | ReviewError::NotAReview { .. }
+            | ReviewError::NoRequest
+            | ReviewError::NoObject { .. } => "malformed",
+            ReviewError::TimedOut(_) => "timed_out",
+            ReviewError::Failed(_) => "failed",
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             ReviewError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -65,6 +65,13 @@ impl Admission {
                 );
             }
         }
+        for kind in GUARD_ERRORS {
+            drop(
+                admission
+                    .guard_decisions
+                    .get_or_create(&guard_error_labels(kind)),
+            );
+        }
         // Every label set is known: all start at 0, so that "never happened" reads as 0.
         for door in Door::ALL {
             for decision in Decision::ALL {
@@ -167,6 +174,26 @@ pub fn guard_decision(allowed: bool, reason: GuardReason) {
         .admission
         .guard_decisions
         .get_or_create(&guard_labels(allowed, reason))
+        .inc();
+}
+
+/// The kinds of review the guard could not decide on (see `ReviewError::kind`).
+const GUARD_ERRORS: [&str; 4] = ["too_large", "malformed", "timed_out", "failed"];
+
+fn guard_error_labels(kind: &str) -> Labels {
+    vec![
+        ("decision", "error".to_owned()),
+        ("reason", kind.to_owned()),
+    ]
+}
+
+/// The maintenance guard could not decide on a review (`kind`: why): kube-apiserver gets an
+/// HTTP error, and its failure policy decides.
+pub fn guard_error(kind: &str) {
+    super::metrics()
+        .admission
+        .guard_decisions
+        .get_or_create(&guard_error_labels(kind))
         .inc();
 }
 

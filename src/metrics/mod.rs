@@ -26,7 +26,7 @@ mod tasks;
 
 pub use admission::{
     Decision as AdmissionDecision, Door as AdmissionDoor, GuardReason,
-    ReviewTimer as AdmissionTimer, guard_decision, guard_event_dropped,
+    ReviewTimer as AdmissionTimer, guard_decision, guard_error, guard_event_dropped,
 };
 pub use api::{
     RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,

@@ -55,6 +55,56 @@ impl Env {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// kubectl as `user`, a name of the test's own (impersonated by the admin: only the rights
+    /// the test grants it, e.g. with [`Env::tenant`]), with `stdin`: its stdout.
+    pub fn kubectl_as(&self, user: &str, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        let mut all = vec!["--as", user];
+        all.extend_from_slice(args);
+        self.cluster.kubectl_run(User::Admin, &all, stdin)
+    }
+
+    /// Makes `user` a tenant of `namespace`: it may edit what the namespace holds (the `edit`
+    /// role, which also reads its operations), its VirtualMachines included, and nothing else.
+    pub fn tenant(&self, user: &str, namespace: &str) {
+        let user_flag = format!("--user={user}");
+        for args in [
+            &[
+                "create",
+                "rolebinding",
+                "tenant-edit",
+                "--clusterrole=edit",
+                &user_flag,
+            ][..],
+            &[
+                "create",
+                "role",
+                "vm-editor",
+                "--verb=get,list,watch,create,update,patch,delete",
+                "--resource=virtualmachines.kubevirt.io",
+            ],
+            &[
+                "create",
+                "rolebinding",
+                "vm-editor",
+                "--role=vm-editor",
+                &user_flag,
+            ],
+        ] {
+            let mut args = args.to_vec();
+            args.extend(["-n", namespace]);
+            self.kubectl(User::Admin, &args).unwrap();
+        }
+    }
+
+    /// The server's `/metrics`, read straight from it as admin.
+    pub fn metrics(&self) -> String {
+        let certs = self.client_cert_args(User::Admin);
+        let args: Vec<&str> = certs.iter().map(String::as_str).collect();
+        let (code, body) = self.direct("/metrics", &args);
+        assert_eq!(code, "200", "{body}");
+        body
+    }
+
     /// Applies `manifest` (YAML or JSON) as admin.
     pub fn apply(&self, manifest: &str) {
         self.cluster.apply(manifest).unwrap();
@@ -295,6 +345,20 @@ impl WatchStream {
         pred: impl Fn(&serde_json::Value) -> bool,
     ) -> Vec<serde_json::Value> {
         self.until_timed(timeout, what, pred).0
+    }
+
+    /// Every event that arrived since the last read of this stream, and those that arrive
+    /// within `window` from now.
+    pub fn during(&self, window: Duration) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + window;
+        let mut seen = Vec::new();
+        while let Ok((_, ev)) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            seen.push(ev);
+        }
+        seen
     }
 
     /// [`WatchStream::until`], with when the last event arrived (read off the stream, however

@@ -163,10 +163,18 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
     let env = env();
     let ns = env.namespace("ghost");
     let rs = format!("heavy-{ns}");
+    // The tenant edits what her namespace holds, and nothing else; the ruleset is the admin's.
+    let tenant = format!("tenant-{ns}");
+    env.tenant(&tenant, &ns);
     env.apply(&heavy_ruleset(&rs, &ns, HEAVY));
     env.wait_watching(&rs);
     for name in ["slow", "other"] {
-        env.apply(&heavy_vm(name, &ns));
+        env.kubectl_as(
+            &tenant,
+            &["apply", "--server-side", "-f", "-"],
+            Some(&heavy_vm(name, &ns)),
+        )
+        .unwrap();
     }
     let gate = format!("namespace.{ns}");
     let named = format!("{ns}/slow");
@@ -183,10 +191,13 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
             vm
         })
         .collect();
-    env.apply(&json!({"apiVersion": "v1", "kind": "List", "items": changes}).to_string());
-    env.kubectl(
-        User::Admin,
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": changes}).to_string();
+    env.kubectl_as(&tenant, &["apply", "--server-side", "-f", "-"], Some(&list))
+        .unwrap();
+    env.kubectl_as(
+        &tenant,
         &["delete", "vm", "slow", "-n", &ns, "--wait=false"],
+        None,
     )
     .unwrap();
     let deleted = Instant::now();
@@ -198,16 +209,85 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
         deleted.elapsed()
     );
     assert!(!message.contains(&named), "{message}");
+    // What the tenant reads of her namespace's operations warns of the other object only.
     let out = env
         .cluster
         .kubectl(User::Admin)
-        .args(["get", "ifos", "-n", &ns])
+        .args(["--as", &tenant, "get", "ifos", "-n", &ns])
         .output()
         .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let warnings = String::from_utf8_lossy(&out.stderr);
     assert!(!warnings.contains(&named), "{warnings}");
     // The other is still named: the ruleset went on being over budget on it.
     assert!(warnings.contains(&format!("{ns}/other")), "{warnings}");
 
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// A tenant flips her object between over its ruleset's budget and within it, as fast as
+/// kubectl applies. Each flip changes what her namespace's gate depends on (the object is
+/// skipped, then evaluated again), yet a watch of that gate (a `kubectl wait`) is told about
+/// once a second, not once a flip: one object cannot multiply the events of every open gate
+/// watch in the cluster (before, every flip was an event of every gate watch).
+#[test]
+fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
+    let env = env();
+    let ns = env.namespace("flap");
+    let rs = format!("heavy-{ns}");
+    let tenant = format!("tenant-{ns}");
+    env.tenant(&tenant, &ns);
+    env.apply(&heavy_ruleset(&rs, &ns, HEAVY));
+    env.wait_watching(&rs);
+    let heavy = heavy_vm("flap", &ns);
+    let light = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                       "metadata": {"name": "flap", "namespace": ns,
+                                    "annotations": {"example.com/big": "x"}},
+                       "spec": {"running": true, "n": 0}})
+    .to_string();
+    let apply = |vm: &str| {
+        env.kubectl_as(&tenant, &["apply", "--server-side", "-f", "-"], Some(vm))
+            .unwrap()
+    };
+    apply(&light);
+    let gate = format!("namespace.{ns}");
+    let watch = env.watch(&format!(
+        "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates?watch=true&fieldSelector=metadata.name%3D{gate}"
+    ));
+    watch.until(WAIT, &format!("gate/{gate} listed"), |e| {
+        e["type"] == "ADDED"
+    });
+
+    let started = Instant::now();
+    let mut flips = 0;
+    while started.elapsed() < Duration::from_secs(8) {
+        apply(if flips % 2 == 0 { &heavy } else { &light });
+        flips += 1;
+    }
+    apply(&light);
+    let events = watch.during(Duration::from_secs(3));
+    let window = started.elapsed();
+    let unknown = events.iter().any(|e| {
+        e["object"]["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Clear" && c["status"] == "Unknown")
+    });
+    println!(
+        "{flips} flips in 8 s: {} events of gate/{gate} in {window:?}",
+        events.len()
+    );
+    assert!(
+        flips >= 10,
+        "only {flips} flips: the test did not flap the object"
+    );
+    assert!(unknown, "the gate never read Unknown: {events:#?}");
+    // About one a second, with room for a busy machine, and far fewer than the flips.
+    assert!(
+        events.len() as f64 <= window.as_secs_f64() + 4.0 && events.len() * 2 <= flips,
+        "{} gate events for {flips} flips in {window:?}",
+        events.len()
+    );
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

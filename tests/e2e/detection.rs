@@ -152,14 +152,6 @@ fn names(ops: &[Value]) -> Vec<String> {
     names
 }
 
-fn metrics(env: &Env) -> String {
-    let certs = env.client_cert_args(User::Admin);
-    let args: Vec<&str> = certs.iter().map(String::as_str).collect();
-    let (code, body) = env.direct("/metrics", &args);
-    assert_eq!(code, "200", "{body}");
-    body
-}
-
 #[test]
 fn a_deep_object_never_blinds_its_target() {
     let env = env();
@@ -213,7 +205,7 @@ fn a_deep_object_never_blinds_its_target() {
     let labels = format!(
         "ifo_target_objects_skipped{{group=\"{group}\",version=\"v1\",resource=\"gadgets\"}} 1"
     );
-    assert!(metrics(env).contains(&labels), "{labels} missing");
+    assert!(env.metrics().contains(&labels), "{labels} missing");
     // Another namespace is not affected.
     let other = env.namespace("deep-other");
     let run = kubectl(env, &["get", "ifos", "-n", &other]);
@@ -422,7 +414,7 @@ fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "5s"]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     let current = "ifo_target_detection_current{group=\"kubevirt.io\",version=\"v1\",resource=\"virtualmachines\"} 0";
-    assert!(metrics(env).contains(current), "{current} missing");
+    assert!(env.metrics().contains(current), "{current} missing");
     // Another namespace is not affected.
     let other = env.namespace("suspended-other");
     assert!(

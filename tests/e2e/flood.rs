@@ -74,59 +74,11 @@ fn flooded(namespace: &str, round: usize) -> Value {
     })
 }
 
-/// kubectl as `user` (impersonated by the admin), with `stdin`.
-fn kubectl_as(env: &Env, user: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-    let mut all = vec!["--as", user];
-    all.extend_from_slice(args);
-    env.cluster.kubectl_run(User::Admin, &all, stdin)
-}
-
-/// `user` may edit what `namespace` holds, its VirtualMachines included, and nothing else.
-fn tenant(env: &Env, user: &str, namespace: &str) {
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "rolebinding",
-            "tenant-edit",
-            "--clusterrole=edit",
-            &format!("--user={user}"),
-            "-n",
-            namespace,
-        ],
-    )
-    .unwrap();
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "role",
-            "vm-editor",
-            "--verb=get,list,watch,create,update,patch,delete",
-            "--resource=virtualmachines.kubevirt.io",
-            "-n",
-            namespace,
-        ],
-    )
-    .unwrap();
-    env.kubectl(
-        User::Admin,
-        &[
-            "create",
-            "rolebinding",
-            "vm-editor",
-            "--role=vm-editor",
-            &format!("--user={user}"),
-            "-n",
-            namespace,
-        ],
-    )
-    .unwrap();
-}
-
 /// The `Clear` condition of gate `gate`, read by `user`.
 fn clear(env: &Env, user: &str, gate: &str) -> Option<Value> {
-    let out = kubectl_as(env, user, &["get", "gate", gate, "-o", "json"], None).ok()?;
+    let out = env
+        .kubectl_as(user, &["get", "gate", gate, "-o", "json"], None)
+        .ok()?;
     let g: Value = serde_json::from_str(&out).ok()?;
     g["status"]["conditions"]
         .as_array()?
@@ -142,7 +94,7 @@ fn a_tenant_flooding_her_object_neither_delays_nor_silences_another_namespace() 
     let ours = env.namespace("flood-other");
     let rs = format!("flood-{theirs}");
     let (tenant_user, observer) = (format!("tenant-{theirs}"), format!("observer-{ours}"));
-    tenant(env, &tenant_user, &theirs);
+    env.tenant(&tenant_user, &theirs);
     // The observer reads what their own namespace holds, and the gates.
     env.kubectl(
         User::Admin,
@@ -171,8 +123,7 @@ fn a_tenant_flooding_her_object_neither_delays_nor_silences_another_namespace() 
 
     env.apply(&ruleset(&rs, [&theirs, &ours]));
     env.apply(&ifo_test_support::vm("vm-0", &ours));
-    kubectl_as(
-        env,
+    env.kubectl_as(
         &tenant_user,
         &["apply", "--server-side", "-f", "-"],
         Some(&flooded(&theirs, 0).to_string()),
@@ -209,8 +160,7 @@ fn a_tenant_flooding_her_object_neither_delays_nor_silences_another_namespace() 
                     .map(|r| flooded(&theirs, r))
                     .collect();
                 let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
-                kubectl_as(
-                    env,
+                env.kubectl_as(
                     &tenant_user,
                     &["apply", "--server-side", "-f", "-"],
                     Some(&list),

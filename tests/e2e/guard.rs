@@ -297,6 +297,15 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
     eventually(WAIT, "an unbound pod's eviction to pass", || {
         evict(env, User::Admin, &ns, "pending").ok.then_some(())
     });
+    let errors = |kind: &str| -> f64 {
+        let series = format!("ifo_guard_decisions_total{{decision=\"error\",reason=\"{kind}\"}} ");
+        env.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series}in /metrics"))
+    };
+    let (malformed, too_large) = (errors("malformed"), errors("too_large"));
     let (code, body) = env.direct("/admission/evictions", &["-X", "POST", "--data", "{}"]);
     assert_eq!(code, "400", "{body}");
     let big = format!("@{}", {
@@ -309,4 +318,7 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
         &["-X", "POST", "--data-binary", &big],
     );
     assert_eq!(code, "413", "{body}");
+    // Each counted as an error of the guard, by its kind (other tests may add their own).
+    assert!(errors("malformed") > malformed);
+    assert!(errors("too_large") > too_large);
 }
