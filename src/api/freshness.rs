@@ -80,9 +80,90 @@ pub fn warnings_now(
             format!("{INCOMPLETE}: the initial sync is not done (waiting for {waiting})").as_str(),
         )
     });
-    sync.into_iter()
-        .chain(targets.stale(namespace).iter().map(notice))
+    let stale = targets.stale(namespace);
+    sync.into_iter().chain(by_cause(&stale)).collect()
+}
+
+/// The notices of `stale`, those of one cause across many targets told once: targets the
+/// server may not read (RBAC: one line that names its identity and the remedy, not one a
+/// resource type), targets whose first list is not done (the initial sync). Any other reason is
+/// told as it is ([`notice`]).
+fn by_cause(stale: &[Stale]) -> Vec<Notice> {
+    let not_watched = |s: &Stale, pattern: &str| matches!(&s.reason, Blind::NotWatched(reason) if reason.contains(pattern));
+    let forbidden: Vec<&Stale> = stale
+        .iter()
+        .filter(|s| not_watched(s, "forbidden"))
+        .collect();
+    let listing: Vec<&Stale> = stale
+        .iter()
+        .filter(|s| not_watched(s, FIRST_LIST))
+        .collect();
+    let forbidden = group(&forbidden).map(|names| {
+        let who = forbidden
+            .iter()
+            .find_map(|s| match &s.reason {
+                Blind::NotWatched(reason) => forbidden_user(reason),
+                _ => None,
+            })
+            .unwrap_or("the server");
+        format!(
+            "{INCOMPLETE}: {} resource types are not being watched: {who} is forbidden to list \
+             them ({}); grant it read access to every target of the rulesets (deploy/rbac/\
+             rule-targets.yaml, or `ifo-apiserver rules rbac` for rulesets of your own)",
+            names.len(),
+            some(&names)
+        )
+    });
+    let listing = group(&listing).map(|names| {
+        format!(
+            "{INCOMPLETE}: {} resource types are being listed for the first time ({}); what is \
+             in flight on them shows once they are",
+            names.len(),
+            some(&names)
+        )
+    });
+    let (some_forbidden, some_listing) = (forbidden.is_some(), listing.is_some());
+    let grouped = move |s: &&Stale| {
+        (some_forbidden && not_watched(s, "forbidden"))
+            || (some_listing && not_watched(s, FIRST_LIST))
+    };
+    forbidden
+        .into_iter()
+        .chain(listing)
+        .map(|text| Notice::from(text.as_str()))
+        .chain(stale.iter().filter(|s| !grouped(s)).map(notice))
         .collect()
+}
+
+/// What a target whose first list is not done is told by (see `detect`).
+const FIRST_LIST: &str = "its first list has not completed";
+
+/// Fewest targets of one cause told in one line: below, each is told as it is (a few lines
+/// that each name their target read better than a count).
+const GROUP_FROM: usize = 4;
+
+/// The distinct targets of `stale`, when there are [`GROUP_FROM`] or more.
+fn group(stale: &[&Stale]) -> Option<Vec<String>> {
+    let mut names: Vec<String> = stale.iter().map(|s| target_name(s)).collect();
+    names.sort();
+    names.dedup();
+    (names.len() >= GROUP_FROM).then_some(names)
+}
+
+/// The first three of `names`, and how many more.
+fn some(names: &[String]) -> String {
+    let shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    match names.len().saturating_sub(3) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// The user an RBAC refusal names (`User "system:serviceaccount:ifo-system:ifo-apiserver"
+/// cannot list …`).
+fn forbidden_user(reason: &str) -> Option<&str> {
+    let rest = &reason[reason.find("User \"")? + 6..];
+    Some(&rest[..rest.find('"')?])
 }
 
 /// The reasons of an answer kept with it (a list read from a kept snapshot), for the `Warning`
@@ -225,6 +306,58 @@ mod tests {
             },
             reason: Blind::NotWatched(reason.into()),
         }
+    }
+
+    /// Without its RBAC, the server cannot list any target: one line says so, with whom and the
+    /// remedy, not one a resource type; so does the initial sync. Other reasons stay as they
+    /// are, and one target alone is told as it is.
+    #[test]
+    fn warnings_of_one_cause_across_targets_are_told_once() {
+        let forbidden = |resource: &str| {
+            stale(
+                resource,
+                "kubevirt.io",
+                &format!(
+                    "list failed: {resource}.kubevirt.io is forbidden: User \"system:serviceaccount:ifo-system:ifo-apiserver\" cannot list resource \"{resource}\""
+                ),
+            )
+        };
+        let mut all: Vec<Stale> = ["a", "b", "c", "d", "e"].map(forbidden).into();
+        all.push(forbidden("a"));
+        for (resource, group) in [
+            ("pods", ""),
+            ("jobs", "batch"),
+            ("cronjobs", "batch"),
+            ("x", "y"),
+        ] {
+            all.push(stale(resource, group, FIRST_LIST));
+        }
+        all.push(stale("things", "example.com", "the watch stalled"));
+        let texts: Vec<String> = by_cause(&all).into_iter().map(|n| n.text).collect();
+        assert_eq!(
+            texts,
+            [
+                "operations may be incomplete: 5 resource types are not being watched: \
+                 system:serviceaccount:ifo-system:ifo-apiserver is forbidden to list them \
+                 (a.kubevirt.io/v1, b.kubevirt.io/v1, c.kubevirt.io/v1 and 2 more); grant it \
+                 read access to every target of the rulesets (deploy/rbac/rule-targets.yaml, or \
+                 `ifo-apiserver rules rbac` for rulesets of your own)",
+                "operations may be incomplete: 4 resource types are being listed for the first \
+                 time (cronjobs.batch/v1, jobs.batch/v1, pods/v1 and 1 more); what is in flight \
+                 on them shows once they are",
+                "operations may be incomplete: things.example.com/v1 is not being watched: the \
+                 watch stalled",
+            ]
+        );
+        // A few are each told as they are.
+        let few = by_cause(&[forbidden("a"), forbidden("b"), forbidden("c")]);
+        assert_eq!(few.len(), 3);
+        assert!(
+            few[0].text.starts_with(
+                "operations may be incomplete: a.kubevirt.io/v1 is not being watched: list failed"
+            ),
+            "{few:?}"
+        );
     }
 
     #[test]
