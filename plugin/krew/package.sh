@@ -8,6 +8,7 @@
 # BASE_URL/kubectl-ifo_<version>_linux_amd64.tar.gz); HOMEPAGE is the project's page;
 # OUT_DIR defaults to target/krew.
 # IFO_PLUGIN_BINARY names a binary already built (otherwise `cargo build --release` builds it).
+# The archive's copy is stripped (`strip`, from binutils).
 set -euo pipefail
 
 [ $# -ge 2 ] || { sed -n '5p' "$0" | sed 's/^#  *//' >&2; exit 2; }
@@ -28,6 +29,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 install -m 0755 "$binary" "$work/kubectl-ifo"
+# What users download carries no symbols or debug info (16 MB -> 12 MB for a release build).
+command -v strip >/dev/null || { echo "package.sh: strip is missing (install binutils)" >&2; exit 1; }
+strip "$work/kubectl-ifo"
 archive="kubectl-ifo_${version}_linux_amd64.tar.gz"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work" -cf - kubectl-ifo \
     | gzip -n -9 >"$out/$archive"

@@ -20,7 +20,8 @@ fn the_manifest_describes_the_archive() {
     let out = std::env::temp_dir().join(format!("ifo-krew-{}", std::process::id()));
     let binary: PathBuf = out.join("stand-in");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::copy("/bin/true", &binary).unwrap();
+    // A stand-in with a symbol table: this test's own executable.
+    std::fs::copy(std::env::current_exe().unwrap(), &binary).unwrap();
     run(Command::new(plugin.join("krew/package.sh"))
         .args(["https://example.com/releases/", "https://example.com/ifo"])
         .arg(&out)
@@ -48,6 +49,19 @@ fn the_manifest_describes_the_archive() {
             .lines()
             .any(|l| l.starts_with("-rwx") && l.ends_with(&format!(" {bin}"))),
         "{listing}"
+    );
+    // The archive's binary is stripped: no symbol table left.
+    let unpacked = out.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(out.join(&archive))
+        .arg("-C")
+        .arg(&unpacked));
+    let symbols = Command::new("nm").arg(unpacked.join(bin)).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&symbols.stderr).contains("no symbols"),
+        "{symbols:?}"
     );
     let _ = std::fs::remove_dir_all(&out);
 }
