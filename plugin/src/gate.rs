@@ -135,7 +135,8 @@ fn expected_in(at: Option<&Time>, now: Timestamp) -> String {
     }
 }
 
-/// Why a gate is unknown: each stale target, or the condition's message.
+/// Why a gate is unknown: each stale target, or the condition's message. Many targets the
+/// server may not list (RBAC), or whose first list is not done, are one line each cause.
 pub fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
     if gate.status.stale_targets.is_empty() {
         let message = gate
@@ -144,14 +145,57 @@ pub fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
             .map_or("the gate has no verdict", |c| &c.message);
         return vec![message.to_owned()];
     }
-    gate.status
-        .stale_targets
-        .iter()
-        // The reason reads as the rest of a sentence whose subject is the target ("is not being
-        // watched: …", "is not evaluated by ruleset …").
-        .map(|s| format!("{} {}", s.resource, s.reason))
-        .collect()
+    let stale = &gate.status.stale_targets;
+    let causes = [
+        (
+            "forbidden",
+            "are not being watched: the server is forbidden to list them; grant it read access \
+             to every target of the rulesets (deploy/rbac/rule-targets.yaml)",
+        ),
+        (
+            "its first list has not completed",
+            "are being listed for the first time",
+        ),
+    ];
+    let mut out = Vec::new();
+    let mut grouped = vec![false; stale.len()];
+    for (pattern, said) in causes {
+        let of_cause: Vec<usize> = (0..stale.len())
+            .filter(|&i| stale[i].reason.contains(pattern))
+            .collect();
+        let mut names: Vec<&str> = of_cause
+            .iter()
+            .map(|&i| stale[i].resource.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.len() < GROUP_FROM {
+            continue;
+        }
+        for i in of_cause {
+            grouped[i] = true;
+        }
+        let more = names.len() - 3;
+        out.push(format!(
+            "{} resource types ({} and {more} more) {said}",
+            names.len(),
+            names[..3].join(", ")
+        ));
+    }
+    out.extend(
+        stale
+            .iter()
+            .zip(grouped)
+            .filter(|(_, grouped)| !grouped)
+            // The reason reads as the rest of a sentence whose subject is the target ("is not
+            // being watched: …", "is not evaluated by ruleset …").
+            .map(|(s, _)| format!("{} {}", s.resource, s.reason)),
+    );
+    out
 }
+
+/// Fewest stale targets of one cause said in one line (as the server's warnings do).
+const GROUP_FROM: usize = 4;
 
 /// The error `check` and `wait` end with on an unknown gate (exit 2).
 pub fn unknown_error(gate: &MaintenanceGate) -> anyhow::Error {
@@ -407,6 +451,33 @@ mod tests {
         )
         .unwrap()
         .global
+    }
+
+    #[test]
+    fn many_targets_of_one_cause_are_one_reason() {
+        let stale: Vec<serde_json::Value> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|r| {
+                serde_json::json!({"resource": format!("{r}.example.com/v1"),
+                    "reason": format!("is not being watched: list failed: {r}.example.com is forbidden: User \"x\" cannot list")})
+            })
+            .chain([serde_json::json!({"resource": "pods/v1", "reason": "is not being watched: the watch stalled"})])
+            .collect();
+        let gate: MaintenanceGate = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cluster"},
+            "status": {"conditions": [{"type": "Clear", "status": "Unknown", "reason": "Stale", "message": "m"}],
+                       "staleTargets": stale}
+        }))
+        .unwrap();
+        assert_eq!(
+            unknown_reasons(&gate),
+            [
+                "5 resource types (a.example.com/v1, b.example.com/v1, c.example.com/v1 and 2 \
+                 more) are not being watched: the server is forbidden to list them; grant it \
+                 read access to every target of the rulesets (deploy/rbac/rule-targets.yaml)",
+                "pods/v1 is not being watched: the watch stalled",
+            ]
+        );
     }
 
     #[test]

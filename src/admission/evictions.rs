@@ -410,7 +410,10 @@ pub(super) async fn review(State(door): State<Arc<Evictions>>, request: Request)
     let timer = AdmissionTimer::start(AdmissionDoor::Evictions);
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
         let review = super::read_review(request.into_body(), MAX_EVICTION_REVIEW_BYTES).await?;
-        Ok::<_, ReviewError>(door.answer(&review))
+        // Never a panic on input: a decision that panics is an error answer, not a dropped
+        // connection (kube-apiserver would wait out its timeout).
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.answer(&review)))
+            .map_err(|_| ReviewError::Panicked)
     })
     .await
     .unwrap_or(Err(ReviewError::TimedOut(REVIEW_DEADLINE)));

@@ -139,6 +139,10 @@ pub(crate) enum ReviewError {
     /// The decision failed (it panicked).
     #[error("the review failed")]
     Failed(#[source] tokio::task::JoinError),
+    /// The decision, made on the request's task, panicked: the review is refused with an
+    /// error, and the server goes on serving.
+    #[error("the review failed (the decision panicked)")]
+    Panicked,
 }
 
 impl ReviewError {
@@ -153,7 +157,7 @@ impl ReviewError {
             | ReviewError::NoRequest
             | ReviewError::NoObject { .. } => "malformed",
             ReviewError::TimedOut(_) => "timed_out",
-            ReviewError::Failed(_) => "failed",
+            ReviewError::Failed(_) | ReviewError::Panicked => "failed",
         }
     }
 
@@ -166,7 +170,7 @@ impl ReviewError {
             | ReviewError::NoRequest
             | ReviewError::NoObject { .. } => StatusCode::BAD_REQUEST,
             ReviewError::TimedOut(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ReviewError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ReviewError::Failed(_) | ReviewError::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -230,7 +234,7 @@ fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, Admis
         Err(e) => {
             match &e {
                 // A bug: worth an operator's look.
-                ReviewError::Failed(_) => {
+                ReviewError::Failed(_) | ReviewError::Panicked => {
                     tracing::warn!(error = %e.message(), "admission review failed");
                 }
                 // What any caller of this unauthenticated path can send or cause (a review

@@ -48,11 +48,7 @@ fn parse(text: &str) -> Vec<Sample> {
 
 /// `/metrics` of the server, read directly as the cluster's admin (client certificate).
 fn scrape(env: &Env) -> Vec<Sample> {
-    let args = env.client_cert_args(User::Admin);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, body) = env.direct("/metrics", &args);
-    assert_eq!(code, "200", "{body}");
-    parse(&body)
+    parse(&env.metrics())
 }
 
 /// The samples of `name` whose labels include every pair of `with`.
@@ -331,5 +327,54 @@ fn metrics_follow_operations_as_they_start_and_end() {
         "{failed}"
     );
 
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// A busy ruleset's status is written at most about once per `RULESET_STATUS_INTERVAL` (5 s for
+/// these tests, a minute by default) while its operations churn, not at every change (it was
+/// written at every 2 s tick: 20 writes in the demo's 120 s).
+#[test]
+fn a_busy_rulesets_status_is_written_at_its_interval_not_at_every_change() {
+    let env = env();
+    let ns = env.namespace("writes");
+    let rs = format!("writes-{ns}");
+    env.apply(&ifo_test_support::vm_ruleset(&rs, &ns));
+    env.wait_watching(&rs);
+    // What a new ruleset writes at once (Ready, the first counts) is done.
+    std::thread::sleep(Duration::from_secs(6));
+    let writes = || {
+        sum(
+            &scrape(env),
+            "ifo_ruleset_status_writes_total",
+            &[("ruleset", rs.as_str())],
+        )
+    };
+    let before = writes();
+    let started = std::time::Instant::now();
+    // A VM more starting about every second: the ruleset's count of active operations changes
+    // as often.
+    let mut started_vms = 0;
+    while started.elapsed() < Duration::from_secs(20) {
+        let name = format!("vm-{started_vms}");
+        env.apply(&vm(&name, &ns));
+        env.set_status("vm", &ns, &name, json!({"printableStatus": "Starting"}));
+        started_vms += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let written = writes() - before;
+    let window = started.elapsed();
+    println!("{started_vms} VMs starting in {window:?}: {written} status writes of ruleset {rs}");
+    assert!(started_vms >= 10, "only {started_vms} VMs started");
+    let status = env.get_json(User::Admin, &["get", "ors", &rs]);
+    assert!(
+        status["status"]["activeOperations"].as_u64() > Some(1),
+        "the status never showed the churn: {status}"
+    );
+    // One at the first change after the quiet while, then one an interval.
+    let most = (window.as_secs_f64() / 5.0).ceil() + 1.0;
+    assert!(
+        written <= most,
+        "{written} status writes in {window:?} (at most {most})"
+    );
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

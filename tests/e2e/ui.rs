@@ -563,10 +563,11 @@ fn clear_status(event: &Value) -> Option<&str> {
         .as_str()
 }
 
-/// A gate that left the list (nothing in flight in its scope) can still change: here its
-/// namespace's only target stops being watched, so the server cannot vouch for it any more and
-/// the gate turns Unknown with nothing in flight. The page shows it within a few seconds of the
-/// server, never a stale Clear.
+/// A gate that left the list (nothing in flight in its scope) can still change: here a tenant of
+/// the namespace (she edits gadgets there, nothing else) creates a gadget over the ruleset's
+/// evaluation budget after the page showed the gate Clear, so the server cannot vouch for the
+/// namespace any more and the gate turns Unknown with nothing in flight. The page shows it
+/// within a few seconds of the server, never a stale Clear.
 #[test]
 fn a_gate_shown_clear_follows_the_server() {
     let env = env();
@@ -578,9 +579,43 @@ fn a_gate_shown_clear_follows_the_server() {
     env.apply(&format!(
         r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
 "spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
+ "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}},
+          {{"operation":"Heavy","expression":"{heavy}"}}]}}}}"#,
+        // As `HEAVY`, for gadgets, which may have no spec.
+        heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
+                 object.metadata.annotations['example.com/big'].contains(string(i)))"
     ));
     env.wait_watching(&rs);
+    let tenant = format!("tenant-{ns}");
+    let verbs = "--verb=get,list,watch,create,update,patch,delete";
+    let resource = format!("--resource=gadgets.{group}");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "role",
+            "gadget-editor",
+            verbs,
+            &resource,
+            "-n",
+            &ns,
+        ],
+    )
+    .unwrap();
+    let user = format!("--user={tenant}");
+    env.kubectl(
+        User::Admin,
+        &[
+            "create",
+            "rolebinding",
+            "gadget-editor",
+            "--role=gadget-editor",
+            &user,
+            "-n",
+            &ns,
+        ],
+    )
+    .unwrap();
     let gadget = |busy: bool| {
         env.apply(&format!(
             r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"status":{{"busy":{busy}}}}}"#
@@ -612,7 +647,11 @@ fn a_gate_shown_clear_follows_the_server() {
             "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates?watch=1&fieldSelector=metadata.name%3D{gate}"
         ));
         server.until(END, "the gate clear on the server", |e| clear_status(e) == Some("True"));
-        env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}"), "--wait=true"])
+        let over_budget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+            "metadata": {"name": "g2", "namespace": ns,
+                         "annotations": {"example.com/big": "x".repeat(64 * 1024)}},
+            "spec": {"n": 60_000}});
+        env.kubectl_as(&tenant, &["apply", "--server-side", "-f", "-"], Some(&over_budget.to_string()))
             .unwrap();
         let (events, changed) = server.until_timed(RECOVER, "the gate not clear on the server", |e| {
             clear_status(e).is_some_and(|s| s != "True")

@@ -132,6 +132,12 @@ pub fn row<'a>(
     Row { cells, object }
 }
 
+/// What a row shows of `gate` at `now`, as text: a Table watch sends a change of a gate only
+/// when it differs (`kubectl get gates -w` prints a row for every event it is sent).
+pub fn shown(gate: &Gate, now: Timestamp) -> String {
+    serde_json::to_string(&row(gate, IncludeObject::None, "", now).cells).unwrap_or_default()
+}
+
 /// A `meta.k8s.io` Table.
 #[derive(Serialize)]
 pub struct Table<'a> {

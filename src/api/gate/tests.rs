@@ -423,16 +423,51 @@ impl Events {
 }
 
 async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
+    watch_as(state, query, None).await
+}
+
+async fn watch_as(state: &Arc<ApiState>, query: &str, accept: Option<&str>) -> Events {
+    let mut request = Request::get(format!("{GATES}?watch=true&{query}"));
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT, accept);
+    }
     let response = router(state.clone())
-        .oneshot(
-            Request::get(format!("{GATES}?watch=true&{query}"))
-                .body(Body::empty())
-                .unwrap(),
-        )
+        .oneshot(request.body(Body::empty()).unwrap())
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     Events(response.into_body().into_data_stream(), Vec::new())
+}
+
+/// `kubectl get gates -w` prints a row for every event: a Table watch sends a gate's change
+/// only when its row shows it, while a watch of the objects sends every change of them.
+#[tokio::test]
+async fn a_table_watch_sends_only_changes_its_rows_show() {
+    let f = fixture();
+    let query = "fieldSelector=metadata.name%3Dnode.w1";
+    let mut objects = watch(&f.state, query).await;
+    let mut rows = watch_as(&f.state, query, Some(TABLE)).await;
+    assert_eq!(objects.next().await["type"], "ADDED");
+    assert_eq!(rows.next().await["type"], "ADDED");
+    // The migration on w1 reports progress: the gate lists it with it, no cell changes.
+    let mut progressed = (*migration("demo", "vm-0", "w1", "w2")).clone();
+    progressed.progress = Some(40.0);
+    f.index.apply(vec![Change::Upsert(Arc::new(progressed))]);
+    let changed = objects.next().await;
+    assert_eq!(changed["type"], "MODIFIED");
+    assert_eq!(
+        changed["object"]["status"]["operations"][0]["progress"],
+        40.0
+    );
+    // It ends: the row changes, and that is the next row event.
+    f.index
+        .apply(vec![Change::Remove(migration("demo", "vm-0", "w1", "w2"))]);
+    let cleared = rows.next().await;
+    assert_eq!(cleared["type"], "MODIFIED");
+    assert_eq!(
+        cleared["object"]["rows"][0]["cells"][1], "True",
+        "{cleared}"
+    );
 }
 
 #[tokio::test]

@@ -25,6 +25,7 @@ use super::table;
 use super::{Page, Selected, Selection};
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
+use crate::api::params::IncludeObject;
 use crate::api::respond::meta_api_version;
 use crate::api::status::ApiError;
 use crate::api::watch_frames::{
@@ -61,6 +62,7 @@ pub fn serve(
             repr,
             tx,
             sent: BTreeMap::new(),
+            shown: BTreeMap::new(),
             knows_client: false,
         };
         tokio::select! {
@@ -131,6 +133,8 @@ struct Watcher {
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
     /// The status last sent of each gate the client holds (as far as this watch knows).
     sent: BTreeMap<String, GateStatus<ServedOp>>,
+    /// For a Table of rows alone (no embedded object): what each row last sent showed.
+    shown: BTreeMap<String, String>,
     /// Whether `sent` is all the client holds (the watch began with the initial gates), or the
     /// client resumed with gates this watch never sent.
     knows_client: bool,
@@ -279,6 +283,15 @@ impl Watcher {
             gate.metadata.resource_version = Some(event.rv.to_string());
             let type_ = match (held, included) {
                 (true, true) if self.sent.get(&name) == Some(&gate.status) => continue,
+                // A change the client's rows would not show (`kubectl get gates -w`).
+                (true, true)
+                    if self.rows_only()
+                        && self.shown.get(&name).map(String::as_str)
+                            == Some(table::shown(&gate, jiff::Timestamp::now()).as_str()) =>
+                {
+                    self.sent.insert(name, gate.status);
+                    continue;
+                }
                 (true, true) => "MODIFIED",
                 (false, true) if self.knows_client => "ADDED",
                 // A resumed client may hold it already: an update of what it has, or an add.
@@ -297,13 +310,24 @@ impl Watcher {
         true
     }
 
+    /// Whether the client reads rows alone: a Table that embeds no object.
+    fn rows_only(&self) -> bool {
+        matches!(self.repr, Representation::Table { .. })
+            && self.selection.params.include_object != IncludeObject::Object
+    }
+
     /// Sends one gate event and notes what the client now holds.
     async fn emit(&mut self, type_: &str, gate: Gate) -> bool {
         let name = gate.metadata.name.clone().unwrap_or_default();
         let bytes = self.line(type_, &gate);
         if type_ == "DELETED" {
             self.sent.remove(&name);
+            self.shown.remove(&name);
         } else {
+            if self.rows_only() {
+                self.shown
+                    .insert(name.clone(), table::shown(&gate, jiff::Timestamp::now()));
+            }
             self.sent.insert(name, gate.status);
         }
         self.send(bytes).await
