@@ -4,12 +4,16 @@
 
 mod gate;
 mod object;
+mod stale_cause;
 
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, GateOperation, GateStatus,
     GateSubject, MaintenanceGate, StaleTarget,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
+pub use stale_cause::{
+    CauseGroup, FIRST_LIST_PENDING, GROUP_FROM, NOT_WATCHED, StaleCause, group_by_cause,
+};
 
 /// The API group the APIService registers.
 pub const GROUP: &str = "live.ifo.kubevirt.io";

@@ -6,7 +6,9 @@
 
 use anyhow::{Result, anyhow};
 use futures::{Stream, StreamExt};
-use ifo_model::{GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate};
+use ifo_model::{
+    GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate, StaleCause, group_by_cause,
+};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -145,57 +147,36 @@ pub fn unknown_reasons(gate: &MaintenanceGate) -> Vec<String> {
             .map_or("the gate has no verdict", |c| &c.message);
         return vec![message.to_owned()];
     }
-    let stale = &gate.status.stale_targets;
-    let causes = [
-        (
-            "forbidden",
-            "are not being watched: the server is forbidden to list them; grant it read access \
-             to every target of the rulesets (deploy/rbac/rule-targets.yaml)",
-        ),
-        (
-            "its first list has not completed",
-            "are being listed for the first time",
-        ),
-    ];
-    let mut out = Vec::new();
-    let mut grouped = vec![false; stale.len()];
-    for (pattern, said) in causes {
-        let of_cause: Vec<usize> = (0..stale.len())
-            .filter(|&i| stale[i].reason.contains(pattern))
-            .collect();
-        let mut names: Vec<&str> = of_cause
-            .iter()
-            .map(|&i| stale[i].resource.as_str())
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        if names.len() < GROUP_FROM {
-            continue;
-        }
-        for i in of_cause {
-            grouped[i] = true;
-        }
-        let more = names.len() - 3;
-        out.push(format!(
-            "{} resource types ({} and {more} more) {said}",
-            names.len(),
-            names[..3].join(", ")
-        ));
-    }
-    out.extend(
-        stale
-            .iter()
-            .zip(grouped)
-            .filter(|(_, grouped)| !grouped)
-            // The reason reads as the rest of a sentence whose subject is the target ("is not
-            // being watched: …", "is not evaluated by ruleset …").
-            .map(|(s, _)| format!("{} {}", s.resource, s.reason)),
-    );
-    out
+    let stale: Vec<(&str, &str)> = gate
+        .status
+        .stale_targets
+        .iter()
+        .map(|s| (s.resource.as_str(), s.reason.as_str()))
+        .collect();
+    let (groups, grouped) = group_by_cause(&stale);
+    let told = groups.iter().map(|group| {
+        let said = match group.cause {
+            StaleCause::Forbidden => {
+                "are not being watched: the server is forbidden to list them; grant it read \
+                 access to every target of the rulesets (deploy/rbac/rule-targets.yaml)"
+            }
+            StaleCause::FirstList => "are being listed for the first time",
+        };
+        format!(
+            "{} resource types ({}) {said}",
+            group.names.len(),
+            group.some_names()
+        )
+    });
+    let rest = stale
+        .iter()
+        .zip(grouped)
+        .filter(|(_, grouped)| !grouped)
+        // The reason reads as the rest of a sentence whose subject is the target ("is not
+        // being watched: …", "is not evaluated by ruleset …").
+        .map(|((resource, reason), _)| format!("{resource} {reason}"));
+    told.chain(rest).collect()
 }
-
-/// Fewest stale targets of one cause said in one line (as the server's warnings do).
-const GROUP_FROM: usize = 4;
 
 /// The error `check` and `wait` end with on an unknown gate (exit 2).
 pub fn unknown_error(gate: &MaintenanceGate) -> anyhow::Error {

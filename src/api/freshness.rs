@@ -18,6 +18,7 @@ use axum::response::Response;
 use std::sync::Arc;
 
 pub use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
+use ifo_model::{StaleCause, group_by_cause};
 
 /// Most warnings on one response; the rest are counted in the last one.
 const MAX_WARNINGS: usize = 10;
@@ -84,79 +85,52 @@ pub fn warnings_now(
     sync.into_iter().chain(by_cause(&stale)).collect()
 }
 
-/// The notices of `stale`, those of one cause across many targets told once: targets the
-/// server may not read (RBAC: one line that names its identity and the remedy, not one a
-/// resource type), targets whose first list is not done (the initial sync). Any other reason is
-/// told as it is ([`notice`]).
+/// The notices of `stale`, those of one cause across many targets told once (see
+/// [`group_by_cause`]): targets the server may not read (RBAC: one line that names its identity
+/// and the remedy, not one a resource type), targets whose first list is not done (the initial
+/// sync). Any other reason is told as it is ([`notice`]).
 fn by_cause(stale: &[Stale]) -> Vec<Notice> {
-    let not_watched = |s: &Stale, pattern: &str| matches!(&s.reason, Blind::NotWatched(reason) if reason.contains(pattern));
-    let forbidden: Vec<&Stale> = stale
+    let reasons: Vec<(String, String)> = stale
         .iter()
-        .filter(|s| not_watched(s, "forbidden"))
+        .map(|s| (target_name(s), s.reason.to_string()))
         .collect();
-    let listing: Vec<&Stale> = stale
+    let pairs: Vec<(&str, &str)> = reasons
         .iter()
-        .filter(|s| not_watched(s, FIRST_LIST))
+        .map(|(name, reason)| (name.as_str(), reason.as_str()))
         .collect();
-    let forbidden = group(&forbidden).map(|names| {
-        let who = forbidden
-            .iter()
-            .find_map(|s| match &s.reason {
-                Blind::NotWatched(reason) => forbidden_user(reason),
-                _ => None,
-            })
-            .unwrap_or("the server");
-        format!(
-            "{INCOMPLETE}: {} resource types are not being watched: {who} is forbidden to list \
-             them ({}); grant it read access to every target of the rulesets (deploy/rbac/\
-             rule-targets.yaml, or `ifo-apiserver rules rbac` for rulesets of your own)",
-            names.len(),
-            some(&names)
-        )
+    let (groups, grouped) = group_by_cause(&pairs);
+    let told = groups.iter().map(|group| {
+        let text = match group.cause {
+            StaleCause::Forbidden => {
+                let who = pairs
+                    .iter()
+                    .filter(|(_, reason)| StaleCause::Forbidden.of(reason))
+                    .find_map(|(_, reason)| forbidden_user(reason))
+                    .unwrap_or("the server");
+                format!(
+                    "{INCOMPLETE}: {} resource types are not being watched: {who} is forbidden \
+                     to list them ({}); grant it read access to every target of the rulesets \
+                     (deploy/rbac/rule-targets.yaml, or `ifo-apiserver rules rbac` for rulesets \
+                     of your own)",
+                    group.names.len(),
+                    group.some_names()
+                )
+            }
+            StaleCause::FirstList => format!(
+                "{INCOMPLETE}: {} resource types are being listed for the first time ({}); what \
+                 is in flight on them shows once they are",
+                group.names.len(),
+                group.some_names()
+            ),
+        };
+        Notice::from(text.as_str())
     });
-    let listing = group(&listing).map(|names| {
-        format!(
-            "{INCOMPLETE}: {} resource types are being listed for the first time ({}); what is \
-             in flight on them shows once they are",
-            names.len(),
-            some(&names)
-        )
-    });
-    let (some_forbidden, some_listing) = (forbidden.is_some(), listing.is_some());
-    let grouped = move |s: &&Stale| {
-        (some_forbidden && not_watched(s, "forbidden"))
-            || (some_listing && not_watched(s, FIRST_LIST))
-    };
-    forbidden
-        .into_iter()
-        .chain(listing)
-        .map(|text| Notice::from(text.as_str()))
-        .chain(stale.iter().filter(|s| !grouped(s)).map(notice))
-        .collect()
-}
-
-/// What a target whose first list is not done is told by (see `detect`).
-const FIRST_LIST: &str = "its first list has not completed";
-
-/// Fewest targets of one cause told in one line: below, each is told as it is (a few lines
-/// that each name their target read better than a count).
-const GROUP_FROM: usize = 4;
-
-/// The distinct targets of `stale`, when there are [`GROUP_FROM`] or more.
-fn group(stale: &[&Stale]) -> Option<Vec<String>> {
-    let mut names: Vec<String> = stale.iter().map(|s| target_name(s)).collect();
-    names.sort();
-    names.dedup();
-    (names.len() >= GROUP_FROM).then_some(names)
-}
-
-/// The first three of `names`, and how many more.
-fn some(names: &[String]) -> String {
-    let shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-    match names.len().saturating_sub(3) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
+    let rest = stale
+        .iter()
+        .zip(grouped)
+        .filter(|(_, grouped)| !grouped)
+        .map(|(s, _)| notice(s));
+    told.chain(rest).collect()
 }
 
 /// The user an RBAC refusal names (`User "system:serviceaccount:ifo-system:ifo-apiserver"
@@ -330,7 +304,7 @@ mod tests {
             ("cronjobs", "batch"),
             ("x", "y"),
         ] {
-            all.push(stale(resource, group, FIRST_LIST));
+            all.push(stale(resource, group, ifo_model::FIRST_LIST_PENDING));
         }
         all.push(stale("things", "example.com", "the watch stalled"));
         let texts: Vec<String> = by_cause(&all).into_iter().map(|n| n.text).collect();

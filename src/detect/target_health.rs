@@ -138,7 +138,7 @@ pub enum Blind {
 impl fmt::Display for Blind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Blind::NotWatched(reason) => write!(f, "is not being watched: {reason}"),
+            Blind::NotWatched(reason) => write!(f, "{}{reason}", ifo_model::NOT_WATCHED),
             Blind::Suspended { ruleset, namespace } => {
                 let place = match namespace {
                     Some(ns) => format!("in namespace {ns}"),
@@ -514,7 +514,7 @@ impl Entry {
     /// Why the part of this target feeding `namespace` (`None`: every part) is not current.
     fn stale_reason(&self, namespace: Option<&str>) -> Option<String> {
         match &self.resolution {
-            Resolution::Pending => return Some("its first list has not completed".into()),
+            Resolution::Pending => return Some(ifo_model::FIRST_LIST_PENDING.into()),
             Resolution::NotServed => return None,
             Resolution::Failed(reason) => return Some(reason.clone()),
             Resolution::Resolved { .. } => {}
@@ -529,7 +529,7 @@ impl Entry {
                     Some(reason) => reason.clone(),
                     None => continue,
                 },
-                StreamState::Starting => "its first list has not completed".into(),
+                StreamState::Starting => ifo_model::FIRST_LIST_PENDING.into(),
                 StreamState::Failing(reason) => reason.clone(),
             };
             return Some(match stream {
