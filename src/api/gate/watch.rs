@@ -156,7 +156,8 @@ impl Watcher {
             } => {
                 self.knows_client = true;
                 for gate in gates {
-                    if !self.emit("ADDED", gate).await {
+                    let shown = self.shown_of(&gate);
+                    if !self.emit("ADDED", gate, shown).await {
                         return;
                     }
                 }
@@ -281,14 +282,11 @@ impl Watcher {
             );
             let held = self.sent.contains_key(&name);
             gate.metadata.resource_version = Some(event.rv.to_string());
+            let shown = self.shown_of(&gate);
             let type_ = match (held, included) {
                 (true, true) if self.sent.get(&name) == Some(&gate.status) => continue,
                 // A change the client's rows would not show (`kubectl get gates -w`).
-                (true, true)
-                    if self.rows_only()
-                        && self.shown.get(&name).map(String::as_str)
-                            == Some(table::shown(&gate, jiff::Timestamp::now()).as_str()) =>
-                {
+                (true, true) if shown.is_some() && self.shown.get(&name) == shown.as_ref() => {
                     self.sent.insert(name, gate.status);
                     continue;
                 }
@@ -303,30 +301,32 @@ impl Watcher {
                 }
                 (false, false) => continue,
             };
-            if !self.emit(type_, gate).await {
+            if !self.emit(type_, gate, shown).await {
                 return false;
             }
         }
         true
     }
 
-    /// Whether the client reads rows alone: a Table that embeds no object.
-    fn rows_only(&self) -> bool {
-        matches!(self.repr, Representation::Table { .. })
-            && self.selection.params.include_object != IncludeObject::Object
+    /// What the client's row of `gate` shows, when it reads rows alone (a Table that embeds no
+    /// object); `None` otherwise.
+    fn shown_of(&self, gate: &Gate) -> Option<String> {
+        (matches!(self.repr, Representation::Table { .. })
+            && self.selection.params.include_object != IncludeObject::Object)
+            .then(|| table::shown(gate, jiff::Timestamp::now()))
     }
 
-    /// Sends one gate event and notes what the client now holds.
-    async fn emit(&mut self, type_: &str, gate: Gate) -> bool {
+    /// Sends one gate event and notes what the client now holds (`shown`: its row, see
+    /// [`Self::shown_of`]).
+    async fn emit(&mut self, type_: &str, gate: Gate, shown: Option<String>) -> bool {
         let name = gate.metadata.name.clone().unwrap_or_default();
         let bytes = self.line(type_, &gate);
         if type_ == "DELETED" {
             self.sent.remove(&name);
             self.shown.remove(&name);
         } else {
-            if self.rows_only() {
-                self.shown
-                    .insert(name.clone(), table::shown(&gate, jiff::Timestamp::now()));
+            if let Some(shown) = shown {
+                self.shown.insert(name.clone(), shown);
             }
             self.sent.insert(name, gate.status);
         }
