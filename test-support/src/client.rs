@@ -105,6 +105,17 @@ impl Env {
         body
     }
 
+    /// The value of one series of the server's `/metrics`, named with its labels as the text
+    /// exposition writes them (`ifo_x_total{a="b"}`); panics when the server has no such series.
+    pub fn metric(&self, series: &str) -> f64 {
+        let prefix = format!("{series} ");
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in /metrics"))
+    }
+
     /// Applies `manifest` (YAML or JSON) as admin.
     pub fn apply(&self, manifest: &str) {
         self.cluster.apply(manifest).unwrap();

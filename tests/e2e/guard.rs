@@ -297,13 +297,10 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
     eventually(WAIT, "an unbound pod's eviction to pass", || {
         evict(env, User::Admin, &ns, "pending").ok.then_some(())
     });
-    let errors = |kind: &str| -> f64 {
-        let series = format!("ifo_guard_decisions_total{{decision=\"error\",reason=\"{kind}\"}} ");
-        env.metrics()
-            .lines()
-            .find_map(|l| l.strip_prefix(&series))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {series}in /metrics"))
+    let errors = |kind: &str| {
+        env.metric(&format!(
+            "ifo_guard_decisions_total{{decision=\"error\",reason=\"{kind}\"}}"
+        ))
     };
     let (malformed, too_large) = (errors("malformed"), errors("too_large"));
     let (code, body) = env.direct("/admission/evictions", &["-X", "POST", "--data", "{}"]);
