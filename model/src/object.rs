@@ -153,6 +153,15 @@ pub struct Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub expected_end: Option<Time>,
+    /// By when nine in ten operations like it have ended, given how long it has run (from
+    /// history only): the band's far edge.
+    #[serde(
+        rename = "expectedEndP90",
+        default,
+        deserialize_with = "lenient",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_end_p90: Option<Time>,
     /// What `expectedEnd` is based on: `History` or `Progress`.
     #[serde(
         default,

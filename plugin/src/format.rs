@@ -198,7 +198,7 @@ pub fn expected(op: &Op, now: Timestamp) -> String {
         parts.push(format!("{}%", (p * 10.0).round() / 10.0));
     }
     if let Some(end) = op.expected_end() {
-        parts.push(time_left(now, end));
+        parts.push(time_left(now, end, op.expected_end_p90()));
     }
     if op.stall().is_some() {
         parts.push("stalled".into());
@@ -209,13 +209,17 @@ pub fn expected(op: &Op, now: Timestamp) -> String {
     parts.join(" ")
 }
 
-/// `~4m` until `end`, `overdue 2m` past it.
-fn time_left(now: Timestamp, end: Timestamp) -> String {
+/// `~4m` until `end`, with the band's far edge `p90` where it reads otherwise (`~2m (≤5m)`),
+/// `overdue 2m` past it.
+fn time_left(now: Timestamp, end: Timestamp, p90: Option<Timestamp>) -> String {
     let left = end.as_second() - now.as_second();
-    if left >= 0 {
-        format!("~{}", human_duration(left))
-    } else {
-        format!("overdue {}", human_duration(-left))
+    if left < 0 {
+        return format!("overdue {}", human_duration(-left));
+    }
+    let near = human_duration(left);
+    match p90.map(|p90| human_duration(p90.as_second().max(end.as_second()) - now.as_second())) {
+        Some(far) if far != near => format!("~{near} (≤{far})"),
+        _ => format!("~{near}"),
     }
 }
 
@@ -340,7 +344,7 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
             format!(
                 "{} ({}; from {basis})",
                 end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                time_left(now, end)
+                time_left(now, end, op.expected_end_p90())
             ),
         ));
     }
@@ -583,6 +587,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ReportedByRule: Unable to connect"), "{text}");
+    }
+
+    #[test]
+    fn a_history_estimate_shows_its_band_where_it_reads_otherwise() {
+        let now = ts("2026-11-22T10:00:00Z");
+        let mut raw = op(None, "VirtualMachine", "vm1", "Migrating", "Active").raw;
+        raw["status"]["expectedEnd"] = serde_json::json!("2026-11-22T10:02:00Z");
+        raw["status"]["expectedEndP90"] = serde_json::json!("2026-11-22T10:05:00Z");
+        raw["status"]["estimate"] = serde_json::json!("History");
+        let o = Op::from_json(raw.clone());
+        assert_eq!(expected(&o, now), "~2m (≤5m)");
+        assert!(describe(&o, now).contains("(~2m (≤5m); from History)"));
+        // A far edge that reads the same, or none: the estimate alone.
+        raw["status"]["expectedEndP90"] = serde_json::json!("2026-11-22T10:02:00Z");
+        assert_eq!(expected(&Op::from_json(raw.clone()), now), "~2m");
+        raw["status"]["expectedEndP90"] = serde_json::json!(7);
+        assert_eq!(expected(&Op::from_json(raw), now), "~2m");
     }
 
     #[test]

@@ -95,6 +95,11 @@ impl Op {
         self.status.expected_end.as_ref().map(|t| t.0)
     }
 
+    /// The far edge of the expected end's band (`status.expectedEndP90`), from history.
+    pub fn expected_end_p90(&self) -> Option<Timestamp> {
+        self.status.expected_end_p90.as_ref().map(|t| t.0)
+    }
+
     /// The `Stalled` condition while it is `True`: (reason, message).
     pub fn stall(&self) -> Option<(&str, &str)> {
         self.status

@@ -154,8 +154,9 @@ pub fn row<'a>(
         table_age(Some(op.created), now),
         message,
         op.progress().map(percent).unwrap_or_default(),
-        op.expected_end()
-            .map(|end| expected(end, now))
+        op.expectation
+            .as_ref()
+            .map(|e| expected(e.end, e.p90_end, now))
             .unwrap_or_default(),
         op.stall().map_or("", |s| s.reason.as_str()),
     );
@@ -176,12 +177,20 @@ pub fn percent(progress: f64) -> String {
     format!("{tenths}%")
 }
 
-/// `~4m` until an expected end, `overdue 2m` past it.
-pub fn expected(end: jiff::Timestamp, now: jiff::Timestamp) -> String {
-    if end >= now {
-        format!("~{}", table_age(Some(now), end))
-    } else {
-        format!("overdue {}", table_age(Some(end), now))
+/// `~4m` until an expected end, with the band's far edge where it reads otherwise (`~2m (≤5m)`),
+/// `overdue 2m` past it.
+pub fn expected(
+    end: jiff::Timestamp,
+    p90: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> String {
+    if end < now {
+        return format!("overdue {}", table_age(Some(end), now));
+    }
+    let left = table_age(Some(now), end);
+    match p90.map(|p90| table_age(Some(now), p90.max(end))) {
+        Some(far) if far != left => format!("~{left} (≤{far})"),
+        _ => format!("~{left}"),
     }
 }
 
@@ -239,6 +248,7 @@ mod tests {
         op.expectation = Some(crate::operation::Expectation {
             end: at,
             basis: crate::operation::EstimateBasis::Grace,
+            p90_end: None,
             overdue: None,
         });
         let ending = Stored::new(2, Arc::new(op.clone()));
@@ -253,5 +263,43 @@ mod tests {
         op.message = None;
         let silent = Stored::new(3, Arc::new(op));
         assert_eq!(cells(&silent, now)[6], "ending in 25s");
+    }
+
+    #[test]
+    fn a_history_estimate_shows_its_band_where_it_reads_otherwise() {
+        let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        assert_eq!(
+            expected(
+                at("2026-11-22T10:02:00Z"),
+                Some(at("2026-11-22T10:05:00Z")),
+                now
+            ),
+            "~2m (≤5m)"
+        );
+        assert_eq!(
+            expected(
+                at("2026-11-22T10:02:00Z"),
+                Some(at("2026-11-22T10:02:20Z")),
+                now
+            ),
+            "~2m (≤2m20s)"
+        );
+        // The same, none, or the edge before the end: the estimate alone.
+        for p90 in [
+            Some(at("2026-11-22T10:02:00Z")),
+            None,
+            Some(at("2026-11-22T10:01:00Z")),
+        ] {
+            assert_eq!(expected(at("2026-11-22T10:02:00Z"), p90, now), "~2m");
+        }
+        assert_eq!(
+            expected(
+                at("2026-11-22T09:58:00Z"),
+                Some(at("2026-11-22T10:05:00Z")),
+                now
+            ),
+            "overdue 2m"
+        );
     }
 }

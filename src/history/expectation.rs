@@ -39,16 +39,19 @@ pub fn expect(
         return Some(Expectation {
             end,
             basis: EstimateBasis::Grace,
+            p90_end: None,
             overdue: None,
         });
     }
     let history = learned.filter(|q| q.count >= MIN_SAMPLES);
     let by_progress = op.progress().and_then(|p| extrapolate(op, p));
-    let (end, basis) = match (by_progress, history) {
-        (Some(end), _) => (end, EstimateBasis::Progress),
+    let elapsed = now.duration_since(op.created);
+    let (end, basis, p90_end) = match (by_progress, history) {
+        (Some(end), _) => (end, EstimateBasis::Progress, None),
         (None, Some(q)) => (
-            after(op.created, by_history(q, now.duration_since(op.created))),
+            after(op.created, by_history(q, elapsed, 0.5)),
             EstimateBasis::History,
+            Some(after(op.created, by_history(q, elapsed, 0.9))),
         ),
         (None, None) => return None,
     };
@@ -56,20 +59,24 @@ pub fn expect(
     Some(Expectation {
         end,
         basis,
+        p90_end,
         overdue,
     })
 }
 
-/// How long history expects an operation that has run `elapsed` to take in all: the median of
-/// the durations longer than `elapsed`, so that one running long is not "overdue" by a median it
-/// has already passed. The durations are read off the learned quantiles as a distribution
-/// linear between them: none at 0, half by the median, 90 % and 99 % by those percentiles, all
-/// by the overdue limit ([`OVERDUE_FACTOR`] × p99, where the operation counts as stalled). Until
-/// the median, that is the median itself; past the limit, the limit (it is overdue).
-fn by_history(q: &Quantiles, elapsed: SignedDuration) -> SignedDuration {
-    if elapsed < q.p50 {
-        return q.p50;
-    }
+/// How long history expects an operation that has run `elapsed` to take in all: the `quantile`
+/// (0.5 for the median, 0.9 for the band's far edge) of the durations longer than `elapsed`, so
+/// that one running long is not "overdue" by a median it has already passed. The durations are
+/// read off the learned quantiles as a distribution linear between them: none at 0, half by the
+/// median, 90 % and 99 % by those percentiles, all by the overdue limit ([`OVERDUE_FACTOR`] ×
+/// p99, where the operation counts as stalled). Until the median, the time elapsed does not
+/// count (the median is the median itself); past the limit, the limit (it is overdue).
+fn by_history(q: &Quantiles, elapsed: SignedDuration, quantile: f64) -> SignedDuration {
+    let elapsed = if elapsed < q.p50 {
+        SignedDuration::ZERO
+    } else {
+        elapsed
+    };
     let limit = q.p99.as_secs_f64() * OVERDUE_FACTOR;
     let knots = [
         (0.0, 0.0),
@@ -82,12 +89,13 @@ fn by_history(q: &Quantiles, elapsed: SignedDuration) -> SignedDuration {
     if e >= limit {
         return SignedDuration::try_from_secs_f64(limit).unwrap_or(q.p99);
     }
-    // The share of durations up to `e`, then the duration below which half of the rest lie.
+    // The share of durations up to `e`, then the duration below which `quantile` of the rest
+    // lie.
     let share = knots.windows(2).find(|w| e < w[1].0).map_or(1.0, |w| {
         let ((x0, f0), (x1, f1)) = (w[0], w[1]);
         f0 + (e - x0) / (x1 - x0) * (f1 - f0)
     });
-    let wanted = (1.0 + share) / 2.0;
+    let wanted = share + quantile * (1.0 - share);
     let total = knots
         .windows(2)
         .find(|w| wanted <= w[1].1 && w[1].0 > w[0].0)
@@ -147,18 +155,29 @@ pub fn settle(
         return new;
     };
     if shown.basis == new.basis {
-        let span = new.end.duration_since(start).abs();
-        let tolerance = SignedDuration::from_secs(1).max(span / 20);
-        if new.end.duration_since(shown.end).abs() <= tolerance
-            && (shown.end.duration_since(now) > tolerance || new.end <= shown.end)
-        {
-            new.end = shown.end;
+        new.end = kept(shown.end, new.end, start, now);
+        if let (Some(shown), Some(p90)) = (shown.p90_end, new.p90_end) {
+            new.p90_end = Some(kept(shown, p90, start, now));
         }
     }
     if let (Some(old), Some(_)) = (&shown.overdue, &new.overdue) {
         new.overdue = Some(old.clone());
     }
     Some(new)
+}
+
+/// `shown` where `new` is within 5 % (at least a second) of it and `now` is not about to pass
+/// it, else `new`.
+fn kept(shown: Timestamp, new: Timestamp, start: Timestamp, now: Timestamp) -> Timestamp {
+    let span = new.duration_since(start).abs();
+    let tolerance = SignedDuration::from_secs(1).max(span / 20);
+    if new.duration_since(shown).abs() <= tolerance
+        && (shown.duration_since(now) > tolerance || new <= shown)
+    {
+        shown
+    } else {
+        new
+    }
 }
 
 fn after(t: Timestamp, d: SignedDuration) -> Timestamp {
@@ -276,7 +295,14 @@ mod tests {
     #[test]
     fn history_expects_the_median_of_the_durations_longer_than_the_time_elapsed() {
         let q = quantiles(1000, 50, 90, 99);
-        let at = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e)));
+        let at = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.5));
+        let p90 = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.9));
+        // The band's far edge: nine in ten of those longer than the time elapsed end by then.
+        assert_eq!((p90(0), p90(49)), (90.0, 90.0));
+        assert_eq!((p90(50), p90(60), p90(90)), (95.0, 96.0, 99.0));
+        for e in 0..200 {
+            assert!(p90(e) >= at(e), "{e}: the band ends before the median");
+        }
         assert_eq!(at(0), 50.0);
         assert_eq!(at(49), 50.0);
         assert_eq!(at(50), 75.0);

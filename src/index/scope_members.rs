@@ -236,6 +236,7 @@ mod tests {
             op.expectation = Some(crate::operation::Expectation {
                 end: at(end),
                 basis: crate::operation::EstimateBasis::History,
+                p90_end: None,
                 overdue: None,
             });
             op

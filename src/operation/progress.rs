@@ -97,6 +97,9 @@ pub struct Expectation {
     pub end: Timestamp,
     /// What `end` is based on.
     pub basis: EstimateBasis,
+    /// By when nine in ten operations like it have ended, given how long it has run
+    /// (`status.expectedEndP90`): the band's far edge, from history only.
+    pub p90_end: Option<Timestamp>,
     /// Set once it runs past what its rule's operations normally take (reason
     /// [`OVERDUE_BY_HISTORY`]).
     pub overdue: Option<Stall>,

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
 use super::label_set::Labels;
+use super::progress::EstimateBasis;
 use super::record::{API_VERSION, Ending, InFlightOperation};
 use super::time::format_time;
 
@@ -90,6 +91,9 @@ struct Status<'a> {
     progress: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expected_end: Option<String>,
+    /// By when nine in ten operations like it have ended (history only).
+    #[serde(rename = "expectedEndP90", skip_serializing_if = "Option::is_none")]
+    expected_end_p90: Option<String>,
     /// What `expected_end` is based on: `History` or `Progress`.
     #[serde(skip_serializing_if = "Option::is_none")]
     estimate: Option<&'static str>,
@@ -167,20 +171,26 @@ impl InFlightOperation {
     }
 
     /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`: the
-    /// persisted copy, whose schema (the operator's CRD) has neither a grace period end nor
-    /// conditions of this shape, so it is written without them.
+    /// persisted copy, whose schema (the operator's CRD) has neither a grace period end, nor
+    /// conditions of this shape, nor an estimate's band or `Grace` basis, so it is written
+    /// without them (an ending operation's `expectedEnd` stays, the grace's end).
     pub fn wire_as<M>(
         &self,
         api_version: &'static str,
         kind: &'static str,
         metadata: M,
     ) -> Object<'_, M> {
+        let mut status = self.wire_status();
+        status.expected_end_p90 = None;
+        status.estimate = status
+            .estimate
+            .filter(|e| *e != EstimateBasis::Grace.as_str());
         Object {
             api_version,
             kind,
             metadata,
             spec: self.wire_spec(),
-            status: self.wire_status(),
+            status,
         }
     }
 
@@ -213,6 +223,11 @@ impl InFlightOperation {
             subject_generation: self.subject_generation,
             progress: self.progress(),
             expected_end: self.expected_end().map(format_time),
+            expected_end_p90: self
+                .expectation
+                .as_ref()
+                .and_then(|e| e.p90_end)
+                .map(format_time),
             estimate: self.expectation.as_ref().map(|e| e.basis.as_str()),
             grace_period_end: None,
             conditions: Vec::from_iter(self.stall().map(|stall| Condition {

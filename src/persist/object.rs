@@ -243,6 +243,59 @@ mod tests {
         assert_eq!(*from_object(&copy).unwrap(), op);
     }
 
+    /// What the CRD of `deploy/persist/` accepts: every status field a copy carries is in its
+    /// schema, with a value its enum allows (the server writes with `fieldValidation` unset:
+    /// an unknown field would be dropped, a value out of an enum refused).
+    #[test]
+    fn every_status_field_a_copy_carries_fits_the_persisted_crd() {
+        let crd: serde_json::Value =
+            serde_saphyr::from_str(include_str!("../../deploy/persist/crd.yaml")).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"];
+        let mut op = (*test_record("vm-1")).clone();
+        op.progress = Some(50.0);
+        let at: jiff::Timestamp = "2026-11-22T10:05:00Z".parse().unwrap();
+        let mut copies = Vec::new();
+        for basis in [
+            crate::operation::EstimateBasis::History,
+            crate::operation::EstimateBasis::Progress,
+            crate::operation::EstimateBasis::Grace,
+        ] {
+            op.expectation = Some(crate::operation::Expectation {
+                end: at,
+                basis,
+                p90_end: Some(at),
+                overdue: None,
+            });
+            op.ending = (basis == crate::operation::EstimateBasis::Grace).then_some(
+                crate::operation::Ending {
+                    since: op.last_detected,
+                    at,
+                },
+            );
+            copies.push(serde_json::to_value(to_object(&op, None)).unwrap());
+        }
+        op.phase = Phase::Completed;
+        op.outcome = Some(Outcome::Superseded);
+        op.expectation = None;
+        copies.push(serde_json::to_value(to_object(&op, None)).unwrap());
+        for copy in copies {
+            for (field, value) in copy["status"].as_object().unwrap() {
+                let declared = &schema[field];
+                assert!(
+                    declared.is_object(),
+                    "status.{field} is not in the CRD: {copy:#}"
+                );
+                if let Some(allowed) = declared["enum"].as_array() {
+                    assert!(
+                        allowed.contains(value),
+                        "status.{field}: {value} not in {allowed:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_completed_copy_reads_back_completed() {
         let mut op = (*test_record("vm-1")).clone();

@@ -204,8 +204,10 @@ impl Tracker {
     /// `key` starts matching in an exclusive ruleset: the subject's other active operations in
     /// that ruleset complete now, except those `still_matching` (rules that overlap are a
     /// ruleset's own contradiction; ending an operation its rule still detects would only
-    /// start it again at the next event). One in its grace completes as its grace would have;
-    /// one whose rule failed to evaluate completes now, `Unknown`.
+    /// start it again at the next event). One in its grace completes as its grace would have,
+    /// except that one that stopped matching at this very moment, its outcome not said, was cut
+    /// short by the next: `Superseded` (so it is not taken for a run to its end). One whose rule
+    /// failed to evaluate completes now, `Unknown`.
     fn supersede(
         &mut self,
         key: &Key,
@@ -221,10 +223,11 @@ impl Tracker {
             .filter(|(k, _)| k.operation != key.operation && !still_matching(&k.operation))
             .filter_map(|(k, e)| match &e.state {
                 State::Active { grace, .. } => {
-                    let (at, outcome) = grace
-                        .as_ref()
-                        .map_or((now, None), |g| (g.stopped_at, g.outcome));
-                    Some((k.clone(), at, outcome.unwrap_or(Outcome::Unknown)))
+                    let (at, outcome) = match grace {
+                        Some(g) => (g.stopped_at, superseded(g, now)),
+                        None => (now, Outcome::Unknown),
+                    };
+                    Some((k.clone(), at, outcome))
                 }
                 State::Retained => None,
             })
@@ -783,6 +786,18 @@ fn after(ts: Timestamp, d: SignedDuration) -> Timestamp {
     })
 }
 
+/// The outcome of an operation in its `grace` that the next operation of an exclusive ruleset
+/// ends at `now`: the one its rule reported; when it reported none and stopped matching at this
+/// same moment, the subject moved straight from it to the next, `Superseded`.
+fn superseded(grace: &Grace, now: Timestamp) -> Outcome {
+    match grace.outcome {
+        Some(outcome) if outcome != Outcome::Unknown => outcome,
+        _ if grace.stopped_at == now => Outcome::Superseded,
+        _ => Outcome::Unknown,
+    }
+}
+
 mod relabel;
+
 #[cfg(test)]
 mod tests;

@@ -182,7 +182,7 @@ fn status() -> Value {
                 "type": "string",
             },
             "outcome": {
-                "description": "How the operation ended; absent while it is Active. Selectable with --field-selector status.outcome=<outcome>.\n\nPossible enum values:\n - `\"Succeeded\"`, `\"Failed\"`, `\"Canceled\"`, `\"Superseded\"` as the rule's outcome expression reported when the rule stopped matching.\n - `\"SubjectDeleted\"` the subject was deleted while the operation was active.\n - `\"RuleSetRemoved\"` the rule set was deleted, became invalid or no longer has the rule.\n - `\"Unknown\"` the rule stopped matching and no outcome expression said how the operation ended.",
+                "description": "How the operation ended; absent while it is Active. Selectable with --field-selector status.outcome=<outcome>.\n\nPossible enum values:\n - `\"Succeeded\"`, `\"Failed\"`, `\"Canceled\"`, `\"Superseded\"` as the rule's outcome expression reported when the rule stopped matching; `\"Superseded\"` also when, in an exclusive rule set, the next operation started at the moment this one stopped matching and its expression did not say how it ended.\n - `\"SubjectDeleted\"` the subject was deleted while the operation was active.\n - `\"RuleSetRemoved\"` the rule set was deleted, became invalid or no longer has the rule.\n - `\"Unknown\"` the rule stopped matching and no outcome expression said how the operation ended.",
                 "type": "string",
                 "enum": outcomes,
             },
@@ -213,6 +213,10 @@ fn status() -> Value {
             "expectedEnd": {
                 "$ref": meta("Time"),
                 "description": "When the operation is expected to end, the same for every reader: while it is ending (no rule detects it any more), the end of its debounce grace; once the rule reports at least 10 % progress, the time elapsed extrapolated from it; else, once its rule has at least 5 operations that succeeded, its start plus the median of those durations that are longer than the time it has already run (so a long-running operation is not overdue by a median it has passed; until the median, the median). status.estimate says which. Absent while none is known, and once completed.",
+            },
+            "expectedEndP90": {
+                "$ref": meta("Time"),
+                "description": "The far edge of the expected end's band, when status.estimate is History: by when nine in ten of the rule's operations that succeeded and ran longer than this one has so far had ended (kubectl get shows both: ~2m (≤5m)). Absent otherwise.",
             },
             "estimate": {
                 "description": "What status.expectedEnd is based on.\n\nPossible enum values:\n - `\"Grace\"` the end of the debounce grace of an operation no rule detects any more.\n - `\"History\"` start plus the median of the durations of the rule's operations that succeeded, among those longer than the time elapsed.\n - `\"Progress\"` the time elapsed, extrapolated by the progress the rule reports.",

@@ -178,7 +178,8 @@ fn records() -> Vec<InFlightOperation> {
     active.stalled = Some(Stall::reported("ImportFailed", now));
     active.expectation = Some(Expectation {
         end: now,
-        basis: EstimateBasis::Progress,
+        basis: EstimateBasis::History,
+        p90_end: Some(now),
         overdue: None,
     });
     // And what ending adds.

@@ -423,6 +423,7 @@ fn active_counts_are_always_those_of_the_records() {
                 record.expectation = rng.bool().then(|| crate::operation::Expectation {
                     end: at(rng.i64(100..110)),
                     basis: crate::operation::EstimateBasis::History,
+                    p90_end: None,
                     overdue: None,
                 });
                 record.ending = (rng.u8(..4) == 0).then(|| crate::operation::Ending {
@@ -460,6 +461,7 @@ fn gates_expect_the_latest_end_and_count_stalls() {
         r.expectation = end.map(|e| Expectation {
             end: at(e),
             basis: EstimateBasis::History,
+            p90_end: None,
             overdue: None,
         });
         r

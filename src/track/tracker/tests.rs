@@ -1341,29 +1341,56 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
         ]
     );
     assert_eq!(changes[0].record().completed, Some(t(5)));
-    // Straight from Migrating to Stopping: Migrating completes at once, with no grace shown.
+    // Straight from Migrating to Stopping: Migrating completes at once, with no grace shown,
+    // cut short by the stop (its outcome expression does not say): Superseded.
     assert_eq!(
         move_vm(&mut tr, true, "Stopping", t(20)),
         [
-            op('U', "Migrating", Completed, Some(Outcome::Unknown), false),
-            op('R', "Migrating", Completed, Some(Outcome::Unknown), false),
+            op(
+                'U',
+                "Migrating",
+                Completed,
+                Some(Outcome::Superseded),
+                false
+            ),
+            op(
+                'R',
+                "Migrating",
+                Completed,
+                Some(Outcome::Superseded),
+                false
+            ),
             op('U', "Stopping", Active, None, false),
         ]
     );
     assert_eq!(tr.active_count("rs"), 1);
     // Stopping again while still stopping changes nothing.
     assert!(move_vm(&mut tr, true, "Stopping", t(21)).is_empty());
-    // Stopping → Starting without a stop in between: Stopping ends Unknown (its outcome
-    // expression says so on a starting VM).
+    // Stopping → Starting without a stop in between: Stopping is superseded (its outcome
+    // expression says Unknown on a starting VM).
     assert_eq!(
         move_vm(&mut tr, true, "Starting", t(22)),
         [
-            op('U', "Stopping", Completed, Some(Outcome::Unknown), false),
-            op('R', "Stopping", Completed, Some(Outcome::Unknown), false),
+            op('U', "Stopping", Completed, Some(Outcome::Superseded), false),
+            op('R', "Stopping", Completed, Some(Outcome::Superseded), false),
             op('U', "Starting", Active, None, false),
         ]
     );
     assert_eq!(tr.next_deadline(), None, "no grace left running");
+    // Starting stops matching, its outcome unknown, and only later does Migrating start: it had
+    // ended before the next began, so it is not superseded.
+    assert_eq!(
+        move_vm(&mut tr, true, "Paused", t(40)),
+        [op('U', "Starting", Active, None, true)]
+    );
+    assert_eq!(
+        move_vm(&mut tr, true, "Migrating", t(45)),
+        [
+            op('U', "Starting", Completed, Some(Outcome::Unknown), false),
+            op('R', "Starting", Completed, Some(Outcome::Unknown), false),
+            op('U', "Migrating", Active, None, false),
+        ]
+    );
 
     // Without exclusive, the previous operation keeps its grace.
     let mut tr = tracker(settings(30, false));
@@ -1431,11 +1458,12 @@ fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
         .filter(|c| c.record().phase == Phase::Completed && matches!(c, Change::Upsert(_)))
         .map(|c| (c.record().operation.clone(), c.record().outcome))
         .collect();
-    // Migrating stopped matching at this same event (its outcome unknown) and ends too.
+    // Migrating stopped matching at this same event (its outcome unknown) and ends too, cut
+    // short by the next: Superseded.
     assert_eq!(
         ended,
         [
-            ("Migrating".to_owned(), Some(Outcome::Unknown)),
+            ("Migrating".to_owned(), Some(Outcome::Superseded)),
             ("Starting".to_owned(), Some(Outcome::Unknown))
         ]
     );
