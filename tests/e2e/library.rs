@@ -490,6 +490,34 @@ fn vm_operations_are_on_the_nodes_of_their_vmi() {
     vm.expect_nothing_in_flight();
 }
 
+/// In an exclusive ruleset, a VM that goes straight from one operation to the next whose outcome
+/// its rule does not name (deleted while provisioning) shows the first one `Superseded`, at
+/// once.
+#[test]
+fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
+    let vm = Subject::create(
+        "virtualmachines.kubevirt.io",
+        true,
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+               "metadata": {"name": "vm-superseded"}, "spec": {"runStrategy": "Halted"}}),
+    );
+    vm.set_status(json!({"printableStatus": "Provisioning"}));
+    let watch = vm.watch();
+    vm.expect_active(
+        "vm-lifecycle-rules",
+        "Provisioning",
+        "provisioning volumes of vm [vm-superseded]",
+    );
+    vm.set_status(json!({"printableStatus": "Terminating"}));
+    // What `kubectl get ifos -w` shows: the operation MODIFIED to Completed, Superseded.
+    vm.expect_completed(&watch, "Provisioning", "Superseded");
+    vm.expect_active(
+        "vm-lifecycle-rules",
+        "Terminating",
+        "terminating vm [vm-superseded]",
+    );
+}
+
 #[test]
 fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     let csv = Subject::create(
