@@ -18,7 +18,7 @@ use axum::response::Response;
 use std::sync::Arc;
 
 pub use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
-use ifo_model::{StaleCause, group_by_cause};
+use ifo_model::{CauseGroup, StaleCause, group_by_cause};
 
 /// Most warnings on one response; the rest are counted in the last one.
 const MAX_WARNINGS: usize = 10;
@@ -99,38 +99,43 @@ fn by_cause(stale: &[Stale]) -> Vec<Notice> {
         .map(|(name, reason)| (name.as_str(), reason.as_str()))
         .collect();
     let (groups, grouped) = group_by_cause(&pairs);
-    let told = groups.iter().map(|group| {
-        let text = match group.cause {
-            StaleCause::Forbidden => {
-                let who = pairs
-                    .iter()
-                    .filter(|(_, reason)| StaleCause::Forbidden.of(reason))
-                    .find_map(|(_, reason)| forbidden_user(reason))
-                    .unwrap_or("the server");
-                format!(
-                    "{INCOMPLETE}: {} resource types are not being watched: {who} is forbidden \
-                     to list them ({}); grant it read access to every target of the rulesets \
-                     (deploy/rbac/rule-targets.yaml, or `ifo-apiserver rules rbac` for rulesets \
-                     of your own)",
-                    group.names.len(),
-                    group.some_names()
-                )
-            }
-            StaleCause::FirstList => format!(
-                "{INCOMPLETE}: {} resource types are being listed for the first time ({}); what \
-                 is in flight on them shows once they are",
-                group.names.len(),
-                group.some_names()
-            ),
-        };
-        Notice::from(text.as_str())
-    });
+    let told = groups
+        .iter()
+        .map(|group| Notice::from(format!("{INCOMPLETE}: {}", cause_text(group, &pairs)).as_str()));
     let rest = stale
         .iter()
         .zip(grouped)
         .filter(|(_, grouped)| !grouped)
         .map(|(s, _)| notice(s));
     told.chain(rest).collect()
+}
+
+/// The one reason that tells `group`, of `stale` (target name, reason as served), with its
+/// remedy: the same words in a `Warning` and in a gate's message.
+pub fn cause_text(group: &CauseGroup, stale: &[(&str, &str)]) -> String {
+    match group.cause {
+        StaleCause::Forbidden => {
+            let who = stale
+                .iter()
+                .filter(|(_, reason)| StaleCause::Forbidden.of(reason))
+                .find_map(|(_, reason)| forbidden_user(reason))
+                .unwrap_or("the server");
+            format!(
+                "{} resource types are not being watched: {who} is forbidden to list them ({}); \
+                 grant it read access to every target of the rulesets \
+                 (deploy/rbac/rule-targets.yaml, or `ifo-apiserver rules rbac` for rulesets of \
+                 your own)",
+                group.names.len(),
+                group.some_names()
+            )
+        }
+        StaleCause::FirstList => format!(
+            "{} resource types are being listed for the first time ({}); what is in flight on \
+             them shows once they are",
+            group.names.len(),
+            group.some_names()
+        ),
+    }
 }
 
 /// The user an RBAC refusal names (`User "system:serviceaccount:ifo-system:ifo-apiserver"

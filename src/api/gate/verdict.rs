@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use ifo_model::{
     CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
-    GateSubject, MaintenanceGate, StaleTarget,
+    GateSubject, MaintenanceGate, StaleTarget, group_by_cause,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde::Serialize;
 
-use crate::api::freshness::target_name;
+use crate::api::freshness::{cause_text, target_name};
 use crate::detect::{HealthReader, Stale};
 use crate::index::{GateEntry, GateMembers, GateScope};
 use crate::operation::InFlightOperation;
@@ -374,17 +374,33 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
         reasons.push("the server has not finished its initial sync".to_owned());
     }
     reasons.extend(feeds.existence_unknown.iter().cloned());
+    // One reason for many targets of one cause (as the `Warning`s tell them), then the others
+    // one by one.
+    let named: Vec<(String, String)> = feeds
+        .stale
+        .iter()
+        .map(|s| (target_name(s), s.reason.to_string()))
+        .collect();
+    let pairs: Vec<(&str, &str)> = named
+        .iter()
+        .map(|(n, r)| (n.as_str(), r.as_str()))
+        .collect();
+    let (groups, grouped) = group_by_cause(&pairs);
+    reasons.extend(groups.iter().map(|group| cause_text(group, &pairs)));
+    let rest: Vec<&(&str, &str)> = pairs
+        .iter()
+        .zip(grouped)
+        .filter_map(|(pair, grouped)| (!grouped).then_some(pair))
+        .collect();
     reasons.extend(
-        feeds
-            .stale
-            .iter()
+        rest.iter()
             .take(STALE_IN_MESSAGE)
-            .map(|s| format!("{} {}", target_name(s), s.reason)),
+            .map(|(name, reason)| format!("{name} {reason}")),
     );
-    if feeds.stale.len() > STALE_IN_MESSAGE {
+    if rest.len() > STALE_IN_MESSAGE {
         reasons.push(format!(
             "{} more targets are not current",
-            feeds.stale.len() - STALE_IN_MESSAGE
+            rest.len() - STALE_IN_MESSAGE
         ));
     }
     let message = format!("cannot vouch for this scope: {}", reasons.join("; "));
@@ -540,6 +556,47 @@ mod tests {
             ("False", "NothingStalled")
         );
         assert_eq!(calm.status.expected_clear_time, None);
+    }
+
+    /// Many targets the server may not list are one reason in the message, with who and the
+    /// remedy, as in the `Warning`s; a target stale for another reason is still named.
+    #[test]
+    fn a_gates_message_tells_many_targets_of_one_cause_once() {
+        let stale = |resource: &str, why: &str| Stale {
+            target: Target {
+                group: "example.io".into(),
+                version: "v1".into(),
+                resource: resource.into(),
+            },
+            reason: Blind::NotWatched(why.into()),
+        };
+        let forbidden = "list failed: things is forbidden: User \"system:serviceaccount:ifo:ifo\" \
+                         cannot list resource";
+        let feeds = Feeds {
+            synced: true,
+            stale: ["a", "b", "c", "d", "e"]
+                .into_iter()
+                .map(|r| stale(r, forbidden))
+                .chain([stale("z", "watch stalled")])
+                .collect(),
+            existence_unknown: None,
+        };
+        let g = gate(
+            &members(GateScope::Cluster, vec![]),
+            &feeds,
+            Timestamp::UNIX_EPOCH,
+        );
+        let (status, reason, message) = clear(&g);
+        assert_eq!((status, reason), ("Unknown", "Stale"));
+        assert_eq!(
+            message,
+            "cannot vouch for this scope: 5 resource types are not being watched: \
+             system:serviceaccount:ifo:ifo is forbidden to list them (a.example.io/v1, \
+             b.example.io/v1, c.example.io/v1 and 2 more); grant it read access to every target \
+             of the rulesets (deploy/rbac/rule-targets.yaml, or `ifo-apiserver rules rbac` for \
+             rulesets of your own); z.example.io/v1 is not being watched: watch stalled"
+        );
+        assert_eq!(g.status.stale_targets.len(), 6, "each still listed");
     }
 
     #[test]
