@@ -23,6 +23,9 @@ const SCRIPT: &[(&str, u64)] = &[
     ("Stopped", 8),
 ];
 
+/// The image of the demo's application pods (nothing runs them).
+const PAUSE: &str = "registry.k8s.io/pause:3.10";
+
 /// Nodes the instances run on and migrate between (names only: nothing schedules them).
 const NODES: usize = 3;
 
@@ -46,11 +49,35 @@ pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Resu
         cluster.apply(&object.to_string())?;
         // A pod on each node, so that `kubectl drain node-1` has one to evict (with the
         // maintenance guard, it waits while the node is busy). Nothing runs it: no grace, so an
-        // eviction deletes it at once.
+        // eviction deletes it at once. It belongs to a ReplicaSet, as an application's pods do:
+        // `kubectl drain` refuses pods of no controller without `--force`.
+        let app = format!("app-{}", node(n));
+        let labels = json!({"app": app});
+        let replicaset = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": app, "namespace": NAMESPACE},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "app", "image": PAUSE}]}}}});
+        cluster.apply(&replicaset.to_string())?;
+        let uid = cluster.kubectl_run(
+            User::Admin,
+            &[
+                "get",
+                "replicaset",
+                &app,
+                "-n",
+                NAMESPACE,
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ],
+            None,
+        )?;
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("app-{}", node(n)), "namespace": NAMESPACE},
+            "metadata": {"name": app, "namespace": NAMESPACE, "labels": labels,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": app, "uid": uid.trim(), "controller": true}]},
             "spec": {"nodeName": node(n), "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+                     "containers": [{"name": "app", "image": PAUSE}]}});
         cluster.apply(&pod.to_string())?;
     }
     let mut fleet = Vec::new();
