@@ -161,6 +161,7 @@ fn main() -> Result<()> {
          detected (a real install waits 30s); meanwhile they show `ending in …`.\n\
          Ctrl-C stops everything.\n"
     );
+    settle(&cluster);
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -207,6 +208,37 @@ fn main() -> Result<()> {
     drop(process);
     drop(cluster);
     Ok(())
+}
+
+/// Waits (up to a minute) for the server's initial sync, so the stream starts with what is in
+/// flight rather than with warnings that the first lists are not done; says what it waits for.
+fn settle(cluster: &Cluster) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut said = false;
+    loop {
+        let warned = cluster
+            .kubectl(User::Admin)
+            .args(["get", "ifos", "-A", "-o", "name"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+        match warned {
+            Ok(stderr) if !stderr.contains("Warning:") => return,
+            Ok(stderr) if std::time::Instant::now() >= deadline => {
+                eprintln!("the server's answers are still incomplete:\n{stderr}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("kubectl get ifos failed: {e}");
+                return;
+            }
+            Ok(_) => {}
+        }
+        if !said {
+            println!("\nWaiting for the server's initial sync (its first list of every target)…");
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Runs `f` on SIGINT or SIGTERM (instead of dying at once), so the cluster is stopped cleanly.
