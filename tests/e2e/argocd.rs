@@ -75,6 +75,14 @@ fn the_argocd_health_check_reads_served_gates_in_each_state() {
 
     let (clear, message) = gate_in(env, &gate, "True");
     assert_eq!(health(&clear), ("Healthy".to_owned(), message));
+    // What an Argo CD sync of the gate would do, apply it, is refused: a gate is only read.
+    let manifest = json!({"apiVersion": "live.ifo.kubevirt.io/v1alpha1", "kind": "MaintenanceGate",
+                          "metadata": {"name": gate}});
+    let refused = env.cluster.apply(&manifest.to_string()).unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("(MethodNotAllowed)"),
+        "{refused:#}"
+    );
 
     env.set_status(
         "vm",
