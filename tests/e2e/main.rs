@@ -3,6 +3,7 @@
 
 mod admission;
 mod aggregation;
+mod argocd;
 mod cost;
 mod deploy;
 mod detection;
