@@ -58,11 +58,22 @@ const state = {
   streams: [],
   selected: null,
   filter: { text: "", component: "", phase: "", group: "node" },
+  version: 0, // counts the changes to `ops`
 };
 
 // ---- reading objects ----------------------------------------------------------------------
 
 const time = (s) => (s ? new Date(s) : null);
+/// When an operation started (ms), read once per object: layouts sort thousands by it.
+const starts = new WeakMap();
+const startOf = (o) => {
+  let ms = starts.get(o);
+  if (ms === undefined) {
+    ms = time(o.metadata?.creationTimestamp)?.getTime() ?? null;
+    starts.set(o, ms);
+  }
+  return ms;
+};
 // List items may lack `kind`: a namespace (or none, cluster-scoped), a name and the start identify
 // one (a subject's next operation of the same kind may reuse the name).
 const opKey = (o) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}@${o.metadata?.creationTimestamp ?? ""}`;
@@ -267,6 +278,7 @@ function operationStore(streamIndex) {
         if (entry.stream === streamIndex && !fresh.has(key) && !state.endedHere.has(key)) state.ops.delete(key);
       }
       for (const [key, obj] of fresh) this.set(key, obj);
+      state.version++;
       render.soon();
     },
     apply(type, obj) {
@@ -276,6 +288,7 @@ function operationStore(streamIndex) {
       } else {
         this.set(key, obj);
       }
+      state.version++;
       render.soon();
     },
     set(key, obj) {
@@ -462,7 +475,7 @@ function layout(ops) {
       rows.get(k).ops.push({ o, role });
     }
   }
-  const start = (o) => time(o.metadata?.creationTimestamp)?.getTime() ?? 0;
+  const start = (o) => startOf(o) ?? 0;
   const out = [...groups.entries()]
     .map(([name, rows]) => {
       const list = [...rows.values()];
@@ -487,7 +500,7 @@ function domain(ops, now) {
   let first = now - 60e3;
   let last = now + 10e3;
   for (const o of ops) {
-    const s = time(o.metadata?.creationTimestamp)?.getTime();
+    const s = startOf(o);
     if (s) first = Math.min(first, s);
     const e = time(o.status?.expectedEnd)?.getTime();
     if (e && isActive(o)) last = Math.max(last, e);
@@ -545,13 +558,24 @@ function fitSubject(row, width) {
   return fitMiddle(short, width, SUBJECT_FONT);
 }
 
-function drawTimeline(ops, now, lastSeen) {
+/// The operations shown and their layout, kept while neither they nor the filter change: the
+/// page redraws every second, for the time axis.
+let laidOut = { key: null, shown: [], groups: [], height: 0 };
+function shownAndLaidOut(all) {
+  const key = `${state.version}|${JSON.stringify(state.filter)}`;
+  if (laidOut.key !== key) {
+    const shown = all.filter(matches);
+    laidOut = { key, shown, ...layout(shown) };
+  }
+  return laidOut;
+}
+
+function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
   const container = document.getElementById("timeline");
   const width = Math.max(320, container.clientWidth - 2);
   const label = Math.min(LABEL, Math.round(width * 0.3));
   const words = Math.min(300, Math.round(width * 0.25));
   const x = scaleTime().domain(domain(ops, now)).range([label + 8, width - words]);
-  const { groups, height } = layout(ops);
 
   const axisSvg = select("#axis").selectAll("svg").data([0]).join("svg").attr("width", width).attr("height", 26);
   axisSvg
@@ -629,7 +653,7 @@ function drawTimeline(ops, now, lastSeen) {
       titled(select(this), d.label);
     });
 
-  const startX = (o) => x(time(o.metadata?.creationTimestamp) ?? new Date(now));
+  const startX = (o) => x(startOf(o) ?? now);
   const endX = (o) => x(isActive(o) ? new Date(now) : time(o.status?.completed) ?? time(o.status?.lastDetected) ?? new Date(now));
   const barW = (o) => Math.max(3, endX(o) - startX(o));
   const expectedX = (o) => {
@@ -921,16 +945,17 @@ function draw() {
   const now = Date.now();
   const entries = [...state.ops.values()];
   const all = entries.map((e) => e.obj);
-  const shown = all.filter(matches);
+  const laid = shownAndLaidOut(all);
+  const shown = laid.shown;
   const warnings = [...new Set(state.streams.flatMap((s) => s.warnings))];
   const unknownGates = [...state.gates.values()].filter((e) => gateView(e, now).cls === "unknown").map((e) => e.obj);
   const told = reasons(warnings, unknownGates);
   // Operations the page knows only as last seen: on a target the server does not watch now, or
   // from a watch that is not live.
   const lost = new Set(entries.filter((e) => state.streams[e.stream]?.state === "disconnected").map((e) => e.obj));
-  const lastSeen = (o) => isActive(o) && (lost.has(o) || told.targets.has(resourceOf(o)));
+  const lastSeen = (o) => isActive(o) && (lost.has(o) || (told.targets.size > 0 && told.targets.has(resourceOf(o))));
   drawFilters(all);
-  drawTimeline(shown, now, lastSeen);
+  drawTimeline(laid, now, lastSeen);
   drawGates(now);
   drawWarnings(warnings, unknownGates, told);
   drawConnection(unknownGates.length > 0 || warnings.some((w) => w.startsWith(INCOMPLETE)));
