@@ -305,18 +305,7 @@ fn the_live_view_in_a_browser() {
         until(&page, LIVE, "the namespace's gate clear", GATE, vec![json!(gate)], |v| v == "clear").await;
 
         // The detail panel, from the keyboard: everything about one operation.
-        page.execute(
-            "[...document.querySelectorAll('g.op')].find(g => g.getAttribute('aria-label').includes(arguments[0])).focus();",
-            vec![json!(vm1)],
-        )
-        .await
-        .unwrap();
-        page.active_element()
-            .await
-            .unwrap()
-            .send_keys(&fantoccini::key::Key::Enter)
-            .await
-            .unwrap();
+        open_detail(&page, &vm1).await;
         let (detail, _) = until(
             &page,
             LIVE,
