@@ -120,7 +120,6 @@ const stateWords = (o) => {
   return outcome === "Failed" ? "✗ Failed" : outcome === "Succeeded" ? "✓ Succeeded" : outcome;
 };
 
-
 // ---- watching -----------------------------------------------------------------------------
 
 /// Warning headers (RFC 7234: `299 - "text"`) as their texts.
