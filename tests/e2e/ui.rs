@@ -5,7 +5,11 @@
 //! and a namespace viewer sees their namespace only. A gate that left the list (nothing in
 //! flight) is still followed: it turns from Clear to Unknown on the page as on the server. The
 //! access token stays with the page: another service on 127.0.0.1 the same browser visits gets
-//! no cookie and no token, and the API refuses a request without the token's header.
+//! no cookie and no token, and the API refuses a request without the token's header. Under stale
+//! data the page reads at a glance (one short banner, an amber or red indicator, operations as
+//! last seen drawn so, names that fit, migrations under both nodes, relative times), and
+//! thousands of operations stay quick to draw (the figures are printed; `IFO_UI_SCREENSHOTS=docs`
+//! updates the README's screenshots).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -146,11 +150,16 @@ impl Bystander {
 }
 
 async fn browser(port: u16) -> Client {
+    browser_sized(port, (1280, 800)).await
+}
+
+/// A headless Chromium session whose window is `size` (width, height) pixels.
+async fn browser_sized(port: u16, (width, height): (u32, u32)) -> Client {
     let mut caps = serde_json::Map::new();
     caps.insert("browserName".into(), json!("chrome"));
     let mut options = json!({"args": [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--window-size=1280,800", "--lang=en-US"
+        format!("--window-size={width},{height}"), "--lang=en-US"
     ]});
     if let Ok(chromium) = std::env::var("IFO_CHROMIUM") {
         options["binary"] = json!(chromium);
@@ -194,11 +203,17 @@ const BARS: &str = "return [...document.querySelectorAll('g.op')]
 /// A gate's verdict class (`clear`, `blocked`, `unknown`), or null when it is not shown.
 const GATE: &str = "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
   return li ? li.dataset.verdict : null;";
-/// The warning banner's text, empty while hidden.
+/// The warning banner's text, its collapsed details included, empty while hidden.
 const WARNINGS: &str =
-    "const w = document.getElementById('warnings'); return w.hidden ? '' : w.innerText;";
+    "const w = document.getElementById('warnings'); return w.hidden ? '' : w.textContent;";
 /// The connection indicator's state.
 const CONNECTION: &str = "return document.getElementById('connection').dataset.state;";
+
+/// The page is connected: every watch live (the answers complete or not: tests share the
+/// cluster, and another test's stale target makes an answer of every namespace incomplete).
+fn connected(v: &Value) -> bool {
+    v == "live" || v == "incomplete"
+}
 /// The namespaces of every operation drawn.
 const NAMESPACES: &str = "return [...new Set([...document.querySelectorAll('g.op')]
   .map(g => g.dataset.name.split('/')[0]))];";
@@ -254,10 +269,7 @@ fn the_live_view_in_a_browser() {
     runtime.block_on(async {
         let page = browser(driver_port).await;
         page.goto(&admin_url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], |v| {
-            v == "live"
-        })
-        .await;
+        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
 
         // Operations appear within 2 s of their subjects changing (`until` starts its clock once
         // the patch is applied).
@@ -293,18 +305,7 @@ fn the_live_view_in_a_browser() {
         until(&page, LIVE, "the namespace's gate clear", GATE, vec![json!(gate)], |v| v == "clear").await;
 
         // The detail panel, from the keyboard: everything about one operation.
-        page.execute(
-            "[...document.querySelectorAll('g.op')].find(g => g.getAttribute('aria-label').includes(arguments[0])).focus();",
-            vec![json!(vm1)],
-        )
-        .await
-        .unwrap();
-        page.active_element()
-            .await
-            .unwrap()
-            .send_keys(&fantoccini::key::Key::Enter)
-            .await
-            .unwrap();
+        open_detail(&page, &vm1).await;
         let (detail, _) = until(
             &page,
             LIVE,
@@ -322,7 +323,6 @@ fn the_live_view_in_a_browser() {
             .await
             .unwrap();
 
-        // The screenshot of the README: a busy page, with the staleness warning to come.
         patch_status(env, &ns, "vm1", json!({"printableStatus": "Migrating", "migrationTarget": "node-3"}));
         patch_status(env, &ns, "vm2", json!({"printableStatus": "Starting"}));
         until(&page, LIVE, "vm1 migrating again", BARS, vec![json!(vm1)], state_is("active")).await;
@@ -335,16 +335,10 @@ fn the_live_view_in_a_browser() {
             v.as_str().is_some_and(|t| t.contains(&warning))
         })
         .await;
-        let png = page.screenshot().await.unwrap();
-        let shot = std::env::var("IFO_UI_SCREENSHOT")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|_| env.cluster.dir().join("ui.png"));
-        std::fs::write(&shot, png).unwrap();
-        eprintln!("screenshot of the live view: {}", shot.display());
 
         // A namespace viewer sees their namespace only, and is told they may not read gates.
         page.goto(&alice_url).await.unwrap();
-        until(&page, LIVE * 5, "alice's page to connect", CONNECTION, vec![], |v| v == "live").await;
+        until(&page, LIVE * 5, "alice's page to connect", CONNECTION, vec![], connected).await;
         until(&page, LIVE, "vm1 on alice's page", BARS, vec![json!(vm1)], state_is("active")).await;
         let (namespaces, _) = until(&page, LIVE, "alice's operations", NAMESPACES, vec![], |v| {
             v.as_array().is_some_and(|a| !a.is_empty())
@@ -491,7 +485,7 @@ fn the_token_never_leaves_the_page() {
             "the page to connect",
             CONNECTION,
             vec![],
-            |v| v == "live",
+            connected,
         )
         .await;
         // The token is gone from the address bar.
@@ -505,7 +499,7 @@ fn the_token_never_leaves_the_page() {
             "the reloaded page to connect",
             CONNECTION,
             vec![],
-            |v| v == "live",
+            connected,
         )
         .await;
 
@@ -632,10 +626,7 @@ fn a_gate_shown_clear_follows_the_server() {
     runtime.block_on(async {
         let page = browser(driver_port).await;
         page.goto(&url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], |v| {
-            v == "live"
-        })
-        .await;
+        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
         // In flight, then clear: the gate leaves the list, and the page shows it Clear.
         gadget(true);
         until(&page, END, "the gate in flight", GATE, vec![json!(gate)], |v| v == "blocked").await;
@@ -677,4 +668,589 @@ fn a_gate_shown_clear_follows_the_server() {
         page.close().await.unwrap();
     });
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// The size of the screenshots of the README.
+const SCREEN: (u32, u32) = (1600, 1000);
+
+/// Where the screenshots go: `IFO_UI_SCREENSHOTS` (a directory; `docs` updates the README's),
+/// else the test cluster's directory.
+fn screenshot_dir(env: &Env) -> std::path::PathBuf {
+    std::env::var_os("IFO_UI_SCREENSHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env.cluster.dir().to_path_buf())
+}
+
+/// A screenshot of the page at [`SCREEN`] (the window grown by what the browser's frame takes).
+async fn screenshot(page: &Client, env: &Env, name: &str) {
+    let inner = page
+        .execute("return [window.innerWidth, window.innerHeight];", vec![])
+        .await
+        .unwrap();
+    let (w, h) = (
+        inner[0].as_u64().unwrap() as u32,
+        inner[1].as_u64().unwrap() as u32,
+    );
+    if (w, h) != SCREEN {
+        page.set_window_size(2 * SCREEN.0 - w, 2 * SCREEN.1 - h)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    page.execute("document.activeElement?.blur();", vec![])
+        .await
+        .unwrap();
+    let shot = screenshot_dir(env).join(name);
+    std::fs::write(&shot, page.screenshot().await.unwrap()).unwrap();
+    eprintln!("screenshot: {}", shot.display());
+}
+
+/// A ruleset of VirtualMachines in `ns` whose operations are on the VM's node and, migrating,
+/// on its target node too (as the shipped KubeVirt rules label them).
+fn vm_ruleset_on_nodes(name: &str, ns: &str) -> String {
+    json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet", "metadata": {"name": name},
+      "spec": {"component": "kubevirt", "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
+        "namespaces": [ns],
+        "labelExpressions": [
+          {"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"},
+          {"key": "ifo.kubevirt.io/target-node", "expression": "object.?status.?migrationTarget.orValue('')"}],
+        "rules": [
+          {"operation": "Migrating", "expression": "object.?status.?printableStatus.orValue('') == 'Migrating'",
+           "message": "'to ' + object.?status.?migrationTarget.orValue('?')"},
+          {"operation": "Starting", "expression": "object.?status.?printableStatus.orValue('') == 'Starting'"},
+          {"operation": "Stopping", "expression": "object.?status.?printableStatus.orValue('') == 'Stopping'"}]}})
+    .to_string()
+}
+
+/// A ruleset of gadgets of `group` in `ns`, busy while `status.busy`, on the node `spec.node`;
+/// and `Heavy`, over the evaluation budget on a gadget with a large `spec.n` (as `HEAVY`).
+fn gadget_ruleset(name: &str, ns: &str, group: &str) -> String {
+    let heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
+                 object.metadata.annotations['example.com/big'].contains(string(i)))";
+    json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet", "metadata": {"name": name},
+      "spec": {"component": "gadgets", "target": {"group": group, "version": "v1", "resource": "gadgets"},
+        "namespaces": [ns],
+        "labelExpressions": [{"key": "ifo.kubevirt.io/node", "expression": "object.?spec.?node.orValue('')"}],
+        "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"},
+                  {"operation": "Heavy", "expression": heavy}]}})
+    .to_string()
+}
+
+/// What a person sees of the timeline's texts: each text's content, its tooltip (`<title>`),
+/// its right edge, and the right edges of the timeline and of the window.
+const TEXTS: &str = "const box = document.getElementById('timeline').getBoundingClientRect();
+  return {right: box.right, window: window.innerWidth, texts: [...document.querySelectorAll('#timeline text, #axis text')]
+    .map(t => ({text: t.firstChild ? t.firstChild.textContent : t.textContent,
+      title: t.querySelector('title')?.textContent ?? null, right: t.getBoundingClientRect().right,
+      cls: t.getAttribute('class')}))};";
+/// The operations drawn: `[group, role, seen, aria-label]` each.
+const OPS: &str =
+    "return [...document.querySelectorAll('g.op')].map(g => [g.closest('g.group').dataset.group,
+  g.dataset.role ?? '', g.dataset.seen ?? '', g.getAttribute('aria-label'),
+  g.closest('g.row').querySelector('text.op-label').firstChild.textContent]);";
+/// The banner: each line shown (text, height), whether its details are open, their items.
+const BANNER: &str = "const w = document.getElementById('warnings'); if (w.hidden) return null;
+  const d = w.querySelector('details');
+  return {lines: [...w.querySelectorAll(':scope > p')].map(p => [p.innerText, p.getBoundingClientRect().height]),
+    summary: d.querySelector('summary').innerText, open: d.open, height: w.getBoundingClientRect().height,
+    items: [...d.querySelectorAll('li')].map(li => li.textContent)};";
+/// The connection indicator: state, words, background colour.
+const INDICATOR: &str = "const c = document.getElementById('connection');
+  return [c.dataset.state, c.innerText, getComputedStyle(c).backgroundColor];";
+/// The detail panel's fields: `[term, text, time element's title or null]` each.
+const DETAIL: &str = "const d = document.getElementById('detail'); if (d.hidden) return null;
+  return [...d.querySelectorAll('dt')].map(dt => [dt.innerText, dt.nextElementSibling.innerText,
+    dt.nextElementSibling.querySelector('time')?.title ?? null]);";
+
+fn ops_of(v: &Value) -> Vec<(String, String, String, String, String)> {
+    v.as_array()
+        .map(|ops| {
+            ops.iter()
+                .map(|o| {
+                    let s = |i: usize| o[i].as_str().unwrap_or_default().to_string();
+                    (s(0), s(1), s(2), s(3), s(4))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Focuses the operation whose description has `needle` and opens its details (Enter).
+async fn open_detail(page: &Client, needle: &str) {
+    page.execute(
+        "[...document.querySelectorAll('g.op')].find(g => g.getAttribute('aria-label').includes(arguments[0])).focus();",
+        vec![json!(needle)],
+    )
+    .await
+    .unwrap();
+    page.active_element()
+        .await
+        .unwrap()
+        .send_keys(&fantoccini::key::Key::Enter)
+        .await
+        .unwrap();
+}
+
+/// The page under stale data, as a new user first sees it: one short banner that groups the
+/// stale targets by cause with the remedy (the rest in a collapsed `<details>`), "Live" in amber
+/// while answers are incomplete and red once the connection is lost, operations known only as
+/// last seen drawn and said so, names cut in the middle with the whole on hover and never past
+/// the timeline's edge, a migration under both its nodes, times relative with the absolute one
+/// on hover, and "ending in" during an operation's grace. Also the README's screenshot.
+#[test]
+fn the_page_reads_at_a_glance() {
+    let env = env();
+    let ns = env.namespace("ui-glance");
+    let nodes: Vec<_> = ["worker-a", "worker-b", "worker-c"]
+        .iter()
+        .map(|n| env.node(&format!("{ns}-{n}")))
+        .collect();
+    let node = |i: usize| nodes[i].name().to_string();
+    let rs = format!("vms-{ns}");
+    env.apply(&vm_ruleset_on_nodes(&rs, &ns));
+    let long = "analytics-warehouse-postgres-primary-0";
+    for vm in [
+        long,
+        "web-frontend-1",
+        "web-frontend-2",
+        "cache-0",
+        "batch-runner-7",
+    ] {
+        env.apply(&ifo_test_support::vm(vm, &ns));
+    }
+    env.wait_watching(&rs);
+    // A target watched, then lost (its CRD deleted): its operation is known only as last seen.
+    let group = format!("{ns}.ui.example.com");
+    let gadgets = format!("gadgets-{ns}");
+    create_crd(env, &group);
+    grant_read(env, &ns, &group);
+    env.apply(&gadget_ruleset(&gadgets, &ns, &group));
+    env.wait_watching(&gadgets);
+    env.apply(&format!(
+        r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"spec":{{"node":"{}"}},"status":{{"busy":true}}}}"#,
+        node(2)
+    ));
+    let status = |vm: &str, status: Value| patch_status(env, &ns, vm, status);
+    status(
+        long,
+        json!({"printableStatus": "Migrating", "nodeName": node(0), "migrationTarget": node(1)}),
+    );
+    status(
+        "web-frontend-1",
+        json!({"printableStatus": "Starting", "nodeName": node(0)}),
+    );
+    status(
+        "web-frontend-2",
+        json!({"printableStatus": "Migrating", "nodeName": node(1), "migrationTarget": node(2)}),
+    );
+    status(
+        "cache-0",
+        json!({"printableStatus": "Stopping", "nodeName": node(2)}),
+    );
+    status(
+        "batch-runner-7",
+        json!({"printableStatus": "Starting", "nodeName": node(1)}),
+    );
+
+    let (_driver, driver_port) = chromedriver();
+    let (ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
+    let mut ui = Some(ui);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let forbidden: Vec<String> = (1..=4)
+        .map(|i| format!("{ns}-f{i}.ui.example.com"))
+        .collect();
+    runtime.block_on(async {
+        let page = browser_sized(driver_port, SCREEN).await;
+        page.goto(&url).await.unwrap();
+        // Green while every answer is complete (another test's stale target can make the
+        // cluster's gate Unknown: then amber).
+        let (c, _) = until(&page, LIVE * 5, "the page to connect", INDICATOR, vec![], |v| connected(&v[0])).await;
+        if c[0] == "live" {
+            assert_eq!(c[1], "● Live");
+            assert_eq!(c[2], "rgba(0, 0, 0, 0)");
+            let colour = page.execute("return getComputedStyle(document.getElementById('connection')).color;", vec![]).await.unwrap();
+            assert_eq!(colour, SUCCEEDED_FILL);
+        }
+        until(&page, END, "six operations", OPS, vec![], |v| ops_of(v).len() >= 7).await;
+        // One ends: its grace says when, in the detail panel.
+        patch_status(env, &ns, "batch-runner-7", json!({"printableStatus": "Running", "nodeName": node(1)}));
+        open_detail(&page, "batch-runner-7").await;
+        let (detail, _) = until(&page, END, "the detail panel saying ending in", DETAIL, vec![], |v| {
+            v.as_array().is_some_and(|f| f.iter().any(|f| f[0] == "State" && f[1].as_str().unwrap_or("").starts_with("ending in ")))
+        })
+        .await;
+        eprintln!("the detail panel in the grace: {detail}");
+        until(&page, END, "the detail panel saying it ended", DETAIL, vec![], |v| {
+            v.as_array().is_some_and(|f| f.iter().any(|f| f[0] == "Phase" && f[1] == "Completed"))
+        })
+        .await;
+        page.execute("document.getElementById('detail-close').click();", vec![]).await.unwrap();
+
+        // A migration is under both its nodes, marked source and target.
+        let (ops, _) = until(&page, LIVE, "the migration under both nodes", OPS, vec![], |v| {
+            ops_of(v).iter().filter(|o| o.3.contains(long)).count() == 2
+        })
+        .await;
+        let migration: Vec<_> = ops_of(&ops).into_iter().filter(|o| o.3.contains(long)).collect();
+        assert!(migration.iter().any(|o| o.0 == node(0) && o.1 == "source" && o.4.contains("Migrating (source)")), "{migration:?}");
+        assert!(migration.iter().any(|o| o.0 == node(1) && o.1 == "target" && o.4.contains("Migrating (target)")), "{migration:?}");
+
+        // Targets the server may not list, four of them: one reason, with its remedy.
+        for (i, g) in forbidden.iter().enumerate() {
+            create_crd(env, g);
+            env.apply(&gadget_ruleset(&format!("forbidden-{i}-{ns}"), &ns, g));
+        }
+        // A gadget over the evaluation budget: the server cannot vouch for the gadgets here.
+        let over_budget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+            "metadata": {"name": "g2", "namespace": ns, "annotations": {"example.com/big": "x".repeat(64 * 1024)}},
+            "spec": {"n": 60_000}});
+        env.cluster.kubectl_run(User::Admin, &["apply", "--server-side", "-f", "-"], Some(&over_budget.to_string())).unwrap();
+        let lost = format!("gadgets.{group}/v1 object {ns}/g2 is skipped");
+        let (banner, _) = until(&page, RECOVER, "the grouped warning and the lost target", BANNER, vec![], |v| {
+            let text = v.to_string();
+            text.contains("4 resource types are not being watched: the server is forbidden to list them") && text.contains(&lost)
+        })
+        .await;
+        eprintln!("the banner: {banner:#}");
+        let lines = banner["lines"].as_array().unwrap();
+        assert!(lines.len() <= 2, "more than a head and a reason: {lines:?}");
+        assert!(lines.iter().all(|l| l[1].as_f64().unwrap() < 24.0), "a line wraps: {lines:?}");
+        assert!(banner["height"].as_f64().unwrap() < 90.0, "the banner is {} px tall", banner["height"]);
+        assert!(lines[0][0].as_str().unwrap().starts_with("⚠ What is shown may be incomplete"), "{lines:?}");
+        assert!(lines[1][0].as_str().unwrap().contains("4 resource types are not being watched"), "{lines:?}");
+        assert!(lines[1][0].as_str().unwrap().contains("Remedy: grant the server read access"), "{lines:?}");
+        assert_eq!(banner["open"], false);
+        let items = banner["items"].as_array().unwrap();
+        assert!(items.iter().any(|i| i.as_str().unwrap().starts_with(&lost)), "{items:?}");
+        // Live, but amber: the answers are incomplete.
+        let (c, _) = until(&page, FEW, "an amber Live", INDICATOR, vec![], |v| v[0] == "incomplete").await;
+        assert_eq!(c[1], "● Live, answers incomplete");
+        assert_eq!(c[2], "rgb(180, 83, 9)");
+        // The gadget's operation is known only as last seen: hatched, dimmed, and in words.
+        let (ops, _) = until(&page, RECOVER, "the gadget as last seen", OPS, vec![], |v| {
+            ops_of(v).iter().any(|o| o.3.contains("Gadget") && o.2 == "last")
+        })
+        .await;
+        let gadget = ops_of(&ops).into_iter().find(|o| o.3.contains("Gadget")).unwrap();
+        assert!(gadget.3.contains("as last seen") && gadget.4.contains("as last seen"), "{gadget:?}");
+        let hatched = page
+            .execute("const g = [...document.querySelectorAll('g.op')].find(g => g.dataset.seen === 'last');
+              return [g.querySelector('rect.seen').getAttribute('width'), getComputedStyle(g).opacity];", vec![])
+            .await
+            .unwrap();
+        assert!(hatched[0].as_str().unwrap().parse::<f64>().unwrap() > 0.0 && hatched[1] == "0.6", "{hatched}");
+        // The VMs' operations are current: not drawn as last seen.
+        assert!(ops_of(&ops).iter().filter(|o| o.3.contains("VirtualMachine")).all(|o| o.2.is_empty()), "{ops}");
+
+        // Names: whole on hover, cut in the middle if need be, never past the timeline's edge.
+        let (texts, _) = until(&page, FEW, "the timeline's texts", TEXTS, vec![], |v| v["texts"].as_array().is_some_and(|t| !t.is_empty())).await;
+        let right = texts["right"].as_f64().unwrap().min(texts["window"].as_f64().unwrap());
+        let all = texts["texts"].as_array().unwrap();
+        for t in all {
+            assert!(t["right"].as_f64().unwrap() <= right + 1.0, "past the edge ({right}): {t}");
+        }
+        let subject = format!("VirtualMachine {ns}/{long}");
+        let cut = all
+            .iter()
+            .find(|t| t["cls"] == "subject" && t["title"] == subject.as_str())
+            .unwrap_or_else(|| panic!("no row of {subject}: {all:?}"));
+        let shown = cut["text"].as_str().unwrap();
+        assert!(shown.contains('…') && shown.starts_with("VirtualMachine") && shown.ends_with("-0"), "{shown}");
+        for t in all.iter().filter(|t| t["cls"] == "op-label" || t["cls"] == "group-title") {
+            assert!(t["title"].as_str().is_some_and(|full| !full.is_empty()), "no tooltip: {t}");
+        }
+
+        // One time format: relative, the absolute time (24-hour) on hover; clock ticks 24-hour.
+        let ticks: Vec<String> = all.iter().filter(|t| t["cls"].is_null()).map(|t| t["text"].as_str().unwrap().to_string()).collect();
+        assert!(!ticks.is_empty() && ticks.iter().all(|t| is_clock(t)), "{ticks:?}");
+        open_detail(&page, &format!("Migrating (source) on {subject}")).await;
+        let (detail, _) = until(&page, LIVE, "the migration's details", DETAIL, vec![], |v| v.is_array()).await;
+        let field = |name: &str| detail.as_array().unwrap().iter().find(|f| f[0] == name).cloned().unwrap_or_else(|| panic!("no {name} in {detail}"));
+        let started = field("Started");
+        assert!(started[1].as_str().unwrap().ends_with(" ago"), "{started}");
+        assert!(is_absolute(started[2].as_str().unwrap()), "{started}");
+        assert_eq!(field("Nodes")[1], format!("{} (source), {} (target)", node(0), node(1)));
+        let labels = field("Labels");
+        assert!(labels[1].as_str().unwrap().contains(&format!("ifo.kubevirt.io/target-node={}", node(1))), "{labels}");
+        let times = page
+            .execute("return [...document.querySelectorAll('time')].map(t => [t.innerText, t.title]);", vec![])
+            .await
+            .unwrap();
+        for t in times.as_array().unwrap() {
+            assert!(is_relative(t[0].as_str().unwrap()) && is_absolute(t[1].as_str().unwrap()), "{t}");
+        }
+        let text = page.execute("return document.body.innerText;", vec![]).await.unwrap();
+        let text = text.as_str().unwrap();
+        for word in text.split_whitespace() {
+            let twelve_hours = word.trim_end_matches(['.', ',', ')']) == "AM" || word.trim_end_matches(['.', ',', ')']) == "PM";
+            let rfc3339 = word.contains('T') && word.contains(':') && word.ends_with('Z');
+            assert!(!twelve_hours && !rfc3339, "another time format: {word} in {text}");
+        }
+        // Gate cards: a few words each.
+        let gates = page
+            .execute("return [...document.querySelectorAll('li.gate')].map(li => [li.innerText, li.getBoundingClientRect().height]);", vec![])
+            .await
+            .unwrap();
+        for g in gates.as_array().unwrap() {
+            assert!(g[1].as_f64().unwrap() <= 120.0, "a wordy gate card: {g}");
+        }
+        page.execute("document.getElementById('detail-close').click();", vec![]).await.unwrap();
+        page.execute("document.getElementById('timeline').scrollTop = 0; window.scrollTo(0, 0);", vec![]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        screenshot(&page, env, "ui.png").await;
+
+        // The connection lost: red, and everything in flight is as last seen.
+        drop(ui.take());
+        let (c, _) = until(&page, RECOVER, "a red indicator", INDICATOR, vec![], |v| v[0] == "disconnected").await;
+        assert!(c[1].as_str().unwrap().starts_with("✗ Connection lost"), "{c}");
+        assert_eq!(c[2], FAILED_FILL);
+        let (ops, _) = until(&page, FEW, "everything as last seen", OPS, vec![], |v| {
+            ops_of(v).iter().filter(|o| o.3.contains("VirtualMachine") && o.3.contains("Migrating")).all(|o| o.2 == "last")
+        })
+        .await;
+        eprintln!("{} operations drawn once the connection is lost", ops_of(&ops).len());
+        page.close().await.unwrap();
+    });
+    let mut rulesets = vec![rs, gadgets];
+    rulesets.extend((0..forbidden.len()).map(|i| format!("forbidden-{i}-{ns}")));
+    let mut delete = vec!["delete", "ors"];
+    delete.extend(rulesets.iter().map(String::as_str));
+    env.kubectl(User::Admin, &delete).unwrap();
+    for g in forbidden.iter().chain([&group]) {
+        env.kubectl(
+            User::Admin,
+            &["delete", "crd", &format!("gadgets.{g}"), "--wait=false"],
+        )
+        .unwrap();
+    }
+}
+
+/// `23:28` or `23:28:39`.
+fn is_clock(t: &str) -> bool {
+    let parts: Vec<&str> = t.split(':').collect();
+    (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// `2026-11-24 23:28:39`.
+fn is_absolute(t: &str) -> bool {
+    t.split_once(' ').is_some_and(|(date, clock)| {
+        date.len() == 10 && date.split('-').count() == 3 && clock.len() == 8 && is_clock(clock)
+    })
+}
+
+/// `now`, `in 40s`, `3m20s ago`.
+fn is_relative(t: &str) -> bool {
+    let duration = |d: &str| {
+        !d.is_empty()
+            && d.chars().next().unwrap().is_ascii_digit()
+            && d.chars().all(|c| c.is_ascii_digit() || "smhd".contains(c))
+    };
+    t == "now"
+        || t.strip_prefix("in ").is_some_and(duration)
+        || t.strip_suffix(" ago").is_some_and(duration)
+}
+
+/// A CRD of `kind` (plural `<kind lower-cased>s`) in `group`, namespaced, its objects created
+/// with their status (no status subresource), established.
+fn create_kind(env: &Env, group: &str, kind: &str) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    env.apply(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+      "metadata": {"name": format!("{plural}.{group}")},
+      "spec": {"group": group, "scope": "Namespaced",
+        "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+        "versions": [{"name": "v1", "served": true, "storage": true,
+          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    .to_string());
+    env.kubectl(
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=30s",
+        ],
+    )
+    .unwrap();
+    plural
+}
+
+/// Migrations of a CRD of the test's own, in `ns`: `n` of them, running, on 20 nodes (each
+/// from one node to the next).
+fn create_migrations(env: &Env, ns: &str, group: &str, n: usize) {
+    let items: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"apiVersion": format!("{group}/v1"), "kind": "VirtualMachineInstanceMigration",
+              "metadata": {"name": format!("vm-{i:05}-migration"), "namespace": ns},
+              "spec": {"node": format!("node-{:02}", 1 + i % 20), "targetNode": format!("node-{:02}", 1 + (i + 1) % 20)},
+              "status": {"phase": "Running"}})
+        })
+        .collect();
+    // A few kubectl at once, a few hundred objects each.
+    std::thread::scope(|scope| {
+        for chunk in items.chunks(items.len().div_ceil(4)) {
+            scope.spawn(move || {
+                for part in chunk.chunks(500) {
+                    let list =
+                        json!({"apiVersion": "v1", "kind": "List", "items": part}).to_string();
+                    env.cluster
+                        .kubectl_run(User::Admin, &["create", "-f", "-"], Some(&list))
+                        .unwrap();
+                }
+            });
+        }
+    });
+}
+
+/// The durations (ms) of the page's draws with `n` operations (its User Timing measures).
+const DRAWS: &str = "return performance.getEntriesByName('ifo-draw')
+  .filter(m => m.detail && m.detail.operations === arguments[0]).map(m => [m.startTime, m.duration]);";
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Thousands of operations: how long the page takes to show them and to apply one change, and
+/// that it stays responsive (a filter typed in applies at once). The figures are printed; the
+/// screenshot at 1,000 goes next to the README's. `IFO_UI_SCALE` (`1000,10000` unless set)
+/// chooses the sizes.
+#[test]
+fn thousands_of_operations_stay_responsive() {
+    let env = env();
+    let sizes: Vec<usize> = std::env::var("IFO_UI_SCALE")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("IFO_UI_SCALE: sizes separated by commas")
+        })
+        .collect();
+    let (_driver, driver_port) = chromedriver();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut figures = Vec::new();
+    for n in sizes {
+        let ns = env.namespace("ui-scale");
+        let group = format!("{ns}.ui.example.com");
+        let plural = create_kind(env, &group, "VirtualMachineInstanceMigration");
+        grant_read_of(env, &ns, &group, &plural);
+        let rs = format!("migrations-{ns}");
+        env.apply(&json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet", "metadata": {"name": rs},
+          "spec": {"component": "kubevirt", "target": {"group": group, "version": "v1", "resource": plural},
+            "namespaces": [ns],
+            "labelExpressions": [
+              {"key": "ifo.kubevirt.io/node", "expression": "object.?spec.?node.orValue('')"},
+              {"key": "ifo.kubevirt.io/target-node", "expression": "object.?spec.?targetNode.orValue('')"}],
+            "rules": [{"operation": "Migrating", "expression": "object.?status.?phase.orValue('') == 'Running'"}]}})
+        .to_string());
+        env.wait_watching(&rs);
+        let created = Instant::now();
+        create_migrations(env, &ns, &group, n);
+        eprintln!("{n} objects created in {:?}", created.elapsed());
+        // The server has them all first: the page's time is the page's.
+        ifo_test_support::eventually(RECOVER * 2, "every operation on the server", || {
+            Some(env.ifos(&ns).len()).filter(|&len| len == n)
+        });
+        let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
+        let counts = format!("{n} of {n} operations shown");
+        runtime.block_on(async {
+            let page = browser_sized(driver_port, SCREEN).await;
+            // The counts (and, should they not come, what the connection indicator says).
+            let counted = "const c = document.getElementById('connection');
+              return document.getElementById('counts').innerText + ' [' + c.innerText + ': ' + c.title + ']';";
+            page.goto(&url).await.unwrap();
+            until(&page, RECOVER * 2, "every operation on the page", counted, vec![], |v| {
+                v.as_str().is_some_and(|t| t.starts_with(&counts))
+            })
+            .await;
+            page.refresh().await.unwrap();
+            let (_, shown) = until(&page, RECOVER, "every operation on the reloaded page", counted, vec![], |v| {
+                v.as_str().is_some_and(|t| t.starts_with(&counts))
+            })
+            .await;
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let draws = page.execute(DRAWS, vec![json!(n)]).await.unwrap();
+            let draws: Vec<(f64, f64)> = draws.as_array().unwrap().iter().map(|d| (d[0].as_f64().unwrap(), d[1].as_f64().unwrap())).collect();
+            let first = draws.first().map(|d| d.1).unwrap_or(f64::NAN);
+            let loaded = draws.first().map(|d| d.0 + d.1).unwrap_or(f64::NAN);
+            let redraw = median(draws.iter().skip(1).map(|d| d.1).collect());
+
+            // One change: an operation moves to a node of its own (first in the timeline).
+            let before = page.execute(DRAWS, vec![json!(n)]).await.unwrap().as_array().unwrap().len();
+            env.kubectl(User::Admin, &["patch", &format!("{plural}.{group}"), "vm-00000-migration", "-n", &ns, "--type=merge", "-p", r#"{"spec":{"node":"node-00"}}"#])
+                .unwrap();
+            let (_, update) = until(&page, FEW, "the moved operation", "return !!document.querySelector('g.group[data-group=\"node-00\"] g.op');", vec![], |v| v == true).await;
+            let after = page.execute(DRAWS, vec![json!(n)]).await.unwrap();
+            let update_draw = after.as_array().unwrap()[before..].iter().map(|d| d[1].as_f64().unwrap()).fold(0.0, f64::max);
+
+            // Responsive: a filter typed in shows at once.
+            let typed = Instant::now();
+            page.find(fantoccini::Locator::Id("filter-text")).await.unwrap().send_keys("vm-00042").await.unwrap();
+            let filtered = format!("2 of {n} operations shown");
+            let _ = until(&page, FEW, "the filtered timeline", counted, vec![], |v| {
+                v.as_str().is_some_and(|t| t.starts_with(&filtered) || t.starts_with(&format!("1 of {n}")))
+            })
+            .await;
+            let filter = typed.elapsed();
+            let rows = page.execute("return document.querySelectorAll('g.op').length;", vec![]).await.unwrap();
+            eprintln!(
+                "{n} operations: shown {shown:?} after a reload (page loaded and first drawn at {loaded:.0} ms, that draw {first:.1} ms), \
+                 a redraw {redraw:.1} ms (median of {}), one change on the page {update:?} after its patch (its draw {update_draw:.1} ms), \
+                 a filter typed in applied in {filter:?}; {rows} bars in the page after filtering",
+                draws.len().saturating_sub(1)
+            );
+            figures.push((n, loaded, first, redraw, update, update_draw, filter));
+            if n == 1000 {
+                page.find(fantoccini::Locator::Id("filter-text")).await.unwrap().clear().await.unwrap();
+                page.execute("const f = document.getElementById('filter-text'); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true}));", vec![]).await.unwrap();
+                until(&page, FEW, "every operation again", counted, vec![], |v| v.as_str().is_some_and(|t| t.starts_with(&counts))).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                screenshot(&page, env, "ui-1000.png").await;
+            }
+            page.close().await.unwrap();
+            // Responsive: a draw never holds the page for long.
+            assert!(redraw < 200.0 && update_draw < 500.0, "{n} operations: a redraw takes {redraw} ms, an update {update_draw} ms");
+        });
+        env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+        env.kubectl(
+            User::Admin,
+            &[
+                "delete",
+                "crd",
+                &format!("{plural}.{group}"),
+                "--wait=false",
+            ],
+        )
+        .unwrap();
+    }
+    for (n, loaded, first, redraw, update, update_draw, filter) in figures {
+        eprintln!(
+            "FIGURES {n} operations: loaded+drawn {loaded:.0} ms (draw {first:.1} ms), redraw {redraw:.1} ms, update {update:?} (draw {update_draw:.1} ms), filter {filter:?}"
+        );
+    }
+}
+
+/// Lets the server read `plural` of `group` in `ns`.
+fn grant_read_of(env: &Env, ns: &str, group: &str, plural: &str) {
+    env.apply(
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+      "metadata": {"name": "read-migrations", "namespace": ns},
+      "rules": [{"apiGroups": [group], "resources": [plural], "verbs": ["get", "list", "watch"]}]})
+        .to_string(),
+    );
+    env.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+      "metadata": {"name": "read-migrations", "namespace": ns},
+      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-migrations"},
+      "subjects": [{"kind": "ServiceAccount", "name": "ifo-apiserver", "namespace": "ifo-system"}]}).to_string());
 }

@@ -3,6 +3,9 @@
 import { select } from "d3-selection";
 import { scaleTime } from "d3-scale";
 import { axisTop } from "d3-axis";
+import { human, relative, clock, absolute, appendTime } from "./time.js";
+import { fitMiddle } from "./fit.js";
+import { INCOMPLETE, reasons, resourceOf } from "./stale.js";
 
 // ---- the access token ---------------------------------------------------------------------
 
@@ -40,7 +43,7 @@ const api = (url, signal) => fetch(url, { headers: { Accept: "application/json",
 const API = "/k8s/apis/live.ifo.kubevirt.io/v1alpha1";
 const ROW = 22;
 const GROUP_HEAD = 24;
-const LABEL = 270;
+const LABEL = 320;
 const WATCH_SECONDS = 60;
 /// A watch that runs this long past its timeout has stalled: it is cut and started again.
 const WATCH_STALLED_MS = (WATCH_SECONDS + 15) * 1000;
@@ -55,11 +58,22 @@ const state = {
   streams: [],
   selected: null,
   filter: { text: "", component: "", phase: "", group: "node" },
+  version: 0, // counts the changes to `ops`
 };
 
 // ---- reading objects ----------------------------------------------------------------------
 
 const time = (s) => (s ? new Date(s) : null);
+/// When an operation started (ms), read once per object: layouts sort thousands by it.
+const starts = new WeakMap();
+const startOf = (o) => {
+  let ms = starts.get(o);
+  if (ms === undefined) {
+    ms = time(o.metadata?.creationTimestamp)?.getTime() ?? null;
+    starts.set(o, ms);
+  }
+  return ms;
+};
 // List items may lack `kind`: a namespace (or none, cluster-scoped), a name and the start identify
 // one (a subject's next operation of the same kind may reuse the name).
 const opKey = (o) => `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}@${o.metadata?.creationTimestamp ?? ""}`;
@@ -73,7 +87,17 @@ const subjectLabel = (o) => {
   return `${s.kind ?? "?"} ${s.namespace ? s.namespace + "/" : ""}${s.name ?? "?"}`;
 };
 const labelsOf = (o) => o.metadata?.labels ?? {};
-const nodeOf = (o) => labelsOf(o)["ifo.kubevirt.io/node"] ?? labelsOf(o)["ifo.kubevirt.io/target-node"] ?? "";
+const NODE_LABEL = "ifo.kubevirt.io/node";
+const TARGET_NODE_LABEL = "ifo.kubevirt.io/target-node";
+const nodeOf = (o) => labelsOf(o)[NODE_LABEL] ?? labelsOf(o)[TARGET_NODE_LABEL] ?? "";
+/// The nodes an operation is on, each with its role when it has a target node (a migration:
+/// `source` and `target`).
+function nodesOf(o) {
+  const source = labelsOf(o)[NODE_LABEL];
+  const target = labelsOf(o)[TARGET_NODE_LABEL];
+  if (!target || target === source) return [{ node: source ?? target ?? "", role: "" }];
+  return [...(source ? [{ node: source, role: "source" }] : []), { node: target, role: "target" }];
+}
 const isActive = (o) => (o.status?.phase ?? "Active") !== "Completed";
 const condition = (o, type) => (o.status?.conditions ?? []).find((c) => c.type === type);
 const isStalled = (o) => isActive(o) && condition(o, "Stalled")?.status === "True";
@@ -95,16 +119,6 @@ const stateWords = (o) => {
   const outcome = o.status?.outcome ?? "ended";
   return outcome === "Failed" ? "✗ Failed" : outcome === "Succeeded" ? "✓ Succeeded" : outcome;
 };
-
-function human(ms) {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m${s % 60 ? (s % 60) + "s" : ""}`;
-  const h = Math.floor(m / 60);
-  return `${h}h${m % 60 ? (m % 60) + "m" : ""}`;
-}
-const clock = (d) => d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
 // ---- watching -----------------------------------------------------------------------------
 
@@ -263,6 +277,7 @@ function operationStore(streamIndex) {
         if (entry.stream === streamIndex && !fresh.has(key) && !state.endedHere.has(key)) state.ops.delete(key);
       }
       for (const [key, obj] of fresh) this.set(key, obj);
+      state.version++;
       render.soon();
     },
     apply(type, obj) {
@@ -272,6 +287,7 @@ function operationStore(streamIndex) {
       } else {
         this.set(key, obj);
       }
+      state.version++;
       render.soon();
     },
     set(key, obj) {
@@ -394,7 +410,8 @@ function gateView(entry, now) {
   const since = source ? (source.state === "live" ? null : Math.max(source.lostAt, entry.unwatchedAt ?? 0)) : entry.unwatchedAt;
   if (since === null || now - since < VERDICT_GRACE_MS) return { ...verdict, watched: true };
   return {
-    word: `${verdict.word} as of ${clock(new Date(since))}, not watched`,
+    word: `${verdict.word} as of ${relative(new Date(since), now)}, not watched`,
+    asOf: new Date(since),
     cls: "unwatched",
     icon: "⏸",
     last: verdict.cls,
@@ -431,35 +448,39 @@ function matches(o) {
   return true;
 }
 
-function groupOf(o) {
+/// The groups an operation is drawn in, each with its part there: grouped by node, a migration
+/// is under its source node and its target node.
+function placesOf(o) {
   switch (state.filter.group) {
     case "component":
-      return o.spec?.component || "(no component)";
+      return [{ group: o.spec?.component || "(no component)", role: "" }];
     case "namespace":
-      return o.metadata?.namespace || "(cluster-scoped)";
+      return [{ group: o.metadata?.namespace || "(cluster-scoped)", role: "" }];
     default:
-      return nodeOf(o) || "(no node)";
+      return nodesOf(o).map(({ node, role }) => ({ group: node || "(no node)", role }));
   }
 }
 
-/// Groups of rows (one row per subject), each row with its operations, oldest first.
+/// Groups of rows (one row per subject), each row with its operations (`{o, role}`), oldest
+/// first.
 function layout(ops) {
   const groups = new Map();
   for (const o of ops) {
-    const g = groupOf(o);
-    if (!groups.has(g)) groups.set(g, new Map());
-    const rows = groups.get(g);
-    const k = subjectKey(o);
-    if (!rows.has(k)) rows.set(k, { key: `${g}|${k}`, label: subjectLabel(o), ops: [] });
-    rows.get(k).ops.push(o);
+    for (const { group, role } of placesOf(o)) {
+      if (!groups.has(group)) groups.set(group, new Map());
+      const rows = groups.get(group);
+      const k = subjectKey(o);
+      if (!rows.has(k)) rows.set(k, { key: `${group}|${k}`, label: subjectLabel(o), ops: [] });
+      rows.get(k).ops.push({ o, role });
+    }
   }
-  const start = (o) => time(o.metadata?.creationTimestamp)?.getTime() ?? 0;
+  const start = (o) => startOf(o) ?? 0;
   const out = [...groups.entries()]
     .map(([name, rows]) => {
       const list = [...rows.values()];
-      for (const r of list) r.ops.sort((a, b) => start(a) - start(b));
-      list.sort((a, b) => start(a.ops[0]) - start(b.ops[0]) || a.label.localeCompare(b.label));
-      return { name, rows: list };
+      for (const r of list) r.ops.sort((a, b) => start(a.o) - start(b.o));
+      list.sort((a, b) => start(a.ops[0].o) - start(b.ops[0].o) || a.label.localeCompare(b.label));
+      return { name, rows: list, count: list.reduce((n, r) => n + r.ops.length, 0) };
     })
     .sort((a, b) => a.name.localeCompare(b.name));
   let y = 0;
@@ -478,7 +499,7 @@ function domain(ops, now) {
   let first = now - 60e3;
   let last = now + 10e3;
   for (const o of ops) {
-    const s = time(o.metadata?.creationTimestamp)?.getTime();
+    const s = startOf(o);
     if (s) first = Math.min(first, s);
     const e = time(o.status?.expectedEnd)?.getTime();
     if (e && isActive(o)) last = Math.max(last, e);
@@ -490,36 +511,111 @@ function domain(ops, now) {
   return [new Date(first), new Date(Math.max(last, now + pad))];
 }
 
-function describe(o, now) {
+/// What an operation's part in its row is called (`source`, `target`), in words.
+const roleWords = (role) => (role ? ` (${role})` : "");
+const LAST_SEEN = "as last seen";
+
+/// An operation in words, for screen readers and the tooltip: relative times, with the
+/// absolute ones when `full`.
+function describe(o, now, { role = "", lastSeen = false, full = false } = {}) {
+  const at = (d) => (full ? `${relative(d, now)} (${absolute(d)})` : relative(d, now));
   const start = time(o.metadata?.creationTimestamp);
-  const parts = [`${o.spec?.operation ?? "?"} on ${subjectLabel(o)}`, stateWords(o)];
-  if (start) parts.push(`started ${clock(start)}, ${human(now - start)} ago`);
+  const parts = [`${o.spec?.operation ?? "?"}${roleWords(role)} on ${subjectLabel(o)}`, stateWords(o)];
+  if (lastSeen) parts.push(`${LAST_SEEN}: the server cannot vouch for it now`);
+  if (start) parts.push(`started ${at(start)}`);
   const exp = time(o.status?.expectedEnd);
-  if (exp && isActive(o)) parts.push(`expected end ${clock(exp)}`);
-  if (nodeOf(o)) parts.push(`node ${nodeOf(o)}`);
+  if (exp && isActive(o)) parts.push(`expected end ${at(exp)}`);
+  const nodes = nodesOf(o).filter((n) => n.node);
+  if (nodes.length) parts.push(nodes.map((n) => `${n.role ? n.role + " " : ""}node ${n.node}`).join(", "));
   return parts.join(", ");
 }
 
 /// One label per row, after its last bar: every operation of the subject, oldest first (bars
 /// of one subject can be too close for a label each).
-const rowWords = (ops) => ops.map((o) => `${o.spec?.operation ?? "?"} · ${stateWords(o)}`).join("  →  ");
+const rowWords = (ops, lastSeen) =>
+  ops.map(({ o, role }) => `${o.spec?.operation ?? "?"}${roleWords(role)} · ${stateWords(o)}${lastSeen(o) ? ` · ${LAST_SEEN}` : ""}`).join("  →  ");
 
-function drawTimeline(ops, now) {
+const FONT = `system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif`;
+const SUBJECT_FONT = `12px ${FONT}`;
+const GROUP_FONT = `600 13px ${FONT}`;
+const WORDS_FONT = `11px ${FONT}`;
+/// Rows drawn beyond the visible part of the timeline, above and below (the others are not in
+/// the page: thousands of operations stay quick to draw).
+const OVERSCAN = 400;
+
+/// `<title>` of an SVG element (its tooltip), set to `text`.
+function titled(sel, text) {
+  sel.selectAll("title").data([0]).join("title").text(text);
+}
+
+/// A row's subject within `width`: whole if it fits, else without its namespace (`VirtualMachine
+/// …/vm-0`: the group or the filter tells it), else cut in the middle.
+function fitSubject(row, width) {
+  if (fitMiddle(row.label, width, SUBJECT_FONT) === row.label) return row.label;
+  const s = subjectOf(row.ops[0].o);
+  const short = s.namespace ? `${s.kind ?? "?"} …/${s.name ?? "?"}` : row.label;
+  return fitMiddle(short, width, SUBJECT_FONT);
+}
+
+/// The operations shown and their layout, kept while neither they nor the filter change: the
+/// page redraws every second, for the time axis.
+let laidOut = { key: null, shown: [], groups: [], height: 0 };
+function shownAndLaidOut(all) {
+  const key = `${state.version}|${JSON.stringify(state.filter)}`;
+  if (laidOut.key !== key) {
+    const shown = all.filter(matches);
+    laidOut = { key, shown, ...layout(shown) };
+  }
+  return laidOut;
+}
+
+function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
   const container = document.getElementById("timeline");
-  const width = Math.max(600, container.clientWidth - 4);
-  const x = scaleTime().domain(domain(ops, now)).range([LABEL + 8, width - 300]);
-  const { groups, height } = layout(ops);
+  const width = Math.max(320, container.clientWidth - 2);
+  const label = Math.min(LABEL, Math.round(width * 0.3));
+  const words = Math.min(300, Math.round(width * 0.25));
+  const x = scaleTime().domain(domain(ops, now)).range([label + 8, width - words]);
 
   const axisSvg = select("#axis").selectAll("svg").data([0]).join("svg").attr("width", width).attr("height", 26);
-  axisSvg.selectAll("g.ticks").data([0]).join("g").attr("class", "ticks").attr("transform", "translate(0,24)").call(axisTop(x).ticks(Math.floor((width - LABEL) / 110)));
+  axisSvg
+    .selectAll("g.ticks")
+    .data([0])
+    .join("g")
+    .attr("class", "ticks")
+    .attr("transform", "translate(0,24)")
+    .call(axisTop(x).ticks(Math.max(2, Math.floor((width - label - words) / 90))).tickFormat((d) => clock(d, true)));
   axisSvg.selectAll("line.now").data([0]).join("line").attr("class", "now").attr("x1", x(now)).attr("x2", x(now)).attr("y1", 4).attr("y2", 26);
 
   const svg = select(container).selectAll("svg").data([0]).join("svg").attr("width", width).attr("height", Math.max(height, 40));
+  svg
+    .selectAll("defs")
+    .data([0])
+    .join((enter) => {
+      const pattern = enter
+        .append("defs")
+        .append("pattern")
+        .attr("id", "last-seen")
+        .attr("width", 6)
+        .attr("height", 6)
+        .attr("patternUnits", "userSpaceOnUse")
+        .attr("patternTransform", "rotate(45)");
+      pattern.append("rect").attr("width", 6).attr("height", 6).attr("fill", "#fff").attr("fill-opacity", 0.35);
+      pattern.append("rect").attr("width", 3).attr("height", 6).attr("fill", "#fff").attr("fill-opacity", 0.75);
+      return enter.select("defs");
+    });
   svg.selectAll("line.now").data([0]).join("line").attr("class", "now").attr("x1", x(now)).attr("x2", x(now)).attr("y1", 0).attr("y2", Math.max(height, 40));
+
+  // Only what is near the visible part of the timeline.
+  const top = container.scrollTop - OVERSCAN;
+  const bottom = container.scrollTop + container.clientHeight + OVERSCAN;
+  const near = (y, h) => y + h >= top && y <= bottom;
+  const visible = groups
+    .map((grp) => ({ ...grp, rows: grp.rows.filter((r) => near(r.y, ROW)) }))
+    .filter((grp) => grp.rows.length || near(grp.y, GROUP_HEAD));
 
   const g = svg
     .selectAll("g.group")
-    .data(groups, (d) => d.name)
+    .data(visible, (d) => d.name)
     .join((enter) => {
       const e = enter.append("g").attr("class", "group");
       e.append("rect").attr("class", "group-band");
@@ -532,7 +628,10 @@ function drawTimeline(ops, now) {
   g.select("text.group-title")
     .attr("x", 6)
     .attr("y", 16)
-    .text((d) => `${state.filter.group}: ${d.name} (${d.rows.reduce((n, r) => n + r.ops.length, 0)})`);
+    .text((d) => fitMiddle(`${state.filter.group}: ${d.name} (${d.count})`, width - 12, GROUP_FONT))
+    .each(function (d) {
+      titled(select(this), `${state.filter.group}: ${d.name} (${d.count} operations)`);
+    });
 
   const rows = g
     .selectAll("g.row")
@@ -540,6 +639,7 @@ function drawTimeline(ops, now) {
     .join((enter) => {
       const e = enter.append("g").attr("class", "row");
       e.append("text").attr("class", "subject");
+      e.append("text").attr("class", "op-label");
       return e;
     })
     .attr("transform", (d) => `translate(0,${d.y})`);
@@ -547,72 +647,87 @@ function drawTimeline(ops, now) {
     .select("text.subject")
     .attr("x", 14)
     .attr("y", 15)
-    .text((d) => (d.label.length > 38 ? d.label.slice(0, 37) + "…" : d.label))
+    .text((d) => fitSubject(d, label - 14))
     .each(function (d) {
-      select(this).selectAll("title").data([d.label]).join("title").text((t) => t);
+      titled(select(this), d.label);
     });
+
+  const startX = (o) => x(startOf(o) ?? now);
+  const endX = (o) => x(isActive(o) ? new Date(now) : time(o.status?.completed) ?? time(o.status?.lastDetected) ?? new Date(now));
+  const barW = (o) => Math.max(3, endX(o) - startX(o));
+  const expectedX = (o) => {
+    const e = time(o.status?.expectedEnd);
+    return isActive(o) && e && e > now ? x(e) : 0;
+  };
 
   const bars = rows
     .selectAll("g.op")
-    .data((d) => d.ops, opKey)
+    .data((d) => d.ops, (d) => opKey(d.o))
     .join((enter) => {
       const e = enter
         .append("g")
         .attr("class", "op")
         .attr("tabindex", 0)
         .attr("role", "button")
-        .on("click", (_, o) => selectOp(opKey(o)))
-        .on("keydown", (ev, o) => {
+        .on("click", (_, d) => selectOp(opKey(d.o)))
+        .on("keydown", (ev, d) => {
           if (ev.key === "Enter" || ev.key === " ") {
             ev.preventDefault();
-            selectOp(opKey(o));
+            selectOp(opKey(d.o));
           }
         });
+      e.append("title");
       e.append("rect").attr("class", "expected");
       e.append("rect").attr("class", "bar");
+      e.append("rect").attr("class", "seen").attr("fill", "url(#last-seen)");
       e.append("rect").attr("class", "progress");
-      e.append("text").attr("class", "op-label");
       return e;
     })
-    .attr("data-key", opKey)
-    .attr("data-name", (o) => `${o.metadata?.namespace ? o.metadata.namespace + "/" : ""}${o.metadata?.name}`)
-    .attr("data-state", outcomeClass)
-    .attr("aria-label", (o) => describe(o, now))
-    .attr("aria-pressed", (o) => String(state.selected === opKey(o)));
-
-  const startX = (o) => x(time(o.metadata?.creationTimestamp) ?? new Date(now));
-  const endX = (o) => x(isActive(o) ? new Date(now) : time(o.status?.completed) ?? time(o.status?.lastDetected) ?? new Date(now));
-  const barW = (o) => Math.max(3, endX(o) - startX(o));
+    .attr("data-key", (d) => opKey(d.o))
+    .attr("data-name", ({ o }) => `${o.metadata?.namespace ? o.metadata.namespace + "/" : ""}${o.metadata?.name}`)
+    .attr("data-state", (d) => outcomeClass(d.o))
+    .attr("data-role", (d) => d.role || null)
+    .attr("data-seen", (d) => (lastSeen(d.o) ? "last" : null))
+    .attr("aria-label", ({ o, role }) => describe(o, now, { role, lastSeen: lastSeen(o) }))
+    .attr("aria-pressed", (d) => String(state.selected === opKey(d.o)));
+  bars.select("title").text(({ o, role }) => describe(o, now, { role, lastSeen: lastSeen(o), full: true }));
   bars
     .select("rect.bar")
-    .attr("class", (o) => `bar ${outcomeClass(o)}`)
-    .attr("x", startX)
+    .attr("class", (d) => `bar ${outcomeClass(d.o)}`)
+    .attr("x", (d) => startX(d.o))
     .attr("y", 3)
     .attr("height", ROW - 6)
-    .attr("width", barW);
+    .attr("width", (d) => barW(d.o));
+  bars
+    .select("rect.seen")
+    .attr("x", (d) => startX(d.o))
+    .attr("y", 3)
+    .attr("height", ROW - 6)
+    .attr("width", (d) => (lastSeen(d.o) ? barW(d.o) : 0));
   bars
     .select("rect.expected")
-    .attr("x", (o) => endX(o))
+    .attr("x", (d) => endX(d.o))
     .attr("y", 3)
     .attr("height", ROW - 6)
-    .attr("width", (o) => {
-      const e = time(o.status?.expectedEnd);
-      return isActive(o) && e && e > now ? Math.max(0, x(e) - endX(o)) : 0;
-    });
+    .attr("width", (d) => Math.max(0, expectedX(d.o) - endX(d.o)));
   bars
     .select("rect.progress")
-    .attr("x", startX)
+    .attr("x", (d) => startX(d.o))
     .attr("y", ROW - 8)
     .attr("height", 4)
-    .attr("width", (o) => (isActive(o) && o.status?.progress != null ? (barW(o) * Math.min(100, Math.max(0, o.status.progress))) / 100 : 0));
-  bars
+    .attr("width", ({ o }) => (isActive(o) && o.status?.progress != null ? (barW(o) * Math.min(100, Math.max(0, o.status.progress))) / 100 : 0));
+
+  // The row's words after its last bar, within the timeline (cut in the middle if need be).
+  rows
     .select("text.op-label")
-    .attr("x", (o) => {
-      const e = time(o.status?.expectedEnd);
-      return Math.max(endX(o), isActive(o) && e && e > now ? x(e) : 0) + 4;
-    })
+    .attr("x", (d) => Math.max(...d.ops.map(({ o }) => Math.max(endX(o), expectedX(o)))) + 4)
     .attr("y", 15)
-    .text((o, i, nodes) => (i === nodes.length - 1 ? rowWords(select(nodes[i].parentNode.parentNode).datum().ops) : ""));
+    .each(function (d) {
+      const el = select(this);
+      const full = rowWords(d.ops, lastSeen);
+      el.text(fitMiddle(full, width - Number(el.attr("x")) - 4, WORDS_FONT));
+      titled(el, full);
+    });
 }
 
 function verdictOf(gate) {
@@ -627,6 +742,19 @@ function gateRank(name) {
   if (name.startsWith("node.")) return 1;
   if (name.startsWith("component.")) return 2;
   return 3;
+}
+
+/// `text` with the RFC 3339 times the server writes in messages as the page's absolute times.
+const localTimes = (text) => text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g, (t) => absolute(new Date(t)));
+
+/// A gate's one-line message: the full one on hover.
+function gateMessage(g, view) {
+  if (!view.watched) return "This page no longer follows this gate: ask kubectl ifo check, or reload.";
+  const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
+  if (!c || c.status === "True") return "";
+  if (view.cls !== "unknown") return c.message ?? "";
+  const seen = (c.message ?? "").match(/\(as last seen, (\d+) in flight/);
+  return `Not vouched for (see the warning)${seen ? `; ${seen[1]} in flight ${LAST_SEEN}` : ""}.`;
 }
 
 function drawGates(now) {
@@ -657,59 +785,98 @@ function drawGates(now) {
   items
     .select(".verdict")
     .attr("class", (d) => `verdict ${d.view.cls}`)
+    .attr("title", (d) => (d.view.asOf ? `last current at ${absolute(d.view.asOf)}` : null))
     .text((d) => `${d.view.icon} ${d.view.word}`);
-  items.select(".gate-info").text(({ g }) => {
+  items.select(".gate-info").each(function ({ g }) {
+    const el = select(this);
+    el.selectAll("*").remove();
     const st = g.status ?? {};
-    const parts = [`${st.activeOperations ?? 0} active`];
+    const active = st.activeOperations ?? 0;
+    el.append("span").text(`${active} active`);
     const at = time(st.expectedClearTime);
-    if (at) parts.push(at > now ? `expected clear in ~${human(at - now)}, at ${clock(at)}` : `expected clear at ${clock(at)} (overdue)`);
-    else if ((st.activeOperations ?? 0) > 0) parts.push("no estimate");
-    if ((g.status?.conditions ?? []).some((c) => c.type === "Stalled" && c.status === "True")) parts.push("⚠ stalled");
-    return parts.join(" · ");
+    if (at) {
+      el.append("span").text(" · expected clear ");
+      appendTime(el, at, now);
+      if (at <= now) el.append("span").text(" (overdue)");
+    } else if (active > 0) el.append("span").text(" · no estimate");
+    if ((st.conditions ?? []).some((c) => c.type === "Stalled" && c.status === "True")) el.append("span").text(" · ⚠ stalled");
   });
-  items.select(".gate-message").text(({ g, view }) => {
-    if (!view.watched) return "This page no longer follows this gate: ask kubectl ifo check, or reload.";
-    const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
-    return c && c.status !== "True" ? c.message ?? "" : "";
-  });
+  items
+    .select(".gate-message")
+    .text(({ g, view }) => gateMessage(g, view))
+    .attr("title", ({ g }) => {
+      const message = (g.status?.conditions ?? []).find((c) => c.type === "Clear")?.message;
+      return message ? localTimes(message) : null;
+    });
 }
 
-function drawWarnings() {
-  const texts = new Set();
-  for (const s of state.streams) for (const w of s.warnings) texts.add(w);
-  for (const { obj: g } of state.gates.values()) {
-    if (verdictOf(g).cls === "unknown") {
-      const c = (g.status?.conditions ?? []).find((c) => c.type === "Clear");
-      texts.add(`gate ${g.metadata.name}: ${c?.message ?? "no verdict"}`);
-    }
-  }
+/// The banner of what may be incomplete: a line that says so and how many reasons, the first
+/// reason with its remedy, and every reason, warning and Unknown gate in a `<details>`.
+function drawWarnings(warnings, unknownGates, told) {
   const box = document.getElementById("warnings");
-  box.hidden = texts.size === 0;
+  box.hidden = told.lines.length === 0;
+  if (box.hidden) return;
+  const incomplete = unknownGates.length > 0 || warnings.some((w) => w.startsWith(INCOMPLETE));
+  const counts = [`${told.lines.length} ${told.lines.length === 1 ? "reason" : "reasons"}`];
+  if (unknownGates.length) counts.push(`${unknownGates.length} ${unknownGates.length === 1 ? "gate" : "gates"} Unknown`);
+  const head = incomplete
+    ? `⚠ What is shown may be incomplete (${counts.join(", ")}): operations the server cannot vouch for are drawn hatched, "${LAST_SEEN}".`
+    : `⚠ The server warns (${counts[0]}):`;
+  select(box).selectAll("p.warnings-head").data([head]).join("p").attr("class", "warnings-head").text((t) => t);
   select(box)
-    .selectAll("p")
-    .data([...texts], (t) => t)
+    .selectAll("p.warnings-reason")
+    .data(told.lines.slice(0, 1))
     .join("p")
-    .text((t) => `Warning: ${t}`);
+    .attr("class", "warnings-reason")
+    .attr("title", (t) => t)
+    .text((t) => t);
+  const details = select(box)
+    .selectAll("details")
+    .data([0])
+    .join((enter) => {
+      const d = enter.append("details");
+      d.append("summary");
+      d.append("ul");
+      return d;
+    });
+  const all = [...told.lines.slice(1), ...told.detail];
+  details.select("summary").text(`Details: ${told.lines.length > 1 ? `${told.lines.length - 1} more ${told.lines.length === 2 ? "reason" : "reasons"}, ` : ""}${told.detail.length} ${told.detail.length === 1 ? "warning" : "warnings"} as received`);
+  details
+    .select("ul")
+    .selectAll("li")
+    .data(all, (t) => t)
+    .join("li")
+    .attr("class", (_, i) => (i < told.lines.length - 1 ? "reason" : "received"))
+    .text((t) => t);
 }
 
-function drawConnection() {
+function drawConnection(incomplete) {
   const el = document.getElementById("connection");
   const bad = state.streams.filter((s) => s.state === "disconnected" || s.state === "connecting" || s.state === "relisting");
   const forbidden = state.streams.filter((s) => s.state === "forbidden" && s.name !== "gates");
   let st = "live";
   let text = "● Live";
+  let title = "Every watch is live and the server vouches for its answers.";
   if (forbidden.length) {
     st = "forbidden";
     text = `✗ Forbidden: ${forbidden.map((s) => s.detail).join("; ")}`;
+    title = text;
   } else if (bad.some((s) => s.state === "disconnected")) {
     st = "disconnected";
-    text = `✗ Disconnected, retrying: ${bad.find((s) => s.state === "disconnected").detail}`;
+    const detail = bad.find((s) => s.state === "disconnected").detail;
+    text = "✗ Connection lost, retrying";
+    title = `${detail}: what is shown is as last seen`;
   } else if (bad.length) {
     st = "connecting";
     text = "… Connecting";
+  } else if (incomplete) {
+    st = "incomplete";
+    text = "● Live, answers incomplete";
+    title = "The watches are live, but the server cannot vouch for everything: see the warning.";
   }
   el.dataset.state = st;
   el.textContent = text;
+  el.title = title;
 }
 
 function drawFilters(all) {
@@ -723,13 +890,15 @@ function drawFilters(all) {
     .text((c) => c);
 }
 
-function drawDetail(now) {
+function drawDetail(now, lastSeen) {
   const aside = document.getElementById("detail");
   const entry = state.selected && state.ops.get(state.selected);
   aside.hidden = !entry;
   if (!entry) return;
   const o = entry.obj;
   const st = o.status ?? {};
+  const at = (s, suffix = "") => (s ? { at: time(s), suffix } : null);
+  const nodes = nodesOf(o).filter((n) => n.node);
   const fields = [
     ["Name", o.metadata?.name],
     ["Namespace", o.metadata?.namespace ?? "(cluster-scoped)"],
@@ -739,24 +908,28 @@ function drawDetail(now) {
     ["Rule set", o.spec?.ruleSet],
     ["Phase", st.phase],
     ["Outcome", st.outcome],
-    ["State", stateWords(o)],
-    ["Started", o.metadata?.creationTimestamp && `${o.metadata.creationTimestamp} (${human(now - time(o.metadata.creationTimestamp))} ago)`],
-    ["Last detected", st.lastDetected],
-    ["Completed", st.completed],
-    ["Expected end", st.expectedEnd && `${st.expectedEnd}${st.estimate ? " (from " + st.estimate + ")" : ""}`],
+    ["State", `${stateWords(o)}${lastSeen(o) ? ` (${LAST_SEEN}: the server cannot vouch for it now)` : ""}`],
+    ["Started", at(o.metadata?.creationTimestamp)],
+    ["Last detected", at(st.lastDetected)],
+    ["Completed", at(st.completed)],
+    ["Expected end", at(st.expectedEnd, st.estimate ? ` (from ${st.estimate})` : "")],
     ["Progress", st.progress != null ? `${st.progress}%` : null],
     ["Message", st.message],
-    ["Node", nodeOf(o)],
+    [nodes.length > 1 ? "Nodes" : "Node", nodes.map((n) => `${n.node}${roleWords(n.role)}`).join(", ")],
     ["Detected by", (st.detectedBy ?? []).join(", ")],
     ...(st.conditions ?? []).map((c) => [`Condition ${c.type}`, `${c.status}${c.reason ? " (" + c.reason + ")" : ""}${c.message ? ": " + c.message : ""}`]),
-    ...Object.entries(labelsOf(o)).map(([k, v]) => [`Label ${k}`, v]),
+    ["Labels", Object.entries(labelsOf(o)).map(([k, v]) => `${k}=${v}`).join("\n")],
   ].filter(([, v]) => v != null && v !== "");
   document.getElementById("detail-title").textContent = `${o.spec?.operation ?? "Operation"}: ${subjectLabel(o)}`;
   const dl = select("#detail-fields");
   dl.selectAll("*").remove();
   for (const [k, v] of fields) {
     dl.append("dt").text(k);
-    dl.append("dd").text(String(v));
+    const dd = dl.append("dd");
+    if (typeof v === "object") {
+      appendTime(dd, v.at, now);
+      if (v.suffix) dd.append("span").text(v.suffix);
+    } else dd.text(localTimes(String(v)));
   }
 }
 
@@ -767,18 +940,32 @@ function selectOp(key) {
 }
 
 function draw() {
+  const began = performance.now();
   const now = Date.now();
-  const all = [...state.ops.values()].map((e) => e.obj);
-  const shown = all.filter(matches);
+  const entries = [...state.ops.values()];
+  const all = entries.map((e) => e.obj);
+  const laid = shownAndLaidOut(all);
+  const shown = laid.shown;
+  const warnings = [...new Set(state.streams.flatMap((s) => s.warnings))];
+  const unknownGates = [...state.gates.values()].filter((e) => gateView(e, now).cls === "unknown").map((e) => e.obj);
+  const told = reasons(warnings, unknownGates);
+  // Operations the page knows only as last seen: on a target the server does not watch now, or
+  // from a watch that is not live.
+  const lost = new Set(entries.filter((e) => state.streams[e.stream]?.state === "disconnected").map((e) => e.obj));
+  const lastSeen = (o) => isActive(o) && (lost.has(o) || (told.targets.size > 0 && told.targets.has(resourceOf(o))));
   drawFilters(all);
-  drawTimeline(shown, now);
+  drawTimeline(laid, now, lastSeen);
   drawGates(now);
-  drawWarnings();
-  drawConnection();
-  drawDetail(now);
+  drawWarnings(warnings, unknownGates, told);
+  drawConnection(unknownGates.length > 0 || warnings.some((w) => w.startsWith(INCOMPLETE)));
+  drawDetail(now, lastSeen);
   const active = shown.filter(isActive).length;
   const stalled = shown.filter(isStalled).length;
-  document.getElementById("counts").textContent = `${shown.length} of ${all.length} operations shown: ${active} active, ${stalled} stalled, ${shown.length - active} ended.`;
+  const seen = shown.filter(lastSeen).length;
+  document.getElementById("counts").textContent =
+    `${shown.length} of ${all.length} operations shown: ${active} active${seen ? ` (${seen} ${LAST_SEEN})` : ""}, ${stalled} stalled, ${shown.length - active} ended.`;
+  // How long drawing took, for the browser's performance tools (User Timing).
+  performance.measure("ifo-draw", { start: began, detail: { operations: all.length } });
 }
 
 // ---- start --------------------------------------------------------------------------------
@@ -815,6 +1002,7 @@ async function start() {
     if (e.key === "Escape" && state.selected) document.getElementById("detail-close").click();
   });
   window.addEventListener("resize", () => render.soon());
+  document.getElementById("timeline").addEventListener("scroll", () => render.soon(), { passive: true });
   // The time axis follows now.
   setInterval(() => render.soon(), 1000);
   for (const s of state.streams) s.run();
