@@ -1119,13 +1119,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Thousands of operations: how long the page takes to show them and to apply one change, and
 /// that it stays responsive (a filter typed in applies at once). The figures are printed; the
-/// screenshot at 1,000 goes next to the README's. `IFO_UI_SCALE` (`1000,10000` unless set)
-/// chooses the sizes.
+/// screenshot at 1,000 goes next to the README's. `IFO_UI_SCALE` chooses the sizes: 1,000 in
+/// the suite (which shares its cluster with every other test); the benchmark of
+/// docs/performance.md runs `IFO_UI_SCALE=1000,10000`.
 #[test]
 fn thousands_of_operations_stay_responsive() {
     let env = env();
     let sizes: Vec<usize> = std::env::var("IFO_UI_SCALE")
-        .unwrap_or_else(|_| "1000,10000".into())
+        .unwrap_or_else(|_| "1000".into())
         .split(',')
         .map(|s| {
             s.trim()
