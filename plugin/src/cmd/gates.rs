@@ -1,0 +1,48 @@
+//! `gates`: the maintenance gates the server serves, or one of them.
+
+use anyhow::Result;
+use jiff::Timestamp;
+
+use super::emit;
+use crate::Exit;
+use crate::colour::Colours;
+use crate::format::{self, Output};
+use crate::gate;
+
+/// `gates`: the table (coloured), or the objects.
+pub(crate) async fn run(
+    client: &kube::Client,
+    name: Option<&str>,
+    output: Output,
+    now: Timestamp,
+    colours: Colours,
+) -> Result<Exit> {
+    let gates = match name {
+        Some(name) => vec![
+            gate::get(client, name)
+                .await
+                .map_err(|e| gate::explain(&e, "get"))?,
+        ],
+        None => gate::list(client).await?,
+    };
+    match output {
+        Output::Table | Output::Wide => {
+            emit(&gate::table(&gates, now, colours));
+        }
+        Output::Name => {
+            for g in &gates {
+                let name = g.metadata.name.as_deref().unwrap_or_default();
+                emit(&format!("maintenancegate/{name}\n"));
+            }
+        }
+        Output::Json | Output::Yaml => {
+            let v = serde_json::to_value(&gates).unwrap_or_default();
+            emit(&if output == Output::Json {
+                format::to_json(&v)
+            } else {
+                format::to_yaml(&v)
+            });
+        }
+    }
+    Ok(Exit::Done)
+}

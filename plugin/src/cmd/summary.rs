@@ -1,0 +1,38 @@
+//! `summary`: counts by phase, component, operation and namespace, active and completed.
+
+use anyhow::Result;
+
+use super::emit;
+use crate::Exit;
+use crate::client::{self, Scope};
+use crate::colour::Colours;
+use crate::filter::Filters;
+use crate::format::{self, Output};
+use crate::summary;
+
+/// `summary` of the operations `filters` selects.
+pub(crate) async fn run(
+    client: &kube::Client,
+    scope: &Scope,
+    filters: &Filters,
+    output: Output,
+    colours: Colours,
+) -> Result<Exit> {
+    let ops = client::list(client, scope, filters).await?;
+    let s = summary::summarize(&ops);
+    match output {
+        Output::Json | Output::Yaml => {
+            let v = summary::to_json(&s);
+            emit(&if output == Output::Json {
+                format::to_json(&v)
+            } else {
+                format::to_yaml(&v)
+            });
+        }
+        _ if ops.is_empty() => eprintln!("No operations {}.", scope.describe()),
+        _ => {
+            emit(&summary::render(&s, colours));
+        }
+    }
+    Ok(Exit::Done)
+}

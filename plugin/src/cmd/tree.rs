@@ -1,0 +1,55 @@
+//! `tree`: the subjects as a tree (component → namespace → subject, subjects under their owners),
+//! each with its operations; `--for` one subject and what hangs under it.
+
+use anyhow::Result;
+use jiff::Timestamp;
+
+use super::emit;
+use crate::Exit;
+use crate::client::{self, Scope};
+use crate::colour::Colours;
+use crate::filter::Filters;
+use crate::format::{self, Output};
+use crate::op::sort;
+use crate::tree;
+
+/// `tree` of the operations `filters` selects, focused on `for_` when given.
+pub(crate) async fn run(
+    client: &kube::Client,
+    scope: &Scope,
+    filters: &Filters,
+    for_: Option<String>,
+    output: Output,
+    now: Timestamp,
+    colours: Colours,
+) -> Result<Exit> {
+    let mut ops = client::list(client, scope, filters).await?;
+    sort(&mut ops);
+    let forest = tree::forest(&ops);
+    let roots: Vec<&tree::Node<'_>> = match &for_ {
+        Some(target) => tree::focus(&forest, target)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .collect(),
+        None => forest.iter().collect(),
+    };
+    match output {
+        Output::Table | Output::Wide if roots.is_empty() => {
+            let what = for_.map(|t| format!(" for {t}")).unwrap_or_default();
+            eprintln!("No operations in flight{what} {}.", scope.describe())
+        }
+        Output::Table | Output::Wide => {
+            emit(&tree::render(&roots, now, colours));
+        }
+        other => {
+            emit(&format::render_list(
+                &ops,
+                other,
+                scope.namespace_column(),
+                now,
+                colours,
+            ));
+        }
+    }
+    Ok(Exit::Done)
+}
