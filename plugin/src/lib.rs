@@ -91,40 +91,25 @@ pub async fn run(cli: Cli) -> Result<Exit> {
     let scope = scope(&g, &command, &default_namespace);
     let now = Timestamp::now();
     let colours = Colours::for_stdout(g.color, g.no_color);
-    let (client, warnings, output) = (&client, &warnings, g.output);
+    let cx = cmd::Context {
+        client: &client,
+        warnings: &warnings,
+        scope: &scope,
+        output: g.output,
+        now,
+        colours,
+    };
     match command {
-        Command::List if g.watch => {
-            cmd::list::watch(
-                client,
-                warnings,
-                &scope,
-                &filters(&g, !g.all),
-                output,
-                colours,
-            )
-            .await
-        }
-        Command::List => {
-            let f = filters(&g, !g.all);
-            cmd::list::run(client, warnings, &scope, &f, output, now, colours).await
-        }
-        Command::Get { name } => cmd::get::run(client, &scope, &name, output, now, colours).await,
-        Command::Tree { for_ } => {
-            let f = filters(&g, !g.all);
-            cmd::tree::run(client, &scope, &f, for_, output, now, colours).await
-        }
-        Command::Summary => {
-            cmd::summary::run(client, &scope, &filters(&g, false), output, colours).await
-        }
+        Command::List if g.watch => cmd::list::watch(&cx, &filters(&g, !g.all)).await,
+        Command::List => cmd::list::run(&cx, &filters(&g, !g.all)).await,
+        Command::Get { name } => cmd::get::run(&cx, &name).await,
+        Command::Tree { for_ } => cmd::tree::run(&cx, &filters(&g, !g.all), for_).await,
+        Command::Summary => cmd::summary::run(&cx, &filters(&g, false)).await,
         Command::Check => {
             let gate = gate::name_for(&g, &scope);
-            let f = filters(&g, true);
-            cmd::check::run(client, warnings, &scope, gate, &f, output, now, colours).await
+            cmd::check::run(&cx, gate, &filters(&g, true)).await
         }
-        Command::Watch { tree } => {
-            let f = filters(&g, !g.all);
-            cmd::watch::run(client, warnings, &scope, &f, output, tree, colours).await
-        }
+        Command::Watch { tree } => cmd::watch::run(&cx, &filters(&g, !g.all), tree).await,
         Command::Completion { .. } => Ok(Exit::Done),
         Command::Ui {
             port,
@@ -140,16 +125,13 @@ pub async fn run(cli: Cli) -> Result<Exit> {
                 port,
                 accept_remote,
             };
-            ui::serve(client.clone(), namespace, &listen).await?;
+            ui::serve(client, namespace, &listen).await?;
             Ok(Exit::Done)
         }
-        Command::Gates { name } => {
-            cmd::gates::run(client, name.as_deref(), output, now, colours).await
-        }
+        Command::Gates { name } => cmd::gates::run(&cx, name.as_deref()).await,
         Command::Wait { timeout } => {
             let gate = gate::name_for(&g, &scope);
-            let f = filters(&g, true);
-            cmd::wait::run(client, warnings, &scope, gate, &f, output, timeout, colours).await
+            cmd::wait::run(&cx, gate, &filters(&g, true), timeout).await
         }
     }
 }

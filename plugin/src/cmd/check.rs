@@ -5,6 +5,7 @@
 use anyhow::{Result, bail};
 use jiff::Timestamp;
 
+use super::Context;
 use super::fallback::{Gated, gate_or_fallback, instead};
 use super::{emit, plural};
 use crate::Exit;
@@ -17,17 +18,15 @@ use crate::op::{Op, sort};
 use crate::warnings::Warnings;
 
 /// `check` of `gate` (the gate that answers, if any) or of the operations `filters` selects.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn run(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
-    gate: Option<String>,
-    filters: &Filters,
-    output: Output,
-    now: Timestamp,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, gate: Option<String>, filters: &Filters) -> Result<Exit> {
+    let Context {
+        client,
+        warnings,
+        scope,
+        output,
+        now,
+        colours,
+    } = *cx;
     let mut fallback = None;
     if let Some(name) = gate {
         match gate_or_fallback(client, &name).await? {
@@ -47,6 +46,7 @@ pub(crate) async fn run(
         Exit::InFlight
     })
 }
+
 /// `check`'s answer from a gate: exit 0 clear, 1 in flight (with the operations), or an error
 /// (exit 2) when the server cannot vouch for the scope.
 pub(crate) fn gate_check(

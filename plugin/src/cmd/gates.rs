@@ -1,22 +1,22 @@
 //! `gates`: the maintenance gates the server serves, or one of them.
 
 use anyhow::Result;
-use jiff::Timestamp;
 
+use super::Context;
 use super::emit;
 use crate::Exit;
-use crate::colour::Colours;
 use crate::format::{self, Output};
 use crate::gate;
 
 /// `gates`: the table (coloured), or the objects.
-pub(crate) async fn run(
-    client: &kube::Client,
-    name: Option<&str>,
-    output: Output,
-    now: Timestamp,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, name: Option<&str>) -> Result<Exit> {
+    let Context {
+        client,
+        output,
+        now,
+        colours,
+        ..
+    } = *cx;
     let gates = match name {
         Some(name) => vec![
             gate::get(client, name)

@@ -2,25 +2,25 @@
 //! `-A`.
 
 use anyhow::{Result, bail};
-use jiff::Timestamp;
 
+use super::Context;
 use super::emit;
 use crate::Exit;
 use crate::client::{self, Resource, Scope};
-use crate::colour::Colours;
 use crate::filter::Filters;
 use crate::format::{self, Output};
 use crate::op::Op;
 
 /// `get name`: the operation described, or an error naming where it was looked for.
-pub(crate) async fn run(
-    client: &kube::Client,
-    scope: &Scope,
-    name: &str,
-    output: Output,
-    now: Timestamp,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, name: &str) -> Result<Exit> {
+    let Context {
+        client,
+        scope,
+        output,
+        now,
+        colours,
+        ..
+    } = *cx;
     let found: Vec<Op> = match scope {
         Scope::Namespace(ns) => client::get(client, Resource::Namespaced, Some(ns), name)
             .await?

@@ -5,28 +5,27 @@ use anyhow::{Result, bail};
 use futures::StreamExt;
 use jiff::Timestamp;
 
+use super::Context;
 use super::emit;
 use crate::Exit;
-use crate::client::{self, Scope};
-use crate::colour::Colours;
+use crate::client::{self};
 use crate::filter::Filters;
 use crate::format::{self, Columns, Output, Table};
 use crate::op::{Op, sort};
 use crate::sanitize;
-use crate::warnings::Warnings;
 use crate::watched::{Change, WatchedOps};
 
 /// `list` once: the operations `filters` selects (completed ones too unless `active_only`), or
 /// that there are none.
-pub(crate) async fn run(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
-    filters: &Filters,
-    output: Output,
-    now: Timestamp,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
+    let Context {
+        client,
+        warnings,
+        scope,
+        output,
+        now,
+        colours,
+    } = *cx;
     let mut ops = client::list(client, scope, filters).await?;
     warnings.print_new();
     sort(&mut ops);
@@ -50,14 +49,15 @@ pub(crate) async fn run(
 }
 
 /// `list -w`: the current operations, then a row for every change.
-pub(crate) async fn watch(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
-    filters: &Filters,
-    output: Output,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn watch(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
+    let Context {
+        client,
+        warnings,
+        scope,
+        output,
+        colours,
+        ..
+    } = *cx;
     let cols = Columns {
         namespace: scope.namespace_column(),
         wide: output == Output::Wide,

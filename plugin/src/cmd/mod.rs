@@ -16,6 +16,26 @@ pub(crate) mod watch;
 
 use std::io::Write;
 
+use jiff::Timestamp;
+
+use crate::client::Scope;
+use crate::colour::Colours;
+use crate::format::Output;
+use crate::warnings::Warnings;
+
+/// What every command runs with: the cluster and what it warned of, where the command looks, and
+/// how it prints.
+#[derive(Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) client: &'a kube::Client,
+    pub(crate) warnings: &'a Warnings,
+    pub(crate) scope: &'a Scope,
+    pub(crate) output: Output,
+    /// When the command started, for the ages it prints once.
+    pub(crate) now: Timestamp,
+    pub(crate) colours: Colours,
+}
+
 /// Writes to stdout; false once stdout is closed (e.g. piped into `head`).
 pub(crate) fn emit(text: &str) -> bool {
     let mut out = std::io::stdout().lock();

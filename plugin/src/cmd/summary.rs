@@ -2,22 +2,23 @@
 
 use anyhow::Result;
 
+use super::Context;
 use super::emit;
 use crate::Exit;
-use crate::client::{self, Scope};
-use crate::colour::Colours;
+use crate::client::{self};
 use crate::filter::Filters;
 use crate::format::{self, Output};
 use crate::summary;
 
 /// `summary` of the operations `filters` selects.
-pub(crate) async fn run(
-    client: &kube::Client,
-    scope: &Scope,
-    filters: &Filters,
-    output: Output,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
+    let Context {
+        client,
+        scope,
+        output,
+        colours,
+        ..
+    } = *cx;
     let ops = client::list(client, scope, filters).await?;
     let s = summary::summarize(&ops);
     match output {

@@ -2,27 +2,26 @@
 //! each with its operations; `--for` one subject and what hangs under it.
 
 use anyhow::Result;
-use jiff::Timestamp;
 
+use super::Context;
 use super::emit;
 use crate::Exit;
-use crate::client::{self, Scope};
-use crate::colour::Colours;
+use crate::client::{self};
 use crate::filter::Filters;
 use crate::format::{self, Output};
 use crate::op::sort;
 use crate::tree;
 
 /// `tree` of the operations `filters` selects, focused on `for_` when given.
-pub(crate) async fn run(
-    client: &kube::Client,
-    scope: &Scope,
-    filters: &Filters,
-    for_: Option<String>,
-    output: Output,
-    now: Timestamp,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, filters: &Filters, for_: Option<String>) -> Result<Exit> {
+    let Context {
+        client,
+        scope,
+        output,
+        now,
+        colours,
+        ..
+    } = *cx;
     let mut ops = client::list(client, scope, filters).await?;
     sort(&mut ops);
     let forest = tree::forest(&ops);

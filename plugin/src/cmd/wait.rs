@@ -5,6 +5,7 @@
 use anyhow::{Result, bail};
 use jiff::{SignedDuration, Timestamp};
 
+use super::Context;
 use super::check::{ensure_complete, gate_check, report_in_flight};
 use super::deadline::{Deadline, TimedOut};
 use super::fallback::{Gated, gate_or_fallback, instead};
@@ -20,17 +21,20 @@ use crate::warnings::Warnings;
 use crate::watched::WatchedOps;
 
 /// `wait` on `gate` (the gate that answers, if any) or on the operations `filters` selects.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
+    cx: &Context<'_>,
     gate: Option<String>,
     filters: &Filters,
-    output: Output,
     timeout: Option<SignedDuration>,
-    colours: Colours,
 ) -> Result<Exit> {
+    let Context {
+        client,
+        warnings,
+        scope,
+        output,
+        colours,
+        ..
+    } = *cx;
     let mut fallback = None;
     if let Some(name) = gate {
         match gate_or_fallback(client, &name).await? {

@@ -5,6 +5,7 @@ use anyhow::{Result, bail};
 use futures::StreamExt;
 use jiff::Timestamp;
 
+use super::Context;
 use super::{emit, plural};
 use crate::Exit;
 use crate::client::{self, Scope};
@@ -18,15 +19,15 @@ use crate::warnings::Warnings;
 use crate::watched::WatchedOps;
 
 /// `watch` of the operations `filters` selects: a table (`-o wide` too) or, with `tree`, the tree.
-pub(crate) async fn run(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
-    filters: &Filters,
-    output: Output,
-    tree: bool,
-    colours: Colours,
-) -> Result<Exit> {
+pub(crate) async fn run(cx: &Context<'_>, filters: &Filters, tree: bool) -> Result<Exit> {
+    let Context {
+        client,
+        warnings,
+        scope,
+        output,
+        colours,
+        ..
+    } = *cx;
     if !matches!(output, Output::Table | Output::Wide) {
         bail!("watch draws a table or a tree (-o wide, or --tree); for a stream of objects use -w");
     }
