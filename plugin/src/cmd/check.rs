@@ -19,27 +19,19 @@ use crate::warnings::Warnings;
 
 /// `check` of `gate` (the gate that answers, if any) or of the operations `filters` selects.
 pub(crate) async fn run(cx: &Context<'_>, gate: Option<String>, filters: &Filters) -> Result<Exit> {
-    let Context {
-        client,
-        warnings,
-        scope,
-        output,
-        now,
-        colours,
-    } = *cx;
     let mut fallback = None;
     if let Some(name) = gate {
-        match gate_or_fallback(client, &name).await? {
-            Gated::Gate(gate) => return gate_check(&gate, scope, output, now),
+        match gate_or_fallback(cx.client, &name).await? {
+            Gated::Gate(gate) => return gate_check(&gate, cx.scope, cx.output, cx.now),
             Gated::Fallback(why) => fallback = Some(why),
         }
     }
-    let mut ops = client::list(client, scope, filters)
+    let mut ops = client::list(cx.client, cx.scope, filters)
         .await
         .map_err(|e| instead(fallback.as_deref(), e))?;
-    ensure_complete(warnings)?;
+    ensure_complete(cx.warnings)?;
     sort(&mut ops);
-    report_in_flight(&ops, scope, filters, output, now, colours);
+    report_in_flight(&ops, cx.scope, filters, cx.output, cx.now, cx.colours);
     Ok(if ops.is_empty() {
         Exit::Done
     } else {

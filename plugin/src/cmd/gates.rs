@@ -10,24 +10,17 @@ use crate::gate;
 
 /// `gates`: the table (coloured), or the objects.
 pub(crate) async fn run(cx: &Context<'_>, name: Option<&str>) -> Result<Exit> {
-    let Context {
-        client,
-        output,
-        now,
-        colours,
-        ..
-    } = *cx;
     let gates = match name {
         Some(name) => vec![
-            gate::get(client, name)
+            gate::get(cx.client, name)
                 .await
                 .map_err(|e| gate::explain(&e, "get"))?,
         ],
-        None => gate::list(client).await?,
+        None => gate::list(cx.client).await?,
     };
-    match output {
+    match cx.output {
         Output::Table | Output::Wide => {
-            emit(&gate::table(&gates, now, colours));
+            emit(&gate::table(&gates, cx.now, cx.colours));
         }
         Output::Name => {
             for g in &gates {
@@ -37,7 +30,7 @@ pub(crate) async fn run(cx: &Context<'_>, name: Option<&str>) -> Result<Exit> {
         }
         Output::Json | Output::Yaml => {
             let v = serde_json::to_value(&gates).unwrap_or_default();
-            emit(&if output == Output::Json {
+            emit(&if cx.output == Output::Json {
                 format::to_json(&v)
             } else {
                 format::to_yaml(&v)

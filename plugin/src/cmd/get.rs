@@ -13,20 +13,12 @@ use crate::op::Op;
 
 /// `get name`: the operation described, or an error naming where it was looked for.
 pub(crate) async fn run(cx: &Context<'_>, name: &str) -> Result<Exit> {
-    let Context {
-        client,
-        scope,
-        output,
-        now,
-        colours,
-        ..
-    } = *cx;
-    let found: Vec<Op> = match scope {
-        Scope::Namespace(ns) => client::get(client, Resource::Namespaced, Some(ns), name)
+    let found: Vec<Op> = match cx.scope {
+        Scope::Namespace(ns) => client::get(cx.client, Resource::Namespaced, Some(ns), name)
             .await?
             .into_iter()
             .collect(),
-        Scope::Cluster => client::get(client, Resource::Cluster, None, name)
+        Scope::Cluster => client::get(cx.client, Resource::Cluster, None, name)
             .await?
             .into_iter()
             .collect(),
@@ -35,32 +27,36 @@ pub(crate) async fn run(cx: &Context<'_>, name: &str) -> Result<Exit> {
                 name: Some(name.to_owned()),
                 ..Default::default()
             };
-            client::list(client, scope, &by_name).await?
+            client::list(cx.client, cx.scope, &by_name).await?
         }
     };
     if found.is_empty() {
-        let hint = match scope {
+        let hint = match cx.scope {
             Scope::Namespace(_) => {
                 " (cluster-scoped subjects: --cluster-scoped; every namespace: -A)"
             }
             _ => "",
         };
-        bail!("operation {name:?} not found {}{hint}", scope.describe());
+        bail!("operation {name:?} not found {}{hint}", cx.scope.describe());
     }
-    let text = match output {
+    let text = match cx.output {
         Output::Json | Output::Yaml if found.len() == 1 => {
-            if output == Output::Json {
+            if cx.output == Output::Json {
                 format::to_json(&found[0].raw)
             } else {
                 format::to_yaml(&found[0].raw)
             }
         }
-        Output::Json | Output::Yaml | Output::Name => {
-            format::render_list(&found, output, scope.namespace_column(), now, colours)
-        }
+        Output::Json | Output::Yaml | Output::Name => format::render_list(
+            &found,
+            cx.output,
+            cx.scope.namespace_column(),
+            cx.now,
+            cx.colours,
+        ),
         Output::Table | Output::Wide => found
             .iter()
-            .map(|op| format::describe(op, now))
+            .map(|op| format::describe(op, cx.now))
             .collect::<Vec<_>>()
             .join("\n"),
     };

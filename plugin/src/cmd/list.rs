@@ -18,31 +18,23 @@ use crate::watched::{Change, WatchedOps};
 /// `list` once: the operations `filters` selects (completed ones too unless `active_only`), or
 /// that there are none.
 pub(crate) async fn run(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
-    let Context {
-        client,
-        warnings,
-        scope,
-        output,
-        now,
-        colours,
-    } = *cx;
-    let mut ops = client::list(client, scope, filters).await?;
-    warnings.print_new();
+    let mut ops = client::list(cx.client, cx.scope, filters).await?;
+    cx.warnings.print_new();
     sort(&mut ops);
-    if ops.is_empty() && matches!(output, Output::Table | Output::Wide) {
+    if ops.is_empty() && matches!(cx.output, Output::Table | Output::Wide) {
         let what = if !filters.active_only {
             "operations"
         } else {
             "operations in flight"
         };
-        eprintln!("No {what} {}.", scope.describe());
+        eprintln!("No {what} {}.", cx.scope.describe());
     } else {
         emit(&format::render_list(
             &ops,
-            output,
-            scope.namespace_column(),
-            now,
-            colours,
+            cx.output,
+            cx.scope.namespace_column(),
+            cx.now,
+            cx.colours,
         ));
     }
     Ok(Exit::Done)
@@ -50,20 +42,12 @@ pub(crate) async fn run(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
 
 /// `list -w`: the current operations, then a row for every change.
 pub(crate) async fn watch(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
-    let Context {
-        client,
-        warnings,
-        scope,
-        output,
-        colours,
-        ..
-    } = *cx;
     let cols = Columns {
-        namespace: scope.namespace_column(),
-        wide: output == Output::Wide,
+        namespace: cx.scope.namespace_column(),
+        wide: cx.output == Output::Wide,
     };
-    let mut watched = WatchedOps::new(scope.requests().len(), filters.clone());
-    let mut table = Table::new(&format::header(cols), colours);
+    let mut watched = WatchedOps::new(cx.scope.requests().len(), filters.clone());
+    let mut table = Table::new(&format::header(cols), cx.colours);
     // The phase is filtered here, not by the server: a watcher whose selector an object leaves
     // gets a DELETED event with the object as it was before (still Active), while the row to
     // print is the one that says Completed.
@@ -71,9 +55,9 @@ pub(crate) async fn watch(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
         active_only: false,
         ..filters.clone()
     };
-    let mut events = std::pin::pin!(client::watch(client, scope, &server_side));
+    let mut events = std::pin::pin!(client::watch(cx.client, cx.scope, &server_side));
     while let Some((i, event)) = events.next().await {
-        warnings.print_new();
+        cx.warnings.print_new();
         let event = match event {
             Ok(ev) => ev,
             Err((message, true)) => bail!(message),
@@ -87,7 +71,7 @@ pub(crate) async fn watch(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
         let now = Timestamp::now();
         let text = if !was_synced && watched.synced() {
             let ops = watched.ops();
-            match output {
+            match cx.output {
                 Output::Table | Output::Wide => {
                     let mut rows = vec![format::header(cols)];
                     rows.extend(ops.iter().map(|o| format::row(o, cols, now)));
@@ -103,7 +87,7 @@ pub(crate) async fn watch(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
                     Change::Upsert(op) | Change::Gone(op) => op,
                 })
                 .collect();
-            match output {
+            match cx.output {
                 Output::Table | Output::Wide => {
                     let rows: Vec<_> = ops.iter().map(|o| format::row(o, cols, now)).collect();
                     table.fit(&rows);

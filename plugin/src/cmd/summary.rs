@@ -12,27 +12,20 @@ use crate::summary;
 
 /// `summary` of the operations `filters` selects.
 pub(crate) async fn run(cx: &Context<'_>, filters: &Filters) -> Result<Exit> {
-    let Context {
-        client,
-        scope,
-        output,
-        colours,
-        ..
-    } = *cx;
-    let ops = client::list(client, scope, filters).await?;
+    let ops = client::list(cx.client, cx.scope, filters).await?;
     let s = summary::summarize(&ops);
-    match output {
+    match cx.output {
         Output::Json | Output::Yaml => {
             let v = summary::to_json(&s);
-            emit(&if output == Output::Json {
+            emit(&if cx.output == Output::Json {
                 format::to_json(&v)
             } else {
                 format::to_yaml(&v)
             });
         }
-        _ if ops.is_empty() => eprintln!("No operations {}.", scope.describe()),
+        _ if ops.is_empty() => eprintln!("No operations {}.", cx.scope.describe()),
         _ => {
-            emit(&summary::render(&s, colours));
+            emit(&summary::render(&s, cx.colours));
         }
     }
     Ok(Exit::Done)

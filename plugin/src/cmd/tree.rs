@@ -14,15 +14,7 @@ use crate::tree;
 
 /// `tree` of the operations `filters` selects, focused on `for_` when given.
 pub(crate) async fn run(cx: &Context<'_>, filters: &Filters, for_: Option<String>) -> Result<Exit> {
-    let Context {
-        client,
-        scope,
-        output,
-        now,
-        colours,
-        ..
-    } = *cx;
-    let mut ops = client::list(client, scope, filters).await?;
+    let mut ops = client::list(cx.client, cx.scope, filters).await?;
     sort(&mut ops);
     let forest = tree::forest(&ops);
     let roots: Vec<&tree::Node<'_>> = match &for_ {
@@ -32,21 +24,21 @@ pub(crate) async fn run(cx: &Context<'_>, filters: &Filters, for_: Option<String
             .collect(),
         None => forest.iter().collect(),
     };
-    match output {
+    match cx.output {
         Output::Table | Output::Wide if roots.is_empty() => {
             let what = for_.map(|t| format!(" for {t}")).unwrap_or_default();
-            eprintln!("No operations in flight{what} {}.", scope.describe())
+            eprintln!("No operations in flight{what} {}.", cx.scope.describe())
         }
         Output::Table | Output::Wide => {
-            emit(&tree::render(&roots, now, colours));
+            emit(&tree::render(&roots, cx.now, cx.colours));
         }
         other => {
             emit(&format::render_list(
                 &ops,
                 other,
-                scope.namespace_column(),
-                now,
-                colours,
+                cx.scope.namespace_column(),
+                cx.now,
+                cx.colours,
             ));
         }
     }

@@ -12,12 +12,10 @@ use super::fallback::{Gated, gate_or_fallback, instead};
 use super::{emit, plural};
 use crate::Exit;
 use crate::client::{self, Scope};
-use crate::colour::Colours;
 use crate::filter::Filters;
 use crate::format::Output;
 use crate::gate;
 use crate::sanitize;
-use crate::warnings::Warnings;
 use crate::watched::WatchedOps;
 
 /// `wait` on `gate` (the gate that answers, if any) or on the operations `filters` selects.
@@ -27,24 +25,16 @@ pub(crate) async fn run(
     filters: &Filters,
     timeout: Option<SignedDuration>,
 ) -> Result<Exit> {
-    let Context {
-        client,
-        warnings,
-        scope,
-        output,
-        colours,
-        ..
-    } = *cx;
     let mut fallback = None;
     if let Some(name) = gate {
-        match gate_or_fallback(client, &name).await? {
+        match gate_or_fallback(cx.client, &name).await? {
             Gated::Gate(_) => {
-                return gate_wait(client, &name, scope, output, timeout).await;
+                return gate_wait(cx.client, &name, cx.scope, cx.output, timeout).await;
             }
             Gated::Fallback(why) => fallback = Some(why),
         }
     }
-    wait(client, warnings, scope, filters, output, timeout, colours)
+    wait(cx, filters, timeout)
         .await
         .map_err(|e| instead(fallback.as_deref(), e))
 }
@@ -122,16 +112,12 @@ async fn gate_wait(
 /// `wait` on the operations: watches until nothing matches (exit 0), or until the timeout (exit
 /// 1, with what is still in flight).
 async fn wait(
-    client: &kube::Client,
-    warnings: &Warnings,
-    scope: &Scope,
+    cx: &Context<'_>,
     filters: &Filters,
-    output: Output,
     timeout: Option<SignedDuration>,
-    colours: Colours,
 ) -> Result<Exit> {
-    let mut watched = WatchedOps::new(scope.requests().len(), filters.clone());
-    let mut events = std::pin::pin!(client::watch(client, scope, filters));
+    let mut watched = WatchedOps::new(cx.scope.requests().len(), filters.clone());
+    let mut events = std::pin::pin!(client::watch(cx.client, cx.scope, filters));
     let deadline = Deadline::after(timeout);
     let mut reported: Option<usize> = None;
     loop {
@@ -141,11 +127,11 @@ async fn wait(
                 if watched.synced() {
                     report_in_flight(
                         &watched.ops(),
-                        scope,
+                        cx.scope,
                         filters,
-                        output,
+                        cx.output,
                         Timestamp::now(),
-                        colours,
+                        cx.colours,
                     );
                 } else {
                     eprintln!("(the operations could not be listed in time)");
@@ -169,15 +155,22 @@ async fn wait(
         if !watched.synced() {
             continue;
         }
-        ensure_complete(warnings)?;
+        ensure_complete(cx.warnings)?;
         if watched.is_empty() {
-            // The watch's warnings are as old as the watch: ask once more before saying "none".
-            let listed = client::list(client, scope, filters).await?;
-            ensure_complete(warnings)?;
+            // The watch's cx.warnings are as old as the watch: ask once more before saying "none".
+            let listed = client::list(cx.client, cx.scope, filters).await?;
+            ensure_complete(cx.warnings)?;
             if !listed.is_empty() {
                 continue;
             }
-            report_in_flight(&[], scope, filters, output, Timestamp::now(), colours);
+            report_in_flight(
+                &[],
+                cx.scope,
+                filters,
+                cx.output,
+                Timestamp::now(),
+                cx.colours,
+            );
             return Ok(Exit::Done);
         }
         if reported != Some(watched.len()) {

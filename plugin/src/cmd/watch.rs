@@ -20,24 +20,16 @@ use crate::watched::WatchedOps;
 
 /// `watch` of the operations `filters` selects: a table (`-o wide` too) or, with `tree`, the tree.
 pub(crate) async fn run(cx: &Context<'_>, filters: &Filters, tree: bool) -> Result<Exit> {
-    let Context {
-        client,
-        warnings,
-        scope,
-        output,
-        colours,
-        ..
-    } = *cx;
-    if !matches!(output, Output::Table | Output::Wide) {
+    if !matches!(cx.output, Output::Table | Output::Wide) {
         bail!("watch draws a table or a tree (-o wide, or --tree); for a stream of objects use -w");
     }
     let view = View {
-        scope,
-        output,
+        scope: cx.scope,
+        output: cx.output,
         tree,
-        colours,
+        colours: cx.colours,
     };
-    live(client, warnings, filters, &view).await
+    live(cx.client, cx.warnings, filters, &view).await
 }
 
 /// What `watch` draws.
