@@ -8,6 +8,9 @@
 #[doc(hidden)]
 pub use admission::evictions_router;
 pub use ifo_apimachinery as apimachinery;
+/// What the watchers decode a watched target's objects into (public for the `decode` benchmark).
+#[doc(hidden)]
+pub use watch::Object as WatchedObject;
 
 mod admission;
 pub mod api;
@@ -31,4 +34,4 @@ pub mod ruleset;
 pub mod server;
 mod supervise;
 pub mod track;
-pub mod watch;
+mod watch;

@@ -4,97 +4,28 @@
 //! validating webhook) pointing at a server on this machine. With a
 //! real node ([`Cluster::start_with_node`]), kube-apiserver listens on the node's bridge instead,
 //! and the product is installed from `deploy/` (see `install`).
+//!
+//! This file runs the processes; who may use the cluster (users, PKI, kubeconfigs) is
+//! `credentials.rs`, and what it is given of the project (CRDs, RBAC, the APIService and the
+//! webhooks) `registration.rs`.
+
+mod credentials;
+mod registration;
 
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
-use super::pki::{KeyPair, Usage, create_private_dir, service_account_key, write_private};
+use super::pki::{KeyPair, create_private_dir};
 use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
-use base64::Engine as _;
-use std::fmt::Write as _;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Namespace and name of the Service the APIService points at.
-pub const SERVICE_NAMESPACE: &str = "ifo-system";
-/// See [`SERVICE_NAMESPACE`].
-pub const SERVICE_NAME: &str = "ifo-apiserver";
-/// The ValidatingWebhookConfiguration that sends rulesets to the server's admission door (its
-/// one webhook is `<this>.ifo.kubevirt.io`), as `apiservice/webhook.yaml` names it.
-pub const RULESET_WEBHOOK: &str = "ifo-ruleset-validation";
-/// The ValidatingWebhookConfiguration of the maintenance guard (`apiservice/guard-webhook.yaml`).
-pub const GUARD_WEBHOOK: &str = "ifo-maintenance-guard";
-/// The identity the server runs as (what RBAC in `deploy/` binds).
-pub const SERVER_USER: &str = "system:serviceaccount:ifo-system:ifo-apiserver";
-
-/// The users a cluster is made with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum User {
-    /// `admin`, group `system:masters`.
-    Admin,
-    /// `alice`, group `team-a`; bearer token `alice-token`.
-    Alice,
-    /// `bob`, no groups and no rights; bearer token `bob-token`.
-    Bob,
-    /// The server's own identity.
-    Server,
-}
-
-impl User {
-    /// Every user, for setting up each one's credentials and kubeconfig.
-    pub const ALL: [User; 4] = [User::Admin, User::Alice, User::Bob, User::Server];
-
-    /// The username kube-apiserver authenticates this user as (the certificate's CN).
-    pub fn name(self) -> &'static str {
-        match self {
-            User::Admin => "admin",
-            User::Alice => "alice",
-            User::Bob => "bob",
-            User::Server => SERVER_USER,
-        }
-    }
-
-    fn groups(self) -> &'static [&'static str] {
-        match self {
-            User::Admin => &["system:masters"],
-            User::Alice => &["team-a"],
-            User::Bob => &[],
-            User::Server => &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:ifo-system",
-            ],
-        }
-    }
-
-    fn file_stem(self) -> &'static str {
-        match self {
-            User::Server => "server",
-            other => other.name(),
-        }
-    }
-
-    /// The bearer token kube-apiserver accepts for this user, if it has one.
-    pub fn token(self) -> Option<&'static str> {
-        match self {
-            User::Alice => Some("alice-token"),
-            User::Bob => Some("bob-token"),
-            _ => None,
-        }
-    }
-}
-
-/// The certificate our server serves with, and the CA that the APIService's `caBundle` names.
-pub struct ServingCert {
-    /// The server's certificate, signed by the serving CA.
-    pub cert_file: PathBuf,
-    /// The server's private key.
-    pub key_file: PathBuf,
-    /// The serving CA, PEM: what clients of the server (and the APIService) trust.
-    pub ca_pem: Vec<u8>,
-}
+use credentials::{Pki, write_pki};
+pub use credentials::{SERVER_USER, ServingCert, User};
+pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAMESPACE};
 
 /// A running local control plane. Dropping it stops its processes and removes its directory unless
 /// `IFO_KEEP_CLUSTER_DIR` asks to keep it for a post-mortem.
@@ -122,14 +53,6 @@ pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
-}
-
-fn write(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {
-    std::fs::write(path, data).with_context(|| format!("writing {}", path.display()))
-}
-
-fn b64(data: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
 impl Cluster {
@@ -168,85 +91,16 @@ impl Cluster {
         create_private_dir(&dir)?;
         let started = Instant::now();
 
-        // PKI.
-        let cluster_ca = KeyPair::new_ca("ifo-local-cluster-ca")?;
-        let front_proxy_ca = KeyPair::new_ca("ifo-local-front-proxy-ca")?;
-        let serving_ca = KeyPair::new_ca("ifo-local-serving-ca")?;
-        let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let Pki {
+            dir: pki,
+            cluster_ca,
+            serving,
+        } = write_pki(&dir)?;
         let address = if network.is_some() {
             NODE_IP
         } else {
             Ipv4Addr::LOCALHOST
         };
-        let apiserver_cert = cluster_ca.issue(
-            "kube-apiserver",
-            &[],
-            Usage::Server {
-                dns: &[
-                    "localhost",
-                    "kubernetes",
-                    "kubernetes.default",
-                    "kubernetes.default.svc",
-                ],
-                ips: &[
-                    IpAddr::V4(Ipv4Addr::LOCALHOST),
-                    IpAddr::V4(NODE_IP),
-                    "10.0.0.1".parse()?,
-                ],
-            },
-        )?;
-        let front_proxy_client = front_proxy_ca.issue("front-proxy-client", &[], Usage::Client)?;
-        let svc_dns = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc");
-        let svc_short = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}");
-        let svc_full = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc.cluster.local");
-        let server_cert = serving_ca.issue(
-            SERVICE_NAME,
-            &[],
-            Usage::Server {
-                dns: &[&svc_dns, &svc_short, &svc_full, "localhost"],
-                ips: &loopback,
-            },
-        )?;
-        let (sa_key, sa_pub) = service_account_key()?;
-
-        let pki = dir.join("pki");
-        create_private_dir(&pki)?;
-        write(&pki.join("ca.crt"), &cluster_ca.cert_pem)?;
-        write(&pki.join("front-proxy-ca.crt"), &front_proxy_ca.cert_pem)?;
-        write(&pki.join("apiserver.crt"), &apiserver_cert.cert_pem)?;
-        write_private(&pki.join("apiserver.key"), &apiserver_cert.key_pem)?;
-        write(
-            &pki.join("front-proxy-client.crt"),
-            &front_proxy_client.cert_pem,
-        )?;
-        write_private(
-            &pki.join("front-proxy-client.key"),
-            &front_proxy_client.key_pem,
-        )?;
-        let kubelet_client = cluster_ca.issue(
-            "kube-apiserver-kubelet-client",
-            &["system:masters"],
-            Usage::Client,
-        )?;
-        write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
-        write_private(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
-        write_private(&pki.join("sa.key"), &sa_key)?;
-        write(&pki.join("sa.pub"), &sa_pub)?;
-        write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
-        write_private(&pki.join("serving.key"), &server_cert.key_pem)?;
-        let mut tokens = String::new();
-        for user in User::ALL {
-            if let Some(token) = user.token() {
-                let _ = writeln!(
-                    tokens,
-                    "{token},{},{},\"{}\"",
-                    user.name(),
-                    user.name(),
-                    user.groups().join(",")
-                );
-            }
-        }
-        write_private(&pki.join("tokens.csv"), tokens)?;
 
         // etcd.
         let etcd_port = free_port()?;
@@ -338,17 +192,10 @@ impl Cluster {
             etcd,
             binaries,
             url: format!("https://{address}:{port}"),
-            serving: ServingCert {
-                cert_file: pki.join("serving.crt"),
-                key_file: pki.join("serving.key"),
-                ca_pem: serving_ca.cert_pem.clone(),
-            },
+            serving,
             cluster_ca: cluster_ca.clone(),
         };
-        for user in User::ALL {
-            let cert = cluster_ca.issue(user.name(), user.groups(), Usage::Client)?;
-            cluster.write_kubeconfig(user, &cert)?;
-        }
+        cluster.write_kubeconfigs()?;
         cluster.wait_ready(Duration::from_secs(90))?;
         cluster.start_controllers(network.is_some())?;
         cluster.install_base()?;
@@ -375,47 +222,9 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// A client certificate of the cluster's client CA for user `name` in `groups`, expiring at
-    /// `not_after`: what kube-apiserver and the servers it trusts accept until then.
-    pub fn issue_client_cert(
-        &self,
-        name: &str,
-        groups: &[&str],
-        not_after: jiff::Timestamp,
-    ) -> Result<KeyPair> {
-        self.cluster_ca
-            .issue_until(name, groups, Usage::Client, not_after)
-    }
-
     /// The cluster's working directory: PKI, kubeconfigs, logs.
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// The kubeconfig that authenticates as `user` with a client certificate, for `kubectl
-    /// --kubeconfig` and kube clients.
-    pub fn kubeconfig(&self, user: User) -> PathBuf {
-        self.dir
-            .join(format!("kubeconfig-{}.json", user.file_stem()))
-    }
-
-    fn write_kubeconfig(&self, user: User, cert: &KeyPair) -> Result<()> {
-        let config = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {
-                "server": self.url,
-                "certificate-authority-data": b64(&self.cluster_ca.cert_pem),
-            }}],
-            "users": [{"name": user.name(), "user": {
-                "client-certificate-data": b64(&cert.cert_pem),
-                "client-key-data": b64(&cert.key_pem),
-            }}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user.name()}}],
-            "current-context": "local",
-        });
-        // It carries the user's client key.
-        write_private(&self.kubeconfig(user), serde_json::to_vec_pretty(&config)?)
     }
 
     /// A `kubectl` command for `user`.
@@ -553,187 +362,6 @@ impl Cluster {
     /// image, crash a container).
     pub fn node(&self) -> std::sync::MutexGuard<'_, Option<Node>> {
         self.node.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The project's CRDs and RBAC from `deploy/` (the maintenance guard's too), and the test
-    /// CRDs for subjects.
-    fn install_base(&self) -> Result<()> {
-        let source = super::binaries::source_dir();
-        for path in [
-            source.join("deploy/crds"),
-            source.join("deploy/rbac"),
-            source.join("deploy/guard/rbac.yaml"),
-            source.join("tests/cluster/crds"),
-        ] {
-            self.kubectl_run(
-                User::Admin,
-                &["apply", "--server-side", "-f", &path.display().to_string()],
-                None,
-            )?;
-        }
-        // A CRD created a moment ago may have no conditions yet, which `kubectl wait` reports
-        // as an error rather than waiting; ask again until every CRD is Established.
-        let mut attempts = 0;
-        loop {
-            let waited = self.kubectl_run(
-                User::Admin,
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    "crd",
-                    "--all",
-                ],
-                None,
-            );
-            match waited {
-                Ok(_) => return Ok(()),
-                Err(e) if attempts >= 10 => return Err(e),
-                Err(_) => {
-                    attempts += 1;
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            }
-        }
-    }
-
-    /// Points the live API at a server listening on loopback `port`: an ExternalName Service that
-    /// resolves to `localhost`, and the APIService with our serving CA.
-    pub fn register_apiservice(&self, port: u16) -> Result<()> {
-        self.apply(&format!(
-            r#"{{"apiVersion":"v1","kind":"List","items":[
-{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{SERVICE_NAME}","namespace":"{SERVICE_NAMESPACE}"}},
-  "spec":{{"type":"ExternalName","externalName":"localhost","ports":[{{"name":"https","port":{port},"protocol":"TCP"}}]}}}},
-{{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{{"name":"v1alpha1.live.ifo.kubevirt.io"}},
-  "spec":{{"group":"live.ifo.kubevirt.io","version":"v1alpha1","groupPriorityMinimum":2000,"versionPriority":100,
-    "service":{{"namespace":"{SERVICE_NAMESPACE}","name":"{SERVICE_NAME}","port":{port}}},
-    "caBundle":"{}"}}}}]}}"#,
-            b64(&self.serving.ca_pem)
-        ))
-    }
-
-    /// Sends OperationRuleSets created or changed to the admission door of a server listening on
-    /// loopback `port`: the ValidatingWebhookConfiguration [`RULESET_WEBHOOK`] as
-    /// `apiservice/webhook.yaml` ships it, but for its `clientConfig`, a URL on `localhost`
-    /// (which the serving certificate names) with our serving CA. kube-apiserver resolves a
-    /// webhook's Service itself, and an ExternalName Service (the APIService's route) is not one
-    /// it can call; a URL is. kube-apiserver picks up the registration within a second or so.
-    pub fn register_ruleset_webhook(&self, port: u16) -> Result<()> {
-        self.apply(&format!(
-            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
-"metadata":{{"name":"{RULESET_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
-"webhooks":[{{"name":"{RULESET_WEBHOOK}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
-  "clientConfig":{{"url":"https://localhost:{port}/admission/rulesets","caBundle":"{}"}},
-  "rules":[{{"apiGroups":["ifo.kubevirt.io"],"apiVersions":["v1alpha1"],"operations":["CREATE","UPDATE"],
-    "resources":["operationrulesets"],"scope":"Cluster"}}],
-  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":5}}]}}"#,
-            b64(&self.serving.ca_pem)
-        ))
-    }
-
-    /// Sends every eviction to the maintenance guard of a server listening on loopback `port`
-    /// (started with `EVICTION_GUARD=true`): the ValidatingWebhookConfiguration [`GUARD_WEBHOOK`]
-    /// as `apiservice/guard-webhook.yaml` ships it, but for its `clientConfig` (a URL on
-    /// `localhost`, as for [`Cluster::register_ruleset_webhook`]).
-    pub fn register_guard_webhook(&self, port: u16) -> Result<()> {
-        self.apply(&format!(
-            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
-"metadata":{{"name":"{GUARD_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
-"webhooks":[{{"name":"{GUARD_WEBHOOK}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
-  "clientConfig":{{"url":"https://localhost:{port}/admission/evictions","caBundle":"{}"}},
-  "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
-    "resources":["pods/eviction"],"scope":"Namespaced"}}],
-  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":3}}]}}"#,
-            b64(&self.serving.ca_pem)
-        ))
-    }
-
-    /// Waits until kubectl can use the live API through kube-apiserver: the APIService reports
-    /// `Available=True`, kube-apiserver's discovery lists the live resources, and a list of them
-    /// is answered.
-    ///
-    /// Available alone is not enough after the server was unreachable. A discovery fetch of the
-    /// aggregator's that failed meanwhile leaves the group `Stale`, with no resources (kubectl
-    /// answers "the server doesn't have a resource type"), until one of its retries succeeds.
-    /// They back off up to a minute apart, and after a short outage the APIService may have
-    /// stayed Available throughout, so nothing makes it fetch sooner. Discovery is asked
-    /// afresh (`api-resources` reads no cache) and together with a list, which fails while the
-    /// server is still starting, so that both hold at once.
-    pub fn wait_live_api(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        self.wait_apiservice_available(timeout)?;
-        // Read whatever kubectl's exit status: it fails when any group of the cluster cannot be
-        // discovered, and lists the groups that can.
-        let discovered = || {
-            let out = self
-                .kubectl(User::Admin)
-                .args([
-                    "api-resources",
-                    "--api-group=live.ifo.kubevirt.io",
-                    "-o",
-                    "name",
-                    "--request-timeout=10s",
-                ])
-                .stdin(Stdio::null())
-                .output()
-                .context("running kubectl api-resources")?;
-            anyhow::ensure!(
-                String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .any(|line| line == "inflightoperations.live.ifo.kubevirt.io"),
-                "kube-apiserver's discovery lists no inflightoperations: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            Ok(())
-        };
-        let listed = || {
-            self.kubectl_run(
-                User::Admin,
-                &[
-                    "get",
-                    "inflightoperations",
-                    "-n",
-                    "default",
-                    "-o",
-                    "name",
-                    "--request-timeout=10s",
-                ],
-                None,
-            )
-            .map(|_| ())
-        };
-        loop {
-            match discovered().and_then(|()| listed()) {
-                Ok(()) => return Ok(()),
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(e.context(format!(
-                        "the live API was not served through kube-apiserver within {timeout:?}"
-                    )));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(500)),
-            }
-        }
-    }
-
-    /// Waits for the APIService to report `Available=True`.
-    fn wait_apiservice_available(&self, timeout: Duration) -> Result<()> {
-        self.kubectl_run(
-            User::Admin,
-            &[
-                "wait",
-                "--for=condition=Available",
-                &format!("--timeout={}s", timeout.as_secs()),
-                "apiservice/v1alpha1.live.ifo.kubevirt.io",
-            ],
-            None,
-        )
-        .map(|_| ())
-        .with_context(|| {
-            format!(
-                "the APIService did not become Available; kube-apiserver log tail:\n{}",
-                self.apiserver.log_tail(20)
-            )
-        })
     }
 
     /// kube-apiserver's process id (to measure its CPU and memory).

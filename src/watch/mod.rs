@@ -4,6 +4,6 @@
 mod object;
 mod watcher;
 
-/// What the watchers decode objects into (public for the `decode` benchmark).
+/// What the watchers decode objects into.
 pub use object::Object;
 pub(crate) use watcher::{InitialList, Liveness, Watches, watch_error_message};

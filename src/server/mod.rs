@@ -2,6 +2,9 @@
 //! [`Server::run`]). Wiring only: every background task is owned by a [`Tasks`] set (see
 //! [`crate::supervise`]), and there is one shutdown sequence.
 
+mod leadership;
+mod persistence;
+
 use crate::admission;
 use crate::admission::evictions::Evictions;
 use crate::admission::node_events::NodeEvents;
@@ -16,7 +19,6 @@ use crate::index::Index;
 use crate::inventory::pods::Pods;
 use crate::inventory::{Inventory, Kind};
 use crate::lease;
-use crate::persist;
 use crate::readiness::Readiness;
 use crate::reconcile;
 use crate::supervise::Tasks;
@@ -29,6 +31,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use leadership::{follow_leadership, follow_role};
+use persistence::restore;
 
 /// How often active operations' expected ends and overdue stalls are brought up to date.
 const EXPECTATIONS_INTERVAL: Duration = Duration::from_secs(5);
@@ -454,208 +459,6 @@ impl Listener {
     fn close(&self, grace: Duration) {
         self.handle.lock().graceful_shutdown(Some(grace));
     }
-}
-
-/// Persistence mode: reads the copies back into the pipeline before anything is evaluated, so
-/// operations keep their identities; the writer starts later (at once, or with each term as
-/// leader). Restored operations that nothing confirmed by a debounce threshold after the
-/// initial sync ended while the server was down, and complete then.
-async fn restore(
-    args: &ServeArgs,
-    client: &kube::Client,
-    detector: &Arc<Detector>,
-    readiness: &Readiness,
-    tasks: &mut Tasks,
-) -> Result<Persistence> {
-    let api = persist::api(client.clone());
-    let timeout = args.initial_sync_timeout;
-    let found = read_back(&api, timeout).await?;
-    let refused = detector.restore(found.records.clone());
-    tracing::info!(
-        copies = found.copies.len(),
-        restored = found.records.len() - refused.len(),
-        "persisted operations read back"
-    );
-    let grace = args.debounce_threshold.unsigned_abs();
-    tasks.once("restored-operations-sweep", {
-        let (detector, readiness) = (detector.clone(), readiness.clone());
-        async move {
-            readiness.wait().await;
-            tokio::time::sleep(grace).await;
-            detector.sweep_restored();
-        }
-    });
-    let detector = detector.clone();
-    Ok(Persistence {
-        writer: CopyWriter {
-            api,
-            settings: args.persist_settings(),
-            timeout,
-            detector,
-            take_over_timeout: crate::client::api_timeout(args),
-        },
-        found,
-    })
-}
-
-/// The copies in the cluster. A missing CRD or a 403 fails at once (they need an admin);
-/// anything else is retried for `timeout`.
-async fn read_back(
-    api: &kube::Api<kube::api::DynamicObject>,
-    timeout: Duration,
-) -> Result<persist::ReadBack> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        match persist::read_back(api).await {
-            Ok(found) => return Ok(found),
-            Err(e @ (persist::Error::NotInstalled(_) | persist::Error::Forbidden(_))) => {
-                return Err(e.into());
-            }
-            Err(e) if tokio::time::Instant::now() < deadline => {
-                tracing::warn!(error = %e, "retrying in 2s");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Persistence mode, after the copies were read back at start.
-struct Persistence {
-    writer: CopyWriter,
-    /// The copies read at start: what the writer starts from when it starts at once (without
-    /// leader election).
-    found: persist::ReadBack,
-}
-
-/// What a persistence writer starts from.
-#[derive(Clone)]
-struct CopyWriter {
-    api: kube::Api<kube::api::DynamicObject>,
-    settings: persist::Settings,
-    timeout: Duration,
-    /// Takes the identities of the copies at the start of a term (see [`CopyWriter::take_over`]).
-    detector: Arc<Detector>,
-    /// How long the start of a term waits for the copies.
-    take_over_timeout: Duration,
-}
-
-impl CopyWriter {
-    /// At the start of a term as leader, before requests are answered: reads the copies, and
-    /// the operations this replica detected on its own take the uids and starts the previous
-    /// leader served (and persisted). Returns the copies for the writer to start from; `None`
-    /// when they could not be read in time (the term starts all the same, the writer reads
-    /// them again).
-    async fn take_over(&self) -> Option<persist::ReadBack> {
-        match tokio::time::timeout(self.take_over_timeout, persist::read_back(&self.api)).await {
-            Ok(Ok(found)) => {
-                self.detector.adopt(&found.records);
-                Some(found)
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the persisted copies at the start of the term; operations keep the identities this replica gave them");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(timeout = ?self.take_over_timeout, "reading the persisted copies at the start of the term timed out; operations keep the identities this replica gave them");
-                None
-            }
-        }
-    }
-
-    /// Writes copies until the index is gone (or the task is aborted), starting from `found`,
-    /// or, when `None`, from the copies as they are now. A term as leader always reads them
-    /// again: the previous leader wrote after this replica's start, and a copy it wrote for an
-    /// operation this replica no longer has must still be completed and deleted.
-    async fn run(self, found: Option<persist::ReadBack>, index: crate::index::IndexReader) {
-        let found = match found {
-            Some(found) => found,
-            None => match read_back(&self.api, self.timeout).await {
-                Ok(found) => found,
-                Err(e) => {
-                    // Ends the task: it is started again after a backoff.
-                    tracing::error!(error = %e, "cannot read the persisted copies back");
-                    return;
-                }
-            },
-        };
-        persist::Writer::new(self.api, self.settings, found)
-            .run(index)
-            .await;
-    }
-}
-
-/// Serves while this replica leads. Each term, the copies are read again and their identities
-/// taken (persistence mode, see [`CopyWriter::take_over`]) and the index starts a new epoch
-/// (RVs handed out by other replicas become too old) before requests are answered, and the
-/// persistence writer runs; when the term ends, requests get 503, open watches end and the
-/// writer stops.
-async fn follow_leadership(
-    mut role: tokio::sync::watch::Receiver<lease::Role>,
-    index: Arc<Index>,
-    state: Arc<ApiState>,
-    persistence: Option<CopyWriter>,
-    term_ended: Arc<tokio::sync::Notify>,
-) {
-    // This term's writer, if any: aborted when the term ends, or when this task does.
-    let mut writer = tokio::task::JoinSet::new();
-    loop {
-        let leading = *role.borrow_and_update() == lease::Role::Leading;
-        if leading && !state.is_serving() {
-            let found = match &persistence {
-                Some(p) => p.take_over().await,
-                None => None,
-            };
-            if *role.borrow() != lease::Role::Leading {
-                // The term ended while the copies were read.
-                continue;
-            }
-            let now = u64::try_from(jiff::Timestamp::now().as_microsecond()).unwrap_or(0);
-            let rv = index.begin_epoch(now);
-            state.set_serving(true);
-            tracing::info!(resource_version = rv, "serving as the leader");
-            if let Some(p) = &persistence {
-                let (p, reader) = (p.clone(), index.reader());
-                let mut found = found;
-                writer.spawn(crate::supervise::restarting(
-                    "persistence-writer",
-                    move || p.clone().run(found.take(), reader.clone()),
-                ));
-            }
-        } else if !leading && state.is_serving() {
-            tracing::info!("not serving: this replica does not lead");
-            stand_down(&state, &mut writer);
-            term_ended.notify_one();
-        }
-        if role.changed().await.is_err() {
-            // The elector stopped (shutdown, or it failed): it stopped leading first.
-            if state.is_serving() {
-                tracing::info!("not serving: the elector stopped");
-            }
-            stand_down(&state, &mut writer);
-            return;
-        }
-    }
-}
-
-/// Tells `leading` whether this replica leads, until the elector stops.
-async fn follow_role(
-    mut role: tokio::sync::watch::Receiver<lease::Role>,
-    leading: tokio::sync::watch::Sender<bool>,
-) {
-    loop {
-        let _ = leading.send(*role.borrow_and_update() == lease::Role::Leading);
-        if role.changed().await.is_err() {
-            let _ = leading.send(false);
-            return;
-        }
-    }
-}
-
-/// Ends a term: requests get 503, open watches end, the persistence writer stops.
-fn stand_down(state: &ApiState, writer: &mut tokio::task::JoinSet<()>) {
-    state.set_serving(false);
-    writer.abort_all();
 }
 
 /// HTTP limits in front of everything, as kube-apiserver sets them: a client gets
