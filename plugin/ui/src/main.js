@@ -501,7 +501,7 @@ function domain(ops, now) {
   for (const o of ops) {
     const s = startOf(o);
     if (s) first = Math.min(first, s);
-    const e = time(o.status?.expectedEnd)?.getTime();
+    const e = time(o.status?.expectedEndP90 ?? o.status?.expectedEnd)?.getTime();
     if (e && isActive(o)) last = Math.max(last, e);
   }
   first = Math.max(first, now - 6 * 3600e3);
@@ -525,6 +525,8 @@ function describe(o, now, { role = "", lastSeen = false, full = false } = {}) {
   if (start) parts.push(`started ${at(start)}`);
   const exp = time(o.status?.expectedEnd);
   if (exp && isActive(o)) parts.push(`expected end ${at(exp)}`);
+  const p90 = time(o.status?.expectedEndP90);
+  if (p90 && isActive(o)) parts.push(`9 in 10 like it end ${at(p90)}`);
   const nodes = nodesOf(o).filter((n) => n.node);
   if (nodes.length) parts.push(nodes.map((n) => `${n.role ? n.role + " " : ""}node ${n.node}`).join(", "));
   return parts.join(", ");
@@ -659,6 +661,11 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
     const e = time(o.status?.expectedEnd);
     return isActive(o) && e && e > now ? x(e) : 0;
   };
+  // The band's far edge (history: by when nine in ten like it have ended), lighter still.
+  const bandX = (o) => {
+    const e = time(o.status?.expectedEndP90);
+    return isActive(o) && e && e > now ? x(e) : 0;
+  };
 
   const bars = rows
     .selectAll("g.op")
@@ -677,6 +684,7 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
           }
         });
       e.append("title");
+      e.append("rect").attr("class", "band");
       e.append("rect").attr("class", "expected");
       e.append("rect").attr("class", "bar");
       e.append("rect").attr("class", "seen").attr("fill", "url(#last-seen)");
@@ -711,6 +719,12 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
     .attr("height", ROW - 6)
     .attr("width", (d) => Math.max(0, expectedX(d.o) - endX(d.o)));
   bars
+    .select("rect.band")
+    .attr("x", (d) => Math.max(endX(d.o), expectedX(d.o)))
+    .attr("y", 3)
+    .attr("height", ROW - 6)
+    .attr("width", (d) => Math.max(0, bandX(d.o) - Math.max(endX(d.o), expectedX(d.o))));
+  bars
     .select("rect.progress")
     .attr("x", (d) => startX(d.o))
     .attr("y", ROW - 8)
@@ -720,7 +734,7 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
   // The row's words after its last bar, within the timeline (cut in the middle if need be).
   rows
     .select("text.op-label")
-    .attr("x", (d) => Math.max(...d.ops.map(({ o }) => Math.max(endX(o), expectedX(o)))) + 4)
+    .attr("x", (d) => Math.max(...d.ops.map(({ o }) => Math.max(endX(o), expectedX(o), bandX(o)))) + 4)
     .attr("y", 15)
     .each(function (d) {
       const el = select(this);
@@ -913,6 +927,7 @@ function drawDetail(now, lastSeen) {
     ["Last detected", at(st.lastDetected)],
     ["Completed", at(st.completed)],
     ["Expected end", at(st.expectedEnd, st.estimate ? ` (from ${st.estimate})` : "")],
+    ["9 in 10 end", at(st.expectedEndP90)],
     ["Progress", st.progress != null ? `${st.progress}%` : null],
     ["Message", st.message],
     [nodes.length > 1 ? "Nodes" : "Node", nodes.map((n) => `${n.node}${roleWords(n.role)}`).join(", ")],
