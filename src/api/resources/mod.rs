@@ -19,6 +19,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
+pub(super) mod watch;
+
 /// Which objects a request is about.
 #[derive(Clone, Debug)]
 pub struct Scope {
