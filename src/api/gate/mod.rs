@@ -32,6 +32,7 @@ use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
 use super::respond::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
+use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
@@ -289,7 +290,11 @@ pub fn route(
                     name: name.to_owned(),
                     why,
                 }),
-                Existence::Exists | Existence::Unknown(_) => Ok(one(repr, &gate, &params)),
+                Existence::Exists | Existence::Unknown(_) => Ok(json_response(&represent(
+                    repr,
+                    &gate,
+                    params.include_object,
+                ))),
             }
         }
         ("watch", name) => {
@@ -311,25 +316,6 @@ pub fn route(
             watch::serve(state.clone(), user, selection, repr)
         }
         _ => list(state, Selection::new(params)?, repr),
-    }
-}
-
-/// One gate as the client asked for it.
-fn one(repr: Representation, gate: &Gate, params: &Params) -> Response {
-    match repr {
-        Representation::Object => json_response(gate),
-        Representation::PartialObjectMetadata { .. } => {
-            json_response(&table::PartialMetadata::of(gate, meta_api_version(repr)))
-        }
-        Representation::Table { .. } => {
-            let v = meta_api_version(repr);
-            let row = table::row(gate, params.include_object, v, Timestamp::now());
-            let metadata = ListMeta {
-                resource_version: gate.metadata.resource_version.clone().unwrap_or_default(),
-                continue_token: None,
-            };
-            json_response(&table::table(vec![row], v, metadata))
-        }
     }
 }
 
@@ -365,11 +351,8 @@ fn list(
             let v = meta_api_version(repr);
             let now = Timestamp::now();
             let include = selection.params.include_object;
-            let rows = gates
-                .iter()
-                .map(|g| table::row(g, include, v, now))
-                .collect();
-            json_response(&table::table(rows, v, metadata))
+            let rows = gates.iter().map(|g| row(g, include, v, now)).collect();
+            json_response(&table(rows, v, metadata))
         }
         Representation::PartialObjectMetadata { .. } => {
             let v = meta_api_version(repr);
@@ -377,10 +360,7 @@ fn list(
                 kind: "PartialObjectMetadataList",
                 api_version: v,
                 metadata,
-                items: gates
-                    .iter()
-                    .map(|g| table::PartialMetadata::of(g, v))
-                    .collect(),
+                items: gates.iter().map(|g| PartialMetadata::of(g, v)).collect(),
             })
         }
         Representation::Object => json_response(&List {

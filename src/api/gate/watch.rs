@@ -22,8 +22,8 @@ use super::{Page, Selected, Selection};
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
 use crate::api::params::{IncludeObject, Params};
-use crate::api::respond::meta_api_version;
 use crate::api::status::ApiError;
+use crate::api::table::represent;
 use crate::api::watch::{self, Watched, frame};
 use crate::index::{Event, EventKind, GateScope, MAX_GATE_OPERATIONS};
 
@@ -217,26 +217,7 @@ impl Watcher {
     }
 
     fn line(&self, type_: &str, gate: &Gate) -> Bytes {
-        match self.repr {
-            Representation::Object => frame(type_, gate),
-            Representation::PartialObjectMetadata { .. } => frame(
-                type_,
-                &table::PartialMetadata::of(gate, meta_api_version(self.repr)),
-            ),
-            Representation::Table { .. } => {
-                let v = meta_api_version(self.repr);
-                let row = table::row(
-                    gate,
-                    self.selection.params.include_object,
-                    v,
-                    jiff::Timestamp::now(),
-                );
-                let metadata = crate::api::wire::ListMeta {
-                    resource_version: gate.metadata.resource_version.clone().unwrap_or_default(),
-                    continue_token: None,
-                };
-                frame(type_, &table::table(vec![row], v, metadata))
-            }
-        }
+        let include = self.selection.params.include_object;
+        frame(type_, &represent(self.repr, gate, include))
     }
 }

@@ -3,22 +3,22 @@
 
 use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
 use super::negotiate::Representation;
-use super::params::{IncludeObject, Params, RvMatch};
+use super::params::{Params, RvMatch};
 use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
 use super::status::{ApiError, GroupResource};
+use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
-use super::{ApiState, chunked, table};
+use super::{ApiState, chunked};
 use crate::api::continue_token::ContinueToken;
 use crate::apimachinery::RequestInfo;
 use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::response::Response;
-use serde::Serialize;
-use serde_json::value::RawValue;
 use std::sync::Arc;
 
+mod table;
 pub(super) mod watch;
 
 /// Which objects a request is about.
@@ -67,35 +67,6 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
 
 pub fn resource_for(plural: &str) -> Option<&'static Resource> {
     RESOURCES.into_iter().find(|r| r.plural == plural)
-}
-
-/// One object as the client asked for it, borrowing the stored record.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum Represented<'a> {
-    Object(&'a RawValue),
-    Metadata(table::PartialMetadata<'a>),
-    Table(table::Table<'a>),
-}
-
-/// One object as the client asked for it: the object itself, its metadata, or a one-row Table
-/// (what `get` answers and what each watch event carries).
-pub fn represent(repr: Representation, stored: &Stored, include: IncludeObject) -> Represented<'_> {
-    match repr {
-        Representation::Object => Represented::Object(stored.object()),
-        Representation::PartialObjectMetadata { .. } => {
-            Represented::Metadata(table::PartialMetadata::of(stored, meta_api_version(repr)))
-        }
-        Representation::Table { .. } => {
-            let v = meta_api_version(repr);
-            let row = table::row(stored, include, v, jiff::Timestamp::now());
-            let metadata = ListMeta {
-                resource_version: stored.rv.to_string(),
-                continue_token: None,
-            };
-            Represented::Table(table::table(vec![row], v, metadata))
-        }
-    }
 }
 
 /// What a request is served as, decided from its [`RequestInfo`] alone (the one its
@@ -201,7 +172,7 @@ pub(super) fn get(
     }
     Ok(json_response(&represent(
         repr,
-        &stored,
+        &*stored,
         params.include_object,
     )))
 }
@@ -316,9 +287,9 @@ pub(super) fn list(
             let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
             chunked::respond(
-                &table::table(Vec::new(), v, metadata),
+                &table::<Stored>(Vec::new(), v, metadata),
                 items,
-                move |s, out| chunked::write_json(out, &table::row(s, include, v, now)),
+                move |s, out| chunked::write_json(out, &row(s, include, v, now)),
             )
         }
         Representation::PartialObjectMetadata { .. } => {
@@ -330,7 +301,7 @@ pub(super) fn list(
                 items: Vec::new(),
             };
             chunked::respond(&envelope, items, move |s, out| {
-                chunked::write_json(out, &table::PartialMetadata::of(s, v))
+                chunked::write_json(out, &PartialMetadata::of(s, v))
             })
         }
         Representation::Object => {

@@ -2,11 +2,12 @@
 //! are the shared snapshot's, and each index event goes through this watcher's own filter (an
 //! object entering or leaving the selectors is an ADDED or DELETED for it).
 
-use super::{Scope, matches, represent};
+use super::{Scope, matches};
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
 use crate::api::params::Params;
 use crate::api::status::ApiError;
+use crate::api::table::represent;
 use crate::api::watch::{self, Watched, frame};
 use crate::index::{Event, EventKind, Snapshot, Stored};
 use axum::response::Response;
@@ -86,7 +87,7 @@ impl Watched for Operations {
         };
         Some(frame(
             type_,
-            &represent(self.repr, &stored, self.params.include_object),
+            &represent(self.repr, &*stored, self.params.include_object),
         ))
     }
 }
