@@ -58,15 +58,20 @@ fn ready() -> Readiness {
     readiness
 }
 
-async fn call(app: Router, uri: &str, accept: Option<&str>) -> (StatusCode, String) {
+/// What `app` answers a GET of `uri` with, asking for `accept`.
+pub(super) async fn answer(app: Router, uri: &str, accept: Option<&str>) -> Response {
     let mut request = Request::get(uri);
     if let Some(accept) = accept {
         request = request.header(header::ACCEPT, accept);
     }
-    let response = app
-        .oneshot(request.body(Body::empty()).unwrap())
+    app.oneshot(request.body(Body::empty()).unwrap())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The status and body of what `app` answers a GET of `uri` with.
+pub(super) async fn call(app: Router, uri: &str, accept: Option<&str>) -> (StatusCode, String) {
+    let response = answer(app, uri, accept).await;
     let status = response.status();
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await

@@ -2,10 +2,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use serde_json::Value;
-use tower::ServiceExt;
 
 use crate::api::{ApiState, router};
 use crate::detect::Health;
@@ -77,19 +75,8 @@ fn fixture() -> Fixture {
 }
 
 async fn call(state: &Arc<ApiState>, uri: &str, accept: Option<&str>) -> (StatusCode, Value) {
-    let mut request = Request::get(uri);
-    if let Some(accept) = accept {
-        request = request.header(header::ACCEPT, accept);
-    }
-    let response = router(state.clone())
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
+    let (status, body) = crate::api::tests::call(router(state.clone()), uri, accept).await;
+    (status, serde_json::from_str(&body).unwrap())
 }
 
 fn clear(gate: &Value) -> (&str, &str) {
@@ -420,6 +407,22 @@ impl Events {
             self.1.extend_from_slice(&chunk);
         }
     }
+
+    /// The next `n` events as `<type> <name>`, sorted (the gates an event changes come in no
+    /// set order).
+    async fn next_sorted(&mut self, n: usize) -> Vec<String> {
+        let mut events = Vec::new();
+        for _ in 0..n {
+            let e = self.next().await;
+            events.push(format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap()
+            ));
+        }
+        events.sort();
+        events
+    }
 }
 
 async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
@@ -427,14 +430,8 @@ async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
 }
 
 async fn watch_as(state: &Arc<ApiState>, query: &str, accept: Option<&str>) -> Events {
-    let mut request = Request::get(format!("{GATES}?watch=true&{query}"));
-    if let Some(accept) = accept {
-        request = request.header(header::ACCEPT, accept);
-    }
-    let response = router(state.clone())
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let uri = format!("{GATES}?watch=true&{query}");
+    let response = crate::api::tests::answer(router(state.clone()), &uri, accept).await;
     assert_eq!(response.status(), StatusCode::OK);
     Events(response.into_body().into_data_stream(), Vec::new())
 }
@@ -527,18 +524,8 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
     assert_eq!(names.len(), 6);
     f.index
         .apply(vec![Change::Upsert(migration("other", "vm-5", "w5", ""))]);
-    let mut added = Vec::new();
-    for _ in 0..4 {
-        let e = events.next().await;
-        added.push(format!(
-            "{} {}",
-            e["type"].as_str().unwrap(),
-            e["object"]["metadata"]["name"].as_str().unwrap()
-        ));
-    }
-    added.sort();
     assert_eq!(
-        added,
+        events.next_sorted(4).await,
         [
             "ADDED namespace.other",
             "ADDED node.w5",
@@ -548,18 +535,8 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
     );
     f.index
         .apply(vec![Change::Remove(migration("demo", "vm-1", "w3", ""))]);
-    let mut changed = Vec::new();
-    for _ in 0..4 {
-        let e = events.next().await;
-        changed.push(format!(
-            "{} {}",
-            e["type"].as_str().unwrap(),
-            e["object"]["metadata"]["name"].as_str().unwrap()
-        ));
-    }
-    changed.sort();
     assert_eq!(
-        changed,
+        events.next_sorted(4).await,
         [
             "DELETED node.w3",
             "MODIFIED cluster",
