@@ -12,16 +12,18 @@ use super::respond::meta_api_version;
 use super::wire::ListMeta;
 use jiff::Timestamp;
 use serde::Serialize;
-use serde_json::{Value, json};
 
-/// One column of a Table.
+/// One column of a Table, as its `columnDefinitions` carry it (fields in the order they were
+/// always written: by name).
+#[derive(Serialize)]
 pub struct Column {
-    pub name: &'static str,
-    pub type_: &'static str,
-    pub format: &'static str,
     pub description: &'static str,
+    pub format: &'static str,
+    pub name: &'static str,
     /// 0: always shown; 1: with `-o wide`.
     pub priority: u8,
+    #[serde(rename = "type")]
+    pub type_: &'static str,
 }
 
 impl Column {
@@ -50,19 +52,9 @@ impl Column {
     }
 }
 
-/// The column definitions of `columns`, as a Table carries them.
-pub fn definitions(columns: &[Column]) -> Value {
-    columns
-        .iter()
-        .map(|c| {
-            json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority})
-        })
-        .collect()
-}
-
 /// A served item as kubectl prints it.
 pub trait Printed {
-    /// A row's cells, in the order of [`Printed::columns`].
+    /// A row's cells, in the order of [`Printed::COLUMNS`].
     type Cells<'a>: Serialize
     where
         Self: 'a;
@@ -72,8 +64,9 @@ pub trait Printed {
     type Metadata: Serialize + ?Sized;
 
     /// The column definitions: the same for list and watch, so kubectl never re-prints its
-    /// header. Built once.
-    fn columns() -> &'static Value;
+    /// header.
+    const COLUMNS: &'static [Column];
+
     fn cells(&self, now: Timestamp) -> Self::Cells<'_>;
     fn object(&self) -> &Self::Object;
     fn metadata(&self) -> &Self::Metadata;
@@ -148,7 +141,7 @@ pub struct Table<'a, T: Printed + ?Sized + 'a> {
     api_version: &'static str,
     metadata: ListMeta,
     #[serde(rename = "columnDefinitions")]
-    column_definitions: &'static Value,
+    column_definitions: &'static [Column],
     rows: Vec<Row<'a, T>>,
 }
 
@@ -161,7 +154,7 @@ pub fn table<'a, T: Printed + ?Sized>(
         kind: "Table",
         api_version: meta_api_version,
         metadata,
-        column_definitions: T::columns(),
+        column_definitions: T::COLUMNS,
         rows,
     }
 }

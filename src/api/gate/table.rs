@@ -2,18 +2,18 @@
 //! CLEAR, ACTIVE, EXPECTED, OLDEST, MESSAGE` (the same columns with `-o wide`: there is nothing
 //! more to say in a row).
 
-use std::sync::LazyLock;
-
 use super::verdict::Gate;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::Value;
 
-use crate::api::table::{Column, Printed, definitions};
+use crate::api::table::{Column, Printed};
 use crate::apimachinery::duration::{human_duration, table_age};
 
-static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
-    definitions(&[
+impl Printed for Gate {
+    type Cells<'a> = (&'a str, &'a str, u64, String, String, &'a str);
+    type Object = Gate;
+    type Metadata = ObjectMeta;
+    const COLUMNS: &'static [Column] = &[
         Column::new(
             "Name",
             "string",
@@ -50,17 +50,7 @@ static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
             "",
             "What blocks the scope, or why its state is unknown.",
         ),
-    ])
-});
-
-impl Printed for Gate {
-    type Cells<'a> = (&'a str, &'a str, u64, String, String, &'a str);
-    type Object = Gate;
-    type Metadata = ObjectMeta;
-
-    fn columns() -> &'static Value {
-        &COLUMNS
-    }
+    ];
 
     fn cells(&self, now: Timestamp) -> Self::Cells<'_> {
         let clear = self.status.clear();

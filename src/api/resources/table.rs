@@ -4,54 +4,12 @@
 //! ruleset, outcome, completion) is in `kubectl ifo get`, `-o custom-columns` and the object
 //! (docs/api.md).
 
-use crate::api::table::{Column, Printed, definitions};
+use crate::api::table::{Column, Printed};
 use crate::apimachinery::duration::{human_duration, table_age};
 use crate::index::Stored;
 use jiff::SignedDuration;
-use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::sync::LazyLock;
-
-static COLUMNS: LazyLock<Value> = LazyLock::new(|| {
-    definitions(&[
-        Column::new(
-            "Name",
-            "string",
-            "name",
-            "Name must be unique within a namespace. Deterministic: subject, operation and a short hash of subject UID, ruleset and operation."),
-        Column::new("Kind", "string", "", "Kind of the subject."),
-        Column::new("Subject", "string", "", "Name of the subject."),
-        Column::new("Operation", "string", "", "The operation in flight."),
-        Column::new(
-            "Phase",
-            "string",
-            "",
-            "Active while detected (and during the debounce grace); Completed after.",
-        ),
-        Column::new("Age", "date", "", "Time since the operation started."),
-        Column::new("Message", "string", "", "What the operation is doing now."),
-        Column::new(
-            "Progress",
-            "string",
-            "",
-            "How far along the operation is, as its rule reports it.").wide(),
-        Column::new(
-            "Expected",
-            "string",
-            "",
-            "Time left until the operation is expected to end (status.expectedEnd), or how long it is overdue.",
-        )
-        .wide(),
-        Column::new(
-            "Stalled",
-            "string",
-            "",
-            "Why the operation is stalled, if it is (the Stalled condition's reason).",
-        )
-        .wide(),
-    ])
-});
 
 /// The cells of [`COLUMNS`].
 type Cells<'a> = (
@@ -71,10 +29,43 @@ impl Printed for Stored {
     type Cells<'a> = Cells<'a>;
     type Object = RawValue;
     type Metadata = RawValue;
-
-    fn columns() -> &'static Value {
-        &COLUMNS
-    }
+    const COLUMNS: &'static [Column] = &[
+            Column::new(
+                "Name",
+                "string",
+                "name",
+                "Name must be unique within a namespace. Deterministic: subject, operation and a short hash of subject UID, ruleset and operation."),
+            Column::new("Kind", "string", "", "Kind of the subject."),
+            Column::new("Subject", "string", "", "Name of the subject."),
+            Column::new("Operation", "string", "", "The operation in flight."),
+            Column::new(
+                "Phase",
+                "string",
+                "",
+                "Active while detected (and during the debounce grace); Completed after.",
+            ),
+            Column::new("Age", "date", "", "Time since the operation started."),
+            Column::new("Message", "string", "", "What the operation is doing now."),
+            Column::new(
+                "Progress",
+                "string",
+                "",
+                "How far along the operation is, as its rule reports it.").wide(),
+            Column::new(
+                "Expected",
+                "string",
+                "",
+                "Time left until the operation is expected to end (status.expectedEnd), or how long it is overdue.",
+            )
+            .wide(),
+            Column::new(
+                "Stalled",
+                "string",
+                "",
+                "Why the operation is stalled, if it is (the Stalled condition's reason).",
+            )
+            .wide(),
+    ];
 
     fn cells(&self, now: jiff::Timestamp) -> Cells<'_> {
         let op = &self.op;
@@ -143,6 +134,7 @@ mod tests {
     use crate::api::table::row;
     use crate::operation::Ending;
     use crate::operation::test_record;
+    use serde_json::Value;
     use std::sync::Arc;
 
     fn cells(stored: &Stored, now: jiff::Timestamp) -> Value {
