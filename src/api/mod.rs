@@ -8,6 +8,7 @@ mod gate;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;
 pub(crate) mod params;
+mod request;
 pub(crate) mod resources;
 mod respond;
 mod routes;

@@ -30,6 +30,7 @@ use super::continue_token::GateContinueToken;
 use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
+use super::request::{name_in_path, select_name, served_verb};
 use super::respond::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
 use super::table::{PartialMetadata, represent, row, table};
@@ -264,18 +265,9 @@ pub fn route(
     if r.namespace.is_some() || r.subresource.is_some() {
         return Err(ApiError::PathNotFound);
     }
-    let name = match (r.name_in_path, r.name.as_deref()) {
-        (false, _) => None,
-        (true, Some(name)) if !name.is_empty() => Some(name),
-        (true, _) => return Err(ApiError::PathNotFound),
-    };
+    let name = name_in_path(r)?;
     let verb = info.verb.as_str();
-    if !matches!(verb, "get" | "list" | "watch") {
-        return Err(ApiError::MethodNotAllowed {
-            resource: group_resource(),
-            verb: verb.to_string(),
-        });
-    }
+    served_verb(verb, group_resource)?;
     let mut params = Params::parse_selecting(&info.query, verb == "watch", SELECTABLE)?;
     let repr = representation(headers)?;
     match (verb, name) {
@@ -299,18 +291,7 @@ pub fn route(
         }
         ("watch", name) => {
             if let Some(name) = name {
-                // A watch of one gate is a watch with a name field selector.
-                let selector = format!(
-                    "metadata.name={}",
-                    crate::apimachinery::fields::escape_value(name)
-                );
-                let combined = if params.fields.is_empty() {
-                    selector
-                } else {
-                    format!("{},{selector}", params.fields)
-                };
-                params.fields =
-                    crate::apimachinery::fields::FieldSelector::parse(&combined, SELECTABLE)?;
+                select_name(&mut params, name, SELECTABLE)?;
             }
             let selection = Selection::new(params)?;
             watch::serve(state.clone(), user, selection, repr)

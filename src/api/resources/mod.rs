@@ -4,6 +4,7 @@
 use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
 use super::negotiate::Representation;
 use super::params::{Params, RvMatch};
+use super::request::{name_in_path, select_name, served_verb};
 use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
 use super::status::{ApiError, GroupResource};
@@ -12,7 +13,6 @@ use super::wire::{List, ListMeta};
 use super::{ApiState, chunked};
 use crate::api::continue_token::ContinueToken;
 use crate::apimachinery::RequestInfo;
-use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::response::Response;
@@ -112,33 +112,17 @@ pub fn plan(info: &RequestInfo) -> Result<Plan, ApiError> {
         Some(ns) if ns.is_empty() || !resource.namespaced => return Err(ApiError::PathNotFound),
         _ => {}
     }
-    let name = match (r.name_in_path, r.name.as_deref()) {
-        (false, _) => None,
-        (true, Some(name)) if !name.is_empty() => Some(name),
-        (true, _) => return Err(ApiError::PathNotFound),
-    };
+    let name = name_in_path(r)?;
     let scope = Scope {
         resource,
         namespace: r.namespace.clone(),
     };
     let verb = info.verb.as_str();
-    if !matches!(verb, "get" | "list" | "watch") {
-        return Err(ApiError::MethodNotAllowed {
-            resource: scope.group_resource(),
-            verb: verb.to_string(),
-        });
-    }
+    served_verb(verb, || scope.group_resource())?;
     let mut params = Params::parse(&info.query, verb == "watch")?;
     let action = match (verb, name) {
         ("watch", Some(name)) => {
-            // A watch of one object is a watch with a name field selector.
-            let selector = format!("metadata.name={}", escape_value(name));
-            let combined = if params.fields.is_empty() {
-                selector
-            } else {
-                format!("{},{selector}", params.fields)
-            };
-            params.fields = FieldSelector::parse(&combined, SELECTABLE_FIELDS)?;
+            select_name(&mut params, name, SELECTABLE_FIELDS)?;
             Action::Watch
         }
         ("watch", None) => Action::Watch,
