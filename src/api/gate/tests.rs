@@ -79,6 +79,12 @@ async fn call(state: &Arc<ApiState>, uri: &str, accept: Option<&str>) -> (Status
     (status, serde_json::from_str(&body).unwrap())
 }
 
+/// A list of the gate named `name` (by a field selector, as `kubectl wait` lists).
+async fn list_named(state: &Arc<ApiState>, name: &str) -> (StatusCode, Value) {
+    let uri = format!("{GATES}?fieldSelector=metadata.name%3D{name}");
+    call(state, &uri, None).await
+}
+
 fn clear(gate: &Value) -> (&str, &str) {
     let c = &gate["status"]["conditions"][0];
     assert_eq!(c["type"], "Clear");
@@ -118,12 +124,7 @@ async fn the_gate_of_anything_the_cluster_has_answers_and_a_malformed_name_is_a_
             "{error}"
         );
     }
-    let (status, _) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dpod.x"),
-        None,
-    )
-    .await;
+    let (status, _) = list_named(&f.state, "pod.x").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = call(&f.state, &format!("{GATES}?fieldSelector=spec.x%3Dy"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -152,12 +153,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
             serde_json::json!({"name": name, "group": "live.ifo.kubevirt.io", "kind": "maintenancegates"})
         );
         // A list by name answers without it, as kubectl wait expects after a 404.
-        let (status, list) = call(
-            &f.state,
-            &format!("{GATES}?fieldSelector=metadata.name%3D{name}"),
-            None,
-        )
-        .await;
+        let (status, list) = list_named(&f.state, name).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(list["items"], serde_json::json!([]), "{name}");
     }
@@ -196,12 +192,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
         gate["status"]["conditions"][0]["reason"],
         "ExistenceUnknown"
     );
-    let (_, list) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.worker2"),
-        None,
-    )
-    .await;
+    let (_, list) = list_named(&f.state, "node.worker2").await;
     assert_eq!(clear(&list["items"][0]).0, "Unknown");
     // Never listed at all: Unknown too.
     let fresh = Arc::new(
@@ -337,24 +328,14 @@ async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_
     );
     assert_eq!(list["metadata"]["resourceVersion"], "102");
 
-    let (_, list) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.idle"),
-        None,
-    )
-    .await;
+    let (_, list) = list_named(&f.state, "node.idle").await;
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["metadata"]["name"], "node.idle");
     assert_eq!(clear(&items[0]).0, "True");
 
     let (_, table) = call(&f.state, GATES, Some(TABLE)).await;
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns = crate::api::tests::column_names(&table);
     assert_eq!(
         columns,
         ["Name", "Clear", "Active", "Expected", "Oldest", "Message"]
