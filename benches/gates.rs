@@ -9,32 +9,14 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
 use ifo::track::Change;
-use tower::ServiceExt;
 
 mod fixture;
-use fixture::{OPERATIONS, index_on_nodes, on_nodes};
+use fixture::{OPERATIONS, TABLE, get, index_on_nodes, on_nodes};
 
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
-
-async fn get(router: Router, uri: &str, accept: &str) -> usize {
-    let request = Request::get(uri)
-        .header(header::ACCEPT, accept)
-        .body(Body::empty())
-        .unwrap();
-    let response = router.oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "{uri}");
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    body.len()
-}
 
 fn gates(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::Request;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
 use ifo::index::Index;
@@ -23,9 +23,8 @@ use ifo::track::Change;
 use tower::ServiceExt;
 
 mod fixture;
-use fixture::records;
+use fixture::{TABLE, get, records};
 
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const ALL: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
 const ONE_NAMESPACE: &str =
     "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/ns-042/inflightoperations";
@@ -50,20 +49,6 @@ struct Page {
 struct PageMeta {
     #[serde(rename = "continue")]
     continue_token: Option<String>,
-}
-
-/// One request, body read to the end; returns the body length.
-async fn get(router: Router, uri: &str, accept: &str) -> usize {
-    let request = Request::get(uri)
-        .header(header::ACCEPT, accept)
-        .body(Body::empty())
-        .unwrap();
-    let response = router.oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "{uri}");
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    body.len()
 }
 
 /// Follows `continue` tokens until the last page; returns the number of pages.

@@ -242,11 +242,14 @@ fn code_only(text: &str) -> String {
 
 /// The other files of `files` that the file of `module` uses: every `crate::…` and `super::…`
 /// path in its code (use trees and paths in expressions alike, comments aside) names the file of
-/// the longest module it starts with. `mod` declarations and a file's uses of its own submodules
+/// the longest module it starts with, and so does a path through a module such a path brought in
+/// by name (`use super::m;` then `m::a::f()`). `mod` declarations and a file's uses of its own submodules
 /// (a module using its parts) do not count; `super` in an inline `mod … { }` is that module's.
 fn file_uses(module: &[String], text: &str, files: &Files) -> BTreeSet<String> {
     let code = code_only(text);
     let mut uses = BTreeSet::new();
+    // Modules named whole (`use super::m;`, `use crate::m::{self}`), to follow `m::…` paths.
+    let mut imported: Vec<Vec<String>> = Vec::new();
     // The inline modules around the current point, with the brace depth each one opened at.
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
@@ -294,11 +297,39 @@ fn file_uses(module: &[String], text: &str, files: &Files) -> BTreeSet<String> {
                 base
             };
             target.extend(segments.map(str::to_string));
+            if target.last().is_some_and(|s| s == "self") {
+                target.pop();
+            }
+            if !target.is_empty() && files.contains_key(&target) {
+                // A module brought in by name: its paths below are followed too.
+                imported.push(target.clone());
+            }
             while !target.is_empty() && !files.contains_key(&target) {
                 target.pop();
             }
             if !target.starts_with(module) {
                 uses.insert(files[&target].clone());
+            }
+        }
+    }
+    // `m::a::b` after `use crate::x::m;`: the file of the longest module of `x::m::a::b`.
+    for alias in imported {
+        let name = alias.last().expect("a named module").as_str();
+        for (i, _) in code.match_indices(&format!("{name}::")) {
+            if code[..i].ends_with(|c: char| ident(c) || c == ':') {
+                continue;
+            }
+            let mut paths = Vec::new();
+            use_tree(&code[i..], &[], &mut paths);
+            for path in paths {
+                let mut target = alias.clone();
+                target.extend(path.into_iter().skip(1));
+                while !target.is_empty() && !files.contains_key(&target) {
+                    target.pop();
+                }
+                if !target.starts_with(module) {
+                    uses.insert(files[&target].clone());
+                }
             }
         }
     }
@@ -393,5 +424,9 @@ fn the_files_a_file_uses_are_read_from_its_paths() {
     assert_eq!(
         uses("#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::d;\n}"),
         ["a::d.rs"]
+    );
+    assert_eq!(
+        uses("use crate::a::{self, e}; fn f() { a::b::c::g(); a::d::h(); }"),
+        ["a.rs", "a::d.rs"]
     );
 }

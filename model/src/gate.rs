@@ -2,13 +2,12 @@
 //! component, a namespace) on whether operations are in flight there, as owned serde types for
 //! the server that computes it and the plugin that reads it.
 //!
-//! Deserialising is lenient like [`InFlightOperation`](crate::InFlightOperation)'s: an odd
-//! field reads as its default rather than failing the whole object.
+//! Deserialising is lenient (see [`crate::lenient`]), as the operations' is: an odd field reads
+//! as its default rather than failing the whole object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-use serde::{Deserialize, Serialize};
 
-use crate::object::lenient;
+use crate::lenient::lenient_struct;
 
 /// Kind of the gate.
 pub const GATE_KIND: &str = "MaintenanceGate";
@@ -21,30 +20,20 @@ pub const CLEAR_CONDITION: &str = "Clear";
 /// or it runs well past what its rule's operations normally take).
 pub const GATE_STALLED_CONDITION: &str = "Stalled";
 
-/// One gate. `Op` is how its operations are held: [`GateOperation`] as read from the wire; the
-/// server serialises them straight from its records instead (the same JSON).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(
-    rename_all = "camelCase",
-    bound(
-        serialize = "Op: Serialize",
-        deserialize = "Op: Deserialize<'de> + Default"
-    )
-)]
-pub struct MaintenanceGate<Op = GateOperation> {
-    /// [`GROUP_VERSION`](crate::GROUP_VERSION).
-    #[serde(default, deserialize_with = "lenient")]
-    pub api_version: String,
-    /// [`GATE_KIND`].
-    #[serde(default, deserialize_with = "lenient")]
-    pub kind: String,
-    /// Name (`cluster`, `node.<node>`, `component.<c>`, `namespace.<ns>`), uid,
-    /// resourceVersion. No generation: nothing writes a gate.
-    #[serde(default, deserialize_with = "lenient")]
-    pub metadata: ObjectMeta,
-    /// The verdict.
-    #[serde(default, deserialize_with = "lenient")]
-    pub status: GateStatus<Op>,
+lenient_struct! {
+    /// One gate. `Op` is how its operations are held: [`GateOperation`] as read from the wire; the
+    /// server serialises them straight from its records instead (the same JSON).
+    pub struct MaintenanceGate<Op = GateOperation> {
+        /// [`GROUP_VERSION`](crate::GROUP_VERSION).
+        pub api_version: String,
+        /// [`GATE_KIND`].
+        pub kind: String,
+        /// Name (`cluster`, `node.<node>`, `component.<c>`, `namespace.<ns>`), uid,
+        /// resourceVersion. No generation: nothing writes a gate.
+        pub metadata: ObjectMeta,
+        /// The verdict.
+        pub status: GateStatus<Op>,
+    }
 }
 
 impl<Op> MaintenanceGate<Op> {
@@ -72,39 +61,22 @@ impl<Op> MaintenanceGate<Op> {
     }
 }
 
-/// `status`: the verdict and what it rests on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(
-    rename_all = "camelCase",
-    bound(
-        serialize = "Op: Serialize",
-        deserialize = "Op: Deserialize<'de> + Default"
-    )
-)]
-pub struct GateStatus<Op = GateOperation> {
-    /// [`CLEAR_CONDITION`].
-    #[serde(default, deserialize_with = "lenient")]
-    pub conditions: Vec<Condition>,
-    /// How many operations are in flight in the scope.
-    #[serde(default, deserialize_with = "lenient")]
-    pub active_operations: u64,
-    /// The oldest of them, oldest first, at most 50.
-    #[serde(default, deserialize_with = "lenient")]
-    pub operations: Vec<Op>,
-    /// When the last of them is expected to end; absent when one has no estimate.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub expected_clear_time: Option<Time>,
-    /// The watched targets feeding the scope that are not current.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub stale_targets: Vec<StaleTarget>,
+lenient_struct! {
+    /// `status`: the verdict and what it rests on.
+    pub struct GateStatus<Op = GateOperation> {
+        /// [`CLEAR_CONDITION`].
+        pub conditions: Vec<Condition>,
+        /// How many operations are in flight in the scope.
+        pub active_operations: u64,
+        /// The oldest of them, oldest first, at most 50.
+        pub operations: Vec<Op>,
+        /// When the last of them is expected to end; absent when one has no estimate.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_clear_time: Option<Time>,
+        /// The watched targets feeding the scope that are not current.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub stale_targets: Vec<StaleTarget>,
+    }
 }
 
 impl<Op> GateStatus<Op> {
@@ -119,88 +91,58 @@ impl<Op> GateStatus<Op> {
     }
 }
 
-/// One operation in flight in a gate's scope.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateOperation {
-    /// Namespace of the `InFlightOperation`; absent for an `InFlightClusterOperation`.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub namespace: Option<String>,
-    /// Its name.
-    #[serde(default, deserialize_with = "lenient")]
-    pub name: String,
-    /// `InFlightOperation` or `InFlightClusterOperation`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub kind: String,
-    /// What it happens to.
-    #[serde(default, deserialize_with = "lenient")]
-    pub subject: GateSubject,
-    /// The operation (`Migrating`).
-    #[serde(default, deserialize_with = "lenient")]
-    pub operation: String,
-    /// Its component.
-    #[serde(default, deserialize_with = "lenient")]
-    pub component: String,
-    /// When it started.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub start_time: Option<Time>,
-    /// When it is expected to end: the end of its debounce grace when no rule detects it any
-    /// more, else its `status.expectedEnd`; absent without an estimate.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub expected_end: Option<Time>,
-    /// How far along it is, percent (its `status.progress`).
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub progress: Option<f64>,
-    /// Whether it is stalled (its `Stalled` condition is `True`).
-    #[serde(default, deserialize_with = "lenient")]
-    pub stalled: bool,
+lenient_struct! {
+    /// One operation in flight in a gate's scope.
+    pub struct GateOperation {
+        /// Namespace of the `InFlightOperation`; absent for an `InFlightClusterOperation`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub namespace: Option<String>,
+        /// Its name.
+        pub name: String,
+        /// `InFlightOperation` or `InFlightClusterOperation`.
+        pub kind: String,
+        /// What it happens to.
+        pub subject: GateSubject,
+        /// The operation (`Migrating`).
+        pub operation: String,
+        /// Its component.
+        pub component: String,
+        /// When it started.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub start_time: Option<Time>,
+        /// When it is expected to end: the end of its debounce grace when no rule detects it any
+        /// more, else its `status.expectedEnd`; absent without an estimate.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_end: Option<Time>,
+        /// How far along it is, percent (its `status.progress`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub progress: Option<f64>,
+        /// Whether it is stalled (its `Stalled` condition is `True`).
+        pub stalled: bool,
+    }
 }
 
-/// The subject of a gate's operation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateSubject {
-    /// Its kind.
-    #[serde(default, deserialize_with = "lenient")]
-    pub kind: String,
-    /// Its name.
-    #[serde(default, deserialize_with = "lenient")]
-    pub name: String,
-    /// Its namespace; absent for cluster-scoped subjects.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub namespace: Option<String>,
+lenient_struct! {
+    /// The subject of a gate's operation.
+    pub struct GateSubject {
+        /// Its kind.
+        pub kind: String,
+        /// Its name.
+        pub name: String,
+        /// Its namespace; absent for cluster-scoped subjects.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub namespace: Option<String>,
+    }
 }
 
-/// A watched target that feeds a gate's scope and is not current.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StaleTarget {
-    /// `<resource>.<group>/<version>` (`virtualmachines.kubevirt.io/v1`).
-    #[serde(default, deserialize_with = "lenient")]
-    pub resource: String,
-    /// Why it is not current.
-    #[serde(default, deserialize_with = "lenient")]
-    pub reason: String,
+lenient_struct! {
+    /// A watched target that feeds a gate's scope and is not current.
+    pub struct StaleTarget {
+        /// `<resource>.<group>/<version>` (`virtualmachines.kubevirt.io/v1`).
+        pub resource: String,
+        /// Why it is not current.
+        pub reason: String,
+    }
 }
 
 #[cfg(test)]

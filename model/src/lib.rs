@@ -3,6 +3,7 @@
 //! the two cannot drift apart.
 
 mod gate;
+mod lenient;
 mod object;
 mod stale_cause;
 

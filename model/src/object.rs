@@ -1,206 +1,120 @@
 //! The served object, `InFlightOperation` or `InFlightClusterOperation`, as owned serde types.
 //!
 //! Serialising one gives exactly the JSON the server serves (same fields, same omissions), so
-//! the server's wire form can be checked against it. Deserialising is lenient: a field that is
-//! missing, `null` or of another shape reads as its default instead of failing the whole object,
-//! because a reader (the plugin) would rather show an operation with an empty column than drop
-//! it, and an older or newer server may add or omit fields.
+//! the server's wire form can be checked against it. Deserialising is lenient (see
+//! [`crate::lenient`]): a field that is missing, `null` or of another shape reads as its
+//! default instead of failing the whole object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
-use serde::de::IgnoredAny;
-use serde::{Deserialize, Deserializer, Serialize};
 
-/// One operation in flight (or recently completed) on one subject.
-///
-/// The same type stands for both kinds: `kind` is [`NAMESPACED_KIND`](crate::NAMESPACED_KIND)
-/// when `metadata.namespace` is set and [`CLUSTER_KIND`](crate::CLUSTER_KIND) when it is not,
-/// and the two share every field.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InFlightOperation {
-    /// [`GROUP_VERSION`](crate::GROUP_VERSION) when served.
-    #[serde(default, deserialize_with = "lenient")]
-    pub api_version: String,
-    /// [`NAMESPACED_KIND`](crate::NAMESPACED_KIND) or [`CLUSTER_KIND`](crate::CLUSTER_KIND).
-    #[serde(default, deserialize_with = "lenient")]
-    pub kind: String,
-    /// Name, namespace (the subject's), uid, resourceVersion, creationTimestamp (when the
-    /// operation started), labels, and one owner reference to the subject. A metadata object
-    /// that does not parse as a whole reads as empty: its fields are Kubernetes' own type.
-    #[serde(default, deserialize_with = "lenient")]
-    pub metadata: ObjectMeta,
-    /// What is happening and to what: fixed for the life of the operation.
-    #[serde(default, deserialize_with = "lenient")]
-    pub spec: Spec,
-    /// Where the operation is: changes while it runs.
-    #[serde(default, deserialize_with = "lenient")]
-    pub status: Status,
-}
+use crate::lenient::lenient_struct;
 
-/// `spec`: which rule of which ruleset detected which operation on which subject.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Spec {
-    /// The operation's name in its ruleset (`Migrating`, `Draining`, …).
-    #[serde(default, deserialize_with = "lenient")]
-    pub operation: String,
-    /// The OperationRuleSet that detected it.
-    #[serde(default, deserialize_with = "lenient")]
-    pub rule_set: String,
-    /// The component the ruleset speaks for (`kubevirt`, `node`, …), for grouping.
-    #[serde(default, deserialize_with = "lenient")]
-    pub component: String,
-    /// The object the operation happens to.
-    #[serde(default, deserialize_with = "lenient")]
-    pub subject: SubjectRef,
-}
-
-/// `spec.subject`: enough of the subject to find it again, and its owners so that tools can
-/// walk up from a Pod or VirtualMachineInstance to what the user manages.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubjectRef {
-    /// The subject's `apiVersion`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub api_version: String,
-    /// The subject's `kind`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub kind: String,
-    /// The subject's `metadata.name`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub name: String,
-    /// The subject's namespace; absent for cluster-scoped subjects.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub namespace: Option<String>,
-    /// The subject's `metadata.uid`: tells a recreated subject of the same name apart.
-    #[serde(default, deserialize_with = "lenient")]
-    pub uid: String,
-    /// The subject's own owner references, as the subject had them; absent when it has none.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub owner_references: Vec<OwnerReference>,
-}
-
-/// `status`: the phase, and once completed, how and when it ended.
-///
-/// `phase` and `outcome` are strings, not enums, so that a reader built against this version
-/// still shows a phase or outcome a later server adds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    /// `Active` or `Completed`.
-    #[serde(default, deserialize_with = "lenient")]
-    pub phase: String,
-    /// What the rule's message expression said last; absent when it said nothing.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub message: Option<String>,
-    /// How a completed operation ended (`Succeeded`, `Failed`, `SubjectDeleted`, …); absent
-    /// while active.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub outcome: Option<String>,
-    /// When the rule last matched (whole seconds, UTC). The server always sets it; it is an
-    /// option so that an object without it still reads.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub last_detected: Option<Time>,
-    /// When the operation completed; absent while active.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub completed: Option<Time>,
-    /// The rulesets that detect this operation.
-    #[serde(default, deserialize_with = "lenient")]
-    pub detected_by: Vec<String>,
-    /// The subject's `metadata.generation` when last seen; absent for subjects without one.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub subject_generation: Option<i64>,
-    /// How far along the operation is, in percent (0 to 100), when its rule reports it.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub progress: Option<f64>,
-    /// When the operation is expected to end, from what its rule's operations took before (or
-    /// the progress it reports); absent until known.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub expected_end: Option<Time>,
-    /// By when nine in ten operations like it have ended, given how long it has run (from
-    /// history only): the band's far edge.
-    #[serde(
-        rename = "expectedEndP90",
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub expected_end_p90: Option<Time>,
-    /// What `expectedEnd` is based on: `History` or `Progress`.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub estimate: Option<String>,
-    /// While the operation is ending (no rule detects it any more, the debounce grace runs):
-    /// when it turns `Completed` unless a rule detects it again. Absent otherwise.
-    #[serde(
-        default,
-        deserialize_with = "lenient",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub grace_period_end: Option<Time>,
-    /// `Stalled` (status `True`) while the operation is stalled, with the reason, and
-    /// `Detected=False` (reason `GracePeriod`) while it is ending; empty otherwise.
-    #[serde(default, deserialize_with = "lenient")]
-    pub conditions: Vec<Condition>,
-}
-
-/// Deserialises a `T`, or gives `T::default()` when the value has another shape (a number where
-/// a string belongs, `null`, an array where an object belongs): one odd field must not cost a
-/// reader the rest of the object.
-pub(crate) fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Shape<T> {
-        Expected(T),
-        Other(IgnoredAny),
+lenient_struct! {
+    /// One operation in flight (or recently completed) on one subject.
+    ///
+    /// The same type stands for both kinds: `kind` is [`NAMESPACED_KIND`](crate::NAMESPACED_KIND)
+    /// when `metadata.namespace` is set and [`CLUSTER_KIND`](crate::CLUSTER_KIND) when it is not,
+    /// and the two share every field.
+    pub struct InFlightOperation {
+        /// [`GROUP_VERSION`](crate::GROUP_VERSION) when served.
+        pub api_version: String,
+        /// [`NAMESPACED_KIND`](crate::NAMESPACED_KIND) or [`CLUSTER_KIND`](crate::CLUSTER_KIND).
+        pub kind: String,
+        /// Name, namespace (the subject's), uid, resourceVersion, creationTimestamp (when the
+        /// operation started), labels, and one owner reference to the subject. A metadata object
+        /// that does not parse as a whole reads as empty: its fields are Kubernetes' own type.
+        pub metadata: ObjectMeta,
+        /// What is happening and to what: fixed for the life of the operation.
+        pub spec: Spec,
+        /// Where the operation is: changes while it runs.
+        pub status: Status,
     }
-    Ok(match Shape::deserialize(deserializer)? {
-        Shape::Expected(value) => value,
-        Shape::Other(IgnoredAny) => T::default(),
-    })
+}
+
+lenient_struct! {
+    /// `spec`: which rule of which ruleset detected which operation on which subject.
+    pub struct Spec {
+        /// The operation's name in its ruleset (`Migrating`, `Draining`, …).
+        pub operation: String,
+        /// The OperationRuleSet that detected it.
+        pub rule_set: String,
+        /// The component the ruleset speaks for (`kubevirt`, `node`, …), for grouping.
+        pub component: String,
+        /// The object the operation happens to.
+        pub subject: SubjectRef,
+    }
+}
+
+lenient_struct! {
+    /// `spec.subject`: enough of the subject to find it again, and its owners so that tools can
+    /// walk up from a Pod or VirtualMachineInstance to what the user manages.
+    pub struct SubjectRef {
+        /// The subject's `apiVersion`.
+        pub api_version: String,
+        /// The subject's `kind`.
+        pub kind: String,
+        /// The subject's `metadata.name`.
+        pub name: String,
+        /// The subject's namespace; absent for cluster-scoped subjects.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub namespace: Option<String>,
+        /// The subject's `metadata.uid`: tells a recreated subject of the same name apart.
+        pub uid: String,
+        /// The subject's own owner references, as the subject had them; absent when it has none.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub owner_references: Vec<OwnerReference>,
+    }
+}
+
+lenient_struct! {
+    /// `status`: the phase, and once completed, how and when it ended.
+    ///
+    /// `phase` and `outcome` are strings, not enums, so that a reader built against this version
+    /// still shows a phase or outcome a later server adds.
+    pub struct Status {
+        /// `Active` or `Completed`.
+        pub phase: String,
+        /// What the rule's message expression said last; absent when it said nothing.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub message: Option<String>,
+        /// How a completed operation ended (`Succeeded`, `Failed`, `SubjectDeleted`, …); absent
+        /// while active.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub outcome: Option<String>,
+        /// When the rule last matched (whole seconds, UTC). The server always sets it; it is an
+        /// option so that an object without it still reads.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub last_detected: Option<Time>,
+        /// When the operation completed; absent while active.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub completed: Option<Time>,
+        /// The rulesets that detect this operation.
+        pub detected_by: Vec<String>,
+        /// The subject's `metadata.generation` when last seen; absent for subjects without one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub subject_generation: Option<i64>,
+        /// How far along the operation is, in percent (0 to 100), when its rule reports it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub progress: Option<f64>,
+        /// When the operation is expected to end, from what its rule's operations took before (or
+        /// the progress it reports); absent until known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_end: Option<Time>,
+        /// By when nine in ten operations like it have ended, given how long it has run (from
+        /// history only): the band's far edge.
+        #[serde(rename = "expectedEndP90", skip_serializing_if = "Option::is_none")]
+        pub expected_end_p90: Option<Time>,
+        /// What `expectedEnd` is based on: `History` or `Progress`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub estimate: Option<String>,
+        /// While the operation is ending (no rule detects it any more, the debounce grace runs):
+        /// when it turns `Completed` unless a rule detects it again. Absent otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub grace_period_end: Option<Time>,
+        /// `Stalled` (status `True`) while the operation is stalled, with the reason, and
+        /// `Detected=False` (reason `GracePeriod`) while it is ending; empty otherwise.
+        pub conditions: Vec<Condition>,
+    }
 }
 
 #[cfg(test)]

@@ -54,18 +54,12 @@ impl ContinueToken {
 
     /// The opaque string for `metadata.continue`.
     pub fn encode(&self) -> String {
-        // Serializing a struct of a u64 and a String cannot fail.
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        URL_SAFE_NO_PAD.encode(json)
+        opaque(self)
     }
 
     /// Parses a `continue` query parameter.
     pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
-        let decoded: ContinueToken = serde_json::from_slice(&bytes)
-            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+        let decoded: ContinueToken = read(token)?;
         if decoded.rv == 0 {
             return Err(ContinueTokenError::InvalidResourceVersion);
         }
@@ -86,6 +80,20 @@ impl ContinueToken {
     }
 }
 
+/// A token's opaque string: its JSON in URL-safe base64. Serializing a struct of a u64 and a
+/// String cannot fail.
+fn opaque(token: &impl Serialize) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(token).unwrap_or_default())
+}
+
+/// The token [`opaque`] wrote into `token`.
+fn read<T: serde::de::DeserializeOwned>(token: &str) -> Result<T, ContinueTokenError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| ContinueTokenError::Malformed(e.to_string()))
+}
+
 /// Decoded `continue` token of a list of maintenance gates (see the [module](self)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,19 +107,13 @@ pub struct GateContinueToken {
 impl GateContinueToken {
     /// The opaque string for `metadata.continue`.
     pub fn encode(&self) -> String {
-        // Serializing a struct of a u64 and a String cannot fail.
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        URL_SAFE_NO_PAD.encode(json)
+        opaque(self)
     }
 
     /// Parses a `continue` query parameter: what [`GateContinueToken::encode`] wrote, after a
     /// well-formed gate name.
     pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
-        let decoded: GateContinueToken = serde_json::from_slice(&bytes)
-            .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+        let decoded: GateContinueToken = read(token)?;
         if decoded.rv == 0 {
             return Err(ContinueTokenError::InvalidResourceVersion);
         }

@@ -8,6 +8,7 @@ mod gate;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;
 pub(crate) mod params;
+mod request;
 pub(crate) mod resources;
 mod respond;
 mod routes;
@@ -15,8 +16,6 @@ mod snapshots;
 pub(crate) mod status;
 mod table;
 mod watch;
-mod watch_frames;
-mod watch_slots;
 mod wire;
 
 pub(crate) use gate::node_gate;
@@ -44,7 +43,7 @@ pub struct ApiState {
     /// Answers `/readyz` (see [`crate::readiness`] for what ready means).
     pub(crate) readiness: Readiness,
     /// Limits on open watches.
-    watch_slots: Arc<watch_slots::WatchSlots>,
+    watch_slots: Arc<watch::slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
     pub(crate) freshness: crate::detect::HealthReader,
     /// The names of the cluster's nodes and namespaces: which of their gates exist.
@@ -113,7 +112,7 @@ impl ApiState {
             index,
             snapshots: snapshots::Snapshots::default(),
             readiness,
-            watch_slots: watch_slots::WatchSlots::new(limits),
+            watch_slots: watch::slots::WatchSlots::new(limits),
             freshness: Default::default(),
             inventory: Default::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),

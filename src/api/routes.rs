@@ -6,7 +6,7 @@ use super::ApiState;
 use super::resources::{Action, Plan, get, list, plan, resource_for};
 use super::respond::representation;
 use super::status::ApiError;
-use super::{freshness, gate, watch};
+use super::{freshness, gate, resources};
 use crate::apimachinery::{RequestInfo, UserInfo};
 use axum::Extension;
 use axum::extract::{FromRequestParts, State};
@@ -100,6 +100,6 @@ fn route(
     match action {
         Action::Get(name) => get(state, &scope, &name, repr, &params),
         Action::List => list(state, &scope, &params, repr),
-        Action::Watch => watch::serve(state.clone(), user, scope, params, repr),
+        Action::Watch => resources::watch::serve(state.clone(), user, scope, params, repr),
     }
 }

@@ -58,15 +58,30 @@ fn ready() -> Readiness {
     readiness
 }
 
-async fn call(app: Router, uri: &str, accept: Option<&str>) -> (StatusCode, String) {
+/// The names of a Table's columns.
+pub(super) fn column_names(table: &Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect()
+}
+
+/// What `app` answers a GET of `uri` with, asking for `accept`.
+pub(super) async fn answer(app: Router, uri: &str, accept: Option<&str>) -> Response {
     let mut request = Request::get(uri);
     if let Some(accept) = accept {
         request = request.header(header::ACCEPT, accept);
     }
-    let response = app
-        .oneshot(request.body(Body::empty()).unwrap())
+    app.oneshot(request.body(Body::empty()).unwrap())
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The status and body of what `app` answers a GET of `uri` with.
+pub(super) async fn call(app: Router, uri: &str, accept: Option<&str>) -> (StatusCode, String) {
+    let response = answer(app, uri, accept).await;
     let status = response.status();
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
@@ -111,12 +126,7 @@ async fn table_rows_carry_cells_and_partial_metadata() {
     assert_eq!(table["kind"], "Table");
     assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
     assert_eq!(table["metadata"]["resourceVersion"], "104");
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns = column_names(&table);
     assert_eq!(columns.len(), 10);
     assert_eq!(columns[6..], ["Message", "Progress", "Expected", "Stalled"]);
     assert_eq!(

@@ -30,8 +30,10 @@ use super::continue_token::GateContinueToken;
 use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
+use super::request::{name_in_path, select_name, served_verb};
 use super::respond::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
+use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
@@ -263,18 +265,9 @@ pub fn route(
     if r.namespace.is_some() || r.subresource.is_some() {
         return Err(ApiError::PathNotFound);
     }
-    let name = match (r.name_in_path, r.name.as_deref()) {
-        (false, _) => None,
-        (true, Some(name)) if !name.is_empty() => Some(name),
-        (true, _) => return Err(ApiError::PathNotFound),
-    };
+    let name = name_in_path(r)?;
     let verb = info.verb.as_str();
-    if !matches!(verb, "get" | "list" | "watch") {
-        return Err(ApiError::MethodNotAllowed {
-            resource: group_resource(),
-            verb: verb.to_string(),
-        });
-    }
+    served_verb(verb, group_resource)?;
     let mut params = Params::parse_selecting(&info.query, verb == "watch", SELECTABLE)?;
     let repr = representation(headers)?;
     match (verb, name) {
@@ -289,47 +282,21 @@ pub fn route(
                     name: name.to_owned(),
                     why,
                 }),
-                Existence::Exists | Existence::Unknown(_) => Ok(one(repr, &gate, &params)),
+                Existence::Exists | Existence::Unknown(_) => Ok(json_response(&represent(
+                    repr,
+                    &gate,
+                    params.include_object,
+                ))),
             }
         }
         ("watch", name) => {
             if let Some(name) = name {
-                // A watch of one gate is a watch with a name field selector.
-                let selector = format!(
-                    "metadata.name={}",
-                    crate::apimachinery::fields::escape_value(name)
-                );
-                let combined = if params.fields.is_empty() {
-                    selector
-                } else {
-                    format!("{},{selector}", params.fields)
-                };
-                params.fields =
-                    crate::apimachinery::fields::FieldSelector::parse(&combined, SELECTABLE)?;
+                select_name(&mut params, name, SELECTABLE)?;
             }
             let selection = Selection::new(params)?;
             watch::serve(state.clone(), user, selection, repr)
         }
         _ => list(state, Selection::new(params)?, repr),
-    }
-}
-
-/// One gate as the client asked for it.
-fn one(repr: Representation, gate: &Gate, params: &Params) -> Response {
-    match repr {
-        Representation::Object => json_response(gate),
-        Representation::PartialObjectMetadata { .. } => {
-            json_response(&table::PartialMetadata::of(gate, meta_api_version(repr)))
-        }
-        Representation::Table { .. } => {
-            let v = meta_api_version(repr);
-            let row = table::row(gate, params.include_object, v, Timestamp::now());
-            let metadata = ListMeta {
-                resource_version: gate.metadata.resource_version.clone().unwrap_or_default(),
-                continue_token: None,
-            };
-            json_response(&table::table(vec![row], v, metadata))
-        }
     }
 }
 
@@ -365,11 +332,8 @@ fn list(
             let v = meta_api_version(repr);
             let now = Timestamp::now();
             let include = selection.params.include_object;
-            let rows = gates
-                .iter()
-                .map(|g| table::row(g, include, v, now))
-                .collect();
-            json_response(&table::table(rows, v, metadata))
+            let rows = gates.iter().map(|g| row(g, include, v, now)).collect();
+            json_response(&table(rows, v, metadata))
         }
         Representation::PartialObjectMetadata { .. } => {
             let v = meta_api_version(repr);
@@ -377,10 +341,7 @@ fn list(
                 kind: "PartialObjectMetadataList",
                 api_version: v,
                 metadata,
-                items: gates
-                    .iter()
-                    .map(|g| table::PartialMetadata::of(g, v))
-                    .collect(),
+                items: gates.iter().map(|g| PartialMetadata::of(g, v)).collect(),
             })
         }
         Representation::Object => json_response(&List {

@@ -2,10 +2,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::StatusCode;
 use serde_json::Value;
-use tower::ServiceExt;
 
 use crate::api::{ApiState, router};
 use crate::detect::Health;
@@ -77,19 +75,14 @@ fn fixture() -> Fixture {
 }
 
 async fn call(state: &Arc<ApiState>, uri: &str, accept: Option<&str>) -> (StatusCode, Value) {
-    let mut request = Request::get(uri);
-    if let Some(accept) = accept {
-        request = request.header(header::ACCEPT, accept);
-    }
-    let response = router(state.clone())
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
+    let (status, body) = crate::api::tests::call(router(state.clone()), uri, accept).await;
+    (status, serde_json::from_str(&body).unwrap())
+}
+
+/// A list of the gate named `name` (by a field selector, as `kubectl wait` lists).
+async fn list_named(state: &Arc<ApiState>, name: &str) -> (StatusCode, Value) {
+    let uri = format!("{GATES}?fieldSelector=metadata.name%3D{name}");
+    call(state, &uri, None).await
 }
 
 fn clear(gate: &Value) -> (&str, &str) {
@@ -131,12 +124,7 @@ async fn the_gate_of_anything_the_cluster_has_answers_and_a_malformed_name_is_a_
             "{error}"
         );
     }
-    let (status, _) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dpod.x"),
-        None,
-    )
-    .await;
+    let (status, _) = list_named(&f.state, "pod.x").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = call(&f.state, &format!("{GATES}?fieldSelector=spec.x%3Dy"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -165,12 +153,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
             serde_json::json!({"name": name, "group": "live.ifo.kubevirt.io", "kind": "maintenancegates"})
         );
         // A list by name answers without it, as kubectl wait expects after a 404.
-        let (status, list) = call(
-            &f.state,
-            &format!("{GATES}?fieldSelector=metadata.name%3D{name}"),
-            None,
-        )
-        .await;
+        let (status, list) = list_named(&f.state, name).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(list["items"], serde_json::json!([]), "{name}");
     }
@@ -209,12 +192,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
         gate["status"]["conditions"][0]["reason"],
         "ExistenceUnknown"
     );
-    let (_, list) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.worker2"),
-        None,
-    )
-    .await;
+    let (_, list) = list_named(&f.state, "node.worker2").await;
     assert_eq!(clear(&list["items"][0]).0, "Unknown");
     // Never listed at all: Unknown too.
     let fresh = Arc::new(
@@ -350,24 +328,14 @@ async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_
     );
     assert_eq!(list["metadata"]["resourceVersion"], "102");
 
-    let (_, list) = call(
-        &f.state,
-        &format!("{GATES}?fieldSelector=metadata.name%3Dnode.idle"),
-        None,
-    )
-    .await;
+    let (_, list) = list_named(&f.state, "node.idle").await;
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0]["metadata"]["name"], "node.idle");
     assert_eq!(clear(&items[0]).0, "True");
 
     let (_, table) = call(&f.state, GATES, Some(TABLE)).await;
-    let columns: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let columns = crate::api::tests::column_names(&table);
     assert_eq!(
         columns,
         ["Name", "Clear", "Active", "Expected", "Oldest", "Message"]
@@ -420,6 +388,22 @@ impl Events {
             self.1.extend_from_slice(&chunk);
         }
     }
+
+    /// The next `n` events as `<type> <name>`, sorted (the gates an event changes come in no
+    /// set order).
+    async fn next_sorted(&mut self, n: usize) -> Vec<String> {
+        let mut events = Vec::new();
+        for _ in 0..n {
+            let e = self.next().await;
+            events.push(format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap()
+            ));
+        }
+        events.sort();
+        events
+    }
 }
 
 async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
@@ -427,14 +411,8 @@ async fn watch(state: &Arc<ApiState>, query: &str) -> Events {
 }
 
 async fn watch_as(state: &Arc<ApiState>, query: &str, accept: Option<&str>) -> Events {
-    let mut request = Request::get(format!("{GATES}?watch=true&{query}"));
-    if let Some(accept) = accept {
-        request = request.header(header::ACCEPT, accept);
-    }
-    let response = router(state.clone())
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let uri = format!("{GATES}?watch=true&{query}");
+    let response = crate::api::tests::answer(router(state.clone()), &uri, accept).await;
     assert_eq!(response.status(), StatusCode::OK);
     Events(response.into_body().into_data_stream(), Vec::new())
 }
@@ -527,18 +505,8 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
     assert_eq!(names.len(), 6);
     f.index
         .apply(vec![Change::Upsert(migration("other", "vm-5", "w5", ""))]);
-    let mut added = Vec::new();
-    for _ in 0..4 {
-        let e = events.next().await;
-        added.push(format!(
-            "{} {}",
-            e["type"].as_str().unwrap(),
-            e["object"]["metadata"]["name"].as_str().unwrap()
-        ));
-    }
-    added.sort();
     assert_eq!(
-        added,
+        events.next_sorted(4).await,
         [
             "ADDED namespace.other",
             "ADDED node.w5",
@@ -548,18 +516,8 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
     );
     f.index
         .apply(vec![Change::Remove(migration("demo", "vm-1", "w3", ""))]);
-    let mut changed = Vec::new();
-    for _ in 0..4 {
-        let e = events.next().await;
-        changed.push(format!(
-            "{} {}",
-            e["type"].as_str().unwrap(),
-            e["object"]["metadata"]["name"].as_str().unwrap()
-        ));
-    }
-    changed.sort();
     assert_eq!(
-        changed,
+        events.next_sorted(4).await,
         [
             "DELETED node.w3",
             "MODIFIED cluster",

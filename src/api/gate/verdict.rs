@@ -659,13 +659,15 @@ mod tests {
             existence_unknown: Some(why.to_owned()),
             ..current()
         };
-        let g = gate(
-            &members(GateScope::Node("w1".into()), vec![]),
-            &feeds,
-            Timestamp::UNIX_EPOCH,
-        );
+        let idle = |feeds: &Feeds| {
+            gate(
+                &members(GateScope::Node("w1".into()), vec![]),
+                feeds,
+                Timestamp::UNIX_EPOCH,
+            )
+        };
         assert_eq!(
-            clear(&g),
+            clear(&idle(&feeds)),
             (
                 "Unknown",
                 "ExistenceUnknown",
@@ -677,13 +679,8 @@ mod tests {
             synced: false,
             ..feeds
         };
-        let g = gate(
-            &members(GateScope::Node("w1".into()), vec![]),
-            &feeds,
-            Timestamp::UNIX_EPOCH,
-        );
         assert_eq!(
-            clear(&g),
+            clear(&idle(&feeds)),
             (
                 "Unknown",
                 "Stale",

@@ -1,9 +1,9 @@
-//! What the watches of operations ([`super::watch`]) and of gates (`gate::watch`) share: how
-//! long a watch lasts, how much it buffers, and the lines it writes (events, bookmarks, and the
-//! in-stream errors that end it).
+//! What the watch engine ([`super`]) writes and how long it waits: how long a watch lasts, how
+//! much it buffers, and the lines it writes (events, bookmarks, and the in-stream errors that
+//! end it).
 
-use super::discovery::GROUP_VERSION;
-use super::status::ApiError;
+use crate::api::discovery::GROUP_VERSION;
+use crate::api::status::ApiError;
 use crate::index::WatchError;
 use bytes::Bytes;
 use serde::Serialize;
@@ -30,7 +30,7 @@ struct WireEvent<'a, T> {
 }
 
 /// One watch event on the wire: `{"type":..,"object":..}` and a newline.
-pub(super) fn frame(type_: &str, object: &impl Serialize) -> Bytes {
+pub(in crate::api) fn frame(type_: &str, object: &impl Serialize) -> Bytes {
     let mut line = serde_json::to_vec(&WireEvent { type_, object }).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)

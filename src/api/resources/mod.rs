@@ -3,21 +3,23 @@
 
 use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
 use super::negotiate::Representation;
-use super::params::{IncludeObject, Params, RvMatch};
+use super::params::{Params, RvMatch};
+use super::request::{name_in_path, select_name, served_verb};
 use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
 use super::status::{ApiError, GroupResource};
+use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
-use super::{ApiState, chunked, table};
+use super::{ApiState, chunked};
 use crate::api::continue_token::ContinueToken;
 use crate::apimachinery::RequestInfo;
-use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::response::Response;
-use serde::Serialize;
-use serde_json::value::RawValue;
 use std::sync::Arc;
+
+mod table;
+pub(super) mod watch;
 
 /// Which objects a request is about.
 #[derive(Clone, Debug)]
@@ -67,35 +69,6 @@ pub fn resource_for(plural: &str) -> Option<&'static Resource> {
     RESOURCES.into_iter().find(|r| r.plural == plural)
 }
 
-/// One object as the client asked for it, borrowing the stored record.
-#[derive(Serialize)]
-#[serde(untagged)]
-pub enum Represented<'a> {
-    Object(&'a RawValue),
-    Metadata(table::PartialMetadata<'a>),
-    Table(table::Table<'a>),
-}
-
-/// One object as the client asked for it: the object itself, its metadata, or a one-row Table
-/// (what `get` answers and what each watch event carries).
-pub fn represent(repr: Representation, stored: &Stored, include: IncludeObject) -> Represented<'_> {
-    match repr {
-        Representation::Object => Represented::Object(stored.object()),
-        Representation::PartialObjectMetadata { .. } => {
-            Represented::Metadata(table::PartialMetadata::of(stored, meta_api_version(repr)))
-        }
-        Representation::Table { .. } => {
-            let v = meta_api_version(repr);
-            let row = table::row(stored, include, v, jiff::Timestamp::now());
-            let metadata = ListMeta {
-                resource_version: stored.rv.to_string(),
-                continue_token: None,
-            };
-            Represented::Table(table::table(vec![row], v, metadata))
-        }
-    }
-}
-
 /// What a request is served as, decided from its [`RequestInfo`] alone (the one its
 /// authorization was derived from).
 #[derive(Clone, Debug)]
@@ -139,33 +112,17 @@ pub fn plan(info: &RequestInfo) -> Result<Plan, ApiError> {
         Some(ns) if ns.is_empty() || !resource.namespaced => return Err(ApiError::PathNotFound),
         _ => {}
     }
-    let name = match (r.name_in_path, r.name.as_deref()) {
-        (false, _) => None,
-        (true, Some(name)) if !name.is_empty() => Some(name),
-        (true, _) => return Err(ApiError::PathNotFound),
-    };
+    let name = name_in_path(r)?;
     let scope = Scope {
         resource,
         namespace: r.namespace.clone(),
     };
     let verb = info.verb.as_str();
-    if !matches!(verb, "get" | "list" | "watch") {
-        return Err(ApiError::MethodNotAllowed {
-            resource: scope.group_resource(),
-            verb: verb.to_string(),
-        });
-    }
+    served_verb(verb, || scope.group_resource())?;
     let mut params = Params::parse(&info.query, verb == "watch")?;
     let action = match (verb, name) {
         ("watch", Some(name)) => {
-            // A watch of one object is a watch with a name field selector.
-            let selector = format!("metadata.name={}", escape_value(name));
-            let combined = if params.fields.is_empty() {
-                selector
-            } else {
-                format!("{},{selector}", params.fields)
-            };
-            params.fields = FieldSelector::parse(&combined, SELECTABLE_FIELDS)?;
+            select_name(&mut params, name, SELECTABLE_FIELDS)?;
             Action::Watch
         }
         ("watch", None) => Action::Watch,
@@ -199,7 +156,7 @@ pub(super) fn get(
     }
     Ok(json_response(&represent(
         repr,
-        &stored,
+        &*stored,
         params.include_object,
     )))
 }
@@ -314,9 +271,9 @@ pub(super) fn list(
             let v = meta_api_version(repr);
             let now = jiff::Timestamp::now();
             chunked::respond(
-                &table::table(Vec::new(), v, metadata),
+                &table::<Stored>(Vec::new(), v, metadata),
                 items,
-                move |s, out| chunked::write_json(out, &table::row(s, include, v, now)),
+                move |s, out| chunked::write_json(out, &row(s, include, v, now)),
             )
         }
         Representation::PartialObjectMetadata { .. } => {
@@ -328,7 +285,7 @@ pub(super) fn list(
                 items: Vec::new(),
             };
             chunked::respond(&envelope, items, move |s, out| {
-                chunked::write_json(out, &table::PartialMetadata::of(s, v))
+                chunked::write_json(out, &PartialMetadata::of(s, v))
             })
         }
         Representation::Object => {

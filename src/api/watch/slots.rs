@@ -7,8 +7,8 @@
 //! buffers, plus what its parsed selectors hold. Counting watches alone would let one user with
 //! a thousand watches of big selectors pin hundreds of megabytes.
 
-use super::Limits;
-use super::status::ApiError;
+use crate::api::Limits;
+use crate::api::status::ApiError;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
