@@ -379,6 +379,144 @@ fn every_command_of_the_readme_works_against_the_demo_as_written() {
         failures.join("\n"),
         demo.output()
     );
+
+    the_demo_reads_at_a_glance_in_the_browser(&demo, &binaries);
+}
+
+/// The page's size for its screenshot (the README's).
+const SCREEN: (u32, u32) = (1600, 1000);
+
+/// `kubectl ifo ui -A`, as the README runs it against the demo, in headless Chromium, on the
+/// demo's own workload (not a fixture): the indicator green and no banner (the demo's answers
+/// are complete), a migration under both of its nodes marked source and target, every label of
+/// the timeline inside it with its whole text on hover, times in one form (relative, the
+/// absolute time on hover: no ISO or 12-hour times on the page), an operation in its grace
+/// "ending in". `IFO_UI_SCREENSHOTS=docs` writes the README's screenshot.
+fn the_demo_reads_at_a_glance_in_the_browser(demo: &Demo, binaries: &Path) {
+    use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
+    let mut ui = Command::new(binaries.join("kubectl-ifo"))
+        .args(["ui", "-A", "--kubeconfig", &demo.kubeconfig])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting kubectl ifo ui");
+    let mut line = String::new();
+    BufReader::new(ui.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ui = Running(ui);
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:") && w.contains("/#token="))
+        .unwrap_or_else(|| panic!("kubectl ifo ui printed no URL: {line:?}"))
+        .to_owned();
+    let (_driver, port) = chromedriver();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let page = browser_sized(port, SCREEN).await;
+        page.goto(&url).await.unwrap();
+        let minute = Duration::from_secs(60);
+        until(
+            &page,
+            minute,
+            "the indicator to read live",
+            INDICATOR,
+            vec![],
+            |v| v[0] == "live" && v[1].as_str().is_some_and(|t| t.contains("Live")),
+        )
+        .await;
+        let (_, _) = until(
+            &page,
+            minute * 2,
+            "a migration under both its nodes",
+            ROLES,
+            vec![],
+            |v| v.as_bool() == Some(true),
+        )
+        .await;
+        until(
+            &page,
+            minute,
+            "an operation ending in its grace",
+            ENDING,
+            vec![],
+            |v| v.as_bool() == Some(true),
+        )
+        .await;
+        let banner = page.execute(BANNER_SHOWN, vec![]).await.unwrap();
+        assert_eq!(banner, false, "the demo's answers are complete: no banner");
+        let texts = page.execute(TEXTS, vec![]).await.unwrap();
+        let right = texts["right"].as_f64().unwrap();
+        for t in texts["texts"].as_array().unwrap() {
+            assert!(
+                t["right"].as_f64().unwrap() <= right + 1.0,
+                "{t} runs past the timeline's right edge ({right})"
+            );
+            if t["cls"] == "op-label" || t["cls"] == "subject" {
+                assert!(t["title"].is_string(), "{t}: no whole text on hover");
+            }
+        }
+        let shown = page.execute(PAGE_TEXT, vec![]).await.unwrap();
+        let shown = shown.as_str().unwrap();
+        assert!(
+            !is_iso(shown),
+            "an ISO time on the page (times are relative, absolute on hover):\n{shown}"
+        );
+        assert!(
+            !shown.contains(" AM") && !shown.contains(" PM"),
+            "a 12-hour time on the page:\n{shown}"
+        );
+        if let Some(dir) = std::env::var_os("IFO_UI_SCREENSHOTS") {
+            page.execute("document.activeElement?.blur();", vec![])
+                .await
+                .unwrap();
+            let shot = PathBuf::from(dir).join("ui.png");
+            std::fs::write(&shot, page.screenshot().await.unwrap()).unwrap();
+            eprintln!("screenshot: {}", shot.display());
+        }
+        page.close().await.unwrap();
+    });
+}
+
+/// The indicator: its state and words.
+const INDICATOR: &str = "const c = document.getElementById('connection');
+  return [c.dataset.state, c.innerText];";
+/// Whether one operation is drawn both as a source and as a target.
+const ROLES: &str =
+    "const keys = (r) => new Set([...document.querySelectorAll(`g.op[data-role=${r}]`)]
+    .map(g => g.dataset.key));
+  const target = keys('target');
+  return [...keys('source')].some(k => target.has(k));";
+/// Whether an operation says it is ending (its grace).
+const ENDING: &str = "return [...document.querySelectorAll('g.op')]
+  .some(g => (g.getAttribute('aria-label') ?? '').includes('ending in'));";
+/// Whether the banner of what may be incomplete is shown.
+const BANNER_SHOWN: &str = "return !document.getElementById('warnings').hidden;";
+/// The timeline's texts: content, tooltip, right edge, class; and the timeline's right edge.
+const TEXTS: &str = "const box = document.getElementById('timeline').getBoundingClientRect();
+  return {right: box.right, texts: [...document.querySelectorAll('#timeline text')]
+    .map(t => ({text: t.firstChild ? t.firstChild.textContent : t.textContent,
+      title: t.querySelector('title')?.textContent ?? null, right: t.getBoundingClientRect().right,
+      cls: t.getAttribute('class')}))};";
+/// What the page shows in words.
+const PAGE_TEXT: &str = "return document.body.innerText;";
+
+/// Whether `text` holds a time such as `2026-11-24T23:28`.
+fn is_iso(text: &str) -> bool {
+    let b = text.as_bytes();
+    (0..b.len().saturating_sub(12)).any(|i| {
+        let digits = |r: std::ops::Range<usize>| r.into_iter().all(|j| b[i + j].is_ascii_digit());
+        digits(0..4)
+            && b[i + 4] == b'-'
+            && digits(5..7)
+            && b[i + 7] == b'-'
+            && digits(8..10)
+            && b[i + 10] == b'T'
+            && digits(11..13)
+    })
 }
 
 /// A fresh directory of this test's own.

@@ -14,6 +14,7 @@
 //! integration tests ([`server_binary`]): only those tests (`tests/` of the workspace's root)
 //! can start it.
 
+pub mod browser;
 mod client;
 mod env;
 mod fixtures;

@@ -12,15 +12,16 @@
 //! updates the README's screenshots).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::Client;
 use ifo_dev::User;
 use serde_json::{Value, json};
 
 use crate::staleness::{create_crd, grant_read};
+use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
 use ifo_test_support::{Env, env, plugin_binary};
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
@@ -37,40 +38,6 @@ const TOKEN_HEADER: &str = "X-IFO-UI-Token";
 /// The bar colours of the style sheet (`--succeeded`, `--failed`), as the browser computes them.
 const SUCCEEDED_FILL: &str = "rgb(27, 127, 59)";
 const FAILED_FILL: &str = "rgb(179, 38, 30)";
-
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// chromedriver on a free port (Debian's `chromium-driver`, or `IFO_CHROMEDRIVER`).
-fn chromedriver() -> (Running, u16) {
-    let binary = std::env::var("IFO_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
-    let port = ifo_dev::free_port().unwrap();
-    let child = Command::new(&binary)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {binary} ({e}): the browser test needs Chromium and its WebDriver \
-                 (bash tests/run.sh installs them; Debian: apt-get install chromium chromium-driver)"
-            )
-        });
-    let running = Running(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (running, port)
-}
 
 /// `kubectl ifo ui` as `user` with `args`; its process and the URL it printed.
 fn start_ui(env: &Env, user: User, args: &[&str]) -> (Running, String) {
@@ -151,49 +118,6 @@ impl Bystander {
 
 async fn browser(port: u16) -> Client {
     browser_sized(port, (1280, 800)).await
-}
-
-/// A headless Chromium session whose window is `size` (width, height) pixels.
-async fn browser_sized(port: u16, (width, height): (u32, u32)) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert("browserName".into(), json!("chrome"));
-    let mut options = json!({"args": [
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        format!("--window-size={width},{height}"), "--lang=en-US"
-    ]});
-    if let Ok(chromium) = std::env::var("IFO_CHROMIUM") {
-        options["binary"] = json!(chromium);
-    }
-    caps.insert("goog:chromeOptions".into(), options);
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{port}"))
-        .await
-        .expect("a headless Chromium session")
-}
-
-/// Runs `script` (with `args`) in the page until `pred` holds of its result; the result and how
-/// long it took. Panics with the last result after `timeout`.
-async fn until(
-    page: &Client,
-    timeout: Duration,
-    what: &str,
-    script: &str,
-    args: Vec<Value>,
-    pred: impl Fn(&Value) -> bool,
-) -> (Value, Duration) {
-    let start = Instant::now();
-    loop {
-        let value = page.execute(script, args.clone()).await.unwrap();
-        if pred(&value) {
-            return (value, start.elapsed());
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}; last: {value}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The bars whose description mentions `needle`: `[state, fill colour]` each.
@@ -1001,7 +925,7 @@ fn the_page_reads_at_a_glance() {
         page.execute("document.getElementById('detail-close').click();", vec![]).await.unwrap();
         page.execute("document.getElementById('timeline').scrollTop = 0; window.scrollTo(0, 0);", vec![]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
-        screenshot(&page, env, "ui.png").await;
+        screenshot(&page, env, "ui-stale.png").await;
 
         // The connection lost: red, and everything in flight is as last seen.
         drop(ui.take());
