@@ -438,31 +438,11 @@ impl Detector {
             );
         };
         for (op, result) in rs.operations.iter().zip(&ev.rules) {
-            match result {
-                RuleResult::Error(e) => report(format!("rule {op}"), e),
-                RuleResult::Active {
-                    message,
-                    start_time,
-                    progress,
-                    stalled,
-                } => {
-                    if let Some(Err(e)) = message {
-                        report(format!("rule {op} message"), e);
-                    }
-                    if let Some(Err(e)) = start_time {
-                        report(format!("rule {op} startTime"), e);
-                    }
-                    if let Some(Err(e)) = progress {
-                        report(format!("rule {op} progress"), e);
-                    }
-                    if let Some(Err(e)) = stalled {
-                        report(format!("rule {op} stalled"), e);
-                    }
+            for (part, e) in result.errors() {
+                match part {
+                    None => report(format!("rule {op}"), e),
+                    Some(part) => report(format!("rule {op} {part}"), e),
                 }
-                RuleResult::Inactive {
-                    outcome: Some(Err(e)),
-                } => report(format!("rule {op} outcome"), e),
-                RuleResult::Inactive { .. } => {}
             }
         }
         for (key, value) in &ev.labels {

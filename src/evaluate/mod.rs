@@ -115,6 +115,41 @@ pub enum RuleResult {
     Error(EvalError),
 }
 
+impl RuleResult {
+    /// Each expression of the rule that failed on the object, with which it is (`None`: the
+    /// rule's own expression; else `message`, `startTime`, `progress`, `stalled` or
+    /// `outcome`, as a ruleset names them): what detection reports on the ruleset and the
+    /// library's cases report as failures.
+    pub fn errors(&self) -> impl Iterator<Item = (Option<&'static str>, &EvalError)> {
+        fn err<T>(r: &Option<Result<T, EvalError>>) -> Option<&EvalError> {
+            r.as_ref()?.as_ref().err()
+        }
+        let parts: [(Option<&'static str>, Option<&EvalError>); 4] = match self {
+            RuleResult::Error(e) => [(None, Some(e)), (None, None), (None, None), (None, None)],
+            RuleResult::Active {
+                message,
+                start_time,
+                progress,
+                stalled,
+            } => [
+                (Some("message"), err(message)),
+                (Some("startTime"), err(start_time)),
+                (Some("progress"), err(progress)),
+                (Some("stalled"), err(stalled)),
+            ],
+            RuleResult::Inactive { outcome } => [
+                (Some("outcome"), err(outcome)),
+                (None, None),
+                (None, None),
+                (None, None),
+            ],
+        };
+        parts
+            .into_iter()
+            .filter_map(|(part, error)| Some((part, error?)))
+    }
+}
+
 /// Hands out one evaluation context per engine: every expression of a ruleset normally comes
 /// from the same engine, so one context serves the whole ruleset.
 struct Contexts<'v> {

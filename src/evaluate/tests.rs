@@ -756,3 +756,38 @@ fn stalled_is_a_bool_or_a_reason() {
         );
     }
 }
+
+/// Every failing expression of a rule is named once, as a ruleset names it; the rest are not.
+#[test]
+fn a_rules_errors_name_each_failing_expression() {
+    let e = || EvalError::Execution("no such key".into());
+    let named = |r: &RuleResult| {
+        r.errors()
+            .map(|(part, error)| (part, error.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let active = RuleResult::Active {
+        message: Some(Err(e())),
+        start_time: Some(Ok(jiff::Timestamp::UNIX_EPOCH)),
+        progress: Some(Err(e())),
+        stalled: None,
+    };
+    assert_eq!(
+        named(&active),
+        [
+            (Some("message"), "no such key".to_owned()),
+            (Some("progress"), "no such key".to_owned())
+        ]
+    );
+    assert_eq!(
+        named(&RuleResult::Inactive {
+            outcome: Some(Err(e()))
+        }),
+        [(Some("outcome"), "no such key".to_owned())]
+    );
+    assert_eq!(
+        named(&RuleResult::Error(e())),
+        [(None, "no such key".to_owned())]
+    );
+    assert!(named(&RuleResult::Inactive { outcome: None }).is_empty());
+}

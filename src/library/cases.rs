@@ -98,61 +98,43 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
             let mut progresses = BTreeMap::new();
             let mut stalls = BTreeMap::new();
             for (op, result) in compiled.operations.iter().zip(&ev.rules) {
+                for (part, e) in result.errors() {
+                    let what = match part {
+                        None => format!("rule {op} errored: {e}"),
+                        Some(part) => format!("{part} of {op} errored: {e}"),
+                    };
+                    failures.push(fail(&case.name, what));
+                }
                 match result {
-                    RuleResult::Error(e) => {
-                        failures.push(fail(&case.name, format!("rule {op} errored: {e}")))
-                    }
                     RuleResult::Active {
                         message,
-                        start_time,
                         progress,
                         stalled,
+                        ..
                     } => {
-                        match progress {
-                            Some(Ok(Some(p))) => {
-                                progresses.insert(op.clone(), *p);
-                            }
-                            Some(Err(e)) => failures
-                                .push(fail(&case.name, format!("progress of {op} errored: {e}"))),
-                            _ => {}
-                        }
-                        match stalled {
-                            Some(Ok(Some(reason))) => {
-                                stalls.insert(op.clone(), reason.clone());
-                            }
-                            Some(Err(e)) => failures
-                                .push(fail(&case.name, format!("stalled of {op} errored: {e}"))),
-                            _ => {}
-                        }
                         active.insert(op.clone());
-                        match message {
-                            Some(Ok(m)) => {
-                                messages.insert(op.clone(), m.clone());
-                            }
-                            Some(Err(e)) => failures
-                                .push(fail(&case.name, format!("message of {op} errored: {e}"))),
-                            None => {}
+                        if let Some(Ok(Some(p))) = progress {
+                            progresses.insert(op.clone(), *p);
                         }
-                        if let Some(Err(e)) = start_time {
-                            failures
-                                .push(fail(&case.name, format!("startTime of {op} errored: {e}")));
+                        if let Some(Ok(Some(reason))) = stalled {
+                            stalls.insert(op.clone(), reason.clone());
+                        }
+                        if let Some(Ok(m)) = message {
+                            messages.insert(op.clone(), m.clone());
                         }
                     }
-                    RuleResult::Inactive { outcome } => match outcome {
-                        Some(Ok(o)) => {
-                            if o.parse::<crate::operation::Outcome>().is_err() {
-                                failures.push(fail(
-                                    &case.name,
-                                    format!("outcome of {op} is {o:?}, not an outcome name"),
-                                ));
-                            }
-                            outcomes.insert(op.clone(), o.clone());
+                    RuleResult::Inactive {
+                        outcome: Some(Ok(o)),
+                    } => {
+                        if o.parse::<crate::operation::Outcome>().is_err() {
+                            failures.push(fail(
+                                &case.name,
+                                format!("outcome of {op} is {o:?}, not an outcome name"),
+                            ));
                         }
-                        Some(Err(e)) => {
-                            failures.push(fail(&case.name, format!("outcome of {op} errored: {e}")))
-                        }
-                        None => {}
-                    },
+                        outcomes.insert(op.clone(), o.clone());
+                    }
+                    _ => {}
                 }
             }
             if file.spec.exclusive && active.len() > 1 {
