@@ -65,10 +65,25 @@ fn ops() -> Vec<String> {
 }
 
 fn eval(rule: RuleResult) -> Evaluation {
+    rules(vec![rule])
+}
+
+/// An evaluation of `rules` on an object, without labels.
+fn rules(rules: Vec<RuleResult>) -> Evaluation {
     Evaluation {
-        rules: vec![rule],
+        rules,
         labels: vec![],
         over_budget: None,
+    }
+}
+
+/// A rule that matches, with no message, start time, progress or stall.
+fn on() -> RuleResult {
+    RuleResult::Active {
+        message: None,
+        start_time: None,
+        progress: None,
+        stalled: None,
     }
 }
 
@@ -482,24 +497,7 @@ fn subject_deletion_completes_at_once() {
     let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two_ops: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
-    let both = Evaluation {
-        rules: vec![
-            RuleResult::Active {
-                message: None,
-                start_time: None,
-                progress: None,
-                stalled: None,
-            },
-            RuleResult::Active {
-                message: None,
-                start_time: None,
-                progress: None,
-                stalled: None,
-            },
-        ],
-        labels: vec![],
-        over_budget: None,
-    };
+    let both = rules(vec![on(), on()]);
     assert_eq!(
         tr.observe(&rs, &two_ops, &subject("u1"), &both, t(0))
             .changes
@@ -515,21 +513,12 @@ fn subject_deletion_completes_at_once() {
         t(0),
     );
     // One of u1's operations is in its grace, the other still matches.
-    let mixed = Evaluation {
-        rules: vec![
-            RuleResult::Inactive {
-                outcome: Some(Ok("Succeeded".into())),
-            },
-            RuleResult::Active {
-                message: None,
-                start_time: None,
-                progress: None,
-                stalled: None,
-            },
-        ],
-        labels: vec![],
-        over_budget: None,
-    };
+    let mixed = rules(vec![
+        RuleResult::Inactive {
+            outcome: Some(Ok("Succeeded".into())),
+        },
+        on(),
+    ]);
     tr.observe(&rs, &two_ops, &subject("u1"), &mixed, t(5));
 
     let changes = tr.subject_deleted("rs", "u1", t(10));
@@ -613,24 +602,7 @@ fn operations_dropped_from_a_ruleset_complete() {
     let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
-    let both = Evaluation {
-        rules: vec![
-            RuleResult::Active {
-                message: None,
-                start_time: None,
-                progress: None,
-                stalled: None,
-            },
-            RuleResult::Active {
-                message: None,
-                start_time: None,
-                progress: None,
-                stalled: None,
-            },
-        ],
-        labels: vec![],
-        over_budget: None,
-    };
+    let both = rules(vec![on(), on()]);
     tr.observe(&rs, &two, &subject("a"), &both, t(0));
     let changes = tr.retain_operations("rs", &["Migrating".to_owned()], t(5));
     assert_eq!(changes.len(), 2);
@@ -719,12 +691,7 @@ fn dynamic_labels_update_and_survive_errors() {
     let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let with_label = |v: Result<&str, EvalError>| Evaluation {
-        rules: vec![RuleResult::Active {
-            message: None,
-            start_time: None,
-            progress: None,
-            stalled: None,
-        }],
+        rules: vec![on()],
         labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
         over_budget: None,
     };
@@ -758,12 +725,7 @@ fn invalid_label_keys_are_reported() {
     let mut rs = ruleset("rs");
     rs.labels.insert("not a key".into(), "v".into());
     let e = Evaluation {
-        rules: vec![RuleResult::Active {
-            message: None,
-            start_time: None,
-            progress: None,
-            stalled: None,
-        }],
+        rules: vec![on()],
         labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
         over_budget: None,
     };
@@ -792,17 +754,7 @@ fn rules_sharing_an_operation() {
     let mut tr = tracker(settings(30, false));
     let rs = ruleset("rs");
     let two: Vec<String> = vec!["Migrating".into(), "Migrating".into()];
-    let ev = |a: RuleResult, b: RuleResult| Evaluation {
-        rules: vec![a, b],
-        labels: vec![],
-        over_budget: None,
-    };
-    let on = || RuleResult::Active {
-        message: None,
-        start_time: None,
-        progress: None,
-        stalled: None,
-    };
+    let ev = |a: RuleResult, b: RuleResult| rules(vec![a, b]);
     let off = || RuleResult::Inactive { outcome: None };
     let s = subject("u1");
     assert_eq!(
@@ -1197,12 +1149,7 @@ fn vm(status: &str) -> Evaluation {
             .iter()
             .map(|op| {
                 if *op == status {
-                    RuleResult::Active {
-                        message: None,
-                        start_time: None,
-                        progress: None,
-                        stalled: None,
-                    }
+                    on()
                 } else {
                     RuleResult::Inactive {
                         outcome: outcome(op),
@@ -1408,12 +1355,6 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
 #[test]
 fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
     let ops: Vec<String> = VM_OPS.iter().map(|s| s.to_string()).collect();
-    let on = || RuleResult::Active {
-        message: None,
-        start_time: None,
-        progress: None,
-        stalled: None,
-    };
     let off = || RuleResult::Inactive { outcome: None };
     let rs = vm_ruleset(true);
     let mut tr = tracker(settings(30, false));
