@@ -1,6 +1,6 @@
 //! Commands a test runs to the end or reads as they go: kubectl with this build's `kubectl-ifo`
-//! on its PATH (so `kubectl ifo` finds it), the plugin run directly, and the lines a running
-//! command prints.
+//! on its PATH (so `kubectl ifo` finds it), the plugin run directly, the lines a running
+//! command prints, and how much memory a process holds.
 
 use crate::Env;
 use ifo_dev::User;
@@ -76,4 +76,15 @@ pub fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
         }
     });
     rx
+}
+
+/// The resident memory of process `pid` (`VmRSS` of `/proc/<pid>/status`), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("reading the status of process {pid}: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS for process {pid}"))
 }

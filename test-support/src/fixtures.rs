@@ -2,7 +2,7 @@
 //! ruleset that detects their states, a namespace with both, operations in flight, and Node
 //! objects (the gate of a node exists only while the cluster has the node).
 
-use crate::{Env, eventually};
+use crate::{Env, Rule, RuleSet, eventually};
 use ifo_dev::User;
 use serde_json::json;
 use std::time::Duration;
@@ -46,10 +46,31 @@ pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
     )
 }
 
+/// The columns of a table of operations, as `kubectl get ifos` and `kubectl ifo list` print
+/// them.
+pub const OPERATION_COLUMNS: [&str; 7] = [
+    "NAME",
+    "KIND",
+    "SUBJECT",
+    "OPERATION",
+    "PHASE",
+    "AGE",
+    "MESSAGE",
+];
+
 /// A rule that is cheap by its compile-time estimate but iterates `object.spec.n` times over a
 /// large annotation at run time: over the evaluation budget on a [`heavy_vm`], cheap elsewhere.
 pub const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \
                          object.metadata.annotations['example.com/big'].contains(string(i)))";
+
+/// A ruleset for VirtualMachines in `namespace` detecting `Heavy` with [`HEAVY`].
+pub fn heavy_ruleset(name: &str, namespace: &str) -> RuleSet {
+    RuleSet::new(name)
+        .component("test")
+        .vms()
+        .namespaces(&[namespace])
+        .rule(Rule::new("Heavy", HEAVY))
+}
 
 /// A VirtualMachine `name` in `namespace` on which [`HEAVY`] goes over the evaluation budget.
 pub fn heavy_vm(name: &str, namespace: &str) -> String {

@@ -1,10 +1,13 @@
 //! OperationRuleSets as typed builders, so a test says what its ruleset detects and nothing
 //! else: `RuleSet::new(name).component(c).vms().namespaces(&[ns]).rule(Rule::new(op, expr))`.
 //! Only the fields a test sets are written: a ruleset without `.component(..)` has none, as a
-//! hand-written manifest without it would.
+//! hand-written manifest without it would. And a ruleset's conditions, as kubectl reads them.
 
+use crate::{Env, eventually};
+use ifo_dev::User;
 use serde_json::{Value, json};
 use std::fmt;
+use std::time::Duration;
 
 /// An `OperationRuleSet` manifest being built; [`fmt::Display`] writes it as JSON, for
 /// [`crate::Env::apply`].
@@ -123,6 +126,33 @@ impl Rule {
     /// When the operation started, a CEL expression.
     pub fn start_time(self, expression: &str) -> Self {
         self.set("startTime", expression)
+    }
+}
+
+impl Env {
+    /// The condition `type_` (`Ready`, `CostExceeded`, ...) of ruleset `name`, if it has one.
+    pub fn ruleset_condition(&self, name: &str, type_: &str) -> Option<Value> {
+        let ors = self.get_json(User::Admin, &["get", "ors", name]);
+        ors["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == type_)
+            .cloned()
+    }
+
+    /// Waits until ruleset `name` has condition `type_` with status `status`, and returns it;
+    /// panics after `timeout`.
+    pub fn wait_ruleset_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        timeout: Duration,
+    ) -> Value {
+        eventually(timeout, &format!("{name} {type_}={status}"), || {
+            self.ruleset_condition(name, type_)
+                .filter(|c| c["status"] == status)
+        })
     }
 }
 

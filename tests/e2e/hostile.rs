@@ -63,13 +63,7 @@ fn tls(env: &Env, port: u16, alpn: &[u8]) -> openssl::ssl::SslStream<TcpStream> 
 
 /// The resident memory of process `pid`, in bytes.
 fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib * 1024
+    ifo_test_support::rss_kib(pid) * 1024
 }
 
 #[test]

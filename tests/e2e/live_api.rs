@@ -1,7 +1,7 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
 use ifo_dev::User;
-use ifo_test_support::{env, eventually, populated, vm};
+use ifo_test_support::{OPERATION_COLUMNS, env, eventually, populated, vm};
 use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,19 +23,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         .kubectl(User::Admin, &["get", "ifos", "-n", &ns])
         .unwrap();
     let rows = lines(&out);
-    assert_eq!(
-        rows[0],
-        [
-            "NAME",
-            "KIND",
-            "SUBJECT",
-            "OPERATION",
-            "PHASE",
-            "AGE",
-            "MESSAGE"
-        ],
-        "{out}"
-    );
+    assert_eq!(rows[0], OPERATION_COLUMNS, "{out}");
     assert_eq!(rows.len(), 3, "{out}");
     let vm1 = rows
         .iter()
