@@ -18,33 +18,53 @@ pub fn vm(name: &str, namespace: &str) -> String {
 
 /// An OperationRuleSet for VirtualMachines in `namespace`, detecting `printableStatus` states.
 pub fn vm_ruleset(name: &str, namespace: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "labels":{{"example.com/team":"virt","ifo.kubevirt.io/operation":"ignored"}},
- "labelExpressions":[{{"key":"example.com/node","expression":"object.?status.?nodeName.orValue('none')"}}],
- "rules":[
-  {{"operation":"Migrating","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Migrating'",
-    "message":"'to ' + object.?status.?migrationTarget.orValue('?')",
-    "outcome":"object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}},
-  {{"operation":"Starting","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Starting'"}}
- ]}}}}"#
-    )
+    RuleSet::new(name)
+        .component("kubevirt")
+        .vms()
+        .namespaces(&[namespace])
+        .label("example.com/team", "virt")
+        .label("ifo.kubevirt.io/operation", "ignored")
+        .label_expression(
+            "example.com/node",
+            "object.?status.?nodeName.orValue('none')",
+        )
+        .rule(
+            Rule::new(
+                "Migrating",
+                "has(object.status) && has(object.status.printableStatus) && \
+                 object.status.printableStatus == 'Migrating'",
+            )
+            .message("'to ' + object.?status.?migrationTarget.orValue('?')")
+            .outcome(
+                "object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'",
+            ),
+        )
+        .rule(Rule::new(
+            "Starting",
+            "has(object.status) && has(object.status.printableStatus) && \
+             object.status.printableStatus == 'Starting'",
+        ))
+        .to_string()
 }
 
 /// An OperationRuleSet of `component` for VirtualMachines in `namespace` that labels each
 /// operation with the node in `status.nodeName` (as the shipped VMI rules do) and detects
 /// `Migrating`: what a test of a node's gate needs.
 pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
- "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
-    )
+    RuleSet::new(name)
+        .component(component)
+        .vms()
+        .namespaces(&[namespace])
+        .label_expression(
+            "ifo.kubevirt.io/node",
+            "object.?status.?nodeName.orValue('')",
+        )
+        .rule(Rule::new("Migrating", MIGRATING))
+        .to_string()
 }
+
+/// A VirtualMachine's `Migrating`: its `status.printableStatus` says so.
+pub const MIGRATING: &str = "object.?status.?printableStatus.orValue('') == 'Migrating'";
 
 /// The columns of a table of operations, as `kubectl get ifos` and `kubectl ifo list` print
 /// them.

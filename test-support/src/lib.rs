@@ -32,8 +32,8 @@ pub use client::{KeepAliveClient, WatchStream};
 pub use command::{Run, lines_of, rss_kib};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
-    HEAVY, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset, populated, vm,
-    vm_ruleset,
+    HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
+    populated, vm, vm_ruleset,
 };
 pub use gadgets::{BUSY, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
 pub use gate::{clear_condition, clear_status};
