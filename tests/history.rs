@@ -6,7 +6,7 @@
 //! A test binary of its own (with its own cluster and server): it restarts the server.
 
 use ifo_dev::User;
-use ifo_test_support::{Stop, env, eventually, vm};
+use ifo_test_support::{MIGRATING, Rule, RuleSet, Stop, env, eventually, vm};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -17,14 +17,12 @@ const WAIT: Duration = Duration::from_secs(60);
 const N: i64 = 8;
 
 fn migrations(name: &str, namespace: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "rules":[{{"operation":"Migrating",
-   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "outcome":"'Succeeded'"}}]}}}}"#
-    )
+    RuleSet::new(name)
+        .component("kubevirt")
+        .vms()
+        .namespaces(&[namespace])
+        .rule(Rule::new("Migrating", MIGRATING).outcome("'Succeeded'"))
+        .to_string()
 }
 
 fn time(v: &Value) -> Timestamp {

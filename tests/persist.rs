@@ -438,25 +438,8 @@ fn only_the_leader_writes_copies() {
 fn a_new_leader_completes_copies_written_after_its_start_for_operations_it_no_longer_has() {
     let _serial = serial();
     let env = env();
-    // Only the two replicas write copies in this test; the server runs again after it.
-    env.stop_server(Stop::Term);
-    let _restart = RestartAfter(env);
-    let lease = format!("ifo-persist-failover-{}", std::process::id());
-    let settings = [
-        ("PERSIST", "true"),
-        ("PERSIST_INTERVAL", "1s"),
-        ("DEBOUNCE_THRESHOLD", "3s"),
-    ];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
-    let standby = &replicas[1 - leader];
     // The standby read the copies back at its start, before any of this test's existed.
-    eventually(WAIT, "the standby ready", || {
-        (replicas::get(env, standby.port, "/readyz").0 == "200").then_some(())
-    });
+    let (_restart, replicas, leader) = replicas_alone(env, "failover");
     let (ns, _) = env.vms_with_ruleset("failover", &["vm1"]);
     env.set_status(
         "vm",
@@ -488,6 +471,30 @@ fn a_new_leader_completes_copies_written_after_its_start_for_operations_it_no_lo
         "copy reconciled {:?} after the leader's crash",
         started.elapsed()
     );
+}
+
+/// The shared server stopped (started again when the first value drops) and two persisting
+/// replicas in its place, electing a leader on a lease of their own (`ifo-persist-<name>-..`):
+/// only they write copies. Returns once the standby is ready too, with the leader's index.
+fn replicas_alone(env: &'static Env, name: &str) -> (RestartAfter, [replicas::Replica; 2], usize) {
+    env.stop_server(Stop::Term);
+    let restart = RestartAfter(env);
+    let lease = format!("ifo-persist-{name}-{}", std::process::id());
+    let settings = [
+        ("PERSIST", "true"),
+        ("PERSIST_INTERVAL", "1s"),
+        ("DEBOUNCE_THRESHOLD", "3s"),
+    ];
+    let replicas = [
+        replicas::replica_with(env, &lease, 0, &settings),
+        replicas::replica_with(env, &lease, 1, &settings),
+    ];
+    let leader = replicas::the_leader(env, &replicas);
+    let standby = &replicas[1 - leader];
+    eventually(WAIT, "the standby ready", || {
+        (replicas::get(env, standby.port, "/readyz").0 == "200").then_some(())
+    });
+    (restart, replicas, leader)
 }
 
 /// Starts the shared server again when dropped (also when the test fails).
@@ -527,24 +534,8 @@ fn live_at(env: &Env, port: u16, namespace: &str) -> Option<BTreeMap<String, Val
 fn after_the_leader_is_killed_the_new_leader_keeps_the_identities_it_served() {
     let _serial = serial();
     let env = env();
-    // Only the two replicas write copies in this test; the server runs again after it.
-    env.stop_server(Stop::Term);
-    let _restart = RestartAfter(env);
-    let lease = format!("ifo-persist-identity-{}", std::process::id());
-    let settings = [
-        ("PERSIST", "true"),
-        ("PERSIST_INTERVAL", "1s"),
-        ("DEBOUNCE_THRESHOLD", "3s"),
-    ];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
+    let (_restart, replicas, leader) = replicas_alone(env, "identity");
     let standby = 1 - leader;
-    eventually(WAIT, "the standby ready", || {
-        (replicas::get(env, replicas[standby].port, "/readyz").0 == "200").then_some(())
-    });
     // Three operations begin while both replicas run: each replica sees them start.
     let vms = ["vm1", "vm2", "vm3"];
     let (ns, _) = env.vms_with_ruleset("identity", &vms);
