@@ -17,10 +17,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const N: i64 = 8;
 
 fn migrations(name: &str, namespace: &str) -> String {
-    RuleSet::new(name)
-        .component("kubevirt")
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, "kubevirt", namespace)
         .rule(Rule::new("Migrating", MIGRATING).outcome("'Succeeded'"))
         .to_string()
 }

@@ -29,10 +29,7 @@ fn lifecycle_env() -> &'static Env {
 /// with outcomes that tell the states the VM moves on to apart.
 fn ruleset(name: &str, namespace: &str, exclusive: bool) -> String {
     let status = "object.?status.?printableStatus.orValue('')";
-    RuleSet::new(name)
-        .component("kubevirt")
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, "kubevirt", namespace)
         .spec("exclusive", exclusive)
         .rule(
             Rule::new("Starting", &format!("{status} == 'Starting'"))

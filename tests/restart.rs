@@ -6,7 +6,7 @@
 
 use ifo_dev::User;
 use ifo_test_support::{
-    BUSY, MIGRATING, Rule, RuleSet, Stop, env, eventually, gadget_crd, replicas, vm,
+    MIGRATING, Rule, RuleSet, Stop, busy_gadgets, env, eventually, gadget_crd, replicas, vm,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -16,10 +16,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// VM migrations whose start time is read from the subject, so the occurrence (and its uid) is
 /// the same whenever it is detected.
 fn migration_ruleset(name: &str, namespace: &str) -> String {
-    RuleSet::new(name)
-        .component("kubevirt")
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, "kubevirt", namespace)
         .rule(
             Rule::new("Migrating", MIGRATING)
                 .start_time("object.metadata.?creationTimestamp.orValue('')"),
@@ -168,10 +165,7 @@ fn a_replica_that_just_started_and_leads_never_serves_a_partial_index_without_a_
     let ns = env.namespace("sync");
     let rs = format!("up-{ns}");
     env.apply(
-        &RuleSet::new(&rs)
-            .component("kubevirt")
-            .vms()
-            .namespaces(&[&ns])
+        &RuleSet::vms_of(&rs, "kubevirt", &ns)
             .rule(Rule::new("Up", "object.spec.?running.orValue(false)"))
             .to_string(),
     );
@@ -184,14 +178,12 @@ fn a_replica_that_just_started_and_leads_never_serves_a_partial_index_without_a_
     let group = format!("{forbidden_ns}.example.com");
     env.apply(&gadget_crd(&group));
     let forbidden_rs = format!("gadgets-{forbidden_ns}");
-    env.apply(
-        &RuleSet::new(&forbidden_rs)
-            .component("gadgets")
-            .gadgets(&group)
-            .namespaces(&[&forbidden_ns])
-            .rule(Rule::new("Busy", BUSY))
-            .to_string(),
-    );
+    env.apply(&busy_gadgets(
+        &forbidden_rs,
+        "gadgets",
+        &group,
+        &forbidden_ns,
+    ));
     eventually(WAIT, "the running server serving every operation", || {
         (env.ifos(&ns).len() == SUBJECTS).then_some(())
     });

@@ -62,6 +62,15 @@ impl Env {
     }
 }
 
+/// Starts `cmd` in the background with its stdout and stderr captured, for
+/// [`Child::wait_with_output`] (then [`Run::from`]) or [`lines_of`].
+pub fn start(mut cmd: Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting a command")
+}
+
 /// The lines a running command prints on its (piped) stdout, as they come; the channel closes
 /// when it exits.
 pub fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {

@@ -18,10 +18,7 @@ pub fn vm(name: &str, namespace: &str) -> String {
 
 /// An OperationRuleSet for VirtualMachines in `namespace`, detecting `printableStatus` states.
 pub fn vm_ruleset(name: &str, namespace: &str) -> String {
-    RuleSet::new(name)
-        .component("kubevirt")
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, "kubevirt", namespace)
         .label("example.com/team", "virt")
         .label("ifo.kubevirt.io/operation", "ignored")
         .label_expression(
@@ -51,10 +48,7 @@ pub fn vm_ruleset(name: &str, namespace: &str) -> String {
 /// operation with the node in `status.nodeName` (as the shipped VMI rules do) and detects
 /// `Migrating`: what a test of a node's gate needs.
 pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
-    RuleSet::new(name)
-        .component(component)
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, component, namespace)
         .label_expression(
             "ifo.kubevirt.io/node",
             "object.?status.?nodeName.orValue('')",
@@ -66,17 +60,9 @@ pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
 /// A VirtualMachine's `Migrating`: its `status.printableStatus` says so.
 pub const MIGRATING: &str = "object.?status.?printableStatus.orValue('') == 'Migrating'";
 
-/// The columns of a table of operations, as `kubectl get ifos` and `kubectl ifo list` print
-/// them.
-pub const OPERATION_COLUMNS: [&str; 7] = [
-    "NAME",
-    "KIND",
-    "SUBJECT",
-    "OPERATION",
-    "PHASE",
-    "AGE",
-    "MESSAGE",
-];
+/// The header of a table of operations, as `kubectl get ifos` and `kubectl ifo list` print it
+/// (with the spaces between its columns made single).
+pub const OPERATION_COLUMNS: &str = "NAME KIND SUBJECT OPERATION PHASE AGE MESSAGE";
 
 /// A rule that is cheap by its compile-time estimate but iterates `object.spec.n` times over a
 /// large annotation at run time: over the evaluation budget on a [`heavy_vm`], cheap elsewhere.
@@ -85,11 +71,7 @@ pub const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \
 
 /// A ruleset for VirtualMachines in `namespace` detecting `Heavy` with [`HEAVY`].
 pub fn heavy_ruleset(name: &str, namespace: &str) -> RuleSet {
-    RuleSet::new(name)
-        .component("test")
-        .vms()
-        .namespaces(&[namespace])
-        .rule(Rule::new("Heavy", HEAVY))
+    RuleSet::vms_of(name, "test", namespace).rule(Rule::new("Heavy", HEAVY))
 }
 
 /// A VirtualMachine `name` in `namespace` on which [`HEAVY`] goes over the evaluation budget.

@@ -2,7 +2,7 @@
 //! in it), for what VirtualMachines cannot show: a target the server may not read (nothing
 //! grants it), or one whose CRD goes away while a ruleset watches it.
 
-use crate::{Env, RuleSet};
+use crate::{Env, Rule, RuleSet};
 use ifo_dev::User;
 use serde_json::{Value, json};
 
@@ -71,6 +71,16 @@ pub fn gadget(group: &str, name: &str, ns: &str, status: Value) -> String {
         "status": status,
     })
     .to_string()
+}
+
+/// A ruleset of `component` detecting `Busy` ([`BUSY`]) on the gadgets of `group` in `namespace`.
+pub fn busy_gadgets(name: &str, component: &str, group: &str, namespace: &str) -> String {
+    RuleSet::new(name)
+        .component(component)
+        .gadgets(group)
+        .namespaces(&[namespace])
+        .rule(Rule::new("Busy", BUSY))
+        .to_string()
 }
 
 impl RuleSet {

@@ -29,13 +29,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use client::{KeepAliveClient, WatchStream};
-pub use command::{Run, lines_of, rss_kib};
+pub use command::{Run, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
     HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
     populated, vm, vm_ruleset,
 };
-pub use gadgets::{BUSY, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
+pub use gadgets::{BUSY, busy_gadgets, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
 pub use gate::{clear_condition, clear_status};
 pub use ruleset::{Rule, RuleSet};
 

@@ -26,6 +26,14 @@ impl RuleSet {
         }))
     }
 
+    /// A ruleset of `component` on the VirtualMachines of `namespace`.
+    pub fn vms_of(name: &str, component: &str, namespace: &str) -> Self {
+        RuleSet::new(name)
+            .component(component)
+            .vms()
+            .namespaces(&[namespace])
+    }
+
     /// Sets `spec.<field>` to `value` (fields without a method of their own: `exclusive`,
     /// `relatedResources`, ...).
     pub fn spec(mut self, field: &str, value: impl Into<Value>) -> Self {

@@ -109,10 +109,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
 
     // A fixed ruleset (a new generation) runs again.
     env.apply(
-        &RuleSet::new(&heavy)
-            .component("test")
-            .vms()
-            .namespaces(&[&heavy_ns])
+        &RuleSet::vms_of(&heavy, "test", &heavy_ns)
             .rule(Rule::new("Heavy", "object.spec.?n.orValue(0) > 100000"))
             .to_string(),
     );

@@ -197,10 +197,7 @@ fn a_huge_string_is_served_as_a_bounded_message() {
 /// grows with `object.spec.n` (nothing for most VMs; over any budget at 60,000 with a large
 /// annotation).
 fn costly_ruleset(name: &str, namespace: &str) -> String {
-    RuleSet::new(name)
-        .component("test")
-        .vms()
-        .namespaces(&[namespace])
+    RuleSet::vms_of(name, "test", namespace)
         .rule(Rule::new(
             "Migrating",
             "lists.range(object.spec.?n.orValue(0)).all(i, \

@@ -10,14 +10,14 @@
 //! gates of what the cluster has exist, so a test's node is a Node object of its own
 //! ([`Env::node`]), and its component is declared by its ruleset.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
 use serde_json::json;
 
 use ifo_test_support::{
-    BUSY, Env, Rule, RuleSet, clear_status, create_gadget_crd, env, eventually, grant_gadgets,
+    Env, busy_gadgets, clear_status, create_gadget_crd, env, eventually, grant_gadgets, start,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -84,12 +84,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     );
 
     // The three lines of the README.
-    let mut wait = env
-        .wait_clear_cmd(&format!("node.{node}"), "120s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut wait = start(env.wait_clear_cmd(&format!("node.{node}"), "120s"));
     let run = env.run_kubectl(User::Admin, &["get", "gates"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let header: Vec<&str> = run
@@ -216,14 +211,7 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     let (component, rs) = (format!("c-{ns}"), format!("rs-{ns}"));
     create_gadget_crd(env, &group);
     // The server may not read gadgets (nothing grants it): its watch fails.
-    env.apply(
-        &RuleSet::new(&rs)
-            .component(&component)
-            .gadgets(&group)
-            .namespaces(&[&ns])
-            .rule(Rule::new("Busy", BUSY))
-            .to_string(),
-    );
+    env.apply(&busy_gadgets(&rs, &component, &group, &ns));
     let gate = format!("component.{component}");
     let json = env.wait_gate(&gate, "Unknown", WAIT);
     let condition = &json["status"]["conditions"][0];
@@ -281,12 +269,7 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         .unwrap();
 
     // Once the server may read gadgets, the gate clears: a running wait sees it.
-    let mut wait = env
-        .wait_clear_cmd(&gate, "120s")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut wait = start(env.wait_clear_cmd(&gate, "120s"));
     std::thread::sleep(Duration::from_secs(1));
     assert!(
         wait.try_wait().unwrap().is_none(),

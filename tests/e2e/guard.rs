@@ -174,10 +174,7 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     // object is on cannot be vouched for.
     let rs = format!("rs-{ns}");
     env.apply(
-        &RuleSet::new(&rs)
-            .component(&format!("c-{ns}"))
-            .vms()
-            .namespaces(&[&ns])
+        &RuleSet::vms_of(&rs, &format!("c-{ns}"), &ns)
             .label_expression(
                 "ifo.kubevirt.io/node",
                 "object.?status.?nodeName.orValue('')",

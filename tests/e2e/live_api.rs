@@ -1,9 +1,8 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
 use ifo_dev::User;
-use ifo_test_support::{OPERATION_COLUMNS, env, eventually, populated, vm};
+use ifo_test_support::{OPERATION_COLUMNS, env, eventually, populated, start, vm};
 use serde_json::json;
-use std::process::Stdio;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -23,7 +22,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         .kubectl(User::Admin, &["get", "ifos", "-n", &ns])
         .unwrap();
     let rows = lines(&out);
-    assert_eq!(rows[0], OPERATION_COLUMNS, "{out}");
+    assert_eq!(rows[0].join(" "), OPERATION_COLUMNS, "{out}");
     assert_eq!(rows.len(), 3, "{out}");
     let vm1 = rows
         .iter()
@@ -226,15 +225,7 @@ fn label_and_field_selectors_filter_and_bad_ones_are_rejected() {
 fn kubectl_watch_streams_changes_and_selector_watch_sees_rows_leave() {
     let env = env();
     let (ns, rs) = populated(env, "watch");
-    let spawn = |args: &[&str]| {
-        env.cluster
-            .kubectl(User::Admin)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |args: &[&str]| start(env.kubectl_cmd(User::Admin, args));
     let all = spawn(&["get", "ifos", "-n", &ns, "-w", "--request-timeout=0"]);
     let active = spawn(&[
         "get",

@@ -2,7 +2,7 @@
 //! on PATH), as admin and as a user who may only read one namespace.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, OPERATION_COLUMNS, Run, env, eventually, lines_of, populated};
+use ifo_test_support::{Env, OPERATION_COLUMNS, Run, env, eventually, lines_of, populated, start};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -63,7 +63,12 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     let run = plugin(env, User::Admin, &["-n", &ns]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(words(lines[0]), OPERATION_COLUMNS, "{}", run.stdout);
+    assert_eq!(
+        words(lines[0]).join(" "),
+        OPERATION_COLUMNS,
+        "{}",
+        run.stdout
+    );
     assert_eq!(lines.len(), 3, "{}", run.stdout);
     assert_eq!(
         words(lines[1])[1..5],
@@ -256,12 +261,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     assert!(run.stdout.contains("vm1"), "{}", run.stdout);
 
     // wait returns once the migration ends (after the 3 s debounce).
-    let waiter = env
-        .plugin_cmd(User::Admin, &["wait", "-n", &ns, "--timeout", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "-n", &ns, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
     let run = Run::from(waiter.wait_with_output().unwrap());
@@ -487,12 +487,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stdout.contains("vmi-c"), "{}", run.stdout);
     // …and returns once the one concerning the node ends, while the other still runs.
-    let waiter = env
-        .plugin_cmd(User::Admin, &["wait", "--node", &b, "--timeout", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &b, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
     env.set_status(
         "vmi",
@@ -606,12 +601,7 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     assert!(run.stdout.contains("vm1"), "{}", run.stdout);
 
     // It returns 0 once the migration ends.
-    let waiter = env
-        .plugin_cmd(User::Admin, &["wait", "--node", &node, "--timeout", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &node, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
     env.set_status(
         "vm",

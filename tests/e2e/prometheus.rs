@@ -16,7 +16,7 @@ use ifo_dev::User;
 use serde_json::{Value, json};
 
 use ifo_test_support::{
-    BUSY, Env, Rule, RuleSet, clear_status, create_gadget_crd, env, grant_gadgets, vm,
+    Env, Rule, RuleSet, busy_gadgets, clear_status, create_gadget_crd, env, grant_gadgets, vm,
 };
 
 const WAIT: Duration = Duration::from_secs(45);
@@ -365,10 +365,7 @@ fn in_range(
 }
 
 fn ruleset(rs: &str, ns: &str, component: &str) -> String {
-    RuleSet::new(rs)
-        .component(component)
-        .vms()
-        .namespaces(&[ns])
+    RuleSet::vms_of(rs, component, ns)
         .label_expression(
             "ifo.kubevirt.io/node",
             "object.?status.?nodeName.orValue('')",
@@ -457,14 +454,12 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     let gadgets_rs = format!("gadgets-{ns}");
     create_gadget_crd(env, &group);
     grant_gadgets(env, &ns, &group);
-    env.apply(
-        &RuleSet::new(&gadgets_rs)
-            .component(&format!("gadgets-{ns}"))
-            .gadgets(&group)
-            .namespaces(&[&ns])
-            .rule(Rule::new("Busy", BUSY))
-            .to_string(),
-    );
+    env.apply(&busy_gadgets(
+        &gadgets_rs,
+        &format!("gadgets-{ns}"),
+        &group,
+        &ns,
+    ));
     env.wait_watching(&rs);
     env.wait_watching(&gadgets_rs);
     let prometheus = Prometheus::start(env);

@@ -15,10 +15,7 @@ const MOVE: Duration = Duration::from_secs(10);
 
 /// VM rules for `ns`, whose node labels come from the VMI of the same name.
 fn related_ruleset(name: &str, ns: &str) -> String {
-    RuleSet::new(name)
-        .component(&format!("c-{ns}"))
-        .vms()
-        .namespaces(&[ns])
+    RuleSet::vms_of(name, &format!("c-{ns}"), ns)
         .spec("exclusive", true)
         .label_expression("ifo.kubevirt.io/vm", "object.metadata.name")
         .spec(

@@ -3,7 +3,7 @@
 //! check` refuses to answer (exit 2), and both clear once the target can be listed again.
 
 use ifo_dev::User;
-use ifo_test_support::{BUSY, Rule, RuleSet, env, eventually, gadget};
+use ifo_test_support::{busy_gadgets, env, eventually, gadget};
 use serde_json::json;
 use std::time::Duration;
 
@@ -24,14 +24,7 @@ fn a_target_that_cannot_be_listed_is_warned_about_until_it_can() {
     let rs = format!("gadgets-{ns}");
     create_crd(env, &group);
     grant_read(env, &ns, &group);
-    env.apply(
-        &RuleSet::new(&rs)
-            .component("gadgets")
-            .gadgets(&group)
-            .namespaces(&[&ns])
-            .rule(Rule::new("Busy", BUSY))
-            .to_string(),
-    );
+    env.apply(&busy_gadgets(&rs, "gadgets", &group, &ns));
     env.wait_watching(&rs);
     env.apply(&gadget(&group, "g1", &ns, json!({"busy": true})));
     eventually(WAIT, "a Busy operation", || {
