@@ -143,59 +143,39 @@ fn kubectl_get_prints_tables_lists_and_objects() {
 fn label_and_field_selectors_filter_and_bad_ones_are_rejected() {
     let env = env();
     let (ns, rs) = populated(env, "sel");
-    let by_label = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+    // Each selector, and the operations it selects: (subject, operation).
+    for (flag, selector, selected) in [
+        (
             "-l",
             "ifo.kubevirt.io/operation=Migrating",
-        ],
-    );
-    let items = by_label["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["spec"]["subject"]["name"], "vm1");
-    let not_in = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+            &[("vm1", "Migrating")][..],
+        ),
+        (
             "-l",
             "ifo.kubevirt.io/operation notin (Migrating)",
-        ],
-    );
-    assert_eq!(not_in["items"][0]["spec"]["operation"], "Starting");
-
-    let by_field = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+            &[("vm2", "Starting")],
+        ),
+        (
             "--field-selector",
             "spec.operation=Starting,status.phase=Active",
-        ],
-    );
-    let items = by_field["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["spec"]["subject"]["name"], "vm2");
-    let none = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
-            "--field-selector",
-            "status.phase=Completed",
-        ],
-    );
-    assert!(none["items"].as_array().unwrap().is_empty());
+            &[("vm2", "Starting")],
+        ),
+        ("--field-selector", "status.phase=Completed", &[]),
+    ] {
+        let list = env.get_json(User::Admin, &["get", "ifos", "-n", &ns, flag, selector]);
+        let got: Vec<(&str, &str)> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["spec"]["subject"]["name"].as_str().unwrap(),
+                    o["spec"]["operation"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, selected, "{flag} {selector}");
+    }
 
     let bad_field = env
         .kubectl(
