@@ -60,9 +60,7 @@ fn expected_from_history(op: &Value) {
 #[test]
 fn expected_end_is_learned_from_history_and_survives_a_restart() {
     let env = env();
-    let ns = env.namespace("history");
-    let rs = format!("migrations-{ns}");
-    env.apply(&migrations(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("history", "migrations", migrations);
     let learned: Vec<String> = (0..5).map(|i| format!("vm{i}")).collect();
     for name in learned.iter().map(String::as_str).chain(["vm-new"]) {
         env.apply(&vm(name, &ns));

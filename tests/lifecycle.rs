@@ -138,9 +138,8 @@ fn within(t: Timestamp, from: Timestamp, to: Timestamp) -> bool {
 
 /// A namespace with VM `name` and a ruleset for it, watching.
 fn setup(env: &Env, prefix: &str, exclusive: bool) -> (String, Events) {
-    let ns = env.namespace(prefix);
-    let rs = format!("lifecycle-{ns}");
-    env.apply(&ruleset(&rs, &ns, exclusive));
+    let (ns, rs) =
+        env.namespace_with_ruleset(prefix, "lifecycle", |rs, ns| ruleset(rs, ns, exclusive));
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
     let events = Events::watch(env, &ns);

@@ -55,9 +55,7 @@ fn list_rv(namespace: &str) -> u64 {
 #[test]
 fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
     let env = env();
-    let ns = env.namespace("restart");
-    let rs = format!("migrations-{ns}");
-    env.apply(&migration_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("restart", "migrations", migration_ruleset);
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));

@@ -106,12 +106,25 @@ pub fn populated(env: &Env, prefix: &str) -> (String, String) {
 }
 
 impl Env {
+    /// A fresh namespace (named after `prefix`) and the ruleset `manifest(name, namespace)` for
+    /// it, named `<ruleset>-<namespace>` (unique: rulesets are cluster-scoped), applied. Returns
+    /// the namespace and the ruleset's name.
+    pub fn namespace_with_ruleset(
+        &self,
+        prefix: &str,
+        ruleset: &str,
+        manifest: impl FnOnce(&str, &str) -> String,
+    ) -> (String, String) {
+        let ns = self.namespace(prefix);
+        let rs = format!("{ruleset}-{ns}");
+        self.apply(&manifest(&rs, &ns));
+        (ns, rs)
+    }
+
     /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.
     /// Returns the namespace and the ruleset's name.
     pub fn vms_with_ruleset(&self, prefix: &str, vms: &[&str]) -> (String, String) {
-        let ns = self.namespace(prefix);
-        let rs = format!("vm-rules-{ns}");
-        self.apply(&vm_ruleset(&rs, &ns));
+        let (ns, rs) = self.namespace_with_ruleset(prefix, "vm-rules", vm_ruleset);
         for name in vms {
             self.apply(&vm(name, &ns));
         }

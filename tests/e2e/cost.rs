@@ -3,7 +3,7 @@
 
 use ifo_dev::User;
 use ifo_test_support::{
-    Rule, RuleSet, clear_condition, clear_status, env, eventually, heavy_ruleset, heavy_vm,
+    Env, Rule, RuleSet, clear_condition, clear_status, env, eventually, heavy_ruleset, heavy_vm,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -120,6 +120,17 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
         .unwrap();
 }
 
+/// A fresh namespace with a tenant, who edits what it holds and nothing else, under the admin's
+/// [`heavy_ruleset`], watching: (namespace, ruleset, tenant).
+fn tenant_under_heavy_rules(env: &Env, prefix: &str) -> (String, String, String) {
+    let (ns, rs) =
+        env.namespace_with_ruleset(prefix, "heavy", |rs, ns| heavy_ruleset(rs, ns).to_string());
+    let tenant = format!("tenant-{ns}");
+    env.tenant(&tenant, &ns);
+    env.wait_watching(&rs);
+    (ns, rs, tenant)
+}
+
 /// The gate's `Clear` message (empty when it has none).
 fn gate_message(gate: &str) -> String {
     clear_condition(&env().gate(gate))["message"]
@@ -136,13 +147,7 @@ fn gate_message(gate: &str) -> String {
 #[test]
 fn a_deleted_over_budget_object_leaves_no_ghost() {
     let env = env();
-    let ns = env.namespace("ghost");
-    let rs = format!("heavy-{ns}");
-    // The tenant edits what her namespace holds, and nothing else; the ruleset is the admin's.
-    let tenant = format!("tenant-{ns}");
-    env.tenant(&tenant, &ns);
-    env.apply(&heavy_ruleset(&rs, &ns).to_string());
-    env.wait_watching(&rs);
+    let (ns, rs, tenant) = tenant_under_heavy_rules(env, "ghost");
     for name in ["slow", "other"] {
         env.kubectl_as(
             &tenant,
@@ -208,12 +213,7 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
 #[test]
 fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
     let env = env();
-    let ns = env.namespace("flap");
-    let rs = format!("heavy-{ns}");
-    let tenant = format!("tenant-{ns}");
-    env.tenant(&tenant, &ns);
-    env.apply(&heavy_ruleset(&rs, &ns).to_string());
-    env.wait_watching(&rs);
+    let (ns, rs, tenant) = tenant_under_heavy_rules(env, "flap");
     let heavy = heavy_vm("flap", &ns);
     let light = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                        "metadata": {"name": "flap", "namespace": ns,

@@ -217,9 +217,7 @@ fn costly_vm(name: &str, namespace: &str, round: usize) -> String {
 #[test]
 fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     let env = env();
-    let ns = env.namespace("charge");
-    let rs = format!("costly-{ns}");
-    env.apply(&costly_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("charge", "costly", costly_ruleset);
     env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     // One tenant's object, costly on every one of its events.
@@ -271,9 +269,7 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
 #[test]
 fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     let env = env();
-    let ns = env.namespace("suspended");
-    let rs = format!("costly-{ns}");
-    env.apply(&costly_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("suspended", "costly", costly_ruleset);
     env.wait_watching(&rs);
     // Costly on every object: suspended.
     for i in 0..10 {

@@ -274,9 +274,7 @@ fn control_characters(output: &str) -> Vec<char> {
 #[test]
 fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
     let env = env();
-    let ns = env.namespace("spoof");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("spoof", "vm-rules", vm_ruleset);
     // An owner whose kind and name carry escape sequences (kube-apiserver does not check them).
     let mut owned: Value = serde_json::from_str(&vm("vm1", &ns)).unwrap();
     owned["metadata"]["ownerReferences"][0]["kind"] = json!("Pool\u{1b}[2J\u{1b}[H");

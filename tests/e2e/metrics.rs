@@ -336,9 +336,7 @@ fn metrics_follow_operations_as_they_start_and_end() {
 #[test]
 fn a_busy_rulesets_status_is_written_at_its_interval_not_at_every_change() {
     let env = env();
-    let ns = env.namespace("writes");
-    let rs = format!("writes-{ns}");
-    env.apply(&ifo_test_support::vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("writes", "writes", ifo_test_support::vm_ruleset);
     env.wait_watching(&rs);
     // What a new ruleset writes at once (Ready, the first counts) is done.
     std::thread::sleep(Duration::from_secs(6));

@@ -26,9 +26,7 @@ fn wait_condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str, statu
 #[test]
 fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     let env = env();
-    let ns = env.namespace("detect");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("detect", "vm-rules", vm_ruleset);
     wait_condition(env, &rs, "Ready", "True");
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(ors["status"]["watchActive"], true);
@@ -78,9 +76,7 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
 #[test]
 fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcome() {
     let env = env();
-    let ns = env.namespace("flap");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("flap", "vm-rules", vm_ruleset);
     wait_condition(env, &rs, "Ready", "True");
     env.apply(&vm("vm1", &ns));
     env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
@@ -129,9 +125,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
 #[test]
 fn deleted_subject_and_deleted_ruleset_end_their_operations() {
     let env = env();
-    let ns = env.namespace("ends");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("ends", "vm-rules", vm_ruleset);
     wait_condition(env, &rs, "Ready", "True");
     env.apply(&vm("vm1", &ns));
     env.apply(&vm("vm2", &ns));
