@@ -116,7 +116,7 @@ fn clear_again(env: &Env, gate: &str, after: u64) {
 }
 
 fn on_node(env: &Env, ns: &str, vm_name: &str, node: &str) {
-    env.set_status("vm", ns, vm_name, json!({"nodeName": node}));
+    env.set_vm_status(ns, vm_name, json!({"nodeName": node}));
 }
 
 #[test]
@@ -184,8 +184,7 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
     );
 
     // Another namespace's migration is still detected, and holds its node.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &other,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": busy.name()}),

@@ -69,7 +69,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
 
     // Five migrations of N seconds each.
     for name in &learned {
-        env.set_status("vm", &ns, name, json!({"printableStatus": "Migrating"}));
+        env.set_vm_status(&ns, name, json!({"printableStatus": "Migrating"}));
     }
     let ops = eventually(WAIT, "five migrations in flight", || {
         Some(env.ifos(&ns)).filter(|ops| ops.len() == 5)
@@ -80,7 +80,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     }
     std::thread::sleep(Duration::from_secs(N as u64));
     for name in &learned {
-        env.set_status("vm", &ns, name, json!({"printableStatus": "Running"}));
+        env.set_vm_status(&ns, name, json!({"printableStatus": "Running"}));
     }
 
     // What was learned is published on the ruleset.
@@ -113,7 +113,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
 
     // A new migration is expected to take as long, and the namespace's gate expects to clear
     // when it ends: the line people run as written.
-    env.set_status("vm", &ns, "vm-new", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm-new", json!({"printableStatus": "Migrating"}));
     let op = expecting(&ns, "vm-new");
     expected_from_history(&op);
     let gate = format!("namespace.{ns}");

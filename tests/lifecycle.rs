@@ -149,7 +149,7 @@ fn setup(env: &Env, prefix: &str, exclusive: bool) -> (String, Events) {
 /// Sets vm1's `printableStatus`; returns when it was set (before the patch).
 fn set(env: &Env, ns: &str, status: &str) -> Timestamp {
     let before = Timestamp::now();
-    env.set_status("vm", ns, "vm1", json!({"printableStatus": status}));
+    env.set_vm_status(ns, "vm1", json!({"printableStatus": status}));
     before
 }
 

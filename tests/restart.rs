@@ -58,7 +58,7 @@ fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
     let (ns, rs) = env.namespace_with_ruleset("restart", "migrations", migration_ruleset);
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let before = eventually(WAIT, "the migration in flight", || {
         Some(identities(&env.ifos(&ns))).filter(|ops| ops.len() == 1)
     });

@@ -92,13 +92,12 @@ pub fn heavy_vm(name: &str, namespace: &str) -> String {
 /// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
 pub fn populated(env: &Env, prefix: &str) -> (String, String) {
     let (ns, rs) = env.vms_with_ruleset(prefix, &["vm1", "vm2"]);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
     );
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Starting"}));
     eventually(Duration::from_secs(30), "two operations", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 2)
     });
@@ -119,6 +118,11 @@ impl Env {
         let rs = format!("{ruleset}-{ns}");
         self.apply(&manifest(&rs, &ns));
         (ns, rs)
+    }
+
+    /// Patches the status of VirtualMachine `name` in `namespace`, as its controller would.
+    pub fn set_vm_status(&self, namespace: &str, name: &str, status: serde_json::Value) {
+        self.set_status("vm", namespace, name, status);
     }
 
     /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.

@@ -45,12 +45,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
         env.apply(&heavy_vm(&format!("heavy-{i}"), &heavy_ns));
     }
     let started = Instant::now();
-    env.set_status(
-        "vm",
-        &normal_ns,
-        "vm1",
-        json!({"printableStatus": "Migrating"}),
-    );
+    env.set_vm_status(&normal_ns, "vm1", json!({"printableStatus": "Migrating"}));
     let (_, changed) = vms.until_timed(WAIT, "the VM's change", |ev| {
         ev["object"]["status"]["printableStatus"] == "Migrating"
     });

@@ -226,7 +226,7 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     }
     env.wait_ruleset_condition(&rs, "CostExceeded", "True", WAIT);
     // The ruleset goes on for everyone else.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let detected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         eventually(WAIT, "vm1 Migrating", || {
             env.ifos(&ns)

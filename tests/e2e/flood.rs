@@ -161,7 +161,7 @@ fn a_tenant_flooding_her_object_neither_delays_nor_silences_another_namespace() 
     });
 
     std::thread::sleep(MIGRATION_AFTER);
-    env.set_status("vm", &ours, "vm-0", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ours, "vm-0", json!({"printableStatus": "Migrating"}));
     let (_, changed) = vms.until_timed(WAIT, "the VM's change", |ev| {
         ev["object"]["status"]["printableStatus"] == "Migrating"
     });

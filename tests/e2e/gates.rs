@@ -60,8 +60,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     assert!(run.stdout.contains("condition met"), "{}", run.stdout);
 
     for vm in ["vm-0", "vm-1"] {
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             vm,
             json!({"printableStatus": "Migrating", "nodeName": node}),
@@ -133,8 +132,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     );
 
     // One migration ends: the node is still blocked by the other.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Running", "nodeName": node}),
@@ -152,8 +150,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     let ifos = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&fieldSelector=spec.subject.name%3Dvm-1"
     ));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-1",
         json!({"printableStatus": "Running", "nodeName": node}),
@@ -177,8 +174,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     // The plugin reads the same gate.
     let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-1",
         json!({"printableStatus": "Migrating", "nodeName": node}),
@@ -455,8 +451,7 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
     // Operations in flight: the list holds at least this test's four gates besides the cluster's.
     let (ns, node, component, rs) = scene(env, "gate-pages", &["vm-0"]);
     let _node = env.node(&node);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": node}),
@@ -536,8 +531,7 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     let name = format!("{}{name}", "n".repeat(74usize.saturating_sub(name.len())));
     assert!(name.len() >= 74, "{name}");
     let _node = env.node(&name);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": name}),
@@ -558,7 +552,7 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("vm-0"), "{}", run.stdout);
 
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     env.wait_gate(&format!("node.{name}"), "True", WAIT);
 }
 
@@ -598,8 +592,7 @@ fn the_documented_flux_health_check_reads_served_gates() {
     assert_eq!(clear_status(&clear), "True");
     assert!(holds(&current, &clear) && !holds(&in_progress, &clear));
 
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"nodeName": node, "printableStatus": "Migrating"}),

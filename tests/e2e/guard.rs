@@ -64,8 +64,7 @@ pub(crate) fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
 /// A VM of `ns` migrating on `node`, or not.
 fn migrating(env: &Env, ns: &str, name: &str, node: &str, on: bool) {
     let state = if on { "Migrating" } else { "Running" };
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         ns,
         name,
         json!({"nodeName": node, "printableStatus": state}),
@@ -184,7 +183,7 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     );
     env.apply(&vm("vm-0", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm-0", json!({"nodeName": node_name}));
+    env.set_vm_status(&ns, "vm-0", json!({"nodeName": node_name}));
     pod_on(env, &ns, "p1", &node_name);
     pod_on(env, &ns, "p2", &node_name);
     env.wait_gate(&format!("node.{node_name}"), "Unknown", WAIT);

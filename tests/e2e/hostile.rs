@@ -283,8 +283,7 @@ fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
     env.wait_watching(&rs);
     // The message copies migrationTarget: a line that rewrites the terminal.
     let target = "node-9\r\u{1b}[1A\u{1b}[2K\u{1b}[32mSAFE\u{1b}[0m\u{7f}\u{0}\u{8}";
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": target}),

@@ -219,14 +219,13 @@ fn kubectl_watch_streams_changes_and_selector_watch_sees_rows_leave() {
         "name",
     ]);
     std::thread::sleep(Duration::from_secs(2));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-7"}),
     );
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     // Grace is 3 s: Completed, then removed.
     eventually(WAIT, "vm1's operation removed", || {
         (!env
@@ -468,7 +467,7 @@ fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
 
         // A new operation.
         env.apply(&vm("vm3", &ns));
-        env.set_status("vm", &ns, "vm3", json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, "vm3", json!({"printableStatus": "Starting"}));
         loop {
             match next().await {
                 Event::Apply(op) if subject_of(&op) == "vm3" => {
@@ -482,7 +481,7 @@ fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
 
         // vm2's operation ends: shown as ending during its grace, once as Completed, then
         // deleted.
-        env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+        env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Running"}));
         let mut completed = None;
         loop {
             match next().await {

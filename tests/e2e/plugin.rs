@@ -221,7 +221,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
         run.stdout
     );
 
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     eventually(WAIT, "migration", || {
         (active_count(env, &ns) == 1).then_some(())
     });
@@ -263,7 +263,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     // wait returns once the migration ends (after the 3 s debounce).
     let waiter = start(env.plugin_cmd(User::Admin, &["wait", "-n", &ns, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     let run = Run::from(waiter.wait_with_output().unwrap());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
@@ -293,11 +293,11 @@ fn plugin_watch_streams_rows_as_operations_change() {
         .unwrap();
     let rx = lines_of(&mut child);
     until(&rx, "header", &|l| words(l).first() == Some(&"NAME"));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     until(&rx, "migration", &|l| {
         words(l).get(2..5) == Some(&["vm1", "Migrating", "Active"][..])
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     until(&rx, "completion", &|l| {
         words(l).get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
     });
@@ -311,7 +311,7 @@ fn plugin_respects_rbac_with_clear_errors() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-rbac", &["vm1"]);
     let other = env.namespace("plugin-rbac-other");
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
     env.grant_alice_view(&ns);
     let run = eventually(WAIT, "alice sees her namespace's operation", || {
         Some(plugin(env, User::Alice, &["-n", &ns]))
@@ -542,8 +542,7 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
         run.stdout
     );
 
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "nodeName": node}),
@@ -603,8 +602,7 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     // It returns 0 once the migration ends.
     let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &node, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Running", "nodeName": node}),
@@ -639,14 +637,14 @@ fn plugin_watch_view_redraws_the_current_state() {
     until(&rx, "the empty view", &|l| {
         l.starts_with("0 operations in flight")
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     until(&rx, "a redraw with one operation", &|l| {
         l.starts_with("1 operation in flight")
     });
     until(&rx, "the tree line", &|l| {
         l.starts_with("    VirtualMachine/vm1") && l.contains("Migrating")
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     until(&rx, "the view empty again", &|l| {
         l.starts_with("0 operations in flight")
     });
@@ -662,7 +660,7 @@ fn plugin_watch_view_redraws_the_current_state() {
 fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-flags", &["vm1"]);
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
     eventually(WAIT, "the operation", || {
         (active_count(env, &ns) == 1).then_some(())
     });
@@ -769,7 +767,7 @@ fn no_surface_says_overdue_during_the_grace() {
     );
     env.apply(&ifo_test_support::vm("vm-0", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Copying"}));
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
     let op = eventually(WAIT, "the copy detected", || {
         env.ifos(&ns)
             .into_iter()
@@ -778,8 +776,7 @@ fn no_surface_says_overdue_during_the_grace() {
     // Half done a second in: the progress says it ends a second later, so it soon runs past
     // that end while active.
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Copying", "pct": 50}),
@@ -801,7 +798,7 @@ fn no_surface_says_overdue_during_the_grace() {
     let watch = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
     ));
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     let events = watch.until(WAIT, "the copy in its grace", |e| {
         e["object"]["status"]["gracePeriodEnd"].is_string()
     });

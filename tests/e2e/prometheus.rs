@@ -472,8 +472,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     // Phase 1: six migrations on the test's node, one of them stalled by its rule.
     for name in VMS {
         let stuck = name == "vm6";
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             name,
             json!({"printableStatus": "Migrating", "nodeName": node, "stuck": stuck}),
@@ -731,8 +730,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     // Phase 2: five succeed, the stalled one fails, and fails again; the node is clear. The first
     // completion of each outcome comes first: a counter's first sample has no increase to show.
     let end = |name: &str, outcome: &str| {
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             name,
             json!({"printableStatus": "Running", "lastMigration": outcome, "stuck": false}),
@@ -750,8 +748,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     ifo_test_support::eventually(WAIT, "all ended", || {
         (live(env, &ns).active == 0).then_some(())
     });
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm6",
         json!({"printableStatus": "Migrating", "lastMigration": ""}),

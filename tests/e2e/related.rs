@@ -113,7 +113,7 @@ fn a_vm_s_operation_is_on_the_node_of_its_vmi_and_follows_it() {
     wait_gate(env, &format!("node.{node_a}"), None, WAIT);
 
     // The VM stops: its operation is on its VMI's node.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Stopping"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Stopping"}));
     eventually(WAIT, "the VM's operation listed on its VMI's node", || {
         let found = on_node(env, &ns, &node_a);
         (found == [("Stopping".to_owned(), "vm1".to_owned())]).then_some(())
@@ -140,7 +140,7 @@ fn a_vm_s_operation_is_on_the_node_of_its_vmi_and_follows_it() {
     assert!(on_node(env, &ns, &node_a).is_empty());
 
     // The VM stopped: the operation ends, and both gates are clear.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Stopped"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Stopped"}));
     eventually(WAIT, "the VM's operation to end", || {
         env.ifos(&ns).is_empty().then_some(())
     });

@@ -36,8 +36,7 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     );
 
     env.apply(&vm("vm1", &ns));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2", "nodeName": "node-1"}),
@@ -79,7 +78,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
     let (ns, rs) = env.namespace_with_ruleset("flap", "vm-rules", vm_ruleset);
     wait_condition(env, &rs, "Ready", "True");
     env.apply(&vm("vm1", &ns));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let first = eventually(WAIT, "Migrating", || env.ifos(&ns).into_iter().next());
     let uid = first["metadata"]["uid"].clone();
     let rv = first["metadata"]["resourceVersion"]
@@ -91,9 +90,9 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
     ));
 
     // Out of the state and back within the 3 s grace: the same occurrence, never completed.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     std::thread::sleep(Duration::from_millis(500));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     std::thread::sleep(Duration::from_secs(4));
     let ops = env.ifos(&ns);
     assert_eq!(ops.len(), 1, "{ops:#?}");
@@ -101,8 +100,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
     assert_eq!(ops[0]["status"]["phase"], "Active");
 
     // Out of the state for good, with a failed migration: Completed (Failed), then removed.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Running", "lastMigration": "Failed"}),
@@ -129,8 +127,8 @@ fn deleted_subject_and_deleted_ruleset_end_their_operations() {
     wait_condition(env, &rs, "Ready", "True");
     env.apply(&vm("vm1", &ns));
     env.apply(&vm("vm2", &ns));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Starting"}));
     let ops = eventually(WAIT, "two operations", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 2)
     });
@@ -176,13 +174,8 @@ fn namespaced_ruleset_ignores_other_namespaces() {
     wait_condition(env, &rs, "Ready", "True");
     env.apply(&vm("vm1", &other));
     env.apply(&vm("vm1", &watched));
-    env.set_status("vm", &other, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_status(
-        "vm",
-        &watched,
-        "vm1",
-        json!({"printableStatus": "Starting"}),
-    );
+    env.set_vm_status(&other, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&watched, "vm1", json!({"printableStatus": "Starting"}));
     eventually(WAIT, "the watched namespace's operation", || {
         env.ifos(&watched).into_iter().next()
     });
@@ -249,7 +242,7 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
                     } else {
                         "Starting"
                     };
-                    env.set_status("vm", &ns, &name, json!({"printableStatus": state}));
+                    env.set_vm_status(&ns, &name, json!({"printableStatus": state}));
                     n += 1;
                 }
                 n
@@ -292,8 +285,7 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     ));
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "12.5%", "stuck": "disk full"}),
@@ -308,8 +300,7 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     assert_eq!(op["status"]["conditions"][0]["message"], "disk full");
 
     // Out of range, and neither bool nor string: errors, and the last good values stay.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": 140, "stuck": 3}),
@@ -332,8 +323,7 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     );
 
     // A valid "not stalled" and a progress the object no longer reports.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "", "stuck": false}),
