@@ -19,7 +19,8 @@ fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
 }
 
-fn holder(env: &Env, lease: &str) -> String {
+/// `field` of the Lease `lease` (a JSONPath, e.g. `.spec.holderIdentity`).
+fn lease_field(env: &Env, lease: &str, field: &str) -> anyhow::Result<String> {
     env.kubectl(
         User::Admin,
         &[
@@ -29,10 +30,13 @@ fn holder(env: &Env, lease: &str) -> String {
             "lease",
             lease,
             "-o",
-            "jsonpath={.spec.holderIdentity}",
+            &format!("jsonpath={{{field}}}"),
         ],
     )
-    .unwrap_or_default()
+}
+
+fn holder(env: &Env, lease: &str) -> String {
+    lease_field(env, lease, ".spec.holderIdentity").unwrap_or_default()
 }
 
 #[test]
@@ -237,22 +241,11 @@ fn report_ended(env: &Env, pod: &str, finished: jiff::Timestamp) {
 
 /// The Lease's `spec.acquireTime`.
 fn acquired(env: &Env, lease: &str) -> jiff::Timestamp {
-    env.kubectl(
-        User::Admin,
-        &[
-            "-n",
-            "ifo-system",
-            "get",
-            "lease",
-            lease,
-            "-o",
-            "jsonpath={.spec.acquireTime}",
-        ],
-    )
-    .unwrap()
-    .trim()
-    .parse()
-    .unwrap()
+    lease_field(env, lease, ".spec.acquireTime")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
