@@ -367,7 +367,7 @@ fn assert_not_found(env: &Env, gate: &str, why: &str) {
         "{}",
         run.stderr
     );
-    let run = env.wait_clear(&gate, "5s");
+    let run = env.wait_clear(gate, "5s");
     assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let list: serde_json::Value = serde_json::from_str(
         &env.kubectl(
