@@ -2,32 +2,17 @@
 //! moving through states produce, keep and complete operations.
 
 use ifo_dev::User;
-use ifo_test_support::{env, eventually, vm, vm_ruleset};
-use serde_json::{Value, json};
+use ifo_test_support::{MIGRATING, Rule, RuleSet, env, eventually, vm, vm_ruleset};
+use serde_json::json;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str) -> Option<Value> {
-    let ors = env.get_json(User::Admin, &["get", "ors", ruleset]);
-    ors["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
-fn wait_condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str, status: &str) -> Value {
-    eventually(WAIT, &format!("{ruleset} {type_}={status}"), || {
-        condition(env, ruleset, type_).filter(|c| c["status"] == status)
-    })
-}
 
 #[test]
 fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("detect", "vm-rules", vm_ruleset);
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(ors["status"]["watchActive"], true);
     assert_eq!(
@@ -76,7 +61,7 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
 fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcome() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("flap", "vm-rules", vm_ruleset);
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &ns));
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let first = eventually(WAIT, "Migrating", || env.ifos(&ns).into_iter().next());
@@ -124,7 +109,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
 fn deleted_subject_and_deleted_ruleset_end_their_operations() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("ends", "vm-rules", vm_ruleset);
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &ns));
     env.apply(&vm("vm2", &ns));
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
@@ -171,7 +156,7 @@ fn namespaced_ruleset_ignores_other_namespaces() {
     let other = env.namespace("other");
     let rs = format!("vm-rules-{watched}");
     env.apply(&vm_ruleset(&rs, &watched));
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &other));
     env.apply(&vm("vm1", &watched));
     env.set_vm_status(&other, "vm1", json!({"printableStatus": "Starting"}));
@@ -193,12 +178,16 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
     let ns = env.namespace("later");
     let rs = format!("widgets-{ns}");
     let group = "test.ifo.example.com";
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"target":{{"group":"{group}","version":"v1","resource":"widgets"}},
- "rules":[{{"operation":"Spinning","expression":"object.?status.?spinning.orValue(false)"}}]}}}}"#
-    ));
-    let invalid = wait_condition(env, &rs, "InvalidTarget", "True");
+    env.apply(
+        &RuleSet::new(&rs)
+            .target(group, "v1", "widgets")
+            .rule(Rule::new(
+                "Spinning",
+                "object.?status.?spinning.orValue(false)",
+            ))
+            .to_string(),
+    );
+    let invalid = env.wait_ruleset_condition(&rs, "InvalidTarget", "True", WAIT);
     assert!(invalid["message"].as_str().unwrap().contains("widgets"));
     env.apply(&format!(
         r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"widgets.{group}"}},
@@ -206,7 +195,7 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
  "versions":[{{"name":"v1","served":true,"storage":true,"subresources":{{"status":{{}}}},
    "schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}]}}}}"#
     ));
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&format!(r#"{{"apiVersion":"{group}/v1","kind":"Widget","metadata":{{"name":"w1","namespace":"{ns}"}}}}"#));
     env.set_status(
         &format!("widgets.{group}"),
@@ -272,17 +261,15 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
 #[test]
 fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     let env = env();
-    let ns = env.namespace("badprogress");
-    let rs = format!("progress-{ns}");
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "rules":[{{"operation":"Migrating",
-   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "progress":"object.?status.?progress.orValue('')",
-   "stalled":"object.?status.?stuck.orValue(false)"}}]}}}}"#
-    ));
+    let (ns, rs) = env.namespace_with_ruleset("badprogress", "progress", |rs, ns| {
+        RuleSet::vms_of(rs, "kubevirt", ns)
+            .rule(
+                Rule::new("Migrating", MIGRATING)
+                    .set("progress", "object.?status.?progress.orValue('')")
+                    .set("stalled", "object.?status.?stuck.orValue(false)"),
+            )
+            .to_string()
+    });
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
     env.set_vm_status(
@@ -305,7 +292,7 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
         "vm1",
         json!({"printableStatus": "Migrating", "progress": 140, "stuck": 3}),
     );
-    let errors = wait_condition(env, &rs, "RuleErrors", "True");
+    let errors = env.wait_ruleset_condition(&rs, "RuleErrors", "True", WAIT);
     let message = errors["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("rule Migrating progress") || message.contains("rule Migrating stalled"),
