@@ -18,12 +18,13 @@
 //! gets in, as it does in an install whose server is down when the ruleset is applied; what
 //! that ruleset's own status says is checked here too.
 
-use std::process::Output;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use ifo_dev::User;
-use ifo_test_support::{Env, HEAVY, TestNode, eventually, heavy_vm, vm};
+use ifo_test_support::{
+    Env, HEAVY, MIGRATING, Rule, RuleSet, TestNode, clear_condition, eventually, heavy_vm, vm,
+};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -49,22 +50,16 @@ fn ruleset(name: &str, ns: &str, rule: &str) -> String {
 
 /// [`ruleset`] for VirtualMachines in `namespaces` (its component is named after the first).
 fn ruleset_in(name: &str, namespaces: &[&str], rule: &str) -> String {
-    let ns = namespaces[0];
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": format!("c-{ns}"),
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": namespaces,
-            "labelExpressions": [
-                {"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}
-            ],
-            "rules": [{"operation": "Busy", "expression": rule}],
-        }
-    })
-    .to_string()
+    RuleSet::new(name)
+        .component(&format!("c-{}", namespaces[0]))
+        .vms()
+        .namespaces(namespaces)
+        .label_expression(
+            "ifo.kubevirt.io/node",
+            "object.?status.?nodeName.orValue('')",
+        )
+        .rule(Rule::new("Busy", rule))
+        .to_string()
 }
 
 /// A namespace and a Node of this test's own, and a ruleset watching the namespace with `rule`.
@@ -79,30 +74,12 @@ fn scene<'a>(env: &'a Env, prefix: &str, rule: &str) -> (String, TestNode<'a>, S
 
 /// The gate's `Clear` condition and its resourceVersion.
 fn clear(env: &Env, gate: &str) -> (Value, u64) {
-    let g = env.get_json(User::Admin, &["get", "gate", gate]);
-    let condition = g["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let g = env.gate(gate);
     let rv = g["metadata"]["resourceVersion"]
         .as_str()
         .and_then(|rv| rv.parse().ok())
         .unwrap_or_default();
-    (condition, rv)
-}
-
-fn wait_clear(env: &Env, gate: &str, timeout: &str) -> Output {
-    env.cluster
-        .kubectl(User::Admin)
-        .args([
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/{gate}"),
-            &format!("--timeout={timeout}"),
-        ])
-        .output()
-        .unwrap()
+    (clear_condition(&g).clone(), rv)
 }
 
 /// Waits until the gate reads Unknown with a message containing every one of `naming`; checks
@@ -114,11 +91,11 @@ fn unknown_naming(env: &Env, gate: &str, naming: &[&str]) -> u64 {
         (c["status"] == "Unknown" && naming.iter().all(|n| message.contains(n))).then_some((c, rv))
     });
     assert_eq!(condition["reason"], "Stale", "{condition}");
-    let wait = wait_clear(env, gate, "3s");
-    assert!(
-        !wait.status.success(),
+    let wait = env.wait_clear(gate, "3s");
+    assert_ne!(
+        wait.code, 0,
         "kubectl wait succeeded on {gate} while it is {condition}: {}",
-        String::from_utf8_lossy(&wait.stdout)
+        wait.stdout
     );
     rv
 }
@@ -134,17 +111,12 @@ fn clear_again(env: &Env, gate: &str, after: u64) {
             (c["status"] == "True" && rv > after).then_some(())
         },
     );
-    let wait = wait_clear(env, gate, "10s");
-    assert!(
-        wait.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&wait.stdout),
-        String::from_utf8_lossy(&wait.stderr)
-    );
+    let wait = env.wait_clear(gate, "10s");
+    assert_eq!(wait.code, 0, "{}{}", wait.stdout, wait.stderr);
 }
 
 fn on_node(env: &Env, ns: &str, vm_name: &str, node: &str) {
-    env.set_status("vm", ns, vm_name, json!({"nodeName": node}));
+    env.set_vm_status(ns, vm_name, json!({"nodeName": node}));
 }
 
 #[test]
@@ -185,11 +157,10 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
         env.node(&format!("n-{other}")),
     );
     let rs = format!("rs-{tenant}");
-    let migrating = "object.?status.?printableStatus.orValue('') == 'Migrating'";
     env.apply(&ruleset_in(
         &rs,
         &[&tenant, &other],
-        &format!("{migrating} || {HEAVY}"),
+        &format!("{MIGRATING} || {HEAVY}"),
     ));
     env.apply(&vm("vm-0", &other));
     env.wait_watching(&rs);
@@ -213,8 +184,7 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
     );
 
     // Another namespace's migration is still detected, and holds its node.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &other,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": busy.name()}),
@@ -236,7 +206,7 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
     );
 
     // A cheaper rule (a new generation) resumes it everywhere.
-    env.apply(&ruleset_in(&rs, &[&tenant, &other], migrating));
+    env.apply(&ruleset_in(&rs, &[&tenant, &other], MIGRATING));
     clear_again(env, &format!("namespace.{tenant}"), rv);
     clear_again(env, &format!("node.{}", theirs.name()), 0);
 }
@@ -278,39 +248,21 @@ fn a_ruleset_past_the_door_that_does_not_compile_says_why_and_runs_nothing() {
     let ns = env.namespace("norun");
     let rs = format!("broken-{ns}");
     env.apply(
-        &json!({
-            "apiVersion": "ifo.kubevirt.io/v1alpha1",
-            "kind": "OperationRuleSet",
-            "metadata": {"name": rs},
-            "spec": {
-                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-                "namespaces": [ns],
-                "rules": [
-                    {"operation": "Ok", "expression": "true"},
-                    {"operation": "Broken", "expression": "object.status.printableStatus =="},
-                ],
-            }
-        })
-        .to_string(),
+        &RuleSet::new(&rs)
+            .vms()
+            .namespaces(&[&ns])
+            .rule(Rule::new("Ok", "true"))
+            .rule(Rule::new("Broken", "object.status.printableStatus =="))
+            .to_string(),
     );
-    let condition = |type_: &str| -> Option<Value> {
-        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
-        ors["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == type_)
-            .cloned()
-    };
-    let invalid = eventually(WAIT, "InvalidRule=True", || {
-        condition("InvalidRule").filter(|c| c["status"] == "True")
-    });
+    let invalid = env.wait_ruleset_condition(&rs, "InvalidRule", "True", WAIT);
     let message = invalid["message"].as_str().unwrap();
     assert!(
         message.contains("rules[1] (Broken).expression: ERROR: <input>:1:33"),
         "{message}"
     );
     assert!(message.contains('^'), "no caret in: {message}");
-    let ready = condition("Ready").unwrap();
+    let ready = env.ruleset_condition(&rs, "Ready").unwrap();
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "InvalidRule");
     env.apply(&vm("vm1", &ns));

@@ -6,7 +6,7 @@
 //! A test binary of its own (with its own cluster and server): it restarts the server.
 
 use ifo_dev::User;
-use ifo_test_support::{Stop, env, eventually, vm};
+use ifo_test_support::{MIGRATING, Rule, RuleSet, Stop, env, eventually, vm};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -17,14 +17,9 @@ const WAIT: Duration = Duration::from_secs(60);
 const N: i64 = 8;
 
 fn migrations(name: &str, namespace: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "rules":[{{"operation":"Migrating",
-   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "outcome":"'Succeeded'"}}]}}}}"#
-    )
+    RuleSet::vms_of(name, "kubevirt", namespace)
+        .rule(Rule::new("Migrating", MIGRATING).outcome("'Succeeded'"))
+        .to_string()
 }
 
 fn time(v: &Value) -> Timestamp {
@@ -65,9 +60,7 @@ fn expected_from_history(op: &Value) {
 #[test]
 fn expected_end_is_learned_from_history_and_survives_a_restart() {
     let env = env();
-    let ns = env.namespace("history");
-    let rs = format!("migrations-{ns}");
-    env.apply(&migrations(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("history", "migrations", migrations);
     let learned: Vec<String> = (0..5).map(|i| format!("vm{i}")).collect();
     for name in learned.iter().map(String::as_str).chain(["vm-new"]) {
         env.apply(&vm(name, &ns));
@@ -76,7 +69,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
 
     // Five migrations of N seconds each.
     for name in &learned {
-        env.set_status("vm", &ns, name, json!({"printableStatus": "Migrating"}));
+        env.set_vm_status(&ns, name, json!({"printableStatus": "Migrating"}));
     }
     let ops = eventually(WAIT, "five migrations in flight", || {
         Some(env.ifos(&ns)).filter(|ops| ops.len() == 5)
@@ -87,7 +80,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     }
     std::thread::sleep(Duration::from_secs(N as u64));
     for name in &learned {
-        env.set_status("vm", &ns, name, json!({"printableStatus": "Running"}));
+        env.set_vm_status(&ns, name, json!({"printableStatus": "Running"}));
     }
 
     // What was learned is published on the ruleset.
@@ -120,7 +113,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
 
     // A new migration is expected to take as long, and the namespace's gate expects to clear
     // when it ends: the line people run as written.
-    env.set_status("vm", &ns, "vm-new", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm-new", json!({"printableStatus": "Migrating"}));
     let op = expecting(&ns, "vm-new");
     expected_from_history(&op);
     let gate = format!("namespace.{ns}");

@@ -8,11 +8,9 @@
 //! that share the one in `e2e`.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, plugin_binary, vm};
+use ifo_test_support::{Env, Rule, RuleSet, WatchStream, plugin_binary, vm};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use std::io::BufRead;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const GRACE: &str = "30s";
@@ -31,66 +29,41 @@ fn lifecycle_env() -> &'static Env {
 /// with outcomes that tell the states the VM moves on to apart.
 fn ruleset(name: &str, namespace: &str, exclusive: bool) -> String {
     let status = "object.?status.?printableStatus.orValue('')";
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": "kubevirt",
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [namespace],
-            "exclusive": exclusive,
-            "rules": [
-                {"operation": "Starting", "expression": format!("{status} == 'Starting'"),
-                 "message": "'starting'",
-                 "outcome": format!("{status} in ['Running', 'Migrating'] ? 'Succeeded' \
-                     : ({status} in ['Stopping', 'Stopped'] ? 'Canceled' : 'Unknown')")},
-                {"operation": "Migrating", "expression": format!("{status} == 'Migrating'"),
-                 "outcome": format!("{status} == 'Running' ? 'Succeeded' \
-                     : ({status} in ['Stopping', 'Stopped'] ? 'Canceled' : 'Unknown')")},
-                {"operation": "Stopping", "expression": format!("{status} == 'Stopping'"),
-                 "outcome": format!("{status} == 'Stopped' ? 'Succeeded' : 'Unknown'")},
-            ],
-        },
-    })
-    .to_string()
+    RuleSet::vms_of(name, "kubevirt", namespace)
+        .spec("exclusive", exclusive)
+        .rule(
+            Rule::new("Starting", &format!("{status} == 'Starting'"))
+                .message("'starting'")
+                .outcome(&format!(
+                    "{status} in ['Running', 'Migrating'] ? 'Succeeded' \
+                     : ({status} in ['Stopping', 'Stopped'] ? 'Canceled' : 'Unknown')"
+                )),
+        )
+        .rule(
+            Rule::new("Migrating", &format!("{status} == 'Migrating'")).outcome(&format!(
+                "{status} == 'Running' ? 'Succeeded' \
+                 : ({status} in ['Stopping', 'Stopped'] ? 'Canceled' : 'Unknown')"
+            )),
+        )
+        .rule(
+            Rule::new("Stopping", &format!("{status} == 'Stopping'"))
+                .outcome(&format!("{status} == 'Stopped' ? 'Succeeded' : 'Unknown'")),
+        )
+        .to_string()
 }
 
 /// Watch events of one namespace's operations, each with when it arrived.
 struct Events {
-    child: std::process::Child,
-    rx: mpsc::Receiver<(Instant, Value)>,
+    stream: WatchStream,
     seen: Vec<(Instant, Value)>,
 }
 
 impl Events {
     fn watch(env: &Env, namespace: &str) -> Events {
-        let path = format!(
-            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations?watch=1"
-        );
-        let mut child = env
-            .cluster
-            .kubectl(User::Admin)
-            .args(["get", "--raw", &path, "--request-timeout=0"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send((Instant::now(), v)).is_err()
-                {
-                    break;
-                }
-            }
-        });
         Events {
-            child,
-            rx,
+            stream: env.watch(&format!(
+                "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations?watch=1"
+            )),
             seen: Vec::new(),
         }
     }
@@ -108,7 +81,7 @@ impl Events {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
+            match self.stream.next(left) {
                 Ok(event) => {
                     self.seen.push(event.clone());
                     if pred(&event.1) {
@@ -150,13 +123,6 @@ impl Events {
     }
 }
 
-impl Drop for Events {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn time(v: &Value) -> Timestamp {
     v.as_str()
         .unwrap_or_else(|| panic!("not a time: {v}"))
@@ -172,9 +138,8 @@ fn within(t: Timestamp, from: Timestamp, to: Timestamp) -> bool {
 
 /// A namespace with VM `name` and a ruleset for it, watching.
 fn setup(env: &Env, prefix: &str, exclusive: bool) -> (String, Events) {
-    let ns = env.namespace(prefix);
-    let rs = format!("lifecycle-{ns}");
-    env.apply(&ruleset(&rs, &ns, exclusive));
+    let (ns, rs) =
+        env.namespace_with_ruleset(prefix, "lifecycle", |rs, ns| ruleset(rs, ns, exclusive));
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
     let events = Events::watch(env, &ns);
@@ -184,7 +149,7 @@ fn setup(env: &Env, prefix: &str, exclusive: bool) -> (String, Events) {
 /// Sets vm1's `printableStatus`; returns when it was set (before the patch).
 fn set(env: &Env, ns: &str, status: &str) -> Timestamp {
     let before = Timestamp::now();
-    env.set_status("vm", ns, "vm1", json!({"printableStatus": status}));
+    env.set_vm_status(ns, "vm1", json!({"printableStatus": status}));
     before
 }
 

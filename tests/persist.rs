@@ -111,8 +111,7 @@ fn copies_mirror_the_live_operations_and_go_with_them() {
     let env = env();
     let (ns, _) = env.vms_with_ruleset("mirror", &["vm1"]);
     let events = watch_copies(env, &ns);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
@@ -180,7 +179,7 @@ fn copies_mirror_the_live_operations_and_go_with_them() {
     );
 
     // It ends: the copy shows the completion and its outcome, then goes with the live object.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     let seen = events.until(WAIT, "the copy deleted", |e| e["type"] == "DELETED");
     let completed = seen
         .iter()
@@ -201,7 +200,7 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
     let env = env();
     let (ns, _) = env.vms_with_ruleset("kill", &["vm1", "vm2", "vm3"]);
     for vm in ["vm1", "vm2", "vm3"] {
-        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, vm, json!({"printableStatus": "Starting"}));
     }
     eventually(WAIT, "three operations", || {
         (live(env, &ns).len() == 3).then_some(())
@@ -220,7 +219,7 @@ fn after_a_kill_the_same_operations_continue_and_those_that_ended_complete() {
 
     env.stop_server(Stop::Kill);
     // vm2 finishes starting while nobody watches.
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Running"}));
     let events = watch_copies(env, &ns);
     env.restart_server().unwrap();
     env.wait_served();
@@ -284,15 +283,14 @@ fn copies_catch_up_after_kube_apiserver_was_unavailable() {
     let vms = ["vm1", "vm2", "vm3", "vm4", "vm5"];
     let (ns, _) = env.vms_with_ruleset("outage", &vms);
     for vm in &vms[..3] {
-        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, vm, json!({"printableStatus": "Starting"}));
     }
     eventually(WAIT, "three operations", || {
         (live(env, &ns).len() == 3).then_some(())
     });
     // A new message for each, so that writes are due while kube-apiserver hangs.
     for vm in &vms[..3] {
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             vm,
             json!({"printableStatus": "Migrating", "migrationTarget": "node-7"}),
@@ -314,10 +312,10 @@ fn copies_catch_up_after_kube_apiserver_was_unavailable() {
     assert_eq!(served["items"].as_array().unwrap().len(), 3, "{served}");
 
     // Back: two end, two start; the copies follow exactly.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
-    env.set_status("vm", &ns, "vm4", json!({"printableStatus": "Starting"}));
-    env.set_status("vm", &ns, "vm5", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm4", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm5", json!({"printableStatus": "Starting"}));
     eventually(
         Duration::from_secs(90),
         "vm1 and vm2 done, vm4 and vm5 started",
@@ -366,8 +364,7 @@ fn objects_of_others_are_left_alone() {
     };
     let before = (rv(&taken), rv(&operators));
 
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-3"}),
@@ -376,7 +373,7 @@ fn objects_of_others_are_left_alone() {
         live(env, &ns).contains_key(&taken).then_some(())
     });
     std::thread::sleep(Duration::from_secs(3));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     eventually(WAIT, "the live operation gone", || {
         live(env, &ns).is_empty().then_some(())
     });
@@ -418,8 +415,7 @@ fn only_the_leader_writes_copies() {
     let leader = replicas::the_leader(env, &replicas);
     let standby = &replicas[1 - leader];
     let (ns, _) = env.vms_with_ruleset("leader", &["vm1"]);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
@@ -429,7 +425,7 @@ fn only_the_leader_writes_copies() {
     eventually(WAIT, "the leader writing", || {
         (persist_writes(env, &replicas[leader]) > 0.0).then_some(())
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     converged(env, &ns, WAIT);
     assert_eq!(persist_writes(env, standby), 0.0, "the standby wrote");
 }
@@ -438,28 +434,10 @@ fn only_the_leader_writes_copies() {
 fn a_new_leader_completes_copies_written_after_its_start_for_operations_it_no_longer_has() {
     let _serial = serial();
     let env = env();
-    // Only the two replicas write copies in this test; the server runs again after it.
-    env.stop_server(Stop::Term);
-    let _restart = RestartAfter(env);
-    let lease = format!("ifo-persist-failover-{}", std::process::id());
-    let settings = [
-        ("PERSIST", "true"),
-        ("PERSIST_INTERVAL", "1s"),
-        ("DEBOUNCE_THRESHOLD", "3s"),
-    ];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
-    let standby = &replicas[1 - leader];
     // The standby read the copies back at its start, before any of this test's existed.
-    eventually(WAIT, "the standby ready", || {
-        (replicas::get(env, standby.port, "/readyz").0 == "200").then_some(())
-    });
+    let (_restart, replicas, leader) = replicas_alone(env, "failover");
     let (ns, _) = env.vms_with_ruleset("failover", &["vm1"]);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
@@ -488,6 +466,30 @@ fn a_new_leader_completes_copies_written_after_its_start_for_operations_it_no_lo
         "copy reconciled {:?} after the leader's crash",
         started.elapsed()
     );
+}
+
+/// The shared server stopped (started again when the first value drops) and two persisting
+/// replicas in its place, electing a leader on a lease of their own (`ifo-persist-<name>-..`):
+/// only they write copies. Returns once the standby is ready too, with the leader's index.
+fn replicas_alone(env: &'static Env, name: &str) -> (RestartAfter, [replicas::Replica; 2], usize) {
+    env.stop_server(Stop::Term);
+    let restart = RestartAfter(env);
+    let lease = format!("ifo-persist-{name}-{}", std::process::id());
+    let settings = [
+        ("PERSIST", "true"),
+        ("PERSIST_INTERVAL", "1s"),
+        ("DEBOUNCE_THRESHOLD", "3s"),
+    ];
+    let replicas = [
+        replicas::replica_with(env, &lease, 0, &settings),
+        replicas::replica_with(env, &lease, 1, &settings),
+    ];
+    let leader = replicas::the_leader(env, &replicas);
+    let standby = &replicas[1 - leader];
+    eventually(WAIT, "the standby ready", || {
+        (replicas::get(env, standby.port, "/readyz").0 == "200").then_some(())
+    });
+    (restart, replicas, leader)
 }
 
 /// Starts the shared server again when dropped (also when the test fails).
@@ -527,29 +529,13 @@ fn live_at(env: &Env, port: u16, namespace: &str) -> Option<BTreeMap<String, Val
 fn after_the_leader_is_killed_the_new_leader_keeps_the_identities_it_served() {
     let _serial = serial();
     let env = env();
-    // Only the two replicas write copies in this test; the server runs again after it.
-    env.stop_server(Stop::Term);
-    let _restart = RestartAfter(env);
-    let lease = format!("ifo-persist-identity-{}", std::process::id());
-    let settings = [
-        ("PERSIST", "true"),
-        ("PERSIST_INTERVAL", "1s"),
-        ("DEBOUNCE_THRESHOLD", "3s"),
-    ];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
+    let (_restart, replicas, leader) = replicas_alone(env, "identity");
     let standby = 1 - leader;
-    eventually(WAIT, "the standby ready", || {
-        (replicas::get(env, replicas[standby].port, "/readyz").0 == "200").then_some(())
-    });
     // Three operations begin while both replicas run: each replica sees them start.
     let vms = ["vm1", "vm2", "vm3"];
     let (ns, _) = env.vms_with_ruleset("identity", &vms);
     for vm in vms {
-        env.set_status("vm", &ns, vm, json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, vm, json!({"printableStatus": "Starting"}));
     }
     let served = eventually(WAIT, "three operations served", || {
         live_at(env, replicas[leader].port, &ns).filter(|l| l.len() == 3)
@@ -573,7 +559,7 @@ fn after_the_leader_is_killed_the_new_leader_keeps_the_identities_it_served() {
 
     // The leader crashes; vm2 finishes starting before the standby takes over.
     replicas[leader].process.kill();
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Running"}));
     let after = eventually(
         replicas::LEASE_DURATION + WAIT,
         "the new leader serving vm1's and vm3's operations",

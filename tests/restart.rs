@@ -5,7 +5,9 @@
 //! disturb the tests that share the one in `e2e`.
 
 use ifo_dev::User;
-use ifo_test_support::{Stop, env, eventually, replicas, vm};
+use ifo_test_support::{
+    MIGRATING, Rule, RuleSet, Stop, busy_gadgets, env, eventually, gadget_crd, replicas, vm,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -14,14 +16,12 @@ const WAIT: Duration = Duration::from_secs(60);
 /// VM migrations whose start time is read from the subject, so the occurrence (and its uid) is
 /// the same whenever it is detected.
 fn migration_ruleset(name: &str, namespace: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "rules":[{{"operation":"Migrating",
-   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "startTime":"object.metadata.?creationTimestamp.orValue('')"}}]}}}}"#
-    )
+    RuleSet::vms_of(name, "kubevirt", namespace)
+        .rule(
+            Rule::new("Migrating", MIGRATING)
+                .start_time("object.metadata.?creationTimestamp.orValue('')"),
+        )
+        .to_string()
 }
 
 /// `(name, uid)` of each operation in `namespace`, as kubectl reads them through kube-apiserver.
@@ -55,12 +55,10 @@ fn list_rv(namespace: &str) -> u64 {
 #[test]
 fn after_a_restart_the_same_operations_are_served_and_old_watches_relist() {
     let env = env();
-    let ns = env.namespace("restart");
-    let rs = format!("migrations-{ns}");
-    env.apply(&migration_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("restart", "migrations", migration_ruleset);
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let before = eventually(WAIT, "the migration in flight", || {
         Some(identities(&env.ifos(&ns))).filter(|ops| ops.len() == 1)
     });
@@ -164,12 +162,11 @@ fn a_replica_that_just_started_and_leads_never_serves_a_partial_index_without_a_
     // (the server has no right to read it): its first list fails, and so do its retries.
     let ns = env.namespace("sync");
     let rs = format!("up-{ns}");
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "rules":[{{"operation":"Up","expression":"object.spec.?running.orValue(false)"}}]}}}}"#
-    ));
+    env.apply(
+        &RuleSet::vms_of(&rs, "kubevirt", &ns)
+            .rule(Rule::new("Up", "object.spec.?running.orValue(false)"))
+            .to_string(),
+    );
     let items: Vec<String> = (0..SUBJECTS).map(|i| vm(&format!("vm{i}"), &ns)).collect();
     env.apply(&format!(
         r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
@@ -177,18 +174,13 @@ fn a_replica_that_just_started_and_leads_never_serves_a_partial_index_without_a_
     ));
     let forbidden_ns = env.namespace("sync-forbidden");
     let group = format!("{forbidden_ns}.example.com");
-    env.apply(&format!(
-        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"gadgets.{group}"}},
-"spec":{{"group":"{group}","scope":"Namespaced","names":{{"kind":"Gadget","plural":"gadgets","singular":"gadget","listKind":"GadgetList"}},
- "versions":[{{"name":"v1","served":true,"storage":true,
-   "schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}]}}}}"#
-    ));
+    env.apply(&gadget_crd(&group));
     let forbidden_rs = format!("gadgets-{forbidden_ns}");
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{forbidden_rs}"}},
-"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},
- "namespaces":["{forbidden_ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
+    env.apply(&busy_gadgets(
+        &forbidden_rs,
+        "gadgets",
+        &group,
+        &forbidden_ns,
     ));
     eventually(WAIT, "the running server serving every operation", || {
         (env.ifos(&ns).len() == SUBJECTS).then_some(())

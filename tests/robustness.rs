@@ -31,8 +31,7 @@ use ifo_dev::User;
 use ifo_test_support::{Env, Stop, eventually, vm};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::BufRead;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -381,29 +380,15 @@ fn watcher(
             },
         };
         history.lock().unwrap().streams += 1;
-        let mut child = env
-            .cluster
-            .kubectl(User::Admin)
-            .args([
-                "get",
-                "--raw",
-                &format!("{path}?watch=1&allowWatchBookmarks=true&resourceVersion={from}"),
-                "--request-timeout=0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let lines = lines_of(&mut child);
+        let stream = env.watch(&format!(
+            "{path}?watch=1&allowWatchBookmarks=true&resourceVersion={from}"
+        ));
         let mut last = from;
         loop {
-            let line = match lines.recv_timeout(Duration::from_millis(300)) {
-                Ok(line) => line,
+            let event = match stream.next(Duration::from_millis(300)) {
+                Ok((_, event)) => event,
                 Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Ordering::SeqCst) => continue,
                 Err(_) => break,
-            };
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                continue;
             };
             let kind = event["type"].as_str().unwrap_or_default().to_owned();
             if kind == "ERROR" {
@@ -464,27 +449,11 @@ fn watcher(
                 other => violations.add(format!("watch of {namespace}: event type {other}")),
             }
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(stream);
         if rv.is_some() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-}
-
-/// The lines a child writes, on a channel (closed when it exits).
-fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// Lists every operation two at a time through kube-apiserver; no page repeats an object of an
@@ -756,31 +725,21 @@ impl Pair {
     }
 
     fn spawn(&mut self, env: &Env, n: usize) {
-        let port = ifo_dev::free_port().unwrap();
         let run = self.replicas[n].len();
         let log = format!("{}-{n}.{run}.log", self.lease);
         let pod = format!("{}-{n}", self.lease);
-        let process = ifo_dev::spawn_server(
-            &env.cluster,
-            std::path::Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
-            port,
+        let (port, process) = ifo_test_support::replicas::spawn(
+            env,
+            &self.lease,
+            &pod,
+            &log,
             &[
-                ("LEADER_ELECT", "true"),
-                ("LEADER_ELECT_RESOURCE_NAME", self.lease.as_str()),
-                ("POD_NAMESPACE", "ifo-system"),
-                ("POD_NAME", pod.as_str()),
-                ("LEADER_ELECT_LEASE_DURATION", "6s"),
-                ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
-                ("LEADER_ELECT_RETRY_PERIOD", "1s"),
-                ("SHUTDOWN_DELAY", "1s"),
                 ("DEBOUNCE_THRESHOLD", "3s"),
                 ("WATCH_PROBE_INTERVAL", PROBE_INTERVAL),
                 ("LOG_FORMAT", "json"),
                 ("LOG_LEVEL", "info"),
             ],
-            &log,
-        )
-        .unwrap();
+        );
         self.replicas[n].push(Incarnation {
             port,
             process,

@@ -372,6 +372,14 @@ impl WatchStream {
         seen
     }
 
+    /// The next event and when it arrived, waiting at most `timeout` for it.
+    pub fn next(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Instant, serde_json::Value), mpsc::RecvTimeoutError> {
+        self.rx.recv_timeout(timeout)
+    }
+
     /// [`WatchStream::until`], with when the last event arrived (read off the stream, however
     /// late the caller asks): the time to compare two watches' views of one change.
     pub fn until_timed(

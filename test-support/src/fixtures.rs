@@ -2,7 +2,7 @@
 //! ruleset that detects their states, a namespace with both, operations in flight, and Node
 //! objects (the gate of a node exists only while the cluster has the node).
 
-use crate::{Env, eventually};
+use crate::{Env, Rule, RuleSet, eventually};
 use ifo_dev::User;
 use serde_json::json;
 use std::time::Duration;
@@ -18,38 +18,61 @@ pub fn vm(name: &str, namespace: &str) -> String {
 
 /// An OperationRuleSet for VirtualMachines in `namespace`, detecting `printableStatus` states.
 pub fn vm_ruleset(name: &str, namespace: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "labels":{{"example.com/team":"virt","ifo.kubevirt.io/operation":"ignored"}},
- "labelExpressions":[{{"key":"example.com/node","expression":"object.?status.?nodeName.orValue('none')"}}],
- "rules":[
-  {{"operation":"Migrating","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Migrating'",
-    "message":"'to ' + object.?status.?migrationTarget.orValue('?')",
-    "outcome":"object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}},
-  {{"operation":"Starting","expression":"has(object.status) && has(object.status.printableStatus) && object.status.printableStatus == 'Starting'"}}
- ]}}}}"#
-    )
+    RuleSet::vms_of(name, "kubevirt", namespace)
+        .label("example.com/team", "virt")
+        .label("ifo.kubevirt.io/operation", "ignored")
+        .label_expression(
+            "example.com/node",
+            "object.?status.?nodeName.orValue('none')",
+        )
+        .rule(
+            Rule::new(
+                "Migrating",
+                "has(object.status) && has(object.status.printableStatus) && \
+                 object.status.printableStatus == 'Migrating'",
+            )
+            .message("'to ' + object.?status.?migrationTarget.orValue('?')")
+            .outcome(
+                "object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'",
+            ),
+        )
+        .rule(Rule::new(
+            "Starting",
+            "has(object.status) && has(object.status.printableStatus) && \
+             object.status.printableStatus == 'Starting'",
+        ))
+        .to_string()
 }
 
 /// An OperationRuleSet of `component` for VirtualMachines in `namespace` that labels each
 /// operation with the node in `status.nodeName` (as the shipped VMI rules do) and detects
 /// `Migrating`: what a test of a node's gate needs.
 pub fn node_vm_ruleset(name: &str, namespace: &str, component: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{name}"}},
-"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{namespace}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
- "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'"}}]}}}}"#
-    )
+    RuleSet::vms_of(name, component, namespace)
+        .label_expression(
+            "ifo.kubevirt.io/node",
+            "object.?status.?nodeName.orValue('')",
+        )
+        .rule(Rule::new("Migrating", MIGRATING))
+        .to_string()
 }
+
+/// A VirtualMachine's `Migrating`: its `status.printableStatus` says so.
+pub const MIGRATING: &str = "object.?status.?printableStatus.orValue('') == 'Migrating'";
+
+/// The header of a table of operations, as `kubectl get ifos` and `kubectl ifo list` print it
+/// (with the spaces between its columns made single).
+pub const OPERATION_COLUMNS: &str = "NAME KIND SUBJECT OPERATION PHASE AGE MESSAGE";
 
 /// A rule that is cheap by its compile-time estimate but iterates `object.spec.n` times over a
 /// large annotation at run time: over the evaluation budget on a [`heavy_vm`], cheap elsewhere.
 pub const HEAVY: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, \
                          object.metadata.annotations['example.com/big'].contains(string(i)))";
+
+/// A ruleset for VirtualMachines in `namespace` detecting `Heavy` with [`HEAVY`].
+pub fn heavy_ruleset(name: &str, namespace: &str) -> RuleSet {
+    RuleSet::vms_of(name, "test", namespace).rule(Rule::new("Heavy", HEAVY))
+}
 
 /// A VirtualMachine `name` in `namespace` on which [`HEAVY`] goes over the evaluation budget.
 pub fn heavy_vm(name: &str, namespace: &str) -> String {
@@ -69,13 +92,12 @@ pub fn heavy_vm(name: &str, namespace: &str) -> String {
 /// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).
 pub fn populated(env: &Env, prefix: &str) -> (String, String) {
     let (ns, rs) = env.vms_with_ruleset(prefix, &["vm1", "vm2"]);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
     );
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Starting"}));
     eventually(Duration::from_secs(30), "two operations", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 2)
     });
@@ -83,12 +105,30 @@ pub fn populated(env: &Env, prefix: &str) -> (String, String) {
 }
 
 impl Env {
+    /// A fresh namespace (named after `prefix`) and the ruleset `manifest(name, namespace)` for
+    /// it, named `<ruleset>-<namespace>` (unique: rulesets are cluster-scoped), applied. Returns
+    /// the namespace and the ruleset's name.
+    pub fn namespace_with_ruleset(
+        &self,
+        prefix: &str,
+        ruleset: &str,
+        manifest: impl FnOnce(&str, &str) -> String,
+    ) -> (String, String) {
+        let ns = self.namespace(prefix);
+        let rs = format!("{ruleset}-{ns}");
+        self.apply(&manifest(&rs, &ns));
+        (ns, rs)
+    }
+
+    /// Patches the status of VirtualMachine `name` in `namespace`, as its controller would.
+    pub fn set_vm_status(&self, namespace: &str, name: &str, status: serde_json::Value) {
+        self.set_status("vm", namespace, name, status);
+    }
+
     /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.
     /// Returns the namespace and the ruleset's name.
     pub fn vms_with_ruleset(&self, prefix: &str, vms: &[&str]) -> (String, String) {
-        let ns = self.namespace(prefix);
-        let rs = format!("vm-rules-{ns}");
-        self.apply(&vm_ruleset(&rs, &ns));
+        let (ns, rs) = self.namespace_with_ruleset(prefix, "vm-rules", vm_ruleset);
         for name in vms {
             self.apply(&vm(name, &ns));
         }

@@ -1,7 +1,9 @@
 //! What the server's integration tests share: one real control plane and one `ifo-apiserver`
 //! per test binary ([`Env`]), the ways tests talk to them (kubectl, through kube-apiserver or
-//! directly, curl, raw watches), object builders ([`vm`], [`vm_ruleset`], Node objects:
-//! [`Env::node`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
+//! directly, curl, raw watches, commands run to the end: [`Run`]), object builders ([`vm`],
+//! [`vm_ruleset`], [`RuleSet`], Node objects: [`Env::node`]), readers of gates
+//! ([`clear_condition`], [`Env::wait_gate`]), extra replicas with leader election
+//! ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -16,16 +18,27 @@
 
 pub mod browser;
 mod client;
+mod command;
 mod env;
 mod fixtures;
+mod gadgets;
+mod gate;
 pub mod replicas;
+mod ruleset;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use client::{KeepAliveClient, WatchStream};
+pub use command::{Run, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
-pub use fixtures::{HEAVY, TestNode, heavy_vm, node_vm_ruleset, populated, vm, vm_ruleset};
+pub use fixtures::{
+    HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
+    populated, vm, vm_ruleset,
+};
+pub use gadgets::{BUSY, busy_gadgets, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
+pub use gate::{clear_condition, clear_status};
+pub use ruleset::{Rule, RuleSet};
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

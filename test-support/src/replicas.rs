@@ -51,6 +51,20 @@ pub fn replica_pod(env: &Env, pod: &str) {
 pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)]) -> Replica {
     let pod = format!("{lease}-{n}");
     replica_pod(env, &pod);
+    let (port, process) = spawn(env, lease, &pod, &format!("{lease}-{n}.log"), settings);
+    Replica { port, process, pod }
+}
+
+/// Starts one replica's process electing itself on `lease` as pod `pod` (whose object the caller
+/// creates: [`replica_pod`]), logging to `log` in the cluster's directory, with the replicas'
+/// short periods and then `settings`: its port and process.
+pub fn spawn(
+    env: &Env,
+    lease: &str,
+    pod: &str,
+    log: &str,
+    settings: &[(&str, &str)],
+) -> (u16, Process) {
     let port = ifo_dev::free_port().unwrap();
     let process = ifo_dev::spawn_server(
         &env.cluster,
@@ -60,7 +74,7 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
             ("LEADER_ELECT", "true"),
             ("LEADER_ELECT_RESOURCE_NAME", lease),
             ("POD_NAMESPACE", "ifo-system"),
-            ("POD_NAME", pod.as_str()),
+            ("POD_NAME", pod),
             ("LEADER_ELECT_LEASE_DURATION", "6s"),
             ("LEADER_ELECT_RENEW_DEADLINE", "4s"),
             ("LEADER_ELECT_RETRY_PERIOD", "1s"),
@@ -70,10 +84,10 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
         .into_iter()
         .chain(settings.iter().copied())
         .collect::<Vec<_>>(),
-        &format!("{lease}-{n}.log"),
+        log,
     )
     .unwrap();
-    Replica { port, process, pod }
+    (port, process)
 }
 
 impl Drop for Replica {

@@ -2,7 +2,9 @@
 //! and suspended, while a ruleset of the same target in another namespace keeps detecting promptly.
 
 use ifo_dev::User;
-use ifo_test_support::{HEAVY, env, eventually, heavy_vm};
+use ifo_test_support::{
+    Env, Rule, RuleSet, clear_condition, clear_status, env, eventually, heavy_ruleset, heavy_vm,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -13,36 +15,12 @@ const WAIT: Duration = Duration::from_secs(30);
 /// over-budget ruleset's evaluations sat in front of it: 8.7 s were measured.
 const PROMPT: Duration = Duration::from_secs(2);
 
-fn condition(ruleset: &str, type_: &str) -> Option<Value> {
-    let ors = env().get_json(User::Admin, &["get", "ors", ruleset]);
-    ors["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
 fn wait_reason(ruleset: &str, type_: &str, reason: &str) -> Value {
     eventually(WAIT, &format!("{ruleset} {type_} reason {reason}"), || {
-        condition(ruleset, type_).filter(|c| c["reason"] == reason)
+        env()
+            .ruleset_condition(ruleset, type_)
+            .filter(|c| c["reason"] == reason)
     })
-}
-
-/// A ruleset for VirtualMachines in `namespace` whose rule is cheap by its compile-time estimate
-/// but iterates `object.spec.n` times over a large annotation at run time.
-fn heavy_ruleset(name: &str, namespace: &str, rule: &str) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": "test",
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [namespace],
-            "rules": [{"operation": "Heavy", "expression": rule}],
-        }
-    })
-    .to_string()
 }
 
 #[test]
@@ -51,7 +29,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     let heavy_ns = env.namespace("cost-heavy");
     let heavy = format!("heavy-{heavy_ns}");
     let (normal_ns, normal) = env.vms_with_ruleset("cost-normal", &["vm1"]);
-    env.apply(&heavy_ruleset(&heavy, &heavy_ns, HEAVY));
+    env.apply(&heavy_ruleset(&heavy, &heavy_ns).to_string());
     env.wait_watching(&heavy);
 
     let ops = env.watch(&format!(
@@ -67,12 +45,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
         env.apply(&heavy_vm(&format!("heavy-{i}"), &heavy_ns));
     }
     let started = Instant::now();
-    env.set_status(
-        "vm",
-        &normal_ns,
-        "vm1",
-        json!({"printableStatus": "Migrating"}),
-    );
+    env.set_vm_status(&normal_ns, "vm1", json!({"printableStatus": "Migrating"}));
     let (_, changed) = vms.until_timed(WAIT, "the VM's change", |ev| {
         ev["object"]["status"]["printableStatus"] == "Migrating"
     });
@@ -98,7 +71,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     let ready = wait_reason(&heavy, "Ready", "Suspended");
     assert_eq!(ready["status"], "False");
     // The normal ruleset is untouched.
-    let normal_cost = condition(&normal, "CostExceeded").unwrap();
+    let normal_cost = env.ruleset_condition(&normal, "CostExceeded").unwrap();
     assert_eq!(normal_cost["status"], "False");
 
     // Direct callers need a token: alice's, with the right to read metrics.
@@ -130,11 +103,11 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     );
 
     // A fixed ruleset (a new generation) runs again.
-    env.apply(&heavy_ruleset(
-        &heavy,
-        &heavy_ns,
-        "object.spec.?n.orValue(0) > 100000",
-    ));
+    env.apply(
+        &RuleSet::vms_of(&heavy, "test", &heavy_ns)
+            .rule(Rule::new("Heavy", "object.spec.?n.orValue(0) > 100000"))
+            .to_string(),
+    );
     wait_reason(&heavy, "CostExceeded", "WithinBudget");
     wait_reason(&heavy, "Ready", "WatchActive");
 
@@ -142,13 +115,21 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
         .unwrap();
 }
 
+/// A fresh namespace with a tenant, who edits what it holds and nothing else, under the admin's
+/// [`heavy_ruleset`], watching: (namespace, ruleset, tenant).
+fn tenant_under_heavy_rules(env: &Env, prefix: &str) -> (String, String, String) {
+    let (ns, rs) =
+        env.namespace_with_ruleset(prefix, "heavy", |rs, ns| heavy_ruleset(rs, ns).to_string());
+    let tenant = format!("tenant-{ns}");
+    env.tenant(&tenant, &ns);
+    env.wait_watching(&rs);
+    (ns, rs, tenant)
+}
+
 /// The gate's `Clear` message (empty when it has none).
 fn gate_message(gate: &str) -> String {
-    let g = env().get_json(User::Admin, &["get", "gate", gate]);
-    g["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-        .and_then(|c| c["message"].as_str())
+    clear_condition(&env().gate(gate))["message"]
+        .as_str()
         .unwrap_or_default()
         .to_owned()
 }
@@ -161,13 +142,7 @@ fn gate_message(gate: &str) -> String {
 #[test]
 fn a_deleted_over_budget_object_leaves_no_ghost() {
     let env = env();
-    let ns = env.namespace("ghost");
-    let rs = format!("heavy-{ns}");
-    // The tenant edits what her namespace holds, and nothing else; the ruleset is the admin's.
-    let tenant = format!("tenant-{ns}");
-    env.tenant(&tenant, &ns);
-    env.apply(&heavy_ruleset(&rs, &ns, HEAVY));
-    env.wait_watching(&rs);
+    let (ns, rs, tenant) = tenant_under_heavy_rules(env, "ghost");
     for name in ["slow", "other"] {
         env.kubectl_as(
             &tenant,
@@ -233,12 +208,7 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
 #[test]
 fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
     let env = env();
-    let ns = env.namespace("flap");
-    let rs = format!("heavy-{ns}");
-    let tenant = format!("tenant-{ns}");
-    env.tenant(&tenant, &ns);
-    env.apply(&heavy_ruleset(&rs, &ns, HEAVY));
-    env.wait_watching(&rs);
+    let (ns, rs, tenant) = tenant_under_heavy_rules(env, "flap");
     let heavy = heavy_vm("flap", &ns);
     let light = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                        "metadata": {"name": "flap", "namespace": ns,
@@ -261,11 +231,7 @@ fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
     // then is the flapping counted (a state left at once may be coalesced away, unevaluated).
     apply(&heavy);
     watch.until(WAIT, &format!("gate/{gate} Unknown"), |e| {
-        e["object"]["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "Clear" && c["status"] == "Unknown")
+        clear_status(&e["object"]) == "Unknown"
     });
 
     let started = Instant::now();

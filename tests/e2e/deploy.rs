@@ -280,9 +280,23 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
     }
 }
 
+/// The objects `overlay` renders, after checking that they are those of `deploy/` and of
+/// `component` (a directory of the tree), no more, no fewer.
+fn deploy_with(overlay: &str, component: &str) -> Vec<Value> {
+    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
+    let rendered = kustomize(overlay);
+    let ids: BTreeSet<Id> = rendered.iter().map(id).collect();
+    let own: BTreeSet<Id> = objects_in(&root().join(component)).iter().map(id).collect();
+    assert_eq!(
+        ids,
+        base.union(&own).cloned().collect(),
+        "deploy/ and {component}/"
+    );
+    rendered
+}
+
 #[test]
 fn persist_overlay_renders_deploy_with_the_crd_its_rights_and_persistence_on() {
-    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
     // A user's overlay: deploy/ with the component.
     let dir = root().join("target/persist-overlay");
     std::fs::create_dir_all(&dir).unwrap();
@@ -291,17 +305,7 @@ fn persist_overlay_renders_deploy_with_the_crd_its_rights_and_persistence_on() {
         "resources: [../../deploy]\ncomponents: [../../deploy/persist]\n",
     )
     .unwrap();
-    let overlay = kustomize("target/persist-overlay");
-    let ids: BTreeSet<Id> = overlay.iter().map(id).collect();
-    let own: BTreeSet<Id> = objects_in(&root().join("deploy/persist"))
-        .iter()
-        .map(id)
-        .collect();
-    assert_eq!(
-        ids,
-        base.union(&own).cloned().collect(),
-        "deploy/ and deploy/persist/"
-    );
+    let overlay = deploy_with("target/persist-overlay", "deploy/persist");
     let crd = find(
         &overlay,
         "CustomResourceDefinition",
@@ -450,18 +454,7 @@ fn the_test_clusters_webhook_is_the_shipped_one_but_for_where_it_calls() {
 /// replica (not only the leader), its rights, and the guard on.
 #[test]
 fn guard_overlay_renders_deploy_with_the_guard_on_behind_every_replica() {
-    let base: BTreeSet<Id> = kustomize("deploy").iter().map(id).collect();
-    let overlay = kustomize("apiservice/with-guard");
-    let ids: BTreeSet<Id> = overlay.iter().map(id).collect();
-    let own: BTreeSet<Id> = objects_in(&root().join("deploy/guard"))
-        .iter()
-        .map(id)
-        .collect();
-    assert_eq!(
-        ids,
-        base.union(&own).cloned().collect(),
-        "deploy/ and deploy/guard/"
-    );
+    let overlay = deploy_with("apiservice/with-guard", "deploy/guard");
     let container =
         &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(env_var(container, "EVICTION_GUARD"), "true");

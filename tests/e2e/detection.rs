@@ -6,101 +6,29 @@
 //! a huge string in an object is served as a bounded message.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually};
+use ifo_test_support::{
+    BUSY, Env, Rule, RuleSet, create_gadget_crd, env, eventually, grant_gadgets, heavy_vm, rss_kib,
+};
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// kubectl as admin, with the plugin's directory on PATH (so `kubectl ifo` finds it).
-fn kubectl(env: &Env, args: &[&str]) -> Run {
-    let plugin = ifo_test_support::plugin_binary();
-    let path = format!(
-        "{}:{}",
-        plugin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = env
-        .cluster
-        .kubectl(User::Admin)
-        .env("PATH", path)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// A schemaless namespaced kind `Gadget` in `group` (kube-apiserver stores anything in it), that
 /// the server may read in `ns`.
 fn gadgets(env: &Env, group: &str, ns: &str) {
-    env.apply(
-        &json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("gadgets.{group}")},
-            "spec": {
-                "group": group,
-                "scope": "Namespaced",
-                "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-            }
-        })
-        .to_string(),
-    );
-    env.kubectl(
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            &format!("crd/gadgets.{group}"),
-            "--timeout=30s",
-        ],
-    )
-    .unwrap();
-    env.apply(&json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "read-gadgets", "namespace": ns},
-        "rules": [{"apiGroups": [group], "resources": ["gadgets"], "verbs": ["get", "list", "watch"]}],
-    }).to_string());
-    env.apply(&json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "read-gadgets", "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-gadgets"},
-        "subjects": [{"kind": "ServiceAccount", "name": "ifo-apiserver", "namespace": "ifo-system"}],
-    }).to_string());
+    create_gadget_crd(env, group);
+    grant_gadgets(env, ns, group);
 }
 
 /// A ruleset detecting `Busy` gadgets in `ns`, with their `status.note` as message.
 fn busy_ruleset(name: &str, group: &str, ns: &str) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": "gadgets",
-            "target": {"group": group, "version": "v1", "resource": "gadgets"},
-            "namespaces": [ns],
-            "rules": [{
-                "operation": "Busy",
-                "expression": "object.?status.?busy.orValue(false)",
-                "message": "object.?status.?note.orValue('')",
-            }],
-        }
-    })
-    .to_string()
+    RuleSet::new(name)
+        .component("gadgets")
+        .gadgets(group)
+        .namespaces(&[ns])
+        .rule(Rule::new("Busy", BUSY).message("object.?status.?note.orValue('')"))
+        .to_string()
 }
 
 /// `kubectl create` (a client-side apply keeps a copy of the object in an annotation, which
@@ -127,15 +55,6 @@ fn nested_gadget(group: &str, ns: &str, name: &str, depth: usize) -> Value {
         "spec": {"tree": tree},
         "status": {"busy": true},
     })
-}
-
-fn condition(ruleset: &str, type_: &str) -> Option<Value> {
-    let ors = env().get_json(User::Admin, &["get", "ors", ruleset]);
-    ors["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
 }
 
 fn names(ops: &[Value]) -> Vec<String> {
@@ -169,13 +88,17 @@ fn a_deep_object_never_blinds_its_target() {
         })
     }))
     .unwrap_or_else(|_| {
-        let run = kubectl(env, &["get", "ifos", "-n", &ns]);
+        let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
         panic!("not detected; kubectl says:\n{}{}", run.stdout, run.stderr)
     });
     assert_eq!(names(&ops), ["deep", "shallow"]);
-    let run = kubectl(env, &["get", "ifos", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
     assert!(!run.stderr.contains("Warning"), "{}", run.stderr);
-    assert_eq!(kubectl(env, &["ifo", "check", "-n", &ns]).code, 1);
+    assert_eq!(
+        env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])
+            .code,
+        1
+    );
 
     // Deeper than the server evaluates: skipped and named; the rest goes on.
     create(env, &nested_gadget(&group, &ns, "abyss", 2_000));
@@ -185,18 +108,17 @@ fn a_deep_object_never_blinds_its_target() {
          it cannot be decoded: nested deeper than 512 levels"
     );
     let run = eventually(WAIT, "a warning naming the object", || {
-        Some(kubectl(env, &["get", "ifos", "-n", &ns])).filter(|r| r.stderr.contains(&warning))
+        Some(env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]))
+            .filter(|r| r.stderr.contains(&warning))
     });
     println!("{}", run.stderr.trim());
     let ops = eventually(WAIT, "the gadget created after it detected", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 3)
     });
     assert_eq!(names(&ops), ["deep", "later", "shallow"]);
-    let run = kubectl(env, &["ifo", "check", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    let skipped = eventually(WAIT, "the ruleset naming the object", || {
-        condition(&rs, "ObjectsSkipped").filter(|c| c["status"] == "True")
-    });
+    let skipped = env.wait_ruleset_condition(&rs, "ObjectsSkipped", "True", WAIT);
     let message = skipped["message"].as_str().unwrap();
     assert!(
         message.contains(&format!("{ns}/abyss: cannot be decoded")),
@@ -208,31 +130,19 @@ fn a_deep_object_never_blinds_its_target() {
     assert!(env.metrics().contains(&labels), "{labels} missing");
     // Another namespace is not affected.
     let other = env.namespace("deep-other");
-    let run = kubectl(env, &["get", "ifos", "-n", &other]);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &other]);
     assert!(!run.stderr.contains(&warning), "{}", run.stderr);
 
     // Gone: nothing is skipped any more.
     env.kubectl(User::Admin, &["delete", "gadget", "abyss", "-n", &ns])
         .unwrap();
     eventually(WAIT, "check to answer again", || {
-        Some(kubectl(env, &["ifo", "check", "-n", &ns])).filter(|r| r.code == 1)
+        Some(env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])).filter(|r| r.code == 1)
     });
-    eventually(WAIT, "the condition to clear", || {
-        condition(&rs, "ObjectsSkipped").filter(|c| c["status"] == "False")
-    });
+    env.wait_ruleset_condition(&rs, "ObjectsSkipped", "False", WAIT);
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
     env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
         .unwrap();
-}
-
-/// VmRSS of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 #[test]
@@ -287,56 +197,36 @@ fn a_huge_string_is_served_as_a_bounded_message() {
 /// grows with `object.spec.n` (nothing for most VMs; over any budget at 60,000 with a large
 /// annotation).
 fn costly_ruleset(name: &str, namespace: &str) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": "test",
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [namespace],
-            "rules": [{
-                "operation": "Migrating",
-                "expression": "lists.range(object.spec.?n.orValue(0)).all(i, \
-                    !object.metadata.annotations['example.com/big'].contains(string(i))) && \
-                    object.?status.?printableStatus.orValue('') == 'Migrating'",
-            }],
-        }
-    })
-    .to_string()
+    RuleSet::vms_of(name, "test", namespace)
+        .rule(Rule::new(
+            "Migrating",
+            "lists.range(object.spec.?n.orValue(0)).all(i, \
+             !object.metadata.annotations['example.com/big'].contains(string(i))) && \
+             object.?status.?printableStatus.orValue('') == 'Migrating'",
+        ))
+        .to_string()
 }
 
+/// A [`heavy_vm`] changed in `round` (an annotation), so each round is an event.
 fn costly_vm(name: &str, namespace: &str, round: usize) -> String {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"example.com/big": "x".repeat(64 * 1024), "example.com/round": round.to_string()},
-        },
-        "spec": {"running": true, "n": 60_000},
-    })
-    .to_string()
+    let mut vm: Value = serde_json::from_str(&heavy_vm(name, namespace)).unwrap();
+    vm["metadata"]["annotations"]["example.com/round"] = json!(round.to_string());
+    vm.to_string()
 }
 
 #[test]
 fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     let env = env();
-    let ns = env.namespace("charge");
-    let rs = format!("costly-{ns}");
-    env.apply(&costly_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("charge", "costly", costly_ruleset);
     env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     // One tenant's object, costly on every one of its events.
     for round in 0..8 {
         env.apply(&costly_vm("tenant", &ns, round));
     }
-    eventually(WAIT, "the tenant's object over budget", || {
-        condition(&rs, "CostExceeded").filter(|c| c["status"] == "True")
-    });
+    env.wait_ruleset_condition(&rs, "CostExceeded", "True", WAIT);
     // The ruleset goes on for everyone else.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let detected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         eventually(WAIT, "vm1 Migrating", || {
             env.ifos(&ns)
@@ -344,13 +234,11 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
                 .find(|o| o["spec"]["subject"]["name"] == "vm1")
         })
     }));
-    let cost = condition(&rs, "CostExceeded").unwrap();
+    let cost = env.ruleset_condition(&rs, "CostExceeded").unwrap();
     assert!(detected.is_ok(), "vm1 not detected; CostExceeded: {cost:#}");
     assert_ne!(cost["reason"], "Suspended");
     // The object is named, on the ruleset and in every answer for its namespace.
-    let skipped = eventually(WAIT, "the object named on the ruleset", || {
-        condition(&rs, "ObjectsSkipped").filter(|c| c["status"] == "True")
-    });
+    let skipped = env.wait_ruleset_condition(&rs, "ObjectsSkipped", "True", WAIT);
     let message = skipped["message"].as_str().unwrap();
     assert!(
         message.contains(&format!(
@@ -361,17 +249,19 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     let warning = format!(
         "Warning: operations may be incomplete: virtualmachines.kubevirt.io/v1 object {ns}/tenant is skipped: over the evaluation budget of ruleset {rs}"
     );
-    let run = kubectl(env, &["get", "ifos", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
     assert!(run.stderr.contains(&warning), "{}", run.stderr);
     println!("{}", run.stderr.trim());
-    assert_eq!(kubectl(env, &["ifo", "check", "-n", &ns]).code, 2);
+    assert_eq!(
+        env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])
+            .code,
+        2
+    );
     // Its data fixed (the apply drops the costly fields), it is evaluated again, and nothing is
     // skipped.
     env.apply(&ifo_test_support::vm("tenant", &ns));
-    eventually(WAIT, "the object evaluated again", || {
-        condition(&rs, "ObjectsSkipped").filter(|c| c["status"] == "False")
-    });
-    let run = kubectl(env, &["get", "ifos", "-n", &ns]);
+    env.wait_ruleset_condition(&rs, "ObjectsSkipped", "False", WAIT);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
     assert!(!run.stderr.contains("Warning"), "{}", run.stderr);
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -379,46 +269,45 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
 #[test]
 fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     let env = env();
-    let ns = env.namespace("suspended");
-    let rs = format!("costly-{ns}");
-    env.apply(&costly_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("suspended", "costly", costly_ruleset);
     env.wait_watching(&rs);
     // Costly on every object: suspended.
     for i in 0..10 {
         env.apply(&costly_vm(&format!("heavy-{i}"), &ns, 0));
     }
     eventually(WAIT, "the ruleset suspended", || {
-        condition(&rs, "CostExceeded").filter(|c| c["reason"] == "Suspended")
+        env.ruleset_condition(&rs, "CostExceeded")
+            .filter(|c| c["reason"] == "Suspended")
     });
     let suspended = format!(
         "Warning: operations may be incomplete: virtualmachines.kubevirt.io/v1 is not evaluated by ruleset {rs}: it is suspended"
     );
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         eventually(WAIT, "a warning that the ruleset is suspended", || {
-            Some(kubectl(env, &["get", "ifos", "-n", &ns]))
+            Some(env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]))
                 .filter(|r| r.stderr.contains(&suspended))
         })
     }))
     .unwrap_or_else(|_| {
-        let run = kubectl(env, &["get", "ifos", "-n", &ns]);
-        let check = kubectl(env, &["ifo", "check", "-n", &ns]);
+        let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
+        let check = env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns]);
         panic!(
             "no warning; kubectl get says:\n{}{}\nkubectl ifo check exits {}",
             run.stdout, run.stderr, check.code
         )
     });
     println!("{}", run.stderr.trim());
-    let run = kubectl(env, &["ifo", "check", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("is suspended"), "{}", run.stderr);
-    let run = kubectl(env, &["ifo", "wait", "-n", &ns, "--timeout", "5s"]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "wait", "-n", &ns, "--timeout", "5s"]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     let current = "ifo_target_detection_current{group=\"kubevirt.io\",version=\"v1\",resource=\"virtualmachines\"} 0";
     assert!(env.metrics().contains(current), "{current} missing");
     // Another namespace is not affected.
     let other = env.namespace("suspended-other");
     assert!(
-        !kubectl(env, &["get", "ifos", "-n", &other])
+        !env.run_kubectl(User::Admin, &["get", "ifos", "-n", &other])
             .stderr
             .contains(&suspended)
     );
@@ -426,7 +315,7 @@ fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     // A new generation runs again, and the warning goes.
     env.apply(&ifo_test_support::vm_ruleset(&rs, &ns));
     eventually(WAIT, "check to answer again", || {
-        Some(kubectl(env, &["ifo", "check", "-n", &ns])).filter(|r| r.code != 2)
+        Some(env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])).filter(|r| r.code != 2)
     });
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

@@ -11,7 +11,7 @@
 //! after kube-apiserver's own event for the change.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually};
+use ifo_test_support::{Env, MIGRATING, Rule, RuleSet, clear_condition, env, eventually};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,23 +41,16 @@ const BATCH: usize = 50;
 /// A ruleset covering both namespaces: `Migrating` from the status, and a rule that is slow on
 /// an object with a large `spec.n` and detects nothing.
 fn ruleset(name: &str, namespaces: [&str; 2]) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": format!("c-{name}"),
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": namespaces,
-            "rules": [
-                {"operation": "Migrating",
-                 "expression": "object.?status.?printableStatus.orValue('') == 'Migrating'"},
-                {"operation": "Churning",
-                 "expression": "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)"},
-            ],
-        }
-    })
-    .to_string()
+    RuleSet::new(name)
+        .component(&format!("c-{name}"))
+        .vms()
+        .namespaces(&namespaces)
+        .rule(Rule::new("Migrating", MIGRATING))
+        .rule(Rule::new(
+            "Churning",
+            "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
+        ))
+        .to_string()
 }
 
 /// The tenant's VirtualMachine, at change `round`.
@@ -76,15 +69,9 @@ fn flooded(namespace: &str, round: usize) -> Value {
 
 /// The `Clear` condition of gate `gate`, read by `user`.
 fn clear(env: &Env, user: &str, gate: &str) -> Option<Value> {
-    let out = env
-        .kubectl_as(user, &["get", "gate", gate, "-o", "json"], None)
-        .ok()?;
-    let g: Value = serde_json::from_str(&out).ok()?;
-    g["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Clear")
-        .cloned()
+    env.gate_as(user, gate)
+        .map(|g| clear_condition(&g).clone())
+        .filter(|c| !c.is_null())
 }
 
 #[test]
@@ -174,7 +161,7 @@ fn a_tenant_flooding_her_object_neither_delays_nor_silences_another_namespace() 
     });
 
     std::thread::sleep(MIGRATION_AFTER);
-    env.set_status("vm", &ours, "vm-0", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ours, "vm-0", json!({"printableStatus": "Migrating"}));
     let (_, changed) = vms.until_timed(WAIT, "the VM's change", |ev| {
         ev["object"]["status"]["printableStatus"] == "Migrating"
     });

@@ -10,44 +10,17 @@
 //! gates of what the cluster has exist, so a test's node is a Node object of its own
 //! ([`Env::node`]), and its component is declared by its ruleset.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
 use serde_json::json;
 
-use ifo_test_support::{Env, env, eventually};
+use ifo_test_support::{
+    Env, busy_gadgets, clear_status, create_gadget_crd, env, eventually, grant_gadgets, start,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// kubectl as `user`, with the plugin's directory on PATH (for `kubectl ifo`).
-fn kubectl_cmd(env: &Env, user: User, args: &[&str]) -> Command {
-    let plugin = ifo_test_support::plugin_binary();
-    let dir = plugin.parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = env.cluster.kubectl(user);
-    cmd.env("PATH", path).args(args).stdin(Stdio::null());
-    cmd
-}
-
-fn kubectl(env: &Env, user: User, args: &[&str]) -> Run {
-    let out = kubectl_cmd(env, user, args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// A namespace, a node and a component of this test's own, with `vms` under a watching
 /// ruleset. Returns (namespace, node, component, ruleset).
@@ -60,18 +33,6 @@ fn scene(env: &Env, prefix: &str, vms: &[&str]) -> (String, String, String, Stri
     }
     env.wait_watching(&rs);
     (ns, node, component, rs)
-}
-
-fn gate_json(env: &Env, name: &str) -> serde_json::Value {
-    env.get_json(User::Admin, &["get", "gate", name])
-}
-
-fn clear_status(gate: &serde_json::Value) -> String {
-    gate["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-        .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
-        .unwrap_or_default()
 }
 
 fn wait_for_exit(
@@ -94,22 +55,12 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     let (ns, node, component, rs) = scene(env, "gate-wait", &["vm-0", "vm-1"]);
     let _node = env.node(&node);
     // A node with nothing in flight answers, and is clear.
-    let run = kubectl(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/node.{node}"),
-            "--timeout=30s",
-        ],
-    );
+    let run = env.wait_clear(&format!("node.{node}"), "30s");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("condition met"), "{}", run.stdout);
 
     for vm in ["vm-0", "vm-1"] {
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             vm,
             json!({"printableStatus": "Migrating", "nodeName": node}),
@@ -121,7 +72,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
         || {
             // Tests share the server: a verdict read while another test's target goes current
             // is Unknown for that read (see `FeedsBefore`); the gate settles on False.
-            Some(gate_json(env, &format!("node.{node}")))
+            Some(env.gate(&format!("node.{node}")))
                 .filter(|g| g["status"]["activeOperations"] == 2 && clear_status(g) == "False")
         },
     );
@@ -132,21 +83,8 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     );
 
     // The three lines of the README.
-    let mut wait = kubectl_cmd(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/node.{node}"),
-            "--timeout=120s",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let run = kubectl(env, User::Admin, &["get", "gates"]);
+    let mut wait = start(env.wait_clear_cmd(&format!("node.{node}"), "120s"));
+    let run = env.run_kubectl(User::Admin, &["get", "gates"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let header: Vec<&str> = run
         .stdout
@@ -176,8 +114,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
         Some("False".to_owned())
     );
     assert!(row("cluster").is_some(), "{}", run.stdout);
-    let run = kubectl(
-        env,
+    let run = env.run_kubectl(
         User::Admin,
         &[
             "get",
@@ -195,15 +132,13 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     );
 
     // One migration ends: the node is still blocked by the other.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Running", "nodeName": node}),
     );
     eventually(WAIT, "one migration left", || {
-        Some(gate_json(env, &format!("node.{node}")))
-            .filter(|g| g["status"]["activeOperations"] == 1)
+        Some(env.gate(&format!("node.{node}"))).filter(|g| g["status"]["activeOperations"] == 1)
     });
     assert!(
         wait.try_wait().unwrap().is_none(),
@@ -215,8 +150,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     let ifos = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&fieldSelector=spec.subject.name%3Dvm-1"
     ));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-1",
         json!({"printableStatus": "Running", "nodeName": node}),
@@ -235,24 +169,18 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
         late <= Duration::from_secs(2),
         "kubectl wait returned {late:?} after the operation ended"
     );
-    assert_eq!(
-        clear_status(&gate_json(env, &format!("node.{node}"))),
-        "True"
-    );
+    assert_eq!(clear_status(&env.gate(&format!("node.{node}"))), "True");
 
     // The plugin reads the same gate.
-    let run = kubectl(env, User::Admin, &["ifo", "check", "-A", "--node", &node]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-1",
         json!({"printableStatus": "Migrating", "nodeName": node}),
     );
-    eventually(WAIT, "the node gate blocked again", || {
-        Some(gate_json(env, &format!("node.{node}"))).filter(|g| clear_status(g) == "False")
-    });
-    let run = kubectl(env, User::Admin, &["ifo", "check", "-A", "--node", &node]);
+    env.wait_gate(&format!("node.{node}"), "False", WAIT);
+    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stderr.contains("not clear: 1 operation"),
@@ -260,7 +188,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
         run.stderr
     );
     assert!(run.stdout.contains("vm-1"), "{}", run.stdout);
-    let run = kubectl(env, User::Admin, &["ifo", "gates", &format!("node.{node}")]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "gates", &format!("node.{node}")]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout.contains(&format!("node.{node}   False   1")),
@@ -277,17 +205,11 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     let ns = env.namespace("gate-stale");
     let group = format!("{ns}.gates.example.com");
     let (component, rs) = (format!("c-{ns}"), format!("rs-{ns}"));
-    crate::staleness::create_crd(env, &group);
+    create_gadget_crd(env, &group);
     // The server may not read gadgets (nothing grants it): its watch fails.
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"{component}","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
-    ));
+    env.apply(&busy_gadgets(&rs, &component, &group, &ns));
     let gate = format!("component.{component}");
-    let json = eventually(WAIT, "the gate to be Unknown", || {
-        Some(gate_json(env, &gate)).filter(|g| clear_status(g) == "Unknown")
-    });
+    let json = env.wait_gate(&gate, "Unknown", WAIT);
     let condition = &json["status"]["conditions"][0];
     assert_eq!(condition["reason"], "Stale");
     assert!(
@@ -303,18 +225,9 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     );
 
     // Unknown never satisfies Clear=True.
-    let run = kubectl(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/{gate}"),
-            "--timeout=3s",
-        ],
-    );
+    let run = env.wait_clear(&gate, "3s");
     assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let run = kubectl(env, User::Admin, &["get", "gate", &gate]);
+    let run = env.run_kubectl(User::Admin, &["get", "gate", &gate]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let row: Vec<&str> = run
         .stdout
@@ -325,8 +238,7 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         .collect();
     assert_eq!(row[..3], [gate.as_str(), "Unknown", "0"], "{}", run.stdout);
     assert!(run.stdout.contains("not being watched"), "{}", run.stdout);
-    let run = kubectl(
-        env,
+    let run = env.run_kubectl(
         User::Admin,
         &["ifo", "check", "-A", "--component", &component],
     );
@@ -347,33 +259,19 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     ));
     env.wait_watching(&other);
     eventually(WAIT, "another component's gate not to be Unknown", || {
-        Some(gate_json(env, &format!("component.other-{ns}")))
-            .filter(|g| clear_status(g) != "Unknown")
+        Some(env.gate(&format!("component.other-{ns}"))).filter(|g| clear_status(g) != "Unknown")
     });
     env.kubectl(User::Admin, &["delete", "ors", &other])
         .unwrap();
 
     // Once the server may read gadgets, the gate clears: a running wait sees it.
-    let mut wait = kubectl_cmd(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/{gate}"),
-            "--timeout=120s",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut wait = start(env.wait_clear_cmd(&gate, "120s"));
     std::thread::sleep(Duration::from_secs(1));
     assert!(
         wait.try_wait().unwrap().is_none(),
         "kubectl wait returned on an Unknown gate"
     );
-    crate::staleness::grant_read(env, &ns, &group);
+    grant_gadgets(env, &ns, &group);
     let (status, _) =
         wait_for_exit(&mut wait, Duration::from_secs(100)).expect("the gate to clear");
     assert!(status.success());
@@ -403,7 +301,7 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
             "--timeout=5s",
         ],
     ] {
-        let run = kubectl(env, User::Alice, &args);
+        let run = env.run_kubectl(User::Alice, &args);
         assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
         assert!(run.stderr.contains("forbidden"), "{args:?}: {}", run.stderr);
     }
@@ -421,8 +319,7 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
     )
     .unwrap();
     let get_as_reader = || {
-        kubectl(
-            env,
+        env.run_kubectl(
             User::Admin,
             &["get", "gate", &format!("namespace.{ns}"), "--as", &reader],
         )
@@ -440,10 +337,10 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
         "{}",
         run.stdout
     );
-    let run = kubectl(env, User::Admin, &["get", "ifos", "-A", "--as", &reader]);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-A", "--as", &reader]);
     assert_ne!(run.code, 0, "the gate role grants gates only");
     // Malformed names are refused with the valid scopes.
-    let run = kubectl(env, User::Admin, &["get", "gate", "pod.x"]);
+    let run = env.run_kubectl(User::Admin, &["get", "gate", "pod.x"]);
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("node.<node>"), "{}", run.stderr);
     // Documented: `kubectl explain` (once the aggregator has our OpenAPI document).
@@ -461,7 +358,7 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
 /// `kubectl get gate <name>` fails with NotFound, saying why; `kubectl wait` on it fails; a list
 /// by name answers without it.
 fn assert_not_found(env: &Env, gate: &str, why: &str) {
-    let run = kubectl(env, User::Admin, &["get", "gate", gate]);
+    let run = env.run_kubectl(User::Admin, &["get", "gate", gate]);
     assert_ne!(run.code, 0, "{}", run.stdout);
     assert!(
         run.stderr.contains(&format!(
@@ -470,16 +367,7 @@ fn assert_not_found(env: &Env, gate: &str, why: &str) {
         "{}",
         run.stderr
     );
-    let run = kubectl(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/{gate}"),
-            "--timeout=5s",
-        ],
-    );
+    let run = env.wait_clear(gate, "5s");
     assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let list: serde_json::Value = serde_json::from_str(
         &env.kubectl(
@@ -502,16 +390,7 @@ fn wait_clear(env: &Env, gate: &str) {
         env.kubectl(User::Admin, &["get", "gate", gate, "-o", "name"])
             .ok()
     });
-    let run = kubectl(
-        env,
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Clear=True",
-            &format!("gate/{gate}"),
-            "--timeout=60s",
-        ],
-    );
+    let run = env.wait_clear(gate, "60s");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
 }
 
@@ -531,7 +410,7 @@ fn the_gate_of_a_node_namespace_or_component_the_cluster_does_not_have_is_not_fo
     // And goes with it.
     drop(created);
     eventually(WAIT, "the node's gate to be gone", || {
-        (kubectl(env, User::Admin, &["get", "gate", &gate]).code != 0).then_some(())
+        (env.run_kubectl(User::Admin, &["get", "gate", &gate]).code != 0).then_some(())
     });
     assert_not_found(env, &gate, &format!("the cluster has no node {node}"));
 
@@ -572,15 +451,13 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
     // Operations in flight: the list holds at least this test's four gates besides the cluster's.
     let (ns, node, component, rs) = scene(env, "gate-pages", &["vm-0"]);
     let _node = env.node(&node);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": node}),
     );
     eventually(WAIT, "the node gate to be blocked", || {
-        Some(gate_json(env, &format!("node.{node}")))
-            .filter(|g| g["status"]["activeOperations"] == 1)
+        Some(env.gate(&format!("node.{node}"))).filter(|g| g["status"]["activeOperations"] == 1)
     });
     let page = |query: &str| -> serde_json::Value {
         serde_json::from_str(
@@ -633,8 +510,7 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
         "{out}"
     );
     // A token that is not one of a gate list is refused.
-    let run = kubectl(
-        env,
+    let run = env.run_kubectl(
         User::Admin,
         &["get", "--raw", &format!("{GATES}?limit=1&continue=garbage")],
     );
@@ -655,15 +531,12 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     let name = format!("{}{name}", "n".repeat(74usize.saturating_sub(name.len())));
     assert!(name.len() >= 74, "{name}");
     let _node = env.node(&name);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Migrating", "nodeName": name}),
     );
-    let gate = eventually(WAIT, "the long-named node's gate held", || {
-        Some(gate_json(env, &format!("node.{name}"))).filter(|g| clear_status(g) == "False")
-    });
+    let gate = env.wait_gate(&format!("node.{name}"), "False", WAIT);
     assert_eq!(gate["status"]["activeOperations"], 1, "{gate}");
     // The label is a valid label value standing for it, not the name.
     let op = &env.ifos(&ns)[0];
@@ -673,20 +546,14 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     assert!(label.len() <= 63 && label != name, "{label}");
     // Another test's new ruleset makes every node's gate Unknown for a moment: check again.
     let run = eventually(WAIT, "kubectl ifo check --node to answer", || {
-        Some(kubectl(
-            env,
-            User::Admin,
-            &["ifo", "check", "--node", &name],
-        ))
-        .filter(|r| r.code != 2)
+        Some(env.run_kubectl(User::Admin, &["ifo", "check", "--node", &name]))
+            .filter(|r| r.code != 2)
     });
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("vm-0"), "{}", run.stdout);
 
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
-    eventually(WAIT, "the long-named node's gate clear", || {
-        Some(gate_json(env, &format!("node.{name}"))).filter(|g| clear_status(g) == "True")
-    });
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
+    env.wait_gate(&format!("node.{name}"), "True", WAIT);
 }
 
 /// The Flux health check of docs/operating.md (`healthCheckExprs`), evaluated as Flux evaluates
@@ -721,20 +588,16 @@ fn the_documented_flux_health_check_reads_served_gates() {
     let (ns, node, _, rs) = scene(env, "gate-flux", &["vm-0"]);
     let _node = env.node(&node);
     let gate = format!("node.{node}");
-    let clear = gate_json(env, &gate);
+    let clear = env.gate(&gate);
     assert_eq!(clear_status(&clear), "True");
     assert!(holds(&current, &clear) && !holds(&in_progress, &clear));
 
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"nodeName": node, "printableStatus": "Migrating"}),
     );
-    let busy = eventually(WAIT, "the node's gate to be False", || {
-        let g = gate_json(env, &gate);
-        (clear_status(&g) == "False").then_some(g)
-    });
+    let busy = env.wait_gate(&gate, "False", WAIT);
     assert!(!holds(&current, &busy) && holds(&in_progress, &busy));
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually, node_vm_ruleset, vm};
+use ifo_test_support::{Env, Rule, RuleSet, env, eventually, node_vm_ruleset, vm};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -64,21 +64,11 @@ pub(crate) fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
 /// A VM of `ns` migrating on `node`, or not.
 fn migrating(env: &Env, ns: &str, name: &str, node: &str, on: bool) {
     let state = if on { "Migrating" } else { "Running" };
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         ns,
         name,
         json!({"nodeName": node, "printableStatus": state}),
     );
-}
-
-fn clear_status(env: &Env, node: &str) -> String {
-    let gate = env.get_json(User::Admin, &["get", "gate", &format!("node.{node}")]);
-    gate["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-        .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
-        .unwrap_or_default()
 }
 
 /// A refusal as every drain tool retries it: 429, from the guard's webhook.
@@ -126,9 +116,7 @@ fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
     .unwrap();
     pod_on(env, &tenant, "app", &node_name);
     migrating(env, &ops, "secret-vm", &node_name, true);
-    eventually(WAIT, "the node's gate to be False", || {
-        (clear_status(env, &node_name) == "False").then_some(())
-    });
+    env.wait_gate(&format!("node.{node_name}"), "False", WAIT);
 
     let held = eventually(WAIT, "the guard to hold alice's eviction", || {
         let e = evict(env, User::Alice, &tenant, "app");
@@ -155,9 +143,7 @@ fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
 
     // The migration ends: once the node is clear (after the grace), the eviction goes through.
     migrating(env, &ops, "secret-vm", &node_name, false);
-    eventually(WAIT, "the node's gate to be Clear", || {
-        (clear_status(env, &node_name) == "True").then_some(())
-    });
+    env.wait_gate(&format!("node.{node_name}"), "True", WAIT);
     let cleared = Instant::now();
     let e = evict(env, User::Alice, &tenant, "app");
     assert!(e.ok, "held after the node cleared: {}", e.stderr);
@@ -187,27 +173,20 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     // object is on cannot be vouched for.
     let rs = format!("rs-{ns}");
     env.apply(
-        &json!({
-            "apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
-            "metadata": {"name": rs},
-            "spec": {
-                "component": format!("c-{ns}"),
-                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-                "namespaces": [ns],
-                "labelExpressions": [{"key": "ifo.kubevirt.io/node", "expression": "object.?status.?nodeName.orValue('')"}],
-                "rules": [{"operation": "Busy", "expression": "object.metadata.name"}],
-            }
-        })
-        .to_string(),
+        &RuleSet::vms_of(&rs, &format!("c-{ns}"), &ns)
+            .label_expression(
+                "ifo.kubevirt.io/node",
+                "object.?status.?nodeName.orValue('')",
+            )
+            .rule(Rule::new("Busy", "object.metadata.name"))
+            .to_string(),
     );
     env.apply(&vm("vm-0", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm-0", json!({"nodeName": node_name}));
+    env.set_vm_status(&ns, "vm-0", json!({"nodeName": node_name}));
     pod_on(env, &ns, "p1", &node_name);
     pod_on(env, &ns, "p2", &node_name);
-    eventually(WAIT, "the node's gate to be Unknown", || {
-        (clear_status(env, &node_name) == "Unknown").then_some(())
-    });
+    env.wait_gate(&format!("node.{node_name}"), "Unknown", WAIT);
     let held = eventually(WAIT, "the guard to hold the eviction", || {
         let e = evict(env, User::Admin, &ns, "p1");
         (!e.ok && e.stderr.contains("not known to be clear")).then_some(e)

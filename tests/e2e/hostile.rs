@@ -63,13 +63,7 @@ fn tls(env: &Env, port: u16, alpn: &[u8]) -> openssl::ssl::SslStream<TcpStream> 
 
 /// The resident memory of process `pid`, in bytes.
 fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kib * 1024
+    ifo_test_support::rss_kib(pid) * 1024
 }
 
 #[test]
@@ -280,9 +274,7 @@ fn control_characters(output: &str) -> Vec<char> {
 #[test]
 fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
     let env = env();
-    let ns = env.namespace("spoof");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("spoof", "vm-rules", vm_ruleset);
     // An owner whose kind and name carry escape sequences (kube-apiserver does not check them).
     let mut owned: Value = serde_json::from_str(&vm("vm1", &ns)).unwrap();
     owned["metadata"]["ownerReferences"][0]["kind"] = json!("Pool\u{1b}[2J\u{1b}[H");
@@ -291,8 +283,7 @@ fn kubectl_ifo_prints_no_control_characters_from_the_cluster() {
     env.wait_watching(&rs);
     // The message copies migrationTarget: a line that rewrites the terminal.
     let target = "node-9\r\u{1b}[1A\u{1b}[2K\u{1b}[32mSAFE\u{1b}[0m\u{7f}\u{0}\u{8}";
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": target}),

@@ -19,7 +19,8 @@ fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
 }
 
-fn holder(env: &Env, lease: &str) -> String {
+/// `field` of the Lease `lease` (a JSONPath, e.g. `.spec.holderIdentity`).
+fn lease_field(env: &Env, lease: &str, field: &str) -> anyhow::Result<String> {
     env.kubectl(
         User::Admin,
         &[
@@ -29,10 +30,13 @@ fn holder(env: &Env, lease: &str) -> String {
             "lease",
             lease,
             "-o",
-            "jsonpath={.spec.holderIdentity}",
+            &format!("jsonpath={{{field}}}"),
         ],
     )
-    .unwrap_or_default()
+}
+
+fn holder(env: &Env, lease: &str) -> String {
+    lease_field(env, lease, ".spec.holderIdentity").unwrap_or_default()
 }
 
 #[test]
@@ -136,6 +140,27 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
     assert_eq!(event["object"]["code"], 410, "{body}");
 }
 
+/// Waits up to `within` for the `standby` to serve lists, and checks that it did within 5 s of
+/// `since`, when the leader went (`what`): else `why`.
+fn takes_over_at_once(
+    env: &Env,
+    standby: &Replica,
+    since: Instant,
+    within: Duration,
+    what: &str,
+    why: &str,
+) {
+    eventually(within, "the standby serving", || {
+        (get(env, standby.port, LIST).0 == "200").then_some(())
+    });
+    let took = since.elapsed();
+    println!("{what}: {took:?}");
+    assert!(
+        took <= Duration::from_secs(5),
+        "{what} took {took:?}: {why}"
+    );
+}
+
 #[test]
 fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     let env = env();
@@ -152,14 +177,13 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
     assert_eq!(sent, 0);
     let stopped = Instant::now();
-    eventually(Duration::from_secs(15), "the standby serving", || {
-        (get(env, replicas[standby].port, LIST).0 == "200").then_some(())
-    });
-    let handover = stopped.elapsed();
-    println!("handover after SIGTERM: {handover:?}");
-    assert!(
-        handover <= Duration::from_secs(5),
-        "handover took {handover:?}: the lease was not released"
+    takes_over_at_once(
+        env,
+        &replicas[standby],
+        stopped,
+        Duration::from_secs(15),
+        "handover after SIGTERM",
+        "the lease was not released",
     );
     let released_to = holder(env, &lease);
     assert!(!released_to.is_empty());
@@ -217,22 +241,11 @@ fn report_ended(env: &Env, pod: &str, finished: jiff::Timestamp) {
 
 /// The Lease's `spec.acquireTime`.
 fn acquired(env: &Env, lease: &str) -> jiff::Timestamp {
-    env.kubectl(
-        User::Admin,
-        &[
-            "-n",
-            "ifo-system",
-            "get",
-            "lease",
-            lease,
-            "-o",
-            "jsonpath={.spec.acquireTime}",
-        ],
-    )
-    .unwrap()
-    .trim()
-    .parse()
-    .unwrap()
+    lease_field(env, lease, ".spec.acquireTime")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -249,14 +262,13 @@ fn a_crash_kubelet_reports_hands_over_without_waiting_for_the_lease_to_expire() 
     replicas[leader].process.kill();
     let killed = Instant::now();
     report_ended(env, &replicas[leader].pod, jiff::Timestamp::now());
-    eventually(Duration::from_secs(20), "the standby serving", || {
-        (get(env, replicas[standby].port, LIST).0 == "200").then_some(())
-    });
-    let failover = killed.elapsed();
-    println!("failover after a crash kubelet reported: {failover:?} (lease duration 60s)");
-    assert!(
-        failover <= Duration::from_secs(5),
-        "failover took {failover:?}: the lease was waited for"
+    takes_over_at_once(
+        env,
+        &replicas[standby],
+        killed,
+        Duration::from_secs(20),
+        "failover after a crash kubelet reported (lease duration 60s)",
+        "the lease was waited for",
     );
     let new_holder = holder(env, &lease);
     assert!(

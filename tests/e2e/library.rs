@@ -12,7 +12,7 @@
 //! shipped names. The tests here share that namespace and tell their subjects apart by name.
 
 use ifo_dev::User;
-use ifo_test_support::{WatchStream, env};
+use ifo_test_support::{WatchStream, clear_status, env};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
@@ -885,7 +885,7 @@ fn node_maintenance_drain_is_a_cluster_operation() {
 
 /// The operations `gate/<gate>` names, as `kind name` of their subjects, and its `Clear` status.
 fn gate_holds(gate: &str) -> (Vec<String>, String) {
-    let gate = env().get_json(User::Admin, &["get", "gate", gate]);
+    let gate = env().gate(gate);
     let held = gate["status"]["operations"]
         .as_array()
         .into_iter()
@@ -899,15 +899,7 @@ fn gate_holds(gate: &str) -> (Vec<String>, String) {
             )
         })
         .collect();
-    let clear = gate["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Clear")
-        .and_then(|c| c["status"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    (held, clear)
+    (held, clear_status(&gate).to_owned())
 }
 
 /// Waits until `gate` is not clear (`Clear=False`) and names `operation` on `subject`'s object.

@@ -1,9 +1,8 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
 use ifo_dev::User;
-use ifo_test_support::{env, eventually, populated, vm};
+use ifo_test_support::{OPERATION_COLUMNS, env, eventually, populated, start, vm};
 use serde_json::json;
-use std::process::Stdio;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -23,19 +22,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         .kubectl(User::Admin, &["get", "ifos", "-n", &ns])
         .unwrap();
     let rows = lines(&out);
-    assert_eq!(
-        rows[0],
-        [
-            "NAME",
-            "KIND",
-            "SUBJECT",
-            "OPERATION",
-            "PHASE",
-            "AGE",
-            "MESSAGE"
-        ],
-        "{out}"
-    );
+    assert_eq!(rows[0].join(" "), OPERATION_COLUMNS, "{out}");
     assert_eq!(rows.len(), 3, "{out}");
     let vm1 = rows
         .iter()
@@ -156,59 +143,39 @@ fn kubectl_get_prints_tables_lists_and_objects() {
 fn label_and_field_selectors_filter_and_bad_ones_are_rejected() {
     let env = env();
     let (ns, rs) = populated(env, "sel");
-    let by_label = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+    // Each selector, and the operations it selects: (subject, operation).
+    for (flag, selector, selected) in [
+        (
             "-l",
             "ifo.kubevirt.io/operation=Migrating",
-        ],
-    );
-    let items = by_label["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["spec"]["subject"]["name"], "vm1");
-    let not_in = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+            &[("vm1", "Migrating")][..],
+        ),
+        (
             "-l",
             "ifo.kubevirt.io/operation notin (Migrating)",
-        ],
-    );
-    assert_eq!(not_in["items"][0]["spec"]["operation"], "Starting");
-
-    let by_field = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
+            &[("vm2", "Starting")],
+        ),
+        (
             "--field-selector",
             "spec.operation=Starting,status.phase=Active",
-        ],
-    );
-    let items = by_field["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["spec"]["subject"]["name"], "vm2");
-    let none = env.get_json(
-        User::Admin,
-        &[
-            "get",
-            "ifos",
-            "-n",
-            &ns,
-            "--field-selector",
-            "status.phase=Completed",
-        ],
-    );
-    assert!(none["items"].as_array().unwrap().is_empty());
+            &[("vm2", "Starting")],
+        ),
+        ("--field-selector", "status.phase=Completed", &[]),
+    ] {
+        let list = env.get_json(User::Admin, &["get", "ifos", "-n", &ns, flag, selector]);
+        let got: Vec<(&str, &str)> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["spec"]["subject"]["name"].as_str().unwrap(),
+                    o["spec"]["operation"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, selected, "{flag} {selector}");
+    }
 
     let bad_field = env
         .kubectl(
@@ -238,15 +205,7 @@ fn label_and_field_selectors_filter_and_bad_ones_are_rejected() {
 fn kubectl_watch_streams_changes_and_selector_watch_sees_rows_leave() {
     let env = env();
     let (ns, rs) = populated(env, "watch");
-    let spawn = |args: &[&str]| {
-        env.cluster
-            .kubectl(User::Admin)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |args: &[&str]| start(env.kubectl_cmd(User::Admin, args));
     let all = spawn(&["get", "ifos", "-n", &ns, "-w", "--request-timeout=0"]);
     let active = spawn(&[
         "get",
@@ -260,14 +219,13 @@ fn kubectl_watch_streams_changes_and_selector_watch_sees_rows_leave() {
         "name",
     ]);
     std::thread::sleep(Duration::from_secs(2));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-7"}),
     );
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     // Grace is 3 s: Completed, then removed.
     eventually(WAIT, "vm1's operation removed", || {
         (!env
@@ -509,7 +467,7 @@ fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
 
         // A new operation.
         env.apply(&vm("vm3", &ns));
-        env.set_status("vm", &ns, "vm3", json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, "vm3", json!({"printableStatus": "Starting"}));
         loop {
             match next().await {
                 Event::Apply(op) if subject_of(&op) == "vm3" => {
@@ -523,7 +481,7 @@ fn kube_rs_watcher_with_streaming_lists_gets_the_initial_state_then_changes() {
 
         // vm2's operation ends: shown as ending during its grace, once as Completed, then
         // deleted.
-        env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Running"}));
+        env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Running"}));
         let mut completed = None;
         loop {
             match next().await {

@@ -133,7 +133,7 @@ fn metrics_follow_operations_as_they_start_and_end() {
             json!({"printableStatus": "Starting", "nodeName": "worker-b"}),
         ),
     ] {
-        env.set_status("vm", &ns, vm, status);
+        env.set_vm_status(&ns, vm, status);
     }
     let during = eventually(WAIT, "three operations in the gauge", || {
         let s = scrape(env);
@@ -203,14 +203,13 @@ fn metrics_follow_operations_as_they_start_and_end() {
     assert!(select(&during, "ifo_operations_completed_total", &mine).is_empty());
 
     // vm1's migration succeeds, vm2's fails, vm3 has started (no outcome expression: Unknown).
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
-    env.set_status(
-        "vm",
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(
         &ns,
         "vm2",
         json!({"printableStatus": "Running", "lastMigration": "Failed"}),
     );
-    env.set_status("vm", &ns, "vm3", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm3", json!({"printableStatus": "Running"}));
     // Still active during the debounce (3 s in these tests), then gone from the gauge.
     let after = eventually(WAIT, "the gauge back to nothing", || {
         let s = scrape(env);
@@ -336,9 +335,7 @@ fn metrics_follow_operations_as_they_start_and_end() {
 #[test]
 fn a_busy_rulesets_status_is_written_at_its_interval_not_at_every_change() {
     let env = env();
-    let ns = env.namespace("writes");
-    let rs = format!("writes-{ns}");
-    env.apply(&ifo_test_support::vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("writes", "writes", ifo_test_support::vm_ruleset);
     env.wait_watching(&rs);
     // What a new ruleset writes at once (Ready, the first counts) is done.
     std::thread::sleep(Duration::from_secs(6));
@@ -357,7 +354,7 @@ fn a_busy_rulesets_status_is_written_at_its_interval_not_at_every_change() {
     while started.elapsed() < Duration::from_secs(20) {
         let name = format!("vm-{started_vms}");
         env.apply(&vm(&name, &ns));
-        env.set_status("vm", &ns, &name, json!({"printableStatus": "Starting"}));
+        env.set_vm_status(&ns, &name, json!({"printableStatus": "Starting"}));
         started_vms += 1;
         std::thread::sleep(Duration::from_millis(500));
     }

@@ -43,7 +43,7 @@ fn migrating_vm(env: &Env, prefix: &str) -> (String, String, String) {
     env.apply(&vm_ruleset(&rs, &ns));
     env.apply(&vm(&name, &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, &name, json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, &name, json!({"printableStatus": "Migrating"}));
     eventually(WAIT, "the migration in flight", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 1)
     });

@@ -2,76 +2,28 @@
 //! on PATH), as admin and as a user who may only read one namespace.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually};
+use ifo_test_support::{Env, OPERATION_COLUMNS, Run, env, eventually, lines_of, populated, start};
 use serde_json::{Value, json};
-use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn finish(out: std::process::Output) -> Run {
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn plugin_cmd(env: &Env, user: User, args: &[&str]) -> Command {
-    let mut cmd = Command::new(ifo_test_support::plugin_binary());
-    cmd.env("KUBECONFIG", env.cluster.kubeconfig(user))
-        .args(args)
-        .stdin(Stdio::null());
-    cmd
-}
-
 fn plugin(env: &Env, user: User, args: &[&str]) -> Run {
-    finish(plugin_cmd(env, user, args).output().unwrap())
+    env.plugin_cmd(user, args).output().unwrap().into()
 }
 
 /// `kubectl ifo ...` as admin: kubectl finds `kubectl-ifo` on PATH.
 fn kubectl_ifo_cmd(env: &Env, args: &[&str]) -> Command {
-    let plugin = ifo_test_support::plugin_binary();
-    let dir = plugin.parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = env.cluster.kubectl(User::Admin);
-    cmd.env("PATH", path)
-        .arg("ifo")
-        .args(args)
-        .stdin(Stdio::null());
-    cmd
+    let mut all = vec!["ifo"];
+    all.extend_from_slice(args);
+    env.kubectl_cmd(User::Admin, &all)
 }
 
 /// [`kubectl_ifo_cmd`], run to the end.
 fn kubectl_ifo(env: &Env, args: &[&str]) -> Run {
-    finish(kubectl_ifo_cmd(env, args).output().unwrap())
-}
-
-/// The lines a running command prints, as they come.
-fn lines_of(child: &mut std::process::Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
+    kubectl_ifo_cmd(env, args).output().unwrap().into()
 }
 
 /// Reads lines until one satisfies `pred`; panics naming `what` after [`WAIT`].
@@ -102,14 +54,7 @@ fn active_count(env: &Env, ns: &str) -> usize {
 #[test]
 fn plugin_lists_explains_groups_and_counts_operations() {
     let env = env();
-    let (ns, rs) = env.vms_with_ruleset("plugin-list", &["vm1", "vm2"]);
-    env.set_status(
-        "vm",
-        &ns,
-        "vm1",
-        json!({"printableStatus": "Migrating", "migrationTarget": "node-9"}),
-    );
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    let (ns, rs) = populated(env, "plugin-list");
     eventually(WAIT, "two operations", || {
         (active_count(env, &ns) == 2).then_some(())
     });
@@ -119,16 +64,8 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
-        words(lines[0]),
-        [
-            "NAME",
-            "KIND",
-            "SUBJECT",
-            "OPERATION",
-            "PHASE",
-            "AGE",
-            "MESSAGE"
-        ],
+        words(lines[0]).join(" "),
+        OPERATION_COLUMNS,
         "{}",
         run.stdout
     );
@@ -284,7 +221,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
         run.stdout
     );
 
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     eventually(WAIT, "migration", || {
         (active_count(env, &ns) == 1).then_some(())
     });
@@ -324,14 +261,10 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     assert!(run.stdout.contains("vm1"), "{}", run.stdout);
 
     // wait returns once the migration ends (after the 3 s debounce).
-    let waiter = plugin_cmd(env, User::Admin, &["wait", "-n", &ns, "--timeout", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "-n", &ns, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
-    let run = finish(waiter.wait_with_output().unwrap());
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
+    let run = Run::from(waiter.wait_with_output().unwrap());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("waiting for 1 operation to complete"),
@@ -352,18 +285,19 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
 fn plugin_watch_streams_rows_as_operations_change() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-watch", &["vm1"]);
-    let mut child = plugin_cmd(env, User::Admin, &["-n", &ns, "-w"])
+    let mut child = env
+        .plugin_cmd(User::Admin, &["-n", &ns, "-w"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let rx = lines_of(&mut child);
     until(&rx, "header", &|l| words(l).first() == Some(&"NAME"));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     until(&rx, "migration", &|l| {
         words(l).get(2..5) == Some(&["vm1", "Migrating", "Active"][..])
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     until(&rx, "completion", &|l| {
         words(l).get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
     });
@@ -377,7 +311,7 @@ fn plugin_respects_rbac_with_clear_errors() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-rbac", &["vm1"]);
     let other = env.namespace("plugin-rbac-other");
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
     env.grant_alice_view(&ns);
     let run = eventually(WAIT, "alice sees her namespace's operation", || {
         Some(plugin(env, User::Alice, &["-n", &ns]))
@@ -553,15 +487,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stdout.contains("vmi-c"), "{}", run.stdout);
     // …and returns once the one concerning the node ends, while the other still runs.
-    let waiter = plugin_cmd(
-        env,
-        User::Admin,
-        &["wait", "--node", &b, "--timeout", "60s"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &b, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
     env.set_status(
         "vmi",
@@ -571,7 +497,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
             "sourceNode": a, "targetNode": b, "startTimestamp": "2026-01-01T00:00:00Z",
             "endTimestamp": "2026-01-01T00:01:00Z", "completed": true}}),
     );
-    let mut run = finish(waiter.wait_with_output().unwrap());
+    let mut run = Run::from(waiter.wait_with_output().unwrap());
     if unvouched(&run) {
         run = vouched(|| kubectl_ifo(env, &["wait", "--node", &b, "--timeout", "30s"]));
     }
@@ -604,21 +530,9 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     let gate = format!("node.{node}");
-    // The gate's Clear status, once it is served (the server may not have seen the node yet).
-    let clear = |want: &str| {
-        let out = env
-            .kubectl(User::Admin, &["get", "gate", &gate, "-o", "json"])
-            .ok()?;
-        let g: Value = serde_json::from_str(&out).ok()?;
-        g["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-            .is_some_and(|c| c["status"] == want)
-            .then_some(())
-    };
-
-    // Nothing in flight yet: clear, in every namespace.
-    eventually(WAIT, "the node's gate to be clear", || clear("True"));
+    // Nothing in flight yet: clear, in every namespace (the gate is read once it is served:
+    // the server may not have seen the node yet).
+    env.wait_gate(&gate, "True", WAIT);
     let run = vouched(|| kubectl_ifo(env, &["check", "--node", &node]));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
@@ -628,13 +542,12 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
         run.stdout
     );
 
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "nodeName": node}),
     );
-    eventually(WAIT, "the node's gate to be blocked", || clear("False"));
+    env.wait_gate(&gate, "False", WAIT);
 
     // The kubeconfig's namespace is `default` (no -A): the node's gate answers anyway.
     for run in [
@@ -687,23 +600,14 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     assert!(run.stdout.contains("vm1"), "{}", run.stdout);
 
     // It returns 0 once the migration ends.
-    let waiter = plugin_cmd(
-        env,
-        User::Admin,
-        &["wait", "--node", &node, "--timeout", "60s"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &node, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Running", "nodeName": node}),
     );
-    let mut run = finish(waiter.wait_with_output().unwrap());
+    let mut run = Run::from(waiter.wait_with_output().unwrap());
     if unvouched(&run) {
         run = vouched(|| kubectl_ifo(env, &["wait", "--node", &node, "--timeout", "30s"]));
     }
@@ -733,14 +637,14 @@ fn plugin_watch_view_redraws_the_current_state() {
     until(&rx, "the empty view", &|l| {
         l.starts_with("0 operations in flight")
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     until(&rx, "a redraw with one operation", &|l| {
         l.starts_with("1 operation in flight")
     });
     until(&rx, "the tree line", &|l| {
         l.starts_with("    VirtualMachine/vm1") && l.contains("Migrating")
     });
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     until(&rx, "the view empty again", &|l| {
         l.starts_with("0 operations in flight")
     });
@@ -756,7 +660,7 @@ fn plugin_watch_view_redraws_the_current_state() {
 fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-flags", &["vm1"]);
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
     eventually(WAIT, "the operation", || {
         (active_count(env, &ns) == 1).then_some(())
     });
@@ -863,7 +767,7 @@ fn no_surface_says_overdue_during_the_grace() {
     );
     env.apply(&ifo_test_support::vm("vm-0", &ns));
     env.wait_watching(&rs);
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Copying"}));
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
     let op = eventually(WAIT, "the copy detected", || {
         env.ifos(&ns)
             .into_iter()
@@ -872,8 +776,7 @@ fn no_surface_says_overdue_during_the_grace() {
     // Half done a second in: the progress says it ends a second later, so it soon runs past
     // that end while active.
     std::thread::sleep(Duration::from_secs(1));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm-0",
         json!({"printableStatus": "Copying", "pct": 50}),
@@ -895,7 +798,7 @@ fn no_surface_says_overdue_during_the_grace() {
     let watch = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
     ));
-    env.set_status("vm", &ns, "vm-0", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     let events = watch.until(WAIT, "the copy in its grace", |e| {
         e["object"]["status"]["gracePeriodEnd"].is_string()
     });

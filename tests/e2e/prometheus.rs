@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use crate::staleness::{create_crd, grant_read};
-use ifo_test_support::{Env, env, vm};
+use ifo_test_support::{
+    Env, Rule, RuleSet, busy_gadgets, clear_status, create_gadget_crd, env, grant_gadgets, vm,
+};
 
 const WAIT: Duration = Duration::from_secs(45);
 /// A failed watch is retried with a fresh list after a backoff (at once on a CRD change).
@@ -364,15 +365,22 @@ fn in_range(
 }
 
 fn ruleset(rs: &str, ns: &str, component: &str) -> String {
-    format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"{component}","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "labelExpressions":[{{"key":"ifo.kubevirt.io/node","expression":"object.?status.?nodeName.orValue('')"}}],
- "rules":[{{"operation":"Migrating","expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "stalled":"object.?status.?stuck.orValue(false)",
-   "outcome":"object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'"}}]}}}}"#
-    )
+    RuleSet::vms_of(rs, component, ns)
+        .label_expression(
+            "ifo.kubevirt.io/node",
+            "object.?status.?nodeName.orValue('')",
+        )
+        .rule(
+            Rule::new(
+                "Migrating",
+                "object.?status.?printableStatus.orValue('') == 'Migrating'",
+            )
+            .set("stalled", "object.?status.?stuck.orValue(false)")
+            .outcome(
+                "object.?status.?lastMigration.orValue('') == 'Failed' ? 'Failed' : 'Succeeded'",
+            ),
+        )
+        .to_string()
 }
 
 /// The live API's view of this test's operations.
@@ -444,12 +452,13 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     }
     // A target of its own, to stop watching later.
     let gadgets_rs = format!("gadgets-{ns}");
-    create_crd(env, &group);
-    grant_read(env, &ns, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{gadgets_rs}"}},
-"spec":{{"component":"gadgets-{ns}","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
+    create_gadget_crd(env, &group);
+    grant_gadgets(env, &ns, &group);
+    env.apply(&busy_gadgets(
+        &gadgets_rs,
+        &format!("gadgets-{ns}"),
+        &group,
+        &ns,
     ));
     env.wait_watching(&rs);
     env.wait_watching(&gadgets_rs);
@@ -463,8 +472,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     // Phase 1: six migrations on the test's node, one of them stalled by its rule.
     for name in VMS {
         let stuck = name == "vm6";
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             name,
             json!({"printableStatus": "Migrating", "nodeName": node, "stuck": stuck}),
@@ -477,21 +485,10 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     let l = live(env, &ns);
     let (active, stalled) = (l.active as f64, l.stalled as f64);
     let gate_name = format!("node.{node}");
-    let clear_status = |gate: &serde_json::Value| {
-        gate["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-            .and_then(|c| c["status"].as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
     // Tests share the server: while another test's target is not current, every node's gate
     // is Unknown (any target may feed it); the gate settles on False.
-    let gate = ifo_test_support::eventually(WAIT, "the node's gate to be False", || {
-        Some(env.get_json(User::Admin, &["get", "gate", &gate_name]))
-            .filter(|g| clear_status(g) == "False")
-    });
-    let gate_status = clear_status(&gate);
+    let gate = env.wait_gate(&gate_name, "False", WAIT);
+    let gate_status = clear_status(&gate).to_owned();
     let gate_active = gate["status"]["activeOperations"].as_f64().unwrap();
     assert!(
         gate["status"]["expectedClearTime"].is_null(),
@@ -543,7 +540,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         none_with(s, &[("gate", &gate_name)])
     });
     c.check("Cluster gate A", WAIT, |s| {
-        let status = clear_status(&env.get_json(User::Admin, &["get", "gate", "cluster"]));
+        let status = clear_status(&env.gate("cluster")).to_owned();
         value_is(s, &[("status", &status)], 1.0)
     });
     // The README's gates: not safe while the node (and component) have operations in flight.
@@ -733,8 +730,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     // Phase 2: five succeed, the stalled one fails, and fails again; the node is clear. The first
     // completion of each outcome comes first: a counter's first sample has no increase to show.
     let end = |name: &str, outcome: &str| {
-        env.set_status(
-            "vm",
+        env.set_vm_status(
             &ns,
             name,
             json!({"printableStatus": "Running", "lastMigration": outcome, "stuck": false}),
@@ -752,8 +748,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     ifo_test_support::eventually(WAIT, "all ended", || {
         (live(env, &ns).active == 0).then_some(())
     });
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm6",
         json!({"printableStatus": "Migrating", "lastMigration": ""}),

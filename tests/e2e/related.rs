@@ -5,7 +5,7 @@
 //! Tests share the cluster: the namespace, the nodes and the ruleset are this test's own.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually, vm};
+use ifo_test_support::{Env, MIGRATING, Rule, RuleSet, clear_condition, env, eventually, vm};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -15,17 +15,12 @@ const MOVE: Duration = Duration::from_secs(10);
 
 /// VM rules for `ns`, whose node labels come from the VMI of the same name.
 fn related_ruleset(name: &str, ns: &str) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "component": format!("c-{ns}"),
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [ns],
-            "exclusive": true,
-            "labelExpressions": [{"key": "ifo.kubevirt.io/vm", "expression": "object.metadata.name"}],
-            "related": [{
+    RuleSet::vms_of(name, &format!("c-{ns}"), ns)
+        .spec("exclusive", true)
+        .label_expression("ifo.kubevirt.io/vm", "object.metadata.name")
+        .spec(
+            "related",
+            json!([{
                 "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachineinstances"},
                 "match": "SameName",
                 "labelExpressions": [
@@ -33,16 +28,14 @@ fn related_ruleset(name: &str, ns: &str) -> String {
                     {"key": "ifo.kubevirt.io/target-node",
                      "expression": "object.?status.?migrationState.?targetNode.orValue('')"},
                 ],
-            }],
-            "rules": [
-                {"operation": "Stopping",
-                 "expression": "object.?status.?printableStatus.orValue('') == 'Stopping'"},
-                {"operation": "Migrating",
-                 "expression": "object.?status.?printableStatus.orValue('') == 'Migrating'"},
-            ],
-        },
-    })
-    .to_string()
+            }]),
+        )
+        .rule(Rule::new(
+            "Stopping",
+            "object.?status.?printableStatus.orValue('') == 'Stopping'",
+        ))
+        .rule(Rule::new("Migrating", MIGRATING))
+        .to_string()
 }
 
 /// A VirtualMachineInstance `name` in `namespace` (of the test cluster's minimal CRD).
@@ -58,12 +51,8 @@ fn vmi(name: &str, namespace: &str) -> String {
 
 /// The `Clear` condition of gate `name`: (status, message).
 fn clear(env: &Env, name: &str) -> (String, String) {
-    let gate = env.get_json(User::Admin, &["get", "gate", name]);
-    let condition = gate["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let gate = env.gate(name);
+    let condition = clear_condition(&gate);
     let text = |field: &str| condition[field].as_str().unwrap_or_default().to_owned();
     (text("status"), text("message"))
 }
@@ -124,7 +113,7 @@ fn a_vm_s_operation_is_on_the_node_of_its_vmi_and_follows_it() {
     wait_gate(env, &format!("node.{node_a}"), None, WAIT);
 
     // The VM stops: its operation is on its VMI's node.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Stopping"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Stopping"}));
     eventually(WAIT, "the VM's operation listed on its VMI's node", || {
         let found = on_node(env, &ns, &node_a);
         (found == [("Stopping".to_owned(), "vm1".to_owned())]).then_some(())
@@ -151,7 +140,7 @@ fn a_vm_s_operation_is_on_the_node_of_its_vmi_and_follows_it() {
     assert!(on_node(env, &ns, &node_a).is_empty());
 
     // The VM stopped: the operation ends, and both gates are clear.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Stopped"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Stopped"}));
     eventually(WAIT, "the VM's operation to end", || {
         env.ifos(&ns).is_empty().then_some(())
     });

@@ -2,34 +2,17 @@
 //! moving through states produce, keep and complete operations.
 
 use ifo_dev::User;
-use ifo_test_support::{env, eventually, vm, vm_ruleset};
-use serde_json::{Value, json};
+use ifo_test_support::{MIGRATING, Rule, RuleSet, env, eventually, vm, vm_ruleset};
+use serde_json::json;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str) -> Option<Value> {
-    let ors = env.get_json(User::Admin, &["get", "ors", ruleset]);
-    ors["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
-fn wait_condition(env: &ifo_test_support::Env, ruleset: &str, type_: &str, status: &str) -> Value {
-    eventually(WAIT, &format!("{ruleset} {type_}={status}"), || {
-        condition(env, ruleset, type_).filter(|c| c["status"] == status)
-    })
-}
-
 #[test]
 fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     let env = env();
-    let ns = env.namespace("detect");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
-    wait_condition(env, &rs, "Ready", "True");
+    let (ns, rs) = env.namespace_with_ruleset("detect", "vm-rules", vm_ruleset);
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(ors["status"]["watchActive"], true);
     assert_eq!(
@@ -38,8 +21,7 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     );
 
     env.apply(&vm("vm1", &ns));
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2", "nodeName": "node-1"}),
@@ -78,12 +60,10 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
 #[test]
 fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcome() {
     let env = env();
-    let ns = env.namespace("flap");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
-    wait_condition(env, &rs, "Ready", "True");
+    let (ns, rs) = env.namespace_with_ruleset("flap", "vm-rules", vm_ruleset);
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &ns));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let first = eventually(WAIT, "Migrating", || env.ifos(&ns).into_iter().next());
     let uid = first["metadata"]["uid"].clone();
     let rv = first["metadata"]["resourceVersion"]
@@ -95,9 +75,9 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
     ));
 
     // Out of the state and back within the 3 s grace: the same occurrence, never completed.
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Running"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     std::thread::sleep(Duration::from_millis(500));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     std::thread::sleep(Duration::from_secs(4));
     let ops = env.ifos(&ns);
     assert_eq!(ops.len(), 1, "{ops:#?}");
@@ -105,8 +85,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
     assert_eq!(ops[0]["status"]["phase"], "Active");
 
     // Out of the state for good, with a failed migration: Completed (Failed), then removed.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Running", "lastMigration": "Failed"}),
@@ -129,14 +108,12 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
 #[test]
 fn deleted_subject_and_deleted_ruleset_end_their_operations() {
     let env = env();
-    let ns = env.namespace("ends");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
-    wait_condition(env, &rs, "Ready", "True");
+    let (ns, rs) = env.namespace_with_ruleset("ends", "vm-rules", vm_ruleset);
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &ns));
     env.apply(&vm("vm2", &ns));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_status("vm", &ns, "vm2", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Starting"}));
     let ops = eventually(WAIT, "two operations", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 2)
     });
@@ -179,16 +156,11 @@ fn namespaced_ruleset_ignores_other_namespaces() {
     let other = env.namespace("other");
     let rs = format!("vm-rules-{watched}");
     env.apply(&vm_ruleset(&rs, &watched));
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &other));
     env.apply(&vm("vm1", &watched));
-    env.set_status("vm", &other, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_status(
-        "vm",
-        &watched,
-        "vm1",
-        json!({"printableStatus": "Starting"}),
-    );
+    env.set_vm_status(&other, "vm1", json!({"printableStatus": "Starting"}));
+    env.set_vm_status(&watched, "vm1", json!({"printableStatus": "Starting"}));
     eventually(WAIT, "the watched namespace's operation", || {
         env.ifos(&watched).into_iter().next()
     });
@@ -206,12 +178,16 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
     let ns = env.namespace("later");
     let rs = format!("widgets-{ns}");
     let group = "test.ifo.example.com";
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"target":{{"group":"{group}","version":"v1","resource":"widgets"}},
- "rules":[{{"operation":"Spinning","expression":"object.?status.?spinning.orValue(false)"}}]}}}}"#
-    ));
-    let invalid = wait_condition(env, &rs, "InvalidTarget", "True");
+    env.apply(
+        &RuleSet::new(&rs)
+            .target(group, "v1", "widgets")
+            .rule(Rule::new(
+                "Spinning",
+                "object.?status.?spinning.orValue(false)",
+            ))
+            .to_string(),
+    );
+    let invalid = env.wait_ruleset_condition(&rs, "InvalidTarget", "True", WAIT);
     assert!(invalid["message"].as_str().unwrap().contains("widgets"));
     env.apply(&format!(
         r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"widgets.{group}"}},
@@ -219,7 +195,7 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
  "versions":[{{"name":"v1","served":true,"storage":true,"subresources":{{"status":{{}}}},
    "schema":{{"openAPIV3Schema":{{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}]}}}}"#
     ));
-    wait_condition(env, &rs, "Ready", "True");
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&format!(r#"{{"apiVersion":"{group}/v1","kind":"Widget","metadata":{{"name":"w1","namespace":"{ns}"}}}}"#));
     env.set_status(
         &format!("widgets.{group}"),
@@ -255,7 +231,7 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
                     } else {
                         "Starting"
                     };
-                    env.set_status("vm", &ns, &name, json!({"printableStatus": state}));
+                    env.set_vm_status(&ns, &name, json!({"printableStatus": state}));
                     n += 1;
                 }
                 n
@@ -285,21 +261,18 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
 #[test]
 fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     let env = env();
-    let ns = env.namespace("badprogress");
-    let rs = format!("progress-{ns}");
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"kubevirt","target":{{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"}},
- "namespaces":["{ns}"],
- "rules":[{{"operation":"Migrating",
-   "expression":"object.?status.?printableStatus.orValue('') == 'Migrating'",
-   "progress":"object.?status.?progress.orValue('')",
-   "stalled":"object.?status.?stuck.orValue(false)"}}]}}}}"#
-    ));
+    let (ns, rs) = env.namespace_with_ruleset("badprogress", "progress", |rs, ns| {
+        RuleSet::vms_of(rs, "kubevirt", ns)
+            .rule(
+                Rule::new("Migrating", MIGRATING)
+                    .set("progress", "object.?status.?progress.orValue('')")
+                    .set("stalled", "object.?status.?stuck.orValue(false)"),
+            )
+            .to_string()
+    });
     env.apply(&vm("vm1", &ns));
     env.wait_watching(&rs);
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "12.5%", "stuck": "disk full"}),
@@ -314,13 +287,12 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     assert_eq!(op["status"]["conditions"][0]["message"], "disk full");
 
     // Out of range, and neither bool nor string: errors, and the last good values stay.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": 140, "stuck": 3}),
     );
-    let errors = wait_condition(env, &rs, "RuleErrors", "True");
+    let errors = env.wait_ruleset_condition(&rs, "RuleErrors", "True", WAIT);
     let message = errors["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("rule Migrating progress") || message.contains("rule Migrating stalled"),
@@ -338,8 +310,7 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     );
 
     // A valid "not stalled" and a progress the object no longer reports.
-    env.set_status(
-        "vm",
+    env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "", "stuck": false}),

@@ -3,7 +3,9 @@
 //! server neither panics nor keeps what a caller sends.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, HEAVY, MAX_WATCHES_PER_USER, env, eventually, heavy_vm, populated};
+use ifo_test_support::{
+    Env, MAX_WATCHES_PER_USER, env, eventually, heavy_ruleset, heavy_vm, populated,
+};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -369,16 +371,6 @@ fn client_certificates_of_the_cluster_ca_authenticate_their_user() {
     );
 }
 
-/// Resident memory of the server, in KiB.
-fn server_rss_kib(env: &Env) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", env.server_pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn an_unprivileged_caller_cannot_pin_memory_with_large_requests() {
     let env = env();
@@ -421,10 +413,10 @@ fn an_unprivileged_caller_cannot_pin_memory_with_large_requests() {
         assert_eq!(codes.lines().count(), 1_000);
     };
     run(); // warm: allocator arenas, connection buffers
-    let before = server_rss_kib(env);
+    let before = ifo_test_support::rss_kib(env.server_pid());
     run();
     run();
-    let after = server_rss_kib(env);
+    let after = ifo_test_support::rss_kib(env.server_pid());
     let grown = after.saturating_sub(before);
     println!("server RSS {before} KiB → {after} KiB after 2,000 large requests (+{grown} KiB)");
     assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
@@ -456,20 +448,7 @@ fn a_read_of_cluster_scoped_operations_names_no_object_of_a_namespace() {
     let ns = env.namespace("payroll");
     let secret = "secret-project-payroll-export";
     let rs = format!("heavy-{ns}");
-    env.apply(
-        &json!({
-            "apiVersion": "ifo.kubevirt.io/v1alpha1",
-            "kind": "OperationRuleSet",
-            "metadata": {"name": rs},
-            "spec": {
-                "component": "test",
-                "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-                "namespaces": [ns],
-                "rules": [{"operation": "Heavy", "expression": HEAVY}],
-            }
-        })
-        .to_string(),
-    );
+    env.apply(&heavy_ruleset(&rs, &ns).to_string());
     env.wait_watching(&rs);
     env.apply(&heavy_vm(secret, &ns));
     let named = format!("object {ns}/{secret} is skipped");

@@ -42,11 +42,9 @@ fn a_failed_ruleset_controller_is_restarted_and_detection_goes_on() {
         "{log}"
     );
     // Started again: rulesets created now are followed, and their operations served.
-    let ns = env.namespace("supervised");
-    let rs = format!("vm-rules-{ns}");
-    env.apply(&vm_ruleset(&rs, &ns));
+    let (ns, rs) = env.namespace_with_ruleset("supervised", "vm-rules", vm_ruleset);
     env.apply(&ifo_test_support::vm("vm1", &ns));
-    env.set_status("vm", &ns, "vm1", json!({"printableStatus": "Migrating"}));
+    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
     eventually(WAIT, "the replica serving vm1's operation", || {
         let (code, body) = get(env, replica.port, &path);

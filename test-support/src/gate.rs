@@ -1,0 +1,93 @@
+//! Reading maintenance gates as users do (`kubectl get gate <name> -o json`): a gate's `Clear`
+//! condition, and waiting until a gate settles on a `Clear` status.
+
+use crate::{Env, Run, eventually};
+use ifo_dev::User;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+static NONE: Value = Value::Null;
+
+/// The `Clear` condition of `gate` (a gate object, as kubectl prints it), `Null` when it has
+/// none.
+pub fn clear_condition(gate: &Value) -> &Value {
+    gate["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Clear"))
+        .unwrap_or(&NONE)
+}
+
+/// The status of the `Clear` condition of `gate` (`True`, `False` or `Unknown`; empty when it
+/// has none).
+pub fn clear_status(gate: &Value) -> &str {
+    clear_condition(gate)["status"].as_str().unwrap_or_default()
+}
+
+impl Env {
+    /// Gate `name`, read by the admin.
+    pub fn gate(&self, name: &str) -> Value {
+        self.get_json(User::Admin, &["get", "gate", name])
+    }
+
+    /// Gate `name`, read by `user` (impersonated, see [`Env::kubectl_as`]); `None` while it is
+    /// not served to them.
+    pub fn gate_as(&self, user: &str, name: &str) -> Option<Value> {
+        let out = self
+            .kubectl_as(user, &["get", "gate", name, "-o", "json"], None)
+            .ok()?;
+        serde_json::from_str(&out).ok()
+    }
+
+    /// `kubectl wait --for=condition=Clear=True gate/<name> --timeout=<timeout>` as the admin,
+    /// as the README's drain runs it: not started.
+    pub fn wait_clear_cmd(&self, name: &str, timeout: &str) -> Command {
+        self.kubectl_cmd(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Clear=True",
+                &format!("gate/{name}"),
+                &format!("--timeout={timeout}"),
+            ],
+        )
+    }
+
+    /// [`Env::wait_clear_cmd`], run to the end: exit code 0 once the gate is clear, else when
+    /// `timeout` passed.
+    pub fn wait_clear(&self, name: &str, timeout: &str) -> Run {
+        self.wait_clear_cmd(name, timeout)
+            .output()
+            .expect("running kubectl wait")
+            .into()
+    }
+
+    /// Waits until gate `name` reads `Clear=<status>` (e.g. `False` while an operation holds it)
+    /// and returns it; panics after `timeout`.
+    pub fn wait_gate(&self, name: &str, status: &str, timeout: Duration) -> Value {
+        eventually(timeout, &format!("gate {name} Clear={status}"), || {
+            self.kubectl(User::Admin, &["get", "gate", name, "-o", "json"])
+                .ok()
+                .and_then(|out| serde_json::from_str::<Value>(&out).ok())
+                .filter(|g| clear_status(g) == status)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_clear_condition_is_found_among_the_others() {
+        let gate = json!({"status": {"conditions": [
+            {"type": "Other", "status": "True"},
+            {"type": "Clear", "status": "False", "message": "busy"},
+        ]}});
+        assert_eq!(clear_condition(&gate)["message"], "busy");
+        assert_eq!(clear_status(&gate), "False");
+        assert_eq!(clear_status(&json!({})), "");
+        assert!(clear_condition(&json!({"status": {}})).is_null());
+    }
+}
