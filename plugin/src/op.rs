@@ -162,24 +162,17 @@ impl Op {
 /// The order lists are printed in: namespace (cluster-scoped first), subject kind and name,
 /// then the oldest operation first.
 pub fn sort(ops: &mut [Op]) {
-    ops.sort_by(|a, b| {
+    fn key(o: &Op) -> impl Ord + '_ {
         (
-            &a.namespace,
-            &a.spec.subject.kind,
-            &a.spec.subject.name,
-            a.created,
-            &a.spec.operation,
-            &a.name,
+            &o.namespace,
+            &o.spec.subject.kind,
+            &o.spec.subject.name,
+            o.created,
+            &o.spec.operation,
+            &o.name,
         )
-            .cmp(&(
-                &b.namespace,
-                &b.spec.subject.kind,
-                &b.spec.subject.name,
-                b.created,
-                &b.spec.operation,
-                &b.name,
-            ))
-    });
+    }
+    ops.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! latency, beside the flood's own figures.
 
 use anyhow::{Context, Result};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -54,13 +54,7 @@ impl Flood {
             Ok(_) | Err(kube::Error::Api(_)) => {}
             Err(e) => return Err(e).context("creating the flood's namespace"),
         }
-        let resource = ApiResource {
-            group: "kubevirt.io".into(),
-            version: "v1".into(),
-            api_version: "kubevirt.io/v1".into(),
-            kind: "VirtualMachine".into(),
-            plural: "virtualmachines".into(),
-        };
+        let resource = crate::subjects::virtual_machines();
         let api = Api::namespaced_with(client, NAMESPACE, &resource);
         let vm: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",

@@ -30,6 +30,17 @@ const MIGRATING: usize = 2;
 /// Requests in flight at once; enough for kube-apiserver to keep up at the benchmark's rates.
 const CONCURRENCY: usize = 64;
 
+/// KubeVirt's VirtualMachines, the kind the benchmark's subjects are.
+pub fn virtual_machines() -> ApiResource {
+    ApiResource {
+        group: "kubevirt.io".into(),
+        version: "v1".into(),
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachine".into(),
+        plural: "virtualmachines".into(),
+    }
+}
+
 pub fn name(i: usize) -> String {
     format!("bench-vm-{i:05}")
 }
@@ -48,13 +59,7 @@ pub struct Subjects {
 
 impl Subjects {
     pub fn new(client: kube::Client, ledger: Arc<Ledger>, namespace: &str) -> Subjects {
-        let resource = ApiResource {
-            group: "kubevirt.io".into(),
-            version: "v1".into(),
-            api_version: "kubevirt.io/v1".into(),
-            kind: "VirtualMachine".into(),
-            plural: "virtualmachines".into(),
-        };
+        let resource = virtual_machines();
         Subjects {
             everywhere: Api::all_with(client.clone(), &resource),
             api: Api::namespaced_with(client, namespace, &resource),
