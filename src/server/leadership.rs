@@ -57,7 +57,10 @@ pub(super) async fn follow_leadership(
                 tracing::info!("not serving: the elector stopped");
             }
             stand_down(&state, &mut writer);
-            return;
+            // Nothing is left to follow. The elector's own task says why it stopped: were this
+            // one to end too, whichever of the two ended first would be the failure `/livez`
+            // names, often this one ("leadership"), not the cause. It waits for the shutdown.
+            std::future::pending::<()>().await;
         }
     }
 }
