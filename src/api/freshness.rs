@@ -90,18 +90,10 @@ pub fn warnings_now(
 /// and the remedy, not one a resource type), targets whose first list is not done (the initial
 /// sync). Any other reason is told as it is ([`notice`]).
 fn by_cause(stale: &[Stale]) -> Vec<Notice> {
-    let reasons: Vec<(String, String)> = stale
-        .iter()
-        .map(|s| (target_name(s), s.reason.to_string()))
-        .collect();
-    let pairs: Vec<(&str, &str)> = reasons
-        .iter()
-        .map(|(name, reason)| (name.as_str(), reason.as_str()))
-        .collect();
-    let (groups, grouped) = group_by_cause(&pairs);
-    let told = groups
-        .iter()
-        .map(|group| Notice::from(format!("{INCOMPLETE}: {}", cause_text(group, &pairs)).as_str()));
+    let (told, grouped) = causes(stale);
+    let told = told
+        .into_iter()
+        .map(|text| Notice::from(format!("{INCOMPLETE}: {text}").as_str()));
     let rest = stale
         .iter()
         .zip(grouped)
@@ -110,9 +102,29 @@ fn by_cause(stale: &[Stale]) -> Vec<Notice> {
     told.chain(rest).collect()
 }
 
+/// `stale` told by cause (see [`group_by_cause`]): one reason, with its remedy, for each cause
+/// that many of them share, and for each of `stale` whether one of those reasons tells it. The
+/// same words in a `Warning` and in a gate's message.
+pub fn causes(stale: &[Stale]) -> (Vec<String>, Vec<bool>) {
+    let named: Vec<(String, String)> = stale
+        .iter()
+        .map(|s| (target_name(s), s.reason.to_string()))
+        .collect();
+    let pairs: Vec<(&str, &str)> = named
+        .iter()
+        .map(|(name, reason)| (name.as_str(), reason.as_str()))
+        .collect();
+    let (groups, grouped) = group_by_cause(&pairs);
+    let told = groups
+        .iter()
+        .map(|group| cause_text(group, &pairs))
+        .collect();
+    (told, grouped)
+}
+
 /// The one reason that tells `group`, of `stale` (target name, reason as served), with its
-/// remedy: the same words in a `Warning` and in a gate's message.
-pub fn cause_text(group: &CauseGroup, stale: &[(&str, &str)]) -> String {
+/// remedy.
+fn cause_text(group: &CauseGroup, stale: &[(&str, &str)]) -> String {
     match group.cause {
         StaleCause::Forbidden => {
             let who = stale

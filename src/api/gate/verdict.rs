@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use ifo_model::{
     CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
-    GateSubject, MaintenanceGate, StaleTarget, group_by_cause,
+    GateSubject, MaintenanceGate, StaleTarget,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde::Serialize;
 
-use crate::api::freshness::{cause_text, target_name};
+use crate::api::freshness::{causes, target_name};
 use crate::detect::{HealthReader, Stale};
 use crate::index::{GateEntry, GateMembers, GateScope};
 use crate::operation::InFlightOperation;
@@ -376,26 +376,18 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
     reasons.extend(feeds.existence_unknown.iter().cloned());
     // One reason for many targets of one cause (as the `Warning`s tell them), then the others
     // one by one.
-    let named: Vec<(String, String)> = feeds
+    let (told, grouped) = causes(&feeds.stale);
+    reasons.extend(told);
+    let rest: Vec<&Stale> = feeds
         .stale
         .iter()
-        .map(|s| (target_name(s), s.reason.to_string()))
-        .collect();
-    let pairs: Vec<(&str, &str)> = named
-        .iter()
-        .map(|(n, r)| (n.as_str(), r.as_str()))
-        .collect();
-    let (groups, grouped) = group_by_cause(&pairs);
-    reasons.extend(groups.iter().map(|group| cause_text(group, &pairs)));
-    let rest: Vec<&(&str, &str)> = pairs
-        .iter()
         .zip(grouped)
-        .filter_map(|(pair, grouped)| (!grouped).then_some(pair))
+        .filter_map(|(stale, grouped)| (!grouped).then_some(stale))
         .collect();
     reasons.extend(
         rest.iter()
             .take(STALE_IN_MESSAGE)
-            .map(|(name, reason)| format!("{name} {reason}")),
+            .map(|s| format!("{} {}", target_name(s), s.reason)),
     );
     if rest.len() > STALE_IN_MESSAGE {
         reasons.push(format!(
