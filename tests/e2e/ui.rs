@@ -914,11 +914,17 @@ fn the_page_reads_at_a_glance() {
             let rfc3339 = word.contains('T') && word.contains(':') && word.ends_with('Z');
             assert!(!twelve_hours && !rfc3339, "another time format: {word} in {text}");
         }
-        // Gate cards: a few words each.
+        // Gate cards: a few words each (those of this test's nodes and namespace: the cluster
+        // and its other gates are every test's).
         let gates = page
-            .execute("return [...document.querySelectorAll('li.gate')].map(li => [li.innerText, li.getBoundingClientRect().height]);", vec![])
+            .execute(
+                "return [...document.querySelectorAll('li.gate')].filter(li => li.dataset.gate.includes(arguments[0]))
+                   .map(li => [li.innerText, li.getBoundingClientRect().height]);",
+                vec![json!(ns)],
+            )
             .await
             .unwrap();
+        assert!(gates.as_array().unwrap().len() >= 4, "the test's gates on the page: {gates}");
         for g in gates.as_array().unwrap() {
             assert!(g[1].as_f64().unwrap() <= 120.0, "a wordy gate card: {g}");
         }
