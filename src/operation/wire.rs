@@ -173,7 +173,8 @@ impl InFlightOperation {
     /// This record's `spec` and `status` as an object of another `apiVersion` and `kind`: the
     /// persisted copy, whose schema (the operator's CRD) has neither a grace period end, nor
     /// conditions of this shape, nor an estimate's band or `Grace` basis, so it is written
-    /// without them (an ending operation's `expectedEnd` stays, the grace's end).
+    /// without them. An ending operation's copy keeps no expected end: the grace is the live
+    /// API's, and a copy written again only for it would cost every operation one more write.
     pub fn wire_as<M>(
         &self,
         api_version: &'static str,
@@ -182,9 +183,10 @@ impl InFlightOperation {
     ) -> Object<'_, M> {
         let mut status = self.wire_status();
         status.expected_end_p90 = None;
-        status.estimate = status
-            .estimate
-            .filter(|e| *e != EstimateBasis::Grace.as_str());
+        if status.estimate == Some(EstimateBasis::Grace.as_str()) {
+            status.estimate = None;
+            status.expected_end = None;
+        }
         Object {
             api_version,
             kind,
