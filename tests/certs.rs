@@ -223,18 +223,20 @@ fn the_manifests_carry_the_files_and_match_the_deployment_the_apiservice_and_the
         .remove("caBundle");
     assert_eq!(webhook, template);
 
-    // The guard's webhook is apiservice/guard-webhook.yaml with the CA as caBundle, and calls
-    // the Service of every replica.
+    // The guard's webhook is apiservice/guard-webhook.yaml with the CA as caBundle in each of
+    // its doors: the leader's Service and the standbys'.
     let mut guard = yaml(&out.join("guard-webhook.yaml"));
-    let client = &mut guard["webhooks"][0]["clientConfig"];
-    assert_eq!(decode(&client["caBundle"]), read(&out.join("ca.crt")));
-    assert_eq!(client["service"]["name"], "ifo-guard");
-    client.as_object_mut().unwrap().remove("caBundle");
     let mut template = yaml(&root().join("apiservice/guard-webhook.yaml"));
-    template["webhooks"][0]["clientConfig"]
-        .as_object_mut()
-        .unwrap()
-        .remove("caBundle");
+    for (i, service) in ["ifo-apiserver", "ifo-guard"].into_iter().enumerate() {
+        let client = &mut guard["webhooks"][i]["clientConfig"];
+        assert_eq!(decode(&client["caBundle"]), read(&out.join("ca.crt")));
+        assert_eq!(client["service"]["name"], service);
+        client.as_object_mut().unwrap().remove("caBundle");
+        template["webhooks"][i]["clientConfig"]
+            .as_object_mut()
+            .unwrap()
+            .remove("caBundle");
+    }
     assert_eq!(guard, template);
     let _ = std::fs::remove_dir_all(&out);
 }

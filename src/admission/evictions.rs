@@ -25,6 +25,14 @@
 //! current (which may name objects); the gate, for those who may read it, says the rest.
 //! The same facts are all that an unauthenticated caller of the door can learn (see the
 //! `admission` module).
+//!
+//! Two doors, one decision: kube-apiserver asks both (two webhooks), the leader through the
+//! Service `ifo-apiserver` and the standby through `ifo-guard` (the `lease` module marks their
+//! pods), and refuses the eviction if either refuses. A crashed replica's address refuses
+//! connections until kubelet reports it (about a second), which `failurePolicy: Ignore` lets
+//! through; with a door on each replica, the other one still answers. Only the leader's door
+//! counts its decisions, logs them and writes Events on nodes, so a drain's retries are counted
+//! once.
 
 use super::node_events::{NodeEvents, Why};
 use super::{REVIEW_DEADLINE, ReviewError};
@@ -338,9 +346,14 @@ fn approximately(seconds: i64) -> String {
 }
 
 impl Evictions {
-    /// The decision on `request`, read from memory; then what follows from it: a log line and
-    /// an Event on the node, each rate-limited (see `node_events`).
-    fn answer(&self, request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    /// The decision on `request`, read from memory; then, at the leader's door, what follows
+    /// from it: the count, a log line and an Event on the node, each rate-limited (see
+    /// `node_events`).
+    fn answer(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+        door: AdmissionDoor,
+    ) -> AdmissionResponse {
         let decision = decide(
             request,
             |namespace, name| self.pods.node_of(namespace, name),
@@ -353,7 +366,6 @@ impl Evictions {
             self.when_unknown,
             Timestamp::now(),
         );
-        crate::metrics::guard_decision(decision.allowed, decision.reason);
         let mut response = AdmissionResponse::from(request);
         let pod = format!(
             "{}/{}",
@@ -367,6 +379,10 @@ impl Evictions {
             // kubectl drain for that long.
             response.result = Status::failure(&decision.message, "TooManyRequests").with_code(429);
         }
+        if door == AdmissionDoor::EvictionsStandby {
+            return response;
+        }
+        crate::metrics::guard_decision(decision.allowed, decision.reason);
         tracing::debug!(door = "evictions", %pod, node = ?decision.node, allowed = decision.allowed, reason = decision.reason.as_str(), dry_run = request.dry_run, "eviction reviewed");
         // What a drain tool retrying costs: one log line and one Event a node a minute.
         let Some(node) = &decision.node else {
@@ -406,18 +422,32 @@ impl Evictions {
 
 /// `POST /admission/evictions`: an AdmissionReview in, its answer out (an HTTP error when the
 /// review cannot be read or answered in time).
-pub(super) async fn review(State(door): State<Arc<Evictions>>, request: Request) -> Response {
-    let timer = AdmissionTimer::start(AdmissionDoor::Evictions);
+pub(super) async fn review(State(guard): State<Arc<Evictions>>, request: Request) -> Response {
+    answer_at(AdmissionDoor::Evictions, &guard, request).await
+}
+
+/// `POST /admission/evictions/standby`: the same answer, at the second door.
+pub(super) async fn review_standby(
+    State(guard): State<Arc<Evictions>>,
+    request: Request,
+) -> Response {
+    answer_at(AdmissionDoor::EvictionsStandby, &guard, request).await
+}
+
+async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> Response {
+    let timer = AdmissionTimer::start(door);
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
         let review = super::read_review(request.into_body(), MAX_EVICTION_REVIEW_BYTES).await?;
         // Never a panic on input: a decision that panics is an error answer, not a dropped
         // connection (kube-apiserver would wait out its timeout).
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.answer(&review)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard.answer(&review, door)))
             .map_err(|_| ReviewError::Panicked)
     })
     .await
     .unwrap_or(Err(ReviewError::TimedOut(REVIEW_DEADLINE)));
-    if let Err(e) = &answered {
+    if let Err(e) = &answered
+        && door == AdmissionDoor::Evictions
+    {
         crate::metrics::guard_error(e.kind());
     }
     let (response, decision) = super::respond(answered);

@@ -5,7 +5,8 @@
 //! Each door is a route of its own: a typed `AdmissionReview` in, a pure, unit-tested decision,
 //! a thin handler. [`RULESETS_PATH`] refuses OperationRuleSets that do not compile (see
 //! `rulesets`); [`EVICTIONS_PATH`], the maintenance guard, refuses with 429 the eviction of a pod
-//! on a node whose gate is not clear (see `evictions`).
+//! on a node whose gate is not clear (see `evictions`), and [`EVICTIONS_STANDBY_PATH`] is its
+//! second door.
 //!
 //! The doors are served on the API's TLS listener but outside the `guard` middleware:
 //! kube-apiserver calls webhooks without a client certificate unless it is given a kubeconfig
@@ -35,8 +36,13 @@ use std::time::Duration;
 pub const RULESETS_PATH: &str = "/admission/rulesets";
 
 /// The path of the maintenance guard's door for evictions (the `ifo-maintenance-guard`
-/// webhook), served with `EVICTION_GUARD` only.
+/// webhook, through the leader's Service), served with `EVICTION_GUARD` only.
 pub const EVICTIONS_PATH: &str = "/admission/evictions";
+
+/// The path of the guard's second door (the `ifo-maintenance-guard-standby` webhook, through the
+/// standbys' Service): the same decision, so that an eviction is answered while either replica
+/// can answer, without a second count, log line or Event (see `evictions`).
+pub const EVICTIONS_STANDBY_PATH: &str = "/admission/evictions/standby";
 
 /// Largest review read: kube-apiserver's own limit on a request body (3 MiB), so any object it
 /// accepts fits, with its old object on an update. A larger body is refused unread (413).
@@ -60,6 +66,10 @@ pub(crate) fn router(engine: Engine, evictions: Option<evictions::Evictions>) ->
         Some(door) => router.merge(
             Router::new()
                 .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
+                .route(
+                    EVICTIONS_STANDBY_PATH,
+                    axum::routing::post(evictions::review_standby),
+                )
                 .with_state(Arc::new(door)),
         ),
         None => router,

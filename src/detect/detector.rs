@@ -64,43 +64,42 @@ fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
 }
 
+/// One log line about an operation, at `level`, naming its ruleset, subject and operation,
+/// with any further fields.
+macro_rules! log_operation {
+    ($level:ident, $op:expr, $what:literal $(, $key:ident = $value:expr)*) => {
+        tracing::$level!(
+            ruleset = %$op.ruleset,
+            subject = %$op.subject.reference(),
+            kind = %$op.subject.kind,
+            operation = %$op.operation,
+            name = %$op.name,
+            $($key = %$value,)*
+            $what
+        )
+    };
+}
+
 /// Counts completions and logs both kinds of transition, one line per operation naming its
 /// ruleset, subject and operation.
 fn report_transitions(transitions: &Transitions) {
     for op in &transitions.started {
-        tracing::debug!(
-            ruleset = %op.ruleset,
-            subject = %op.subject.reference(),
-            kind = %op.subject.kind,
-            operation = %op.operation,
-            name = %op.name,
-            "operation started"
-        );
+        log_operation!(debug, op, "operation started");
     }
     for op in &transitions.completed {
         crate::metrics::operation_completed(op);
         let outcome = op.outcome.map_or("", |o| o.as_str());
         if op.outcome == Some(Outcome::Failed) {
-            tracing::warn!(
-                ruleset = %op.ruleset,
-                subject = %op.subject.reference(),
-                kind = %op.subject.kind,
-                operation = %op.operation,
-                name = %op.name,
-                outcome = %outcome,
-                message = %op.message.as_deref().unwrap_or(""),
-                "operation failed"
+            let message = op.message.as_deref().unwrap_or("");
+            log_operation!(
+                warn,
+                op,
+                "operation failed",
+                outcome = outcome,
+                message = message
             );
         } else {
-            tracing::debug!(
-                ruleset = %op.ruleset,
-                subject = %op.subject.reference(),
-                kind = %op.subject.kind,
-                operation = %op.operation,
-                name = %op.name,
-                outcome = %outcome,
-                "operation completed"
-            );
+            log_operation!(debug, op, "operation completed", outcome = outcome);
         }
     }
 }

@@ -1,6 +1,14 @@
-//! The leader's mark on its own pod: the label `ifo.kubevirt.io/leader=true`, which the Service
-//! selects, so kube-apiserver's requests reach the leader only while every replica stays Ready
-//! (a rollout with `maxUnavailable: 0` needs the new pod Ready while the old one still leads).
+//! Each replica's mark on its own pod, which Services select: the leader's label
+//! `ifo.kubevirt.io/leader=true` (the Service `ifo-apiserver`: kube-apiserver's requests reach the
+//! leader only while every replica stays Ready, as a rollout with `maxUnavailable: 0` needs), and
+//! a standby's `ifo.kubevirt.io/standby=true` (the Service `ifo-guard`: the maintenance guard's
+//! second door, so that a crashed leader, whose address still takes connections until kubelet
+//! reports it, never leaves evictions without an answer).
+//!
+//! A new leader keeps its standby mark for [`STANDBY_OVERLAP`] after it takes the lead: its pod
+//! joins the leader's Service before it leaves the standby's, so that neither door is empty
+//! while the endpoints change (the replaced leader's restarted container marks itself standby
+//! once it runs).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -14,6 +22,13 @@ use super::{Error, Role};
 
 /// The label the Service selects.
 pub const LEADER_LABEL: &str = "ifo.kubevirt.io/leader";
+
+/// The label a standby's pod carries (the guard's second Service selects it).
+pub const STANDBY_LABEL: &str = "ifo.kubevirt.io/standby";
+
+/// How long a new leader keeps its standby mark: longer than the endpoints of both Services
+/// take to follow a label (a second or two), shorter than a restarted replica takes to be Ready.
+pub const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
 
 /// Names the Lease a marked pod leads by, so that a new leader removes the mark of its own
 /// election's previous leader only (several elections may share a namespace).
@@ -38,23 +53,32 @@ impl LeaderLabel {
         }
     }
 
-    /// The merge patch that marks a pod (with the Lease's name) or removes both labels.
-    fn patch(&self, leading: bool) -> serde_json::Value {
-        if leading {
-            serde_json::json!({"metadata": {"labels": {LEADER_LABEL: "true", LEASE_LABEL: self.lease}}})
-        } else {
-            serde_json::json!({"metadata": {"labels": {LEADER_LABEL: null, LEASE_LABEL: null}}})
-        }
+    /// The merge patch of a pod's marks: its labels set or removed, nothing else.
+    fn patch(&self, mark: Mark) -> serde_json::Value {
+        let (leader, lease, standby) = match mark {
+            Mark::Leader => (Some("true"), Some(self.lease.as_str()), None),
+            Mark::Both => (Some("true"), Some(self.lease.as_str()), Some("true")),
+            Mark::Standby => (None, None, Some("true")),
+            Mark::None => (None, None, None),
+        };
+        serde_json::json!({"metadata": {"labels": {
+            LEADER_LABEL: leader, LEASE_LABEL: lease, STANDBY_LABEL: standby}}})
     }
 
-    /// Marks the pod (`leading`) or removes the mark. A JSON merge patch of the one label:
-    /// nothing else of the pod is touched, and removing an absent label is no error.
-    pub async fn set(&self, leading: bool) -> Result<(), Error> {
+    /// The merge patch that takes a previous leader's mark from its pod (its standby mark is
+    /// its own: a restarted container sets it).
+    fn unmark_leader(&self) -> serde_json::Value {
+        serde_json::json!({"metadata": {"labels": {LEADER_LABEL: null, LEASE_LABEL: null}}})
+    }
+
+    /// Marks the pod. A JSON merge patch of the labels: nothing else of the pod is touched, and
+    /// removing an absent label is no error.
+    async fn set(&self, mark: Mark) -> Result<(), Error> {
         self.api
             .patch(
                 &self.pod,
                 &PatchParams::default(),
-                &Patch::Merge(&self.patch(leading)),
+                &Patch::Merge(&self.patch(mark)),
             )
             .await
             .map(|_| ())
@@ -79,7 +103,7 @@ impl LeaderLabel {
                 name: "pods".into(),
                 source,
             })?;
-        let patch = self.patch(false);
+        let patch = self.unmark_leader();
         for pod in marked.items {
             let Some(name) = pod.metadata.name.filter(|n| *n != self.pod) else {
                 continue;
@@ -105,39 +129,72 @@ impl LeaderLabel {
         Ok(())
     }
 
-    /// Keeps the mark equal to the role, one patch at a time (so an older patch can never land
-    /// after a newer one): removed at start (a restarted container may carry its predecessor's
-    /// mark), set while leading (and then taken from any previous leader's pod), removed on
-    /// stepping down and when the election stops.
+    /// Keeps the marks equal to the role, one patch at a time (so an older patch can never land
+    /// after a newer one): standby at start (a restarted container may carry its predecessor's
+    /// leader mark), both for [`STANDBY_OVERLAP`] once leading (and then the leader mark taken
+    /// from any previous leader's pod), then leader only; standby again on stepping down, none
+    /// when the election stops.
     pub async fn follow(self, mut role: watch::Receiver<Role>) {
-        let mut marked: Option<bool> = None;
+        let mut marked: Option<Mark> = None;
+        // While leading with both marks: when the standby mark goes.
+        let mut overlap_ends: Option<tokio::time::Instant> = None;
         loop {
             let leading = *role.borrow_and_update() == Role::Leading;
-            if marked != Some(leading) {
-                let result = match self.set(leading).await {
-                    Ok(()) if leading => self.unmark_others().await,
+            let now = tokio::time::Instant::now();
+            let want = match (leading, marked) {
+                (false, _) => Mark::Standby,
+                (true, Some(Mark::Leader)) => Mark::Leader,
+                (true, Some(Mark::Both)) if overlap_ends.is_some_and(|end| now >= end) => {
+                    Mark::Leader
+                }
+                (true, _) => Mark::Both,
+            };
+            if marked != Some(want) {
+                let result = match self.set(want).await {
+                    Ok(()) if want == Mark::Both => self.unmark_others().await,
                     other => other,
                 };
                 match result {
                     Ok(()) => {
-                        tracing::info!(pod = %self.pod, leading, "leader label of the pod updated");
-                        marked = Some(leading);
+                        tracing::info!(pod = %self.pod, leading, mark = ?want, "marks of the pod updated");
+                        overlap_ends = (want == Mark::Both).then(|| now + STANDBY_OVERLAP);
+                        marked = Some(want);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, leading, "updating the leader label of the pod failed; retrying in 1s");
+                        tracing::warn!(error = %e, leading, "updating the marks of the pod failed; retrying in 1s");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                         continue;
                     }
                 }
             }
-            if role.changed().await.is_err() {
-                if marked != Some(false)
-                    && let Err(e) = self.set(false).await
+            let changed = match overlap_ends.filter(|_| marked == Some(Mark::Both)) {
+                Some(end) => tokio::select! {
+                    changed = role.changed() => changed,
+                    () = tokio::time::sleep_until(end) => Ok(()),
+                },
+                None => role.changed().await,
+            };
+            if changed.is_err() {
+                if marked != Some(Mark::None)
+                    && let Err(e) = self.set(Mark::None).await
                 {
-                    tracing::warn!(error = %e, "removing the leader label of the pod failed");
+                    tracing::warn!(error = %e, "removing the marks of the pod failed");
                 }
                 return;
             }
         }
     }
+}
+
+/// What a pod is marked as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    /// The leader's Service selects it.
+    Leader,
+    /// Both Services: a new leader's, for [`STANDBY_OVERLAP`].
+    Both,
+    /// The standby's Service selects it.
+    Standby,
+    /// Neither (the election stopped).
+    None,
 }

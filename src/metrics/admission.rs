@@ -34,7 +34,7 @@ impl Admission {
             reviews: register(
                 r,
                 "admission_reviews",
-                "AdmissionReviews answered, by door (rulesets, evictions) and decision (allowed, denied; error: the review could not be read or answered, and kube-apiserver applies the webhook's failure policy)",
+                "AdmissionReviews answered, by door (rulesets, evictions, evictions_standby) and decision (allowed, denied; error: the review could not be read or answered, and kube-apiserver applies the webhook's failure policy)",
                 Family::default(),
             ),
             duration: register(
@@ -93,17 +93,22 @@ pub enum Door {
     /// `/admission/rulesets`: OperationRuleSets that do not compile are refused.
     RuleSets,
 
-    /// `/admission/evictions`: the maintenance guard.
+    /// `/admission/evictions`: the maintenance guard, through the leader's Service.
     Evictions,
+
+    /// `/admission/evictions/standby`: the maintenance guard's second door, through the
+    /// standbys' Service (its decisions are not counted again in `ifo_guard_decisions_total`).
+    EvictionsStandby,
 }
 
 impl Door {
-    const ALL: [Door; 2] = [Door::RuleSets, Door::Evictions];
+    const ALL: [Door; 3] = [Door::RuleSets, Door::Evictions, Door::EvictionsStandby];
 
     fn as_str(self) -> &'static str {
         match self {
             Door::RuleSets => "rulesets",
             Door::Evictions => "evictions",
+            Door::EvictionsStandby => "evictions_standby",
         }
     }
 }

@@ -113,6 +113,11 @@ impl Drop for Replica {
 
 /// Whether the replica's pod carries the leader label the Service selects.
 pub fn labelled(env: &Env, replica: &Replica) -> bool {
+    marked(env, replica, "leader")
+}
+
+/// Whether the replica's pod carries `ifo.kubevirt.io/<mark>=true` (`leader`, `standby`).
+pub fn marked(env: &Env, replica: &Replica, mark: &str) -> bool {
     env.kubectl(
         User::Admin,
         &[
@@ -122,7 +127,7 @@ pub fn labelled(env: &Env, replica: &Replica) -> bool {
             "pod",
             &replica.pod,
             "-o",
-            "jsonpath={.metadata.labels.ifo\\.kubevirt\\.io/leader}",
+            &format!("jsonpath={{.metadata.labels.ifo\\.kubevirt\\.io/{mark}}}"),
         ],
     )
     .is_ok_and(|v| v == "true")

@@ -434,36 +434,65 @@ fn the_test_clusters_webhook_is_the_shipped_one_but_for_where_it_calls() {
             &["get", "validatingwebhookconfiguration", name],
         );
         assert_eq!(registered["metadata"]["name"], shipped["metadata"]["name"]);
-        let (shipped, registered) = (&shipped["webhooks"][0], &registered["webhooks"][0]);
-        // Every field the manifest sets (kube-apiserver adds defaults of its own).
-        for (field, value) in shipped.as_object().unwrap() {
-            if field != "clientConfig" {
-                assert_eq!(&registered[field], value, "{file}: webhooks[0].{field}");
-            }
-        }
-        let path = shipped["clientConfig"]["service"]["path"].as_str().unwrap();
-        let url = registered["clientConfig"]["url"].as_str().unwrap();
-        assert!(
-            url.starts_with("https://localhost:") && url.ends_with(path),
-            "{url}"
+        let (shipped, registered) = (
+            shipped["webhooks"].as_array().unwrap(),
+            registered["webhooks"].as_array().unwrap(),
         );
+        assert_eq!(registered.len(), shipped.len(), "{file}: the webhooks");
+        for (i, (shipped, registered)) in shipped.iter().zip(registered).enumerate() {
+            // Every field the manifest sets (kube-apiserver adds defaults of its own).
+            for (field, value) in shipped.as_object().unwrap() {
+                if field != "clientConfig" {
+                    assert_eq!(&registered[field], value, "{file}: webhooks[{i}].{field}");
+                }
+            }
+            let path = shipped["clientConfig"]["service"]["path"].as_str().unwrap();
+            let url = registered["clientConfig"]["url"].as_str().unwrap();
+            assert!(
+                url.starts_with("https://localhost:") && url.ends_with(path),
+                "{url}"
+            );
+        }
     }
 }
 
-/// `apiservice/with-guard/`: `deploy/` with the guard's Component: its Service over every
-/// replica (not only the leader), its rights, and the guard on.
+/// `apiservice/with-guard/`: `deploy/` with the guard's Component: the Service of its second
+/// door over the standbys, its rights, and the guard on; the webhook's two doors, one through
+/// the leader's Service and one through the standbys'.
 #[test]
-fn guard_overlay_renders_deploy_with_the_guard_on_behind_every_replica() {
+fn guard_overlay_renders_deploy_with_the_guard_on_behind_both_replicas() {
     let overlay = deploy_with("apiservice/with-guard", "deploy/guard");
     let container =
         &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(env_var(container, "EVICTION_GUARD"), "true");
-    let service = find(&overlay, "Service", "ifo-guard");
-    assert!(
-        service["spec"]["selector"]
-            .get("ifo.kubevirt.io/leader")
-            .is_none(),
-        "the guard's Service selects every replica"
+    let standby = find(&overlay, "Service", "ifo-guard");
+    assert_eq!(
+        standby["spec"]["selector"],
+        serde_json::json!({"app.kubernetes.io/name": "ifo-apiserver", "ifo.kubevirt.io/standby": "true"}),
+        "the second door's Service selects the standbys"
+    );
+    let leader = find(&overlay, "Service", "ifo-apiserver");
+    assert_eq!(leader["spec"]["selector"]["ifo.kubevirt.io/leader"], "true");
+    let text = std::fs::read_to_string(root().join("apiservice/guard-webhook.yaml")).unwrap();
+    let webhook: Value = serde_saphyr::from_str(&text).unwrap();
+    let doors: Vec<(&str, &str)> = webhook["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            let service = &w["clientConfig"]["service"];
+            (
+                service["name"].as_str().unwrap(),
+                service["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        doors,
+        [
+            ("ifo-apiserver", "/admission/evictions"),
+            ("ifo-guard", "/admission/evictions/standby")
+        ]
     );
     let role = find(&overlay, "ClusterRole", "ifo-apiserver:maintenance-guard");
     assert_eq!(role["rules"][0]["resources"], serde_json::json!(["pods"]));

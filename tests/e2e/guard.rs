@@ -1,6 +1,6 @@
 //! The maintenance guard through the real Eviction API: kube-apiserver sends every eviction to
-//! the server's door (the webhook `ifo-maintenance-guard`, as `apiservice/guard-webhook.yaml`
-//! registers it), which refuses, with 429 and a message, the eviction of a pod on a node whose
+//! the server's two doors (the webhook `ifo-maintenance-guard`, as `apiservice/guard-webhook.yaml`
+//! registers it), which refuse, with 429 and a message, the eviction of a pod on a node whose
 //! gate is not Clear. No kubelet is needed: a pod bound with `spec.nodeName` to a Node object
 //! of the test's own is evicted as `kubectl drain` would evict it.
 //!
@@ -71,13 +71,18 @@ fn migrating(env: &Env, ns: &str, name: &str, node: &str, on: bool) {
     );
 }
 
-/// A refusal as every drain tool retries it: 429, from the guard's webhook.
+/// A refusal as every drain tool retries it: 429, from either door of the guard's webhook
+/// (kube-apiserver asks both and says the first refusal it gets).
 fn assert_held(e: &Evicted, saying: &[&str]) {
     assert!(!e.ok, "the eviction went through");
     assert!(
         e.stderr.contains("TooManyRequests")
-            && e.stderr
-                .contains("admission webhook \"ifo-maintenance-guard.ifo.kubevirt.io\""),
+            && (e
+                .stderr
+                .contains("admission webhook \"ifo-maintenance-guard.ifo.kubevirt.io\"")
+                || e.stderr.contains(
+                    "admission webhook \"ifo-maintenance-guard-standby.ifo.kubevirt.io\""
+                )),
         "not a 429 of the guard: {}",
         e.stderr
     );
@@ -117,6 +122,12 @@ fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
     pod_on(env, &tenant, "app", &node_name);
     migrating(env, &ops, "secret-vm", &node_name, true);
     env.wait_gate(&format!("node.{node_name}"), "False", WAIT);
+    let denied = |door: &str| {
+        env.metric(&format!(
+            "ifo_admission_reviews_total{{door=\"{door}\",decision=\"denied\"}}"
+        ))
+    };
+    let before = (denied("evictions"), denied("evictions_standby"));
 
     let held = eventually(WAIT, "the guard to hold alice's eviction", || {
         let e = evict(env, User::Alice, &tenant, "app");
@@ -130,6 +141,12 @@ fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
             &format!("kubectl get maintenancegate node.{node_name}"),
             &format!("kubectl annotate node {node_name} ifo.kubevirt.io/maintenance-override="),
         ],
+    );
+    // Both doors were asked, and both refused (other tests add their own refusals).
+    assert!(
+        denied("evictions") > before.0 && denied("evictions_standby") > before.1,
+        "not refused at both doors: {before:?} then {:?}",
+        (denied("evictions"), denied("evictions_standby"))
     );
     // What alice may not read stays unsaid: the other namespace and its VM.
     assert!(

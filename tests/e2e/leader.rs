@@ -11,9 +11,13 @@ use ifo_dev::User;
 use serde_json::Value;
 
 use ifo_test_support::replicas::{
-    LEASE_DURATION, LIST, Replica, get, labelled, list_rv, replica, replica_with, the_leader,
+    LEASE_DURATION, LIST, Replica, get, labelled, list_rv, marked, replica, replica_with,
+    the_leader,
 };
 use ifo_test_support::{Env, env, eventually};
+
+/// How long a new leader stays marked standby (docs/operating.md#high-availability).
+const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
 
 fn lease_name(test: &str) -> String {
     format!("ifo-e2e-{test}-{}", std::process::id())
@@ -92,6 +96,17 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         labelled(env, &replicas[leader]).then_some(())
     });
     assert!(!labelled(env, &replicas[standby]));
+    // The standby's pod is the maintenance guard's second door; the leader's is not, once its
+    // first seconds are over.
+    eventually(
+        STANDBY_OVERLAP + Duration::from_secs(10),
+        "the standby's pod marked standby, the leader's not",
+        || {
+            (marked(env, &replicas[standby], "standby")
+                && !marked(env, &replicas[leader], "standby"))
+            .then_some(())
+        },
+    );
     let old_rv = list_rv(env, replicas[leader].port);
     let old_holder = holder(env, &lease);
 
@@ -114,6 +129,13 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
         Duration::from_secs(10),
         "the new leader's pod labelled, the crashed one's not",
         || (labelled(env, &replicas[standby]) && !labelled(env, &replicas[leader])).then_some(()),
+    );
+    // The new leader stays the guard's second door for its first seconds (its pod joins the
+    // leader's Service before it leaves the standbys'), then leaves it.
+    eventually(
+        STANDBY_OVERLAP + Duration::from_secs(10),
+        "the new leader's standby mark gone after its first seconds",
+        || (!marked(env, &replicas[standby], "standby")).then_some(()),
     );
 
     // RVs keep rising for clients, and the old leader's RVs are not resolved here.

@@ -3,8 +3,10 @@
 //! is in flight there, printing the guard's message on each retry, and completes within about
 //! one of kubectl's retries (5 s) once the node's gate is Clear; the node's maintenance override
 //! lets it through at once; a gate that is Unknown holds it. Then evictions every 200 ms through
-//! a failover (the leader's pod deleted, as shipped, `failurePolicy: Ignore`): every one is
-//! answered 429 by a replica and none is allowed while the operation is in flight.
+//! a failover, as shipped (`failurePolicy: Ignore`): the leader's pod deleted, every one is
+//! answered 429 and none is allowed while the operation is in flight; the leader's container
+//! killed, the same (the standby's door answers while the leader's address refuses
+//! connections), and the live API keeps answering for a minute afterwards.
 
 use anyhow::{Context, Result, bail, ensure};
 use ifo_dev::User;
@@ -14,7 +16,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use super::Ctx;
-use super::workload::{set_vm_status, settled};
+use super::workload::{holds, list, set_vm_status, settled};
 
 /// The rulesets of these steps.
 const RULESET: &str = "node-guard";
@@ -222,8 +224,10 @@ pub fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
     // Held: kubectl prints the guard's message on each retry, the pod keeps running.
     let mut drain = Drain::start(ctx, &node, "drained")?;
     let said = drain.until_said("will retry after 5s", Duration::from_secs(30))?;
+    // Either door's refusal (kube-apiserver asks both and says the first it gets).
     for text in [
-        "admission webhook \"ifo-maintenance-guard.ifo.kubevirt.io\" denied the request",
+        "admission webhook \"ifo-maintenance-guard",
+        ".ifo.kubevirt.io\" denied the request",
         &format!("node {node} is not clear for maintenance: 1 operation in flight"),
         "VirtualMachine Migrating",
         &format!("kubectl get maintenancegate node.{node}"),
@@ -372,48 +376,115 @@ fn evict(ctx: &Ctx, pod: &str) -> Result<bool> {
     }
 }
 
-/// What evictions of `pod`, one every 200 ms for `for_`, got while `lose` ran after 3 s:
-/// (held by the guard, allowed, not answered with when and why).
+/// What evictions of `pod`, one every 200 ms for `for_`, got while `lose` ran after 3 s: how
+/// many the guard held, when (after `lose`) one was allowed, and those not answered with when
+/// and why. An allowed eviction ends the evictions: the pod is gone.
+struct Evictions {
+    held: usize,
+    allowed: Option<Duration>,
+    failed: Vec<String>,
+}
+
 fn evictions_through(
     ctx: &Ctx,
     pod: &str,
     for_: Duration,
     lose: impl FnOnce() -> Result<()>,
-) -> Result<(usize, usize, Vec<String>)> {
+) -> Result<Evictions> {
     let started = Instant::now();
     let mut lose = Some(lose);
-    let (mut held, mut allowed, mut failed) = (0, 0, Vec::new());
+    let mut lost = None;
+    let mut seen = Evictions {
+        held: 0,
+        allowed: None,
+        failed: Vec::new(),
+    };
     while started.elapsed() < for_ {
         if started.elapsed() >= Duration::from_secs(3)
             && let Some(lose) = lose.take()
         {
             lose()?;
+            lost = Some(Instant::now());
         }
         let asked = Instant::now();
         match evict(ctx, pod) {
-            Ok(false) => held += 1,
+            Ok(false) => seen.held += 1,
             Ok(true) => {
-                allowed += 1;
+                seen.allowed =
+                    Some(lost.map_or(Duration::ZERO, |l| asked.saturating_duration_since(l)));
                 break;
             }
-            Err(e) => failed.push(format!("{:.1}s: {e:#}", started.elapsed().as_secs_f64())),
+            Err(e) => seen
+                .failed
+                .push(format!("{:.1}s: {e:#}", started.elapsed().as_secs_f64())),
         }
         std::thread::sleep(Duration::from_millis(200).saturating_sub(asked.elapsed()));
     }
-    Ok((held, allowed, failed))
+    Ok(seen)
+}
+
+/// Lists every second for `for_`: each must hold `expected` (the live API keeps answering
+/// through kube-apiserver, the Service and the leader after a failover).
+fn keeps_listing(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Result<()> {
+    let started = Instant::now();
+    let mut wrong = Vec::new();
+    while started.elapsed() < for_ {
+        let asked = Instant::now();
+        match list(ctx) {
+            Ok(names) if holds(&names, expected) => {}
+            Ok(names) => wrong.push(format!(
+                "{:.0}s: listed {names:?}",
+                started.elapsed().as_secs_f64()
+            )),
+            Err(e) => wrong.push(format!("{:.0}s: {e:#}", started.elapsed().as_secs_f64())),
+        }
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(asked.elapsed()));
+    }
+    ensure!(
+        wrong.is_empty(),
+        "the live API did not keep answering after the failover: {} of {:.0} lists wrong: {wrong:#?}\n{}\n{}",
+        wrong.len(),
+        for_.as_secs_f64(),
+        admin(
+            ctx,
+            &[
+                "get",
+                "apiservice",
+                "v1alpha1.live.ifo.kubevirt.io",
+                "-o",
+                "jsonpath={.status.conditions}"
+            ]
+        )
+        .unwrap_or_default(),
+        admin(
+            ctx,
+            &[
+                "-n",
+                ifo_dev::install::NAMESPACE,
+                "get",
+                "pods,endpointslices",
+                "--show-labels",
+                "-o",
+                "wide"
+            ]
+        )
+        .unwrap_or_default()
+    );
+    Ok(())
 }
 
 pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     let node = node_name(ctx)?;
-    pod(ctx, "kept", "kept")?;
     vm_on(ctx, "vm-guard", &node, "Migrating")?;
     until_clear_is(ctx, &node, "False")?;
+    let expected = [("vm-guard", "Migrating")];
 
     // The leader's pod deleted (a rollout, a drain of its node): as shipped, failurePolicy
     // Ignore. The deleted pod leaves the Service's endpoints while it still answers (its
     // shutdown delay), and the standby answers from its own index: no window.
+    pod(ctx, "kept", "kept")?;
     let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
-    let (held, allowed, failed) = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+    let seen = evictions_through(ctx, "kept", Duration::from_secs(20), || {
         admin(
             ctx,
             &[
@@ -428,25 +499,80 @@ pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
         .map(|_| ())
     })?;
     println!(
-        "  evictions every 200 ms through the deletion of the leader's pod: {held} held by the guard, \
-         {allowed} allowed, {} not answered",
-        failed.len()
+        "  evictions every 200 ms through the deletion of the leader's pod: {} held by the guard, \
+         {} allowed, {} not answered",
+        seen.held,
+        usize::from(seen.allowed.is_some()),
+        seen.failed.len()
     );
     ensure!(
-        allowed == 0,
+        seen.allowed.is_none(),
         "an eviction was allowed while the node had an operation in flight"
     );
     ensure!(
-        failed.is_empty(),
-        "evictions not answered by the guard: {failed:#?}"
+        seen.failed.is_empty(),
+        "evictions not answered by the guard: {:#?}",
+        seen.failed
     );
-    ensure!(held >= 50, "only {held} evictions in 20 s");
+    ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
+    keeps_listing(ctx, &expected, Duration::from_secs(10))?;
+
+    // The leader's container killed (an OOM kill): until kubelet reports it and its endpoint
+    // leaves the Service, kube-apiserver's connections to the leader's door are refused, which
+    // failurePolicy Ignore lets through; the standby's door answers all the while. None may be
+    // let through, and the live API must keep answering afterwards.
+    let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
+    let seen = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+        ctx.cluster
+            .node()
+            .as_ref()
+            .context("no node")?
+            .kill_container(&leader.container_id)
+    })?;
+    println!(
+        "  evictions every 200 ms through a crash of the leader's container: {} held by the guard, \
+         {}, {} not answered",
+        seen.held,
+        seen.allowed.map_or("none allowed".to_string(), |d| format!(
+            "one allowed {:.1}s after the kill",
+            d.as_secs_f64()
+        )),
+        seen.failed.len()
+    );
+    ensure!(
+        seen.allowed.is_none(),
+        "an eviction was allowed {:?} after the leader's crash, while the node had an operation \
+         in flight",
+        seen.allowed
+    );
+    ensure!(
+        seen.failed.is_empty(),
+        "evictions not answered by the guard: {:#?}",
+        seen.failed
+    );
+    ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
+    let after = settled(ctx, Duration::from_secs(180))?;
+    ensure!(
+        after
+            .iter()
+            .any(|p| p.uid == leader.uid && p.restarts > leader.restarts),
+        "the crashed container was not restarted in its pod: {after:?}"
+    );
+    keeps_listing(ctx, &expected, Duration::from_secs(60))?;
 
     vm_on(ctx, "vm-guard", &node, "Running")?;
     admin(ctx, &["delete", "ors", RULESET])?;
     admin(
         ctx,
-        &["-n", &ctx.ns, "delete", "pod", "kept", "--wait=false"],
+        &[
+            "-n",
+            &ctx.ns,
+            "delete",
+            "pod",
+            "kept",
+            "--wait=false",
+            "--ignore-not-found",
+        ],
     )
     .map(|_| ())
 }

@@ -102,15 +102,23 @@ impl Cluster {
     /// as `apiservice/guard-webhook.yaml` ships it, but for its `clientConfig` (a URL on
     /// `localhost`, as for [`Cluster::register_ruleset_webhook`]).
     pub fn register_guard_webhook(&self, port: u16) -> Result<()> {
+        // Both doors, as shipped (the leader's and the standby's), on the one server.
+        let door = |name: &str, path: &str| {
+            format!(
+                r#"{{"name":"{name}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
+  "clientConfig":{{"url":"https://localhost:{port}{path}","caBundle":"{}"}},
+  "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
+    "resources":["pods/eviction"],"scope":"Namespaced"}}],
+  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":3}}"#,
+                b64(&self.serving.ca_pem)
+            )
+        };
         self.apply(&format!(
             r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
 "metadata":{{"name":"{GUARD_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
-"webhooks":[{{"name":"{GUARD_WEBHOOK}.ifo.kubevirt.io","admissionReviewVersions":["v1"],
-  "clientConfig":{{"url":"https://localhost:{port}/admission/evictions","caBundle":"{}"}},
-  "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
-    "resources":["pods/eviction"],"scope":"Namespaced"}}],
-  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":3}}]}}"#,
-            b64(&self.serving.ca_pem)
+"webhooks":[{},{}]}}"#,
+            door(GUARD_WEBHOOK, "/admission/evictions"),
+            door(&format!("{GUARD_WEBHOOK}-standby"), "/admission/evictions/standby"),
         ))
     }
 
