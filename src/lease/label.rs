@@ -2,7 +2,7 @@
 //! `ifo.kubevirt.io/leader=true` (the Service `ifo-apiserver`: kube-apiserver's requests reach the
 //! leader only while every replica stays Ready, as a rollout with `maxUnavailable: 0` needs), and
 //! a standby's `ifo.kubevirt.io/standby=true` (the Service `ifo-guard`: the maintenance guard's
-//! second door, so that a crashed leader, whose address still takes connections until kubelet
+//! second door, so that a crashed leader, whose address refuses connections until kubelet
 //! reports it, never leaves evictions without an answer).
 //!
 //! A new leader keeps its standby mark for [`STANDBY_OVERLAP`] after it takes the lead: its pod
