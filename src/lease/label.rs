@@ -136,7 +136,7 @@ impl LeaderLabel {
     /// when the election stops.
     pub async fn follow(self, mut role: watch::Receiver<Role>) {
         let mut marked: Option<Mark> = None;
-        // While leading with both marks: when the standby mark goes.
+        // While marked both (and only then): when the standby mark goes.
         let mut overlap_ends: Option<tokio::time::Instant> = None;
         loop {
             let leading = *role.borrow_and_update() == Role::Leading;
@@ -167,7 +167,7 @@ impl LeaderLabel {
                     }
                 }
             }
-            let changed = match overlap_ends.filter(|_| marked == Some(Mark::Both)) {
+            let changed = match overlap_ends {
                 Some(end) => tokio::select! {
                     changed = role.changed() => changed,
                     () = tokio::time::sleep_until(end) => Ok(()),

@@ -473,6 +473,33 @@ fn keeps_listing(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Result
     Ok(())
 }
 
+/// Evictions of `pod` every 200 ms for 20 s while `lose` (named `what`) takes the leader away
+/// after 3 s: every one answered 429 by the guard, none allowed, none unanswered.
+fn all_held_through(ctx: &Ctx, what: &str, lose: impl FnOnce() -> Result<()>) -> Result<()> {
+    let seen = evictions_through(ctx, "kept", Duration::from_secs(20), lose)?;
+    println!(
+        "  evictions every 200 ms through {what}: {} held by the guard, {}, {} not answered",
+        seen.held,
+        seen.allowed.map_or("none allowed".to_string(), |d| format!(
+            "one allowed {:.1}s after it",
+            d.as_secs_f64()
+        )),
+        seen.failed.len()
+    );
+    ensure!(
+        seen.allowed.is_none(),
+        "an eviction was allowed {:?} after {what}, while the node had an operation in flight",
+        seen.allowed
+    );
+    ensure!(
+        seen.failed.is_empty(),
+        "evictions not answered by the guard: {:#?}",
+        seen.failed
+    );
+    ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
+    Ok(())
+}
+
 pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     let node = node_name(ctx)?;
     vm_on(ctx, "vm-guard", &node, "Migrating")?;
@@ -484,7 +511,7 @@ pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     // shutdown delay), and the standby answers from its own index: no window.
     pod(ctx, "kept", "kept")?;
     let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
-    let seen = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+    all_held_through(ctx, "the deletion of the leader's pod", || {
         admin(
             ctx,
             &[
@@ -498,23 +525,6 @@ pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
         )
         .map(|_| ())
     })?;
-    println!(
-        "  evictions every 200 ms through the deletion of the leader's pod: {} held by the guard, \
-         {} allowed, {} not answered",
-        seen.held,
-        usize::from(seen.allowed.is_some()),
-        seen.failed.len()
-    );
-    ensure!(
-        seen.allowed.is_none(),
-        "an eviction was allowed while the node had an operation in flight"
-    );
-    ensure!(
-        seen.failed.is_empty(),
-        "evictions not answered by the guard: {:#?}",
-        seen.failed
-    );
-    ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
     keeps_listing(ctx, &expected, Duration::from_secs(10))?;
 
     // The leader's container killed (an OOM kill): until kubelet reports it and its endpoint
@@ -522,35 +532,13 @@ pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     // failurePolicy Ignore lets through; the standby's door answers all the while. None may be
     // let through, and the live API must keep answering afterwards.
     let leader = settled(ctx, Duration::from_secs(180))?[0].clone();
-    let seen = evictions_through(ctx, "kept", Duration::from_secs(20), || {
+    all_held_through(ctx, "a crash of the leader's container", || {
         ctx.cluster
             .node()
             .as_ref()
             .context("no node")?
             .kill_container(&leader.container_id)
     })?;
-    println!(
-        "  evictions every 200 ms through a crash of the leader's container: {} held by the guard, \
-         {}, {} not answered",
-        seen.held,
-        seen.allowed.map_or("none allowed".to_string(), |d| format!(
-            "one allowed {:.1}s after the kill",
-            d.as_secs_f64()
-        )),
-        seen.failed.len()
-    );
-    ensure!(
-        seen.allowed.is_none(),
-        "an eviction was allowed {:?} after the leader's crash, while the node had an operation \
-         in flight",
-        seen.allowed
-    );
-    ensure!(
-        seen.failed.is_empty(),
-        "evictions not answered by the guard: {:#?}",
-        seen.failed
-    );
-    ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
     let after = settled(ctx, Duration::from_secs(180))?;
     ensure!(
         after
