@@ -17,6 +17,17 @@ ifo_apt_install() {
   fi
 }
 
+# ifo_report_missing WHOSE ITEM...: fails listing the ITEMs, if any, as "missing prerequisites"
+# (WHOSE says of what, e.g. " of the real node").
+ifo_report_missing() {
+  local whose="$1"
+  shift
+  [[ $# -eq 0 ]] && return 0
+  echo "error: missing prerequisites${whose}:" >&2
+  printf '  - %s\n' "$@" >&2
+  return 1
+}
+
 ifo_prereqs() {
   local missing=()
   command -v cargo >/dev/null 2>&1 || missing+=("cargo (Rust 1.89 or newer: https://rustup.rs)")
@@ -29,11 +40,7 @@ ifo_prereqs() {
   command -v jq >/dev/null 2>&1 || missing+=("jq (for deploy/image.sh and its test; Debian: apt-get install jq)")
   command -v npm >/dev/null 2>&1 || ifo_apt_install nodejs npm
   command -v npm >/dev/null 2>&1 || missing+=("Node.js with npm (builds the page of kubectl ifo ui; Debian: apt-get install nodejs npm)")
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "error: missing prerequisites:" >&2
-    printf '  - %s\n' "${missing[@]}" >&2
-    return 1
-  fi
+  ifo_report_missing "" "${missing[@]}"
 }
 
 # Headless Chromium and its WebDriver, for the browser test of `kubectl ifo ui` (tests/e2e/ui.rs).
@@ -71,11 +78,7 @@ ifo_node_prereqs() {
   command -v conntrack >/dev/null 2>&1 || missing+=("conntrack (Debian: apt-get install conntrack)")
   command -v ip >/dev/null 2>&1 || missing+=("ip, for the node's bridge (Debian: apt-get install iproute2)")
   command -v gcc >/dev/null 2>&1 || missing+=("gcc with the static C library, for the pause image (Debian: apt-get install gcc libc6-dev)")
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "error: missing prerequisites of the real node:" >&2
-    printf '  - %s\n' "${missing[@]}" >&2
-    return 1
-  fi
+  ifo_report_missing " of the real node" "${missing[@]}"
 }
 
 # Builds (or finds in the cache) the pinned control plane, and points the Rust code at it. Its

@@ -298,60 +298,47 @@ mod tests {
 
     #[test]
     fn parses_terms() {
-        assert!(parse_ok("").is_empty());
-        assert!(parse_ok(",").is_empty());
-        assert_eq!(
-            parse_ok("status.phase=Active").requirements(),
-            &[term("status.phase", FieldOperator::Equals, "Active")]
-        );
-        assert_eq!(
-            parse_ok("status.phase==Active").requirements(),
-            &[term("status.phase", FieldOperator::Equals, "Active")]
-        );
-        assert_eq!(
-            parse_ok("status.phase!=Active").requirements(),
-            &[term("status.phase", FieldOperator::NotEquals, "Active")]
-        );
-        assert_eq!(
-            parse_ok("metadata.name=").requirements(),
-            &[term("metadata.name", FieldOperator::Equals, "")]
-        );
-        // Terms come out sorted, as apimachinery sorts the raw terms.
-        assert_eq!(
-            parse_ok("status.phase=Active,metadata.namespace!=kube-system").requirements(),
-            &[
-                term(
-                    "metadata.namespace",
-                    FieldOperator::NotEquals,
-                    "kube-system"
-                ),
-                term("status.phase", FieldOperator::Equals, "Active"),
-            ]
-        );
-        // `a=!b`: `=` comes first, so the value is `!b`.
-        assert_eq!(
-            parse_ok("a=!b").requirements(),
-            &[term("a", FieldOperator::Equals, "!b")]
-        );
+        use FieldOperator::{Equals, NotEquals};
+        // The terms of each selector: `(field, operator, value)`.
+        let cases: &[(&str, &[(&str, FieldOperator, &str)])] = &[
+            ("", &[]),
+            (",", &[]),
+            ("status.phase=Active", &[("status.phase", Equals, "Active")]),
+            (
+                "status.phase==Active",
+                &[("status.phase", Equals, "Active")],
+            ),
+            (
+                "status.phase!=Active",
+                &[("status.phase", NotEquals, "Active")],
+            ),
+            ("metadata.name=", &[("metadata.name", Equals, "")]),
+            // Terms come out sorted, as apimachinery sorts the raw terms.
+            (
+                "status.phase=Active,metadata.namespace!=kube-system",
+                &[
+                    ("metadata.namespace", NotEquals, "kube-system"),
+                    ("status.phase", Equals, "Active"),
+                ],
+            ),
+            // `a=!b`: `=` comes first, so the value is `!b`.
+            ("a=!b", &[("a", Equals, "!b")]),
+            // Escaped separators and backslashes are part of the value.
+            (r"a=x\,y", &[("a", Equals, "x,y")]),
+            (r"a=x\=y,b=\\", &[("a", Equals, "x=y"), ("b", Equals, r"\")]),
+            (r"a==\=\=", &[("a", Equals, "==")]),
+        ];
+        for (selector, want) in cases {
+            let want: Vec<FieldRequirement> = want
+                .iter()
+                .map(|&(field, operator, value)| term(field, operator, value))
+                .collect();
+            assert_eq!(parse_ok(selector).requirements(), want, "{selector:?}");
+        }
     }
 
     #[test]
     fn escapes() {
-        assert_eq!(
-            parse_ok(r"a=x\,y").requirements(),
-            &[term("a", FieldOperator::Equals, "x,y")]
-        );
-        assert_eq!(
-            parse_ok(r"a=x\=y,b=\\").requirements(),
-            &[
-                term("a", FieldOperator::Equals, "x=y"),
-                term("b", FieldOperator::Equals, r"\"),
-            ]
-        );
-        assert_eq!(
-            parse_ok(r"a==\=\=").requirements(),
-            &[term("a", FieldOperator::Equals, "==")]
-        );
         assert_eq!(
             parse_err(r"a=x\y"),
             r"invalid field selector: invalid escape sequence: \y"

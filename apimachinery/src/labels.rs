@@ -1017,58 +1017,38 @@ mod tests {
 
     #[test]
     fn lexer_splits_operators_like_apimachinery() {
+        // What the parser reads, without the end of the string it always ends with.
         let tokens = |s: &str| {
-            let mut l = Lexer {
-                s: s.as_bytes(),
-                pos: 0,
-            };
-            let mut out = Vec::new();
-            loop {
-                let (t, lit) = l.lex();
-                if t == Token::EndOfString {
-                    return out;
-                }
-                out.push((t, lit));
-            }
+            let mut items = Parser::new(s).items;
+            assert_eq!(
+                items.pop().map(|(token, _)| token),
+                Some(Token::EndOfString)
+            );
+            items
         };
-        assert_eq!(
-            tokens("x==a==b"),
-            vec![
-                (Token::Identifier, "x".into()),
-                (Token::DoubleEquals, "==".into()),
-                (Token::Identifier, "a".into()),
-                (Token::DoubleEquals, "==".into()),
-                (Token::Identifier, "b".into()),
-            ]
-        );
-        assert_eq!(
-            tokens("!=!="),
-            vec![
-                (Token::NotEquals, "!=".into()),
-                (Token::NotEquals, "!=".into())
-            ]
-        );
-        assert_eq!(
-            tokens("===,(!"),
-            vec![
-                (Token::DoubleEquals, "==".into()),
-                (Token::Equals, "=".into()),
-                (Token::Comma, ",".into()),
-                (Token::OpenPar, "(".into()),
-                (Token::DoesNotExist, "!".into()),
-            ]
-        );
-        assert_eq!(
-            tokens("x in (a) notin"),
-            vec![
-                (Token::Identifier, "x".into()),
-                (Token::In, "in".into()),
-                (Token::OpenPar, "(".into()),
-                (Token::Identifier, "a".into()),
-                (Token::ClosedPar, ")".into()),
-                (Token::NotIn, "notin".into()),
-            ]
-        );
+        // Each token as `Kind(literal)`, in the order the lexer yields them.
+        let cases = [
+            (
+                "x==a==b",
+                "Identifier(x) DoubleEquals(==) Identifier(a) DoubleEquals(==) Identifier(b)",
+            ),
+            ("!=!=", "NotEquals(!=) NotEquals(!=)"),
+            (
+                "===,(!",
+                "DoubleEquals(==) Equals(=) Comma(,) OpenPar(() DoesNotExist(!)",
+            ),
+            (
+                "x in (a) notin",
+                "Identifier(x) In(in) OpenPar(() Identifier(a) ClosedPar()) NotIn(notin)",
+            ),
+        ];
+        for (input, want) in cases {
+            let got: Vec<String> = tokens(input)
+                .into_iter()
+                .map(|(token, literal)| format!("{token:?}({literal})"))
+                .collect();
+            assert_eq!(got.join(" "), want, "tokens of {input:?}");
+        }
     }
 
     #[test]

@@ -122,50 +122,41 @@ impl Cluster {
 
         // kube-apiserver.
         let port = free_port()?;
-        let p = |name: &str| pki.join(name).display().to_string();
         let mut api_cmd = Command::new(&binaries.kube_apiserver);
         api_cmd
             .arg(format!("--etcd-servers={etcd_url}"))
             .arg(format!("--secure-port={port}"))
             .arg(format!("--bind-address={address}"))
             .arg(format!("--advertise-address={address}"))
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
-            .arg("--service-account-issuer=https://kubernetes.default.svc")
-            .arg(format!("--service-account-key-file={}", p("sa.pub")))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                p("sa.key")
-            ))
-            .arg(format!("--client-ca-file={}", p("ca.crt")))
-            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
-            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
-            .arg(format!(
-                "--kubelet-client-certificate={}",
-                p("kubelet-client.crt")
-            ))
-            .arg(format!("--kubelet-client-key={}", p("kubelet-client.key")))
-            .arg(format!("--token-auth-file={}", p("tokens.csv")))
-            .arg(format!(
-                "--requestheader-client-ca-file={}",
-                p("front-proxy-ca.crt")
-            ))
-            .arg("--requestheader-allowed-names=front-proxy-client")
-            .arg("--requestheader-username-headers=X-Remote-User")
-            .arg("--requestheader-group-headers=X-Remote-Group")
-            .arg("--requestheader-extra-headers-prefix=X-Remote-Extra-")
-            .arg(format!(
-                "--proxy-client-cert-file={}",
-                p("front-proxy-client.crt")
-            ))
-            .arg(format!(
-                "--proxy-client-key-file={}",
-                p("front-proxy-client.key")
-            ))
-            .arg("--enable-aggregator-routing=false")
+            .args([
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--enable-aggregator-routing=false",
+            ])
             .arg(format!(
                 "--cert-dir={}",
                 dir.join("apiserver-certs").display()
             ));
+        // The files of the cluster's PKI each flag names.
+        for (flag, file) in [
+            ("service-account-key-file", "sa.pub"),
+            ("service-account-signing-key-file", "sa.key"),
+            ("client-ca-file", "ca.crt"),
+            ("tls-cert-file", "apiserver.crt"),
+            ("tls-private-key-file", "apiserver.key"),
+            ("kubelet-client-certificate", "kubelet-client.crt"),
+            ("kubelet-client-key", "kubelet-client.key"),
+            ("token-auth-file", "tokens.csv"),
+            ("requestheader-client-ca-file", "front-proxy-ca.crt"),
+            ("proxy-client-cert-file", "front-proxy-client.crt"),
+            ("proxy-client-key-file", "front-proxy-client.key"),
+        ] {
+            api_cmd.arg(format!("--{flag}={}", pki.join(file).display()));
+        }
         if network.is_some() {
             // Pods get service-account tokens, reach kube-apiserver through the `kubernetes`
             // Service (whose endpoint this server keeps), and kubelet acts as its Node only.

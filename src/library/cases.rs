@@ -153,27 +153,11 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                     format!("active: expected {expected:?}, got {active:?}"),
                 ));
             }
-            for (op, want) in &case.expect.messages {
-                if messages.get(op) != Some(want) {
-                    failures.push(fail(
-                        &case.name,
-                        format!(
-                            "message of {op}: expected {want:?}, got {:?}",
-                            messages.get(op)
-                        ),
-                    ));
-                }
+            for problem in mismatches("message of", &case.expect.messages, &messages) {
+                failures.push(fail(&case.name, problem));
             }
-            for (op, want) in &case.expect.outcomes {
-                if outcomes.get(op) != Some(want) {
-                    failures.push(fail(
-                        &case.name,
-                        format!(
-                            "outcome of {op}: expected {want:?}, got {:?}",
-                            outcomes.get(op)
-                        ),
-                    ));
-                }
+            for problem in mismatches("outcome of", &case.expect.outcomes, &outcomes) {
+                failures.push(fail(&case.name, problem));
             }
             for (op, want) in &case.expect.progress {
                 let got = progresses.get(op);
@@ -184,16 +168,8 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                     ));
                 }
             }
-            for (op, want) in &case.expect.stalled {
-                if stalls.get(op) != Some(want) {
-                    failures.push(fail(
-                        &case.name,
-                        format!(
-                            "stalled of {op}: expected {want:?}, got {:?}",
-                            stalls.get(op)
-                        ),
-                    ));
-                }
+            for problem in mismatches("stalled of", &case.expect.stalled, &stalls) {
+                failures.push(fail(&case.name, problem));
             }
             let mut labels: BTreeMap<String, String> = BTreeMap::new();
             for (key, value) in &ev.labels {
@@ -216,18 +192,25 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
                 }
                 Err(problems) => failures.extend(problems.into_iter().map(|p| fail(&case.name, p))),
             }
-            for (key, want) in &case.expect.labels {
-                let got = labels.get(key);
-                if got != Some(want) {
-                    failures.push(fail(
-                        &case.name,
-                        format!("label {key}: expected {want:?}, got {got:?}"),
-                    ));
-                }
+            for problem in mismatches("label", &case.expect.labels, &labels) {
+                failures.push(fail(&case.name, problem));
             }
         }
     }
     Ok((count, failures))
+}
+
+/// What differs from what a case expects of `what` (`label`, `message of`, …): a problem for
+/// each expected key whose value is absent or another.
+fn mismatches<'a>(
+    what: &'a str,
+    expected: &'a BTreeMap<String, String>,
+    got: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = String> + 'a {
+    expected.iter().filter_map(move |(key, want)| {
+        let value = got.get(key);
+        (value != Some(want)).then(|| format!("{what} {key}: expected {want:?}, got {value:?}"))
+    })
 }
 
 /// The labels the related objects of `case` give its subject, lowest precedence first (a later

@@ -34,6 +34,28 @@ fn condition(
     }
 }
 
+/// A condition that is True while there is a problem (`message` says what), else False;
+/// `reasons` are its reason for each: `[when True, when False]`.
+fn problem(
+    type_: &str,
+    message: Option<String>,
+    [when_true, when_false]: [&str; 2],
+    generation: Option<i64>,
+) -> Condition {
+    let reason = if message.is_some() {
+        when_true
+    } else {
+        when_false
+    };
+    condition(
+        type_,
+        message.is_some(),
+        reason,
+        message.unwrap_or_default(),
+        generation,
+    )
+}
+
 /// The desired status; `previous` keeps transition times of conditions whose status did not change.
 pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSetStatus {
     let g = observed.generation;
@@ -78,57 +100,34 @@ pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSet
     };
     let mut conditions = vec![
         condition("Ready", active, ready_reason, ready_message, g),
-        condition(
+        problem(
             "InvalidRule",
-            invalid_rule,
-            if invalid_rule {
-                "InvalidExpression"
-            } else {
-                "Compiled"
-            },
-            observed
-                .invalid
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            observed.invalid.map(ToString::to_string),
+            ["InvalidExpression", "Compiled"],
             g,
         ),
-        condition(
-            "InvalidTarget",
-            invalid_target.is_some(),
-            if invalid_target.is_some() {
-                "GVRNotFound"
-            } else {
-                "Found"
-            },
-            invalid_target.unwrap_or_default(),
-            g,
-        ),
-        condition(
+        problem("InvalidTarget", invalid_target, ["GVRNotFound", "Found"], g),
+        problem(
             "WatchFailed",
-            watch_failed.is_some(),
-            if watch_failed.is_some() {
-                "WatchSetupFailed"
-            } else {
-                "NoError"
-            },
-            watch_failed.unwrap_or_default(),
+            watch_failed,
+            ["WatchSetupFailed", "NoError"],
             g,
         ),
-        condition(
+        problem(
             "RuleErrors",
-            observed.health.evaluation_errors > 0,
-            if observed.health.evaluation_errors > 0 {
-                "EvaluationFailed"
-            } else {
-                "NoError"
-            },
-            match &observed.health.last_error {
-                Some(e) => format!(
-                    "{} evaluation errors; last: {e}",
-                    observed.health.evaluation_errors
-                ),
-                None => String::new(),
-            },
+            (observed.health.evaluation_errors > 0).then(|| {
+                observed
+                    .health
+                    .last_error
+                    .as_ref()
+                    .map_or_else(String::new, |e| {
+                        format!(
+                            "{} evaluation errors; last: {e}",
+                            observed.health.evaluation_errors
+                        )
+                    })
+            }),
+            ["EvaluationFailed", "NoError"],
             g,
         ),
         cost_exceeded(&observed.health, g),

@@ -18,10 +18,10 @@ case "${1:-}" in
 esac
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/go-build.sh"
 k8s_version="$(awk '/^require k8s.io\/kubernetes /{print $3}' "$here/kubernetes/go.mod")"
 etcd_version="$(awk '/^require go.etcd.io\/etcd\/server\/v3 /{print $3}' "$here/etcd/go.mod")"
-cache_root="${IFO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ifo}"
-out="$cache_root/controlplane/k8s-${k8s_version}-etcd-${etcd_version}"
+out="$ifo_cache_root/controlplane/k8s-${k8s_version}-etcd-${etcd_version}"
 
 kube_cmds=(kube-apiserver kube-controller-manager kubectl)
 if $node; then
@@ -39,15 +39,8 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
 
-if ! command -v go >/dev/null 2>&1; then
-  echo "error: the Go toolchain (go 1.26 or newer) is needed to build ${missing[*]} from the Go module" >&2
-  echo "       proxy; install it from https://go.dev/dl or your distribution's golang package." >&2
-  exit 1
-fi
-
-mkdir -p "$out"
-tmp="$(mktemp -d "$out/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+ifo_need_go "${missing[*]}"
+ifo_build_dir "$out"
 
 # Version stamps so kubectl and the servers report the real release instead of v0.0.0.
 major="${k8s_version#v}"; major="${major%%.*}"

@@ -18,22 +18,16 @@ case "$tool" in
     ;;
 esac
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/go-build.sh"
 version="$(awk '/^require github.com\/prometheus\/prometheus /{print $3}' "$here/promtool/go.mod")"
-cache_root="${IFO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ifo}"
-out="$cache_root/promtool/prometheus-${version}"
+out="$ifo_cache_root/promtool/prometheus-${version}"
 
 if [[ -x "$out/$tool" ]]; then
   echo "$out/$tool"
   exit 0
 fi
-if ! command -v go >/dev/null 2>&1; then
-  echo "error: the Go toolchain (go 1.26 or newer) is needed to build $tool from the Go module proxy," >&2
-  echo "       which tests the alert rules and queries of deploy/monitoring/; install it from https://go.dev/dl." >&2
-  exit 1
-fi
-mkdir -p "$out"
-tmp="$(mktemp -d "$out/.build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+ifo_need_go "$tool (it tests the alert rules and queries of deploy/monitoring/)"
+ifo_build_dir "$out"
 echo "building $tool (Prometheus module $version) into $out; the first build takes several minutes" >&2
 if ! (cd "$here/promtool" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" \
     -o "$tmp/$tool" "github.com/prometheus/prometheus/cmd/$tool"); then

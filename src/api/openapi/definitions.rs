@@ -33,6 +33,24 @@ fn meta(name: &str) -> String {
     reference(&format!("{META}{name}"))
 }
 
+/// An object whose properties are all strings, each with its description; `required` names
+/// those that are always set.
+fn strings(description: &str, properties: &[(&str, &str)], required: &[&str]) -> Value {
+    let properties: Map<String, Value> = properties
+        .iter()
+        .map(|(name, description)| {
+            let property = json!({"description": description, "type": "string"});
+            (name.to_string(), property)
+        })
+        .collect();
+    let mut schema =
+        json!({"description": description, "type": "object", "properties": properties});
+    if !required.is_empty() {
+        schema["required"] = json!(required);
+    }
+    schema
+}
+
 /// `x-kubernetes-group-version-kind` of a definition (a list: one Go type may serve several).
 pub fn group_version_kind(group: &str, version: &str, kind: &str) -> Value {
     json!([{"group": group, "kind": kind, "version": version}])
@@ -328,15 +346,15 @@ fn gate_definitions() -> Map<String, Value> {
             "namespace": {"description": "Namespace of the InFlightOperation; absent for an InFlightClusterOperation.", "type": "string"},
             "name": {"description": "Name of the InFlightOperation or InFlightClusterOperation.", "type": "string"},
             "kind": {"description": "InFlightOperation or InFlightClusterOperation.", "type": "string"},
-            "subject": {
-                "description": "The object the operation happens to.",
-                "type": "object",
-                "properties": {
-                    "kind": {"description": "Kind of the subject.", "type": "string"},
-                    "name": {"description": "Name of the subject.", "type": "string"},
-                    "namespace": {"description": "Namespace of the subject; absent for cluster-scoped subjects.", "type": "string"},
-                },
-            },
+            "subject": strings(
+                "The object the operation happens to.",
+                &[
+                    ("kind", "Kind of the subject."),
+                    ("name", "Name of the subject."),
+                    ("namespace", "Namespace of the subject; absent for cluster-scoped subjects."),
+                ],
+                &[],
+            ),
             "operation": {"description": "The operation, as its rule names it.", "type": "string"},
             "component": {"description": "The component the operation belongs to.", "type": "string"},
             "startTime": {"$ref": meta("Time"), "description": "When the operation started."},
@@ -346,15 +364,14 @@ fn gate_definitions() -> Map<String, Value> {
         },
         "required": ["name", "kind", "subject", "operation", "component", "stalled"],
     });
-    let stale = json!({
-        "description": "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",
-        "type": "object",
-        "properties": {
-            "resource": {"description": "The target, as <resource>.<group>/<version>.", "type": "string"},
-            "reason": {"description": "Why it is not current.", "type": "string"},
-        },
-        "required": ["resource", "reason"],
-    });
+    let stale = strings(
+        "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",
+        &[
+            ("resource", "The target, as <resource>.<group>/<version>."),
+            ("reason", "Why it is not current."),
+        ],
+        &["resource", "reason"],
+    );
     let mut definitions = Map::new();
     definitions.insert(format!("{PREFIX}MaintenanceGate"), object);
     definitions.insert(format!("{PREFIX}MaintenanceGateList"), list(&gate));

@@ -277,63 +277,48 @@ pub fn print_comparison(off: &[Phase], on: &[Phase]) {
         let row =
             |name: &str, off: String, on: String| println!("  {name:<width$} {off:>18} {on:>18}");
         row("", "persist off".into(), "persist on".into());
-        let ms = |v: f64| format!("{v:.1} ms");
-        row(
-            "live API start → event p50",
-            ms(a.start_latency.p50_ms),
-            ms(b.start_latency.p50_ms),
-        );
-        row(
-            "live API start → event p99",
-            ms(a.start_latency.p99_ms),
-            ms(b.start_latency.p99_ms),
-        );
-        row(
-            "live API start → event max",
-            ms(a.start_latency.max_ms),
-            ms(b.start_latency.max_ms),
-        );
-        row(
-            "completion delay p99",
-            ms(a.completion_delay.p99_ms),
-            ms(b.completion_delay.p99_ms),
-        );
-        let lost = |p: &Phase| format!("{} / {}", p.lost_starts, p.lost_completions);
-        row("lost starts / completions", lost(a), lost(b));
-        row(
-            "operation lifecycles",
-            a.lifecycles.to_string(),
-            b.lifecycles.to_string(),
-        );
-        row(
-            "InFlightOperation writes",
-            a.operation_writes.to_string(),
-            b.operation_writes.to_string(),
-        );
-        row(
-            "  per 1,000 lifecycles",
-            optional(a.operation_writes_per_1000_lifecycles, 1),
-            optional(b.operation_writes_per_1000_lifecycles, 1),
-        );
-        row("server CPU (% of one core)", cpu(&a.server), cpu(&b.server));
-        row("server RSS max", rss(&a.server), rss(&b.server));
-        row(
-            "kube-apiserver CPU (% of one core)",
-            cpu(&a.apiserver),
-            cpu(&b.apiserver),
-        );
-        row(
-            "kube-apiserver RSS max",
-            rss(&a.apiserver),
-            rss(&b.apiserver),
-        );
-        row("etcd CPU (% of one core)", cpu(&a.etcd), cpu(&b.etcd));
-        row("etcd RSS max", rss(&a.etcd), rss(&b.etcd));
+        for (name, figure) in COMPARED {
+            row(name, figure(a), figure(b));
+        }
         println!("  kube-apiserver writes by verb and resource:");
         for (label, (off, on)) in labels.iter().zip(writes.values()) {
             row(label, off.to_string(), on.to_string());
         }
     }
+}
+
+/// The rows of [`print_comparison`]: a label and how to read its figure off a phase.
+const COMPARED: &[(&str, fn(&Phase) -> String)] = &[
+    ("live API start → event p50", |p| {
+        ms(p.start_latency.p50_ms)
+    }),
+    ("live API start → event p99", |p| {
+        ms(p.start_latency.p99_ms)
+    }),
+    ("live API start → event max", |p| {
+        ms(p.start_latency.max_ms)
+    }),
+    ("completion delay p99", |p| ms(p.completion_delay.p99_ms)),
+    ("lost starts / completions", |p| {
+        format!("{} / {}", p.lost_starts, p.lost_completions)
+    }),
+    ("operation lifecycles", |p| p.lifecycles.to_string()),
+    ("InFlightOperation writes", |p| {
+        p.operation_writes.to_string()
+    }),
+    ("  per 1,000 lifecycles", |p| {
+        optional(p.operation_writes_per_1000_lifecycles, 1)
+    }),
+    ("server CPU (% of one core)", |p| cpu(&p.server)),
+    ("server RSS max", |p| rss(&p.server)),
+    ("kube-apiserver CPU (% of one core)", |p| cpu(&p.apiserver)),
+    ("kube-apiserver RSS max", |p| rss(&p.apiserver)),
+    ("etcd CPU (% of one core)", |p| cpu(&p.etcd)),
+    ("etcd RSS max", |p| rss(&p.etcd)),
+];
+
+fn ms(value: f64) -> String {
+    format!("{value:.1} ms")
 }
 
 /// The writes of two runs by `(verb, resource)`, each with both runs' totals (0 where a run

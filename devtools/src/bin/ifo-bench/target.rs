@@ -157,28 +157,29 @@ mod tests {
                      "subject": {"name": "vm-1", "namespace": "vms"},
                      "target": {"ns": "elsewhere"}},
         });
-        assert_eq!(
-            api(&[]).read(&object).unwrap().namespace.as_deref(),
-            Some("ops")
-        );
-        let cluster = api(&["--ifo-cluster-scoped"]);
-        assert_eq!(
-            cluster.read(&object).unwrap().namespace.as_deref(),
-            Some("vms")
-        );
-        let other = api(&[
-            "--ifo-cluster-scoped",
-            "--subject-namespace-field=/spec/target/ns",
-        ]);
-        assert_eq!(
-            other.read(&object).unwrap().namespace.as_deref(),
-            Some("elsewhere")
-        );
-        let missing = api(&[
-            "--ifo-cluster-scoped",
-            "--subject-namespace-field=spec.nope",
-        ]);
-        assert_eq!(missing.read(&object).unwrap().namespace, None);
+        // The flags, and the subject namespace they read off the object.
+        let cases: [(&[&str], Option<&str>); 4] = [
+            (&[], Some("ops")),
+            (&["--ifo-cluster-scoped"], Some("vms")),
+            (
+                &[
+                    "--ifo-cluster-scoped",
+                    "--subject-namespace-field=/spec/target/ns",
+                ],
+                Some("elsewhere"),
+            ),
+            (
+                &[
+                    "--ifo-cluster-scoped",
+                    "--subject-namespace-field=spec.nope",
+                ],
+                None,
+            ),
+        ];
+        for (flags, want) in cases {
+            let read = api(flags).read(&object).unwrap();
+            assert_eq!(read.namespace.as_deref(), want, "{flags:?}");
+        }
         assert_eq!(
             api(&["--ifo-group=ifo.kubevirt.io", "--ifo-cluster-scoped"]).path(),
             "/apis/ifo.kubevirt.io/v1alpha1/inflightoperations"
