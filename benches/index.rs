@@ -17,7 +17,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use ifo::history::{self, Durations};
 use ifo::index::{Index, ObjectKey, Stored};
@@ -44,6 +45,30 @@ fn stored_records() -> Vec<Arc<Stored>> {
         .collect()
 }
 
+/// The record replacing another at each step: a stride over the records, so that successive
+/// writes land far apart.
+fn next(i: &mut usize) -> (ObjectKey, Arc<Stored>) {
+    *i = (*i + 7919) % OPERATIONS;
+    let record = Arc::new(Stored::new(0, progressed(*i, *i % 100)));
+    (key(&record), record)
+}
+
+/// What replacing one record costs in the map `name` that `insert` writes to.
+fn replace_one(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    i: &mut usize,
+    mut insert: impl FnMut(ObjectKey, Arc<Stored>) -> Option<Arc<Stored>>,
+) {
+    group.bench_function(format!("{name}: replace one record"), |b| {
+        b.iter_batched(
+            || next(i),
+            |(k, v)| black_box(insert(k, v)),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
 fn maps(c: &mut Criterion) {
     let stored = stored_records();
     let btree: std::collections::BTreeMap<ObjectKey, Arc<Stored>> =
@@ -52,40 +77,17 @@ fn maps(c: &mut Criterion) {
         stored.iter().map(|s| (key(s), s.clone())).collect();
     let ordmap: imbl::OrdMap<ObjectKey, Arc<Stored>> =
         stored.iter().map(|s| (key(s), s.clone())).collect();
-    let next = |i: &mut usize| {
-        *i = (*i + 7919) % OPERATIONS;
-        let record = Arc::new(Stored::new(0, progressed(*i, *i % 100)));
-        (key(&record), record)
-    };
 
     let mut group = c.benchmark_group("index 10k");
     group.measurement_time(Duration::from_secs(4));
 
     let mut i = 0;
     let mut map = btree.clone();
-    group.bench_function("btree: replace one record", |b| {
-        b.iter_batched(
-            || next(&mut i),
-            |(k, v)| black_box(map.insert(k, v)),
-            BatchSize::SmallInput,
-        )
-    });
+    replace_one(&mut group, "btree", &mut i, |k, v| map.insert(k, v));
     let map = dashmap.clone();
-    group.bench_function("dashmap: replace one record", |b| {
-        b.iter_batched(
-            || next(&mut i),
-            |(k, v)| black_box(map.insert(k, v)),
-            BatchSize::SmallInput,
-        )
-    });
+    replace_one(&mut group, "dashmap", &mut i, |k, v| map.insert(k, v));
     let mut map = ordmap.clone();
-    group.bench_function("ordmap: replace one record", |b| {
-        b.iter_batched(
-            || next(&mut i),
-            |(k, v)| black_box(map.insert(k, v)),
-            BatchSize::SmallInput,
-        )
-    });
+    replace_one(&mut group, "ordmap", &mut i, |k, v| map.insert(k, v));
 
     group.bench_function("btree: consistent sorted snapshot", |b| {
         b.iter(|| black_box(btree.values().cloned().collect::<Vec<_>>()))
