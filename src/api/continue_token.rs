@@ -59,13 +59,7 @@ impl ContinueToken {
 
     /// Parses a `continue` query parameter.
     pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
-        let decoded: ContinueToken = read(token)?;
-        if decoded.rv == 0 {
-            return Err(ContinueTokenError::InvalidResourceVersion);
-        }
-        if decoded.start.is_empty() {
-            return Err(ContinueTokenError::EmptyStartKey);
-        }
+        let decoded = read(token, |t: &Self| (t.rv, t.start.as_str()))?;
         match decoded.start.split_once('/') {
             Some((_, name)) if !name.is_empty() && !name.contains('/') => Ok(decoded),
             _ => Err(ContinueTokenError::InvalidStartKey),
@@ -86,12 +80,22 @@ fn opaque(token: &impl Serialize) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(token).unwrap_or_default())
 }
 
-/// The token [`opaque`] wrote into `token`.
-fn read<T: serde::de::DeserializeOwned>(token: &str) -> Result<T, ContinueTokenError> {
+/// The token [`opaque`] wrote into `token`, refused when its resourceVersion is 0 or where the
+/// next page starts is empty (`position` reads both off the token).
+fn read<T: serde::de::DeserializeOwned>(
+    token: &str,
+    position: fn(&T) -> (u64, &str),
+) -> Result<T, ContinueTokenError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
-    serde_json::from_slice(&bytes).map_err(|e| ContinueTokenError::Malformed(e.to_string()))
+    let decoded: T =
+        serde_json::from_slice(&bytes).map_err(|e| ContinueTokenError::Malformed(e.to_string()))?;
+    match position(&decoded) {
+        (0, _) => Err(ContinueTokenError::InvalidResourceVersion),
+        (_, "") => Err(ContinueTokenError::EmptyStartKey),
+        _ => Ok(decoded),
+    }
 }
 
 /// Decoded `continue` token of a list of maintenance gates (see the [module](self)).
@@ -113,13 +117,7 @@ impl GateContinueToken {
     /// Parses a `continue` query parameter: what [`GateContinueToken::encode`] wrote, after a
     /// well-formed gate name.
     pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
-        let decoded: GateContinueToken = read(token)?;
-        if decoded.rv == 0 {
-            return Err(ContinueTokenError::InvalidResourceVersion);
-        }
-        if decoded.after.is_empty() {
-            return Err(ContinueTokenError::EmptyStartKey);
-        }
+        let decoded = read(token, |t: &Self| (t.rv, t.after.as_str()))?;
         crate::index::GateScope::parse(&decoded.after).map_err(ContinueTokenError::NotAGate)?;
         Ok(decoded)
     }
