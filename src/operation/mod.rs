@@ -22,6 +22,8 @@ mod wire;
 pub use label_set::{LabelKey, Labels, NodeKey};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
+#[cfg(test)]
+pub(crate) use labels::warned_keys;
 pub(crate) use labels::{LabelWarning, build_labels, gate_node};
 pub use name::object_name;
 #[cfg(test)]
