@@ -3,42 +3,23 @@
 use super::operations::Operations;
 use super::process;
 use crate::index::Index;
-use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, Outcome, Phase, test_active, test_subject};
 use crate::track::Change;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-fn ts(s: &str) -> jiff::Timestamp {
-    s.parse().unwrap()
-}
-
 /// An active operation `operation` on VM `name` in `namespace`, on `node`.
 fn active(namespace: &str, name: &str, operation: &str, node: &str) -> Arc<InFlightOperation> {
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: name.into(),
-        namespace: Some(namespace.into()),
-        uid: format!("uid-{namespace}-{name}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "vm-rules".into(),
-        component: "kubevirt".into(),
-        ..Default::default()
-    };
-    let start = ts("2026-11-22T10:00:00Z");
-    let (record, _) = InFlightOperation::new_active(
-        &rs,
-        operation,
+    let mut subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), name);
+    subject.uid = format!("uid-{namespace}-{name}");
+    let labels = [("ifo.kubevirt.io/node", node)];
+    Arc::new(test_active(
         &subject,
-        start,
-        start,
-        None,
-        [("ifo.kubevirt.io/node", node)],
-    );
-    Arc::new(record)
+        ("vm-rules", "kubevirt"),
+        operation,
+        &labels,
+    ))
 }
 
 fn completed(

@@ -9,7 +9,7 @@ use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
 use crate::inventory::{Inventory, Kind};
-use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
@@ -18,27 +18,17 @@ const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
 fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
-    let at: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: vm.into(),
-        namespace: Some(namespace.into()),
-        uid: format!("uid-{vm}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "vms".into(),
-        component: "kubevirt".into(),
-        ..Default::default()
-    };
+    let subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), vm);
     let labels = [
         ("ifo.kubevirt.io/node", node),
         ("ifo.kubevirt.io/target-node", target),
     ];
-    let (record, _) =
-        InFlightOperation::new_active(&rs, "Migrating", &subject, at, at, None, labels);
-    Arc::new(record)
+    Arc::new(test_active(
+        &subject,
+        ("vms", "kubevirt"),
+        "Migrating",
+        &labels,
+    ))
 }
 
 struct Fixture {

@@ -1,30 +1,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::*;
 use crate::index::gates::GateCounts;
-use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::track::Change;
 
 fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOperation> {
-    let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        name: subject.into(),
-        namespace: namespace.map(str::to_owned),
-        uid: format!("uid-{subject}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "rs".into(),
-        generation: None,
-        ..Default::default()
-    };
-    let (mut record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
+    let pod = test_subject("v1", "Pod", namespace, subject);
+    let mut record = test_active(&pod, ("rs", ""), "Op", &[]);
     record.message = Some(message.to_owned());
     Arc::new(record)
 }
