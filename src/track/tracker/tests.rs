@@ -78,26 +78,13 @@ fn rules(rules: Vec<RuleResult>) -> Evaluation {
     }
 }
 
-/// A rule that matches, with what its message and start time expressions give.
-fn matching(
-    message: Option<Result<String, EvalError>>,
-    start_time: Option<Result<Timestamp, EvalError>>,
-) -> RuleResult {
-    RuleResult::Active {
-        message,
-        start_time,
-        progress: None,
-        stalled: None,
-    }
-}
-
 /// A rule that matches, with no message, start time, progress or stall.
 fn on() -> RuleResult {
-    matching(None, None)
+    RuleResult::active(None, None)
 }
 
 fn active(message: Option<&str>) -> Evaluation {
-    eval(matching(message.map(|m| Ok(m.to_owned())), None))
+    eval(RuleResult::active(message.map(|m| Ok(m.to_owned())), None))
 }
 
 fn inactive(outcome: Option<&str>) -> Evaluation {
@@ -580,7 +567,7 @@ fn operations_dropped_from_a_ruleset_complete() {
 #[test]
 fn start_time_comes_from_the_expression() {
     let mut tr = tracker(settings(30, false));
-    let an_hour_ago = || eval(matching(None, Some(Ok(t(-3600)))));
+    let an_hour_ago = || eval(RuleResult::active(None, Some(Ok(t(-3600)))));
     let rec = only_upsert(&see(&mut tr, "u1", an_hour_ago(), t(0)));
     assert_eq!(rec.created, t(-3600));
     assert_eq!(rec.last_detected, t(0));
@@ -596,7 +583,7 @@ fn start_time_comes_from_the_expression() {
         (rec.name.clone(), rec.uid.clone(), rec.created)
     );
 
-    let failing = eval(matching(None, Some(Err(err()))));
+    let failing = eval(RuleResult::active(None, Some(Err(err()))));
     let rec = only_upsert(&see(&mut tr, "u2", failing, t(7)));
     assert_eq!(rec.created, t(7));
 }
@@ -608,7 +595,7 @@ fn only_visible_changes_are_emitted() {
     // Same state, later: nothing (lastDetected alone is not worth a MODIFIED).
     assert!(see(&mut tr, "u1", active(Some("10%")), t(5)).is_empty());
     // A failing message expression keeps the last message.
-    let failing = eval(matching(Some(Err(err())), None));
+    let failing = eval(RuleResult::active(Some(Err(err())), None));
     assert!(see(&mut tr, "u1", failing, t(6)).is_empty());
     // Message changes: MODIFIED, same occurrence, lastDetected refreshed.
     let upd = only_upsert(&see(&mut tr, "u1", active(Some("50%")), t(10)));
