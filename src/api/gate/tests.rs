@@ -327,11 +327,7 @@ async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_
 #[tokio::test]
 async fn a_stale_target_makes_gates_unknown_until_it_is_current() {
     let f = fixture();
-    let t = Target {
-        group: "kubevirt.io".into(),
-        version: "v1".into(),
-        resource: "virtualmachines".into(),
-    };
+    let t = Target::of("kubevirt.io", "v1", "virtualmachines");
     f.targets.watching(&t, None);
     f.targets.resolved(&t, true, &[None]);
     let (_, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
@@ -444,11 +440,7 @@ async fn a_watch_by_name_sees_the_gate_clear_at_the_rv_of_the_change() {
     assert_eq!(clear(&modified["object"]), ("True", "nothing in flight"));
     assert_eq!(resource_version(&modified), "105");
     // A target goes stale: Unknown, at the RV of that change.
-    let t = Target {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "pods".into(),
-    };
+    let t = Target::of("", "v1", "pods");
     f.targets.watching(&t, None);
     let rv = f.index.feeds_changed(false);
     let unknown = events.next().await;

@@ -6,11 +6,7 @@ use crate::index::GateScope;
 use entry::MAX_TOMBSTONES;
 
 fn target(resource: &str) -> Target {
-    Target {
-        group: "example.com".into(),
-        version: "v1".into(),
-        resource: resource.into(),
-    }
+    Target::of("example.com", "v1", resource)
 }
 
 fn ns(s: &str) -> Stream {
