@@ -184,13 +184,18 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// Tasks under a readiness that has nothing left to wait for.
+    fn ready_tasks() -> (Readiness, Tasks) {
+        let (readiness, listed) = Readiness::new("test");
+        listed.done();
+        (readiness.clone(), Tasks::new(readiness))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_panicking_task_is_started_again_with_a_backoff() {
         let runs = Arc::new(AtomicUsize::new(0));
         let counted = runs.clone();
-        let (readiness, listed) = Readiness::new("test");
-        listed.done();
-        let mut tasks = Tasks::new(readiness.clone());
+        let (readiness, mut tasks) = ready_tasks();
         tasks.restarting("test-panics", move || {
             let n = counted.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -209,9 +214,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_essential_task_that_ends_fails_liveness_and_readiness() {
-        let (readiness, listed) = Readiness::new("test");
-        listed.done();
-        let mut tasks = Tasks::new(readiness.clone());
+        let (readiness, mut tasks) = ready_tasks();
         tasks.essential("test-essential", async { panic!("gone") });
         let mut waited = 0;
         while readiness.liveness().is_ok() && waited < 100 {
@@ -229,9 +232,7 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_ends_every_task_without_failing_anything() {
-        let (readiness, listed) = Readiness::new("test");
-        listed.done();
-        let mut tasks = Tasks::new(readiness.clone());
+        let (readiness, mut tasks) = ready_tasks();
         tasks.essential("test-forever", std::future::pending());
         tasks.restarting("test-forever-too", std::future::pending);
         tasks.shutdown().await;
