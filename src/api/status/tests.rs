@@ -38,11 +38,21 @@ fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Va
     status
 }
 
+/// (what, the error, its code, reason and message, the details of its `Status`)
+type Case = (
+    &'static str,
+    ApiError,
+    u16,
+    &'static str,
+    &'static str,
+    Option<Value>,
+);
+
 #[test]
 fn each_error_is_the_status_kubernetes_sends() {
     let ifo_details = json!({"group":"live.ifo.kubevirt.io","kind":"inflightoperations"});
     let x_details = json!({"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"});
-    let cases: Vec<(&str, ApiError, u16, &str, &str, Option<Value>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "bad request",
             ApiError::BadRequest("field label not supported: spec.foo".into()),
