@@ -454,7 +454,7 @@ fn empty_and_oversized_sources_are_rejected() {
 // ---- result types ---------------------------------------------------------------------------
 
 #[test]
-fn rules_that_give_no_bool_and_strings_that_are_none_are_wrong_types() {
+fn non_bool_rules_and_non_string_strings_are_wrong_types() {
     // (source, the type wanted, the type it has when the message is checked)
     let cases = [
         ("object.metadata.name", "bool", Some("string")),
