@@ -184,12 +184,11 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A server past its initial sync (ready), and the tasks it supervises.
+    /// Tasks under a readiness that has nothing left to wait for.
     fn ready_tasks() -> (Readiness, Tasks) {
         let (readiness, listed) = Readiness::new("test");
         listed.done();
-        let tasks = Tasks::new(readiness.clone());
-        (readiness, tasks)
+        (readiness.clone(), Tasks::new(readiness))
     }
 
     #[tokio::test(start_paused = true)]

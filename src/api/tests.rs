@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::index::Index;
-use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::readiness::Readiness;
 use crate::track::Change;
 use axum::http::Request;
@@ -14,24 +14,9 @@ const PARTIAL: &str = "application/json;as=PartialObjectMetadataList;v=v1;g=meta
 const IFOS: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/inflightoperations";
 
 fn op(namespace: Option<&str>, subject: &str) -> Arc<InFlightOperation> {
-    let at: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: subject.into(),
-        namespace: namespace.map(str::to_owned),
-        uid: format!("uid-{subject}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "vms".into(),
-        generation: None,
-        component: "kubevirt".into(),
-        ..Default::default()
-    };
-    let message = Some(format!("moving {}", subject.name));
-    let (record, _) =
-        InFlightOperation::new_active(&rs, "Migrating", &subject, at, at, message, []);
+    let vm = test_subject("kubevirt.io/v1", "VirtualMachine", namespace, subject);
+    let mut record = test_active(&vm, ("vms", "kubevirt"), "Migrating", &[]);
+    record.message = Some(format!("moving {subject}"));
     Arc::new(record)
 }
 

@@ -360,18 +360,20 @@ mod tests {
         .unwrap()
     }
 
-    fn current(health: &Arc<Health>, rs: &CompiledRuleSet) {
+    /// The ruleset `costly`, in namespace a, its target current; the health and its reader.
+    fn costly_in_a() -> (Arc<Health>, HealthReader, Arc<CompiledRuleSet>) {
+        let health = Arc::new(Health::default());
+        let rs = ruleset(&["a"]);
         health.watching(&rs.target, None);
         health.resolved(&rs.target, true, &[None]);
         health.listed(&rs.target, &None, Timestamp::UNIX_EPOCH);
+        let reader = health.reader();
+        (health, reader, rs)
     }
 
     #[test]
     fn a_skipped_object_and_a_suspension_show_on_the_target_and_on_the_ruleset() {
-        let health = Arc::new(Health::default());
-        let reader = health.reader();
-        let rs = ruleset(&["a"]);
-        current(&health, &rs);
+        let (health, reader, rs) = costly_in_a();
         let over = OverBudget {
             place: "rule Busy".into(),
             exceeded: Exceeded::Cost(10),
@@ -413,10 +415,7 @@ mod tests {
 
     #[test]
     fn an_undecodable_object_shows_on_the_target_and_on_the_rulesets_that_apply() {
-        let health = Arc::new(Health::default());
-        let reader = health.reader();
-        let rs = ruleset(&["a"]);
-        current(&health, &rs);
+        let (health, reader, rs) = costly_in_a();
         let rulesets = [rs.clone()];
         health.undecodable(
             &rs.target,

@@ -84,50 +84,59 @@ mod tests {
         }
     }
 
+    /// Strikes each `(time after the first, object)` in turn under `policy`; whether each
+    /// suspended.
+    fn suspends(policy: SuspendPolicy, strikes: &[(Duration, &str)]) -> Vec<bool> {
+        let t0 = Instant::now();
+        let mut s = Strikes::default();
+        strikes
+            .iter()
+            .map(|(after, object)| s.strike(t0 + *after, object, &policy))
+            .collect()
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
     #[test]
     fn suspends_on_the_nth_strike_within_the_window() {
-        let t0 = Instant::now();
-        let p = policy(3, 60);
-        let mut s = Strikes::default();
-        assert!(!s.strike(t0, "a", &p));
-        assert!(!s.strike(t0 + Duration::from_secs(10), "b", &p));
-        assert!(s.strike(t0 + Duration::from_secs(20), "c", &p));
+        let strikes = [(secs(0), "a"), (secs(10), "b"), (secs(20), "c")];
+        assert_eq!(suspends(policy(3, 60), &strikes), [false, false, true]);
     }
 
     #[test]
     fn one_costly_object_never_suspends() {
-        let t0 = Instant::now();
-        let p = policy(3, 60);
-        let mut s = Strikes::default();
-        for i in 0..100 {
-            assert!(!s.strike(t0 + Duration::from_millis(i), "tenant-object", &p));
-        }
-        assert!(!s.strike(t0 + Duration::from_secs(1), "other", &p));
-        assert!(s.strike(t0 + Duration::from_secs(2), "third", &p));
+        let strikes: Vec<_> = (0..100)
+            .map(|i| (Duration::from_millis(i), "tenant-object"))
+            .chain([(secs(1), "other"), (secs(2), "third")])
+            .collect();
+        let mut expected = vec![false; 101];
+        expected.push(true);
+        assert_eq!(suspends(policy(3, 60), &strikes), expected);
     }
 
     #[test]
     fn strikes_older_than_the_window_are_forgotten() {
-        let t0 = Instant::now();
-        let p = policy(3, 60);
-        let mut s = Strikes::default();
-        assert!(!s.strike(t0, "a", &p));
-        assert!(!s.strike(t0 + Duration::from_secs(50), "b", &p));
-        // The first is 70 s old by now: two within the window.
-        assert!(!s.strike(t0 + Duration::from_secs(70), "c", &p));
-        assert!(s.strike(t0 + Duration::from_secs(80), "d", &p));
+        // The first is 70 s old at the third: two within the window.
+        let strikes = [
+            (secs(0), "a"),
+            (secs(50), "b"),
+            (secs(70), "c"),
+            (secs(80), "d"),
+        ];
+        let expected = [false, false, false, true];
+        assert_eq!(suspends(policy(3, 60), &strikes), expected);
     }
 
     #[test]
     fn zero_never_suspends() {
-        let t0 = Instant::now();
-        let mut s = Strikes::default();
-        for i in 0..100 {
-            assert!(!s.strike(
-                t0 + Duration::from_millis(i),
-                &i.to_string(),
-                &policy(0, 60)
-            ));
-        }
+        let names: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        let strikes: Vec<_> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (Duration::from_millis(i as u64), name.as_str()))
+            .collect();
+        assert_eq!(suspends(policy(0, 60), &strikes), [false; 100]);
     }
 }

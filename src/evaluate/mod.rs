@@ -115,6 +115,23 @@ pub enum RuleResult {
     Error(EvalError),
 }
 
+#[cfg(test)]
+impl RuleResult {
+    /// A match with what its message and start time expressions gave, and no progress or
+    /// stall.
+    pub(crate) fn active(
+        message: Option<Result<String, EvalError>>,
+        start_time: Option<Result<jiff::Timestamp, EvalError>>,
+    ) -> Self {
+        RuleResult::Active {
+            message,
+            start_time,
+            progress: None,
+            stalled: None,
+        }
+    }
+}
+
 impl RuleResult {
     /// Each expression of the rule that failed on the object, with which it is (`None`: the
     /// rule's own expression; else `message`, `startTime`, `progress`, `stalled` or

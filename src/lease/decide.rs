@@ -90,26 +90,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_released_or_missing_holder_is_taken_at_once() {
-        let now = Instant::now();
-        assert_eq!(
-            decide("a", &seen(None, "1", now), false, now),
-            Decision::Take
-        );
-        assert_eq!(
-            decide("a", &seen(Some(""), "1", now), false, now),
-            Decision::Take
-        );
+    /// Holder b's lease seen again at `at`, at resourceVersion `rv`.
+    fn b_again(previous: &Observation, rv: &str, at: Instant) -> Observation {
+        Observation::update(Some(previous), Some("b".into()), Some(rv.into()), LEASE, at)
     }
 
     #[test]
-    fn our_own_lease_is_renewed() {
+    fn what_is_done_with_a_lease_just_seen() {
+        let wait = Decision::Wait { holder: "b".into() };
+        // (why, holder, whether the holder is proven gone, the decision)
+        let cases = [
+            ("released", None, false, Decision::Take),
+            ("no holder", Some(""), false, Decision::Take),
+            ("ours", Some("a"), false, Decision::Renew),
+            ("ours, proven gone", Some("a"), true, Decision::Renew),
+            ("theirs", Some("b"), false, wait),
+            ("theirs, proven gone", Some("b"), true, Decision::Take),
+        ];
         let now = Instant::now();
-        assert_eq!(
-            decide("a", &seen(Some("a"), "1", now), false, now),
-            Decision::Renew
-        );
+        for (why, holder, gone, expected) in cases {
+            let observed = seen(holder, "1", now);
+            assert_eq!(decide("a", &observed, gone, now), expected, "{why}");
+        }
     }
 
     #[test]
@@ -119,22 +121,10 @@ mod tests {
         let wait = Decision::Wait { holder: "b".into() };
         assert_eq!(decide("a", &first, false, start + LEASE / 2), wait);
         // It renews (a new resourceVersion): the clock starts again from when we saw that.
-        let renewed = Observation::update(
-            Some(&first),
-            Some("b".into()),
-            Some("2".into()),
-            LEASE,
-            start + LEASE / 2,
-        );
+        let renewed = b_again(&first, "2", start + LEASE / 2);
         assert_eq!(decide("a", &renewed, false, start + LEASE), wait);
         // It stops renewing: the same state seen again keeps its first sighting.
-        let stale = Observation::update(
-            Some(&renewed),
-            Some("b".into()),
-            Some("2".into()),
-            LEASE,
-            start + LEASE,
-        );
+        let stale = b_again(&renewed, "2", start + LEASE);
         assert_eq!(stale.seen_at, start + LEASE / 2);
         assert_eq!(
             decide("a", &stale, false, start + LEASE / 2 + LEASE),
@@ -143,40 +133,13 @@ mod tests {
     }
 
     #[test]
-    fn a_holder_proven_gone_is_replaced_at_once_and_we_renew_our_own_lease_regardless() {
-        let now = Instant::now();
-        let held = seen(Some("b"), "1", now);
-        assert_eq!(decide("a", &held, true, now), Decision::Take);
-        assert_eq!(
-            decide("a", &held, false, now),
-            Decision::Wait { holder: "b".into() }
-        );
-        assert_eq!(
-            decide("a", &seen(Some("a"), "1", now), true, now),
-            Decision::Renew
-        );
-    }
-
-    #[test]
     fn the_holders_own_timestamps_play_no_part() {
         // A holder whose clock runs hours behind renews all the same: only our sightings count.
         let start = Instant::now();
         let first = seen(Some("b"), "7", start);
-        let later = Observation::update(
-            Some(&first),
-            Some("b".into()),
-            Some("8".into()),
-            LEASE,
-            start + LEASE * 3,
-        );
-        assert_eq!(
-            decide(
-                "a",
-                &later,
-                false,
-                start + LEASE * 3 + Duration::from_secs(1)
-            ),
-            Decision::Wait { holder: "b".into() }
-        );
+        let later = b_again(&first, "8", start + LEASE * 3);
+        let then = start + LEASE * 3 + Duration::from_secs(1);
+        let wait = Decision::Wait { holder: "b".into() };
+        assert_eq!(decide("a", &later, false, then), wait);
     }
 }

@@ -111,6 +111,31 @@ mod tests {
         }})
     }
 
+    /// The holder's pod (the pod named in [`HOLDER`]) with `statuses`.
+    fn holders(statuses: serde_json::Value) -> Pod {
+        pod("ifo-apiserver-7d9f-abcde", statuses)
+    }
+
+    /// The server's container, not started again since it terminated at 10:05:00.
+    fn terminated_container() -> serde_json::Value {
+        serde_json::json!([{
+            "name": CONTAINER, "image": "i", "imageID": "", "ready": false,
+            "restartCount": 0, "containerID": "containerd://a",
+            "state": terminated("containerd://a", "2026-01-01T10:05:00Z"),
+        }])
+    }
+
+    /// The server's container restarted `restarts` times, the last one ending at 10:05:00.
+    fn restarted(restarts: i32) -> serde_json::Value {
+        let last = terminated("containerd://a", "2026-01-01T10:05:00Z");
+        running("containerd://b", restarts, last)
+    }
+
+    /// The server's container `id`, running since it first started.
+    fn never_ended(id: &str) -> serde_json::Value {
+        running(id, 0, serde_json::json!({}))
+    }
+
     fn proof(identity: &str, acquired: &str, pod: &Pod) -> bool {
         last_end(pod, CONTAINER).is_some_and(|e| proves_gone(identity, at(acquired), &e))
     }
@@ -124,24 +149,14 @@ mod tests {
 
     #[test]
     fn a_running_container_that_never_ended_proves_nothing() {
-        let p = pod(
-            "ifo-apiserver-7d9f-abcde",
-            running("containerd://a", 0, serde_json::json!({})),
-        );
+        let p = holders(never_ended("containerd://a"));
         assert_eq!(last_end(&p, CONTAINER), None);
         assert!(!proof(HOLDER, "2026-01-01T10:00:05Z", &p));
     }
 
     #[test]
     fn the_holders_container_terminated_after_it_took_the_lease_is_proof() {
-        let p = pod(
-            "ifo-apiserver-7d9f-abcde",
-            serde_json::json!([{
-                "name": CONTAINER, "image": "i", "imageID": "", "ready": false,
-                "restartCount": 0, "containerID": "containerd://a",
-                "state": terminated("containerd://a", "2026-01-01T10:05:00Z"),
-            }]),
-        );
+        let p = holders(terminated_container());
         let end = last_end(&p, CONTAINER).unwrap();
         assert_eq!(end.container_id, "containerd://a");
         assert!(proof(HOLDER, "2026-01-01T10:00:05Z", &p));
@@ -154,14 +169,7 @@ mod tests {
     fn a_restart_is_proof_when_the_replaced_container_ended_after_the_holder_took_the_lease() {
         // kubelet restarted the container: a new ID, the restart count up, the old one's end in
         // lastState.
-        let p = pod(
-            "ifo-apiserver-7d9f-abcde",
-            running(
-                "containerd://b",
-                1,
-                terminated("containerd://a", "2026-01-01T10:05:00Z"),
-            ),
-        );
+        let p = holders(restarted(1));
         let end = last_end(&p, CONTAINER).unwrap();
         assert_eq!(
             (end.container_id.as_str(), end.restart_count),
@@ -173,38 +181,21 @@ mod tests {
     #[test]
     fn a_restart_before_the_holder_took_the_lease_proves_nothing() {
         // The holder is the restarted container: it took the Lease after its predecessor ended.
-        let p = pod(
-            "ifo-apiserver-7d9f-abcde",
-            running(
-                "containerd://b",
-                3,
-                terminated("containerd://a", "2026-01-01T10:05:00Z"),
-            ),
-        );
+        let p = holders(restarted(3));
         assert!(!proof(HOLDER, "2026-01-01T10:05:02Z", &p));
     }
 
     #[test]
     fn another_pod_or_another_container_proves_nothing() {
-        let other = pod(
-            "ifo-apiserver-7d9f-zzzzz",
-            running(
-                "containerd://b",
-                1,
-                terminated("containerd://a", "2026-01-01T10:05:00Z"),
-            ),
-        );
+        let other = pod("ifo-apiserver-7d9f-zzzzz", restarted(1));
         assert!(!proof(HOLDER, "2026-01-01T10:00:05Z", &other));
         // A sidecar of the holder's pod ended: the server runs on.
-        let sidecar = pod(
-            "ifo-apiserver-7d9f-abcde",
-            serde_json::json!([{
-                "name": "proxy", "image": "i", "imageID": "", "ready": true,
-                "restartCount": 1, "containerID": "containerd://s2",
-                "state": {"running": {}},
-                "lastState": terminated("containerd://s1", "2026-01-01T10:05:00Z"),
-            }]),
-        );
+        let sidecar = holders(serde_json::json!([{
+            "name": "proxy", "image": "i", "imageID": "", "ready": true,
+            "restartCount": 1, "containerID": "containerd://s2",
+            "state": {"running": {}},
+            "lastState": terminated("containerd://s1", "2026-01-01T10:05:00Z"),
+        }]));
         assert_eq!(last_end(&sidecar, CONTAINER), None);
         // A holder outside any pod (identity without a pod name).
         assert!(!proof("myhost", "2026-01-01T10:00:05Z", &other));
@@ -213,20 +204,10 @@ mod tests {
     #[test]
     fn a_deleted_pod_proves_the_end_its_last_status_reports_and_nothing_more() {
         // Deleted gracefully: kubelet reported the container terminated before the pod went.
-        let ended = pod(
-            "ifo-apiserver-7d9f-abcde",
-            serde_json::json!([{
-                "name": CONTAINER, "image": "i", "imageID": "", "ready": false,
-                "restartCount": 0, "containerID": "containerd://a",
-                "state": terminated("containerd://a", "2026-01-01T10:05:00Z"),
-            }]),
-        );
+        let ended = holders(terminated_container());
         assert!(proof(HOLDER, "2026-01-01T10:00:05Z", &ended));
         // Force-deleted while still reported running (a lost node): the process may live on.
-        let forced = pod(
-            "ifo-apiserver-7d9f-abcde",
-            running("containerd://a", 0, serde_json::json!({})),
-        );
+        let forced = holders(never_ended("containerd://a"));
         assert!(!proof(HOLDER, "2026-01-01T10:00:05Z", &forced));
     }
 
@@ -234,25 +215,19 @@ mod tests {
     fn a_pod_replaced_under_the_same_name_proves_only_what_its_status_reports() {
         // A new pod (new uid) of the same name, its container never ended: the holder may be
         // this pod's process.
-        let mut replaced = pod(
-            "ifo-apiserver-7d9f-abcde",
-            running("containerd://c", 0, serde_json::json!({})),
-        );
+        let mut replaced = holders(never_ended("containerd://c"));
         replaced.metadata.uid = Some("u2".into());
         assert!(!proof(HOLDER, "2026-01-01T10:00:05Z", &replaced));
     }
 
     #[test]
     fn a_pod_without_status_or_a_waiting_container_proves_nothing() {
-        let pending = pod("ifo-apiserver-7d9f-abcde", serde_json::json!([]));
+        let pending = holders(serde_json::json!([]));
         assert_eq!(last_end(&pending, CONTAINER), None);
-        let waiting = pod(
-            "ifo-apiserver-7d9f-abcde",
-            serde_json::json!([{
-                "name": CONTAINER, "image": "i", "imageID": "", "ready": false,
-                "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}},
-            }]),
-        );
+        let waiting = holders(serde_json::json!([{
+            "name": CONTAINER, "image": "i", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}},
+        }]));
         assert_eq!(last_end(&waiting, CONTAINER), None);
     }
 }

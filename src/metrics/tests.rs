@@ -3,42 +3,23 @@
 use super::operations::Operations;
 use super::process;
 use crate::index::Index;
-use crate::operation::{InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, Outcome, Phase, test_active, test_subject};
 use crate::track::Change;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-fn ts(s: &str) -> jiff::Timestamp {
-    s.parse().unwrap()
-}
-
 /// An active operation `operation` on VM `name` in `namespace`, on `node`.
 fn active(namespace: &str, name: &str, operation: &str, node: &str) -> Arc<InFlightOperation> {
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: name.into(),
-        namespace: Some(namespace.into()),
-        uid: format!("uid-{namespace}-{name}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "vm-rules".into(),
-        component: "kubevirt".into(),
-        ..Default::default()
-    };
-    let start = ts("2026-11-22T10:00:00Z");
-    let (record, _) = InFlightOperation::new_active(
-        &rs,
-        operation,
+    let mut subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), name);
+    subject.uid = format!("uid-{namespace}-{name}");
+    let labels = [("ifo.kubevirt.io/node", node)];
+    Arc::new(test_active(
         &subject,
-        start,
-        start,
-        None,
-        [("ifo.kubevirt.io/node", node)],
-    );
-    Arc::new(record)
+        ("vm-rules", "kubevirt"),
+        operation,
+        &labels,
+    ))
 }
 
 fn completed(
@@ -62,6 +43,15 @@ fn exposition(index: &Arc<Index>, changes: Vec<Change>, ops: &Operations) -> Str
     String::new()
 }
 
+/// A registry with the operation series (prefixed `ifo`) over a new index.
+fn operations_over_an_index() -> (Registry, Operations, Arc<Index>) {
+    let mut root = Registry::default();
+    let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
+    let index = Arc::new(Index::new(1, 100, 10));
+    ops.source().set(index.reader());
+    (root, ops, index)
+}
+
 fn render(registry: &Registry) -> String {
     let mut out = String::new();
     encode(&mut out, registry).unwrap();
@@ -77,10 +67,7 @@ fn series<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
 
 #[test]
 fn active_gauge_follows_the_index_and_completions_are_counted_with_their_duration() {
-    let mut root = Registry::default();
-    let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
-    let index = Arc::new(Index::new(1, 100, 10));
-    ops.source().set(index.reader());
+    let (root, ops, index) = operations_over_an_index();
 
     let a = active("ns1", "vm-a", "Migrating", "worker-1");
     let b = active("ns1", "vm-b", "Migrating", "worker-1");
@@ -173,10 +160,7 @@ fn active_gauge_follows_the_index_and_completions_are_counted_with_their_duratio
 /// set in use, the completion series do not grow with namespaces at all.
 #[test]
 fn cardinality_with_a_thousand_namespaces() {
-    let mut root = Registry::default();
-    let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
-    let index = Arc::new(Index::new(1, 100, 10));
-    ops.source().set(index.reader());
+    let (root, ops, index) = operations_over_an_index();
     let mut records = Vec::new();
     for n in 0..1000 {
         let ns = format!("ns-{n}");
@@ -244,15 +228,13 @@ fn proc_files_are_read_as_proc5_documents_them() {
 #[test]
 fn the_global_exposition_has_the_process_series_unprefixed() {
     let text = super::render();
-    assert!(
-        text.contains("# TYPE process_resident_memory_bytes gauge"),
-        "{text}"
-    );
-    assert!(text.contains("process_cpu_seconds_total "), "{text}");
-    assert!(
-        text.contains("# TYPE ifo_operations_active gauge"),
-        "{text}"
-    );
+    for wanted in [
+        "# TYPE process_resident_memory_bytes gauge",
+        "process_cpu_seconds_total ",
+        "# TYPE ifo_operations_active gauge",
+    ] {
+        assert!(text.contains(wanted), "{wanted:?} in {text}");
+    }
 }
 
 #[test]

@@ -190,6 +190,15 @@ pub fn is_qualified_name(key: &str) -> bool {
     validation::is_qualified_name(key).is_empty()
 }
 
+/// The key and source of each warning, in order.
+#[cfg(test)]
+pub(crate) fn warned_keys(warnings: &[LabelWarning]) -> Vec<(&str, LabelSource)> {
+    warnings
+        .iter()
+        .map(|w| (w.key.as_str(), w.source))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,12 +306,8 @@ mod tests {
         let (labels, warnings) = build_labels(&subject(), &rs, "Op", dynamic);
         assert_eq!(&labels["ok.example.com/fine"], "y");
         assert!(!labels.contains_key("Bad Key"));
-        let keys: Vec<_> = warnings
-            .iter()
-            .map(|w| (w.key.as_str(), w.source))
-            .collect();
         assert_eq!(
-            keys,
+            warned_keys(&warnings),
             [
                 ("a/b/c", LabelSource::Expression),
                 ("-lead", LabelSource::Expression),

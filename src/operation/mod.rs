@@ -16,12 +16,16 @@ mod progress;
 mod record;
 mod ruleset;
 mod subject;
+#[cfg(test)]
+mod testing;
 mod time;
 mod wire;
 
 pub use label_set::{LabelKey, Labels, NodeKey};
 #[cfg(test)]
 pub(crate) use labels::LabelSource;
+#[cfg(test)]
+pub(crate) use labels::warned_keys;
 pub(crate) use labels::{LabelWarning, build_labels, gate_node};
 pub use name::object_name;
 #[cfg(test)]
@@ -33,24 +37,6 @@ pub(crate) use record::{Ending, SELECTABLE_FIELDS};
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;
 #[cfg(test)]
-pub(crate) use time::format_time;
-
-/// Records for the tests of the layers that hold operations.
+pub(crate) use testing::{test_active, test_record, test_subject};
 #[cfg(test)]
-pub(crate) fn test_record(subject: &str) -> std::sync::Arc<InFlightOperation> {
-    let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        name: subject.into(),
-        namespace: Some("ns".into()),
-        uid: format!("uid-{subject}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "rs".into(),
-        ..Default::default()
-    };
-    let (record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
-    std::sync::Arc::new(record)
-}
+pub(crate) use time::format_time;

@@ -90,6 +90,18 @@ pub struct Target {
     pub resource: String,
 }
 
+#[cfg(test)]
+impl Target {
+    /// `resource` of API `group` (empty: the core group) and `version`.
+    pub(crate) fn of(group: &str, version: &str, resource: &str) -> Target {
+        Target {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.group.is_empty() {

@@ -369,11 +369,7 @@ mod tests {
     #[test]
     fn a_panicking_watcher_marks_its_streams_failed() {
         let health = Arc::new(Health::default());
-        let target = Target {
-            group: "example.com".into(),
-            version: "v1".into(),
-            resource: "things".into(),
-        };
+        let target = Target::of("example.com", "v1", "things");
         health.watching(&target, None);
         health.resolved(&target, true, &[None]);
         health.listed(&target, &None, jiff::Timestamp::UNIX_EPOCH);

@@ -50,6 +50,23 @@ fn on(node: &str) -> impl FnOnce(&str, &str) -> PodNode {
     }
 }
 
+/// The decision on the eviction of the pod at [`now`].
+fn evict(
+    pod_node: impl FnOnce(&str, &str) -> PodNode,
+    gate: impl FnOnce(&str) -> NodeVerdict,
+    override_of: impl FnOnce(&str) -> Option<Arc<str>>,
+    when_unknown: WhenUnknown,
+) -> Decision {
+    decide(
+        &eviction(),
+        pod_node,
+        gate,
+        override_of,
+        when_unknown,
+        now(),
+    )
+}
+
 fn no_override(_: &str) -> Option<Arc<str>> {
     None
 }
@@ -69,13 +86,11 @@ fn migrating() -> NodeVerdict {
 
 #[test]
 fn a_clear_node_lets_the_eviction_through() {
-    let d = decide(
-        &eviction(),
+    let d = evict(
         on("w1"),
         |_| NodeVerdict::Clear,
         no_override,
         WhenUnknown::Deny,
-        now(),
     );
     assert!(d.allowed);
     assert_eq!(d.reason, GuardReason::Clear);
@@ -83,17 +98,11 @@ fn a_clear_node_lets_the_eviction_through() {
 
 #[test]
 fn operations_in_flight_hold_it_with_what_and_when_but_no_names() {
-    let d = decide(
-        &eviction(),
-        on("w1"),
-        |node| {
-            assert_eq!(node, "w1");
-            migrating()
-        },
-        no_override,
-        WhenUnknown::Allow,
-        now(),
-    );
+    let gate = |node: &str| {
+        assert_eq!(node, "w1");
+        migrating()
+    };
+    let d = evict(on("w1"), gate, no_override, WhenUnknown::Allow);
     assert!(!d.allowed);
     assert_eq!(d.reason, GuardReason::InFlight);
     assert_eq!(
@@ -110,14 +119,7 @@ fn an_unknown_gate_holds_it_unless_set_to_allow() {
     let unknown = || NodeVerdict::Unknown {
         stale: vec!["virtualmachineinstances.kubevirt.io".into()],
     };
-    let d = decide(
-        &eviction(),
-        on("w1"),
-        |_| unknown(),
-        no_override,
-        WhenUnknown::Deny,
-        now(),
-    );
+    let d = evict(on("w1"), |_| unknown(), no_override, WhenUnknown::Deny);
     assert!(!d.allowed);
     assert_eq!(d.reason, GuardReason::Unknown);
     assert!(
@@ -129,14 +131,7 @@ fn an_unknown_gate_holds_it_unless_set_to_allow() {
         d.message
     );
     assert!(d.message.contains("kubectl get maintenancegate node.w1"));
-    let d = decide(
-        &eviction(),
-        on("w1"),
-        |_| unknown(),
-        no_override,
-        WhenUnknown::Allow,
-        now(),
-    );
+    let d = evict(on("w1"), |_| unknown(), no_override, WhenUnknown::Allow);
     assert!(d.allowed);
     assert_eq!(d.reason, GuardReason::Unknown);
 }
@@ -153,13 +148,11 @@ fn a_pod_whose_node_is_not_known_is_held_as_unknown() {
             "cannot tell which node pod demo/virt-launcher-vm-0-abcde runs on: the cluster's pods",
         ),
     ] {
-        let d = decide(
-            &eviction(),
+        let d = evict(
             |_, _| pod.clone(),
             |_| panic!("no node to read"),
             no_override,
             WhenUnknown::Deny,
-            now(),
         );
         assert!(!d.allowed);
         assert_eq!(d.reason, GuardReason::Unknown);
@@ -169,13 +162,11 @@ fn a_pod_whose_node_is_not_known_is_held_as_unknown() {
 
 #[test]
 fn the_override_lets_it_through_and_says_why() {
-    let d = decide(
-        &eviction(),
+    let d = evict(
         on("w1"),
         |_| migrating(),
         |node| (node == "w1").then(|| "disk failing, INC-4711".into()),
         WhenUnknown::Deny,
-        now(),
     );
     assert!(d.allowed);
     assert_eq!(d.reason, GuardReason::Override);
@@ -187,13 +178,11 @@ fn the_override_lets_it_through_and_says_why() {
         d.message
     );
     // A clear node needs no override: not counted as one.
-    let d = decide(
-        &eviction(),
+    let d = evict(
         on("w1"),
         |_| NodeVerdict::Clear,
         |_| Some("x".into()),
         WhenUnknown::Deny,
-        now(),
     );
     assert_eq!(d.reason, GuardReason::Clear);
 }
@@ -214,14 +203,7 @@ fn pods_off_any_node_mirror_pods_and_gone_nodes_pass() {
         ),
     ];
     for (pod, verdict, reason) in cases {
-        let d = decide(
-            &eviction(),
-            |_, _| pod,
-            |_| verdict,
-            no_override,
-            WhenUnknown::Deny,
-            now(),
-        );
+        let d = evict(|_, _| pod, |_| verdict, no_override, WhenUnknown::Deny);
         assert!(d.allowed);
         assert_eq!(d.reason, reason);
     }

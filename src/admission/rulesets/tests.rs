@@ -112,31 +112,21 @@ fn invalid_cel_is_denied_with_every_problem_and_its_caret() {
     // Every problem, each with where it is, as the ruleset's InvalidRule condition says them.
     let problems: Vec<&str> = message.split("; ").collect();
     assert_eq!(problems.len(), 3, "{message}");
-    assert!(
-        problems[0].starts_with("rules[1] (Broken).expression: ERROR: <input>:1:33"),
-        "{message}"
-    );
-    assert!(
-        problems[1].starts_with("rules[2] (Quoted).message: ERROR: <input>:1:24"),
-        "{message}"
-    );
-    assert!(
-        problems[1].contains("undeclared reference to 'Running'"),
-        "{message}"
-    );
-    assert!(
-        problems[2].starts_with("labelExpressions[0] (node): ERROR:"),
-        "{message}"
-    );
+    let starts = [
+        "rules[1] (Broken).expression: ERROR: <input>:1:33",
+        "rules[2] (Quoted).message: ERROR: <input>:1:24",
+        "labelExpressions[0] (node): ERROR:",
+    ];
+    for (problem, start) in problems.iter().zip(starts) {
+        assert!(problem.starts_with(start), "{start}: {message}");
+    }
+    let undeclared = "undeclared reference to 'Running'";
+    assert!(problems[1].contains(undeclared), "{message}");
     // The source line and a caret under the place.
-    assert!(
-        message.contains("| object.status.printableStatus ==\n"),
-        "{message}"
-    );
-    assert!(
-        message.contains(&format!("| {}^", ".".repeat(32))),
-        "{message}"
-    );
+    let caret = format!("| {}^", ".".repeat(32));
+    for shown in ["| object.status.printableStatus ==\n", &caret] {
+        assert!(message.contains(shown), "{shown:?}: {message}");
+    }
 }
 
 #[test]
@@ -273,27 +263,24 @@ async fn call(method: Method, body: Body) -> (StatusCode, Vec<u8>) {
     (status, body.to_vec())
 }
 
+/// The handler's answer to the review of the creation of `object`.
+async fn answer_to_create(object: Value) -> Value {
+    let (status, body) = post(review_of("CREATE", RULESETS, Some(object), None).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    serde_json::from_slice(&body).unwrap()
+}
+
 #[tokio::test]
 async fn the_handler_answers_a_review_with_a_review() {
-    let valid = ruleset(
-        "vms",
-        json!([{"operation": "Running", "expression": "true"}]),
-    );
-    let (status, body) = post(review_of("CREATE", RULESETS, Some(valid), None).to_string()).await;
-    assert_eq!(status, StatusCode::OK);
-    let answer: Value = serde_json::from_slice(&body).unwrap();
+    let valid = json!([{"operation": "Running", "expression": "true"}]);
+    let answer = answer_to_create(ruleset("vms", valid)).await;
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(answer["kind"], "AdmissionReview");
     assert_eq!(answer["response"]["uid"], UID);
     assert_eq!(answer["response"]["allowed"], true);
 
-    let broken = ruleset(
-        "broken",
-        json!([{"operation": "Broken", "expression": "object.status =="}]),
-    );
-    let (status, body) = post(review_of("CREATE", RULESETS, Some(broken), None).to_string()).await;
-    assert_eq!(status, StatusCode::OK);
-    let answer: Value = serde_json::from_slice(&body).unwrap();
+    let broken = json!([{"operation": "Broken", "expression": "object.status =="}]);
+    let answer = answer_to_create(ruleset("broken", broken)).await;
     assert_eq!(answer["response"]["uid"], UID);
     assert_eq!(answer["response"]["allowed"], false);
     let result = &answer["response"]["status"];

@@ -9,7 +9,7 @@ use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
 use crate::inventory::{Inventory, Kind};
-use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
@@ -18,27 +18,17 @@ const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
 fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
-    let at: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        name: vm.into(),
-        namespace: Some(namespace.into()),
-        uid: format!("uid-{vm}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "vms".into(),
-        component: "kubevirt".into(),
-        ..Default::default()
-    };
+    let subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), vm);
     let labels = [
         ("ifo.kubevirt.io/node", node),
         ("ifo.kubevirt.io/target-node", target),
     ];
-    let (record, _) =
-        InFlightOperation::new_active(&rs, "Migrating", &subject, at, at, None, labels);
-    Arc::new(record)
+    Arc::new(test_active(
+        &subject,
+        ("vms", "kubevirt"),
+        "Migrating",
+        &labels,
+    ))
 }
 
 struct Fixture {
@@ -85,6 +75,36 @@ async fn list_named(state: &Arc<ApiState>, name: &str) -> (StatusCode, Value) {
     call(state, &uri, None).await
 }
 
+fn message(error: &Value) -> &str {
+    error["message"].as_str().unwrap()
+}
+
+fn resource_version(event: &Value) -> &str {
+    event["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+}
+
+/// The names of a list's items, in order.
+fn names(list: &Value) -> Vec<&str> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect()
+}
+
+/// The gates of the fixture in name order: the cluster's and those of what is in flight.
+const FIXTURE_GATES: [&str; 6] = [
+    "cluster",
+    "component.kubevirt",
+    "namespace.demo",
+    "node.w1",
+    "node.w2",
+    "node.w3",
+];
+
 fn clear(gate: &Value) -> (&str, &str) {
     let c = &gate["status"]["conditions"][0];
     assert_eq!(c["type"], "Clear");
@@ -116,13 +136,8 @@ async fn the_gate_of_anything_the_cluster_has_answers_and_a_malformed_name_is_a_
     for bad in ["pod.x", "node.Not_A_Node", "clusters"] {
         let (status, error) = call(&f.state, &format!("{GATES}/{bad}"), None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
-        assert!(
-            error["message"]
-                .as_str()
-                .unwrap()
-                .contains("cluster, node.<node>, component.<component> or namespace.<namespace>"),
-            "{error}"
-        );
+        let expected = "cluster, node.<node>, component.<component> or namespace.<namespace>";
+        assert!(message(&error).contains(expected), "{error}");
     }
     let (status, _) = list_named(&f.state, "pod.x").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -226,16 +241,13 @@ async fn a_watch_by_name_sees_a_gate_appear_and_go_with_its_node() {
     let rv = f.index.scopes_changed();
     let deleted = events.next().await;
     assert_eq!(deleted["type"], "DELETED");
-    assert_eq!(
-        deleted["object"]["metadata"]["resourceVersion"],
-        rv.to_string()
-    );
+    assert_eq!(resource_version(&deleted), rv.to_string());
 }
 
 #[tokio::test]
 async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
     let f = fixture();
-    let mut names = Vec::new();
+    let mut seen = Vec::new();
     let mut token: Option<String> = None;
     let mut pages = 0;
     loop {
@@ -246,13 +258,9 @@ async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
         let (status, list) = call(&f.state, &uri, None).await;
         assert_eq!(status, StatusCode::OK, "{list}");
         assert!(list["metadata"].get("remainingItemCount").is_none());
-        let items = list["items"].as_array().unwrap();
-        assert!(items.len() <= 4);
-        names.extend(
-            items
-                .iter()
-                .map(|g| g["metadata"]["name"].as_str().unwrap().to_owned()),
-        );
+        let page = names(&list);
+        assert!(page.len() <= 4);
+        seen.extend(page.into_iter().map(str::to_owned));
         pages += 1;
         match list["metadata"]["continue"].as_str() {
             Some(t) => {
@@ -267,18 +275,9 @@ async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
         }
     }
     assert_eq!(pages, 2);
-    assert_eq!(
-        names,
-        [
-            "cluster",
-            "component.kubevirt",
-            "namespace.demo",
-            "node.w1",
-            "node.w1x",
-            "node.w2",
-            "node.w3"
-        ]
-    );
+    let mut expected = [FIXTURE_GATES.as_slice(), &["node.w1x"]].concat();
+    expected.sort_unstable();
+    assert_eq!(seen, expected);
     // A table pages the same way.
     let (_, table) = call(&f.state, &format!("{GATES}?limit=1"), Some(TABLE)).await;
     assert_eq!(table["rows"].as_array().unwrap().len(), 1);
@@ -294,13 +293,8 @@ async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
         let (status, error) =
             call(&f.state, &format!("{GATES}?limit=1&continue={bad}"), None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {error}");
-        assert!(
-            error["message"]
-                .as_str()
-                .unwrap()
-                .starts_with("invalid continue token: continue key is not valid"),
-            "{error}"
-        );
+        let expected = "invalid continue token: continue key is not valid";
+        assert!(message(&error).starts_with(expected), "{error}");
     }
 }
 
@@ -309,23 +303,7 @@ async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_
     let f = fixture();
     let (_, list) = call(&f.state, GATES, None).await;
     assert_eq!(list["kind"], "MaintenanceGateList");
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "cluster",
-            "component.kubevirt",
-            "namespace.demo",
-            "node.w1",
-            "node.w2",
-            "node.w3"
-        ]
-    );
+    assert_eq!(names(&list), FIXTURE_GATES);
     assert_eq!(list["metadata"]["resourceVersion"], "102");
 
     let (_, list) = list_named(&f.state, "node.idle").await;
@@ -349,11 +327,7 @@ async fn a_list_holds_the_cluster_and_every_gate_in_flight_and_always_the_named_
 #[tokio::test]
 async fn a_stale_target_makes_gates_unknown_until_it_is_current() {
     let f = fixture();
-    let t = Target {
-        group: "kubevirt.io".into(),
-        version: "v1".into(),
-        resource: "virtualmachines".into(),
-    };
+    let t = Target::of("kubevirt.io", "v1", "virtualmachines");
     f.targets.watching(&t, None);
     f.targets.resolved(&t, true, &[None]);
     let (_, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
@@ -464,33 +438,23 @@ async fn a_watch_by_name_sees_the_gate_clear_at_the_rv_of_the_change() {
     let modified = events.next().await;
     assert_eq!(modified["type"], "MODIFIED");
     assert_eq!(clear(&modified["object"]), ("True", "nothing in flight"));
-    assert_eq!(modified["object"]["metadata"]["resourceVersion"], "105");
+    assert_eq!(resource_version(&modified), "105");
     // A target goes stale: Unknown, at the RV of that change.
-    let t = Target {
-        group: String::new(),
-        version: "v1".into(),
-        resource: "pods".into(),
-    };
+    let t = Target::of("", "v1", "pods");
     f.targets.watching(&t, None);
     let rv = f.index.feeds_changed(false);
     let unknown = events.next().await;
     assert_eq!(unknown["type"], "MODIFIED");
     assert_eq!(clear(&unknown["object"]).0, "Unknown");
-    assert_eq!(
-        unknown["object"]["metadata"]["resourceVersion"],
-        rv.to_string()
-    );
+    assert_eq!(resource_version(&unknown), rv.to_string());
 }
 
 #[tokio::test]
 async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
     let f = fixture();
-    let mut events = watch(
-        &f.state,
-        "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
-    )
-    .await;
-    let mut names = Vec::new();
+    let query = "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
+    let mut events = watch(&f.state, query).await;
+    let mut initial = Vec::new();
     loop {
         let e = events.next().await;
         if e["type"] == "BOOKMARK" {
@@ -500,45 +464,46 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
             );
             break;
         }
-        names.push(e["object"]["metadata"]["name"].as_str().unwrap().to_owned());
+        initial.push(e["object"]["metadata"]["name"].as_str().unwrap().to_owned());
     }
-    assert_eq!(names.len(), 6);
-    f.index
-        .apply(vec![Change::Upsert(migration("other", "vm-5", "w5", ""))]);
-    assert_eq!(
-        events.next_sorted(4).await,
-        [
-            "ADDED namespace.other",
-            "ADDED node.w5",
-            "MODIFIED cluster",
-            "MODIFIED component.kubevirt"
-        ]
-    );
-    f.index
-        .apply(vec![Change::Remove(migration("demo", "vm-1", "w3", ""))]);
-    assert_eq!(
-        events.next_sorted(4).await,
-        [
-            "DELETED node.w3",
-            "MODIFIED cluster",
-            "MODIFIED component.kubevirt",
-            "MODIFIED namespace.demo"
-        ]
-    );
+    assert_eq!(initial.len(), 6);
+    let steps = [
+        (
+            "an operation in a namespace and on a node with none",
+            Change::Upsert(migration("other", "vm-5", "w5", "")),
+            [
+                "ADDED namespace.other",
+                "ADDED node.w5",
+                "MODIFIED cluster",
+                "MODIFIED component.kubevirt",
+            ],
+        ),
+        (
+            "the last operation on w3 ends",
+            Change::Remove(migration("demo", "vm-1", "w3", "")),
+            [
+                "DELETED node.w3",
+                "MODIFIED cluster",
+                "MODIFIED component.kubevirt",
+                "MODIFIED namespace.demo",
+            ],
+        ),
+    ];
+    for (step, change, expected) in steps {
+        f.index.apply(vec![change]);
+        assert_eq!(events.next_sorted(4).await, expected, "{step}");
+    }
 }
 
 #[tokio::test]
 async fn a_watch_resumes_from_a_resource_version_and_an_expired_one_is_a_410() {
     let f = fixture();
     // From 101: the second migration (RV 102) is replayed as changes of the gates it touches.
-    let mut events = watch(
-        &f.state,
-        "fieldSelector=metadata.name%3Dnode.w3&resourceVersion=101",
-    )
-    .await;
+    let query = "fieldSelector=metadata.name%3Dnode.w3&resourceVersion=101";
+    let mut events = watch(&f.state, query).await;
     let e = events.next().await;
     assert_eq!(e["type"], "MODIFIED");
-    assert_eq!(e["object"]["metadata"]["resourceVersion"], "102");
+    assert_eq!(resource_version(&e), "102");
     assert_eq!(clear(&e["object"]).0, "False");
     // Before the index's history: expired.
     let mut events = watch(&f.state, "resourceVersion=5").await;

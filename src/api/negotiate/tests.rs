@@ -10,6 +10,31 @@ fn disc(h: &str) -> Result<DiscoveryFormat, NotAcceptable> {
     negotiate_discovery(Some(h))
 }
 
+const OBJECT: Result<Representation, NotAcceptable> = Ok(Representation::Object);
+const TABLE: Result<Representation, NotAcceptable> = Ok(Representation::Table { beta: false });
+const TABLE_BETA: Result<Representation, NotAcceptable> = Ok(Representation::Table { beta: true });
+const METADATA: Result<Representation, NotAcceptable> =
+    Ok(Representation::PartialObjectMetadata { beta: false });
+const METADATA_BETA: Result<Representation, NotAcceptable> =
+    Ok(Representation::PartialObjectMetadata { beta: true });
+const REFUSED: Result<Representation, NotAcceptable> = Err(NotAcceptable);
+
+/// Each Accept header negotiates the resource representation given.
+#[track_caller]
+fn assert_resources(cases: &[(&str, Result<Representation, NotAcceptable>)]) {
+    for (header, want) in cases {
+        assert_eq!(&res(header), want, "{header}");
+    }
+}
+
+/// Each Accept header negotiates the discovery format given.
+#[track_caller]
+fn assert_discovery(cases: &[(&str, Result<DiscoveryFormat, NotAcceptable>)]) {
+    for (header, want) in cases {
+        assert_eq!(&disc(header), want, "{header}");
+    }
+}
+
 #[test]
 fn parse_accept_basics() {
     let c = parse_accept(" application/json ; as=Table ; g = meta.k8s.io ;v=v1;q=0.5, */*");
@@ -57,99 +82,87 @@ fn parse_accept_order() {
 
 #[test]
 fn missing_or_empty_header_is_object() {
-    assert_eq!(negotiate_resource(None), Ok(Representation::Object));
-    assert_eq!(negotiate_resource(Some("")), Ok(Representation::Object));
+    assert_eq!(negotiate_resource(None), OBJECT);
+    assert_eq!(negotiate_resource(Some("")), OBJECT);
     assert_eq!(negotiate_discovery(None), Ok(DiscoveryFormat::Legacy));
     assert_eq!(negotiate_discovery(Some("")), Ok(DiscoveryFormat::Legacy));
 }
 
 #[test]
 fn kubectl_get_asks_for_table() {
-    assert_eq!(
-        res(KUBECTL_TABLE),
-        Ok(Representation::Table { beta: false })
-    );
-    assert_eq!(
-        res("application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json"),
-        Ok(Representation::Table { beta: true })
-    );
-    // kubectl -o yaml/json.
-    assert_eq!(res("application/json, */*"), Ok(Representation::Object));
-    assert_eq!(res("application/json"), Ok(Representation::Object));
-    assert_eq!(res("*/*"), Ok(Representation::Object));
-    assert_eq!(res("application/*"), Ok(Representation::Object));
+    assert_resources(&[
+        (KUBECTL_TABLE, TABLE),
+        (
+            "application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json",
+            TABLE_BETA,
+        ),
+        // kubectl -o yaml/json.
+        ("application/json, */*", OBJECT),
+        ("application/json", OBJECT),
+        ("*/*", OBJECT),
+        ("application/*", OBJECT),
+    ]);
 }
 
 #[test]
 fn metadata_clients() {
-    // kube-rs metadata list / watch (no JSON fallback).
-    assert_eq!(
-        res("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
-        Ok(Representation::PartialObjectMetadata { beta: false })
-    );
-    assert_eq!(
-        res("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
-        Ok(Representation::PartialObjectMetadata { beta: false })
-    );
-    // client-go metadata client: protobuf first, then JSON metadata, then JSON.
-    assert_eq!(
-        res(
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    assert_resources(&[
+        // kube-rs metadata list / watch (no JSON fallback).
+        (
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            METADATA,
         ),
-        Ok(Representation::PartialObjectMetadata { beta: false })
-    );
-    assert_eq!(
-        res("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
-        Ok(Representation::PartialObjectMetadata { beta: true })
-    );
+        (
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            METADATA,
+        ),
+        // client-go metadata client: protobuf first, then JSON metadata, then JSON.
+        (
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+            METADATA,
+        ),
+        (
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1",
+            METADATA_BETA,
+        ),
+    ]);
 }
 
 #[test]
 fn protobuf_is_skipped() {
-    assert_eq!(
-        res("application/vnd.kubernetes.protobuf,*/*"),
-        Ok(Representation::Object)
-    );
-    assert_eq!(
-        res("application/vnd.kubernetes.protobuf, application/json"),
-        Ok(Representation::Object)
-    );
-    assert_eq!(
-        res("application/vnd.kubernetes.protobuf"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        res("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"),
-        Err(NotAcceptable)
-    );
+    assert_resources(&[
+        ("application/vnd.kubernetes.protobuf,*/*", OBJECT),
+        (
+            "application/vnd.kubernetes.protobuf, application/json",
+            OBJECT,
+        ),
+        ("application/vnd.kubernetes.protobuf", REFUSED),
+        (
+            "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io",
+            REFUSED,
+        ),
+    ]);
 }
 
 #[test]
 fn not_acceptable() {
-    assert_eq!(res("text/html"), Err(NotAcceptable));
-    assert_eq!(res("application/yaml"), Err(NotAcceptable));
-    assert_eq!(res("text/*"), Err(NotAcceptable));
-    assert_eq!(res(","), Err(NotAcceptable));
-    // Conversions this endpoint cannot do.
-    assert_eq!(res("application/json;as=Table"), Err(NotAcceptable));
-    assert_eq!(
-        res("application/json;as=Table;g=meta.k8s.io;v=v2"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        res("application/json;as=Pod;g=meta.k8s.io;v=v1"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        res("application/json;g=meta.k8s.io;v=v1"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        res("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(res("application/json;stream=other"), Err(NotAcceptable));
-    assert_eq!(res("application/json;sv=v2"), Err(NotAcceptable));
+    assert_resources(&[
+        ("text/html", REFUSED),
+        ("application/yaml", REFUSED),
+        ("text/*", REFUSED),
+        (",", REFUSED),
+        // Conversions this endpoint cannot do.
+        ("application/json;as=Table", REFUSED),
+        ("application/json;as=Table;g=meta.k8s.io;v=v2", REFUSED),
+        ("application/json;as=Pod;g=meta.k8s.io;v=v1", REFUSED),
+        ("application/json;g=meta.k8s.io;v=v1", REFUSED),
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            REFUSED,
+        ),
+        ("application/json;stream=other", REFUSED),
+        ("application/json;sv=v2", REFUSED),
+    ]);
     assert_eq!(
         NotAcceptable.to_string(),
         "only the following media types are accepted: application/json"
@@ -158,111 +171,96 @@ fn not_acceptable() {
 
 #[test]
 fn unsupported_conversion_falls_through() {
-    assert_eq!(
-        res("application/json;as=Table;v=v9;g=meta.k8s.io,application/json"),
-        Ok(Representation::Object)
-    );
-    assert_eq!(
-        res("application/json;stream=watch"),
-        Ok(Representation::Object)
-    );
-    assert_eq!(
-        res("application/json;pretty=1;sv=v1"),
-        Ok(Representation::Object)
-    );
+    assert_resources(&[
+        (
+            "application/json;as=Table;v=v9;g=meta.k8s.io,application/json",
+            OBJECT,
+        ),
+        ("application/json;stream=watch", OBJECT),
+        ("application/json;pretty=1;sv=v1", OBJECT),
+    ]);
 }
 
 #[test]
 fn quality_values() {
-    assert_eq!(
-        res("application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io"),
-        Ok(Representation::Table { beta: false })
-    );
-    assert_eq!(
-        res("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5,application/json"),
-        Ok(Representation::Object)
-    );
-    // q=0 clauses never apply...
-    assert_eq!(
-        res("application/json;as=Table;v=v1;g=meta.k8s.io;q=0,application/json"),
-        Ok(Representation::Object)
-    );
-    // ...and an explicit application/json;q=0 refuses JSON even if */* would allow it.
-    assert_eq!(res("application/json;q=0, */*"), Err(NotAcceptable));
-    assert_eq!(res("*/*;q=0"), Err(NotAcceptable));
-    assert_eq!(res("*/*;q=0, application/json"), Ok(Representation::Object));
+    assert_resources(&[
+        (
+            "application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io",
+            TABLE,
+        ),
+        (
+            "application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5,application/json",
+            OBJECT,
+        ),
+        // q=0 clauses never apply...
+        (
+            "application/json;as=Table;v=v1;g=meta.k8s.io;q=0,application/json",
+            OBJECT,
+        ),
+        // ...and an explicit application/json;q=0 refuses JSON even if */* would allow it.
+        ("application/json;q=0, */*", REFUSED),
+        ("*/*;q=0", REFUSED),
+        ("*/*;q=0, application/json", OBJECT),
+    ]);
 }
 
 #[test]
 fn goautoneg_ordering_quirk_is_reproduced() {
     // goautoneg lets a specific type overtake a wildcard even at lower q.
-    assert_eq!(
-        res("*/*,application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5"),
-        Ok(Representation::Table { beta: false })
-    );
+    let header = "*/*,application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5";
+    assert_eq!(res(header), TABLE);
 }
 
 #[test]
 fn discovery() {
-    // The aggregator, 1.30–1.36 and 1.37+.
-    assert_eq!(
-        disc(
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+    use DiscoveryFormat::*;
+    assert_discovery(&[
+        // The aggregator, 1.30–1.36 and 1.37+.
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+            Ok(AggregatedV2),
         ),
-        Ok(DiscoveryFormat::AggregatedV2)
-    );
-    assert_eq!(
-        disc("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
-        Ok(DiscoveryFormat::AggregatedV2)
-    );
-    // 1.27–1.29.
-    assert_eq!(
-        disc("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"),
-        Ok(DiscoveryFormat::AggregatedV2Beta1)
-    );
-    assert_eq!(
-        disc(
-            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            Ok(AggregatedV2),
         ),
-        Ok(DiscoveryFormat::AggregatedV2Beta1)
-    );
-    // Protobuf aggregated first (client-go), JSON aggregated next.
-    assert_eq!(
-        disc(
-            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0.9,application/json;q=0.8"
+        // 1.27–1.29.
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+            Ok(AggregatedV2Beta1),
         ),
-        Ok(DiscoveryFormat::AggregatedV2)
-    );
-    // Plain requests get the legacy list.
-    assert_eq!(disc("application/json"), Ok(DiscoveryFormat::Legacy));
-    assert_eq!(disc("*/*"), Ok(DiscoveryFormat::Legacy));
-    assert_eq!(disc("application/json, */*"), Ok(DiscoveryFormat::Legacy));
-    assert_eq!(disc(KUBECTL_TABLE), Ok(DiscoveryFormat::Legacy));
-    assert_eq!(
-        disc("application/vnd.kubernetes.protobuf,*/*"),
-        Ok(DiscoveryFormat::Legacy)
-    );
-    // An unknown discovery version falls back to legacy when JSON is also accepted.
-    assert_eq!(
-        disc(
-            "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json"
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            Ok(AggregatedV2Beta1),
         ),
-        Ok(DiscoveryFormat::Legacy)
-    );
-    // Nothing servable.
-    assert_eq!(disc("text/html"), Err(NotAcceptable));
-    assert_eq!(
-        disc("application/vnd.kubernetes.protobuf"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        disc("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"),
-        Err(NotAcceptable)
-    );
-    assert_eq!(
-        disc("application/json;as=Table;v=v1;g=meta.k8s.io"),
-        Err(NotAcceptable)
-    );
+        // Protobuf aggregated first (client-go), JSON aggregated next.
+        (
+            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;q=0.9,application/json;q=0.8",
+            Ok(AggregatedV2),
+        ),
+        // Plain requests get the legacy list.
+        ("application/json", Ok(Legacy)),
+        ("*/*", Ok(Legacy)),
+        ("application/json, */*", Ok(Legacy)),
+        (KUBECTL_TABLE, Ok(Legacy)),
+        ("application/vnd.kubernetes.protobuf,*/*", Ok(Legacy)),
+        // An unknown discovery version falls back to legacy when JSON is also accepted.
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json",
+            Ok(Legacy),
+        ),
+        // Nothing servable.
+        ("text/html", Err(NotAcceptable)),
+        ("application/vnd.kubernetes.protobuf", Err(NotAcceptable)),
+        (
+            "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList",
+            Err(NotAcceptable),
+        ),
+        (
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            Err(NotAcceptable),
+        ),
+    ]);
 }
 
 #[test]

@@ -1,58 +1,188 @@
 use super::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn ifo() -> GroupResource {
     GroupResource::new("live.ifo.kubevirt.io", "inflightoperations")
 }
 
-fn forbidden(namespace: &str, name: &str, reason: &str) -> ApiError {
+fn forbidden_to(user: &str, verb: &str, target: ForbiddenTarget, reason: &str) -> ApiError {
     ApiError::Forbidden(Box::new(Forbidden {
-        user: "bob".into(),
-        verb: "list".into(),
-        target: ForbiddenTarget::Resource {
-            resource: ifo(),
-            subresource: String::new(),
-            namespace: namespace.into(),
-            name: name.into(),
-        },
+        user: user.into(),
+        verb: verb.into(),
+        target,
         reason: reason.into(),
     }))
 }
 
-#[test]
-fn bad_request() {
-    let e = ApiError::BadRequest("field label not supported: spec.foo".into());
-    assert_eq!(e.code(), 400);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"field label not supported: spec.foo","reason":"BadRequest","code":400})
-    );
+fn forbidden(namespace: &str, name: &str, reason: &str) -> ApiError {
+    let target = ForbiddenTarget::Resource {
+        resource: ifo(),
+        subresource: String::new(),
+        namespace: namespace.into(),
+        name: name.into(),
+    };
+    forbidden_to("bob", "list", target, reason)
 }
 
+fn path(path: &str) -> ForbiddenTarget {
+    ForbiddenTarget::NonResource { path: path.into() }
+}
+
+/// A `Status` of a failure; `details` only when it has some.
+fn failure(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+    let mut status = json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                            "message":message,"reason":reason,"code":code});
+    if let Some(details) = details {
+        status["details"] = details;
+    }
+    status
+}
+
+/// (what, the error, its code, reason and message, the details of its `Status`)
+type Case = (
+    &'static str,
+    ApiError,
+    u16,
+    &'static str,
+    &'static str,
+    Option<Value>,
+);
+
 #[test]
-fn unauthorized() {
-    let e = ApiError::Unauthorized;
-    assert_eq!(e.code(), 401);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"Unauthorized","reason":"Unauthorized","code":401})
-    );
+fn each_error_is_the_status_kubernetes_sends() {
+    let ifo_details = json!({"group":"live.ifo.kubevirt.io","kind":"inflightoperations"});
+    let x_details = json!({"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"});
+    let cases: Vec<Case> = vec![
+        (
+            "bad request",
+            ApiError::BadRequest("field label not supported: spec.foo".into()),
+            400,
+            "BadRequest",
+            "field label not supported: spec.foo",
+            None,
+        ),
+        (
+            "unauthorized",
+            ApiError::Unauthorized,
+            401,
+            "Unauthorized",
+            "Unauthorized",
+            None,
+        ),
+        (
+            "forbidden in a namespace",
+            forbidden("ns1", "", ""),
+            403,
+            "Forbidden",
+            "inflightoperations.live.ifo.kubevirt.io is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" in the namespace \"ns1\"",
+            Some(ifo_details.clone()),
+        ),
+        (
+            "forbidden path",
+            forbidden_to("x", "get", path("/openapi/v2"), ""),
+            403,
+            "Forbidden",
+            "forbidden: User \"x\" cannot get path \"/openapi/v2\"",
+            Some(json!({})),
+        ),
+        (
+            "not found",
+            ApiError::NotFound {
+                resource: ifo(),
+                name: "x".into(),
+            },
+            404,
+            "NotFound",
+            "inflightoperations.live.ifo.kubevirt.io \"x\" not found",
+            Some(x_details),
+        ),
+        (
+            "path not found",
+            ApiError::PathNotFound,
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            Some(json!({})),
+        ),
+        (
+            "not found, saying why",
+            ApiError::NotFoundBecause {
+                resource: GroupResource::new("live.ifo.kubevirt.io", "maintenancegates"),
+                name: "node.worker1".into(),
+                why: "the cluster has no node worker1".into(),
+            },
+            404,
+            "NotFound",
+            "maintenancegates.live.ifo.kubevirt.io \"node.worker1\" not found: the cluster has no node worker1",
+            Some(
+                json!({"name":"node.worker1","group":"live.ifo.kubevirt.io","kind":"maintenancegates"}),
+            ),
+        ),
+        (
+            "method not allowed",
+            ApiError::MethodNotAllowed {
+                resource: ifo(),
+                verb: "create".into(),
+            },
+            405,
+            "MethodNotAllowed",
+            "create is not supported on resources of kind \"inflightoperations.live.ifo.kubevirt.io\"",
+            Some(ifo_details),
+        ),
+        (
+            "not acceptable",
+            ApiError::from(crate::api::negotiate::NotAcceptable),
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json",
+            None,
+        ),
+        (
+            "expired",
+            ApiError::TooOldResourceVersion {
+                requested: 12,
+                oldest: 1500,
+            },
+            410,
+            "Expired",
+            "too old resource version: 12 (1500)",
+            None,
+        ),
+        (
+            "internal",
+            ApiError::Internal("subjectaccessreviews failed: timeout".into()),
+            500,
+            "InternalError",
+            "Internal error occurred: subjectaccessreviews failed: timeout",
+            Some(json!({"causes":[{"message":"subjectaccessreviews failed: timeout"}]})),
+        ),
+        (
+            "too large resource version",
+            ApiError::ResourceVersionTooLarge {
+                requested: 105,
+                current: 100,
+            },
+            504,
+            "Timeout",
+            "Timeout: Too large resource version: 105, current: 100",
+            Some(
+                json!({"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],
+                       "retryAfterSeconds":1}),
+            ),
+        ),
+    ];
+    for (name, e, code, reason, message, details) in cases {
+        assert_eq!(e.code(), code, "case {name}");
+        assert_eq!(
+            e.to_status(),
+            failure(code, reason, message, details),
+            "case {name}"
+        );
+    }
 }
 
 #[test]
 fn forbidden_namespaced_and_cluster() {
-    let e = forbidden("ns1", "", "");
-    assert_eq!(e.code(), 403);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"inflightoperations.live.ifo.kubevirt.io is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" in the namespace \"ns1\"",
-               "reason":"Forbidden",
-               "details":{"group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
-               "code":403})
-    );
     assert_eq!(
         forbidden("", "", "").message(),
         "inflightoperations.live.ifo.kubevirt.io is forbidden: User \"bob\" cannot list resource \"inflightoperations\" in API group \"live.ifo.kubevirt.io\" at the cluster scope"
@@ -70,104 +200,33 @@ fn forbidden_namespaced_and_cluster() {
 
 #[test]
 fn forbidden_subresource_and_path() {
-    let e = ApiError::Forbidden(Box::new(Forbidden {
-        user: "system:serviceaccount:a:b".into(),
-        verb: "get".into(),
-        target: ForbiddenTarget::Resource {
-            resource: GroupResource::new("", "pods"),
-            subresource: "log".into(),
-            namespace: "default".into(),
-            name: "p".into(),
-        },
-        reason: String::new(),
-    }));
+    let log = ForbiddenTarget::Resource {
+        resource: GroupResource::new("", "pods"),
+        subresource: "log".into(),
+        namespace: "default".into(),
+        name: "p".into(),
+    };
     assert_eq!(
-        e.message(),
+        forbidden_to("system:serviceaccount:a:b", "get", log, "").message(),
         "pods \"p\" is forbidden: User \"system:serviceaccount:a:b\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"default\""
     );
-    let e = ApiError::Forbidden(Box::new(Forbidden {
-        user: "x".into(),
-        verb: "get".into(),
-        target: ForbiddenTarget::NonResource {
-            path: "/openapi/v2".into(),
-        },
-        reason: String::new(),
-    }));
     assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"forbidden: User \"x\" cannot get path \"/openapi/v2\"",
-               "reason":"Forbidden","details":{},"code":403})
-    );
-    let e = ApiError::Forbidden(Box::new(Forbidden {
-        user: "x".into(),
-        verb: "get".into(),
-        target: ForbiddenTarget::NonResource {
-            path: "/<script>&".into(),
-        },
-        reason: String::new(),
-    }));
-    assert_eq!(
-        e.message(),
+        forbidden_to("x", "get", path("/<script>&"), "").message(),
         "forbidden: User \"x\" cannot get path \"/&lt;script&gt;&amp;\""
     );
 }
 
 #[test]
 fn not_found() {
-    let e = ApiError::NotFound {
-        resource: ifo(),
-        name: "x".into(),
-    };
-    assert_eq!(e.code(), 404);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"inflightoperations.live.ifo.kubevirt.io \"x\" not found",
-               "reason":"NotFound",
-               "details":{"name":"x","group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
-               "code":404})
-    );
     let core = ApiError::NotFound {
         resource: GroupResource::new("", "pods"),
         name: "p".into(),
     };
     assert_eq!(core.message(), "pods \"p\" not found");
-    assert_eq!(
-        ApiError::PathNotFound.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"the server could not find the requested resource",
-               "reason":"NotFound","details":{},"code":404})
-    );
-}
-
-#[test]
-fn method_not_allowed() {
-    let e = ApiError::MethodNotAllowed {
-        resource: ifo(),
-        verb: "create".into(),
-    };
-    assert_eq!(e.code(), 405);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"create is not supported on resources of kind \"inflightoperations.live.ifo.kubevirt.io\"",
-               "reason":"MethodNotAllowed",
-               "details":{"group":"live.ifo.kubevirt.io","kind":"inflightoperations"},
-               "code":405})
-    );
 }
 
 #[test]
 fn not_acceptable() {
-    let e = ApiError::from(crate::api::negotiate::NotAcceptable);
-    assert_eq!(e.code(), 406);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"only the following media types are accepted: application/json",
-               "reason":"NotAcceptable","code":406})
-    );
     let e = ApiError::NotAcceptable {
         accepted: vec!["application/json".into(), "application/yaml".into()],
     };
@@ -179,16 +238,6 @@ fn not_acceptable() {
 
 #[test]
 fn expired() {
-    let e = ApiError::TooOldResourceVersion {
-        requested: 12,
-        oldest: 1500,
-    };
-    assert_eq!(e.code(), 410);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"too old resource version: 12 (1500)","reason":"Expired","code":410})
-    );
     assert_eq!(ApiError::Expired("slow".into()).reason(), "Expired");
     let e = ApiError::ContinueExpired {
         continue_token: Some("abc".into()),
@@ -211,37 +260,14 @@ fn expired() {
 }
 
 #[test]
-fn too_large_resource_version() {
-    let e = ApiError::ResourceVersionTooLarge {
+fn retry_after() {
+    let too_large = ApiError::ResourceVersionTooLarge {
         requested: 105,
         current: 100,
     };
-    assert_eq!(e.code(), 504);
-    assert_eq!(e.retry_after_seconds(), Some(1));
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"Timeout: Too large resource version: 105, current: 100",
-               "reason":"Timeout",
-               "details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],
-                          "retryAfterSeconds":1},
-               "code":504})
-    );
-}
-
-#[test]
-fn internal_and_unavailable() {
-    let e = ApiError::Internal("subjectaccessreviews failed: timeout".into());
-    assert_eq!(e.code(), 500);
-    assert_eq!(e.retry_after_seconds(), None);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"Internal error occurred: subjectaccessreviews failed: timeout",
-               "reason":"InternalError",
-               "details":{"causes":[{"message":"subjectaccessreviews failed: timeout"}]},
-               "code":500})
-    );
+    assert_eq!(too_large.retry_after_seconds(), Some(1));
+    let internal = ApiError::Internal("subjectaccessreviews failed: timeout".into());
+    assert_eq!(internal.retry_after_seconds(), None);
     let e = ApiError::not_leader();
     assert_eq!(e.code(), 503);
     assert_eq!(e.reason(), "ServiceUnavailable");
@@ -260,24 +286,6 @@ fn field_order_and_http_status() {
     );
     assert_eq!(e.status_code(), http::StatusCode::NOT_FOUND);
     assert_eq!(e.to_string(), e.message());
-}
-
-#[test]
-fn a_not_found_that_says_why() {
-    let e = ApiError::NotFoundBecause {
-        resource: GroupResource::new("live.ifo.kubevirt.io", "maintenancegates"),
-        name: "node.worker1".into(),
-        why: "the cluster has no node worker1".into(),
-    };
-    assert_eq!(e.code(), 404);
-    assert_eq!(
-        e.to_status(),
-        json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
-               "message":"maintenancegates.live.ifo.kubevirt.io \"node.worker1\" not found: the cluster has no node worker1",
-               "reason":"NotFound",
-               "details":{"name":"node.worker1","group":"live.ifo.kubevirt.io","kind":"maintenancegates"},
-               "code":404})
-    );
 }
 
 #[test]

@@ -54,18 +54,19 @@ fn listed(health: &Health, target: &Target) {
     health.listed(target, &None, jiff::Timestamp::UNIX_EPOCH);
 }
 
+/// Loads `rs`, named `name`, at generation 1 into `detector` and starts lanes for it alone.
+fn load_and_start(detector: &Arc<Detector>, name: &str, rs: &Arc<CompiledRuleSet>) -> Lanes {
+    detector.ruleset_loaded(name, Some(1));
+    let rulesets = std::slice::from_ref(rs);
+    Lanes::start(detector, rulesets, &rs.target, Arc::new(Notify::new()))
+}
+
 /// The lanes of one ruleset, `busy`, evaluating into the returned index.
 fn busy_lanes() -> (Arc<Index>, Lanes) {
     let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
     let index = Arc::new(Index::new(1, 16, 16));
     let detector = detector(index.clone(), Arc::new(Health::default()));
-    detector.ruleset_loaded("busy", Some(1));
-    let lanes = Lanes::start(
-        &detector,
-        std::slice::from_ref(&rs),
-        &rs.target,
-        Arc::new(Notify::new()),
-    );
+    let lanes = load_and_start(&detector, "busy", &rs);
     (index, lanes)
 }
 
@@ -198,13 +199,7 @@ fn costly_lanes() -> (Arc<Health>, Arc<Detector>, Arc<CompiledRuleSet>, Lanes) {
         ..Limits::default()
     };
     let detector = detector_within(Arc::new(Index::new(1, 16, 16)), health.clone(), limits);
-    detector.ruleset_loaded("costly", Some(1));
-    let lanes = Lanes::start(
-        &detector,
-        std::slice::from_ref(&rs),
-        &rs.target,
-        Arc::new(Notify::new()),
-    );
+    let lanes = load_and_start(&detector, "costly", &rs);
     (health, detector, rs, lanes)
 }
 
@@ -268,22 +263,26 @@ async fn an_older_generation_marks_nothing() {
     assert_eq!(reader.ruleset("costly"), Default::default());
 }
 
-/// What `ruleset` evaluated so far (objects; `ifo_evaluation_duration_seconds`' count).
-fn evaluations(ruleset: &str) -> u64 {
-    let line = format!("ifo_evaluation_duration_seconds_count{{ruleset=\"{ruleset}\"}} ");
+/// The value of `ruleset`'s series of `metric`, 0 when it has none.
+fn metric_of<T: std::str::FromStr + Default>(metric: &str, ruleset: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    let line = format!("{metric}{{ruleset=\"{ruleset}\"}} ");
     crate::metrics::render()
         .lines()
         .find_map(|l| l.strip_prefix(&line))
-        .map_or(0, |n| n.trim().parse().unwrap())
+        .map_or(T::default(), |n| n.trim().parse().unwrap())
+}
+
+/// What `ruleset` evaluated so far (objects; `ifo_evaluation_duration_seconds`' count).
+fn evaluations(ruleset: &str) -> u64 {
+    metric_of("ifo_evaluation_duration_seconds_count", ruleset)
 }
 
 /// `ruleset`'s lag as `ifo_evaluation_lag_seconds` says it.
 fn lag_metric(ruleset: &str) -> f64 {
-    let line = format!("ifo_evaluation_lag_seconds{{ruleset=\"{ruleset}\"}} ");
-    crate::metrics::render()
-        .lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .map_or(0.0, |n| n.trim().parse().unwrap())
+    metric_of("ifo_evaluation_lag_seconds", ruleset)
 }
 
 /// `detector`'s evaluations held back (each waits, as in a long evaluation) until dropped.
@@ -357,13 +356,7 @@ fn round_lanes(name: &str, limits: Limits) -> (Arc<Index>, Arc<Health>, Arc<Dete
     let health = Arc::new(Health::default());
     listed(&health, &rs.target);
     let detector = detector_within(index.clone(), health.clone(), limits);
-    detector.ruleset_loaded(name, Some(1));
-    let lanes = Lanes::start(
-        &detector,
-        std::slice::from_ref(&rs),
-        &rs.target,
-        Arc::new(Notify::new()),
-    );
+    let lanes = load_and_start(&detector, name, &rs);
     (index, health, detector, lanes)
 }
 

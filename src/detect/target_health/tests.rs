@@ -6,15 +6,40 @@ use crate::index::GateScope;
 use entry::MAX_TOMBSTONES;
 
 fn target(resource: &str) -> Target {
-    Target {
-        group: "example.com".into(),
-        version: "v1".into(),
-        resource: resource.into(),
-    }
+    Target::of("example.com", "v1", resource)
 }
 
 fn ns(s: &str) -> Stream {
     Some(s.to_string())
+}
+
+/// A namespaced target of `resource`, watched everywhere and listed: current.
+fn current(resource: &str) -> (TargetHealth, Target) {
+    let h = TargetHealth::default();
+    let t = target(resource);
+    h.watching(&t, None);
+    h.resolved(&t, true, &[None]);
+    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    (h, t)
+}
+
+/// Marks object `object` ("namespace/name", on unknown nodes) of target `t` skipped by
+/// `ruleset` (`None`: by none, undecodable); whether that was recorded.
+fn skip(
+    h: &TargetHealth,
+    t: &Target,
+    (uid, ruleset): (&str, Option<&str>),
+    object: &str,
+    reason: &str,
+) -> bool {
+    let (namespace, _) = object.split_once('/').unwrap();
+    h.skipped(
+        t,
+        (uid, ruleset),
+        Some(namespace),
+        (object.into(), None),
+        reason.into(),
+    )
 }
 
 fn reasons(h: &TargetHealth, namespace: Option<&str>) -> Vec<String> {
@@ -45,11 +70,7 @@ fn a_target_is_stale_until_its_first_list_completes() {
 
 #[test]
 fn a_failure_makes_it_stale_until_a_list_completes_again() {
-    let h = TargetHealth::default();
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    let (h, t) = current("things");
     h.failed(&t, &None, "forbidden".into());
     assert_eq!(reasons(&h, Some("a")), ["things: forbidden"]);
     h.listed(&t, &None, Timestamp::UNIX_EPOCH);
@@ -58,11 +79,7 @@ fn a_failure_makes_it_stale_until_a_list_completes_again() {
 
 #[test]
 fn a_failed_probe_marks_a_silent_watch_stale() {
-    let h = TargetHealth::default();
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    let (h, t) = current("things");
     h.probed(&t, &None, Some("listing did not answer within 10s".into()));
     assert_eq!(
         reasons(&h, None),
@@ -102,11 +119,7 @@ fn a_cluster_scoped_target_does_not_feed_namespaces() {
 
 #[test]
 fn a_restart_keeps_what_was_known_and_forget_drops_it() {
-    let h = TargetHealth::default();
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    let (h, t) = current("things");
     h.watching(&t, None);
     h.resolved(&t, true, &[None]);
     assert!(reasons(&h, None).is_empty());
@@ -136,6 +149,14 @@ fn gate_reasons(h: &TargetHealth, scope: &GateScope) -> Vec<String> {
 
 fn node(n: &str) -> GateScope {
     GateScope::Node(n.into())
+}
+
+fn component(c: &str) -> GateScope {
+    GateScope::Component(c.into())
+}
+
+fn namespace(n: &str) -> GateScope {
+    GateScope::Namespace(n.into())
 }
 
 /// Two targets, current: `vms` (ruleset `vm-rules`, component kubevirt, labels nodes, in
@@ -174,7 +195,7 @@ fn gates_depend_on_the_targets_that_reach_them() {
             .map(|s| s.target.resource)
             .collect()
     };
-    let kubevirt = GateScope::Component("kubevirt".into());
+    let kubevirt = component("kubevirt");
     assert_eq!(names(&node("w1")), ["pods", "vms"], "unsaid: every gate");
     h.reaches(
         &vms,
@@ -186,9 +207,9 @@ fn gates_depend_on_the_targets_that_reach_them() {
     );
     assert_eq!(names(&node("w1")), ["vms"]);
     assert_eq!(names(&kubevirt), ["vms"]);
-    assert!(names(&GateScope::Component("other".into())).is_empty());
+    assert!(names(&component("other")).is_empty());
     assert_eq!(names(&GateScope::Cluster), ["pods", "vms"]);
-    assert!(names(&GateScope::Namespace("b".into())).is_empty());
+    assert!(names(&namespace("b")).is_empty());
     h.listed(&vms, &None, Timestamp::UNIX_EPOCH);
     assert!(names(&node("w1")).is_empty());
 }
@@ -198,16 +219,12 @@ fn a_ruleset_suspended_in_a_namespace_blinds_that_namespace_and_not_the_nodes() 
     let (h, vms, pods) = two_targets();
     h.suspended(&vms, "vm-rules", Some("a"));
     let suspended = "vms: is not evaluated by ruleset vm-rules: it is suspended in namespace a (it kept going over its evaluation budget there); make its rules cheaper or the objects there smaller (any change to its spec resumes it)";
-    for scope in [
-        GateScope::Component("kubevirt".into()),
-        GateScope::Namespace("a".into()),
-        GateScope::Cluster,
-    ] {
+    for scope in [component("kubevirt"), namespace("a"), GateScope::Cluster] {
         assert_eq!(gate_reasons(&h, &scope), [suspended], "{scope}");
     }
     for scope in [
-        GateScope::Component("pods".into()),
-        GateScope::Namespace("b".into()),
+        component("pods"),
+        namespace("b"),
         // What changes there is skipped with its nodes (`unevaluated`), not every node.
         node("w1"),
     ] {
@@ -217,11 +234,8 @@ fn a_ruleset_suspended_in_a_namespace_blinds_that_namespace_and_not_the_nodes() 
     h.ruleset_reset("vm-rules");
     h.suspended(&pods, "pod-rules", Some("b"));
     assert!(gate_reasons(&h, &node("w1")).is_empty());
-    assert_eq!(gate_reasons(&h, &GateScope::Namespace("b".into())).len(), 1);
-    assert_eq!(
-        gate_reasons(&h, &GateScope::Component("pods".into())).len(),
-        1
-    );
+    assert_eq!(gate_reasons(&h, &namespace("b")).len(), 1);
+    assert_eq!(gate_reasons(&h, &component("pods")).len(), 1);
     h.ruleset_reset("pod-rules");
     h.dropped_events(&vms, "vm-rules", Some(["a".to_string()].into()));
     assert_eq!(gate_reasons(&h, &node("w9")).len(), 1, "dropped events");
@@ -251,46 +265,25 @@ fn a_skipped_object_blinds_the_gates_of_its_node_or_of_every_node_when_unknown()
         gate_reasons(&h, &node("w3")).is_empty(),
         "known to be elsewhere"
     );
-    assert_eq!(gate_reasons(&h, &GateScope::Namespace("a".into())).len(), 1);
-    assert!(gate_reasons(&h, &GateScope::Namespace("b".into())).is_empty());
-    assert_eq!(
-        gate_reasons(&h, &GateScope::Component("kubevirt".into())).len(),
-        1
-    );
-    assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
+    assert_eq!(gate_reasons(&h, &namespace("a")).len(), 1);
+    assert!(gate_reasons(&h, &namespace("b")).is_empty());
+    assert_eq!(gate_reasons(&h, &component("kubevirt")).len(), 1);
+    assert!(gate_reasons(&h, &component("pods")).is_empty());
 
     // Its node cannot be known (its node label failed): every node's gate.
-    h.skipped(
-        &vms,
-        ("u2", Some("vm-rules")),
-        Some("a"),
-        ("a/vm-2".into(), None),
-        "fails".into(),
-    );
+    skip(&h, &vms, ("u2", Some("vm-rules")), "a/vm-2", "fails");
     assert_eq!(
         gate_reasons(&h, &node("w3")),
         ["vms: object a/vm-2 is skipped: fails"]
     );
     // Undecodable: by every ruleset of the target covering its namespace.
     h.evaluated(&vms, "u2", Some("vm-rules"));
-    h.skipped(
-        &vms,
-        ("u3", None),
-        Some("b"),
-        ("b/x".into(), None),
-        "deep".into(),
-    );
+    skip(&h, &vms, ("u3", None), "b/x", "deep");
     assert!(
         gate_reasons(&h, &node("w3")).is_empty(),
         "no ruleset covers b"
     );
-    h.skipped(
-        &vms,
-        ("u4", None),
-        Some("a"),
-        ("a/x".into(), None),
-        "deep".into(),
-    );
+    skip(&h, &vms, ("u4", None), "a/x", "deep");
     assert_eq!(
         gate_reasons(&h, &node("w3")),
         ["vms: object a/x is skipped: deep"]
@@ -310,12 +303,9 @@ fn a_ruleset_that_does_not_compile_blinds_what_it_would_reach() {
     );
     let broken = "vms: is not evaluated by ruleset broken: its rules do not compile (rules[0] (Migrating).expression: undeclared reference); fix the ruleset (kubectl describe ors broken)";
     assert_eq!(gate_reasons(&h, &node("w1")), [broken]);
-    assert_eq!(
-        gate_reasons(&h, &GateScope::Namespace("c".into())),
-        [broken]
-    );
-    assert!(gate_reasons(&h, &GateScope::Namespace("a".into())).is_empty());
-    assert!(gate_reasons(&h, &GateScope::Component("pods".into())).is_empty());
+    assert_eq!(gate_reasons(&h, &namespace("c")), [broken]);
+    assert!(gate_reasons(&h, &namespace("a")).is_empty());
+    assert!(gate_reasons(&h, &component("pods")).is_empty());
     assert_eq!(
         reasons(&h, Some("c")).len(),
         1,
@@ -341,11 +331,7 @@ fn a_failed_discovery_is_stale_but_an_unserved_target_is_not() {
 
 #[test]
 fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply() {
-    let h = TargetHealth::default();
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    let (h, t) = current("things");
     assert!(h.stale(None).is_empty());
 
     h.suspended(&t, "costly", Some("a"));
@@ -359,12 +345,12 @@ fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply(
     h.ruleset_reset("costly");
     assert!(h.stale(None).is_empty());
 
-    h.skipped(
+    skip(
+        &h,
         &t,
         ("u1", None),
-        Some("b"),
-        ("b/deep".into(), None),
-        "it cannot be decoded: too deep".into(),
+        "b/deep",
+        "it cannot be decoded: too deep",
     );
     assert_eq!(
         reasons(&h, Some("b")),
@@ -374,13 +360,7 @@ fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply(
     assert_eq!(h.stale(None).len(), 1);
     h.evaluated(&t, "u1", None);
     assert!(h.stale(None).is_empty());
-    h.skipped(
-        &t,
-        ("u2", Some("r")),
-        Some("b"),
-        ("b/big".into(), None),
-        "over".into(),
-    );
+    skip(&h, &t, ("u2", Some("r")), "b/big", "over");
     h.keep_skipped(&t, &None, &HashSet::new());
     assert!(h.stale(None).is_empty(), "gone from a new list");
 
@@ -445,8 +425,7 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
     const COMPONENTS: [&str; 2] = ["k", "m"];
     let mut rng = fastrand::Rng::with_seed(36);
     for round in 0..300 {
-        let h = TargetHealth::default();
-        let t = target("things");
+        let (h, t) = current("things");
         let rulesets: Vec<Reach> = (0..rng.usize(1..4))
             .map(|_| Reach {
                 component: COMPONENTS[rng.usize(..2)].into(),
@@ -461,9 +440,6 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
             })
             .collect();
         let name = |i: usize| format!("rs-{i}");
-        h.watching(&t, None);
-        h.resolved(&t, true, &[None]);
-        h.listed(&t, &None, Timestamp::UNIX_EPOCH);
         h.reaches(
             &t,
             rulesets
@@ -556,17 +532,9 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
                 }
             }
             let scopes = std::iter::once(GateScope::Cluster)
-                .chain(NODES.iter().map(|n| GateScope::Node(n.to_string())))
-                .chain(
-                    COMPONENTS
-                        .iter()
-                        .map(|c| GateScope::Component(c.to_string())),
-                )
-                .chain(
-                    NAMESPACES
-                        .iter()
-                        .map(|n| GateScope::Namespace(n.to_string())),
-                );
+                .chain(NODES.into_iter().map(node))
+                .chain(COMPONENTS.into_iter().map(component))
+                .chain(NAMESPACES.into_iter().map(namespace));
             for scope in scopes {
                 let reaching = |r: &Reach| match &scope {
                     GateScope::Cluster => true,
@@ -626,20 +594,8 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
 /// ignored. Tombstones are bounded: the oldest go (the lane's own deletion clears then).
 #[test]
 fn what_is_learned_of_a_deleted_object_is_ignored() {
-    let h = TargetHealth::default();
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
-    let skip = |uid: &str| {
-        h.skipped(
-            &t,
-            (uid, Some("r")),
-            Some("a"),
-            (format!("a/{uid}"), None),
-            "over".into(),
-        )
-    };
+    let (h, t) = current("things");
+    let skip = |uid: &str| skip(&h, &t, (uid, Some("r")), &format!("a/{uid}"), "over");
     assert!(skip("u1"));
     h.object_gone(&t, "u1");
     assert!(h.stale(None).is_empty());
@@ -663,11 +619,8 @@ fn what_is_learned_of_a_deleted_object_is_ignored() {
 #[tokio::test(start_paused = true)]
 async fn a_flapping_skip_mark_changes_the_feeds_about_once_a_second() {
     use tokio::time::{Instant, sleep};
-    let h = Arc::new(TargetHealth::default());
-    let t = target("things");
-    h.watching(&t, None);
-    h.resolved(&t, true, &[None]);
-    h.listed(&t, &None, Timestamp::UNIX_EPOCH);
+    let (h, t) = current("things");
+    let h = Arc::new(h);
     let (readiness, pending) = Readiness::new("the test");
     pending.done();
     let index = Arc::new(Index::new(1, 4096, 4096));
@@ -695,13 +648,7 @@ async fn a_flapping_skip_mark_changes_the_feeds_about_once_a_second() {
     });
     for i in 0..flips {
         if i % 2 == 0 {
-            h.skipped(
-                &t,
-                ("u1", Some("r")),
-                Some("a"),
-                ("a/slow".into(), None),
-                "over".into(),
-            );
+            skip(&h, &t, ("u1", Some("r")), "a/slow", "over");
         } else {
             h.evaluated(&t, "u1", Some("r"));
         }

@@ -1,45 +1,46 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::*;
+use crate::index::EventKind::{Added, Deleted, Modified};
 use crate::index::gates::GateCounts;
-use crate::operation::{InFlightOperation, RuleSetInfo, Subject};
+use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::track::Change;
 
 fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOperation> {
-    let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-    let subject = Subject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        name: subject.into(),
-        namespace: namespace.map(str::to_owned),
-        uid: format!("uid-{subject}"),
-        ..Default::default()
-    };
-    let rs = RuleSetInfo {
-        name: "rs".into(),
-        generation: None,
-        ..Default::default()
-    };
-    let (mut record, _) = InFlightOperation::new_active(&rs, "Op", &subject, now, now, None, []);
+    let pod = test_subject("v1", "Pod", namespace, subject);
+    let mut record = test_active(&pod, ("rs", ""), "Op", &[]);
     record.message = Some(message.to_owned());
     Arc::new(record)
 }
 
-fn kinds(events: &[Event]) -> Vec<(u64, EventKind, String)> {
+fn kinds(events: &[Event]) -> Vec<(u64, EventKind, &str)> {
     events
         .iter()
         .map(|e| {
-            (
-                e.rv,
-                e.kind,
-                e.object.as_ref().unwrap().op.subject.name.clone(),
-            )
+            let name = &e.object.as_ref().unwrap().op.subject.name;
+            (e.rv, e.kind, name.as_str())
         })
         .collect()
+}
+
+/// Applies one new record in namespace ns for each of `subjects`: s<i>.
+fn fill(index: &Index, subjects: std::ops::Range<usize>) {
+    for i in subjects {
+        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
+    }
+}
+
+fn expired(requested: u64, oldest: u64) -> WatchError {
+    WatchError::Expired { requested, oldest }
+}
+
+/// The RVs of the events a watch from `rv` replays.
+fn replayed_rvs(index: &Index, rv: u64) -> Vec<u64> {
+    let (replay, _) = index.watch_from(rv).unwrap();
+    replayed(index, replay).iter().map(|e| e.rv).collect()
 }
 
 /// Every event of a replay, read in small chunks.
@@ -81,9 +82,9 @@ fn added_modified_deleted_with_rising_rvs() {
     assert_eq!(
         kinds(&events),
         [
-            (1001, EventKind::Added, "a".into()),
-            (1002, EventKind::Modified, "a".into()),
-            (1003, EventKind::Deleted, "a".into()),
+            (1001, Added, "a"),
+            (1002, Modified, "a"),
+            (1003, Deleted, "a")
         ]
     );
     assert!(events[0].previous.is_none());
@@ -142,11 +143,7 @@ fn unknown_removes_are_ignored_and_uid_changes_are_delete_then_add() {
     let events = drain(&mut rx);
     assert_eq!(
         kinds(&events),
-        [
-            (1, EventKind::Added, "a".into()),
-            (2, EventKind::Deleted, "a".into()),
-            (3, EventKind::Added, "a".into()),
-        ]
+        [(1, Added, "a"), (2, Deleted, "a"), (3, Added, "a")]
     );
     assert_eq!(events[1].object.as_ref().unwrap().op.uid, a.uid);
     assert_eq!(events[2].object.as_ref().unwrap().op.uid, "new-uid");
@@ -181,9 +178,7 @@ fn snapshot_is_sorted_and_cheap() {
 #[test]
 fn watch_from_replays_then_streams() {
     let index = Index::new(100, 5, 16);
-    for i in 0..3 {
-        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
-    }
+    fill(&index, 0..3);
     let (replay, mut rx) = index.watch_from(101).unwrap();
     assert_eq!(
         replayed(&index, replay)
@@ -213,33 +208,12 @@ fn watch_from_replays_then_streams() {
             current: 104
         }
     );
-    assert_eq!(
-        index.watch_from(99).unwrap_err(),
-        WatchError::Expired {
-            requested: 99,
-            oldest: 100
-        }
-    );
+    assert_eq!(index.watch_from(99).unwrap_err(), expired(99, 100));
     // Fill past the ring: only the last 5 events (rv 105..=109 after 5 more) are kept.
-    for i in 10..15 {
-        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
-    }
+    fill(&index, 10..15);
     assert_eq!(index.current_rv(), 109);
-    assert_eq!(
-        index.watch_from(103).unwrap_err(),
-        WatchError::Expired {
-            requested: 103,
-            oldest: 104
-        }
-    );
-    let (replay, _) = index.watch_from(104).unwrap();
-    assert_eq!(
-        replayed(&index, replay)
-            .iter()
-            .map(|e| e.rv)
-            .collect::<Vec<_>>(),
-        [105, 106, 107, 108, 109]
-    );
+    assert_eq!(index.watch_from(103).unwrap_err(), expired(103, 104));
+    assert_eq!(replayed_rvs(&index, 104), [105, 106, 107, 108, 109]);
     // A replay whose events leave the ring while it is read is told so.
     let (mut slow, _) = index.watch_from(104).unwrap();
     assert_eq!(index.replay(&mut slow, 1).unwrap()[0].rv, 105);
@@ -250,12 +224,9 @@ fn watch_from_replays_then_streams() {
         Err(WatchError::Expired { requested: 105, .. })
     ));
     assert!(
-        WatchError::Expired {
-            requested: 103,
-            oldest: 104
-        }
-        .to_string()
-        .contains("too old resource version: 103 (104)")
+        expired(103, 104)
+            .to_string()
+            .contains("too old resource version: 103 (104)")
     );
 }
 
@@ -264,25 +235,10 @@ fn the_history_is_bounded_by_bytes_too() {
     // Room for three records, whatever the count allows.
     let three = 3 * op(Some("ns"), "s0", "m").approx_bytes();
     let index = Index::new(100, 1_000, 16).with_history_bytes(three);
-    for i in 0..10 {
-        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
-    }
+    fill(&index, 0..10);
     assert_eq!(index.current_rv(), 110);
-    assert_eq!(
-        index.watch_from(106).unwrap_err(),
-        WatchError::Expired {
-            requested: 106,
-            oldest: 107
-        }
-    );
-    let (replay, _) = index.watch_from(107).unwrap();
-    assert_eq!(
-        replayed(&index, replay)
-            .iter()
-            .map(|e| e.rv)
-            .collect::<Vec<_>>(),
-        [108, 109, 110]
-    );
+    assert_eq!(index.watch_from(106).unwrap_err(), expired(106, 107));
+    assert_eq!(replayed_rvs(&index, 107), [108, 109, 110]);
     // A record larger than the whole budget leaves nothing to resume from before it.
     let large = op(Some("ns"), "big", &"m".repeat(three));
     index.apply(vec![Change::Upsert(large)]);
@@ -563,9 +519,7 @@ fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
 #[test]
 fn a_new_epoch_expires_every_earlier_rv_and_keeps_rvs_rising() {
     let index = Index::new(100, 16, 16);
-    for i in 0..3 {
-        index.apply(vec![Change::Upsert(op(Some("ns"), &format!("s{i}"), "m"))]);
-    }
+    fill(&index, 0..3);
     // Another replica's RVs overlap ours: 101..=103 here could be anything there.
     assert_eq!(index.begin_epoch(50), 103, "never goes back");
     let epoch = index.begin_epoch(1_000_000);
@@ -575,18 +529,12 @@ fn a_new_epoch_expires_every_earlier_rv_and_keeps_rvs_rising() {
     for rv in [100, 102, 103, 999_999] {
         assert_eq!(
             index.watch_from(rv).unwrap_err(),
-            WatchError::Expired {
-                requested: rv,
-                oldest: epoch
-            },
+            expired(rv, epoch),
             "rv {rv}"
         );
     }
     let (replay, mut rx) = index.watch_from(epoch).unwrap();
     assert!(replay.is_done());
     index.apply(vec![Change::Upsert(op(Some("ns"), "s0", "changed"))]);
-    assert_eq!(
-        kinds(&drain(&mut rx)),
-        [(epoch + 1, EventKind::Modified, "s0".to_owned())]
-    );
+    assert_eq!(kinds(&drain(&mut rx)), [(epoch + 1, Modified, "s0")]);
 }

@@ -15,6 +15,22 @@ fn completed(r: &Arc<InFlightOperation>) -> Arc<InFlightOperation> {
     Arc::new(c)
 }
 
+/// A record changed to say `message`.
+fn with_message(r: &Arc<InFlightOperation>, message: &str) -> Arc<InFlightOperation> {
+    let mut m = (**r).clone();
+    m.message = Some(message.into());
+    Arc::new(m)
+}
+
+/// Writes that want a new record present, from the instant returned.
+fn wanting_a_record() -> (Pending, Arc<InFlightOperation>, Instant) {
+    let t0 = Instant::now();
+    let mut p = Pending::new(INTERVAL);
+    let r = record("vm");
+    p.want(&r.name, Desired::Present(r.clone()), t0);
+    (p, r, t0)
+}
+
 fn copy_of(r: &Arc<InFlightOperation>, rv: &str) -> Copy {
     Copy {
         record: Some(r.clone()),
@@ -47,10 +63,7 @@ fn verbs(writes: &[Write]) -> Vec<&'static str> {
 
 #[test]
 fn a_lifecycle_is_three_writes_each_an_interval_apart() {
-    let t0 = Instant::now();
-    let mut p = Pending::new(INTERVAL);
-    let r = record("vm");
-    p.want(&r.name, Desired::Present(r.clone()), t0);
+    let (mut p, r, t0) = wanting_a_record();
     assert_eq!(verbs(&drain(&mut p, t0)), ["create"]);
     // Completed and removed at once (no retention): the completion is written, then the delete.
     let done = completed(&r);
@@ -73,16 +86,11 @@ fn a_lifecycle_is_three_writes_each_an_interval_apart() {
 
 #[test]
 fn changes_within_an_interval_coalesce_into_the_latest() {
-    let t0 = Instant::now();
-    let mut p = Pending::new(INTERVAL);
-    let r = record("vm");
-    p.want(&r.name, Desired::Present(r.clone()), t0);
+    let (mut p, r, t0) = wanting_a_record();
     drain(&mut p, t0);
     let mut latest = r.clone();
     for i in 0..100 {
-        let mut m = (*r).clone();
-        m.message = Some(format!("step {i}"));
-        latest = Arc::new(m);
+        latest = with_message(&r, &format!("step {i}"));
         p.want(&r.name, Desired::Present(latest.clone()), t0);
     }
     assert_eq!(p.len(), 1, "one entry per operation, not per change");
@@ -92,10 +100,7 @@ fn changes_within_an_interval_coalesce_into_the_latest() {
 
 #[test]
 fn an_operation_that_ends_before_it_was_written_is_never_written() {
-    let t0 = Instant::now();
-    let mut p = Pending::new(INTERVAL);
-    let r = record("vm");
-    p.want(&r.name, Desired::Present(r.clone()), t0);
+    let (mut p, r, t0) = wanting_a_record();
     p.want(&r.name, Desired::Absent(Some(completed(&r))), t0);
     assert!(drain(&mut p, t0).is_empty());
     assert!(p.is_empty());
@@ -103,10 +108,7 @@ fn an_operation_that_ends_before_it_was_written_is_never_written() {
 
 #[test]
 fn failures_back_off_and_the_latest_state_is_written_when_it_works_again() {
-    let t0 = Instant::now();
-    let mut p = Pending::new(INTERVAL);
-    let r = record("vm");
-    p.want(&r.name, Desired::Present(r.clone()), t0);
+    let (mut p, r, t0) = wanting_a_record();
     let mut now = t0;
     let mut waits = Vec::new();
     for _ in 0..8 {
@@ -137,9 +139,7 @@ fn a_conflict_is_resolved_by_reading_again() {
     let mut p = Pending::new(INTERVAL);
     let r = record("vm");
     p.found(r.name.clone(), copy_of(&r, "7"));
-    let mut m = (*r).clone();
-    m.message = Some("new".into());
-    let m = Arc::new(m);
+    let m = with_message(&r, "new");
     p.want(&r.name, Desired::Present(m.clone()), t0);
     let w = p.take(t0).unwrap();
     assert!(matches!(&w, Write::Replace(_, c) if c.resource_version == "7"));
@@ -156,10 +156,7 @@ fn a_conflict_is_resolved_by_reading_again() {
 
 #[test]
 fn names_held_by_others_are_left_alone_while_the_operation_lasts() {
-    let t0 = Instant::now();
-    let mut p = Pending::new(INTERVAL);
-    let r = record("vm");
-    p.want(&r.name, Desired::Present(r.clone()), t0);
+    let (mut p, r, t0) = wanting_a_record();
     let w = p.take(t0).unwrap();
     p.done(w.name(), Written::Foreign, t0);
     p.want(&r.name, Desired::Present(completed(&r)), t0);

@@ -5,6 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::evaluate::{EvalError, Evaluation, RuleResult};
+use crate::operation::warned_keys;
 use crate::operation::{InFlightOperation, LabelSource, Outcome, Phase, RuleSetInfo, Subject};
 use crate::track::Change;
 
@@ -79,21 +80,11 @@ fn rules(rules: Vec<RuleResult>) -> Evaluation {
 
 /// A rule that matches, with no message, start time, progress or stall.
 fn on() -> RuleResult {
-    RuleResult::Active {
-        message: None,
-        start_time: None,
-        progress: None,
-        stalled: None,
-    }
+    RuleResult::active(None, None)
 }
 
 fn active(message: Option<&str>) -> Evaluation {
-    eval(RuleResult::Active {
-        message: message.map(|m| Ok(m.to_owned())),
-        start_time: None,
-        progress: None,
-        stalled: None,
-    })
+    eval(RuleResult::active(message.map(|m| Ok(m.to_owned())), None))
 }
 
 fn inactive(outcome: Option<&str>) -> Evaluation {
@@ -112,20 +103,41 @@ fn see(tr: &mut Tracker, uid: &str, e: Evaluation, now: Timestamp) -> Vec<Change
         .changes
 }
 
-/// What a watcher would see: (U|R, name, phase, outcome).
-fn summary(changes: &[Change]) -> Vec<(char, String, Phase, Option<Outcome>)> {
+/// What a watcher would see of one change: (U|R, name, phase, outcome).
+type Row = (char, String, Phase, Option<Outcome>);
+
+/// U for an upsert, R for a removal.
+fn kind(change: &Change) -> char {
+    if matches!(change, Change::Upsert(_)) {
+        'U'
+    } else {
+        'R'
+    }
+}
+
+/// What a watcher would see.
+fn summary(changes: &[Change]) -> Vec<Row> {
     changes
         .iter()
         .map(|c| {
             let r = c.record();
-            let kind = if matches!(c, Change::Upsert(_)) {
-                'U'
-            } else {
-                'R'
-            };
-            (kind, r.name.clone(), r.phase, r.outcome)
+            (kind(c), r.name.clone(), r.phase, r.outcome)
         })
         .collect()
+}
+
+fn row(kind: char, name: &str, phase: Phase, outcome: Option<Outcome>) -> Row {
+    (kind, name.to_owned(), phase, outcome)
+}
+
+/// A completed operation's row.
+fn finished(kind: char, name: &str, outcome: Outcome) -> Row {
+    row(kind, name, Phase::Completed, Some(outcome))
+}
+
+/// A completion that is not retained: shown completed with `outcome`, then removed.
+fn shown_then_removed(name: &str, outcome: Outcome) -> Vec<Row> {
+    vec![finished('U', name, outcome), finished('R', name, outcome)]
 }
 
 fn only_upsert(changes: &[Change]) -> Arc<InFlightOperation> {
@@ -165,20 +177,7 @@ fn completes_after_the_grace_with_its_outcome() {
     let changes = tr.tick(t(35));
     assert_eq!(
         summary(&changes),
-        [
-            (
-                'U',
-                rec.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Succeeded)
-            ),
-            (
-                'R',
-                rec.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Succeeded)
-            ),
-        ]
+        shown_then_removed(&rec.name, Outcome::Succeeded)
     );
     let done = changes[0].record();
     assert_eq!(done.uid, rec.uid);
@@ -263,13 +262,8 @@ fn redetection_after_completion_is_a_new_occurrence() {
     assert_eq!(
         summary(&changes),
         [
-            (
-                'R',
-                first.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Failed)
-            ),
-            ('U', first.name.clone(), Phase::Active, None),
+            finished('R', &first.name, Outcome::Failed),
+            row('U', &first.name, Phase::Active, None),
         ]
     );
     let second = changes[1].record();
@@ -318,53 +312,48 @@ fn errors_neither_complete_nor_touch_a_grace() {
 #[test]
 fn the_outcome_is_the_one_at_the_moment_it_stopped_matching() {
     // Outcome expression results at the stop and after it, during the grace (None: no
-    // expression, Err: it failed).
-    type Events<'a> = &'a [Option<Result<&'a str, ()>>];
+    // expression, FAILED: it failed).
+    type Given<'a> = Option<Result<&'a str, ()>>;
+    type Events<'a> = &'a [Given<'a>];
+    const FAILED: Given = Some(Err(()));
+    let ok = |outcome| Some(Ok(outcome));
     let cases: [(&str, Events, Outcome); 8] = [
         (
             "what the subject does next does not rewrite the result",
-            &[
-                Some(Ok("Succeeded")),
-                Some(Ok("Canceled")),
-                Some(Ok("Unknown")),
-            ],
+            &[ok("Succeeded"), ok("Canceled"), ok("Unknown")],
             Outcome::Succeeded,
         ),
         (
             "a failure stays a failure",
-            &[Some(Ok("Failed")), Some(Ok("Succeeded"))],
+            &[ok("Failed"), ok("Succeeded")],
             Outcome::Failed,
         ),
         (
             "an unknown result is replaced by the first determinate one",
-            &[
-                Some(Ok("Unknown")),
-                Some(Ok("Succeeded")),
-                Some(Ok("Failed")),
-            ],
+            &[ok("Unknown"), ok("Succeeded"), ok("Failed")],
             Outcome::Succeeded,
         ),
         (
             "no result yet: the first one after the stop",
-            &[None, Some(Ok("Canceled")), Some(Ok("Succeeded"))],
+            &[None, ok("Canceled"), ok("Succeeded")],
             Outcome::Canceled,
         ),
         (
             "a failed expression is no result",
-            &[Some(Err(())), Some(Ok("Succeeded"))],
+            &[FAILED, ok("Succeeded")],
             Outcome::Succeeded,
         ),
         (
             "an invalid name is no result",
-            &[Some(Ok("not-an-outcome")), Some(Ok("Canceled"))],
+            &[ok("not-an-outcome"), ok("Canceled")],
             Outcome::Canceled,
         ),
         (
             "a later failed expression keeps the result",
-            &[Some(Ok("Succeeded")), Some(Err(()))],
+            &[ok("Succeeded"), FAILED],
             Outcome::Succeeded,
         ),
-        ("never a result", &[Some(Err(())), None], Outcome::Unknown),
+        ("never a result", &[FAILED, None], Outcome::Unknown),
     ];
     for (why, events, expected) in cases {
         let mut tr = tracker(settings(30, false));
@@ -391,20 +380,7 @@ fn zero_debounce_completes_at_once() {
     let changes = see(&mut tr, "u1", inactive(Some("Superseded")), t(3));
     assert_eq!(
         summary(&changes),
-        [
-            (
-                'U',
-                rec.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Superseded)
-            ),
-            (
-                'R',
-                rec.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Superseded)
-            ),
-        ]
+        shown_then_removed(&rec.name, Outcome::Superseded)
     );
     assert_eq!(tr.next_deadline(), None);
 }
@@ -426,30 +402,15 @@ fn retained_records_expire_and_are_bounded() {
         if i < 2 {
             assert_eq!(
                 summary(&changes)[..],
-                [(
-                    'U',
-                    names[i].clone(),
-                    Phase::Completed,
-                    Some(Outcome::Unknown)
-                )]
+                [finished('U', &names[i], Outcome::Unknown)]
             );
         } else {
             // The third retained record pushes out the oldest completion.
             assert_eq!(
                 summary(&changes),
                 [
-                    (
-                        'U',
-                        names[2].clone(),
-                        Phase::Completed,
-                        Some(Outcome::Unknown)
-                    ),
-                    (
-                        'R',
-                        names[0].clone(),
-                        Phase::Completed,
-                        Some(Outcome::Unknown)
-                    ),
+                    finished('U', &names[2], Outcome::Unknown),
+                    finished('R', &names[0], Outcome::Unknown),
                 ]
             );
         }
@@ -460,21 +421,11 @@ fn retained_records_expire_and_are_bounded() {
     assert!(tr.tick(t(909)).is_empty());
     assert_eq!(
         summary(&tr.tick(t(910))),
-        [(
-            'R',
-            names[1].clone(),
-            Phase::Completed,
-            Some(Outcome::Unknown)
-        )]
+        [finished('R', &names[1], Outcome::Unknown)]
     );
     assert_eq!(
         summary(&tr.tick(t(2000))),
-        [(
-            'R',
-            names[2].clone(),
-            Phase::Completed,
-            Some(Outcome::Unknown)
-        )]
+        [finished('R', &names[2], Outcome::Unknown)]
     );
     assert_eq!(tr.retained_count(), 0);
     assert_eq!(tr.next_deadline(), None);
@@ -492,18 +443,24 @@ fn not_retaining_shows_completed_once_then_deletes() {
     assert_eq!(tr.retained_count(), 0);
 }
 
+/// Two operations of ruleset "rs".
+fn two_ops() -> Vec<String> {
+    vec!["Migrating".into(), "Restarting".into()]
+}
+
+/// A tracker that has detected both of `two_ops` on subject `uid` at 0.
+fn both_detected(uid: &str) -> Tracker {
+    let mut tr = tracker(settings(30, false));
+    let both = rules(vec![on(), on()]);
+    let changes = tr.observe(&ruleset("rs"), &two_ops(), &subject(uid), &both, t(0));
+    assert_eq!(changes.changes.len(), 2);
+    tr
+}
+
 #[test]
 fn subject_deletion_completes_at_once() {
-    let mut tr = tracker(settings(30, false));
+    let mut tr = both_detected("u1");
     let rs = ruleset("rs");
-    let two_ops: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
-    let both = rules(vec![on(), on()]);
-    assert_eq!(
-        tr.observe(&rs, &two_ops, &subject("u1"), &both, t(0))
-            .changes
-            .len(),
-        2
-    );
     see(&mut tr, "u2", active(None), t(0));
     tr.observe(
         &ruleset("other"),
@@ -519,7 +476,7 @@ fn subject_deletion_completes_at_once() {
         },
         on(),
     ]);
-    tr.observe(&rs, &two_ops, &subject("u1"), &mixed, t(5));
+    tr.observe(&rs, &two_ops(), &subject("u1"), &mixed, t(5));
 
     let changes = tr.subject_deleted("rs", "u1", t(10));
     let completed: Vec<_> = changes
@@ -599,11 +556,7 @@ fn ruleset_removal_completes_its_operations() {
 
 #[test]
 fn operations_dropped_from_a_ruleset_complete() {
-    let mut tr = tracker(settings(30, false));
-    let rs = ruleset("rs");
-    let two: Vec<String> = vec!["Migrating".into(), "Restarting".into()];
-    let both = rules(vec![on(), on()]);
-    tr.observe(&rs, &two, &subject("a"), &both, t(0));
+    let mut tr = both_detected("a");
     let changes = tr.retain_operations("rs", &["Migrating".to_owned()], t(5));
     assert_eq!(changes.len(), 2);
     assert_eq!(changes[0].record().operation, "Restarting");
@@ -614,13 +567,8 @@ fn operations_dropped_from_a_ruleset_complete() {
 #[test]
 fn start_time_comes_from_the_expression() {
     let mut tr = tracker(settings(30, false));
-    let e = eval(RuleResult::Active {
-        message: None,
-        start_time: Some(Ok(t(-3600))),
-        progress: None,
-        stalled: None,
-    });
-    let rec = only_upsert(&see(&mut tr, "u1", e, t(0)));
+    let an_hour_ago = || eval(RuleResult::active(None, Some(Ok(t(-3600)))));
+    let rec = only_upsert(&see(&mut tr, "u1", an_hour_ago(), t(0)));
     assert_eq!(rec.created, t(-3600));
     assert_eq!(rec.last_detected, t(0));
     assert_eq!(
@@ -629,25 +577,14 @@ fn start_time_comes_from_the_expression() {
     );
     // Another replica, seeing the same object later, derives the same identity.
     let mut other = tracker(settings(30, false));
-    let e = eval(RuleResult::Active {
-        message: None,
-        start_time: Some(Ok(t(-3600))),
-        progress: None,
-        stalled: None,
-    });
-    let rec2 = only_upsert(&see(&mut other, "u1", e, t(500)));
+    let rec2 = only_upsert(&see(&mut other, "u1", an_hour_ago(), t(500)));
     assert_eq!(
         (rec2.name.clone(), rec2.uid.clone(), rec2.created),
         (rec.name.clone(), rec.uid.clone(), rec.created)
     );
 
-    let e = eval(RuleResult::Active {
-        message: None,
-        start_time: Some(Err(err())),
-        progress: None,
-        stalled: None,
-    });
-    let rec = only_upsert(&see(&mut tr, "u2", e, t(7)));
+    let failing = eval(RuleResult::active(None, Some(Err(err()))));
+    let rec = only_upsert(&see(&mut tr, "u2", failing, t(7)));
     assert_eq!(rec.created, t(7));
 }
 
@@ -658,12 +595,7 @@ fn only_visible_changes_are_emitted() {
     // Same state, later: nothing (lastDetected alone is not worth a MODIFIED).
     assert!(see(&mut tr, "u1", active(Some("10%")), t(5)).is_empty());
     // A failing message expression keeps the last message.
-    let failing = eval(RuleResult::Active {
-        message: Some(Err(err())),
-        start_time: None,
-        progress: None,
-        stalled: None,
-    });
+    let failing = eval(RuleResult::active(Some(Err(err())), None));
     assert!(see(&mut tr, "u1", failing, t(6)).is_empty());
     // Message changes: MODIFIED, same occurrence, lastDetected refreshed.
     let upd = only_upsert(&see(&mut tr, "u1", active(Some("50%")), t(10)));
@@ -731,13 +663,8 @@ fn invalid_label_keys_are_reported() {
     };
     let observed = tr.observe(&rs, &ops(), &subject("u1"), &e, t(0));
     assert_eq!(observed.changes.len(), 1);
-    let warned: Vec<_> = observed
-        .warnings
-        .iter()
-        .map(|w| (w.key.as_str(), w.source))
-        .collect();
     assert_eq!(
-        warned,
+        warned_keys(&observed.warnings),
         [
             ("bad/key/x", LabelSource::Expression),
             ("not a key", LabelSource::Static)
@@ -801,20 +728,10 @@ fn results_do_not_depend_on_tick_timing() {
     assert_eq!(
         summary(&changes),
         [
-            (
-                'U',
-                first.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Succeeded)
-            ),
-            (
-                'R',
-                first.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Succeeded)
-            ),
-            ('U', first.name.clone(), Phase::Active, None),
+            shown_then_removed(&first.name, Outcome::Succeeded),
+            vec![row('U', &first.name, Phase::Active, None)],
         ]
+        .concat()
     );
     assert_ne!(changes[2].record().uid, first.uid);
 }
@@ -857,32 +774,21 @@ fn a_removed_ruleset_cannot_bring_its_operations_back() {
 fn evaluations_by_an_older_generation_change_nothing() {
     let mut tr = Tracker::new(settings(30, false));
     tr.ruleset_loaded("rs", Some(2));
-    let old = tr.observe(
-        &at_generation("rs", 1),
-        &ops(),
-        &subject("u1"),
-        &active(None),
-        t(0),
-    );
-    assert!(old.changes.is_empty());
-    assert!(!tr.accepts(&at_generation("rs", 1)));
-    let current = tr.observe(
-        &at_generation("rs", 2),
-        &ops(),
-        &subject("u1"),
-        &active(None),
-        t(0),
-    );
-    assert_eq!(current.changes.len(), 1);
+    let mut observe = |generation: i64, e: Evaluation, at: Timestamp| {
+        tr.observe(
+            &at_generation("rs", generation),
+            &ops(),
+            &subject("u1"),
+            &e,
+            at,
+        )
+        .changes
+    };
+    assert!(observe(1, active(None), t(0)).is_empty());
+    assert_eq!(observe(2, active(None), t(0)).len(), 1);
     // The old generation cannot end it either.
-    let old = tr.observe(
-        &at_generation("rs", 1),
-        &ops(),
-        &subject("u1"),
-        &inactive(None),
-        t(1),
-    );
-    assert!(old.changes.is_empty());
+    assert!(observe(1, inactive(None), t(1)).is_empty());
+    assert!(!tr.accepts(&at_generation("rs", 1)));
     assert_eq!(tr.next_deadline(), None);
     assert_eq!(tr.active_count("rs"), 1);
 }
@@ -952,20 +858,7 @@ fn a_restored_operation_that_ended_while_down_completes_at_once() {
     let changes = see(&mut tr, "a", inactive(None), t(100));
     assert_eq!(
         summary(&changes),
-        vec![
-            (
-                'U',
-                changes[0].record().name.clone(),
-                Phase::Completed,
-                Some(Outcome::Unknown)
-            ),
-            (
-                'R',
-                changes[0].record().name.clone(),
-                Phase::Completed,
-                Some(Outcome::Unknown)
-            ),
-        ]
+        shown_then_removed(&changes[0].record().name, Outcome::Unknown)
     );
     assert_eq!(changes[0].record().completed, Some(t(100)));
     // With an outcome the object reports, that outcome.
@@ -992,32 +885,11 @@ fn restored_operations_nobody_confirmed_are_swept_and_duplicates_refused() {
     let swept = tr.sweep_restored(t(100));
     assert_eq!(
         summary(&swept),
-        vec![
-            (
-                'U',
-                "orphan".to_owned(),
-                Phase::Completed,
-                Some(Outcome::RuleSetRemoved)
-            ),
-            (
-                'R',
-                "orphan".to_owned(),
-                Phase::Completed,
-                Some(Outcome::RuleSetRemoved)
-            ),
-            (
-                'U',
-                record.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Unknown)
-            ),
-            (
-                'R',
-                record.name.clone(),
-                Phase::Completed,
-                Some(Outcome::Unknown)
-            ),
+        [
+            shown_then_removed("orphan", Outcome::RuleSetRemoved),
+            shown_then_removed(&record.name, Outcome::Unknown),
         ]
+        .concat()
     );
     assert_eq!(tr.active_count("rs"), 0);
 }
@@ -1072,12 +944,7 @@ fn restored_completed_operations_are_retained_only_when_retention_is_on() {
     let gone = tr.tick(t(10 + 15 * 60));
     assert_eq!(
         summary(&gone),
-        vec![(
-            'R',
-            completed.name.clone(),
-            Phase::Completed,
-            Some(Outcome::Succeeded)
-        )]
+        vec![finished('R', &completed.name, Outcome::Succeeded)]
     );
 }
 
@@ -1195,13 +1062,8 @@ fn operations(changes: &[Change]) -> Vec<(char, String, Phase, Option<Outcome>, 
         .iter()
         .map(|c| {
             let r = c.record();
-            let kind = if matches!(c, Change::Upsert(_)) {
-                'U'
-            } else {
-                'R'
-            };
             (
-                kind,
+                kind(c),
                 r.operation.clone(),
                 r.phase,
                 r.outcome,
@@ -1257,6 +1119,7 @@ fn a_subject_moving_on_during_the_grace_keeps_each_outcome() {
 
 #[test]
 fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
+    use Outcome::{Succeeded, Superseded, Unknown};
     use Phase::{Active, Completed};
     let mut tr = tracker(settings(30, false));
     assert_eq!(
@@ -1282,8 +1145,8 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     assert_eq!(
         operations(&changes),
         [
-            op('U', "Starting", Completed, Some(Outcome::Succeeded), false),
-            op('R', "Starting", Completed, Some(Outcome::Succeeded), false),
+            op('U', "Starting", Completed, Some(Succeeded), false),
+            op('R', "Starting", Completed, Some(Succeeded), false),
             op('U', "Migrating", Active, None, false),
         ]
     );
@@ -1293,20 +1156,8 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     assert_eq!(
         move_vm(&mut tr, true, "Stopping", t(20)),
         [
-            op(
-                'U',
-                "Migrating",
-                Completed,
-                Some(Outcome::Superseded),
-                false
-            ),
-            op(
-                'R',
-                "Migrating",
-                Completed,
-                Some(Outcome::Superseded),
-                false
-            ),
+            op('U', "Migrating", Completed, Some(Superseded), false),
+            op('R', "Migrating", Completed, Some(Superseded), false),
             op('U', "Stopping", Active, None, false),
         ]
     );
@@ -1318,8 +1169,8 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     assert_eq!(
         move_vm(&mut tr, true, "Starting", t(22)),
         [
-            op('U', "Stopping", Completed, Some(Outcome::Superseded), false),
-            op('R', "Stopping", Completed, Some(Outcome::Superseded), false),
+            op('U', "Stopping", Completed, Some(Superseded), false),
+            op('R', "Stopping", Completed, Some(Superseded), false),
             op('U', "Starting", Active, None, false),
         ]
     );
@@ -1333,8 +1184,8 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     assert_eq!(
         move_vm(&mut tr, true, "Migrating", t(45)),
         [
-            op('U', "Starting", Completed, Some(Outcome::Unknown), false),
-            op('R', "Starting", Completed, Some(Outcome::Unknown), false),
+            op('U', "Starting", Completed, Some(Unknown), false),
+            op('R', "Starting", Completed, Some(Unknown), false),
             op('U', "Migrating", Active, None, false),
         ]
     );
@@ -1358,42 +1209,24 @@ fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
     let off = || RuleResult::Inactive { outcome: None };
     let rs = vm_ruleset(true);
     let mut tr = tracker(settings(30, false));
-    let evaluation = |rules: Vec<RuleResult>| Evaluation {
-        rules,
-        labels: vec![],
-        over_budget: None,
+    let observe = |tr: &mut Tracker, uid: &str, results: Vec<RuleResult>, at: Timestamp| {
+        tr.observe(&rs, &ops, &subject(uid), &rules(results), at)
+            .changes
     };
-    tr.observe(
-        &rs,
-        &ops,
-        &subject("u1"),
-        &evaluation(vec![on(), off(), off()]),
-        t(0),
-    );
+    observe(&mut tr, "u1", vec![on(), off(), off()], t(0));
     // Two rules match at once: the one still matching is not ended (it would only start
     // again at the next event).
-    let changes = tr
-        .observe(
-            &rs,
-            &ops,
-            &subject("u1"),
-            &evaluation(vec![on(), on(), off()]),
-            t(1),
-        )
-        .changes;
+    let changes = observe(&mut tr, "u1", vec![on(), on(), off()], t(1));
     assert_eq!(summary(&changes).len(), 1);
     assert_eq!(changes[0].record().operation, "Migrating");
     assert_eq!(tr.active_count("rs"), 2);
     // A rule that fails to evaluate as another starts: its operation ends, Unknown.
-    let changes = tr
-        .observe(
-            &rs,
-            &ops,
-            &subject("u1"),
-            &evaluation(vec![RuleResult::Error(err()), off(), on()]),
-            t(2),
-        )
-        .changes;
+    let changes = observe(
+        &mut tr,
+        "u1",
+        vec![RuleResult::Error(err()), off(), on()],
+        t(2),
+    );
     let ended: Vec<_> = changes
         .iter()
         .filter(|c| c.record().phase == Phase::Completed && matches!(c, Change::Upsert(_)))
@@ -1410,19 +1243,7 @@ fn in_an_exclusive_ruleset_overlapping_rules_and_errors() {
     );
     assert_eq!(tr.active_count("rs"), 1);
     // Another subject is not affected.
-    tr.observe(
-        &rs,
-        &ops,
-        &subject("u2"),
-        &evaluation(vec![on(), off(), off()]),
-        t(3),
-    );
-    tr.observe(
-        &rs,
-        &ops,
-        &subject("u1"),
-        &evaluation(vec![on(), off(), off()]),
-        t(4),
-    );
+    observe(&mut tr, "u2", vec![on(), off(), off()], t(3));
+    observe(&mut tr, "u1", vec![on(), off(), off()], t(4));
     assert_eq!(tr.active_count("rs"), 2);
 }

@@ -145,11 +145,7 @@ fn stalled_operations_are_named_with_their_reason_and_the_clear_time_is_served()
 #[test]
 fn a_gates_message_tells_many_targets_of_one_cause_once() {
     let stale = |resource: &str, why: &str| Stale {
-        target: Target {
-            group: "example.io".into(),
-            version: "v1".into(),
-            resource: resource.into(),
-        },
+        target: Target::of("example.io", "v1", resource),
         reason: Blind::NotWatched(why.into()),
     };
     let forbidden = "list failed: things is forbidden: User \"system:serviceaccount:ifo:ifo\" \
@@ -186,11 +182,7 @@ fn stale_feeds_or_no_sync_are_unknown_never_clear() {
     let stale = Feeds {
         synced: true,
         stale: vec![Stale {
-            target: Target {
-                group: "kubevirt.io".into(),
-                version: "v1".into(),
-                resource: "virtualmachines".into(),
-            },
+            target: Target::of("kubevirt.io", "v1", "virtualmachines"),
             reason: Blind::NotWatched("list failed: forbidden".into()),
         }],
         existence_unknown: None,
@@ -275,11 +267,7 @@ fn a_scope_whose_existence_is_not_known_is_unknown_never_clear() {
 #[test]
 fn a_target_that_went_current_while_the_operations_were_read_is_still_stale_for_them() {
     let health = Arc::new(crate::detect::Health::default());
-    let t = Target {
-        group: "kubevirt.io".into(),
-        version: "v1".into(),
-        resource: "virtualmachines".into(),
-    };
+    let t = Target::of("kubevirt.io", "v1", "virtualmachines");
     health.watching(&t, None);
     health.resolved(&t, true, &[None]);
     let targets = health.reader();
