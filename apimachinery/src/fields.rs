@@ -300,7 +300,8 @@ mod tests {
     fn parses_terms() {
         use FieldOperator::{Equals, NotEquals};
         // The terms of each selector: `(field, operator, value)`.
-        let cases: &[(&str, &[(&str, FieldOperator, &str)])] = &[
+        type Terms = &'static [(&'static str, FieldOperator, &'static str)];
+        let cases: &[(&str, Terms)] = &[
             ("", &[]),
             (",", &[]),
             ("status.phase=Active", &[("status.phase", Equals, "Active")]),

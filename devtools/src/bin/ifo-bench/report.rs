@@ -287,8 +287,11 @@ pub fn print_comparison(off: &[Phase], on: &[Phase]) {
     }
 }
 
+/// How a row's figure is read off a phase.
+type Figure = fn(&Phase) -> String;
+
 /// The rows of [`print_comparison`]: a label and how to read its figure off a phase.
-const COMPARED: &[(&str, fn(&Phase) -> String)] = &[
+const COMPARED: &[(&str, Figure)] = &[
     ("live API start → event p50", |p| {
         ms(p.start_latency.p50_ms)
     }),
