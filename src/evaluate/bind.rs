@@ -160,9 +160,7 @@ impl Val for JsonVal<'_> {
     fn equals(&self, other: &dyn Val) -> bool {
         match self.json {
             Json::Array(a) => {
-                if other.get_type().kind() != Kind::List
-                    || other.as_sizer().map(|s| *s.size().inner()) != Some(a.len() as i64)
-                {
+                if !sized_like(other, Kind::List, a.len()) {
                     return false;
                 }
                 let Some(iterable) = other.as_iterable() else {
@@ -178,9 +176,7 @@ impl Val for JsonVal<'_> {
                 true
             }
             Json::Object(o) => {
-                if other.get_type().kind() != Kind::Map
-                    || other.as_sizer().map(|s| *s.size().inner()) != Some(o.len() as i64)
-                {
+                if !sized_like(other, Kind::Map, o.len()) {
                     return false;
                 }
                 let Some(indexer) = other.as_indexer() else {
@@ -435,4 +431,10 @@ impl fmt::Debug for Bound<'_> {
             .field("object", &self.resolver.root)
             .finish()
     }
+}
+
+/// Whether `other` is a value of `kind` (a list or a map) with `len` elements.
+fn sized_like(other: &dyn Val, kind: Kind, len: usize) -> bool {
+    other.get_type().kind() == kind
+        && other.as_sizer().map(|s| *s.size().inner()) == Some(len as i64)
 }

@@ -230,26 +230,35 @@ fn for_each<'b, 'v>(
 
 /// Kubernetes `list.indexOf(x)`: the first position of an element equal to `x`, or -1.
 fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let [list, x] = take(args)?;
-    let (mut i, mut found) = (0i64, -1i64);
-    for_each("indexOf", &list, |item| {
-        if item.equals(x.as_ref()) {
-            found = i;
-            return Ok(false);
-        }
-        i += 1;
-        Ok(true)
-    })?;
-    Ok(CowVal::owned(CelInt::from(found)))
+    position("indexOf", args, Found::First)
 }
 
 /// Kubernetes `list.lastIndexOf(x)`: the last position of an element equal to `x`, or -1.
 fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    position("lastIndexOf", args, Found::Last)
+}
+
+/// Which of the equal elements [`position`] tells.
+#[derive(Clone, Copy, PartialEq)]
+enum Found {
+    First,
+    Last,
+}
+
+/// The position of the `which` element of a list equal to `x` (`function(list, x)`), or -1.
+fn position<'b, 'v>(
+    function: &str,
+    args: Vec<CowVal<'b, 'v>>,
+    which: Found,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let [list, x] = take(args)?;
     let (mut i, mut found) = (0i64, -1i64);
-    for_each("lastIndexOf", &list, |item| {
+    for_each(function, &list, |item| {
         if item.equals(x.as_ref()) {
             found = i;
+            if which == Found::First {
+                return Ok(false);
+            }
         }
         i += 1;
         Ok(true)
