@@ -3,14 +3,13 @@
 //! cluster's client CA, else a bearer token checked by TokenReview, else 401. Identity headers
 //! from anyone else are removed, never read.
 
-use super::cache::{ReviewCache, review_key};
+use super::cache::{ReviewCache, ask, review_key};
 use super::peer::{PeerCertificates, PeerIdentity};
 use super::{RequestHeaderConfig, UserInfo, with_authenticated};
 use crate::metrics::Review;
 use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,14 +188,9 @@ impl Authenticator {
                     },
                     ..Default::default()
                 };
-                let api: Api<TokenReview> = Api::all(client);
-                let answer = api
-                    .create(&PostParams::default(), &review)
+                let answer = ask(client, &review, Review::Token)
                     .await
-                    .map_err(|e| {
-                        crate::metrics::review(Review::Token, None);
-                        AuthError::Internal(format!("TokenReview: {e}"))
-                    })?;
+                    .map_err(|e| AuthError::Internal(format!("TokenReview: {e}")))?;
                 let status = answer.status.unwrap_or_default();
                 let authenticated = status.authenticated == Some(true);
                 crate::metrics::review(Review::Token, Some(authenticated));

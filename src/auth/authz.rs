@@ -3,14 +3,13 @@
 //! 10 s (allow and deny alike) and identical concurrent reviews are made once.
 
 use super::UserInfo;
-use super::cache::{ReviewCache, review_key};
+use super::cache::{ReviewCache, ask, review_key};
 use crate::apimachinery::RequestInfo;
 use crate::metrics::Review;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use std::time::Duration;
 
 /// What a request asks to do.
@@ -151,14 +150,9 @@ impl Authorizer {
         ]);
         self.cache
             .get_or_fetch(key, async move {
-                let api: Api<SubjectAccessReview> = Api::all(client);
-                let answer = api
-                    .create(&PostParams::default(), &review)
+                let answer = ask(client, &review, Review::Access)
                     .await
-                    .map_err(|e| {
-                        crate::metrics::review(Review::Access, None);
-                        AuthzError::Review(e.to_string())
-                    })?;
+                    .map_err(|e| AuthzError::Review(e.to_string()))?;
                 let status = answer.status.unwrap_or_default();
                 let allowed = status.allowed && status.denied != Some(true);
                 crate::metrics::review(Review::Access, Some(allowed));
