@@ -127,7 +127,9 @@ pub(super) fn subject_nodes(
         return nodes_of(rs, labels);
     }
     let related =
-        tracker.related_values(&rs.info.name, subject.namespace.as_deref(), &subject.name);
+        tracker
+            .related()
+            .get_owned(&rs.info.name, subject.namespace.as_deref(), &subject.name);
     nodes_of(rs, &with_related(labels, &related))
 }
 

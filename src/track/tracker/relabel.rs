@@ -5,7 +5,7 @@
 //! operations are labelled again at once, each an `Upsert` at a new resourceVersion, so that
 //! the node gates follow.
 
-use super::super::related_values::{RelatedObject, merge_labels};
+use super::super::related_values::{RelatedObject, RelatedValues, merge_labels};
 use super::{Change, State, Tracker};
 use crate::operation::{InFlightOperation, RuleSetInfo, build_labels};
 use jiff::Timestamp;
@@ -77,14 +77,9 @@ impl Tracker {
         self.related.retain_parts(ruleset, parts);
     }
 
-    /// The labels `ruleset`'s related parts give the subject `name` in `namespace` now.
-    pub fn related_values(
-        &self,
-        ruleset: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Vec<(String, String)> {
-        self.related.get_owned(ruleset, namespace, name)
+    /// The labels related objects give subjects now.
+    pub fn related(&self) -> &RelatedValues {
+        &self.related
     }
 
     /// How many related objects the table holds values of.
@@ -378,7 +373,7 @@ mod tests {
         assert_eq!(tr.related_len(), 2);
         tr.retain_related("vm-rules", 1);
         assert_eq!(
-            tr.related_values("vm-rules", Some("vms"), "vm1"),
+            tr.related().get_owned("vm-rules", Some("vms"), "vm1"),
             [(NODE.to_owned(), "node-a".to_owned())]
         );
         tr.ruleset_removed("vm-rules", t(1));
