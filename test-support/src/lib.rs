@@ -1,9 +1,9 @@
 //! What the server's integration tests share: one real control plane and one `ifo-apiserver`
 //! per test binary ([`Env`]), the ways tests talk to them (kubectl, through kube-apiserver or
-//! directly, curl, raw watches, commands run to the end: [`Run`]), object builders ([`vm`],
-//! [`vm_ruleset`], [`RuleSet`], Node objects: [`Env::node`]), readers of gates
-//! ([`clear_condition`], [`Env::wait_gate`]), extra replicas with leader election
-//! ([`replicas`]) and [`eventually`].
+//! directly, curl, raw watches, commands run to the end: [`Run`]), a test's own names
+//! ([`Scope`]), object builders ([`vm`], [`vm_ruleset`], [`RuleSet`], gadgets:
+//! [`Env::gadget_scope`], Node objects: [`Env::node`]), readers of gates ([`clear_condition`],
+//! [`Env::wait_gate`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -25,6 +25,7 @@ mod gadgets;
 mod gate;
 pub mod replicas;
 mod ruleset;
+mod scope;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ pub use fixtures::{
 pub use gadgets::{BUSY, busy_gadgets, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
 pub use gate::{clear_condition, clear_status};
 pub use ruleset::{Rule, RuleSet};
+pub use scope::Scope;
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -20,9 +20,11 @@ use fantoccini::Client;
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use crate::staleness::{create_crd, grant_read};
 use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
-use ifo_test_support::{Env, env, plugin_binary};
+use ifo_test_support::{
+    Env, Rule, Scope, create_gadget_crd as create_crd, env, grant_gadgets as grant_read,
+    plugin_binary,
+};
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
 const LIVE: Duration = Duration::from_secs(2);
@@ -166,20 +168,10 @@ fn the_live_view_in_a_browser() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("ui", &["vm1", "vm2"]);
     // A target that stops being watched, in a namespace of its own.
-    let stale_ns = env.namespace("ui-stale");
-    let group = format!("{stale_ns}.ui.example.com");
-    let stale_rs = format!("gadgets-{stale_ns}");
-    create_crd(env, &group);
-    grant_read(env, &stale_ns, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{stale_rs}"}},
-"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{stale_ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
-    ));
-    env.wait_watching(&stale_rs);
-    env.apply(&format!(
-        r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{stale_ns}"}},"status":{{"busy":true}}}}"#
-    ));
+    let stale = env.gadget_scope("ui-stale");
+    let group = &stale.group;
+    stale.watch(env, stale.busy_gadgets(), &[]);
+    env.apply(&stale.gadget("g1", json!({"busy": true})));
     env.grant_alice_view(&ns);
 
     let (_driver, driver_port) = chromedriver();
@@ -277,7 +269,7 @@ fn the_live_view_in_a_browser() {
         page.close().await.unwrap();
     });
 
-    env.kubectl(User::Admin, &["delete", "ors", &rs, &stale_rs])
+    env.kubectl(User::Admin, &["delete", "ors", &rs, &stale.rs])
         .unwrap();
 }
 
@@ -489,21 +481,10 @@ fn clear_status(event: &Value) -> Option<&str> {
 #[test]
 fn a_gate_shown_clear_follows_the_server() {
     let env = env();
-    let ns = env.namespace("ui-gate");
-    let group = format!("{ns}.ui.example.com");
-    let rs = format!("gadgets-{ns}");
-    create_crd(env, &group);
-    grant_read(env, &ns, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}},
-          {{"operation":"Heavy","expression":"{heavy}"}}]}}}}"#,
-        // As `HEAVY`, for gadgets, which may have no spec.
-        heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
-                 object.metadata.annotations['example.com/big'].contains(string(i)))"
-    ));
-    env.wait_watching(&rs);
+    let scope = env.gadget_scope("ui-gate");
+    let Scope { ns, group, .. } = &scope;
+    let ruleset = scope.busy_gadgets().rule(Rule::new("Heavy", HEAVY_GADGET));
+    scope.watch(env, ruleset, &[]);
     let tenant = format!("tenant-{ns}");
     let verbs = "--verb=get,list,watch,create,update,patch,delete";
     let resource = format!("--resource=gadgets.{group}");
@@ -516,7 +497,7 @@ fn a_gate_shown_clear_follows_the_server() {
             verbs,
             &resource,
             "-n",
-            &ns,
+            ns,
         ],
     )
     .unwrap();
@@ -530,18 +511,14 @@ fn a_gate_shown_clear_follows_the_server() {
             "--role=gadget-editor",
             &user,
             "-n",
-            &ns,
+            ns,
         ],
     )
     .unwrap();
-    let gadget = |busy: bool| {
-        env.apply(&format!(
-            r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"status":{{"busy":{busy}}}}}"#
-        ))
-    };
+    let gadget = |busy: bool| env.apply(&scope.gadget("g1", json!({"busy": busy})));
     let gate = format!("namespace.{ns}");
     let (_driver, driver_port) = chromedriver();
-    let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
+    let (_ui, url) = start_ui(env, User::Admin, &["-n", ns]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -591,7 +568,7 @@ fn a_gate_shown_clear_follows_the_server() {
         assert_eq!(watched, "true");
         page.close().await.unwrap();
     });
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    scope.delete_ruleset(env);
 }
 
 /// The size of the screenshots of the README.
@@ -646,17 +623,20 @@ fn vm_ruleset_on_nodes(name: &str, ns: &str) -> String {
     .to_string()
 }
 
+/// `HEAVY`, for gadgets, which may have no spec: over the evaluation budget on a gadget with a
+/// large `spec.n` and annotation.
+const HEAVY_GADGET: &str = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
+                            object.metadata.annotations['example.com/big'].contains(string(i)))";
+
 /// A ruleset of gadgets of `group` in `ns`, busy while `status.busy`, on the node `spec.node`;
 /// and `Heavy`, over the evaluation budget on a gadget with a large `spec.n` (as `HEAVY`).
 fn gadget_ruleset(name: &str, ns: &str, group: &str) -> String {
-    let heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
-                 object.metadata.annotations['example.com/big'].contains(string(i)))";
     json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet", "metadata": {"name": name},
       "spec": {"component": "gadgets", "target": {"group": group, "version": "v1", "resource": "gadgets"},
         "namespaces": [ns],
         "labelExpressions": [{"key": "ifo.kubevirt.io/node", "expression": "object.?spec.?node.orValue('')"}],
         "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"},
-                  {"operation": "Heavy", "expression": heavy}]}})
+                  {"operation": "Heavy", "expression": HEAVY_GADGET}]}})
     .to_string()
 }
 
