@@ -66,7 +66,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     // A node with nothing in flight answers, and is clear.
     let run = env.wait_clear(&format!("node.{node}"), "30s");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("condition met"), "{}", run.stdout);
+    run.assert_stdout_has("condition met");
 
     for vm in ["vm-0", "vm-1"] {
         on_node(env, &ns, vm, "Migrating", &node);
@@ -173,19 +173,11 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     env.wait_gate(&format!("node.{node}"), "False", WAIT);
     let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("not clear: 1 operation"),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stdout.contains("vm-1"), "{}", run.stdout);
+    run.assert_stderr_has("not clear: 1 operation");
+    run.assert_stdout_has("vm-1");
     let run = env.run_kubectl(User::Admin, &["ifo", "gates", &format!("node.{node}")]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stdout.contains(&format!("node.{node}   False   1")),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&format!("node.{node}   False   1"));
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -227,17 +219,13 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         .split_whitespace()
         .collect();
     assert_eq!(row[..3], [gate.as_str(), "Unknown", "0"], "{}", run.stdout);
-    assert!(run.stdout.contains("not being watched"), "{}", run.stdout);
+    run.assert_stdout_has("not being watched");
     let run = env.run_kubectl(
         User::Admin,
         &["ifo", "check", "-A", "--component", component],
     );
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("is not being watched"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("is not being watched");
     // Other components' gates do not depend on this target: one of VirtualMachines settles on
     // a verdict (tests share the server: it may read Unknown while another test's ruleset
     // restarts the VirtualMachines' watch, never for long).
@@ -316,17 +304,13 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
     }
     assert_eq!(run.code, 0, "{}", run.stderr);
 
-    assert!(
-        run.stdout.contains(&format!("namespace.{ns}")),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&format!("namespace.{ns}"));
     let run = env.run_kubectl(User::Admin, &["get", "ifos", "-A", "--as", &reader]);
     assert_ne!(run.code, 0, "the gate role grants gates only");
     // Malformed names are refused with the valid scopes.
     let run = env.run_kubectl(User::Admin, &["get", "gate", "pod.x"]);
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("node.<node>"), "{}", run.stderr);
+    run.assert_stderr_has("node.<node>");
     // Documented: `kubectl explain` (once the aggregator has our OpenAPI document).
     let out = eventually(
         Duration::from_secs(90),
@@ -493,7 +477,7 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
         &["get", "--raw", &format!("{GATES}?limit=1&continue=garbage")],
     );
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("BadRequest"), "{}", run.stderr);
+    run.assert_stderr_has("BadRequest");
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -524,7 +508,7 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
             .filter(|r| r.code != 2)
     });
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("vm-0"), "{}", run.stdout);
+    run.assert_stdout_has("vm-0");
 
     env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     env.wait_gate(&format!("node.{name}"), "True", WAIT);

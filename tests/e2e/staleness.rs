@@ -19,11 +19,7 @@ fn a_target_that_cannot_be_listed_is_warned_about_until_it_can() {
     let other = env.namespace("stale-other");
     scope.watch(env, scope.busy_gadgets(), &[]);
     env.apply(&scope.gadget("g1", json!({"busy": true})));
-    eventually(WAIT, "a Busy operation", || {
-        env.ifos(ns)
-            .into_iter()
-            .find(|o| o["spec"]["operation"] == "Busy")
-    });
+    env.wait_ifo(ns, "a Busy operation", |o| o["spec"]["operation"] == "Busy");
     let warning =
         format!("Warning: operations may be incomplete: gadgets.{group}/v1 is not being watched: ");
     let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", ns]);

@@ -20,10 +20,9 @@ use fantoccini::Client;
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
+use ifo_test_support::browser::{browser_sized, chromedriver, until};
 use ifo_test_support::{
-    Env, Rule, Scope, create_gadget_crd as create_crd, env, grant_gadgets as grant_read,
-    plugin_binary,
+    Env, Rule, Running, Scope, create_gadget_crd, env, grant_gadgets, plugin_binary,
 };
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
@@ -122,6 +121,31 @@ async fn browser(port: u16) -> Client {
     browser_sized(port, (1280, 800)).await
 }
 
+/// A browser on `url`, once the page is connected to the server.
+async fn connected_page(port: u16, url: &str) -> Client {
+    let page = browser(port).await;
+    page.goto(url).await.unwrap();
+    until(
+        &page,
+        LIVE * 5,
+        "the page to connect",
+        CONNECTION,
+        vec![],
+        connected,
+    )
+    .await;
+    page
+}
+
+/// The runtime the browser's clients run on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The bars whose description mentions `needle`: `[state, fill colour]` each.
 const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .filter(g => g.getAttribute('aria-label').includes(arguments[0]))
@@ -177,15 +201,9 @@ fn the_live_view_in_a_browser() {
     let (_driver, driver_port) = chromedriver();
     let (_admin_ui, admin_url) = start_ui(env, User::Admin, &["-A"]);
     let (_alice_ui, alice_url) = start_ui(env, User::Alice, &["-n", &ns]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&admin_url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
+        let page = connected_page(driver_port, &admin_url).await;
 
         // Operations appear within 2 s of their subjects changing (`until` starts its clock once
         // the patch is applied).
@@ -387,23 +405,9 @@ fn the_token_never_leaves_the_page() {
     let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
     let (base, token) = split_url(&url);
     let bystander = Bystander::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let cookies = runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&url).await.unwrap();
-        until(
-            &page,
-            LIVE * 5,
-            "the page to connect",
-            CONNECTION,
-            vec![],
-            connected,
-        )
-        .await;
+        let page = connected_page(driver_port, &url).await;
         // The token is gone from the address bar.
         let shown = page.current_url().await.unwrap().to_string();
         assert_eq!(shown, format!("{base}/"), "the address bar keeps the token");
@@ -519,15 +523,9 @@ fn a_gate_shown_clear_follows_the_server() {
     let gate = format!("namespace.{ns}");
     let (_driver, driver_port) = chromedriver();
     let (_ui, url) = start_ui(env, User::Admin, &["-n", ns]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
+        let page = connected_page(driver_port, &url).await;
         // In flight, then clear: the gate leaves the list, and the page shows it Clear.
         gadget(true);
         until(&page, END, "the gate in flight", GATE, vec![json!(gate)], |v| v == "blocked").await;
@@ -726,44 +724,33 @@ fn the_page_reads_at_a_glance() {
     // A target watched, then lost (its CRD deleted): its operation is known only as last seen.
     let group = format!("{ns}.ui.example.com");
     let gadgets = format!("gadgets-{ns}");
-    create_crd(env, &group);
-    grant_read(env, &ns, &group);
+    create_gadget_crd(env, &group);
+    grant_gadgets(env, &ns, &group);
     env.apply(&gadget_ruleset(&gadgets, &ns, &group));
     env.wait_watching(&gadgets);
     env.apply(&format!(
         r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"spec":{{"node":"{}"}},"status":{{"busy":true}}}}"#,
         node(2)
     ));
-    let status = |vm: &str, status: Value| patch_status(env, &ns, vm, status);
-    status(
-        long,
-        json!({"printableStatus": "Migrating", "nodeName": node(0), "migrationTarget": node(1)}),
-    );
-    status(
-        "web-frontend-1",
-        json!({"printableStatus": "Starting", "nodeName": node(0)}),
-    );
-    status(
-        "web-frontend-2",
-        json!({"printableStatus": "Migrating", "nodeName": node(1), "migrationTarget": node(2)}),
-    );
-    status(
-        "cache-0",
-        json!({"printableStatus": "Stopping", "nodeName": node(2)}),
-    );
-    status(
-        "batch-runner-7",
-        json!({"printableStatus": "Starting", "nodeName": node(1)}),
-    );
+    // Each VM's state, on which node, and a migration's target node.
+    for (vm, state, on, to) in [
+        (long, "Migrating", 0, Some(1)),
+        ("web-frontend-1", "Starting", 0, None),
+        ("web-frontend-2", "Migrating", 1, Some(2)),
+        ("cache-0", "Stopping", 2, None),
+        ("batch-runner-7", "Starting", 1, None),
+    ] {
+        let mut status = json!({"printableStatus": state, "nodeName": node(on)});
+        if let Some(to) = to {
+            status["migrationTarget"] = json!(node(to));
+        }
+        patch_status(env, &ns, vm, status);
+    }
 
     let (_driver, driver_port) = chromedriver();
     let (ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
     let mut ui = Some(ui);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let forbidden: Vec<String> = (1..=4)
         .map(|i| format!("{ns}-f{i}.ui.example.com"))
         .collect();
@@ -805,7 +792,7 @@ fn the_page_reads_at_a_glance() {
 
         // Targets the server may not list, four of them: one reason, with its remedy.
         for (i, g) in forbidden.iter().enumerate() {
-            create_crd(env, g);
+            create_gadget_crd(env, g);
             env.apply(&gadget_ruleset(&format!("forbidden-{i}-{ns}"), &ns, g));
         }
         // A gadget over the evaluation budget: the server cannot vouch for the gadgets here.
@@ -1045,11 +1032,7 @@ fn thousands_of_operations_stay_responsive() {
         })
         .collect();
     let (_driver, driver_port) = chromedriver();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let mut figures = Vec::new();
     for n in sizes {
         let ns = env.namespace("ui-scale");
