@@ -119,8 +119,13 @@ struct Subject {
 }
 
 impl Subject {
+    /// Creates the object of `manifest` of the namespaced `resource`, in the library namespace.
+    fn create(resource: &'static str, manifest: Value) -> Subject {
+        Subject::create_in(resource, true, manifest)
+    }
+
     /// Creates the object of `manifest`, in the library namespace when `resource` is namespaced.
-    fn create(resource: &'static str, namespaced: bool, mut manifest: Value) -> Subject {
+    fn create_in(resource: &'static str, namespaced: bool, mut manifest: Value) -> Subject {
         let namespace = namespaced.then(|| library().namespace.clone());
         if let Some(ns) = &namespace {
             manifest["metadata"]["namespace"] = json!(ns);
@@ -134,30 +139,28 @@ impl Subject {
         }
     }
 
+    /// `kubectl <verb> <resource> <name> <args>` as admin, in the subject's namespace if it has
+    /// one.
+    fn kubectl(&self, verb: &str, args: &[&str]) {
+        let mut all = vec![verb, self.resource, &self.name];
+        all.extend(args);
+        if let Some(ns) = &self.namespace {
+            all.extend(["-n", ns]);
+        }
+        env().kubectl(User::Admin, &all).unwrap();
+    }
+
     /// Merge-patches the status subresource, as the subject's controller would.
     fn set_status(&self, status: Value) {
         let patch = json!({"status": status}).to_string();
-        let mut args = vec![
+        self.kubectl(
             "patch",
-            self.resource,
-            &self.name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &patch,
-        ];
-        if let Some(ns) = &self.namespace {
-            args.extend(["-n", ns]);
-        }
-        env().kubectl(User::Admin, &args).unwrap();
+            &["--subresource=status", "--type=merge", "-p", &patch],
+        );
     }
 
     fn delete(&self) {
-        let mut args = vec!["delete", self.resource, &self.name];
-        if let Some(ns) = &self.namespace {
-            args.extend(["-n", ns]);
-        }
-        env().kubectl(User::Admin, &args).unwrap();
+        self.kubectl("delete", &[]);
     }
 
     fn describe(&self) -> String {
@@ -311,6 +314,12 @@ impl Subject {
         })
     }
 
+    /// [`Subject::expect_completed`], and then [`Subject::expect_nothing_in_flight`].
+    fn expect_ended(&self, watch: &WatchStream, operation: &str, outcome: &str) {
+        self.expect_completed(watch, operation, outcome);
+        self.expect_nothing_in_flight();
+    }
+
     /// Waits until no operation on this subject is listed any more.
     fn expect_nothing_in_flight(&self) {
         wait_for(&format!("no operation on {}", self.describe()), || {
@@ -378,7 +387,6 @@ fn every_ruleset_of_the_library_becomes_ready() {
 fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
     let vmi = Subject::create(
         "virtualmachineinstances.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                "metadata": {"name": "vm-migrate"}, "spec": {"domain": {"devices": {}}}}),
     );
@@ -395,7 +403,6 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
 
     let vmim = Subject::create(
         "virtualmachineinstancemigrations.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
                "metadata": {"name": "vm-migrate-mig"}, "spec": {"vmiName": "vm-migrate"}}),
     );
@@ -425,10 +432,8 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
         "endTimestamp": "2025-01-15T10:11:00Z", "completed": true});
     vmim.set_status(json!({"phase": "Succeeded", "migrationState": done}));
     vmi.set_status(json!({"nodeName": "node-2", "migrationState": done}));
-    vmim.expect_completed(&vmim_watch, "Running", "Succeeded");
-    vmi.expect_completed(&vmi_watch, "LiveMigrating", "Succeeded");
-    vmim.expect_nothing_in_flight();
-    vmi.expect_nothing_in_flight();
+    vmim.expect_ended(&vmim_watch, "Running", "Succeeded");
+    vmi.expect_ended(&vmi_watch, "LiveMigrating", "Succeeded");
 }
 
 /// The shipped `vm-lifecycle-rules` take a VM's node from its VMI (`spec.related`, namespaced
@@ -438,13 +443,11 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
 fn vm_operations_are_on_the_nodes_of_their_vmi() {
     let vm = Subject::create(
         "virtualmachines.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                "metadata": {"name": "vm-related"}, "spec": {"runStrategy": "Always"}}),
     );
     let vmi = Subject::create(
         "virtualmachineinstances.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                "metadata": {"name": "vm-related"}, "spec": {"domain": {"devices": {}}}}),
     );
@@ -497,7 +500,6 @@ fn vm_operations_are_on_the_nodes_of_their_vmi() {
 fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
     let vm = Subject::create(
         "virtualmachines.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                "metadata": {"name": "vm-superseded"}, "spec": {"runStrategy": "Halted"}}),
     );
@@ -522,7 +524,6 @@ fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
 fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     let csv = Subject::create(
         "clusterserviceversions.operators.coreos.com",
-        true,
         json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
                "metadata": {"name": "demo-operator.v1.0.0"},
                "spec": {"displayName": "Demo Operator", "version": "1.0.0"}}),
@@ -555,7 +556,6 @@ fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
 fn deployment(name: &str) -> Subject {
     Subject::create(
         "deployments.apps",
-        true,
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
                "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
                         "template": {"metadata": {"labels": {"app": name}},
@@ -604,34 +604,19 @@ fn deployment_rollout_follows_its_replicas_and_stalls_past_its_deadline() {
         "ProgressDeadlineExceeded",
     );
     // Scaled to nothing while past its deadline: it ends, failed.
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "scale",
-                "deployment",
-                "web-stuck",
-                "--replicas=0",
-                "-n",
-                &library().namespace,
-            ],
-        )
-        .unwrap();
+    stuck.kubectl("scale", &["--replicas=0"]);
     stuck.set_status(json!({"observedGeneration": 2, "replicas": 0, "updatedReplicas": 0,
         "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
                         "message": "ReplicaSet \"web-stuck-5d4f\" has timed out progressing."}]}));
 
-    web.expect_completed(&web_watch, "Rollout", "Succeeded");
-    stuck.expect_completed(&stuck_watch, "Rollout", "Failed");
-    web.expect_nothing_in_flight();
-    stuck.expect_nothing_in_flight();
+    web.expect_ended(&web_watch, "Rollout", "Succeeded");
+    stuck.expect_ended(&stuck_watch, "Rollout", "Failed");
 }
 
 #[test]
 fn datavolume_import_shows_its_progress_and_stalls_on_an_import_error() {
     let dv = Subject::create(
         "datavolumes.cdi.kubevirt.io",
-        true,
         json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
                "metadata": {"name": "dv-import"},
                "spec": {"source": {"http": {"url": "http://images.example/fedora.qcow2"}}}}),
@@ -722,7 +707,6 @@ fn datavolume_import_shows_its_progress_and_stalls_on_an_import_error() {
 fn pending_pvc_completes_when_bound() {
     let pvc = Subject::create(
         "persistentvolumeclaims",
-        true,
         json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
                "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
                         "resources": {"requests": {"storage": "1Gi"}}}}),
@@ -736,8 +720,7 @@ fn pending_pvc_completes_when_bound() {
     );
     pvc.set_status(json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
         "capacity": {"storage": "1Gi"}}));
-    pvc.expect_completed(&watch, "Pending", "Succeeded");
-    pvc.expect_nothing_in_flight();
+    pvc.expect_ended(&watch, "Pending", "Succeeded");
 }
 
 /// Forklift's status of a plan migrating ten VMs, `done` of them completed, `failed` of those
@@ -777,7 +760,6 @@ fn forklift_plan_counts_its_vms_and_ends_with_the_outcome_of_its_conditions() {
     .map(|(name, condition, outcome)| {
         let plan = Subject::create(
             "plans.forklift.konveyor.io",
-            true,
             json!({"apiVersion": "forklift.konveyor.io/v1beta1", "kind": "Plan",
                    "metadata": {"name": name},
                    "spec": {"targetNamespace": "web", "warm": false, "vms": vms}}),
@@ -803,8 +785,7 @@ fn forklift_plan_counts_its_vms_and_ends_with_the_outcome_of_its_conditions() {
         plan.set_status(plan_status(done, 10, failed));
     }
     for ((plan, _, outcome), watch) in plans.iter().zip(&watches) {
-        plan.expect_completed(watch, "Executing", outcome);
-        plan.expect_nothing_in_flight();
+        plan.expect_ended(watch, "Executing", outcome);
     }
 }
 
@@ -813,7 +794,6 @@ fn deckhouse_vm_operation_superseded_in_either_representation() {
     let vmop = |name: &str, type_: &str| {
         Subject::create(
             "virtualmachineoperations.virtualization.deckhouse.io",
-            true,
             json!({"apiVersion": "virtualization.deckhouse.io/v1alpha2",
                    "kind": "VirtualMachineOperation", "metadata": {"name": name},
                    "spec": {"type": type_, "virtualMachineName": "vm-deckhouse"}}),
@@ -853,16 +833,14 @@ fn deckhouse_vm_operation_superseded_in_either_representation() {
     };
     start.set_status(superseded("Superseded"));
     restart.set_status(superseded("Completed"));
-    start.expect_completed(&start_watch, "Starting", "Superseded");
-    restart.expect_completed(&restart_watch, "Restarting", "Superseded");
-    start.expect_nothing_in_flight();
-    restart.expect_nothing_in_flight();
+    start.expect_ended(&start_watch, "Starting", "Superseded");
+    restart.expect_ended(&restart_watch, "Restarting", "Superseded");
 }
 
 #[test]
 fn node_maintenance_drain_is_a_cluster_operation() {
     let name = format!("maintenance-{}", library().namespace);
-    let maintenance = Subject::create(
+    let maintenance = Subject::create_in(
         "nodemaintenances.nodemaintenance.medik8s.io",
         false,
         json!({"apiVersion": "nodemaintenance.medik8s.io/v1beta1", "kind": "NodeMaintenance",
@@ -879,8 +857,7 @@ fn node_maintenance_drain_is_a_cluster_operation() {
     );
     assert_eq!(op["metadata"]["labels"]["ifo.kubevirt.io/node"], "worker-1");
     maintenance.set_status(json!({"phase": "Succeeded", "drainProgress": 100, "pendingPods": []}));
-    maintenance.expect_completed(&watch, "Draining", "Succeeded");
-    maintenance.expect_nothing_in_flight();
+    maintenance.expect_ended(&watch, "Draining", "Succeeded");
 }
 
 /// The operations `gate/<gate>` names, as `kind name` of their subjects, and its `Clear` status.
@@ -947,26 +924,13 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     // finalizer holds the object, as Cluster API's does).
     let machine = Subject::create(
         "machines.cluster.x-k8s.io",
-        true,
         json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
                "metadata": {"name": "md-0-lib", "finalizers": ["machine.cluster.x-k8s.io"]},
                "spec": {"clusterName": "prod"}}),
     );
     machine.set_status(json!({"phase": "Running",
         "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": node_name}}));
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "delete",
-                "machines.cluster.x-k8s.io",
-                "md-0-lib",
-                "-n",
-                &namespace,
-                "--wait=false",
-            ],
-        )
-        .unwrap();
+    machine.kubectl("delete", &["--wait=false"]);
     machine.set_status(json!({"phase": "Deleting"}));
     let op = machine.expect_active(
         "capi-machine-rules",
@@ -979,28 +943,16 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     );
     expect_held(&gate, &machine, "Deleting");
     // The drain is done, the finalizer goes, and the Machine with it.
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "patch",
-                "machines.cluster.x-k8s.io",
-                "md-0-lib",
-                "-n",
-                &namespace,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-            ],
-        )
-        .unwrap();
+    machine.kubectl(
+        "patch",
+        &["--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#],
+    );
     expect_released(&gate, &machine);
 
     // A pod of a Job, bound to the node (kube-apiserver makes it Pending; it runs until it
     // succeeds).
     let job_pod = Subject::create(
         "pods",
-        true,
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "db-migrate-lib",
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
@@ -1022,7 +974,6 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     // A pod its owners protect from maintenance, until they take the label off.
     let protected = Subject::create(
         "pods",
-        true,
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "ledger-lib",
                             "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
@@ -1036,19 +987,7 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
         &format!("protected from maintenance on node {node_name}: replica catching up"),
     );
     expect_held(&gate, &protected, "Protected");
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "label",
-                "pod",
-                "ledger-lib",
-                "-n",
-                &namespace,
-                "ifo.kubevirt.io/protect-from-maintenance-",
-            ],
-        )
-        .unwrap();
+    protected.kubectl("label", &["ifo.kubevirt.io/protect-from-maintenance-"]);
     expect_released(&gate, &protected);
 
     // Nothing holds the node any more: the wait a drain script runs succeeds.
@@ -1062,20 +1001,7 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
         ],
     );
     assert!(wait.is_ok(), "{wait:?}");
-    for pod in ["db-migrate-lib", "ledger-lib"] {
-        env()
-            .kubectl(
-                User::Admin,
-                &[
-                    "delete",
-                    "pod",
-                    pod,
-                    "-n",
-                    &namespace,
-                    "--grace-period=0",
-                    "--force",
-                ],
-            )
-            .unwrap();
+    for pod in [job_pod, protected] {
+        pod.kubectl("delete", &["--grace-period=0", "--force"]);
     }
 }
