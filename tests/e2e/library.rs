@@ -385,11 +385,7 @@ fn every_ruleset_of_the_library_becomes_ready() {
 
 #[test]
 fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
-    let vmi = Subject::create(
-        "virtualmachineinstances.kubevirt.io",
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-               "metadata": {"name": "vm-migrate"}, "spec": {"domain": {"devices": {}}}}),
-    );
+    let vmi = virtual_machine_instance("vm-migrate");
     let vmi_watch = vmi.watch();
     // A new VMI is starting until it runs.
     vmi.expect_active(
@@ -441,16 +437,8 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
 /// the new node once the VMI moved, and ends `Succeeded` when the VM runs again.
 #[test]
 fn vm_operations_are_on_the_nodes_of_their_vmi() {
-    let vm = Subject::create(
-        "virtualmachines.kubevirt.io",
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-               "metadata": {"name": "vm-related"}, "spec": {"runStrategy": "Always"}}),
-    );
-    let vmi = Subject::create(
-        "virtualmachineinstances.kubevirt.io",
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-               "metadata": {"name": "vm-related"}, "spec": {"domain": {"devices": {}}}}),
-    );
+    let vm = virtual_machine("vm-related", "Always");
+    let vmi = virtual_machine_instance("vm-related");
     let state = json!({"sourceNode": "node-1", "targetNode": "node-2",
                        "startTimestamp": "2025-01-15T10:10:09Z"});
     vmi.set_status(json!({"phase": "Running", "nodeName": "node-1", "migrationState": state}));
@@ -498,11 +486,7 @@ fn vm_operations_are_on_the_nodes_of_their_vmi() {
 /// once.
 #[test]
 fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
-    let vm = Subject::create(
-        "virtualmachines.kubevirt.io",
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-               "metadata": {"name": "vm-superseded"}, "spec": {"runStrategy": "Halted"}}),
-    );
+    let vm = virtual_machine("vm-superseded", "Halted");
     vm.set_status(json!({"printableStatus": "Provisioning"}));
     let watch = vm.watch();
     vm.expect_active(
@@ -551,6 +535,33 @@ fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     );
     csv.delete();
     csv.expect_completed(&watch, "Deleting", "SubjectDeleted");
+}
+
+/// A KubeVirt VirtualMachine `name` with `runStrategy`.
+fn virtual_machine(name: &str, run_strategy: &str) -> Subject {
+    Subject::create(
+        "virtualmachines.kubevirt.io",
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+               "metadata": {"name": name}, "spec": {"runStrategy": run_strategy}}),
+    )
+}
+
+/// A KubeVirt VirtualMachineInstance `name`.
+fn virtual_machine_instance(name: &str) -> Subject {
+    Subject::create(
+        "virtualmachineinstances.kubevirt.io",
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+               "metadata": {"name": name}, "spec": {"domain": {"devices": {}}}}),
+    )
+}
+
+/// A Pod of `metadata` whose one container is a pause image, with the rest of its `spec`.
+fn pod(metadata: Value, mut spec: Value) -> Subject {
+    spec["containers"] = json!([{"name": "c", "image": "registry.k8s.io/pause:3.10"}]);
+    Subject::create(
+        "pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}),
+    )
 }
 
 fn deployment(name: &str) -> Subject {
@@ -951,14 +962,11 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
 
     // A pod of a Job, bound to the node (kube-apiserver makes it Pending; it runs until it
     // succeeds).
-    let job_pod = Subject::create(
-        "pods",
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "db-migrate-lib",
-                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
-                                                 "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]},
-               "spec": {"nodeName": node_name, "restartPolicy": "Never",
-                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    let job_pod = pod(
+        json!({"name": "db-migrate-lib",
+               "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
+                                    "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]}),
+        json!({"nodeName": node_name, "restartPolicy": "Never"}),
     );
     job_pod.expect_active(
         "pod-rules",
@@ -972,14 +980,11 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     expect_released(&gate, &job_pod);
 
     // A pod its owners protect from maintenance, until they take the label off.
-    let protected = Subject::create(
-        "pods",
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "ledger-lib",
-                            "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
-                            "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}},
-               "spec": {"nodeName": node_name,
-                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    let protected = pod(
+        json!({"name": "ledger-lib",
+               "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
+               "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}}),
+        json!({"nodeName": node_name}),
     );
     protected.expect_active(
         "pod-rules",
