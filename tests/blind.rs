@@ -18,7 +18,7 @@
 //! gets in, as it does in an install whose server is down when the ruleset is applied; what
 //! that ruleset's own status says is checked here too.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use ifo_dev::User;
@@ -38,8 +38,10 @@ fn env() -> &'static Env {
 /// One test at a time: some of them blind every node's gate.
 static TURN: Mutex<()> = Mutex::new(());
 
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+/// This binary's environment, once it is the calling test's turn; the turn lasts as long as the
+/// guard.
+fn turn() -> (MutexGuard<'static, ()>, &'static Env) {
+    (TURN.lock().unwrap_or_else(|e| e.into_inner()), env())
 }
 
 /// A ruleset for VirtualMachines in `ns` that labels each operation with the node in
@@ -63,13 +65,22 @@ fn ruleset_in(name: &str, namespaces: &[&str], rule: &str) -> String {
 }
 
 /// A namespace and a Node of this test's own, and a ruleset watching the namespace with `rule`.
-/// Returns (namespace, node, ruleset).
-fn scene<'a>(env: &'a Env, prefix: &str, rule: &str) -> (String, TestNode<'a>, String) {
+/// Returns (namespace, node, ruleset, the node's gate).
+fn scene<'a>(env: &'a Env, prefix: &str, rule: &str) -> (String, TestNode<'a>, String, String) {
     let ns = env.namespace(prefix);
     let node = env.node(&format!("n-{ns}"));
     let rs = format!("rs-{ns}");
     env.apply(&ruleset(&rs, &ns, rule));
-    (ns, node, rs)
+    let gate = format!("node.{}", node.name());
+    (ns, node, rs, gate)
+}
+
+/// Creates the VirtualMachine `vm_name` in `ns`, and once ruleset `rs` watches it, puts it on
+/// `node`.
+fn vm_on_node(env: &Env, ns: &str, rs: &str, vm_name: &str, node: &TestNode) {
+    env.apply(&vm(vm_name, ns));
+    env.wait_watching(rs);
+    on_node(env, ns, vm_name, node.name());
 }
 
 /// The gate's `Clear` condition and its resourceVersion.
@@ -121,13 +132,9 @@ fn on_node(env: &Env, ns: &str, vm_name: &str, node: &str) {
 
 #[test]
 fn an_object_skipped_for_its_cost_makes_its_nodes_gate_unknown() {
-    let _turn = turn();
-    let env = env();
-    let (ns, node, rs) = scene(env, "skipped", HEAVY);
-    env.apply(&vm("small", &ns));
-    env.wait_watching(&rs);
-    on_node(env, &ns, "small", node.name());
-    let gate = format!("node.{}", node.name());
+    let (_turn, env) = turn();
+    let (ns, node, rs, gate) = scene(env, "skipped", HEAVY);
+    vm_on_node(env, &ns, &rs, "small", &node);
     clear_again(env, &gate, 0);
 
     // The VM on the node is too costly to evaluate: whether it is migrating off it is unknown.
@@ -148,8 +155,7 @@ fn an_object_skipped_for_its_cost_makes_its_nodes_gate_unknown() {
 /// tenant's objects changed unseen are Unknown.
 #[test]
 fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
-    let _turn = turn();
-    let env = env();
+    let (_turn, env) = turn();
     let tenant = env.namespace("tenant");
     let other = env.namespace("other");
     let (theirs, busy) = (
@@ -213,14 +219,10 @@ fn a_ruleset_suspended_in_one_namespace_goes_on_detecting_in_another() {
 
 #[test]
 fn a_rule_that_fails_on_an_object_makes_its_nodes_gate_unknown() {
-    let _turn = turn();
-    let env = env();
+    let (_turn, env) = turn();
     // A rule that returns a string: it compiles, and fails on every object.
-    let (ns, node, rs) = scene(env, "failing", "object.metadata.name");
-    env.apply(&vm("vm-0", &ns));
-    env.wait_watching(&rs);
-    on_node(env, &ns, "vm-0", node.name());
-    let gate = format!("node.{}", node.name());
+    let (ns, node, rs, gate) = scene(env, "failing", "object.metadata.name");
+    vm_on_node(env, &ns, &rs, "vm-0", &node);
     let rv = unknown_naming(env, &gate, &[&format!("{ns}/vm-0"), &rs, "rule Busy"]);
 
     env.apply(&ruleset(&rs, &ns, "object.metadata.name == 'nothing'"));
@@ -229,10 +231,8 @@ fn a_rule_that_fails_on_an_object_makes_its_nodes_gate_unknown() {
 
 #[test]
 fn a_ruleset_that_does_not_compile_makes_every_node_gate_unknown() {
-    let _turn = turn();
-    let env = env();
-    let (ns, node, rs) = scene(env, "invalid", "object.spec.(");
-    let gate = format!("node.{}", node.name());
+    let (_turn, env) = turn();
+    let (ns, _node, rs, gate) = scene(env, "invalid", "object.spec.(");
     let rv = unknown_naming(env, &gate, &[&rs, "do not compile"]);
 
     env.apply(&ruleset(&rs, &ns, "false"));
@@ -243,18 +243,15 @@ fn a_ruleset_that_does_not_compile_makes_every_node_gate_unknown() {
 /// rule and the position), and runs none of its rules, not even those that compile.
 #[test]
 fn a_ruleset_past_the_door_that_does_not_compile_says_why_and_runs_nothing() {
-    let _turn = turn();
-    let env = env();
-    let ns = env.namespace("norun");
-    let rs = format!("broken-{ns}");
-    env.apply(
-        &RuleSet::new(&rs)
+    let (_turn, env) = turn();
+    let (ns, rs) = env.namespace_with_ruleset("norun", "broken", |rs, ns| {
+        RuleSet::new(rs)
             .vms()
-            .namespaces(&[&ns])
+            .namespaces(&[ns])
             .rule(Rule::new("Ok", "true"))
             .rule(Rule::new("Broken", "object.status.printableStatus =="))
-            .to_string(),
-    );
+            .to_string()
+    });
     let invalid = env.wait_ruleset_condition(&rs, "InvalidRule", "True", WAIT);
     let message = invalid["message"].as_str().unwrap();
     assert!(

@@ -52,20 +52,36 @@ fn ruleset(name: &str, namespace: &str, exclusive: bool) -> String {
         .to_string()
 }
 
-/// Watch events of one namespace's operations, each with when it arrived.
+/// Watch events of one namespace's operations, each with when it arrived; and the moves of its
+/// vm1 that make them.
 struct Events {
+    env: &'static Env,
+    ns: String,
     stream: WatchStream,
     seen: Vec<(Instant, Value)>,
 }
 
 impl Events {
-    fn watch(env: &Env, namespace: &str) -> Events {
+    fn watch(env: &'static Env, namespace: &str) -> Events {
         Events {
+            env,
+            ns: namespace.to_owned(),
             stream: env.watch(&format!(
                 "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations?watch=1"
             )),
             seen: Vec::new(),
         }
+    }
+
+    /// Moves vm1 into `state` and, once its operation started, out of it into `next`. Returns
+    /// when it left `state`, when its operation was then seen ending (its completion time must
+    /// fall between the two), and the event that showed it ending.
+    fn through(&mut self, state: &str, next: &str) -> (Timestamp, Timestamp, Value) {
+        set(self.env, &self.ns, state);
+        self.added(state);
+        let stopped = set(self.env, &self.ns, next);
+        let (_, ending) = self.ending(state);
+        (stopped, Timestamp::now(), ending)
     }
 
     /// The first event (already seen or to come within `timeout`) for which `pred` holds.
@@ -137,7 +153,7 @@ fn within(t: Timestamp, from: Timestamp, to: Timestamp) -> bool {
 }
 
 /// A namespace with VM `name` and a ruleset for it, watching.
-fn setup(env: &Env, prefix: &str, exclusive: bool) -> (String, Events) {
+fn setup(env: &'static Env, prefix: &str, exclusive: bool) -> (String, Events) {
     let (ns, rs) =
         env.namespace_with_ruleset(prefix, "lifecycle", |rs, ns| ruleset(rs, ns, exclusive));
     env.apply(&vm("vm1", &ns));
@@ -153,16 +169,26 @@ fn set(env: &Env, ns: &str, status: &str) -> Timestamp {
     before
 }
 
+/// The row of the operation `Starting` in `table`, which is printed.
+fn starting_row(table: &str) -> &str {
+    println!("{table}");
+    table
+        .lines()
+        .find(|l| l.contains("Starting"))
+        .unwrap_or_else(|| panic!("no Starting in:\n{table}"))
+}
+
+/// How far apart `a` and `b` are.
+fn apart(a: Instant, b: Instant) -> Duration {
+    a.max(b) - a.min(b)
+}
+
 #[test]
 fn a_vm_moved_through_its_states_during_the_grace() {
     let env = lifecycle_env();
     let (ns, mut events) = setup(env, "lifecycle", false);
 
-    set(env, &ns, "Starting");
-    events.added("Starting");
-    let starting_stopped = set(env, &ns, "Running");
-    let (_, ending) = events.ending("Starting");
-    let starting_seen = Timestamp::now();
+    let (starting_stopped, starting_seen, ending) = events.through("Starting", "Running");
     let status = &ending["object"]["status"];
     let detected = &status["conditions"][0];
     assert_eq!(
@@ -187,11 +213,7 @@ fn a_vm_moved_through_its_states_during_the_grace() {
             .ends_with(&["PROGRESS", "EXPECTED", "STALLED"]),
         "{wide}"
     );
-    let row = wide
-        .lines()
-        .find(|l| l.contains("Starting"))
-        .unwrap_or_else(|| panic!("{wide}"));
-    println!("{wide}");
+    let row = starting_row(&wide);
     assert!(row.contains("Active"), "{wide}");
     assert!(
         row.contains("ending in 2") || row.contains("ending in 3"),
@@ -206,26 +228,14 @@ fn a_vm_moved_through_its_states_during_the_grace() {
         .unwrap();
     let shown = String::from_utf8_lossy(&plugin.stdout);
     assert!(plugin.status.success(), "{shown}");
-    let row = shown
-        .lines()
-        .find(|l| l.contains("Starting"))
-        .unwrap_or_else(|| panic!("{shown}"));
-    println!("{shown}");
+    let row = starting_row(&shown);
     // Dimmed (SGR 2), with the time left.
     assert!(row.contains("\u{1b}[2mending in "), "{row:?}");
 
     // The VM moves on while Starting is in its grace: Migrating starts and stops, Stopping
     // starts and stops. Each state is waited for, so the server sees every one.
-    set(env, &ns, "Migrating");
-    events.added("Migrating");
-    let migrating_stopped = set(env, &ns, "Running");
-    events.ending("Migrating");
-    let migrating_seen = Timestamp::now();
-    set(env, &ns, "Stopping");
-    events.added("Stopping");
-    let stopping_stopped = set(env, &ns, "Stopped");
-    events.ending("Stopping");
-    let stopping_seen = Timestamp::now();
+    let (migrating_stopped, migrating_seen, _) = events.through("Migrating", "Running");
+    let (stopping_stopped, stopping_seen, _) = events.through("Stopping", "Stopped");
     assert!(
         Timestamp::now().duration_since(starting_stopped) < SignedDuration::from_secs(25),
         "the moves took longer than the grace: the test proves nothing"
@@ -258,20 +268,12 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
 
     // Starting → Running → Migrating: Starting, in its grace, completes as Migrating starts,
     // with the outcome of when it stopped matching.
-    set(env, &ns, "Starting");
-    events.added("Starting");
-    let starting_stopped = set(env, &ns, "Running");
-    events.ending("Starting");
-    let starting_seen = Timestamp::now();
+    let (starting_stopped, starting_seen, _) = events.through("Starting", "Running");
     let asked = Instant::now();
     set(env, &ns, "Migrating");
     let (started, _) = events.added("Migrating");
     let (ended, starting) = events.completed("Starting", WAIT);
-    let gap = if ended > started {
-        ended - started
-    } else {
-        started - ended
-    };
+    let gap = apart(ended, started);
     println!(
         "Starting completed {gap:?} from Migrating's start, {:?} after the patch",
         ended - asked
@@ -293,11 +295,7 @@ fn in_an_exclusive_ruleset_the_next_operation_ends_the_previous_at_once() {
     let stopping_asked = set(env, &ns, "Stopping");
     let (started, _) = events.added("Stopping");
     let (ended, migrated) = events.completed("Migrating", WAIT);
-    let gap = if ended > started {
-        ended - started
-    } else {
-        started - ended
-    };
+    let gap = apart(ended, started);
     assert!(gap < Duration::from_secs(1), "{gap:?} apart");
     let status = &migrated["object"]["status"];
     assert_eq!(status["outcome"], "Canceled", "{status:#}");

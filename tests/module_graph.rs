@@ -12,18 +12,8 @@ fn rust_files(path: &Path) -> Vec<PathBuf> {
     if path.is_file() {
         return vec![path.to_path_buf()];
     }
-    let mut files = Vec::new();
-    let mut dirs = vec![path.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|e| e == "rs") {
-                files.push(p);
-            }
-        }
-    }
+    let mut files = ifo_test_support::files_under(path, |_| true);
+    files.retain(|p| p.extension().is_some_and(|e| e == "rs"));
     files
 }
 

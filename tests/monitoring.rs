@@ -9,6 +9,7 @@
 //! - The alert rules pass `promtool check rules`, and `promtool test rules` runs the scenarios of
 //!   `tests/monitoring/alerts.test.yaml` on them (promtool is built by `tests/prereqs.sh`).
 
+use ifo_test_support::Run;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -355,18 +356,8 @@ fn the_alerts_pass_promtool_check_and_test_rules() {
         vec!["check", "rules", "rules.yaml"],
         vec!["test", "rules", "alerts.test.yaml"],
     ] {
-        let out = Command::new(&promtool)
-            .args(&args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "promtool {}:\n{}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        Run::of(Command::new(&promtool).args(&args).current_dir(&dir))
+            .assert_success(&format!("promtool {}", args.join(" ")));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

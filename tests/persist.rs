@@ -8,7 +8,7 @@
 //! kill the server and freeze kube-apiserver, so they run one at a time (`SERIAL`).
 
 use ifo_dev::User;
-use ifo_test_support::{Env, Stop, WatchStream, eventually, replicas};
+use ifo_test_support::{Env, Stop, WatchStream, completion, eventually, replicas};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -181,12 +181,7 @@ fn copies_mirror_the_live_operations_and_go_with_them() {
     // It ends: the copy shows the completion and its outcome, then goes with the live object.
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     let seen = events.until(WAIT, "the copy deleted", |e| e["type"] == "DELETED");
-    let completed = seen
-        .iter()
-        .find(|e| e["type"] == "MODIFIED" && e["object"]["status"]["phase"] == "Completed")
-        .unwrap_or_else(|| panic!("no completion before the delete: {seen:#?}"));
-    assert_eq!(completed["object"]["status"]["outcome"], "Succeeded");
-    assert!(completed["object"]["status"]["completed"].is_string());
+    assert_eq!(completion(&seen)["outcome"], "Succeeded");
     assert!(live(env, &ns).is_empty());
     assert!(copies(env, &ns).is_empty());
     let writes: Vec<&str> = seen.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -408,11 +403,7 @@ fn only_the_leader_writes_copies() {
     let env = env();
     let lease = format!("ifo-persist-{}", std::process::id());
     let settings = [("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
+    let (replicas, leader) = replicas::elected_pair(env, &lease, &settings);
     let standby = &replicas[1 - leader];
     let (ns, _) = env.vms_with_ruleset("leader", &["vm1"]);
     env.set_vm_status(
@@ -480,11 +471,7 @@ fn replicas_alone(env: &'static Env, name: &str) -> (RestartAfter, [replicas::Re
         ("PERSIST_INTERVAL", "1s"),
         ("DEBOUNCE_THRESHOLD", "3s"),
     ];
-    let replicas = [
-        replicas::replica_with(env, &lease, 0, &settings),
-        replicas::replica_with(env, &lease, 1, &settings),
-    ];
-    let leader = replicas::the_leader(env, &replicas);
+    let (replicas, leader) = replicas::elected_pair(env, &lease, &settings);
     let standby = &replicas[1 - leader];
     eventually(WAIT, "the standby ready", || {
         (replicas::get(env, standby.port, "/readyz").0 == "200").then_some(())

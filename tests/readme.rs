@@ -393,7 +393,8 @@ const SCREEN: (u32, u32) = (1600, 1000);
 /// absolute time on hover: no ISO or 12-hour times on the page), an operation in its grace
 /// "ending in". `IFO_UI_SCREENSHOTS=docs` writes the README's screenshot.
 fn the_demo_reads_at_a_glance_in_the_browser(demo: &Demo, binaries: &Path) {
-    use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
+    use ifo_test_support::Running;
+    use ifo_test_support::browser::{browser_sized, chromedriver, until};
     let mut ui = Command::new(binaries.join("kubectl-ifo"))
         .args(["ui", "-A", "--kubeconfig", &demo.kubeconfig])
         .stdout(Stdio::piped())

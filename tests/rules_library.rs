@@ -8,6 +8,43 @@ fn library() -> Vec<ifo::library::RuleSetFile> {
     ifo::library::load(&[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules")]).unwrap()
 }
 
+/// A library of its own for one test: `files` (file name, content) written to a folder named
+/// after the test, and loaded. The folder goes when this is dropped.
+struct TempLibrary {
+    dir: PathBuf,
+    files: Vec<ifo::library::RuleSetFile>,
+}
+
+impl TempLibrary {
+    fn new(test: &str, files: &[(&str, &str)]) -> TempLibrary {
+        let dir = std::env::temp_dir().join(format!("ifo-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+        let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
+        TempLibrary { dir, files }
+    }
+}
+
+impl Drop for TempLibrary {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `reports` are one for each of `expected`, in order, each starting with its first part and
+/// containing the others.
+fn assert_reports(reports: &[String], expected: &[(&str, &[&str])]) {
+    assert_eq!(reports.len(), expected.len(), "{reports:#?}");
+    for (report, (start, parts)) in reports.iter().zip(expected) {
+        assert!(
+            report.starts_with(start) && parts.iter().all(|p| report.contains(p)),
+            "{report:?} does not start with {start:?} and hold {parts:?}"
+        );
+    }
+}
+
 #[test]
 fn every_case_of_the_library_passes() {
     let files = library();
@@ -101,41 +138,32 @@ fn generated_deploy_files_are_current() {
 
 #[test]
 fn lint_catches_unguarded_paths_and_bad_cel() {
-    let dir = std::env::temp_dir().join(format!("ifo-lint-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let manifest = |name: &str, expr: &str| {
         format!(
             "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {{name: {name}}}\nspec:\n  target: {{group: apps, version: v1, resource: deployments}}\n  rules:\n  - {{operation: Op, expression: \"{expr}\"}}\n"
         )
     };
-    std::fs::write(
-        dir.join("broken.yaml"),
-        manifest("broken", "object.status =="),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("unguarded.yaml"),
-        manifest("unguarded", "object.status.replicas > 0"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("guarded.yaml"),
-        manifest("guarded", "object.?status.?replicas.orValue(0) > 0"),
-    )
-    .unwrap();
-    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
-    let problems = ifo::library::lint(&Engine::new(), &files);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(problems.len(), 2, "{problems:#?}");
-    assert!(
-        problems[0].contains("broken.yaml")
-            && problems[0].contains("rules[0] (Op).expression")
-            && problems[0].contains("1:"),
-        "{problems:?}"
+    let library = TempLibrary::new(
+        "lint",
+        &[
+            ("broken.yaml", &manifest("broken", "object.status ==")),
+            (
+                "unguarded.yaml",
+                &manifest("unguarded", "object.status.replicas > 0"),
+            ),
+            (
+                "guarded.yaml",
+                &manifest("guarded", "object.?status.?replicas.orValue(0) > 0"),
+            ),
+        ],
     );
-    assert!(
-        problems[1].contains("unguarded.yaml") && problems[1].contains("guard the path"),
-        "{problems:?}"
+    let problems = ifo::library::lint(&Engine::new(), &library.files);
+    assert_reports(
+        &problems,
+        &[
+            ("", &["broken.yaml", "rules[0] (Op).expression", "1:"]),
+            ("", &["unguarded.yaml", "guard the path"]),
+        ],
     );
 }
 
@@ -143,33 +171,30 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
 /// two of its rules match fails, naming both.
 #[test]
 fn cases_of_an_exclusive_ruleset_fail_where_two_rules_match() {
-    let dir = std::env::temp_dir().join(format!("ifo-exclusive-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("phases.yaml"),
-        "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: phases}\n\
-         spec:\n  target: {group: apps, version: v1, resource: deployments}\n  exclusive: true\n  rules:\n\
-         \x20 - {operation: A, expression: \"object.?status.?phase.orValue('') == 'A'\"}\n\
-         \x20 - {operation: Any, expression: \"object.?status.?phase.orValue('') != ''\"}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("phases.cases.yaml"),
-        "cases:\n- name: overlap\n  object: {status: {phase: A}}\n  expect: {active: [A, Any]}\n\
-         - name: alone\n  object: {status: {phase: B}}\n  expect: {active: [Any]}\n",
-    )
-    .unwrap();
-    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
-    assert!(files[0].spec.exclusive);
-    let (count, failures) = ifo::library::run_cases(&Engine::new(), &files).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    let library = TempLibrary::new(
+        "exclusive",
+        &[
+            (
+                "phases.yaml",
+                "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: phases}\n\
+                 spec:\n  target: {group: apps, version: v1, resource: deployments}\n  exclusive: true\n  rules:\n\
+                 \x20 - {operation: A, expression: \"object.?status.?phase.orValue('') == 'A'\"}\n\
+                 \x20 - {operation: Any, expression: \"object.?status.?phase.orValue('') != ''\"}\n",
+            ),
+            (
+                "phases.cases.yaml",
+                "cases:\n- name: overlap\n  object: {status: {phase: A}}\n  expect: {active: [A, Any]}\n\
+                 - name: alone\n  object: {status: {phase: B}}\n  expect: {active: [Any]}\n",
+            ),
+        ],
+    );
+    assert!(library.files[0].spec.exclusive);
+    let (count, failures) = ifo::library::run_cases(&Engine::new(), &library.files).unwrap();
     assert_eq!(count, 2);
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
-    assert_eq!(report.len(), 1, "{report:#?}");
-    assert!(
-        report[0].starts_with("phases / overlap: exclusive ruleset")
-            && report[0].contains("\"A\", \"Any\""),
-        "{report:?}"
+    assert_reports(
+        &report,
+        &[("phases / overlap: exclusive ruleset", &["\"A\", \"Any\""])],
     );
 }
 
@@ -312,11 +337,7 @@ fn every_target_of_the_library_is_served_by_the_test_cluster() {
 /// library covers related targets.
 #[test]
 fn cases_check_the_labels_related_objects_give_and_rbac_covers_their_targets() {
-    let dir = std::env::temp_dir().join(format!("ifo-related-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("rollouts.yaml"),
-        "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: rollouts}\n\
+    let rollouts = "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {name: rollouts}\n\
          spec:\n  target: {group: apps, version: v1, resource: deployments}\n\
          \x20 labelExpressions:\n\
          \x20 - {key: ifo.kubevirt.io/node, expression: \"object.?spec.?pinned.orValue('')\"}\n\
@@ -326,9 +347,7 @@ fn cases_check_the_labels_related_objects_give_and_rbac_covers_their_targets() {
          \x20   labelExpressions:\n\
          \x20   - {key: ifo.kubevirt.io/node, expression: \"object.?status.?node.orValue('')\"}\n\
          \x20 rules:\n\
-         \x20 - {operation: Rollout, expression: 'true'}\n",
-    )
-    .unwrap();
+         \x20 - {operation: Rollout, expression: 'true'}\n";
     let object = |pinned: &str| {
         format!(
             "{{apiVersion: apps/v1, kind: Deployment, metadata: {{name: web, namespace: a}}, spec: {{pinned: '{pinned}'}}}}"
@@ -336,44 +355,44 @@ fn cases_check_the_labels_related_objects_give_and_rbac_covers_their_targets() {
     };
     let placement =
         |name: &str| format!("{{metadata: {{name: {name}, namespace: a}}, status: {{node: n1}}}}");
-    std::fs::write(
-        dir.join("rollouts.cases.yaml"),
-        format!(
-            "cases:\n\
+    let cases = format!(
+        "cases:\n\
              - name: related\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n1}}}}\n\
              - name: own wins\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n2}}}}\n\
              - name: wrong value\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout], labels: {{ifo.kubevirt.io/node: n9}}}}\n\
              - name: not the same name\n  object: {}\n  related: [{}]\n  expect: {{active: [Rollout]}}\n",
-            object(""),
-            placement("web"),
-            object("n2"),
-            placement("web"),
-            object(""),
-            placement("web"),
-            object(""),
-            placement("other"),
-        ),
-    )
-    .unwrap();
-    let files = ifo::library::load(std::slice::from_ref(&dir)).unwrap();
-    let (count, failures) = ifo::library::run_cases(&Engine::new(), &files).unwrap();
-    let lint = ifo::library::lint(&Engine::new(), &files);
-    let rbac = ifo::library::rbac(&files, "test");
-    std::fs::remove_dir_all(&dir).unwrap();
+        object(""),
+        placement("web"),
+        object("n2"),
+        placement("web"),
+        object(""),
+        placement("web"),
+        object(""),
+        placement("other"),
+    );
+    let library = TempLibrary::new(
+        "related",
+        &[("rollouts.yaml", rollouts), ("rollouts.cases.yaml", &cases)],
+    );
+    let files = &library.files;
+    let (count, failures) = ifo::library::run_cases(&Engine::new(), files).unwrap();
+    let lint = ifo::library::lint(&Engine::new(), files);
+    let rbac = ifo::library::rbac(files, "test");
     assert_eq!(count, 4);
     assert!(lint.is_empty(), "{lint:#?}");
     let report: Vec<String> = failures.iter().map(ToString::to_string).collect();
-    assert_eq!(report.len(), 2, "{report:#?}");
-    assert!(
-        report[0].starts_with("rollouts / wrong value: label ifo.kubevirt.io/node")
-            && report[0].contains("\"n9\"")
-            && report[0].contains("\"n1\""),
-        "{report:?}"
-    );
-    assert!(
-        report[1]
-            .starts_with("rollouts / not the same name: related[0]: a SameName related object"),
-        "{report:?}"
+    assert_reports(
+        &report,
+        &[
+            (
+                "rollouts / wrong value: label ifo.kubevirt.io/node",
+                &["\"n9\"", "\"n1\""],
+            ),
+            (
+                "rollouts / not the same name: related[0]: a SameName related object",
+                &[],
+            ),
+        ],
     );
     assert!(
         rbac.contains("apiGroups: [\"example.com\"]\n    resources: [\"placements\"]"),

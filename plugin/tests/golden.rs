@@ -157,6 +157,10 @@ fn forest_text(ops: &[Op], focus: Option<&str>, colours: Colours) -> String {
     tree::render(&roots, now(), colours)
 }
 
+fn list_text(ops: &[Op], output: Output, namespace_column: bool, colours: Colours) -> String {
+    render_list(ops, output, namespace_column, now(), colours)
+}
+
 fn sorted(mut ops: Vec<Op>) -> Vec<Op> {
     kubectl_ifo::op::sort(&mut ops);
     ops
@@ -175,10 +179,7 @@ vms         web-starting-1a2b3c4d                        VirtualMachine         
 vms         データベース-migrating-1a2b3c4d              VirtualMachine           データベース              Migrating       Active      2m5s   migrating vm [データベース]
 vms         データベース-vmi-livemigrating-1a2b3c4d      VirtualMachineInstance   データベース-vmi          LiveMigrating   Active      2m     from node-1 to node-2
 ";
-    assert_eq!(
-        render_list(&ops, Output::Table, true, now(), Colours::OFF),
-        want
-    );
+    assert_eq!(list_text(&ops, Output::Table, true, Colours::OFF), want);
 }
 
 #[test]
@@ -194,10 +195,7 @@ vms         web-starting-1a2b3c4d                        VirtualMachine         
 vms         データベース-migrating-1a2b3c4d              VirtualMachine           データベース              Migrating       Active      2m5s   kubevirt    rules     <none>    <none>      <none>     migrating vm [データベース]
 vms         データベース-vmi-livemigrating-1a2b3c4d      VirtualMachineInstance   データベース-vmi          LiveMigrating   Active      2m     kubevirt    rules     <none>    <none>      <none>     from node-1 to node-2
 ";
-    assert_eq!(
-        render_list(&ops, Output::Wide, true, now(), Colours::OFF),
-        want
-    );
+    assert_eq!(list_text(&ops, Output::Wide, true, Colours::OFF), want);
 }
 
 #[test]
@@ -277,7 +275,7 @@ fn colour_paints_without_moving_columns() {
     assert_eq!(forest_text(&ops[..2], None, Colours::ON), want);
     let want = "\u{1b}[1mNAME\u{1b}[0m                                         \u{1b}[1mKIND\u{1b}[0m             \u{1b}[1mSUBJECT\u{1b}[0m                   \u{1b}[1mOPERATION\u{1b}[0m   \u{1b}[1mPHASE\u{1b}[0m    \u{1b}[1mAGE\u{1b}[0m    \u{1b}[1mMESSAGE\u{1b}[0m\nkubevirt-hyperconverged-upgrading-1a2b3c4d   HyperConverged   kubevirt-hyperconverged   Upgrading   \u{1b}[32mActive\u{1b}[0m   120m   upgrading to 4.99\nkubevirt-degraded-1a2b3c4d                   KubeVirt         kubevirt                  \u{1b}[33mDegraded\u{1b}[0m    \u{1b}[32mActive\u{1b}[0m   10m    degraded\n";
     assert_eq!(
-        render_list(&ops[..2], Output::Table, false, now(), Colours::ON),
+        list_text(&ops[..2], Output::Table, false, Colours::ON),
         want
     );
     // Without the escape codes, the same text as without colour.
@@ -295,7 +293,7 @@ fn colour_paints_without_moving_columns() {
         forest_text(&ops, None, Colours::OFF)
     );
     assert_eq!(
-        plain(render_list(&ops, Output::Wide, true, now(), Colours::ON)),
-        render_list(&ops, Output::Wide, true, now(), Colours::OFF)
+        plain(list_text(&ops, Output::Wide, true, Colours::ON)),
+        list_text(&ops, Output::Wide, true, Colours::OFF)
     );
 }

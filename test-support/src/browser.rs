@@ -2,21 +2,12 @@
 //! (Debian's `chromium` and `chromium-driver`; `IFO_CHROMEDRIVER` and `IFO_CHROMIUM` name
 //! others), and the ways the tests read the page.
 
-use std::process::{Child, Command, Stdio};
+use crate::Running;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder};
 use serde_json::{Value, json};
-
-/// A child process killed when dropped.
-pub struct Running(pub Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// chromedriver on a free port.
 pub fn chromedriver() -> (Running, u16) {

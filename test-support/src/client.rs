@@ -134,6 +134,19 @@ impl Env {
         list["items"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Waits until an operation in `namespace` satisfies `pred`, and returns it; panics naming
+    /// `what` after 30 s.
+    pub fn wait_ifo(
+        &self,
+        namespace: &str,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        crate::eventually(Duration::from_secs(30), what, || {
+            self.ifos(namespace).into_iter().find(|o| pred(o))
+        })
+    }
+
     /// Patches a subject's status subresource (what a controller would do).
     pub fn set_status(&self, kind: &str, namespace: &str, name: &str, status: serde_json::Value) {
         let patch = serde_json::json!({"status": status}).to_string();
@@ -198,6 +211,14 @@ impl Env {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Streams the watch events of the operations in `namespace` after `resource_version`.
+    pub fn watch_ifos(&self, namespace: &str, resource_version: &str) -> WatchStream {
+        self.watch(&format!(
+            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{namespace}/inflightoperations\
+             ?watch=true&resourceVersion={resource_version}"
+        ))
     }
 
     /// Streams raw watch events of a path through kube-apiserver.
@@ -338,6 +359,19 @@ impl KeepAliveClient {
             .filter_map(|l| l.strip_prefix("CONNECTS ")?.trim().parse().ok())
             .collect()
     }
+}
+
+/// The status of the operation that the `MODIFIED` event among `events` (of a watch of
+/// operations) completed: its phase `Completed`, when in `completed`; panics with the events if
+/// none did.
+pub fn completion(events: &[serde_json::Value]) -> &serde_json::Value {
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "MODIFIED" && e["object"]["status"]["phase"] == "Completed")
+        .unwrap_or_else(|| panic!("no Completed event: {events:#?}"));
+    let status = &completed["object"]["status"];
+    assert!(status["completed"].is_string(), "{completed:#}");
+    status
 }
 
 /// The events of a raw watch ([`Env::watch`]), one JSON object each, with when each arrived;

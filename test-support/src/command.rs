@@ -19,6 +19,43 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl Run {
+    /// Runs `cmd` to the end.
+    pub fn of(cmd: &mut Command) -> Run {
+        cmd.output().expect("running a command").into()
+    }
+
+    /// Panics, showing what it printed, unless it exited with 0 (`what` names the command).
+    #[track_caller]
+    pub fn assert_success(&self, what: &str) {
+        assert_eq!(
+            self.code, 0,
+            "{what} failed:\n{}{}",
+            self.stdout, self.stderr
+        );
+    }
+
+    /// Panics, showing what it printed, unless its standard output contains `text`.
+    #[track_caller]
+    pub fn assert_stdout_has(&self, text: &str) {
+        assert_has("output", &self.stdout, text);
+    }
+
+    /// Panics, showing what it printed, unless its standard error contains `text`.
+    #[track_caller]
+    pub fn assert_stderr_has(&self, text: &str) {
+        assert_has("error output", &self.stderr, text);
+    }
+}
+
+#[track_caller]
+fn assert_has(stream: &str, printed: &str, text: &str) {
+    assert!(
+        printed.contains(text),
+        "{text:?} not in its {stream}:\n{printed}"
+    );
+}
+
 impl From<Output> for Run {
     fn from(out: Output) -> Self {
         Run {
@@ -69,6 +106,28 @@ pub fn start(mut cmd: Command) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting a command")
+}
+
+/// A child process killed when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and reads the lines it prints as they come ([`lines_of`]; what it prints on
+/// stderr is dropped). It runs until the guard drops.
+pub fn follow(mut cmd: Command) -> (Running, mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting a command");
+    let lines = lines_of(&mut child);
+    (Running(child), lines)
 }
 
 /// The lines a running command prints on its (piped) stdout, as they come; the channel closes

@@ -104,6 +104,13 @@ pub fn populated(env: &Env, prefix: &str) -> (String, String) {
     (ns, rs)
 }
 
+/// A [`populated`] namespace that alice may view ([`Env::grant_alice_view`]).
+pub fn populated_for_alice(env: &Env, prefix: &str) -> (String, String) {
+    let (ns, rs) = populated(env, prefix);
+    env.grant_alice_view(&ns);
+    (ns, rs)
+}
+
 impl Env {
     /// A fresh namespace (named after `prefix`) and the ruleset `manifest(name, namespace)` for
     /// it, named `<ruleset>-<namespace>` (unique: rulesets are cluster-scoped), applied. Returns
@@ -128,7 +135,19 @@ impl Env {
     /// A fresh namespace with VirtualMachines `vms` and a [`vm_ruleset`] for it, watching.
     /// Returns the namespace and the ruleset's name.
     pub fn vms_with_ruleset(&self, prefix: &str, vms: &[&str]) -> (String, String) {
-        let (ns, rs) = self.namespace_with_ruleset(prefix, "vm-rules", vm_ruleset);
+        self.vms_watched_by(prefix, "vm-rules", vm_ruleset, vms)
+    }
+
+    /// [`Env::namespace_with_ruleset`] with VirtualMachines `vms` in the namespace, once the
+    /// ruleset watches. Returns the namespace and the ruleset's name.
+    pub fn vms_watched_by(
+        &self,
+        prefix: &str,
+        ruleset: &str,
+        manifest: impl FnOnce(&str, &str) -> String,
+        vms: &[&str],
+    ) -> (String, String) {
+        let (ns, rs) = self.namespace_with_ruleset(prefix, ruleset, manifest);
         for name in vms {
             self.apply(&vm(name, &ns));
         }

@@ -2,7 +2,7 @@
 //! in it), for what VirtualMachines cannot show: a target the server may not read (nothing
 //! grants it), or one whose CRD goes away while a ruleset watches it.
 
-use crate::{Env, Rule, RuleSet};
+use crate::{Env, Rule, RuleSet, Scope};
 use ifo_dev::User;
 use serde_json::{Value, json};
 
@@ -87,5 +87,47 @@ impl RuleSet {
     /// Watches the gadgets of `group` ([`gadget_crd`]).
     pub fn gadgets(self, group: &str) -> Self {
         self.target(group, "v1", "gadgets")
+    }
+}
+
+impl Env {
+    /// A [`Scope`] whose group has the kind `Gadget` ([`create_gadget_crd`]), which the server
+    /// may read in its namespace ([`grant_gadgets`]).
+    pub fn gadget_scope(&self, prefix: &str) -> Scope {
+        let scope = self.scope(prefix);
+        create_gadget_crd(self, &scope.group);
+        grant_gadgets(self, &scope.ns, &scope.group);
+        scope
+    }
+}
+
+impl Scope {
+    /// The scope's ruleset, of its component, on the gadgets of its group in its namespace,
+    /// without rules yet.
+    pub fn gadgets_ruleset(&self) -> RuleSet {
+        RuleSet::new(&self.rs)
+            .component(&self.component)
+            .gadgets(&self.group)
+            .namespaces(&[&self.ns])
+    }
+
+    /// The scope's ruleset detecting `Busy` ([`BUSY`]) on its gadgets.
+    pub fn busy_gadgets(&self) -> RuleSet {
+        self.gadgets_ruleset().rule(Rule::new("Busy", BUSY))
+    }
+
+    /// A Gadget `name` of the scope's group in its namespace with `status`.
+    pub fn gadget(&self, name: &str, status: Value) -> String {
+        gadget(&self.group, name, &self.ns, status)
+    }
+
+    /// Deletes the scope's ruleset and its kind of gadgets.
+    pub fn delete_gadgets(&self, env: &Env) {
+        self.delete_ruleset(env);
+        env.kubectl(
+            User::Admin,
+            &["delete", "crd", &format!("gadgets.{}", self.group)],
+        )
+        .unwrap();
     }
 }

@@ -1,9 +1,9 @@
 //! What the server's integration tests share: one real control plane and one `ifo-apiserver`
 //! per test binary ([`Env`]), the ways tests talk to them (kubectl, through kube-apiserver or
-//! directly, curl, raw watches, commands run to the end: [`Run`]), object builders ([`vm`],
-//! [`vm_ruleset`], [`RuleSet`], Node objects: [`Env::node`]), readers of gates
-//! ([`clear_condition`], [`Env::wait_gate`]), extra replicas with leader election
-//! ([`replicas`]) and [`eventually`].
+//! directly, curl, raw watches, commands run to the end: [`Run`]), a test's own names
+//! ([`Scope`]), object builders ([`vm`], [`vm_ruleset`], [`RuleSet`], gadgets:
+//! [`Env::gadget_scope`], Node objects: [`Env::node`]), readers of gates ([`clear_condition`],
+//! [`Env::wait_gate`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -25,20 +25,22 @@ mod gadgets;
 mod gate;
 pub mod replicas;
 mod ruleset;
+mod scope;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use client::{KeepAliveClient, WatchStream};
-pub use command::{Run, lines_of, rss_kib, start};
+pub use client::{KeepAliveClient, WatchStream, completion};
+pub use command::{Run, Running, follow, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
     HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
-    populated, vm, vm_ruleset,
+    populated, populated_for_alice, vm, vm_ruleset,
 };
 pub use gadgets::{BUSY, busy_gadgets, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
 pub use gate::{clear_condition, clear_status};
 pub use ruleset::{Rule, RuleSet};
+pub use scope::Scope;
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -53,6 +55,24 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Every file under `dir`, in it and in the folders below it that `enter` lets in (depth first;
+/// not sorted).
+pub fn files_under(dir: &Path, enter: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if !path.is_dir() {
+                files.push(path);
+            } else if enter(&path) {
+                dirs.push(path);
+            }
+        }
+    }
+    files
 }
 
 /// The `kubectl-ifo` binary of this build (a workspace member of its own: `cargo build

@@ -158,6 +158,17 @@ pub fn list_rv(env: &Env, port: u16) -> u64 {
         .unwrap()
 }
 
+/// Two replicas electing themselves on `lease` with `settings` ([`replica_with`]), once one of
+/// them leads: the replicas, and the index of the leader (the other is the standby).
+pub fn elected_pair(env: &Env, lease: &str, settings: &[(&str, &str)]) -> ([Replica; 2], usize) {
+    let replicas = [
+        replica_with(env, lease, 0, settings),
+        replica_with(env, lease, 1, settings),
+    ];
+    let leader = the_leader(env, &replicas);
+    (replicas, leader)
+}
+
 /// The index of the one replica that answers lists (the other must answer 503).
 pub fn the_leader(env: &Env, replicas: &[Replica]) -> usize {
     eventually(

@@ -73,16 +73,19 @@ fn broken_rules() -> Value {
     ])
 }
 
-/// Waits until kube-apiserver calls the door (it picks a new webhook registration up within a
-/// second or so): a server-side dry run of a broken ruleset is refused by it. Creates nothing.
-fn door_open(env: &Env, ns: &str) {
-    let probe = ruleset(&format!("probe-{ns}"), ns, broken_rules());
+/// A fresh namespace (named after `prefix`), once kube-apiserver calls the door (it picks a new
+/// webhook registration up within a second or so): a server-side dry run of a broken ruleset is
+/// refused by it. Creates nothing else.
+fn door_open(env: &Env, prefix: &str) -> String {
+    let ns = env.namespace(prefix);
+    let probe = ruleset(&format!("probe-{ns}"), &ns, broken_rules());
     eventually(Duration::from_secs(30), "the webhook in effect", || {
         let out = apply(env, &probe, &["--dry-run=server"]);
         String::from_utf8_lossy(&out.stderr)
             .contains(&denied_by())
             .then_some(())
     });
+    ns
 }
 
 /// The ruleset `name` as the cluster has it, if it has it.
@@ -99,8 +102,7 @@ fn stored(env: &Env, name: &str) -> Option<Value> {
 #[test]
 fn a_ruleset_that_does_not_compile_is_refused_at_apply_with_its_caret() {
     let env = env();
-    let ns = env.namespace("adm-broken");
-    door_open(env, &ns);
+    let ns = door_open(env, "adm-broken");
     let rs = format!("broken-{ns}");
     let stderr = refused(env, &ruleset(&rs, &ns, broken_rules()));
     println!("kubectl apply said:\n{stderr}");
@@ -121,8 +123,7 @@ fn a_ruleset_that_does_not_compile_is_refused_at_apply_with_its_caret() {
 #[test]
 fn a_valid_ruleset_applies_and_an_update_that_breaks_it_is_refused() {
     let env = env();
-    let ns = env.namespace("adm-update");
-    door_open(env, &ns);
+    let ns = door_open(env, "adm-update");
     let rs = format!("vm-rules-{ns}");
     env.apply(&vm_ruleset(&rs, &ns));
     let before = stored(env, &rs).expect("the valid ruleset is created");
@@ -185,8 +186,7 @@ fn an_unknown_field_in_spec_is_refused_by_the_crd_schema_first() {
 #[test]
 fn the_door_answers_reviews_without_credentials_and_counts_them() {
     let env = env();
-    let ns = env.namespace("adm-direct");
-    door_open(env, &ns);
+    door_open(env, "adm-direct");
     // No client certificate, no token: what kube-apiserver sends.
     let (code, body) = env.direct(
         "/admission/rulesets",

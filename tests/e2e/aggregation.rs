@@ -7,60 +7,51 @@ use std::time::Duration;
 #[test]
 fn apiservice_is_available_and_resources_are_discoverable() {
     let env = env();
-    let status = env
-        .kubectl(
-            User::Admin,
-            &[
-                "get",
-                "apiservice",
-                "v1alpha1.live.ifo.kubevirt.io",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-            ],
-        )
-        .unwrap();
+    let kubectl = |args: &[&str]| env.kubectl(User::Admin, args).unwrap();
+    let status = kubectl(&[
+        "get",
+        "apiservice",
+        "v1alpha1.live.ifo.kubevirt.io",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+    ]);
     assert_eq!(status, "True");
 
-    let out = env
-        .kubectl(
-            User::Admin,
-            &[
-                "api-resources",
-                "--api-group=live.ifo.kubevirt.io",
-                "-o",
-                "wide",
-                "--no-headers",
-            ],
-        )
-        .unwrap();
+    let out = kubectl(&[
+        "api-resources",
+        "--api-group=live.ifo.kubevirt.io",
+        "-o",
+        "wide",
+        "--no-headers",
+    ]);
     let rows: Vec<Vec<&str>> = out
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    let ifo = rows
-        .iter()
-        .find(|r| r[0] == "inflightoperations")
-        .unwrap_or_else(|| panic!("inflightoperations not listed:\n{out}"));
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r[0] == name)
+            .unwrap_or_else(|| panic!("{name} not listed:\n{out}"))
+    };
     // NAME SHORTNAMES APIVERSION NAMESPACED KIND VERBS CATEGORIES
-    assert_eq!(ifo[1], "ifo,ifos");
-    assert_eq!(ifo[2], "live.ifo.kubevirt.io/v1alpha1");
-    assert_eq!(ifo[3], "true");
-    assert_eq!(ifo[4], "InFlightOperation");
-    assert_eq!(ifo[5], "get,list,watch");
-    let ifco = rows
-        .iter()
-        .find(|r| r[0] == "inflightclusteroperations")
-        .unwrap_or_else(|| panic!("inflightclusteroperations not listed:\n{out}"));
-    assert_eq!(ifco[1], "ifco,ifcos");
-    assert_eq!(ifco[3], "false");
-    assert_eq!(ifco[4], "InFlightClusterOperation");
-    // Gates: cluster-scoped, and not in the `inflight` category (no CATEGORIES column).
-    let gates = rows
-        .iter()
-        .find(|r| r[0] == "maintenancegates")
-        .unwrap_or_else(|| panic!("maintenancegates not listed:\n{out}"));
     assert_eq!(
-        gates[1..],
+        row("inflightoperations")[1..6],
+        [
+            "ifo,ifos",
+            "live.ifo.kubevirt.io/v1alpha1",
+            "true",
+            "InFlightOperation",
+            "get,list,watch"
+        ]
+    );
+    let ifco = row("inflightclusteroperations");
+    assert_eq!(
+        [ifco[1], ifco[3], ifco[4]],
+        ["ifco,ifcos", "false", "InFlightClusterOperation"]
+    );
+    // Gates: cluster-scoped, and not in the `inflight` category (no CATEGORIES column).
+    assert_eq!(
+        row("maintenancegates")[1..],
         [
             "gate,gates",
             "live.ifo.kubevirt.io/v1alpha1",

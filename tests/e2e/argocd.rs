@@ -11,7 +11,7 @@ use mlua::serde::SerializeOptions;
 use mlua::{Lua, LuaOptions, LuaSerdeExt, StdLib, Table};
 use serde_json::{Value, json};
 
-use ifo_test_support::{Env, env, eventually};
+use ifo_test_support::{Env, busy_gadgets, create_gadget_crd, env, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SCRIPT: &str = "deploy/argocd/maintenancegate-health.lua";
@@ -97,12 +97,8 @@ fn the_argocd_health_check_reads_served_gates_in_each_state() {
     // A component whose target the server may not read (nothing grants it): its gate is Unknown.
     let group = format!("{ns}.gates.example.com");
     let (component, blind) = (format!("blind-{ns}"), format!("rs-blind-{ns}"));
-    crate::staleness::create_crd(env, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{blind}"}},
-"spec":{{"component":"{component}","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
-    ));
+    create_gadget_crd(env, &group);
+    env.apply(&busy_gadgets(&blind, &component, &group, &ns));
     let (unknown, message) = gate_in(env, &format!("component.{component}"), "Unknown");
     assert!(message.contains("is not being watched"), "{unknown}");
     assert_eq!(health(&unknown), ("Unknown".to_owned(), message));

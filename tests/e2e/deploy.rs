@@ -11,7 +11,7 @@
 //! must leave all three untouched. Its webhook is the shipped one but for where it calls.
 
 use ifo_dev::User;
-use ifo_test_support::env;
+use ifo_test_support::{Run, env, files_under};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -48,23 +48,16 @@ fn id(o: &Value) -> Id {
 /// Every object of every YAML file under `dir` but kustomization.yaml, leaving out overlays
 /// (folders with a kustomization.yaml of their own, e.g. deploy/persist/).
 fn objects_in(dir: &Path) -> Vec<Value> {
+    let overlay = |d: &Path| d.join("kustomization.yaml").exists();
     let mut objects = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                if !path.join("kustomization.yaml").exists() {
-                    dirs.push(path);
-                }
-            } else if path.extension().is_some_and(|e| e == "yaml")
-                && path.file_name().is_some_and(|n| n != "kustomization.yaml")
-            {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                objects.extend(docs.into_iter().filter(|d| !d.is_null()));
-            }
+    for path in files_under(dir, |d| !overlay(d)) {
+        if path.extension().is_some_and(|e| e == "yaml")
+            && path.file_name().is_some_and(|n| n != "kustomization.yaml")
+        {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            objects.extend(docs.into_iter().filter(|d| !d.is_null()));
         }
     }
     objects
@@ -579,16 +572,12 @@ fn deploy_passes_a_server_side_dry_run_and_changes_nothing() {
 fn generated_certificates_pass_a_server_side_dry_run() {
     let before = registration();
     let out = std::env::temp_dir().join(format!("ifo-e2e-certs-{}", std::process::id()));
-    let generated = std::process::Command::new("bash")
-        .arg(root().join("certs/generate.sh"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        generated.status.success(),
-        "certs/generate.sh: {}",
-        String::from_utf8_lossy(&generated.stderr)
-    );
+    Run::of(
+        std::process::Command::new("bash")
+            .arg(root().join("certs/generate.sh"))
+            .arg(&out),
+    )
+    .assert_success("certs/generate.sh");
     let file = |name: &str| out.join(name).display().to_string();
     let (stdout, _) = kubectl_dry_run(&[
         "apply",

@@ -6,27 +6,16 @@
 //! a huge string in an object is served as a bounded message.
 
 use ifo_dev::User;
-use ifo_test_support::{
-    BUSY, Env, Rule, RuleSet, create_gadget_crd, env, eventually, grant_gadgets, heavy_vm, rss_kib,
-};
+use ifo_test_support::{BUSY, Env, Rule, RuleSet, Scope, env, eventually, heavy_vm, rss_kib};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A schemaless namespaced kind `Gadget` in `group` (kube-apiserver stores anything in it), that
-/// the server may read in `ns`.
-fn gadgets(env: &Env, group: &str, ns: &str) {
-    create_gadget_crd(env, group);
-    grant_gadgets(env, ns, group);
-}
-
-/// A ruleset detecting `Busy` gadgets in `ns`, with their `status.note` as message.
-fn busy_ruleset(name: &str, group: &str, ns: &str) -> String {
-    RuleSet::new(name)
-        .component("gadgets")
-        .gadgets(group)
-        .namespaces(&[ns])
+/// The scope's ruleset detecting `Busy` gadgets, with their `status.note` as message.
+fn busy_ruleset(scope: &Scope) -> String {
+    scope
+        .gadgets_ruleset()
         .rule(Rule::new("Busy", BUSY).message("object.?status.?note.orValue('')"))
         .to_string()
 }
@@ -74,51 +63,49 @@ fn names(ops: &[Value]) -> Vec<String> {
 #[test]
 fn a_deep_object_never_blinds_its_target() {
     let env = env();
-    let ns = env.namespace("deep");
-    let group = format!("{ns}.deep.example.com");
-    let rs = format!("gadgets-{ns}");
-    gadgets(env, &group, &ns);
+    let scope = env.gadget_scope("deep");
+    let Scope { ns, group, rs, .. } = &scope;
     // 200 levels: beyond serde_json's default limit (128), well within kube-apiserver's.
-    create(env, &nested_gadget(&group, &ns, "deep", 200));
-    create(env, &nested_gadget(&group, &ns, "shallow", 2));
-    env.apply(&busy_ruleset(&rs, &group, &ns));
+    create(env, &nested_gadget(group, ns, "deep", 200));
+    create(env, &nested_gadget(group, ns, "shallow", 2));
+    env.apply(&busy_ruleset(&scope));
     let ops = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         eventually(WAIT, "both gadgets busy", || {
-            Some(env.ifos(&ns)).filter(|o| o.len() == 2)
+            Some(env.ifos(ns)).filter(|o| o.len() == 2)
         })
     }))
     .unwrap_or_else(|_| {
-        let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
+        let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", ns]);
         panic!("not detected; kubectl says:\n{}{}", run.stdout, run.stderr)
     });
     assert_eq!(names(&ops), ["deep", "shallow"]);
-    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["get", "ifos", "-n", ns]);
     assert!(!run.stderr.contains("Warning"), "{}", run.stderr);
     assert_eq!(
-        env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])
+        env.run_kubectl(User::Admin, &["ifo", "check", "-n", ns])
             .code,
         1
     );
 
     // Deeper than the server evaluates: skipped and named; the rest goes on.
-    create(env, &nested_gadget(&group, &ns, "abyss", 2_000));
-    create(env, &nested_gadget(&group, &ns, "later", 1));
+    create(env, &nested_gadget(group, ns, "abyss", 2_000));
+    create(env, &nested_gadget(group, ns, "later", 1));
     let warning = format!(
         "Warning: operations may be incomplete: gadgets.{group}/v1 object {ns}/abyss is skipped: \
          it cannot be decoded: nested deeper than 512 levels"
     );
     let run = eventually(WAIT, "a warning naming the object", || {
-        Some(env.run_kubectl(User::Admin, &["get", "ifos", "-n", &ns]))
+        Some(env.run_kubectl(User::Admin, &["get", "ifos", "-n", ns]))
             .filter(|r| r.stderr.contains(&warning))
     });
     println!("{}", run.stderr.trim());
     let ops = eventually(WAIT, "the gadget created after it detected", || {
-        Some(env.ifos(&ns)).filter(|o| o.len() == 3)
+        Some(env.ifos(ns)).filter(|o| o.len() == 3)
     });
     assert_eq!(names(&ops), ["deep", "later", "shallow"]);
-    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns]);
+    let run = env.run_kubectl(User::Admin, &["ifo", "check", "-n", ns]);
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
-    let skipped = env.wait_ruleset_condition(&rs, "ObjectsSkipped", "True", WAIT);
+    let skipped = env.wait_ruleset_condition(rs, "ObjectsSkipped", "True", WAIT);
     let message = skipped["message"].as_str().unwrap();
     assert!(
         message.contains(&format!("{ns}/abyss: cannot be decoded")),
@@ -134,15 +121,13 @@ fn a_deep_object_never_blinds_its_target() {
     assert!(!run.stderr.contains(&warning), "{}", run.stderr);
 
     // Gone: nothing is skipped any more.
-    env.kubectl(User::Admin, &["delete", "gadget", "abyss", "-n", &ns])
+    env.kubectl(User::Admin, &["delete", "gadget", "abyss", "-n", ns])
         .unwrap();
     eventually(WAIT, "check to answer again", || {
-        Some(env.run_kubectl(User::Admin, &["ifo", "check", "-n", &ns])).filter(|r| r.code == 1)
+        Some(env.run_kubectl(User::Admin, &["ifo", "check", "-n", ns])).filter(|r| r.code == 1)
     });
-    env.wait_ruleset_condition(&rs, "ObjectsSkipped", "False", WAIT);
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
-    env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
-        .unwrap();
+    env.wait_ruleset_condition(rs, "ObjectsSkipped", "False", WAIT);
+    scope.delete_gadgets(env);
 }
 
 #[test]
@@ -150,12 +135,9 @@ fn a_huge_string_is_served_as_a_bounded_message() {
     const HUGE: usize = 1_000_000;
     const LIMIT: usize = 32_768;
     let env = env();
-    let ns = env.namespace("huge");
-    let group = format!("{ns}.huge.example.com");
-    let rs = format!("gadgets-{ns}");
-    gadgets(env, &group, &ns);
-    env.apply(&busy_ruleset(&rs, &group, &ns));
-    env.wait_watching(&rs);
+    let scope = env.gadget_scope("huge");
+    let Scope { ns, group, .. } = &scope;
+    scope.watch(env, busy_ruleset(&scope), &[]);
     let pid = env.server_pid();
     let before = rss_kib(pid);
     for i in 0..30 {
@@ -169,7 +151,7 @@ fn a_huge_string_is_served_as_a_bounded_message() {
         );
     }
     let ops = eventually(Duration::from_secs(60), "30 operations", || {
-        Some(env.ifos(&ns)).filter(|o| o.len() == 30)
+        Some(env.ifos(ns)).filter(|o| o.len() == 30)
     });
     let after = rss_kib(pid);
     println!(
@@ -188,9 +170,7 @@ fn a_huge_string_is_served_as_a_bounded_message() {
             &message[message.len() - 20..]
         );
     }
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
-    env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
-        .unwrap();
+    scope.delete_gadgets(env);
 }
 
 /// A ruleset for VirtualMachines in `namespace` detecting `Migrating` after a check whose cost

@@ -17,22 +17,31 @@ use ifo_dev::User;
 use serde_json::json;
 
 use ifo_test_support::{
-    Env, busy_gadgets, clear_status, create_gadget_crd, env, eventually, grant_gadgets, start,
+    Env, clear_status, create_gadget_crd, env, eventually, grant_gadgets, node_vm_ruleset, start,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A namespace, a node and a component of this test's own, with `vms` under a watching
-/// ruleset. Returns (namespace, node, component, ruleset).
+/// A namespace, a node and a component of this test's own ([`Env::scope`]), with `vms` under a
+/// watching ruleset. Returns (namespace, node, component, ruleset).
 fn scene(env: &Env, prefix: &str, vms: &[&str]) -> (String, String, String, String) {
-    let ns = env.namespace(prefix);
-    let (node, component, rs) = (format!("w-{ns}"), format!("c-{ns}"), format!("rs-{ns}"));
-    env.apply(&ifo_test_support::node_vm_ruleset(&rs, &ns, &component));
-    for vm in vms {
-        env.apply(&ifo_test_support::vm(vm, &ns));
-    }
-    env.wait_watching(&rs);
-    (ns, node, component, rs)
+    let scene = env.scope(prefix);
+    let ruleset = node_vm_ruleset(&scene.rs, &scene.ns, &scene.component);
+    scene.watch(env, ruleset, vms);
+    (scene.ns, scene.node, scene.component, scene.rs)
+}
+
+/// Sets VirtualMachine `vm`'s state (`printableStatus`) to `state`, on `node`.
+fn on_node(env: &Env, ns: &str, vm: &str, state: &str, node: &str) {
+    env.set_vm_status(ns, vm, json!({"printableStatus": state, "nodeName": node}));
+}
+
+/// Waits until the gate of `node` counts `active` operations in flight (`what`, for a timeout).
+fn active_on(env: &Env, node: &str, active: u64, what: &str) {
+    eventually(WAIT, what, || {
+        Some(env.gate(&format!("node.{node}")))
+            .filter(|g| g["status"]["activeOperations"] == active)
+    });
 }
 
 fn wait_for_exit(
@@ -57,14 +66,10 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     // A node with nothing in flight answers, and is clear.
     let run = env.wait_clear(&format!("node.{node}"), "30s");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("condition met"), "{}", run.stdout);
+    run.assert_stdout_has("condition met");
 
     for vm in ["vm-0", "vm-1"] {
-        env.set_vm_status(
-            &ns,
-            vm,
-            json!({"printableStatus": "Migrating", "nodeName": node}),
-        );
+        on_node(env, &ns, vm, "Migrating", &node);
     }
     let gate = eventually(
         WAIT,
@@ -132,14 +137,8 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     );
 
     // One migration ends: the node is still blocked by the other.
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Running", "nodeName": node}),
-    );
-    eventually(WAIT, "one migration left", || {
-        Some(env.gate(&format!("node.{node}"))).filter(|g| g["status"]["activeOperations"] == 1)
-    });
+    on_node(env, &ns, "vm-0", "Running", &node);
+    active_on(env, &node, 1, "one migration left");
     assert!(
         wait.try_wait().unwrap().is_none(),
         "kubectl wait returned while vm-1 still migrates"
@@ -150,11 +149,7 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     let ifos = env.watch(&format!(
         "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&fieldSelector=spec.subject.name%3Dvm-1"
     ));
-    env.set_vm_status(
-        &ns,
-        "vm-1",
-        json!({"printableStatus": "Running", "nodeName": node}),
-    );
+    on_node(env, &ns, "vm-1", "Running", &node);
     ifos.until(WAIT, "vm-1's operation to end", |e| {
         e["type"] == "DELETED" || e["object"]["status"]["phase"] == "Completed"
     });
@@ -174,27 +169,15 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
     // The plugin reads the same gate.
     let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    env.set_vm_status(
-        &ns,
-        "vm-1",
-        json!({"printableStatus": "Migrating", "nodeName": node}),
-    );
+    on_node(env, &ns, "vm-1", "Migrating", &node);
     env.wait_gate(&format!("node.{node}"), "False", WAIT);
     let run = env.run_kubectl(User::Admin, &["ifo", "check", "-A", "--node", &node]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("not clear: 1 operation"),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stdout.contains("vm-1"), "{}", run.stdout);
+    run.assert_stderr_has("not clear: 1 operation");
+    run.assert_stdout_has("vm-1");
     let run = env.run_kubectl(User::Admin, &["ifo", "gates", &format!("node.{node}")]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stdout.contains(&format!("node.{node}   False   1")),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&format!("node.{node}   False   1"));
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -202,12 +185,11 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
 #[test]
 fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
     let env = env();
-    let ns = env.namespace("gate-stale");
-    let group = format!("{ns}.gates.example.com");
-    let (component, rs) = (format!("c-{ns}"), format!("rs-{ns}"));
-    create_gadget_crd(env, &group);
+    let scope = env.scope("gate-stale");
+    let (ns, group, component) = (&scope.ns, &scope.group, &scope.component);
+    create_gadget_crd(env, group);
     // The server may not read gadgets (nothing grants it): its watch fails.
-    env.apply(&busy_gadgets(&rs, &component, &group, &ns));
+    env.apply(&scope.busy_gadgets().to_string());
     let gate = format!("component.{component}");
     let json = env.wait_gate(&gate, "Unknown", WAIT);
     let condition = &json["status"]["conditions"][0];
@@ -237,26 +219,18 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         .split_whitespace()
         .collect();
     assert_eq!(row[..3], [gate.as_str(), "Unknown", "0"], "{}", run.stdout);
-    assert!(run.stdout.contains("not being watched"), "{}", run.stdout);
+    run.assert_stdout_has("not being watched");
     let run = env.run_kubectl(
         User::Admin,
-        &["ifo", "check", "-A", "--component", &component],
+        &["ifo", "check", "-A", "--component", component],
     );
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stderr.contains("is not being watched"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("is not being watched");
     // Other components' gates do not depend on this target: one of VirtualMachines settles on
     // a verdict (tests share the server: it may read Unknown while another test's ruleset
     // restarts the VirtualMachines' watch, never for long).
     let other = format!("rs-other-{ns}");
-    env.apply(&ifo_test_support::node_vm_ruleset(
-        &other,
-        &ns,
-        &format!("other-{ns}"),
-    ));
+    env.apply(&node_vm_ruleset(&other, ns, &format!("other-{ns}")));
     env.wait_watching(&other);
     eventually(WAIT, "another component's gate not to be Unknown", || {
         Some(env.gate(&format!("component.other-{ns}"))).filter(|g| clear_status(g) != "Unknown")
@@ -271,14 +245,12 @@ fn a_gate_fed_by_a_target_that_is_not_watched_is_unknown_and_never_clear() {
         wait.try_wait().unwrap().is_none(),
         "kubectl wait returned on an Unknown gate"
     );
-    grant_gadgets(env, &ns, &group);
+    grant_gadgets(env, ns, group);
     let (status, _) =
         wait_for_exit(&mut wait, Duration::from_secs(100)).expect("the gate to clear");
     assert!(status.success());
 
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
-    env.kubectl(User::Admin, &["delete", "crd", &format!("gadgets.{group}")])
-        .unwrap();
+    scope.delete_gadgets(env);
 }
 
 #[test]
@@ -332,17 +304,13 @@ fn a_namespace_viewer_is_refused_and_the_gate_reader_role_grants_gates() {
     }
     assert_eq!(run.code, 0, "{}", run.stderr);
 
-    assert!(
-        run.stdout.contains(&format!("namespace.{ns}")),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&format!("namespace.{ns}"));
     let run = env.run_kubectl(User::Admin, &["get", "ifos", "-A", "--as", &reader]);
     assert_ne!(run.code, 0, "the gate role grants gates only");
     // Malformed names are refused with the valid scopes.
     let run = env.run_kubectl(User::Admin, &["get", "gate", "pod.x"]);
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("node.<node>"), "{}", run.stderr);
+    run.assert_stderr_has("node.<node>");
     // Documented: `kubectl explain` (once the aggregator has our OpenAPI document).
     let out = eventually(
         Duration::from_secs(90),
@@ -439,7 +407,7 @@ fn the_gate_of_a_node_namespace_or_component_the_cluster_does_not_have_is_not_fo
         &gate,
         &format!("no ruleset declares component {component}"),
     );
-    env.apply(&ifo_test_support::node_vm_ruleset(&rs, &ns, &component));
+    env.apply(&node_vm_ruleset(&rs, &ns, &component));
     env.wait_watching(&rs);
     wait_clear(env, &gate);
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
@@ -451,14 +419,8 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
     // Operations in flight: the list holds at least this test's four gates besides the cluster's.
     let (ns, node, component, rs) = scene(env, "gate-pages", &["vm-0"]);
     let _node = env.node(&node);
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Migrating", "nodeName": node}),
-    );
-    eventually(WAIT, "the node gate to be blocked", || {
-        Some(env.gate(&format!("node.{node}"))).filter(|g| g["status"]["activeOperations"] == 1)
-    });
+    on_node(env, &ns, "vm-0", "Migrating", &node);
+    active_on(env, &node, 1, "the node gate to be blocked");
     let page = |query: &str| -> serde_json::Value {
         serde_json::from_str(
             &env.kubectl(User::Admin, &["get", "--raw", &format!("{GATES}?{query}")])
@@ -515,7 +477,7 @@ fn a_list_of_gates_is_paged_by_limit_and_continue() {
         &["get", "--raw", &format!("{GATES}?limit=1&continue=garbage")],
     );
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("BadRequest"), "{}", run.stderr);
+    run.assert_stderr_has("BadRequest");
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -531,11 +493,7 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
     let name = format!("{}{name}", "n".repeat(74usize.saturating_sub(name.len())));
     assert!(name.len() >= 74, "{name}");
     let _node = env.node(&name);
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Migrating", "nodeName": name}),
-    );
+    on_node(env, &ns, "vm-0", "Migrating", &name);
     let gate = env.wait_gate(&format!("node.{name}"), "False", WAIT);
     assert_eq!(gate["status"]["activeOperations"], 1, "{gate}");
     // The label is a valid label value standing for it, not the name.
@@ -550,7 +508,7 @@ fn a_node_whose_name_no_label_value_can_hold_keeps_its_own_gate() {
             .filter(|r| r.code != 2)
     });
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("vm-0"), "{}", run.stdout);
+    run.assert_stdout_has("vm-0");
 
     env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     env.wait_gate(&format!("node.{name}"), "True", WAIT);
@@ -592,11 +550,7 @@ fn the_documented_flux_health_check_reads_served_gates() {
     assert_eq!(clear_status(&clear), "True");
     assert!(holds(&current, &clear) && !holds(&in_progress, &clear));
 
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"nodeName": node, "printableStatus": "Migrating"}),
-    );
+    on_node(env, &ns, "vm-0", "Migrating", &node);
     let busy = env.wait_gate(&gate, "False", WAIT);
     assert!(!holds(&current, &busy) && holds(&in_progress, &busy));
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();

@@ -91,6 +91,21 @@ fn assert_held(e: &Evicted, saying: &[&str]) {
     }
 }
 
+/// Waits until the guard holds `user`'s eviction of `pod` in `ns` saying `why`, checks that its
+/// refusal says each of `saying` ([`assert_held`]), and returns it.
+fn held(env: &Env, user: User, ns: &str, pod: &str, why: &str, saying: &[&str]) -> Evicted {
+    let held = eventually(
+        WAIT,
+        &format!("the guard to hold the eviction of {pod}"),
+        || {
+            let e = evict(env, user, ns, pod);
+            (!e.ok && e.stderr.contains(why)).then_some(e)
+        },
+    );
+    assert_held(&held, saying);
+    held
+}
+
 /// An operation in another namespace holds the eviction of a tenant's pod on the same node,
 /// with a message that names the node, the gate and the override, and no other namespace's
 /// names; once the operation ends (grace included), the same eviction goes through.
@@ -129,12 +144,12 @@ fn an_eviction_waits_while_its_node_has_an_operation_in_flight() {
     };
     let before = (denied("evictions"), denied("evictions_standby"));
 
-    let held = eventually(WAIT, "the guard to hold alice's eviction", || {
-        let e = evict(env, User::Alice, &tenant, "app");
-        (!e.ok && e.stderr.contains("not clear")).then_some(e)
-    });
-    assert_held(
-        &held,
+    let held = held(
+        env,
+        User::Alice,
+        &tenant,
+        "app",
+        "not clear",
         &[
             &format!("node {node_name} is not clear for maintenance: 1 operation in flight"),
             "VirtualMachine Migrating",
@@ -204,12 +219,12 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     pod_on(env, &ns, "p1", &node_name);
     pod_on(env, &ns, "p2", &node_name);
     env.wait_gate(&format!("node.{node_name}"), "Unknown", WAIT);
-    let held = eventually(WAIT, "the guard to hold the eviction", || {
-        let e = evict(env, User::Admin, &ns, "p1");
-        (!e.ok && e.stderr.contains("not known to be clear")).then_some(e)
-    });
-    assert_held(
-        &held,
+    held(
+        env,
+        User::Admin,
+        &ns,
+        "p1",
+        "not known to be clear",
         &[
             &format!("node {node_name} is not known to be clear for maintenance"),
             "virtualmachines.kubevirt.io",
@@ -217,16 +232,11 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
         ],
     );
 
-    env.kubectl(
-        User::Admin,
-        &[
-            "annotate",
-            "node",
-            &node_name,
-            "ifo.kubevirt.io/maintenance-override=firmware recall INC-4711",
-        ],
-    )
-    .unwrap();
+    let annotate = |annotation: &str| {
+        env.kubectl(User::Admin, &["annotate", "node", &node_name, annotation])
+            .unwrap()
+    };
+    annotate("ifo.kubevirt.io/maintenance-override=firmware recall INC-4711");
     eventually(WAIT, "the override to let the eviction through", || {
         evict(env, User::Admin, &ns, "p1").ok.then_some(())
     });
@@ -258,16 +268,7 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     assert!(described.contains("MaintenanceOverride"), "{described}");
 
     // Without the override, held again.
-    env.kubectl(
-        User::Admin,
-        &[
-            "annotate",
-            "node",
-            &node_name,
-            "ifo.kubevirt.io/maintenance-override-",
-        ],
-    )
-    .unwrap();
+    annotate("ifo.kubevirt.io/maintenance-override-");
     eventually(WAIT, "the guard to hold again", || {
         let e = evict(env, User::Admin, &ns, "p2");
         (!e.ok).then_some(())

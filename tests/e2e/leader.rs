@@ -11,8 +11,7 @@ use ifo_dev::User;
 use serde_json::Value;
 
 use ifo_test_support::replicas::{
-    LEASE_DURATION, LIST, Replica, get, labelled, list_rv, marked, replica, replica_with,
-    the_leader,
+    LEASE_DURATION, LIST, Replica, elected_pair, get, labelled, list_rv, marked, the_leader,
 };
 use ifo_test_support::{Env, env, eventually};
 
@@ -39,6 +38,18 @@ fn lease_field(env: &Env, lease: &str, field: &str) -> anyhow::Result<String> {
     )
 }
 
+/// Two replicas of the Lease of `test` ([`lease_name`]) with `settings`, once one leads: the
+/// Lease, the replicas, and which of them leads and which stands by.
+fn elected(
+    env: &Env,
+    test: &str,
+    settings: &[(&str, &str)],
+) -> (String, [Replica; 2], usize, usize) {
+    let lease = lease_name(test);
+    let (replicas, leader) = elected_pair(env, &lease, settings);
+    (lease, replicas, leader, 1 - leader)
+}
+
 fn holder(env: &Env, lease: &str) -> String {
     lease_field(env, lease, ".spec.holderIdentity").unwrap_or_default()
 }
@@ -46,9 +57,7 @@ fn holder(env: &Env, lease: &str) -> String {
 #[test]
 fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
     let env = env();
-    let lease = lease_name("crash");
-    let replicas = vec![replica(env, &lease, 0), replica(env, &lease, 1)];
-    let first = the_leader(env, &replicas);
+    let (lease, replicas, first, _) = elected(env, "crash", &[]);
     assert!(
         !holder(env, &lease).is_empty(),
         "the Lease names its holder"
@@ -162,17 +171,17 @@ fn one_replica_serves_and_a_crash_hands_over_within_the_lease_duration() {
     assert_eq!(event["object"]["code"], 410, "{body}");
 }
 
-/// Waits up to `within` for the `standby` to serve lists, and checks that it did within 5 s of
-/// `since`, when the leader went (`what`): else `why`.
+/// Waits for the `standby` to serve lists, and checks that it did within 5 s of `since`, when
+/// the leader went (`what`): else `why`; and that it holds the Lease `lease`.
 fn takes_over_at_once(
     env: &Env,
+    lease: &str,
     standby: &Replica,
     since: Instant,
-    within: Duration,
     what: &str,
     why: &str,
 ) {
-    eventually(within, "the standby serving", || {
+    eventually(Duration::from_secs(20), "the standby serving", || {
         (get(env, standby.port, LIST).0 == "200").then_some(())
     });
     let took = since.elapsed();
@@ -181,15 +190,17 @@ fn takes_over_at_once(
         took <= Duration::from_secs(5),
         "{what} took {took:?}: {why}"
     );
+    let holder = holder(env, lease);
+    assert!(
+        holder.starts_with(&format!("{}_", standby.pod)),
+        "{what}: the Lease is held by {holder:?}"
+    );
 }
 
 #[test]
 fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     let env = env();
-    let lease = lease_name("graceful");
-    let replicas = vec![replica(env, &lease, 0), replica(env, &lease, 1)];
-    let leader = the_leader(env, &replicas);
-    let standby = 1 - leader;
+    let (lease, replicas, leader, standby) = elected(env, "graceful", &[]);
     eventually(Duration::from_secs(10), "the leader's pod labelled", || {
         labelled(env, &replicas[leader]).then_some(())
     });
@@ -201,14 +212,12 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     let stopped = Instant::now();
     takes_over_at_once(
         env,
+        &lease,
         &replicas[standby],
         stopped,
-        Duration::from_secs(15),
         "handover after SIGTERM",
         "the lease was not released",
     );
-    let released_to = holder(env, &lease);
-    assert!(!released_to.is_empty());
     replicas[leader].process.stop(Duration::from_secs(10));
     assert_eq!(get(env, replicas[standby].port, LIST).0, "200");
     // The Service follows: the old leader's pod lost its label, the new leader's has it.
@@ -219,18 +228,12 @@ fn a_graceful_stop_releases_the_lease_and_hands_over_at_once() {
     );
 }
 
-/// Two replicas whose Lease lasts long (60 s), so that a handover before it expires shows, and
-/// whose pods' server container is the test pod's `server`.
-fn long_lease_replicas(env: &Env, lease: &str) -> Vec<Replica> {
-    let settings = [
-        ("LEADER_ELECT_LEASE_DURATION", "60s"),
-        ("LEADER_ELECT_CONTAINER_NAME", "server"),
-    ];
-    vec![
-        replica_with(env, lease, 0, &settings),
-        replica_with(env, lease, 1, &settings),
-    ]
-}
+/// Settings of replicas whose Lease lasts long (60 s), so that a handover before it expires
+/// shows, and whose pods' server container is the test pod's `server`.
+const LONG_LEASE: [(&str, &str); 2] = [
+    ("LEADER_ELECT_LEASE_DURATION", "60s"),
+    ("LEADER_ELECT_CONTAINER_NAME", "server"),
+];
 
 /// Writes the status of `pod`'s container `server` as kubelet would after it ended at
 /// `finished` (the replicas' pods are never scheduled: the test reports for kubelet).
@@ -273,11 +276,7 @@ fn acquired(env: &Env, lease: &str) -> jiff::Timestamp {
 #[test]
 fn a_crash_kubelet_reports_hands_over_without_waiting_for_the_lease_to_expire() {
     let env = env();
-    let lease = lease_name("reported-crash");
-    let replicas = long_lease_replicas(env, &lease);
-    let leader = the_leader(env, &replicas);
-    let standby = 1 - leader;
-    let old_holder = holder(env, &lease);
+    let (lease, replicas, leader, standby) = elected(env, "reported-crash", &LONG_LEASE);
     // Past the second the leader took the Lease in (kubelet reports whole seconds).
     std::thread::sleep(Duration::from_millis(1100));
 
@@ -286,26 +285,18 @@ fn a_crash_kubelet_reports_hands_over_without_waiting_for_the_lease_to_expire() 
     report_ended(env, &replicas[leader].pod, jiff::Timestamp::now());
     takes_over_at_once(
         env,
+        &lease,
         &replicas[standby],
         killed,
-        Duration::from_secs(20),
         "failover after a crash kubelet reported (lease duration 60s)",
         "the lease was waited for",
-    );
-    let new_holder = holder(env, &lease);
-    assert!(
-        new_holder.starts_with(&format!("{}_", replicas[standby].pod)),
-        "{new_holder} after {old_holder}"
     );
 }
 
 #[test]
 fn an_end_before_the_leader_took_the_lease_proves_nothing_and_it_keeps_leading() {
     let env = env();
-    let lease = lease_name("earlier-end");
-    let replicas = long_lease_replicas(env, &lease);
-    let leader = the_leader(env, &replicas);
-    let standby = 1 - leader;
+    let (lease, replicas, leader, standby) = elected(env, "earlier-end", &LONG_LEASE);
     let old_holder = holder(env, &lease);
     // The leader's pod reports a container that ended before the leader took the Lease (its
     // predecessor in the pod): the leader is that pod's restarted container, alive.

@@ -119,8 +119,13 @@ struct Subject {
 }
 
 impl Subject {
+    /// Creates the object of `manifest` of the namespaced `resource`, in the library namespace.
+    fn create(resource: &'static str, manifest: Value) -> Subject {
+        Subject::create_in(resource, true, manifest)
+    }
+
     /// Creates the object of `manifest`, in the library namespace when `resource` is namespaced.
-    fn create(resource: &'static str, namespaced: bool, mut manifest: Value) -> Subject {
+    fn create_in(resource: &'static str, namespaced: bool, mut manifest: Value) -> Subject {
         let namespace = namespaced.then(|| library().namespace.clone());
         if let Some(ns) = &namespace {
             manifest["metadata"]["namespace"] = json!(ns);
@@ -134,30 +139,28 @@ impl Subject {
         }
     }
 
+    /// `kubectl <verb> <resource> <name> <args>` as admin, in the subject's namespace if it has
+    /// one.
+    fn kubectl(&self, verb: &str, args: &[&str]) {
+        let mut all = vec![verb, self.resource, &self.name];
+        all.extend(args);
+        if let Some(ns) = &self.namespace {
+            all.extend(["-n", ns]);
+        }
+        env().kubectl(User::Admin, &all).unwrap();
+    }
+
     /// Merge-patches the status subresource, as the subject's controller would.
     fn set_status(&self, status: Value) {
         let patch = json!({"status": status}).to_string();
-        let mut args = vec![
+        self.kubectl(
             "patch",
-            self.resource,
-            &self.name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &patch,
-        ];
-        if let Some(ns) = &self.namespace {
-            args.extend(["-n", ns]);
-        }
-        env().kubectl(User::Admin, &args).unwrap();
+            &["--subresource=status", "--type=merge", "-p", &patch],
+        );
     }
 
     fn delete(&self) {
-        let mut args = vec!["delete", self.resource, &self.name];
-        if let Some(ns) = &self.namespace {
-            args.extend(["-n", ns]);
-        }
-        env().kubectl(User::Admin, &args).unwrap();
+        self.kubectl("delete", &[]);
     }
 
     fn describe(&self) -> String {
@@ -311,6 +314,12 @@ impl Subject {
         })
     }
 
+    /// [`Subject::expect_completed`], and then [`Subject::expect_nothing_in_flight`].
+    fn expect_ended(&self, watch: &WatchStream, operation: &str, outcome: &str) {
+        self.expect_completed(watch, operation, outcome);
+        self.expect_nothing_in_flight();
+    }
+
     /// Waits until no operation on this subject is listed any more.
     fn expect_nothing_in_flight(&self) {
         wait_for(&format!("no operation on {}", self.describe()), || {
@@ -376,12 +385,7 @@ fn every_ruleset_of_the_library_becomes_ready() {
 
 #[test]
 fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
-    let vmi = Subject::create(
-        "virtualmachineinstances.kubevirt.io",
-        true,
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-               "metadata": {"name": "vm-migrate"}, "spec": {"domain": {"devices": {}}}}),
-    );
+    let vmi = virtual_machine_instance("vm-migrate");
     let vmi_watch = vmi.watch();
     // A new VMI is starting until it runs.
     vmi.expect_active(
@@ -395,7 +399,6 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
 
     let vmim = Subject::create(
         "virtualmachineinstancemigrations.kubevirt.io",
-        true,
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
                "metadata": {"name": "vm-migrate-mig"}, "spec": {"vmiName": "vm-migrate"}}),
     );
@@ -425,10 +428,8 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
         "endTimestamp": "2025-01-15T10:11:00Z", "completed": true});
     vmim.set_status(json!({"phase": "Succeeded", "migrationState": done}));
     vmi.set_status(json!({"nodeName": "node-2", "migrationState": done}));
-    vmim.expect_completed(&vmim_watch, "Running", "Succeeded");
-    vmi.expect_completed(&vmi_watch, "LiveMigrating", "Succeeded");
-    vmim.expect_nothing_in_flight();
-    vmi.expect_nothing_in_flight();
+    vmim.expect_ended(&vmim_watch, "Running", "Succeeded");
+    vmi.expect_ended(&vmi_watch, "LiveMigrating", "Succeeded");
 }
 
 /// The shipped `vm-lifecycle-rules` take a VM's node from its VMI (`spec.related`, namespaced
@@ -436,18 +437,8 @@ fn vm_live_migration_is_seen_on_the_vmi_and_on_the_migration() {
 /// the new node once the VMI moved, and ends `Succeeded` when the VM runs again.
 #[test]
 fn vm_operations_are_on_the_nodes_of_their_vmi() {
-    let vm = Subject::create(
-        "virtualmachines.kubevirt.io",
-        true,
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-               "metadata": {"name": "vm-related"}, "spec": {"runStrategy": "Always"}}),
-    );
-    let vmi = Subject::create(
-        "virtualmachineinstances.kubevirt.io",
-        true,
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-               "metadata": {"name": "vm-related"}, "spec": {"domain": {"devices": {}}}}),
-    );
+    let vm = virtual_machine("vm-related", "Always");
+    let vmi = virtual_machine_instance("vm-related");
     let state = json!({"sourceNode": "node-1", "targetNode": "node-2",
                        "startTimestamp": "2025-01-15T10:10:09Z"});
     vmi.set_status(json!({"phase": "Running", "nodeName": "node-1", "migrationState": state}));
@@ -495,12 +486,7 @@ fn vm_operations_are_on_the_nodes_of_their_vmi() {
 /// once.
 #[test]
 fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
-    let vm = Subject::create(
-        "virtualmachines.kubevirt.io",
-        true,
-        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-               "metadata": {"name": "vm-superseded"}, "spec": {"runStrategy": "Halted"}}),
-    );
+    let vm = virtual_machine("vm-superseded", "Halted");
     vm.set_status(json!({"printableStatus": "Provisioning"}));
     let watch = vm.watch();
     vm.expect_active(
@@ -522,7 +508,6 @@ fn a_vm_deleted_while_provisioning_shows_provisioning_superseded() {
 fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     let csv = Subject::create(
         "clusterserviceversions.operators.coreos.com",
-        true,
         json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
                "metadata": {"name": "demo-operator.v1.0.0"},
                "spec": {"displayName": "Demo Operator", "version": "1.0.0"}}),
@@ -552,10 +537,36 @@ fn csv_being_replaced_is_superseded_when_olm_deletes_it() {
     csv.expect_completed(&watch, "Deleting", "SubjectDeleted");
 }
 
+/// A KubeVirt VirtualMachine `name` with `runStrategy`.
+fn virtual_machine(name: &str, run_strategy: &str) -> Subject {
+    Subject::create(
+        "virtualmachines.kubevirt.io",
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+               "metadata": {"name": name}, "spec": {"runStrategy": run_strategy}}),
+    )
+}
+
+/// A KubeVirt VirtualMachineInstance `name`.
+fn virtual_machine_instance(name: &str) -> Subject {
+    Subject::create(
+        "virtualmachineinstances.kubevirt.io",
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+               "metadata": {"name": name}, "spec": {"domain": {"devices": {}}}}),
+    )
+}
+
+/// A Pod of `metadata` whose one container is a pause image, with the rest of its `spec`.
+fn pod(metadata: Value, mut spec: Value) -> Subject {
+    spec["containers"] = json!([{"name": "c", "image": "registry.k8s.io/pause:3.10"}]);
+    Subject::create(
+        "pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}),
+    )
+}
+
 fn deployment(name: &str) -> Subject {
     Subject::create(
         "deployments.apps",
-        true,
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
                "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
                         "template": {"metadata": {"labels": {"app": name}},
@@ -604,34 +615,19 @@ fn deployment_rollout_follows_its_replicas_and_stalls_past_its_deadline() {
         "ProgressDeadlineExceeded",
     );
     // Scaled to nothing while past its deadline: it ends, failed.
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "scale",
-                "deployment",
-                "web-stuck",
-                "--replicas=0",
-                "-n",
-                &library().namespace,
-            ],
-        )
-        .unwrap();
+    stuck.kubectl("scale", &["--replicas=0"]);
     stuck.set_status(json!({"observedGeneration": 2, "replicas": 0, "updatedReplicas": 0,
         "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
                         "message": "ReplicaSet \"web-stuck-5d4f\" has timed out progressing."}]}));
 
-    web.expect_completed(&web_watch, "Rollout", "Succeeded");
-    stuck.expect_completed(&stuck_watch, "Rollout", "Failed");
-    web.expect_nothing_in_flight();
-    stuck.expect_nothing_in_flight();
+    web.expect_ended(&web_watch, "Rollout", "Succeeded");
+    stuck.expect_ended(&stuck_watch, "Rollout", "Failed");
 }
 
 #[test]
 fn datavolume_import_shows_its_progress_and_stalls_on_an_import_error() {
     let dv = Subject::create(
         "datavolumes.cdi.kubevirt.io",
-        true,
         json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
                "metadata": {"name": "dv-import"},
                "spec": {"source": {"http": {"url": "http://images.example/fedora.qcow2"}}}}),
@@ -722,7 +718,6 @@ fn datavolume_import_shows_its_progress_and_stalls_on_an_import_error() {
 fn pending_pvc_completes_when_bound() {
     let pvc = Subject::create(
         "persistentvolumeclaims",
-        true,
         json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
                "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
                         "resources": {"requests": {"storage": "1Gi"}}}}),
@@ -736,8 +731,7 @@ fn pending_pvc_completes_when_bound() {
     );
     pvc.set_status(json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
         "capacity": {"storage": "1Gi"}}));
-    pvc.expect_completed(&watch, "Pending", "Succeeded");
-    pvc.expect_nothing_in_flight();
+    pvc.expect_ended(&watch, "Pending", "Succeeded");
 }
 
 /// Forklift's status of a plan migrating ten VMs, `done` of them completed, `failed` of those
@@ -777,7 +771,6 @@ fn forklift_plan_counts_its_vms_and_ends_with_the_outcome_of_its_conditions() {
     .map(|(name, condition, outcome)| {
         let plan = Subject::create(
             "plans.forklift.konveyor.io",
-            true,
             json!({"apiVersion": "forklift.konveyor.io/v1beta1", "kind": "Plan",
                    "metadata": {"name": name},
                    "spec": {"targetNamespace": "web", "warm": false, "vms": vms}}),
@@ -803,8 +796,7 @@ fn forklift_plan_counts_its_vms_and_ends_with_the_outcome_of_its_conditions() {
         plan.set_status(plan_status(done, 10, failed));
     }
     for ((plan, _, outcome), watch) in plans.iter().zip(&watches) {
-        plan.expect_completed(watch, "Executing", outcome);
-        plan.expect_nothing_in_flight();
+        plan.expect_ended(watch, "Executing", outcome);
     }
 }
 
@@ -813,7 +805,6 @@ fn deckhouse_vm_operation_superseded_in_either_representation() {
     let vmop = |name: &str, type_: &str| {
         Subject::create(
             "virtualmachineoperations.virtualization.deckhouse.io",
-            true,
             json!({"apiVersion": "virtualization.deckhouse.io/v1alpha2",
                    "kind": "VirtualMachineOperation", "metadata": {"name": name},
                    "spec": {"type": type_, "virtualMachineName": "vm-deckhouse"}}),
@@ -853,16 +844,14 @@ fn deckhouse_vm_operation_superseded_in_either_representation() {
     };
     start.set_status(superseded("Superseded"));
     restart.set_status(superseded("Completed"));
-    start.expect_completed(&start_watch, "Starting", "Superseded");
-    restart.expect_completed(&restart_watch, "Restarting", "Superseded");
-    start.expect_nothing_in_flight();
-    restart.expect_nothing_in_flight();
+    start.expect_ended(&start_watch, "Starting", "Superseded");
+    restart.expect_ended(&restart_watch, "Restarting", "Superseded");
 }
 
 #[test]
 fn node_maintenance_drain_is_a_cluster_operation() {
     let name = format!("maintenance-{}", library().namespace);
-    let maintenance = Subject::create(
+    let maintenance = Subject::create_in(
         "nodemaintenances.nodemaintenance.medik8s.io",
         false,
         json!({"apiVersion": "nodemaintenance.medik8s.io/v1beta1", "kind": "NodeMaintenance",
@@ -879,8 +868,7 @@ fn node_maintenance_drain_is_a_cluster_operation() {
     );
     assert_eq!(op["metadata"]["labels"]["ifo.kubevirt.io/node"], "worker-1");
     maintenance.set_status(json!({"phase": "Succeeded", "drainProgress": 100, "pendingPods": []}));
-    maintenance.expect_completed(&watch, "Draining", "Succeeded");
-    maintenance.expect_nothing_in_flight();
+    maintenance.expect_ended(&watch, "Draining", "Succeeded");
 }
 
 /// The operations `gate/<gate>` names, as `kind name` of their subjects, and its `Clear` status.
@@ -947,26 +935,13 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     // finalizer holds the object, as Cluster API's does).
     let machine = Subject::create(
         "machines.cluster.x-k8s.io",
-        true,
         json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
                "metadata": {"name": "md-0-lib", "finalizers": ["machine.cluster.x-k8s.io"]},
                "spec": {"clusterName": "prod"}}),
     );
     machine.set_status(json!({"phase": "Running",
         "nodeRef": {"apiVersion": "v1", "kind": "Node", "name": node_name}}));
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "delete",
-                "machines.cluster.x-k8s.io",
-                "md-0-lib",
-                "-n",
-                &namespace,
-                "--wait=false",
-            ],
-        )
-        .unwrap();
+    machine.kubectl("delete", &["--wait=false"]);
     machine.set_status(json!({"phase": "Deleting"}));
     let op = machine.expect_active(
         "capi-machine-rules",
@@ -979,34 +954,19 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     );
     expect_held(&gate, &machine, "Deleting");
     // The drain is done, the finalizer goes, and the Machine with it.
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "patch",
-                "machines.cluster.x-k8s.io",
-                "md-0-lib",
-                "-n",
-                &namespace,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-            ],
-        )
-        .unwrap();
+    machine.kubectl(
+        "patch",
+        &["--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#],
+    );
     expect_released(&gate, &machine);
 
     // A pod of a Job, bound to the node (kube-apiserver makes it Pending; it runs until it
     // succeeds).
-    let job_pod = Subject::create(
-        "pods",
-        true,
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "db-migrate-lib",
-                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
-                                                 "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]},
-               "spec": {"nodeName": node_name, "restartPolicy": "Never",
-                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    let job_pod = pod(
+        json!({"name": "db-migrate-lib",
+               "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
+                                    "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]}),
+        json!({"nodeName": node_name, "restartPolicy": "Never"}),
     );
     job_pod.expect_active(
         "pod-rules",
@@ -1020,15 +980,11 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     expect_released(&gate, &job_pod);
 
     // A pod its owners protect from maintenance, until they take the label off.
-    let protected = Subject::create(
-        "pods",
-        true,
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "ledger-lib",
-                            "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
-                            "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}},
-               "spec": {"nodeName": node_name,
-                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}),
+    let protected = pod(
+        json!({"name": "ledger-lib",
+               "labels": {"ifo.kubevirt.io/protect-from-maintenance": "true"},
+               "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}}),
+        json!({"nodeName": node_name}),
     );
     protected.expect_active(
         "pod-rules",
@@ -1036,19 +992,7 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
         &format!("protected from maintenance on node {node_name}: replica catching up"),
     );
     expect_held(&gate, &protected, "Protected");
-    env()
-        .kubectl(
-            User::Admin,
-            &[
-                "label",
-                "pod",
-                "ledger-lib",
-                "-n",
-                &namespace,
-                "ifo.kubevirt.io/protect-from-maintenance-",
-            ],
-        )
-        .unwrap();
+    protected.kubectl("label", &["ifo.kubevirt.io/protect-from-maintenance-"]);
     expect_released(&gate, &protected);
 
     // Nothing holds the node any more: the wait a drain script runs succeeds.
@@ -1062,20 +1006,7 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
         ],
     );
     assert!(wait.is_ok(), "{wait:?}");
-    for pod in ["db-migrate-lib", "ledger-lib"] {
-        env()
-            .kubectl(
-                User::Admin,
-                &[
-                    "delete",
-                    "pod",
-                    pod,
-                    "-n",
-                    &namespace,
-                    "--grace-period=0",
-                    "--force",
-                ],
-            )
-            .unwrap();
+    for pod in [job_pod, protected] {
+        pod.kubectl("delete", &["--grace-period=0", "--force"]);
     }
 }

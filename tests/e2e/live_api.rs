@@ -1,7 +1,9 @@
 //! kubectl against the live API through kube-apiserver: output, selectors, watches and RBAC.
 
 use ifo_dev::User;
-use ifo_test_support::{OPERATION_COLUMNS, env, eventually, populated, start, vm};
+use ifo_test_support::{
+    OPERATION_COLUMNS, env, eventually, populated, populated_for_alice, start, vm,
+};
 use serde_json::json;
 use std::time::Duration;
 
@@ -17,10 +19,13 @@ fn lines(out: &str) -> Vec<Vec<String>> {
 fn kubectl_get_prints_tables_lists_and_objects() {
     let env = env();
     let (ns, rs) = populated(env, "get");
+    // `kubectl get ifos -n <ns> <args>` as admin.
+    let get = |args: &[&str]| {
+        env.kubectl(User::Admin, &[&["get", "ifos", "-n", &ns], args].concat())
+            .unwrap()
+    };
 
-    let out = env
-        .kubectl(User::Admin, &["get", "ifos", "-n", &ns])
-        .unwrap();
+    let out = get(&[]);
     let rows = lines(&out);
     assert_eq!(rows[0].join(" "), OPERATION_COLUMNS, "{out}");
     assert_eq!(rows.len(), 3, "{out}");
@@ -31,9 +36,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
     assert_eq!(&vm1[1..5], ["VirtualMachine", "vm1", "Migrating", "Active"]);
     assert_eq!(vm1[6..], ["to", "node-9"]);
 
-    let wide = env
-        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "wide"])
-        .unwrap();
+    let wide = get(&["-o", "wide"]);
     assert!(
         lines(&wide)[0].ends_with(&[
             "MESSAGE".into(),
@@ -44,19 +47,10 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         "{wide}"
     );
     // The rest of an operation through custom columns, as docs/api.md shows.
-    let custom = env
-        .kubectl(
-            User::Admin,
-            &[
-                "get",
-                "ifos",
-                "-n",
-                &ns,
-                "-o",
-                "custom-columns=NAME:.metadata.name,RULESET:.spec.ruleSet,OUTCOME:.status.outcome",
-            ],
-        )
-        .unwrap();
+    let custom = get(&[
+        "-o",
+        "custom-columns=NAME:.metadata.name,RULESET:.spec.ruleSet,OUTCOME:.status.outcome",
+    ]);
     assert!(custom.contains(&rs), "{custom}");
 
     // -A: kubectl takes NAMESPACE from the row objects.
@@ -67,28 +61,13 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         "{all}"
     );
 
-    let labels = env
-        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "--show-labels"])
-        .unwrap();
+    let labels = get(&["--show-labels"]);
     assert!(
         labels.contains("ifo.kubevirt.io/operation=Migrating"),
         "{labels}"
     );
 
-    let sorted = env
-        .kubectl(
-            User::Admin,
-            &[
-                "get",
-                "ifos",
-                "-n",
-                &ns,
-                "--sort-by=.metadata.name",
-                "-o",
-                "name",
-            ],
-        )
-        .unwrap();
+    let sorted = get(&["--sort-by=.metadata.name", "-o", "name"]);
     let names: Vec<&str> = sorted.lines().collect();
     let mut expected = names.clone();
     expected.sort_unstable();
@@ -100,9 +79,7 @@ fn kubectl_get_prints_tables_lists_and_objects() {
         "{sorted}"
     );
 
-    let yaml = env
-        .kubectl(User::Admin, &["get", "ifos", "-n", &ns, "-o", "yaml"])
-        .unwrap();
+    let yaml = get(&["-o", "yaml"]);
     assert!(yaml.contains("kind: List"), "{yaml}");
     assert!(yaml.contains("kind: InFlightOperation\n"), "{yaml}");
     assert!(
@@ -302,18 +279,20 @@ fn rbac_is_enforced_per_namespace_through_the_aggregation_layer() {
         "yes"
     );
 
-    let denied = env
-        .kubectl(User::Alice, &["get", "ifos", "-n", &other])
-        .unwrap_err()
-        .to_string();
-    assert!(
-        denied.contains("Forbidden") || denied.contains("forbidden"),
-        "{denied}"
-    );
-    let denied_all = env
-        .kubectl(User::Alice, &["get", "ifos", "-A"])
-        .unwrap_err()
-        .to_string();
+    // What kubectl says when `user` may not read `where_` (`-n <ns>` or `-A`).
+    let refused = |user: User, where_: &[&str]| {
+        let error = env
+            .kubectl(user, &[&["get", "ifos"], where_].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("Forbidden") || error.contains("forbidden"),
+            "{error}"
+        );
+        error
+    };
+    refused(User::Alice, &["-n", &other]);
+    let denied_all = refused(User::Alice, &["-A"]);
     assert!(denied_all.contains("at the cluster scope"), "{denied_all}");
     let can = env.kubectl(
         User::Alice,
@@ -321,22 +300,14 @@ fn rbac_is_enforced_per_namespace_through_the_aggregation_layer() {
     );
     assert!(can.is_err() || can.unwrap().trim() == "no");
 
-    let bob = env
-        .kubectl(User::Bob, &["get", "ifos", "-n", &ns])
-        .unwrap_err()
-        .to_string();
-    assert!(
-        bob.contains("forbidden") || bob.contains("Forbidden"),
-        "{bob}"
-    );
+    refused(User::Bob, &["-n", &ns]);
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
 
 #[test]
 fn direct_callers_need_a_token_and_cannot_forge_identity_headers() {
     let env = env();
-    let (ns, rs) = populated(env, "direct");
-    env.grant_alice_view(&ns);
+    let (ns, rs) = populated_for_alice(env, "direct");
     let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations");
     let curl = |extra: &[&str]| env.direct(&path, extra);
     let (code, body) = curl(&[]);

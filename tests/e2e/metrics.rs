@@ -4,7 +4,7 @@
 //! assertion is on series of this test's own component and namespace.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, env, eventually, vm};
+use ifo_test_support::{Env, Scope, env, eventually, vm};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -102,14 +102,12 @@ fn ruleset(name: &str, component: &str, namespace: &str) -> String {
 #[test]
 fn metrics_follow_operations_as_they_start_and_end() {
     let env = env();
-    let ns = env.namespace("metrics");
-    let component = format!("obs-{ns}");
-    let rs = format!("metrics-rules-{ns}");
-    env.apply(&ruleset(&rs, &component, &ns));
-    for name in ["vm1", "vm2", "vm3"] {
-        env.apply(&vm(name, &ns));
-    }
-    env.wait_watching(&rs);
+    let scope = env.scope("metrics");
+    let ruleset = ruleset(&scope.rs, &scope.component, &scope.ns);
+    scope.watch(env, ruleset, &["vm1", "vm2", "vm3"]);
+    let Scope {
+        ns, component, rs, ..
+    } = scope;
     let mine = [("component", component.as_str())];
     let active = "ifo_operations_active";
 

@@ -2,9 +2,11 @@
 //! on PATH), as admin and as a user who may only read one namespace.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, OPERATION_COLUMNS, Run, env, eventually, lines_of, populated, start};
+use ifo_test_support::{
+    Env, OPERATION_COLUMNS, Rule, RuleSet, Run, env, eventually, follow, populated, start,
+};
 use serde_json::{Value, json};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -134,11 +136,7 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     let run = plugin(env, User::Admin, &["-n", &ns, "--operation", "Nothing"]);
     assert_eq!(run.code, 0);
     assert_eq!(run.stdout, "");
-    assert!(
-        run.stderr.contains("No operations in flight"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("No operations in flight");
 
     // get: the detail view, by namespace or looked up in every namespace.
     let run = kubectl_ifo(env, &["get", &vm1_name, "-n", &ns]);
@@ -160,11 +158,7 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     assert_eq!(obj["metadata"]["namespace"], ns.as_str());
     let run = plugin(env, User::Admin, &["get", "no-such-op", "-n", &ns]);
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("\"no-such-op\" not found"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("\"no-such-op\" not found");
 
     // tree and summary.
     let run = kubectl_ifo(env, &["tree", "-n", &ns]);
@@ -190,7 +184,7 @@ fn plugin_lists_explains_groups_and_counts_operations() {
     assert!(subjects[0].contains("VirtualMachine/vm2"), "{}", run.stdout);
     let run = kubectl_ifo(env, &["tree", "-n", &ns, "--for", "vm2"]);
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(run.stderr.contains("Kind/name"), "{}", run.stderr);
+    run.assert_stderr_has("Kind/name");
 
     let run = plugin(env, User::Admin, &["summary", "-n", &ns, "-o", "json"]);
     let s: Value = serde_json::from_str(&run.stdout).unwrap();
@@ -215,11 +209,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     let (ns, rs) = env.vms_with_ruleset("plugin-wait", &["vm1"]);
     let run = plugin(env, User::Admin, &["check", "-n", &ns]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(
-        run.stdout.contains("No operations in flight"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has("No operations in flight");
 
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     eventually(WAIT, "migration", || {
@@ -235,11 +225,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
         run.stdout
     );
     // The namespace's maintenance gate answers.
-    assert!(
-        run.stderr.contains("not clear: 1 operation"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("not clear: 1 operation");
     assert_eq!(kubectl_ifo(env, &["safe", "-n", &ns]).code, 1);
     // Filters narrow what counts.
     assert_eq!(
@@ -257,8 +243,8 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     let run = plugin(env, User::Admin, &["wait", "-n", &ns, "--timeout", "2s"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(started.elapsed() < Duration::from_secs(15));
-    assert!(run.stderr.contains("timed out after 2s"), "{}", run.stderr);
-    assert!(run.stdout.contains("vm1"), "{}", run.stdout);
+    run.assert_stderr_has("timed out after 2s");
+    run.assert_stdout_has("vm1");
 
     // wait returns once the migration ends (after the 3 s debounce).
     let waiter = start(env.plugin_cmd(User::Admin, &["wait", "-n", &ns, "--timeout", "60s"]));
@@ -266,16 +252,8 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
     let run = Run::from(waiter.wait_with_output().unwrap());
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("waiting for 1 operation to complete"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stdout.contains("No operations in flight"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stderr_has("waiting for 1 operation to complete");
+    run.assert_stdout_has("No operations in flight");
     assert_eq!(kubectl_ifo(env, &["check", "-n", &ns]).code, 0);
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
@@ -285,13 +263,7 @@ fn plugin_check_and_wait_answer_whether_maintenance_is_safe() {
 fn plugin_watch_streams_rows_as_operations_change() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-watch", &["vm1"]);
-    let mut child = env
-        .plugin_cmd(User::Admin, &["-n", &ns, "-w"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = lines_of(&mut child);
+    let (_watch, rx) = follow(env.plugin_cmd(User::Admin, &["-n", &ns, "-w"]));
     until(&rx, "header", &|l| words(l).first() == Some(&"NAME"));
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     until(&rx, "migration", &|l| {
@@ -301,8 +273,6 @@ fn plugin_watch_streams_rows_as_operations_change() {
     until(&rx, "completion", &|l| {
         words(l).get(2..5) == Some(&["vm1", "Migrating", "Completed"][..])
     });
-    let _ = child.kill();
-    let _ = child.wait();
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
 
@@ -317,30 +287,24 @@ fn plugin_respects_rbac_with_clear_errors() {
         Some(plugin(env, User::Alice, &["-n", &ns]))
             .filter(|r| r.code == 0 && r.stdout.contains("vm1"))
     });
-    assert!(run.stdout.contains("Starting"), "{}", run.stdout);
+    run.assert_stdout_has("Starting");
     assert_eq!(plugin(env, User::Alice, &["check", "-n", &ns]).code, 1);
 
     let run = plugin(env, User::Alice, &["-A"]);
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.stderr.contains("forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in all namespaces; use -n NAMESPACE"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has("forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in all namespaces; use -n NAMESPACE");
     let run = plugin(env, User::Alice, &["check", "-n", &other]);
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(
-        run.stderr.contains(&format!("forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in namespace {other:?}")),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&format!(
+        "forbidden: you may not list inflightoperations.live.ifo.kubevirt.io in namespace {other:?}"
+    ));
     let run = plugin(
         env,
         User::Alice,
         &["wait", "-n", &other, "--timeout", "20s"],
     );
     assert_eq!(run.code, 2, "{}", run.stdout);
-    assert!(run.stderr.contains("forbidden"), "{}", run.stderr);
+    run.assert_stderr_has("forbidden");
 
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -455,11 +419,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         let rows: Vec<&str> = run.stdout.lines().skip(1).collect();
         assert_eq!(rows.len(), 1, "--node {node}: {}", run.stdout);
         assert!(rows[0].contains(vmi), "--node {node}: {}", run.stdout);
-        assert!(
-            run.stderr.contains("not clear: 1 operation"),
-            "{}",
-            run.stderr
-        );
+        run.assert_stderr_has("not clear: 1 operation");
         // The operations answer alike when other filters leave no gate to ask.
         let run = vouched(|| {
             kubectl_ifo(
@@ -469,11 +429,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         });
         assert_eq!(run.code, 1, "--node {node}: {}{}", run.stdout, run.stderr);
         assert!(run.stdout.contains(vmi), "--node {node}: {}", run.stdout);
-        assert!(
-            run.stderr.contains(&format!("node={node}")),
-            "{}",
-            run.stderr
-        );
+        run.assert_stderr_has(&format!("node={node}"));
     }
     let run = vouched(|| kubectl_ifo(env, &["check", "--node", &z]));
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -485,7 +441,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     // wait --node times out while a migration into the node runs…
     let run = vouched(|| kubectl_ifo(env, &["wait", "--node", &d, "--timeout", "2s"]));
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(run.stdout.contains("vmi-c"), "{}", run.stdout);
+    run.assert_stdout_has("vmi-c");
     // …and returns once the one concerning the node ends, while the other still runs.
     let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &b, "--timeout", "60s"]));
     std::thread::sleep(Duration::from_secs(1));
@@ -502,11 +458,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
         run = vouched(|| kubectl_ifo(env, &["wait", "--node", &b, "--timeout", "30s"]));
     }
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stdout.contains("No operations in flight"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has("No operations in flight");
     assert_eq!(
         vouched(|| kubectl_ifo(env, &["check", "--node", &d])).code,
         1
@@ -555,13 +507,9 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
         vouched(|| plugin(env, User::Admin, &["safe", "--node", &node])),
     ] {
         assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-        assert!(run.stdout.contains("vm1"), "{}", run.stdout);
-        assert!(run.stdout.contains(&ns), "{}", run.stdout);
-        assert!(
-            run.stderr.contains("not clear: 1 operation"),
-            "{}",
-            run.stderr
-        );
+        run.assert_stdout_has("vm1");
+        run.assert_stdout_has(&ns);
+        run.assert_stderr_has("not clear: 1 operation");
     }
     // A namespace with --node would narrow the node's question: refused, before asking.
     for args in [
@@ -596,8 +544,8 @@ fn plugin_check_and_wait_node_look_in_every_namespace() {
     let run = vouched(|| kubectl_ifo(env, &["wait", "--node", &node, "--timeout=3s"]));
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(started.elapsed() < Duration::from_secs(20));
-    assert!(run.stderr.contains("timed out after 3s"), "{}", run.stderr);
-    assert!(run.stdout.contains("vm1"), "{}", run.stdout);
+    run.assert_stderr_has("timed out after 3s");
+    run.assert_stdout_has("vm1");
 
     // It returns 0 once the migration ends.
     let waiter = start(env.plugin_cmd(User::Admin, &["wait", "--node", &node, "--timeout", "60s"]));
@@ -628,12 +576,7 @@ fn plugin_watch_view_redraws_the_current_state() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("plugin-live", &["vm1"]);
     // Through kubectl, as users run it; not a terminal here, so each new state is printed once.
-    let mut child = kubectl_ifo_cmd(env, &["watch", "--tree", "-n", &ns])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = lines_of(&mut child);
+    let (_watch, rx) = follow(kubectl_ifo_cmd(env, &["watch", "--tree", "-n", &ns]));
     until(&rx, "the empty view", &|l| {
         l.starts_with("0 operations in flight")
     });
@@ -648,8 +591,6 @@ fn plugin_watch_view_redraws_the_current_state() {
     until(&rx, "the view empty again", &|l| {
         l.starts_with("0 operations in flight")
     });
-    let _ = child.kill();
-    let _ = child.wait();
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
 
@@ -707,7 +648,7 @@ fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
     // Impersonation: alice may read nothing here, unless she is given a group that may.
     let (r, _) = run(&["--context", "local", "-n", &ns, "--as", "alice"]);
     assert_eq!(r.code, 2, "{}", r.stdout);
-    assert!(r.stderr.contains("forbidden"), "{}", r.stderr);
+    r.assert_stderr_has("forbidden");
     let (r, _) = run(&[
         "--context",
         "local",
@@ -738,7 +679,7 @@ fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("vm1-starting-"), "{}", r.stdout);
+    r.assert_stdout_has("vm1-starting-");
     let r = kubectl_ifo(env, &["-n", &ns, "-c", "other", "-O", "name"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
@@ -753,25 +694,21 @@ fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
 #[test]
 fn no_surface_says_overdue_during_the_grace() {
     let env = env();
-    let ns = env.namespace("one-clock");
-    let rs = format!("copy-{ns}");
-    env.apply(
-        &json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
-                "metadata": {"name": rs},
-                "spec": {"component": "kubevirt", "namespaces": [ns],
-                         "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-                         "rules": [{"operation": "Copying",
-                                    "expression": "object.?status.?printableStatus.orValue('') == 'Copying'",
-                                    "progress": "object.?status.?pct.orValue('')"}]}})
-        .to_string(),
-    );
-    env.apply(&ifo_test_support::vm("vm-0", &ns));
-    env.wait_watching(&rs);
+    // A copy, whose progress promises when it ends.
+    let copying = Rule::new(
+        "Copying",
+        "object.?status.?printableStatus.orValue('') == 'Copying'",
+    )
+    .set("progress", "object.?status.?pct.orValue('')");
+    let ruleset = |rs: &str, ns: &str| {
+        RuleSet::vms_of(rs, "kubevirt", ns)
+            .rule(copying)
+            .to_string()
+    };
+    let (ns, rs) = env.vms_watched_by("one-clock", "copy", ruleset, &["vm-0"]);
     env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
-    let op = eventually(WAIT, "the copy detected", || {
-        env.ifos(&ns)
-            .into_iter()
-            .find(|o| o["status"]["phase"] == "Active")
+    let op = env.wait_ifo(&ns, "the copy detected", |o| {
+        o["status"]["phase"] == "Active"
     });
     // Half done a second in: the progress says it ends a second later, so it soon runs past
     // that end while active.
@@ -791,13 +728,8 @@ fn no_surface_says_overdue_during_the_grace() {
         })
     });
 
-    let rv = env.get_json(User::Admin, &["get", "ifos", "-n", &ns])["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let watch = env.watch(&format!(
-        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
-    ));
+    let list = env.get_json(User::Admin, &["get", "ifos", "-n", &ns]);
+    let watch = env.watch_ifos(&ns, list["metadata"]["resourceVersion"].as_str().unwrap());
     env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Running"}));
     let events = watch.until(WAIT, "the copy in its grace", |e| {
         e["object"]["status"]["gracePeriodEnd"].is_string()

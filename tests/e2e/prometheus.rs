@@ -352,6 +352,15 @@ fn none_with(samples: &[Sample], labels: &[(&str, &str)]) -> Result<(), String> 
     }
 }
 
+/// No sample at all; else `expected`, what was expected.
+fn no_sample(samples: &[Sample], expected: &str) -> Result<(), String> {
+    if samples.is_empty() {
+        Ok(())
+    } else {
+        Err(expected.to_owned())
+    }
+}
+
 fn in_range(
     samples: &[Sample],
     labels: &[(&str, &str)],
@@ -520,15 +529,14 @@ fn every_shipped_query_returns_what_the_live_api_says() {
             stalled,
         )
     });
+    // One sample `labels` within 5 s of the age of the oldest operation in flight.
     let oldest = l.oldest_start;
-    c.check("Longest in flight A", WAIT, |s| {
+    let oldest_age = |s: &[Sample], labels: &[(&str, &str)]| {
         let age = now() - oldest;
-        in_range(
-            s,
-            &[("component", &component), ("kind", "VirtualMachine")],
-            age - 5.0,
-            age + 5.0,
-        )
+        in_range(s, labels, age - 5.0, age + 5.0)
+    };
+    c.check("Longest in flight A", WAIT, |s| {
+        oldest_age(s, &[("component", &component), ("kind", "VirtualMachine")])
     });
     c.check("Gates with operations in flight A", WAIT, |s| {
         value_is(s, &[("gate", &gate_name), ("status", &gate_status)], 1.0)
@@ -544,20 +552,8 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         value_is(s, &[("status", &status)], 1.0)
     });
     // The README's gates: not safe while the node (and component) have operations in flight.
-    c.check(DRAIN, WAIT, |s| {
-        if s.is_empty() {
-            Ok(())
-        } else {
-            Err("nothing".into())
-        }
-    });
-    c.check(UPGRADE, WAIT, |s| {
-        if s.is_empty() {
-            Ok(())
-        } else {
-            Err("nothing".into())
-        }
-    });
+    c.check(DRAIN, WAIT, |s| no_sample(s, "nothing"));
+    c.check(UPGRADE, WAIT, |s| no_sample(s, "nothing"));
     c.check(
         "sum by (component, operation) (ifo_operations_active{node=",
         WAIT,
@@ -569,15 +565,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check(
         "time() - ifo_operations_oldest_active_start_timestamp_seconds",
         WAIT,
-        |s| {
-            let age = now() - oldest;
-            in_range(
-                s,
-                &[("component", &component), ("operation", "Migrating")],
-                age - 5.0,
-                age + 5.0,
-            )
-        },
+        |s| oldest_age(s, &comp_op),
     );
     // The alerts: the stall fires, nothing else about this test's ruleset, target or rule.
     c.check("alert: IFOOperationStalled", WAIT, |s| {
@@ -599,18 +587,10 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         none_with(s, &[("component", &component)])
     });
     c.check("alert: IFOServerDown", WAIT, |s| {
-        if s.is_empty() {
-            Ok(())
-        } else {
-            Err("nothing: the server is up".into())
-        }
+        no_sample(s, "nothing: the server is up")
     });
     c.check("alert: IFOAPIServiceUnavailable", WAIT, |s| {
-        if s.is_empty() {
-            Ok(())
-        } else {
-            Err("nothing: the APIService is available".into())
-        }
+        no_sample(s, "nothing: the APIService is available")
     });
     // Not vacuous: kube-apiserver is scraped and reports the APIService available.
     ifo_test_support::eventually(WAIT, "kube-apiserver's report of the APIService", || {
@@ -711,11 +691,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         zero_or_none(s, &[])
     });
     c.check("alert: IFOMaintenanceGuardFailing", WAIT, |s| {
-        if s.is_empty() {
-            Ok(())
-        } else {
-            Err("nothing: kube-apiserver reaches the guard".into())
-        }
+        no_sample(s, "nothing: kube-apiserver reaches the guard")
     });
     c.check("alert: IFOMaintenanceGateNotClear", WAIT, |s| {
         value_is(s, &[("gate", gate_name.as_str())], 1.0)

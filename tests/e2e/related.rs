@@ -94,12 +94,10 @@ fn on_node(env: &Env, ns: &str, node: &str) -> Vec<(String, String)> {
 #[test]
 fn a_vm_s_operation_is_on_the_node_of_its_vmi_and_follows_it() {
     let env = env();
-    let ns = env.namespace("related");
-    let rs = format!("related-{ns}");
+    let (ns, rs) = env.namespace_with_ruleset("related", "related", related_ruleset);
     let (node_a, node_b) = (format!("ra-{ns}"), format!("rb-{ns}"));
     let _a = env.node(&node_a);
     let _b = env.node(&node_b);
-    env.apply(&related_ruleset(&rs, &ns));
     env.apply(&vm("vm1", &ns));
     env.apply(&vmi("vm1", &ns));
     env.set_status(

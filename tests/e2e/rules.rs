@@ -2,17 +2,26 @@
 //! moving through states produce, keep and complete operations.
 
 use ifo_dev::User;
-use ifo_test_support::{MIGRATING, Rule, RuleSet, env, eventually, vm, vm_ruleset};
+use ifo_test_support::{
+    Env, MIGRATING, Rule, RuleSet, completion, env, eventually, vm, vm_ruleset,
+};
 use serde_json::json;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A fresh namespace (named after `prefix`) with a [`vm_ruleset`] for it, Ready. Returns the
+/// namespace and the ruleset's name.
+fn ready_ruleset(env: &Env, prefix: &str) -> (String, String) {
+    let (ns, rs) = env.namespace_with_ruleset(prefix, "vm-rules", vm_ruleset);
+    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
+    (ns, rs)
+}
+
 #[test]
 fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
     let env = env();
-    let (ns, rs) = env.namespace_with_ruleset("detect", "vm-rules", vm_ruleset);
-    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
+    let (ns, rs) = ready_ruleset(env, "detect");
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(ors["status"]["watchActive"], true);
     assert_eq!(
@@ -26,10 +35,8 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
         "vm1",
         json!({"printableStatus": "Migrating", "migrationTarget": "node-2", "nodeName": "node-1"}),
     );
-    let op = eventually(WAIT, "a Migrating operation", || {
-        env.ifos(&ns)
-            .into_iter()
-            .find(|o| o["spec"]["operation"] == "Migrating")
+    let op = env.wait_ifo(&ns, "a Migrating operation", |o| {
+        o["spec"]["operation"] == "Migrating"
     });
     assert_eq!(op["kind"], "InFlightOperation");
     assert_eq!(op["apiVersion"], "live.ifo.kubevirt.io/v1alpha1");
@@ -60,19 +67,12 @@ fn ruleset_becomes_ready_and_detects_operations_with_labels_and_messages() {
 #[test]
 fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcome() {
     let env = env();
-    let (ns, rs) = env.namespace_with_ruleset("flap", "vm-rules", vm_ruleset);
-    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
+    let (ns, rs) = ready_ruleset(env, "flap");
     env.apply(&vm("vm1", &ns));
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Migrating"}));
     let first = eventually(WAIT, "Migrating", || env.ifos(&ns).into_iter().next());
     let uid = first["metadata"]["uid"].clone();
-    let rv = first["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let watch = env.watch(&format!(
-        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
-    ));
+    let watch = env.watch_ifos(&ns, first["metadata"]["resourceVersion"].as_str().unwrap());
 
     // Out of the state and back within the 3 s grace: the same occurrence, never completed.
     env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Running"}));
@@ -91,12 +91,7 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
         json!({"printableStatus": "Running", "lastMigration": "Failed"}),
     );
     let events = watch.until(WAIT, "DELETED", |e| e["type"] == "DELETED");
-    let completed = events
-        .iter()
-        .find(|e| e["type"] == "MODIFIED" && e["object"]["status"]["phase"] == "Completed")
-        .unwrap_or_else(|| panic!("no Completed event: {events:#?}"));
-    assert_eq!(completed["object"]["status"]["outcome"], "Failed");
-    assert!(completed["object"]["status"]["completed"].is_string());
+    assert_eq!(completion(&events)["outcome"], "Failed");
     assert!(
         events.iter().all(|e| e["type"] != "ADDED"),
         "flapping made a second occurrence: {events:#?}"
@@ -108,55 +103,45 @@ fn flapping_within_the_grace_is_one_occurrence_and_completion_carries_the_outcom
 #[test]
 fn deleted_subject_and_deleted_ruleset_end_their_operations() {
     let env = env();
-    let (ns, rs) = env.namespace_with_ruleset("ends", "vm-rules", vm_ruleset);
-    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
-    env.apply(&vm("vm1", &ns));
-    env.apply(&vm("vm2", &ns));
-    env.set_vm_status(&ns, "vm1", json!({"printableStatus": "Starting"}));
-    env.set_vm_status(&ns, "vm2", json!({"printableStatus": "Starting"}));
+    let (ns, rs) = ready_ruleset(env, "ends");
+    for name in ["vm1", "vm2"] {
+        env.apply(&vm(name, &ns));
+        env.set_vm_status(&ns, name, json!({"printableStatus": "Starting"}));
+    }
     let ops = eventually(WAIT, "two operations", || {
         Some(env.ifos(&ns)).filter(|o| o.len() == 2)
     });
     let rv = ops[0]["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
-        .max(ops[1]["metadata"]["resourceVersion"].as_str().unwrap())
-        .to_string();
-    let watch = env.watch(&format!(
-        "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&resourceVersion={rv}"
-    ));
+        .max(ops[1]["metadata"]["resourceVersion"].as_str().unwrap());
+    let watch = env.watch_ifos(&ns, rv);
+
+    // The outcome `subject`'s operation completes with, up to its deletion.
+    let outcome = |subject: &str| {
+        let events = watch.until(WAIT, &format!("{subject} completed"), |e| {
+            e["object"]["spec"]["subject"]["name"] == subject && e["type"] == "DELETED"
+        });
+        let done = events
+            .iter()
+            .find(|e| e["object"]["status"]["phase"] == "Completed")
+            .expect("a Completed event");
+        done["object"]["status"]["outcome"].clone()
+    };
 
     env.kubectl(User::Admin, &["delete", "vm", "vm1", "-n", &ns])
         .unwrap();
-    let events = watch.until(WAIT, "vm1 completed", |e| {
-        e["object"]["spec"]["subject"]["name"] == "vm1" && e["type"] == "DELETED"
-    });
-    let done = events
-        .iter()
-        .find(|e| e["object"]["status"]["phase"] == "Completed")
-        .expect("a Completed event");
-    assert_eq!(done["object"]["status"]["outcome"], "SubjectDeleted");
-
+    assert_eq!(outcome("vm1"), "SubjectDeleted");
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
-    let events = watch.until(WAIT, "vm2 completed", |e| {
-        e["object"]["spec"]["subject"]["name"] == "vm2" && e["type"] == "DELETED"
-    });
-    let done = events
-        .iter()
-        .find(|e| e["object"]["status"]["phase"] == "Completed")
-        .expect("a Completed event");
-    assert_eq!(done["object"]["status"]["outcome"], "RuleSetRemoved");
+    assert_eq!(outcome("vm2"), "RuleSetRemoved");
     assert!(env.ifos(&ns).is_empty());
 }
 
 #[test]
 fn namespaced_ruleset_ignores_other_namespaces() {
     let env = env();
-    let watched = env.namespace("watched");
+    let (watched, rs) = ready_ruleset(env, "watched");
     let other = env.namespace("other");
-    let rs = format!("vm-rules-{watched}");
-    env.apply(&vm_ruleset(&rs, &watched));
-    env.wait_ruleset_condition(&rs, "Ready", "True", WAIT);
     env.apply(&vm("vm1", &other));
     env.apply(&vm("vm1", &watched));
     env.set_vm_status(&other, "vm1", json!({"printableStatus": "Starting"}));
@@ -175,18 +160,16 @@ fn namespaced_ruleset_ignores_other_namespaces() {
 #[test]
 fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
     let env = env();
-    let ns = env.namespace("later");
-    let rs = format!("widgets-{ns}");
     let group = "test.ifo.example.com";
-    env.apply(
-        &RuleSet::new(&rs)
+    let (ns, rs) = env.namespace_with_ruleset("later", "widgets", |rs, _| {
+        RuleSet::new(rs)
             .target(group, "v1", "widgets")
             .rule(Rule::new(
                 "Spinning",
                 "object.?status.?spinning.orValue(false)",
             ))
-            .to_string(),
-    );
+            .to_string()
+    });
     let invalid = env.wait_ruleset_condition(&rs, "InvalidTarget", "True", WAIT);
     assert!(invalid["message"].as_str().unwrap().contains("widgets"));
     env.apply(&format!(
@@ -203,10 +186,8 @@ fn ruleset_whose_target_appears_later_becomes_ready_by_itself() {
         "w1",
         json!({"spinning": true}),
     );
-    eventually(WAIT, "a Spinning operation", || {
-        env.ifos(&ns)
-            .into_iter()
-            .find(|o| o["spec"]["operation"] == "Spinning")
+    env.wait_ifo(&ns, "a Spinning operation", |o| {
+        o["spec"]["operation"] == "Spinning"
     });
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
@@ -258,29 +239,29 @@ fn deleting_a_ruleset_while_its_subjects_change_leaves_no_operation_active() {
     assert!(active.is_empty(), "still Active: {active:#?}");
 }
 
+/// A ruleset for the VirtualMachines of `namespace` whose `Migrating` takes its progress and
+/// its stall from the object's status, whatever their types.
+fn progress_ruleset(name: &str, namespace: &str) -> String {
+    RuleSet::vms_of(name, "kubevirt", namespace)
+        .rule(
+            Rule::new("Migrating", MIGRATING)
+                .set("progress", "object.?status.?progress.orValue('')")
+                .set("stalled", "object.?status.?stuck.orValue(false)"),
+        )
+        .to_string()
+}
+
 #[test]
 fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
     let env = env();
-    let (ns, rs) = env.namespace_with_ruleset("badprogress", "progress", |rs, ns| {
-        RuleSet::vms_of(rs, "kubevirt", ns)
-            .rule(
-                Rule::new("Migrating", MIGRATING)
-                    .set("progress", "object.?status.?progress.orValue('')")
-                    .set("stalled", "object.?status.?stuck.orValue(false)"),
-            )
-            .to_string()
-    });
-    env.apply(&vm("vm1", &ns));
-    env.wait_watching(&rs);
+    let (ns, rs) = env.vms_watched_by("badprogress", "progress", progress_ruleset, &["vm1"]);
     env.set_vm_status(
         &ns,
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "12.5%", "stuck": "disk full"}),
     );
-    let op = eventually(WAIT, "progress and a stall", || {
-        env.ifos(&ns)
-            .into_iter()
-            .find(|o| o["status"]["progress"] == 12.5)
+    let op = env.wait_ifo(&ns, "progress and a stall", |o| {
+        o["status"]["progress"] == 12.5
     });
     assert_eq!(op["status"]["conditions"][0]["type"], "Stalled", "{op:#}");
     assert_eq!(op["status"]["conditions"][0]["reason"], "ReportedByRule");
@@ -315,10 +296,8 @@ fn bad_progress_and_stalled_values_are_rule_errors_never_served() {
         "vm1",
         json!({"printableStatus": "Migrating", "progress": "", "stuck": false}),
     );
-    let op = eventually(WAIT, "no progress and no stall", || {
-        env.ifos(&ns)
-            .into_iter()
-            .find(|o| o["status"].get("progress").is_none())
+    let op = env.wait_ifo(&ns, "no progress and no stall", |o| {
+        o["status"].get("progress").is_none()
     });
     assert_eq!(op["status"]["conditions"], json!([]), "{op:#}");
 }

@@ -5,6 +5,7 @@
 use ifo_dev::User;
 use ifo_test_support::{
     Env, MAX_WATCHES_PER_USER, env, eventually, heavy_ruleset, heavy_vm, populated,
+    populated_for_alice,
 };
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -66,6 +67,17 @@ fn direct(env: &Env, user: User, path: &str) -> (String, String) {
     env.direct(path, &args)
 }
 
+/// A [`populated`] namespace alice may view, once she may list its operations straight from
+/// the server. Returns the namespace and the path of its operations.
+fn listed_by_alice(env: &Env, prefix: &str) -> (String, String) {
+    let (ns, _) = populated_for_alice(env, prefix);
+    let base = format!("{LIVE}/namespaces/{ns}/inflightoperations");
+    eventually(WAIT, "alice may list", || {
+        (direct(env, User::Alice, &base).0 == "200").then_some(())
+    });
+    (ns, base)
+}
+
 #[test]
 fn a_repeated_parameter_is_served_as_kube_apiserver_authorized_it() {
     let env = env();
@@ -112,13 +124,8 @@ fn a_repeated_parameter_is_served_as_kube_apiserver_authorized_it() {
 #[test]
 fn path_oddities_are_authorized_as_they_are_served() {
     let env = env();
-    let (ns, _) = populated(env, "paths");
+    let (ns, base) = listed_by_alice(env, "paths");
     let (other, _) = populated(env, "paths-other");
-    env.grant_alice_view(&ns);
-    let base = format!("{LIVE}/namespaces/{ns}/inflightoperations");
-    eventually(WAIT, "alice may list", || {
-        (direct(env, User::Alice, &base).0 == "200").then_some(())
-    });
     let mine = names(&serde_json::from_str(&direct(env, User::Alice, &base).1).unwrap());
     assert_eq!(mine.len(), 2);
 
@@ -169,12 +176,7 @@ fn path_oddities_are_authorized_as_they_are_served() {
 #[test]
 fn a_huge_watch_timeout_neither_panics_nor_outlives_the_server_maximum() {
     let env = env();
-    let (ns, _) = populated(env, "timeout");
-    env.grant_alice_view(&ns);
-    let base = format!("{LIVE}/namespaces/{ns}/inflightoperations");
-    eventually(WAIT, "alice may list", || {
-        (direct(env, User::Alice, &base).0 == "200").then_some(())
-    });
+    let (_, base) = listed_by_alice(env, "timeout");
     for t in ["9223372036854775807", "18446744073709551615", "0"] {
         // curl gives up after 2 s; the stream was open (200) until then.
         let mut args = bearer(User::Alice).to_vec();
@@ -320,9 +322,8 @@ fn long_selectors_pass_through_kube_apiserver() {
 #[test]
 fn client_certificates_of_the_cluster_ca_authenticate_their_user() {
     let env = env();
-    let (ns, _) = populated(env, "clientcert");
+    let (ns, _) = populated_for_alice(env, "clientcert");
     let (other, _) = populated(env, "clientcert-other");
-    env.grant_alice_view(&ns);
     let alice = env.client_cert_args(User::Alice);
     let alice: Vec<&str> = alice.iter().map(String::as_str).collect();
     let path = |n: &str| format!("{LIVE}/namespaces/{n}/inflightoperations");

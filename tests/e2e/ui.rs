@@ -20,9 +20,10 @@ use fantoccini::Client;
 use ifo_dev::User;
 use serde_json::{Value, json};
 
-use crate::staleness::{create_crd, grant_read};
-use ifo_test_support::browser::{Running, browser_sized, chromedriver, until};
-use ifo_test_support::{Env, env, plugin_binary};
+use ifo_test_support::browser::{browser_sized, chromedriver, until};
+use ifo_test_support::{
+    Env, Rule, Running, Scope, create_gadget_crd, env, grant_gadgets, plugin_binary,
+};
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
 const LIVE: Duration = Duration::from_secs(2);
@@ -120,6 +121,31 @@ async fn browser(port: u16) -> Client {
     browser_sized(port, (1280, 800)).await
 }
 
+/// A browser on `url`, once the page is connected to the server.
+async fn connected_page(port: u16, url: &str) -> Client {
+    let page = browser(port).await;
+    page.goto(url).await.unwrap();
+    until(
+        &page,
+        LIVE * 5,
+        "the page to connect",
+        CONNECTION,
+        vec![],
+        connected,
+    )
+    .await;
+    page
+}
+
+/// The runtime the browser's clients run on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The bars whose description mentions `needle`: `[state, fill colour]` each.
 const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .filter(g => g.getAttribute('aria-label').includes(arguments[0]))
@@ -166,34 +192,18 @@ fn the_live_view_in_a_browser() {
     let env = env();
     let (ns, rs) = env.vms_with_ruleset("ui", &["vm1", "vm2"]);
     // A target that stops being watched, in a namespace of its own.
-    let stale_ns = env.namespace("ui-stale");
-    let group = format!("{stale_ns}.ui.example.com");
-    let stale_rs = format!("gadgets-{stale_ns}");
-    create_crd(env, &group);
-    grant_read(env, &stale_ns, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{stale_rs}"}},
-"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{stale_ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}}]}}}}"#
-    ));
-    env.wait_watching(&stale_rs);
-    env.apply(&format!(
-        r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{stale_ns}"}},"status":{{"busy":true}}}}"#
-    ));
+    let stale = env.gadget_scope("ui-stale");
+    let group = &stale.group;
+    stale.watch(env, stale.busy_gadgets(), &[]);
+    env.apply(&stale.gadget("g1", json!({"busy": true})));
     env.grant_alice_view(&ns);
 
     let (_driver, driver_port) = chromedriver();
     let (_admin_ui, admin_url) = start_ui(env, User::Admin, &["-A"]);
     let (_alice_ui, alice_url) = start_ui(env, User::Alice, &["-n", &ns]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&admin_url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
+        let page = connected_page(driver_port, &admin_url).await;
 
         // Operations appear within 2 s of their subjects changing (`until` starts its clock once
         // the patch is applied).
@@ -277,7 +287,7 @@ fn the_live_view_in_a_browser() {
         page.close().await.unwrap();
     });
 
-    env.kubectl(User::Admin, &["delete", "ors", &rs, &stale_rs])
+    env.kubectl(User::Admin, &["delete", "ors", &rs, &stale.rs])
         .unwrap();
 }
 
@@ -395,23 +405,9 @@ fn the_token_never_leaves_the_page() {
     let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
     let (base, token) = split_url(&url);
     let bystander = Bystander::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let cookies = runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&url).await.unwrap();
-        until(
-            &page,
-            LIVE * 5,
-            "the page to connect",
-            CONNECTION,
-            vec![],
-            connected,
-        )
-        .await;
+        let page = connected_page(driver_port, &url).await;
         // The token is gone from the address bar.
         let shown = page.current_url().await.unwrap().to_string();
         assert_eq!(shown, format!("{base}/"), "the address bar keeps the token");
@@ -489,21 +485,10 @@ fn clear_status(event: &Value) -> Option<&str> {
 #[test]
 fn a_gate_shown_clear_follows_the_server() {
     let env = env();
-    let ns = env.namespace("ui-gate");
-    let group = format!("{ns}.ui.example.com");
-    let rs = format!("gadgets-{ns}");
-    create_crd(env, &group);
-    grant_read(env, &ns, &group);
-    env.apply(&format!(
-        r#"{{"apiVersion":"ifo.kubevirt.io/v1alpha1","kind":"OperationRuleSet","metadata":{{"name":"{rs}"}},
-"spec":{{"component":"gadgets","target":{{"group":"{group}","version":"v1","resource":"gadgets"}},"namespaces":["{ns}"],
- "rules":[{{"operation":"Busy","expression":"object.?status.?busy.orValue(false)"}},
-          {{"operation":"Heavy","expression":"{heavy}"}}]}}}}"#,
-        // As `HEAVY`, for gadgets, which may have no spec.
-        heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
-                 object.metadata.annotations['example.com/big'].contains(string(i)))"
-    ));
-    env.wait_watching(&rs);
+    let scope = env.gadget_scope("ui-gate");
+    let Scope { ns, group, .. } = &scope;
+    let ruleset = scope.busy_gadgets().rule(Rule::new("Heavy", HEAVY_GADGET));
+    scope.watch(env, ruleset, &[]);
     let tenant = format!("tenant-{ns}");
     let verbs = "--verb=get,list,watch,create,update,patch,delete";
     let resource = format!("--resource=gadgets.{group}");
@@ -516,7 +501,7 @@ fn a_gate_shown_clear_follows_the_server() {
             verbs,
             &resource,
             "-n",
-            &ns,
+            ns,
         ],
     )
     .unwrap();
@@ -530,27 +515,17 @@ fn a_gate_shown_clear_follows_the_server() {
             "--role=gadget-editor",
             &user,
             "-n",
-            &ns,
+            ns,
         ],
     )
     .unwrap();
-    let gadget = |busy: bool| {
-        env.apply(&format!(
-            r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"status":{{"busy":{busy}}}}}"#
-        ))
-    };
+    let gadget = |busy: bool| env.apply(&scope.gadget("g1", json!({"busy": busy})));
     let gate = format!("namespace.{ns}");
     let (_driver, driver_port) = chromedriver();
-    let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let (_ui, url) = start_ui(env, User::Admin, &["-n", ns]);
+    let runtime = runtime();
     runtime.block_on(async {
-        let page = browser(driver_port).await;
-        page.goto(&url).await.unwrap();
-        until(&page, LIVE * 5, "the page to connect", CONNECTION, vec![], connected).await;
+        let page = connected_page(driver_port, &url).await;
         // In flight, then clear: the gate leaves the list, and the page shows it Clear.
         gadget(true);
         until(&page, END, "the gate in flight", GATE, vec![json!(gate)], |v| v == "blocked").await;
@@ -591,7 +566,7 @@ fn a_gate_shown_clear_follows_the_server() {
         assert_eq!(watched, "true");
         page.close().await.unwrap();
     });
-    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    scope.delete_ruleset(env);
 }
 
 /// The size of the screenshots of the README.
@@ -646,17 +621,20 @@ fn vm_ruleset_on_nodes(name: &str, ns: &str) -> String {
     .to_string()
 }
 
+/// `HEAVY`, for gadgets, which may have no spec: over the evaluation budget on a gadget with a
+/// large `spec.n` and annotation.
+const HEAVY_GADGET: &str = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
+                            object.metadata.annotations['example.com/big'].contains(string(i)))";
+
 /// A ruleset of gadgets of `group` in `ns`, busy while `status.busy`, on the node `spec.node`;
 /// and `Heavy`, over the evaluation budget on a gadget with a large `spec.n` (as `HEAVY`).
 fn gadget_ruleset(name: &str, ns: &str, group: &str) -> String {
-    let heavy = "lists.range(object.?spec.?n.orValue(0)).exists(i, \
-                 object.metadata.annotations['example.com/big'].contains(string(i)))";
     json!({"apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet", "metadata": {"name": name},
       "spec": {"component": "gadgets", "target": {"group": group, "version": "v1", "resource": "gadgets"},
         "namespaces": [ns],
         "labelExpressions": [{"key": "ifo.kubevirt.io/node", "expression": "object.?spec.?node.orValue('')"}],
         "rules": [{"operation": "Busy", "expression": "object.?status.?busy.orValue(false)"},
-                  {"operation": "Heavy", "expression": heavy}]}})
+                  {"operation": "Heavy", "expression": HEAVY_GADGET}]}})
     .to_string()
 }
 
@@ -746,44 +724,33 @@ fn the_page_reads_at_a_glance() {
     // A target watched, then lost (its CRD deleted): its operation is known only as last seen.
     let group = format!("{ns}.ui.example.com");
     let gadgets = format!("gadgets-{ns}");
-    create_crd(env, &group);
-    grant_read(env, &ns, &group);
+    create_gadget_crd(env, &group);
+    grant_gadgets(env, &ns, &group);
     env.apply(&gadget_ruleset(&gadgets, &ns, &group));
     env.wait_watching(&gadgets);
     env.apply(&format!(
         r#"{{"apiVersion":"{group}/v1","kind":"Gadget","metadata":{{"name":"g1","namespace":"{ns}"}},"spec":{{"node":"{}"}},"status":{{"busy":true}}}}"#,
         node(2)
     ));
-    let status = |vm: &str, status: Value| patch_status(env, &ns, vm, status);
-    status(
-        long,
-        json!({"printableStatus": "Migrating", "nodeName": node(0), "migrationTarget": node(1)}),
-    );
-    status(
-        "web-frontend-1",
-        json!({"printableStatus": "Starting", "nodeName": node(0)}),
-    );
-    status(
-        "web-frontend-2",
-        json!({"printableStatus": "Migrating", "nodeName": node(1), "migrationTarget": node(2)}),
-    );
-    status(
-        "cache-0",
-        json!({"printableStatus": "Stopping", "nodeName": node(2)}),
-    );
-    status(
-        "batch-runner-7",
-        json!({"printableStatus": "Starting", "nodeName": node(1)}),
-    );
+    // Each VM's state, on which node, and a migration's target node.
+    for (vm, state, on, to) in [
+        (long, "Migrating", 0, Some(1)),
+        ("web-frontend-1", "Starting", 0, None),
+        ("web-frontend-2", "Migrating", 1, Some(2)),
+        ("cache-0", "Stopping", 2, None),
+        ("batch-runner-7", "Starting", 1, None),
+    ] {
+        let mut status = json!({"printableStatus": state, "nodeName": node(on)});
+        if let Some(to) = to {
+            status["migrationTarget"] = json!(node(to));
+        }
+        patch_status(env, &ns, vm, status);
+    }
 
     let (_driver, driver_port) = chromedriver();
     let (ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
     let mut ui = Some(ui);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let forbidden: Vec<String> = (1..=4)
         .map(|i| format!("{ns}-f{i}.ui.example.com"))
         .collect();
@@ -825,7 +792,7 @@ fn the_page_reads_at_a_glance() {
 
         // Targets the server may not list, four of them: one reason, with its remedy.
         for (i, g) in forbidden.iter().enumerate() {
-            create_crd(env, g);
+            create_gadget_crd(env, g);
             env.apply(&gadget_ruleset(&format!("forbidden-{i}-{ns}"), &ns, g));
         }
         // A gadget over the evaluation budget: the server cannot vouch for the gadgets here.
@@ -1065,11 +1032,7 @@ fn thousands_of_operations_stay_responsive() {
         })
         .collect();
     let (_driver, driver_port) = chromedriver();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let mut figures = Vec::new();
     for n in sizes {
         let ns = env.namespace("ui-scale");
