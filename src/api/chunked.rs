@@ -34,6 +34,7 @@ pub fn respond(
     envelope: &impl Serialize,
     items: Vec<Arc<Stored>>,
     write: impl WriteItem,
+    size: ItemSize,
 ) -> Response {
     let mut head = serde_json::to_vec(envelope).unwrap_or_default();
     // `…[]}`: keep up to and including `[`; `]}` closes the body after the items.
@@ -44,7 +45,7 @@ pub fn respond(
     head.truncate(head.len() - 2);
     let body = if items.len() <= CHUNK {
         let mut out = head;
-        write_items(&items, 0, &write, &mut out);
+        write_items(&items, 0, &write, size, &mut out);
         out.extend_from_slice(b"]}");
         Body::from(out)
     } else {
@@ -55,6 +56,7 @@ pub fn respond(
                 &items[start..(start + CHUNK).min(count)],
                 start,
                 &write,
+                size,
                 &mut out,
             );
             Ok::<_, std::convert::Infallible>(Bytes::from(out))
@@ -67,8 +69,23 @@ pub fn respond(
     ([(header::CONTENT_TYPE, negotiate::APPLICATION_JSON)], body).into_response()
 }
 
+/// How many bytes `write` adds for an item, where that is known before it is written (an
+/// object written as it is stored); `None` where it is not (rows, metadata).
+pub type ItemSize = Option<fn(&Stored) -> usize>;
+
 /// Writes `items`, the first being item number `first` of the list (commas between items).
-fn write_items(items: &[Arc<Stored>], first: usize, write: &impl WriteItem, out: &mut Vec<u8>) {
+/// Where their sizes are known, the room for all of them is made at once: a chunk of large
+/// objects is not grown and copied again and again as it is written.
+fn write_items(
+    items: &[Arc<Stored>],
+    first: usize,
+    write: &impl WriteItem,
+    size: ItemSize,
+    out: &mut Vec<u8>,
+) {
+    if let Some(size) = size {
+        out.reserve(items.iter().map(|item| size(item) + 1).sum());
+    }
     for (i, stored) in items.iter().enumerate() {
         if first + i > 0 {
             out.push(b',');
@@ -122,17 +139,25 @@ mod tests {
                 .collect();
             let whole =
                 serde_json::to_vec(&list(stored.iter().map(|s| s.object()).collect())).unwrap();
-            let response = respond(&list(Vec::new()), stored, |s, out| {
-                out.extend_from_slice(s.object().get().as_bytes())
-            });
-            let (frames, body) = body_of(response).await;
-            assert_eq!(
-                String::from_utf8(body).unwrap(),
-                String::from_utf8(whole).unwrap(),
-                "{n} items"
-            );
-            let want_frames = if n <= CHUNK { 1 } else { n.div_ceil(CHUNK) + 2 };
-            assert_eq!(frames, want_frames, "{n} items");
+            // Written with the room for the items made at once, and grown as they come.
+            let sized: fn(&Stored) -> usize = |s| s.object().get().len();
+            for size in [Some(sized), None] {
+                let response = respond(
+                    &list(Vec::new()),
+                    stored.clone(),
+                    |s, out| out.extend_from_slice(s.object().get().as_bytes()),
+                    size,
+                );
+                let (frames, body) = body_of(response).await;
+                assert_eq!(
+                    String::from_utf8(body).unwrap(),
+                    String::from_utf8(whole.clone()).unwrap(),
+                    "{n} items, sized: {}",
+                    size.is_some()
+                );
+                let want_frames = if n <= CHUNK { 1 } else { n.div_ceil(CHUNK) + 2 };
+                assert_eq!(frames, want_frames, "{n} items");
+            }
         }
     }
 }

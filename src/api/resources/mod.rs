@@ -274,6 +274,7 @@ pub(super) fn list(
                 &table::<Stored>(Vec::new(), v, metadata),
                 items,
                 move |s, out| chunked::write_json(out, &row(s, include, v, now)),
+                None,
             )
         }
         Representation::PartialObjectMetadata { .. } => {
@@ -284,9 +285,12 @@ pub(super) fn list(
                 metadata,
                 items: Vec::new(),
             };
-            chunked::respond(&envelope, items, move |s, out| {
-                chunked::write_json(out, &PartialMetadata::of(s, v))
-            })
+            chunked::respond(
+                &envelope,
+                items,
+                move |s, out| chunked::write_json(out, &PartialMetadata::of(s, v)),
+                None,
+            )
         }
         Representation::Object => {
             let kind = format!("{}List", scope.resource.kind);
@@ -296,9 +300,12 @@ pub(super) fn list(
                 metadata,
                 items: Vec::new(),
             };
-            chunked::respond(&envelope, items, |s, out| {
-                out.extend_from_slice(s.object().get().as_bytes())
-            })
+            chunked::respond(
+                &envelope,
+                items,
+                |s, out| out.extend_from_slice(s.object().get().as_bytes()),
+                Some(|s| s.object().get().len()),
+            )
         }
     };
     // A page read from a snapshot taken while detection was not current says so, however
