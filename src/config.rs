@@ -75,10 +75,20 @@ pub struct ServeArgs {
     /// with 429.
     #[arg(long, env = "MAX_WATCH_MEMORY_PER_USER", default_value = "32Mi", value_parser = parse_bytes)]
     pub max_watch_memory_per_user: usize,
-    /// Client connections at once (kube-apiserver multiplexes its requests over a few); more
-    /// are closed at once.
+    /// Client connections at once that proved who they are with a verified client certificate
+    /// (the aggregator's front proxy multiplexes its requests over a few); more are closed at
+    /// once. Anonymous connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
+    /// Connections at once that have not proven who they are (kube-apiserver's webhook calls
+    /// unless configured with a client certificate, probes, bearer-token clients). When full,
+    /// a new one displaces the one idle longest (never one with a request in flight).
+    #[arg(long, env = "MAX_ANONYMOUS_CONNECTIONS", default_value_t = 512)]
+    pub max_anonymous_connections: usize,
+    /// Anonymous connections at once from one peer address; past it, a new one displaces that
+    /// peer's own connection idle longest.
+    #[arg(long, env = "MAX_CONNECTIONS_PER_PEER", default_value_t = 64)]
+    pub max_connections_per_peer: usize,
     /// Time a client has to send a request's headers. A new connection has as long from its
     /// accept to its first request (TLS handshake and HTTP/1-or-2 detection included); an idle
     /// HTTP/1 connection closes after as long.
@@ -155,6 +165,16 @@ pub struct ServeArgs {
     /// lets it through as if the guard were not installed.
     #[arg(long, env = "GUARD_WHEN_UNKNOWN", value_enum, default_value_t = WhenUnknown::Deny)]
     pub guard_when_unknown: WhenUnknown,
+    /// Common names of the client certificates kube-apiserver presents to the admission doors
+    /// (its `AdmissionConfiguration`'s webhook kubeconfig), comma-separated. When set, the
+    /// doors answer only a caller with such a certificate, of ADMISSION_CLIENT_CA_FILE (or else
+    /// the cluster's client CA); any other gets 401 before its body is read.
+    #[arg(long, env = "ADMISSION_ALLOWED_NAMES", value_delimiter = ',')]
+    pub admission_allowed_names: Vec<String>,
+    /// The CA certificates (PEM) of kube-apiserver's webhook client certificate, when it is not
+    /// the cluster's client CA (`client-ca-file` of kube-system/extension-apiserver-authentication).
+    #[arg(long, env = "ADMISSION_CLIENT_CA_FILE")]
+    pub admission_client_ca_file: Option<std::path::PathBuf>,
     /// Run as one of several replicas: only the holder of a Lease serves the API (and writes
     /// persisted copies); the others keep their index warm and take over when it goes.
     #[arg(long, env = "LEADER_ELECT", default_value_t = false, action = clap::ArgAction::Set,
@@ -283,6 +303,42 @@ impl ServeArgs {
             qps: self.persist_qps,
             burst: self.persist_burst,
         }
+    }
+
+    /// Who may call the admission doors: `ADMISSION_ALLOWED_NAMES` of `ADMISSION_CLIENT_CA_FILE`
+    /// (read now; a CA file without names is refused, as it would check nothing).
+    pub(crate) fn admission_callers(&self) -> anyhow::Result<crate::auth::AdmissionCallers> {
+        use anyhow::Context as _;
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let names: Vec<String> = self
+            .admission_allowed_names
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let ca = match &self.admission_client_ca_file {
+            None => Vec::new(),
+            Some(path) => {
+                anyhow::ensure!(
+                    !names.is_empty(),
+                    "ADMISSION_CLIENT_CA_FILE is set without ADMISSION_ALLOWED_NAMES: name the \
+                     common names of kube-apiserver's webhook client certificate"
+                );
+                let ca = CertificateDer::pem_file_iter(path)
+                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                    .with_context(|| {
+                        format!("reading ADMISSION_CLIENT_CA_FILE {}", path.display())
+                    })?;
+                anyhow::ensure!(
+                    !ca.is_empty(),
+                    "ADMISSION_CLIENT_CA_FILE {} holds no certificate",
+                    path.display()
+                );
+                ca
+            }
+        };
+        Ok(crate::auth::AdmissionCallers { names, ca })
     }
 
     /// With `--leader-elect`, where the Lease is and how it is kept; an error names a setting

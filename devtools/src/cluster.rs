@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use credentials::{Pki, write_pki};
-pub use credentials::{SERVER_USER, ServingCert, User};
+pub use credentials::{SERVER_USER, ServingCert, User, WEBHOOK_CLIENT_NAME};
 pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAMESPACE};
 
 /// A running local control plane. Dropping it stops its processes and removes its directory unless
@@ -154,6 +154,7 @@ impl Cluster {
             ("requestheader-client-ca-file", "front-proxy-ca.crt"),
             ("proxy-client-cert-file", "front-proxy-client.crt"),
             ("proxy-client-key-file", "front-proxy-client.key"),
+            ("admission-control-config-file", "admission.yaml"),
         ] {
             api_cmd.arg(format!("--{flag}={}", pki.join(file).display()));
         }

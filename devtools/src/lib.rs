@@ -17,7 +17,7 @@ pub mod workload;
 pub use binaries::{Binaries, NodeBinaries, source_dir};
 pub use cluster::{
     Cluster, GUARD_WEBHOOK, RULESET_WEBHOOK, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE,
-    ServingCert, User, free_port,
+    ServingCert, User, WEBHOOK_CLIENT_NAME, free_port,
 };
 pub use node::{NODE_IP, Node};
 pub use pki::{KeyPair, Usage};

@@ -34,6 +34,7 @@
 //! counts its decisions, logs them and writes Events on nodes, so a drain's retries are counted
 //! once.
 
+use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::node_events::{NodeEvents, Why};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::api::ApiState;
@@ -49,10 +50,6 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::{DynamicObject, Status};
 use std::sync::Arc;
 
-/// Largest review read: an eviction's review is about 2 KB (the Eviction, the user, the
-/// request's metadata). A larger body is refused unread (413).
-pub const MAX_EVICTION_REVIEW_BYTES: usize = 64 << 10;
-
 /// Kinds of operation a denial names, at most, before it says how many more.
 const KINDS_IN_MESSAGE: usize = 3;
 
@@ -63,6 +60,8 @@ pub(crate) struct Evictions {
     pub(crate) pods: Arc<Pods>,
     pub(crate) when_unknown: WhenUnknown,
     pub(crate) events: NodeEvents,
+    /// Who may call, and the turns of reading (see `intake`): set by the router.
+    pub(crate) intake: Arc<Intake>,
 }
 
 /// What the guard knows of a node's gate, as far as a decision needs it.
@@ -209,7 +208,7 @@ pub(crate) fn decide(
             allowed: true,
             reason: GuardReason::Override,
             message: format!(
-                "eviction of pod {pod} let through by the node's maintenance override \
+                "an eviction let through by the node's maintenance override \
                  ({MAINTENANCE_OVERRIDE_ANNOTATION}: {why}) while {held}"
             ),
             node: Some(node),
@@ -346,13 +345,15 @@ fn approximately(seconds: i64) -> String {
 }
 
 impl Evictions {
-    /// The decision on `request`, read from memory; then, at the leader's door, what follows
-    /// from it: the count, a log line and an Event on the node, each rate-limited (see
-    /// `node_events`).
+    /// The decision on `request`, read from memory; then what follows from it at each door:
+    /// the count (by door), a log line, and at the leader's door an Event on the node, each
+    /// rate-limited (see `node_events`). Nothing is logged or written for a review that did
+    /// not come from kube-apiserver where the doors can tell (`caller`).
     fn answer(
         &self,
         request: &AdmissionRequest<DynamicObject>,
         door: AdmissionDoor,
+        caller: Caller,
     ) -> AdmissionResponse {
         let decision = decide(
             request,
@@ -367,11 +368,6 @@ impl Evictions {
             Timestamp::now(),
         );
         let mut response = AdmissionResponse::from(request);
-        let pod = format!(
-            "{}/{}",
-            request.namespace.as_deref().unwrap_or_default(),
-            request.name
-        );
         if !decision.allowed {
             response.allowed = false;
             // 429: every drain tool retries it (a 403, the default, aborts the pod's eviction).
@@ -379,12 +375,7 @@ impl Evictions {
             // kubectl drain for that long.
             response.result = Status::failure(&decision.message, "TooManyRequests").with_code(429);
         }
-        if door == AdmissionDoor::EvictionsStandby {
-            return response;
-        }
-        crate::metrics::guard_decision(decision.allowed, decision.reason);
-        tracing::debug!(door = "evictions", %pod, node = ?decision.node, allowed = decision.allowed, reason = decision.reason.as_str(), dry_run = request.dry_run, "eviction reviewed");
-        // What a drain tool retrying costs: one log line and one Event a node a minute.
+        crate::metrics::guard_decision(door, decision.allowed, decision.reason);
         let Some(node) = &decision.node else {
             return response;
         };
@@ -397,22 +388,35 @@ impl Evictions {
         if request.dry_run {
             return response;
         }
-        let uid = self.inventory.node(node).and_then(|facts| facts.uid);
-        let offered = self.events.offer(node, uid, why, || {
-            let note = decision.message.clone();
-            match why {
-                Why::Overridden => note,
-                _ => format!("eviction of pod {pod} refused: {note}"),
+        // Names from the review are the caller's words: logged escaped (`?`), never raw.
+        let pod = format!(
+            "{}/{}",
+            request.namespace.as_deref().unwrap_or_default(),
+            request.name
+        );
+        let user = request.user_info.username.as_deref().unwrap_or_default();
+        if door == AdmissionDoor::EvictionsStandby {
+            // The standby's refusals hold drains too: said once a minute a node, so that a
+            // standby that cannot vouch for a node the leader calls clear is seen.
+            if self.events.throttled(node, why) {
+                tracing::info!(door = "evictions_standby", node = ?node, pod = ?pod, user = ?user, caller = caller.as_str(), reason = decision.reason.as_str(), message = ?decision.message, "eviction held by the standby (logged once a minute a node)");
             }
+            return response;
+        }
+        let uid = self.inventory.node(node).and_then(|facts| facts.uid);
+        // Events regard the node and say node-level facts only: never the pod or its tenant.
+        let offered = self.events.offer(node, uid, why, || match why {
+            Why::Overridden => decision.message.clone(),
+            _ => format!("evictions refused: {}", decision.message),
         });
         match why {
             // Every eviction an override lets through is logged: each is let through once, so
             // a drain tool's retries do not repeat it.
             Why::Overridden => {
-                tracing::info!(%node, %pod, message = %decision.message, "maintenance override used")
+                tracing::info!(node = ?node, pod = ?pod, user = ?user, caller = caller.as_str(), message = ?decision.message, "maintenance override used")
             }
             _ if offered => {
-                tracing::info!(%node, %pod, message = %decision.message, "eviction held (logged once a minute a node)")
+                tracing::info!(node = ?node, pod = ?pod, user = ?user, caller = caller.as_str(), message = ?decision.message, "eviction held (logged once a minute a node)")
             }
             _ => {}
         }
@@ -437,18 +441,32 @@ pub(super) async fn review_standby(
 async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> Response {
     let timer = AdmissionTimer::start(door);
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
-        let review = super::read_review(request.into_body(), MAX_EVICTION_REVIEW_BYTES).await?;
+        let caller = guard.intake.caller(&request)?;
+        let _turn = guard.intake.turn(caller, Intake::peer(&request)).await;
+        // The body's length when known (its Content-Length, as hyper reads it).
+        let length = axum::body::HttpBody::size_hint(request.body()).upper();
+        // A large body is parsed as it arrives, in one of a few turns.
+        let _streamed = match length {
+            Some(n) if n <= super::review::WHOLE_BYTES as u64 => None,
+            _ => guard.intake.streamed_turn(caller).await,
+        };
+        let review = tokio::time::timeout(
+            BODY_DEADLINE,
+            super::review::read_skipping(request.into_body(), length),
+        )
+        .await
+        .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))??;
         // Never a panic on input: a decision that panics is an error answer, not a dropped
         // connection (kube-apiserver would wait out its timeout).
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guard.answer(&review, door)))
-            .map_err(|_| ReviewError::Panicked)
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            guard.answer(&review, door, caller)
+        }))
+        .map_err(|_| ReviewError::Panicked)
     })
     .await
     .unwrap_or(Err(ReviewError::TimedOut(REVIEW_DEADLINE)));
-    if let Err(e) = &answered
-        && door == AdmissionDoor::Evictions
-    {
-        crate::metrics::guard_error(e.kind());
+    if let Err(e) = &answered {
+        crate::metrics::guard_error(door, e.kind());
     }
     let (response, decision) = super::respond(answered);
     timer.finish(decision);

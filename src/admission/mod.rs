@@ -10,25 +10,31 @@
 //!
 //! The doors are served on the API's TLS listener but outside the `guard` middleware:
 //! kube-apiserver calls webhooks without a client certificate unless it is given a kubeconfig
-//! for them, so they cannot require authentication. The rulesets' door reads nothing but what it
-//! is shown, so an unauthenticated caller learns nothing but what it sent; the guard reads the
-//! in-memory gates and pods (never the cluster), and its denial says only node-level facts
-//! (docs/operating.md#security). Every review is bounded: its body
-//! to [`MAX_REVIEW_BYTES`], its time to [`REVIEW_DEADLINE`], its CPU to a few compiles at once.
+//! for them. Where it is (`ADMISSION_ALLOWED_NAMES`), the doors answer kube-apiserver only, and
+//! everyone else gets 401 before its body is read; where it cannot be, anyone who reaches the
+//! port can send reviews, so each takes a turn among its address's and all anonymous ones
+//! before it is read (`intake`), and is read for what its decision needs and nothing else
+//! (`review`). The rulesets' door reads nothing but what it is shown, so an unauthenticated
+//! caller learns nothing but what it sent; the guard reads the in-memory gates and pods (never
+//! the cluster), and its denial says only node-level facts (docs/operating.md#security). Every
+//! review is bounded: its body (to [`MAX_REVIEW_BYTES`] for rulesets; an eviction's to more
+//! than kube-apiserver can send, parsed as it arrives), its time to [`REVIEW_DEADLINE`], its
+//! CPU to a few compiles at once.
 
 pub(crate) mod evictions;
+mod intake;
 pub(crate) mod node_events;
+mod review;
 mod rulesets;
+
+pub(crate) use intake::Intake;
 
 use crate::evaluate::Engine;
 use crate::metrics::AdmissionDecision;
 use axum::Router;
-use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::AdmissionResponse;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,25 +59,28 @@ pub const MAX_REVIEW_BYTES: usize = 3 << 20;
 /// waiting too (a compile under way still ends: it is bounded by itself, see `rulesets`).
 pub const REVIEW_DEADLINE: Duration = Duration::from_secs(10);
 
-/// The only AdmissionReview version the webhooks are registered for.
-const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+use review::REVIEW_API_VERSION;
 
 /// The doors' routes, without authentication (see the [module](self)): POST only (any other
 /// method is 405). The door for evictions only with the guard (`evictions`).
-pub(crate) fn router(engine: Engine, evictions: Option<evictions::Evictions>) -> Router {
+pub(crate) fn router(
+    engine: Engine,
+    evictions: Option<evictions::Evictions>,
+    intake: Arc<Intake>,
+) -> Router {
     let router = Router::new()
         .route(RULESETS_PATH, axum::routing::post(rulesets::review))
-        .with_state(Arc::new(rulesets::RuleSets::new(engine)));
+        .with_state(Arc::new(rulesets::RuleSets::new(engine, intake.clone())));
     match evictions {
-        Some(door) => router.merge(
+        Some(door) => router.merge({
             Router::new()
                 .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
                 .route(
                     EVICTIONS_STANDBY_PATH,
                     axum::routing::post(evictions::review_standby),
                 )
-                .with_state(Arc::new(door)),
-        ),
+                .with_state(Arc::new(door))
+        }),
         None => router,
     }
 }
@@ -105,6 +114,7 @@ pub fn evictions_router(
             pods: placed,
             when_unknown: crate::config::WhenUnknown::Deny,
             events: node_events::NodeEvents::nowhere(),
+            intake: Arc::new(Intake::open()),
         }))
 }
 
@@ -112,6 +122,11 @@ pub fn evictions_router(
 /// the webhook's failure policy.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReviewError {
+    /// The doors answer only kube-apiserver, and the caller did not prove it is.
+    #[error(
+        "Unauthorized: this door answers only kube-apiserver, with the client certificate its webhook configuration gives it"
+    )]
+    Unauthorized,
     /// The body is over the door's limit ([`MAX_REVIEW_BYTES`] for rulesets).
     #[error("the AdmissionReview is larger than {limit} bytes")]
     TooLarge {
@@ -160,6 +175,7 @@ impl ReviewError {
     /// an AdmissionReview, or missing its request or object), `timed_out` or `failed`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
+            ReviewError::Unauthorized => "unauthorized",
             ReviewError::TooLarge { .. } => "too_large",
             ReviewError::Body(_)
             | ReviewError::Json(_)
@@ -173,6 +189,7 @@ impl ReviewError {
 
     fn status(&self) -> StatusCode {
         match self {
+            ReviewError::Unauthorized => StatusCode::UNAUTHORIZED,
             ReviewError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ReviewError::Body(_)
             | ReviewError::Json(_)
@@ -195,39 +212,6 @@ impl ReviewError {
         }
         message
     }
-}
-
-/// Reads the review in `body`, within `limit` bytes.
-async fn read_review(
-    body: Body,
-    limit: usize,
-) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    let bytes = Limited::new(body, limit)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<LengthLimitError>() {
-                ReviewError::TooLarge { limit }
-            } else {
-                ReviewError::Body(e)
-            }
-        })?
-        .to_bytes();
-    parse_review(&bytes)
-}
-
-/// The request of an `admission.k8s.io/v1` AdmissionReview.
-fn parse_review(bytes: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    // serde_json's recursion limit bounds how deep the object may nest.
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_slice(bytes).map_err(ReviewError::Json)?;
-    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
-        return Err(ReviewError::NotAReview {
-            api_version: review.types.api_version,
-            kind: review.types.kind,
-        });
-    }
-    review.try_into().map_err(|_| ReviewError::NoRequest)
 }
 
 /// The HTTP answer to a review, and the decision it counts as.

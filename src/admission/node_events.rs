@@ -71,7 +71,35 @@ struct Pending {
 pub(crate) struct NodeEvents {
     queue: mpsc::Sender<Pending>,
     /// When the last Event of each node and reason was offered.
-    last: Mutex<HashMap<(Arc<str>, Why), Instant>>,
+    last: Throttle,
+    /// When the standby last logged a refusal of each node and reason.
+    logged: Throttle,
+}
+
+/// Once per [`EVENT_INTERVAL`] per node and reason.
+#[derive(Debug, Default)]
+struct Throttle(Mutex<HashMap<(Arc<str>, Why), Instant>>);
+
+impl Throttle {
+    /// Whether `node`'s `why` is due (and, if so, that it is no longer until the interval
+    /// passed).
+    fn due(&self, node: &Arc<str>, why: Why) -> bool {
+        let now = Instant::now();
+        let mut last = self.0.lock();
+        let key = (node.clone(), why);
+        if last
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < EVENT_INTERVAL)
+        {
+            return false;
+        }
+        // Forget what is past its interval, so the map holds only recent nodes.
+        if last.len() >= 1024 {
+            last.retain(|_, at| now.duration_since(*at) < EVENT_INTERVAL);
+        }
+        last.insert(key, now);
+        true
+    }
 }
 
 impl NodeEvents {
@@ -84,7 +112,8 @@ impl NodeEvents {
         let (queue, pending) = mpsc::channel(QUEUE);
         let events = NodeEvents {
             queue,
-            last: Mutex::new(HashMap::new()),
+            last: Throttle::default(),
+            logged: Throttle::default(),
         };
         (events, write(client, instance, deadline, pending))
     }
@@ -94,8 +123,15 @@ impl NodeEvents {
         let (queue, _) = mpsc::channel(1);
         NodeEvents {
             queue,
-            last: Mutex::new(HashMap::new()),
+            last: Throttle::default(),
+            logged: Throttle::default(),
         }
+    }
+
+    /// Whether a log line about `node`'s `why` is due (once per [`EVENT_INTERVAL`]): for the
+    /// standby's door, which writes no Event.
+    pub(crate) fn throttled(&self, node: &Arc<str>, why: Why) -> bool {
+        self.logged.due(node, why)
     }
 
     /// Offers an Event about `node` (its `uid`, for `kubectl describe` to find it), unless one
@@ -107,21 +143,8 @@ impl NodeEvents {
         why: Why,
         note: impl FnOnce() -> String,
     ) -> bool {
-        let now = Instant::now();
-        {
-            let mut last = self.last.lock();
-            let key = (node.clone(), why);
-            if last
-                .get(&key)
-                .is_some_and(|at| now.duration_since(*at) < EVENT_INTERVAL)
-            {
-                return false;
-            }
-            // Forget what is past its interval, so the map holds only recent nodes.
-            if last.len() >= 1024 {
-                last.retain(|_, at| now.duration_since(*at) < EVENT_INTERVAL);
-            }
-            last.insert(key, now);
+        if !self.last.due(node, why) {
+            return false;
         }
         let pending = Pending {
             node: node.clone(),
@@ -175,12 +198,28 @@ async fn write(
     }
 }
 
+/// Longest name of an object (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
+/// As kubectl and kube's recorder name them: the object's name and a unique suffix; a node's
+/// name too long for that is cut (node names are DNS subdomains, so the cut name is one too,
+/// once its trailing dots or dashes are gone).
+fn event_name(node: &str, now: jiff::Timestamp) -> String {
+    let suffix = format!(".{:x}", now.as_nanosecond());
+    let room = MAX_NAME - suffix.len();
+    let mut prefix = &node[..node.len().min(room)];
+    while !node.is_char_boundary(prefix.len()) {
+        prefix = &node[..prefix.len() - 1];
+    }
+    let prefix = prefix.trim_end_matches(['.', '-']);
+    format!("{prefix}{suffix}")
+}
+
 fn event(p: &Pending, instance: &str) -> Event {
     let now = jiff::Timestamp::now();
     Event {
         metadata: ObjectMeta {
-            // As kubectl and kube's recorder name them: the object's name and a unique suffix.
-            name: Some(format!("{}.{:x}", p.node, now.as_nanosecond())),
+            name: Some(event_name(&p.node, now)),
             namespace: Some(EVENT_NAMESPACE.to_owned()),
             ..ObjectMeta::default()
         },
@@ -211,7 +250,8 @@ mod tests {
         (
             NodeEvents {
                 queue,
-                last: Mutex::new(HashMap::new()),
+                last: Throttle::default(),
+                logged: Throttle::default(),
             },
             pending,
         )
@@ -241,6 +281,27 @@ mod tests {
                 "w1 MaintenanceHeld held later"
             ]
         );
+    }
+
+    #[test]
+    fn every_node_name_makes_a_valid_event_name() {
+        let now: jiff::Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
+        assert_eq!(
+            event_name("w1", now),
+            format!("w1.{:x}", now.as_nanosecond())
+        );
+        // The longest node names: 253 characters, cut wherever the suffix needs room.
+        let dashed = format!("{}a", "a-".repeat(126));
+        let dotted = format!("{}a", "a.".repeat(126));
+        for node in [dashed.as_str(), dotted.as_str(), &"n".repeat(253)] {
+            let name = event_name(node, now);
+            assert!(name.len() <= MAX_NAME, "{} characters", name.len());
+            assert!(
+                !name.contains("..") && !name.contains("-.") && !name.starts_with('.'),
+                "{name}"
+            );
+            assert!(name.starts_with(&node[..200]), "{name}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! `failurePolicy: Ignore`, so a server that is down lets every change through) is still
 //! reported `InvalidRule`.
 
+use super::intake::{BODY_DEADLINE, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
@@ -34,30 +35,57 @@ const MAX_COMPILES: usize = 1;
 /// not authenticated), and each must stay cheap.
 const MAX_CHECKED_SPEC_BYTES: usize = 256 << 10;
 
-/// The door's state: the engine the controller uses, and the turns of the compiles.
+/// Reviews of rulesets read at once, by each kind of caller: a body may be
+/// [`super::MAX_REVIEW_BYTES`], and ruleset changes are rare.
+const MAX_READS: usize = 2;
+
+/// The door's state: the engine the controller uses, the turns of the reads and the compiles.
 pub(super) struct RuleSets {
     engine: Engine,
+    intake: Arc<Intake>,
+    reads: Arc<Semaphore>,
     compiles: Arc<Semaphore>,
 }
 
 impl RuleSets {
-    pub(super) fn new(engine: Engine) -> RuleSets {
+    pub(super) fn new(engine: Engine, intake: Arc<Intake>) -> RuleSets {
         RuleSets {
             engine,
+            intake,
+            reads: Arc::new(Semaphore::new(MAX_READS)),
             compiles: Arc::new(Semaphore::new(MAX_COMPILES)),
         }
     }
 
-    /// Reads the review and decides on the blocking pool, in turn.
+    /// Checks the caller, reads the review in turn (its spec decoded only when it is to be
+    /// compiled), and decides on the blocking pool, in turn.
     async fn answer(&self, request: Request) -> Result<AdmissionResponse, ReviewError> {
-        let review = super::read_review(request.into_body(), super::MAX_REVIEW_BYTES).await?;
+        let caller = self.intake.caller(&request)?;
+        let _turn = self.intake.turn(caller, Intake::peer(&request)).await;
+        // (The semaphores are never closed: `None` cannot happen.)
+        let _read = self.reads.clone().acquire_owned().await.ok();
+        let bytes = tokio::time::timeout(
+            BODY_DEADLINE,
+            super::review::read_whole(request.into_body(), super::MAX_REVIEW_BYTES),
+        )
+        .await
+        .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))??;
+        let mut spec_bytes = None;
+        let review = super::review::parse_named(&bytes, |raw| {
+            let text = raw.get();
+            spec_bytes = Some(text.len());
+            if text.len() > MAX_CHECKED_SPEC_BYTES {
+                return Ok(serde_json::Value::Null);
+            }
+            serde_json::from_str(text)
+        })?;
+        drop(bytes);
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
-        // (The semaphore is never closed: `None` cannot happen.)
         let turn = self.compiles.clone().acquire_owned().await.ok();
         let engine = self.engine.clone();
         tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            decide(&engine, &review)
+            decide_measured(&engine, &review, spec_bytes)
         })
         .await
         .map_err(ReviewError::Failed)?
@@ -79,9 +107,19 @@ pub(super) async fn review(State(door): State<Arc<RuleSets>>, request: Request) 
 /// The decision on one review: refuses the creation or change of an OperationRuleSet whose
 /// spec does not compile, with `422 Invalid` and every problem (as its `InvalidRule` condition
 /// would say them); allows everything else, including what the door was not registered for.
+#[cfg(test)]
 pub(crate) fn decide(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
+) -> Result<AdmissionResponse, ReviewError> {
+    decide_measured(engine, request, None)
+}
+
+/// [`decide`], with the size of the spec as it was sent (`None`: measured here).
+fn decide_measured(
+    engine: &Engine,
+    request: &AdmissionRequest<DynamicObject>,
+    spec_bytes: Option<usize>,
 ) -> Result<AdmissionResponse, ReviewError> {
     let operation = match request.operation {
         Operation::Create => "CREATE",
@@ -107,7 +145,7 @@ pub(crate) fn decide(
     let mut response = AdmissionResponse::from(request);
     // Logged at debug only: whoever applied the ruleset sees the answer, the decisions are
     // counted, and callers of this unauthenticated path must not be able to fill the log.
-    match check(engine, name, object) {
+    match check(engine, name, object, spec_bytes) {
         Checked::Compiles => {
             tracing::debug!(door = "rulesets", ruleset = %name, operation, "ruleset compiles");
         }
@@ -136,11 +174,17 @@ enum Checked {
     TooLarge(usize),
 }
 
-fn check(engine: &Engine, name: &str, object: &DynamicObject) -> Checked {
+fn check(
+    engine: &Engine,
+    name: &str,
+    object: &DynamicObject,
+    spec_bytes: Option<usize>,
+) -> Checked {
     let Some(spec) = object.data.get("spec") else {
         return Checked::Problems("spec: Required value".to_owned());
     };
-    let bytes = serde_json::to_vec(spec).map_or(usize::MAX, |json| json.len());
+    let bytes = spec_bytes
+        .unwrap_or_else(|| serde_json::to_vec(spec).map_or(usize::MAX, |json| json.len()));
     if bytes > MAX_CHECKED_SPEC_BYTES {
         return Checked::TooLarge(bytes);
     }

@@ -9,6 +9,7 @@
 //! The deadline is enforced below TLS, on the socket: the stream fails with `TimedOut` when
 //! it passes, whichever stage the connection is in.
 
+use super::budget::Seat;
 use axum::body::Body;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
@@ -24,6 +25,10 @@ use tokio::time::{Instant, Sleep};
 /// idle timeout of Go's HTTP clients (90 s; kube-apiserver's proxy is one), so that clients
 /// normally close idle connections themselves, before the server does.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The address a connection comes from, for each of its requests.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddress(pub std::net::IpAddr);
 
 /// The deadlines of connections.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +50,8 @@ struct State {
     /// When the connection was accepted, or its last request ended.
     since: Instant,
     served: bool,
+    /// Closed to make room for another (see `budget`): its reads fail from now on.
+    displaced: bool,
     /// The task reading the socket, woken when the last request in flight ends so that it
     /// starts the idle deadline.
     reader: Option<Waker>,
@@ -56,6 +63,7 @@ impl Default for State {
             in_flight: 0,
             since: Instant::now(),
             served: false,
+            displaced: false,
             reader: None,
         }
     }
@@ -66,20 +74,47 @@ impl Activity {
         self.state.lock()
     }
 
-    /// The deadline now (none while a request is in flight), remembering `reader` to wake.
-    fn deadline(&self, reader: &Waker, deadlines: Deadlines) -> Option<Instant> {
+    /// The deadline now (none while a request is in flight), remembering `reader` to wake;
+    /// `Err` once the connection is displaced.
+    fn deadline(&self, reader: &Waker, deadlines: Deadlines) -> Result<Option<Instant>, ()> {
         let mut state = self.state();
+        if state.displaced {
+            return Err(());
+        }
         if !state.reader.as_ref().is_some_and(|w| w.will_wake(reader)) {
             state.reader = Some(reader.clone());
         }
-        (state.in_flight == 0).then(|| {
+        Ok((state.in_flight == 0).then(|| {
             let allowed = if state.served {
                 deadlines.idle
             } else {
                 deadlines.first_request
             };
             state.since + allowed
-        })
+        }))
+    }
+
+    /// With no request in flight: whether it ever served one, and since when it is idle (from
+    /// its accept, or the end of its last request); so that the smallest is the first to
+    /// displace.
+    pub fn idle_since(&self) -> Option<(bool, Instant)> {
+        let state = self.state();
+        (state.in_flight == 0).then_some((state.served, state.since))
+    }
+
+    /// Closes the connection to make room for another: its next read fails.
+    pub fn displace(&self) {
+        let mut state = self.state();
+        state.displaced = true;
+        if let Some(reader) = state.reader.take() {
+            reader.wake();
+        }
+    }
+
+    /// Whether the connection was displaced.
+    #[cfg(test)]
+    pub fn is_displaced(&self) -> bool {
+        self.state().displaced
     }
 
     /// A request starts; it is in flight until the returned guard is dropped (with its response
@@ -114,6 +149,8 @@ pub struct DeadlineStream<S> {
     activity: Arc<Activity>,
     deadlines: Deadlines,
     timer: Pin<Box<Sleep>>,
+    /// The connection's place among those open (see `budget`), given back with the socket.
+    seat: Option<Seat>,
 }
 
 impl<S> DeadlineStream<S> {
@@ -123,7 +160,19 @@ impl<S> DeadlineStream<S> {
             activity,
             deadlines,
             timer: Box::pin(tokio::time::sleep(deadlines.first_request)),
+            seat: None,
         }
+    }
+
+    /// Holds `seat` for as long as the socket is open.
+    pub fn holding(mut self, seat: Seat) -> Self {
+        self.seat = Some(seat);
+        self
+    }
+
+    /// The seat held.
+    pub fn seat(&mut self) -> Option<&mut Seat> {
+        self.seat.as_mut()
     }
 }
 
@@ -134,7 +183,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for DeadlineStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if let Some(deadline) = this.activity.deadline(cx.waker(), this.deadlines) {
+        let Ok(deadline) = this.activity.deadline(cx.waker(), this.deadlines) else {
+            tracing::debug!("closing an idle connection to make room for another");
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room for another connection",
+            )));
+        };
+        if let Some(deadline) = deadline {
             if this.timer.deadline() != deadline {
                 this.timer.as_mut().reset(deadline);
             }

@@ -4,6 +4,7 @@
 
 mod authn;
 mod authz;
+pub(crate) mod budget;
 mod cache;
 pub(crate) mod connection;
 mod peer;
@@ -12,7 +13,7 @@ pub(crate) mod tls;
 
 pub(crate) use authn::{AuthError, Authenticator};
 pub(crate) use authz::{Attributes, Authorizer, Decision};
-pub(crate) use peer::PeerCertificates;
+pub(crate) use peer::{AdmissionCallers, PeerCertificates};
 pub(crate) use requestheader::{RequestHeaderConfig, watch_request_header_config};
 
 pub(crate) use crate::apimachinery::UserInfo;

@@ -41,6 +41,30 @@ pub struct PeerCertificates {
     /// When the first certificate of the chain expires.
     expires: Option<SystemTime>,
     verdict: Arc<Mutex<Verdict>>,
+    /// Whether it is kube-apiserver calling the admission doors, under the trust settings it
+    /// was last judged by, and until when that holds.
+    caller: Arc<Mutex<CallerVerdict>>,
+}
+
+/// Whether a certificate is kube-apiserver's for the admission doors, under the trust settings
+/// it was judged by, until when.
+type CallerVerdict = Option<(Arc<RequestHeaderConfig>, bool, SystemTime)>;
+
+/// Who may call the admission doors (`ADMISSION_ALLOWED_NAMES`, `ADMISSION_CLIENT_CA_FILE`):
+/// kube-apiserver, by the client certificate its webhook kubeconfig gives it.
+#[derive(Clone, Debug, Default)]
+pub struct AdmissionCallers {
+    /// The common names allowed; none: the doors do not authenticate their callers.
+    pub names: Vec<String>,
+    /// The CAs of those certificates; none: the cluster's client CA.
+    pub ca: Vec<CertificateDer<'static>>,
+}
+
+impl AdmissionCallers {
+    /// Whether the doors authenticate their callers.
+    pub fn required(&self) -> bool {
+        !self.names.is_empty()
+    }
 }
 
 impl PeerCertificates {
@@ -49,7 +73,47 @@ impl PeerCertificates {
             expires: expiry(chain.iter()),
             chain: Arc::new(chain),
             verdict: Arc::default(),
+            caller: Arc::default(),
         }
+    }
+
+    /// Whether the certificate is one `callers` allows to call the admission doors, under
+    /// `trust` (whose cluster client CA is theirs when they name none).
+    pub fn is_admission_caller(
+        &self,
+        callers: &AdmissionCallers,
+        trust: &Arc<RequestHeaderConfig>,
+    ) -> bool {
+        let Some((leaf, intermediates)) = self.chain.split_first() else {
+            return false;
+        };
+        let now = SystemTime::now();
+        if self.expires.is_none_or(|t| now >= t) {
+            return false;
+        }
+        let mut caller = self.caller.lock();
+        if let Some((judged_by, verdict, until)) = caller.as_ref()
+            && Arc::ptr_eq(judged_by, trust)
+            && now < *until
+        {
+            return *verdict;
+        }
+        let roots = if callers.ca.is_empty() {
+            &trust.cluster_client_ca
+        } else {
+            &callers.ca
+        };
+        let verdict = Subject::of(leaf)
+            .and_then(|s| s.common_name)
+            .is_some_and(|cn| callers.names.contains(&cn))
+            && verifies(roots, leaf, intermediates);
+        let until = expiry(roots.iter())
+            .into_iter()
+            .chain(self.expires)
+            .min()
+            .unwrap_or(now);
+        *caller = Some((trust.clone(), verdict, until));
+        verdict
     }
 
     /// The identity of the certificate under `trust`.
@@ -276,6 +340,39 @@ mod tests {
         assert!(matches!(peer.identity(&trust), PeerIdentity::User(_)));
         std::thread::sleep(std::time::Duration::from_millis(2100));
         assert_eq!(peer.identity(&trust), PeerIdentity::None);
+    }
+
+    #[test]
+    fn only_the_allowed_names_of_the_callers_ca_may_call_the_doors() {
+        let (front, clients, trust) = pki();
+        let callers = AdmissionCallers {
+            names: vec!["kube-apiserver-webhook-client".into()],
+            ca: Vec::new(),
+        };
+        let peer = |ca: &ifo_dev::pki::KeyPair, cn: &str| {
+            let cert = ca.issue(cn, &[], ifo_dev::pki::Usage::Client).unwrap();
+            PeerCertificates::new(vec![der(&cert.cert_pem)])
+        };
+        // Of the cluster's client CA (no CA named) and an allowed name.
+        assert!(
+            peer(&clients, "kube-apiserver-webhook-client").is_admission_caller(&callers, &trust)
+        );
+        // Another name of the same CA, the allowed name from another CA, nothing at all.
+        assert!(!peer(&clients, "alice").is_admission_caller(&callers, &trust));
+        assert!(
+            !peer(&front, "kube-apiserver-webhook-client").is_admission_caller(&callers, &trust)
+        );
+        assert!(!PeerCertificates::default().is_admission_caller(&callers, &trust));
+        // A CA of their own replaces the cluster's.
+        let own = ifo_dev::pki::KeyPair::new_ca("webhook-client-ca").unwrap();
+        let callers = AdmissionCallers {
+            ca: vec![der(&own.cert_pem)],
+            ..callers
+        };
+        assert!(peer(&own, "kube-apiserver-webhook-client").is_admission_caller(&callers, &trust));
+        assert!(
+            !peer(&clients, "kube-apiserver-webhook-client").is_admission_caller(&callers, &trust)
+        );
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! other CA fails the handshake, as it does with kube-apiserver. Which of the two CAs a
 //! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
-use super::RequestHeaderConfig;
-use super::connection::{Activity, DeadlineStream, Deadlines, Tracked};
+use super::budget::{Budget, Limits};
+use super::connection::{Activity, DeadlineStream, Deadlines, PeerAddress, Tracked};
 use super::peer::PeerCertificates;
+use super::{AdmissionCallers, RequestHeaderConfig};
 use anyhow::{Context, Result};
 use axum::middleware::AddExtension;
 use axum_server::accept::{Accept, DefaultAcceptor};
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::server::TlsStream;
 use tower::Layer;
 
@@ -29,6 +30,7 @@ pub fn server_config(
     cert_file: &Path,
     key_file: &Path,
     trust: &RequestHeaderConfig,
+    callers: &AdmissionCallers,
 ) -> Result<Arc<ServerConfig>> {
     let certs = CertificateDer::pem_file_iter(cert_file)
         .with_context(|| format!("reading {}", cert_file.display()))?
@@ -46,6 +48,11 @@ pub fn server_config(
         roots
             .add(ca.clone())
             .context("adding a client CA certificate")?;
+    }
+    for ca in &callers.ca {
+        roots
+            .add(ca.clone())
+            .context("adding a CA certificate of ADMISSION_CLIENT_CA_FILE")?;
     }
     let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
         .allow_unauthenticated()
@@ -66,6 +73,7 @@ pub fn spawn_reloader(
     cert_file: PathBuf,
     key_file: PathBuf,
     mut trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    callers: AdmissionCallers,
 ) {
     tokio::spawn(async move {
         let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
@@ -82,7 +90,7 @@ pub fn spawn_reloader(
             }
             last = now;
             let current = trust.borrow_and_update().clone();
-            match server_config(&cert_file, &key_file, &current) {
+            match server_config(&cert_file, &key_file, &current, &callers) {
                 Ok(config) => {
                     tls.reload_from_config(config);
                     tracing::info!(cert = %cert_file.display(), "TLS configuration reloaded");
@@ -96,33 +104,29 @@ pub fn spawn_reloader(
     });
 }
 
-/// Accepts TLS connections, at most `max_connections` at once (more are closed at once), each
-/// with its [`Deadlines`], and hands each request the client's verified certificates.
+/// Accepts TLS connections within the [`Budget`] (see `budget`: anonymous ones displaceable,
+/// proven ones in a pool of their own), each with its [`Deadlines`], and hands each request the
+/// client's verified certificates.
 #[derive(Clone)]
 pub struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
-    connections: Arc<Semaphore>,
+    budget: Arc<Budget>,
     deadlines: Deadlines,
 }
 
 impl PeerCertAcceptor {
-    pub fn new(config: RustlsConfig, max_connections: usize, deadlines: Deadlines) -> Self {
+    pub fn new(config: RustlsConfig, limits: Limits, deadlines: Deadlines) -> Self {
         PeerCertAcceptor {
             inner: RustlsAcceptor::new(config).handshake_timeout(deadlines.first_request),
-            connections: Arc::new(Semaphore::new(max_connections)),
+            budget: Budget::new(limits),
             deadlines,
         }
     }
 }
 
-/// A connection's place among the ones allowed at once: held by the connection's service, so
-/// it is given back when the connection ends.
-#[derive(Clone)]
-pub struct ConnectionSlot(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
-
 impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
     type Stream = TlsStream<DeadlineStream<TcpStream>>;
-    type Service = Tracked<AddExtension<AddExtension<S, PeerCertificates>, ConnectionSlot>>;
+    type Service = Tracked<AddExtension<AddExtension<S, PeerCertificates>, PeerAddress>>;
     type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
@@ -131,23 +135,38 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let Ok(slot) = self.connections.clone().try_acquire_owned() else {
-            crate::metrics::connection_refused();
-            return Box::pin(async { Err(std::io::Error::other("too many connections")) });
-        };
         let activity = Arc::new(Activity::default());
-        let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines);
+        let peer = match stream.peer_addr() {
+            Ok(addr) => addr.ip(),
+            Err(e) => return Box::pin(async { Err(e) }),
+        };
+        let seat = match self.budget.admit(peer, activity.clone()) {
+            Ok(seat) => seat,
+            Err(refused) => {
+                crate::metrics::connection_refused(refused.as_str());
+                return Box::pin(async { Err(std::io::Error::other("too many connections")) });
+            }
+        };
+        let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines).holding(seat);
         let handshake = self.inner.accept(stream, service);
         Box::pin(async move {
-            let (stream, service) = handshake.await?;
-            let certs = stream
+            let (mut stream, service) = handshake.await?;
+            let certs: Vec<_> = stream
                 .get_ref()
                 .1
                 .peer_certificates()
                 .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
                 .unwrap_or_default();
+            // The handshake verified the chain against the CAs the server trusts: proven.
+            if !certs.is_empty()
+                && let Some(seat) = stream.get_mut().0.seat()
+                && let Err(refused) = seat.prove()
+            {
+                crate::metrics::connection_refused(refused.as_str());
+                return Err(std::io::Error::other("too many connections"));
+            }
             let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
-            let service = axum::Extension(ConnectionSlot(Arc::new(slot))).layer(service);
+            let service = axum::Extension(PeerAddress(peer)).layer(service);
             Ok((stream, Tracked::new(service, activity)))
         })
     }

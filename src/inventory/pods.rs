@@ -79,10 +79,27 @@ fn key(namespace: &str, name: &str) -> String {
 }
 
 impl Pods {
-    /// Where the pod `namespace/name` runs.
+    /// Where the pod `namespace/name` runs. While the pods' watch is not current, no pod can
+    /// be placed now (one that was pending may have been bound since, one of the same name
+    /// may run elsewhere): every answer is [`PodNode::Unknown`], saying where it was last seen.
     pub fn node_of(&self, namespace: &str, name: &str) -> PodNode {
         let state = self.state.read();
-        match state.pods.get(key(namespace, name).as_str()) {
+        let seen = state.pods.get(key(namespace, name).as_str());
+        if let Sync::Failing(why) = &state.sync {
+            let last = match seen {
+                Some(Placement {
+                    node: Some(node), ..
+                }) => format!("; it was last seen on node {node}"),
+                Some(Placement { node: None, .. }) => {
+                    "; it was last seen not yet bound to a node".to_owned()
+                }
+                None => String::new(),
+            };
+            return PodNode::Unknown(format!(
+                "the watch of the cluster's pods is failing: {why}{last}"
+            ));
+        }
+        match seen {
             Some(Placement {
                 node: Some(node),
                 mirror: true,
@@ -192,11 +209,19 @@ mod tests {
             PodNode::Mirror("w1".into())
         );
         assert_eq!(pods.node_of("other", "p"), PodNode::NotSeen);
+        // While the watch fails, nothing is placed from what was last seen.
         Keeper::<PodPlacement>::failed(&pods, "list failed: pods is forbidden".into());
-        assert_eq!(pods.node_of("demo", "p"), PodNode::Bound("w1".into()));
-        assert!(
-            matches!(pods.node_of("other", "p"), PodNode::Unknown(why) if why.contains("forbidden"))
-        );
+        for (pod, last) in [
+            ("p", "last seen on node w1"),
+            ("pending", "last seen not yet bound"),
+            ("q", "forbidden"),
+        ] {
+            assert!(
+                matches!(pods.node_of("demo", pod), PodNode::Unknown(why) if why.contains("forbidden") && why.contains(last)),
+                "{pod}: {:?}",
+                pods.node_of("demo", pod)
+            );
+        }
     }
 
     #[test]

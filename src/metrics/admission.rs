@@ -46,7 +46,7 @@ impl Admission {
             guard_decisions: register(
                 r,
                 "guard_decisions",
-                "Evictions the maintenance guard decided on, by decision (allowed, denied, override: let through by the node's maintenance override) and reason (clear, in_flight, unknown, override, unbound, mirror, node_gone, not_an_eviction)",
+                "Evictions the maintenance guard decided on, by door (evictions: the leader's; evictions_standby: the standby's, asked for the same evictions), decision (allowed, denied, override: let through by the node's maintenance override; error: no decision, kube-apiserver's failure policy decides) and reason (clear, in_flight, unknown, override, unbound, mirror, node_gone, not_an_eviction; with error: unauthorized, too_large, malformed, timed_out, failed)",
                 Family::default(),
             ),
             guard_events_dropped: register(
@@ -56,21 +56,23 @@ impl Admission {
                 Counter::default(),
             ),
         };
-        for reason in GuardReason::ALL {
-            for allowed in [true, false] {
+        for door in [Door::Evictions, Door::EvictionsStandby] {
+            for reason in GuardReason::ALL {
+                for allowed in [true, false] {
+                    drop(
+                        admission
+                            .guard_decisions
+                            .get_or_create(&guard_labels(door, allowed, reason)),
+                    );
+                }
+            }
+            for kind in GUARD_ERRORS {
                 drop(
                     admission
                         .guard_decisions
-                        .get_or_create(&guard_labels(allowed, reason)),
+                        .get_or_create(&guard_error_labels(door, kind)),
                 );
             }
-        }
-        for kind in GUARD_ERRORS {
-            drop(
-                admission
-                    .guard_decisions
-                    .get_or_create(&guard_error_labels(kind)),
-            );
         }
         // Every label set is known: all start at 0, so that "never happened" reads as 0.
         for door in Door::ALL {
@@ -97,7 +99,7 @@ pub enum Door {
     Evictions,
 
     /// `/admission/evictions/standby`: the maintenance guard's second door, through the
-    /// standbys' Service (its decisions are not counted again in `ifo_guard_decisions_total`).
+    /// standbys' Service (its decisions are counted with `door="evictions_standby"`).
     EvictionsStandby,
 }
 
@@ -161,44 +163,52 @@ impl GuardReason {
     }
 }
 
-fn guard_labels(allowed: bool, reason: GuardReason) -> Labels {
+fn guard_labels(door: Door, allowed: bool, reason: GuardReason) -> Labels {
     let decision = match (allowed, reason) {
         (true, GuardReason::Override) => "override",
         (true, _) => "allowed",
         (false, _) => "denied",
     };
     vec![
+        ("door", door.as_str().to_owned()),
         ("decision", decision.to_owned()),
         ("reason", reason.as_str().to_owned()),
     ]
 }
 
-/// The maintenance guard decided on an eviction.
-pub fn guard_decision(allowed: bool, reason: GuardReason) {
+/// The maintenance guard decided on an eviction at `door`.
+pub fn guard_decision(door: Door, allowed: bool, reason: GuardReason) {
     super::metrics()
         .admission
         .guard_decisions
-        .get_or_create(&guard_labels(allowed, reason))
+        .get_or_create(&guard_labels(door, allowed, reason))
         .inc();
 }
 
 /// The kinds of review the guard could not decide on (see `ReviewError::kind`).
-const GUARD_ERRORS: [&str; 4] = ["too_large", "malformed", "timed_out", "failed"];
+const GUARD_ERRORS: [&str; 5] = [
+    "unauthorized",
+    "too_large",
+    "malformed",
+    "timed_out",
+    "failed",
+];
 
-fn guard_error_labels(kind: &str) -> Labels {
+fn guard_error_labels(door: Door, kind: &str) -> Labels {
     vec![
+        ("door", door.as_str().to_owned()),
         ("decision", "error".to_owned()),
         ("reason", kind.to_owned()),
     ]
 }
 
-/// The maintenance guard could not decide on a review (`kind`: why): kube-apiserver gets an
-/// HTTP error, and its failure policy decides.
-pub fn guard_error(kind: &str) {
+/// The maintenance guard could not decide on a review at `door` (`kind`: why): kube-apiserver
+/// gets an HTTP error, and its failure policy decides.
+pub fn guard_error(door: Door, kind: &'static str) {
     super::metrics()
         .admission
         .guard_decisions
-        .get_or_create(&guard_error_labels(kind))
+        .get_or_create(&guard_error_labels(door, kind))
         .inc();
 }
 

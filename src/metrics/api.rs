@@ -30,7 +30,8 @@ pub(super) struct Api {
     open_watches: Gauge,
     watches_refused: Family<Labels, Counter>,
     watchers_cut: Family<Labels, Counter>,
-    connections_refused: Counter,
+    connections_refused: Family<Labels, Counter>,
+    connections_displaced: Counter,
 }
 
 impl Api {
@@ -69,7 +70,13 @@ impl Api {
             connections_refused: register(
                 r,
                 "connections_refused",
-                "Client connections closed at once because MAX_CONNECTIONS were open",
+                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS connections with a verified client certificate were open; anonymous: every anonymous connection of the peer, or of all, had a request in flight)",
+                Family::default(),
+            ),
+            connections_displaced: register(
+                r,
+                "connections_displaced",
+                "Idle anonymous connections closed to make room for a new one (MAX_ANONYMOUS_CONNECTIONS or MAX_CONNECTIONS_PER_PEER reached)",
                 Counter::default(),
             ),
         };
@@ -78,6 +85,12 @@ impl Api {
             drop(
                 api.watches_refused
                     .get_or_create(&vec![("limit", limit.to_owned())]),
+            );
+        }
+        for pool in ["proven", "anonymous"] {
+            drop(
+                api.connections_refused
+                    .get_or_create(&vec![("pool", pool.to_owned())]),
             );
         }
         for reason in ["lagging", "stalled"] {
@@ -194,7 +207,15 @@ pub fn watcher_cut(reason: &'static str) {
         .inc();
 }
 
-/// A connection was closed at once at `MAX_CONNECTIONS`.
-pub fn connection_refused() {
-    api().connections_refused.inc();
+/// A connection was closed at once: its `pool` was full.
+pub fn connection_refused(pool: &'static str) {
+    api()
+        .connections_refused
+        .get_or_create(&vec![("pool", pool.to_owned())])
+        .inc();
+}
+
+/// An idle anonymous connection was closed to make room for another.
+pub fn connection_displaced() {
+    api().connections_displaced.inc();
 }

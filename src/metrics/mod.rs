@@ -1,7 +1,7 @@
 //! Prometheus metrics, served at `/metrics`.
 //!
 //! One file per concern, each declaring its series and the functions the pipeline calls:
-//! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `targets` (the watches feeding it),
+//! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `overrides` (the nodes' maintenance overrides in force), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `admission` (the
 //! admission doors), `auth` (reviews and their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
 //!
@@ -17,6 +17,7 @@ mod evaluation;
 mod gates;
 mod leader;
 mod operations;
+mod overrides;
 mod persist;
 mod process;
 mod progress;
@@ -29,7 +30,8 @@ pub use admission::{
     ReviewTimer as AdmissionTimer, guard_decision, guard_error, guard_event_dropped,
 };
 pub use api::{
-    RequestTimer, connection_refused, open_watches, request_labels, watch_refused, watcher_cut,
+    RequestTimer, connection_displaced, connection_refused, open_watches, request_labels,
+    watch_refused, watcher_cut,
 };
 pub use auth::{CacheLookup, Review, cache_lookup, review};
 pub use evaluation::{
@@ -39,6 +41,7 @@ pub use evaluation::{
 pub use gates::serve_gates_from;
 pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
+pub use overrides::{OverrideSeries, serve_overrides_from};
 pub use persist::{persist_write, set_persist_pending};
 pub use progress::{StalledCounts, serve_learned_from, set_stalled};
 pub use startup::{StartStage, started};
@@ -73,6 +76,7 @@ struct Metrics {
     tasks: tasks::Tasks,
     startup: startup::Startup,
     gates: std::sync::Arc<gates::GateSource>,
+    overrides: std::sync::Arc<overrides::OverrideSource>,
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.
@@ -100,6 +104,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let startup = startup::Startup::register(r);
     let gates = std::sync::Arc::new(gates::GateSource::default());
     r.register_collector(Box::new(gates.clone()));
+    let overrides = std::sync::Arc::new(overrides::OverrideSource::default());
+    r.register_collector(Box::new(overrides.clone()));
     Metrics {
         registry: root,
         operations,
@@ -114,6 +120,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         tasks,
         startup,
         gates,
+        overrides,
     }
 });
 

@@ -73,16 +73,19 @@ impl Server {
         let election = args.leader_election()?;
         let client = kube_client(&args).await?;
         let trust = auth::watch_request_header_config(client.clone()).await?;
+        let callers = args.admission_callers()?;
         let tls_config = RustlsConfig::from_config(tls::server_config(
             &args.tls_cert_file,
             &args.tls_private_key_file,
             &trust.borrow(),
+            &callers,
         )?);
         tls::spawn_reloader(
             tls_config.clone(),
             args.tls_cert_file.clone(),
             args.tls_private_key_file.clone(),
             trust.clone(),
+            callers.clone(),
         );
 
         let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
@@ -220,6 +223,8 @@ impl Server {
                 .with_freshness(targets.reader())
                 .with_inventory(inventory.clone()),
         );
+        // Who may call the admission doors, and the turns of those who have not proven it.
+        let intake = Arc::new(admission::Intake::new(callers, trust.clone()));
         let evictions = match pods {
             Some(pods) => {
                 let instance = args
@@ -240,6 +245,7 @@ impl Server {
                     pods,
                     when_unknown: args.guard_when_unknown,
                     events,
+                    intake: intake.clone(),
                 })
             }
             None => None,
@@ -247,7 +253,7 @@ impl Server {
         let gates = state.clone();
         crate::metrics::serve_gates_from(move || gates.maintenance_gates());
         let gate = Arc::new(Guard {
-            authenticator: Authenticator::new(trust, client.clone()),
+            authenticator: Authenticator::new(trust.clone(), client.clone()),
             authorizer: Authorizer::new(client.clone()),
         });
         let term_ended = Arc::new(tokio::sync::Notify::new());
@@ -303,7 +309,7 @@ impl Server {
         let app = api::router(state.clone())
             .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
             .merge(api::health_router(state.clone()))
-            .merge(admission::router(engine, evictions));
+            .merge(admission::router(engine, evictions, intake));
         Ok(Server {
             args,
             tasks,
@@ -405,7 +411,12 @@ async fn accept(
         first_request: args.request_header_timeout,
         idle: auth::connection::IDLE_TIMEOUT,
     };
-    let acceptor = tls::PeerCertAcceptor::new(tls_config, args.max_connections, deadlines);
+    let limits = auth::budget::Limits {
+        proven: args.max_connections,
+        anonymous: args.max_anonymous_connections,
+        per_peer: args.max_connections_per_peer,
+    };
+    let acceptor = tls::PeerCertAcceptor::new(tls_config, limits, deadlines);
     loop {
         let handle = axum_server::Handle::new();
         *listener.handle.lock() = handle.clone();

@@ -236,6 +236,8 @@ fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> 
         ("RULESET_STATUS_INTERVAL", "5s"),
         // The maintenance guard, registered with the cluster (see `boot`).
         ("EVICTION_GUARD", "true"),
+        // The admission doors answer kube-apiserver only: it presents this certificate to them.
+        ("ADMISSION_ALLOWED_NAMES", ifo_dev::WEBHOOK_CLIENT_NAME),
     ];
     if config.persist {
         settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);

@@ -184,23 +184,31 @@ fn an_unknown_field_in_spec_is_refused_by_the_crd_schema_first() {
 }
 
 #[test]
-fn the_door_answers_reviews_without_credentials_and_counts_them() {
+fn the_door_answers_kube_apiservers_certificate_and_counts_reviews() {
     let env = env();
     door_open(env, "adm-direct");
-    // No client certificate, no token: what kube-apiserver sends.
-    let (code, body) = env.direct(
-        "/admission/rulesets",
-        &[
+    // The client certificate the local cluster's kube-apiserver presents to webhooks.
+    let pki = env.cluster.dir().join("pki");
+    let cert = pki.join("webhook-client.crt").display().to_string();
+    let key = pki.join("webhook-client.key").display().to_string();
+    let post = |credentials: &[&str]| {
+        let mut args = vec![
             "-X",
             "POST",
             "-H",
             "Content-Type: application/json",
             "-d",
             "{not json",
-        ],
-    );
+        ];
+        args.extend(credentials);
+        env.direct("/admission/rulesets", &args)
+    };
+    let (code, body) = post(&["--cert", &cert, "--key", &key]);
     assert_eq!(code, "400", "{body}");
     assert!(body.starts_with("malformed AdmissionReview"), "{body}");
+    // Anyone else is refused before the body is read.
+    let (code, body) = post(&[]);
+    assert_eq!(code, "401", "{body}");
     let (code, _) = env.direct("/admission/rulesets", &[]);
     assert_eq!(code, "405");
     // Everything else still asks who is calling.

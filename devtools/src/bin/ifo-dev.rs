@@ -103,6 +103,9 @@ fn main() -> Result<()> {
                 ("DEBOUNCE_THRESHOLD", DEMO_GRACE),
                 ("LOG_LEVEL", "info"),
                 ("EVICTION_GUARD", guard),
+                // The local cluster's kube-apiserver presents this certificate to webhooks: the
+                // doors answer it only.
+                ("ADMISSION_ALLOWED_NAMES", ifo_dev::WEBHOOK_CLIENT_NAME),
             ],
             "ifo-apiserver.log",
         )?;

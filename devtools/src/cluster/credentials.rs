@@ -151,6 +151,7 @@ pub(super) fn write_pki(dir: &Path) -> Result<Pki> {
     )?;
     write(&pki.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
     write_private(&pki.join("kubelet-client.key"), &kubelet_client.key_pem)?;
+    write_webhook_client(&pki, &cluster_ca)?;
     write_private(&pki.join("sa.key"), &sa_key)?;
     write(&pki.join("sa.pub"), &sa_pub)?;
     write(&pki.join("serving.crt"), &server_cert.cert_pem)?;
@@ -177,6 +178,48 @@ pub(super) fn write_pki(dir: &Path) -> Result<Pki> {
         cluster_ca,
         dir: pki,
     })
+}
+
+/// The common name of the client certificate kube-apiserver presents to every admission
+/// webhook of the local cluster: a server started with `ADMISSION_ALLOWED_NAMES` set to it
+/// answers kube-apiserver's reviews only.
+pub const WEBHOOK_CLIENT_NAME: &str = "kube-apiserver-webhook-client";
+
+/// kube-apiserver's client certificate for admission webhooks ([`WEBHOOK_CLIENT_NAME`], of the
+/// cluster's client CA), as kubeadm-style installs configure it: an `AdmissionConfiguration`
+/// (`admission.yaml`, for `--admission-control-config-file`) whose webhook plugins name a
+/// kubeconfig (`webhook-kubeconfig.yaml`) giving it to every webhook host (`*`).
+fn write_webhook_client(pki: &Path, cluster_ca: &KeyPair) -> Result<()> {
+    let cert = cluster_ca.issue(WEBHOOK_CLIENT_NAME, &[], Usage::Client)?;
+    let (crt, key) = (
+        pki.join("webhook-client.crt"),
+        pki.join("webhook-client.key"),
+    );
+    write(&crt, &cert.cert_pem)?;
+    write_private(&key, &cert.key_pem)?;
+    let kubeconfig = pki.join("webhook-kubeconfig.yaml");
+    write_private(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: '*'\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            crt.display(),
+            key.display()
+        ),
+    )?;
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    write(
+        &pki.join("admission.yaml"),
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )
 }
 
 pub(super) fn write(path: &Path, data: impl AsRef<[u8]>) -> Result<()> {

@@ -109,7 +109,7 @@ impl Cluster {
   "clientConfig":{{"url":"https://localhost:{port}{path}","caBundle":"{}"}},
   "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],
     "resources":["pods/eviction"],"scope":"Namespaced"}}],
-  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"None","timeoutSeconds":3}}"#,
+  "matchPolicy":"Equivalent","failurePolicy":"Ignore","sideEffects":"NoneOnDryRun","timeoutSeconds":3}}"#,
                 b64(&self.serving.ca_pem)
             )
         };

@@ -1,7 +1,7 @@
 //! The rulesets door: its decision on typed reviews, and its handler on raw bodies.
 
 use super::decide;
-use crate::admission::{MAX_REVIEW_BYTES, RULESETS_PATH, router};
+use crate::admission::{Intake, MAX_REVIEW_BYTES, RULESETS_PATH, router};
 use crate::evaluate::Engine;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
@@ -247,7 +247,7 @@ async fn post(body: impl Into<Body>) -> (StatusCode, Vec<u8>) {
 }
 
 async fn call(method: Method, body: Body) -> (StatusCode, Vec<u8>) {
-    let response = router(ENGINE.clone(), None)
+    let response = router(ENGINE.clone(), None, std::sync::Arc::new(Intake::open()))
         .oneshot(
             Request::builder()
                 .method(method)

@@ -1,0 +1,243 @@
+//! What a review may cost before it is read, by who sends it.
+//!
+//! Where kube-apiserver is configured to present a client certificate to the webhooks
+//! (`ADMISSION_ALLOWED_NAMES`), a caller without one of those certificates gets 401 before a
+//! byte of its body is read, and kube-apiserver's reviews take turns only among themselves.
+//!
+//! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
+//! and kube-apiserver's own are among them; so every review takes a turn before its body is
+//! read: at most [`PER_PEER`] at once from one address (the others wait theirs, in order, never
+//! refused: a review answered with an error is an eviction let through), at most
+//! [`ANONYMOUS`] at once in all, and its body must arrive within [`BODY_DEADLINE`] of its turn.
+//! Reviews whose body is large (see `review`) also take one of the few turns to be parsed as
+//! they arrive ([`STREAMED`]). So one address, or a few, cannot make kube-apiserver's reviews
+//! wait; what they cost is bounded: [`ANONYMOUS`] bodies of at most `review::WHOLE_BYTES` and
+//! [`STREAMED`] parsers.
+
+use super::ReviewError;
+use crate::auth::connection::PeerAddress;
+use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
+use axum::extract::Request;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+/// Reviews read at once from one peer address by callers that have not proven who they are.
+pub const PER_PEER: usize = 16;
+
+/// Reviews read at once by callers that have not proven who they are, from all addresses.
+pub const ANONYMOUS: usize = 1024;
+
+/// Reviews with a large body parsed at once, in each pool (proven, anonymous).
+pub const STREAMED: usize = 4;
+
+/// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
+/// review at once.
+pub const BODY_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Who sent a review.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// kube-apiserver, proven by its client certificate.
+    KubeApiserver,
+    /// Anyone: the doors are configured not to authenticate their callers.
+    Unverified,
+}
+
+impl Caller {
+    /// The log field's value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Caller::KubeApiserver => "kube-apiserver",
+            Caller::Unverified => "unverified",
+        }
+    }
+}
+
+/// The doors' turns (see the [module](self)).
+pub(crate) struct Intake {
+    callers: AdmissionCallers,
+    trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    anonymous: Arc<Semaphore>,
+    per_peer: Peers,
+    streamed: [Arc<Semaphore>; 2],
+}
+
+/// Each address's turns, while it has a review in flight or waiting.
+type Peers = Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>;
+
+/// A review's turn: given back when dropped.
+pub(crate) struct Turn {
+    permits: Vec<OwnedSemaphorePermit>,
+    peer: Option<(IpAddr, Peers)>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some((peer, peers)) = self.peer.take() else {
+            return;
+        };
+        self.permits.clear();
+        // Forget an address with nothing in flight or waiting, so the map holds only busy
+        // peers (each permit and each waiter holds the address's semaphore too).
+        let mut peers = peers.lock();
+        if let Some(turns) = peers.get(&peer)
+            && Arc::strong_count(turns) == 1
+        {
+            peers.remove(&peer);
+        }
+    }
+}
+
+impl Intake {
+    pub(crate) fn new(
+        callers: AdmissionCallers,
+        trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    ) -> Intake {
+        Intake {
+            callers,
+            trust,
+            anonymous: Arc::new(Semaphore::new(ANONYMOUS)),
+            per_peer: Arc::default(),
+            streamed: [
+                Arc::new(Semaphore::new(STREAMED)),
+                Arc::new(Semaphore::new(STREAMED)),
+            ],
+        }
+    }
+
+    /// Who sent `request`: 401 when the doors authenticate their callers and it is not
+    /// kube-apiserver. Nothing of its body has been read.
+    pub(crate) fn caller(&self, request: &Request) -> Result<Caller, ReviewError> {
+        if !self.callers.required() {
+            return Ok(Caller::Unverified);
+        }
+        let trust = self.trust.borrow().clone();
+        request
+            .extensions()
+            .get::<PeerCertificates>()
+            .filter(|certs| certs.is_admission_caller(&self.callers, &trust))
+            .map(|_| Caller::KubeApiserver)
+            .ok_or(ReviewError::Unauthorized)
+    }
+
+    /// The address `request` comes from (unspecified where no connection tells: in tests).
+    pub(crate) fn peer(request: &Request) -> IpAddr {
+        request
+            .extensions()
+            .get::<PeerAddress>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0)
+    }
+
+    /// Waits for the turn of a review from `peer` to be read (none to wait for kube-apiserver,
+    /// proven).
+    pub(crate) async fn turn(&self, caller: Caller, peer: IpAddr) -> Turn {
+        if caller == Caller::KubeApiserver {
+            return Turn {
+                permits: Vec::new(),
+                peer: None,
+            };
+        }
+        let turns = self
+            .per_peer
+            .lock()
+            .entry(peer)
+            .or_insert_with(|| Arc::new(Semaphore::new(PER_PEER)))
+            .clone();
+        let mut permits = Vec::with_capacity(2);
+        // The semaphores are never closed.
+        if let Ok(permit) = turns.acquire_owned().await {
+            permits.push(permit);
+        }
+        if let Ok(permit) = self.anonymous.clone().acquire_owned().await {
+            permits.push(permit);
+        }
+        Turn {
+            permits,
+            peer: Some((peer, self.per_peer.clone())),
+        }
+    }
+
+    /// Waits for a turn to parse a large body as it arrives.
+    pub(crate) async fn streamed_turn(&self, caller: Caller) -> Option<OwnedSemaphorePermit> {
+        let pool = match caller {
+            Caller::KubeApiserver => &self.streamed[0],
+            Caller::Unverified => &self.streamed[1],
+        };
+        pool.clone().acquire_owned().await.ok()
+    }
+
+    /// Doors that answer anyone (for tests and benchmarks).
+    pub(crate) fn open() -> Intake {
+        let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
+        Intake::new(AdmissionCallers::default(), trust)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+
+    fn from(peer: [u8; 4]) -> Request {
+        let mut request = Request::new(Body::empty());
+        request
+            .extensions_mut()
+            .insert(PeerAddress(IpAddr::from(peer)));
+        request
+    }
+
+    #[tokio::test]
+    async fn one_address_waits_for_its_own_turns_and_others_go_on() {
+        let intake = Intake::open();
+        let noisy = from([127, 0, 0, 2]);
+        let mut held = Vec::new();
+        let noisy = Intake::peer(&noisy);
+        for _ in 0..PER_PEER {
+            held.push(intake.turn(Caller::Unverified, noisy).await);
+        }
+        // The next one of the same address waits...
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(50),
+            intake.turn(Caller::Unverified, noisy),
+        )
+        .await;
+        assert!(waiting.is_err());
+        // ...while another address has its turn at once.
+        let other = tokio::time::timeout(
+            Duration::from_millis(50),
+            intake.turn(Caller::Unverified, Intake::peer(&from([127, 0, 0, 1]))),
+        )
+        .await;
+        assert!(other.is_ok());
+        drop(other);
+        drop(held);
+        assert!(
+            intake.per_peer.lock().is_empty(),
+            "addresses with nothing in flight are forgotten"
+        );
+    }
+
+    #[test]
+    fn without_callers_configured_anyone_may_call() {
+        assert_eq!(
+            Intake::open().caller(&from([10, 0, 0, 1])).unwrap(),
+            Caller::Unverified
+        );
+        let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
+        let required = Intake::new(
+            AdmissionCallers {
+                names: vec!["kube-apiserver-webhook-client".into()],
+                ca: Vec::new(),
+            },
+            trust,
+        );
+        assert!(matches!(
+            required.caller(&from([10, 0, 0, 1])),
+            Err(ReviewError::Unauthorized)
+        ));
+    }
+}

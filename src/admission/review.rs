@@ -1,0 +1,298 @@
+//! Reading an `admission.k8s.io/v1` AdmissionReview for what a door's decision needs, and
+//! nothing else: the request's identity (uid, resource, name, namespace, operation, dry run,
+//! the user's name) and, where the door asks for it, the object. Everything else (the old
+//! object, the options, the user's groups, and for the guard the Eviction itself) is skipped as
+//! it is read, never kept. So parsing allocates in proportion to what is kept, never to the
+//! body, and never twice.
+//!
+//! A body is read whole only when it is small ([`WHOLE_BYTES`], known from its
+//! `Content-Length`): an eviction's review is about 2 KB. A larger one (an Eviction padded with
+//! annotations, or a user of thousands of groups) is parsed as it arrives, on the blocking
+//! pool, up to [`MAX_STREAMED_BYTES`]: more than kube-apiserver can send (its own limit on a
+//! request body is 3 MiB), so whatever it sends is judged.
+
+use super::ReviewError;
+use axum::body::Body;
+use futures::TryStreamExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, TypeMeta};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// Bodies up to this size (by their `Content-Length`) are read whole, then parsed.
+pub const WHOLE_BYTES: usize = 64 << 10;
+
+/// Largest body parsed as it arrives: over kube-apiserver's own limit on a request (3 MiB) with
+/// the user's identity (its header limit, 1 MiB) beside it.
+pub const MAX_STREAMED_BYTES: usize = 8 << 20;
+
+/// The only AdmissionReview version the webhooks are registered for.
+pub(super) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// What of an AdmissionReview is read.
+#[derive(Deserialize)]
+struct Envelope<O> {
+    #[serde(rename = "apiVersion", default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<Request<O>>,
+}
+
+/// What of its request is read (unknown fields are skipped unread).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<O> {
+    uid: String,
+    #[serde(default = "no_resource")]
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    #[serde(default)]
+    user_info: User,
+    #[serde(default = "none")]
+    object: Option<O>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn no_resource() -> GroupVersionResource {
+    GroupVersionResource::gvr("", "", "")
+}
+
+fn none<O>() -> Option<O> {
+    None
+}
+
+#[derive(Default, Deserialize)]
+struct User {
+    #[serde(default)]
+    username: String,
+}
+
+/// The object of a review, skipped: what the guard reads of an eviction's review.
+#[derive(Deserialize)]
+pub(super) struct Skipped(serde::de::IgnoredAny);
+
+/// The object of a review as the rulesets' door reads it: its name, and its spec as text (to be
+/// measured before it is decoded).
+#[derive(Deserialize)]
+pub(super) struct Named<'a> {
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(borrow, default)]
+    spec: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(Default, Deserialize)]
+struct Metadata {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+impl<O> Envelope<O> {
+    /// The request, with its object made by `object`.
+    fn request(
+        self,
+        object: impl FnOnce(O) -> Option<DynamicObject>,
+    ) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+        if self.api_version != REVIEW_API_VERSION || self.kind != "AdmissionReview" {
+            return Err(ReviewError::NotAReview {
+                api_version: self.api_version,
+                kind: self.kind,
+            });
+        }
+        let r = self.request.ok_or(ReviewError::NoRequest)?;
+        Ok(AdmissionRequest {
+            types: TypeMeta {
+                api_version: REVIEW_API_VERSION.to_owned(),
+                kind: "AdmissionReview".to_owned(),
+            },
+            uid: r.uid,
+            kind: GroupVersionKind::gvk("", "", ""),
+            resource: r.resource,
+            sub_resource: r.sub_resource,
+            request_kind: None,
+            request_resource: None,
+            request_sub_resource: None,
+            name: r.name,
+            namespace: r.namespace,
+            operation: r.operation,
+            user_info: UserInfo {
+                username: Some(r.user_info.username),
+                ..UserInfo::default()
+            },
+            object: r.object.and_then(object),
+            old_object: None,
+            dry_run: r.dry_run,
+            options: None,
+        })
+    }
+}
+
+/// The review in `bytes`, its object skipped.
+pub(super) fn parse_skipping(bytes: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    // serde_json's recursion limit bounds how deep anything may nest, skipped parts included.
+    let envelope: Envelope<Skipped> = serde_json::from_slice(bytes).map_err(ReviewError::Json)?;
+    envelope.request(|_| None)
+}
+
+/// The review in `bytes` with its object's name and spec (see [`Named`]), the spec decoded by
+/// `spec` (which may leave it out, e.g. for its size).
+pub(super) fn parse_named(
+    bytes: &[u8],
+    spec: impl FnOnce(&serde_json::value::RawValue) -> serde_json::Result<serde_json::Value>,
+) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    let envelope: Envelope<Named<'_>> = serde_json::from_slice(bytes).map_err(ReviewError::Json)?;
+    let spec = match envelope.request.as_ref().and_then(|r| r.object.as_ref()) {
+        Some(Named {
+            spec: Some(raw), ..
+        }) => Some(spec(raw).map_err(ReviewError::Json)?),
+        _ => None,
+    };
+    envelope.request(|named| {
+        let mut object = DynamicObject {
+            types: None,
+            metadata: Default::default(),
+            data: serde_json::Value::Object(Default::default()),
+        };
+        object.metadata.name = named.metadata.name;
+        if let Some(spec) = spec {
+            object.data["spec"] = spec;
+        }
+        Some(object)
+    })
+}
+
+/// Reads `body` whole, within `limit` bytes (refused as soon as it is over).
+pub(super) async fn read_whole(body: Body, limit: usize) -> Result<bytes::Bytes, ReviewError> {
+    Ok(Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<LengthLimitError>() {
+                ReviewError::TooLarge { limit }
+            } else {
+                ReviewError::Body(e)
+            }
+        })?
+        .to_bytes())
+}
+
+/// Reads an eviction's review from `body`, of `length` bytes if known: whole when small, else
+/// parsed as it arrives (see the [module](self)).
+pub(super) async fn read_skipping(
+    body: Body,
+    length: Option<u64>,
+) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+    if length.is_some_and(|n| n <= WHOLE_BYTES as u64) {
+        let bytes = read_whole(body, WHOLE_BYTES).await?;
+        return parse_skipping(&bytes);
+    }
+    streamed::<Skipped>(body, MAX_STREAMED_BYTES)
+        .await?
+        .request(|_| None)
+}
+
+/// Parses `body` as it arrives, on the blocking pool, within `limit` bytes: what is skipped is
+/// read and dropped a buffer at a time.
+async fn streamed<O: DeserializeOwned + Send + 'static>(
+    body: Body,
+    limit: usize,
+) -> Result<Envelope<O>, ReviewError> {
+    let stream = Limited::new(body, limit)
+        .into_data_stream()
+        .map_err(move |e| {
+            if e.is::<LengthLimitError>() {
+                std::io::Error::new(std::io::ErrorKind::FileTooLarge, "over the limit")
+            } else {
+                std::io::Error::other(e)
+            }
+        });
+    let reader = tokio_util::io::StreamReader::new(stream);
+    let reader = std::io::BufReader::new(tokio_util::io::SyncIoBridge::new(reader));
+    let parsed = tokio::task::spawn_blocking(move || serde_json::from_reader(reader))
+        .await
+        .map_err(ReviewError::Failed)?;
+    parsed.map_err(|e: serde_json::Error| match e.io_error_kind() {
+        Some(std::io::ErrorKind::FileTooLarge) => ReviewError::TooLarge { limit },
+        Some(_) => ReviewError::Body(Box::new(e)),
+        None => ReviewError::Json(e),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eviction(padding: usize) -> Vec<u8> {
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "eviction",
+                "name": "p", "namespace": "demo", "operation": "CREATE",
+                "userInfo": {"username": "alice", "groups": vec!["g".repeat(60); padding / 64]},
+                "object": {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": "p", "namespace": "demo",
+                        "annotations": {"pad": "x".repeat(padding)}}},
+                "oldObject": null,
+                "dryRun": true,
+            }
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn check(request: &AdmissionRequest<DynamicObject>) {
+        assert_eq!(request.uid, "u-1");
+        assert_eq!(request.resource.resource, "pods");
+        assert_eq!(request.sub_resource.as_deref(), Some("eviction"));
+        assert_eq!(
+            (request.namespace.as_deref(), request.name.as_str()),
+            (Some("demo"), "p")
+        );
+        assert_eq!(request.operation, Operation::Create);
+        assert_eq!(request.user_info.username.as_deref(), Some("alice"));
+        assert!(request.dry_run, "dryRun comes after the object");
+        assert!(request.object.is_none(), "the eviction is skipped");
+    }
+
+    #[tokio::test]
+    async fn an_eviction_is_read_whole_when_small_and_as_it_arrives_when_padded() {
+        let small = eviction(100);
+        let length = Some(small.len() as u64);
+        check(&read_skipping(Body::from(small), length).await.unwrap());
+        // 4 MB of annotations and groups: parsed as it arrives, in pieces.
+        let padded = eviction(2 << 20);
+        assert!(padded.len() > 4_000_000);
+        let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+            padded.chunks(16 << 10).map(|c| Ok(c.to_vec())).collect();
+        let body = Body::from_stream(futures::stream::iter(pieces));
+        check(&read_skipping(body, None).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_body_over_what_kube_apiserver_can_send_is_refused() {
+        let huge = eviction(MAX_STREAMED_BYTES);
+        let length = Some(huge.len() as u64);
+        assert!(matches!(
+            read_skipping(Body::from(huge), length).await,
+            Err(ReviewError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            read_skipping(Body::from("{\"apiVersion\": [}"), None).await,
+            Err(ReviewError::Json(_))
+        ));
+    }
+}

@@ -1,0 +1,430 @@
+//! The maintenance guard's trust boundary, tried against the real thing: nobody but the admin
+//! opens it. Callers without credentials, an Eviction padded past any size, silent connections
+//! by the thousand and floods of forged reviews never let a drain through a node that is not
+//! clear, and what a forged review can do to the audit trail is nothing.
+//!
+//! kube-apiserver's own view is the judge: its `apiserver_admission_webhook_fail_open_count`
+//! for a door counts every eviction that door let through by failing (an error, a timeout, a
+//! refused connection). Each test prints the figures it measures.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ifo_dev::{Process, User};
+use ifo_test_support::{Env, env, eventually, node_vm_ruleset, vm};
+use serde_json::json;
+
+use crate::guard::{evict, pod_on};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The address the attacks come from: loopback, but not kube-apiserver's (127.0.0.1).
+const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+/// A namespace with a node of its own on which a VM migrates: the node's gate reads
+/// `Clear=False`, and a pod of the namespace bound to it. Returns (namespace, node).
+fn held_node(env: &'static Env, prefix: &str, node_len: usize) -> (String, String) {
+    let ns = env.namespace(prefix);
+    let mut node = format!("{prefix}-{}", ns.rsplit('-').next().unwrap_or("0"));
+    if node_len > node.len() + 1 {
+        node.push('-');
+        node.push_str(&"n".repeat(node_len - node.len()));
+    }
+    // The node stays for the rest of the run (other tests' nodes do not see it).
+    std::mem::forget(env.node(&node));
+    let rs = format!("rs-{ns}");
+    env.apply(&node_vm_ruleset(&rs, &ns, &format!("c-{ns}")));
+    env.apply(&vm("busy", &ns));
+    env.wait_watching(&rs);
+    env.set_vm_status(
+        &ns,
+        "busy",
+        json!({"nodeName": node, "printableStatus": "Migrating"}),
+    );
+    env.wait_gate(&format!("node.{node}"), "False", WAIT);
+    pod_on(env, &ns, "app", &node);
+    (ns, node)
+}
+
+/// A series of kube-apiserver's own `/metrics` for the webhook `webhook`, summed over its
+/// other labels (0 when it has none yet).
+fn apiserver_metric(env: &Env, metric: &str, webhook: &str) -> f64 {
+    let text = env
+        .kubectl(User::Admin, &["get", "--raw", "/metrics"])
+        .unwrap();
+    let name = format!("name=\"{webhook}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A TLS connection to `port` from [`ATTACKER`], trusting the serving CA, that sends nothing.
+fn silent(env: &Env, port: u16) -> Option<openssl::ssl::SslStream<TcpStream>> {
+    use openssl::ssl::{SslConnector, SslMethod};
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket.bind(&SocketAddr::from((ATTACKER, 0)).into()).ok()?;
+    socket
+        .connect_timeout(
+            &SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into(),
+            Duration::from_secs(2),
+        )
+        .ok()?;
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).ok()?;
+    builder
+        .cert_store_mut()
+        .add_cert(openssl::x509::X509::from_pem(&env.cluster.serving.ca_pem).ok()?)
+        .ok()?;
+    builder
+        .build()
+        .connect("localhost", TcpStream::from(socket))
+        .ok()
+}
+
+/// POSTs `body` to `path` of `port` from [`ATTACKER`] without credentials; the HTTP status.
+fn forged(env: &Env, port: u16, path: &str, body: &Path) -> String {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "15",
+        ])
+        .args(["--interface", &ATTACKER.to_string(), "--cacert"])
+        .arg(env.cluster.dir().join("pki/serving-ca.crt"))
+        .args(["-H", "Content-Type: application/json", "--data-binary"])
+        .arg(format!("@{}", body.display()))
+        .arg(format!("https://localhost:{port}{path}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The guard of a server of its own, as managed clusters run it (kube-apiserver presents no
+/// certificate, so the doors answer anyone), registered for the namespace `ns` only.
+fn own_guard(env: &Env, ns: &str) -> (Process, u16, String) {
+    let port = ifo_dev::free_port().unwrap();
+    let process = ifo_dev::spawn_server(
+        &env.cluster,
+        Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
+        port,
+        &[("EVICTION_GUARD", "true"), ("LOG_LEVEL", "info")],
+        &format!("ifo-apiserver-{ns}.log"),
+    )
+    .unwrap();
+    eventually(Duration::from_secs(60), "its own server ready", || {
+        (env.direct_to(port, "/readyz", &[]).0 == "200").then_some(())
+    });
+    let webhook = format!("guard.{ns}.ifo.kubevirt.io");
+    let ca = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&env.cluster.serving.ca_pem)
+    };
+    env.apply(
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": format!("guard-{ns}")},
+            "webhooks": [{
+                "name": webhook,
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://localhost:{port}/admission/evictions"), "caBundle": ca},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["pods/eviction"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                "matchPolicy": "Equivalent", "failurePolicy": "Ignore",
+                "sideEffects": "NoneOnDryRun", "timeoutSeconds": 3,
+            }],
+        })
+        .to_string(),
+    );
+    (process, port, webhook)
+}
+
+/// Peak resident memory of process `pid` (VmHWM), in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+/// Where kube-apiserver cannot present a certificate, everyone may call the door: 1,200
+/// silent connections and a flood of 3 MB forged reviews from one address neither make the
+/// door fail (every eviction of a held node's pod through kube-apiserver is refused, none let
+/// through by failing open), nor grow the server past a bounded budget, nor stop `/livez`.
+#[test]
+fn silent_connections_and_forged_floods_cannot_open_the_guard() {
+    let env = env();
+    let (ns, node) = held_node(env, "gb-flood", 0);
+    let (server, port, webhook) = own_guard(env, &ns);
+    eventually(WAIT, "its own guard to hold the pod", || {
+        let e = evict(env, User::Admin, &ns, "app");
+        (!e.ok && e.stderr.contains("not clear")).then_some(())
+    });
+    let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook);
+    let before_mib = peak_mib(server.pid());
+
+    // 1,200 connections from one address that send nothing, kept open.
+    let opened = Instant::now();
+    let connections: Vec<_> = (0..1200).filter_map(|_| silent(env, port)).collect();
+    println!(
+        "silent connections opened from {ATTACKER}: {} in {:?}",
+        connections.len(),
+        opened.elapsed()
+    );
+    assert!(connections.len() > 100, "the attack itself failed");
+    // Forged 3 MB reviews (garbage, and an AdmissionReview of 3 MB of groups), from four
+    // threads, for as long as the evictions below take.
+    let garbage = env.cluster.dir().join(format!("garbage-{ns}.json"));
+    std::fs::write(&garbage, vec![b'['; 3 << 20]).unwrap();
+    let padded = env.cluster.dir().join(format!("padded-{ns}.json"));
+    std::fs::write(
+        &padded,
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "x", "operation": "CREATE", "name": "app", "namespace": ns,
+                "userInfo": {"username": "mallory", "groups": vec!["g".repeat(100); 30_000]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..4)
+        .map(|i| {
+            let (stop, body, env) = (
+                stop.clone(),
+                if i % 2 == 0 {
+                    garbage.clone()
+                } else {
+                    padded.clone()
+                },
+                env,
+            );
+            std::thread::spawn(move || {
+                let mut sent = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && sent < 200 {
+                    forged(env, port, "/admission/evictions", &body);
+                    forged(env, port, "/admission/rulesets", &body);
+                    sent += 2;
+                }
+                sent
+            })
+        })
+        .collect();
+
+    // Meanwhile, ten evictions through kube-apiserver: each refused by the door (429).
+    let mut refused = 0;
+    for _ in 0..10 {
+        let e = evict(env, User::Admin, &ns, "app");
+        assert!(!e.ok, "an eviction of a pod on a held node went through");
+        if e.stderr.contains("TooManyRequests") {
+            refused += 1;
+        }
+        assert_eq!(env.direct_to(port, "/livez", &[]).0, "200", "/livez");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let forged_sent: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
+    let peak = peak_mib(server.pid());
+    let failed_open =
+        apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook) - fail_open;
+    println!(
+        "evictions refused: {refused} of 10; failed open: {failed_open}; forged reviews sent: \
+         {forged_sent}; server peak memory {before_mib} MiB before, {peak} MiB after"
+    );
+    assert_eq!(refused, 10);
+    assert_eq!(failed_open, 0.0, "kube-apiserver let evictions through");
+    assert!(
+        peak < before_mib + 96,
+        "the server grew from {before_mib} to {peak} MiB"
+    );
+    let displaced = env.direct_to(port, "/metrics", &[]).1;
+    drop(connections);
+    // Still serving, and the gate still says why.
+    assert_eq!(env.direct_to(port, "/readyz", &[]).0, "200");
+    println!(
+        "node {node} held throughout; /metrics without credentials: {}",
+        displaced.lines().next().unwrap_or("")
+    );
+    env.kubectl(
+        User::Admin,
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            &format!("guard-{ns}"),
+        ],
+    )
+    .unwrap();
+}
+
+/// An Eviction padded with a large annotation makes a review larger than any the door used
+/// to read; it is judged all the same (held, 429), at both doors.
+#[test]
+fn a_padded_eviction_is_judged_whatever_its_size() {
+    let env = env();
+    let (ns, _node) = held_node(env, "gb-padded", 0);
+    for size in [70 << 10, 1 << 20] {
+        let eviction = json!({
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": "app", "namespace": ns,
+                "annotations": {"padding": "x".repeat(size)}},
+        });
+        let file = env
+            .cluster
+            .dir()
+            .join(format!("padded-eviction-{ns}-{size}.json"));
+        std::fs::write(&file, eviction.to_string()).unwrap();
+        let out = env
+            .cluster
+            .kubectl(User::Admin)
+            .args([
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/{ns}/pods/app/eviction"),
+                "-f",
+            ])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!(
+            "a {size}-byte annotation: {}",
+            stderr.lines().next().unwrap_or("")
+        );
+        assert!(!out.status.success(), "the padded eviction went through");
+        assert!(
+            stderr.contains("TooManyRequests") && stderr.contains("is not clear for maintenance"),
+            "not refused by the guard: {stderr}"
+        );
+    }
+    env.kubectl(User::Admin, &["get", "pod", "app", "-n", &ns])
+        .unwrap();
+}
+
+/// The doors answer kube-apiserver only (the local cluster's kube-apiserver presents the
+/// webhook client certificate): a caller without it, or with another certificate of the same
+/// CA, gets 401 before its body is read, learns nothing of where a pod runs, and writes no
+/// Event and no log line; the certificate's holder is answered.
+#[test]
+fn only_kube_apiserver_may_call_the_doors() {
+    let env = env();
+    let (ns, node) = held_node(env, "gb-forged", 0);
+    eventually(WAIT, "the guard to hold the pod", || {
+        let e = evict(env, User::Admin, &ns, "app");
+        (!e.ok && e.stderr.contains("not clear")).then_some(())
+    });
+    let events = || {
+        env.kubectl(
+            User::Admin,
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                &format!("involvedObject.name={node}"),
+                "-o",
+                "name",
+            ],
+        )
+        .unwrap()
+        .lines()
+        .count()
+    };
+    let events_before = events();
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "forged", "operation": "CREATE", "name": "app", "namespace": ns,
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "eviction", "userInfo": {"username": "mallory"}}})
+    .to_string();
+    let unauthorized = || {
+        env.metric("ifo_guard_decisions_total{door=\"evictions\",decision=\"error\",reason=\"unauthorized\"}")
+    };
+    let before = unauthorized();
+    let alice = env.client_cert_args(User::Alice);
+    let alice: Vec<&str> = alice.iter().map(String::as_str).collect();
+    for path in [
+        "/admission/evictions",
+        "/admission/evictions/standby",
+        "/admission/rulesets",
+    ] {
+        for credentials in [&[][..], &alice[..]] {
+            let mut args = vec![
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "--data",
+                &review,
+            ];
+            args.extend(credentials);
+            let (code, body) = env.direct(path, &args);
+            assert_eq!(code, "401", "{path}: {body}");
+            assert!(
+                !body.contains(&node),
+                "{path} told where the pod runs: {body}"
+            );
+        }
+    }
+    assert!(unauthorized() >= before + 2.0);
+    // kube-apiserver's certificate is answered.
+    let pki = env.cluster.dir().join("pki");
+    let (cert, key) = (
+        pki.join("webhook-client.crt"),
+        pki.join("webhook-client.key"),
+    );
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let (code, body) = env.direct(
+        "/admission/evictions",
+        &[
+            "-X", "POST", "--cert", &cert, "--key", &key, "--data", &review,
+        ],
+    );
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains("\"allowed\":false"), "{body}");
+    // No Event came of the forged reviews (the held evictions above wrote at most one a minute).
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        events() <= events_before.max(1),
+        "forged reviews wrote Events"
+    );
+    let log = env.server_log_tail(400);
+    assert!(!log.contains("mallory"), "a forged review reached the log");
+    let _ = Write::flush(&mut std::io::stdout());
+}
+
+/// A node whose name is as long as names go still gets the Event that says why its drain
+/// waits.
+#[test]
+fn a_node_with_the_longest_name_gets_its_event() {
+    let env = env();
+    let (ns, node) = held_node(env, "gb-long", 253);
+    assert!(node.len() >= 250, "{}", node.len());
+    eventually(WAIT, "the guard to hold the pod", || {
+        let e = evict(env, User::Admin, &ns, "app");
+        (!e.ok && e.stderr.contains("not clear")).then_some(())
+    });
+    eventually(WAIT, "the MaintenanceHeld Event on the node", || {
+        env.kubectl(
+            User::Admin,
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                &format!("involvedObject.name={node},reason=MaintenanceHeld"),
+                "-o",
+                "name",
+            ],
+        )
+        .ok()
+        .filter(|out| !out.trim().is_empty())
+    });
+}
