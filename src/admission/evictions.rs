@@ -441,7 +441,7 @@ pub(super) async fn review_standby(
 async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> Response {
     let timer = AdmissionTimer::start(door);
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
-        let caller = guard.intake.caller(&request)?;
+        let (caller, request) = guard.intake.admit(request).await?;
         let _turn = guard.intake.turn(caller, Intake::peer(&request)).await;
         // The body's length when known (its Content-Length, as hyper reads it).
         let length = axum::body::HttpBody::size_hint(request.body()).upper();

@@ -38,6 +38,12 @@ pub const STREAMED: usize = 4;
 /// review at once.
 pub const BODY_DEADLINE: Duration = Duration::from_secs(2);
 
+/// Most of a refused request's body read (and dropped) before it is answered.
+const DISCARDED: usize = 64 << 10;
+
+/// Longest a refused request's body is read before it is answered.
+const DISCARD_DEADLINE: Duration = Duration::from_millis(500);
+
 /// Who sent a review.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Caller {
@@ -106,6 +112,24 @@ impl Intake {
                 Arc::new(Semaphore::new(STREAMED)),
                 Arc::new(Semaphore::new(STREAMED)),
             ],
+        }
+    }
+
+    /// Who sent `request` ([`Intake::caller`]); a request refused is answered once a few bytes
+    /// of its body, at most, are read and dropped (a connection closed with a body unread is
+    /// reset, and its client may never see the 401).
+    pub(crate) async fn admit(&self, request: Request) -> Result<(Caller, Request), ReviewError> {
+        match self.caller(&request) {
+            Ok(caller) => Ok((caller, request)),
+            Err(e) => {
+                let mut body = http_body_util::Limited::new(request.into_body(), DISCARDED);
+                let _ = tokio::time::timeout(DISCARD_DEADLINE, async {
+                    use http_body_util::BodyExt;
+                    while let Some(Ok(_)) = body.frame().await {}
+                })
+                .await;
+                Err(e)
+            }
         }
     }
 

@@ -60,7 +60,7 @@ impl RuleSets {
     /// Checks the caller, reads the review in turn (its spec decoded only when it is to be
     /// compiled), and decides on the blocking pool, in turn.
     async fn answer(&self, request: Request) -> Result<AdmissionResponse, ReviewError> {
-        let caller = self.intake.caller(&request)?;
+        let (caller, request) = self.intake.admit(request).await?;
         let _turn = self.intake.turn(caller, Intake::peer(&request)).await;
         // (The semaphores are never closed: `None` cannot happen.)
         let _read = self.reads.clone().acquire_owned().await.ok();

@@ -203,9 +203,10 @@ fn is_dns_label(s: &str) -> bool {
     s.len() <= 63 && alnum_ends(s, |c| lower_alnum(c) || c == b'-', lower_alnum)
 }
 
-/// Kubernetes `IsDNS1123Subdomain`.
+/// Kubernetes `IsDNS1123Subdomain`, what a Node's name is (no limit of 63 on a part between
+/// dots: that is DNS's, which Kubernetes does not apply to object names).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
+    ifo_apimachinery::validation::is_dns1123_subdomain(s).is_empty()
 }
 
 /// A label value that is not empty: what a component name can be in a gate's name.
@@ -229,6 +230,8 @@ mod tests {
             "cluster",
             "node.worker-1",
             "node.ip-10-0-0-1.ec2.internal",
+            // A part longer than 63 characters is a valid object name.
+            "node.a-node-whose-name-is-longer-than-any-dns-label-may-be-sixty-four-or-more",
             "component.kubevirt",
             "component.OpenShift_Virt",
             "namespace.demo",

@@ -700,13 +700,14 @@ fn network_policy_selects_the_servers_pods_and_port_and_passes_a_dry_run() {
     let unadapted = kubectl_dry_run_fails(&["apply", "--dry-run=server", "-k", &dir]);
     assert!(unadapted.contains("KUBE-APISERVER-CIDR"), "{unadapted}");
     // Adapted as its comments say, in an overlay.
-    let overlay = std::env::temp_dir().join(format!("ifo-netpol-{}", std::process::id()));
+    // (kustomize takes a relative path to a base: the overlay is made two levels below the root.)
+    let overlay = root()
+        .join("target")
+        .join(format!("netpol-overlay-{}", std::process::id()));
     std::fs::create_dir_all(&overlay).unwrap();
     std::fs::write(
         overlay.join("kustomization.yaml"),
-        format!(
-            "resources: [{dir}]\npatches:\n- target: {{kind: NetworkPolicy, name: ifo-apiserver}}\n  patch: |-\n    - op: replace\n      path: /spec/ingress/0/from/0/ipBlock/cidr\n      value: 192.168.10.0/24\n"
-        ),
+        "resources: [../../deploy/network-policy]\npatches:\n- target: {kind: NetworkPolicy, name: ifo-apiserver}\n  patch: |-\n    - op: replace\n      path: /spec/ingress/0/from/0/ipBlock/cidr\n      value: 192.168.10.0/24\n",
     )
     .unwrap();
     let (stdout, _) = kubectl_dry_run(&[
