@@ -19,6 +19,10 @@ pub const CLEAR_CONDITION: &str = "Clear";
 /// The condition that says whether an operation in the scope is stalled (its rule reports it,
 /// or it runs well past what its rule's operations normally take).
 pub const GATE_STALLED_CONDITION: &str = "Stalled";
+/// The condition of a node's gate that says the maintenance guard is overridden there: `True`
+/// while the node's override lets every eviction through whatever `Clear` says, `False` once
+/// its end has passed. Absent while the node has no override.
+pub const GATE_OVERRIDDEN_CONDITION: &str = "Overridden";
 
 lenient_struct! {
     /// One gate. `Op` is how its operations are held: [`GateOperation`] as read from the wire; the

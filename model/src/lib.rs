@@ -8,8 +8,8 @@ mod object;
 mod stale_cause;
 
 pub use gate::{
-    CLEAR_CONDITION, GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, GateOperation, GateStatus,
-    GateSubject, MaintenanceGate, StaleTarget,
+    CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
+    GateOperation, GateStatus, GateSubject, MaintenanceGate, StaleTarget,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 pub use stale_cause::{
@@ -64,6 +64,12 @@ pub const INCOMPLETE_WARNING: &str = "operations may be incomplete";
 /// The Node annotation that lets evictions of the node's pods through the maintenance guard
 /// while its gate is not clear; its value says why (e.g. `"hardware failure, INC-4711"`).
 pub const MAINTENANCE_OVERRIDE_ANNOTATION: &str = "ifo.kubevirt.io/maintenance-override";
+
+/// The Node annotation that ends the node's maintenance override: an RFC 3339 time (e.g.
+/// `"2026-11-22T18:00:00Z"`) after which the guard holds evictions again, with no other change
+/// to the Node.
+pub const MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION: &str =
+    "ifo.kubevirt.io/maintenance-override-until";
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,8 @@
 use anyhow::{Result, anyhow};
 use futures::{Stream, StreamExt};
 use ifo_model::{
-    GATE_KIND, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate, StaleCause, group_by_cause,
+    GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate,
+    StaleCause, group_by_cause,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -106,6 +107,16 @@ pub fn summary(gate: &MaintenanceGate, now: Timestamp) -> String {
         ),
         Verdict::Unknown => format!("unknown: {}", unknown_reasons(gate).join("; ")),
     }
+}
+
+/// What a node's gate says of the node's maintenance override while it is in force (its
+/// `Overridden` condition is `True`), on one line: the guard lets every eviction on the node
+/// through, whatever the verdict.
+pub fn overridden(gate: &MaintenanceGate) -> Option<String> {
+    gate.status
+        .condition(GATE_OVERRIDDEN_CONDITION)
+        .filter(|c| c.status == "True")
+        .map(|c| crate::sanitize::line(&c.message))
 }
 
 /// `, 1 stalled` when operations in the scope are stalled; empty otherwise.
@@ -244,7 +255,10 @@ pub fn table(gates: &[MaintenanceGate], now: Timestamp, colours: Colours) -> Str
                 .first()
                 .map(|op| age(now, op.start_time.as_ref().map(|t| t.0)))
                 .unwrap_or_default(),
-            clear.map_or(String::new(), |c| c.message.clone()),
+            match (clear.map_or("", |c| c.message.as_str()), overridden(g)) {
+                (message, None) => message.to_owned(),
+                (message, Some(_)) => format!("{message} (maintenance guard overridden)"),
+            },
         ]
     }));
     Table::render(&rows, colours)

@@ -7,7 +7,9 @@
 //! is a 404 (see `api::gate`), and the wait fails.
 //!
 //! Only the names are kept (a few dozen bytes each: 5,000 nodes and 20,000 namespaces are about
-//! 2 MB), with a node's uid and maintenance override for the eviction guard, read by kube's
+//! 2 MB), with a node's uid and maintenance override for the eviction guard (see [`overrides`]:
+//! whether an override is in force is judged at the time of each question, and its end wakes
+//! the reporter, so that gates change when it passes), read by kube's
 //! watcher as `PartialObjectMetadata` (metadata-only lists and watches: no spec, no status), a
 //! page of 500 at a time (see `follow`). The pods' nodes, for the guard, are kept the same way
 //! (see [`pods`]). Each kind
@@ -23,13 +25,14 @@
 //! at one, like any other change.
 
 mod follow;
+pub mod overrides;
 pub(crate) mod pods;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ifo_model::MAINTENANCE_OVERRIDE_ANNOTATION;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
@@ -39,6 +42,7 @@ use tokio::sync::Notify;
 
 use crate::index::Index;
 pub(crate) use follow::Keeper;
+pub use overrides::{End, Override};
 
 /// How long [`Inventory::report_to`] gathers changes before it reports them.
 const REPORT_COALESCE: Duration = Duration::from_millis(100);
@@ -93,36 +97,91 @@ pub(crate) enum Sync {
     Failing(String),
 }
 
-/// What is kept of one Node or Namespace besides its name: for a Node, what the maintenance
-/// guard needs (nothing for a Namespace).
+/// What the maintenance guard asks of a node, at the time it asks (see [`Inventory::node`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
     /// Its uid: Events about it name it, as `kubectl describe` finds them by it.
     pub uid: Option<Arc<str>>,
-    /// The value of its [`MAINTENANCE_OVERRIDE_ANNOTATION`], when set and not empty.
+    /// The reason of its maintenance override, while one is in force (set, and its end, if it
+    /// has one, not passed).
     pub maintenance_override: Option<Arc<str>>,
 }
 
-impl Facts {
-    fn of(meta: &kube::core::ObjectMeta) -> Facts {
-        Facts {
+/// What is kept of one Node or Namespace besides its name: for a Node, what the maintenance
+/// guard needs (nothing for a Namespace).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// Its uid.
+    pub uid: Option<Arc<str>>,
+    /// Its maintenance override, in force or not.
+    pub maintenance_override: Option<Override>,
+}
+
+impl Kept {
+    fn of(meta: &kube::core::ObjectMeta, now: Timestamp) -> Kept {
+        Kept {
             uid: meta.uid.as_deref().map(Arc::from),
-            maintenance_override: meta
-                .annotations
+            maintenance_override: Override::of(meta, now),
+        }
+    }
+
+    /// What it is at `now`.
+    fn facts(&self, now: Timestamp) -> Facts {
+        Facts {
+            uid: self.uid.clone(),
+            maintenance_override: self
+                .maintenance_override
                 .as_ref()
-                .and_then(|a| a.get(MAINTENANCE_OVERRIDE_ANNOTATION))
-                .map(|reason| reason.trim())
-                .filter(|reason| !reason.is_empty())
-                .map(Arc::from),
+                .filter(|o| o.in_force(now))
+                .map(|o| o.reason.clone()),
+        }
+    }
+
+    /// The same object as `previous`, read again: an override that stays keeps when it was
+    /// first seen. Whether anything a gate shows changed (its override).
+    fn follows(&mut self, previous: &Kept) -> bool {
+        match (
+            &mut self.maintenance_override,
+            &previous.maintenance_override,
+        ) {
+            (Some(now), Some(before)) => {
+                now.continues(before);
+                now != before
+            }
+            (None, None) => false,
+            _ => true,
         }
     }
 }
 
-/// The names of one kind (with their [`Facts`]) and whether they are current. Each change says
+#[cfg(test)]
+impl Kept {
+    /// What a node with the override annotations (`reason`, and `until` if any) is kept as,
+    /// read at `now`.
+    pub(crate) fn overridden(reason: &str, until: Option<&str>, now: Timestamp) -> Kept {
+        let mut annotations = std::collections::BTreeMap::from([(
+            ifo_model::MAINTENANCE_OVERRIDE_ANNOTATION.to_owned(),
+            reason.to_owned(),
+        )]);
+        if let Some(until) = until {
+            annotations.insert(
+                ifo_model::MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION.to_owned(),
+                until.to_owned(),
+            );
+        }
+        let meta = kube::core::ObjectMeta {
+            annotations: Some(annotations),
+            ..Default::default()
+        };
+        Kept::of(&meta, now)
+    }
+}
+
+/// The names of one kind (with what is [`Kept`] of them) and whether they are current. Each change says
 /// whether it changed anything a gate shows: which names exist, and whether they are current.
 #[derive(Debug, Default)]
 struct Names {
-    names: HashMap<Box<str>, Facts>,
+    names: HashMap<Box<str>, Kept>,
     sync: Sync,
 }
 
@@ -145,18 +204,27 @@ impl Names {
     }
 
     /// A list completed with `names`: they replace those held.
-    fn listed(&mut self, names: HashMap<Box<str>, Facts>) -> bool {
-        let changed = self.sync != Sync::Listed
-            || self.names.len() != names.len()
-            || names.keys().any(|name| !self.names.contains_key(name));
+    fn listed(&mut self, mut names: HashMap<Box<str>, Kept>) -> bool {
+        let mut changed = self.sync != Sync::Listed || self.names.len() != names.len();
+        for (name, kept) in &mut names {
+            changed |= match self.names.get(name) {
+                Some(previous) => kept.follows(previous),
+                None => true,
+            };
+        }
         self.names = names;
         self.sync = Sync::Listed;
         changed
     }
 
     /// `name` was created or changed.
-    fn applied(&mut self, name: Box<str>, facts: Facts) -> bool {
-        self.names.insert(name, facts).is_none()
+    fn applied(&mut self, name: Box<str>, mut kept: Kept) -> bool {
+        let changed = match self.names.get(&name) {
+            Some(previous) => kept.follows(previous),
+            None => true,
+        };
+        self.names.insert(name, kept);
+        changed
     }
 
     /// `name` was deleted.
@@ -209,24 +277,66 @@ impl Inventory {
         self.names(kind).lock().sync == Sync::Listed
     }
 
-    /// What is kept of the node `name`, if the cluster has it (as far as the server knows).
+    /// What the guard asks of the node `name` now, if the cluster has it (as far as the server
+    /// knows): its maintenance override only while it is in force at this very moment.
     pub fn node(&self, name: &str) -> Option<Facts> {
-        self.nodes.lock().names.get(name).cloned()
+        let now = Timestamp::now();
+        self.nodes
+            .lock()
+            .names
+            .get(name)
+            .map(|kept| kept.facts(now))
     }
 
-    /// A list of `kind` completed with `names` and no facts (what tests and benchmarks set).
+    /// The maintenance override of the node `name`, in force or not (its gate shows it).
+    pub fn node_override(&self, name: &str) -> Option<Override> {
+        self.nodes
+            .lock()
+            .names
+            .get(name)
+            .and_then(|kept| kept.maintenance_override.clone())
+    }
+
+    /// Every node's maintenance override, in force or not, by node name.
+    pub fn overrides(&self) -> Vec<(Box<str>, Override)> {
+        let nodes = self.nodes.lock();
+        let mut all: Vec<(Box<str>, Override)> = nodes
+            .names
+            .iter()
+            .filter_map(|(name, kept)| Some((name.clone(), kept.maintenance_override.clone()?)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// The earliest end of an override still in force at `now`: when a gate changes next
+    /// with no event.
+    fn next_override_end(&self, now: Timestamp) -> Option<Timestamp> {
+        self.nodes
+            .lock()
+            .names
+            .values()
+            .filter_map(|kept| match kept.maintenance_override.as_ref()?.end {
+                End::At(at) if at > now => Some(at),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// A list of `kind` completed with `names` and nothing else kept (what tests and
+    /// benchmarks set).
     pub fn listed<S: Into<Box<str>>>(&self, kind: Kind, names: impl IntoIterator<Item = S>) {
         let names = names
             .into_iter()
-            .map(|n| (n.into(), Facts::default()))
+            .map(|n| (n.into(), Kept::default()))
             .collect();
         self.update(kind, |n| n.listed(names));
     }
 
-    /// The `kind` named `name` was created (or changed), with `facts`.
+    /// The `kind` named `name` was created (or changed), with `kept`.
     #[cfg(test)]
-    pub fn applied(&self, kind: Kind, name: &str, facts: Facts) {
-        self.update(kind, |n| n.applied(name.into(), facts));
+    pub fn applied(&self, kind: Kind, name: &str, kept: Kept) {
+        self.update(kind, |n| n.applied(name.into(), kept));
     }
 
     /// The `kind` named `name` was deleted.
@@ -239,11 +349,19 @@ impl Inventory {
         self.update(kind, |n| n.failed(why));
     }
 
-    /// Tells `index` whenever which gates exist may have changed (see
-    /// [`Index::scopes_changed`]). Runs for as long as the server.
+    /// Tells `index` whenever which gates exist, or what a node's gate says of its override,
+    /// may have changed (see [`Index::scopes_changed`]): on a change, and when an override's
+    /// end passes. Runs for as long as the server.
     pub async fn report_to(self: Arc<Self>, index: Arc<Index>) {
         loop {
-            self.changed.notified().await;
+            let now = Timestamp::now();
+            let ends_in = self
+                .next_override_end(now)
+                .map(|end| end.duration_since(now).unsigned_abs());
+            tokio::select! {
+                () = self.changed.notified() => {}
+                () = sleep_for(ends_in) => {}
+            }
             // A burst (a list, many namespaces created at once) is one change, and changes come
             // at most about once a second (see `Index::feeds_change_due`).
             tokio::time::sleep(REPORT_COALESCE).await;
@@ -263,6 +381,13 @@ impl Inventory {
         };
         match kind {
             Kind::Node => {
+                let inventory = Arc::downgrade(&self);
+                crate::metrics::serve_overrides_from(move || {
+                    inventory
+                        .upgrade()
+                        .map(|inventory| override_series(&inventory.overrides(), Timestamp::now()))
+                        .unwrap_or_default()
+                });
                 let api = Api::<PartialObjectMeta<Node>>::all(client);
                 follow::follow(&keeper, api, watcher::Config::default()).await;
             }
@@ -274,34 +399,61 @@ impl Inventory {
     }
 }
 
+/// Sleeps for `duration`, or forever without one.
+async fn sleep_for(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The [`Keeper`] of one kind's names.
 struct NamesOf<'a> {
     inventory: &'a Inventory,
     kind: Kind,
 }
 
+/// The series of the overrides in force at `now` (see `metrics::overrides`).
+fn override_series(
+    overrides: &[(Box<str>, Override)],
+    now: Timestamp,
+) -> Vec<crate::metrics::OverrideSeries> {
+    overrides
+        .iter()
+        .filter(|(_, o)| o.in_force(now))
+        .map(|(node, o)| crate::metrics::OverrideSeries {
+            node: node.to_string(),
+            since: o.since().as_second(),
+            end: match o.end {
+                End::At(at) => Some(at.as_second()),
+                End::Never | End::Invalid(_) => None,
+            },
+        })
+        .collect()
+}
+
 impl<M: Resource> Keeper<M> for NamesOf<'_> {
-    type Entry = Facts;
+    type Entry = Kept;
 
     fn resource(&self) -> &'static str {
         self.kind.plural()
     }
 
-    fn entry(&self, object: &M) -> Option<(Box<str>, Facts)> {
+    fn entry(&self, object: &M) -> Option<(Box<str>, Kept)> {
         let meta = object.meta();
         let name = meta.name.as_deref()?;
-        let facts = match self.kind {
-            Kind::Node => Facts::of(meta),
-            Kind::Namespace => Facts::default(),
+        let kept = match self.kind {
+            Kind::Node => Kept::of(meta, Timestamp::now()),
+            Kind::Namespace => Kept::default(),
         };
-        Some((name.into(), facts))
+        Some((name.into(), kept))
     }
 
-    fn listed(&self, entries: HashMap<Box<str>, Facts>) {
+    fn listed(&self, entries: HashMap<Box<str>, Kept>) {
         self.inventory.update(self.kind, |n| n.listed(entries));
     }
 
-    fn applied(&self, key: Box<str>, entry: Facts) {
+    fn applied(&self, key: Box<str>, entry: Kept) {
         self.inventory.update(self.kind, |n| n.applied(key, entry));
     }
 
@@ -336,7 +488,7 @@ mod tests {
             inventory.presence(Kind::Namespace, "w1"),
             Presence::Unknown(_)
         ));
-        inventory.applied(Kind::Node, "w2", Facts::default());
+        inventory.applied(Kind::Node, "w2", Kept::default());
         assert_eq!(inventory.presence(Kind::Node, "w2"), Presence::Present);
         inventory.deleted(Kind::Node, "w1");
         assert_eq!(inventory.presence(Kind::Node, "w1"), Presence::Absent);
@@ -375,27 +527,110 @@ mod tests {
         );
     }
 
+    fn overridden(reason: &str, until: Option<&str>, now: Timestamp) -> Kept {
+        Kept::overridden(reason, until, now)
+    }
+
     #[test]
     fn only_changes_are_reported() {
         let mut names = Names::default();
-        let a = || [("a".into(), Facts::default())].into_iter().collect();
+        let a = || [("a".into(), Kept::default())].into_iter().collect();
         assert!(names.listed(a()));
         assert!(!names.listed(a()));
-        let overridden = Facts {
-            uid: None,
-            maintenance_override: Some("INC-1".into()),
-        };
+        assert!(names.applied("b".into(), Kept::default()));
         assert!(
-            !names.applied("a".into(), overridden),
-            "an update of a known object"
+            !names.applied("b".into(), Kept::default()),
+            "an update of a known object that changes nothing a gate shows"
         );
-        assert!(names.applied("b".into(), Facts::default()));
         assert!(names.deleted("b"));
         assert!(!names.deleted("b"));
         assert!(names.failed("forbidden".into()));
         assert!(!names.failed("forbidden".into()), "the same failure again");
         assert!(names.failed("timeout".into()));
         assert!(names.listed(a()));
+    }
+
+    #[test]
+    fn an_override_set_changed_or_removed_is_a_change_and_keeps_when_it_was_first_seen() {
+        let mut names = Names::default();
+        let t0: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        let later: Timestamp = "2026-11-22T10:05:00Z".parse().unwrap();
+        assert!(names.listed([("a".into(), Kept::default())].into_iter().collect()));
+        assert!(names.applied("a".into(), overridden("INC-1", None, t0)));
+        // The Node changes otherwise (read again later): the same override, seen since t0.
+        assert!(!names.applied("a".into(), overridden("INC-1", None, later)));
+        assert_eq!(
+            names.names["a"]
+                .maintenance_override
+                .as_ref()
+                .unwrap()
+                .since(),
+            t0
+        );
+        // A relist finds it as it was: no change.
+        let relisted = [("a".into(), overridden("INC-1", None, later))]
+            .into_iter()
+            .collect();
+        assert!(!names.listed(relisted));
+        assert_eq!(
+            names.names["a"]
+                .maintenance_override
+                .as_ref()
+                .unwrap()
+                .since(),
+            t0
+        );
+        // An end set, a new reason, the override removed: each a change.
+        assert!(names.applied(
+            "a".into(),
+            overridden("INC-1", Some("2026-11-22T12:00:00Z"), later)
+        ));
+        assert!(names.applied(
+            "a".into(),
+            overridden("INC-2", Some("2026-11-22T12:00:00Z"), later)
+        ));
+        assert!(names.applied("a".into(), Kept::default()));
+    }
+
+    #[test]
+    fn the_guard_is_told_of_an_override_only_while_it_is_in_force() {
+        let inventory = Inventory::default();
+        inventory.listed(Kind::Node, ["w1", "w2", "w3", "w4"]);
+        let now = Timestamp::now();
+        let hour = jiff::SignedDuration::from_hours(1);
+        let ahead = (now + hour).to_string();
+        let past = (now - hour).to_string();
+        inventory.applied(Kind::Node, "w1", overridden("INC-1", None, now));
+        inventory.applied(Kind::Node, "w2", overridden("INC-2", Some(&ahead), now));
+        inventory.applied(Kind::Node, "w3", overridden("INC-3", Some(&past), now));
+        inventory.applied(Kind::Node, "w4", overridden("INC-4", Some("soon"), now));
+        let reason = |node: &str| inventory.node(node).unwrap().maintenance_override;
+        assert_eq!(reason("w1").as_deref(), Some("INC-1"));
+        assert_eq!(reason("w2").as_deref(), Some("INC-2"));
+        assert_eq!(reason("w3"), None, "its end has passed");
+        assert_eq!(
+            reason("w4").as_deref(),
+            Some("INC-4"),
+            "an invalid end: no end"
+        );
+        // Still known to the gate, in force or not.
+        assert!(inventory.node_override("w3").is_some());
+        assert_eq!(inventory.overrides().len(), 4);
+        // What wakes the reporter: the end of w2's, the only one ahead.
+        assert_eq!(
+            inventory.next_override_end(now),
+            Some(ahead.parse().unwrap())
+        );
+        // The series: the overrides in force.
+        let series = override_series(&inventory.overrides(), now);
+        let nodes: Vec<&str> = series.iter().map(|s| s.node.as_str()).collect();
+        assert_eq!(nodes, ["w1", "w2", "w4"]);
+        assert_eq!(
+            series[1].end,
+            Some(ahead.parse::<Timestamp>().unwrap().as_second())
+        );
+        assert_eq!(series[0].end, None);
+        assert_eq!(series[0].since, now.as_second());
     }
 
     #[tokio::test(start_paused = true)]
@@ -405,13 +640,36 @@ mod tests {
         let reporter = tokio::spawn(inventory.clone().report_to(index.clone()));
         let mut events = index.reader().subscribe();
         inventory.listed(Kind::Node, ["w1", "w2"]);
-        inventory.applied(Kind::Node, "w3", Facts::default());
+        inventory.applied(Kind::Node, "w3", Kept::default());
         let event = events.recv().await.unwrap();
         assert_eq!(event.kind, crate::index::EventKind::FeedsChanged);
         // Nothing changed: nothing more.
-        inventory.applied(Kind::Node, "w3", Facts::default());
+        inventory.applied(Kind::Node, "w3", Kept::default());
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(events.try_recv().is_err());
+        reporter.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_an_override_is_reported_with_no_event_of_its_node() {
+        let inventory = Arc::new(Inventory::default());
+        let index = Arc::new(Index::new(100, 64, 64));
+        let reporter = tokio::spawn(inventory.clone().report_to(index.clone()));
+        let mut events = index.reader().subscribe();
+        let now = Timestamp::now();
+        let end = (now + jiff::SignedDuration::from_secs(30)).to_string();
+        inventory.listed(Kind::Node, ["w1"]);
+        inventory.applied(Kind::Node, "w1", overridden("INC-1", Some(&end), now));
+        let set = events.recv().await.unwrap();
+        assert_eq!(set.kind, crate::index::EventKind::FeedsChanged);
+        let before = tokio::time::Instant::now();
+        let ended = events.recv().await.unwrap();
+        assert_eq!(ended.kind, crate::index::EventKind::FeedsChanged);
+        assert!(
+            before.elapsed() >= Duration::from_secs(29),
+            "woken at the end: {:?}",
+            before.elapsed()
+        );
         reporter.abort();
     }
 }

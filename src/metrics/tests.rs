@@ -283,3 +283,56 @@ fn gate_series_say_each_listed_gate_verdict_and_expected_end() {
         "{out}"
     );
 }
+
+#[test]
+fn override_series_say_each_node_whose_override_is_in_force_with_its_start_and_end() {
+    let source = super::overrides::OverrideSource::default();
+    let mut registry = Registry::default();
+    registry
+        .sub_registry_with_prefix("ifo")
+        .register_collector(Box::new(source));
+    // Before the inventory is installed: the families, with no series.
+    let out = render(&registry);
+    assert!(
+        out.contains("# TYPE ifo_guard_override_active gauge"),
+        "{out}"
+    );
+    assert!(series(&out, "ifo_guard_override_active").is_empty());
+
+    let source = super::overrides::OverrideSource::default();
+    *source.0.write() = Some(Box::new(|| {
+        vec![
+            super::OverrideSeries {
+                node: "w1".into(),
+                since: 1_795_341_600,
+                end: None,
+            },
+            super::OverrideSeries {
+                node: "w2".into(),
+                since: 1_795_341_000,
+                end: Some(1_795_345_200),
+            },
+        ]
+    }));
+    let mut registry = Registry::default();
+    registry
+        .sub_registry_with_prefix("ifo")
+        .register_collector(Box::new(source));
+    let out = render(&registry);
+    for line in [
+        r#"ifo_guard_override_active{node="w1"} 1"#,
+        r#"ifo_guard_override_active{node="w2"} 1"#,
+        r#"ifo_guard_override_start_timestamp_seconds{node="w1"} 1795341600"#,
+        r#"ifo_guard_override_start_timestamp_seconds{node="w2"} 1795341000"#,
+        r#"ifo_guard_override_end_timestamp_seconds{node="w2"} 1795345200"#,
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "{line} missing from:\n{out}"
+        );
+    }
+    assert_eq!(
+        series(&out, "ifo_guard_override_end_timestamp_seconds").len(),
+        1
+    );
+}

@@ -696,6 +696,30 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check("alert: IFOMaintenanceGateNotClear", WAIT, |s| {
         value_is(s, &[("gate", gate_name.as_str())], 1.0)
     });
+    // A maintenance override on a Node of the test's own: scraped, and minutes old, not a day.
+    let overridden = env.node(&format!("{node}-overridden"));
+    env.kubectl(
+        User::Admin,
+        &[
+            "annotate",
+            "node",
+            overridden.name(),
+            "ifo.kubevirt.io/maintenance-override=prometheus test",
+        ],
+    )
+    .unwrap();
+    let started = format!(
+        "ifo_guard_override_start_timestamp_seconds{{node=\"{}\"}}",
+        overridden.name()
+    );
+    ifo_test_support::eventually(WAIT, "the override to be scraped", || {
+        let samples = prometheus.try_query(&started).ok()?;
+        (samples.len() == 1).then_some(())
+    });
+    c.check("alert: IFOMaintenanceOverrideLeftOn", WAIT, |s| {
+        no_sample(s, "nothing: the override was set minutes ago")
+    });
+    drop(overridden);
     c.check("Rule errors and dropped events A", WAIT, |s| {
         zero_or_none(s, &[("ruleset", &rs)])
     });

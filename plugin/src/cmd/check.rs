@@ -48,6 +48,12 @@ pub(crate) fn gate_check(
     now: Timestamp,
 ) -> Result<Exit> {
     let verdict = gate::verdict(gate);
+    if let Some(overridden) = gate::overridden(gate)
+        && !matches!(output, Output::Json | Output::Yaml)
+    {
+        // Whatever the verdict: a drain of the node goes through now.
+        eprintln!("warning: the maintenance guard is overridden: {overridden}");
+    }
     if verdict == gate::Verdict::Unknown {
         return Err(gate::unknown_error(gate));
     }

@@ -218,3 +218,37 @@ fn the_table_colours_the_verdict() {
     let coloured = table(&[gate("Unknown", 0, None)], now, Colours::ON);
     assert!(coloured.contains("\u{1b}[31mUnknown"), "{coloured}");
 }
+
+#[test]
+fn an_override_in_force_shows_in_the_table_and_ended_ones_do_not() {
+    let gate = |overridden: &str| -> MaintenanceGate {
+        serde_json::from_value(json!({
+            "metadata": {"name": "node.w1"},
+            "status": {"conditions": [
+                {"type": "Clear", "status": "False", "reason": "OperationsInFlight",
+                 "message": "Pod b/p Protected", "lastTransitionTime": "2026-11-22T10:00:00Z"},
+                {"type": "Overridden", "status": overridden, "reason": "OverrideSet",
+                 "message": "evictions of pods on node w1 are let through\u{1b}[2J",
+                 "lastTransitionTime": "2026-11-22T10:00:00Z"},
+            ], "activeOperations": 1}
+        }))
+        .unwrap()
+    };
+    let held = gate("True");
+    assert_eq!(
+        overridden(&held).as_deref(),
+        Some("evictions of pods on node w1 are let through")
+    );
+    let table = table(&[held], Timestamp::now(), Colours::OFF);
+    assert!(
+        table.contains("Pod b/p Protected (maintenance guard overridden)"),
+        "{table}"
+    );
+    let ended = gate("False");
+    assert_eq!(overridden(&ended), None);
+    assert!(!table_of(&ended).contains("overridden"));
+}
+
+fn table_of(gate: &MaintenanceGate) -> String {
+    table(std::slice::from_ref(gate), Timestamp::now(), Colours::OFF)
+}

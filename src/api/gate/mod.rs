@@ -9,11 +9,15 @@
 //! if it exists, since `kubectl wait` lists and watches by name. A malformed name, in the path
 //! or the selector, is a 400 that names the valid scopes.
 //!
+//! The gate of a node whose maintenance override is set says so in a condition of its own (see
+//! [`overridden`]).
+//!
 //! A list is paged by `limit` and `continue` in name order; gates are computed, not kept in a
 //! snapshot, so each page is read at the state of its own moment, from the first gate after the
 //! last name of the page before (see [`GateContinueToken`]).
 
 mod existence;
+mod overridden;
 mod table;
 pub(crate) mod verdict;
 mod watch;
@@ -206,7 +210,7 @@ fn existence_of(state: &ApiState, members: &GateMembers) -> Existence {
 
 /// The gate of `members` (read after `meanwhile` began), with the facts of its scope and
 /// whether it exists (a gate that does not is computed all the same: a watch sends its last
-/// state as it goes).
+/// state as it goes); a node's says whether its maintenance override is set.
 fn gate_of(
     state: &ApiState,
     members: &GateMembers,
@@ -222,7 +226,14 @@ fn gate_of(
     if let Existence::Unknown(why) = existence {
         feeds.existence_unknown = Some(why.clone());
     }
-    verdict::gate(members, &feeds, state.started)
+    let mut gate = verdict::gate(members, &feeds, state.started);
+    if let GateScope::Node(node) = &members.scope
+        && let Some(o) = state.inventory.node_override(node)
+    {
+        let condition = overridden::condition(node, &o, Timestamp::now());
+        gate.status.conditions.push(condition);
+    }
+    gate
 }
 
 /// The gates of `scopes` now, each with whether it exists: their members read between one

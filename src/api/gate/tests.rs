@@ -511,3 +511,66 @@ async fn a_watch_resumes_from_a_resource_version_and_an_expired_one_is_a_410() {
     assert_eq!(e["type"], "ERROR");
     assert_eq!(e["object"]["code"], 410);
 }
+
+/// The conditions of `gate` by type: (status, reason, message).
+fn condition<'a>(gate: &'a Value, type_: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    gate["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap(),
+                c["message"].as_str().unwrap(),
+            )
+        })
+}
+
+#[tokio::test]
+async fn a_node_gate_says_whether_its_override_is_in_force_and_watches_see_it_change() {
+    use crate::inventory::Kept;
+    let f = fixture();
+    let now = jiff::Timestamp::now();
+    let hour = jiff::SignedDuration::from_hours(1);
+    let mut events = watch(&f.state, "fieldSelector=metadata.name%3Dnode.w1").await;
+    let added = events.next().await;
+    assert_eq!(condition(&added["object"], "Overridden"), None);
+
+    f.inventory.applied(
+        Kind::Node,
+        "w1",
+        Kept::overridden(
+            "disk failing, INC-4711",
+            Some(&(now + hour).to_string()),
+            now,
+        ),
+    );
+    f.index.scopes_changed();
+    let modified = events.next().await;
+    assert_eq!(modified["type"], "MODIFIED");
+    let (status, reason, message) = condition(&modified["object"], "Overridden").unwrap();
+    assert_eq!((status, reason), ("True", "OverrideSetUntil"));
+    assert!(message.contains("disk failing, INC-4711"), "{message}");
+    // The verdict is the verdict: a migration is still in flight on w1.
+    assert_eq!(clear(&modified["object"]).0, "False");
+
+    // Past its end (set in the past here): False, and the guard holds again.
+    f.inventory.applied(
+        Kind::Node,
+        "w9",
+        Kept::overridden(
+            "firmware",
+            Some(&(now - hour).to_string()),
+            now - hour - hour,
+        ),
+    );
+    let (_, ended) = call(&f.state, &format!("{GATES}/node.w9"), None).await;
+    let (status, reason, _) = condition(&ended, "Overridden").unwrap();
+    assert_eq!((status, reason), ("False", "OverrideEnded"));
+    // Other nodes, and other scopes, say nothing of it.
+    for other in ["node.w2", "cluster", "namespace.demo"] {
+        let (_, gate) = call(&f.state, &format!("{GATES}/{other}"), None).await;
+        assert_eq!(condition(&gate, "Overridden"), None, "{other}");
+    }
+}
