@@ -920,10 +920,11 @@ fn expect_released(gate: &str, subject: &Subject) {
 }
 
 /// What holds maintenance outside KubeVirt, from the library's `cluster-api` and `kubernetes`
-/// rulesets: a Cluster API Machine being deleted (its node drained), a running pod of a Job, and
-/// a pod labelled `ifo.kubevirt.io/protect-from-maintenance`, each on node X, make `gate/node.X`
-/// not clear, naming the operation; each releases the gate when it ends, and `kubectl wait` for
-/// `Clear=True` then succeeds.
+/// rulesets: a Cluster API Machine being deleted (its node drained), a pod of a Job once it runs,
+/// and a pod labelled `ifo.kubevirt.io/protect-from-maintenance` once it runs (in a namespace
+/// `protected-pod-rules` lists: here, the library's), each on node X, make `gate/node.X` not
+/// clear, naming the operation; each releases the gate when it ends, and `kubectl wait` for
+/// `Clear=True` then succeeds. A pod bound to the node that has not started holds nothing.
 #[test]
 fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     let namespace = library().namespace.clone();
@@ -960,18 +961,20 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     );
     expect_released(&gate, &machine);
 
-    // A pod of a Job, bound to the node (kube-apiserver makes it Pending; it runs until it
-    // succeeds).
+    // A pod of a Job, bound to the node (kube-apiserver makes it Pending): it holds nothing
+    // until it starts there, then until it succeeds.
     let job_pod = pod(
         json!({"name": "db-migrate-lib",
                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
                                     "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]}),
         json!({"nodeName": node_name, "restartPolicy": "Never"}),
     );
+    job_pod.expect_nothing_in_flight();
+    job_pod.set_status(json!({"phase": "Running"}));
     job_pod.expect_active(
         "pod-rules",
         "JobRunning",
-        &format!("pod of job [db-migrate] starting on node {node_name}"),
+        &format!("pod of job [db-migrate] running on node {node_name}"),
     );
     expect_held(&gate, &job_pod, "JobRunning");
     let watch = job_pod.watch();
@@ -986,8 +989,9 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
                "annotations": {"ifo.kubevirt.io/protect-from-maintenance": "replica catching up"}}),
         json!({"nodeName": node_name}),
     );
+    protected.set_status(json!({"phase": "Running"}));
     protected.expect_active(
-        "pod-rules",
+        "protected-pod-rules",
         "Protected",
         &format!("protected from maintenance on node {node_name}: replica catching up"),
     );
