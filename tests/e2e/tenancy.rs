@@ -1,0 +1,426 @@
+//! Who can hold a node, as a tenant and the admin see it through the real cluster with the
+//! maintenance guard on: alice (`edit` in two namespaces of her own, nothing else) against the
+//! shipped `pod-rules` and `protected-pod-rules` (from `deploy/rules/bundle.yaml`, as shipped but
+//! for their names and `spec.namespaces`: `pod-rules` covers both of her namespaces, as it covers
+//! every namespace when installed; `protected-pod-rules` only the one the admin opted in).
+//!
+//! Only what runs holds: pods she binds to nodes of her choice that never start (one of them an
+//! admin's cordoned and tainted node), a pod whose image does not pull, a DaemonSet's pod, and a
+//! protected pod where protection was not granted hold nothing, and drains of those nodes go
+//! through. Her protected pod that runs in the namespace the admin opted in holds its node; the
+//! admin's override lets the drain through, shows on the gate and in `/metrics`, and ends by
+//! itself at its `-until` time, after which the guard holds again.
+//!
+//! No kubelet runs: pods are bound with `spec.nodeName` to Node objects of the test's own, and
+//! the admin writes their status (`/status`) as a kubelet would.
+
+use ifo_dev::User;
+use ifo_test_support::{Env, TestNode, clear_status, env, eventually};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Alice's two namespaces and the shipped pod rulesets over them (deleted when dropped).
+struct Tenancy {
+    env: &'static Env,
+    /// Hers, not opted in to protection.
+    own: String,
+    /// Hers, opted in by the admin (listed in `protected-pod-rules`' namespaces).
+    granted: String,
+    rulesets: Vec<String>,
+}
+
+impl Tenancy {
+    fn new(prefix: &str) -> Tenancy {
+        let env = env();
+        let own = env.namespace(&format!("{prefix}-own"));
+        let granted = env.namespace(&format!("{prefix}-granted"));
+        for ns in [&own, &granted] {
+            env.tenant("alice", ns);
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rules/bundle.yaml");
+        let shipped: Vec<Value> =
+            serde_saphyr::from_multiple(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut rulesets = Vec::new();
+        for (name, namespaces) in [
+            ("pod-rules", vec![own.clone(), granted.clone()]),
+            ("protected-pod-rules", vec![granted.clone()]),
+        ] {
+            let mut ruleset = shipped
+                .iter()
+                .find(|r| r["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{name} is not in {path}"))
+                .clone();
+            let applied = format!("{name}-{own}");
+            ruleset["metadata"]["name"] = json!(applied);
+            ruleset["spec"]["namespaces"] = json!(namespaces);
+            env.apply(&ruleset.to_string());
+            rulesets.push(applied);
+        }
+        for rs in &rulesets {
+            env.wait_watching(rs);
+        }
+        Tenancy {
+            env,
+            own,
+            granted,
+            rulesets,
+        }
+    }
+
+    /// A Node of the test's own, named after it.
+    fn node(&self, n: usize) -> TestNode<'static> {
+        self.env.node(&format!("{}-n{n}", self.own))
+    }
+
+    /// Alice creates the pod `name` in `ns`, bound by herself to `node`, with `metadata` merged
+    /// in (labels, owners).
+    fn alice_pod(&self, ns: &str, name: &str, node: &str, metadata: Value) {
+        let mut meta = json!({"name": name, "namespace": ns});
+        for (k, v) in metadata.as_object().into_iter().flatten() {
+            meta[k] = v.clone();
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": node, "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        });
+        self.env
+            .cluster
+            .kubectl_run(User::Alice, &["create", "-f", "-"], Some(&pod.to_string()))
+            .unwrap_or_else(|e| panic!("alice could not create pod {ns}/{name}: {e:#}"));
+    }
+
+    /// What a kubelet would write: the pod runs (its container started).
+    fn runs(&self, ns: &str, name: &str) {
+        self.env.set_status(
+            "pod",
+            ns,
+            name,
+            json!({"phase": "Running", "startTime": Timestamp::now().to_string(),
+                   "containerStatuses": [container(json!({"running": {"startedAt": Timestamp::now().to_string()}}))]}),
+        );
+    }
+}
+
+impl Drop for Tenancy {
+    fn drop(&mut self) {
+        for rs in &self.rulesets {
+            let _ = self
+                .env
+                .kubectl(User::Admin, &["delete", "ors", rs, "--ignore-not-found"]);
+        }
+    }
+}
+
+/// The status of the pod's one container, in `state`.
+fn container(state: Value) -> Value {
+    json!({"name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": false,
+           "restartCount": 0, "state": state})
+}
+
+/// A Job of alice's as a pod's owner.
+fn job_owner(job: &str) -> Value {
+    json!([{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+            "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}])
+}
+
+const PROTECT: &str = "ifo.kubevirt.io/protect-from-maintenance";
+
+/// The eviction of `pod` in `ns` by the admin, as `kubectl drain` sends it: whether it went
+/// through, and kubectl's stderr.
+fn evict(env: &Env, ns: &str, pod: &str) -> (bool, String) {
+    let eviction = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns},
+        "deleteOptions": {"gracePeriodSeconds": 0},
+    });
+    let out = env
+        .cluster
+        .kubectl(User::Admin)
+        .args([
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+            "-f",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(eviction.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The operations a gate lists, as `<kind> <namespace>/<name> <operation>`.
+fn holders(gate: &Value) -> Vec<String> {
+    gate["status"]["operations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            format!(
+                "{} {}/{} {}",
+                o["subject"]["kind"].as_str().unwrap_or_default(),
+                o["subject"]["namespace"].as_str().unwrap_or_default(),
+                o["subject"]["name"].as_str().unwrap_or_default(),
+                o["operation"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The gate's condition of type `type_`, `Null` when it has none.
+fn condition<'a>(gate: &'a Value, type_: &str) -> &'a Value {
+    static NONE: Value = Value::Null;
+    gate["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&NONE)
+}
+
+/// Pods alice binds to nodes she chooses, a cordoned and tainted one among them, hold nothing
+/// until they run; her DaemonSet's pods, and a protected pod in a namespace the admin did not opt
+/// in, hold nothing even running. Drains of those nodes go through. What she runs where she may
+/// hold nodes does hold them (seen first, so that what holds nothing was seen too).
+#[test]
+fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() {
+    let t = Tenancy::new("tenancy-nothing");
+    let env = t.env;
+    let (own, granted) = (t.own.clone(), t.granted.clone());
+    let nodes: Vec<TestNode<'static>> = (1..=4).map(|n| t.node(n)).collect();
+    let name = |n: usize| nodes[n - 1].name().to_owned();
+    // The admin cordons and taints node 1 for maintenance: alice has no workload there.
+    env.kubectl(User::Admin, &["cordon", &name(1)]).unwrap();
+    env.kubectl(
+        User::Admin,
+        &["taint", "node", &name(1), "maintenance=planned:NoSchedule"],
+    )
+    .unwrap();
+
+    // Bound by her own spec.nodeName, past the scheduler, cordon and taint: never started.
+    let protected_job = json!({"labels": {PROTECT: "true"}, "ownerReferences": job_owner("etl")});
+    t.alice_pod(&own, "never-1", &name(1), protected_job.clone());
+    t.alice_pod(&granted, "never-2", &name(2), protected_job.clone());
+    // Its image never pulls (the kubelet says so; it never started).
+    t.alice_pod(&granted, "pull-3", &name(3), protected_job.clone());
+    env.set_status(
+        "pod",
+        &granted,
+        "pull-3",
+        json!({"phase": "Pending", "containerStatuses": [container(json!({"waiting": {
+            "reason": "ImagePullBackOff", "message": "Back-off pulling image"}}))]}),
+    );
+    // Her DaemonSet, labelled protected: its pod runs on node 3, and holds nothing.
+    let daemonset = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": granted},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent", PROTECT: "true"}},
+                              "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}},
+    });
+    env.cluster
+        .kubectl_run(
+            User::Alice,
+            &["create", "-f", "-"],
+            Some(&daemonset.to_string()),
+        )
+        .unwrap();
+    let ds = env.get_json(User::Alice, &["get", "daemonset", "agent", "-n", &granted]);
+    t.alice_pod(
+        &granted,
+        "agent-3",
+        &name(3),
+        json!({"labels": {"app": "agent", PROTECT: "true"},
+               "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                    "uid": ds["metadata"]["uid"], "controller": true}]}),
+    );
+    t.runs(&granted, "agent-3");
+    // Labelled protected where protection was not granted, running on node 3.
+    t.alice_pod(
+        &own,
+        "ledger-3",
+        &name(3),
+        json!({"labels": {PROTECT: "true"}}),
+    );
+    t.runs(&own, "ledger-3");
+
+    // What she may hold, and runs, holds node 4: seen after all of the above by each ruleset.
+    t.alice_pod(
+        &own,
+        "etl-4",
+        &name(4),
+        json!({"ownerReferences": job_owner("etl")}),
+    );
+    t.runs(&own, "etl-4");
+    t.alice_pod(&granted, "ledger-4", &name(4), protected_job);
+    t.runs(&granted, "ledger-4");
+    let wanted = [
+        format!("Pod {own}/etl-4 JobRunning"),
+        format!("Pod {granted}/ledger-4 JobRunning"),
+        format!("Pod {granted}/ledger-4 Protected"),
+    ];
+    eventually(
+        WAIT,
+        &format!("node.{} held by {wanted:?}", name(4)),
+        || {
+            let gate = env.gate(&format!("node.{}", name(4)));
+            let held = holders(&gate);
+            (clear_status(&gate) == "False" && wanted.iter().all(|w| held.contains(w)))
+                .then_some(())
+        },
+    );
+
+    // Nothing else holds: nodes 1 to 3 are clear, and stay clear.
+    for _ in 0..3 {
+        for n in 1..=3 {
+            let gate = env.gate(&format!("node.{}", name(n)));
+            assert_eq!(clear_status(&gate), "True", "node {n}: {gate:#}");
+            assert!(holders(&gate).is_empty(), "node {n}: {gate:#}");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // The drains of nodes 1 to 3 go through: each of her pods there is evicted.
+    for (ns, pod) in [
+        (&own, "never-1"),
+        (&granted, "never-2"),
+        (&granted, "pull-3"),
+        (&own, "ledger-3"),
+    ] {
+        let (ok, stderr) = evict(env, ns, pod);
+        assert!(ok, "the eviction of {ns}/{pod} was refused: {stderr}");
+    }
+    // Node 4's is held by what runs there.
+    let (ok, stderr) = evict(env, &own, "etl-4");
+    assert!(!ok && stderr.contains("TooManyRequests"), "{stderr}");
+}
+
+/// In the namespace the admin opted in, alice's protected pod that runs holds its node: the
+/// drain waits. The admin's override lets it through and shows on the node's gate and in
+/// `/metrics`; an end that is not a time leaves it in force with a warning; a valid end ends it
+/// by itself, and the guard holds again with no other change to the Node.
+#[test]
+fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends() {
+    let t = Tenancy::new("tenancy-override");
+    let env = t.env;
+    let granted = t.granted.clone();
+    let node = t.node(1);
+    let node_name = node.name().to_owned();
+    let gate_name = format!("node.{node_name}");
+    t.alice_pod(
+        &granted,
+        "ledger",
+        &node_name,
+        json!({"labels": {PROTECT: "true"}}),
+    );
+    t.runs(&granted, "ledger");
+    env.wait_gate(&gate_name, "False", WAIT);
+    for pod in ["app-1", "app-2", "app-3"] {
+        t.alice_pod(&granted, pod, &node_name, json!({}));
+    }
+    let (ok, stderr) = evict(env, &granted, "app-1");
+    assert!(!ok && stderr.contains("TooManyRequests"), "{stderr}");
+    assert!(
+        condition(&env.gate(&gate_name), "Overridden").is_null(),
+        "no override yet"
+    );
+
+    let annotate = |args: &[&str]| {
+        let mut all = vec!["annotate", "--overwrite", "node", node_name.as_str()];
+        all.extend(args);
+        env.kubectl(User::Admin, &all).unwrap();
+    };
+    // An end that is not a time: in force, without an end, and the gate warns.
+    annotate(&[
+        "ifo.kubevirt.io/maintenance-override=disk failing, INC-4711",
+        "ifo.kubevirt.io/maintenance-override-until=tomorrow",
+    ]);
+    let warned = eventually(WAIT, "the gate to warn of the override's end", || {
+        let gate = env.gate(&gate_name);
+        (condition(&gate, "Overridden")["reason"] == "InvalidOverrideEnd").then_some(gate)
+    });
+    let overridden = condition(&warned, "Overridden");
+    assert_eq!(overridden["status"], "True", "{warned:#}");
+    let message = overridden["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Warning: ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC 3339 time"
+        ) && message.contains("disk failing, INC-4711"),
+        "{message}"
+    );
+    // The verdict is unchanged: her pod is still protected there.
+    assert_eq!(clear_status(&warned), "False");
+    assert!(holders(&warned).contains(&format!("Pod {granted}/ledger Protected")));
+    eventually(WAIT, "the override to let the drain through", || {
+        evict(env, &granted, "app-1").0.then_some(())
+    });
+
+    // A valid end, half a minute ahead.
+    let until = Timestamp::from_second(Timestamp::now().as_second() + 30).unwrap();
+    annotate(&[&format!(
+        "ifo.kubevirt.io/maintenance-override-until={until}"
+    )]);
+    let set = eventually(WAIT, "the gate to show the override's end", || {
+        let gate = env.gate(&gate_name);
+        (condition(&gate, "Overridden")["reason"] == "OverrideSetUntil").then_some(gate)
+    });
+    let message = condition(&set, "Overridden")["message"].as_str().unwrap();
+    assert!(message.ends_with(&format!("until {until}")), "{message}");
+    let series = format!("ifo_guard_override_active{{node=\"{node_name}\"}}");
+    assert_eq!(env.metric(&series), 1.0);
+    let (ok, stderr) = evict(env, &granted, "app-2");
+    assert!(ok, "held despite the override: {stderr}");
+
+    // The end passes: the gate's watch sees it (kubectl wait watches), and the guard holds
+    // again, the annotations still on the Node.
+    let waited = env.run_kubectl(
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Overridden=False",
+            &format!("gate/{gate_name}"),
+            "--timeout=90s",
+        ],
+    );
+    waited.assert_success("kubectl wait for the override to end");
+    assert!(Timestamp::now() >= until, "ended before its time");
+    let ended = env.gate(&gate_name);
+    assert_eq!(condition(&ended, "Overridden")["reason"], "OverrideEnded");
+    let (ok, stderr) = evict(env, &granted, "app-3");
+    assert!(
+        !ok && stderr.contains("TooManyRequests") && stderr.contains("not clear"),
+        "the eviction after the override's end: {stderr}"
+    );
+    assert!(
+        !env.metrics().contains(&series),
+        "the override is still counted after its end"
+    );
+    annotate(&[
+        "ifo.kubevirt.io/maintenance-override-",
+        "ifo.kubevirt.io/maintenance-override-until-",
+    ]);
+    eventually(
+        WAIT,
+        "the Overridden condition to go with the annotations",
+        || {
+            condition(&env.gate(&gate_name), "Overridden")
+                .is_null()
+                .then_some(())
+        },
+    );
+}
