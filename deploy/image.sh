@@ -4,6 +4,7 @@
 # Dockerfile describes — written as an OCI image archive.
 #
 #   deploy/image.sh [OUT.tar]        # builds the release binaries first
+#   deploy/image.sh --binaries-only  # only builds them and prints their paths (for IFO_BINARIES)
 #   IFO_BINARIES="path/ifo-apiserver path/kubectl-ifo" deploy/image.sh OUT.tar   # uses given binaries
 #
 # Import it into containerd with
@@ -17,6 +18,19 @@ out=${1:-$PWD/ifo-apiserver-$version.oci.tar}
 name="docker.io/library/ifo-apiserver:$version"
 
 die() { echo "image.sh: $*" >&2; exit 1; }
+
+# The release binaries, by the plain compiler (CI builds the tests with clippy-driver as the
+# workspace's compiler wrapper; the image is what users build).
+build_binaries() {
+    (cd "$root" && env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS CARGO_PROFILE_RELEASE_DEBUG=false \
+        cargo build --release --locked -p ifo -p kubectl-ifo --bin ifo-apiserver --bin kubectl-ifo)
+}
+target=${CARGO_TARGET_DIR:-$root/target}
+if [ "${1:-}" = --binaries-only ]; then
+    build_binaries
+    echo "$target/release/ifo-apiserver $target/release/kubectl-ifo"
+    exit 0
+fi
 for tool in ldd; do
     command -v "$tool" >/dev/null || die "needs '$tool' (tests/prereqs.sh installs it)"
 done
@@ -24,9 +38,7 @@ cacerts=/etc/ssl/certs/ca-certificates.crt
 [ -f "$cacerts" ] || die "no CA bundle at $cacerts (install the ca-certificates package)"
 
 if [ -z "${IFO_BINARIES:-}" ]; then
-    target=${CARGO_TARGET_DIR:-$root/target}
-    (cd "$root" && CARGO_PROFILE_RELEASE_DEBUG=false cargo build --release --locked \
-        -p ifo -p kubectl-ifo --bin ifo-apiserver --bin kubectl-ifo)
+    build_binaries
     IFO_BINARIES="$target/release/ifo-apiserver $target/release/kubectl-ifo"
 fi
 

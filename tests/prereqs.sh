@@ -100,12 +100,83 @@ ifo_node() {
 # the same version, for the test of the dashboard's and alerts' queries, and points them at both;
 # an IFO_PROMTOOL or IFO_PROMETHEUS already set to a binary is used as it is.
 ifo_promtool() {
-  if [[ -z "${IFO_PROMTOOL:-}" || ! -x "$IFO_PROMTOOL" ]]; then
-    IFO_PROMTOOL="$(bash tests/cluster/build-promtool.sh)"
+  local tools=() paths tool
+  [[ -n "${IFO_PROMTOOL:-}" && -x "$IFO_PROMTOOL" ]] || tools+=(promtool)
+  [[ -n "${IFO_PROMETHEUS:-}" && -x "$IFO_PROMETHEUS" ]] || tools+=(prometheus)
+  if [[ ${#tools[@]} -gt 0 ]]; then
+    paths="$(bash tests/cluster/build-promtool.sh "${tools[@]}")"
+    for tool in "${tools[@]}"; do
+      case "$tool" in
+        promtool) IFO_PROMTOOL="$(grep '/promtool$' <<<"$paths")" ;;
+        prometheus) IFO_PROMETHEUS="$(grep '/prometheus$' <<<"$paths")" ;;
+      esac
+    done
   fi
-  export IFO_PROMTOOL
-  if [[ -z "${IFO_PROMETHEUS:-}" || ! -x "$IFO_PROMETHEUS" ]]; then
-    IFO_PROMETHEUS="$(bash tests/cluster/build-promtool.sh prometheus)"
+  export IFO_PROMTOOL IFO_PROMETHEUS
+}
+
+# The parts of a run that go on side by side (tests/run.sh): each in the background under its own
+# time limit, its output in a log file of its own, printed in full with how it ended when it ends.
+declare -A ifo_part_pid=() ifo_part_began=() ifo_part_limit=()
+ifo_part_logs=""
+ifo_parts_failed=0
+
+# ifo_part_start NAME LIMIT COMMAND...: runs COMMAND (a program, or a function exported with
+# `export -f`) in the background, stopped after LIMIT (timeout(1)'s syntax: 20m) with all it
+# started; its stdout and stderr go to NAME's log.
+ifo_part_start() {
+  local name="$1" limit="$2"
+  shift 2
+  if [[ -z "$ifo_part_logs" ]]; then
+    ifo_part_logs="$(mktemp -d "${TMPDIR:-/tmp}/ifo-run.XXXXXX")"
   fi
-  export IFO_PROMETHEUS
+  echo "== $name: started beside the rest (at most $limit; its output when it ends)" >&2
+  if [[ $(type -t "$1") == function ]]; then
+    set -- bash -c '"$@"' bash "$@"
+  fi
+  timeout --kill-after=30s "$limit" "$@" >"$ifo_part_logs/$name.log" 2>&1 </dev/null &
+  ifo_part_pid[$name]=$!
+  ifo_part_began[$name]=$(date +%s)
+  ifo_part_limit[$name]=$limit
+}
+
+# ifo_part_wait [NAME]: waits for part NAME (without NAME: for whichever part ends next), prints
+# its output and how it ended; returns 0 when it succeeded, 1 when it failed (counted in
+# ifo_parts_failed) and 2 when no part is left.
+ifo_part_wait() {
+  local name="${1:-}" status=0 pid ended
+  [[ ${#ifo_part_pid[@]} -gt 0 ]] || return 2
+  if [[ -n "$name" ]]; then
+    wait "${ifo_part_pid[$name]}" || status=$?
+    # It may have ended while another part was waited for: its log's last write says when.
+    ended=$(stat -c %Y "$ifo_part_logs/$name.log")
+  else
+    wait -n -p pid "${ifo_part_pid[@]}" || status=$?
+    for name in "${!ifo_part_pid[@]}"; do
+      [[ "${ifo_part_pid[$name]}" == "$pid" ]] && break
+    done
+    ended=$(date +%s)
+  fi
+  local log="$ifo_part_logs/$name.log" secs=$((ended - ifo_part_began[$name]))
+  local took="$((secs / 60))m$((secs % 60))s"
+  unset "ifo_part_pid[$name]"
+  echo "== $name: output ($log)" >&2
+  cat "$log"
+  case "$status" in
+    0) echo "== $name: ok in $took" >&2 ;;
+    124 | 137) echo "== $name: FAILED: still running after its limit of ${ifo_part_limit[$name]}, stopped" >&2 ;;
+    *) echo "== $name: FAILED (exit status $status) after $took" >&2 ;;
+  esac
+  if [[ $status -ne 0 ]]; then
+    ifo_parts_failed=$((ifo_parts_failed + 1))
+    return 1
+  fi
+}
+
+# ifo_part_stop_all: stops the parts still running (after a failure that makes them pointless).
+ifo_part_stop_all() {
+  local name
+  for name in "${!ifo_part_pid[@]}"; do
+    kill "${ifo_part_pid[$name]}" 2>/dev/null || true
+  done
 }

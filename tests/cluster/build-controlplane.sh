@@ -22,6 +22,7 @@ source "$here/go-build.sh"
 k8s_version="$(awk '/^require k8s.io\/kubernetes /{print $3}' "$here/kubernetes/go.mod")"
 etcd_version="$(awk '/^require go.etcd.io\/etcd\/server\/v3 /{print $3}' "$here/etcd/go.mod")"
 out="$ifo_cache_root/controlplane/k8s-${k8s_version}-etcd-${etcd_version}"
+ifo_build_lock controlplane
 
 kube_cmds=(kube-apiserver kube-controller-manager kubectl)
 if $node; then
@@ -79,16 +80,37 @@ C
 pause_image=docker.io/library/ifo-pause:1
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
+echo "building ${missing[*]} (Kubernetes $k8s_version, etcd $etcd_version) into $out; the first build takes several minutes" >&2
+# The Kubernetes commands in one `go build` (their packages compiled once, their links side by
+# side), etcd and the pause image beside it.
+kube_missing=()
+pids=()
 for bin in "${missing[@]}"; do
-  echo "building $bin (Kubernetes $k8s_version, etcd $etcd_version) into $out; the first build takes several minutes" >&2
-  if [[ "$bin" == pause ]]; then
-    build_pause
-    continue
-  elif [[ "$bin" == etcd ]]; then
-    (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-  else
-    (cd "$here/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$bin" "k8s.io/kubernetes/cmd/$bin")
-  fi
-  mv "$tmp/$bin" "$out/$bin"
+  case "$bin" in
+    pause) build_pause & pids+=($!) ;;
+    etcd)
+      (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3) &
+      pids+=($!)
+      ;;
+    *) kube_missing+=("$bin") ;;
+  esac
 done
+if [[ ${#kube_missing[@]} -gt 0 ]]; then
+  mkdir -p "$tmp/kube"
+  (cd "$here/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" \
+    "${kube_missing[@]/#/k8s.io/kubernetes/cmd/}") &
+  pids+=($!)
+fi
+failed=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+if [[ $failed -ne 0 ]]; then
+  echo "error: building the control plane failed (above)" >&2
+  exit 1
+fi
+for bin in "${kube_missing[@]}"; do
+  mv "$tmp/kube/$bin" "$out/$bin"
+done
+[[ -f "$tmp/etcd" ]] && mv "$tmp/etcd" "$out/etcd"
 echo "$out"

@@ -19,3 +19,15 @@ ifo_build_dir() {
   tmp="$(mktemp -d "$1/.build.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
 }
+
+# ifo_build_lock NAME: holds the lock NAME in the cache until the script exits, so that a build
+# started while another one of the same binaries runs (tests/run.sh builds them in the background
+# while the tests' own calls may ask for them) waits for it and then finds them in the cache.
+ifo_build_lock() {
+  mkdir -p "$ifo_cache_root"
+  exec {ifo_lock_fd}>"$ifo_cache_root/.$1.lock"
+  if ! flock -n "$ifo_lock_fd"; then
+    echo "waiting for another build of $1 to finish" >&2
+    flock "$ifo_lock_fd"
+  fi
+}
