@@ -305,42 +305,6 @@ impl ServeArgs {
         }
     }
 
-    /// Who may call the admission doors: `ADMISSION_ALLOWED_NAMES` of `ADMISSION_CLIENT_CA_FILE`
-    /// (read now; a CA file without names is refused, as it would check nothing).
-    pub(crate) fn admission_callers(&self) -> anyhow::Result<crate::auth::AdmissionCallers> {
-        use anyhow::Context as _;
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject as _;
-        let names: Vec<String> = self
-            .admission_allowed_names
-            .iter()
-            .map(|n| n.trim().to_owned())
-            .filter(|n| !n.is_empty())
-            .collect();
-        let ca = match &self.admission_client_ca_file {
-            None => Vec::new(),
-            Some(path) => {
-                anyhow::ensure!(
-                    !names.is_empty(),
-                    "ADMISSION_CLIENT_CA_FILE is set without ADMISSION_ALLOWED_NAMES: name the \
-                     common names of kube-apiserver's webhook client certificate"
-                );
-                let ca = CertificateDer::pem_file_iter(path)
-                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                    .with_context(|| {
-                        format!("reading ADMISSION_CLIENT_CA_FILE {}", path.display())
-                    })?;
-                anyhow::ensure!(
-                    !ca.is_empty(),
-                    "ADMISSION_CLIENT_CA_FILE {} holds no certificate",
-                    path.display()
-                );
-                ca
-            }
-        };
-        Ok(crate::auth::AdmissionCallers { names, ca })
-    }
-
     /// With `--leader-elect`, where the Lease is and how it is kept; an error names a setting
     /// that cannot work (each period must be shorter than the one it guards, as in Kubernetes).
     pub(crate) fn leader_election(&self) -> Result<Option<crate::lease::Settings>, SettingError> {

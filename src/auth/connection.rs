@@ -9,7 +9,6 @@
 //! The deadline is enforced below TLS, on the socket: the stream fails with `TimedOut` when
 //! it passes, whichever stage the connection is in.
 
-use super::budget::Seat;
 use axum::body::Body;
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
@@ -149,8 +148,6 @@ pub struct DeadlineStream<S> {
     activity: Arc<Activity>,
     deadlines: Deadlines,
     timer: Pin<Box<Sleep>>,
-    /// The connection's place among those open (see `budget`), given back with the socket.
-    seat: Option<Seat>,
 }
 
 impl<S> DeadlineStream<S> {
@@ -160,19 +157,7 @@ impl<S> DeadlineStream<S> {
             activity,
             deadlines,
             timer: Box::pin(tokio::time::sleep(deadlines.first_request)),
-            seat: None,
         }
-    }
-
-    /// Holds `seat` for as long as the socket is open.
-    pub fn holding(mut self, seat: Seat) -> Self {
-        self.seat = Some(seat);
-        self
-    }
-
-    /// The seat held.
-    pub fn seat(&mut self) -> Option<&mut Seat> {
-        self.seat.as_mut()
     }
 }
 

@@ -61,6 +61,43 @@ pub struct AdmissionCallers {
 }
 
 impl AdmissionCallers {
+    /// The callers `ADMISSION_ALLOWED_NAMES` (`names`) and `ADMISSION_CLIENT_CA_FILE` (`ca_file`,
+    /// read now) allow; a CA file without names is refused, as it would check nothing.
+    pub fn from_settings(
+        names: &[String],
+        ca_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<AdmissionCallers> {
+        use anyhow::Context as _;
+        use rustls::pki_types::pem::PemObject as _;
+        let names: Vec<String> = names
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let ca = match ca_file {
+            None => Vec::new(),
+            Some(path) => {
+                anyhow::ensure!(
+                    !names.is_empty(),
+                    "ADMISSION_CLIENT_CA_FILE is set without ADMISSION_ALLOWED_NAMES: name the \
+                     common names of kube-apiserver's webhook client certificate"
+                );
+                let ca = CertificateDer::pem_file_iter(path)
+                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                    .with_context(|| {
+                        format!("reading ADMISSION_CLIENT_CA_FILE {}", path.display())
+                    })?;
+                anyhow::ensure!(
+                    !ca.is_empty(),
+                    "ADMISSION_CLIENT_CA_FILE {} holds no certificate",
+                    path.display()
+                );
+                ca
+            }
+        };
+        Ok(AdmissionCallers { names, ca })
+    }
+
     /// Whether the doors authenticate their callers.
     pub fn required(&self) -> bool {
         !self.names.is_empty()

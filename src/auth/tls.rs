@@ -4,7 +4,7 @@
 //! other CA fails the handshake, as it does with kube-apiserver. Which of the two CAs a
 //! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
-use super::budget::{Budget, Limits};
+use super::budget::{Budget, Limits, Seat};
 use super::connection::{Activity, DeadlineStream, Deadlines, PeerAddress, Tracked};
 use super::peer::PeerCertificates;
 use super::{AdmissionCallers, RequestHeaderConfig};
@@ -124,9 +124,16 @@ impl PeerCertAcceptor {
     }
 }
 
+/// A connection's seat in the [`Budget`], held by its service: given back when the connection
+/// ends.
+#[derive(Clone)]
+pub struct ConnectionSeat(#[allow(dead_code)] Arc<Seat>);
+
 impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
     type Stream = TlsStream<DeadlineStream<TcpStream>>;
-    type Service = Tracked<AddExtension<AddExtension<S, PeerCertificates>, PeerAddress>>;
+    type Service = Tracked<
+        AddExtension<AddExtension<AddExtension<S, PeerCertificates>, PeerAddress>, ConnectionSeat>,
+    >;
     type Future = BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
@@ -140,17 +147,19 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             Ok(addr) => addr.ip(),
             Err(e) => return Box::pin(async { Err(e) }),
         };
-        let seat = match self.budget.admit(peer, activity.clone()) {
+        let mut seat = match self.budget.admit(peer, activity.clone()) {
             Ok(seat) => seat,
             Err(refused) => {
                 crate::metrics::connection_refused(refused.as_str());
                 return Box::pin(async { Err(std::io::Error::other("too many connections")) });
             }
         };
-        let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines).holding(seat);
+        let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines);
         let handshake = self.inner.accept(stream, service);
+        // The seat is held by the handshake, then by the connection's service: given back when
+        // either ends.
         Box::pin(async move {
-            let (mut stream, service) = handshake.await?;
+            let (stream, service) = handshake.await?;
             let certs: Vec<_> = stream
                 .get_ref()
                 .1
@@ -159,7 +168,6 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
                 .unwrap_or_default();
             // The handshake verified the chain against the CAs the server trusts: proven.
             if !certs.is_empty()
-                && let Some(seat) = stream.get_mut().0.seat()
                 && let Err(refused) = seat.prove()
             {
                 crate::metrics::connection_refused(refused.as_str());
@@ -167,6 +175,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             }
             let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
             let service = axum::Extension(PeerAddress(peer)).layer(service);
+            let service = axum::Extension(ConnectionSeat(Arc::new(seat))).layer(service);
             Ok((stream, Tracked::new(service, activity)))
         })
     }

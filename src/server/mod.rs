@@ -73,7 +73,10 @@ impl Server {
         let election = args.leader_election()?;
         let client = kube_client(&args).await?;
         let trust = auth::watch_request_header_config(client.clone()).await?;
-        let callers = args.admission_callers()?;
+        let callers = auth::AdmissionCallers::from_settings(
+            &args.admission_allowed_names,
+            args.admission_client_ca_file.as_deref(),
+        )?;
         let tls_config = RustlsConfig::from_config(tls::server_config(
             &args.tls_cert_file,
             &args.tls_private_key_file,

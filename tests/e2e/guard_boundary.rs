@@ -429,4 +429,3 @@ fn a_node_with_a_long_name_gets_its_event() {
         .filter(|out| !out.trim().is_empty())
     });
 }
-

@@ -693,6 +693,9 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check("alert: IFOMaintenanceGuardFailing", WAIT, |s| {
         no_sample(s, "nothing: kube-apiserver reaches the guard")
     });
+    c.check("alert: IFOMaintenanceGuardStandbyDisagrees", WAIT, |s| {
+        no_sample(s, "nothing: one server answers both doors alike")
+    });
     c.check("alert: IFOMaintenanceGateNotClear", WAIT, |s| {
         value_is(s, &[("gate", gate_name.as_str())], 1.0)
     });
