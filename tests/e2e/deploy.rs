@@ -508,8 +508,8 @@ fn registration() -> Vec<Value> {
     ]
 }
 
-/// Runs kubectl as admin; (stdout, stderr), panicking on failure.
-fn kubectl_dry_run(args: &[&str]) -> (String, String) {
+/// Runs kubectl as admin: whether it succeeded, its stdout and stderr.
+fn kubectl_admin(args: &[&str]) -> (bool, String, String) {
     let out = env()
         .cluster
         .kubectl(User::Admin)
@@ -517,33 +517,25 @@ fn kubectl_dry_run(args: &[&str]) -> (String, String) {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let (stdout, stderr) = (
+    (
+        out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "kubectl {} failed:\n{stderr}",
-        args.join(" ")
-    );
+    )
+}
+
+/// Runs kubectl as admin; (stdout, stderr), panicking on failure.
+fn kubectl_dry_run(args: &[&str]) -> (String, String) {
+    let (ok, stdout, stderr) = kubectl_admin(args);
+    assert!(ok, "kubectl {} failed:\n{stderr}", args.join(" "));
     (stdout, stderr)
 }
 
-/// `kubectl <args>` that must fail: its stderr.
+/// `kubectl <args>` as admin that must fail: its stderr.
 fn kubectl_dry_run_fails(args: &[&str]) -> String {
-    let out = env()
-        .cluster
-        .kubectl(User::Admin)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        !out.status.success(),
-        "kubectl {} succeeded",
-        args.join(" ")
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let (ok, _, stderr) = kubectl_admin(args);
+    assert!(!ok, "kubectl {} succeeded", args.join(" "));
+    stderr
 }
 
 fn assert_untouched(before: &[Value]) {

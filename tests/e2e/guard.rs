@@ -29,7 +29,21 @@ pub(crate) fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
         "metadata": {"name": pod, "namespace": ns},
         "deleteOptions": {"gracePeriodSeconds": 0},
     });
-    let file = env.cluster.dir().join(format!("eviction-{ns}-{pod}.json"));
+    evict_with(env, user, ns, pod, &eviction)
+}
+
+/// The eviction of `pod` in `ns` as `user`, its body `eviction`.
+pub(crate) fn evict_with(
+    env: &Env,
+    user: User,
+    ns: &str,
+    pod: &str,
+    eviction: &serde_json::Value,
+) -> Evicted {
+    let file = env.cluster.dir().join(format!(
+        "eviction-{ns}-{pod}-{:?}.json",
+        std::thread::current().id()
+    ));
     std::fs::write(&file, eviction.to_string()).unwrap();
     let out = env
         .cluster

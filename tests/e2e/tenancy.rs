@@ -132,39 +132,8 @@ const PROTECT: &str = "ifo.kubevirt.io/protect-from-maintenance";
 /// The eviction of `pod` in `ns` by the admin, as `kubectl drain` sends it: whether it went
 /// through, and kubectl's stderr.
 fn evict(env: &Env, ns: &str, pod: &str) -> (bool, String) {
-    let eviction = json!({
-        "apiVersion": "policy/v1", "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": ns},
-        "deleteOptions": {"gracePeriodSeconds": 0},
-    });
-    let out = env
-        .cluster
-        .kubectl(User::Admin)
-        .args([
-            "create",
-            "--raw",
-            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
-            "-f",
-            "-",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(eviction.to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let e = crate::guard::evict(env, User::Admin, ns, pod);
+    (e.ok, e.stderr)
 }
 
 /// The operations a gate lists, as `<kind> <namespace>/<name> <operation>`.
