@@ -16,7 +16,7 @@
 # directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
 # touches the machine's network, iptables and kernel settings) beside the rest; the test binaries
 # that do not load the machine in two parts side by side (with the unit tests and the doctests);
-# then the two that do, `e2e` and `robustness`, one after the other. A part running in the
+# then, one after the other, the two that do, `e2e` and `robustness`, and `persist`. A part running in the
 # background writes to a log of its own, printed in full with how it ended (and how long it took)
 # when it ends; each part has its own time limit, and any part failing fails the run.
 set -euo pipefail
@@ -81,10 +81,11 @@ ifo_promtool
 
 # --- Tests -------------------------------------------------------------------------------------
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the
-# two that load the machine run last, alone; before them the others side by side (`persist`,
+# two that load the machine run last, one after the other, and `persist` after them (its
+# two-replica test needs the machine to itself); before them the others side by side (`blind`,
 # `readme` and `restart` apart from the rest, for balance), with the real node beside them.
-loading=(e2e robustness)
-apart=(persist readme restart)
+loading=(e2e robustness persist)
+apart=(blind readme restart)
 rest=()
 while read -r target; do
   case " node ${loading[*]} ${apart[*]} " in
