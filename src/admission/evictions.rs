@@ -398,7 +398,7 @@ impl Evictions {
         if door == AdmissionDoor::EvictionsStandby {
             // The standby's refusals hold drains too: said once a minute a node, so that a
             // standby that cannot vouch for a node the leader calls clear is seen.
-            if self.events.throttled(node, why) {
+            if !decision.allowed && self.events.throttled(node, why) {
                 tracing::info!(door = "evictions_standby", node = ?node, pod = ?pod, user = ?user, caller = caller.as_str(), reason = decision.reason.as_str(), message = ?decision.message, "eviction held by the standby (logged once a minute a node)");
             }
             return response;
