@@ -75,20 +75,18 @@ pub struct ServeArgs {
     /// with 429.
     #[arg(long, env = "MAX_WATCH_MEMORY_PER_USER", default_value = "32Mi", value_parser = parse_bytes)]
     pub max_watch_memory_per_user: usize,
-    /// Client connections at once that proved who they are with a verified client certificate
-    /// (the aggregator's front proxy multiplexes its requests over a few); more are closed at
-    /// once. Anonymous connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
+    /// Client connections at once that proved who they are: a verified client certificate (the
+    /// aggregator's front proxy multiplexes its requests over a few), or a request on them
+    /// authenticated; more are closed at once. Anonymous connections never take from these
+    /// (MAX_ANONYMOUS_CONNECTIONS).
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
     /// Connections at once that have not proven who they are (kube-apiserver's webhook calls
-    /// unless configured with a client certificate, probes, bearer-token clients). When full,
-    /// a new one displaces the one idle longest (never one with a request in flight).
+    /// unless configured with a client certificate, probes, clients before their first request
+    /// is authenticated). When full, a new one displaces a connection of the address that holds
+    /// the most, one with no request in flight (the silent first, then the one idle longest).
     #[arg(long, env = "MAX_ANONYMOUS_CONNECTIONS", default_value_t = 512)]
     pub max_anonymous_connections: usize,
-    /// Anonymous connections at once from one peer address; past it, a new one displaces that
-    /// peer's own connection idle longest.
-    #[arg(long, env = "MAX_CONNECTIONS_PER_PEER", default_value_t = 64)]
-    pub max_connections_per_peer: usize,
     /// Time a client has to send a request's headers. A new connection has as long from its
     /// accept to its first request (TLS handshake and HTTP/1-or-2 detection included); an idle
     /// HTTP/1 connection closes after as long.

@@ -1,13 +1,14 @@
 //! Who may hold a connection, and for how long. Until a connection has proven who it is (a client
 //! certificate verified in its TLS handshake: the aggregator's front proxy, a cluster user, or
-//! kube-apiserver calling the admission doors where it is configured to), it is *anonymous*
-//! and costs a small fixed budget: it counts against its peer address's share
-//! ([`Limits::per_peer`]) and the anonymous pool ([`Limits::anonymous`]), and, whenever it has
-//! no request in flight, it can be displaced by a newcomer when its share or the pool is full
-//! (those that never sent a request first, then the longest idle). So silent connections,
-//! however many and from however many addresses, cost a file descriptor and a handshake's
-//! state until they are displaced; they never lock out kube-apiserver's webhook calls (anonymous
-//! by default, from kube-apiserver's own address), the probes or a proven client.
+//! kube-apiserver calling the admission doors where it is configured to; or a request on it
+//! authenticated, e.g. by a bearer token), it is *anonymous* and costs a small fixed budget: a
+//! place in the anonymous pool ([`Limits::anonymous`]). When that pool is full, a newcomer
+//! displaces a connection of the address that holds the most (so one address, or a few, pay for
+//! their own excess, never kube-apiserver's webhook calls from its own address, the probes or a
+//! user), one with no request in flight: those that never sent a request first, then the one
+//! idle longest. So silent connections, however many, cost a file descriptor and a handshake's
+//! state until they are displaced; a connection with a request in flight is never displaced, and
+//! a newcomer is refused only when every anonymous connection has one.
 //!
 //! Proven connections have a pool of their own ([`Limits::proven`], `MAX_CONNECTIONS`) that
 //! anonymous ones never take from, and are never displaced.
@@ -17,6 +18,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many connections of each kind may be open at once.
 #[derive(Clone, Copy, Debug)]
@@ -25,14 +27,12 @@ pub struct Limits {
     pub proven: usize,
     /// Connections that have not proven who they are, from all peers.
     pub anonymous: usize,
-    /// Anonymous connections from one peer address.
-    pub per_peer: usize,
 }
 
 /// Why a connection was closed at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// Every anonymous connection (of its peer, or of all) has a request in flight.
+    /// Every anonymous connection has a request in flight.
     Anonymous,
     /// [`Limits::proven`] proven connections are open.
     Proven,
@@ -73,8 +73,13 @@ struct Entry {
 pub struct Seat {
     budget: Arc<Budget>,
     id: u64,
-    proven: bool,
+    proven: AtomicBool,
 }
+
+/// A connection's seat, held by its service (given back when the connection ends) and handed to
+/// each of its requests, so that a request that authenticates proves its connection.
+#[derive(Clone)]
+pub struct ConnectionSeat(pub Arc<Seat>);
 
 impl Budget {
     pub fn new(limits: Limits) -> Arc<Budget> {
@@ -82,23 +87,17 @@ impl Budget {
             limits: Limits {
                 proven: limits.proven.max(1),
                 anonymous: limits.anonymous.max(1),
-                per_peer: limits.per_peer.max(1),
             },
             open: Mutex::default(),
         })
     }
 
-    /// A seat for a new connection from `peer`, anonymous until [`Seat::prove`]: displaces an
-    /// idle anonymous connection when the peer's share or the pool is full, or is refused when
-    /// none is idle.
+    /// A seat for a new connection from `peer`, anonymous until [`Seat::prove`]: when the pool
+    /// is full, displaces a connection of the address that holds the most (see the
+    /// [module](self)), or is refused when no anonymous connection can be.
     pub fn admit(self: &Arc<Self>, peer: IpAddr, activity: Arc<Activity>) -> Result<Seat, Refused> {
         let mut open = self.open.lock();
-        if open.per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.per_peer
-            && !open.displace(|e| e.peer == peer)
-        {
-            return Err(Refused::Anonymous);
-        }
-        if open.anonymous.len() >= self.limits.anonymous && !open.displace(|_| true) {
+        if open.anonymous.len() >= self.limits.anonymous && !open.displace_from_heaviest() {
             return Err(Refused::Anonymous);
         }
         let id = open.next;
@@ -108,7 +107,7 @@ impl Budget {
         Ok(Seat {
             budget: self.clone(),
             id,
-            proven: false,
+            proven: AtomicBool::new(false),
         })
     }
 
@@ -121,6 +120,16 @@ impl Budget {
 }
 
 impl Open {
+    /// Displaces a connection of the address with the most that has one to displace.
+    fn displace_from_heaviest(&mut self) -> bool {
+        let mut peers: Vec<(usize, IpAddr)> =
+            self.per_peer.iter().map(|(peer, n)| (*n, *peer)).collect();
+        peers.sort_unstable_by(|a, b| b.cmp(a));
+        peers
+            .into_iter()
+            .any(|(_, peer)| self.displace(|e| e.peer == peer))
+    }
+
     /// Closes the anonymous connection among those `eligible` that has no request in flight
     /// and has been idle longest, preferring those that never sent a request. Returns whether
     /// one was.
@@ -155,17 +164,20 @@ impl Open {
 }
 
 impl Seat {
-    /// The connection proved who it is (its certificate was verified): it moves to the proven
-    /// pool, or is refused when that is full.
-    pub fn prove(&mut self) -> Result<(), Refused> {
+    /// The connection proved who it is (its certificate was verified, or a request on it was
+    /// authenticated): it moves to the proven pool, or stays where it is when that is full.
+    pub fn prove(&self) -> Result<(), Refused> {
         let mut open = self.budget.open.lock();
+        if self.proven.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if open.proven >= self.budget.limits.proven {
             return Err(Refused::Proven);
         }
         // Displaced meanwhile (during its handshake): it is closing anyway.
         open.remove(self.id);
         open.proven += 1;
-        self.proven = true;
+        self.proven.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -173,7 +185,7 @@ impl Seat {
 impl Drop for Seat {
     fn drop(&mut self) {
         let mut open = self.budget.open.lock();
-        if self.proven {
+        if *self.proven.get_mut() {
             open.proven -= 1;
         } else {
             open.remove(self.id);
@@ -189,7 +201,6 @@ mod tests {
     const LIMITS: Limits = Limits {
         proven: 2,
         anonymous: 4,
-        per_peer: 2,
     };
 
     fn peer(last: u8) -> IpAddr {
@@ -204,36 +215,53 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_peer_over_its_share_displaces_its_own_idle_connections_first() {
+    async fn a_full_pool_takes_from_the_address_that_holds_most() {
         let budget = Budget::new(LIMITS);
-        let (_a1, first) = connect(&budget, 2).unwrap();
-        tokio::time::advance(std::time::Duration::from_secs(1)).await;
-        let (_a2, second) = connect(&budget, 2).unwrap();
+        // kube-apiserver's connection, idle (it served a review), older than any other.
         let (_k, kube_apiserver) = connect(&budget, 1).unwrap();
-        // The third from 127.0.0.2 displaces its oldest, not 127.0.0.1's.
-        let (_a3, _) = connect(&budget, 2).unwrap();
-        assert!(first.is_displaced());
-        assert!(!second.is_displaced() && !kube_apiserver.is_displaced());
-        assert_eq!(budget.open(), (3, 0));
+        drop(kube_apiserver.begin());
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        let mut attacker = Vec::new();
+        for _ in 0..3 {
+            attacker.push(connect(&budget, 2).unwrap());
+            tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        }
+        // The pool is full: each newcomer of the attacker displaces the attacker's oldest.
+        for _ in 0..10 {
+            attacker.push(connect(&budget, 2).unwrap());
+        }
+        assert!(!kube_apiserver.is_displaced());
+        assert_eq!(
+            attacker.iter().filter(|(_, a)| !a.is_displaced()).count(),
+            3
+        );
+        // A newcomer of another address too takes from the attacker.
+        let (_p, probe) = connect(&budget, 3).unwrap();
+        assert!(!kube_apiserver.is_displaced() && !probe.is_displaced());
+        assert_eq!(budget.open(), (4, 0));
     }
 
     #[tokio::test(start_paused = true)]
     async fn connections_with_a_request_in_flight_are_never_displaced() {
         let budget = Budget::new(LIMITS);
-        let (_s1, busy1) = connect(&budget, 2).unwrap();
-        let (_s2, busy2) = connect(&budget, 2).unwrap();
-        let _r1 = busy1.begin();
-        let _r2 = busy2.begin();
-        assert!(matches!(connect(&budget, 2), Err(Refused::Anonymous)));
-        // Another peer still gets in.
+        let mut busy = Vec::new();
+        for from in [2, 2, 2, 3] {
+            let (seat, activity) = connect(&budget, from).unwrap();
+            busy.push((seat, activity.begin(), activity));
+        }
+        assert!(matches!(connect(&budget, 1), Err(Refused::Anonymous)));
+        assert!(busy.iter().all(|(_, _, a)| !a.is_displaced()));
+        // One ends its request: now idle, it makes room.
+        let (_seat, request, idle) = busy.remove(3);
+        drop(request);
         assert!(connect(&budget, 1).is_ok());
-        assert!(!busy1.is_displaced() && !busy2.is_displaced());
+        assert!(idle.is_displaced());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_full_pool_displaces_the_silent_before_the_idle() {
+    async fn the_silent_go_before_the_idle() {
         let budget = Budget::new(LIMITS);
-        let (_s1, served) = connect(&budget, 1).unwrap();
+        let (_s1, served) = connect(&budget, 2).unwrap();
         drop(served.begin());
         tokio::time::advance(std::time::Duration::from_secs(5)).await;
         let (_s2, silent) = connect(&budget, 2).unwrap();
@@ -250,15 +278,17 @@ mod tests {
         let budget = Budget::new(LIMITS);
         let mut proven: Vec<Seat> = Vec::new();
         for _ in 0..2 {
-            let (mut seat, _) = connect(&budget, 1).unwrap();
+            let (seat, _) = connect(&budget, 1).unwrap();
+            seat.prove().unwrap();
+            // Proving again (a second request authenticated) changes nothing.
             seat.prove().unwrap();
             proven.push(seat);
         }
         assert_eq!(budget.open(), (0, 2));
-        let (mut third, _) = connect(&budget, 1).unwrap();
+        let (third, _) = connect(&budget, 1).unwrap();
         assert_eq!(third.prove(), Err(Refused::Proven));
         // Anonymous newcomers never displace proven connections.
-        for from in 2..8 {
+        for from in 2..12 {
             let _ = connect(&budget, from);
         }
         assert_eq!(budget.open().1, 2);

@@ -13,6 +13,7 @@ pub(crate) mod tls;
 
 pub(crate) use authn::{AuthError, Authenticator};
 pub(crate) use authz::{Attributes, Authorizer, Decision};
+pub(crate) use budget::ConnectionSeat;
 pub(crate) use peer::{AdmissionCallers, PeerCertificates};
 pub(crate) use requestheader::{RequestHeaderConfig, watch_request_header_config};
 

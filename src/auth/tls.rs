@@ -4,7 +4,7 @@
 //! other CA fails the handshake, as it does with kube-apiserver. Which of the two CAs a
 //! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
-use super::budget::{Budget, Limits, Seat};
+use super::budget::{Budget, ConnectionSeat, Limits};
 use super::connection::{Activity, DeadlineStream, Deadlines, PeerAddress, Tracked};
 use super::peer::PeerCertificates;
 use super::{AdmissionCallers, RequestHeaderConfig};
@@ -124,11 +124,6 @@ impl PeerCertAcceptor {
     }
 }
 
-/// A connection's seat in the [`Budget`], held by its service: given back when the connection
-/// ends.
-#[derive(Clone)]
-pub struct ConnectionSeat(#[allow(dead_code)] Arc<Seat>);
-
 impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
     type Stream = TlsStream<DeadlineStream<TcpStream>>;
     type Service = Tracked<
@@ -147,7 +142,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             Ok(addr) => addr.ip(),
             Err(e) => return Box::pin(async { Err(e) }),
         };
-        let mut seat = match self.budget.admit(peer, activity.clone()) {
+        let seat = match self.budget.admit(peer, activity.clone()) {
             Ok(seat) => seat,
             Err(refused) => {
                 crate::metrics::connection_refused(refused.as_str());

@@ -5,8 +5,8 @@
 
 use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
 use crate::apimachinery::RequestInfo;
-use crate::auth::PeerCertificates;
 use crate::auth::{Attributes, AuthError, Authenticator, Authorizer, Decision};
+use crate::auth::{ConnectionSeat, PeerCertificates};
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -91,6 +91,11 @@ async fn authorize_and_run(
             return ApiError::Internal(e.to_string()).into_response();
         }
     };
+    // Its caller proved who it is: the connection leaves the anonymous pool and its address's
+    // share (see `auth::budget`), so that a user's watches never count against them.
+    if let Some(seat) = req.extensions().get::<ConnectionSeat>() {
+        let _ = seat.0.prove();
+    }
     let attrs = Attributes::of(&info);
     match guard.authorizer.authorize(&user, &attrs).await {
         Ok(Decision::Allow) => {}

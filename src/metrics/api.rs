@@ -70,13 +70,13 @@ impl Api {
             connections_refused: register(
                 r,
                 "connections_refused",
-                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS connections with a verified client certificate were open; anonymous: every anonymous connection of the peer, or of all, had a request in flight)",
+                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS proven connections were open; anonymous: MAX_ANONYMOUS_CONNECTIONS were open, each with a request in flight)",
                 Family::default(),
             ),
             connections_displaced: register(
                 r,
                 "connections_displaced",
-                "Idle anonymous connections closed to make room for a new one (MAX_ANONYMOUS_CONNECTIONS or MAX_CONNECTIONS_PER_PEER reached)",
+                "Idle anonymous connections closed to make room for a new one (MAX_ANONYMOUS_CONNECTIONS reached)",
                 Counter::default(),
             ),
         };

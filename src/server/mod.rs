@@ -417,7 +417,6 @@ async fn accept(
     let limits = auth::budget::Limits {
         proven: args.max_connections,
         anonymous: args.max_anonymous_connections,
-        per_peer: args.max_connections_per_peer,
     };
     let acceptor = tls::PeerCertAcceptor::new(tls_config, limits, deadlines);
     loop {

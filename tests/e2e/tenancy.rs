@@ -372,7 +372,7 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
     assert_eq!(condition(&ended, "Overridden")["reason"], "OverrideEnded");
     let (ok, stderr) = evict(env, &granted, "app-3");
     assert!(
-        !ok && stderr.contains("TooManyRequests") && stderr.contains("not clear"),
+        !ok && stderr.contains("TooManyRequests") && stderr.contains("clear for maintenance"),
         "the eviction after the override's end: {stderr}"
     );
     assert!(
