@@ -3,11 +3,11 @@
 //! HTTP/1 from HTTP/2 and send the headers of its first request; a connection that served
 //! requests is closed after [`IDLE_TIMEOUT`] without one in flight (HTTP/1 connections sooner,
 //! by hyper's header timeout). Without this, a client that connects and sends nothing keeps
-//! one of the `MAX_CONNECTIONS` for ever, and a few hundred such clients lock out
-//! kube-apiserver's proxy and the probes.
+//! its place for ever. A connection is also closed when it is displaced to make room for
+//! another (see `budget`: it then has no request in flight).
 //!
 //! The deadline is enforced below TLS, on the socket: the stream fails with `TimedOut` when
-//! it passes, whichever stage the connection is in.
+//! it passes (`ConnectionAborted` once displaced), whichever stage the connection is in.
 
 use axum::body::Body;
 use http_body_util::BodyExt;
