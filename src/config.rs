@@ -128,8 +128,9 @@ pub struct ServeArgs {
     #[arg(long, env = "CEL_SUSPEND_WINDOW", default_value = "10m", value_parser = parse_setting_duration)]
     pub cel_suspend_window: Duration,
     /// Longest the oldest event a ruleset has not evaluated yet may wait (its evaluation lag)
-    /// before the ruleset's detection on its target counts as not current: answers carry a
-    /// Warning and the gates it reaches are Unknown until the lag is back under it. At least 1s.
+    /// before the ruleset's detection in its namespace counts as not current: answers carry a
+    /// Warning and the gates the late changes can reach are Unknown until the lag is back under
+    /// it. At least 1s.
     #[arg(long, env = "EVALUATION_LAG_BOUND", default_value = "5s", value_parser = parse_setting_duration)]
     pub evaluation_lag_bound: Duration,
     /// Least time between two writes of a ruleset's status that nobody waits on: its other

@@ -184,6 +184,39 @@ impl Detector {
         }
     }
 
+    /// The nodes that changes of `objects` not yet evaluated by `rs` would put operations on
+    /// (its node labels evaluated on each, within its budget), as the index keys node gates:
+    /// where a lag of those changes can hide an operation. `None` when that cannot be known: a
+    /// node label fails on one of them, or looking would go on past `deadline`.
+    pub fn nodes_of_unseen(
+        &self,
+        rs: &CompiledRuleSet,
+        objects: &[Arc<serde_json::Value>],
+        deadline: std::time::Instant,
+    ) -> Option<BTreeSet<String>> {
+        let mut nodes = BTreeSet::new();
+        for object in objects {
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            let Some(subject) = Subject::from_object(object) else {
+                continue;
+            };
+            let bound = Bound::new(object);
+            let labels = evaluate_labels_within(&rs.exprs, &bound, &self.limits.budget, &NODE_KEYS);
+            let found = if rs.related.is_empty() {
+                nodes_of(rs, &labels)
+            } else {
+                // Related objects' labels are the tracker's: not waited for past the deadline
+                // (a lane may hold it).
+                let tracker = self.tracker.try_lock_until(deadline)?;
+                subject_nodes(rs, &tracker, &subject, &labels)
+            };
+            nodes.extend(found?);
+        }
+        Some(nodes)
+    }
+
     /// An object was listed, added or modified: evaluate `rs` on it. Where `rs` is suspended
     /// (the object's namespace), only its node labels are evaluated, and the object counts as
     /// skipped on those nodes.

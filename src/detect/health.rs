@@ -11,7 +11,7 @@
 use super::WatchState;
 use super::ruleset_health::{RuleSetHealth, RuleSets};
 use super::suspension::SuspendPolicy;
-use super::target_health::{Namespaces, Reach, Stale, Stream, TargetHealth};
+use super::target_health::{LagSaid, Namespaces, Reach, Stale, Stream, TargetHealth};
 use crate::evaluate::OverBudget;
 use crate::index::{GateScope, Index};
 use crate::operation::Subject;
@@ -257,17 +257,25 @@ impl Health {
             .dropped_events(target, &rs.info.name, covered(rs));
     }
 
-    /// `rs`'s evaluation lane on `target` lags: its oldest event has waited `lag`, over `bound`
-    /// (`Some((lag, bound))`); or it no longer does (`None`). Nothing was lost, so no list is
-    /// needed: its detection there is current again once the lag is back under the bound.
+    /// `rs`'s evaluation lane on `target` lags in `namespace` (`None`: on cluster-scoped
+    /// objects): the oldest event of it there has waited over the bound (`Some`, with the
+    /// nodes its late changes are on); or it no longer does (`None`). Nothing was lost, so no
+    /// list is needed: its detection there is current again once the lag is back under the
+    /// bound. A namespace's lag is its own: other namespaces, and the nodes none of its late
+    /// changes are on, stay current.
     pub fn lagging(
         &self,
         target: &Target,
         rs: &CompiledRuleSet,
-        lag: Option<(std::time::Duration, std::time::Duration)>,
+        namespace: Option<&str>,
+        lag: Option<LagSaid>,
     ) {
+        let covered = match namespace {
+            Some(ns) => Some([ns.to_owned()].into()),
+            None => covered(rs),
+        };
         self.targets
-            .lagging(target, &rs.info.name, covered(rs), lag);
+            .lagging(target, (&rs.info.name, namespace), covered, lag);
     }
 
     /// `ruleset` (`spec`) does not compile (`error`, its first problem): none of its rules run,

@@ -30,14 +30,22 @@
 //! unevaluated work is discarded with them, so their rulesets are marked the same way; so is a
 //! lane whose evaluation panicked.
 //!
-//! **Lag.** A lane that drops nothing may still run late: its **lag** is how long the oldest event
-//! it holds (queued, or being evaluated) has waited. A periodic look at every lane of the watcher,
-//! outside the lanes (so it sees a lane busy in a long evaluation as well), sets
-//! `ifo_evaluation_lag_seconds` and, while a lane's lag is over the bound (`EVALUATION_LAG_BOUND`,
-//! 5 s), marks the target not current for its ruleset, naming the lag: answers carry a
-//! `Warning` and the gates the ruleset reaches are Unknown, since what changed since is not seen
-//! yet. Nothing was lost, so no list is needed: the mark goes once the lag is back under the
-//! bound.
+//! **One line per namespace.** Within a lane, each namespace's work waits in a line of its own,
+//! and the lines take turns (`queue.rs`): a namespace's change waits behind at most one
+//! evaluation of each other namespace with work queued, not behind everything queued before it.
+//! Objects that are slow to evaluate (yet within the budget) changed in a loop by one tenant
+//! make her line late, and no one else's.
+//!
+//! **Lag.** A lane that drops nothing may still run late: its **lag** in a namespace is how long
+//! the oldest event of that namespace it holds (queued, or being evaluated) has waited. A
+//! periodic look at every lane of the watcher, outside the lanes (so it sees a lane busy in a
+//! long evaluation as well), sets `ifo_evaluation_lag_seconds` (the lane's largest) and, while a
+//! namespace's lag is over the bound (`EVALUATION_LAG_BOUND`, 5 s), marks the target not
+//! current for its ruleset in that namespace, naming the lag: that namespace's answers carry a
+//! `Warning`, and its gate, the cluster's, the ruleset's component's and those of the nodes the
+//! late changes are on (the ruleset's node labels, evaluated on them) are Unknown, since what
+//! changed since is not seen yet. Other namespaces, and other nodes, stay current. Nothing was
+//! lost, so no list is needed: the mark goes once the lag is back under the bound.
 //!
 //! A lane ends when its watcher does: the watcher's [`Lanes`] going away closes the lanes, and
 //! work still queued is dropped (the restarted watcher lists everything again); its lag marks go
@@ -51,7 +59,7 @@ mod queue;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -64,7 +72,7 @@ use tokio::time::Instant;
 use super::detector::Detector;
 use crate::ruleset::{CompiledRuleSet, Target};
 use behind::{Behind, LagMarks, watch_lag};
-use queue::{LANE_CAPACITY, Refused, Sent, Shared, Work, uid};
+use queue::{LANE_CAPACITY, Place, Refused, Sent, Shared, Work, uid};
 
 /// Most work a lane evaluates in one trip to the blocking pool.
 const BATCH: usize = 64;
@@ -129,7 +137,7 @@ impl Lanes {
             .collect();
         let marks = Arc::new(Mutex::new(LagMarks {
             closed: false,
-            said: vec![None; lanes.len()],
+            said: vec![HashMap::new(); lanes.len()],
         }));
         let lag_watch = tokio::spawn(watch_lag(
             lanes
@@ -223,10 +231,17 @@ impl Lanes {
         }
     }
 
-    pub(crate) fn delete(&self, uid: &str) {
+    /// Object `uid`, in `namespace`, was deleted: in each lane, its change waiting is
+    /// superseded and the deletion queued in order.
+    pub(crate) fn delete(&self, uid: &str, namespace: Option<&str>) {
         let uid: Arc<str> = uid.into();
+        let place: Place = namespace.map(Arc::from);
         for lane in &self.lanes {
-            let deleted = lane.shared.queue.lock().delete(&uid, Instant::now());
+            let deleted = lane
+                .shared
+                .queue
+                .lock()
+                .delete(&uid, place.clone(), Instant::now());
             match deleted {
                 Ok(()) => lane.shared.work.notify_one(),
                 Err(Refused::Closed) => {}
@@ -242,7 +257,7 @@ impl Lanes {
         for lane in &self.lanes {
             lane.shared
                 .send_when_room(Work::Resync(namespace.clone(), present.clone()), |queue| {
-                    queue.waiting.clear()
+                    queue.list_ended(namespace.as_deref())
                 })
                 .await;
         }
@@ -296,8 +311,8 @@ impl Drop for Lanes {
         for (lane, said) in self.lanes.iter().zip(marks.said.iter_mut()) {
             lane.shared.close();
             lane.lag.set(Duration::ZERO);
-            if said.take().is_some() {
-                self.behind.lagging(&lane.ruleset, None);
+            for (place, _) in said.drain() {
+                self.behind.lagging(&lane.ruleset, &place, None);
             }
         }
     }
@@ -318,7 +333,7 @@ async fn run(
             if queue.closed {
                 return;
             }
-            queue.items.is_empty()
+            queue.is_empty()
         };
         if empty {
             shared.work.notified().await;
@@ -370,7 +385,7 @@ fn do_work(
             // Evaluated: the list may send one more.
             drop(place);
         }
-        Work::Delete(uid) => detector.delete(std::slice::from_ref(ruleset), &uid),
+        Work::Delete(uid, _) => detector.delete(std::slice::from_ref(ruleset), &uid),
         Work::Resync(namespace, present) => detector.resync(
             std::slice::from_ref(ruleset),
             namespace.as_deref(),

@@ -18,4 +18,4 @@ pub(crate) use lanes::Lanes;
 pub(crate) use ruleset_health::{RuleSetHealth, WatchState};
 pub(crate) use suspension::{DEFAULT_SUSPEND_AFTER, SuspendPolicy};
 // Why a target is not current (`Stale::reason`; the API tells what it names to whom).
-pub(crate) use target_health::{Blind, Reach, Stale, Stream};
+pub(crate) use target_health::{Blind, LagSaid, Reach, Stale, Stream};

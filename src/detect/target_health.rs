@@ -61,6 +61,15 @@ use entry::{Entry, Lag, Resolution, SkippedObject, StreamState};
 pub use reach::Reach;
 use reach::covers;
 
+/// What is said of a lag over its bound: how long (whole seconds, at least the bound), the
+/// bound, and the nodes the late changes are on (`None`: not known, any node).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LagSaid {
+    pub lag: Duration,
+    pub bound: Duration,
+    pub nodes: Option<BTreeSet<String>>,
+}
+
 /// How long [`TargetHealth::report_to`] gathers changes before it reports them.
 const REPORT_COALESCE: Duration = Duration::from_millis(100);
 
@@ -291,28 +300,32 @@ impl TargetHealth {
         self.update(target, |e| e.dropped.clear());
     }
 
-    /// `ruleset` of `target`, covering `namespaces`, lags by `lag`, over `bound` (`Some`), or
-    /// no longer does (`None`): its detection there is not current meanwhile.
+    /// `ruleset` of `target` lags in `namespace` (`None`: on cluster-scoped objects), its
+    /// late changes covering `covered` and on `nodes` (where known), by `lag`, over `bound`
+    /// (`Some`); or no longer does there (`None`): its detection there is not current
+    /// meanwhile.
     pub(super) fn lagging(
         &self,
         target: &Target,
-        ruleset: &str,
-        namespaces: Namespaces,
-        lag: Option<(Duration, Duration)>,
+        (ruleset, namespace): (&str, Option<&str>),
+        covered: Namespaces,
+        lag: Option<LagSaid>,
     ) {
+        let key = (ruleset.to_owned(), namespace.map(str::to_owned));
         self.update(target, |e| match lag {
-            Some((lag, bound)) => {
+            Some(LagSaid { lag, bound, nodes }) => {
                 e.lagging.insert(
-                    ruleset.to_owned(),
+                    key,
                     Lag {
-                        covered: namespaces,
+                        covered,
+                        nodes,
                         lag,
                         bound,
                     },
                 );
             }
             None => {
-                e.lagging.remove(ruleset);
+                e.lagging.remove(&key);
             }
         });
     }
@@ -396,7 +409,7 @@ impl TargetHealth {
             self.update(&target, |e| {
                 e.suspended.retain(|(r, _)| r != ruleset);
                 e.dropped.remove(ruleset);
-                e.lagging.remove(ruleset);
+                e.lagging.retain(|(r, _), _| r != ruleset);
                 e.skipped.retain(|(_, r), _| r.as_deref() != Some(ruleset));
             });
         }

@@ -1,6 +1,7 @@
-//! A lane's queue ([`Queue`]): work in the order the watcher saw it, one place per object (a
-//! change replaces the object's change waiting), at most [`LANE_CAPACITY`]; and the queue as the
-//! watcher, the lane's task and the look at its lag share it ([`Shared`]).
+//! A lane's queue ([`Queue`]): work in one line per namespace, the lines taking turns, each in
+//! the order the watcher saw it, one place per object (a change replaces the object's change
+//! waiting), at most [`LANE_CAPACITY`]; and the queue as the watcher, the lane's task and the
+//! look at its lag share it ([`Shared`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -20,7 +21,8 @@ pub(super) enum Work {
     Apply(Arc<serde_json::Value>),
     /// An object of a list, holding its place among the [`super::LIST_AHEAD`] until evaluated.
     Listed(Arc<serde_json::Value>, OwnedSemaphorePermit),
-    Delete(Arc<str>),
+    /// An object's deletion: its uid, and its namespace.
+    Delete(Arc<str>, Place),
     /// A namespace's (or, for `None`, the whole target's) relist saw these subjects.
     Resync(Option<String>, Arc<HashSet<String>>),
     /// Everything sent before has been evaluated (see [`super::Lanes::evaluated`]).
@@ -34,6 +36,8 @@ pub(super) fn uid(object: &serde_json::Value) -> Option<&str> {
 
 /// Work in a lane's queue.
 pub(super) struct Queued {
+    /// Its order among all the lane's work.
+    seq: u64,
     /// `None`: superseded (an object's change, by its deletion or by a list), not to be done.
     work: Option<Work>,
     /// When the oldest event it stands for was queued.
@@ -58,18 +62,86 @@ pub(super) enum Sent {
     Replaced,
 }
 
-/// A lane's queue: work in order, an object's changes in one place.
+/// Where work waits its turn: the namespace of the object it concerns (`None`: a cluster-scoped
+/// object).
+pub(super) type Place = Option<Arc<str>>;
+
+/// The namespace of `object`, as a [`Place`].
+fn place_of(object: &serde_json::Value) -> Place {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(|n| n.as_str())
+        .map(Arc::from)
+}
+
+impl Work {
+    /// The line it waits in (`None`: it waits for every line's work queued before it, and all
+    /// work queued after waits for it).
+    fn line(&self) -> Option<Place> {
+        match self {
+            Work::Apply(object) | Work::Listed(object, _) => Some(place_of(object)),
+            Work::Delete(_, place) => Some(place.clone()),
+            Work::Resync(Some(namespace), _) => Some(Some(namespace.as_str().into())),
+            Work::Resync(None, _) | Work::Flush(_) => None,
+        }
+    }
+}
+
+/// One place's work, in the order queued.
+#[derive(Default)]
+struct Line {
+    items: VecDeque<Queued>,
+    /// The position of `items[0]` in the line: every item queued in it has one.
+    head: u64,
+}
+
+impl Line {
+    /// Drops superseded items from the front, so that the front is the oldest work to do.
+    fn trim(&mut self) {
+        while self.items.front().is_some_and(|q| q.work.is_none()) {
+            self.items.pop_front();
+            self.head += 1;
+        }
+    }
+}
+
+/// What the lane is evaluating.
+pub(super) struct Evaluating {
+    /// Its place; `None` for work that waits for every line (see [`Work::line`]).
+    pub(super) place: Option<Place>,
+    /// When the oldest event it stands for was queued.
+    pub(super) since: Instant,
+    /// The object, for an object's change.
+    object: Option<Arc<serde_json::Value>>,
+}
+
+/// A lane's queue: work in one line per namespace, the lines taking turns, an object's changes
+/// in one place.
+///
+/// **Fair between namespaces.** Each namespace's work waits in a line of its own, and the lines
+/// take turns, one piece of work each (as API Priority and Fairness shares kube-apiserver
+/// between flows): work of a namespace waits behind at most one evaluation of every other
+/// namespace with work queued, never behind all of it. One tenant's objects that are slow to
+/// evaluate, changed in a loop, make her own line late, not everyone's: her lag is hers
+/// ([`Queue::lags`]). Order is kept where it matters: within a namespace, as queued; and the
+/// end of a list of the whole target, or a flush, waits for all work queued before it in every
+/// line, and all work queued after it waits for it.
 #[derive(Default)]
 pub(super) struct Queue {
-    pub(super) items: VecDeque<Queued>,
-    /// The position of `items[0]`: every item queued since the lane started has one.
-    head: u64,
-    /// The position of each object's change waiting, by uid, for its next change to replace.
-    pub(super) waiting: HashMap<Arc<str>, u64>,
+    lines: HashMap<Place, Line>,
+    /// The places with a line, each once, in the order of their turns.
+    turns: VecDeque<Place>,
+    /// Work that waits for every line (see [`Work::line`]), in order.
+    barriers: VecDeque<Queued>,
+    /// The sequence number of the next work queued.
+    next: u64,
+    /// The place and position of each object's change waiting, by uid, for its next change to
+    /// replace.
+    pub(super) waiting: HashMap<Arc<str>, (Place, u64)>,
     /// Items not superseded.
     pub(super) live: usize,
-    /// When the oldest event of the work being evaluated was queued.
-    pub(super) evaluating: Option<Instant>,
+    /// What is being evaluated.
+    pub(super) evaluating: Option<Evaluating>,
     pub(super) closed: bool,
 }
 
@@ -78,35 +150,89 @@ impl Queue {
         self.live < LANE_CAPACITY
     }
 
+    /// Whether nothing is queued.
+    pub(super) fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
     /// Whether work is queued or being evaluated.
     pub(super) fn unevaluated(&self) -> bool {
         self.live > 0 || self.evaluating.is_some()
     }
 
-    /// When the oldest event not yet evaluated was queued: that of the work being evaluated,
-    /// else of the first queued (items are queued in the order of their oldest event).
-    pub(super) fn oldest(&self) -> Option<Instant> {
-        self.evaluating
-            .or_else(|| self.items.front().map(|q| q.since))
+    /// How long the oldest event not yet evaluated of each place has waited, at `now`: that
+    /// of the work being evaluated there, else of the first in its line (a line is in the
+    /// order of its oldest events). Places with nothing waiting are left out.
+    pub(super) fn lags(&self, now: Instant) -> HashMap<Place, Duration> {
+        let mut lags: HashMap<Place, Duration> = HashMap::new();
+        let mut note = |place: &Place, since: Instant| {
+            let lag = now.saturating_duration_since(since);
+            let at = lags.entry(place.clone()).or_default();
+            *at = (*at).max(lag);
+        };
+        for (place, line) in &self.lines {
+            if let Some(front) = line.items.front() {
+                note(place, front.since);
+            }
+        }
+        if let Some(Evaluating {
+            place: Some(place),
+            since,
+            ..
+        }) = &self.evaluating
+        {
+            note(place, *since);
+        }
+        lags
     }
 
-    /// Queues `work` at the back; the caller checked there is room. Returns its position.
-    pub(super) fn push(&mut self, work: Work, since: Instant) -> u64 {
-        let position = self.head + self.items.len() as u64;
-        self.items.push_back(Queued {
+    /// The objects whose changes wait in the line of `place`, and the one being evaluated
+    /// there: what is not seen yet of that place.
+    pub(super) fn unseen(&self, place: &Place) -> Vec<Arc<serde_json::Value>> {
+        let queued = self.lines.get(place).into_iter().flat_map(|line| {
+            line.items.iter().filter_map(|q| match &q.work {
+                Some(Work::Apply(object) | Work::Listed(object, _)) => Some(object.clone()),
+                _ => None,
+            })
+        });
+        let evaluating = self
+            .evaluating
+            .as_ref()
+            .filter(|e| e.place.as_ref() == Some(place))
+            .and_then(|e| e.object.clone());
+        queued.chain(evaluating).collect()
+    }
+
+    /// Queues `work` at the back of its line (or of the barriers); the caller checked there is
+    /// room. Returns its place and position in its line (`None` for a barrier).
+    pub(super) fn push(&mut self, work: Work, since: Instant) -> Option<(Place, u64)> {
+        let seq = self.next;
+        self.next += 1;
+        self.live += 1;
+        let line = work.line();
+        let queued = Queued {
+            seq,
             work: Some(work),
             since,
+        };
+        let Some(place) = line else {
+            self.barriers.push_back(queued);
+            return None;
+        };
+        let line = self.lines.entry(place.clone()).or_insert_with(|| {
+            self.turns.push_back(place.clone());
+            Line::default()
         });
-        self.live += 1;
-        position
+        let position = line.head + line.items.len() as u64;
+        line.items.push_back(queued);
+        Some((place, position))
     }
 
-    /// Drops superseded items from the front, so that the front is the oldest work to do.
-    pub(super) fn trim(&mut self) {
-        while self.items.front().is_some_and(|q| q.work.is_none()) {
-            self.items.pop_front();
-            self.head += 1;
-        }
+    /// The queued item at `position` of the line of `place`, if still there.
+    fn item(&mut self, (place, position): &(Place, u64)) -> Option<&mut Queued> {
+        let line = self.lines.get_mut(place)?;
+        let index = position.checked_sub(line.head)?;
+        line.items.get_mut(usize::try_from(index).ok()?)
     }
 
     /// Object `object` (`uid`) changed: the change replaces the object's change waiting, if
@@ -120,11 +246,11 @@ impl Queue {
         if self.closed {
             return Err(Refused::Closed);
         }
-        if let Some(&position) = uid.and_then(|u| self.waiting.get(u))
+        if let Some(at) = uid.and_then(|u| self.waiting.get(u)).cloned()
             && let Some(Queued {
                 work: Some(work @ Work::Apply(_)),
                 ..
-            }) = self.items.get_mut((position - self.head) as usize)
+            }) = self.item(&at)
         {
             *work = Work::Apply(object.clone());
             return Ok(Sent::Replaced);
@@ -132,9 +258,9 @@ impl Queue {
         if !self.has_room() {
             return Err(Refused::Full);
         }
-        let position = self.push(Work::Apply(object.clone()), now);
-        if let Some(uid) = uid {
-            self.waiting.insert(uid.into(), position);
+        let at = self.push(Work::Apply(object.clone()), now);
+        if let (Some(uid), Some(at)) = (uid, at) {
+            self.waiting.insert(uid.into(), at);
         }
         Ok(Sent::Queued)
     }
@@ -142,19 +268,27 @@ impl Queue {
     /// The change of object `uid` waiting, if any, is superseded (by its deletion, or by a
     /// newer state of it from a list): it is not evaluated.
     pub(super) fn supersede(&mut self, uid: &str) {
-        let Some(position) = self.waiting.remove(uid) else {
+        let Some(at) = self.waiting.remove(uid) else {
             return;
         };
-        if let Some(q) = self.items.get_mut((position - self.head) as usize)
+        if let Some(q) = self.item(&at)
             && q.work.take().is_some()
         {
             self.live -= 1;
         }
-        self.trim();
+        if let Some(line) = self.lines.get_mut(&at.0) {
+            line.trim();
+        }
     }
 
-    /// Object `uid` was deleted: its change waiting is superseded, and the deletion queued.
-    pub(super) fn delete(&mut self, uid: &Arc<str>, now: Instant) -> Result<(), Refused> {
+    /// Object `uid`, in `place`, was deleted: its change waiting is superseded, and the
+    /// deletion queued.
+    pub(super) fn delete(
+        &mut self,
+        uid: &Arc<str>,
+        place: Place,
+        now: Instant,
+    ) -> Result<(), Refused> {
         if self.closed {
             return Err(Refused::Closed);
         }
@@ -162,35 +296,88 @@ impl Queue {
         if !self.has_room() {
             return Err(Refused::Full);
         }
-        self.push(Work::Delete(uid.clone()), now);
+        self.push(Work::Delete(uid.clone(), place), now);
         Ok(())
     }
 
-    /// The next work to evaluate; from then until the next, it counts as being evaluated.
+    /// A list of `namespace` (`None`: of the whole target) ended: changes queued after it do
+    /// not join those before it.
+    pub(super) fn list_ended(&mut self, namespace: Option<&str>) {
+        match namespace {
+            None => self.waiting.clear(),
+            Some(ns) => self
+                .waiting
+                .retain(|_, (place, _)| place.as_deref() != Some(ns)),
+        }
+    }
+
+    /// The next work to evaluate: the next line's turn, among those whose first work was
+    /// queued before the first barrier; else that barrier. From then until the next, it counts
+    /// as being evaluated.
     pub(super) fn pop(&mut self) -> Option<Work> {
         self.evaluating = None;
-        while let Some(q) = self.items.pop_front() {
-            let position = self.head;
-            self.head += 1;
-            let Some(work) = q.work else { continue };
-            self.live -= 1;
-            if let Work::Apply(object) = &work
-                && let Some(uid) = uid(object)
-                && self.waiting.get(uid) == Some(&position)
-            {
-                self.waiting.remove(uid);
+        let barrier = self.barriers.front().map(|b| b.seq);
+        for _ in 0..self.turns.len() {
+            let place = self.turns.pop_front()?;
+            let Some(line) = self.lines.get_mut(&place) else {
+                continue;
+            };
+            line.trim();
+            let Some(front) = line.items.front() else {
+                self.lines.remove(&place);
+                continue;
+            };
+            if barrier.is_some_and(|b| front.seq > b) {
+                self.turns.push_back(place);
+                continue;
             }
-            self.evaluating = Some(q.since);
-            self.trim();
+            let position = line.head;
+            let q = line.items.pop_front()?;
+            line.head += 1;
+            line.trim();
+            if line.items.is_empty() {
+                self.lines.remove(&place);
+            } else {
+                self.turns.push_back(place.clone());
+            }
+            // Live: the line's front after a trim.
+            let work = q.work?;
+            self.live -= 1;
+            let object = match &work {
+                Work::Apply(object) => {
+                    if let Some(uid) = uid(object)
+                        && self.waiting.get(uid) == Some(&(place.clone(), position))
+                    {
+                        self.waiting.remove(uid);
+                    }
+                    Some(object.clone())
+                }
+                Work::Listed(object, _) => Some(object.clone()),
+                _ => None,
+            };
+            self.evaluating = Some(Evaluating {
+                place: Some(place),
+                since: q.since,
+                object,
+            });
             return Some(work);
         }
-        None
+        let q = self.barriers.pop_front()?;
+        self.live -= 1;
+        self.evaluating = Some(Evaluating {
+            place: None,
+            since: q.since,
+            object: None,
+        });
+        q.work
     }
 
     /// The lane ended: what it holds is dropped (a list waiting for it is told so).
     pub(super) fn close(&mut self) {
         self.closed = true;
-        self.items.clear();
+        self.lines.clear();
+        self.turns.clear();
+        self.barriers.clear();
         self.waiting.clear();
         self.live = 0;
     }
@@ -231,14 +418,6 @@ impl Shared {
             }
             room.await;
         }
-    }
-
-    /// How long the oldest event not yet evaluated has waited, at `now`.
-    pub(super) fn lag(&self, now: Instant) -> Duration {
-        self.queue
-            .lock()
-            .oldest()
-            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
     }
 
     pub(super) fn close(&self) {

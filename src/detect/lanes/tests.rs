@@ -235,7 +235,7 @@ async fn an_object_deleted_while_its_evaluation_is_queued_is_not_skipped_after()
     // (this runtime has one thread, and nothing yields in between).
     lanes.apply(costly_thing("slow"));
     health.object_gone(&rs.target, "uid-slow");
-    lanes.delete("uid-slow");
+    lanes.delete("uid-slow", Some("team-a"));
     lanes.evaluated().await;
     assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
     assert!(reader.ruleset("costly").skipped.is_empty());
@@ -243,7 +243,7 @@ async fn an_object_deleted_while_its_evaluation_is_queued_is_not_skipped_after()
     // However late the lane's deletion comes after the evaluation (the watcher's
     // tombstone long forgotten), it takes the object's marks with it.
     lanes.apply(costly_thing("later"));
-    lanes.delete("uid-later");
+    lanes.delete("uid-later", Some("team-a"));
     lanes.evaluated().await;
     assert!(reader.stale(None).is_empty(), "{:?}", reader.stale(None));
     assert!(reader.ruleset("costly").skipped.is_empty());
@@ -421,7 +421,7 @@ async fn a_deletion_supersedes_the_objects_changes_waiting_and_is_never_followed
     for round in 1..=10 {
         lanes.apply(thing("gone", round));
     }
-    lanes.delete("uid-gone");
+    lanes.delete("uid-gone", Some("a"));
     lanes.apply(thing("after", 0));
     drop(held);
     lanes.evaluated().await;
@@ -436,25 +436,48 @@ async fn a_deletion_supersedes_the_objects_changes_waiting_and_is_never_followed
     }
 }
 
+/// What `q` gives next, in words: `apply ns/uid@round`, `listed …`, `delete uid`, `resync`,
+/// `flush`.
+fn next_of(q: &mut Queue) -> Option<String> {
+    let said = |o: &serde_json::Value| {
+        format!(
+            "{}/{}@{}",
+            o["metadata"]["namespace"].as_str().unwrap_or("-"),
+            o["metadata"]["uid"].as_str().unwrap_or("-"),
+            o["spec"]["round"]
+        )
+    };
+    Some(match q.pop()? {
+        Work::Apply(o) => format!("apply {}", said(&o)),
+        Work::Listed(o, _) => format!("listed {}", said(&o)),
+        Work::Delete(uid, _) => format!("delete {uid}"),
+        Work::Resync(..) => "resync".into(),
+        Work::Flush(_) => "flush".into(),
+    })
+}
+
+/// An object `uid` of namespace `ns`, at change `round`.
+fn object_in(ns: &str, uid: &str, round: u64) -> Arc<serde_json::Value> {
+    Arc::new(json!({"metadata": {"uid": uid, "namespace": ns}, "spec": {"round": round}}))
+}
+
 /// The queue on its own: an object's changes share its place; a deletion or a list's
 /// object supersedes its change waiting and is queued in order; what comes after the end of
 /// a list does not join what came before it.
 #[test]
 fn a_queue_keeps_one_place_per_object_and_the_order_of_deletions_and_lists() {
     let now = Instant::now();
-    let object = |uid: &str, round: u64| {
-        Arc::new(json!({"metadata": {"uid": uid}, "spec": {"round": round}}))
-    };
     let mut q = Queue::default();
-    let apply = |q: &mut Queue, uid: &str, round| q.apply(&object(uid, round), Some(uid), now);
+    let apply =
+        |q: &mut Queue, uid: &str, round| q.apply(&object_in("a", uid, round), Some(uid), now);
     assert_eq!(apply(&mut q, "a", 1), Ok(Sent::Queued));
     assert_eq!(apply(&mut q, "b", 1), Ok(Sent::Queued));
     assert_eq!(apply(&mut q, "a", 2), Ok(Sent::Replaced));
     assert_eq!(apply(&mut q, "c", 1), Ok(Sent::Queued));
-    q.delete(&Arc::from("c"), now).unwrap();
+    q.delete(&Arc::from("c"), Some("a".into()), now).unwrap();
     // The end of a list: later changes of `b` take a place of their own, after it.
     q.push(Work::Resync(None, Arc::default()), now);
-    q.waiting.clear();
+    q.list_ended(None);
     assert_eq!(apply(&mut q, "b", 2), Ok(Sent::Queued));
     assert_eq!(apply(&mut q, "b", 3), Ok(Sent::Replaced));
     assert_eq!(apply(&mut q, "d", 1), Ok(Sent::Queued));
@@ -462,36 +485,102 @@ fn a_queue_keeps_one_place_per_object_and_the_order_of_deletions_and_lists() {
     q.supersede("d");
     let semaphore = Arc::new(Semaphore::new(1));
     let place = semaphore.try_acquire_owned().unwrap();
-    q.push(Work::Listed(object("d", 2), place), now);
+    q.push(Work::Listed(object_in("a", "d", 2), place), now);
     assert_eq!(q.live, 6);
 
-    let mut order = Vec::new();
-    for _ in 0..6 {
-        order.push(match q.pop().unwrap() {
-            Work::Apply(o) => format!("apply {}@{}", o["metadata"]["uid"], o["spec"]["round"]),
-            Work::Listed(o, _) => {
-                format!("listed {}@{}", o["metadata"]["uid"], o["spec"]["round"])
-            }
-            Work::Delete(uid) => format!("delete {uid}"),
-            Work::Resync(..) => "resync".into(),
-            Work::Flush(_) => "flush".into(),
-        });
-    }
+    let order: Vec<String> = (0..6).filter_map(|_| next_of(&mut q)).collect();
     assert_eq!(
         order,
         [
-            "apply \"a\"@2",
-            "apply \"b\"@1",
+            "apply a/a@2",
+            "apply a/b@1",
             "delete c",
             "resync",
-            "apply \"b\"@3",
-            "listed \"d\"@2",
+            "apply a/b@3",
+            "listed a/d@2",
         ]
     );
-    assert_eq!((q.live, q.waiting.len(), q.items.len()), (0, 0, 0));
+    assert_eq!((q.live, q.waiting.len()), (0, 0));
     assert!(q.unevaluated(), "the last is being evaluated");
     assert!(q.pop().is_none());
     assert!(!q.unevaluated());
+}
+
+/// Namespaces take turns: a namespace's change waits behind one of every other namespace with
+/// work, not behind all of it; order within a namespace is kept, and the end of a list of the
+/// whole target (or a flush) still comes after everything queued before it and before
+/// everything queued after it. Each namespace's lag is its own.
+#[test]
+fn namespaces_take_turns_in_a_lane_and_each_lags_on_its_own() {
+    let start = Instant::now();
+    let mut q = Queue::default();
+    let apply = |q: &mut Queue, ns: &str, uid: &str, round, at: Instant| {
+        q.apply(&object_in(ns, uid, round), Some(uid), at)
+    };
+    // A tenant's hundred objects, then another namespace's one, a second later.
+    for i in 0..100 {
+        apply(&mut q, "tenant", &format!("t{i}"), 0, start).unwrap();
+    }
+    let later = start + Duration::from_secs(1);
+    apply(&mut q, "other", "o1", 0, later).unwrap();
+    q.delete(&Arc::from("t5"), Some("tenant".into()), later)
+        .unwrap();
+    let lags = q.lags(start + Duration::from_secs(3));
+    assert_eq!(lags[&Some("tenant".into())], Duration::from_secs(3));
+    assert_eq!(lags[&Some("other".into())], Duration::from_secs(2));
+
+    let first: Vec<String> = (0..3).filter_map(|_| next_of(&mut q)).collect();
+    assert_eq!(
+        first,
+        ["apply tenant/t0@0", "apply other/o1@0", "apply tenant/t1@0"],
+        "the other namespace's change waits behind one of the tenant's, not a hundred"
+    );
+    let lags = q.lags(start + Duration::from_secs(3));
+    assert_eq!(lags.len(), 1, "only the tenant still has work: {lags:?}");
+    // The tenant's own order: her deleted object's change was superseded, the deletion comes
+    // after her changes queued before it.
+    let rest: Vec<String> = std::iter::from_fn(|| next_of(&mut q)).collect();
+    assert_eq!(rest.len(), 98, "97 changes and a deletion: {rest:?}");
+    assert!(!rest.iter().any(|r| r.contains("t5@")));
+    assert_eq!(rest.last().map(String::as_str), Some("delete t5"));
+
+    // A barrier: work queued before it in any namespace goes first, work after it waits.
+    apply(&mut q, "tenant", "t1", 1, start).unwrap();
+    apply(&mut q, "tenant", "t2", 1, start).unwrap();
+    q.push(Work::Resync(None, Arc::default()), start);
+    q.list_ended(None);
+    apply(&mut q, "other", "o1", 1, start).unwrap();
+    apply(&mut q, "tenant", "t1", 2, start).unwrap();
+    apply(&mut q, "other", "o2", 1, start).unwrap();
+    let order: Vec<String> = std::iter::from_fn(|| next_of(&mut q)).collect();
+    assert_eq!(
+        order,
+        [
+            "apply tenant/t1@1",
+            "apply tenant/t2@1",
+            "resync",
+            "apply other/o1@1",
+            "apply tenant/t1@2",
+            "apply other/o2@1",
+        ]
+    );
+    // A namespace's own end of list keeps to its line, and ends only its own coalescing.
+    apply(&mut q, "tenant", "t1", 3, start).unwrap();
+    apply(&mut q, "other", "o1", 2, start).unwrap();
+    q.push(Work::Resync(Some("tenant".into()), Arc::default()), start);
+    q.list_ended(Some("tenant"));
+    assert_eq!(apply(&mut q, "tenant", "t1", 4, start), Ok(Sent::Queued));
+    assert_eq!(apply(&mut q, "other", "o1", 3, start), Ok(Sent::Replaced));
+    let order: Vec<String> = std::iter::from_fn(|| next_of(&mut q)).collect();
+    assert_eq!(
+        order,
+        [
+            "apply tenant/t1@3",
+            "apply other/o1@3",
+            "resync",
+            "apply tenant/t1@4"
+        ]
+    );
 }
 
 /// A lane busy in one evaluation for longer than the bound, with more queued behind it:
@@ -508,7 +597,7 @@ async fn a_lane_lagging_past_the_bound_is_not_current_until_it_catches_up() {
     let reader = health.reader();
     let lagging = || {
         reader
-            .stale_for_gate(&crate::index::GateScope::Namespace("b".into()))
+            .stale_for_gate(&crate::index::GateScope::Namespace("a".into()))
             .into_iter()
             .find(|s| matches!(&s.reason, Blind::Lagging { ruleset, .. } if ruleset == "late"))
     };
@@ -532,9 +621,14 @@ async fn a_lane_lagging_past_the_bound_is_not_current_until_it_catches_up() {
     .expect("marked while the lane is busy");
     let said = stale.reason.to_string();
     println!("{said}");
-    assert!(said.contains("ruleset late"), "{said}");
+    assert!(said.contains("ruleset late in namespace a"), "{said}");
     assert!(said.contains("(EVALUATION_LAG_BOUND: 1s)"), "{said}");
     assert_eq!(reader.stale(Some("a")).len(), 1, "a warning on answers");
+    assert!(
+        reader.stale(Some("b")).is_empty(),
+        "a namespace with nothing late: {:?}",
+        reader.stale(Some("b"))
+    );
     assert!(lag_metric("late") >= 1.0, "{}", lag_metric("late"));
 
     drop(held);
@@ -577,4 +671,117 @@ fn a_lag_is_said_again_only_once_it_doubled_or_fell() {
     assert_eq!(lag_to_say(Some(s(10)), ms(7_500), bound), Some(s(7)));
     assert_eq!(lag_to_say(Some(s(7)), ms(4_000), bound), None);
     assert_eq!(lag_to_say(None, ms(300), ms(200)), Some(ms(200)));
+}
+
+/// A thing of namespace `ns` on node `node`, `n` iterations slow to evaluate, at change `round`.
+fn slow_thing(ns: &str, name: &str, node: &str, n: u64, round: usize) -> serde_json::Value {
+    json!({
+        "apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}")},
+        "spec": {"n": n, "round": round, "node": node},
+        "status": {"busy": true},
+    })
+}
+
+/// The lag attack, in one lane: a tenant's objects, slow to evaluate (within the budget), all
+/// on one node, changed in a loop. Her namespace's gate and her node's read Unknown, naming
+/// the lag; another namespace's change queued behind all of hers is evaluated within a few of
+/// her evaluations, and its namespace's gate and the other nodes' stay current throughout.
+/// Before, one lane in arrival order: the other namespace's change waited behind all of hers,
+/// and every gate the ruleset reaches read Unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_slow_objects_make_only_her_namespace_and_her_nodes_late() {
+    use crate::index::GateScope;
+    let limits = Limits {
+        lag_bound: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let mut spec: serde_json::Value = json!({
+        "component": "test",
+        "target": {"group": "example.com", "version": "v1", "resource": "things"},
+        "labelExpressions": [{"key": ifo_model::NODE_LABEL, "expression": "object.spec.node"}],
+        "rules": [{
+            "operation": "Busy",
+            "expression": "!lists.range(object.spec.n).exists(i, i < 0) && object.status.busy",
+        }],
+    });
+    let rs = Arc::new(
+        crate::ruleset::compile(
+            &Engine::new(),
+            "shared",
+            Some(1),
+            &serde_json::from_value(spec.take()).unwrap(),
+        )
+        .unwrap(),
+    );
+    let index = Arc::new(Index::new(1, 1024, 1024));
+    let health = Arc::new(Health::default());
+    listed(&health, &rs.target);
+    let reader = health.reader();
+    let detector = detector_within(index.clone(), health.clone(), limits);
+    let lanes = load_and_start(&detector, "shared", &rs);
+    let late_in = |scope: GateScope| {
+        reader
+            .stale_for_gate(&scope)
+            .into_iter()
+            .map(|s| s.reason.to_string())
+            .collect::<Vec<_>>()
+    };
+
+    // Her objects: each some milliseconds to evaluate; a round of all of them, well over the
+    // bound.
+    let slow = 20_000;
+    let hers = 100;
+    let started = Instant::now();
+    let mut round = 0;
+    let mut theirs_seen = None;
+    let mut her_node_late = false;
+    while started.elapsed() < Duration::from_secs(8) {
+        for i in 0..hers {
+            lanes.apply(slow_thing("tenant", &format!("t{i}"), "n1", slow, round));
+        }
+        if round == 1 {
+            lanes.apply(slow_thing("other", "theirs", "n2", 0, 0));
+        }
+        if theirs_seen.is_none() && message_of(&index, "theirs").is_some() {
+            theirs_seen = Some(started.elapsed());
+        }
+        her_node_late |= !late_in(GateScope::Node("n1".into())).is_empty();
+        for scope in [
+            GateScope::Namespace("other".into()),
+            GateScope::Node("n2".into()),
+        ] {
+            let late = late_in(scope.clone());
+            assert!(late.is_empty(), "gate {scope} is late: {late:?}");
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if theirs_seen.is_some() && her_node_late {
+            break;
+        }
+    }
+    let tenant = late_in(GateScope::Namespace("tenant".into()));
+    println!(
+        "{round} rounds of {hers} slow changes; the other namespace's change seen after {:?}; \
+         her namespace: {tenant:?}",
+        theirs_seen
+    );
+    assert!(
+        theirs_seen.is_some(),
+        "the other namespace's change is evaluated"
+    );
+    assert!(
+        her_node_late,
+        "her node's gate is Unknown while her changes are late"
+    );
+    assert!(
+        tenant
+            .iter()
+            .any(|t| t.contains("evaluated late by ruleset shared in namespace tenant")),
+        "{tenant:?}"
+    );
+    assert!(
+        !late_in(GateScope::Cluster).is_empty(),
+        "the cluster's gate holds everything"
+    );
 }

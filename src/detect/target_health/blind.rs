@@ -21,11 +21,14 @@ pub enum Blind {
         /// The ruleset.
         ruleset: String,
     },
-    /// A ruleset's evaluation lags: the oldest event its lane holds has waited longer than the
-    /// bound. Nothing is lost; what changed since is seen once evaluation catches up.
+    /// A ruleset's evaluation lags: the oldest event its lane holds of a namespace has waited
+    /// longer than the bound. Nothing is lost; what changed since is seen once evaluation
+    /// catches up.
     Lagging {
         /// The ruleset.
         ruleset: String,
+        /// The namespace whose changes are late; `None`: cluster-scoped objects.
+        namespace: Option<String>,
         /// How long that event had waited when this was last said (whole seconds, at least
         /// `bound`).
         lag: Duration,
@@ -70,11 +73,16 @@ impl fmt::Display for Blind {
             ),
             Blind::Lagging {
                 ruleset,
+                namespace,
                 lag,
                 bound,
             } => write!(
                 f,
-                "is evaluated late by ruleset {ruleset}: its oldest event not yet evaluated has waited over {} (EVALUATION_LAG_BOUND: {}), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)",
+                "is evaluated late by ruleset {ruleset}{}: its oldest event not yet evaluated there has waited over {} (EVALUATION_LAG_BOUND: {}), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)",
+                namespace
+                    .as_deref()
+                    .map(|ns| format!(" in namespace {ns}"))
+                    .unwrap_or_default(),
                 seconds(*lag),
                 seconds(*bound),
             ),

@@ -49,19 +49,24 @@ impl Tombstones {
     }
 }
 
-/// A ruleset whose evaluation lags (see [`Blind::Lagging`]).
+/// Where a ruleset's evaluation lags (see [`Blind::Lagging`]).
 #[derive(Clone, Debug)]
 pub(super) struct Lag {
-    /// The namespaces it covers.
+    /// The namespaces whose changes are late: the one that lags, or (for cluster-scoped
+    /// objects) every namespace the ruleset covers.
     pub(super) covered: Namespaces,
+    /// The nodes the changes not seen yet are on, as the index keys node gates; `None` when
+    /// they cannot be known: they may be on any node.
+    pub(super) nodes: Option<BTreeSet<String>>,
     pub(super) lag: Duration,
     pub(super) bound: Duration,
 }
 
 impl Lag {
-    fn blind(&self, ruleset: &str) -> Blind {
+    fn blind(&self, (ruleset, namespace): &(String, Option<String>)) -> Blind {
         Blind::Lagging {
-            ruleset: ruleset.to_owned(),
+            ruleset: ruleset.clone(),
+            namespace: namespace.clone(),
             lag: self.lag,
             bound: self.bound,
         }
@@ -122,8 +127,9 @@ pub(super) struct Entry {
     pub(super) suspended: BTreeSet<(String, Option<String>)>,
     /// Rulesets whose lane dropped events since the watcher's latest complete list.
     pub(super) dropped: BTreeMap<String, Namespaces>,
-    /// Rulesets whose evaluation lags.
-    pub(super) lagging: BTreeMap<String, Lag>,
+    /// Where rulesets' evaluation lags, by ruleset and namespace (`None`: cluster-scoped
+    /// objects).
+    pub(super) lagging: BTreeMap<(String, Option<String>), Lag>,
     /// Objects not evaluated, by uid and (for an over-budget evaluation) ruleset.
     pub(super) skipped: BTreeMap<(String, Option<String>), SkippedObject>,
     /// Objects deleted lately: what is still learned of them is ignored.
@@ -163,20 +169,22 @@ impl Entry {
             &mut out,
             |_, place| namespace.is_none_or(|ns| place == Some(ns)),
             |_, covered| covers(covered, namespace),
+            |_, lag| covers(&lag.covered, namespace),
             |_, o| namespace.is_none_or(|ns| o.namespace.as_deref() == Some(ns)),
         );
         out
     }
 
     /// Adds to `out` the blind spots of this target's rulesets and objects that the filters
-    /// keep: suspensions (`suspended`: ruleset, where), dropped events and lags (`covering`:
-    /// ruleset, the namespaces it covers), then at most [`MAX_SKIPPED_NAMED`] skipped objects
+    /// keep: suspensions (`suspended`: ruleset, where), dropped events (`covering`: ruleset,
+    /// the namespaces it covers), lags (`lagging`: ruleset, where it lags), then at most [`MAX_SKIPPED_NAMED`] skipped objects
     /// (`skipped`: the ruleset that skips it, `None` when it cannot be decoded; the object).
     pub(super) fn rulesets_blind(
         &self,
         out: &mut Vec<Blind>,
         suspended: impl Fn(&str, Option<&str>) -> bool,
         covering: impl Fn(&str, &Namespaces) -> bool,
+        lagging: impl Fn(&str, &Lag) -> bool,
         skipped: impl Fn(Option<&str>, &SkippedObject) -> bool,
     ) {
         out.extend(
@@ -199,8 +207,8 @@ impl Entry {
         out.extend(
             self.lagging
                 .iter()
-                .filter(|(ruleset, lag)| covering(ruleset, &lag.covered))
-                .map(|(ruleset, lag)| lag.blind(ruleset)),
+                .filter(|((ruleset, _), lag)| lagging(ruleset, lag))
+                .map(|(key, lag)| lag.blind(key)),
         );
         out.extend(
             self.skipped

@@ -3,7 +3,7 @@
 
 use crate::index::GateScope;
 
-use super::entry::{Entry, Resolution, SkippedObject};
+use super::entry::{Entry, Lag, Resolution, SkippedObject};
 use super::reach::covers;
 use super::{Blind, Namespaces, Stale, TargetHealth};
 
@@ -93,6 +93,7 @@ impl Entry {
                         _ => true,
                     }
             },
+            |ruleset, lag| self.reaches(Some(ruleset), scope) && lag.may_be_in(scope),
             |ruleset, o| o.may_be_in(scope) && self.skipper_reaches(ruleset, o, scope),
         );
         out
@@ -111,6 +112,19 @@ impl Entry {
             (None, Some(reach)) => reach
                 .values()
                 .any(|r| r.reaches(scope) && covers(&r.namespaces, object.namespace.as_deref())),
+        }
+    }
+}
+
+impl Lag {
+    /// Whether the changes it holds back can be in the gate of `scope`, for a ruleset that
+    /// reaches it: a node's only when one of them is on that node (or their nodes cannot be
+    /// known), a namespace's only when it is late there.
+    fn may_be_in(&self, scope: &GateScope) -> bool {
+        match scope {
+            GateScope::Node(node) => self.nodes.as_ref().is_none_or(|n| n.contains(node)),
+            GateScope::Namespace(ns) => covers(&self.covered, Some(ns)),
+            GateScope::Cluster | GateScope::Component(_) => true,
         }
     }
 }

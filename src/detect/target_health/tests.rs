@@ -374,16 +374,17 @@ fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply(
 
     // Late, not lost: only the lag coming back under the bound clears it, not a list.
     let (lag, bound) = (Duration::from_secs(12), Duration::from_secs(5));
+    let nodes = None;
     h.lagging(
         &t,
-        "slow",
+        ("slow", Some("a")),
         Some(["a".to_string()].into()),
-        Some((lag, bound)),
+        Some(LagSaid { lag, bound, nodes }),
     );
     assert_eq!(
         reasons(&h, Some("a")),
         [
-            "things: is evaluated late by ruleset slow: its oldest event not yet evaluated has waited over 12s (EVALUATION_LAG_BOUND: 5s), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)"
+            "things: is evaluated late by ruleset slow in namespace a: its oldest event not yet evaluated there has waited over 12s (EVALUATION_LAG_BOUND: 5s), so what changed since is not seen yet; make the ruleset's rules cheaper, or find what changes its objects so often (ifo_evaluation_lag_seconds, ifo_object_events_total)"
         ]
     );
     assert!(
@@ -392,7 +393,12 @@ fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply(
     );
     h.relisted(&t);
     assert_eq!(reasons(&h, Some("a")).len(), 1);
-    h.lagging(&t, "slow", Some(["a".to_string()].into()), None);
+    h.lagging(
+        &t,
+        ("slow", Some("a")),
+        Some(["a".to_string()].into()),
+        None,
+    );
     assert!(h.stale(None).is_empty());
 }
 
@@ -401,8 +407,13 @@ fn suspended_rulesets_dropped_events_and_skipped_objects_count_where_they_apply(
 enum Spot {
     /// The ruleset dropped events or does not compile.
     Whole(usize),
-    /// The ruleset's evaluation lags.
-    Lagging(usize),
+    /// The ruleset's evaluation lags in namespace `ns`, its late changes on `nodes` (`None`:
+    /// unknown).
+    Lagging {
+        ruleset: usize,
+        ns: String,
+        nodes: Option<BTreeSet<String>>,
+    },
     /// The ruleset is suspended in a namespace (what changes there is an `Object` spot).
     Suspended(usize, String),
     /// An object (`uid`) in namespace `ns` is skipped by the ruleset (`None`: undecodable),
@@ -413,6 +424,18 @@ enum Spot {
         ns: String,
         nodes: Option<BTreeSet<String>>,
     },
+}
+
+/// Some of the model's nodes, at random; `None` (unknown) half the time.
+fn some_nodes(rng: &mut fastrand::Rng) -> Option<BTreeSet<String>> {
+    const NODES: [&str; 3] = ["n1", "n2", "n3"];
+    rng.bool().then(|| {
+        NODES
+            .iter()
+            .filter(|_| rng.bool())
+            .map(|n| n.to_string())
+            .collect()
+    })
 }
 
 /// Random rulesets of one target, random blind spots coming and going: whenever the model
@@ -471,13 +494,7 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
                     let uid = format!("u{}", rng.usize(..6));
                     let ruleset = rng.bool().then_some(i);
                     let ns = NAMESPACES[rng.usize(..3)].to_string();
-                    let nodes = rng.bool().then(|| {
-                        NODES
-                            .iter()
-                            .filter(|_| rng.bool())
-                            .map(|n| n.to_string())
-                            .collect::<BTreeSet<_>>()
-                    });
+                    let nodes = some_nodes(&mut rng);
                     let recorded = h.skipped(
                         &t,
                         (&uid, ruleset.map(name).as_deref()),
@@ -502,20 +519,38 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
                 5 => {
                     h.ruleset_reset(&name(i));
                     spots.retain(|s| match s {
-                        Spot::Whole(r) | Spot::Lagging(r) | Spot::Suspended(r, _) => *r != i,
+                        Spot::Whole(r)
+                        | Spot::Lagging { ruleset: r, .. }
+                        | Spot::Suspended(r, _) => *r != i,
                         Spot::Object { ruleset, .. } => *ruleset != Some(i),
                     });
                 }
                 8 => {
-                    let lag = Duration::from_secs(rng.u64(6..60));
-                    let bound = Some((lag, Duration::from_secs(5)));
-                    h.lagging(&t, &name(i), rulesets[i].namespaces.clone(), bound);
-                    spots.retain(|s| !matches!(s, Spot::Lagging(r) if *r == i));
-                    spots.push(Spot::Lagging(i));
+                    let ns = NAMESPACES[rng.usize(..3)].to_string();
+                    let nodes = some_nodes(&mut rng);
+                    let said = LagSaid {
+                        lag: Duration::from_secs(rng.u64(6..60)),
+                        bound: Duration::from_secs(5),
+                        nodes: nodes.clone(),
+                    };
+                    let covered = Some([ns.clone()].into());
+                    h.lagging(&t, (&name(i), Some(&ns)), covered, Some(said));
+                    spots.retain(
+                        |s| !matches!(s, Spot::Lagging { ruleset, ns: n, .. } if *ruleset == i && *n == ns),
+                    );
+                    spots.push(Spot::Lagging {
+                        ruleset: i,
+                        ns,
+                        nodes,
+                    });
                 }
                 9 => {
-                    h.lagging(&t, &name(i), rulesets[i].namespaces.clone(), None);
-                    spots.retain(|s| !matches!(s, Spot::Lagging(r) if *r == i));
+                    let ns = NAMESPACES[rng.usize(..3)].to_string();
+                    let covered = Some([ns.clone()].into());
+                    h.lagging(&t, (&name(i), Some(&ns)), covered, None);
+                    spots.retain(
+                        |s| !matches!(s, Spot::Lagging { ruleset, ns: n, .. } if *ruleset == i && *n == ns),
+                    );
                 }
                 6 => {
                     let uid = format!("u{}", rng.usize(..6));
@@ -545,7 +580,17 @@ fn gates_are_never_clear_while_a_ruleset_reaching_them_is_blind() {
                     }
                 };
                 let blind = spots.iter().find(|spot| match spot {
-                    Spot::Whole(i) | Spot::Lagging(i) => reaching(&rulesets[*i]),
+                    Spot::Whole(i) => reaching(&rulesets[*i]),
+                    Spot::Lagging { ruleset, ns, nodes } => {
+                        reaching(&rulesets[*ruleset])
+                            && match &scope {
+                                GateScope::Node(n) => {
+                                    nodes.as_ref().is_none_or(|set| set.contains(n))
+                                }
+                                GateScope::Namespace(n) => n == ns,
+                                _ => true,
+                            }
+                    }
                     // Nodes: what changes there is skipped with its nodes (an `Object`).
                     Spot::Suspended(i, ns) => {
                         reaching(&rulesets[*i])

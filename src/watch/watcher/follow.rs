@@ -132,7 +132,7 @@ async fn follow_until_relist(
             Ok(watcher::Event::Delete(obj)) => {
                 if let Some(uid) = obj.metadata.uid.as_deref() {
                     ctx.health.object_gone(target, uid);
-                    lanes.delete(uid);
+                    lanes.delete(uid, obj.metadata.namespace.as_deref());
                 }
             }
             // The history kube-apiserver keeps moved past us: the watcher lists again. That is
