@@ -25,7 +25,7 @@ const LAG_TICK_MAX: Duration = Duration::from_secs(1);
 /// on any node. The lines of a lane hold at most `LANE_CAPACITY` objects, and a node label is
 /// typically one field read (microseconds), so this is reached only by labels that are costly
 /// on the objects queued.
-const NODES_LOOK: Duration = Duration::from_millis(100);
+const NODES_LOOK: Duration = Duration::from_secs(1);
 
 /// What the lanes of one watcher do when evaluation cannot keep up, loses work, or lags.
 pub(super) struct Behind {
