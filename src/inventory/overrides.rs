@@ -5,14 +5,15 @@
 //!   nothing). The reason is kept escaped and bounded: control and invisible formatting
 //!   characters written as escapes (`\n`, `\u{202e}`), at most [`MAX_REASON_CHARS`] characters,
 //!   so that whatever it holds shows as one plain line in gates, messages, logs and Events.
-//! - `ifo.kubevirt.io/maintenance-override-until: <RFC 3339 time>` ends it: from that time on the
-//!   override is no longer in force, and the guard holds evictions again with no other change to
-//!   the Node. Whether it is in force is asked with the time of each question
-//!   ([`Override::in_force`]), never decided when the Node's event arrived.
-//! - An `-until` that is not an RFC 3339 time leaves the override in force with no end
-//!   ([`End::Invalid`]): an override is the admin's explicit decision to drain now, and a typo in
-//!   its end must not hold the drain it was set for. The node's gate says so as a warning, and
-//!   the alert on overrides left on long fires as for any override without an end.
+//! - `ifo.kubevirt.io/maintenance-override-until: <RFC 3339 time | duration>` ends it: at that
+//!   time, or that long (`2h`, `90m`, `1h30m`) after the annotation was written, the override is no
+//!   longer in force, and the guard holds evictions again with no other change to the Node.
+//!   Whether it is in force is asked with the time of each question ([`Override::in_force`]),
+//!   never decided when the Node's event arrived.
+//! - An `-until` that is neither ([`End::Invalid`]) leaves the override **not in force**: the
+//!   admin meant it to end, and an end that cannot be read must not leave the guard off for good.
+//!   The node's gate says why (condition `Overridden`, reason `InvalidOverrideEnd`), and so does
+//!   the guard's refusal; fixing or removing the annotation puts the override in force.
 //!
 //! When it was set is the time of the latest write of the annotation that kube-apiserver
 //! recorded in the Node's `managedFields` (so it survives the server's restarts), else when this
@@ -21,7 +22,7 @@
 use std::sync::Arc;
 
 use ifo_model::{MAINTENANCE_OVERRIDE_ANNOTATION, MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kube::core::ObjectMeta;
 
 /// Characters of an override's reason that are kept (the rest is cut, with `…`).
@@ -50,9 +51,25 @@ pub enum End {
     Never,
     /// At this time.
     At(Timestamp),
-    /// The `-until` annotation is not an RFC 3339 time (its value, escaped and bounded): the
-    /// override stays in force with no end.
+    /// This long after the `-until` annotation was written (as the Node's `managedFields`
+    /// record it; `None` when they do not say, then after [`Override::since`]).
+    After(SignedDuration, Option<Timestamp>),
+    /// The `-until` annotation is neither an RFC 3339 time nor a duration (its value, escaped
+    /// and bounded): the override is not in force.
     Invalid(Arc<str>),
+}
+
+/// The end an `-until` value `text` gives: an RFC 3339 time, or a positive duration with its
+/// units (`2h`, `90m`, `1h30m`; a bare number is not one, its unit unknown) after `written`.
+fn end_of(text: &str, written: Option<Timestamp>) -> End {
+    if let Ok(at) = text.parse::<Timestamp>() {
+        return End::At(at);
+    }
+    let has_unit = text.bytes().any(|b| b.is_ascii_alphabetic());
+    match ifo_apimachinery::duration::parse_duration(text) {
+        Ok(d) if has_unit && d.is_positive() => End::After(d, written),
+        _ => End::Invalid(escaped(text, MAX_INVALID_END_CHARS).into()),
+    }
 }
 
 impl Override {
@@ -69,24 +86,34 @@ impl Override {
             .filter(|e| !e.is_empty())
         {
             None => End::Never,
-            Some(text) => match text.parse::<Timestamp>() {
-                Ok(at) => End::At(at),
-                Err(_) => End::Invalid(escaped(text, MAX_INVALID_END_CHARS).into()),
-            },
+            Some(text) => end_of(text, written(meta, MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION)),
         };
         Some(Override {
             reason: escaped(reason, MAX_REASON_CHARS).into(),
             end,
-            written: written(meta),
+            written: written(meta, MAINTENANCE_OVERRIDE_ANNOTATION),
             seen: now,
         })
     }
 
-    /// Whether it lets evictions through at `now`: until its end, if it has one.
+    /// Whether it lets evictions through at `now`: until its end, if it has one; never when
+    /// its end cannot be read.
     pub fn in_force(&self, now: Timestamp) -> bool {
+        match (&self.end, self.ends_at()) {
+            (End::Never, _) => true,
+            (End::Invalid(_), _) => false,
+            (_, Some(end)) => now < end,
+            // A duration past the last representable time.
+            (_, None) => true,
+        }
+    }
+
+    /// When it ends, if it has an end that can be read.
+    pub fn ends_at(&self) -> Option<Timestamp> {
         match self.end {
-            End::At(at) => now < at,
-            End::Never | End::Invalid(_) => true,
+            End::At(at) => Some(at),
+            End::After(d, from) => from.unwrap_or(self.since()).checked_add(d).ok(),
+            End::Never | End::Invalid(_) => None,
         }
     }
 
@@ -102,9 +129,9 @@ impl Override {
     }
 }
 
-/// The time of the latest write of the override's annotation that `managedFields` record.
-fn written(meta: &ObjectMeta) -> Option<Timestamp> {
-    let key = format!("f:{MAINTENANCE_OVERRIDE_ANNOTATION}");
+/// The time of the latest write of `annotation` that `managedFields` record.
+fn written(meta: &ObjectMeta, annotation: &str) -> Option<Timestamp> {
+    let key = format!("f:{annotation}");
     meta.managed_fields
         .iter()
         .flatten()
@@ -194,6 +221,24 @@ mod tests {
 
     const NOW: &str = "2026-11-22T10:00:00Z";
 
+    /// A write by `manager` at `time` of the annotation `annotation`, as `managedFields` record it.
+    fn entry(manager: &str, time: &str, annotation: &str) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Update".into()),
+            time: Some(Time(at(time))),
+            fields_v1: Some(FieldsV1(json!({
+                "f:metadata": {"f:annotations": {format!("f:{annotation}"): {}}}
+            }))),
+            ..ManagedFieldsEntry::default()
+        }
+    }
+
+    /// The override's annotation, written by kubectl at `time`.
+    fn written_at(time: &str) -> ManagedFieldsEntry {
+        entry("kubectl-annotate", time, MAINTENANCE_OVERRIDE_ANNOTATION)
+    }
+
     #[test]
     fn the_override_is_set_by_a_reason_that_is_not_blank() {
         let now = at(NOW);
@@ -245,8 +290,61 @@ mod tests {
     }
 
     #[test]
-    fn an_end_that_is_not_a_time_leaves_the_override_in_force_without_an_end() {
-        for bad in ["tomorrow", "2026-11-22 12:00", "2026-11-22T12:00:00", "2h"] {
+    fn a_duration_ends_the_override_that_long_after_its_end_was_written() {
+        for (until, end) in [
+            ("2h", "2026-11-22T10:00:00Z"),
+            ("90m", "2026-11-22T09:30:00Z"),
+            ("1h30m", "2026-11-22T09:30:00Z"),
+        ] {
+            let annotations = meta(&[
+                (MAINTENANCE_OVERRIDE_ANNOTATION, "firmware"),
+                (MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION, until),
+            ]);
+            // Both written at 08:00: that long after.
+            let mut m = annotations.clone();
+            m.managed_fields = Some(vec![
+                written_at("2026-11-22T08:00:00Z"),
+                entry(
+                    "kubectl-annotate",
+                    "2026-11-22T08:00:00Z",
+                    MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
+                ),
+            ]);
+            let set = Override::of(&m, at(NOW)).unwrap();
+            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
+            assert!(
+                set.in_force(at(end) - SignedDuration::from_secs(1)),
+                "{until}"
+            );
+            assert!(!set.in_force(at(end)), "{until}");
+            // The end added an hour after the override: counted from when it was written.
+            let mut m = annotations.clone();
+            m.managed_fields = Some(vec![
+                written_at("2026-11-22T07:00:00Z"),
+                entry(
+                    "kubectl-annotate",
+                    "2026-11-22T08:00:00Z",
+                    MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
+                ),
+            ]);
+            let set = Override::of(&m, at(NOW)).unwrap();
+            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
+            // Nothing recorded: from when the override was first seen.
+            let set = Override::of(&annotations, at("2026-11-22T08:00:00Z")).unwrap();
+            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
+        }
+    }
+
+    #[test]
+    fn an_end_that_cannot_be_read_leaves_the_override_not_in_force() {
+        for bad in [
+            "tomorrow",
+            "2026-11-22 12:00",
+            "2026-11-22T12:00:00",
+            "2",
+            "0s",
+            "-2h",
+        ] {
             let set = Override::of(
                 &meta(&[
                     (MAINTENANCE_OVERRIDE_ANNOTATION, "firmware"),
@@ -256,7 +354,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(set.end, End::Invalid(bad.into()), "{bad}");
-            assert!(set.in_force(at("2036-01-01T00:00:00Z")), "{bad}");
+            assert!(!set.in_force(at(NOW)), "{bad}");
         }
         let long = "x".repeat(1000);
         let set = Override::of(
@@ -298,15 +396,6 @@ mod tests {
 
     #[test]
     fn since_when_is_the_latest_write_of_the_annotation_that_managed_fields_record() {
-        let entry = |manager: &str, time: &str, annotation: &str| ManagedFieldsEntry {
-            manager: Some(manager.into()),
-            operation: Some("Update".into()),
-            time: Some(Time(at(time))),
-            fields_v1: Some(FieldsV1(json!({
-                "f:metadata": {"f:annotations": {format!("f:{annotation}"): {}}}
-            }))),
-            ..ManagedFieldsEntry::default()
-        };
         let mut m = meta(&[(MAINTENANCE_OVERRIDE_ANNOTATION, "firmware")]);
         m.managed_fields = Some(vec![
             entry(

@@ -314,32 +314,40 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
         all.extend(args);
         env.kubectl(User::Admin, &all).unwrap();
     };
-    // An end that is not a time: in force, without an end, and the gate warns.
+    // An end that cannot be read: not in force (the admin meant it to end), and the gate says
+    // why.
     annotate(&[
         "ifo.kubevirt.io/maintenance-override=disk failing, INC-4711",
         "ifo.kubevirt.io/maintenance-override-until=tomorrow",
     ]);
-    let warned = eventually(WAIT, "the gate to warn of the override's end", || {
-        let gate = env.gate(&gate_name);
-        (condition(&gate, "Overridden")["reason"] == "InvalidOverrideEnd").then_some(gate)
-    });
+    let warned = eventually(
+        WAIT,
+        "the gate to say the override's end is invalid",
+        || {
+            let gate = env.gate(&gate_name);
+            (condition(&gate, "Overridden")["reason"] == "InvalidOverrideEnd").then_some(gate)
+        },
+    );
     let overridden = condition(&warned, "Overridden");
-    assert_eq!(overridden["status"], "True", "{warned:#}");
+    assert_eq!(overridden["status"], "False", "{warned:#}");
     let message = overridden["message"].as_str().unwrap();
     assert!(
         message.starts_with(
-            "Warning: ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC 3339 time"
-        ) && message.contains("disk failing, INC-4711"),
+            "the override (disk failing, INC-4711) is not in force: \
+             ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is neither an RFC 3339 time"
+        ),
         "{message}"
     );
-    // The verdict is unchanged: her pod is still protected there.
+    // The verdict is unchanged: her pod is still protected there, and the drain held.
     assert_eq!(clear_status(&warned), "False");
     assert!(holders(&warned).contains(&format!("Pod {granted}/ledger Protected")));
-    eventually(WAIT, "the override to let the drain through", || {
-        evict(env, &granted, "app-1").0.then_some(())
-    });
+    let (ok, stderr) = evict(env, &granted, "app-1");
+    assert!(
+        !ok && stderr.contains("TooManyRequests"),
+        "let through by an override whose end cannot be read: {stderr}"
+    );
 
-    // A valid end, half a minute ahead.
+    // A valid end, half a minute ahead: in force until then.
     let until = Timestamp::from_second(Timestamp::now().as_second() + 30).unwrap();
     annotate(&[&format!(
         "ifo.kubevirt.io/maintenance-override-until={until}"

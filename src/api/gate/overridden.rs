@@ -6,8 +6,8 @@
 //! | the override | `Overridden` | reason | lastTransitionTime |
 //! |---|---|---|---|
 //! | set, no end | `True` | `OverrideSet` | since when it is set |
-//! | set, its end ahead | `True` | `OverrideSetUntil` | since when it is set |
-//! | set, its end not an RFC 3339 time | `True` (no end), the message a warning | `InvalidOverrideEnd` | since when it is set |
+//! | set, its end ahead (a time, or a duration after the end was written) | `True` | `OverrideSetUntil` | since when it is set |
+//! | set, its end neither an RFC 3339 time nor a duration | `False` (not in force) | `InvalidOverrideEnd` | since when it is set |
 //! | its end passed | `False` | `OverrideEnded` | its end |
 
 use ifo_model::{
@@ -27,40 +27,41 @@ pub(crate) fn condition(node: &str, o: &Override, now: Timestamp) -> Condition {
          says ({MAINTENANCE_OVERRIDE_ANNOTATION}: {reason})"
     );
     let since = second(o.since());
-    let (status, why, message, changed) = match &o.end {
-        End::At(end) if !o.in_force(now) => (
+    let (status, why, message, changed) = match (&o.end, o.ends_at()) {
+        (End::Invalid(value), _) => (
+            "False",
+            "InvalidOverrideEnd",
+            format!(
+                "the override ({reason}) is not in force: {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION} \
+                 \"{value}\" is neither an RFC 3339 time (such as 2026-11-22T18:00:00Z) nor a \
+                 duration (such as 2h or 90m, from when it was written); evictions are held \
+                 while the node is not clear until it is fixed or removed"
+            ),
+            since,
+        ),
+        (_, Some(end)) if !o.in_force(now) => (
             "False",
             "OverrideEnded",
             format!(
                 "the override ({reason}) ended at {}: evictions are held again while the node is \
                  not clear; remove {MAINTENANCE_OVERRIDE_ANNOTATION} and \
                  {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION} from the node",
-                second(*end)
+                second(end)
             ),
-            second(*end),
+            second(end),
         ),
-        End::At(end) => (
+        (End::At(_) | End::After(..), Some(end)) => (
             "True",
             "OverrideSetUntil",
-            format!("{lets_through}, since {since}, until {}", second(*end)),
+            format!("{lets_through}, since {since}, until {}", second(end)),
             since,
         ),
-        End::Never => (
+        (End::Never | End::At(_) | End::After(..), _) => (
             "True",
             "OverrideSet",
             format!(
                 "{lets_through}, since {since}, with no end: remove the annotation when the \
                  maintenance is done, or set {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION}"
-            ),
-            since,
-        ),
-        End::Invalid(value) => (
-            "True",
-            "InvalidOverrideEnd",
-            format!(
-                "Warning: {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION} \"{value}\" is not an RFC 3339 \
-                 time (such as 2026-11-22T18:00:00Z), so the override has no end; \
-                 {lets_through}, since {since}"
             ),
             since,
         ),
@@ -146,21 +147,41 @@ mod tests {
     }
 
     #[test]
-    fn an_end_that_is_not_a_time_is_a_warning_and_the_override_stays_in_force() {
+    fn a_duration_ends_it_that_long_after_it_was_set() {
+        let d = jiff::SignedDuration::from_hours(2);
+        let c = condition("w1", &set(End::After(d, None)), at("2026-11-22T10:00:00Z"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "OverrideSetUntil")
+        );
+        assert!(
+            c.message.ends_with("until 2026-11-22T10:00:00Z"),
+            "{}",
+            c.message
+        );
+        let c = condition("w1", &set(End::After(d, None)), at("2026-11-22T10:00:01Z"));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "OverrideEnded")
+        );
+    }
+
+    #[test]
+    fn an_end_that_cannot_be_read_leaves_the_override_not_in_force() {
         let now = at("2026-11-22T10:00:00Z");
         let c = condition("w1", &set(End::Invalid(Arc::from("tomorrow"))), now);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
-            ("True", "InvalidOverrideEnd")
+            ("False", "InvalidOverrideEnd")
         );
         assert!(
             c.message.starts_with(
-                "Warning: ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC \
-                 3339 time"
+                "the override (disk failing, INC-4711) is not in force: \
+                 ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is neither an RFC 3339 \
+                 time"
             ),
             "{}",
             c.message
         );
-        assert!(c.message.contains("so the override has no end"));
     }
 }
