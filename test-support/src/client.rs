@@ -167,6 +167,30 @@ impl Env {
         .unwrap();
     }
 
+    /// Binds pod `namespace/name` to `node` as the scheduler does (its `binding` subresource),
+    /// for a cluster that runs no scheduler: `spec.nodeName` is then set without being recorded
+    /// as written by any client in the pod's `managedFields`.
+    pub fn bind(&self, namespace: &str, name: &str, node: &str) {
+        let binding = serde_json::json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        self.cluster
+            .kubectl_run(
+                User::Admin,
+                &[
+                    "create",
+                    "--raw",
+                    &format!("/api/v1/namespaces/{namespace}/pods/{name}/binding"),
+                    "-f",
+                    "-",
+                ],
+                Some(&binding.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("could not bind pod {namespace}/{name} to {node}: {e:#}"));
+    }
+
     /// A fresh namespace for one test.
     pub fn namespace(&self, prefix: &str) -> String {
         static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

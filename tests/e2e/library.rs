@@ -961,14 +961,16 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     );
     expect_released(&gate, &machine);
 
-    // A pod of a Job, bound to the node (kube-apiserver makes it Pending): it holds nothing
-    // until it starts there, then until it succeeds.
+    // A pod of a Job, bound to the node by the scheduler (kube-apiserver makes it Pending): it
+    // holds nothing until it starts there, then until it succeeds.
     let job_pod = pod(
         json!({"name": "db-migrate-lib",
                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "db-migrate",
                                     "uid": "2f4e6a8c-0b1d-5f3e-9a7c-5e1d3b9f7a2c", "controller": true}]}),
-        json!({"nodeName": node_name, "restartPolicy": "Never"}),
+        json!({"restartPolicy": "Never"}),
     );
+    // The scheduler's binding (no scheduler runs here).
+    env().bind(&namespace, "db-migrate-lib", &node_name);
     job_pod.expect_nothing_in_flight();
     job_pod.set_status(json!({"phase": "Running"}));
     job_pod.expect_active(

@@ -4,15 +4,16 @@
 //! for their names and `spec.namespaces`: `pod-rules` covers both of her namespaces, as it covers
 //! every namespace when installed; `protected-pod-rules` only the one the admin opted in).
 //!
-//! Only what runs holds: pods she binds to nodes of her choice that never start (one of them an
-//! admin's cordoned and tainted node), a pod whose image does not pull, a DaemonSet's pod, and a
-//! protected pod where protection was not granted hold nothing, and drains of those nodes go
-//! through. Her protected pod that runs in the namespace the admin opted in holds its node; the
+//! Only what runs where the scheduler put it holds: pods she places on nodes of her choice that
+//! never start (one of them an admin's cordoned and tainted node), a pod of her Job she places
+//! there herself that runs, a pod whose image does not pull, a DaemonSet's pod, and a protected
+//! pod where protection was not granted hold nothing, and drains of those nodes go through. Her protected pod that runs in the namespace the admin opted in holds its node; the
 //! admin's override lets the drain through, shows on the gate and in `/metrics`, and ends by
 //! itself at its `-until` time, after which the guard holds again.
 //!
-//! No kubelet runs: pods are bound with `spec.nodeName` to Node objects of the test's own, and
-//! the admin writes their status (`/status`) as a kubelet would.
+//! No kubelet or scheduler runs: the admin binds pods to Node objects of the test's own as the
+//! scheduler does (their `binding` subresource) unless alice places them herself
+//! (`spec.nodeName`), and writes their status (`/status`) as a kubelet would.
 
 use ifo_dev::User;
 use ifo_test_support::{Env, TestNode, clear_status, env, eventually};
@@ -75,18 +76,32 @@ impl Tenancy {
         self.env.node(&format!("{}-n{n}", self.own))
     }
 
-    /// Alice creates the pod `name` in `ns`, bound by herself to `node`, with `metadata` merged
-    /// in (labels, owners).
+    /// Alice creates the pod `name` in `ns`, with `metadata` merged in (labels, owners), and
+    /// the scheduler binds it to `node`.
     fn alice_pod(&self, ns: &str, name: &str, node: &str, metadata: Value) {
+        self.alice_creates(ns, name, None, metadata);
+        self.env.bind(ns, name, node);
+    }
+
+    /// Alice creates the pod `name` in `ns`, placed by herself on `node` (its `spec.nodeName`,
+    /// past the scheduler, cordons and NoSchedule taints), with `metadata` merged in.
+    fn alice_places_pod(&self, ns: &str, name: &str, node: &str, metadata: Value) {
+        self.alice_creates(ns, name, Some(node), metadata);
+    }
+
+    /// Alice creates the pod `name` in `ns`, on `node` if she names it, with `metadata` merged
+    /// in.
+    fn alice_creates(&self, ns: &str, name: &str, node: Option<&str>, metadata: Value) {
         let mut meta = json!({"name": name, "namespace": ns});
         for (k, v) in metadata.as_object().into_iter().flatten() {
             meta[k] = v.clone();
         }
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "restartPolicy": "Never",
-                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
-        });
+        let mut spec = json!({"restartPolicy": "Never",
+                              "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = node.into();
+        }
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec});
         self.env
             .cluster
             .kubectl_run(User::Alice, &["create", "-f", "-"], Some(&pod.to_string()))
@@ -163,8 +178,8 @@ fn condition<'a>(gate: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&NONE)
 }
 
-/// Pods alice binds to nodes she chooses, a cordoned and tainted one among them, hold nothing
-/// until they run; her DaemonSet's pods, and a protected pod in a namespace the admin did not opt
+/// Pods alice places on nodes she chooses, a cordoned and tainted one among them, hold nothing
+/// until they run, and her Job's pod she placed herself holds nothing even running; her DaemonSet's pods, and a protected pod in a namespace the admin did not opt
 /// in, hold nothing even running. Drains of those nodes go through. What she runs where she may
 /// hold nodes does hold them (seen first, so that what holds nothing was seen too).
 #[test]
@@ -182,10 +197,19 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
     )
     .unwrap();
 
-    // Bound by her own spec.nodeName, past the scheduler, cordon and taint: never started.
+    // Placed by her own spec.nodeName, past the scheduler, cordon and taint: never started.
     let protected_job = json!({"labels": {PROTECT: "true"}, "ownerReferences": job_owner("etl")});
-    t.alice_pod(&own, "never-1", &name(1), protected_job.clone());
-    t.alice_pod(&granted, "never-2", &name(2), protected_job.clone());
+    t.alice_places_pod(&own, "never-1", &name(1), protected_job.clone());
+    t.alice_places_pod(&granted, "never-2", &name(2), protected_job.clone());
+    // A pod of her Job placed on the cordoned node by herself, and running there (a kubelet runs
+    // what is bound to it, cordoned or not): it went around the scheduler, and holds nothing.
+    t.alice_places_pod(
+        &own,
+        "placed-1",
+        &name(1),
+        json!({"ownerReferences": job_owner("etl")}),
+    );
+    t.runs(&own, "placed-1");
     // Its image never pulls (the kubelet says so; it never started).
     t.alice_pod(&granted, "pull-3", &name(3), protected_job.clone());
     env.set_status(
@@ -267,6 +291,7 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
     // The drains of nodes 1 to 3 go through: each of her pods there is evicted.
     for (ns, pod) in [
         (&own, "never-1"),
+        (&own, "placed-1"),
         (&granted, "never-2"),
         (&granted, "pull-3"),
         (&own, "ledger-3"),
@@ -281,8 +306,8 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
 
 /// In the namespace the admin opted in, alice's protected pod that runs holds its node: the
 /// drain waits. The admin's override lets it through and shows on the node's gate and in
-/// `/metrics`; an end that is not a time leaves it in force with a warning; a valid end ends it
-/// by itself, and the guard holds again with no other change to the Node.
+/// `/metrics`; an end that cannot be read leaves it not in force, saying why; a valid end ends
+/// it by itself, and the guard holds again with no other change to the Node.
 #[test]
 fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends() {
     let t = Tenancy::new("tenancy-override");
