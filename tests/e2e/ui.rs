@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 
 use ifo_test_support::browser::{browser_sized, chromedriver, until};
 use ifo_test_support::{
-    Env, Rule, Running, Scope, create_gadget_crd, env, grant_gadgets, plugin_binary,
+    Env, Rule, Running, Scope, create_gadget_crd, env, grant_gadgets, node_vm_ruleset,
+    plugin_binary,
 };
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
@@ -1147,4 +1148,102 @@ fn grant_read_of(env: &Env, ns: &str, group: &str, plural: &str) {
       "metadata": {"name": "read-migrations", "namespace": ns},
       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-migrations"},
       "subjects": [{"kind": "ServiceAccount", "name": "ifo-apiserver", "namespace": "ifo-system"}]}).to_string());
+}
+
+/// What a node's gate card says of the node's maintenance override, `[state, words]`
+/// (`in-force` or `not-in-force`), or null without one.
+const OVERRIDE: &str = "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
+  const o = li && li.querySelector('.gate-override');
+  return li && li.dataset.overridden ? [li.dataset.overridden, o.hidden ? '' : o.textContent] : null;";
+
+/// An admin's override of a node with an operation in flight shows on the node's gate card: the
+/// guard let through, since when and until when; and, once its end cannot be read, that it is
+/// not in force. Taking it off takes it off the card.
+#[test]
+fn an_override_shows_on_its_nodes_gate_card() {
+    let env = env();
+    let node = env.node(&format!("ui-override-{}", std::process::id()));
+    let node = node.name().to_owned();
+    let (ns, rs) = env.vms_watched_by(
+        "ui-override",
+        "vm-node-rules",
+        |name, ns| node_vm_ruleset(name, ns, "kubevirt"),
+        &["vm1"],
+    );
+    env.set_status(
+        "vm",
+        &ns,
+        "vm1",
+        json!({"printableStatus": "Migrating", "nodeName": node}),
+    );
+    let gate = format!("node.{node}");
+    let annotate = |args: &[&str]| {
+        let mut all = vec!["annotate", "--overwrite", "node", node.as_str()];
+        all.extend(args);
+        env.kubectl(User::Admin, &all).unwrap();
+    };
+    let (_driver, driver_port) = chromedriver();
+    let (_ui, url) = start_ui(env, User::Admin, &["-A"]);
+    let runtime = runtime();
+    runtime.block_on(async {
+        let page = connected_page(driver_port, &url).await;
+        until(
+            &page,
+            END,
+            "the node's gate in flight",
+            GATE,
+            vec![json!(gate)],
+            |v| v == "blocked",
+        )
+        .await;
+        annotate(&[
+            "ifo.kubevirt.io/maintenance-override=disk failing",
+            "ifo.kubevirt.io/maintenance-override-until=2h",
+        ]);
+        let (card, _) = until(
+            &page,
+            END,
+            "the override on the card",
+            OVERRIDE,
+            vec![json!(gate)],
+            |v| v[0] == "in-force",
+        )
+        .await;
+        let words = card[1].as_str().unwrap();
+        assert!(
+            words.starts_with("⚠ guard overridden since")
+                && words.contains(" until ")
+                && words.ends_with("drains of this node do not wait"),
+            "{words}"
+        );
+        annotate(&["ifo.kubevirt.io/maintenance-override-until=tomorrow"]);
+        let (card, _) = until(
+            &page,
+            END,
+            "the override not in force",
+            OVERRIDE,
+            vec![json!(gate)],
+            |v| v[0] == "not-in-force",
+        )
+        .await;
+        assert_eq!(
+            card[1],
+            "override not in force (its end cannot be read): the guard holds"
+        );
+        annotate(&[
+            "ifo.kubevirt.io/maintenance-override-",
+            "ifo.kubevirt.io/maintenance-override-until-",
+        ]);
+        until(
+            &page,
+            END,
+            "the override gone from the card",
+            OVERRIDE,
+            vec![json!(gate)],
+            |v| v.is_null(),
+        )
+        .await;
+        page.close().await.unwrap();
+    });
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

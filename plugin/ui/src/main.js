@@ -758,6 +758,26 @@ function gateRank(name) {
   return 3;
 }
 
+/// What a node's gate says of the node's maintenance override (its `Overridden` condition): `in
+/// force` (every eviction of the node's pods let through the guard, whatever the verdict), or
+/// `not in force` (ended, or an end that cannot be read); `null` without one.
+function overrideOf(gate) {
+  const c = (gate.status?.conditions ?? []).find((c) => c.type === "Overridden");
+  if (!c) return null;
+  const message = c.message ?? "";
+  if (c.status === "True") {
+    const since = time(c.lastTransitionTime);
+    const until = message.match(/until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$/);
+    return {
+      state: "in-force",
+      message,
+      words: `⚠ guard overridden${since ? ` since ${absolute(since)}` : ""}${until ? ` until ${absolute(new Date(until[1]))}` : ", no end"}: drains of this node do not wait`,
+    };
+  }
+  const why = c.reason === "InvalidOverrideEnd" ? "its end cannot be read" : "ended";
+  return { state: "not-in-force", message, words: `override not in force (${why}): the guard holds` };
+}
+
 /// `text` with the RFC 3339 times the server writes in messages as the page's absolute times.
 const localTimes = (text) => text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g, (t) => absolute(new Date(t)));
 
@@ -789,6 +809,7 @@ function drawGates(now) {
       head.append("span").attr("class", "gate-name");
       head.append("span").attr("class", "verdict");
       li.append("div").attr("class", "gate-info");
+      li.append("div").attr("class", "gate-override");
       li.append("div").attr("class", "gate-message");
       return li;
     })
@@ -815,6 +836,15 @@ function drawGates(now) {
     } else if (active > 0) el.append("span").text(" · no estimate");
     if ((st.conditions ?? []).some((c) => c.type === "Stalled" && c.status === "True")) el.append("span").text(" · ⚠ stalled");
   });
+  items
+    .attr("data-overridden", ({ g }) => overrideOf(g)?.state ?? null)
+    .select(".gate-override")
+    .attr("hidden", ({ g }) => (overrideOf(g) ? null : ""))
+    .text(({ g }) => overrideOf(g)?.words ?? "")
+    .attr("title", ({ g }) => {
+      const o = overrideOf(g);
+      return o ? localTimes(o.message) : null;
+    });
   items
     .select(".gate-message")
     .text(({ g, view }) => gateMessage(g, view))
