@@ -119,6 +119,16 @@ pub fn overridden(gate: &MaintenanceGate) -> Option<String> {
         .map(|c| crate::sanitize::line(&c.message))
 }
 
+/// What a node's gate says of an override the node carries that is not in force because its
+/// end cannot be read (reason `InvalidOverrideEnd`), on one line: the guard holds, though the
+/// admin may think it does not.
+pub fn override_not_in_force(gate: &MaintenanceGate) -> Option<String> {
+    gate.status
+        .condition(GATE_OVERRIDDEN_CONDITION)
+        .filter(|c| c.status == "False" && c.reason == "InvalidOverrideEnd")
+        .map(|c| crate::sanitize::line(&c.message))
+}
+
 /// `, 1 stalled` when operations in the scope are stalled; empty otherwise.
 fn stalled(gate: &MaintenanceGate) -> String {
     let stalled = gate

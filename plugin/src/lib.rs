@@ -4,7 +4,7 @@
 //!
 //! `cli` parses, `cmd` runs each command (this file only picks which), `client` talks to the
 //! cluster, `watched` keeps watch state, `gate` reads the server's maintenance verdicts; `op`,
-//! `filter`, `format`, `tree` and `summary` are pure.
+//! `filter`, `format`, `tree`, `summary` and `holds` are pure.
 
 pub mod cli;
 pub mod client;
@@ -13,6 +13,7 @@ pub mod colour;
 pub mod filter;
 pub mod format;
 pub mod gate;
+pub mod holds;
 pub mod op;
 pub mod sanitize;
 pub mod summary;

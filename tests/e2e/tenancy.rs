@@ -16,7 +16,7 @@
 //! (`spec.nodeName`), and writes their status (`/status`) as a kubelet would.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, TestNode, clear_status, env, eventually};
+use ifo_test_support::{Env, Run, TestNode, clear_status, env, eventually};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -287,6 +287,30 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
             assert!(holders(&gate).is_empty(), "node {n}: {gate:#}");
         }
         std::thread::sleep(Duration::from_secs(1));
+    }
+    // Asked about one of her pods that holds nothing, `kubectl ifo check` says why.
+    for (ns, pod, why) in [
+        (
+            &own,
+            "ledger-3",
+            "it is labelled ifo.kubevirt.io/protect-from-maintenance, but the label holds a node \
+             only in the namespaces an admin opted in",
+        ),
+        (&own, "placed-1", "its creator placed it on node"),
+        (&granted, "agent-3", "it belongs to a DaemonSet"),
+        (&granted, "pull-3", "it has not started on node"),
+    ] {
+        let run: Run = env
+            .plugin_cmd(
+                User::Alice,
+                &["check", "-n", ns, "-k", "Pod", "--subject", pod],
+            )
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(run.code, 0, "{pod}: {run:?}");
+        let note = format!("note: pod {ns}/{pod} holds no node: {why}");
+        assert!(run.stderr.contains(&note), "{pod}: {}", run.stderr);
     }
     // The drains of nodes 1 to 3 go through: each of her pods there is evicted.
     for (ns, pod) in [

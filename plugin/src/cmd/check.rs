@@ -32,11 +32,43 @@ pub(crate) async fn run(cx: &Context<'_>, gate: Option<String>, filters: &Filter
     ensure_complete(cx.warnings)?;
     sort(&mut ops);
     report_in_flight(&ops, cx.scope, filters, cx.output, cx.now, cx.colours);
+    if ops.is_empty() {
+        explain_pod(cx, filters).await;
+    }
     Ok(if ops.is_empty() {
         Exit::Done
     } else {
         Exit::InFlight
     })
+}
+
+/// Asked about one pod (`-k Pod --subject <name>` in a namespace) that holds nothing: why, on
+/// stderr, when the pod itself says (see [`crate::holds`]). A pod the user may not read is left
+/// unexplained: the answer stands without it.
+async fn explain_pod(cx: &Context<'_>, filters: &Filters) {
+    let (Scope::Namespace(ns), Some(kind), Some(name)) =
+        (cx.scope, &filters.kind, &filters.subject)
+    else {
+        return;
+    };
+    if !kind.eq_ignore_ascii_case("pod") {
+        return;
+    }
+    let pods: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        cx.client.clone(),
+        ns,
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+    );
+    let Ok(Some(pod)) = pods.get_opt(name).await else {
+        return;
+    };
+    let pod = serde_json::to_value(&pod).unwrap_or_default();
+    if let Some(why) = crate::holds::why_not_held(&pod) {
+        eprintln!(
+            "note: pod {ns}/{name} holds no node: {}",
+            crate::sanitize::line(&why)
+        );
+    }
 }
 
 /// `check`'s answer from a gate: exit 0 clear, 1 in flight (with the operations), or an error
@@ -53,6 +85,11 @@ pub(crate) fn gate_check(
     {
         // Whatever the verdict: a drain of the node goes through now.
         eprintln!("warning: the maintenance guard is overridden: {overridden}");
+    }
+    if let Some(ignored) = gate::override_not_in_force(gate)
+        && !matches!(output, Output::Json | Output::Yaml)
+    {
+        eprintln!("warning: {ignored}");
     }
     if verdict == gate::Verdict::Unknown {
         return Err(gate::unknown_error(gate));
