@@ -5,9 +5,9 @@
 //! So every long-running task runs under a [`Tasks`] set, in one of two ways:
 //!
 //! - [`Tasks::restarting`]: the task is started again after it ends or panics, with a backoff
-//!   (1 s doubling to 30 s; a run longer than a minute starts the backoff over). The ruleset
-//!   controller, the deadline ticker and the persistence writer are such tasks: each starts from
-//!   what the cluster says, so a fresh start loses nothing. Watchers restart the same way
+//!   ([`crate::backoff::RESTART`]: 1 s doubling to 30 s; a run of a minute starts the backoff
+//!   over). The ruleset controller, the deadline ticker and the persistence writer are such
+//!   tasks: each starts from what the cluster says, so a fresh start loses nothing. Watchers restart the same way
 //!   ([`restarting`], run by their owner).
 //! - [`Tasks::essential`]: a task the server cannot redo (the leader elector: a replica whose
 //!   elector is gone must not keep serving). When it ends, `/livez` and `/readyz` fail (see
@@ -23,16 +23,8 @@ use crate::readiness::Readiness;
 use futures::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-/// First wait before a failed task is started again.
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// Longest wait before a failed task is started again.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A run at least this long starts the backoff over.
-const BACKOFF_RESET: Duration = Duration::from_secs(60);
 
 /// How one run of a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,20 +71,17 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = crate::backoff::RESTART;
     loop {
-        let began = tokio::time::Instant::now();
+        backoff.begin();
         let ended = run_once(start()).await;
-        if began.elapsed() >= BACKOFF_RESET {
-            backoff = FIRST_BACKOFF;
-        }
+        let wait = backoff.failed();
         report(
             task,
             &ended,
-            &format!("starting it again in {}s", backoff.as_secs()),
+            &format!("starting it again in {}s", wait.as_secs()),
         );
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -183,6 +172,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     /// Tasks under a readiness that has nothing left to wait for.
     fn ready_tasks() -> (Readiness, Tasks) {
