@@ -167,19 +167,66 @@ impl Tasks {
     }
 }
 
+/// What the tests of supervised tasks share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Tasks;
+    use crate::readiness::Readiness;
+    use std::future::Future;
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    /// Tasks under a readiness that has nothing left to wait for.
+    pub(crate) fn ready_tasks() -> (Readiness, Tasks) {
+        let (readiness, listed) = Readiness::new("test");
+        listed.done();
+        (readiness.clone(), Tasks::new(readiness))
+    }
+
+    /// Runs what `start` makes as task `task` of `tasks`, started again as any is; notifying
+    /// the `Notify` returned kills the run under way (it panics, as a bug in it would).
+    pub(crate) fn restarting_killable<F, Fut>(
+        tasks: &mut Tasks,
+        task: &'static str,
+        mut start: F,
+    ) -> Arc<Notify>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let kill = Arc::new(Notify::new());
+        tasks.restarting(task, {
+            let kill = kill.clone();
+            move || {
+                let (run, kill) = (start(), kill.clone());
+                async move {
+                    tokio::select! {
+                        () = run => {}
+                        () = kill.notified() => panic!("killed"),
+                    }
+                }
+            }
+        });
+        kill
+    }
+
+    /// How many times task `task` failed, as `ifo_task_failures_total` counts it.
+    pub(crate) fn failures(task: &str) -> u64 {
+        let series = format!("ifo_task_failures_total{{task=\"{task}\"}} ");
+        crate::metrics::render()
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
-
-    /// Tasks under a readiness that has nothing left to wait for.
-    fn ready_tasks() -> (Readiness, Tasks) {
-        let (readiness, listed) = Readiness::new("test");
-        listed.done();
-        (readiness.clone(), Tasks::new(readiness))
-    }
+    use testing::ready_tasks;
 
     #[tokio::test(start_paused = true)]
     async fn a_panicking_task_is_started_again_with_a_backoff() {

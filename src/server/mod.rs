@@ -72,7 +72,7 @@ impl Server {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let election = args.leader_election()?;
         let client = kube_client(&args).await?;
-        let trust = auth::watch_request_header_config(client.clone()).await?;
+        let (trust, trust_watch) = auth::read_request_header_config(client.clone()).await?;
         let callers = auth::AdmissionCallers::from_settings(
             &args.admission_allowed_names,
             args.admission_client_ca_file.as_deref(),
@@ -83,7 +83,7 @@ impl Server {
             &trust.borrow(),
             &callers,
         )?);
-        tls::spawn_reloader(
+        let reloader = tls::Reloader::new(
             tls_config.clone(),
             args.tls_cert_file.clone(),
             args.tls_private_key_file.clone(),
@@ -93,6 +93,10 @@ impl Server {
 
         let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
         let mut tasks = Tasks::new(readiness.clone());
+        // What authenticates callers follows its sources: the front-proxy trust settings their
+        // ConfigMap, the TLS configuration those settings and the certificate files.
+        tasks.restarting("trust-settings", move || trust_watch.clone().follow());
+        tasks.restarting("tls-reloader", move || reloader.clone().run());
         let sync_timeout = args.initial_sync_timeout;
         tasks.once(
             "initial-sync-timeout",
