@@ -333,6 +333,9 @@ impl Server {
     /// fail `/readyz`, end open watches and connections, stop every background task.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let listener = Arc::new(Listener::default());
+        // The shutdown sequence waits for the signal beside the listener it closes; it ends
+        // the server, so nothing outlives it to own it.
+        #[allow(clippy::disallowed_methods)]
         tokio::spawn(shut_down(
             shutdown,
             ShutdownSequence {
