@@ -15,6 +15,7 @@ pub use watch::Object as WatchedObject;
 mod admission;
 pub mod api;
 mod auth;
+mod backoff;
 mod client;
 pub mod config;
 mod detect;

@@ -233,4 +233,8 @@ impl Drop for Pending {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
 mod tests;

@@ -5,9 +5,9 @@
 //! So every long-running task runs under a [`Tasks`] set, in one of two ways:
 //!
 //! - [`Tasks::restarting`]: the task is started again after it ends or panics, with a backoff
-//!   (1 s doubling to 30 s; a run longer than a minute starts the backoff over). The ruleset
-//!   controller, the deadline ticker and the persistence writer are such tasks: each starts from
-//!   what the cluster says, so a fresh start loses nothing. Watchers restart the same way
+//!   ([`crate::backoff::RESTART`]: 1 s doubling to 30 s; a run of a minute starts the backoff
+//!   over). The ruleset controller, the deadline ticker and the persistence writer are such
+//!   tasks: each starts from what the cluster says, so a fresh start loses nothing. Watchers restart the same way
 //!   ([`restarting`], run by their owner).
 //! - [`Tasks::essential`]: a task the server cannot redo (the leader elector: a replica whose
 //!   elector is gone must not keep serving). When it ends, `/livez` and `/readyz` fail (see
@@ -23,16 +23,8 @@ use crate::readiness::Readiness;
 use futures::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-/// First wait before a failed task is started again.
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// Longest wait before a failed task is started again.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A run at least this long starts the backoff over.
-const BACKOFF_RESET: Duration = Duration::from_secs(60);
 
 /// How one run of a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,20 +71,17 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = crate::backoff::RESTART;
     loop {
-        let began = tokio::time::Instant::now();
+        backoff.begin();
         let ended = run_once(start()).await;
-        if began.elapsed() >= BACKOFF_RESET {
-            backoff = FIRST_BACKOFF;
-        }
+        let wait = backoff.failed();
         report(
             task,
             &ended,
-            &format!("starting it again in {}s", backoff.as_secs()),
+            &format!("starting it again in {}s", wait.as_secs()),
         );
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -178,18 +167,66 @@ impl Tasks {
     }
 }
 
+/// What the tests of supervised tasks share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Tasks;
+    use crate::readiness::Readiness;
+    use std::future::Future;
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    /// Tasks under a readiness that has nothing left to wait for.
+    pub(crate) fn ready_tasks() -> (Readiness, Tasks) {
+        let (readiness, listed) = Readiness::new("test");
+        listed.done();
+        (readiness.clone(), Tasks::new(readiness))
+    }
+
+    /// Runs what `start` makes as task `task` of `tasks`, started again as any is; notifying
+    /// the `Notify` returned kills the run under way (it panics, as a bug in it would).
+    pub(crate) fn restarting_killable<F, Fut>(
+        tasks: &mut Tasks,
+        task: &'static str,
+        mut start: F,
+    ) -> Arc<Notify>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let kill = Arc::new(Notify::new());
+        tasks.restarting(task, {
+            let kill = kill.clone();
+            move || {
+                let (run, kill) = (start(), kill.clone());
+                async move {
+                    tokio::select! {
+                        () = run => {}
+                        () = kill.notified() => panic!("killed"),
+                    }
+                }
+            }
+        });
+        kill
+    }
+
+    /// How many times task `task` failed, as `ifo_task_failures_total` counts it.
+    pub(crate) fn failures(task: &str) -> u64 {
+        let series = format!("ifo_task_failures_total{{task=\"{task}\"}} ");
+        crate::metrics::render()
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Tasks under a readiness that has nothing left to wait for.
-    fn ready_tasks() -> (Readiness, Tasks) {
-        let (readiness, listed) = Readiness::new("test");
-        listed.done();
-        (readiness.clone(), Tasks::new(readiness))
-    }
+    use std::time::Duration;
+    use testing::ready_tasks;
 
     #[tokio::test(start_paused = true)]
     async fn a_panicking_task_is_started_again_with_a_backoff() {

@@ -40,7 +40,7 @@ pub fn respond(
     // `…[]}`: keep up to and including `[`; `]}` closes the body after the items.
     if !head.ends_with(b"[]}") {
         tracing::error!("a list envelope does not end with its item array");
-        return super::status::ApiError::Internal("list envelope".into()).into_response();
+        return super::status::ApiError::internal("list envelope").into_response();
     }
     head.truncate(head.len() - 2);
     let body = if items.len() <= CHUNK {

@@ -15,12 +15,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why a request is not authenticated.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum AuthError {
+    /// No credentials, or none that prove who the caller is (401).
     #[error("Unauthorized")]
     Unauthorized,
-    #[error("authentication failed: {0}")]
-    Internal(String),
+    /// The TokenReview could not be made or was refused (kube-apiserver answers 500 then). Its
+    /// message ends with its cause's, as kube's errors do; shared, so that the review cache
+    /// can hand it to every request that waited for the review.
+    #[error("authentication failed: TokenReview: {0}")]
+    TokenReview(#[source] Arc<kube::Error>),
 }
 
 pub struct Authenticator {
@@ -190,7 +195,7 @@ impl Authenticator {
                 };
                 let answer = ask(client, &review, Review::Token)
                     .await
-                    .map_err(|e| AuthError::Internal(format!("TokenReview: {e}")))?;
+                    .map_err(|e| AuthError::TokenReview(Arc::new(e)))?;
                 let status = answer.status.unwrap_or_default();
                 let authenticated = status.authenticated == Some(true);
                 crate::metrics::review(Review::Token, Some(authenticated));
@@ -213,6 +218,32 @@ impl Authenticator {
 mod tests {
     use super::*;
     use crate::auth::AUTHENTICATED;
+
+    /// A failed TokenReview keeps kube's error as its cause, and says it as it always did.
+    #[test]
+    fn a_failed_token_review_keeps_its_cause() {
+        let status =
+            kube::core::Status::failure("the server is shutting down", "ServiceUnavailable")
+                .with_code(503)
+                .boxed();
+        let e = AuthError::TokenReview(Arc::new(kube::Error::Api(status.clone())));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "authentication failed: TokenReview: {}",
+                kube::Error::Api(status)
+            )
+        );
+        // The cause is kube's error, shared.
+        let cause = std::error::Error::source(&e).expect("a cause");
+        assert!(
+            matches!(
+                cause.downcast_ref::<Arc<kube::Error>>().map(|e| &**e),
+                Some(kube::Error::Api(s)) if s.code == 503
+            ),
+            "{cause:?}"
+        );
+    }
 
     fn trust() -> RequestHeaderConfig {
         RequestHeaderConfig {

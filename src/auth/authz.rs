@@ -10,6 +10,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::Client;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a request asks to do.
@@ -57,11 +58,13 @@ pub enum Decision {
 }
 
 /// Why a request could not be authorized (kube-apiserver answers 500 then, not 403).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum AuthzError {
-    /// The SubjectAccessReview could not be made or was refused.
+    /// The SubjectAccessReview could not be made or was refused. Its message ends with its
+    /// cause's, as kube's errors do; shared, so that the review cache can hand it to every
+    /// request that waited for the review.
     #[error("SubjectAccessReview failed: {0}")]
-    Review(String),
+    Review(#[source] Arc<kube::Error>),
 }
 
 pub struct Authorizer {
@@ -152,7 +155,7 @@ impl Authorizer {
             .get_or_fetch(key, async move {
                 let answer = ask(client, &review, Review::Access)
                     .await
-                    .map_err(|e| AuthzError::Review(e.to_string()))?;
+                    .map_err(|e| AuthzError::Review(Arc::new(e)))?;
                 let status = answer.status.unwrap_or_default();
                 let allowed = status.allowed && status.denied != Some(true);
                 crate::metrics::review(Review::Access, Some(allowed));

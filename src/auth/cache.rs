@@ -111,6 +111,10 @@ impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;

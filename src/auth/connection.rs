@@ -265,6 +265,10 @@ where
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;

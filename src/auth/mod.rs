@@ -15,7 +15,7 @@ pub(crate) use authn::{AuthError, Authenticator};
 pub(crate) use authz::{Attributes, Authorizer, Decision};
 pub(crate) use budget::ConnectionSeat;
 pub(crate) use peer::{AdmissionCallers, PeerCertificates};
-pub(crate) use requestheader::{RequestHeaderConfig, watch_request_header_config};
+pub(crate) use requestheader::{RequestHeaderConfig, TrustWatch, read_request_header_config};
 
 pub(crate) use crate::apimachinery::UserInfo;
 

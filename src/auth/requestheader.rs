@@ -76,10 +76,11 @@ impl RequestHeaderConfig {
 }
 
 /// Reads the ConfigMap once (an error if it can't: serving without it would trust nobody or
-/// everybody), then follows its changes in the background.
-pub async fn watch_request_header_config(
+/// everybody): the trust settings, and the [`TrustWatch`] that keeps them up to date, to run
+/// under the server's tasks.
+pub async fn read_request_header_config(
     client: Client,
-) -> Result<watch::Receiver<Arc<RequestHeaderConfig>>> {
+) -> Result<(watch::Receiver<Arc<RequestHeaderConfig>>, TrustWatch)> {
     let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     let cm = api
         .get(NAME)
@@ -87,16 +88,36 @@ pub async fn watch_request_header_config(
         .with_context(|| format!("reading ConfigMap {NAMESPACE}/{NAME}"))?;
     let initial = RequestHeaderConfig::from_config_map(&cm)?;
     let (tx, rx) = watch::channel(Arc::new(initial));
-    tokio::spawn(async move {
+    Ok((
+        rx,
+        TrustWatch {
+            api,
+            tx: Arc::new(tx),
+        },
+    ))
+}
+
+/// Follows the ConfigMap's changes into the trust settings it was read into. A run started
+/// again (after it ended or panicked) lists the ConfigMap afresh, so it misses nothing.
+#[derive(Clone)]
+pub struct TrustWatch {
+    api: Api<ConfigMap>,
+    tx: Arc<watch::Sender<Arc<RequestHeaderConfig>>>,
+}
+
+impl TrustWatch {
+    /// Publishes every valid change of the ConfigMap for as long as it runs; an invalid one is
+    /// logged and ignored (the previous settings stay).
+    pub async fn follow(self) {
         let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
-        let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        let mut events = std::pin::pin!(watcher::watcher(self.api, config).default_backoff());
         while let Some(event) = events.next().await {
             match event {
                 Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) => {
                     match RequestHeaderConfig::from_config_map(&cm) {
-                        Ok(new) if **tx.borrow() != new => {
+                        Ok(new) if **self.tx.borrow() != new => {
                             tracing::info!(configmap = NAME, "front-proxy trust settings changed");
-                            tx.send_replace(Arc::new(new));
+                            self.tx.send_replace(Arc::new(new));
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -111,6 +132,8 @@ pub async fn watch_request_header_config(
                 }
             }
         }
-    });
-    Ok(rx)
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -66,34 +66,68 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// The modification times of the serving certificate and key files.
+type Stamp = (Option<SystemTime>, Option<SystemTime>);
+
+fn stamp(cert_file: &Path, key_file: &Path) -> Stamp {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    (modified(cert_file), modified(key_file))
+}
+
 /// Rebuilds the TLS configuration when the trust settings change or the serving certificate
-/// files are replaced (checked every few seconds), so rotations need no restart.
-pub fn spawn_reloader(
+/// files are replaced (checked every few seconds), so rotations need no restart. Runs under the
+/// server's tasks: a run started again goes on from what the last one loaded (the files' times),
+/// and reloads at once if the trust settings changed since the server started.
+#[derive(Clone)]
+pub struct Reloader {
     tls: RustlsConfig,
     cert_file: PathBuf,
     key_file: PathBuf,
-    mut trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    /// Never marked seen itself: each run follows a clone of it.
+    trust: watch::Receiver<Arc<RequestHeaderConfig>>,
     callers: AdmissionCallers,
-) {
-    tokio::spawn(async move {
-        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let stamp = |c: &Path, k: &Path| (modified(c), modified(k));
-        let mut last: (Option<SystemTime>, Option<SystemTime>) = stamp(&cert_file, &key_file);
+    /// The files' times when they were last loaded.
+    loaded: Arc<parking_lot::Mutex<Stamp>>,
+}
+
+impl Reloader {
+    /// Reloads `tls`, loaded just now from these files and settings.
+    pub fn new(
+        tls: RustlsConfig,
+        cert_file: PathBuf,
+        key_file: PathBuf,
+        trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+        callers: AdmissionCallers,
+    ) -> Reloader {
+        let loaded = Arc::new(parking_lot::Mutex::new(stamp(&cert_file, &key_file)));
+        Reloader {
+            tls,
+            cert_file,
+            key_file,
+            trust,
+            callers,
+            loaded,
+        }
+    }
+
+    /// Reloads on every change until the trust settings are gone (the server stops).
+    pub async fn run(self) {
+        let mut trust = self.trust.clone();
         loop {
             let trust_changed = tokio::select! {
                 changed = trust.changed() => { if changed.is_err() { return; } true }
                 _ = tokio::time::sleep(Duration::from_secs(5)) => false,
             };
-            let now = stamp(&cert_file, &key_file);
-            if !trust_changed && now == last {
+            let now = stamp(&self.cert_file, &self.key_file);
+            if !trust_changed && now == *self.loaded.lock() {
                 continue;
             }
-            last = now;
+            *self.loaded.lock() = now;
             let current = trust.borrow_and_update().clone();
-            match server_config(&cert_file, &key_file, &current, &callers) {
+            match server_config(&self.cert_file, &self.key_file, &current, &self.callers) {
                 Ok(config) => {
-                    tls.reload_from_config(config);
-                    tracing::info!(cert = %cert_file.display(), "TLS configuration reloaded");
+                    self.tls.reload_from_config(config);
+                    tracing::info!(cert = %self.cert_file.display(), "TLS configuration reloaded");
                 }
                 Err(e) => tracing::error!(
                     error = format!("{e:#}"),
@@ -101,7 +135,7 @@ pub fn spawn_reloader(
                 ),
             }
         }
-    });
+    }
 }
 
 /// Accepts TLS connections within the [`Budget`] (see `budget`: anonymous ones displaceable,
@@ -175,3 +209,6 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

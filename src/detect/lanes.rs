@@ -121,6 +121,8 @@ impl Lanes {
             .iter()
             .map(|rs| {
                 let shared = Arc::new(Shared::default());
+                // Owned by these lanes: it ends when they close (dropped with their watcher).
+                #[allow(clippy::disallowed_methods)]
                 tokio::spawn(run(
                     rs.clone(),
                     shared.clone(),
@@ -139,6 +141,8 @@ impl Lanes {
             closed: false,
             said: vec![HashMap::new(); lanes.len()],
         }));
+        // Owned by these lanes: aborted when they are dropped.
+        #[allow(clippy::disallowed_methods)]
         let lag_watch = tokio::spawn(watch_lag(
             lanes
                 .iter()

@@ -43,6 +43,10 @@ mod entry;
 mod gate_view;
 mod reach;
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

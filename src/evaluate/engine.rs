@@ -13,6 +13,7 @@ use super::bounded::{MAX_ERROR_CHARS, MAX_MESSAGE_CHARS, bounded, truncated};
 use super::estimate::{Estimate, estimate};
 use super::functions;
 use super::meter::{self, Exceeded};
+use super::runtime_error::RuntimeError;
 
 /// Longest accepted expression, in bytes. cel 0.15 has no evaluation cost limit, so the size of
 /// what a rule author can make the engine run is bounded here (the parser bounds nesting).
@@ -295,9 +296,11 @@ pub struct CompileError {
 /// Why an expression produced no usable value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EvalError {
-    /// Runtime error text from cel (missing key, no matching overload, ...).
-    #[error("{0}")]
-    Execution(String),
+    /// A runtime error: the CEL interpreter's (missing key, no matching overload, ...), or the
+    /// value's (a progress that is not a number, a string that is not a timestamp), its cause
+    /// kept.
+    #[error(transparent)]
+    Execution(RuntimeError),
     /// The expression evaluated, but not to the type its role requires.
     #[error("expected {expected}, got {got}")]
     WrongType {
@@ -401,10 +404,13 @@ impl Expr {
             return Err(EvalError::CostExceeded(exceeded));
         }
         result.unwrap_or_else(|panic| {
-            Err(EvalError::Execution(format!(
-                "internal error in the CEL interpreter: {}",
-                panic_text(&*panic)
-            )))
+            Err(EvalError::Execution(
+                format!(
+                    "internal error in the CEL interpreter: {}",
+                    panic_text(&*panic)
+                )
+                .into(),
+            ))
         })
     }
 
@@ -472,10 +478,13 @@ impl Expr {
                 }
                 let digits = text.strip_suffix('%').unwrap_or(text).trim_end();
                 digits.parse::<f64>().map_err(|_| {
-                    EvalError::Execution(format!(
-                        "progress '{}' is not a number or a percentage",
-                        shorten(text)
-                    ))
+                    EvalError::Execution(
+                        format!(
+                            "progress '{}' is not a number or a percentage",
+                            shorten(text)
+                        )
+                        .into(),
+                    )
                 })?
             } else {
                 return Err(wrong_type(
@@ -486,9 +495,9 @@ impl Expr {
             if (0.0..=100.0).contains(&number) {
                 Ok(Some(number))
             } else {
-                Err(EvalError::Execution(format!(
-                    "progress {number} is out of range (0 to 100)"
-                )))
+                Err(EvalError::Execution(
+                    format!("progress {number} is out of range (0 to 100)").into(),
+                ))
             }
         })
     }
@@ -517,7 +526,7 @@ impl Expr {
         ctx: &BoundContext<'_>,
     ) -> Option<Result<jiff::Timestamp, EvalError>> {
         match self.eval_timestamp_in(ctx) {
-            Err(EvalError::Execution(m)) if m == NO_START_TIME => None,
+            Err(EvalError::Execution(e)) if e.message() == NO_START_TIME => None,
             other => Some(other),
         }
     }
@@ -530,17 +539,23 @@ impl Expr {
             if let Some(ts) = val.downcast_ref::<CelTimestamp>() {
                 let ts = ts.inner();
                 return jiff::Timestamp::new(ts.timestamp(), ts.timestamp_subsec_nanos() as i32)
-                    .map_err(|e| EvalError::Execution(format!("timestamp out of range: {e}")));
+                    .map_err(|e| {
+                        EvalError::Execution(RuntimeError::caused_by(
+                            format!("timestamp out of range: {e}"),
+                            e,
+                        ))
+                    });
             }
             if let Some(s) = val.downcast_ref::<CelString>() {
                 if s.inner().is_empty() {
-                    return Err(EvalError::Execution(NO_START_TIME.to_string()));
+                    return Err(EvalError::Execution(NO_START_TIME.into()));
                 }
                 return s.inner().parse::<jiff::Timestamp>().map_err(|e| {
-                    EvalError::Execution(truncated(
+                    let message = truncated(
                         format!("'{}' is not an RFC 3339 timestamp: {e}", s.inner()),
                         MAX_ERROR_CHARS,
-                    ))
+                    );
+                    EvalError::Execution(RuntimeError::caused_by(message, e))
                 });
             }
             Err(wrong_type("timestamp or RFC 3339 string", val))
@@ -568,7 +583,8 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Error texts quote object data: bounded.
 fn execution(e: ExecutionError) -> EvalError {
-    EvalError::Execution(truncated(e.to_string(), MAX_ERROR_CHARS))
+    let message = truncated(e.to_string(), MAX_ERROR_CHARS);
+    EvalError::Execution(RuntimeError::caused_by(message, e))
 }
 
 /// A string result (a message, an outcome, a label value), at most [`MAX_MESSAGE_CHARS`]

@@ -23,6 +23,7 @@ mod engine;
 pub mod estimate;
 mod functions;
 mod meter;
+mod runtime_error;
 
 #[cfg(test)]
 mod cost_tests;
@@ -37,6 +38,7 @@ pub use engine::{CompileError, Engine, EvalError, Expr};
 #[cfg(test)]
 use meter::MAX_STRING_BYTES;
 pub(crate) use meter::{Budget, DEFAULT_COST_LIMIT, Exceeded};
+pub use runtime_error::RuntimeError;
 
 use engine::BoundContext;
 

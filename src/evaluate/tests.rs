@@ -37,7 +37,8 @@ fn assert_false(src: &str) {
 #[track_caller]
 fn assert_exec_err(src: &str, contains: &str) {
     match eval(src) {
-        Err(EvalError::Execution(msg)) => {
+        Err(EvalError::Execution(e)) => {
+            let msg = e.message();
             assert!(msg.contains(contains), "{src}: {msg:?} lacks {contains:?}")
         }
         other => panic!("{src}: expected an execution error, got {other:?}"),
@@ -474,6 +475,39 @@ fn non_bool_rules_and_non_string_strings_are_wrong_types() {
     }
 }
 
+/// A runtime error keeps what raised it: the interpreter's error for a missing key, the
+/// parser's for a string that is not a timestamp; its message is the one it always was.
+#[test]
+fn a_runtime_error_keeps_its_cause() {
+    let Err(e) = eval("object.nothere.x == 1") else {
+        panic!("a missing key fails")
+    };
+    assert_eq!(e.to_string(), "No such key: nothere");
+    let cause = std::error::Error::source(&e).expect("a cause");
+    assert!(
+        matches!(
+            cause.downcast_ref::<cel::ExecutionError>(),
+            Some(cel::ExecutionError::NoSuchKey(key)) if key.as_str() == "nothere"
+        ),
+        "{cause:?}"
+    );
+    let Err(e) = compile("object.metadata.name").eval_timestamp(&Bound::new(&VM)) else {
+        panic!("a name is not a timestamp")
+    };
+    assert!(
+        e.to_string().contains("is not an RFC 3339 timestamp"),
+        "{e}"
+    );
+    let cause = std::error::Error::source(&e).expect("a cause");
+    assert!(cause.downcast_ref::<jiff::Error>().is_some(), "{cause:?}");
+    // What the evaluator finds itself has no cause.
+    let (progress, _) = live_values("'abc%'", "false");
+    let Some(Err(e)) = progress else {
+        panic!("not a progress")
+    };
+    assert!(std::error::Error::source(&e).is_none());
+}
+
 #[test]
 fn eval_timestamp_from_rfc3339_string_or_timestamp() {
     let bound = Bound::new(&VM);
@@ -575,7 +609,7 @@ fn evaluate_maps_rules_in_order() {
         }
     );
     assert!(
-        matches!(&result.rules[2], RuleResult::Error(EvalError::Execution(m)) if m.contains("nothere"))
+        matches!(&result.rules[2], RuleResult::Error(EvalError::Execution(e)) if e.message().contains("nothere"))
     );
     assert_eq!(
         result.rules[3],

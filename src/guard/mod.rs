@@ -86,9 +86,9 @@ async fn authorize_and_run(
     {
         Ok(user) => user,
         Err(AuthError::Unauthorized) => return ApiError::Unauthorized.into_response(),
-        Err(e @ AuthError::Internal(_)) => {
+        Err(e @ AuthError::TokenReview(_)) => {
             tracing::error!(error = %e, "authentication failed");
-            return ApiError::Internal(e.to_string()).into_response();
+            return ApiError::internal(e).into_response();
         }
     };
     // Its caller proved who it is: the connection leaves the anonymous pool and its address's
@@ -105,7 +105,7 @@ async fn authorize_and_run(
         }
         Err(e) => {
             tracing::error!(user = %user.name, ?attrs, error = %e, "authorization failed");
-            return ApiError::Internal(e.to_string()).into_response();
+            return ApiError::internal(e).into_response();
         }
     }
     req.extensions_mut().insert(user);

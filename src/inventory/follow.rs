@@ -1,26 +1,17 @@
 //! The list-then-watch loop behind every kind the inventory keeps: kube's watcher, its events
 //! handed to a [`Keeper`] as entries (only what the keeper keeps of each object), a list
 //! completed as one replacement, and a failure as a loss of sync followed by a fresh list after
-//! a backoff (1 s doubling to 30 s, starting over after a minute of health), as the target
-//! watchers do.
+//! a backoff ([`crate::backoff::RESTART`]: 1 s doubling to 30 s, starting over after a minute
+//! of health), as the target watchers do.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Api;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
-use tokio::time::Instant;
-
-/// The first wait before a failed watch lists again.
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest wait before a failed watch lists again.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A watch that ran this long before failing starts its backoff over.
-const BACKOFF_RESET: Duration = Duration::from_secs(60);
 
 /// What a kind's store keeps of its objects, and how it learns of them.
 pub(crate) trait Keeper<M>: Sync {
@@ -53,12 +44,9 @@ where
     M: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K: Keeper<M>,
 {
-    let mut backoff: Option<Duration> = None;
+    let mut backoff = crate::backoff::RESTART;
     loop {
-        if let Some(delay) = backoff {
-            tokio::time::sleep(delay).await;
-        }
-        let started = Instant::now();
+        backoff.begin();
         let why = follow_stream(keeper, api.clone(), config.clone()).await;
         tracing::warn!(
             resource = keeper.resource(),
@@ -67,10 +55,7 @@ where
             keeper.resource()
         );
         keeper.failed(why);
-        backoff = Some(match backoff {
-            Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),
-            _ => FIRST_BACKOFF,
-        });
+        tokio::time::sleep(backoff.failed()).await;
     }
 }
 

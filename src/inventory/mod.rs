@@ -462,6 +462,10 @@ impl<M: Resource> Keeper<M> for NamesOf<'_> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
 mod tests {
     use super::*;
 

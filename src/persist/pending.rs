@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use jiff::Timestamp;
 
+use crate::backoff::Backoff;
 use crate::operation::{InFlightOperation, Outcome, Phase};
 
 /// A copy of ours in the cluster.
@@ -115,9 +116,10 @@ pub struct Pending {
     queue: BTreeSet<(Instant, String)>,
 }
 
-/// First retry after a failure, then doubling up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The wait before a failed write is tried again: 500 ms doubling to 30 s, each with ±20 %
+/// jitter so that writes failed together do not retry together.
+const BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(500), Duration::from_secs(30)).jitter(0.2);
 
 impl Pending {
     /// `interval`: the least time between two writes of one operation's copy.
@@ -266,7 +268,7 @@ impl Pending {
                     Some(copy) => self.copies.insert(name.to_owned(), (copy, last_write)),
                     None => self.copies.remove(name),
                 };
-                now + backoff(slot.failures - 1) / 4
+                now + BACKOFF.wait(slot.failures - 1) / 4
             }
             Written::Foreign => {
                 // Left alone while the live operation lasts (its name is taken).
@@ -279,7 +281,7 @@ impl Pending {
             }
             Written::Failed => {
                 slot.failures += 1;
-                now + backoff(slot.failures)
+                now + BACKOFF.wait(slot.failures)
             }
         };
         slot.due = due;
@@ -323,14 +325,6 @@ fn next_write(name: &str, desired: &Desired, copy: Option<&Copy>) -> Option<Writ
         }),
         (Desired::Absent(_), None) => None,
     }
-}
-
-/// The wait after `failures` failures in a row: doubling from [`FIRST_BACKOFF`] up to
-/// [`MAX_BACKOFF`], each with ±20 % jitter so that writes failed together do not retry
-/// together.
-fn backoff(failures: u32) -> Duration {
-    let exp = FIRST_BACKOFF.saturating_mul(1 << failures.saturating_sub(1).min(10));
-    exp.min(MAX_BACKOFF).mul_f64(0.8 + 0.4 * fastrand::f64())
 }
 
 #[cfg(test)]

@@ -309,12 +309,15 @@ async fn follow_crds(client: Client, watches: Arc<Watches>) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let mut events =
         std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+    // The wake-ups under way, ended with this loop.
+    let mut wakes = tokio::task::JoinSet::new();
     while let Some(event) = events.next().await {
+        while wakes.try_join_next().is_some() {}
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::InitDone) => {
                 // Established takes a moment after creation; give discovery time to catch up.
                 let notify = watches.crds_changed.clone();
-                tokio::spawn(async move {
+                wakes.spawn(async move {
                     for delay in [0u64, 1, 3] {
                         tokio::time::sleep(Duration::from_secs(delay)).await;
                         notify.notify_waiters();

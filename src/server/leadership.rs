@@ -5,9 +5,94 @@
 use std::sync::Arc;
 
 use super::persistence::CopyWriter;
+use super::pipeline::Pipeline;
 use crate::api::ApiState;
+use crate::config::ServeArgs;
 use crate::index::Index;
 use crate::lease;
+use crate::supervise::Tasks;
+
+/// The running leader elector, as the shutdown sequence needs it.
+pub(super) struct Elector {
+    /// Asks the elector to hand the Lease over and stop.
+    pub(super) stop: tokio::sync::oneshot::Sender<()>,
+    /// Resolves when it has.
+    pub(super) stopped: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Who serves, and how the server hears that a term ended.
+pub(super) struct Leadership {
+    /// The elector, for the shutdown sequence; none without leader election.
+    pub(super) elector: Option<Elector>,
+    /// Notified when a term as leader ends.
+    pub(super) term_ended: Arc<tokio::sync::Notify>,
+}
+
+/// The fourth phase of building the server: who serves. Without leader election (`election`
+/// none) this replica serves at once, and in persistence mode its copy writer runs; with it,
+/// the elector and what follows its role run under `tasks` (the elector and leadership as
+/// essential tasks: a replica that cannot follow its role must not serve), and `leading` says
+/// whether this replica leads.
+pub(super) fn lead(
+    args: &ServeArgs,
+    election: Option<lease::Settings>,
+    client: &kube::Client,
+    pipeline: &mut Pipeline,
+    state: &Arc<ApiState>,
+    leading: tokio::sync::watch::Sender<bool>,
+    tasks: &mut Tasks,
+) -> Leadership {
+    let term_ended = Arc::new(tokio::sync::Notify::new());
+    let (index, persistence) = (&pipeline.index, pipeline.persistence.take());
+    let elector = match election {
+        None => {
+            state.set_serving(true);
+            if let Some(persistence) = persistence {
+                let reader = index.reader();
+                // The copies read at start the first time; read again after a failure.
+                let mut found = Some(persistence.found);
+                let writer = persistence.writer;
+                tasks.restarting("persistence-writer", move || {
+                    writer.clone().run(found.take(), reader.clone())
+                });
+            }
+            None
+        }
+        Some(settings) => {
+            state.set_serving(false);
+            let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
+            let (elector, role) = lease::Elector::new(client.clone(), settings);
+            tasks.once("leader-role", follow_role(role.clone(), leading));
+            if let Some(pod) = &args.pod_name {
+                let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
+                let role = role.clone();
+                tasks.restarting("leader-label", move || label.clone().follow(role.clone()));
+            }
+            let (stop, stop_asked) = tokio::sync::oneshot::channel();
+            let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+            // A replica whose elector is gone must not go on as if it led: essential.
+            tasks.essential("leader-elector", async move {
+                elector.run(stop_asked).await;
+                let _ = stopped_tx.send(());
+            });
+            tasks.essential(
+                "leadership",
+                follow_leadership(
+                    role,
+                    index.clone(),
+                    state.clone(),
+                    persistence.map(|p| p.writer),
+                    term_ended.clone(),
+                ),
+            );
+            Some(Elector { stop, stopped })
+        }
+    };
+    Leadership {
+        elector,
+        term_ended,
+    }
+}
 
 /// Serves while this replica leads. Each term, the copies are read again and their identities
 /// taken (persistence mode, see [`CopyWriter::take_over`]) and the index starts a new epoch

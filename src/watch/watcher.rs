@@ -147,7 +147,11 @@ impl Watches {
                 (self.detector.clone(), self.health.clone(), target.clone());
             let mut synced = Some(synced);
             let span = tracing::info_span!("watcher", target = %target);
-            // A watcher that fails is started again (it lists its target afresh).
+            // A watcher that fails is started again (it lists its target afresh). Owned by
+            // `Watches` through its handle, which aborts it when its target is no longer wanted
+            // or is watched anew: a task per target, which the server's `Tasks` cannot stop one
+            // by one.
+            #[allow(clippy::disallowed_methods)]
             let task = tokio::spawn(
                 crate::supervise::restarting("watcher", move || {
                     watch_target(

@@ -42,7 +42,7 @@ impl ApiError {
                 ));
                 d.retry_after_seconds = 1;
             }
-            ApiError::Internal(m) => d.causes.push(cause("", m)),
+            ApiError::Internal(e) => d.causes.push(cause("", &e.to_string())),
             _ => return None,
         }
         Some(d)

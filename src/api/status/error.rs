@@ -2,12 +2,13 @@
 //! message, and when to retry.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::{Forbidden, GroupResource};
 use crate::apimachinery::goquote::go_quote;
 
 /// An error the API answers with a `Status` body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum ApiError {
     /// 400 `BadRequest`: invalid selector, parameter or continue token.
     BadRequest(String),
@@ -68,8 +69,9 @@ pub enum ApiError {
         /// The server's current resourceVersion.
         current: u64,
     },
-    /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed.
-    Internal(String),
+    /// 500 `InternalError`, e.g. the authorizer (SubjectAccessReview) failed: the error, kept
+    /// as the cause (its message is the answer's).
+    Internal(Arc<dyn std::error::Error + Send + Sync>),
     /// 503 `ServiceUnavailable`: this replica does not serve now (a standby, or a leader that
     /// just lost its lease). Sent with `Retry-After: 1`, so client-go (kubectl, informers)
     /// retries on its own and reaches the new leader once the Service routes to it.
@@ -83,6 +85,11 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
 const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 impl ApiError {
+    /// 500 for `cause`: an error, or a message saying what failed.
+    pub fn internal(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        ApiError::Internal(Arc::from(cause.into()))
+    }
+
     /// 406 for this server, which only encodes `application/json`.
     pub fn not_acceptable() -> Self {
         ApiError::NotAcceptable {
@@ -184,7 +191,7 @@ impl ApiError {
             ApiError::ResourceVersionTooLarge { requested, current } => {
                 format!("Timeout: Too large resource version: {requested}, current: {current}")
             }
-            ApiError::Internal(m) => format!("Internal error occurred: {m}"),
+            ApiError::Internal(cause) => format!("Internal error occurred: {cause}"),
         }
     }
 
@@ -205,7 +212,14 @@ impl fmt::Display for ApiError {
     }
 }
 
-impl std::error::Error for ApiError {}
+impl std::error::Error for ApiError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApiError::Internal(cause) => Some(&**cause),
+            _ => None,
+        }
+    }
+}
 
 impl From<crate::api::negotiate::NotAcceptable> for ApiError {
     fn from(_: crate::api::negotiate::NotAcceptable) -> Self {

@@ -150,7 +150,7 @@ fn each_error_is_the_status_kubernetes_sends() {
         ),
         (
             "internal",
-            ApiError::Internal("subjectaccessreviews failed: timeout".into()),
+            ApiError::internal("subjectaccessreviews failed: timeout"),
             500,
             "InternalError",
             "Internal error occurred: subjectaccessreviews failed: timeout",
@@ -266,7 +266,7 @@ fn retry_after() {
         current: 100,
     };
     assert_eq!(too_large.retry_after_seconds(), Some(1));
-    let internal = ApiError::Internal("subjectaccessreviews failed: timeout".into());
+    let internal = ApiError::internal("subjectaccessreviews failed: timeout");
     assert_eq!(internal.retry_after_seconds(), None);
     let e = ApiError::not_leader();
     assert_eq!(e.code(), 503);
@@ -308,4 +308,25 @@ fn conversions() {
 fn group_resource_display() {
     assert_eq!(ifo().to_string(), "inflightoperations.live.ifo.kubevirt.io");
     assert_eq!(GroupResource::new("", "pods").to_string(), "pods");
+}
+
+/// A 500 keeps what failed as its cause: its message is the answer's, and the error itself is
+/// there for whoever handles it.
+#[test]
+fn an_internal_error_keeps_its_cause() {
+    let e = ApiError::internal(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "subjectaccessreviews failed: timeout",
+    ));
+    assert_eq!(
+        e.message(),
+        "Internal error occurred: subjectaccessreviews failed: timeout"
+    );
+    let cause = std::error::Error::source(&e).expect("a cause");
+    assert_eq!(
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind),
+        Some(std::io::ErrorKind::TimedOut)
+    );
 }

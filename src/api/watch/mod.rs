@@ -75,6 +75,10 @@ pub(super) fn serve<W: Watched>(
         // end was signalled before this watch could hear it).
         return Err(ApiError::not_leader());
     }
+    // A client's watch is a task of its own for as long as the client keeps it: it ends with
+    // its stream (the client goes, its timeout passes, the term ends), and nothing restarts it
+    // (the client watches again).
+    #[allow(clippy::disallowed_methods)]
     tokio::spawn(async move {
         // Held until the watch ends, however it ends.
         let _slot = slot;

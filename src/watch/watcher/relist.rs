@@ -3,7 +3,7 @@
 //! where it cannot; and what a failed list or watch says.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -11,15 +11,11 @@ use kube::Api;
 use kube::runtime::watcher;
 use tokio::sync::Notify;
 
+use crate::backoff::Backoff;
 use crate::watch::object::Object;
 
 /// What kube's watcher yields for one stream.
 pub(super) type Events = BoxStream<'static, Result<watcher::Event<Object>, watcher::Error>>;
-
-/// The longest wait before listing a failed stream again.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A stream that ran this long before failing starts its backoff over.
-const BACKOFF_RESET: Duration = Duration::from_secs(60);
 
 /// How a stream gets its initial state (`STREAMING_LISTS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +62,8 @@ fn streaming_refused(e: &watcher::Error) -> bool {
 
 /// kube's watcher, started afresh (with a list) after any failure instead of resuming from the
 /// last resourceVersion: a failed stream is current again only once a list completes, and a
-/// relist also finds what changed while it was failing. Retries back off (1 s doubling to 30 s),
-/// and a CRD change retries at once (the target may just have come back). The list is streamed
+/// relist also finds what changed while it was failing. Retries back off
+/// ([`crate::backoff::RESTART`]: 1 s doubling to 30 s), and a CRD change retries at once (the target may just have come back). The list is streamed
 /// where the API server can ([`InitialList`]).
 pub(super) fn relisting(
     api: Api<Object>,
@@ -77,9 +73,11 @@ pub(super) fn relisting(
     struct State {
         api: Api<Object>,
         crds_changed: Arc<Notify>,
-        /// The running watcher, and when it started.
-        current: Option<(Events, Instant)>,
-        backoff: Option<Duration>,
+        /// The running watcher.
+        current: Option<Events>,
+        backoff: Backoff,
+        /// The wait before a watcher starts, once one has failed.
+        wait: Option<Duration>,
         initial: InitialList,
         /// Whether the running watcher's list is under way (kube's watcher lists again by
         /// itself after a 410).
@@ -89,23 +87,25 @@ pub(super) fn relisting(
         api,
         crds_changed,
         current: None,
-        backoff: None,
+        backoff: crate::backoff::RESTART,
+        wait: None,
         initial,
         listing: false,
     };
     futures::stream::unfold(state, |mut s| async move {
         loop {
             if s.current.is_none() {
-                if let Some(delay) = s.backoff {
+                if let Some(delay) = s.wait {
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
                         _ = s.crds_changed.notified() => {}
                     }
                 }
                 let stream = watcher::watcher(s.api.clone(), s.initial.config()).boxed();
-                s.current = Some((stream, Instant::now()));
+                s.current = Some(stream);
+                s.backoff.begin();
             }
-            let (stream, started) = s.current.as_mut().expect("just started");
+            let stream = s.current.as_mut().expect("just started");
             let next = if s.listing && s.initial == InitialList::Streaming {
                 match tokio::time::timeout(STREAMING_SILENCE, stream.next()).await {
                     Ok(next) => next,
@@ -132,10 +132,7 @@ pub(super) fn relisting(
                     return Some((Ok(event), s));
                 }
                 Some(Err(e)) if !expired(&e) => {
-                    s.backoff = Some(match s.backoff {
-                        Some(d) if started.elapsed() < BACKOFF_RESET => (d * 2).min(MAX_BACKOFF),
-                        _ => Duration::from_secs(1),
-                    });
+                    s.wait = Some(s.backoff.failed());
                     s.current = None;
                     return Some((Err(e), s));
                 }

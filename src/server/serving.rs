@@ -1,0 +1,101 @@
+//! The third phase of building the server: what answers requests, made of the sources and the
+//! pipeline. The API's state, the admission doors (with the maintenance guard, its Events
+//! writer is a task of the server), the guard that authenticates and authorizes in front of
+//! the API, and the routes that put them together.
+
+use std::sync::Arc;
+
+use super::pipeline::Pipeline;
+use super::sources::Sources;
+use crate::admission;
+use crate::admission::evictions::Evictions;
+use crate::admission::node_events::NodeEvents;
+use crate::api::{self, ApiState};
+use crate::auth::{Authenticator, Authorizer};
+use crate::config::ServeArgs;
+use crate::guard::{self, Guard};
+use crate::readiness::Readiness;
+use crate::supervise::Tasks;
+
+/// What answers requests.
+pub(super) struct Serving {
+    /// The API's state, which leadership turns serving on and off.
+    pub(super) state: Arc<ApiState>,
+    /// Every route the server answers.
+    pub(super) app: axum::Router,
+}
+
+impl Serving {
+    /// Makes it; serving starts later (see `Server::run`).
+    pub(super) fn build(
+        args: &ServeArgs,
+        sources: &Sources,
+        pipeline: &Pipeline,
+        readiness: &Readiness,
+        tasks: &mut Tasks,
+    ) -> Serving {
+        let limits = api::Limits {
+            max_watches: args.max_watches,
+            max_watches_per_user: args.max_watches_per_user,
+            max_watch_bytes: args.max_watch_memory,
+            max_watch_bytes_per_user: args.max_watch_memory_per_user,
+        };
+        let state = Arc::new(
+            ApiState::new(pipeline.index.reader(), readiness.clone(), limits)
+                .with_freshness(pipeline.targets.reader())
+                .with_inventory(pipeline.inventory.clone()),
+        );
+        // Who may call the admission doors, and the turns of those who have not proven it.
+        let intake = Arc::new(admission::Intake::new(
+            sources.callers.clone(),
+            sources.trust.clone(),
+        ));
+        let evictions = match pipeline.pods.clone() {
+            Some(pods) => {
+                let instance = args
+                    .pod_name
+                    .clone()
+                    .unwrap_or_else(|| "ifo-apiserver".to_owned());
+                let (events, writer) = NodeEvents::new(
+                    sources.client.clone(),
+                    instance,
+                    crate::client::api_timeout(args),
+                );
+                tasks.once("guard-events", writer);
+                tracing::info!(
+                    path = admission::EVICTIONS_PATH,
+                    when_unknown = ?args.guard_when_unknown,
+                    "the maintenance guard answers reviews of evictions"
+                );
+                Some(Evictions {
+                    api: state.clone(),
+                    inventory: pipeline.inventory.clone(),
+                    pods,
+                    when_unknown: args.guard_when_unknown,
+                    events,
+                    intake: intake.clone(),
+                })
+            }
+            None => None,
+        };
+        let gates = state.clone();
+        crate::metrics::serve_gates_from(move || gates.maintenance_gates());
+        let gate = Arc::new(Guard {
+            authenticator: Authenticator::new(sources.trust.clone(), sources.client.clone()),
+            authorizer: Authorizer::new(sources.client.clone()),
+        });
+        // Only the routes the server has are guarded: any other path is a 404 for everyone, and
+        // never costs a review or a cache entry. The admission doors are not: kube-apiserver
+        // calls webhooks without credentials, and a door reveals nothing but whether the object
+        // it is sent compiles (see `admission`).
+        let app = api::router(state.clone())
+            .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
+            .merge(api::health_router(state.clone()))
+            .merge(admission::router(
+                pipeline.engine.clone(),
+                evictions,
+                intake,
+            ));
+        Serving { state, app }
+    }
+}
