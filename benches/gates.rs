@@ -24,7 +24,7 @@ fn gates(c: &mut Criterion) {
         .unwrap();
     let (index, readiness) = index_on_nodes();
     let router = api::router(Arc::new(ApiState::new(
-        index.reader(),
+        index.reader.clone(),
         readiness,
         Default::default(),
     )));
@@ -64,7 +64,7 @@ fn gates(c: &mut Criterion) {
                         op.progress = Some(round % 100.0);
                         Change::Upsert(Arc::new(op))
                     });
-                    index.apply(changed.collect());
+                    index.writer.apply(changed.collect());
                 },
                 |()| black_box(runtime.block_on(get(router.clone(), GATES, "application/json"))),
                 BatchSize::PerIteration,

@@ -96,7 +96,7 @@ fn main() {
         })
         .collect();
     let router = ifo::evictions_router(
-        ApiState::new(index.reader(), readiness, Default::default()),
+        ApiState::new(index.reader.clone(), readiness, Default::default()),
         &all_nodes,
         &pods,
     );

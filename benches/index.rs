@@ -116,9 +116,11 @@ fn maps(c: &mut Criterion) {
     group.finish();
 
     // The index as it is: the write each change makes, with 500 watchers subscribed.
-    let index = Arc::new(Index::new(1, 1024, 1024));
-    index.apply(records().into_iter().map(Change::Upsert).collect());
-    let reader = index.reader();
+    let index = Index::new(1, 1024, 1024).into_handles();
+    index
+        .writer
+        .apply(records().into_iter().map(Change::Upsert).collect());
+    let reader = index.reader.clone();
     let watchers: Vec<_> = (0..WATCHERS)
         .map(|_| reader.watch_from(reader.current_rv()).unwrap())
         .collect();
@@ -130,7 +132,7 @@ fn maps(c: &mut Criterion) {
                 i = (i + 7919) % OPERATIONS;
                 vec![Change::Upsert(progressed(i, i % 100))]
             },
-            |changes| index.apply(changes),
+            |changes| index.writer.apply(changes),
             BatchSize::SmallInput,
         )
     });
@@ -144,7 +146,7 @@ fn maps(c: &mut Criterion) {
                 occurrence += 1;
                 start_then_end(i, occurrence)
             },
-            |(start, end)| (index.apply(start), index.apply(end)),
+            |(start, end)| (index.writer.apply(start), index.writer.apply(end)),
             BatchSize::SmallInput,
         )
     });
@@ -174,7 +176,7 @@ fn maps(c: &mut Criterion) {
             },
             |op| {
                 let op = history::refreshed(&op, &durations, now).unwrap_or(op);
-                index.apply(vec![Change::Upsert(op)])
+                index.writer.apply(vec![Change::Upsert(op)])
             },
             BatchSize::SmallInput,
         )

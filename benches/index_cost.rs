@@ -9,10 +9,9 @@
 //! Run on its own (`cargo bench --bench index_cost`), it prints the time per change instead.
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Instant;
 
-use ifo::index::Index;
+use ifo::index::{Handles, Index, OperationsWriter};
 use ifo::track::Change;
 
 mod fixture;
@@ -29,13 +28,13 @@ const CHANGES: usize = 20_000;
 
 /// An update that moves no gate: a running migration's new message.
 #[inline(never)]
-fn update(index: &Index, changes: Vec<Change>) {
+fn update(index: &OperationsWriter, changes: Vec<Change>) {
     black_box(index.apply(changes));
 }
 
 /// An operation starting and then ending: it enters and leaves its scopes.
 #[inline(never)]
-fn start_then_end(index: &Index, start: Vec<Change>, end: Vec<Change>) {
+fn start_then_end(index: &OperationsWriter, start: Vec<Change>, end: Vec<Change>) {
     black_box(index.apply(start));
     black_box(index.apply(end));
 }
@@ -60,13 +59,12 @@ fn main() {
     }
     let run = |name: &str| workloads.is_empty() || workloads.iter().any(|w| w == name);
 
-    let index = Index::new(1, 1024, 1024);
-    index.apply(records().into_iter().map(Change::Upsert).collect());
-    let reader = Arc::new(index);
+    let Handles { writer, reader, .. } = Index::new(1, 1024, 1024).into_handles();
+    writer.apply(records().into_iter().map(Change::Upsert).collect());
     let watchers: Vec<_> = (0..WATCHERS)
         .map(|_| reader.watch_from(reader.current_rv()).unwrap())
         .collect();
-    let index = &*reader;
+    let index = &writer;
     // Not counted: every record updated once and the event history filled, so that each update
     // counted frees the state it replaces (once out of the history) with the gates or without:
     // a gate entry keeps the state its operation entered in alive, which the first update of a

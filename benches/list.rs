@@ -16,7 +16,7 @@ use axum::body::Body;
 use axum::http::Request;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ifo::api::{self, ApiState};
-use ifo::index::Index;
+use ifo::index::{Handles, Index};
 use ifo::operation::InFlightOperation;
 use ifo::readiness::Readiness;
 use ifo::track::Change;
@@ -30,12 +30,18 @@ const ONE_NAMESPACE: &str =
     "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/ns-042/inflightoperations";
 
 /// The router, and its index (so a benchmark can drop the index outside the timed part).
-fn router(records: &[Arc<InFlightOperation>]) -> (Router, Arc<Index>) {
-    let index = Arc::new(Index::new(1, 1024, 1024));
-    index.apply(records.iter().cloned().map(Change::Upsert).collect());
+fn router(records: &[Arc<InFlightOperation>]) -> (Router, Handles) {
+    let index = Index::new(1, 1024, 1024).into_handles();
+    index
+        .writer
+        .apply(records.iter().cloned().map(Change::Upsert).collect());
     let (readiness, synced) = Readiness::new("the benchmark's records");
     synced.done();
-    let state = Arc::new(ApiState::new(index.reader(), readiness, Default::default()));
+    let state = Arc::new(ApiState::new(
+        index.reader.clone(),
+        readiness,
+        Default::default(),
+    ));
     (api::router(state), index)
 }
 

@@ -36,11 +36,13 @@ fn main() {
         .collect();
     let made = live() - base;
     let before = live();
-    let index = Index::new(1, EVENT_HISTORY, WATCH_BUFFER);
-    index.apply(records.iter().cloned().map(Change::Upsert).collect());
+    let index = Index::new(1, EVENT_HISTORY, WATCH_BUFFER).into_handles();
+    index
+        .writer
+        .apply(records.iter().cloned().map(Change::Upsert).collect());
     let kept = live() - before;
     // What a list does: every record's wire form, serialised once and kept with it.
-    let snapshot = index.snapshot();
+    let snapshot = index.reader.snapshot();
     let before = live();
     for stored in &snapshot.items {
         std::hint::black_box(stored.object());

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use ifo::index::Index;
+use ifo::index::{Handles, Index};
 use ifo::operation::{InFlightOperation, RuleSetInfo, Subject};
 use ifo::track::Change;
 
@@ -45,9 +45,9 @@ fn operation(i: usize, node: usize) -> Arc<InFlightOperation> {
     Arc::new(record)
 }
 
-fn index_with(operations: usize) -> Arc<Index> {
-    let index = Arc::new(Index::new(1, 10_000, 1_000));
-    index.apply(
+fn index_with(operations: usize) -> Handles {
+    let index = Index::new(1, 10_000, 1_000).into_handles();
+    index.writer.apply(
         (0..operations)
             .map(|i| Change::Upsert(operation(i, i % NODES)))
             .collect(),
@@ -59,7 +59,7 @@ fn scrape(c: &mut Criterion) {
     let mut group = c.benchmark_group("scrape");
     for operations in [10_000, 50_000] {
         let index = index_with(operations);
-        ifo::metrics::serve_active_from(index.reader());
+        ifo::metrics::serve_active_from(index.reader.clone());
         let lines = ifo::metrics::render().lines().count();
         println!("{operations} operations in flight: {lines} lines of exposition");
         group.bench_function(format!("{operations} operations in flight"), |b| {
@@ -80,7 +80,7 @@ fn apply(c: &mut Criterion) {
                 next.message = Some(format!("{}", fastrand::u32(..)));
                 vec![Change::Upsert(Arc::new(next))]
             },
-            |changes| index.apply(changes),
+            |changes| index.writer.apply(changes),
             BatchSize::SmallInput,
         );
     });
@@ -88,7 +88,7 @@ fn apply(c: &mut Criterion) {
     group.bench_function("node label change", |b| {
         b.iter_batched(
             || vec![Change::Upsert(operation(7, fastrand::usize(..NODES)))],
-            |changes| index.apply(changes),
+            |changes| index.writer.apply(changes),
             BatchSize::SmallInput,
         );
     });

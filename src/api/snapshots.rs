@@ -137,19 +137,23 @@ mod tests {
     /// The current snapshot, taken with no warning.
     fn current(
         snapshots: &Snapshots,
-        index: &Arc<crate::index::Index>,
+        index: &crate::index::Handles,
         ns: Option<&str>,
     ) -> Arc<Snapshot> {
-        snapshots.current(&index.reader(), ns, Vec::new).snapshot
+        snapshots
+            .current(&index.reader.clone(), ns, Vec::new)
+            .snapshot
     }
 
     fn get(
         snapshots: &Snapshots,
-        index: &Arc<crate::index::Index>,
+        index: &crate::index::Handles,
         rv: u64,
         ns: Option<&str>,
     ) -> Option<Arc<Snapshot>> {
-        snapshots.get(&index.reader(), rv, ns).map(|k| k.snapshot)
+        snapshots
+            .get(&index.reader.clone(), rv, ns)
+            .map(|k| k.snapshot)
     }
 
     fn kept(taken: Instant, snapshot: Arc<Snapshot>) -> Kept {
@@ -163,13 +167,15 @@ mod tests {
 
     #[test]
     fn a_snapshot_outlives_many_later_lists() {
-        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let index = crate::index::Index::new(100, 1000, 16).into_handles();
         let snapshots = Snapshots::default();
         let first = current(&snapshots, &index, None);
         for i in 0..50 {
-            index.apply(vec![Change::Upsert(crate::operation::test_record(
-                &format!("op-{i}"),
-            ))]);
+            index
+                .writer
+                .apply(vec![Change::Upsert(crate::operation::test_record(
+                    &format!("op-{i}"),
+                ))]);
             current(&snapshots, &index, None);
         }
         let kept = get(&snapshots, &index, first.rv, None).expect("still served");
@@ -178,12 +184,12 @@ mod tests {
 
     #[test]
     fn a_list_of_one_namespace_copies_that_namespace_only() {
-        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let index = crate::index::Index::new(100, 1000, 16).into_handles();
         for ns in ["a", "b", "c"] {
             for i in 0..3 {
                 let mut op = (*crate::operation::test_record(&format!("{ns}-{i}"))).clone();
                 op.namespace = Some(ns.into());
-                index.apply(vec![Change::Upsert(Arc::new(op))]);
+                index.writer.apply(vec![Change::Upsert(Arc::new(op))]);
             }
         }
         let snapshots = Snapshots::default();
@@ -212,23 +218,25 @@ mod tests {
 
     #[test]
     fn a_read_of_one_namespace_gets_the_warnings_of_that_namespace() {
-        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let index = crate::index::Index::new(100, 1000, 16).into_handles();
         let snapshots = Snapshots::default();
         let everywhere = || vec!["things in namespace a are not being watched".into()];
-        let all = snapshots.current(&index.reader(), None, everywhere);
+        let all = snapshots.current(&index.reader.clone(), None, everywhere);
         assert_eq!(all.warnings.len(), 1);
-        let b = snapshots.current(&index.reader(), Some("b"), Vec::new);
+        let b = snapshots.current(&index.reader.clone(), Some("b"), Vec::new);
         assert_eq!(b.snapshot.rv, all.snapshot.rv);
         assert!(b.warnings.is_empty(), "{:?}", b.warnings);
     }
 
     #[test]
     fn snapshots_from_before_the_epoch_are_not_served() {
-        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let index = crate::index::Index::new(100, 1000, 16).into_handles();
         let snapshots = Snapshots::default();
-        index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
+        index
+            .writer
+            .apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
         let before = current(&snapshots, &index, None);
-        let epoch = index.begin_epoch(5_000);
+        let epoch = index.epochs.begin(5_000);
         assert_eq!(epoch, 5_000);
         assert!(get(&snapshots, &index, before.rv, None).is_none());
         let after = current(&snapshots, &index, None);
@@ -288,18 +296,22 @@ mod tests {
 
     #[test]
     fn later_pages_carry_the_warnings_read_before_their_snapshot_was_taken() {
-        let index = Arc::new(crate::index::Index::new(100, 1000, 16));
+        let index = crate::index::Index::new(100, 1000, 16).into_handles();
         let snapshots = Snapshots::default();
-        let partial = snapshots.current(&index.reader(), None, || vec!["not listed yet".into()]);
+        let partial = snapshots.current(&index.reader.clone(), None, || {
+            vec!["not listed yet".into()]
+        });
         // A list at the same RV shares it, and what was read before it was taken.
-        let shared = snapshots.current(&index.reader(), None, Vec::new);
+        let shared = snapshots.current(&index.reader.clone(), None, Vec::new);
         assert!(Arc::ptr_eq(&shared.snapshot, &partial.snapshot));
         assert_eq!(&*shared.warnings, [Notice::from("not listed yet")]);
-        index.apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
-        let whole = snapshots.current(&index.reader(), None, Vec::new);
+        index
+            .writer
+            .apply(vec![Change::Upsert(crate::operation::test_record("op"))]);
+        let whole = snapshots.current(&index.reader.clone(), None, Vec::new);
         assert!(whole.warnings.is_empty());
         let page = snapshots
-            .get(&index.reader(), partial.snapshot.rv, None)
+            .get(&index.reader.clone(), partial.snapshot.rv, None)
             .unwrap();
         assert_eq!(&*page.warnings, [Notice::from("not listed yet")]);
     }

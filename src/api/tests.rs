@@ -22,8 +22,8 @@ fn op(namespace: Option<&str>, subject: &str) -> Arc<InFlightOperation> {
 
 /// Three operations in two namespaces and one cluster-scoped one.
 fn state(readiness: Readiness) -> Arc<ApiState> {
-    let index = Arc::new(Index::new(100, 16, 16));
-    index.apply(
+    let index = Index::new(100, 16, 16).into_handles();
+    index.writer.apply(
         [
             op(Some("a"), "vm1"),
             op(Some("a"), "vm2"),
@@ -34,7 +34,11 @@ fn state(readiness: Readiness) -> Arc<ApiState> {
         .map(Change::Upsert)
         .collect(),
     );
-    Arc::new(ApiState::new(index.reader(), readiness, Default::default()))
+    Arc::new(ApiState::new(
+        index.reader.clone(),
+        readiness,
+        Default::default(),
+    ))
 }
 
 fn ready() -> Readiness {

@@ -8,7 +8,7 @@ use crate::evaluate::{
     Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_labels_within, evaluate_within,
 };
 use crate::history::{self, Durations};
-use crate::index::{Index, Transitions};
+use crate::index::{OperationsWriter, Transitions};
 use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Change, Tracker};
@@ -47,7 +47,7 @@ impl Default for Limits {
 pub struct Detector {
     tracker: Mutex<Tracker>,
     limits: Limits,
-    index: Arc<Index>,
+    index: OperationsWriter,
     /// What detection knows of itself: suspended rulesets, skipped objects and rule errors are
     /// reported here.
     health: Arc<Health>,
@@ -105,7 +105,12 @@ fn report_transitions(transitions: &Transitions) {
 }
 
 impl Detector {
-    pub fn new(tracker: Tracker, index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Self {
+    pub fn new(
+        tracker: Tracker,
+        index: OperationsWriter,
+        health: Arc<Health>,
+        limits: Limits,
+    ) -> Self {
         Detector {
             tracker: Mutex::new(tracker),
             limits,

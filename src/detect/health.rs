@@ -13,7 +13,7 @@ use super::ruleset_health::{RuleSetHealth, RuleSets};
 use super::suspension::SuspendPolicy;
 use super::target_health::{LagSaid, Namespaces, Reach, Stale, Stream, TargetHealth};
 use crate::evaluate::OverBudget;
-use crate::index::{GateScope, Index};
+use crate::index::{FeedsClock, GateScope};
 use crate::operation::Subject;
 use crate::readiness::Readiness;
 use crate::ruleset::{CompiledRuleSet, Target};
@@ -336,8 +336,8 @@ impl HealthReader {
 
     /// Tells `index` whenever what [`HealthReader::stale`] answers, or the initial sync, may
     /// have changed (see [`TargetHealth::report_to`]). Runs for as long as the server.
-    pub async fn report_to(self, index: Arc<Index>, readiness: Readiness) {
-        self.0.targets.report_to(index, readiness).await
+    pub async fn report_to(self, feeds: FeedsClock, readiness: Readiness) {
+        self.0.targets.report_to(feeds, readiness).await
     }
 }
 

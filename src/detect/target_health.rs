@@ -50,13 +50,12 @@ mod reach;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use parking_lot::Mutex;
 
-use crate::index::Index;
+use crate::index::FeedsClock;
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 
@@ -208,7 +207,7 @@ impl TargetHealth {
     /// turn Unknown quickly); what changes within a second of the last report is told together
     /// when the second has passed ([`Index::feeds_change_due`]), so that an object whose skip
     /// mark flips all the time costs the gate watches about one event a second.
-    pub(super) async fn report_to(&self, index: Arc<Index>, readiness: Readiness) {
+    pub(super) async fn report_to(&self, feeds: FeedsClock, readiness: Readiness) {
         loop {
             let synced = readiness.is_synced();
             tokio::select! {
@@ -217,10 +216,10 @@ impl TargetHealth {
             }
             // A burst (every target listed at start) is one change.
             tokio::time::sleep(REPORT_COALESCE).await;
-            index.feeds_change_due().await;
+            feeds.change_due().await;
             // What changed while waiting is told now, not once more after.
             let _ = futures::FutureExt::now_or_never(self.changed.notified());
-            index.feeds_changed(readiness.is_synced() && self.stale(None).is_empty());
+            feeds.feeds_changed(readiness.is_synced() && self.stale(None).is_empty());
         }
     }
 

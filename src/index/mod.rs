@@ -26,6 +26,7 @@ mod scope_members;
 mod store;
 mod stored;
 mod transitions;
+mod writers;
 
 pub(crate) use error::WatchError;
 pub(crate) use event::{Event, EventKind};
@@ -34,6 +35,7 @@ pub use store::{Index, IndexReader};
 pub(crate) use store::{Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};
 pub(crate) use transitions::Transitions;
+pub use writers::{Epochs, FeedsClock, Handles, OperationsWriter, ScopesClock};
 
 #[cfg(test)]
 use std::sync::Arc;

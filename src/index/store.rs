@@ -46,7 +46,8 @@ impl Replay {
     }
 }
 
-/// The in-memory store. All methods take `&self`; share it as `Arc<Index>`.
+/// The in-memory store. All methods take `&self`; it is used through its handles
+/// ([`Index::into_handles`]), each of which may do one thing.
 ///
 /// One lock guards records, counter and ring. Writers (`apply`) hold it while they broadcast,
 /// and readers that subscribe hold it while they take their replay or snapshot, so a new
@@ -140,7 +141,7 @@ impl Index {
     /// it is ignored when the key is absent or holds a different occurrence (uid).
     ///
     /// Returns the operations this started serving and those it completed.
-    pub fn apply(&self, changes: Vec<Change>) -> Transitions {
+    pub(super) fn apply(&self, changes: Vec<Change>) -> Transitions {
         let mut transitions = Transitions::default();
         if changes.is_empty() {
             return transitions;
@@ -217,7 +218,7 @@ impl Index {
     /// Whether the targets feeding the index are current changed (`all_current`: every one
     /// is now, and the initial sync is done): takes the next RV, so that what depends on it
     /// (maintenance gates) changes at one. Returns it.
-    pub(crate) fn feeds_changed(&self, all_current: bool) -> u64 {
+    pub(super) fn feeds_changed(&self, all_current: bool) -> u64 {
         let mut st = self.write();
         self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
         st.feeds_rv = st.rv;
@@ -233,7 +234,7 @@ impl Index {
     /// server learnt or lost track of the cluster's names): takes the next RV as
     /// [`Index::feeds_changed`] does, so that the gates that appear, go or turn `Unknown` change
     /// at one, and leaves whether the feeds are current as it is. Returns it.
-    pub(crate) fn scopes_changed(&self) -> u64 {
+    pub(super) fn scopes_changed(&self) -> u64 {
         let mut st = self.write();
         self.emit_event(&mut st, EventKind::FeedsChanged, None, None);
         st.feeds_rv = st.rv;
@@ -245,7 +246,7 @@ impl Index {
     /// be emitted again: at once after a quiet [`FEEDS_MIN_INTERVAL`], else when it has passed
     /// since the latest. What their reporters wait for before they report what they gathered,
     /// so that whatever flaps, gate watches get at most about one such event a second.
-    pub(crate) async fn feeds_change_due(&self) {
+    pub(super) async fn feeds_change_due(&self) {
         let latest = self.read().feeds_at;
         if let Some(latest) = latest {
             tokio::time::sleep_until(latest + FEEDS_MIN_INTERVAL).await;
@@ -334,7 +335,7 @@ impl Index {
     /// previous leader could name a point in this replica's own history and replay the wrong
     /// events. After the jump, every RV handed out before it is "too old" (410: clients relist),
     /// and RVs stay increasing for clients across the failover. Returns the new RV.
-    pub(crate) fn begin_epoch(&self, at_least: u64) -> u64 {
+    pub(super) fn begin_epoch(&self, at_least: u64) -> u64 {
         let mut st = self.write();
         st.rv = st.rv.max(at_least);
         st.ring.clear();
@@ -490,18 +491,22 @@ fn weight(event: &Event) -> usize {
 mod tests;
 
 /// A read-only handle on the [`Index`]: what the API serves from. Readers can list, get and
-/// watch, never change anything; only the holder of the `Index` itself (the detector) writes.
+/// watch, never change anything (see `writers.rs` for who writes).
 #[derive(Clone)]
 pub struct IndexReader(Arc<Index>);
 
-impl Index {
-    /// A read-only handle on this index.
-    pub fn reader(self: &Arc<Self>) -> IndexReader {
-        IndexReader(self.clone())
-    }
-}
-
 impl IndexReader {
+    /// A reader of `index`.
+    pub(super) fn of(index: Arc<Index>) -> IndexReader {
+        IndexReader(index)
+    }
+
+    /// How many records the index holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// See [`Index::epoch`].
     pub(crate) fn epoch(&self) -> u64 {
         self.0.epoch()

@@ -40,7 +40,7 @@ use kube::{Api, Client, Resource};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::index::Index;
+use crate::index::ScopesClock;
 pub(crate) use follow::Keeper;
 pub use overrides::{End, Override};
 
@@ -350,7 +350,7 @@ impl Inventory {
     /// Tells `index` whenever which gates exist, or what a node's gate says of its override,
     /// may have changed (see [`Index::scopes_changed`]): on a change, and when an override's
     /// end passes. Runs for as long as the server.
-    pub async fn report_to(self: Arc<Self>, index: Arc<Index>) {
+    pub async fn report_to(self: Arc<Self>, scopes: ScopesClock) {
         loop {
             let now = Timestamp::now();
             let ends_in = self
@@ -363,9 +363,9 @@ impl Inventory {
             // A burst (a list, many namespaces created at once) is one change, and changes come
             // at most about once a second (see `Index::feeds_change_due`).
             tokio::time::sleep(REPORT_COALESCE).await;
-            index.feeds_change_due().await;
+            scopes.change_due().await;
             let _ = futures::FutureExt::now_or_never(self.changed.notified());
-            index.scopes_changed();
+            scopes.scopes_changed();
         }
     }
 
@@ -468,6 +468,7 @@ impl<M: Resource> Keeper<M> for NamesOf<'_> {
 )]
 mod tests {
     use super::*;
+    use crate::index::Index;
 
     #[test]
     fn a_name_is_unknown_until_listed_then_present_or_absent() {
@@ -635,9 +636,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_index_takes_a_resource_version_for_a_burst_of_changes() {
         let inventory = Arc::new(Inventory::default());
-        let index = Arc::new(Index::new(100, 64, 64));
-        let reporter = tokio::spawn(inventory.clone().report_to(index.clone()));
-        let mut events = index.reader().subscribe();
+        let index = Index::new(100, 64, 64).into_handles();
+        let reporter = tokio::spawn(inventory.clone().report_to(index.scopes.clone()));
+        let mut events = index.reader.clone().subscribe();
         inventory.listed(Kind::Node, ["w1", "w2"]);
         inventory.applied(Kind::Node, "w3", Kept::default());
         let event = events.recv().await.unwrap();
@@ -652,9 +653,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_end_of_an_override_is_reported_with_no_event_of_its_node() {
         let inventory = Arc::new(Inventory::default());
-        let index = Arc::new(Index::new(100, 64, 64));
-        let reporter = tokio::spawn(inventory.clone().report_to(index.clone()));
-        let mut events = index.reader().subscribe();
+        let index = Index::new(100, 64, 64).into_handles();
+        let reporter = tokio::spawn(inventory.clone().report_to(index.scopes.clone()));
+        let mut events = index.reader.clone().subscribe();
         let now = Timestamp::now();
         let end = (now + jiff::SignedDuration::from_secs(30)).to_string();
         inventory.listed(Kind::Node, ["w1"]);

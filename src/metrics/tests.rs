@@ -2,7 +2,7 @@
 
 use super::operations::Operations;
 use super::process;
-use crate::index::Index;
+use crate::index::{Handles, Index};
 use crate::operation::{InFlightOperation, Outcome, Phase, test_active, test_subject};
 use crate::track::Change;
 use prometheus_client::encoding::text::encode;
@@ -36,19 +36,19 @@ fn completed(
 }
 
 /// A registry with the operation series over `index`; completions counted as the detector does.
-fn exposition(index: &Arc<Index>, changes: Vec<Change>, ops: &Operations) -> String {
-    for op in index.apply(changes).completed {
+fn exposition(index: &Handles, changes: Vec<Change>, ops: &Operations) -> String {
+    for op in index.writer.apply(changes).completed {
         ops.completed(&op);
     }
     String::new()
 }
 
 /// A registry with the operation series (prefixed `ifo`) over a new index.
-fn operations_over_an_index() -> (Registry, Operations, Arc<Index>) {
+fn operations_over_an_index() -> (Registry, Operations, Handles) {
     let mut root = Registry::default();
     let ops = Operations::register(root.sub_registry_with_prefix("ifo"));
-    let index = Arc::new(Index::new(1, 100, 10));
-    ops.source().set(index.reader());
+    let index = Index::new(1, 100, 10).into_handles();
+    ops.source().set(index.reader.clone());
     (root, ops, index)
 }
 

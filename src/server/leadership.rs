@@ -8,7 +8,7 @@ use super::persistence::CopyWriter;
 use super::pipeline::Pipeline;
 use crate::api::ApiState;
 use crate::config::ServeArgs;
-use crate::index::Index;
+use crate::index::{Epochs, IndexReader};
 use crate::lease;
 use crate::supervise::Tasks;
 
@@ -43,12 +43,12 @@ pub(super) fn lead(
     tasks: &mut Tasks,
 ) -> Leadership {
     let term_ended = Arc::new(tokio::sync::Notify::new());
-    let (index, persistence) = (&pipeline.index, pipeline.persistence.take());
+    let (reader, persistence) = (&pipeline.reader, pipeline.persistence.take());
     let elector = match election {
         None => {
             state.set_serving(true);
             if let Some(persistence) = persistence {
-                let reader = index.reader();
+                let reader = reader.clone();
                 // The copies read at start the first time; read again after a failure.
                 let mut found = Some(persistence.found);
                 let writer = persistence.writer;
@@ -79,7 +79,13 @@ pub(super) fn lead(
                 "leadership",
                 follow_leadership(
                     role,
-                    index.clone(),
+                    (
+                        pipeline
+                            .epochs
+                            .take()
+                            .expect("leadership begins the epochs"),
+                        reader.clone(),
+                    ),
                     state.clone(),
                     persistence.map(|p| p.writer),
                     term_ended.clone(),
@@ -101,7 +107,7 @@ pub(super) fn lead(
 /// writer stops.
 pub(super) async fn follow_leadership(
     mut role: tokio::sync::watch::Receiver<lease::Role>,
-    index: Arc<Index>,
+    (epochs, reader): (Epochs, IndexReader),
     state: Arc<ApiState>,
     persistence: Option<CopyWriter>,
     term_ended: Arc<tokio::sync::Notify>,
@@ -120,11 +126,11 @@ pub(super) async fn follow_leadership(
                 continue;
             }
             let now = u64::try_from(jiff::Timestamp::now().as_microsecond()).unwrap_or(0);
-            let rv = index.begin_epoch(now);
+            let rv = epochs.begin(now);
             state.set_serving(true);
             tracing::info!(resource_version = rv, "serving as the leader");
             if let Some(p) = &persistence {
-                let (p, reader) = (p.clone(), index.reader());
+                let (p, reader) = (p.clone(), reader.clone());
                 let mut found = found;
                 writer.spawn(crate::supervise::restarting(
                     "persistence-writer",

@@ -13,7 +13,7 @@ use super::persistence::{Persistence, restore};
 use crate::config::ServeArgs;
 use crate::detect::{Detector, Health};
 use crate::evaluate::Engine;
-use crate::index::Index;
+use crate::index::{Epochs, Index, IndexReader};
 use crate::inventory::pods::Pods;
 use crate::inventory::{Inventory, Kind};
 use crate::readiness::{self, Readiness};
@@ -27,7 +27,10 @@ const EXPECTATIONS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The pipeline, started: what the API, the admission doors and leadership read of it.
 pub(super) struct Pipeline {
-    pub(super) index: Arc<Index>,
+    /// What the API and persistence read.
+    pub(super) reader: IndexReader,
+    /// The index's epochs, for leadership to begin (taken by it).
+    pub(super) epochs: Option<Epochs>,
     /// What detection knows of itself.
     pub(super) targets: Arc<Health>,
     /// The copies read back, in persistence mode.
@@ -52,11 +55,10 @@ impl Pipeline {
         tasks: &mut Tasks,
     ) -> Result<Pipeline> {
         let base_rv = jiff::Timestamp::now().as_microsecond().max(1) as u64;
-        let index = Arc::new(
-            Index::new(base_rv, args.event_history, args.watch_buffer)
-                .with_history_bytes(args.event_history_mib.saturating_mul(1 << 20)),
-        );
-        crate::metrics::serve_active_from(index.reader());
+        let index = Index::new(base_rv, args.event_history, args.watch_buffer)
+            .with_history_bytes(args.event_history_mib.saturating_mul(1 << 20))
+            .into_handles();
+        crate::metrics::serve_active_from(index.reader.clone());
         let tracker = Tracker::new(TrackSettings {
             debounce: args.debounce_threshold,
             retain_completed: args.retain_completed_ifos,
@@ -68,12 +70,12 @@ impl Pipeline {
         // rulesets' status.
         let targets = Arc::new(Health::default());
         tasks.restarting("feed-freshness-reporter", {
-            let (targets, index, readiness) = (targets.reader(), index.clone(), readiness.clone());
-            move || targets.clone().report_to(index.clone(), readiness.clone())
+            let (targets, feeds, readiness) = (targets.reader(), index.feeds, readiness.clone());
+            move || targets.clone().report_to(feeds.clone(), readiness.clone())
         });
         let detector = Arc::new(Detector::new(
             tracker,
-            index.clone(),
+            index.writer,
             targets.clone(),
             args.evaluation_limits(),
         ));
@@ -143,8 +145,8 @@ impl Pipeline {
             });
         }
         tasks.restarting("gate-existence-reporter", {
-            let (inventory, index) = (inventory.clone(), index.clone());
-            move || inventory.clone().report_to(index.clone())
+            let (inventory, scopes) = (inventory.clone(), index.scopes);
+            move || inventory.clone().report_to(scopes.clone())
         });
 
         // The maintenance guard's facts besides the gates: where each pod runs.
@@ -155,7 +157,8 @@ impl Pipeline {
             pods
         });
         Ok(Pipeline {
-            index,
+            reader: index.reader,
+            epochs: Some(index.epochs),
             targets,
             persistence,
             engine,

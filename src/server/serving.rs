@@ -41,7 +41,7 @@ impl Serving {
             max_watch_bytes_per_user: args.max_watch_memory_per_user,
         };
         let state = Arc::new(
-            ApiState::new(pipeline.index.reader(), readiness.clone(), limits)
+            ApiState::new(pipeline.reader.clone(), readiness.clone(), limits)
                 .with_freshness(pipeline.targets.reader())
                 .with_inventory(pipeline.inventory.clone()),
         );

@@ -32,15 +32,15 @@ fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFligh
 }
 
 struct Fixture {
-    index: Arc<Index>,
+    index: crate::index::Handles,
     state: Arc<ApiState>,
     targets: Arc<Health>,
     inventory: Arc<Inventory>,
 }
 
 fn fixture() -> Fixture {
-    let index = Arc::new(Index::new(100, 64, 64));
-    index.apply(vec![
+    let index = Index::new(100, 64, 64).into_handles();
+    index.writer.apply(vec![
         Change::Upsert(migration("demo", "vm-0", "w1", "w2")),
         Change::Upsert(migration("demo", "vm-1", "w3", "")),
     ]);
@@ -52,7 +52,7 @@ fn fixture() -> Fixture {
     inventory.listed(Kind::Node, ["w1", "w2", "w3", "w9", "idle"]);
     inventory.listed(Kind::Namespace, ["demo", "other"]);
     let state = Arc::new(
-        ApiState::new(index.reader(), readiness, Default::default())
+        ApiState::new(index.reader.clone(), readiness, Default::default())
             .with_freshness(targets.reader())
             .with_inventory(inventory.clone()),
     );
@@ -212,7 +212,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
     // Never listed at all: Unknown too.
     let fresh = Arc::new(
         ApiState::new(
-            f.index.reader(),
+            f.index.reader.clone(),
             f.state.readiness.clone(),
             Default::default(),
         )
@@ -233,12 +233,12 @@ async fn a_watch_by_name_sees_a_gate_appear_and_go_with_its_node() {
     let f = fixture();
     let mut events = watch(&f.state, "fieldSelector=metadata.name%3Dnode.new").await;
     f.inventory.applied(Kind::Node, "new", Default::default());
-    f.index.scopes_changed();
+    f.index.scopes.scopes_changed();
     let added = events.next().await;
     assert_eq!(added["type"], "ADDED");
     assert_eq!(clear(&added["object"]).0, "True");
     f.inventory.deleted(Kind::Node, "new");
-    let rv = f.index.scopes_changed();
+    let rv = f.index.scopes.scopes_changed();
     let deleted = events.next().await;
     assert_eq!(deleted["type"], "DELETED");
     assert_eq!(resource_version(&deleted), rv.to_string());
@@ -267,6 +267,7 @@ async fn a_list_is_paged_by_limit_and_continue_in_name_order() {
                 // A gate that starts in between, after the last name: the next page has it.
                 if pages == 1 {
                     f.index
+                        .writer
                         .apply(vec![Change::Upsert(migration("demo", "vm-7", "w1x", ""))]);
                 }
                 token = Some(t.to_owned());
@@ -404,7 +405,9 @@ async fn a_table_watch_sends_only_changes_its_rows_show() {
     // The migration on w1 reports progress: the gate lists it with it, no cell changes.
     let mut progressed = (*migration("demo", "vm-0", "w1", "w2")).clone();
     progressed.progress = Some(40.0);
-    f.index.apply(vec![Change::Upsert(Arc::new(progressed))]);
+    f.index
+        .writer
+        .apply(vec![Change::Upsert(Arc::new(progressed))]);
     let changed = objects.next().await;
     assert_eq!(changed["type"], "MODIFIED");
     assert_eq!(
@@ -413,6 +416,7 @@ async fn a_table_watch_sends_only_changes_its_rows_show() {
     );
     // It ends: the row changes, and that is the next row event.
     f.index
+        .writer
         .apply(vec![Change::Remove(migration("demo", "vm-0", "w1", "w2"))]);
     let cleared = rows.next().await;
     assert_eq!(cleared["type"], "MODIFIED");
@@ -431,9 +435,10 @@ async fn a_watch_by_name_sees_the_gate_clear_at_the_rv_of_the_change() {
     assert_eq!(clear(&added["object"]).0, "False");
     // Unrelated operations start and end: nothing for node.w1.
     let other = migration("demo", "vm-9", "w9", "");
-    f.index.apply(vec![Change::Upsert(other.clone())]);
-    f.index.apply(vec![Change::Remove(other)]);
+    f.index.writer.apply(vec![Change::Upsert(other.clone())]);
+    f.index.writer.apply(vec![Change::Remove(other)]);
     f.index
+        .writer
         .apply(vec![Change::Remove(migration("demo", "vm-0", "w1", "w2"))]);
     let modified = events.next().await;
     assert_eq!(modified["type"], "MODIFIED");
@@ -442,7 +447,7 @@ async fn a_watch_by_name_sees_the_gate_clear_at_the_rv_of_the_change() {
     // A target goes stale: Unknown, at the RV of that change.
     let t = Target::of("", "v1", "pods");
     f.targets.watching(&t, None);
-    let rv = f.index.feeds_changed(false);
+    let rv = f.index.feeds.feeds_changed(false);
     let unknown = events.next().await;
     assert_eq!(unknown["type"], "MODIFIED");
     assert_eq!(clear(&unknown["object"]).0, "Unknown");
@@ -490,7 +495,7 @@ async fn a_list_watch_adds_and_deletes_gates_as_scopes_fill_and_empty() {
         ),
     ];
     for (step, change, expected) in steps {
-        f.index.apply(vec![change]);
+        f.index.writer.apply(vec![change]);
         assert_eq!(events.next_sorted(4).await, expected, "{step}");
     }
 }
@@ -546,7 +551,7 @@ async fn a_node_gate_says_whether_its_override_is_in_force_and_watches_see_it_ch
             now,
         ),
     );
-    f.index.scopes_changed();
+    f.index.scopes.scopes_changed();
     let modified = events.next().await;
     assert_eq!(modified["type"], "MODIFIED");
     let (status, reason, message) = condition(&modified["object"], "Overridden").unwrap();

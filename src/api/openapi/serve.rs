@@ -85,11 +85,11 @@ mod tests {
     use tower::ServiceExt;
 
     async fn get(path: &str, headers: &[(header::HeaderName, &str)]) -> Response {
-        let index = Arc::new(crate::index::Index::new(1, 16, 16));
+        let index = crate::index::Index::new(1, 16, 16).into_handles();
         let (readiness, pending) = crate::readiness::Readiness::new("test");
         pending.done();
         let app = crate::api::router(Arc::new(ApiState::new(
-            index.reader(),
+            index.reader.clone(),
             readiness,
             Default::default(),
         )));

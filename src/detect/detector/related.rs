@@ -162,6 +162,7 @@ mod tests {
     use super::*;
     use crate::detect::{Health, Limits, Reach};
     use crate::evaluate::Engine;
+    use crate::index::IndexReader;
     use crate::index::{GateScope, Index};
     use crate::track::Settings;
     use serde_json::json;
@@ -265,8 +266,8 @@ mod tests {
         Arc::new(crate::ruleset::compile(&Engine::new(), "vm-rules", Some(1), &spec).unwrap())
     }
 
-    fn detector() -> (Arc<Index>, Arc<Health>, Detector) {
-        let index = Arc::new(Index::new(1, 16, 16));
+    fn detector() -> (IndexReader, Arc<Health>, Detector) {
+        let index = Index::new(1, 16, 16).into_handles();
         let health = Arc::new(Health::default());
         let tracker = Tracker::new(Settings {
             debounce: jiff::SignedDuration::ZERO,
@@ -274,8 +275,8 @@ mod tests {
             completed_retention: jiff::SignedDuration::ZERO,
             max_completed: 0,
         });
-        let detector = Detector::new(tracker, index.clone(), health.clone(), Limits::default());
-        (index, health, detector)
+        let detector = Detector::new(tracker, index.writer, health.clone(), Limits::default());
+        (index.reader, health, detector)
     }
 
     fn vm(status: &str) -> serde_json::Value {
@@ -291,7 +292,7 @@ mod tests {
     }
 
     /// The node labels of the one operation in `index`.
-    fn nodes(index: &Index) -> (Option<String>, Option<String>) {
+    fn nodes(index: &IndexReader) -> (Option<String>, Option<String>) {
         let snapshot = index.snapshot();
         let [stored] = snapshot.items.as_slice() else {
             panic!("one operation: {}", snapshot.items.len())

@@ -6,7 +6,7 @@ use super::queue::{Queue, Sent, Work};
 use super::*;
 use crate::detect::{Blind, Health, Limits};
 use crate::evaluate::Engine;
-use crate::index::Index;
+use crate::index::{Handles, Index, IndexReader, OperationsWriter};
 use crate::track::{Settings, Tracker};
 use serde_json::json;
 use std::time::Duration;
@@ -28,12 +28,12 @@ fn ruleset_of(name: &str, rule: serde_json::Value) -> Arc<CompiledRuleSet> {
 }
 
 /// A detector that completes at once, publishing into `index`.
-fn detector(index: Arc<Index>, health: Arc<Health>) -> Arc<Detector> {
+fn detector(index: OperationsWriter, health: Arc<Health>) -> Arc<Detector> {
     detector_within(index, health, Limits::default())
 }
 
 /// [`detector`] under `limits`.
-fn detector_within(index: Arc<Index>, health: Arc<Health>, limits: Limits) -> Arc<Detector> {
+fn detector_within(index: OperationsWriter, health: Arc<Health>, limits: Limits) -> Arc<Detector> {
     Arc::new(Detector::new(
         Tracker::new(Settings {
             debounce: jiff::SignedDuration::ZERO,
@@ -62,12 +62,12 @@ fn load_and_start(detector: &Arc<Detector>, name: &str, rs: &Arc<CompiledRuleSet
 }
 
 /// The lanes of one ruleset, `busy`, evaluating into the returned index.
-fn busy_lanes() -> (Arc<Index>, Lanes) {
+fn busy_lanes() -> (IndexReader, Lanes) {
     let rs = ruleset("busy", "object.?status.?busy.orValue(false)");
-    let index = Arc::new(Index::new(1, 16, 16));
-    let detector = detector(index.clone(), Arc::new(Health::default()));
+    let index = Index::new(1, 16, 16).into_handles();
+    let detector = detector(index.writer, Arc::new(Health::default()));
     let lanes = load_and_start(&detector, "busy", &rs);
-    (index, lanes)
+    (index.reader, lanes)
 }
 
 /// A busy thing, the `i`th.
@@ -110,7 +110,7 @@ async fn a_full_lane_marks_its_target_not_current_and_asks_for_a_new_list() {
     let health = Arc::new(Health::default());
     listed(&health, &rs.target);
     let coverage = health.reader();
-    let detector = detector(Arc::new(Index::new(1, 16, 16)), health.clone());
+    let detector = detector(Index::new(1, 16, 16).into_handles().writer, health.clone());
     let relist = Arc::new(Notify::new());
     let lanes = Lanes::start(
         &detector,
@@ -154,7 +154,7 @@ async fn a_relist_marks_every_ruleset_whose_work_it_discards() {
     let health = Arc::new(Health::default());
     listed(&health, &full.target);
     let coverage = health.reader();
-    let detector = detector(Arc::new(Index::new(1, 16, 16)), health.clone());
+    let detector = detector(Index::new(1, 16, 16).into_handles().writer, health.clone());
     let rulesets = [full.clone(), other.clone(), idle.clone()];
     let lanes = Lanes::start(&detector, &rulesets, &full.target, Arc::new(Notify::new()));
     // Nothing has run yet (one thread, nothing yielded): `full` overflows, `other` has one
@@ -198,7 +198,11 @@ fn costly_lanes() -> (Arc<Health>, Arc<Detector>, Arc<CompiledRuleSet>, Lanes) {
         },
         ..Limits::default()
     };
-    let detector = detector_within(Arc::new(Index::new(1, 16, 16)), health.clone(), limits);
+    let detector = detector_within(
+        Index::new(1, 16, 16).into_handles().writer,
+        health.clone(),
+        limits,
+    );
     let lanes = load_and_start(&detector, "costly", &rs);
     (health, detector, rs, lanes)
 }
@@ -343,7 +347,7 @@ fn thing(name: &str, round: usize) -> serde_json::Value {
 /// The lanes of one ruleset `name` whose operation's message is the thing's round,
 /// evaluating into the returned index, with the detector (for holding evaluations) and the
 /// health they report to (the target current).
-fn round_lanes(name: &str, limits: Limits) -> (Arc<Index>, Arc<Health>, Arc<Detector>, Lanes) {
+fn round_lanes(name: &str, limits: Limits) -> (IndexReader, Arc<Health>, Arc<Detector>, Lanes) {
     let rs = ruleset_of(
         name,
         json!({
@@ -352,16 +356,16 @@ fn round_lanes(name: &str, limits: Limits) -> (Arc<Index>, Arc<Health>, Arc<Dete
             "message": "'round ' + string(object.spec.round)",
         }),
     );
-    let index = Arc::new(Index::new(1, 64, 64));
+    let index = Index::new(1, 64, 64).into_handles();
     let health = Arc::new(Health::default());
     listed(&health, &rs.target);
-    let detector = detector_within(index.clone(), health.clone(), limits);
+    let detector = detector_within(index.writer, health.clone(), limits);
     let lanes = load_and_start(&detector, name, &rs);
-    (index, health, detector, lanes)
+    (index.reader, health, detector, lanes)
 }
 
 /// The message of `subject`'s operation in `index`, if it has one.
-fn message_of(index: &Index, subject: &str) -> Option<String> {
+fn message_of(index: &IndexReader, subject: &str) -> Option<String> {
     index.snapshot().items.iter().find_map(|stored| {
         let op = stored.to_json();
         (op["spec"]["subject"]["name"] == subject).then(|| {
@@ -714,11 +718,15 @@ async fn a_tenants_slow_objects_make_only_her_namespace_and_her_nodes_late() {
         )
         .unwrap(),
     );
-    let index = Arc::new(Index::new(1, 1024, 1024));
+    let Handles {
+        writer,
+        reader: index,
+        ..
+    } = Index::new(1, 1024, 1024).into_handles();
     let health = Arc::new(Health::default());
     listed(&health, &rs.target);
     let reader = health.reader();
-    let detector = detector_within(index.clone(), health.clone(), limits);
+    let detector = detector_within(writer, health.clone(), limits);
     let lanes = load_and_start(&detector, "shared", &rs);
     let late_in = |scope: GateScope| {
         reader

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::index::GateScope;
+use crate::index::Index;
 use entry::MAX_TOMBSTONES;
+use std::sync::Arc;
 
 fn target(resource: &str) -> Target {
     Target::of("example.com", "v1", resource)
@@ -668,11 +670,11 @@ async fn a_flapping_skip_mark_changes_the_feeds_about_once_a_second() {
     let h = Arc::new(h);
     let (readiness, pending) = Readiness::new("the test");
     pending.done();
-    let index = Arc::new(Index::new(1, 4096, 4096));
-    let mut events = index.subscribe();
+    let index = Index::new(1, 4096, 4096).into_handles();
+    let mut events = index.reader.subscribe();
     let reporter = tokio::spawn({
-        let (h, index) = (h.clone(), index.clone());
-        async move { h.report_to(index, readiness).await }
+        let (h, feeds) = (h.clone(), index.feeds.clone());
+        async move { h.report_to(feeds, readiness).await }
     });
     // What starting reported; then a quiet while.
     sleep(Duration::from_secs(5)).await;
