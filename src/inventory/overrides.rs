@@ -300,17 +300,21 @@ mod tests {
                 (MAINTENANCE_OVERRIDE_ANNOTATION, "firmware"),
                 (MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION, until),
             ]);
+            // The override and its end written at these times.
+            let written = |set: &str, until: &str| {
+                let mut m = annotations.clone();
+                m.managed_fields = Some(vec![
+                    written_at(set),
+                    entry(
+                        "kubectl-annotate",
+                        until,
+                        MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
+                    ),
+                ]);
+                Override::of(&m, at(NOW)).unwrap()
+            };
             // Both written at 08:00: that long after.
-            let mut m = annotations.clone();
-            m.managed_fields = Some(vec![
-                written_at("2026-11-22T08:00:00Z"),
-                entry(
-                    "kubectl-annotate",
-                    "2026-11-22T08:00:00Z",
-                    MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
-                ),
-            ]);
-            let set = Override::of(&m, at(NOW)).unwrap();
+            let set = written("2026-11-22T08:00:00Z", "2026-11-22T08:00:00Z");
             assert_eq!(set.ends_at(), Some(at(end)), "{until}");
             assert!(
                 set.in_force(at(end) - SignedDuration::from_secs(1)),
@@ -318,16 +322,7 @@ mod tests {
             );
             assert!(!set.in_force(at(end)), "{until}");
             // The end added an hour after the override: counted from when it was written.
-            let mut m = annotations.clone();
-            m.managed_fields = Some(vec![
-                written_at("2026-11-22T07:00:00Z"),
-                entry(
-                    "kubectl-annotate",
-                    "2026-11-22T08:00:00Z",
-                    MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
-                ),
-            ]);
-            let set = Override::of(&m, at(NOW)).unwrap();
+            let set = written("2026-11-22T07:00:00Z", "2026-11-22T08:00:00Z");
             assert_eq!(set.ends_at(), Some(at(end)), "{until}");
             // Nothing recorded: from when the override was first seen.
             let set = Override::of(&annotations, at("2026-11-22T08:00:00Z")).unwrap();
