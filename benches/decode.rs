@@ -1,7 +1,7 @@
 //! Decoding a list of a watched target: 1,000 VirtualMachine-like objects (about 1.5 KB each,
 //! managedFields included), as the watchers receive them.
 //!
-//! `objects_one_by_one`: what the watchers do (`ifo::WatchedObject`: each item kept as raw JSON,
+//! `objects_one_by_one`: what the watchers do (`ifo::watch::Object`: each item kept as raw JSON,
 //! then decoded on its own, so one undecodable object never fails the list).
 //! `dynamic_objects_then_values`: the former way, the list decoded as `DynamicObject`s and each
 //! turned into a `serde_json::Value` for evaluation.
@@ -45,7 +45,7 @@ fn decode(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode a list of 1,000 objects");
     group.bench_function("objects_one_by_one", |b| {
         b.iter(|| {
-            let list: ObjectList<ifo::WatchedObject> =
+            let list: ObjectList<ifo::watch::Object> =
                 serde_json::from_str(black_box(&text)).unwrap();
             let values: Vec<serde_json::Value> =
                 list.items.into_iter().map(|o| o.content.unwrap()).collect();

@@ -95,7 +95,7 @@ fn main() {
             )
         })
         .collect();
-    let router = ifo::evictions_router(
+    let router = ifo::admission::evictions_router(
         ApiState::new(index.reader.clone(), readiness, Default::default()),
         &all_nodes,
         &pods,

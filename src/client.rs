@@ -3,10 +3,10 @@
 //! discovery call or a page of a list never hangs on an unresponsive kube-apiserver, it fails
 //! and is retried or answered as an error. Watches are bounded by their own `timeoutSeconds`.
 
-use crate::apimachinery::Query;
 use crate::config::ServeArgs;
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
+use ifo_apimachinery::Query;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tower::{Layer, Service};

@@ -5,14 +5,7 @@
 //! (`evaluate` → `track` (debounce) → `index`) → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
 //! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
 
-#[doc(hidden)]
-pub use admission::evictions_router;
-pub use ifo_apimachinery as apimachinery;
-/// What the watchers decode a watched target's objects into (public for the `decode` benchmark).
-#[doc(hidden)]
-pub use watch::Object as WatchedObject;
-
-mod admission;
+pub mod admission;
 pub mod api;
 mod auth;
 mod backoff;
@@ -35,4 +28,4 @@ pub mod ruleset;
 pub mod server;
 mod supervise;
 pub mod track;
-mod watch;
+pub mod watch;

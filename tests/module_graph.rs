@@ -363,6 +363,50 @@ fn the_sources_depend_on_each_other_as_the_architecture_page_says_and_without_cy
     );
 }
 
+/// `lib.rs` is the front door and nothing else: it declares the modules and imports or re-exports
+/// nothing, so no module reaches another through it (an arrow from a module up to the crate's
+/// root, and from there to anything), and what is public is what its modules make public.
+#[test]
+fn lib_rs_declares_the_modules_and_nothing_reaches_through_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = code_only(&std::fs::read_to_string(root.join("src/lib.rs")).unwrap());
+    let not_a_module: Vec<&str> = lib
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("#[") && !l.starts_with("#!["))
+        .filter(|l| {
+            !(l.starts_with("mod ")
+                || l.starts_with("pub mod ")
+                || l.starts_with("pub(crate) mod "))
+        })
+        .collect();
+    assert!(
+        not_a_module.is_empty(),
+        "src/lib.rs holds more than module declarations: {not_a_module:?}"
+    );
+    let modules: BTreeSet<String> = graph_from_sources().into_keys().collect();
+    let mut through_root = Vec::new();
+    for file in rust_files(&root.join("src")) {
+        let text = code_only(&std::fs::read_to_string(&file).unwrap());
+        for (i, _) in text.match_indices("crate::") {
+            if i > 0 && text[..i].ends_with("_") {
+                continue;
+            }
+            let name: String = text[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && !modules.contains(&name) {
+                through_root.push(format!("{}: crate::{name}", file.display()));
+            }
+        }
+    }
+    assert!(
+        through_root.is_empty(),
+        "names reached through the crate's root rather than their module: {through_root:?}"
+    );
+}
+
 #[test]
 fn a_cycle_is_found() {
     let g: Graph = [("a", "b"), ("b", "c"), ("c", "a")]

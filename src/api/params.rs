@@ -2,10 +2,10 @@
 //! kube-apiserver gives for the same mistakes.
 
 use super::status::ApiError;
-use crate::apimachinery::Query;
-use crate::apimachinery::fields::FieldSelector;
-use crate::apimachinery::labels::LabelSelector;
 use crate::operation::SELECTABLE_FIELDS;
+use ifo_apimachinery::Query;
+use ifo_apimachinery::fields::FieldSelector;
+use ifo_apimachinery::labels::LabelSelector;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RvMatch {

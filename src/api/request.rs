@@ -3,8 +3,8 @@
 
 use super::params::Params;
 use super::status::{ApiError, GroupResource};
-use crate::apimachinery::ResourceInfo;
-use crate::apimachinery::fields::{FieldSelector, escape_value};
+use ifo_apimachinery::ResourceInfo;
+use ifo_apimachinery::fields::{FieldSelector, escape_value};
 
 /// The name the path of `r` names: `None` for a collection, 404 for an empty name.
 pub fn name_in_path(r: &ResourceInfo) -> Result<Option<&str>, ApiError> {

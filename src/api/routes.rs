@@ -7,12 +7,12 @@ use super::resources::{Action, Plan, get, list, plan, resource_for};
 use super::respond::representation;
 use super::status::ApiError;
 use super::{freshness, gate, resources};
-use crate::apimachinery::{RequestInfo, UserInfo};
 use axum::Extension;
 use axum::extract::{FromRequestParts, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use ifo_apimachinery::{RequestInfo, UserInfo};
 use std::sync::Arc;
 
 /// The request as the `auth` layer read and authorized it. Requests that did not pass through

@@ -4,8 +4,8 @@
 
 use super::UserInfo;
 use super::cache::{ReviewCache, ask, review_key};
-use crate::apimachinery::RequestInfo;
 use crate::metrics::Review;
+use ifo_apimachinery::RequestInfo;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };

@@ -17,7 +17,7 @@ pub(crate) use budget::ConnectionSeat;
 pub(crate) use peer::{AdmissionCallers, PeerCertificates};
 pub(crate) use requestheader::{RequestHeaderConfig, TrustWatch, read_request_header_config};
 
-pub(crate) use crate::apimachinery::UserInfo;
+pub(crate) use ifo_apimachinery::UserInfo;
 
 /// The group every authenticated user is in, however it was authenticated.
 const AUTHENTICATED: &str = "system:authenticated";

@@ -4,13 +4,13 @@
 //! The only module that knows both `auth` and `api`, which know nothing of each other.
 
 use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
-use crate::apimachinery::RequestInfo;
 use crate::auth::{Attributes, AuthError, Authenticator, Authorizer, Decision};
 use crate::auth::{ConnectionSeat, PeerCertificates};
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use ifo_apimachinery::RequestInfo;
 use std::sync::Arc;
 
 pub(crate) struct Guard {

@@ -4,10 +4,10 @@
 //! odd verbs, selectors that do and do not name an object).
 
 use crate::api::resources::{Action, plan};
-use crate::apimachinery::RequestInfo;
-use crate::apimachinery::fields::FieldOperator;
 use crate::auth::Attributes;
 use http::Method;
+use ifo_apimachinery::RequestInfo;
+use ifo_apimachinery::fields::FieldOperator;
 use proptest::prelude::*;
 
 const SEGMENTS: &[&str] = &[
@@ -148,8 +148,8 @@ proptest! {
 
     #[test]
     fn selectors_never_panic(raw in ".{0,200}") {
-        let _ = crate::apimachinery::labels::LabelSelector::parse(&raw);
-        let _ = crate::apimachinery::fields::FieldSelector::parse(&raw, crate::operation::SELECTABLE_FIELDS);
+        let _ = ifo_apimachinery::labels::LabelSelector::parse(&raw);
+        let _ = ifo_apimachinery::fields::FieldSelector::parse(&raw, crate::operation::SELECTABLE_FIELDS);
         let _ = RequestInfo::parse(&Method::GET, &format!("/apis/live.ifo.kubevirt.io/v1alpha1/{raw}"), Some(&raw));
     }
 }

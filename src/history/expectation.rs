@@ -4,10 +4,10 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::durations::Quantiles;
-use crate::apimachinery::duration::human_duration;
 use crate::operation::{
     EstimateBasis, Expectation, InFlightOperation, OVERDUE_BY_HISTORY, Phase, Stall,
 };
+use ifo_apimachinery::duration::human_duration;
 
 /// Successful operations a rule needs before its history says anything.
 pub const MIN_SAMPLES: u64 = 5;

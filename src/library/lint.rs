@@ -56,7 +56,7 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
             .keys()
             .chain(file.spec.label_expressions.iter().map(|l| &l.key))
         {
-            for msg in crate::apimachinery::validation::is_qualified_name(key) {
+            for msg in ifo_apimachinery::validation::is_qualified_name(key) {
                 problems.push(format!("{at}: label key {key:?} is not valid: {msg}"));
             }
         }

@@ -6,8 +6,8 @@
 //! series by inventing paths.
 
 use super::{Histograms, Labels, register};
-use crate::apimachinery::RequestInfo;
 use http::{Method, StatusCode};
+use ifo_apimachinery::RequestInfo;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

@@ -256,7 +256,7 @@ pub(super) fn compile_parts(
         let mut label_expressions = Vec::new();
         for (i, le) in part.label_expressions.iter().enumerate() {
             let place = format!("related[{index}].labelExpressions[{i}] ({})", le.key);
-            let reasons = crate::apimachinery::validation::is_qualified_name(&le.key);
+            let reasons = ifo_apimachinery::validation::is_qualified_name(&le.key);
             if !reasons.is_empty() {
                 problem(RuleSetProblem::InvalidLabelKey {
                     place: place.clone(),

@@ -39,9 +39,9 @@ use super::respond::{json_response, meta_api_version, representation};
 use super::status::{ApiError, GroupResource};
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
-use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use existence::Existence;
+use ifo_apimachinery::RequestInfo;
 use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
 /// The only field a gate can be selected by.

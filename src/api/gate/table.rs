@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::table::{Column, Printed};
-use crate::apimachinery::duration::{human_duration, table_age};
+use ifo_apimachinery::duration::{human_duration, table_age};
 
 impl Printed for Gate {
     type Cells<'a> = (&'a str, &'a str, u64, String, String, &'a str);

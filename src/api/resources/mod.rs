@@ -12,10 +12,10 @@ use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use super::{ApiState, chunked};
 use crate::api::continue_token::ContinueToken;
-use crate::apimachinery::RequestInfo;
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::response::Response;
+use ifo_apimachinery::RequestInfo;
 use std::sync::Arc;
 
 mod table;

@@ -5,8 +5,8 @@
 //! (docs/api.md).
 
 use crate::api::table::{Column, Printed};
-use crate::apimachinery::duration::{human_duration, table_age};
 use crate::index::Stored;
+use ifo_apimachinery::duration::{human_duration, table_age};
 use jiff::SignedDuration;
 use serde_json::value::RawValue;
 use std::borrow::Cow;

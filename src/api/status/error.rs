@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{Forbidden, GroupResource};
-use crate::apimachinery::goquote::go_quote;
+use ifo_apimachinery::goquote::go_quote;
 
 /// An error the API answers with a `Status` body.
 #[derive(Debug, Clone)]
@@ -227,8 +227,8 @@ impl From<crate::api::negotiate::NotAcceptable> for ApiError {
     }
 }
 
-impl From<crate::apimachinery::selector::SelectorError> for ApiError {
-    fn from(e: crate::apimachinery::selector::SelectorError) -> Self {
+impl From<ifo_apimachinery::selector::SelectorError> for ApiError {
+    fn from(e: ifo_apimachinery::selector::SelectorError) -> Self {
         ApiError::BadRequest(e.message().to_owned())
     }
 }

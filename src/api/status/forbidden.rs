@@ -1,7 +1,7 @@
 //! An authorization denial, and the message kube-apiserver's authorization filter words it with.
 
 use super::GroupResource;
-use crate::apimachinery::goquote::go_quote;
+use ifo_apimachinery::goquote::go_quote;
 
 /// What a denied request tried to reach.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -290,7 +290,7 @@ fn field_order_and_http_status() {
 
 #[test]
 fn conversions() {
-    let sel = crate::apimachinery::fields::FieldSelector::parse("spec.foo=1", &["metadata.name"])
+    let sel = ifo_apimachinery::fields::FieldSelector::parse("spec.foo=1", &["metadata.name"])
         .unwrap_err();
     let e = ApiError::from(sel);
     assert_eq!(e.code(), 400);
