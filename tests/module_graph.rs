@@ -389,7 +389,7 @@ fn lib_rs_declares_the_modules_and_nothing_reaches_through_it() {
     for file in rust_files(&root.join("src")) {
         let text = code_only(&std::fs::read_to_string(&file).unwrap());
         for (i, _) in text.match_indices("crate::") {
-            if i > 0 && text[..i].ends_with("_") {
+            if i > 0 && text[..i].ends_with('_') {
                 continue;
             }
             let name: String = text[i + "crate::".len()..]
