@@ -5,6 +5,7 @@
 //! (`evaluate` → `track` (debounce) → `index`) → `api` (behind `auth`). The Kubernetes ports are the `ifo-apimachinery` crate, the API's names `ifo-model`;
 //! the kubectl plugin (`kubectl-ifo`) and the local cluster (`ifo-dev`) are crates of their own.
 
+mod access;
 pub mod admission;
 pub mod api;
 mod auth;
@@ -13,7 +14,6 @@ mod client;
 pub mod config;
 mod detect;
 pub mod evaluate;
-mod guard;
 pub mod history;
 pub mod index;
 mod inventory;

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 /// What `/readyz` answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Status {
+pub(crate) enum Probe {
     /// Every initial sync is done: serve.
     Ready,
     /// Why not, for the probe's response body and the logs.
@@ -48,18 +48,18 @@ struct State {
 }
 
 impl State {
-    fn status(&self) -> Status {
+    fn probe(&self) -> Probe {
         if let Some(reason) = &self.failed {
-            return Status::NotReady(reason.clone());
+            return Probe::NotReady(reason.clone());
         }
         if self.shutting_down {
-            return Status::NotReady("shutting down".to_string());
+            return Probe::NotReady("shutting down".to_string());
         }
         if self.ready {
-            return Status::Ready;
+            return Probe::Ready;
         }
         let waiting: Vec<&str> = self.pending.values().map(String::as_str).collect();
-        Status::NotReady(format!("initial sync: waiting for {}", waiting.join(", ")))
+        Probe::NotReady(format!("initial sync: waiting for {}", waiting.join(", ")))
     }
 }
 
@@ -125,14 +125,14 @@ impl Readiness {
     }
 
     /// What `/readyz` answers now.
-    pub(crate) fn status(&self) -> Status {
-        self.state.borrow().status()
+    pub(crate) fn probe(&self) -> Probe {
+        self.state.borrow().probe()
     }
 
     /// Whether `/readyz` succeeds now.
     #[cfg(test)]
     pub(crate) fn is_ready(&self) -> bool {
-        self.status() == Status::Ready
+        self.probe() == Probe::Ready
     }
 
     /// What the initial sync has not seen yet, ready or not: the list of OperationRuleSets, or

@@ -30,7 +30,7 @@ mod rulesets;
 pub(crate) use intake::Intake;
 
 use crate::evaluate::Engine;
-use crate::metrics::AdmissionDecision;
+use crate::metrics::AdmissionAnswer;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -215,13 +215,13 @@ impl ReviewError {
 }
 
 /// The HTTP answer to a review, and the decision it counts as.
-fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, AdmissionDecision) {
+fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, AdmissionAnswer) {
     match answered {
         Ok(response) => {
             let decision = if response.allowed {
-                AdmissionDecision::Allowed
+                AdmissionAnswer::Allowed
             } else {
-                AdmissionDecision::Denied
+                AdmissionAnswer::Denied
             };
             (axum::Json(response.into_review()).into_response(), decision)
         }
@@ -241,7 +241,7 @@ fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, Admis
                 e.message(),
             )
                 .into_response();
-            (response, AdmissionDecision::Error)
+            (response, AdmissionAnswer::Error)
         }
     }
 }

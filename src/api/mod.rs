@@ -21,7 +21,7 @@ mod wire;
 pub(crate) use gate::node_gate;
 pub(crate) use gate::verdict::Gate as NodeGate;
 
-use crate::readiness::{Readiness, Status};
+use crate::readiness::{Probe, Readiness};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -184,9 +184,9 @@ async fn livez(State(state): State<Arc<ApiState>>) -> Response {
 /// `ok`, or 503 with the reason. Only this probe reflects readiness: every other path is served
 /// before the initial sync is done.
 async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
-    match state.readiness.status() {
-        Status::Ready => "ok".into_response(),
-        Status::NotReady(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
+    match state.readiness.probe() {
+        Probe::Ready => "ok".into_response(),
+        Probe::NotReady(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason).into_response(),
     }
 }
 

@@ -51,7 +51,7 @@ impl Attributes {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Authorization {
     Allow,
     /// Denied, with the authorizer's reason (may be empty).
     Deny(String),
@@ -69,7 +69,7 @@ pub enum AuthzError {
 
 pub struct Authorizer {
     client: Client,
-    cache: ReviewCache<Decision>,
+    cache: ReviewCache<Authorization>,
 }
 
 const MASTERS: &str = "system:masters";
@@ -86,8 +86,8 @@ impl Authorizer {
                 Duration::from_secs(10),
                 4 << 20,
                 |d| match d {
-                    Decision::Allow => 0,
-                    Decision::Deny(reason) => reason.len(),
+                    Authorization::Allow => 0,
+                    Authorization::Deny(reason) => reason.len(),
                 },
             ),
         }
@@ -98,9 +98,9 @@ impl Authorizer {
         &self,
         user: &UserInfo,
         attrs: &Attributes,
-    ) -> Result<Decision, AuthzError> {
+    ) -> Result<Authorization, AuthzError> {
         if user.in_group(MASTERS) {
-            return Ok(Decision::Allow);
+            return Ok(Authorization::Allow);
         }
         // Discovery and OpenAPI are reviewed too: clusters grant them to every authenticated
         // user through `system:discovery`, and an administrator may narrow that; `/metrics`
@@ -160,9 +160,9 @@ impl Authorizer {
                 let allowed = status.allowed && status.denied != Some(true);
                 crate::metrics::review(Review::Access, Some(allowed));
                 Ok(if allowed {
-                    Decision::Allow
+                    Authorization::Allow
                 } else {
-                    Decision::Deny(status.reason.unwrap_or_default())
+                    Authorization::Deny(status.reason.unwrap_or_default())
                 })
             })
             .await

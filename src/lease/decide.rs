@@ -43,7 +43,7 @@ impl Observation {
 
 /// What to do after looking at the Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub enum LeaseStep {
     /// Nobody holds it, the holder has not renewed for a whole lease duration, or the holder is
     /// proven gone: take it.
     Take,
@@ -59,15 +59,15 @@ pub enum Decision {
 /// The rule of client-go's leader election: a lease is free when released or when nobody
 /// renewed it for its duration as measured from when *we* saw its last change; and, before
 /// that, when `holder_gone` (kubelet reported the holder's process ended: see `proof`).
-pub fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> Decision {
+pub fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> LeaseStep {
     match seen.holder.as_deref() {
-        None | Some("") => Decision::Take,
-        Some(holder) if holder == me => Decision::Renew,
+        None | Some("") => LeaseStep::Take,
+        Some(holder) if holder == me => LeaseStep::Renew,
         Some(holder) => {
             if holder_gone || now.duration_since(seen.seen_at) >= seen.duration {
-                Decision::Take
+                LeaseStep::Take
             } else {
-                Decision::Wait {
+                LeaseStep::Wait {
                     holder: holder.to_owned(),
                 }
             }
@@ -97,15 +97,15 @@ mod tests {
 
     #[test]
     fn what_is_done_with_a_lease_just_seen() {
-        let wait = Decision::Wait { holder: "b".into() };
+        let wait = LeaseStep::Wait { holder: "b".into() };
         // (why, holder, whether the holder is proven gone, the decision)
         let cases = [
-            ("released", None, false, Decision::Take),
-            ("no holder", Some(""), false, Decision::Take),
-            ("ours", Some("a"), false, Decision::Renew),
-            ("ours, proven gone", Some("a"), true, Decision::Renew),
+            ("released", None, false, LeaseStep::Take),
+            ("no holder", Some(""), false, LeaseStep::Take),
+            ("ours", Some("a"), false, LeaseStep::Renew),
+            ("ours, proven gone", Some("a"), true, LeaseStep::Renew),
             ("theirs", Some("b"), false, wait),
-            ("theirs, proven gone", Some("b"), true, Decision::Take),
+            ("theirs, proven gone", Some("b"), true, LeaseStep::Take),
         ];
         let now = Instant::now();
         for (why, holder, gone, expected) in cases {
@@ -118,7 +118,7 @@ mod tests {
     fn another_holder_is_respected_until_it_stops_renewing_for_a_lease_duration() {
         let start = Instant::now();
         let first = seen(Some("b"), "1", start);
-        let wait = Decision::Wait { holder: "b".into() };
+        let wait = LeaseStep::Wait { holder: "b".into() };
         assert_eq!(decide("a", &first, false, start + LEASE / 2), wait);
         // It renews (a new resourceVersion): the clock starts again from when we saw that.
         let renewed = b_again(&first, "2", start + LEASE / 2);
@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(stale.seen_at, start + LEASE / 2);
         assert_eq!(
             decide("a", &stale, false, start + LEASE / 2 + LEASE),
-            Decision::Take
+            LeaseStep::Take
         );
     }
 
@@ -139,7 +139,7 @@ mod tests {
         let first = seen(Some("b"), "7", start);
         let later = b_again(&first, "8", start + LEASE * 3);
         let then = start + LEASE * 3 + Duration::from_secs(1);
-        let wait = Decision::Wait { holder: "b".into() };
+        let wait = LeaseStep::Wait { holder: "b".into() };
         assert_eq!(decide("a", &later, false, then), wait);
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{ObjectMeta, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use super::decide::{Decision, Observation, decide};
+use super::decide::{LeaseStep, Observation, decide};
 use super::proof::{ContainerEnd, holder_pod, proves_gone};
 use super::{Error, Role};
 
@@ -271,8 +271,8 @@ impl Elector {
         );
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         match decision {
-            Decision::Wait { .. } => return Ok(false),
-            Decision::Take => {
+            LeaseStep::Wait { .. } => return Ok(false),
+            LeaseStep::Take => {
                 if let Some(end) = &gone {
                     tracing::info!(
                         lease = %self.lease_name(),
@@ -295,7 +295,7 @@ impl Elector {
                         Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
                 }
             }
-            Decision::Renew => {}
+            LeaseStep::Renew => {}
         }
         spec.renew_time = Some(now);
         spec.lease_duration_seconds = Some(duration_seconds);

@@ -1,7 +1,7 @@
 //! The admission doors (see the `admission` module): the reviews kube-apiserver sent to each,
 //! what each answered, and how long the answer took.
 //!
-//! Labels come from two fixed sets ([`Door`], [`Decision`]), so a caller of the
+//! Labels come from two fixed sets ([`Door`], [`Answer`]), so a caller of the
 //! unauthenticated admission path cannot add series.
 
 use super::{Histograms, Labels, register};
@@ -76,7 +76,7 @@ impl Admission {
         }
         // Every label set is known: all start at 0, so that "never happened" reads as 0.
         for door in Door::ALL {
-            for decision in Decision::ALL {
+            for decision in Answer::ALL {
                 drop(admission.reviews.get_or_create(&labels(door, decision)));
             }
             drop(
@@ -219,7 +219,7 @@ pub fn guard_event_dropped() {
 
 /// What a door answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub enum Answer {
     /// The request may go on.
     Allowed,
     /// The request is refused.
@@ -228,19 +228,19 @@ pub enum Decision {
     Error,
 }
 
-impl Decision {
-    const ALL: [Decision; 3] = [Decision::Allowed, Decision::Denied, Decision::Error];
+impl Answer {
+    const ALL: [Answer; 3] = [Answer::Allowed, Answer::Denied, Answer::Error];
 
     fn as_str(self) -> &'static str {
         match self {
-            Decision::Allowed => "allowed",
-            Decision::Denied => "denied",
-            Decision::Error => "error",
+            Answer::Allowed => "allowed",
+            Answer::Denied => "denied",
+            Answer::Error => "error",
         }
     }
 }
 
-fn labels(door: Door, decision: Decision) -> Labels {
+fn labels(door: Door, decision: Answer) -> Labels {
     vec![
         ("door", door.as_str().to_owned()),
         ("decision", decision.as_str().to_owned()),
@@ -264,7 +264,7 @@ impl ReviewTimer {
     }
 
     /// The review was answered with `decision`.
-    pub fn finish(self, decision: Decision) {
+    pub fn finish(self, decision: Answer) {
         let admission = &super::metrics().admission;
         admission
             .reviews

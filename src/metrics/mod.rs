@@ -26,8 +26,8 @@ mod targets;
 mod tasks;
 
 pub use admission::{
-    Decision as AdmissionDecision, Door as AdmissionDoor, GuardReason,
-    ReviewTimer as AdmissionTimer, guard_decision, guard_error, guard_event_dropped,
+    Answer as AdmissionAnswer, Door as AdmissionDoor, GuardReason, ReviewTimer as AdmissionTimer,
+    guard_decision, guard_error, guard_event_dropped,
 };
 pub use api::{
     RequestTimer, connection_displaced, connection_refused, open_watches, request_labels,

@@ -1,9 +1,9 @@
 use super::*;
 
 fn reason(r: &Readiness) -> String {
-    match r.status() {
-        Status::Ready => panic!("expected not ready"),
-        Status::NotReady(reason) => reason,
+    match r.probe() {
+        Probe::Ready => panic!("expected not ready"),
+        Probe::NotReady(reason) => reason,
     }
 }
 
@@ -28,7 +28,7 @@ fn not_ready_until_the_rulesets_and_every_watcher_they_started_have_settled() {
     assert_eq!(reason(&readiness), "initial sync: waiting for v1/pods");
     assert_eq!(readiness.unsynced(), ["v1/pods"]);
     pods.done();
-    assert_eq!(readiness.status(), Status::Ready);
+    assert_eq!(readiness.probe(), Probe::Ready);
     assert!(readiness.unsynced().is_empty());
 }
 
@@ -130,7 +130,7 @@ fn shutting_down_is_not_ready_even_after_the_sync() {
     readiness.shut_down();
     assert!(!readiness.is_ready());
     assert_eq!(
-        readiness.status(),
-        Status::NotReady("shutting down".to_string())
+        readiness.probe(),
+        Probe::NotReady("shutting down".to_string())
     );
 }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use super::pipeline::Pipeline;
 use super::sources::Sources;
+use crate::access::{self, AccessControl};
 use crate::admission;
 use crate::admission::evictions::Evictions;
 use crate::admission::node_events::NodeEvents;
 use crate::api::{self, ApiState};
 use crate::auth::{Authenticator, Authorizer};
 use crate::config::ServeArgs;
-use crate::guard::{self, Guard};
 use crate::readiness::Readiness;
 use crate::supervise::Tasks;
 
@@ -80,16 +80,19 @@ impl Serving {
         };
         let gates = state.clone();
         crate::metrics::serve_gates_from(move || gates.maintenance_gates());
-        let gate = Arc::new(Guard {
+        let access_control = Arc::new(AccessControl {
             authenticator: Authenticator::new(sources.trust.clone(), sources.client.clone()),
             authorizer: Authorizer::new(sources.client.clone()),
         });
-        // Only the routes the server has are guarded: any other path is a 404 for everyone, and
+        // Only the routes the server has are behind access control: any other path is a 404 for everyone, and
         // never costs a review or a cache entry. The admission doors are not: kube-apiserver
         // calls webhooks without credentials, and a door reveals nothing but whether the object
         // it is sent compiles (see `admission`).
         let app = api::router(state.clone())
-            .route_layer(axum::middleware::from_fn_with_state(gate, guard::guard))
+            .route_layer(axum::middleware::from_fn_with_state(
+                access_control,
+                access::control,
+            ))
             .merge(api::health_router(state.clone()))
             .merge(admission::router(
                 pipeline.engine.clone(),

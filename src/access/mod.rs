@@ -4,7 +4,7 @@
 //! The only module that knows both `auth` and `api`, which know nothing of each other.
 
 use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
-use crate::auth::{Attributes, AuthError, Authenticator, Authorizer, Decision};
+use crate::auth::{Attributes, AuthError, Authenticator, Authorization, Authorizer};
 use crate::auth::{ConnectionSeat, PeerCertificates};
 use axum::Extension;
 use axum::extract::{Request, State};
@@ -13,7 +13,9 @@ use axum::response::{IntoResponse, Response};
 use ifo_apimachinery::RequestInfo;
 use std::sync::Arc;
 
-pub(crate) struct Guard {
+/// Who may call the API, and what for: the authenticator and the authorizer every request goes
+/// through.
+pub(crate) struct AccessControl {
     pub authenticator: Authenticator,
     pub authorizer: Authorizer,
 }
@@ -54,8 +56,8 @@ fn forbidden(user: &str, attrs: &Attributes, reason: String) -> ApiError {
 /// request asks for, and hands the handlers both the user and that same [`RequestInfo`].
 ///
 /// Every request is counted and timed (`ifo_api_requests_total`), refusals included.
-pub(crate) async fn guard(
-    State(guard): State<Arc<Guard>>,
+pub(crate) async fn control(
+    State(access): State<Arc<AccessControl>>,
     peer: Option<Extension<PeerCertificates>>,
     req: Request,
     next: Next,
@@ -64,7 +66,7 @@ pub(crate) async fn guard(
     let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
     let labels = crate::metrics::request_labels(info.as_ref().ok(), req.method());
     let response = match info {
-        Ok(info) => authorize_and_run(&guard, peer, Arc::new(info), req, next).await,
+        Ok(info) => authorize_and_run(&access, peer, Arc::new(info), req, next).await,
         Err(e) => ApiError::BadRequest(e.to_string()).into_response(),
     };
     timer.finish(labels, response.status());
@@ -72,14 +74,14 @@ pub(crate) async fn guard(
 }
 
 async fn authorize_and_run(
-    guard: &Guard,
+    access: &AccessControl,
     peer: Option<Extension<PeerCertificates>>,
     info: Arc<RequestInfo>,
     mut req: Request,
     next: Next,
 ) -> Response {
     let peer = peer.map(|Extension(p)| p).unwrap_or_default();
-    let user = match guard
+    let user = match access
         .authenticator
         .authenticate(req.headers_mut(), &peer)
         .await
@@ -97,9 +99,9 @@ async fn authorize_and_run(
         let _ = seat.0.prove();
     }
     let attrs = Attributes::of(&info);
-    match guard.authorizer.authorize(&user, &attrs).await {
-        Ok(Decision::Allow) => {}
-        Ok(Decision::Deny(reason)) => {
+    match access.authorizer.authorize(&user, &attrs).await {
+        Ok(Authorization::Allow) => {}
+        Ok(Authorization::Deny(reason)) => {
             tracing::debug!(user = %user.name, ?attrs, "forbidden");
             return forbidden(&user.name, &attrs, reason).into_response();
         }
