@@ -3,11 +3,11 @@
 //!
 //! Like `kubectl proxy`, it reads through the user's kubeconfig, so RBAC applies exactly as for
 //! `kubectl get`; unlike it, it forwards nothing but reads of the live API (`proxy`), and only
-//! to the page a browser opened from the URL it printed (`guard`: Host and Origin headers, the
+//! to the page a browser opened from the URL it printed (`access`: Host and Origin headers, the
 //! per-run token the URL's fragment hands the page, sent back in a request header; no cookie).
 
+mod access;
 mod assets;
-mod guard;
 mod proxy;
 
 use std::net::{IpAddr, SocketAddr};
@@ -18,7 +18,7 @@ use axum::Router;
 use axum::routing::get;
 use kube::Client;
 
-use guard::Guard;
+use access::PageAccess;
 
 /// What the page asks for at start: which namespace it shows (`None`: every namespace and the
 /// cluster-scoped operations).
@@ -52,7 +52,7 @@ pub async fn serve(client: Client, namespace: Option<String>, listen: &Listen) -
         .await
         .with_context(|| format!("cannot listen on {}:{}", listen.address, listen.port))?;
     let local = listener.local_addr()?;
-    let guard = Arc::new(Guard::new(local)?);
+    let access = Arc::new(PageAccess::new(local)?);
     let page = Arc::new(PageConfig { namespace });
     let app = Router::new()
         .route("/", get(assets::index))
@@ -68,8 +68,8 @@ pub async fn serve(client: Client, namespace: Option<String>, listen: &Listen) -
         .route("/k8s/{*path}", get(proxy::forward))
         .with_state(Arc::new(proxy::Proxy::new(client)))
         .layer(axum::middleware::from_fn_with_state(
-            guard.clone(),
-            guard::check,
+            access.clone(),
+            access::check,
         ));
     let shown = match local.ip() {
         ip if ip.is_unspecified() => SocketAddr::new(IpAddr::from([127, 0, 0, 1]), local.port()),
@@ -78,7 +78,7 @@ pub async fn serve(client: Client, namespace: Option<String>, listen: &Listen) -
     crate::emit(&format!(
         "Serving the live view of operations in flight on http://{shown}/#token={}\n\
          Open that URL in a browser (it holds this run's access token). Ctrl-C stops.\n",
-        guard.token()
+        access.token()
     ));
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -43,16 +43,16 @@ const SECURITY_HEADERS: [(&str, &str); 5] = [
 
 /// The token and the names this server answers to.
 #[derive(Debug)]
-pub(super) struct Guard {
+pub(super) struct PageAccess {
     token: String,
     /// Host header values that name this server; empty when it listens on every address
     /// (`--accept-remote` with 0.0.0.0 or ::): then the token alone protects it.
     hosts: Vec<String>,
 }
 
-impl Guard {
-    /// A guard with a fresh random token, for a server listening on `local`.
-    pub(super) fn new(local: SocketAddr) -> anyhow::Result<Guard> {
+impl PageAccess {
+    /// Access control with a fresh random token, for a server listening on `local`.
+    pub(super) fn new(local: SocketAddr) -> anyhow::Result<PageAccess> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes)
             .map_err(|e| anyhow::anyhow!("no random numbers for the access token: {e}"))?;
@@ -75,7 +75,7 @@ impl Guard {
             }
             hosts
         };
-        Ok(Guard { token, hosts })
+        Ok(PageAccess { token, hosts })
     }
 
     /// The token, for the printed URL's fragment.
@@ -130,21 +130,21 @@ impl Guard {
 /// The middleware: refuses what does not come from the page (another host name, another
 /// site, no token where one is needed), and adds the security headers to every answer.
 pub(super) async fn check(
-    State(guard): State<Arc<Guard>>,
+    State(access): State<Arc<PageAccess>>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
     let public = PUBLIC.contains(&request.uri().path());
-    let mut response = if !guard.host_ok(headers) {
+    let mut response = if !access.host_ok(headers) {
         (
             StatusCode::MISDIRECTED_REQUEST,
             "this server answers to localhost and its own address only\n",
         )
             .into_response()
-    } else if !guard.same_origin(headers) {
+    } else if !access.same_origin(headers) {
         (StatusCode::FORBIDDEN, "cross-origin requests are refused\n").into_response()
-    } else if public || guard.has_token(headers) {
+    } else if public || access.has_token(headers) {
         next.run(request).await
     } else {
         (
@@ -175,27 +175,27 @@ mod tests {
 
     #[test]
     fn only_this_servers_names_are_accepted() {
-        let guard = Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap();
-        assert!(guard.host_ok(&headers(&[("host", "127.0.0.1:8001")])));
-        assert!(guard.host_ok(&headers(&[("host", "localhost:8001")])));
-        assert!(!guard.host_ok(&headers(&[("host", "evil.example:8001")])));
-        assert!(!guard.host_ok(&headers(&[("host", "localhost:8002")])));
-        assert!(!guard.host_ok(&headers(&[])));
+        let access = PageAccess::new("127.0.0.1:8001".parse().unwrap()).unwrap();
+        assert!(access.host_ok(&headers(&[("host", "127.0.0.1:8001")])));
+        assert!(access.host_ok(&headers(&[("host", "localhost:8001")])));
+        assert!(!access.host_ok(&headers(&[("host", "evil.example:8001")])));
+        assert!(!access.host_ok(&headers(&[("host", "localhost:8002")])));
+        assert!(!access.host_ok(&headers(&[])));
     }
 
     #[test]
     fn cross_site_requests_are_refused() {
-        let guard = Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap();
-        assert!(guard.same_origin(&headers(&[("origin", "http://127.0.0.1:8001")])));
-        assert!(!guard.same_origin(&headers(&[("origin", "http://evil.example")])));
-        assert!(!guard.same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
-        assert!(guard.same_origin(&headers(&[("sec-fetch-site", "same-origin")])));
+        let access = PageAccess::new("127.0.0.1:8001".parse().unwrap()).unwrap();
+        assert!(access.same_origin(&headers(&[("origin", "http://127.0.0.1:8001")])));
+        assert!(!access.same_origin(&headers(&[("origin", "http://evil.example")])));
+        assert!(!access.same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(access.same_origin(&headers(&[("sec-fetch-site", "same-origin")])));
     }
 
     #[test]
     fn the_token_is_random_and_compared_whole() {
-        let a = Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap();
-        let b = Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap();
+        let a = PageAccess::new("127.0.0.1:8001".parse().unwrap()).unwrap();
+        let b = PageAccess::new("127.0.0.1:8001".parse().unwrap()).unwrap();
         assert_ne!(a.token(), b.token());
         assert_eq!(a.token().len(), 64);
         assert!(a.matches(a.token()));
@@ -222,14 +222,14 @@ mod tests {
     }
 
     /// The middleware in front of a stand-in of the server's routes.
-    async fn answer(guard: &Arc<Guard>, path: &str, extra: &[(&str, &str)]) -> Response {
+    async fn answer(access: &Arc<PageAccess>, path: &str, extra: &[(&str, &str)]) -> Response {
         use axum::routing::get;
         use tower::ServiceExt as _;
         let app = axum::Router::new()
             .route("/", get(|| async { "the page" }))
             .route("/config.json", get(|| async { "{}" }))
             .route("/k8s/{*path}", get(|| async { "the cluster's data" }))
-            .layer(axum::middleware::from_fn_with_state(guard.clone(), check));
+            .layer(axum::middleware::from_fn_with_state(access.clone(), check));
         let mut request = axum::http::Request::get(path);
         if !extra.iter().any(|(k, _)| *k == "host") {
             request = request.header("host", "127.0.0.1:8001");
@@ -244,8 +244,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_api_needs_the_token_header_and_no_cookie_is_ever_set() {
-        let guard = Arc::new(Guard::new("127.0.0.1:8001".parse().unwrap()).unwrap());
-        let token = guard.token().to_owned();
+        let access = Arc::new(PageAccess::new("127.0.0.1:8001".parse().unwrap()).unwrap());
+        let token = access.token().to_owned();
         let api = "/k8s/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
         let cookie = format!("ifo-ui-8001={token}");
         let api_with_query = format!("{api}?token={token}");
@@ -282,7 +282,7 @@ mod tests {
             ),
         ];
         for (path, extra, want) in cases {
-            let response = answer(&guard, path, &extra).await;
+            let response = answer(&access, path, &extra).await;
             assert_eq!(response.status(), want, "{path} {extra:?}");
             assert!(
                 response.headers().get(header::SET_COOKIE).is_none(),
