@@ -10,7 +10,7 @@
 //! `apimachinery.json`: when the aggregator merges our document into the cluster's, definitions
 //! identical to its own are shared instead of being renamed.
 
-use crate::api::discovery::{GROUP, VERSION};
+use crate::api::resource::{GROUP, VERSION};
 use crate::operation::{Outcome, Phase};
 use serde_json::{Map, Value, json};
 
