@@ -11,6 +11,7 @@ use super::status::{ApiError, GroupResource};
 use crate::apimachinery::RequestInfo;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 pub const GROUP: &str = ifo_model::GROUP;
@@ -31,7 +32,7 @@ pub type Serve = fn(
 ) -> Result<Response, ApiError>;
 
 /// One resource the server serves: its names as discovery and OpenAPI give them, what a request
-/// may ask of it, and what serves it.
+/// may ask of it, what serves it, and its OpenAPI definitions.
 #[derive(Debug)]
 pub struct Resource {
     pub plural: &'static str,
@@ -48,6 +49,10 @@ pub struct Resource {
     pub reader: Reader,
     /// Serves its requests.
     pub serve: Serve,
+    /// What `kubectl explain` says of its kind.
+    pub description: &'static str,
+    /// Its OpenAPI definitions (v2 form), by name: its object, its list and the types they use.
+    pub definitions: fn(&Resource) -> Map<String, Value>,
 }
 
 impl Resource {

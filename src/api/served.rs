@@ -3,8 +3,7 @@
 //! authorization property test requests.
 //!
 //! Serving another kind is one entry here and its own module: its [`Resource`], the function
-//! that serves it, its watch (a `Watched`) and its Table (a `Printed`); and its OpenAPI
-//! definitions in `openapi::definitions`.
+//! that serves it, its watch (a `Watched`), its Table (a `Printed`) and its OpenAPI definitions.
 
 use super::gate::MAINTENANCE_GATES;
 use super::resource::Resource;

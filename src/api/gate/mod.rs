@@ -18,6 +18,7 @@
 
 mod existence;
 mod overridden;
+mod schema;
 mod table;
 pub(crate) mod verdict;
 mod watch;
@@ -58,6 +59,8 @@ pub const MAINTENANCE_GATES: Resource = Resource {
     selectable: &["metadata.name"],
     reader: Reader::All,
     serve,
+    description: schema::DESCRIPTION,
+    definitions: schema::definitions,
 };
 
 fn bad_name(e: crate::index::GateNameError) -> ApiError {

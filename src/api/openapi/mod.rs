@@ -9,6 +9,7 @@
 
 mod definitions;
 mod paths;
+pub(crate) mod schema;
 mod serve;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! The documents against what the server really serves: every field a record or list carries is
 //! described, every described field of our types is served, and every reference resolves.
 
-use super::definitions::PREFIX;
+use super::schema::PREFIX;
 use super::*;
 use crate::api::resource::{GROUP, VERSION};
 use crate::api::wire::{List, ListMeta};

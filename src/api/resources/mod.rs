@@ -20,6 +20,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use std::sync::Arc;
 
+mod schema;
 mod table;
 pub(super) mod watch;
 
@@ -34,6 +35,8 @@ pub const INFLIGHT_OPERATIONS: Resource = Resource {
     selectable: SELECTABLE_FIELDS,
     reader: Reader::All,
     serve,
+    description: schema::NAMESPACED,
+    definitions: schema::definitions,
 };
 
 /// Read by the holders of no namespace (see [`Reader::ClusterScoped`]).
@@ -48,6 +51,8 @@ pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
     selectable: SELECTABLE_FIELDS,
     reader: Reader::ClusterScoped,
     serve,
+    description: schema::CLUSTER,
+    definitions: schema::definitions,
 };
 
 /// `kubectl get inflight` lists the operations of both scopes.
