@@ -1,61 +1,12 @@
 //! What every served resource reads alike of a request: the name its path names, the verbs
 //! served, a watch of one object as a watch by name, and so what the request is served as
-//! ([`plan`]), decided before any resource reads it.
+//! ([`plan`]), decided before the resource is sent it.
 
 use super::params::Params;
-use super::resource::{GROUP, Resource, VERSION};
+use super::resource::{Action, GROUP, Plan, Resource, Scope, VERSION};
 use super::status::ApiError;
 use crate::apimachinery::fields::{FieldSelector, escape_value};
 use crate::apimachinery::{RequestInfo, ResourceInfo};
-
-/// Which objects a request is about.
-#[derive(Clone, Debug)]
-pub struct Scope {
-    pub resource: &'static Resource,
-    /// For a namespaced resource: `Some(ns)` under `/namespaces/{ns}/`, `None` across all.
-    pub namespace: Option<String>,
-}
-
-impl Scope {
-    /// The namespace a snapshot for this scope may be limited to (`None`: it needs every
-    /// record).
-    pub fn snapshot_namespace(&self) -> Option<&str> {
-        self.namespace
-            .as_deref()
-            .filter(|_| self.resource.namespaced)
-    }
-}
-
-/// What a request is served as, decided from its [`RequestInfo`] alone (the one its
-/// authorization was derived from).
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub scope: Scope,
-    pub action: Action,
-    pub params: Params,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// One object, by the name in the path.
-    Get(String),
-    List,
-    /// A watch; of one object when the path names it (its name then joins the field selector).
-    Watch,
-}
-
-impl Action {
-    /// The verb authorization names this action with; the property tests check that it is the
-    /// one the guard authorized.
-    #[cfg(test)]
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Action::Get(_) => "get",
-            Action::List => "list",
-            Action::Watch => "watch",
-        }
-    }
-}
 
 /// Reads what `info` asks of `resource`: 404 for paths it does not serve, 405 for verbs it
 /// does not answer, 400 for bad parameters.

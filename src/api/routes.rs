@@ -3,6 +3,8 @@
 
 use super::ApiState;
 use super::freshness;
+use super::request::plan;
+use super::respond::representation;
 use super::served;
 use super::status::ApiError;
 use crate::apimachinery::{RequestInfo, UserInfo};
@@ -71,7 +73,9 @@ fn reader(info: &RequestInfo) -> freshness::Reader {
     served::requested(info).map_or(freshness::Reader::All, |r| r.reader)
 }
 
-/// Sends the request to the served resource it names: 404 when it names none.
+/// Sends the request to the served resource it names, with what it asks of it and how it is to be
+/// answered: 404 when it names none, and the errors of [`plan`], then a 406 for an `Accept` it
+/// cannot answer, before the resource reads it.
 fn route(
     state: &Arc<ApiState>,
     info: &RequestInfo,
@@ -79,5 +83,7 @@ fn route(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let resource = served::requested(info).ok_or(ApiError::PathNotFound)?;
-    (resource.serve)(state, resource, info, user, headers)
+    let plan = plan(resource, info)?;
+    let repr = representation(headers)?;
+    (resource.serve)(state, plan, repr, user)
 }

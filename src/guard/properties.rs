@@ -4,8 +4,8 @@
 //! segments, empty segments, odd verbs, selectors that do and do not name an object) and the
 //! served resources' names.
 
-use crate::api::request::{Action, plan};
-use crate::api::resource::{GROUP, VERSION};
+use crate::api::request::plan;
+use crate::api::resource::{Action, GROUP, VERSION};
 use crate::api::served::{SERVED, requested};
 use crate::apimachinery::RequestInfo;
 use crate::apimachinery::fields::FieldOperator;

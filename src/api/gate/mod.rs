@@ -25,7 +25,6 @@ mod watch;
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
 use axum::response::Response;
 use ifo_model::MaintenanceGate;
 use jiff::Timestamp;
@@ -35,13 +34,11 @@ use super::continue_token::GateContinueToken;
 use super::freshness::Reader;
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
-use super::request::{Action, Plan, plan};
-use super::resource::{GROUP_VERSION, Resource, VERBS};
-use super::respond::{json_response, meta_api_version, representation};
+use super::resource::{Action, GROUP_VERSION, Plan, Resource, VERBS};
+use super::respond::{json_response, meta_api_version};
 use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
-use crate::apimachinery::RequestInfo;
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use existence::Existence;
 use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
@@ -268,17 +265,14 @@ pub(crate) fn node_gate(state: &ApiState, node: &str) -> Option<Gate> {
     existence.is_served().then_some(gate)
 }
 
-/// Serves a request for the gates (see [`plan`] for what it may ask): 404 for a gate that does
-/// not exist, 400 for a malformed name.
+/// Serves a request for the gates (see [`crate::api::resource::Serve`]): 404 for a gate that
+/// does not exist, 400 for a malformed name.
 fn serve(
     state: &Arc<ApiState>,
-    resource: &'static Resource,
-    info: &RequestInfo,
+    Plan { action, params, .. }: Plan,
+    repr: Representation,
     user: &str,
-    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let Plan { action, params, .. } = plan(resource, info)?;
-    let repr = representation(headers)?;
     match action {
         Action::Get(name) => {
             let scope = GateScope::parse(&name).map_err(bad_name)?;
@@ -287,7 +281,7 @@ fn serve(
                 .expect("one gate per scope");
             match existence {
                 Existence::NotFound(why) => Err(ApiError::NotFoundBecause {
-                    resource: resource.group_resource(),
+                    resource: MAINTENANCE_GATES.group_resource(),
                     name,
                     why,
                 }),

@@ -4,19 +4,16 @@
 use super::freshness::Reader;
 use super::negotiate::Representation;
 use super::params::{Params, RvMatch};
-use super::request::{Action, Plan, Scope, plan};
-use super::resource::{GROUP_VERSION, Resource, VERBS};
-use super::respond::{json_response, meta_api_version, representation};
+use super::resource::{Action, GROUP_VERSION, Plan, Resource, Scope, VERBS};
+use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
 use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use super::{ApiState, chunked};
 use crate::api::continue_token::ContinueToken;
-use crate::apimachinery::RequestInfo;
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use std::sync::Arc;
 
@@ -81,20 +78,17 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
     params.fields.matches(|field| stored.op.field(field))
 }
 
-/// Serves a request for `resource`, one of the operations' (see [`plan`] for what it may ask).
+/// Serves a request for the operations of one scope (see [`crate::api::resource::Serve`]).
 fn serve(
     state: &Arc<ApiState>,
-    resource: &'static Resource,
-    info: &RequestInfo,
-    user: &str,
-    headers: &HeaderMap,
-) -> Result<Response, ApiError> {
-    let Plan {
+    Plan {
         scope,
         action,
         params,
-    } = plan(resource, info)?;
-    let repr = representation(headers)?;
+    }: Plan,
+    repr: Representation,
+    user: &str,
+) -> Result<Response, ApiError> {
     match action {
         Action::Get(name) => get(state, &scope, &name, repr, &params),
         Action::List => list(state, &scope, &params, repr),

@@ -6,7 +6,7 @@ use super::matches;
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
 use crate::api::params::Params;
-use crate::api::request::Scope;
+use crate::api::resource::Scope;
 use crate::api::status::ApiError;
 use crate::api::table::represent;
 use crate::api::watch::{self, Watched, frame};
