@@ -83,8 +83,8 @@ impl Default for Limits {
     }
 }
 
-/// The API's routes (discovery, OpenAPI, the two resources, `/metrics`) over `state`, without the
-/// `auth` layer: the server puts the `guard` middleware in front, benchmarks call it bare.
+/// The API's routes (discovery, OpenAPI, the served resources, `/metrics`) over `state`, without
+/// the `auth` layer: the server puts the `guard` middleware in front, benchmarks call it bare.
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/apis", get(apis))

@@ -28,8 +28,7 @@ pub fn requested(info: &RequestInfo) -> Option<&'static Resource> {
     lookup(&info.resource.as_ref()?.resource)
 }
 
-/// The plural of the served resource named `plural`, for labels that must come from a fixed
-/// set.
-pub fn plural(plural: &str) -> Option<&'static str> {
-    lookup(plural).map(|r| r.plural)
+/// `name` as a label from a fixed set: the plural of the served resource so named, if any.
+pub fn plural(name: &str) -> Option<&'static str> {
+    lookup(name).map(|r| r.plural)
 }
