@@ -1,5 +1,6 @@
-//! `maintenancegates`: a verdict per scope, computed on the spot from the index's scope members
-//! and the server's facts about its own data (see [`verdict`]).
+//! `maintenancegates` (its entry of the served resources: [`MAINTENANCE_GATES`]): a verdict per
+//! scope, computed on the spot from the index's scope members and the server's facts about its
+//! own data (see [`verdict`]).
 //!
 //! The gate of every node, namespace and component the cluster has answers GET, with nothing in
 //! flight too (a clear gate: `kubectl wait` first GETs the object), and so does any gate with

@@ -1,5 +1,6 @@
 //! list, get and watch of `inflightoperations` and `inflightclusteroperations`, read from the index
-//! through its snapshot and watch interface.
+//! through its snapshot and watch interface; their entries of the served resources are
+//! [`INFLIGHT_OPERATIONS`] and [`INFLIGHT_CLUSTER_OPERATIONS`].
 
 use super::freshness::Reader;
 use super::negotiate::Representation;
