@@ -64,7 +64,11 @@ pub(crate) async fn control(
 ) -> Response {
     let timer = crate::metrics::RequestTimer::start();
     let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-    let labels = crate::metrics::request_labels(info.as_ref().ok(), req.method());
+    let labels = crate::metrics::request_labels(
+        info.as_ref().ok(),
+        req.method(),
+        crate::api::served::plural,
+    );
     let response = match info {
         Ok(info) => authorize_and_run(&access, peer, Arc::new(info), req, next).await,
         Err(e) => ApiError::BadRequest(e.to_string()).into_response(),

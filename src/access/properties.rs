@@ -1,23 +1,25 @@
 //! Property tests over hostile requests: reading a request never panics, and what a request is
-//! authorized as is exactly what it is served as. Paths and queries are drawn from the pieces an
-//! attacker would combine (repeated parameters, encoded slashes, dot segments, empty segments,
-//! odd verbs, selectors that do and do not name an object).
+//! authorized as is exactly what it is served as, for every served resource. Paths and queries
+//! are drawn from the pieces an attacker would combine (repeated parameters, encoded slashes, dot
+//! segments, empty segments, odd verbs, selectors that do and do not name an object) and the
+//! served resources' names.
 
-use crate::api::resources::{Action, plan};
+use crate::api::request::plan;
+use crate::api::resource::{Action, GROUP, VERSION};
+use crate::api::served::{SERVED, requested};
 use crate::auth::Attributes;
 use http::Method;
 use ifo_apimachinery::RequestInfo;
 use ifo_apimachinery::fields::FieldOperator;
 use proptest::prelude::*;
 
+/// Path segments besides the served resources' plurals.
 const SEGMENTS: &[&str] = &[
     "apis",
     "live.ifo.kubevirt.io",
     "v1alpha1",
     "namespaces",
     "watch",
-    "inflightoperations",
-    "inflightclusteroperations",
     "status",
     "",
     ".",
@@ -28,6 +30,8 @@ const SEGMENTS: &[&str] = &[
     "n%73",
     "a%2Fb",
     "x",
+    "cluster",
+    "node.x",
     "%ff",
     "%",
     "api",
@@ -93,7 +97,12 @@ fn request() -> impl Strategy<Value = (Method, String, Option<String>)> {
         "/",
         "//apis/live.ifo.kubevirt.io/v1alpha1/",
     ]);
-    let segments = prop::collection::vec(prop::sample::select(SEGMENTS), 0..6);
+    let pieces: Vec<&str> = SEGMENTS
+        .iter()
+        .copied()
+        .chain(SERVED.iter().map(|r| r.plural))
+        .collect();
+    let segments = prop::collection::vec(prop::sample::select(pieces), 0..6);
     let params = prop::collection::vec(prop::sample::select(PARAMS), 0..6);
     (method, prefix, segments, params, any::<bool>()).prop_map(
         |(method, prefix, segments, params, trailing)| {
@@ -116,7 +125,10 @@ proptest! {
             return Ok(()); // a 400 before anything else
         };
         let attributes = Attributes::of(&info);
-        let Ok(plan) = plan(&info) else {
+        let Some(resource) = requested(&info) else {
+            return Ok(()); // 404: no served resource is named
+        };
+        let Ok(plan) = plan(resource, &info) else {
             return Ok(()); // 404, 405 or 400: nothing is served
         };
         let Attributes::Resource { verb, group, version, resource, subresource, namespace, name } =
@@ -125,8 +137,8 @@ proptest! {
             panic!("{method} {path}?{query:?} is served but was authorized as a non-resource request");
         };
         prop_assert_eq!(verb.as_str(), plan.action.verb());
-        prop_assert_eq!(group.as_str(), crate::api::discovery::GROUP);
-        prop_assert_eq!(version.as_str(), crate::api::discovery::VERSION);
+        prop_assert_eq!(group.as_str(), GROUP);
+        prop_assert_eq!(version.as_str(), VERSION);
         prop_assert_eq!(resource.as_str(), plan.scope.resource.plural);
         prop_assert_eq!(subresource, None);
         prop_assert_eq!(&namespace, &plan.scope.namespace);
@@ -149,7 +161,36 @@ proptest! {
     #[test]
     fn selectors_never_panic(raw in ".{0,200}") {
         let _ = ifo_apimachinery::labels::LabelSelector::parse(&raw);
-        let _ = ifo_apimachinery::fields::FieldSelector::parse(&raw, crate::operation::SELECTABLE_FIELDS);
+        for resource in SERVED {
+            let _ = ifo_apimachinery::fields::FieldSelector::parse(&raw, resource.selectable);
+        }
         let _ = RequestInfo::parse(&Method::GET, &format!("/apis/live.ifo.kubevirt.io/v1alpha1/{raw}"), Some(&raw));
+    }
+}
+
+/// The list, get and watch paths of every served resource (whose plurals the requests above
+/// draw from) are served as what they ask of it: the property is not vacuous for any of them.
+#[test]
+fn every_served_resource_is_served_at_its_paths() {
+    for resource in SERVED {
+        let plural = resource.plural;
+        let scope = if resource.namespaced {
+            "namespaces/ns1/"
+        } else {
+            ""
+        };
+        for (path, query, verb) in [
+            (format!("{scope}{plural}"), None, "list"),
+            (format!("{scope}{plural}/x"), None, "get"),
+            (format!("watch/{scope}{plural}/x"), None, "watch"),
+            (format!("{scope}{plural}"), Some("watch=true"), "watch"),
+        ] {
+            let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/{path}");
+            let info = RequestInfo::parse(&Method::GET, &path, query).unwrap();
+            let plan = plan(requested(&info).expect("a served resource"), &info)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(plan.scope.resource.plural, plural, "{path}");
+            assert_eq!(plan.action.verb(), verb, "{path}");
+        }
     }
 }

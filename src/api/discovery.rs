@@ -1,6 +1,7 @@
-//! Discovery documents for `live.ifo.kubevirt.io/v1alpha1`. Static: built once at start, so the
-//! aggregator's availability check and discovery refresh (5 s deadlines, every minute) are answered
-//! in microseconds and never depend on the index or on remote calls.
+//! Discovery documents for `live.ifo.kubevirt.io/v1alpha1`: the resources of [`super::served`].
+//! Static: built once at start, so the aggregator's availability check and discovery refresh
+//! (5 s deadlines, every minute) are answered in microseconds and never depend on the index or on
+//! remote calls.
 
 use std::fmt::Write as _;
 
@@ -11,59 +12,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub const GROUP: &str = ifo_model::GROUP;
-pub const VERSION: &str = ifo_model::VERSION;
-pub const GROUP_VERSION: &str = ifo_model::GROUP_VERSION;
-
-/// One resource the server serves.
-#[derive(Debug)]
-pub struct Resource {
-    pub plural: &'static str,
-    pub singular: &'static str,
-    pub kind: &'static str,
-    pub namespaced: bool,
-    pub short_names: &'static [&'static str],
-    pub categories: &'static [&'static str],
-}
-
-pub const INFLIGHT_OPERATIONS: Resource = Resource {
-    plural: ifo_model::NAMESPACED_PLURAL,
-    singular: "inflightoperation",
-    kind: ifo_model::NAMESPACED_KIND,
-    namespaced: true,
-    short_names: &["ifo", "ifos"],
-    categories: &CATEGORIES,
-};
-
-pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
-    plural: ifo_model::CLUSTER_PLURAL,
-    singular: "inflightclusteroperation",
-    kind: ifo_model::CLUSTER_KIND,
-    namespaced: false,
-    short_names: &["ifco", "ifcos"],
-    categories: &CATEGORIES,
-};
-
-/// The maintenance gates: not in the `inflight` category, which lists operations.
-pub const MAINTENANCE_GATES: Resource = Resource {
-    plural: ifo_model::GATE_PLURAL,
-    singular: "maintenancegate",
-    kind: ifo_model::GATE_KIND,
-    namespaced: false,
-    short_names: &["gate", "gates"],
-    categories: &[],
-};
-
-/// The operations' resources.
-pub const RESOURCES: [&Resource; 2] = [&INFLIGHT_OPERATIONS, &INFLIGHT_CLUSTER_OPERATIONS];
-/// Every served resource, in discovery order.
-pub const SERVED: [&Resource; 3] = [
-    &INFLIGHT_OPERATIONS,
-    &INFLIGHT_CLUSTER_OPERATIONS,
-    &MAINTENANCE_GATES,
-];
-const VERBS: [&str; 3] = ["get", "list", "watch"];
-const CATEGORIES: [&str; 1] = ["inflight"];
+use super::resource::{GROUP, GROUP_VERSION, VERSION};
+use super::served::SERVED;
 
 /// A serialized document and its entity tag.
 pub struct Document {
@@ -145,7 +95,7 @@ fn api_resource_list() -> APIResourceList {
                 singular_name: r.singular.to_owned(),
                 namespaced: r.namespaced,
                 kind: r.kind.to_owned(),
-                verbs: strings(&VERBS),
+                verbs: strings(r.verbs),
                 short_names: Some(strings(r.short_names)),
                 categories: (!r.categories.is_empty()).then(|| strings(r.categories)),
                 group: None,
@@ -168,7 +118,7 @@ fn aggregated(api_version: &str) -> Value {
                 "responseKind": {"group": GROUP, "version": VERSION, "kind": r.kind},
                 "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
                 "singularResource": r.singular,
-                "verbs": VERBS,
+                "verbs": r.verbs,
                 "shortNames": r.short_names,
             });
             if !r.categories.is_empty() {

@@ -8,10 +8,12 @@ mod gate;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;
 pub(crate) mod params;
-mod request;
-pub(crate) mod resources;
+pub(crate) mod request;
+pub(crate) mod resource;
+mod resources;
 mod respond;
 mod routes;
+pub(crate) mod served;
 mod snapshots;
 pub(crate) mod status;
 mod table;
@@ -28,8 +30,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use discovery::{Discovery, Document, GROUP, GROUP_VERSION};
+use discovery::{Discovery, Document};
 use negotiate::DiscoveryFormat;
+use resource::{GROUP, GROUP_VERSION};
 use status::ApiError;
 use std::sync::Arc;
 
@@ -80,8 +83,8 @@ impl Default for Limits {
     }
 }
 
-/// The API's routes (discovery, OpenAPI, the two resources, `/metrics`) over `state`, without the
-/// `auth` layer: the server puts the `guard` middleware in front, benchmarks call it bare.
+/// The API's routes (discovery, OpenAPI, the served resources, `/metrics`) over `state`, without
+/// the `auth` layer: the server puts the `guard` middleware in front, benchmarks call it bare.
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/apis", get(apis))

@@ -2,7 +2,6 @@
 //! kube-apiserver gives for the same mistakes.
 
 use super::status::ApiError;
-use crate::operation::SELECTABLE_FIELDS;
 use ifo_apimachinery::Query;
 use ifo_apimachinery::fields::FieldSelector;
 use ifo_apimachinery::labels::LabelSelector;
@@ -52,17 +51,9 @@ fn boolean(name: &str, v: &str) -> Result<bool, ApiError> {
 
 impl Params {
     /// Reads the parameters from the request's decoded query (first values count, as for
-    /// authorization). `watch` is the request's verb, decided once by its `RequestInfo`.
-    pub fn parse(query: &Query, watch: bool) -> Result<Params, ApiError> {
-        Self::parse_selecting(query, watch, SELECTABLE_FIELDS)
-    }
-
-    /// [`Params::parse`] for a resource whose field selectors may name `fields`.
-    pub fn parse_selecting(
-        query: &Query,
-        watch: bool,
-        fields: &[&str],
-    ) -> Result<Params, ApiError> {
+    /// authorization), for a resource whose field selectors may name `fields`. `watch` is the
+    /// request's verb, decided once by its `RequestInfo`.
+    pub fn parse(query: &Query, watch: bool, fields: &[&str]) -> Result<Params, ApiError> {
         let supported = fields;
         let get = |k: &str| query.non_empty(k);
         let labels = match get("labelSelector") {
@@ -179,13 +170,14 @@ impl Params {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation::SELECTABLE_FIELDS;
 
     fn parse(q: &[(&str, &str)]) -> Result<Params, ApiError> {
         let raw: String = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(q)
             .finish();
         let query = Query::parse(Some(&raw));
-        Params::parse(&query, query.flag("watch"))
+        Params::parse(&query, query.flag("watch"), SELECTABLE_FIELDS)
     }
 
     #[test]

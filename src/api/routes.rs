@@ -1,12 +1,12 @@
-//! Serving a request below the group version: the operations' resources (see
-//! [`super::resources`]) and their watches, or the gates (see [`super::gate`]), with the
-//! `Warning`s of the answer.
+//! Serving a request below the group version: sent to the served resource it names (see
+//! [`super::served`]), with the `Warning`s of the answer.
 
 use super::ApiState;
-use super::resources::{Action, Plan, get, list, plan, resource_for};
+use super::freshness;
+use super::request::plan;
 use super::respond::representation;
+use super::served;
 use super::status::ApiError;
-use super::{freshness, gate, resources};
 use axum::Extension;
 use axum::extract::{FromRequestParts, State};
 use axum::http::HeaderMap;
@@ -67,39 +67,23 @@ pub async fn dispatch(
     response
 }
 
-/// Who reads the warnings of the answer to `info` (see [`freshness::Reader`]): a read of
-/// cluster-scoped operations is authorized for no namespace.
+/// Who reads the warnings of the answer to `info` (see [`freshness::Reader`]): as the resource
+/// it names says; every reason for a request for none.
 fn reader(info: &RequestInfo) -> freshness::Reader {
-    let cluster_scoped = info
-        .resource
-        .as_ref()
-        .and_then(|r| resource_for(&r.resource))
-        .is_some_and(|r| !r.namespaced);
-    if cluster_scoped && !gate::is_gate_request(info) {
-        freshness::Reader::ClusterScoped
-    } else {
-        freshness::Reader::All
-    }
+    served::requested(info).map_or(freshness::Reader::All, |r| r.reader)
 }
 
+/// Sends the request to the served resource it names, with what it asks of it and how it is to be
+/// answered: 404 when it names none, and the errors of [`plan`], then a 406 for an `Accept` it
+/// cannot answer, before the resource reads it.
 fn route(
     state: &Arc<ApiState>,
     info: &RequestInfo,
     user: &str,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    if gate::is_gate_request(info) {
-        return gate::route(state, info, user, headers);
-    }
-    let Plan {
-        scope,
-        action,
-        params,
-    } = plan(info)?;
+    let resource = served::requested(info).ok_or(ApiError::PathNotFound)?;
+    let plan = plan(resource, info)?;
     let repr = representation(headers)?;
-    match action {
-        Action::Get(name) => get(state, &scope, &name, repr, &params),
-        Action::List => list(state, &scope, &params, repr),
-        Action::Watch => resources::watch::serve(state.clone(), user, scope, params, repr),
-    }
+    (resource.serve)(state, plan, repr, user)
 }

@@ -123,16 +123,14 @@ const VERBS: &[&str] = &[
     "options",
 ];
 
-/// Resources counted under their own name; any other resource is `other`.
-const RESOURCES: &[&str] = &[
-    ifo_model::NAMESPACED_PLURAL,
-    ifo_model::CLUSTER_PLURAL,
-    ifo_model::GATE_PLURAL,
-];
-
 /// The `verb` and `resource` labels of a request: `info` when it could be read, else its
-/// method alone (resource empty).
-pub fn request_labels(info: Option<&RequestInfo>, method: &Method) -> (&'static str, &'static str) {
+/// method alone (resource empty). A resource is counted under its own name when `served` knows
+/// it (the API's served resources), else as `other`.
+pub fn request_labels(
+    info: Option<&RequestInfo>,
+    method: &Method,
+    served: impl Fn(&str) -> Option<&'static str>,
+) -> (&'static str, &'static str) {
     let known = |verb: &str| {
         VERBS
             .iter()
@@ -144,11 +142,7 @@ pub fn request_labels(info: Option<&RequestInfo>, method: &Method) -> (&'static 
         Some(info) => {
             let resource = match &info.resource {
                 None => "",
-                Some(r) => RESOURCES
-                    .iter()
-                    .copied()
-                    .find(|known| *known == r.resource)
-                    .unwrap_or("other"),
+                Some(r) => served(&r.resource).unwrap_or("other"),
             };
             (known(&info.verb), resource)
         }

@@ -1,5 +1,6 @@
-//! `maintenancegates`: a verdict per scope, computed on the spot from the index's scope members
-//! and the server's facts about its own data (see [`verdict`]).
+//! `maintenancegates` (its entry of the served resources: [`MAINTENANCE_GATES`]): a verdict per
+//! scope, computed on the spot from the index's scope members and the server's facts about its
+//! own data (see [`verdict`]).
 //!
 //! The gate of every node, namespace and component the cluster has answers GET, with nothing in
 //! flight too (a clear gate: `kubectl wait` first GETs the object), and so does any gate with
@@ -18,45 +19,47 @@
 
 mod existence;
 mod overridden;
+mod schema;
 mod table;
 pub(crate) mod verdict;
 mod watch;
 
 use std::sync::Arc;
 
-use axum::http::HeaderMap;
 use axum::response::Response;
-use ifo_model::{GATE_PLURAL, MaintenanceGate};
+use ifo_model::MaintenanceGate;
 use jiff::Timestamp;
 
 use super::ApiState;
 use super::continue_token::GateContinueToken;
-use super::discovery::{GROUP, MAINTENANCE_GATES, VERSION};
+use super::freshness::Reader;
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
-use super::request::{name_in_path, select_name, served_verb};
-use super::respond::{json_response, meta_api_version, representation};
-use super::status::{ApiError, GroupResource};
+use super::resource::{Action, GROUP_VERSION, Plan, Resource, VERBS};
+use super::respond::{json_response, meta_api_version};
+use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use existence::Existence;
-use ifo_apimachinery::RequestInfo;
 use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
-/// The only field a gate can be selected by.
-const SELECTABLE: &[&str] = &["metadata.name"];
-
-/// Whether `info` is a request for gates (and so for this module).
-pub fn is_gate_request(info: &RequestInfo) -> bool {
-    info.resource
-        .as_ref()
-        .is_some_and(|r| r.group == GROUP && r.version == VERSION && r.resource == GATE_PLURAL)
-}
-
-fn group_resource() -> GroupResource {
-    GroupResource::new(GROUP, MAINTENANCE_GATES.plural)
-}
+/// The maintenance gates: not in the `inflight` category, which lists operations; selectable by
+/// name only; read by the holders of their ClusterRole, who may be told every reason.
+pub const MAINTENANCE_GATES: Resource = Resource {
+    plural: ifo_model::GATE_PLURAL,
+    singular: "maintenancegate",
+    kind: ifo_model::GATE_KIND,
+    namespaced: false,
+    short_names: &["gate", "gates"],
+    categories: &[],
+    verbs: VERBS,
+    selectable: &["metadata.name"],
+    reader: Reader::All,
+    serve,
+    description: schema::DESCRIPTION,
+    definitions: schema::definitions,
+};
 
 fn bad_name(e: crate::index::GateNameError) -> ApiError {
     ApiError::BadRequest(e.to_string())
@@ -263,34 +266,24 @@ pub(crate) fn node_gate(state: &ApiState, node: &str) -> Option<Gate> {
     existence.is_served().then_some(gate)
 }
 
-/// Serves a request [`is_gate_request`] accepted: 404 for what is not a gate's path or a gate
-/// that does not exist, 405 for verbs other than get, list and watch, 400 for a malformed name
-/// or bad parameters.
-pub fn route(
+/// Serves a request for the gates (see [`crate::api::resource::Serve`]): 404 for a gate that
+/// does not exist, 400 for a malformed name.
+fn serve(
     state: &Arc<ApiState>,
-    info: &RequestInfo,
+    Plan { action, params, .. }: Plan,
+    repr: Representation,
     user: &str,
-    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let r = info.resource.as_ref().ok_or(ApiError::PathNotFound)?;
-    if r.namespace.is_some() || r.subresource.is_some() {
-        return Err(ApiError::PathNotFound);
-    }
-    let name = name_in_path(r)?;
-    let verb = info.verb.as_str();
-    served_verb(verb, group_resource)?;
-    let mut params = Params::parse_selecting(&info.query, verb == "watch", SELECTABLE)?;
-    let repr = representation(headers)?;
-    match (verb, name) {
-        ("get", Some(name)) => {
-            let scope = GateScope::parse(name).map_err(bad_name)?;
+    match action {
+        Action::Get(name) => {
+            let scope = GateScope::parse(&name).map_err(bad_name)?;
             let (gate, existence) = current_gates(state, [scope])
                 .pop()
                 .expect("one gate per scope");
             match existence {
                 Existence::NotFound(why) => Err(ApiError::NotFoundBecause {
-                    resource: group_resource(),
-                    name: name.to_owned(),
+                    resource: MAINTENANCE_GATES.group_resource(),
+                    name,
                     why,
                 }),
                 Existence::Exists | Existence::Unknown(_) => Ok(json_response(&represent(
@@ -300,14 +293,8 @@ pub fn route(
                 ))),
             }
         }
-        ("watch", name) => {
-            if let Some(name) = name {
-                select_name(&mut params, name, SELECTABLE)?;
-            }
-            let selection = Selection::new(params)?;
-            watch::serve(state.clone(), user, selection, repr)
-        }
-        _ => list(state, Selection::new(params)?, repr),
+        Action::Watch => watch::serve(state.clone(), user, Selection::new(params)?, repr),
+        Action::List => list(state, Selection::new(params)?, repr),
     }
 }
 
@@ -357,7 +344,7 @@ fn list(
         }
         Representation::Object => json_response(&List {
             kind: "MaintenanceGateList",
-            api_version: super::discovery::GROUP_VERSION,
+            api_version: GROUP_VERSION,
             metadata,
             items: gates,
         }),

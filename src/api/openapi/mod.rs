@@ -9,6 +9,7 @@
 
 mod definitions;
 mod paths;
+pub(crate) mod schema;
 mod serve;
 #[cfg(test)]
 mod tests;
@@ -16,7 +17,8 @@ mod v3;
 
 pub use serve::{v2_document, v3_group_document, v3_root_document};
 
-use super::discovery::{Document, GROUP, GROUP_VERSION, VERSION};
+use super::discovery::Document;
+use super::resource::{GROUP, GROUP_VERSION, VERSION};
 use serde_json::{Map, Value, json};
 
 /// The key of our group version in the v3 root, and its document's path under `/openapi/v3/`.

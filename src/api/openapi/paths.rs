@@ -7,9 +7,10 @@
 //! anything else, and a path also served by another API server would break the cluster's merged
 //! `/openapi/v2`.
 
-use super::definitions::{PREFIX, reference};
+use super::schema::{PREFIX, reference};
 use super::v3;
-use crate::api::discovery::{GROUP, GROUP_VERSION, Resource, SERVED, VERSION};
+use crate::api::resource::{GROUP, GROUP_VERSION, Resource, VERSION};
+use crate::api::served::SERVED;
 use crate::operation::SELECTABLE_FIELDS;
 use serde_json::{Map, Value, json};
 

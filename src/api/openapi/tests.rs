@@ -1,9 +1,9 @@
 //! The documents against what the server really serves: every field a record or list carries is
 //! described, every described field of our types is served, and every reference resolves.
 
-use super::definitions::PREFIX;
+use super::schema::PREFIX;
 use super::*;
-use crate::api::discovery::{GROUP, VERSION};
+use crate::api::resource::{GROUP, VERSION};
 use crate::api::wire::{List, ListMeta};
 use crate::operation::{
     EstimateBasis, Expectation, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject,
@@ -199,7 +199,7 @@ fn served() -> Vec<(String, Value)> {
         let list_kind = format!("{kind}List");
         let list = serde_json::to_value(List {
             kind: &list_kind,
-            api_version: crate::api::discovery::GROUP_VERSION,
+            api_version: crate::api::resource::GROUP_VERSION,
             metadata: ListMeta {
                 resource_version: "42".into(),
                 continue_token: Some("token".into()),
@@ -213,7 +213,7 @@ fn served() -> Vec<(String, Value)> {
     let gate = served_gate();
     let list = serde_json::to_value(List {
         kind: "MaintenanceGateList",
-        api_version: crate::api::discovery::GROUP_VERSION,
+        api_version: crate::api::resource::GROUP_VERSION,
         metadata: ListMeta {
             resource_version: "42".into(),
             continue_token: None,

@@ -1,13 +1,14 @@
 //! list, get and watch of `inflightoperations` and `inflightclusteroperations`, read from the index
-//! through its snapshot and watch interface.
+//! through its snapshot and watch interface; their entries of the served resources are
+//! [`INFLIGHT_OPERATIONS`] and [`INFLIGHT_CLUSTER_OPERATIONS`].
 
-use super::discovery::{GROUP, RESOURCES, Resource, VERSION};
+use super::freshness::Reader;
 use super::negotiate::Representation;
 use super::params::{Params, RvMatch};
-use super::request::{name_in_path, select_name, served_verb};
+use super::resource::{Action, GROUP_VERSION, Plan, Resource, Scope, VERBS};
 use super::respond::{json_response, meta_api_version};
 use super::snapshots::Kept;
-use super::status::{ApiError, GroupResource};
+use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use super::{ApiState, chunked};
@@ -15,45 +16,58 @@ use crate::api::continue_token::ContinueToken;
 use crate::index::Stored;
 use crate::operation::SELECTABLE_FIELDS;
 use axum::response::Response;
-use ifo_apimachinery::RequestInfo;
 use std::sync::Arc;
 
+mod schema;
 mod table;
 pub(super) mod watch;
 
-/// Which objects a request is about.
-#[derive(Clone, Debug)]
-pub struct Scope {
-    pub resource: &'static Resource,
-    /// For the namespaced resource: `Some(ns)` under `/namespaces/{ns}/`, `None` across all.
-    pub namespace: Option<String>,
-}
+pub const INFLIGHT_OPERATIONS: Resource = Resource {
+    plural: ifo_model::NAMESPACED_PLURAL,
+    singular: "inflightoperation",
+    kind: ifo_model::NAMESPACED_KIND,
+    namespaced: true,
+    short_names: &["ifo", "ifos"],
+    categories: CATEGORIES,
+    verbs: VERBS,
+    selectable: SELECTABLE_FIELDS,
+    reader: Reader::All,
+    serve,
+    description: schema::NAMESPACED,
+    definitions: schema::definitions,
+};
 
-impl Scope {
-    pub fn contains(&self, stored: &Stored) -> bool {
-        match (&stored.op.namespace, self.resource.namespaced) {
-            (None, false) => true,
-            (Some(ns), true) => self.namespace.as_ref().is_none_or(|want| want == ns),
-            _ => false,
-        }
-    }
+/// Read by the holders of no namespace (see [`Reader::ClusterScoped`]).
+pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
+    plural: ifo_model::CLUSTER_PLURAL,
+    singular: "inflightclusteroperation",
+    kind: ifo_model::CLUSTER_KIND,
+    namespaced: false,
+    short_names: &["ifco", "ifcos"],
+    categories: CATEGORIES,
+    verbs: VERBS,
+    selectable: SELECTABLE_FIELDS,
+    reader: Reader::ClusterScoped,
+    serve,
+    description: schema::CLUSTER,
+    definitions: schema::definitions,
+};
 
-    /// The namespace a snapshot for this scope may be limited to (`None`: it needs every
-    /// record).
-    pub fn snapshot_namespace(&self) -> Option<&str> {
-        self.namespace
-            .as_deref()
-            .filter(|_| self.resource.namespaced)
-    }
+/// `kubectl get inflight` lists the operations of both scopes.
+const CATEGORIES: &[&str] = &["inflight"];
 
-    fn group_resource(&self) -> GroupResource {
-        GroupResource::new(GROUP, self.resource.plural)
+/// Whether `stored` is of the resource and namespace of `scope`.
+fn contains(scope: &Scope, stored: &Stored) -> bool {
+    match (&stored.op.namespace, scope.resource.namespaced) {
+        (None, false) => true,
+        (Some(ns), true) => scope.namespace.as_ref().is_none_or(|want| want == ns),
+        _ => false,
     }
 }
 
 /// Whether a stored object passes the request's scope and selectors.
 pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
-    if !scope.contains(stored) {
+    if !contains(scope, stored) {
         return false;
     }
     if !params.labels.matches_with(|k| stored.op.labels.get(k)) {
@@ -65,78 +79,25 @@ pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
     params.fields.matches(|field| stored.op.field(field))
 }
 
-pub fn resource_for(plural: &str) -> Option<&'static Resource> {
-    RESOURCES.into_iter().find(|r| r.plural == plural)
-}
-
-/// What a request is served as, decided from its [`RequestInfo`] alone (the one its
-/// authorization was derived from).
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub scope: Scope,
-    pub action: Action,
-    pub params: Params,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// One object, by the name in the path.
-    Get(String),
-    List,
-    /// A watch; of one object when the path names it (its name then joins the field selector).
-    Watch,
-}
-
-impl Action {
-    /// The verb authorization names this action with; the property tests check that it is the
-    /// one the guard authorized.
-    #[cfg(test)]
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Action::Get(_) => "get",
-            Action::List => "list",
-            Action::Watch => "watch",
-        }
-    }
-}
-
-/// Reads what `info` asks this API for: 404 for paths it does not serve, 405 for verbs other
-/// than get, list and watch, 400 for bad parameters.
-pub fn plan(info: &RequestInfo) -> Result<Plan, ApiError> {
-    let r = info.resource.as_ref().ok_or(ApiError::PathNotFound)?;
-    if r.group != GROUP || r.version != VERSION || r.subresource.is_some() {
-        return Err(ApiError::PathNotFound);
-    }
-    let resource = resource_for(&r.resource).ok_or(ApiError::PathNotFound)?;
-    match &r.namespace {
-        Some(ns) if ns.is_empty() || !resource.namespaced => return Err(ApiError::PathNotFound),
-        _ => {}
-    }
-    let name = name_in_path(r)?;
-    let scope = Scope {
-        resource,
-        namespace: r.namespace.clone(),
-    };
-    let verb = info.verb.as_str();
-    served_verb(verb, || scope.group_resource())?;
-    let mut params = Params::parse(&info.query, verb == "watch")?;
-    let action = match (verb, name) {
-        ("watch", Some(name)) => {
-            select_name(&mut params, name, SELECTABLE_FIELDS)?;
-            Action::Watch
-        }
-        ("watch", None) => Action::Watch,
-        (_, Some(name)) => Action::Get(name.to_string()),
-        (_, None) => Action::List,
-    };
-    Ok(Plan {
+/// Serves a request for the operations of one scope (see [`crate::api::resource::Serve`]).
+fn serve(
+    state: &Arc<ApiState>,
+    Plan {
         scope,
         action,
         params,
-    })
+    }: Plan,
+    repr: Representation,
+    user: &str,
+) -> Result<Response, ApiError> {
+    match action {
+        Action::Get(name) => get(state, &scope, &name, repr, &params),
+        Action::List => list(state, &scope, &params, repr),
+        Action::Watch => watch::serve(state.clone(), user, scope, params, repr),
+    }
 }
 
-pub(super) fn get(
+fn get(
     state: &ApiState,
     scope: &Scope,
     name: &str,
@@ -144,14 +105,14 @@ pub(super) fn get(
     params: &Params,
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError::NotFound {
-        resource: scope.group_resource(),
+        resource: scope.resource.group_resource(),
         name: name.to_string(),
     };
     let stored = state
         .index
         .get(scope.namespace.as_deref(), name)
         .ok_or_else(not_found)?;
-    if !scope.contains(&stored) {
+    if !contains(scope, &stored) {
         return Err(not_found());
     }
     Ok(json_response(&represent(
@@ -222,7 +183,7 @@ fn snapshot_for(
     }
 }
 
-pub(super) fn list(
+fn list(
     state: &ApiState,
     scope: &Scope,
     params: &Params,
@@ -296,7 +257,7 @@ pub(super) fn list(
             let kind = format!("{}List", scope.resource.kind);
             let envelope: List<'_, ()> = List {
                 kind: &kind,
-                api_version: super::discovery::GROUP_VERSION,
+                api_version: GROUP_VERSION,
                 metadata,
                 items: Vec::new(),
             };

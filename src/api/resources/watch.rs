@@ -2,10 +2,11 @@
 //! are the shared snapshot's, and each index event goes through this watcher's own filter (an
 //! object entering or leaving the selectors is an ADDED or DELETED for it).
 
-use super::{Scope, matches};
+use super::matches;
 use crate::api::ApiState;
 use crate::api::negotiate::Representation;
 use crate::api::params::Params;
+use crate::api::resource::Scope;
 use crate::api::status::ApiError;
 use crate::api::table::represent;
 use crate::api::watch::{self, Watched, frame};

@@ -2,7 +2,7 @@
 //! much it buffers, and the lines it writes (events, bookmarks, and the in-stream errors that
 //! end it).
 
-use crate::api::discovery::GROUP_VERSION;
+use crate::api::resource::GROUP_VERSION;
 use crate::api::status::ApiError;
 use crate::index::WatchError;
 use bytes::Bytes;

@@ -1,0 +1,102 @@
+//! The OpenAPI definitions of the maintenance gates, what `kubectl explain` prints of them: the
+//! object and its list, the status, and the operations and stale targets it lists.
+
+use crate::api::openapi::schema::{PREFIX, list, meta, object, ours, strings};
+use crate::api::resource::Resource;
+use serde_json::{Map, Value, json};
+
+/// What `kubectl explain` says of `MaintenanceGate`.
+pub(super) const DESCRIPTION: &str = "MaintenanceGate is a verdict on whether disruptive work (draining or rebooting a node, upgrading a component, a backup window) is safe now in one scope, computed live from the operations in flight. Named cluster (every operation), node.<node> (operations whose ifo.kubevirt.io/node or ifo.kubevirt.io/target-node label names the node, so a migration into or out of it), component.<component> (operations of that component) or namespace.<namespace> (operations on subjects in that namespace). The gate of every node and namespace the cluster has, and of every component a ruleset declares, can be read, with nothing in flight too: `kubectl wait --for=condition=Clear=True maintenancegate/node.worker-1` waits until the node is clear. The gate of one the cluster does not have is NotFound (404) unless operations are in flight in it, and Unknown while the server cannot tell yet. A list holds the cluster gate and every gate with operations in flight, paged by limit and continue. Read-only; never stored.";
+
+/// The definitions of the gates (`resource`), by name.
+pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
+    let kind = resource.kind;
+    let mut own = Map::new();
+    own.insert(
+        "status".into(),
+        json!({
+            "$ref": ours("MaintenanceGateStatus"),
+            "description": "The verdict and what it rests on.",
+        }),
+    );
+    let object = object(
+        kind,
+        resource.description,
+        "Standard object metadata: the gate's name, a uid derived from it, and the resourceVersion of the latest change of its verdict. Gates have no generation.",
+        own,
+    );
+    let status = json!({
+        "description": "MaintenanceGateStatus says whether the scope is clear of operations in flight, and if not, which and until when.",
+        "type": "object",
+        "properties": {
+            "conditions": {
+                "description": "Clear: True when nothing is in flight in the scope and every watched target feeding it is current (reason NothingInFlight); False when operations are in flight (reason OperationsInFlight, the message names the first few); Unknown when the server cannot vouch for the scope (reason Stale: a target feeding it is not being watched, or the server has not finished its initial sync; reason ExistenceUnknown: the server cannot tell yet whether the scope's node, namespace or component exists; the message says which). Unknown never satisfies a wait for True. Stalled: True when an operation in the scope is stalled (reason OperationsStalled, the message names the first few and why: what their rule reports, or OverdueByHistory for one running well past what its rule's operations normally take), else False (reason NothingStalled). Overridden, on a node's gate only while the node carries the annotation ifo.kubevirt.io/maintenance-override: True while the override lets every eviction of the node's pods through the maintenance guard whatever Clear says (reason OverrideSet without an end, OverrideSetUntil until the end ifo.kubevirt.io/maintenance-override-until gives, an RFC 3339 time or a duration after that annotation was written; the message gives the reason, since when and until when, and lastTransitionTime is since when it is set), False once its end has passed (reason OverrideEnded, lastTransitionTime its end) or when that end is neither a time nor a duration (reason InvalidOverrideEnd: the override is not in force). lastTransitionTime is when the verdict last changed.",
+                "type": "array",
+                "items": {"$ref": meta("Condition")},
+                "x-kubernetes-list-map-keys": ["type"],
+                "x-kubernetes-list-type": "map",
+            },
+            "activeOperations": {
+                "description": "How many operations are in flight in the scope.",
+                "type": "integer",
+                "format": "int64",
+            },
+            "operations": {
+                "description": "The operations in flight in the scope, oldest first, at most 50.",
+                "type": "array",
+                "items": {"$ref": ours("MaintenanceGateOperation")},
+                "x-kubernetes-list-type": "atomic",
+            },
+            "expectedClearTime": {
+                "$ref": meta("Time"),
+                "description": "When the last operation in flight is expected to end: the latest of their expectedEnd. Absent when nothing is in flight or when any of them has no estimate.",
+            },
+            "staleTargets": {
+                "description": "The watched targets feeding the scope whose data is not current, and why. Absent when every one is current.",
+                "type": "array",
+                "items": {"$ref": ours("MaintenanceGateStaleTarget")},
+                "x-kubernetes-list-type": "atomic",
+            },
+        },
+    });
+    let operation = json!({
+        "description": "MaintenanceGateOperation is one operation in flight in a gate's scope: the InFlightOperation (or InFlightClusterOperation) to read for details.",
+        "type": "object",
+        "properties": {
+            "namespace": {"description": "Namespace of the InFlightOperation; absent for an InFlightClusterOperation.", "type": "string"},
+            "name": {"description": "Name of the InFlightOperation or InFlightClusterOperation.", "type": "string"},
+            "kind": {"description": "InFlightOperation or InFlightClusterOperation.", "type": "string"},
+            "subject": strings(
+                "The object the operation happens to.",
+                &[
+                    ("kind", "Kind of the subject."),
+                    ("name", "Name of the subject."),
+                    ("namespace", "Namespace of the subject; absent for cluster-scoped subjects."),
+                ],
+                &[],
+            ),
+            "operation": {"description": "The operation, as its rule names it.", "type": "string"},
+            "component": {"description": "The component the operation belongs to.", "type": "string"},
+            "startTime": {"$ref": meta("Time"), "description": "When the operation started."},
+            "expectedEnd": {"$ref": meta("Time"), "description": "When the operation is expected to end: the end of its debounce grace when no rule detects it any more, else its status.expectedEnd. Absent without an estimate."},
+            "progress": {"description": "How far along the operation is, in percent (0 to 100), when its rule reports it.", "type": "number", "format": "double"},
+            "stalled": {"description": "Whether the operation is stalled (its Stalled condition is True).", "type": "boolean"},
+        },
+        "required": ["name", "kind", "subject", "operation", "component", "stalled"],
+    });
+    let stale = strings(
+        "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",
+        &[
+            ("resource", "The target, as <resource>.<group>/<version>."),
+            ("reason", "Why it is not current."),
+        ],
+        &["resource", "reason"],
+    );
+    let mut definitions = Map::new();
+    definitions.insert(format!("{PREFIX}{kind}"), object);
+    definitions.insert(format!("{PREFIX}{kind}List"), list(kind));
+    definitions.insert(format!("{PREFIX}MaintenanceGateStatus"), status);
+    definitions.insert(format!("{PREFIX}MaintenanceGateOperation"), operation);
+    definitions.insert(format!("{PREFIX}MaintenanceGateStaleTarget"), stale);
+    definitions
+}
