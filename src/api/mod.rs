@@ -10,7 +10,7 @@ pub(crate) mod openapi;
 pub(crate) mod params;
 pub(crate) mod request;
 pub(crate) mod resource;
-mod resources;
+mod operations;
 mod respond;
 mod routes;
 pub(crate) mod served;

@@ -7,7 +7,7 @@
 
 use super::gate::MAINTENANCE_GATES;
 use super::resource::Resource;
-use super::resources::{INFLIGHT_CLUSTER_OPERATIONS, INFLIGHT_OPERATIONS};
+use super::operations::{INFLIGHT_CLUSTER_OPERATIONS, INFLIGHT_OPERATIONS};
 use ifo_apimachinery::RequestInfo;
 
 /// Every served resource, in discovery order.

@@ -1,7 +1,7 @@
 //! Server-side printing, for every served resource: the `meta.k8s.io` Table kubectl shows for
 //! `get` and `get -w`, the `PartialObjectMetadata` form, and which of them (or the object) one
 //! item is answered as. A resource says only what its columns are and what a row of an item
-//! shows, as a [`Printed`]: the operations' in `resources::table`, the gates' in `gate::table`.
+//! shows, as a [`Printed`]: the operations' in `operations::table`, the gates' in `gate::table`.
 //!
 //! Everything borrows the items and is serialised straight to the response: a list of 10,000
 //! rows copies no object, it only writes them out.

@@ -4,7 +4,7 @@
 //! with 410 Expired for a watcher that falls behind or stops reading.
 //!
 //! A resource says only what its items are and what an event of the index makes of them, as a
-//! [`Watched`]: the operations' in `resources::watch`, the gates' in `gate::watch`.
+//! [`Watched`]: the operations' in `operations::watch`, the gates' in `gate::watch`.
 
 mod frames;
 pub(super) mod slots;
