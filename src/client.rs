@@ -16,7 +16,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A request that got no answer in time.
 #[derive(Debug, thiserror::Error)]
 #[error("kube-apiserver did not answer {method} {path} within {timeout:?}")]
-pub struct DeadlineExceeded {
+pub(crate) struct DeadlineExceeded {
     method: http::Method,
     path: String,
     timeout: Duration,
@@ -24,7 +24,7 @@ pub struct DeadlineExceeded {
 
 /// Puts a deadline on every request but watches.
 #[derive(Clone, Copy, Debug)]
-pub struct DeadlineLayer {
+pub(crate) struct DeadlineLayer {
     /// How long a request may take, answer included.
     pub timeout: Duration,
 }
@@ -44,7 +44,7 @@ impl<S> Layer<S> for DeadlineLayer {
 /// answered within the timeout, so that a stuck kube-apiserver cannot hang its caller, and lets
 /// watches run.
 #[derive(Clone, Debug)]
-pub struct Deadline<S> {
+pub(crate) struct Deadline<S> {
     inner: S,
     timeout: Duration,
 }
@@ -90,12 +90,12 @@ where
 }
 
 /// The deadline of each call to kube-apiserver that is not a watch.
-pub fn api_timeout(args: &ServeArgs) -> Duration {
+pub(crate) fn api_timeout(args: &ServeArgs) -> Duration {
     args.k8s_api_timeout.max(Duration::from_secs(1))
 }
 
 /// A kube client for the server's own identity, from `--kubeconfig` or the environment.
-pub async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
+pub(crate) async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How one run of a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// It returned.
     Returned,
     /// It panicked, with the panic's message.
@@ -66,7 +66,7 @@ fn report(task: &str, ended: &Ended, then: &str) {
 
 /// Runs the task `start` makes for ever: started again, after a backoff, whenever it ends or
 /// panics. Dropping the future (aborting its task) stops it.
-pub async fn restarting<F, Fut>(task: &'static str, mut start: F)
+pub(crate) async fn restarting<F, Fut>(task: &'static str, mut start: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
@@ -86,7 +86,7 @@ where
 }
 
 /// The server's background tasks: one set, one cancellation, one shutdown.
-pub struct Tasks {
+pub(crate) struct Tasks {
     set: JoinSet<()>,
     cancel: CancellationToken,
     /// Cancelled when the shutdown sequence begins: from then on essential tasks may end.
@@ -96,7 +96,7 @@ pub struct Tasks {
 
 impl Tasks {
     /// An empty set; essential tasks that end fail `readiness` (and liveness).
-    pub fn new(readiness: Readiness) -> Tasks {
+    pub(crate) fn new(readiness: Readiness) -> Tasks {
         Tasks {
             set: JoinSet::new(),
             cancel: CancellationToken::new(),
@@ -108,7 +108,7 @@ impl Tasks {
     /// To cancel when the shutdown sequence begins (before [`Tasks::shutdown`]): essential tasks
     /// asked to stop by it (the elector hands the Lease over) then end without failing the
     /// server.
-    pub fn stopping(&self) -> CancellationToken {
+    pub(crate) fn stopping(&self) -> CancellationToken {
         self.stopping.clone()
     }
 
@@ -123,7 +123,7 @@ impl Tasks {
     }
 
     /// A task that runs until shutdown, started again whenever it ends or panics.
-    pub fn restarting<F, Fut>(&mut self, task: &'static str, start: F)
+    pub(crate) fn restarting<F, Fut>(&mut self, task: &'static str, start: F)
     where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
@@ -133,7 +133,11 @@ impl Tasks {
 
     /// A task that finishes: its return is its success; a panic is counted and logged, and the
     /// server goes on without it (what it did is retried by the tasks that depend on it).
-    pub fn once(&mut self, task: &'static str, future: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) fn once(
+        &mut self,
+        task: &'static str,
+        future: impl Future<Output = ()> + Send + 'static,
+    ) {
         self.spawn(async move {
             let ended = run_once(future).await;
             if ended != Ended::Returned {
@@ -144,7 +148,7 @@ impl Tasks {
 
     /// A task the server cannot do without: when it ends before shutdown, `/livez` and
     /// `/readyz` fail from then on, and the pod is restarted.
-    pub fn essential(
+    pub(crate) fn essential(
         &mut self,
         task: &'static str,
         future: impl Future<Output = ()> + Send + 'static,
@@ -161,7 +165,7 @@ impl Tasks {
     }
 
     /// Cancels every task and waits until they have ended.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.cancel.cancel();
         while self.set.join_next().await.is_some() {}
     }

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 const STATE_DIR: &str = "/run/ifo-node";
 
 /// The bridge pods are attached to; it carries the node's address.
-pub const BRIDGE: &str = "ifo0";
+pub(crate) const BRIDGE: &str = "ifo0";
 
 /// Every path of a node's files contains this, so leftovers of a killed run can be recognised.
-pub const NODE_DIR_MARK: &str = "/ifo-node/";
+pub(crate) const NODE_DIR_MARK: &str = "/ifo-node/";
 
 /// Kernel settings the node's components change.
 const SYSCTLS: [&str; 8] = [
@@ -47,7 +47,7 @@ struct Saved {
 }
 
 /// The machine as it was before the node started; dropping it puts it back.
-pub struct Host {
+pub(crate) struct Host {
     saved: Saved,
     _lock: File,
 }
@@ -78,7 +78,7 @@ fn quietly(program: &str, args: &[&str]) {
 impl Host {
     /// Takes the machine's node lock, cleans up after a run that was killed (from the state it
     /// saved), and saves the current state.
-    pub fn save() -> Result<Host> {
+    pub(crate) fn save() -> Result<Host> {
         std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
         let lock = File::create(Path::new(STATE_DIR).join("lock"))?;
         // SAFETY: flock on a file descriptor we own; the lock goes with the descriptor.
@@ -119,7 +119,7 @@ impl Host {
     }
 
     /// Creates the node's bridge with its address, up, before anything binds to that address.
-    pub fn create_bridge(&self, cidr: &str) -> Result<()> {
+    pub(crate) fn create_bridge(&self, cidr: &str) -> Result<()> {
         quietly("ip", &["link", "del", BRIDGE]);
         output("ip", &["link", "add", BRIDGE, "type", "bridge"])?;
         output("ip", &["addr", "add", cidr, "dev", BRIDGE])?;

@@ -380,6 +380,6 @@ impl Drop for Node {
 
 /// The node's directory in the cluster's: its name is the mark [`Host`] recognises a killed run's
 /// leftovers by.
-pub fn node_dir(cluster_dir: &Path) -> PathBuf {
+pub(crate) fn node_dir(cluster_dir: &Path) -> PathBuf {
     cluster_dir.join(host::NODE_DIR_MARK.trim_matches('/'))
 }

@@ -167,7 +167,7 @@ impl Drop for Process {
 
 /// The stdout of a command that ran to completion, or an error naming it (`program` and `args`)
 /// with its stderr.
-pub fn stdout_of(out: std::process::Output, program: &str, args: &[&str]) -> Result<String> {
+pub(crate) fn stdout_of(out: std::process::Output, program: &str, args: &[&str]) -> Result<String> {
     if !out.status.success() {
         anyhow::bail!(
             "{program} {} failed: {}",

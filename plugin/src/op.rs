@@ -181,7 +181,13 @@ pub(crate) mod tests {
     use serde_json::json;
 
     /// A served object with the given fields (tests of every module build on it).
-    pub fn op(ns: Option<&str>, kind: &str, subject: &str, operation: &str, phase: &str) -> Op {
+    pub(crate) fn op(
+        ns: Option<&str>,
+        kind: &str,
+        subject: &str,
+        operation: &str,
+        phase: &str,
+    ) -> Op {
         let mut metadata = json!({
             "name": format!("{}-{}-0000", subject, operation.to_lowercase()),
             "creationTimestamp": "2026-01-01T10:00:00Z",

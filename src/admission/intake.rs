@@ -26,17 +26,17 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 /// Reviews read at once from one peer address by callers that have not proven who they are.
-pub const PER_PEER: usize = 16;
+pub(super) const PER_PEER: usize = 16;
 
 /// Reviews read at once by callers that have not proven who they are, from all addresses.
-pub const ANONYMOUS: usize = 1024;
+pub(super) const ANONYMOUS: usize = 1024;
 
 /// Reviews with a large body parsed at once, in each pool (proven, anonymous).
-pub const STREAMED: usize = 4;
+pub(super) const STREAMED: usize = 4;
 
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
 /// review at once.
-pub const BODY_DEADLINE: Duration = Duration::from_secs(2);
+pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Most of a refused request's body read (and dropped) before it is answered.
 const DISCARDED: usize = 64 << 10;

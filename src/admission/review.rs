@@ -22,11 +22,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// Bodies up to this size (by their `Content-Length`) are read whole, then parsed.
-pub const WHOLE_BYTES: usize = 64 << 10;
+pub(super) const WHOLE_BYTES: usize = 64 << 10;
 
 /// Largest body parsed as it arrives: over kube-apiserver's own limit on a request (3 MiB) with
 /// the user's identity (its header limit, 1 MiB) beside it.
-pub const MAX_STREAMED_BYTES: usize = 8 << 20;
+pub(super) const MAX_STREAMED_BYTES: usize = 8 << 20;
 
 /// The only AdmissionReview version the webhooks are registered for.
 pub(super) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use crate::index::Stored;
 
 /// Items written per chunk (and the most a list may have to go out as one body).
-pub const CHUNK: usize = 500;
+pub(super) const CHUNK: usize = 500;
 
 /// Writes one item's JSON.
-pub trait WriteItem: Fn(&Stored, &mut Vec<u8>) + Send + 'static {}
+pub(super) trait WriteItem: Fn(&Stored, &mut Vec<u8>) + Send + 'static {}
 impl<F: Fn(&Stored, &mut Vec<u8>) + Send + 'static> WriteItem for F {}
 
 /// Writes `value`'s JSON to `out` (the wire types only have string keys: this cannot fail).
-pub fn write_json(out: &mut Vec<u8>, value: &impl Serialize) {
+pub(super) fn write_json(out: &mut Vec<u8>, value: &impl Serialize) {
     if let Err(e) = serde_json::to_writer(out, value) {
         tracing::error!(error = %e, "serialising a list item failed");
     }
@@ -30,7 +30,7 @@ pub fn write_json(out: &mut Vec<u8>, value: &impl Serialize) {
 
 /// The list response of `envelope` (serialised with an empty last array) with `items` written
 /// by `write` in its last array.
-pub fn respond(
+pub(super) fn respond(
     envelope: &impl Serialize,
     items: Vec<Arc<Stored>>,
     write: impl WriteItem,
@@ -71,7 +71,7 @@ pub fn respond(
 
 /// How many bytes `write` adds for an item, where that is known before it is written (an
 /// object written as it is stored); `None` where it is not (rows, metadata).
-pub type ItemSize = Option<fn(&Stored) -> usize>;
+pub(super) type ItemSize = Option<fn(&Stored) -> usize>;
 
 /// Writes `items`, the first being item number `first` of the list (commas between items).
 /// Where their sizes are known, the room for all of them is made at once: a chunk of large

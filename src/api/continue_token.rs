@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 /// Decoded `continue` token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ContinueToken {
+pub(crate) struct ContinueToken {
     /// resourceVersion of the snapshot the listing reads from.
     pub rv: u64,
     /// `<namespace>/<name>` of the first item of the next page (inclusive).
@@ -28,7 +28,7 @@ pub struct ContinueToken {
 
 /// Why a `continue` token was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ContinueTokenError {
+pub(crate) enum ContinueTokenError {
     #[error("continue key is not valid: {0}")]
     Malformed(String),
     #[error(
@@ -45,7 +45,7 @@ pub enum ContinueTokenError {
 
 impl ContinueToken {
     /// A token resuming at the object `namespace/name` (namespace empty when cluster-scoped).
-    pub fn new(rv: u64, namespace: &str, name: &str) -> Self {
+    pub(crate) fn new(rv: u64, namespace: &str, name: &str) -> Self {
         Self {
             rv,
             start: format!("{namespace}/{name}"),
@@ -53,12 +53,12 @@ impl ContinueToken {
     }
 
     /// The opaque string for `metadata.continue`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         opaque(self)
     }
 
     /// Parses a `continue` query parameter.
-    pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
+    pub(crate) fn decode(token: &str) -> Result<Self, ContinueTokenError> {
         let decoded = read(token, |t: &Self| (t.rv, t.start.as_str()))?;
         match decoded.start.split_once('/') {
             Some((_, name)) if !name.is_empty() && !name.contains('/') => Ok(decoded),
@@ -69,7 +69,7 @@ impl ContinueToken {
     /// `(namespace, name)` of the first item of the next page, for comparing against the
     /// `(namespace, name)` list order (comparing the joined string would order `a-b/x` before
     /// `a/x`).
-    pub fn start_key(&self) -> (&str, &str) {
+    pub(crate) fn start_key(&self) -> (&str, &str) {
         self.start.split_once('/').unwrap_or(("", &self.start))
     }
 }
@@ -101,7 +101,7 @@ fn read<T: serde::de::DeserializeOwned>(
 /// Decoded `continue` token of a list of maintenance gates (see the [module](self)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GateContinueToken {
+pub(crate) struct GateContinueToken {
     /// The resourceVersion of the page that issued it (each page reports its own).
     pub rv: u64,
     /// The name of the last gate of that page: the next page starts after it.
@@ -110,13 +110,13 @@ pub struct GateContinueToken {
 
 impl GateContinueToken {
     /// The opaque string for `metadata.continue`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         opaque(self)
     }
 
     /// Parses a `continue` query parameter: what [`GateContinueToken::encode`] wrote, after a
     /// well-formed gate name.
-    pub fn decode(token: &str) -> Result<Self, ContinueTokenError> {
+    pub(crate) fn decode(token: &str) -> Result<Self, ContinueTokenError> {
         let decoded = read(token, |t: &Self| (t.rv, t.after.as_str()))?;
         crate::index::GateScope::parse(&decoded.after).map_err(ContinueTokenError::NotAGate)?;
         Ok(decoded)

@@ -16,7 +16,7 @@ use super::resource::{GROUP, GROUP_VERSION, VERSION};
 use super::served::SERVED;
 
 /// A serialized document and its entity tag.
-pub struct Document {
+pub(crate) struct Document {
     pub body: Vec<u8>,
     pub etag: String,
 }
@@ -29,7 +29,7 @@ impl Document {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes
         .iter()
         .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
@@ -39,7 +39,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Every discovery document, built once.
-pub struct Discovery {
+pub(crate) struct Discovery {
     pub resource_list: Document,
     pub group: Document,
     pub group_list: Document,
@@ -139,7 +139,7 @@ fn aggregated(api_version: &str) -> Value {
 }
 
 impl Discovery {
-    pub fn new() -> Discovery {
+    pub(crate) fn new() -> Discovery {
         Discovery {
             resource_list: Document::new(&api_resource_list()),
             group: Document::new(&api_group()),

@@ -17,7 +17,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use std::sync::Arc;
 
-pub use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
+pub(crate) use ifo_model::INCOMPLETE_WARNING as INCOMPLETE;
 use ifo_model::{CauseGroup, StaleCause, group_by_cause};
 
 /// Most warnings on one response; the rest are counted in the last one.
@@ -27,7 +27,7 @@ const MAX_REASON: usize = 300;
 
 /// Who reads an answer's warnings, as the request was authorized: what they may be told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reader {
+pub(crate) enum Reader {
     /// Every reason its query gives: a read of one namespace (whose query gives only that
     /// namespace's blind spots, and its targets' and rulesets'), a read across every namespace
     /// (authorized cluster-wide), the maintenance gates (read by holders of their ClusterRole).
@@ -41,7 +41,7 @@ pub enum Reader {
 /// One reason why an answer may be incomplete, as read when the answer was taken; told to a
 /// reader by [`texts`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Notice {
+pub(crate) struct Notice {
     text: String,
     /// Whether it names something of a namespace (told only to readers of it).
     namespaced: bool,
@@ -66,7 +66,7 @@ impl From<&str> for Notice {
 /// [`texts`]): the writers publish what a list brought before they say the target is current,
 /// so an answer taken while it was not yet current is warned even if it is current by the time
 /// the answer is sent.
-pub fn warnings_now(
+pub(crate) fn warnings_now(
     targets: &HealthReader,
     unsynced: &[String],
     namespace: Option<&str>,
@@ -105,7 +105,7 @@ fn by_cause(stale: &[Stale]) -> Vec<Notice> {
 /// `stale` told by cause (see [`group_by_cause`]): one reason, with its remedy, for each cause
 /// that many of them share, and for each of `stale` whether one of those reasons tells it. The
 /// same words in a `Warning` and in a gate's message.
-pub fn causes(stale: &[Stale]) -> (Vec<String>, Vec<bool>) {
+pub(crate) fn causes(stale: &[Stale]) -> (Vec<String>, Vec<bool>) {
     let named: Vec<(String, String)> = stale
         .iter()
         .map(|s| (target_name(s), s.reason.to_string()))
@@ -160,13 +160,16 @@ fn forbidden_user(reason: &str) -> Option<&str> {
 /// The reasons of an answer kept with it (a list read from a kept snapshot), for the `Warning`
 /// headers [`texts`] makes of them with the others; a response extension.
 #[derive(Clone, Debug)]
-pub struct Kept(pub Arc<[Notice]>);
+pub(crate) struct Kept(pub Arc<[Notice]>);
 
 /// The `Warning` texts `reader` is given for `notices` (each reason once, in order): at most
 /// [`MAX_WARNINGS`], the rest counted in one more; for [`Reader::ClusterScoped`], those that
 /// name something of a namespace are counted in one text that says the answer may be
 /// incomplete all the same.
-pub fn texts<'a>(notices: impl IntoIterator<Item = &'a Notice>, reader: Reader) -> Vec<String> {
+pub(crate) fn texts<'a>(
+    notices: impl IntoIterator<Item = &'a Notice>,
+    reader: Reader,
+) -> Vec<String> {
     let (mut told, mut unnamed): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     for n in notices {
         let list = if reader == Reader::ClusterScoped && n.namespaced {
@@ -203,7 +206,7 @@ pub fn texts<'a>(notices: impl IntoIterator<Item = &'a Notice>, reader: Reader) 
 }
 
 /// Adds `texts` to a successful response as `Warning` headers, each text once.
-pub fn warn(texts: impl IntoIterator<Item = String>, response: &mut Response) {
+pub(crate) fn warn(texts: impl IntoIterator<Item = String>, response: &mut Response) {
     if !response.status().is_success() {
         return;
     }
@@ -253,7 +256,7 @@ fn warnings(stale: &[Stale]) -> Vec<String> {
 
 /// `<resource>.<group>/<version>` (`<resource>/<version>` in the core group): how warnings and
 /// maintenance gates name a target.
-pub fn target_name(stale: &Stale) -> String {
+pub(crate) fn target_name(stale: &Stale) -> String {
     let t = &stale.target;
     if t.group.is_empty() {
         format!("{}/{}", t.resource, t.version)

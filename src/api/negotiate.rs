@@ -25,13 +25,13 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The only media type this server encodes.
-pub const APPLICATION_JSON: &str = "application/json";
+pub(crate) const APPLICATION_JSON: &str = "application/json";
 
 /// Content type of an aggregated discovery `v2` response.
-pub const DISCOVERY_V2_CONTENT_TYPE: &str =
+pub(crate) const DISCOVERY_V2_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 /// Content type of an aggregated discovery `v2beta1` response.
-pub const DISCOVERY_V2BETA1_CONTENT_TYPE: &str =
+pub(crate) const DISCOVERY_V2BETA1_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
 const META_GROUP: &str = "meta.k8s.io";
@@ -39,7 +39,7 @@ const DISCOVERY_GROUP: &str = "apidiscovery.k8s.io";
 
 /// One clause of an `Accept` header.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MediaRange {
+pub(crate) struct MediaRange {
     /// `application`, or `*`.
     pub type_: String,
     /// `json`, or `*`.
@@ -101,7 +101,7 @@ struct Conversion<'a> {
 
 /// How a resource (get/list/watch) response should be represented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Representation {
+pub(crate) enum Representation {
     /// `meta.k8s.io` `Table` (`beta`: `v1beta1` instead of `v1`).
     Table { beta: bool },
     /// `meta.k8s.io` `PartialObjectMetadata` for a get or watch event, `PartialObjectMetadataList`
@@ -113,7 +113,7 @@ pub enum Representation {
 
 impl Representation {
     /// The `apiVersion` of the converted document, or `None` for [`Representation::Object`].
-    pub fn meta_api_version(self) -> Option<&'static str> {
+    pub(crate) fn meta_api_version(self) -> Option<&'static str> {
         match self {
             Representation::Table { beta } | Representation::PartialObjectMetadata { beta } => {
                 Some(if beta {
@@ -128,14 +128,14 @@ impl Representation {
 
     /// Always `application/json`: kube-apiserver does not decorate the content type of
     /// Tables or metadata lists; clients decode by `kind`.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         APPLICATION_JSON
     }
 }
 
 /// Which document `GET /apis` should return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DiscoveryFormat {
+pub(crate) enum DiscoveryFormat {
     /// `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`.
     AggregatedV2,
     /// `apidiscovery.k8s.io/v2beta1` `APIGroupDiscoveryList`.
@@ -147,7 +147,7 @@ pub enum DiscoveryFormat {
 impl DiscoveryFormat {
     /// The response `Content-Type`; the aggregator only caches an aggregated answer whose
     /// content type carries the matching `g`/`v`/`as`.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             DiscoveryFormat::AggregatedV2 => DISCOVERY_V2_CONTENT_TYPE,
             DiscoveryFormat::AggregatedV2Beta1 => DISCOVERY_V2BETA1_CONTENT_TYPE,
@@ -159,18 +159,18 @@ impl DiscoveryFormat {
 /// No clause of the `Accept` header can be served: answer `406 NotAcceptable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("only the following media types are accepted: application/json")]
-pub struct NotAcceptable;
+pub(crate) struct NotAcceptable;
 
 /// The first `Accept` header of a request (later ones are ignored, as Go's `Header.Get`
 /// does). Bytes that are not UTF-8 are replaced, which can only make a clause unmatchable.
-pub fn accept_header(headers: &http::HeaderMap) -> Option<Cow<'_, str>> {
+pub(crate) fn accept_header(headers: &http::HeaderMap) -> Option<Cow<'_, str>> {
     headers
         .get(http::header::ACCEPT)
         .map(|v| String::from_utf8_lossy(v.as_bytes()))
 }
 
 /// Chooses the representation for a get, list or watch request.
-pub fn negotiate_resource(accept: Option<&str>) -> Result<Representation, NotAcceptable> {
+pub(crate) fn negotiate_resource(accept: Option<&str>) -> Result<Representation, NotAcceptable> {
     negotiate(accept, |clause| match clause.conversion() {
         None => clause
             .stream_and_server_version_ok(Some("v1"))
@@ -199,7 +199,7 @@ pub fn negotiate_resource(accept: Option<&str>) -> Result<Representation, NotAcc
 /// Chooses the document for `GET /apis`: aggregated discovery when a clause asks for
 /// `as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2|v2beta1` (first such clause wins),
 /// else the legacy `APIGroupList` when plain JSON is acceptable.
-pub fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryFormat, NotAcceptable> {
+pub(crate) fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryFormat, NotAcceptable> {
     // kube-apiserver first negotiates with restrictions that admit only the aggregated
     // conversion, then hands the request to the legacy handler, which admits only
     // unconverted JSON. Together: the first clause (in priority order) that is either.
@@ -230,7 +230,7 @@ pub fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryFormat, NotA
 /// Whether an OpenAPI document may be sent: it exists only as JSON (kube-openapi also offers
 /// protobuf, which the aggregator never asks of us). Any clause covering JSON will do, its
 /// parameters ignored, as kube-openapi matches type and subtype only.
-pub fn negotiate_openapi(accept: Option<&str>) -> Result<(), NotAcceptable> {
+pub(crate) fn negotiate_openapi(accept: Option<&str>) -> Result<(), NotAcceptable> {
     negotiate(accept, |_| Some(())).map(|_| ())
 }
 
@@ -274,7 +274,7 @@ fn json_rejected(clauses: &[MediaRange]) -> bool {
 /// split on `,` and `;`, trim spaces, drop clauses without a `type/subtype` (a lone `*` means
 /// `*/*`), read `q` as a float (0 when unparsable), then sort by `q` descending with specific
 /// types before wildcards, otherwise keeping header order.
-pub fn parse_accept(header: &str) -> Vec<MediaRange> {
+pub(crate) fn parse_accept(header: &str) -> Vec<MediaRange> {
     let mut clauses = Vec::new();
     for part in header.split(',') {
         let part = part.trim_matches(' ');

@@ -7,20 +7,20 @@ use ifo_apimachinery::fields::FieldSelector;
 use ifo_apimachinery::labels::LabelSelector;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RvMatch {
+pub(crate) enum RvMatch {
     NotOlderThan,
     Exact,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     None,
     Metadata,
     Object,
 }
 
 #[derive(Clone, Debug)]
-pub struct Params {
+pub(crate) struct Params {
     pub labels: LabelSelector,
     pub fields: FieldSelector,
     pub watch: bool,
@@ -53,7 +53,7 @@ impl Params {
     /// Reads the parameters from the request's decoded query (first values count, as for
     /// authorization), for a resource whose field selectors may name `fields`. `watch` is the
     /// request's verb, decided once by its `RequestInfo`.
-    pub fn parse(query: &Query, watch: bool, fields: &[&str]) -> Result<Params, ApiError> {
+    pub(crate) fn parse(query: &Query, watch: bool, fields: &[&str]) -> Result<Params, ApiError> {
         let supported = fields;
         let get = |k: &str| query.non_empty(k);
         let labels = match get("labelSelector") {

@@ -10,7 +10,7 @@ use ifo_apimachinery::{RequestInfo, ResourceInfo};
 
 /// Reads what `info` asks of `resource`: 404 for paths it does not serve, 405 for verbs it
 /// does not answer, 400 for bad parameters.
-pub fn plan(resource: &'static Resource, info: &RequestInfo) -> Result<Plan, ApiError> {
+pub(crate) fn plan(resource: &'static Resource, info: &RequestInfo) -> Result<Plan, ApiError> {
     let r = info.resource.as_ref().ok_or(ApiError::PathNotFound)?;
     if r.group != GROUP
         || r.version != VERSION

@@ -15,16 +15,16 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
-pub const GROUP: &str = ifo_model::GROUP;
-pub const VERSION: &str = ifo_model::VERSION;
-pub const GROUP_VERSION: &str = ifo_model::GROUP_VERSION;
+pub(crate) const GROUP: &str = ifo_model::GROUP;
+pub(crate) const VERSION: &str = ifo_model::VERSION;
+pub(crate) const GROUP_VERSION: &str = ifo_model::GROUP_VERSION;
 
 /// The verbs every served resource answers: it is read-only.
-pub const VERBS: &[&str] = &["get", "list", "watch"];
+pub(crate) const VERBS: &[&str] = &["get", "list", "watch"];
 
 /// Answers a request routing sent: what it asks (`plan`, of this resource), in the
 /// representation `repr`, for `user`.
-pub type Serve = fn(
+pub(crate) type Serve = fn(
     state: &Arc<ApiState>,
     plan: Plan,
     repr: Representation,
@@ -34,7 +34,7 @@ pub type Serve = fn(
 /// One resource the server serves: its names as discovery and OpenAPI give them, what a request
 /// may ask of it, what serves it, and its OpenAPI definitions.
 #[derive(Debug)]
-pub struct Resource {
+pub(crate) struct Resource {
     pub plural: &'static str,
     pub singular: &'static str,
     pub kind: &'static str,
@@ -57,14 +57,14 @@ pub struct Resource {
 
 impl Resource {
     /// The resource in our group, as `Status` errors name it.
-    pub fn group_resource(&self) -> GroupResource {
+    pub(crate) fn group_resource(&self) -> GroupResource {
         GroupResource::new(GROUP, self.plural)
     }
 }
 
 /// Which objects a request is about.
 #[derive(Clone, Debug)]
-pub struct Scope {
+pub(crate) struct Scope {
     pub resource: &'static Resource,
     /// For a namespaced resource: `Some(ns)` under `/namespaces/{ns}/`, `None` across all.
     pub namespace: Option<String>,
@@ -73,7 +73,7 @@ pub struct Scope {
 impl Scope {
     /// The namespace a snapshot for this scope may be limited to (`None`: it needs every
     /// record).
-    pub fn snapshot_namespace(&self) -> Option<&str> {
+    pub(crate) fn snapshot_namespace(&self) -> Option<&str> {
         self.namespace
             .as_deref()
             .filter(|_| self.resource.namespaced)
@@ -83,14 +83,14 @@ impl Scope {
 /// What a request is served as, decided from its `RequestInfo` alone (the one its
 /// authorization was derived from).
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub scope: Scope,
     pub action: Action,
     pub params: Params,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// One object, by the name in the path.
     Get(String),
     List,
@@ -102,7 +102,7 @@ impl Action {
     /// The verb authorization names this action with; the property tests check that it is the
     /// one the guard authorized.
     #[cfg(test)]
-    pub fn verb(&self) -> &'static str {
+    pub(crate) fn verb(&self) -> &'static str {
         match self {
             Action::Get(_) => "get",
             Action::List => "list",

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// The request as the `auth` layer read and authorized it. Requests that did not pass through
 /// that layer (the API's own unit tests) are read here, the same way.
-pub struct ParsedRequest(pub Arc<RequestInfo>);
+pub(super) struct ParsedRequest(pub Arc<RequestInfo>);
 
 impl<S: Send + Sync> FromRequestParts<S> for ParsedRequest {
     type Rejection = ApiError;
@@ -33,7 +33,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ParsedRequest {
 }
 
 /// Serves `/apis/<g>/<v>/...` paths below the group version.
-pub async fn dispatch(
+pub(super) async fn dispatch(
     State(state): State<Arc<ApiState>>,
     ParsedRequest(info): ParsedRequest,
     user: Option<Extension<UserInfo>>,

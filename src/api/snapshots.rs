@@ -24,7 +24,7 @@ const MAX_AGE: Duration = Duration::from_secs(300);
 const MAX_POINTERS: usize = 1 << 20;
 
 #[derive(Default)]
-pub struct Snapshots {
+pub(crate) struct Snapshots {
     recent: Mutex<Recent>,
 }
 
@@ -37,7 +37,7 @@ struct Recent {
 
 /// A snapshot kept for later pages, and what made it possibly incomplete when it was taken.
 #[derive(Clone)]
-pub struct Kept {
+pub(crate) struct Kept {
     taken: Instant,
     /// The namespace it holds (`None`: every record).
     namespace: Option<String>,
@@ -76,7 +76,7 @@ impl Snapshots {
     /// The snapshot at the index's current resourceVersion (shared by concurrent lists) of
     /// `namespace`, or of everything. `warnings` are read before a new one is taken, and kept
     /// with it.
-    pub fn current(
+    pub(crate) fn current(
         &self,
         index: &IndexReader,
         namespace: Option<&str>,
@@ -115,7 +115,12 @@ impl Snapshots {
 
     /// The snapshot of `namespace` (or everything) taken at `rv`, if it is still kept
     /// and was taken since the index's epoch (an older RV may have come from another replica).
-    pub fn get(&self, index: &IndexReader, rv: u64, namespace: Option<&str>) -> Option<Kept> {
+    pub(crate) fn get(
+        &self,
+        index: &IndexReader,
+        rv: u64,
+        namespace: Option<&str>,
+    ) -> Option<Kept> {
         if rv < index.epoch() {
             return None;
         }

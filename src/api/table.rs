@@ -16,7 +16,7 @@ use serde::Serialize;
 /// One column of a Table, as its `columnDefinitions` carry it (fields in the order they were
 /// always written: by name).
 #[derive(Serialize)]
-pub struct Column {
+pub(super) struct Column {
     pub description: &'static str,
     pub format: &'static str,
     pub name: &'static str,
@@ -28,7 +28,7 @@ pub struct Column {
 
 impl Column {
     /// A column shown always.
-    pub const fn new(
+    pub(super) const fn new(
         name: &'static str,
         type_: &'static str,
         format: &'static str,
@@ -44,7 +44,7 @@ impl Column {
     }
 
     /// The same column, shown with `-o wide` only.
-    pub const fn wide(self) -> Column {
+    pub(super) const fn wide(self) -> Column {
         Column {
             priority: 1,
             ..self
@@ -53,7 +53,7 @@ impl Column {
 }
 
 /// A served item as kubectl prints it.
-pub trait Printed {
+pub(super) trait Printed {
     /// A row's cells, in the order of [`Printed::COLUMNS`].
     type Cells<'a>: Serialize
     where
@@ -77,7 +77,7 @@ pub trait Printed {
 /// The `PartialObjectMetadata` form of an item.
 #[derive(Serialize)]
 #[serde(bound = "")]
-pub struct PartialMetadata<'a, T: Printed + ?Sized> {
+pub(super) struct PartialMetadata<'a, T: Printed + ?Sized> {
     kind: &'static str,
     #[serde(rename = "apiVersion")]
     api_version: &'static str,
@@ -85,7 +85,7 @@ pub struct PartialMetadata<'a, T: Printed + ?Sized> {
 }
 
 impl<'a, T: Printed + ?Sized> PartialMetadata<'a, T> {
-    pub fn of(item: &'a T, meta_api_version: &'static str) -> Self {
+    pub(super) fn of(item: &'a T, meta_api_version: &'static str) -> Self {
         PartialMetadata {
             kind: "PartialObjectMetadata",
             api_version: meta_api_version,
@@ -105,14 +105,14 @@ enum RowObject<'a, T: Printed + ?Sized> {
 /// One row of a Table.
 #[derive(Serialize)]
 #[serde(bound = "")]
-pub struct Row<'a, T: Printed + ?Sized + 'a> {
+pub(super) struct Row<'a, T: Printed + ?Sized + 'a> {
     cells: T::Cells<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     object: Option<RowObject<'a, T>>,
 }
 
 /// One row, embedding as much of the item as `include` asks for.
-pub fn row<'a, T: Printed + ?Sized>(
+pub(super) fn row<'a, T: Printed + ?Sized>(
     item: &'a T,
     include: IncludeObject,
     meta_api_version: &'static str,
@@ -135,7 +135,7 @@ pub fn row<'a, T: Printed + ?Sized>(
 /// A `meta.k8s.io` Table.
 #[derive(Serialize)]
 #[serde(bound = "")]
-pub struct Table<'a, T: Printed + ?Sized + 'a> {
+pub(super) struct Table<'a, T: Printed + ?Sized + 'a> {
     kind: &'static str,
     #[serde(rename = "apiVersion")]
     api_version: &'static str,
@@ -145,7 +145,7 @@ pub struct Table<'a, T: Printed + ?Sized + 'a> {
     rows: Vec<Row<'a, T>>,
 }
 
-pub fn table<'a, T: Printed + ?Sized>(
+pub(super) fn table<'a, T: Printed + ?Sized>(
     rows: Vec<Row<'a, T>>,
     meta_api_version: &'static str,
     metadata: ListMeta,
@@ -162,7 +162,7 @@ pub fn table<'a, T: Printed + ?Sized>(
 /// One item as the client asked for it, borrowing it.
 #[derive(Serialize)]
 #[serde(untagged, bound = "")]
-pub enum Represented<'a, T: Printed + ?Sized + 'a> {
+pub(super) enum Represented<'a, T: Printed + ?Sized + 'a> {
     Object(&'a T::Object),
     Metadata(PartialMetadata<'a, T>),
     Table(Table<'a, T>),
@@ -170,7 +170,7 @@ pub enum Represented<'a, T: Printed + ?Sized + 'a> {
 
 /// One item as the client asked for it: the object itself, its metadata, or a one-row Table
 /// (what `get` answers and what each watch event carries).
-pub fn represent<T: Printed + ?Sized>(
+pub(super) fn represent<T: Printed + ?Sized>(
     repr: Representation,
     item: &T,
     include: IncludeObject,

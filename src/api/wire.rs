@@ -4,7 +4,7 @@ use serde::Serialize;
 
 /// `metadata` of a list or Table.
 #[derive(Serialize)]
-pub struct ListMeta {
+pub(super) struct ListMeta {
     #[serde(rename = "resourceVersion")]
     pub resource_version: String,
     #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
@@ -13,7 +13,7 @@ pub struct ListMeta {
 
 /// `<Kind>List` and `PartialObjectMetadataList`.
 #[derive(Serialize)]
-pub struct List<'a, T> {
+pub(super) struct List<'a, T> {
     pub kind: &'a str,
     #[serde(rename = "apiVersion")]
     pub api_version: &'static str,

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 /// Why a request is not authenticated.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// No credentials, or none that prove who the caller is (401).
     #[error("Unauthorized")]
     Unauthorized,
@@ -28,7 +28,7 @@ pub enum AuthError {
     TokenReview(#[source] Arc<kube::Error>),
 }
 
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     trust: watch::Receiver<Arc<RequestHeaderConfig>>,
     client: Client,
     tokens: ReviewCache<Option<UserInfo>>,
@@ -137,7 +137,7 @@ fn strip(headers: &mut HeaderMap, trust: &RequestHeaderConfig) {
 impl Authenticator {
     /// An authenticator reviewing tokens with `client` (whose requests have a deadline: see
     /// [`crate::client`]).
-    pub fn new(trust: watch::Receiver<Arc<RequestHeaderConfig>>, client: Client) -> Self {
+    pub(crate) fn new(trust: watch::Receiver<Arc<RequestHeaderConfig>>, client: Client) -> Self {
         Authenticator {
             trust,
             client,
@@ -147,7 +147,7 @@ impl Authenticator {
     }
 
     /// Authenticates a request and strips its identity headers.
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         &self,
         headers: &mut HeaderMap,
         peer: &PeerCertificates,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// What a request asks to do.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Attributes {
+pub(crate) enum Attributes {
     Resource {
         verb: String,
         group: String,
@@ -31,7 +31,7 @@ pub enum Attributes {
 
 impl Attributes {
     /// The attributes of a parsed request: the same [`RequestInfo`] the handlers serve.
-    pub fn of(info: &RequestInfo) -> Attributes {
+    pub(crate) fn of(info: &RequestInfo) -> Attributes {
         match &info.resource {
             Some(r) => Attributes::Resource {
                 verb: info.verb.clone(),
@@ -51,7 +51,7 @@ impl Attributes {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Authorization {
+pub(crate) enum Authorization {
     Allow,
     /// Denied, with the authorizer's reason (may be empty).
     Deny(String),
@@ -59,7 +59,7 @@ pub enum Authorization {
 
 /// Why a request could not be authorized (kube-apiserver answers 500 then, not 403).
 #[derive(Clone, Debug, thiserror::Error)]
-pub enum AuthzError {
+pub(crate) enum AuthzError {
     /// The SubjectAccessReview could not be made or was refused. Its message ends with its
     /// cause's, as kube's errors do; shared, so that the review cache can hand it to every
     /// request that waited for the review.
@@ -67,7 +67,7 @@ pub enum AuthzError {
     Review(#[source] Arc<kube::Error>),
 }
 
-pub struct Authorizer {
+pub(crate) struct Authorizer {
     client: Client,
     cache: ReviewCache<Authorization>,
 }
@@ -77,7 +77,7 @@ const MASTERS: &str = "system:masters";
 impl Authorizer {
     /// An authorizer reviewing with `client` (whose requests have a deadline: see
     /// [`crate::client`]).
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         Authorizer {
             client,
             // Allow and deny alike for 10 s; about 16k entries at most.
@@ -94,7 +94,7 @@ impl Authorizer {
     }
 
     /// `Err` when the review itself failed.
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         user: &UserInfo,
         attrs: &Attributes,

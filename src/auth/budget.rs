@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many connections of each kind may be open at once.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Connections whose client certificate was verified.
     pub proven: usize,
     /// Connections that have not proven who they are, from all peers.
@@ -31,7 +31,7 @@ pub struct Limits {
 
 /// Why a connection was closed at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Every anonymous connection has a request in flight.
     Anonymous,
     /// [`Limits::proven`] proven connections are open.
@@ -40,7 +40,7 @@ pub enum Refused {
 
 impl Refused {
     /// The metric's label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Refused::Anonymous => "anonymous",
             Refused::Proven => "proven",
@@ -49,7 +49,7 @@ impl Refused {
 }
 
 /// The connections open, by kind (see the [module](self)).
-pub struct Budget {
+pub(crate) struct Budget {
     limits: Limits,
     open: Mutex<Open>,
 }
@@ -70,7 +70,7 @@ struct Entry {
 }
 
 /// A connection's place in the [`Budget`], given back when it is dropped (with the socket).
-pub struct Seat {
+pub(crate) struct Seat {
     budget: Arc<Budget>,
     id: u64,
     proven: AtomicBool,
@@ -79,10 +79,10 @@ pub struct Seat {
 /// A connection's seat, held by its service (given back when the connection ends) and handed to
 /// each of its requests, so that a request that authenticates proves its connection.
 #[derive(Clone)]
-pub struct ConnectionSeat(pub Arc<Seat>);
+pub(crate) struct ConnectionSeat(pub Arc<Seat>);
 
 impl Budget {
-    pub fn new(limits: Limits) -> Arc<Budget> {
+    pub(crate) fn new(limits: Limits) -> Arc<Budget> {
         Arc::new(Budget {
             limits: Limits {
                 proven: limits.proven.max(1),
@@ -95,7 +95,11 @@ impl Budget {
     /// A seat for a new connection from `peer`, anonymous until [`Seat::prove`]: when the pool
     /// is full, displaces a connection of the address that holds the most (see the
     /// [module](self)), or is refused when no anonymous connection can be.
-    pub fn admit(self: &Arc<Self>, peer: IpAddr, activity: Arc<Activity>) -> Result<Seat, Refused> {
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        activity: Arc<Activity>,
+    ) -> Result<Seat, Refused> {
         let mut open = self.open.lock();
         if open.anonymous.len() >= self.limits.anonymous && !open.displace_from_heaviest() {
             return Err(Refused::Anonymous);
@@ -113,7 +117,7 @@ impl Budget {
 
     /// Connections open now: (anonymous, proven).
     #[cfg(test)]
-    pub fn open(&self) -> (usize, usize) {
+    pub(crate) fn open(&self) -> (usize, usize) {
         let open = self.open.lock();
         (open.anonymous.len(), open.proven)
     }
@@ -166,7 +170,7 @@ impl Open {
 impl Seat {
     /// The connection proved who it is (its certificate was verified, or a request on it was
     /// authenticated): it moves to the proven pool, or stays where it is when that is full.
-    pub fn prove(&self) -> Result<(), Refused> {
+    pub(crate) fn prove(&self) -> Result<(), Refused> {
         let mut open = self.budget.open.lock();
         if self.proven.load(Ordering::Relaxed) {
             return Ok(());

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// Creates `review` (a TokenReview or SubjectAccessReview: kube-apiserver answers it and keeps
 /// nothing), counting a failure as a review of `kind` that got no answer.
-pub async fn ask<K>(client: Client, review: &K, kind: Review) -> Result<K, kube::Error>
+pub(super) async fn ask<K>(client: Client, review: &K, kind: Review) -> Result<K, kube::Error>
 where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
@@ -33,10 +33,10 @@ where
 }
 
 /// A review's cache key: the digest of everything the answer depends on.
-pub type ReviewKey = [u8; 32];
+pub(super) type ReviewKey = [u8; 32];
 
 /// The digest of `parts`, each length-prefixed so that no two different lists share a digest.
-pub fn review_key<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> ReviewKey {
+pub(super) fn review_key<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> ReviewKey {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update((part.len() as u64).to_be_bytes());
@@ -48,7 +48,7 @@ pub fn review_key<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> ReviewKey {
 /// What an entry costs beside its value: the key, moka's bookkeeping.
 const ENTRY_OVERHEAD: u32 = 128;
 
-pub struct ReviewCache<V: Clone + Send + Sync + 'static> {
+pub(super) struct ReviewCache<V: Clone + Send + Sync + 'static> {
     cache: moka::future::Cache<ReviewKey, V>,
     /// Which review's lookups `ifo_auth_cache_lookups_total` counts.
     review: Review,
@@ -57,7 +57,12 @@ pub struct ReviewCache<V: Clone + Send + Sync + 'static> {
 impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
     /// A cache whose entries live `ttl`, bounded to about `max_bytes`, each entry weighed as
     /// `weigh(value)` bytes plus its bookkeeping.
-    pub fn new(review: Review, ttl: Duration, max_bytes: u64, weigh: fn(&V) -> usize) -> Self {
+    pub(super) fn new(
+        review: Review,
+        ttl: Duration,
+        max_bytes: u64,
+        weigh: fn(&V) -> usize,
+    ) -> Self {
         let cache = moka::future::Cache::builder()
             .time_to_live(ttl)
             .max_capacity(max_bytes)
@@ -73,7 +78,7 @@ impl<V: Clone + Send + Sync + 'static> ReviewCache<V> {
     /// The cached answer for `key`, or the one `fetch` gives (shared with concurrent callers).
     /// Errors are not cached. A lookup whose `fetch` ran counts as a miss, any other (cached,
     /// or sharing a review already under way) as a hit.
-    pub async fn get_or_fetch<E, Fut>(&self, key: ReviewKey, fetch: Fut) -> Result<V, E>
+    pub(super) async fn get_or_fetch<E, Fut>(&self, key: ReviewKey, fetch: Fut) -> Result<V, E>
     where
         E: Clone + Send + Sync + 'static,
         Fut: Future<Output = Result<V, E>>,

@@ -23,15 +23,15 @@ use tokio::time::{Instant, Sleep};
 /// How long a connection that served requests may stay without one in flight: longer than the
 /// idle timeout of Go's HTTP clients (90 s; kube-apiserver's proxy is one), so that clients
 /// normally close idle connections themselves, before the server does.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The address a connection comes from, for each of its requests.
 #[derive(Clone, Copy, Debug)]
-pub struct PeerAddress(pub std::net::IpAddr);
+pub(crate) struct PeerAddress(pub std::net::IpAddr);
 
 /// The deadlines of connections.
 #[derive(Clone, Copy, Debug)]
-pub struct Deadlines {
+pub(crate) struct Deadlines {
     /// From accept to the first request's headers.
     pub first_request: Duration,
     /// From the end of the last request to the next one's headers.
@@ -40,7 +40,7 @@ pub struct Deadlines {
 
 /// What a connection is doing, shared by its socket and its requests.
 #[derive(Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     state: Mutex<State>,
 }
 
@@ -96,13 +96,13 @@ impl Activity {
     /// With no request in flight: whether it ever served one, and since when it is idle (from
     /// its accept, or the end of its last request); so that the smallest is the first to
     /// displace.
-    pub fn idle_since(&self) -> Option<(bool, Instant)> {
+    pub(crate) fn idle_since(&self) -> Option<(bool, Instant)> {
         let state = self.state();
         (state.in_flight == 0).then_some((state.served, state.since))
     }
 
     /// Closes the connection to make room for another: its next read fails.
-    pub fn displace(&self) {
+    pub(crate) fn displace(&self) {
         let mut state = self.state();
         state.displaced = true;
         if let Some(reader) = state.reader.take() {
@@ -112,13 +112,13 @@ impl Activity {
 
     /// Whether the connection was displaced.
     #[cfg(test)]
-    pub fn is_displaced(&self) -> bool {
+    pub(crate) fn is_displaced(&self) -> bool {
         self.state().displaced
     }
 
     /// A request starts; it is in flight until the returned guard is dropped (with its response
     /// body, for a watch when the watch ends).
-    pub fn begin(self: &Arc<Self>) -> InFlight {
+    pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
         let mut state = self.state();
         state.in_flight += 1;
         state.served = true;
@@ -127,7 +127,7 @@ impl Activity {
 }
 
 /// One request in flight on a connection.
-pub struct InFlight(Arc<Activity>);
+pub(crate) struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -143,7 +143,7 @@ impl Drop for InFlight {
 }
 
 /// A socket that fails with `TimedOut` once its connection's deadline passes.
-pub struct DeadlineStream<S> {
+pub(crate) struct DeadlineStream<S> {
     inner: S,
     activity: Arc<Activity>,
     deadlines: Deadlines,
@@ -151,7 +151,7 @@ pub struct DeadlineStream<S> {
 }
 
 impl<S> DeadlineStream<S> {
-    pub fn new(inner: S, activity: Arc<Activity>, deadlines: Deadlines) -> Self {
+    pub(crate) fn new(inner: S, activity: Arc<Activity>, deadlines: Deadlines) -> Self {
         DeadlineStream {
             inner,
             activity,
@@ -224,13 +224,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for DeadlineStream<S> {
 /// A connection's service: each request is in flight from its headers to the end of its
 /// response body.
 #[derive(Clone)]
-pub struct Tracked<S> {
+pub(crate) struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
 }
 
 impl<S> Tracked<S> {
-    pub fn new(inner: S, activity: Arc<Activity>) -> Self {
+    pub(crate) fn new(inner: S, activity: Arc<Activity>) -> Self {
         Tracked { inner, activity }
     }
 }

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 /// What a connection's certificate says of its holder.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PeerIdentity {
+pub(crate) enum PeerIdentity {
     /// No certificate, or one that names nobody under the current trust settings.
     None,
     /// The aggregator: trust the identity headers.
@@ -36,7 +36,7 @@ type Verdict = Option<(Arc<RequestHeaderConfig>, PeerIdentity, SystemTime)>;
 /// The verified certificate chain the client presented (empty when it presented none), with
 /// the verdict under the trust settings it was last judged by.
 #[derive(Clone, Debug, Default)]
-pub struct PeerCertificates {
+pub(crate) struct PeerCertificates {
     chain: Arc<Vec<CertificateDer<'static>>>,
     /// When the first certificate of the chain expires.
     expires: Option<SystemTime>,
@@ -53,7 +53,7 @@ type CallerVerdict = Option<(Arc<RequestHeaderConfig>, bool, SystemTime)>;
 /// Who may call the admission doors (`ADMISSION_ALLOWED_NAMES`, `ADMISSION_CLIENT_CA_FILE`):
 /// kube-apiserver, by the client certificate its webhook kubeconfig gives it.
 #[derive(Clone, Debug, Default)]
-pub struct AdmissionCallers {
+pub(crate) struct AdmissionCallers {
     /// The common names allowed; none: the doors do not authenticate their callers.
     pub names: Vec<String>,
     /// The CAs of those certificates; none: the cluster's client CA.
@@ -63,7 +63,7 @@ pub struct AdmissionCallers {
 impl AdmissionCallers {
     /// The callers `ADMISSION_ALLOWED_NAMES` (`names`) and `ADMISSION_CLIENT_CA_FILE` (`ca_file`,
     /// read now) allow; a CA file without names is refused, as it would check nothing.
-    pub fn from_settings(
+    pub(crate) fn from_settings(
         names: &[String],
         ca_file: Option<&std::path::Path>,
     ) -> anyhow::Result<AdmissionCallers> {
@@ -99,13 +99,13 @@ impl AdmissionCallers {
     }
 
     /// Whether the doors authenticate their callers.
-    pub fn required(&self) -> bool {
+    pub(crate) fn required(&self) -> bool {
         !self.names.is_empty()
     }
 }
 
 impl PeerCertificates {
-    pub fn new(chain: Vec<CertificateDer<'static>>) -> Self {
+    pub(crate) fn new(chain: Vec<CertificateDer<'static>>) -> Self {
         PeerCertificates {
             expires: expiry(chain.iter()),
             chain: Arc::new(chain),
@@ -116,7 +116,7 @@ impl PeerCertificates {
 
     /// Whether the certificate is one `callers` allows to call the admission doors, under
     /// `trust` (whose cluster client CA is theirs when they name none).
-    pub fn is_admission_caller(
+    pub(crate) fn is_admission_caller(
         &self,
         callers: &AdmissionCallers,
         trust: &Arc<RequestHeaderConfig>,
@@ -154,7 +154,7 @@ impl PeerCertificates {
     }
 
     /// The identity of the certificate under `trust`.
-    pub fn identity(&self, trust: &Arc<RequestHeaderConfig>) -> PeerIdentity {
+    pub(crate) fn identity(&self, trust: &Arc<RequestHeaderConfig>) -> PeerIdentity {
         if self.chain.is_empty() {
             return PeerIdentity::None;
         }

@@ -20,7 +20,7 @@ const NAME: &str = "extension-apiserver-authentication";
 
 /// How to recognise and read a request forwarded by the aggregator.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RequestHeaderConfig {
+pub(crate) struct RequestHeaderConfig {
     /// CAs that sign the front-proxy client certificate (never the cluster CA).
     pub client_ca: Vec<CertificateDer<'static>>,
     /// The cluster's client CAs (`client-ca-file`): a certificate they signed authenticates its
@@ -45,7 +45,7 @@ fn strings(cm: &ConfigMap, key: &str) -> Result<Vec<String>> {
 }
 
 impl RequestHeaderConfig {
-    pub fn from_config_map(cm: &ConfigMap) -> Result<RequestHeaderConfig> {
+    pub(crate) fn from_config_map(cm: &ConfigMap) -> Result<RequestHeaderConfig> {
         let pem = cm
             .data
             .as_ref()
@@ -78,7 +78,7 @@ impl RequestHeaderConfig {
 /// Reads the ConfigMap once (an error if it can't: serving without it would trust nobody or
 /// everybody): the trust settings, and the [`TrustWatch`] that keeps them up to date, to run
 /// under the server's tasks.
-pub async fn read_request_header_config(
+pub(crate) async fn read_request_header_config(
     client: Client,
 ) -> Result<(watch::Receiver<Arc<RequestHeaderConfig>>, TrustWatch)> {
     let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
@@ -100,7 +100,7 @@ pub async fn read_request_header_config(
 /// Follows the ConfigMap's changes into the trust settings it was read into. A run started
 /// again (after it ended or panicked) lists the ConfigMap afresh, so it misses nothing.
 #[derive(Clone)]
-pub struct TrustWatch {
+pub(crate) struct TrustWatch {
     api: Api<ConfigMap>,
     tx: Arc<watch::Sender<Arc<RequestHeaderConfig>>>,
 }
@@ -108,7 +108,7 @@ pub struct TrustWatch {
 impl TrustWatch {
     /// Publishes every valid change of the ConfigMap for as long as it runs; an invalid one is
     /// logged and ignored (the previous settings stay).
-    pub async fn follow(self) {
+    pub(crate) async fn follow(self) {
         let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
         let mut events = std::pin::pin!(watcher::watcher(self.api, config).default_backoff());
         while let Some(event) = events.next().await {

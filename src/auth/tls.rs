@@ -26,7 +26,7 @@ use tokio_rustls::server::TlsStream;
 use tower::Layer;
 
 /// Builds the rustls configuration for the current trust settings.
-pub fn server_config(
+pub(crate) fn server_config(
     cert_file: &Path,
     key_file: &Path,
     trust: &RequestHeaderConfig,
@@ -79,7 +79,7 @@ fn stamp(cert_file: &Path, key_file: &Path) -> Stamp {
 /// server's tasks: a run started again goes on from what the last one loaded (the files' times),
 /// and reloads at once if the trust settings changed since the server started.
 #[derive(Clone)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     tls: RustlsConfig,
     cert_file: PathBuf,
     key_file: PathBuf,
@@ -92,7 +92,7 @@ pub struct Reloader {
 
 impl Reloader {
     /// Reloads `tls`, loaded just now from these files and settings.
-    pub fn new(
+    pub(crate) fn new(
         tls: RustlsConfig,
         cert_file: PathBuf,
         key_file: PathBuf,
@@ -111,7 +111,7 @@ impl Reloader {
     }
 
     /// Reloads on every change until the trust settings are gone (the server stops).
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let mut trust = self.trust.clone();
         loop {
             let trust_changed = tokio::select! {
@@ -142,14 +142,14 @@ impl Reloader {
 /// proven ones in a pool of their own), each with its [`Deadlines`], and hands each request the
 /// client's verified certificates.
 #[derive(Clone)]
-pub struct PeerCertAcceptor {
+pub(crate) struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
     budget: Arc<Budget>,
     deadlines: Deadlines,
 }
 
 impl PeerCertAcceptor {
-    pub fn new(config: RustlsConfig, limits: Limits, deadlines: Deadlines) -> Self {
+    pub(crate) fn new(config: RustlsConfig, limits: Limits, deadlines: Deadlines) -> Self {
         PeerCertAcceptor {
             inner: RustlsAcceptor::new(config).handshake_timeout(deadlines.first_request),
             budget: Budget::new(limits),

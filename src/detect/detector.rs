@@ -23,7 +23,7 @@ use related::subject_nodes;
 /// What evaluating a ruleset may cost, when a ruleset that keeps exceeding it is suspended, and
 /// how late its evaluation may run before its detection counts as not current.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub budget: Budget,
     pub suspend: SuspendPolicy,
     /// The longest the oldest event of a ruleset's lane may wait to be evaluated (its lag)
@@ -44,7 +44,7 @@ impl Default for Limits {
     }
 }
 
-pub struct Detector {
+pub(crate) struct Detector {
     tracker: Mutex<Tracker>,
     limits: Limits,
     index: OperationsWriter,
@@ -105,7 +105,7 @@ fn report_transitions(transitions: &Transitions) {
 }
 
 impl Detector {
-    pub fn new(
+    pub(crate) fn new(
         tracker: Tracker,
         index: OperationsWriter,
         health: Arc<Health>,
@@ -140,14 +140,14 @@ impl Detector {
     }
 
     /// What the detector knows of itself, read-only (for the rulesets' status).
-    pub fn health_reader(&self) -> HealthReader {
+    pub(crate) fn health_reader(&self) -> HealthReader {
         self.health.reader()
     }
 
     /// A ruleset was reloaded (a new generation) or deleted: what was known of its health (its
     /// suspension, its skipped objects) is forgotten, and so is its related parts' (their
     /// parts as loaded now are told by [`Detector::related_loaded`]).
-    pub fn reset_ruleset(&self, ruleset: &str) {
+    pub(crate) fn reset_ruleset(&self, ruleset: &str) {
         self.health.ruleset_reset(ruleset);
         for (part, _) in self.take_parts(ruleset) {
             self.health.ruleset_reset(&part);
@@ -193,7 +193,7 @@ impl Detector {
     /// (its node labels evaluated on each, within its budget), as the index keys node gates:
     /// where a lag of those changes can hide an operation. `None` when that cannot be known: a
     /// node label fails on one of them, or looking would go on past `deadline`.
-    pub fn nodes_of_unseen(
+    pub(crate) fn nodes_of_unseen(
         &self,
         rs: &CompiledRuleSet,
         objects: &[Arc<serde_json::Value>],
@@ -225,7 +225,7 @@ impl Detector {
     /// An object was listed, added or modified: evaluate `rs` on it. Where `rs` is suspended
     /// (the object's namespace), only its node labels are evaluated, and the object counts as
     /// skipped on those nodes.
-    pub fn apply(&self, rs: &CompiledRuleSet, object: &serde_json::Value) {
+    pub(crate) fn apply(&self, rs: &CompiledRuleSet, object: &serde_json::Value) {
         let Some(subject) = Subject::from_object(object) else {
             return;
         };
@@ -329,7 +329,7 @@ impl Detector {
     }
 
     /// An object was deleted: its operations end at once.
-    pub fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
+    pub(crate) fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         self.health.deleted(rulesets, uid);
         let at = now();
         self.with_tracker(|t| {
@@ -347,7 +347,7 @@ impl Detector {
 
     /// A relist of `namespace` (`None`: all of the target) finished: subjects there no longer
     /// present were deleted while we were not watching.
-    pub fn resync(
+    pub(crate) fn resync(
         &self,
         rulesets: &[Arc<CompiledRuleSet>],
         namespace: Option<&str>,
@@ -374,13 +374,13 @@ impl Detector {
     }
 
     /// A valid ruleset was loaded at `generation`: only its evaluations by that generation count.
-    pub fn ruleset_loaded(&self, ruleset: &str, generation: Option<i64>) {
+    pub(crate) fn ruleset_loaded(&self, ruleset: &str, generation: Option<i64>) {
         self.tracker.lock().ruleset_loaded(ruleset, generation);
     }
 
     /// `ruleset` (`spec`) does not compile (`error`): the gates it could put operations in are
     /// Unknown until it does (see [`Health::invalid`]).
-    pub fn ruleset_invalid(
+    pub(crate) fn ruleset_invalid(
         &self,
         ruleset: &str,
         spec: &crate::ruleset::RuleSetSpec,
@@ -392,7 +392,7 @@ impl Detector {
     /// Every ruleset detection knows of: loaded, or known not to compile. A ruleset controller
     /// started again (after a failure) compares them with the rulesets it lists, so that those
     /// deleted meanwhile end their operations.
-    pub fn known_rulesets(&self) -> BTreeSet<String> {
+    pub(crate) fn known_rulesets(&self) -> BTreeSet<String> {
         let mut known: BTreeSet<String> = self.tracker.lock().loaded().map(str::to_owned).collect();
         known.extend(self.health.invalid_rulesets());
         known
@@ -400,13 +400,13 @@ impl Detector {
 
     /// A ruleset was deleted or became invalid: its operations end with `RuleSetRemoved`, and
     /// what its rules still evaluate (a watcher being stopped) is ignored.
-    pub fn ruleset_removed(&self, ruleset: &str) {
+    pub(crate) fn ruleset_removed(&self, ruleset: &str) {
         let at = now();
         self.with_tracker(|t| t.ruleset_removed(ruleset, at));
     }
 
     /// A ruleset now detects only `operations`: the others end with `RuleSetRemoved`.
-    pub fn retain_operations(&self, ruleset: &str, operations: &[String]) {
+    pub(crate) fn retain_operations(&self, ruleset: &str, operations: &[String]) {
         let at = now();
         self.with_tracker(|t| t.retain_operations(ruleset, operations, at));
     }
@@ -414,7 +414,7 @@ impl Detector {
     /// Operations read back from their persisted copies at start: the tracker takes them
     /// (see [`Tracker::restore`]) and the index serves them at once, under the same name and
     /// uid. Returns the records the tracker did not take: their copies mirror nothing.
-    pub fn restore(
+    pub(crate) fn restore(
         &self,
         records: Vec<Arc<crate::operation::InFlightOperation>>,
     ) -> Vec<Arc<crate::operation::InFlightOperation>> {
@@ -435,18 +435,18 @@ impl Detector {
 
     /// Active operations read from their persisted copies when this replica starts leading:
     /// those it detected on its own take the copies' uids and starts (see [`Tracker::adopt`]).
-    pub fn adopt(&self, copies: &[Arc<crate::operation::InFlightOperation>]) {
+    pub(crate) fn adopt(&self, copies: &[Arc<crate::operation::InFlightOperation>]) {
         self.with_tracker(|t| copies.iter().filter_map(|c| t.adopt(c)).collect());
     }
 
     /// Restored operations nothing confirmed since the initial sync complete (see
     /// [`Tracker::sweep_restored`]).
-    pub fn sweep_restored(&self) {
+    pub(crate) fn sweep_restored(&self) {
         let at = now();
         self.with_tracker(|t| t.sweep_restored(at));
     }
 
-    pub fn active_count(&self, ruleset: &str) -> usize {
+    pub(crate) fn active_count(&self, ruleset: &str) -> usize {
         self.tracker.lock().active_count(ruleset)
     }
 
@@ -492,7 +492,7 @@ impl Detector {
     /// Every `every`, brings the expectations of active operations up to date (what was learned
     /// since, and operations that became overdue: nothing else would tell), and counts the
     /// stalled ones for `ifo_operations_stalled`.
-    pub async fn run_expectations(self: Arc<Self>, every: std::time::Duration) {
+    pub(crate) async fn run_expectations(self: Arc<Self>, every: std::time::Duration) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -502,7 +502,7 @@ impl Detector {
     }
 
     /// One pass of [`Self::run_expectations`].
-    pub fn refresh_expectations(&self) {
+    pub(crate) fn refresh_expectations(&self) {
         let mut stalled = crate::metrics::StalledCounts::default();
         let at = now();
         // Under the tracker's lock: no change of the tracker can come between the snapshot
@@ -544,7 +544,7 @@ impl Detector {
 
     /// Completes operations whose grace ran out and drops expired completed ones, sleeping until
     /// the next deadline in between.
-    pub async fn run_deadlines(self: Arc<Self>) {
+    pub(crate) async fn run_deadlines(self: Arc<Self>) {
         loop {
             let next = {
                 let at = now();

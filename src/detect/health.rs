@@ -28,14 +28,14 @@ fn covered(rs: &CompiledRuleSet) -> Namespaces {
 
 /// Detection's health, per target and per ruleset. Written by the watchers and the detector.
 #[derive(Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     targets: TargetHealth,
     rulesets: RuleSets,
 }
 
 impl Health {
     /// A read-only handle, for the API, the gates and the rulesets' status.
-    pub fn reader(self: &Arc<Self>) -> HealthReader {
+    pub(crate) fn reader(self: &Arc<Self>) -> HealthReader {
         HealthReader(self.clone())
     }
 
@@ -43,75 +43,75 @@ impl Health {
 
     /// A watcher (re)starts for `target`, for rulesets feeding `feeds` (see
     /// [`TargetHealth::watching`]).
-    pub fn watching(&self, target: &Target, feeds: Option<BTreeSet<String>>) {
+    pub(crate) fn watching(&self, target: &Target, feeds: Option<BTreeSet<String>>) {
         self.targets.watching(target, feeds);
     }
 
     /// The rulesets watching `target` reach the gates of `reach`, each its own.
-    pub fn reaches(&self, target: &Target, reach: BTreeMap<String, Reach>) {
+    pub(crate) fn reaches(&self, target: &Target, reach: BTreeMap<String, Reach>) {
         self.targets.reaches(target, reach);
     }
 
     /// No ruleset targets `target` any more.
-    pub fn forget(&self, target: &Target) {
+    pub(crate) fn forget(&self, target: &Target) {
         self.targets.forget(target);
     }
 
     /// The API server does not serve `target` (its CRD is not installed).
-    pub fn not_served(&self, target: &Target) {
+    pub(crate) fn not_served(&self, target: &Target) {
         self.targets.not_served(target);
     }
 
     /// Discovery of `target` failed.
-    pub fn unresolved(&self, target: &Target, reason: String) {
+    pub(crate) fn unresolved(&self, target: &Target, reason: String) {
         self.targets.unresolved(target, reason);
     }
 
     /// Discovery found `target`; it is watched through `streams`.
-    pub fn resolved(&self, target: &Target, namespaced: bool, streams: &[Stream]) {
+    pub(crate) fn resolved(&self, target: &Target, namespaced: bool, streams: &[Stream]) {
         self.targets.resolved(target, namespaced, streams);
     }
 
     /// A list of `stream` completed: it is current.
-    pub fn listed(&self, target: &Target, stream: &Stream, at: Timestamp) {
+    pub(crate) fn listed(&self, target: &Target, stream: &Stream, at: Timestamp) {
         self.targets.listed(target, stream, at);
     }
 
     /// Listing or watching `stream` failed: it is not current until a list completes again.
-    pub fn failed(&self, target: &Target, stream: &Stream, reason: String) {
+    pub(crate) fn failed(&self, target: &Target, stream: &Stream, reason: String) {
         self.targets.failed(target, stream, reason);
     }
 
     /// A liveness probe of `stream` failed (`Some`) or succeeded (`None`).
-    pub fn probed(&self, target: &Target, stream: &Stream, failure: Option<String>) {
+    pub(crate) fn probed(&self, target: &Target, stream: &Stream, failure: Option<String>) {
         self.targets.probed(target, stream, failure);
     }
 
     /// Every stream of `target` completed a list started after its rulesets last dropped
     /// events: nothing is missing any more.
-    pub fn relisted(&self, target: &Target) {
+    pub(crate) fn relisted(&self, target: &Target) {
         self.targets.relisted(target);
     }
 
     /// A list of `stream` of `target` saw exactly the objects `present` (by uid).
-    pub fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
+    pub(crate) fn keep_skipped(&self, target: &Target, stream: &Stream, present: &HashSet<String>) {
         self.targets.keep_skipped(target, stream, present);
     }
 
     /// Object `uid` of `target` was deleted (read by its watcher): its skip marks go, and what
     /// its evaluations still queued find is ignored.
-    pub fn object_gone(&self, target: &Target, uid: &str) {
+    pub(crate) fn object_gone(&self, target: &Target, uid: &str) {
         self.targets.object_gone(target, uid);
     }
 
     /// The watch of `ruleset`'s target is in `state`.
-    pub fn set_watch(&self, ruleset: &str, state: WatchState) {
+    pub(crate) fn set_watch(&self, ruleset: &str, state: WatchState) {
         self.rulesets.set_watch(ruleset, state);
     }
 
     /// Object `uid` of `target` (`object`: `namespace/name`, in `namespace`) cannot be decoded
     /// (`why`): no ruleset of `rulesets` that applies to its namespace evaluates it.
-    pub fn undecodable(
+    pub(crate) fn undecodable(
         &self,
         target: &Target,
         rulesets: &[Arc<CompiledRuleSet>],
@@ -136,19 +136,19 @@ impl Health {
     }
 
     /// Object `uid` of `target` was decoded: whatever decoding skipped of it is current again.
-    pub fn decoded(&self, target: &Target, uid: &str) {
+    pub(crate) fn decoded(&self, target: &Target, uid: &str) {
         self.targets.evaluated(target, uid, None);
     }
 
     // What the detector learns of a ruleset.
 
     /// An error of `ruleset`'s rules (or labels), for its status.
-    pub fn record_error(&self, ruleset: &str, error: String) {
+    pub(crate) fn record_error(&self, ruleset: &str, error: String) {
         self.rulesets.record_error(ruleset, error);
     }
 
     /// `rs` evaluated object `uid` within its budget: it is no longer skipped by it.
-    pub fn evaluated(&self, rs: &CompiledRuleSet, uid: &str) {
+    pub(crate) fn evaluated(&self, rs: &CompiledRuleSet, uid: &str) {
         self.targets.evaluated(&rs.target, uid, Some(&rs.info.name));
         self.rulesets.clear_skipped(&rs.info.name, uid);
     }
@@ -156,7 +156,7 @@ impl Health {
     /// Object `uid` is gone: no ruleset of `rulesets` skips it any more. Called from a lane, in
     /// order after its evaluations of the object: what those marked goes too, on the target as
     /// on the ruleset.
-    pub fn deleted(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
+    pub(crate) fn deleted(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         for rs in rulesets {
             self.rulesets.clear_skipped(&rs.info.name, uid);
             self.targets.evaluated(&rs.target, uid, Some(&rs.info.name));
@@ -166,7 +166,7 @@ impl Health {
     /// A rule (or a node label) of `rs` fails on `subject` (`error`): whether its operation is
     /// in flight is unknown, so the object counts as skipped by the ruleset until an evaluation
     /// succeeds. `nodes`: the nodes it is on, where known.
-    pub fn rule_failed(
+    pub(crate) fn rule_failed(
         &self,
         rs: &CompiledRuleSet,
         subject: &Subject,
@@ -187,7 +187,7 @@ impl Health {
     /// and the ruleset is suspended in the subject's namespace when that keeps happening on
     /// different objects there under `policy`. True when this suspends it there (once).
     /// `nodes`: the nodes the object is on, where known.
-    pub fn over_budget(
+    pub(crate) fn over_budget(
         &self,
         rs: &CompiledRuleSet,
         (subject, nodes): (&Subject, Option<BTreeSet<String>>),
@@ -227,7 +227,7 @@ impl Health {
     /// `subject` changed where `rs` is suspended: its rules did not run, so what it is doing is
     /// unknown; it counts as skipped, on `nodes` (what its node labels gave, where known), until
     /// the ruleset resumes or the object is gone.
-    pub fn unevaluated(
+    pub(crate) fn unevaluated(
         &self,
         rs: &CompiledRuleSet,
         subject: &Subject,
@@ -251,7 +251,7 @@ impl Health {
 
     /// `rs`'s evaluation lane on `target` fell behind and dropped events (`error` for its
     /// status): what they said is missing until the watcher's next complete list.
-    pub fn dropped_events(&self, target: &Target, rs: &CompiledRuleSet, error: String) {
+    pub(crate) fn dropped_events(&self, target: &Target, rs: &CompiledRuleSet, error: String) {
         self.rulesets.record_error(&rs.info.name, error);
         self.targets
             .dropped_events(target, &rs.info.name, covered(rs));
@@ -263,7 +263,7 @@ impl Health {
     /// list is needed: its detection there is current again once the lag is back under the
     /// bound. A namespace's lag is its own: other namespaces, and the nodes none of its late
     /// changes are on, stay current.
-    pub fn lagging(
+    pub(crate) fn lagging(
         &self,
         target: &Target,
         rs: &CompiledRuleSet,
@@ -281,27 +281,27 @@ impl Health {
     /// `ruleset` (`spec`) does not compile (`error`, its first problem): none of its rules run,
     /// and every gate it could put an operation in is Unknown until a new generation compiles
     /// (or it is deleted).
-    pub fn invalid(&self, ruleset: &str, spec: &crate::ruleset::RuleSetSpec, error: String) {
+    pub(crate) fn invalid(&self, ruleset: &str, spec: &crate::ruleset::RuleSetSpec, error: String) {
         self.targets
             .invalid(ruleset, spec.target.clone(), Reach::of_spec(spec), error);
     }
 
     /// The rulesets known not to compile.
-    pub fn invalid_rulesets(&self) -> Vec<String> {
+    pub(crate) fn invalid_rulesets(&self) -> Vec<String> {
         self.targets.invalid_rulesets()
     }
 
     /// A ruleset was reloaded (a new generation) or deleted: what was known of it (its
     /// suspension, its skipped objects, its dropped events, that it did not compile) is
     /// forgotten.
-    pub fn ruleset_reset(&self, ruleset: &str) {
+    pub(crate) fn ruleset_reset(&self, ruleset: &str) {
         self.rulesets.reset(ruleset);
         self.targets.ruleset_reset(ruleset);
     }
 
     /// Whether `ruleset`'s rules are suspended in `namespace` (`None`: for cluster-scoped
     /// subjects), until it is reset by a new generation.
-    pub fn is_suspended(&self, ruleset: &str, namespace: Option<&str>) -> bool {
+    pub(crate) fn is_suspended(&self, ruleset: &str, namespace: Option<&str>) -> bool {
         self.rulesets
             .is_suspended(ruleset, &namespace.map(str::to_owned))
     }
@@ -309,34 +309,34 @@ impl Health {
 
 /// The read side of [`Health`]: what the API, the gates and the rulesets' status ask.
 #[derive(Clone, Debug, Default)]
-pub struct HealthReader(Arc<Health>);
+pub(crate) struct HealthReader(Arc<Health>);
 
 impl HealthReader {
     /// Where detection feeding operations in `namespace` (`None`: anywhere) is not current, and
     /// why (see [`TargetHealth::stale`]).
-    pub fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
+    pub(crate) fn stale(&self, namespace: Option<&str>) -> Vec<Stale> {
         self.0.targets.stale(namespace)
     }
 
     /// The targets that feed the maintenance gate of `scope` and are not current.
-    pub fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
+    pub(crate) fn stale_for_gate(&self, scope: &GateScope) -> Vec<Stale> {
         self.0.targets.stale_for_gate(scope)
     }
 
     /// Whether a ruleset the server knows of declares `component`: the gate of a component
     /// no ruleset declares does not exist.
-    pub fn declares_component(&self, component: &str) -> bool {
+    pub(crate) fn declares_component(&self, component: &str) -> bool {
         self.0.targets.declares_component(component)
     }
 
     /// What is known of `ruleset`, for its status.
-    pub fn ruleset(&self, ruleset: &str) -> RuleSetHealth {
+    pub(crate) fn ruleset(&self, ruleset: &str) -> RuleSetHealth {
         self.0.rulesets.get(ruleset)
     }
 
     /// Tells `index` whenever what [`HealthReader::stale`] answers, or the initial sync, may
     /// have changed (see [`TargetHealth::report_to`]). Runs for as long as the server.
-    pub async fn report_to(self, feeds: FeedsClock, readiness: Readiness) {
+    pub(crate) async fn report_to(self, feeds: FeedsClock, readiness: Readiness) {
         self.0.targets.report_to(feeds, readiness).await
     }
 }

@@ -17,10 +17,10 @@ const MAX_SKIPPED: usize = 100;
 const MAX_STRIKE_SCOPES: usize = 1024;
 
 /// Where a ruleset is suspended: a namespace, or `None` for cluster-scoped subjects.
-pub type Place = Option<String>;
+pub(super) type Place = Option<String>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WatchState {
+pub(crate) enum WatchState {
     /// Waiting for the first complete list.
     Starting,
     /// The initial list succeeded; events are flowing.
@@ -32,7 +32,7 @@ pub enum WatchState {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct RuleSetHealth {
+pub(crate) struct RuleSetHealth {
     pub watch: WatchState,
     /// Rule, message, outcome, start-time and label expression errors since the ruleset was loaded.
     pub evaluation_errors: u64,

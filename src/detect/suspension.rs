@@ -19,12 +19,12 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Defaults of [`SuspendPolicy`].
-pub const DEFAULT_SUSPEND_AFTER: u32 = 5;
-pub const DEFAULT_SUSPEND_WINDOW: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_SUSPEND_AFTER: u32 = 5;
+pub(super) const DEFAULT_SUSPEND_WINDOW: Duration = Duration::from_secs(600);
 
 /// How many over-budget evaluations, within what time, suspend a ruleset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SuspendPolicy {
+pub(crate) struct SuspendPolicy {
     /// 0 never suspends.
     pub after: u32,
     pub window: Duration,
@@ -41,19 +41,19 @@ impl Default for SuspendPolicy {
 
 /// The objects one ruleset recently went over its budget on, by their last such evaluation.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Strikes {
+pub(crate) struct Strikes {
     recent: VecDeque<(Instant, String)>,
 }
 
 impl Strikes {
     /// When the latest strike was, if any is remembered.
-    pub fn latest(&self) -> Option<Instant> {
+    pub(crate) fn latest(&self) -> Option<Instant> {
         self.recent.back().map(|(at, _)| *at)
     }
 
     /// Records an over-budget evaluation of object `uid` at `at`; true when that makes
     /// `policy.after` different objects within `policy.window` (the moment to suspend).
-    pub fn strike(&mut self, at: Instant, uid: &str, policy: &SuspendPolicy) -> bool {
+    pub(crate) fn strike(&mut self, at: Instant, uid: &str, policy: &SuspendPolicy) -> bool {
         if policy.after == 0 {
             return false;
         }

@@ -59,15 +59,15 @@ use crate::index::FeedsClock;
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 
-pub use blind::Blind;
+pub(crate) use blind::Blind;
 use entry::{Entry, Lag, Resolution, SkippedObject, StreamState};
-pub use reach::Reach;
+pub(crate) use reach::Reach;
 use reach::covers;
 
 /// What is said of a lag over its bound: how long (whole seconds, at least the bound), the
 /// bound, and the nodes the late changes are on (`None`: not known, any node).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LagSaid {
+pub(crate) struct LagSaid {
     pub lag: Duration,
     pub bound: Duration,
     pub nodes: Option<BTreeSet<String>>,
@@ -77,11 +77,11 @@ pub struct LagSaid {
 const REPORT_COALESCE: Duration = Duration::from_millis(100);
 
 /// Namespaces a ruleset covers; `None`: every namespace.
-pub type Namespaces = Option<BTreeSet<String>>;
+pub(super) type Namespaces = Option<BTreeSet<String>>;
 
 /// A namespace stream of a target: `Some(ns)` when its rulesets only watch some namespaces,
 /// `None` for the one stream across all namespaces (or of a cluster-scoped target).
-pub type Stream = Option<String>;
+pub(crate) type Stream = Option<String>;
 
 /// A ruleset that does not compile.
 #[derive(Debug, Clone)]
@@ -93,7 +93,7 @@ struct InvalidRuleSet {
 
 /// A target whose detection is not current, and why (one per reason).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stale {
+pub(crate) struct Stale {
     /// The target.
     pub target: Target,
     /// Why.

@@ -5,19 +5,19 @@
 
 /// Longest message an operation carries, in characters (Kubernetes' limit on a condition's
 /// message).
-pub const MAX_MESSAGE_CHARS: usize = 32_768;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 32_768;
 
 /// Longest evaluation error text kept, in characters.
-pub const MAX_ERROR_CHARS: usize = 1_024;
+pub(super) const MAX_ERROR_CHARS: usize = 1_024;
 
 use std::borrow::Cow;
 
 /// What ends a cut text.
-pub const TRUNCATED: &str = "… [truncated]";
+pub(super) const TRUNCATED: &str = "… [truncated]";
 
 /// `text` if it has at most `max` characters; else its beginning, ending with [`TRUNCATED`], in
 /// `max` characters in all. Only what is kept is copied.
-pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+pub(super) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     // Byte length bounds character count: most texts are short and need no counting.
     if text.len() <= max || text.chars().nth(max).is_none() {
         return Cow::Borrowed(text);
@@ -28,7 +28,7 @@ pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
 }
 
 /// [`bounded`], for an owned text.
-pub fn truncated(text: String, max: usize) -> String {
+pub(crate) fn truncated(text: String, max: usize) -> String {
     match bounded(&text, max) {
         Cow::Borrowed(_) => text,
         Cow::Owned(cut) => cut,

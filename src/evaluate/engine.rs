@@ -17,7 +17,7 @@ use super::runtime_error::RuntimeError;
 
 /// Longest accepted expression, in bytes. cel 0.15 has no evaluation cost limit, so the size of
 /// what a rule author can make the engine run is bounded here (the parser bounds nesting).
-pub const MAX_SOURCE_LEN: usize = 16 * 1024;
+pub(super) const MAX_SOURCE_LEN: usize = 16 * 1024;
 
 /// The only variable rules are evaluated with, as in the Kubernetes-side operator.
 const OBJECT: &str = "object";

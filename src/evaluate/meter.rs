@@ -34,13 +34,13 @@ use super::estimate::flat_cost;
 
 /// Default of [`Budget::cost_limit`]: about 10 to 100 ms of evaluation, a thousand times what the
 /// costliest shipped rule uses on a large object.
-pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
+pub(crate) const DEFAULT_COST_LIMIT: u64 = 1_000_000;
 
 /// Default of [`Budget::timeout`].
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Largest string `replace` may produce.
-pub const MAX_STRING_BYTES: usize = 1 << 20;
+pub(super) const MAX_STRING_BYTES: usize = 1 << 20;
 
 const COST_RANGE: &str = "@cost_range";
 const LISTS_RANGE: &str = "@lists_range";
@@ -48,7 +48,7 @@ const REPLACE: &str = "@replace";
 
 /// What one evaluation may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Cost units one expression may be charged (elements iterated × body size, elements
     /// created by `lists.range`).
     pub cost_limit: u64,

@@ -23,7 +23,7 @@ const SIGNIFICANT_DIGITS: u8 = 2;
 
 /// The quantiles of one rule operation's successful durations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quantiles {
+pub(crate) struct Quantiles {
     /// How many succeeded.
     pub count: u64,
     /// Median.
@@ -36,7 +36,7 @@ pub struct Quantiles {
 
 /// The quantiles of one rule operation, with what names it in metrics.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LearnedRule {
+pub(crate) struct LearnedRule {
     /// The ruleset.
     pub ruleset: String,
     /// The ruleset's component.

@@ -14,10 +14,10 @@ pub const MIN_SAMPLES: u64 = 5;
 
 /// Progress (percent) from which extrapolating it beats the history's median: below it, the
 /// time spent setting up weighs too much in the extrapolation.
-pub const MIN_PROGRESS: f64 = 10.0;
+pub(super) const MIN_PROGRESS: f64 = 10.0;
 
 /// How far past its rule's 99th percentile an operation runs before it counts as stalled.
-pub const OVERDUE_FACTOR: f64 = 1.5;
+pub(super) const OVERDUE_FACTOR: f64 = 1.5;
 
 /// What history (`learned`, the quantiles of its rule operation) and progress say of `op` at
 /// `now`; `None` for completed operations and while neither says anything.
@@ -27,7 +27,7 @@ pub const OVERDUE_FACTOR: f64 = 1.5;
 /// reports at least [`MIN_PROGRESS`] %, the time elapsed when that progress was seen,
 /// extrapolated to 100 % (an operation's own progress knows its size, the median does not);
 /// else what history says is left of it given how long it has run ([`by_history`]).
-pub fn expect(
+pub(crate) fn expect(
     learned: Option<&Quantiles>,
     op: &InFlightOperation,
     now: Timestamp,
@@ -145,7 +145,7 @@ fn overdue(op: &InFlightOperation, q: &Quantiles, now: Timestamp) -> Option<Stal
 /// completion does not rewrite every active operation of the rule. A shown end that `now` is
 /// about to pass (within that tolerance) is not kept: it would read "overdue" while the new one
 /// says otherwise.
-pub fn settle(
+pub(crate) fn settle(
     shown: Option<&Expectation>,
     new: Option<Expectation>,
     start: Timestamp,

@@ -16,7 +16,7 @@ use crate::operation::{InFlightOperation, NodeKey, Phase};
 
 /// What one active record is counted under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActiveKey {
+pub(crate) struct ActiveKey {
     /// The ruleset's component.
     pub component: String,
     /// The operation (the rule's name for it).
@@ -209,7 +209,7 @@ impl ActiveCounts {
 
 /// The rule an operation comes from, as metrics name it: component, operation, subject kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RuleKey {
+pub(crate) struct RuleKey {
     /// The ruleset's component.
     pub component: String,
     /// The operation (the rule's name for it).

@@ -57,7 +57,7 @@ const NOWHERE: Place = Place {
 /// The index keeps it beside the record it holds, and moves it to the record's next state for
 /// as long as the operation counts the same in every gate.
 #[derive(Debug)]
-pub struct GateEntry {
+pub(crate) struct GateEntry {
     record: Arc<InFlightOperation>,
     rendered: OnceLock<Box<RawValue>>,
     /// Where it sits in each of its scopes, by role
@@ -92,7 +92,10 @@ impl GateEntry {
     /// The gate's form of the record, rendered by `render` the first time. The index keeps an
     /// entry only while its operation's later records show the same in every gate, so what it
     /// renders stays true.
-    pub fn rendered(&self, render: impl FnOnce(&InFlightOperation) -> Box<RawValue>) -> &RawValue {
+    pub(crate) fn rendered(
+        &self,
+        render: impl FnOnce(&InFlightOperation) -> Box<RawValue>,
+    ) -> &RawValue {
         self.rendered.get_or_init(|| render(&self.record))
     }
 }

@@ -12,7 +12,7 @@ pub(super) const ROLES: usize = 5;
 
 /// What one maintenance gate covers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum GateScope {
+pub(crate) enum GateScope {
     /// Every operation.
     Cluster,
     /// Operations whose `ifo.kubevirt.io/node` or `ifo.kubevirt.io/target-node` names the node.
@@ -25,7 +25,7 @@ pub enum GateScope {
 
 /// Why a name is not a gate's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GateNameError {
+pub(crate) enum GateNameError {
     /// The part before the first `.` is not a scope.
     #[error(
         "{0:?} is not a maintenance gate: gates are named cluster, node.<node>, component.<component> or namespace.<namespace>"
@@ -50,7 +50,7 @@ pub enum GateNameError {
 impl GateScope {
     /// The scope a gate name names (`cluster`, `node.<node>`, `component.<c>`,
     /// `namespace.<ns>`), with the value checked as Kubernetes checks such names.
-    pub fn parse(name: &str) -> Result<GateScope, GateNameError> {
+    pub(crate) fn parse(name: &str) -> Result<GateScope, GateNameError> {
         if name == "cluster" {
             return Ok(GateScope::Cluster);
         }
@@ -76,13 +76,13 @@ impl GateScope {
     /// The scopes an active operation counts in: the cluster, its node and migration target,
     /// its component, its namespace. Values that could not name a gate are left out (the
     /// cluster gate still counts the operation).
-    pub fn of(op: &InFlightOperation) -> impl Iterator<Item = GateScope> + '_ {
+    pub(crate) fn of(op: &InFlightOperation) -> impl Iterator<Item = GateScope> + '_ {
         ScopeRef::of(op).map(ScopeRef::to_owned)
     }
 
     /// Whether `op` counts in this scope only as a migration's target (a node gate's message
     /// says so).
-    pub fn is_target_of(&self, op: &InFlightOperation) -> bool {
+    pub(crate) fn is_target_of(&self, op: &InFlightOperation) -> bool {
         match self {
             GateScope::Node(n) => {
                 label(op, NodeKey::TARGET_NODE) == Some(n) && label(op, NodeKey::NODE) != Some(n)

@@ -16,15 +16,15 @@ use hashbrown::HashMap;
 use jiff::Timestamp;
 use slab::Slab;
 
-pub use super::gate_entry::GateEntry;
+pub(crate) use super::gate_entry::GateEntry;
 use super::gate_entry::Place;
-pub use super::gate_scope::{GateNameError, GateScope};
+pub(crate) use super::gate_scope::{GateNameError, GateScope};
 use super::gate_scope::{ROLES, ScopeRef, label};
 use super::scope_members::ScopeMembers;
 use crate::operation::{InFlightOperation, NodeKey, Phase};
 
 /// Operations a gate lists in full (oldest first); the others are only counted.
-pub const MAX_GATE_OPERATIONS: usize = 50;
+pub(crate) const MAX_GATE_OPERATIONS: usize = 50;
 
 /// Cleared scopes whose clearing time is remembered.
 const CLEARED_MEMORY: usize = 4096;
@@ -63,7 +63,7 @@ impl Now {
 
 /// A gate's scope as the index holds it at one resourceVersion.
 #[derive(Debug, Clone)]
-pub struct GateMembers {
+pub(crate) struct GateMembers {
     /// The scope.
     pub scope: GateScope,
     /// The resourceVersion of the scope's latest change (the base or epoch RV when none is

@@ -25,7 +25,7 @@
 //! at one, like any other change.
 
 mod follow;
-pub mod overrides;
+pub(crate) mod overrides;
 pub(crate) mod pods;
 
 use std::collections::HashMap;
@@ -42,14 +42,14 @@ use tokio::sync::Notify;
 
 use crate::index::ScopesClock;
 pub(crate) use follow::Keeper;
-pub use overrides::{End, Override};
+pub(crate) use overrides::{End, Override};
 
 /// How long [`Inventory::report_to`] gathers changes before it reports them.
 const REPORT_COALESCE: Duration = Duration::from_millis(100);
 
 /// A kind of object whose names are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Nodes: the gates `node.<node>`.
     Node,
     /// Namespaces: the gates `namespace.<namespace>`.
@@ -58,7 +58,7 @@ pub enum Kind {
 
 impl Kind {
     /// Its resource, for messages and logs.
-    pub fn plural(self) -> &'static str {
+    pub(crate) fn plural(self) -> &'static str {
         match self {
             Kind::Node => "nodes",
             Kind::Namespace => "namespaces",
@@ -66,7 +66,7 @@ impl Kind {
     }
 
     /// The name of the task that watches it.
-    pub fn task(self) -> &'static str {
+    pub(crate) fn task(self) -> &'static str {
         match self {
             Kind::Node => "node-names",
             Kind::Namespace => "namespace-names",
@@ -76,7 +76,7 @@ impl Kind {
 
 /// Whether the cluster has an object of a kind by that name, as far as the server knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Presence {
+pub(crate) enum Presence {
     /// Listed, or created since.
     Present,
     /// Not among the names of a list that completed and the watch that followed it.
@@ -99,7 +99,7 @@ pub(crate) enum Sync {
 
 /// What the maintenance guard asks of a node, at the time it asks (see [`Inventory::node`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Its uid: Events about it name it, as `kubectl describe` finds them by it.
     pub uid: Option<Arc<str>>,
     /// The reason of its maintenance override, while one is in force (set, and its end, if it
@@ -110,7 +110,7 @@ pub struct Facts {
 /// What is kept of one Node or Namespace besides its name: for a Node, what the maintenance
 /// guard needs (nothing for a Namespace).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Kept {
+pub(crate) struct Kept {
     /// Its uid.
     pub uid: Option<Arc<str>>,
     /// Its maintenance override, in force or not.
@@ -244,7 +244,7 @@ impl Names {
 /// The names of the cluster's Nodes and Namespaces (see the [module](self)). Empty and not
 /// synced until [`Inventory::follow`] runs for each kind.
 #[derive(Debug, Default)]
-pub struct Inventory {
+pub(crate) struct Inventory {
     nodes: Mutex<Names>,
     namespaces: Mutex<Names>,
     /// Notified when anything a gate shows changed.
@@ -266,7 +266,7 @@ impl Inventory {
     }
 
     /// Whether the cluster has the `kind` named `name`, as far as the server knows.
-    pub fn presence(&self, kind: Kind, name: &str) -> Presence {
+    pub(crate) fn presence(&self, kind: Kind, name: &str) -> Presence {
         self.names(kind).lock().presence(kind, name)
     }
 
@@ -279,7 +279,7 @@ impl Inventory {
 
     /// What the guard asks of the node `name` now, if the cluster has it (as far as the server
     /// knows): its maintenance override only while it is in force at this very moment.
-    pub fn node(&self, name: &str) -> Option<Facts> {
+    pub(crate) fn node(&self, name: &str) -> Option<Facts> {
         let now = Timestamp::now();
         self.nodes
             .lock()
@@ -289,7 +289,7 @@ impl Inventory {
     }
 
     /// The maintenance override of the node `name`, in force or not (its gate shows it).
-    pub fn node_override(&self, name: &str) -> Option<Override> {
+    pub(crate) fn node_override(&self, name: &str) -> Option<Override> {
         self.nodes
             .lock()
             .names
@@ -298,7 +298,7 @@ impl Inventory {
     }
 
     /// Every node's maintenance override, in force or not, by node name.
-    pub fn overrides(&self) -> Vec<(Box<str>, Override)> {
+    pub(crate) fn overrides(&self) -> Vec<(Box<str>, Override)> {
         let nodes = self.nodes.lock();
         let mut all: Vec<(Box<str>, Override)> = nodes
             .names
@@ -323,7 +323,7 @@ impl Inventory {
 
     /// A list of `kind` completed with `names` and nothing else kept (what tests and
     /// benchmarks set).
-    pub fn listed<S: Into<Box<str>>>(&self, kind: Kind, names: impl IntoIterator<Item = S>) {
+    pub(crate) fn listed<S: Into<Box<str>>>(&self, kind: Kind, names: impl IntoIterator<Item = S>) {
         let names = names
             .into_iter()
             .map(|n| (n.into(), Kept::default()))
@@ -333,24 +333,24 @@ impl Inventory {
 
     /// The `kind` named `name` was created (or changed), with `kept`.
     #[cfg(test)]
-    pub fn applied(&self, kind: Kind, name: &str, kept: Kept) {
+    pub(crate) fn applied(&self, kind: Kind, name: &str, kept: Kept) {
         self.update(kind, |n| n.applied(name.into(), kept));
     }
 
     /// The `kind` named `name` was deleted.
-    pub fn deleted(&self, kind: Kind, name: &str) {
+    pub(crate) fn deleted(&self, kind: Kind, name: &str) {
         self.update(kind, |n| n.deleted(name));
     }
 
     /// The list or watch of `kind` failed (`why`): not synced until a list completes again.
-    pub fn failed(&self, kind: Kind, why: String) {
+    pub(crate) fn failed(&self, kind: Kind, why: String) {
         self.update(kind, |n| n.failed(why));
     }
 
     /// Tells `index` whenever which gates exist, or what a node's gate says of its override,
     /// may have changed (see [`Index::scopes_changed`]): on a change, and when an override's
     /// end passes. Runs for as long as the server.
-    pub async fn report_to(self: Arc<Self>, scopes: ScopesClock) {
+    pub(crate) async fn report_to(self: Arc<Self>, scopes: ScopesClock) {
         loop {
             let now = Timestamp::now();
             let ends_in = self
@@ -372,7 +372,7 @@ impl Inventory {
     /// Keeps the names of `kind` up to date for as long as it runs: lists them, then watches.
     /// A failure makes them not synced, with why, and starts over with a fresh list after a
     /// backoff (see `follow`).
-    pub async fn follow(self: Arc<Self>, client: Client, kind: Kind) {
+    pub(crate) async fn follow(self: Arc<Self>, client: Client, kind: Kind) {
         let keeper = NamesOf {
             inventory: &self,
             kind,

@@ -26,13 +26,13 @@ use jiff::{SignedDuration, Timestamp};
 use kube::core::ObjectMeta;
 
 /// Characters of an override's reason that are kept (the rest is cut, with `…`).
-pub const MAX_REASON_CHARS: usize = 256;
+pub(crate) const MAX_REASON_CHARS: usize = 256;
 /// Characters of an `-until` value that is not a time that are kept to show it.
 const MAX_INVALID_END_CHARS: usize = 64;
 
 /// A node's maintenance override.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Override {
+pub(crate) struct Override {
     /// Why: the annotation's value, escaped and bounded.
     pub reason: Arc<str>,
     /// When it ends.
@@ -46,7 +46,7 @@ pub struct Override {
 
 /// When an override ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// Never: no `-until` annotation.
     Never,
     /// At this time.
@@ -74,7 +74,7 @@ fn end_of(text: &str, written: Option<Timestamp>) -> End {
 
 impl Override {
     /// The override the annotations of `meta` set, if any; `now`: when it is read.
-    pub fn of(meta: &ObjectMeta, now: Timestamp) -> Option<Override> {
+    pub(crate) fn of(meta: &ObjectMeta, now: Timestamp) -> Option<Override> {
         let annotations = meta.annotations.as_ref()?;
         let reason = annotations
             .get(MAINTENANCE_OVERRIDE_ANNOTATION)
@@ -98,7 +98,7 @@ impl Override {
 
     /// Whether it lets evictions through at `now`: until its end, if it has one; never when
     /// its end cannot be read.
-    pub fn in_force(&self, now: Timestamp) -> bool {
+    pub(crate) fn in_force(&self, now: Timestamp) -> bool {
         match (&self.end, self.ends_at()) {
             (End::Never, _) => true,
             (End::Invalid(_), _) => false,
@@ -109,7 +109,7 @@ impl Override {
     }
 
     /// When it ends, if it has an end that can be read.
-    pub fn ends_at(&self) -> Option<Timestamp> {
+    pub(crate) fn ends_at(&self) -> Option<Timestamp> {
         match self.end {
             End::At(at) => Some(at),
             End::After(d, from) => from.unwrap_or(self.since()).checked_add(d).ok(),
@@ -118,7 +118,7 @@ impl Override {
     }
 
     /// Since when it is set, as far as the server knows.
-    pub fn since(&self) -> Timestamp {
+    pub(crate) fn since(&self) -> Timestamp {
         self.written.unwrap_or(self.seen)
     }
 
@@ -149,7 +149,7 @@ fn written(meta: &ObjectMeta, annotation: &str) -> Option<Timestamp> {
 /// `text` as one plain line of at most `max` characters: control characters and invisible
 /// formatting characters (bidirectional overrides, zero-width characters, line and paragraph
 /// separators) written as escapes, and `…` in place of what is cut.
-pub fn escaped(text: &str, max: usize) -> String {
+pub(crate) fn escaped(text: &str, max: usize) -> String {
     let piece = |c: char| -> Box<dyn Iterator<Item = char>> {
         if c.is_control() {
             Box::new(c.escape_debug())

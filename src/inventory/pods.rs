@@ -47,7 +47,7 @@ pub(crate) struct Placement {
 
 /// Where a pod runs, as far as the server knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodNode {
+pub(crate) enum PodNode {
     /// Bound to this node.
     Bound(Arc<str>),
     /// Not bound to a node yet.
@@ -63,7 +63,7 @@ pub enum PodNode {
 
 /// The pods' placements (see the [module](self)).
 #[derive(Debug, Default)]
-pub struct Pods {
+pub(crate) struct Pods {
     state: RwLock<State>,
 }
 
@@ -82,7 +82,7 @@ impl Pods {
     /// Where the pod `namespace/name` runs. While the pods' watch is not current, no pod can
     /// be placed now (one that was pending may have been bound since, one of the same name
     /// may run elsewhere): every answer is [`PodNode::Unknown`], saying where it was last seen.
-    pub fn node_of(&self, namespace: &str, name: &str) -> PodNode {
+    pub(crate) fn node_of(&self, namespace: &str, name: &str) -> PodNode {
         let state = self.state.read();
         let seen = state.pods.get(key(namespace, name).as_str());
         if let Sync::Failing(why) = &state.sync {
@@ -121,7 +121,7 @@ impl Pods {
     }
 
     /// Keeps the placements up to date for as long as it runs (see `follow`).
-    pub async fn follow(self: Arc<Self>, client: Client) {
+    pub(crate) async fn follow(self: Arc<Self>, client: Client) {
         let api = Api::<PodPlacement>::all_with(client, &ApiResource::erase::<Pod>(&()));
         follow::follow(self.as_ref(), api, watcher::Config::default()).await;
     }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 /// What this replica last saw of the Lease and when, by its own clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observation {
+pub(super) struct Observation {
     /// `spec.holderIdentity`; `None` or empty when released.
     pub holder: Option<String>,
     /// `metadata.resourceVersion`: it changes with every renewal.
@@ -19,7 +19,7 @@ pub struct Observation {
 
 impl Observation {
     /// The same Lease seen again at `now`: keeps the earlier `seen_at` unless it changed.
-    pub fn update(
+    pub(super) fn update(
         previous: Option<&Observation>,
         holder: Option<String>,
         resource_version: Option<String>,
@@ -43,7 +43,7 @@ impl Observation {
 
 /// What to do after looking at the Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeaseStep {
+pub(super) enum LeaseStep {
     /// Nobody holds it, the holder has not renewed for a whole lease duration, or the holder is
     /// proven gone: take it.
     Take,
@@ -59,7 +59,7 @@ pub enum LeaseStep {
 /// The rule of client-go's leader election: a lease is free when released or when nobody
 /// renewed it for its duration as measured from when *we* saw its last change; and, before
 /// that, when `holder_gone` (kubelet reported the holder's process ended: see `proof`).
-pub fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> LeaseStep {
+pub(super) fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> LeaseStep {
     match seen.holder.as_deref() {
         None | Some("") => LeaseStep::Take,
         Some(holder) if holder == me => LeaseStep::Renew,

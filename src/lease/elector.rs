@@ -16,7 +16,7 @@ use super::{Error, Role};
 
 /// Where the Lease is and how it is kept (the `--leader-elect-*` flags).
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Namespace of the Lease.
     pub namespace: String,
     /// Name of the Lease.
@@ -36,7 +36,7 @@ pub struct Settings {
 }
 
 /// Runs the election for one replica.
-pub struct Elector {
+pub(crate) struct Elector {
     api: Api<Lease>,
     pods: Api<Pod>,
     settings: Settings,
@@ -52,7 +52,10 @@ pub struct Elector {
 impl Elector {
     /// An elector that has not looked at the Lease yet, and the role it will publish (starting
     /// as [`Role::Following`]).
-    pub fn new(client: kube::Client, settings: Settings) -> (Elector, watch::Receiver<Role>) {
+    pub(crate) fn new(
+        client: kube::Client,
+        settings: Settings,
+    ) -> (Elector, watch::Receiver<Role>) {
         let (role, receiver) = watch::channel(Role::Following);
         let (holder_ended_tx, holder_ended) = watch::channel(None);
         let elector = Elector {
@@ -80,7 +83,7 @@ impl Elector {
     /// `stop` fires (or its sender is dropped);
     /// then, if leading, stops leading first and releases the Lease, so another replica takes
     /// over at its next look instead of after a whole lease duration.
-    pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+    pub(crate) async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let mut renewed = Instant::now();
         let changed = std::sync::Arc::new(tokio::sync::Notify::new());
         // Aborted when this ends, however it ends (a panic included).

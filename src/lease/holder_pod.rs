@@ -14,7 +14,7 @@ use super::proof::{ContainerEnd, last_end};
 /// `None`), publishes in `ends` the latest end of its container `container`, and wakes the
 /// elector through `changed` when a later end is reported. Ends when `holder`'s sender is
 /// dropped. Best effort: while the watch fails, the Lease's expiry is the rule all the same.
-pub async fn watch(
+pub(super) async fn watch(
     api: Api<Pod>,
     container: String,
     mut holder: watch::Receiver<Option<String>>,

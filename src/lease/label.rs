@@ -21,22 +21,22 @@ use tokio::sync::watch;
 use super::{Error, Role};
 
 /// The label the Service selects.
-pub const LEADER_LABEL: &str = "ifo.kubevirt.io/leader";
+pub(super) const LEADER_LABEL: &str = "ifo.kubevirt.io/leader";
 
 /// The label a standby's pod carries (the guard's second Service selects it).
-pub const STANDBY_LABEL: &str = "ifo.kubevirt.io/standby";
+pub(super) const STANDBY_LABEL: &str = "ifo.kubevirt.io/standby";
 
 /// How long a new leader keeps its standby mark: longer than the endpoints of both Services
 /// take to follow a label (a second or two), shorter than a restarted replica takes to be Ready.
-pub const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
+pub(super) const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
 
 /// Names the Lease a marked pod leads by, so that a new leader removes the mark of its own
 /// election's previous leader only (several elections may share a namespace).
-pub const LEASE_LABEL: &str = "ifo.kubevirt.io/leader-lease";
+pub(super) const LEASE_LABEL: &str = "ifo.kubevirt.io/leader-lease";
 
 /// This replica's pod, to mark while it leads.
 #[derive(Clone)]
-pub struct LeaderLabel {
+pub(crate) struct LeaderLabel {
     api: Api<Pod>,
     pod: String,
     lease: String,
@@ -45,7 +45,12 @@ pub struct LeaderLabel {
 impl LeaderLabel {
     /// The pod `pod` in `namespace` (from the downward API: `POD_NAME`, `POD_NAMESPACE`),
     /// leading by the Lease `lease`.
-    pub fn new(client: kube::Client, namespace: &str, pod: &str, lease: &str) -> LeaderLabel {
+    pub(crate) fn new(
+        client: kube::Client,
+        namespace: &str,
+        pod: &str,
+        lease: &str,
+    ) -> LeaderLabel {
         LeaderLabel {
             api: Api::namespaced(client, namespace),
             pod: pod.to_owned(),
@@ -134,7 +139,7 @@ impl LeaderLabel {
     /// leader mark), both for [`STANDBY_OVERLAP`] once leading (and then the leader mark taken
     /// from any previous leader's pod), then leader only; standby again on stepping down, none
     /// when the election stops.
-    pub async fn follow(self, mut role: watch::Receiver<Role>) {
+    pub(crate) async fn follow(self, mut role: watch::Receiver<Role>) {
         let mut marked: Option<Mark> = None;
         // While marked both (and only then): when the standby mark goes.
         let mut overlap_ends: Option<tokio::time::Instant> = None;

@@ -17,12 +17,12 @@ mod holder_pod;
 mod label;
 mod proof;
 
-pub use elector::{Elector, Settings};
-pub use label::LeaderLabel;
+pub(crate) use elector::{Elector, Settings};
+pub(crate) use label::LeaderLabel;
 
 /// What this replica does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// It holds the lease: it serves.
     Leading,
     /// Another replica holds it (or nobody has it yet): it keeps its index warm and waits.
@@ -31,7 +31,7 @@ pub enum Role {
 
 /// Why a look at the Lease failed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// kube-apiserver answered with an error, or not at all.
     #[error("the lease {name}: {source}")]
     Api {

@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 
 /// The pod a holder identity names: the identity up to its last `_`.
-pub fn holder_pod(identity: &str) -> Option<&str> {
+pub(super) fn holder_pod(identity: &str) -> Option<&str> {
     identity
         .rsplit_once('_')
         .map(|(pod, _)| pod)
@@ -29,7 +29,7 @@ pub fn holder_pod(identity: &str) -> Option<&str> {
 
 /// The latest end of a pod's server container that kubelet reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerEnd {
+pub(super) struct ContainerEnd {
     /// The pod's name.
     pub pod: String,
     /// The container runtime's ID of the container that ended.
@@ -44,7 +44,7 @@ pub struct ContainerEnd {
 /// if terminated, else its last state (the one before a restart). `None` while it never ended
 /// (or no status says so: a pod deleted while still reported running, as a force deletion or a
 /// lost node leaves it, proves nothing).
-pub fn last_end(pod: &Pod, container: &str) -> Option<ContainerEnd> {
+pub(super) fn last_end(pod: &Pod, container: &str) -> Option<ContainerEnd> {
     let status = pod
         .status
         .as_ref()?
@@ -72,7 +72,7 @@ pub fn last_end(pod: &Pod, container: &str) -> Option<ContainerEnd> {
 /// Lease's `acquireTime`, written by the holder), is gone: the end is of the holder's pod and
 /// came after `acquired`. `finished_at` has whole seconds, the real end came at or after it:
 /// strictly later than `acquired` is the proof.
-pub fn proves_gone(identity: &str, acquired: Timestamp, end: &ContainerEnd) -> bool {
+pub(super) fn proves_gone(identity: &str, acquired: Timestamp, end: &ContainerEnd) -> bool {
     holder_pod(identity) == Some(end.pod.as_str()) && end.finished_at > acquired
 }
 

@@ -84,7 +84,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<RuleSetFile>> {
 }
 
 /// The cases file beside a ruleset file, if any.
-pub fn cases_path(ruleset: &Path) -> PathBuf {
+pub(super) fn cases_path(ruleset: &Path) -> PathBuf {
     let stem = ruleset
         .file_stem()
         .unwrap_or_default()

@@ -14,18 +14,18 @@ pub type LabelKey = Cow<'static, str>;
 
 /// The built-in label keys, `ifo.kubevirt.io/` and a name.
 pub(crate) mod key {
-    pub const SUBJECT_UID: &str = "ifo.kubevirt.io/subject-uid";
-    pub const SUBJECT_NAME: &str = "ifo.kubevirt.io/subject-name";
-    pub const SUBJECT_NAMESPACE: &str = "ifo.kubevirt.io/subject-namespace";
-    pub const SUBJECT_KIND: &str = "ifo.kubevirt.io/subject-kind";
-    pub const OPERATION: &str = "ifo.kubevirt.io/operation";
-    pub const COMPONENT: &str = "ifo.kubevirt.io/component";
-    pub const RULESET: &str = "ifo.kubevirt.io/ruleset";
-    pub const OWNER_UID: &str = "ifo.kubevirt.io/owner-uid";
-    pub const OWNER_NAME: &str = "ifo.kubevirt.io/owner-name";
-    pub const OWNER_KIND: &str = "ifo.kubevirt.io/owner-kind";
-    pub const OWNER_GROUP: &str = "ifo.kubevirt.io/owner-group";
-    pub const OWNER_VERSION: &str = "ifo.kubevirt.io/owner-version";
+    pub(crate) const SUBJECT_UID: &str = "ifo.kubevirt.io/subject-uid";
+    pub(crate) const SUBJECT_NAME: &str = "ifo.kubevirt.io/subject-name";
+    pub(crate) const SUBJECT_NAMESPACE: &str = "ifo.kubevirt.io/subject-namespace";
+    pub(crate) const SUBJECT_KIND: &str = "ifo.kubevirt.io/subject-kind";
+    pub(crate) const OPERATION: &str = "ifo.kubevirt.io/operation";
+    pub(crate) const COMPONENT: &str = "ifo.kubevirt.io/component";
+    pub(crate) const RULESET: &str = "ifo.kubevirt.io/ruleset";
+    pub(crate) const OWNER_UID: &str = "ifo.kubevirt.io/owner-uid";
+    pub(crate) const OWNER_NAME: &str = "ifo.kubevirt.io/owner-name";
+    pub(crate) const OWNER_KIND: &str = "ifo.kubevirt.io/owner-kind";
+    pub(crate) const OWNER_GROUP: &str = "ifo.kubevirt.io/owner-group";
+    pub(crate) const OWNER_VERSION: &str = "ifo.kubevirt.io/owner-version";
 }
 
 /// The keys records share: the built-in ones, and the well-known node keys rules set on nearly

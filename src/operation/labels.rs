@@ -52,7 +52,7 @@ impl fmt::Display for LabelWarning {
 /// built-ins. Built-ins can't be overridden because tools rely on them to find an operation's
 /// subject, owner and ruleset. Every value is passed through [`label_value`]; keys that are not
 /// qualified names are left out and returned as warnings.
-pub fn build_labels<'a>(
+pub(crate) fn build_labels<'a>(
     subject: &Subject,
     ruleset: &RuleSetInfo,
     operation: &str,
@@ -148,7 +148,7 @@ pub(crate) fn gate_node(value: &str) -> String {
 /// share a prefix stay distinct. A value with nothing usable left becomes its hash.
 /// Replacing characters alone adds no hash, so values stay readable and selectable by what
 /// users expect (`apps/v1` → `apps-v1`), at the cost that such values may coincide.
-pub fn label_value(value: &str) -> String {
+pub(super) fn label_value(value: &str) -> String {
     if is_valid_label_value(value) {
         return value.to_owned();
     }
@@ -175,7 +175,7 @@ pub fn label_value(value: &str) -> String {
 
 /// Kubernetes `IsValidLabelValue`: empty, or ≤ 63 of `[A-Za-z0-9-_.]` starting and ending with
 /// an alphanumeric (the messages of why not are `ifo_apimachinery::validation`'s).
-pub fn is_valid_label_value(value: &str) -> bool {
+pub(super) fn is_valid_label_value(value: &str) -> bool {
     validation::is_valid_label_value(value).is_empty()
 }
 
@@ -186,7 +186,7 @@ fn is_value_char(c: char) -> bool {
 
 /// Kubernetes `IsQualifiedName`: `[prefix/]name`, prefix a DNS-1123 subdomain, name ≤ 63 of
 /// `[A-Za-z0-9-_.]` starting and ending with an alphanumeric.
-pub fn is_qualified_name(key: &str) -> bool {
+pub(super) fn is_qualified_name(key: &str) -> bool {
     validation::is_qualified_name(key).is_empty()
 }
 

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::hash::hash8;
 
 /// Longest name produced: a DNS-1123 label, so a name also fits in a label value.
-pub const MAX_NAME_LEN: usize = 63;
+pub(super) const MAX_NAME_LEN: usize = 63;
 
 /// UUIDv5 namespace of occurrence uids. Fixed forever: changing it changes every uid.
 const OCCURRENCE_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a57_93b4_4d0e_a8c1_5e2f_0b7d_9c43);
@@ -59,7 +59,7 @@ pub fn object_name(
 ///
 /// When the start time comes from a `startTime` expression every replica computes the same uid;
 /// the start is formatted at full precision so two occurrences within one second still differ.
-pub fn occurrence_uid(
+pub(crate) fn occurrence_uid(
     subject_uid: &str,
     ruleset: &str,
     operation: &str,

@@ -4,11 +4,11 @@
 use jiff::Timestamp;
 
 /// The reason of a stall judged from history rather than reported by the rule.
-pub const OVERDUE_BY_HISTORY: &str = "OverdueByHistory";
+pub(crate) const OVERDUE_BY_HISTORY: &str = "OverdueByHistory";
 
 /// The condition reason of a stall the rule reported without a reason of its own, or with one
 /// that is not a condition reason (a sentence rather than a `CamelCase` word).
-pub const REPORTED_BY_RULE: &str = "ReportedByRule";
+pub(super) const REPORTED_BY_RULE: &str = "ReportedByRule";
 
 /// An operation that is not progressing: the `Stalled` condition of its object.
 #[derive(Debug, Clone, PartialEq, Eq)]

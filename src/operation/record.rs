@@ -12,14 +12,14 @@ use super::progress::{Expectation, Stall};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
-pub use ifo_model::SELECTABLE_FIELDS;
+pub(crate) use ifo_model::SELECTABLE_FIELDS;
 
 /// `group/version` of the served records.
-pub const API_VERSION: &str = ifo_model::GROUP_VERSION;
+pub(super) const API_VERSION: &str = ifo_model::GROUP_VERSION;
 /// Kind of operations on namespaced subjects (served in the subject's namespace).
-pub const NAMESPACED_KIND: &str = ifo_model::NAMESPACED_KIND;
+pub(super) const NAMESPACED_KIND: &str = ifo_model::NAMESPACED_KIND;
 /// Kind of operations on cluster-scoped subjects.
-pub const CLUSTER_KIND: &str = ifo_model::CLUSTER_KIND;
+pub(super) const CLUSTER_KIND: &str = ifo_model::CLUSTER_KIND;
 
 /// One visible state of one operation occurrence.
 ///

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 /// RFC 3339 in UTC with whole seconds (`2026-11-22T10:30:00Z`), as Kubernetes writes
 /// `metav1.Time`: clients parse exactly this form, and sub-second digits would make otherwise
 /// equal objects differ between replicas.
-pub fn format_time(ts: Timestamp) -> String {
+pub(crate) fn format_time(ts: Timestamp) -> String {
     format!("{ts:.0}")
 }
 

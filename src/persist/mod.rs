@@ -22,12 +22,12 @@ mod pending;
 mod restore;
 mod writer;
 
-pub use restore::{ReadBack, api, read_back};
-pub use writer::{Settings, Writer};
+pub(crate) use restore::{ReadBack, api, read_back};
+pub(crate) use writer::{Settings, Writer};
 
 /// What can go wrong in persistence mode.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The CRD of the persisted kind is not installed.
     #[error(
         "the CRD inflightoperations.ifo.kubevirt.io is not installed (kubectl apply -k deploy/persist/): {0}"

@@ -18,32 +18,32 @@ use super::Error;
 use crate::operation::{InFlightOperation, Outcome, Phase, Subject};
 
 /// The persisted kind's group.
-pub const GROUP: &str = "ifo.kubevirt.io";
+pub(super) const GROUP: &str = "ifo.kubevirt.io";
 /// The persisted kind's version.
-pub const VERSION: &str = "v1alpha1";
+pub(super) const VERSION: &str = "v1alpha1";
 /// `apiVersion` of the copies.
 const API_VERSION: &str = "ifo.kubevirt.io/v1alpha1";
 /// The persisted kind.
-pub const KIND: &str = "InFlightOperation";
+pub(super) const KIND: &str = "InFlightOperation";
 /// The persisted kind's resource.
-pub const PLURAL: &str = "inflightoperations";
+pub(super) const PLURAL: &str = "inflightoperations";
 /// The label that marks a copy as written by this server, and its value.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "ifo-apiserver");
+pub(super) const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "ifo-apiserver");
 /// The field manager of every write.
-pub const FIELD_MANAGER: &str = "ifo-apiserver";
+pub(super) const FIELD_MANAGER: &str = "ifo-apiserver";
 /// The live object's `metadata.uid` (the CR has a uid of its own).
-pub const UID_ANNOTATION: &str = "ifo.kubevirt.io/uid";
+pub(super) const UID_ANNOTATION: &str = "ifo.kubevirt.io/uid";
 /// When the operation started, to the nanosecond (`creationTimestamp` is when the CR was
 /// written, in whole seconds).
-pub const STARTED_ANNOTATION: &str = "ifo.kubevirt.io/started";
+pub(super) const STARTED_ANNOTATION: &str = "ifo.kubevirt.io/started";
 
 /// The persisted kind, for the dynamic client.
-pub fn resource() -> ApiResource {
+pub(super) fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
 }
 
 /// `labelSelector` of our copies.
-pub fn selector() -> String {
+pub(super) fn selector() -> String {
     format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }
 
@@ -58,7 +58,7 @@ struct Metadata<'a> {
 }
 
 /// The copy of `op` to write; `resource_version` for a replace.
-pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> DynamicObject {
+pub(super) fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> DynamicObject {
     let mut labels: BTreeMap<&str, &str> = op.labels.iter().collect();
     labels.insert(MANAGED_BY.0, MANAGED_BY.1);
     let body = op.wire_as(
@@ -80,7 +80,7 @@ pub fn to_object(op: &InFlightOperation, resource_version: Option<&str>) -> Dyna
 }
 
 /// Whether `object` is a copy this server wrote.
-pub fn is_ours(object: &DynamicObject) -> bool {
+pub(super) fn is_ours(object: &DynamicObject) -> bool {
     object
         .metadata
         .labels
@@ -133,7 +133,7 @@ struct StatusIn {
 }
 
 /// The live record a copy of ours holds, for a restart to continue from.
-pub fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Error> {
+pub(super) fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperation>, Error> {
     let name = object.metadata.name.clone().unwrap_or_default();
     let invalid = |why: String| Error::InvalidCopy {
         name: name.clone(),

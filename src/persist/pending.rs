@@ -20,7 +20,7 @@ use crate::operation::{InFlightOperation, Outcome, Phase};
 
 /// A copy of ours in the cluster.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Copy {
+pub(crate) struct Copy {
     /// What it holds; `None` when it could not be read (it is then replaced or deleted).
     pub record: Option<Arc<InFlightOperation>>,
     /// Its `metadata.uid`: deletes are conditional on it.
@@ -31,7 +31,7 @@ pub struct Copy {
 
 /// What an operation's copy should be.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Desired {
+pub(super) enum Desired {
     /// A copy of this record.
     Present(Arc<InFlightOperation>),
     /// No copy: the live record is gone (its last state, if known, so that a completion
@@ -41,7 +41,7 @@ pub enum Desired {
 
 /// One write to make.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Write {
+pub(super) enum Write {
     /// Create the copy.
     Create(Arc<InFlightOperation>),
     /// Replace the copy at `copy.resource_version` with the record.
@@ -57,7 +57,7 @@ pub enum Write {
 
 impl Write {
     /// The operation (and copy) name.
-    pub fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         match self {
             Write::Create(r) | Write::Replace(r, _) => &r.name,
             Write::Delete { name, .. } => name,
@@ -65,7 +65,7 @@ impl Write {
     }
 
     /// The HTTP verb, for logs and metrics.
-    pub fn verb(&self) -> &'static str {
+    pub(super) fn verb(&self) -> &'static str {
         match self {
             Write::Create(_) => "create",
             Write::Replace(..) => "update",
@@ -76,7 +76,7 @@ impl Write {
 
 /// How a write went.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Written {
+pub(super) enum Written {
     /// Created or replaced: the copy now.
     Stored(Copy),
     /// Deleted, or found gone.
@@ -104,7 +104,7 @@ struct Slot {
 
 /// The writer's bookkeeping.
 #[derive(Debug)]
-pub struct Pending {
+pub(super) struct Pending {
     interval: Duration,
     /// Our copies in the cluster, by name, with when each was last written.
     copies: HashMap<String, (Copy, Option<Instant>)>,
@@ -123,7 +123,7 @@ const BACKOFF: Backoff =
 
 impl Pending {
     /// `interval`: the least time between two writes of one operation's copy.
-    pub fn new(interval: Duration) -> Pending {
+    pub(super) fn new(interval: Duration) -> Pending {
         Pending {
             interval,
             copies: HashMap::new(),
@@ -134,33 +134,33 @@ impl Pending {
     }
 
     /// A copy of ours found in the cluster (at start).
-    pub fn found(&mut self, name: String, copy: Copy) {
+    pub(super) fn found(&mut self, name: String, copy: Copy) {
         self.copies.insert(name, (copy, None));
     }
 
     /// Operations with work left (in flight or waiting).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.work.len()
     }
 
     /// Whether nothing is left to write.
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.work.is_empty()
     }
 
     /// How long the operation waiting longest has been waiting.
-    pub fn oldest(&self, now: Instant) -> Option<Duration> {
+    pub(super) fn oldest(&self, now: Instant) -> Option<Duration> {
         self.work.values().map(|s| now - s.since).max()
     }
 
     /// When the earliest waiting write is due.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(super) fn next_due(&self) -> Option<Instant> {
         self.queue.first().map(|(t, _)| *t)
     }
 
     /// The copy of `name` should now be `desired`.
-    pub fn want(&mut self, name: &str, desired: Desired, now: Instant) {
+    pub(super) fn want(&mut self, name: &str, desired: Desired, now: Instant) {
         if self.foreign.contains(name) {
             if matches!(desired, Desired::Absent(_)) {
                 self.foreign.remove(name);
@@ -193,7 +193,12 @@ impl Pending {
     /// showing an active operation the index no longer has is first written completed, outcome
     /// `Unknown`, at `wall` (the operation ended while the writer was not looking), so that
     /// readers of the copies see it end before it goes.
-    pub fn resync(&mut self, records: &[Arc<InFlightOperation>], now: Instant, wall: Timestamp) {
+    pub(super) fn resync(
+        &mut self,
+        records: &[Arc<InFlightOperation>],
+        now: Instant,
+        wall: Timestamp,
+    ) {
         let live: HashSet<&str> = records.iter().map(|r| r.name.as_str()).collect();
         let gone: Vec<(String, Option<Arc<InFlightOperation>>)> = self
             .copies
@@ -219,7 +224,7 @@ impl Pending {
     }
 
     /// The next write that is due at `now`, marked in flight until [`Pending::done`].
-    pub fn take(&mut self, now: Instant) -> Option<Write> {
+    pub(super) fn take(&mut self, now: Instant) -> Option<Write> {
         while let Some((due, name)) = self.queue.first().cloned() {
             if due > now {
                 return None;
@@ -243,7 +248,7 @@ impl Pending {
     }
 
     /// The write of `name` that [`Pending::take`] handed out ended as `result`.
-    pub fn done(&mut self, name: &str, result: Written, now: Instant) {
+    pub(super) fn done(&mut self, name: &str, result: Written, now: Instant) {
         let Some(slot) = self.work.get_mut(name) else {
             return;
         };

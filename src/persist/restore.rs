@@ -12,7 +12,7 @@ use crate::operation::InFlightOperation;
 
 /// Our copies in the cluster at start.
 #[derive(Debug, Default)]
-pub struct ReadBack {
+pub(crate) struct ReadBack {
     /// The records they hold, to restore.
     pub records: Vec<Arc<InFlightOperation>>,
     /// Every copy by name (those that could not be read too: they are deleted unless a live
@@ -21,7 +21,7 @@ pub struct ReadBack {
 }
 
 /// Lists our copies (by label, a page at a time).
-pub async fn read_back(api: &Api<DynamicObject>) -> Result<ReadBack, Error> {
+pub(crate) async fn read_back(api: &Api<DynamicObject>) -> Result<ReadBack, Error> {
     let mut params = ListParams::default().labels(&selector()).limit(500);
     let mut out = ReadBack::default();
     loop {
@@ -57,6 +57,6 @@ pub async fn read_back(api: &Api<DynamicObject>) -> Result<ReadBack, Error> {
 }
 
 /// The API of the persisted kind, through `client`.
-pub fn api(client: kube::Client) -> Api<DynamicObject> {
+pub(crate) fn api(client: kube::Client) -> Api<DynamicObject> {
     Api::all_with(client, &resource())
 }

@@ -29,7 +29,7 @@ const IDLE_WAKE: Duration = Duration::from_secs(3600);
 
 /// How the writer paces itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Least time between two writes of one operation's copy (`PERSIST_INTERVAL`).
     pub interval: Duration,
     /// Writes per second, all operations together (`PERSIST_QPS`).
@@ -39,7 +39,7 @@ pub struct Settings {
 }
 
 /// Mirrors the index into persisted copies.
-pub struct Writer {
+pub(crate) struct Writer {
     api: Api<DynamicObject>,
     pending: Pending,
     limiter: DefaultDirectRateLimiter,
@@ -47,7 +47,7 @@ pub struct Writer {
 
 impl Writer {
     /// A writer that knows the copies read back at start.
-    pub fn new(api: Api<DynamicObject>, settings: Settings, found: ReadBack) -> Writer {
+    pub(crate) fn new(api: Api<DynamicObject>, settings: Settings, found: ReadBack) -> Writer {
         let mut pending = Pending::new(settings.interval);
         for (name, copy) in found.copies {
             pending.found(name, copy);
@@ -64,7 +64,7 @@ impl Writer {
     }
 
     /// Runs until the index is gone.
-    pub async fn run(mut self, index: IndexReader) {
+    pub(crate) async fn run(mut self, index: IndexReader) {
         let (snapshot, mut events) = index.subscribe_with_snapshot();
         self.pending.resync(
             &records(&snapshot.items),

@@ -36,7 +36,7 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// any, is released once the first list of rulesets has been loaded and the watchers it needs
 /// are started (each of which holds readiness back until its own first list).
 /// `status_interval` paces the status writes that nobody waits on (see [`due`]).
-pub async fn run(
+pub(crate) async fn run(
     client: Client,
     engine: Engine,
     watches: Arc<Watches>,

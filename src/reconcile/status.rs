@@ -6,7 +6,7 @@ use crate::ruleset::{InvalidRuleSet, OperationDurations, RuleSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// What is known about one ruleset right now.
-pub struct Observed<'a> {
+pub(super) struct Observed<'a> {
     pub generation: Option<i64>,
     /// Why the ruleset does not compile, if it does not.
     pub invalid: Option<&'a InvalidRuleSet>,
@@ -57,7 +57,7 @@ fn problem(
 }
 
 /// The desired status; `previous` keeps transition times of conditions whose status did not change.
-pub fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSetStatus {
+pub(super) fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> RuleSetStatus {
     let g = observed.generation;
     let invalid_rule = observed.invalid.is_some();
     let (invalid_target, watch_failed, active) = match &observed.health.watch {
@@ -236,7 +236,7 @@ fn objects_skipped(health: &RuleSetHealth, generation: Option<i64>) -> Condition
 }
 
 /// Equal for the purpose of deciding whether to write (ignores transition times).
-pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+pub(super) fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     let strip = |s: &RuleSetStatus| {
         let mut s = s.clone();
         for c in &mut s.conditions {
@@ -253,7 +253,7 @@ pub fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
 /// (`InvalidRule`), and whether the ruleset is suspended (`CostExceeded` `Suspended`). The rest
 /// (the other conditions, counts, learned durations) is written on a slower cadence (see
 /// `controller::write_statuses`).
-pub fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
+pub(super) fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
     type Awaited<'a> = (
         Option<i64>,
         bool,

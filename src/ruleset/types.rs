@@ -6,16 +6,16 @@ use kube::core::{ApiResource, GroupVersionKind, Object};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const GROUP: &str = "ifo.kubevirt.io";
-pub const VERSION: &str = "v1alpha1";
-pub const KIND: &str = "OperationRuleSet";
-pub const PLURAL: &str = "operationrulesets";
+pub(super) const GROUP: &str = "ifo.kubevirt.io";
+pub(super) const VERSION: &str = "v1alpha1";
+pub(super) const KIND: &str = "OperationRuleSet";
+pub(super) const PLURAL: &str = "operationrulesets";
 
 /// An `OperationRuleSet` object, with kube's metadata handling.
-pub type OperationRuleSet = Object<RuleSetSpec, RuleSetStatus>;
+pub(crate) type OperationRuleSet = Object<RuleSetSpec, RuleSetStatus>;
 
 /// The resource for kube's dynamic API calls (list, watch, status patches).
-pub fn api_resource() -> ApiResource {
+pub(crate) fn api_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, KIND), PLURAL)
 }
 
@@ -72,7 +72,7 @@ pub struct Related {
 }
 
 /// The default (and only) `related[].match`.
-pub const SAME_NAME: &str = "SameName";
+pub(super) const SAME_NAME: &str = "SameName";
 
 fn same_name() -> String {
     SAME_NAME.to_owned()
@@ -154,7 +154,7 @@ pub struct LabelExpression {
 /// rules run.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct RuleSetStatus {
+pub(crate) struct RuleSetStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -181,7 +181,7 @@ pub struct RuleSetStatus {
 /// The learned durations of one operation of a ruleset (`status.operationDurations[]`).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct OperationDurations {
+pub(crate) struct OperationDurations {
     /// The operation (a rule's `operation`).
     pub operation: String,
     /// Completed operations with outcome `Succeeded` the quantiles are computed from.

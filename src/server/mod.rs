@@ -52,7 +52,7 @@ impl Server {
     /// persistence mode: [`Pipeline`]), makes what answers requests ([`Serving`]) and decides
     /// who serves (with leader election, the elector: [`lead`]). Serving starts with
     /// [`Server::run`], which ends with the shutdown sequence.
-    pub async fn build(args: ServeArgs) -> Result<Server> {
+    pub(crate) async fn build(args: ServeArgs) -> Result<Server> {
         let start = std::time::Instant::now();
         let sources = Sources::read(&args).await?;
         let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
@@ -102,7 +102,10 @@ impl Server {
 
     /// Serves until `shutdown` resolves, then shuts down in one sequence: hand the Lease over,
     /// fail `/readyz`, end open watches and connections, stop every background task.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    pub(crate) async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
         let listener = Arc::new(Listener::default());
         // The shutdown sequence waits for the signal beside the listener it closes; it ends
         // the server, so nothing outlives it to own it.

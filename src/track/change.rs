@@ -24,7 +24,7 @@ impl Change {
 
 /// Result of observing one subject event.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Record changes, in the order the index must apply them.
     pub changes: Vec<Change>,
     /// Labels that could not be set on the records involved (invalid keys), for the caller to

@@ -11,11 +11,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Where a subject is: its namespace (`""` for a cluster-scoped one) and name.
-pub type Place = (String, String);
+pub(super) type Place = (String, String);
 
 /// One related object, as a related part of a ruleset saw it.
 #[derive(Debug, Clone, Copy)]
-pub struct RelatedObject<'a> {
+pub(crate) struct RelatedObject<'a> {
     /// Its namespace (`None`: cluster-scoped).
     pub namespace: Option<&'a str>,
     /// Its name.
@@ -60,7 +60,7 @@ impl Part {
 
 /// The related values of every ruleset's subjects (see the module's documentation).
 #[derive(Debug, Default)]
-pub struct RelatedValues {
+pub(crate) struct RelatedValues {
     /// By ruleset, then part (its index in `spec.related`).
     rulesets: HashMap<String, BTreeMap<usize, Part>>,
 }
@@ -73,7 +73,12 @@ impl RelatedValues {
     /// The labels `ruleset`'s related parts give the subject `name` in `namespace`, each key
     /// once: a later part's value wins over an earlier one's, as a later label expression's
     /// does. Empty for a ruleset without related parts (one lookup).
-    pub fn get(&self, ruleset: &str, namespace: Option<&str>, name: &str) -> Vec<(&str, &str)> {
+    pub(crate) fn get(
+        &self,
+        ruleset: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Vec<(&str, &str)> {
         let mut out: Vec<(&str, &str)> = Vec::new();
         let Some(parts) = self.rulesets.get(ruleset) else {
             return out;
@@ -91,7 +96,7 @@ impl RelatedValues {
     }
 
     /// [`RelatedValues::get`], owned.
-    pub fn get_owned(
+    pub(crate) fn get_owned(
         &self,
         ruleset: &str,
         namespace: Option<&str>,
@@ -106,7 +111,7 @@ impl RelatedValues {
     /// Part `part` of `ruleset` evaluated `object`: `values` are its label expressions'
     /// results, in order; `None` where the expression failed, which keeps the value it had
     /// (unknown is not "no label"). Returns the subject's place when what it gets changed.
-    pub fn set(
+    pub(crate) fn set(
         &mut self,
         ruleset: &str,
         part: usize,
@@ -153,7 +158,7 @@ impl RelatedValues {
 
     /// The related object `uid` of part `part` of `ruleset` is gone. Returns the place of the
     /// subject it labelled, when what that gets changed.
-    pub fn remove(&mut self, ruleset: &str, part: usize, uid: &str) -> Option<Place> {
+    pub(crate) fn remove(&mut self, ruleset: &str, part: usize, uid: &str) -> Option<Place> {
         let at = self
             .rulesets
             .get(ruleset)?
@@ -176,7 +181,7 @@ impl RelatedValues {
     /// A list of part `part` of `ruleset` in `namespace` (`None`: everywhere) saw exactly the
     /// objects `present` (by uid): those held there that it did not see are gone. Returns the
     /// places of the subjects whose values changed.
-    pub fn resync(
+    pub(crate) fn resync(
         &mut self,
         ruleset: &str,
         part: usize,
@@ -206,7 +211,7 @@ impl RelatedValues {
     /// `ruleset` now has `parts` related parts: what the others held is forgotten. Its
     /// subjects get the change at their next evaluation (a ruleset that changes is listed
     /// again).
-    pub fn retain_parts(&mut self, ruleset: &str, parts: usize) {
+    pub(crate) fn retain_parts(&mut self, ruleset: &str, parts: usize) {
         if let Some(held) = self.rulesets.get_mut(ruleset) {
             held.retain(|index, _| *index < parts);
         }
@@ -214,13 +219,13 @@ impl RelatedValues {
     }
 
     /// `ruleset` is gone: everything it held is forgotten.
-    pub fn forget(&mut self, ruleset: &str) {
+    pub(crate) fn forget(&mut self, ruleset: &str) {
         self.rulesets.remove(ruleset);
     }
 
     /// How many related objects are held, over every ruleset and part.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.rulesets
             .values()
             .flat_map(|parts| parts.values())
@@ -247,7 +252,7 @@ impl RelatedValues {
 /// (a later duplicate key wins in `build_labels`): the related values, then the subject's own
 /// label expressions. An own value that is empty leaves its key to a related value, if any:
 /// an empty value means "no label".
-pub fn merge_labels<'a>(
+pub(super) fn merge_labels<'a>(
     related: &[(&'a str, &'a str)],
     own: &[(&'a str, &'a str)],
 ) -> Vec<(&'a str, &'a str)> {

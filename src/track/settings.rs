@@ -4,7 +4,7 @@ use jiff::SignedDuration;
 
 /// How long operations stay visible around their end.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Grace after a rule stops matching before the operation completes (`DEBOUNCE_THRESHOLD`).
     /// Matching again within it continues the same occurrence. Zero or negative completes at once.
     pub debounce: SignedDuration,

@@ -75,7 +75,7 @@ struct Grace {
 /// due at `now`, so the result never depends on how promptly the caller calls [`Tracker::tick`].
 /// Memory is bounded by the active operations plus at most `max_completed` retained ones; the
 /// deadline indexes hold one entry per pending grace or retained record.
-pub struct Tracker {
+pub(crate) struct Tracker {
     settings: Settings,
     entries: BTreeMap<Key, Entry>,
     /// Pending graces by deadline.
@@ -94,7 +94,7 @@ pub struct Tracker {
 
 impl Tracker {
     /// An empty tracker: no operation, no ruleset loaded.
-    pub fn new(settings: Settings) -> Tracker {
+    pub(crate) fn new(settings: Settings) -> Tracker {
         Tracker {
             settings,
             entries: BTreeMap::new(),
@@ -108,17 +108,17 @@ impl Tracker {
 
     /// `ruleset` is loaded at `generation`: from now on only evaluations by this generation (or
     /// a later one) count.
-    pub fn ruleset_loaded(&mut self, ruleset: &str, generation: Option<i64>) {
+    pub(crate) fn ruleset_loaded(&mut self, ruleset: &str, generation: Option<i64>) {
         self.loaded.insert(ruleset.to_owned(), generation);
     }
 
     /// The rulesets loaded now, by name.
-    pub fn loaded(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn loaded(&self) -> impl Iterator<Item = &str> {
         self.loaded.keys().map(String::as_str)
     }
 
     /// Whether evaluations by `ruleset` count: it is loaded, and not at a later generation.
-    pub fn accepts(&self, ruleset: &RuleSetInfo) -> bool {
+    pub(crate) fn accepts(&self, ruleset: &RuleSetInfo) -> bool {
         self.loaded
             .get(&ruleset.name)
             .is_some_and(|loaded| ruleset.generation >= *loaded)
@@ -129,7 +129,7 @@ impl Tracker {
     /// `operations[i]` is the operation of the ruleset's i-th rule, parallel to `eval.rules`.
     /// An evaluation by a ruleset that is not loaded, or by an older generation of it, changes
     /// nothing (see [`Tracker::accepts`]).
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         ruleset: &RuleSetInfo,
         operations: &[String],
@@ -428,7 +428,7 @@ impl Tracker {
     }
 
     /// Completes graces that ran out and drops retained records past their retention.
-    pub fn tick(&mut self, now: Timestamp) -> Vec<Change> {
+    pub(crate) fn tick(&mut self, now: Timestamp) -> Vec<Change> {
         let mut changes = Vec::new();
         while let Some((deadline, key)) = self.graces.first().cloned() {
             if deadline > now {
@@ -448,7 +448,7 @@ impl Tracker {
     }
 
     /// The earliest time at which [`Tracker::tick`] has something to do.
-    pub fn next_deadline(&self) -> Option<Timestamp> {
+    pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
         let grace = self.graces.first().map(|(t, _)| *t);
         let retention = self
             .retained
@@ -462,7 +462,7 @@ impl Tracker {
 
     /// The subject was deleted: its active operations in `ruleset` complete now with
     /// `SubjectDeleted`, whether or not a grace was running (it can't match again).
-    pub fn subject_deleted(
+    pub(crate) fn subject_deleted(
         &mut self,
         ruleset: &str,
         subject_uid: &str,
@@ -480,7 +480,7 @@ impl Tracker {
     /// cluster-scoped target): active operations of subjects there that are not in
     /// `present_subject_uids` were deleted while the watch was down. Subjects elsewhere are
     /// not judged: that list did not cover them.
-    pub fn resync(
+    pub(crate) fn resync(
         &mut self,
         ruleset: &str,
         namespace: Option<&str>,
@@ -501,7 +501,7 @@ impl Tracker {
     /// The ruleset was deleted or became invalid: its active operations complete now with
     /// `RuleSetRemoved`, and nothing it evaluates counts any more (until it is loaded again).
     /// Retained completed records stay until their retention ends.
-    pub fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
+    pub(crate) fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
         self.loaded.remove(ruleset);
         self.related.forget(ruleset);
         self.retain_operations(ruleset, &[], now)
@@ -509,7 +509,7 @@ impl Tracker {
 
     /// The ruleset was updated and now detects only `operations`: active operations it no
     /// longer has a rule for complete now with `RuleSetRemoved` (nothing would ever end them).
-    pub fn retain_operations(
+    pub(crate) fn retain_operations(
         &mut self,
         ruleset: &str,
         operations: &[String],
@@ -532,7 +532,7 @@ impl Tracker {
     ///
     /// `false` when the record is not taken (a completed record that is not retained, or a
     /// second record of the same operation): its persisted copy has no live record to mirror.
-    pub fn restore(&mut self, record: Arc<InFlightOperation>) -> bool {
+    pub(crate) fn restore(&mut self, record: Arc<InFlightOperation>) -> bool {
         let key = Key::new(&record.ruleset, &record.subject.uid, &record.operation);
         if self.entries.contains_key(&key) {
             return false;
@@ -569,7 +569,7 @@ impl Tracker {
     /// saw the operation start at a slightly different time, and the uid derives from it).
     /// `None` when there is nothing to change: the copy is not of an active operation, or this
     /// tracker has no active one in that slot (the writer completes such a copy).
-    pub fn adopt(&mut self, copy: &InFlightOperation) -> Option<Change> {
+    pub(crate) fn adopt(&mut self, copy: &InFlightOperation) -> Option<Change> {
         if copy.phase != Phase::Active {
             return None;
         }
@@ -592,7 +592,7 @@ impl Tracker {
     /// grace) ended while nobody watched: they complete now, with `RuleSetRemoved` when their
     /// ruleset is gone, else `Unknown` (their subject left the ruleset's scope, or the rule
     /// has only errored since).
-    pub fn sweep_restored(&mut self, now: Timestamp) -> Vec<Change> {
+    pub(crate) fn sweep_restored(&mut self, now: Timestamp) -> Vec<Change> {
         let mut changes = self.tick(now);
         let keys: Vec<Key> = self
             .entries
@@ -612,13 +612,13 @@ impl Tracker {
     }
 
     /// Active operations (grace running or not) of `ruleset`.
-    pub fn active_count(&self, ruleset: &str) -> usize {
+    pub(crate) fn active_count(&self, ruleset: &str) -> usize {
         self.active.get(ruleset).copied().unwrap_or(0)
     }
 
     /// Retained completed records, all rulesets.
     #[cfg(test)]
-    pub fn retained_count(&self) -> usize {
+    pub(crate) fn retained_count(&self) -> usize {
         self.retained.len()
     }
 

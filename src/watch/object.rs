@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 /// Deepest nesting of an object that is evaluated; deeper objects are skipped and reported.
-pub const MAX_DEPTH: usize = 512;
+pub(super) const MAX_DEPTH: usize = 512;
 
 /// An object of a watched target: its content, or why it could not be decoded.
 #[derive(Clone, Debug)]

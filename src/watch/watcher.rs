@@ -38,14 +38,14 @@ struct Running {
 
 /// How watchers find out whether they are current.
 #[derive(Clone, Copy, Debug)]
-pub struct Liveness {
+pub(crate) struct Liveness {
     /// How often each stream's target is listed (one object) to catch a silently stalled watch.
     pub probe_interval: Duration,
     /// How long such a list may take before the stream counts as stalled.
     pub probe_timeout: Duration,
 }
 
-pub struct Watches {
+pub(crate) struct Watches {
     client: Client,
     detector: Arc<Detector>,
     health: Arc<Health>,
@@ -61,7 +61,7 @@ pub struct Watches {
 impl Watches {
     /// Each watcher started before the server is ready holds `readiness` back until its first
     /// list has completed or failed (see [`crate::readiness`]).
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         detector: Arc<Detector>,
         health: Arc<Health>,
@@ -86,7 +86,7 @@ impl Watches {
     /// Makes the running watchers match `wanted`: one per target, with exactly those rulesets.
     /// Returns once every watcher it stopped or replaced has stopped: from then on nothing
     /// evaluates their rulesets any more (the caller may then end their operations).
-    pub async fn reconcile(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) {
+    pub(crate) async fn reconcile(&self, wanted: BTreeMap<Target, Vec<Arc<CompiledRuleSet>>>) {
         let stopped = self.restart(wanted);
         for task in stopped {
             // Cancelled: it stops at its next await point, and never evaluates after that.

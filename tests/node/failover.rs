@@ -47,11 +47,11 @@ impl Loss {
     }
 }
 
-pub fn crashed_leader(ctx: &Ctx) -> Result<()> {
+pub(crate) fn crashed_leader(ctx: &Ctx) -> Result<()> {
     measure(ctx, Loss::Crash)
 }
 
-pub fn deleted_leader_pod(ctx: &Ctx) -> Result<()> {
+pub(crate) fn deleted_leader_pod(ctx: &Ctx) -> Result<()> {
     measure(ctx, Loss::Delete)
 }
 

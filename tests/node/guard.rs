@@ -207,7 +207,7 @@ impl Drop for Uncordon<'_> {
     }
 }
 
-pub fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
+pub(crate) fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
     // The guard turned on in the running install, as docs/operating.md says.
     ctx.install.enable_guard(&ctx.cluster)?;
     let node = node_name(ctx)?;
@@ -500,7 +500,7 @@ fn all_held_through(ctx: &Ctx, what: &str, lose: impl FnOnce() -> Result<()>) ->
     Ok(())
 }
 
-pub fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
+pub(crate) fn guard_answers_through_a_failover(ctx: &Ctx) -> Result<()> {
     let node = node_name(ctx)?;
     vm_on(ctx, "vm-guard", &node, "Migrating")?;
     until_clear_is(ctx, &node, "False")?;

@@ -13,7 +13,7 @@ use super::workload::{set_vm, settled, until_listed};
 /// identity; VirtualMachine operations listed by `kubectl get ifos` through kube-apiserver →
 /// Service → the leader; a ruleset that does not compile refused by the leader's admission door
 /// through the same Service (the webhook of `certs/generate.sh`, trusted by its caBundle).
-pub fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
+pub(crate) fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
     let pods = settled(ctx, Duration::from_secs(120))?;
     // The pods run the Deployment's spec as shipped: its image, its service account (a projected
     // token: the server finds kube-apiserver from KUBERNETES_SERVICE_HOST, no kubeconfig).

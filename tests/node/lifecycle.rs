@@ -32,7 +32,7 @@ fn apiservice_available(ctx: &Ctx) -> bool {
 /// twice in a row, every list is correct, and the APIService reads unavailable for under a
 /// second at a time at most (while the leader's label moves to the new leader's pod, the
 /// Service has no endpoint: the old pod left it when it began terminating).
-pub fn rollout_restart(ctx: &Ctx) -> Result<()> {
+pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
     let before = settled(ctx, Duration::from_secs(120))?;
     set_vm(ctx, "rollout", "Migrating")?;
     let expected = [("rollout", "Migrating")];
@@ -166,7 +166,7 @@ fn served_certificate(ip: &str) -> Result<String> {
 /// `certs/generate.sh --renew` and the Secret applied again: every pod serves the new certificate
 /// within kubelet's volume sync and the server's reload, without a restart, and requests keep
 /// working throughout.
-pub fn certificate_rotation(ctx: &Ctx) -> Result<()> {
+pub(crate) fn certificate_rotation(ctx: &Ctx) -> Result<()> {
     let before = settled(ctx, Duration::from_secs(120))?;
     let old = String::from_utf8(ctx.install.serving_certificate()?)?;
     for pod in &before {
@@ -226,7 +226,7 @@ pub fn certificate_rotation(ctx: &Ctx) -> Result<()> {
 
 /// Uninstall as the README says: everything `deploy/` made is gone, no namespace is stuck
 /// Terminating (a namespace deleted afterwards goes too), and discovery is clean again.
-pub fn uninstall(ctx: &Ctx) -> Result<()> {
+pub(crate) fn uninstall(ctx: &Ctx) -> Result<()> {
     ctx.install.uninstall(&ctx.cluster)?;
     let admin = |args: &[&str]| ctx.cluster.kubectl_run(User::Admin, args, None);
     let gone = |args: &[&str]| admin(args).is_ok_and(|out| out.trim().is_empty());

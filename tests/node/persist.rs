@@ -65,7 +65,7 @@ fn overlay(ctx: &Ctx) -> Result<String> {
     Ok(dir.display().to_string())
 }
 
-pub fn only_the_leader_writes(ctx: &Ctx) -> Result<()> {
+pub(crate) fn only_the_leader_writes(ctx: &Ctx) -> Result<()> {
     let overlay = overlay(ctx)?;
     ctx.cluster
         .kubectl_run(User::Admin, &["apply", "-k", &overlay], None)?;

@@ -12,7 +12,7 @@ use super::Ctx;
 
 /// One replica's time serving, by the node's clock.
 #[derive(Debug, Clone)]
-pub struct Term {
+pub(crate) struct Term {
     pub replica: String,
     pub start: Timestamp,
     pub end: Timestamp,
@@ -20,7 +20,7 @@ pub struct Term {
 
 /// The terms in one replica's log (`kubectl logs --timestamps`); a term still open at the end of
 /// the log lasts until `ended` (when the process ended, or now for a live one).
-pub fn terms(replica: &str, log: &str, ended: Timestamp) -> Vec<Term> {
+pub(crate) fn terms(replica: &str, log: &str, ended: Timestamp) -> Vec<Term> {
     let mut terms = Vec::new();
     let mut open: Option<Timestamp> = None;
     for line in log.lines() {
@@ -53,7 +53,7 @@ pub fn terms(replica: &str, log: &str, ended: Timestamp) -> Vec<Term> {
 }
 
 /// Fails when two replicas' terms overlap; returns how many terms were checked.
-pub fn at_most_one_leader(mut all: Vec<Term>) -> Result<usize> {
+pub(crate) fn at_most_one_leader(mut all: Vec<Term>) -> Result<usize> {
     all.sort_by_key(|t| t.start);
     for (i, later) in all.iter().enumerate() {
         if let Some(earlier) = all[..i]
@@ -68,7 +68,7 @@ pub fn at_most_one_leader(mut all: Vec<Term>) -> Result<usize> {
 
 /// `kubectl logs -f --timestamps` of a pod's current container, from its start until it ends
 /// (or until [`Follow::stop`]): the log of a replica about to be lost.
-pub struct Follow {
+pub(crate) struct Follow {
     child: Child,
     read: std::thread::JoinHandle<String>,
 }
@@ -76,7 +76,7 @@ pub struct Follow {
 impl Follow {
     /// Follows `pod`'s log; returns once kubectl printed its first line, so that the container
     /// followed is the current one, not its successor.
-    pub fn start(ctx: &Ctx, pod: &str) -> Result<Follow> {
+    pub(crate) fn start(ctx: &Ctx, pod: &str) -> Result<Follow> {
         use std::io::BufRead as _;
         use std::sync::atomic::Ordering;
         let mut child = ctx
@@ -112,7 +112,7 @@ impl Follow {
     }
 
     /// What it printed.
-    pub fn stop(mut self) -> Result<String> {
+    pub(crate) fn stop(mut self) -> Result<String> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.read
@@ -122,7 +122,7 @@ impl Follow {
 }
 
 /// `kubectl logs --timestamps` of a pod's current container.
-pub fn log(ctx: &Ctx, pod: &str) -> Result<String> {
+pub(crate) fn log(ctx: &Ctx, pod: &str) -> Result<String> {
     ctx.cluster.kubectl_run(
         User::Admin,
         &["-n", NAMESPACE, "logs", "--timestamps", pod],

@@ -11,7 +11,7 @@ use super::Ctx;
 
 /// One of the server's pods, as kubectl reports it.
 #[derive(Clone, Debug)]
-pub struct Pod {
+pub(crate) struct Pod {
     pub name: String,
     pub uid: String,
     pub ip: String,
@@ -23,7 +23,7 @@ pub struct Pod {
 }
 
 /// The server's pods.
-pub fn pods(ctx: &Ctx) -> Result<Vec<Pod>> {
+pub(crate) fn pods(ctx: &Ctx) -> Result<Vec<Pod>> {
     let text = ctx.cluster.kubectl_run(
         User::Admin,
         &[
@@ -59,7 +59,7 @@ pub fn pods(ctx: &Ctx) -> Result<Vec<Pod>> {
 }
 
 /// The Lease's holder: `<pod>_<random>` (a restarted container is a new candidate).
-pub fn lease_holder(ctx: &Ctx) -> Result<String> {
+pub(crate) fn lease_holder(ctx: &Ctx) -> Result<String> {
     ctx.cluster
         .kubectl_run(
             User::Admin,
@@ -79,7 +79,7 @@ pub fn lease_holder(ctx: &Ctx) -> Result<String> {
 
 /// Waits until two pods are Ready and exactly one carries the leader label and holds the Lease;
 /// returns the pods, leader first.
-pub fn settled(ctx: &Ctx, timeout: Duration) -> Result<Vec<Pod>> {
+pub(crate) fn settled(ctx: &Ctx, timeout: Duration) -> Result<Vec<Pod>> {
     let deadline = Instant::now() + timeout;
     loop {
         let pods = pods(ctx)?;
@@ -107,12 +107,12 @@ pub fn settled(ctx: &Ctx, timeout: Duration) -> Result<Vec<Pod>> {
 }
 
 /// Creates (if needed) a VirtualMachine and sets its `status.printableStatus`, as KubeVirt would.
-pub fn set_vm(ctx: &Ctx, name: &str, state: &str) -> Result<()> {
+pub(crate) fn set_vm(ctx: &Ctx, name: &str, state: &str) -> Result<()> {
     set_vm_status(ctx, name, serde_json::json!({"printableStatus": state}))
 }
 
 /// Creates (if needed) a VirtualMachine and merges `status` into its status.
-pub fn set_vm_status(ctx: &Ctx, name: &str, status: Value) -> Result<()> {
+pub(crate) fn set_vm_status(ctx: &Ctx, name: &str, status: Value) -> Result<()> {
     ctx.cluster.apply(&format!(
         r#"{{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"{}"}},"spec":{{"running":true}}}}"#,
         ctx.ns
@@ -138,7 +138,7 @@ pub fn set_vm_status(ctx: &Ctx, name: &str, status: Value) -> Result<()> {
 
 /// `kubectl get ifos -n <ns> -o name`, through kube-apiserver, the Service and the leader: the
 /// operations' names.
-pub fn list(ctx: &Ctx) -> Result<Vec<String>> {
+pub(crate) fn list(ctx: &Ctx) -> Result<Vec<String>> {
     let text = ctx.cluster.kubectl_run(
         User::Admin,
         &[
@@ -160,7 +160,7 @@ pub fn list(ctx: &Ctx) -> Result<Vec<String>> {
 
 /// Whether `names` holds an operation of each `(subject, operation)`: operations are named
 /// `<subject>-<operation>-<hash>`.
-pub fn holds(names: &[String], expected: &[(&str, &str)]) -> bool {
+pub(crate) fn holds(names: &[String], expected: &[(&str, &str)]) -> bool {
     expected.iter().all(|(subject, op)| {
         let prefix = format!("{subject}-{}-", op.to_ascii_lowercase());
         names.iter().any(|n| n.starts_with(&prefix))
@@ -168,7 +168,7 @@ pub fn holds(names: &[String], expected: &[(&str, &str)]) -> bool {
 }
 
 /// Lists until the list holds `expected`; returns how long that took from `since`.
-pub fn until_listed(
+pub(crate) fn until_listed(
     ctx: &Ctx,
     expected: &[(&str, &str)],
     since: Instant,
@@ -189,7 +189,7 @@ pub fn until_listed(
 
 /// `kubectl get ifos -n <ns> -w` started now, stopped after `for_`: what it printed first
 /// (the current state) must hold `expected`.
-pub fn watch_shows(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Result<()> {
+pub(crate) fn watch_shows(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Result<()> {
     let mut child = ctx
         .cluster
         .kubectl(User::Admin)
@@ -216,7 +216,7 @@ pub fn watch_shows(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Resu
 }
 
 /// Median and maximum of durations, in seconds.
-pub fn median_max(mut samples: Vec<Duration>) -> (f64, f64) {
+pub(crate) fn median_max(mut samples: Vec<Duration>) -> (f64, f64) {
     samples.sort();
     let median = samples[samples.len() / 2].as_secs_f64();
     let max = samples.last().map_or(0.0, Duration::as_secs_f64);

@@ -46,7 +46,7 @@ use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
 /// The maintenance gates: not in the `inflight` category, which lists operations; selectable by
 /// name only; read by the holders of their ClusterRole, who may be told every reason.
-pub const MAINTENANCE_GATES: Resource = Resource {
+pub(super) const MAINTENANCE_GATES: Resource = Resource {
     plural: ifo_model::GATE_PLURAL,
     singular: "maintenancegate",
     kind: ifo_model::GATE_KIND,
@@ -186,7 +186,7 @@ fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
 
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
 /// their verdicts and counts without the operations themselves (what metrics read).
-pub fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
+pub(super) fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let (_, all) = listed(state, 0);
     let meanwhile = before.meanwhile(&state.freshness);

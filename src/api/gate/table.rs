@@ -86,7 +86,7 @@ impl Printed for Gate {
 }
 
 /// `~4m` until `at`; `overdue` once it has passed.
-pub fn expected_in(at: Timestamp, now: Timestamp) -> String {
+pub(super) fn expected_in(at: Timestamp, now: Timestamp) -> String {
     if at <= now {
         "overdue".to_owned()
     } else {
@@ -96,7 +96,7 @@ pub fn expected_in(at: Timestamp, now: Timestamp) -> String {
 
 /// What a row shows of `gate` at `now`, as text: a Table watch sends a change of a gate only
 /// when it differs (`kubectl get gates -w` prints a row for every event it is sent).
-pub fn shown(gate: &Gate, now: Timestamp) -> String {
+pub(super) fn shown(gate: &Gate, now: Timestamp) -> String {
     serde_json::to_string(&gate.cells(now)).unwrap_or_default()
 }
 

@@ -31,7 +31,7 @@ const STALE_IN_MESSAGE: usize = 3;
 const STALLED_IN_MESSAGE: usize = 3;
 
 /// A gate as the server serves it: its operations are the records themselves.
-pub type Gate = MaintenanceGate<ServedOp>;
+pub(crate) type Gate = MaintenanceGate<ServedOp>;
 
 /// One of a gate's operations, serialised straight from its record as a [`GateOperation`] (the
 /// same JSON, checked by a test), and only once for as long as the record lasts (see
@@ -39,7 +39,7 @@ pub type Gate = MaintenanceGate<ServedOp>;
 /// cluster's, its node's, its component's, its namespace's), and copying their strings into
 /// owned objects, then escaping them again for every gate, was most of the list's cost.
 #[derive(Clone, Debug)]
-pub struct ServedOp(pub Arc<GateEntry>);
+pub(crate) struct ServedOp(pub Arc<GateEntry>);
 
 /// The wire form of [`ServedOp`], borrowed from the record.
 #[derive(Serialize, PartialEq)]
@@ -102,7 +102,7 @@ impl<'a> OpForm<'a> {
 
 impl ServedOp {
     /// The owned form, as a client reads it: the served form, owned.
-    pub fn to_model(&self) -> GateOperation {
+    pub(crate) fn to_model(&self) -> GateOperation {
         let f = OpForm::of(&self.0);
         GateOperation {
             namespace: f.namespace.map(str::to_owned),
@@ -123,7 +123,7 @@ impl ServedOp {
     }
 
     /// When it started, as served.
-    pub fn start_time(&self) -> Timestamp {
+    pub(crate) fn start_time(&self) -> Timestamp {
         round(self.0.created)
     }
 }
@@ -137,7 +137,7 @@ impl PartialEq for ServedOp {
 
 /// What the server knows of its own data, for one scope.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Feeds {
+pub(crate) struct Feeds {
     /// The initial sync is done.
     pub synced: bool,
     /// The targets feeding the scope that are not current.
@@ -154,19 +154,19 @@ pub struct Feeds {
 /// by the time the verdict is judged: what went current in between counts as stale for that
 /// verdict (for every scope, as which scopes a target feeds is known only of its present state).
 /// The index's next `FeedsChanged` event brings the verdict up to date.
-pub struct FeedsBefore {
+pub(crate) struct FeedsBefore {
     synced: bool,
     stale: Vec<Stale>,
 }
 
 /// What went current while the operations were read (see [`FeedsBefore`]).
-pub struct Meanwhile {
+pub(crate) struct Meanwhile {
     synced: bool,
     recovered: Vec<Stale>,
 }
 
 impl FeedsBefore {
-    pub fn read(targets: &HealthReader, readiness: &Readiness) -> FeedsBefore {
+    pub(crate) fn read(targets: &HealthReader, readiness: &Readiness) -> FeedsBefore {
         FeedsBefore {
             synced: readiness.is_synced(),
             stale: targets.stale(None),
@@ -174,7 +174,7 @@ impl FeedsBefore {
     }
 
     /// Once the operations are read.
-    pub fn meanwhile(self, targets: &HealthReader) -> Meanwhile {
+    pub(crate) fn meanwhile(self, targets: &HealthReader) -> Meanwhile {
         // A target still stale, for whatever reason now, did not go current: a reason that
         // changes while it stays blind (one failed list, then another) is not a recovery.
         let recovered = if self.stale.is_empty() {
@@ -197,7 +197,7 @@ impl Feeds {
     /// The facts for `scope`: it depends on the targets whose rulesets can put operations in
     /// it (see [`HealthReader::stale_for_gate`]), and on what went current while its
     /// operations were read.
-    pub fn of(
+    pub(crate) fn of(
         scope: &GateScope,
         targets: &HealthReader,
         readiness: &Readiness,
@@ -226,7 +226,7 @@ impl Feeds {
 
 /// The gate of `members`'s scope, at `members.rv`. `started`: when the server started, the
 /// earliest a verdict can date from.
-pub fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
+pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
     let name = members.scope.to_string();
     let (status, reason, message) = if !feeds.is_current() {
         let reason = if feeds.synced && feeds.stale.is_empty() {

@@ -29,7 +29,7 @@ use crate::index::{Event, EventKind, GateScope, MAX_GATE_OPERATIONS};
 
 /// Starts a watch of the gates `selection` names for `user`, or refuses it with 429 when a
 /// limit on open watches is reached.
-pub fn serve(
+pub(super) fn serve(
     state: Arc<ApiState>,
     user: &str,
     selection: Selection,

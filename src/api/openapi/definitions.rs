@@ -31,7 +31,7 @@ fn apimachinery() -> Map<String, Value> {
 }
 
 /// Every definition the documents need, by name.
-pub fn all() -> Map<String, Value> {
+pub(super) fn all() -> Map<String, Value> {
     let mut definitions = apimachinery();
     for resource in SERVED {
         definitions.extend((resource.definitions)(resource));

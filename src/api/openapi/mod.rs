@@ -15,7 +15,7 @@ mod serve;
 mod tests;
 mod v3;
 
-pub use serve::{v2_document, v3_group_document, v3_root_document};
+pub(crate) use serve::{v2_document, v3_group_document, v3_root_document};
 
 use super::discovery::Document;
 use super::resource::{GROUP, GROUP_VERSION, VERSION};
@@ -27,7 +27,7 @@ fn v3_group_path() -> String {
 }
 
 /// Every OpenAPI document, built once.
-pub struct OpenApi {
+pub(crate) struct OpenApi {
     /// Swagger 2.0, for the aggregator's merged `/openapi/v2`.
     pub v2: Document,
     /// The v3 discovery document: where the group version's document is, with its hash.
@@ -61,7 +61,7 @@ fn build_v3() -> Value {
 }
 
 impl OpenApi {
-    pub fn new() -> OpenApi {
+    pub(crate) fn new() -> OpenApi {
         let v3_group = Document::new(&build_v3());
         let v3_hash = v3_group.etag.trim_matches('"').to_owned();
         let path = v3_group_path();

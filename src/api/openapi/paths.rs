@@ -406,7 +406,7 @@ fn path_item(get: Map<String, Value>, parameters: Vec<Value>) -> Value {
 }
 
 /// The `paths` object of the v2 document.
-pub fn v2() -> Map<String, Value> {
+pub(super) fn v2() -> Map<String, Value> {
     operations()
         .iter()
         .map(|o| (o.path.clone(), o.v2()))
@@ -414,7 +414,7 @@ pub fn v2() -> Map<String, Value> {
 }
 
 /// The `paths` object of the v3 document.
-pub fn v3() -> Map<String, Value> {
+pub(super) fn v3() -> Map<String, Value> {
     operations()
         .iter()
         .map(|o| (o.path.clone(), o.v3()))

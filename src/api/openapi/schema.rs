@@ -6,27 +6,27 @@ use crate::api::resource::{GROUP, VERSION};
 use serde_json::{Map, Value, json};
 
 /// The definition-name prefix of our types: the group reversed, as Kubernetes names them.
-pub const PREFIX: &str = "io.kubevirt.ifo.live.v1alpha1.";
-pub const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
+pub(crate) const PREFIX: &str = "io.kubevirt.ifo.live.v1alpha1.";
+pub(crate) const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
 
 /// A `$ref` to a definition, in v2 form (`v3::convert` rewrites it).
-pub fn reference(name: &str) -> String {
+pub(crate) fn reference(name: &str) -> String {
     format!("#/definitions/{name}")
 }
 
 /// A `$ref` to a definition of ours.
-pub fn ours(name: &str) -> String {
+pub(crate) fn ours(name: &str) -> String {
     reference(&format!("{PREFIX}{name}"))
 }
 
 /// A `$ref` to an apimachinery definition.
-pub fn meta(name: &str) -> String {
+pub(crate) fn meta(name: &str) -> String {
     reference(&format!("{META}{name}"))
 }
 
 /// An object whose properties are all strings, each with its description; `required` names
 /// those that are always set.
-pub fn strings(description: &str, properties: &[(&str, &str)], required: &[&str]) -> Value {
+pub(crate) fn strings(description: &str, properties: &[(&str, &str)], required: &[&str]) -> Value {
     let properties: Map<String, Value> = properties
         .iter()
         .map(|(name, description)| {
@@ -52,7 +52,7 @@ const KIND_DESCRIPTION: &str = "Kind is a string value representing the REST res
 
 /// The definition of an object of `kind`: `apiVersion`, `kind`, `metadata` described as
 /// `metadata`, and its own `properties` (its spec, its status).
-pub fn object(
+pub(crate) fn object(
     kind: &str,
     description: &str,
     metadata: &str,
@@ -75,7 +75,7 @@ pub fn object(
 }
 
 /// The definition of a list of `kind`.
-pub fn list(kind: &str) -> Value {
+pub(crate) fn list(kind: &str) -> Value {
     json!({
         "description": format!("{kind}List is a list of {kind}s."),
         "type": "object",

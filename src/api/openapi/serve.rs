@@ -20,7 +20,10 @@ const IMMUTABLE_FOR: jiff::SignedDuration = jiff::SignedDuration::from_hours(24 
 
 /// `GET /openapi/v2`. Only JSON exists: a client that accepts only protobuf gets 406 (the
 /// aggregator asks for JSON; kubectl asks kube-apiserver, which converts the merged document).
-pub async fn v2_document(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Response {
+pub(crate) async fn v2_document(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+) -> Response {
     let accept = negotiate::accept_header(&headers);
     if negotiate::negotiate_openapi(accept.as_deref()).is_err() {
         return ApiError::not_acceptable().into_response();
@@ -29,12 +32,15 @@ pub async fn v2_document(State(state): State<Arc<ApiState>>, headers: HeaderMap)
 }
 
 /// `GET /openapi/v3`: JSON whatever the `Accept` header says, as kube-openapi answers it.
-pub async fn v3_root_document(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Response {
+pub(crate) async fn v3_root_document(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+) -> Response {
     document(&state.openapi.v3_root, APPLICATION_JSON, &headers)
 }
 
 /// `GET /openapi/v3/apis/live.ifo.kubevirt.io/v1alpha1[?hash=...]`.
-pub async fn v3_group_document(
+pub(crate) async fn v3_group_document(
     State(state): State<Arc<ApiState>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,

@@ -11,7 +11,7 @@ const V2_PREFIX: &str = "#/definitions/";
 const V3_PREFIX: &str = "#/components/schemas/";
 
 /// A `$ref` in v3 form.
-pub fn reference(v2: &str) -> String {
+pub(super) fn reference(v2: &str) -> String {
     match v2.strip_prefix(V2_PREFIX) {
         Some(name) => format!("{V3_PREFIX}{name}"),
         None => v2.to_owned(),
@@ -19,7 +19,7 @@ pub fn reference(v2: &str) -> String {
 }
 
 /// The v3 form of a v2 schema.
-pub fn schema(v2: &Value) -> Value {
+pub(super) fn schema(v2: &Value) -> Value {
     match v2 {
         Value::Object(map) => Value::Object(object(map)),
         Value::Array(items) => Value::Array(items.iter().map(schema).collect()),

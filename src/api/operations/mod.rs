@@ -22,7 +22,7 @@ mod schema;
 mod table;
 pub(super) mod watch;
 
-pub const INFLIGHT_OPERATIONS: Resource = Resource {
+pub(super) const INFLIGHT_OPERATIONS: Resource = Resource {
     plural: ifo_model::NAMESPACED_PLURAL,
     singular: "inflightoperation",
     kind: ifo_model::NAMESPACED_KIND,
@@ -38,7 +38,7 @@ pub const INFLIGHT_OPERATIONS: Resource = Resource {
 };
 
 /// Read by the holders of no namespace (see [`Reader::ClusterScoped`]).
-pub const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
+pub(super) const INFLIGHT_CLUSTER_OPERATIONS: Resource = Resource {
     plural: ifo_model::CLUSTER_PLURAL,
     singular: "inflightclusteroperation",
     kind: ifo_model::CLUSTER_KIND,
@@ -66,7 +66,7 @@ fn contains(scope: &Scope, stored: &Stored) -> bool {
 }
 
 /// Whether a stored object passes the request's scope and selectors.
-pub fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
+pub(super) fn matches(scope: &Scope, params: &Params, stored: &Stored) -> bool {
     if !contains(scope, stored) {
         return false;
     }

@@ -114,14 +114,14 @@ impl Printed for Stored {
 }
 
 /// `45%`, `45.5%`: a progress as people read it.
-pub fn percent(progress: f64) -> String {
+pub(super) fn percent(progress: f64) -> String {
     let tenths = (progress * 10.0).round() / 10.0;
     format!("{tenths}%")
 }
 
 /// `~4m` until an expected end, with the band's far edge where it reads otherwise (`~2m (≤5m)`),
 /// `overdue 2m` past it.
-pub fn expected(
+pub(super) fn expected(
     end: jiff::Timestamp,
     p90: Option<jiff::Timestamp>,
     now: jiff::Timestamp,

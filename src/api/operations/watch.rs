@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// Starts a watch of the operations in `scope` for `user`, or refuses it with 429 when a limit
 /// on open watches is reached.
-pub fn serve(
+pub(crate) fn serve(
     state: Arc<ApiState>,
     user: &str,
     scope: Scope,

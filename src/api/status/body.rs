@@ -69,13 +69,13 @@ impl ApiError {
     }
 
     /// The `Status` object as JSON.
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         serde_json::to_value(self.status()).unwrap_or(Value::Null)
     }
 
     /// The `Status` object serialized with kube-apiserver's field order
     /// (`kind, apiVersion, metadata, status, message, reason, details, code`).
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(&self.status()).unwrap_or_default()
     }
 }

@@ -9,7 +9,7 @@ use ifo_apimachinery::goquote::go_quote;
 
 /// An error the API answers with a `Status` body.
 #[derive(Debug, Clone)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// 400 `BadRequest`: invalid selector, parameter or continue token.
     BadRequest(String),
     /// 401 `Unauthorized`: no acceptable credentials.
@@ -86,12 +86,12 @@ const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old 
 
 impl ApiError {
     /// 500 for `cause`: an error, or a message saying what failed.
-    pub fn internal(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+    pub(crate) fn internal(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         ApiError::Internal(Arc::from(cause.into()))
     }
 
     /// 406 for this server, which only encodes `application/json`.
-    pub fn not_acceptable() -> Self {
+    pub(crate) fn not_acceptable() -> Self {
         ApiError::NotAcceptable {
             accepted: vec![crate::api::negotiate::APPLICATION_JSON.to_owned()],
         }
@@ -100,14 +100,14 @@ impl ApiError {
     /// 503 from a standby replica: its resourceVersions are not the leader's, so it answers
     /// nothing a client could mix with the leader's answers. Clients retry; the Service routes
     /// to the leader.
-    pub fn not_leader() -> Self {
+    pub(crate) fn not_leader() -> Self {
         ApiError::ServiceUnavailable(
             "this replica is not the leader; another replica serves (retry)".into(),
         )
     }
 
     /// The HTTP status code (also the `code` field).
-    pub fn code(&self) -> u16 {
+    pub(crate) fn code(&self) -> u16 {
         match self {
             ApiError::BadRequest(_) => 400,
             ApiError::Unauthorized => 401,
@@ -128,12 +128,12 @@ impl ApiError {
     }
 
     /// [`ApiError::code`] as an `http::StatusCode`.
-    pub fn status_code(&self) -> http::StatusCode {
+    pub(crate) fn status_code(&self) -> http::StatusCode {
         http::StatusCode::from_u16(self.code()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     /// The `metav1.StatusReason`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
@@ -154,7 +154,7 @@ impl ApiError {
     }
 
     /// The human-readable message (what kubectl prints after `Error from server (...)`).
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             ApiError::BadRequest(m)
             | ApiError::Expired(m)
@@ -196,7 +196,7 @@ impl ApiError {
     }
 
     /// Seconds the client should wait before retrying (also sent as `Retry-After`).
-    pub fn retry_after_seconds(&self) -> Option<u32> {
+    pub(crate) fn retry_after_seconds(&self) -> Option<u32> {
         match self {
             ApiError::ResourceVersionTooLarge { .. }
             | ApiError::TooManyRequests(_)

@@ -5,7 +5,7 @@ use ifo_apimachinery::goquote::go_quote;
 
 /// What a denied request tried to reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ForbiddenTarget {
+pub(crate) enum ForbiddenTarget {
     /// A resource request. `namespace` empty means cluster scope (e.g. `kubectl get -A`);
     /// `name` empty means a collection (unless a `metadata.name` field selector named one).
     Resource {
@@ -28,7 +28,7 @@ pub enum ForbiddenTarget {
 /// An authorization denial, rendered like the apiserver's authorization filter
 /// (`responsewriters.Forbidden`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forbidden {
+pub(crate) struct Forbidden {
     /// The user name as authenticated.
     pub user: String,
     /// The authorization verb (`get`, `list`, `watch`, ...).

@@ -5,7 +5,7 @@ use std::fmt;
 /// A group and resource (`inflightoperations` in `live.ifo.kubevirt.io`), displayed as
 /// `resource.group` (just `resource` for the core group), as `schema.GroupResource`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct GroupResource {
+pub(crate) struct GroupResource {
     /// The API group; empty for the core group.
     pub group: String,
     /// The resource's plural.
@@ -14,7 +14,7 @@ pub struct GroupResource {
 
 impl GroupResource {
     /// `resource` in `group`.
-    pub fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
+    pub(crate) fn new(group: impl Into<String>, resource: impl Into<String>) -> Self {
         Self {
             group: group.into(),
             resource: resource.into(),

@@ -12,9 +12,9 @@ mod error;
 mod forbidden;
 mod group_resource;
 
-pub use error::ApiError;
-pub use forbidden::{Forbidden, ForbiddenTarget};
-pub use group_resource::GroupResource;
+pub(crate) use error::ApiError;
+pub(crate) use forbidden::{Forbidden, ForbiddenTarget};
+pub(crate) use group_resource::GroupResource;
 
 #[cfg(test)]
 mod tests;

@@ -16,10 +16,10 @@ use std::sync::Arc;
 /// What one watch holds besides its selectors: its task, its channel of encoded events and its
 /// place in the index's broadcast (measured: a few KiB idle; the rest leaves room for events
 /// in flight).
-pub const WATCH_BASE_BYTES: usize = 16 * 1024;
+pub(crate) const WATCH_BASE_BYTES: usize = 16 * 1024;
 
 /// The limits and what is in use.
-pub struct WatchSlots {
+pub(crate) struct WatchSlots {
     limits: Limits,
     open: Mutex<Open>,
 }
@@ -34,7 +34,7 @@ struct Open {
 }
 
 /// One open watch's share of the limits; released on drop.
-pub struct WatchSlot {
+pub(crate) struct WatchSlot {
     slots: Arc<WatchSlots>,
     user: String,
     bytes: usize,
@@ -45,7 +45,7 @@ fn mib(bytes: usize) -> String {
 }
 
 impl WatchSlots {
-    pub fn new(limits: Limits) -> Arc<WatchSlots> {
+    pub(crate) fn new(limits: Limits) -> Arc<WatchSlots> {
         Arc::new(WatchSlots {
             limits,
             open: Mutex::new(Open::default()),
@@ -54,7 +54,11 @@ impl WatchSlots {
 
     /// A slot for a new watch of `user` holding about `bytes`, or 429 when a limit would be
     /// passed.
-    pub fn acquire(self: &Arc<Self>, user: &str, bytes: usize) -> Result<WatchSlot, ApiError> {
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        user: &str,
+        bytes: usize,
+    ) -> Result<WatchSlot, ApiError> {
         let limits = self.limits;
         let mut open = self.open.lock();
         if open.total >= limits.max_watches {

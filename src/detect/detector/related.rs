@@ -37,7 +37,7 @@ impl Detector {
     /// `rs` was loaded (a new generation, after [`Detector::reset_ruleset`]): its related parts
     /// are what [`Detector::reset_ruleset`] and [`Detector::ruleset_health`] cover from now on,
     /// and what parts it no longer has gave is forgotten.
-    pub fn related_loaded(&self, rs: &CompiledRuleSet) {
+    pub(crate) fn related_loaded(&self, rs: &CompiledRuleSet) {
         let parts: Parts = rs
             .related
             .iter()
@@ -65,7 +65,7 @@ impl Detector {
 
     /// What is known of `ruleset`, for its status: its own health, with that of its related
     /// parts folded in (their watches, errors, skipped objects and suspensions are its own).
-    pub fn ruleset_health(&self, ruleset: &str) -> RuleSetHealth {
+    pub(crate) fn ruleset_health(&self, ruleset: &str) -> RuleSetHealth {
         let reader = self.health_reader();
         let mut health = reader.ruleset(ruleset);
         let parts = self

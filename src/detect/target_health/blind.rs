@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// Why detection in part of a target is not current.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Blind {
+pub(crate) enum Blind {
     /// Its watch is not current (starting, failing or stalled): nothing of it is seen.
     NotWatched(String),
     /// A ruleset of it is suspended in a namespace: its rules do not run there.

@@ -9,7 +9,7 @@ use super::Namespaces;
 /// Which maintenance gates one ruleset can put operations in: the cluster's, its component's,
 /// those of the namespaces it covers and, when it labels operations with a node, every node's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reach {
+pub(crate) struct Reach {
     /// Its component.
     pub component: String,
     /// Whether it labels the node (or the migration target) of an operation, statically or by
@@ -27,7 +27,7 @@ fn names_nodes<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
 impl Reach {
     /// The reach of a loaded ruleset (its related parts' labels are its operations' too; a
     /// part's own reach is that of its label expressions).
-    pub fn of(rs: &CompiledRuleSet) -> Reach {
+    pub(crate) fn of(rs: &CompiledRuleSet) -> Reach {
         Reach {
             component: rs.info.component.clone(),
             nodes: names_nodes(
@@ -48,7 +48,7 @@ impl Reach {
     }
 
     /// The reach a ruleset would have, read from its spec alone (it does not compile).
-    pub fn of_spec(spec: &RuleSetSpec) -> Reach {
+    pub(crate) fn of_spec(spec: &RuleSetSpec) -> Reach {
         Reach {
             component: spec.component.clone(),
             nodes: names_nodes(

@@ -18,7 +18,7 @@ impl Tracker {
     /// Returns the record changes: the subject's active operations labelled again, if what it
     /// gets changed. An evaluation by a ruleset that is not loaded, or by an older generation
     /// of it, changes nothing.
-    pub fn relate(
+    pub(crate) fn relate(
         &mut self,
         ruleset: &RuleSetInfo,
         part: usize,
@@ -36,7 +36,7 @@ impl Tracker {
     }
 
     /// The related object `uid` of part `part` of `ruleset` was deleted: what it gave is gone.
-    pub fn related_gone(
+    pub(crate) fn related_gone(
         &mut self,
         ruleset: &RuleSetInfo,
         part: usize,
@@ -54,7 +54,7 @@ impl Tracker {
 
     /// A list of part `part` of `ruleset` in `namespace` (`None`: everywhere) saw exactly the
     /// related objects `present` (by uid): what the others gave is gone.
-    pub fn related_resync(
+    pub(crate) fn related_resync(
         &mut self,
         ruleset: &RuleSetInfo,
         part: usize,
@@ -73,18 +73,18 @@ impl Tracker {
 
     /// `ruleset` was loaded with `parts` related parts: what its other parts gave is
     /// forgotten (its subjects are evaluated again as its watchers restart).
-    pub fn retain_related(&mut self, ruleset: &str, parts: usize) {
+    pub(crate) fn retain_related(&mut self, ruleset: &str, parts: usize) {
         self.related.retain_parts(ruleset, parts);
     }
 
     /// The labels related objects give subjects now.
-    pub fn related(&self) -> &RelatedValues {
+    pub(crate) fn related(&self) -> &RelatedValues {
         &self.related
     }
 
     /// How many related objects the table holds values of.
     #[cfg(test)]
-    pub fn related_len(&self) -> usize {
+    pub(crate) fn related_len(&self) -> usize {
         self.related.len()
     }
 

@@ -10,13 +10,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 #[derive(Default)]
-pub struct Baseline {
+pub(crate) struct Baseline {
     latencies: Mutex<Vec<Duration>>,
 }
 
 impl Baseline {
     /// Watches the subjects until aborted, timing each status write to its watch event.
-    pub async fn run(self: Arc<Self>, api: Api<DynamicObject>, ledger: Arc<Ledger>) {
+    pub(crate) async fn run(self: Arc<Self>, api: Api<DynamicObject>, ledger: Arc<Ledger>) {
         let mut matched: HashMap<Key, Instant> = HashMap::new();
         loop {
             let rv = match api.list_metadata(&Default::default()).await {
@@ -50,7 +50,7 @@ impl Baseline {
         }
     }
 
-    pub fn take(&self) -> Vec<Duration> {
+    pub(crate) fn take(&self) -> Vec<Duration> {
         std::mem::take(&mut self.latencies.lock().unwrap())
     }
 }

@@ -15,21 +15,21 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 /// The flooded object's namespace.
-pub const NAMESPACE: &str = "ifo-bench-flood";
+pub(crate) const NAMESPACE: &str = "ifo-bench-flood";
 
 /// The flooded object.
 const NAME: &str = "flooded";
 
 /// The rule added to the subjects' ruleset: it iterates `spec.n` times, and matches nothing. The
 /// subjects have no `spec.n`: on them it costs nothing.
-pub const SLOW_RULE: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)";
+pub(crate) const SLOW_RULE: &str = "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)";
 
 /// Changes in flight at once.
 const CONCURRENCY: usize = 8;
 
 /// What a phase's flood did.
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub rate_requested: f64,
     /// Changes sent, and those that failed.
     pub changes: u64,
@@ -40,14 +40,14 @@ pub struct Report {
 }
 
 /// The flooded object.
-pub struct Flood {
+pub(crate) struct Flood {
     api: Api<DynamicObject>,
     cost: u64,
 }
 
 impl Flood {
     /// Creates the namespace and the object, on which [`SLOW_RULE`] iterates `cost` times.
-    pub async fn prepare(client: kube::Client, cost: u64) -> Result<Flood> {
+    pub(crate) async fn prepare(client: kube::Client, cost: u64) -> Result<Flood> {
         let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         let ns = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
         match namespaces.create(&PostParams::default(), &ns).await {
@@ -75,7 +75,7 @@ impl Flood {
     }
 
     /// Changes the object (an annotation) `rate` times a second for `duration`.
-    pub async fn run(self: Arc<Self>, rate: f64, duration: Duration) -> Report {
+    pub(crate) async fn run(self: Arc<Self>, rate: f64, duration: Duration) -> Report {
         let in_flight = Arc::new(Semaphore::new(CONCURRENCY));
         let failed = Arc::new(AtomicU64::new(0));
         let began = Instant::now();

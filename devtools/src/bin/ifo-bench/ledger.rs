@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// `(subject name, operation)`.
-pub type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 #[derive(Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     /// When each operation last started (the request that moved the subject into its state
     /// was about to be sent).
     starts: DashMap<Key, Instant>,
@@ -29,26 +29,26 @@ pub struct Ledger {
 impl Ledger {
     /// Records an operation's start; call before sending the request that causes it, so an
     /// event can never arrive before its expectation.
-    pub fn start(&self, key: Key, at: Instant) {
+    pub(crate) fn start(&self, key: Key, at: Instant) {
         self.starts.insert(key, at);
         self.started.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a status write moving `subject` to `state`; call before sending it.
-    pub fn state(&self, key: Key, at: Instant) {
+    pub(crate) fn state(&self, key: Key, at: Instant) {
         self.states.insert(key, at);
     }
 
-    pub fn state_written_at(&self, key: &Key) -> Option<Instant> {
+    pub(crate) fn state_written_at(&self, key: &Key) -> Option<Instant> {
         self.states.get(key).map(|e| *e)
     }
 
-    pub fn end(&self, key: Key, at: Instant) {
+    pub(crate) fn end(&self, key: Key, at: Instant) {
         self.ends.insert(key, at);
     }
 
     /// A status write was sent; `started` tells whether it started an operation.
-    pub fn wrote(&self, ok: bool, started: bool, took: Duration) {
+    pub(crate) fn wrote(&self, ok: bool, started: bool, took: Duration) {
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.write_latencies.lock().unwrap().push(took);
         if !ok {
@@ -60,20 +60,20 @@ impl Ledger {
         }
     }
 
-    pub fn started_at(&self, key: &Key) -> Option<Instant> {
+    pub(crate) fn started_at(&self, key: &Key) -> Option<Instant> {
         self.starts.get(key).map(|e| *e)
     }
 
-    pub fn ended_at(&self, key: &Key) -> Option<Instant> {
+    pub(crate) fn ended_at(&self, key: &Key) -> Option<Instant> {
         self.ends.get(key).map(|e| *e)
     }
 
     /// The write latencies since the last call.
-    pub fn take_write_latencies(&self) -> Vec<Duration> {
+    pub(crate) fn take_write_latencies(&self) -> Vec<Duration> {
         std::mem::take(&mut self.write_latencies.lock().unwrap())
     }
 
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         Counts {
             started: self.started.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
@@ -84,7 +84,7 @@ impl Ledger {
 
 /// Running totals; subtract two readings for one phase.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Operations the subjects' transitions started.
     pub started: u64,
     /// Status writes sent to kube-apiserver.

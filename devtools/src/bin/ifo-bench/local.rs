@@ -17,10 +17,10 @@ const RULES: &str = "rules/kubevirt/vm-lifecycle-rules.yaml";
 const ALL_RULES: [&str; 2] = ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"];
 
 /// The CRD `ifo-apiserver serve --persist` mirrors live operations into.
-pub const PERSIST_CRD: &str = "deploy/persist/crd.yaml";
+pub(crate) const PERSIST_CRD: &str = "deploy/persist/crd.yaml";
 
 /// The persistence CRD in the source tree; an error saying what is missing when it is not there.
-pub fn persist_crd() -> Result<PathBuf> {
+pub(crate) fn persist_crd() -> Result<PathBuf> {
     let path = ifo_dev::source_dir().join(PERSIST_CRD);
     if !path.is_file() {
         bail!(
@@ -34,7 +34,7 @@ pub fn persist_crd() -> Result<PathBuf> {
 
 /// How to run the server.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub debounce: Duration,
     /// `PERSIST=true`: mirror every live operation into an `inflightoperations.ifo.kubevirt.io`
     /// custom resource.
@@ -50,7 +50,7 @@ pub struct Settings {
 
 /// A running server.
 #[derive(Clone, Debug)]
-pub struct Server {
+pub(crate) struct Server {
     pub pid: u32,
     pub log: PathBuf,
     pub cold_start: ColdStart,
@@ -58,7 +58,7 @@ pub struct Server {
 
 /// How long a server took to start, with what the cluster held at the time.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct ColdStart {
+pub(crate) struct ColdStart {
     /// Process start → `/readyz` answers 200, seen from outside (asked every 20 ms).
     pub ready_seconds: f64,
     /// The server's own figure (`ifo_initial_sync_seconds{stage="complete"}`) for its start →
@@ -79,7 +79,7 @@ enum Request {
 }
 
 /// What the benchmark needs from the running environment.
-pub struct Local {
+pub(crate) struct Local {
     pub kubeconfig: PathBuf,
     pub apiserver_pid: u32,
     pub etcd_pid: u32,
@@ -90,7 +90,7 @@ pub struct Local {
 impl Local {
     /// Starts the cluster on a thread of its own, which lives as long as the environment: the
     /// children are tied to it and die with it. No server runs until [`Local::serve`].
-    pub fn start() -> Result<Local> {
+    pub(crate) fn start() -> Result<Local> {
         let server = std::env::current_exe()?.with_file_name("ifo-apiserver");
         if !server.exists() {
             bail!(
@@ -161,14 +161,14 @@ impl Local {
     /// Starts the server with `settings` (stopping the one running), registers it as the
     /// APIService and waits until it has synced the rules' targets and is served through
     /// kube-apiserver.
-    pub fn serve(&self, settings: Settings) -> Result<Server> {
+    pub(crate) fn serve(&self, settings: Settings) -> Result<Server> {
         let (reply, answer) = mpsc::channel();
         self.send(Request::Serve(settings, reply))?;
         answer.recv().context("the local cluster thread died")?
     }
 
     /// Stops the running server, if any.
-    pub fn stop_server(&self) -> Result<()> {
+    pub(crate) fn stop_server(&self) -> Result<()> {
         let (reply, answer) = mpsc::channel();
         self.send(Request::StopServer(reply))?;
         answer.recv().context("the local cluster thread died")

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 /// What one watcher saw since its books were last taken.
 #[derive(Default, Debug)]
-pub struct Books {
+pub(crate) struct Books {
     /// Transition → first event of the operation it started.
     pub start_latencies: Vec<Duration>,
     /// How long after the debounce threshold an ended operation was shown `Completed`.
@@ -41,7 +41,7 @@ pub struct Books {
 }
 
 /// One watching client.
-pub struct Watcher {
+pub(crate) struct Watcher {
     books: Mutex<Books>,
     /// Operations seen, by uid: their key, last resourceVersion, and whether completed.
     seen: Mutex<HashMap<String, (Key, String, bool)>>,
@@ -54,7 +54,7 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    pub fn new(ledger: Arc<Ledger>, debounce: Duration, namespace: &str) -> Arc<Watcher> {
+    pub(crate) fn new(ledger: Arc<Ledger>, debounce: Duration, namespace: &str) -> Arc<Watcher> {
         Arc::new(Watcher {
             books: Mutex::default(),
             seen: Mutex::default(),
@@ -68,7 +68,7 @@ impl Watcher {
     /// Watches until the task is aborted. Lists first (the current operations are known, not
     /// matched), then watches from the list's resourceVersion, resuming after each timeout and
     /// relisting on `410 Expired`. Signals `ready` once the first watch is open.
-    pub async fn run(
+    pub(crate) async fn run(
         self: Arc<Self>,
         client: kube::Client,
         api: IfoApi,
@@ -211,12 +211,12 @@ impl Watcher {
     }
 
     /// Takes the books, starting new ones.
-    pub fn take(&self) -> Books {
+    pub(crate) fn take(&self) -> Books {
         std::mem::take(&mut self.books.lock().unwrap())
     }
 
     /// Operations this watcher shows as not completed.
-    pub fn active(&self) -> usize {
+    pub(crate) fn active(&self) -> usize {
         self.seen
             .lock()
             .unwrap()
@@ -228,7 +228,7 @@ impl Watcher {
 
 impl Watcher {
     /// `(matched starts, completions)` in the current books.
-    pub fn progress(&self) -> (u64, u64) {
+    pub(crate) fn progress(&self) -> (u64, u64) {
         let books = self.books.lock().unwrap();
         (books.matched, books.completed)
     }

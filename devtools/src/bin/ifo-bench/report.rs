@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize)]
-pub struct Phase {
+pub(crate) struct Phase {
     pub subjects: usize,
     /// Subjects driven through the script in this phase.
     pub driven: usize,
@@ -63,7 +63,7 @@ pub struct Phase {
 }
 
 #[derive(Debug, Serialize)]
-pub struct WriteRow {
+pub(crate) struct WriteRow {
     pub verb: String,
     pub group: String,
     pub resource: String,
@@ -89,7 +89,7 @@ impl WriteRow {
     }
 }
 
-pub fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow> {
+pub(crate) fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow> {
     writes
         .0
         .iter()
@@ -115,7 +115,7 @@ pub fn write_rows(writes: &Writes, benchmark_status_writes: u64) -> Vec<WriteRow
 }
 
 /// The writes of the rulesets' status among `writes`.
-pub fn ruleset_status_writes(writes: &Writes) -> u64 {
+pub(crate) fn ruleset_status_writes(writes: &Writes) -> u64 {
     writes
         .0
         .iter()
@@ -127,7 +127,7 @@ pub fn ruleset_status_writes(writes: &Writes) -> u64 {
 }
 
 /// `writes` per 1,000 operation lifecycles; `None` without lifecycles.
-pub fn per_thousand(writes: u64, lifecycles: u64) -> Option<f64> {
+pub(crate) fn per_thousand(writes: u64, lifecycles: u64) -> Option<f64> {
     (lifecycles > 0).then(|| 1000.0 * writes as f64 / lifecycles as f64)
 }
 
@@ -143,7 +143,7 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 impl Phase {
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         println!(
             "\n{} subjects ({} driven, {} operations held active), {} watcher(s)",
             self.subjects, self.driven, self.held_active, self.watchers
@@ -252,12 +252,12 @@ fn rss(usage: &Option<Usage>) -> String {
 }
 
 /// `12.3 MiB`, or `n/a`.
-pub fn mib(size: Option<f64>) -> String {
+pub(crate) fn mib(size: Option<f64>) -> String {
     size.map_or("n/a".to_string(), |m| format!("{m:.1} MiB"))
 }
 
 /// `--compare-persist`: the same phase without and with persistence, side by side.
-pub fn print_comparison(off: &[Phase], on: &[Phase]) {
+pub(crate) fn print_comparison(off: &[Phase], on: &[Phase]) {
     for (a, b) in off.iter().zip(on) {
         println!(
             "\npersistence off / on: {} subjects ({} driven, {} operations held active), {} watcher(s), {:.0} s at {}/s",
@@ -344,7 +344,7 @@ fn write_pairs(a: &[WriteRow], b: &[WriteRow]) -> BTreeMap<(String, String), (u6
 }
 
 /// The `--scale` summary: one line per level.
-pub fn print_scale(phases: &[Phase]) {
+pub(crate) fn print_scale(phases: &[Phase]) {
     println!(
         "\n  subjects   active ops   server RSS max   start→event p99   lost   cold start: ready / every target listed"
     );

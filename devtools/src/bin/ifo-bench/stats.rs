@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Percentiles of a set of durations, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub count: usize,
     pub p50_ms: f64,
     pub p90_ms: f64,
@@ -14,7 +14,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(mut samples: Vec<Duration>) -> Summary {
+    pub(crate) fn of(mut samples: Vec<Duration>) -> Summary {
         if samples.is_empty() {
             return Summary::default();
         }

@@ -13,10 +13,10 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 /// The subjects' namespace (`--compare-persist` gives each run one of its own).
-pub const NAMESPACE: &str = "ifo-bench";
+pub(crate) const NAMESPACE: &str = "ifo-bench";
 
 /// One lifecycle: each state with the operation the rules detect in it.
-pub const SCRIPT: [(&str, Option<&str>); 6] = [
+pub(crate) const SCRIPT: [(&str, Option<&str>); 6] = [
     ("Starting", Some("Starting")),
     ("Running", None),
     ("Migrating", Some("Migrating")),
@@ -31,7 +31,7 @@ const MIGRATING: usize = 2;
 const CONCURRENCY: usize = 64;
 
 /// KubeVirt's VirtualMachines, the kind the benchmark's subjects are.
-pub fn virtual_machines() -> ApiResource {
+pub(crate) fn virtual_machines() -> ApiResource {
     ApiResource {
         group: "kubevirt.io".into(),
         version: "v1".into(),
@@ -41,12 +41,12 @@ pub fn virtual_machines() -> ApiResource {
     }
 }
 
-pub fn name(i: usize) -> String {
+pub(crate) fn name(i: usize) -> String {
     format!("bench-vm-{i:05}")
 }
 
 /// The subjects and their states, and the status writes that move them.
-pub struct Subjects {
+pub(crate) struct Subjects {
     pub api: Api<DynamicObject>,
     /// The same resource across all namespaces, as the server's watchers list it.
     everywhere: Api<DynamicObject>,
@@ -58,7 +58,7 @@ pub struct Subjects {
 }
 
 impl Subjects {
-    pub fn new(client: kube::Client, ledger: Arc<Ledger>, namespace: &str) -> Subjects {
+    pub(crate) fn new(client: kube::Client, ledger: Arc<Ledger>, namespace: &str) -> Subjects {
         let resource = virtual_machines();
         Subjects {
             everywhere: Api::all_with(client.clone(), &resource),
@@ -70,7 +70,7 @@ impl Subjects {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.states.lock().unwrap().len()
     }
 
@@ -78,7 +78,7 @@ impl Subjects {
     /// (across all namespaces: a watch with `sendInitialEvents`, up to the bookmark that ends
     /// them), read through without decoding the objects: the floor under any cold start, whose
     /// own list decodes and evaluates them as well.
-    pub async fn stream_floor(&self) -> Result<Duration> {
+    pub(crate) async fn stream_floor(&self) -> Result<Duration> {
         use futures::AsyncBufReadExt;
         let client = self.everywhere.clone().into_client();
         let params = kube::api::WatchParams::streaming_lists().timeout(290);
@@ -97,7 +97,7 @@ impl Subjects {
 
     /// How long kube-apiserver takes to list every subject in pages of 500, read through
     /// without decoding the objects: the floor of an API server that does not stream lists.
-    pub async fn list_floor(&self) -> Result<Duration> {
+    pub(crate) async fn list_floor(&self) -> Result<Duration> {
         #[derive(serde::Deserialize)]
         struct Page {
             metadata: kube::api::ListMeta,
@@ -121,7 +121,7 @@ impl Subjects {
     }
 
     /// Creates subjects until there are `total` (their status empty: nothing in flight).
-    pub async fn grow(&self, total: usize) -> Result<()> {
+    pub(crate) async fn grow(&self, total: usize) -> Result<()> {
         let from = self.len();
         futures::stream::iter(from..total)
             .map(|i| async move {
@@ -148,7 +148,7 @@ impl Subjects {
 
     /// Moves subjects `range` one step each, round robin, `rate` per second for `duration`.
     /// Returns the rate achieved.
-    pub async fn drive(&self, range: Range<usize>, rate: f64, duration: Duration) -> f64 {
+    pub(crate) async fn drive(&self, range: Range<usize>, rate: f64, duration: Duration) -> f64 {
         let began = Instant::now();
         let every = Duration::from_secs_f64(1.0 / rate);
         let mut sent = 0u64;
@@ -165,7 +165,7 @@ impl Subjects {
     }
 
     /// Moves subjects `range` into a state with an operation and leaves them there.
-    pub async fn hold(&self, range: Range<usize>) {
+    pub(crate) async fn hold(&self, range: Range<usize>) {
         for i in range {
             self.write(i, MIGRATING).await;
         }
@@ -174,7 +174,7 @@ impl Subjects {
 
     /// Ends every operation of subjects `range`, at `rate` writes per second so the end of a
     /// phase loads kube-apiserver no more than the phase itself.
-    pub async fn settle(&self, range: Range<usize>, rate: f64) {
+    pub(crate) async fn settle(&self, range: Range<usize>, rate: f64) {
         let began = Instant::now();
         let every = Duration::from_secs_f64(1.0 / rate);
         let mut sent = 0u32;
@@ -226,7 +226,7 @@ impl Subjects {
 
     /// Deletes every subject and waits until they are gone, so a following run starts on a
     /// cluster without them.
-    pub async fn remove_all(&self) -> Result<()> {
+    pub(crate) async fn remove_all(&self) -> Result<()> {
         self.api
             .delete_collection(&Default::default(), &Default::default())
             .await

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 #[derive(clap::Args, Clone, Debug)]
-pub struct IfoApi {
+pub(crate) struct IfoApi {
     /// API group of the watched operations.
     #[arg(long, default_value = "live.ifo.kubevirt.io")]
     pub ifo_group: String,
@@ -41,7 +41,7 @@ pub struct IfoApi {
 
 /// What the benchmark needs from one watched operation.
 #[derive(Debug, PartialEq)]
-pub struct Sighting {
+pub(crate) struct Sighting {
     pub uid: String,
     pub resource_version: String,
     /// `(subject name, operation)`: what the driver's transitions are keyed by.
@@ -55,7 +55,7 @@ pub struct Sighting {
 impl IfoApi {
     /// The collection path: across all namespaces for a namespaced resource, the resource
     /// itself for a cluster-scoped one (`/apis/<group>/<version>/<resource>` either way).
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         let group = if self.ifo_group.is_empty() {
             format!("/api/{}", self.ifo_version)
         } else {
@@ -65,7 +65,7 @@ impl IfoApi {
     }
 
     /// Reads one operation; `None` when a configured field is missing.
-    pub fn read(&self, object: &Value) -> Option<Sighting> {
+    pub(crate) fn read(&self, object: &Value) -> Option<Sighting> {
         let text = |path: &str| {
             lookup(object, path)
                 .and_then(Value::as_str)
@@ -85,7 +85,7 @@ impl IfoApi {
     }
 
     /// True when a write to `group`/`resource` is a write of operations.
-    pub fn is_operation_resource(&self, group: &str, resource: &str) -> bool {
+    pub(crate) fn is_operation_resource(&self, group: &str, resource: &str) -> bool {
         (group == self.ifo_group && resource == self.ifo_resource)
             || resource.starts_with("inflightoperations")
             || resource.starts_with("inflightclusteroperations")
@@ -102,7 +102,7 @@ fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// The API named by `args` (flags as on the command line), for tests.
 #[cfg(test)]
-pub fn parse(args: &[&str]) -> IfoApi {
+pub(crate) fn parse(args: &[&str]) -> IfoApi {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// One reading of a process.
 #[derive(Clone, Copy, Debug)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// User + system CPU seconds since the process started.
     pub cpu_seconds: f64,
     pub rss_bytes: u64,
@@ -16,7 +16,7 @@ pub struct Reading {
     pub peak_rss_bytes: u64,
 }
 
-pub fn read(pid: u32) -> Result<Reading> {
+pub(crate) fn read(pid: u32) -> Result<Reading> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("reading /proc/{pid}/stat (is process {pid} running?)"))?;
     // Fields after the command name, which is in parentheses and may contain spaces.
@@ -53,13 +53,13 @@ pub fn read(pid: u32) -> Result<Reading> {
 
 /// Samples the resident set in the background and keeps the highest value since the last
 /// [`RssSampler::take_max`], since a phase's peak is not what `VmHWM` (the lifetime peak) says.
-pub struct RssSampler {
+pub(crate) struct RssSampler {
     max: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RssSampler {
-    pub fn start(pid: u32) -> RssSampler {
+    pub(crate) fn start(pid: u32) -> RssSampler {
         let max = Arc::new(AtomicU64::new(0));
         let sink = max.clone();
         let task = tokio::spawn(async move {
@@ -74,7 +74,7 @@ impl RssSampler {
         RssSampler { max, task }
     }
 
-    pub fn take_max(&self) -> u64 {
+    pub(crate) fn take_max(&self) -> u64 {
         self.max.swap(0, Ordering::Relaxed)
     }
 }
@@ -87,7 +87,7 @@ impl Drop for RssSampler {
 
 /// CPU seconds used between two readings of one process per second of `wall_seconds`, as a
 /// percentage of one core (200 is two cores busy); 0 for no time or a counter that went back.
-pub fn share_of_one_core(before: &Reading, after: &Reading, wall_seconds: f64) -> f64 {
+pub(crate) fn share_of_one_core(before: &Reading, after: &Reading, wall_seconds: f64) -> f64 {
     let used = after.cpu_seconds - before.cpu_seconds;
     if wall_seconds <= 0.0 || used <= 0.0 {
         return 0.0;
@@ -97,7 +97,7 @@ pub fn share_of_one_core(before: &Reading, after: &Reading, wall_seconds: f64) -
 
 /// What one process used over a phase.
 #[derive(Debug, serde::Serialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub cpu_seconds: f64,
     /// CPU seconds per second of the phase, as a percentage of one core.
     pub cpu_percent_of_one_core: f64,
@@ -114,7 +114,7 @@ fn mib(bytes: u64) -> f64 {
 
 /// One measured process (nothing when its pid is unknown): its reading at the start of a
 /// phase, and its resident set sampled throughout.
-pub struct Meter {
+pub(crate) struct Meter {
     pid: Option<u32>,
     rss: Option<RssSampler>,
     start: Option<Reading>,
@@ -122,7 +122,7 @@ pub struct Meter {
 
 impl Meter {
     /// Starts sampling; call within the runtime.
-    pub fn new(pid: Option<u32>) -> Meter {
+    pub(crate) fn new(pid: Option<u32>) -> Meter {
         Meter {
             pid,
             rss: pid.map(RssSampler::start),
@@ -131,7 +131,7 @@ impl Meter {
     }
 
     /// The start of a phase.
-    pub fn begin(&mut self) -> Result<()> {
+    pub(crate) fn begin(&mut self) -> Result<()> {
         self.start = self.pid.map(read).transpose()?;
         if let Some(rss) = &self.rss {
             rss.take_max();
@@ -141,7 +141,7 @@ impl Meter {
 
     /// The end of a phase that lasted `wall_seconds`: what the process used since
     /// [`Meter::begin`].
-    pub fn end(&mut self, wall_seconds: f64) -> Result<Option<Usage>> {
+    pub(crate) fn end(&mut self, wall_seconds: f64) -> Result<Option<Usage>> {
         let (Some(pid), Some(start)) = (self.pid, self.start.take()) else {
             return Ok(None);
         };

@@ -15,9 +15,9 @@ const WRITE_VERBS: [&str; 6] = [
 
 /// `(verb, group, resource, subresource)` → requests.
 #[derive(Clone, Debug, Default)]
-pub struct Writes(pub BTreeMap<(String, String, String, String), u64>);
+pub(crate) struct Writes(pub BTreeMap<(String, String, String, String), u64>);
 
-pub async fn read(client: &kube::Client) -> Result<Writes> {
+pub(crate) async fn read(client: &kube::Client) -> Result<Writes> {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("a static request");
@@ -63,7 +63,7 @@ fn parse(text: &str) -> Writes {
 
 impl Writes {
     /// What was written after `earlier`.
-    pub fn since(&self, earlier: &Writes) -> Writes {
+    pub(crate) fn since(&self, earlier: &Writes) -> Writes {
         Writes(
             self.0
                 .iter()
