@@ -696,8 +696,14 @@ fn slow_thing(ns: &str, name: &str, node: &str, n: u64, round: usize) -> serde_j
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_slow_objects_make_only_her_namespace_and_her_nodes_late() {
     use crate::index::GateScope;
+    // Her objects are slow, never over the budget: a busy machine would otherwise skip them
+    // (another blind spot, tested elsewhere) rather than run late.
     let limits = Limits {
         lag_bound: Duration::from_millis(500),
+        budget: crate::evaluate::Budget {
+            timeout: Duration::from_secs(30),
+            ..crate::evaluate::Budget::default()
+        },
         ..Limits::default()
     };
     let mut spec: serde_json::Value = json!({
