@@ -36,7 +36,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         guard: args.evictions > 0.0,
     };
     eprintln!("starting ifo-apiserver with the shipped pod rules ...");
-    let server = local.serve(settings)?;
+    let server = local.serve(settings.clone())?;
     let pids = Pids {
         server: Some(server.pid),
         apiserver: Some(local.apiserver_pid),
@@ -45,10 +45,12 @@ pub fn run(cli: &Cli) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let phase = runtime
+    let mut phase = runtime
         .block_on(phase(cli, layout, &local.kubeconfig, pids))
         .inspect_err(|_| crate::print_log_tail(&server.log))?;
     drop(runtime);
+    eprintln!("restarting the server with every pod there (a cold start) ...");
+    phase.cold_start = Some(local.serve(settings)?.cold_start);
     phase.print();
     let output = serde_json::json!({
         "workload": "pods",
@@ -79,8 +81,12 @@ async fn phase(
         "creating {} namespaces, {} nodes and {} pods ({} requests at a time) ...",
         layout.namespaces, layout.nodes, layout.pods, args.setup_concurrency
     );
+    let mut server = usage::Meter::new(pids.server);
+    server.begin()?;
+    let began = Instant::now();
     let mut setup = pods::create(&client, layout, args.setup_concurrency).await?;
     let set_up = Instant::now();
+    setup.server = server.end((set_up - began).as_secs_f64())?;
     eprintln!(
         "pods created and their status written in {:.1} s ({:.0}/s); waiting for the server to show a first flip ...",
         setup.pods_seconds, setup.pods_per_second
@@ -95,7 +101,6 @@ async fn phase(
         .context("the first flip, after the setup")?;
     setup.caught_up_seconds = (shown - set_up).as_secs_f64();
 
-    let mut server = usage::Meter::new(pids.server);
     let mut apiserver = usage::Meter::new(pids.apiserver);
     let mut etcd = usage::Meter::new(pids.etcd);
     server.begin()?;
@@ -144,5 +149,6 @@ async fn phase(
         server,
         apiserver,
         etcd,
+        cold_start: None,
     })
 }

@@ -116,7 +116,7 @@ impl Layout {
     }
 
     pub fn kind(&self, n: usize) -> Kind {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             Kind::Job
         } else {
             Kind::Protected
@@ -180,6 +180,8 @@ pub struct Setup {
     /// From the last pod written until a first flip was seen on its node's gate: the server
     /// has evaluated everything the setup changed.
     pub caught_up_seconds: f64,
+    /// The server over the creation of the pods (it evaluates each as it is created).
+    pub server: Option<crate::usage::Usage>,
 }
 
 /// Creates the namespaces, the nodes and the pods, `concurrency` requests at a time.
@@ -244,7 +246,7 @@ pub async fn create(client: &kube::Client, layout: Layout, concurrency: usize) -
                     .with_context(|| format!("writing the status of pod {}", layout.pod(i)))?;
                 }
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % 10_000 == 0 {
+                if n.is_multiple_of(10_000) {
                     eprintln!("  {n} pods in {:.0} s", pods_began.elapsed().as_secs_f64());
                 }
                 anyhow::Ok(())
@@ -259,6 +261,7 @@ pub async fn create(client: &kube::Client, layout: Layout, concurrency: usize) -
         pods_seconds: pods,
         pods_per_second: layout.pods as f64 / pods,
         caught_up_seconds: 0.0,
+        server: None,
     })
 }
 

@@ -263,6 +263,8 @@ pub struct PodPhase {
     pub server: Option<Usage>,
     pub apiserver: Option<Usage>,
     pub etcd: Option<Usage>,
+    /// The server restarted after the phase, with every pod there.
+    pub cold_start: Option<crate::local::ColdStart>,
 }
 
 impl PodPhase {
@@ -276,6 +278,12 @@ impl PodPhase {
             "  setup               namespaces and nodes {:.1} s; pods created and their status written {:.1} s ({:.0}/s); the first flip shown {:.2} s after",
             s.namespaces_and_nodes_seconds, s.pods_seconds, s.pods_per_second, s.caught_up_seconds
         );
+        if let Some(u) = &s.server {
+            println!(
+                "  server meanwhile    {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB",
+                u.cpu_seconds, u.cpu_percent_of_one_core, u.rss_max_mib, u.rss_end_mib
+            );
+        }
         let c = &self.churn;
         println!(
             "  churn               {:.1}/s requested, {:.1}/s achieved over {:.0} s; {} pod updates ({} failed)",
@@ -320,6 +328,15 @@ impl PodPhase {
             mib(self.server_rss_start_mib)
         );
         print_usage(&self.server, &self.apiserver, &self.etcd);
+        if let Some(c) = &self.cold_start {
+            println!(
+                "  cold start          ready {:.2} s, every target listed {:.2} s; RSS then {} (peak {})",
+                c.ready_seconds,
+                c.complete_seconds,
+                mib(c.rss_mib),
+                mib(c.peak_rss_mib)
+            );
+        }
         println!(
             "  targets             never Unknown: {}   every flip seen: {}",
             verdict(f.unknown_gate_events + g.unknown == 0),
