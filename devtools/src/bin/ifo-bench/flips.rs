@@ -9,7 +9,7 @@
 use crate::pace::paced;
 use crate::pods::{FLIP_LABEL, Kind, Layout, PROTECT, pending_status, running_status};
 use crate::stats::Summary;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
@@ -55,6 +55,7 @@ struct Books {
     release_to_clear: Vec<Duration>,
     gate_events: u64,
     unknown_gate_events: u64,
+    first_unknown: Option<String>,
     relists: u64,
 }
 
@@ -83,6 +84,8 @@ pub struct Report {
     /// Node gate events the gate watch received, and of them those that read `Unknown`.
     pub gate_events: u64,
     pub unknown_gate_events: u64,
+    /// Why the first node gate event that read `Unknown` did (its message).
+    pub first_unknown: Option<String>,
     /// Times a watch (pods or gates) listed again.
     pub relists: u64,
 }
@@ -141,40 +144,55 @@ impl Flips {
     }
 
     /// Flips node `n` once and waits (at most `timeout`) until its gate has shown the flip and
-    /// has been seen clear again; returns when the flip showed. The books are emptied after
-    /// it: it warms up, and proves the server has caught up with what came before.
-    pub async fn first(self: &Arc<Self>, n: usize, timeout: Duration) -> Result<Instant> {
+    /// has been seen clear again; returns when the flip showed, or `None` (saying why) when it
+    /// did not show within `timeout`. The books are emptied after it: it warms up, and proves
+    /// the server has caught up with what came before.
+    pub async fn first(self: &Arc<Self>, n: usize, timeout: Duration) -> Result<Option<Instant>> {
         let sent = Instant::now();
         self.nodes.lock().unwrap()[n] = NodeState::Holding(Flip::new(sent));
         let held = tokio::spawn(self.clone().hold_and_release(n));
-        let deadline = sent + timeout;
         let shown = loop {
             if let NodeState::Holding(Flip {
                 on_gate: Some(at), ..
             }) = self.nodes.lock().unwrap()[n]
             {
-                break at;
+                break Some(at);
             }
-            if Instant::now() > deadline || held.is_finished() && self.clear(n) {
-                bail!(
-                    "the gate of {} did not show its pod holding it within {timeout:?}",
-                    self.layout.node(n)
+            if sent.elapsed() > timeout {
+                eprintln!(
+                    "warning: the gate of {} did not show its pod holding it within {timeout:?}{}",
+                    self.layout.node(n),
+                    self.unknown_note()
                 );
+                break None;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         held.await?;
-        while !self.clear(n) {
-            if Instant::now() > deadline {
-                bail!(
-                    "the gate of {} was not clear again within {timeout:?}",
-                    self.layout.node(n)
+        let released = Instant::now();
+        while shown.is_some() && !self.clear(n) {
+            if released.elapsed() > timeout {
+                eprintln!(
+                    "warning: the gate of {} was not clear again within {timeout:?}{}",
+                    self.layout.node(n),
+                    self.unknown_note()
                 );
+                break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         *self.books.lock().unwrap() = Books::default();
         Ok(shown)
+    }
+
+    /// `: a gate read Unknown: <why>` when one did since the books were emptied.
+    fn unknown_note(&self) -> String {
+        self.books
+            .lock()
+            .unwrap()
+            .first_unknown
+            .as_ref()
+            .map_or(String::new(), |why| format!(": a gate read Unknown: {why}"))
     }
 
     fn clear(&self, n: usize) -> bool {
@@ -226,6 +244,7 @@ impl Flips {
             release_to_clear: Summary::of(books.release_to_clear),
             gate_events: books.gate_events,
             unknown_gate_events: books.unknown_gate_events,
+            first_unknown: books.first_unknown,
             relists: books.relists,
         }
     }
@@ -289,9 +308,9 @@ impl Flips {
 
     /// An event of the gate watch.
     fn gate_event(&self, event: WatchEvent<Value>, at: Instant) {
-        let (gate, clear) = match &event {
-            WatchEvent::Added(g) | WatchEvent::Modified(g) => (g, clear_status(g)),
-            WatchEvent::Deleted(g) => (g, "True"),
+        let (gate, (clear, why)) = match &event {
+            WatchEvent::Added(g) | WatchEvent::Modified(g) => (g, clear_condition(g)),
+            WatchEvent::Deleted(g) => (g, ("True", "")),
             _ => return,
         };
         let Some(n) = gate["metadata"]["name"]
@@ -305,6 +324,7 @@ impl Flips {
         books.gate_events += 1;
         if clear == "Unknown" {
             books.unknown_gate_events += 1;
+            books.first_unknown.get_or_insert_with(|| why.to_string());
         }
         drop(books);
         let mut nodes = self.nodes.lock().unwrap();
@@ -357,15 +377,15 @@ impl Flip {
     }
 }
 
-/// The status of a gate's `Clear` condition (`""` without one).
-pub fn clear_status(gate: &Value) -> &str {
-    gate["status"]["conditions"]
+/// The status and message of a gate's `Clear` condition (empty without one).
+pub fn clear_condition(gate: &Value) -> (&str, &str) {
+    let condition = gate["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|c| c["type"] == "Clear")
-        .and_then(|c| c["status"].as_str())
-        .unwrap_or("")
+        .find(|c| c["type"] == "Clear");
+    let field = |name: &str| condition.and_then(|c| c[name].as_str()).unwrap_or("");
+    (field("status"), field("message"))
 }
 
 /// Makes the pod `name` hold its node (`on`) or stop: a Job's pod starts, or goes back to

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long the server may take to show the first flip after the setup.
-const CATCH_UP: Duration = Duration::from_secs(600);
+const CATCH_UP: Duration = Duration::from_secs(300);
 
 pub fn run(cli: &Cli) -> Result<()> {
     let args = &cli.pod;
@@ -99,7 +99,7 @@ async fn phase(
         .first(0, CATCH_UP)
         .await
         .context("the first flip, after the setup")?;
-    setup.caught_up_seconds = (shown - set_up).as_secs_f64();
+    setup.caught_up_seconds = shown.map(|at| (at - set_up).as_secs_f64());
 
     let mut apiserver = usage::Meter::new(pids.apiserver);
     let mut etcd = usage::Meter::new(pids.etcd);

@@ -178,8 +178,8 @@ pub struct Setup {
     /// Pods created (and their status written) per second.
     pub pods_per_second: f64,
     /// From the last pod written until a first flip was seen on its node's gate: the server
-    /// has evaluated everything the setup changed.
-    pub caught_up_seconds: f64,
+    /// has evaluated everything the setup changed (`None`: not within 300 s).
+    pub caught_up_seconds: Option<f64>,
     /// The server over the creation of the pods (it evaluates each as it is created).
     pub server: Option<crate::usage::Usage>,
 }
@@ -260,7 +260,7 @@ pub async fn create(client: &kube::Client, layout: Layout, concurrency: usize) -
         namespaces_and_nodes_seconds: namespaces_and_nodes.as_secs_f64(),
         pods_seconds: pods,
         pods_per_second: layout.pods as f64 / pods,
-        caught_up_seconds: 0.0,
+        caught_up_seconds: None,
         server: None,
     })
 }

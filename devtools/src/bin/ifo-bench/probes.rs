@@ -1,7 +1,7 @@
 //! What a drain tool asks during the pod churn: reads of random nodes' gates, and dry-run
 //! evictions judged by the maintenance guard, both through kube-apiserver.
 
-use crate::flips::{GATES, clear_status};
+use crate::flips::{GATES, clear_condition};
 use crate::pace::{InFlight, paced};
 use crate::pods::Layout;
 use crate::stats::Summary;
@@ -27,6 +27,8 @@ pub struct GateReads {
     pub clear: u64,
     pub held: u64,
     pub unknown: u64,
+    /// Why the first read that answered `Unknown` did (its message).
+    pub first_unknown: Option<String>,
     /// Reads that failed (no answer, or not a gate).
     pub failed: u64,
     /// Request → answer.
@@ -99,7 +101,8 @@ pub async fn gate_reads(
             Request::new(GATES).get(&format!("node.{}", layout.node(n)), &Default::default());
         async move {
             let gate: Value = client.request(request.ok()?).await.ok()?;
-            Some(clear_status(&gate).to_string())
+            let (clear, why) = clear_condition(&gate);
+            Some((clear.to_string(), why.to_string()))
         }
     })
     .await;
@@ -109,11 +112,14 @@ pub async fn gate_reads(
         reads: outcomes.len() as u64,
         ..GateReads::default()
     };
-    for (clear, _) in &outcomes {
-        match clear.as_deref() {
-            Some("True") => reads.clear += 1,
-            Some("False") => reads.held += 1,
-            Some("Unknown") => reads.unknown += 1,
+    for (read, _) in &outcomes {
+        match read.as_ref().map(|(clear, why)| (clear.as_str(), why)) {
+            Some(("True", _)) => reads.clear += 1,
+            Some(("False", _)) => reads.held += 1,
+            Some(("Unknown", why)) => {
+                reads.unknown += 1;
+                reads.first_unknown.get_or_insert_with(|| why.clone());
+            }
             _ => reads.failed += 1,
         }
     }

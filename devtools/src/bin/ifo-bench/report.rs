@@ -275,8 +275,12 @@ impl PodPhase {
             self.pods, self.nodes, self.namespaces
         );
         println!(
-            "  setup               namespaces and nodes {:.1} s; pods created and their status written {:.1} s ({:.0}/s); the first flip shown {:.2} s after",
-            s.namespaces_and_nodes_seconds, s.pods_seconds, s.pods_per_second, s.caught_up_seconds
+            "  setup               namespaces and nodes {:.1} s; pods created and their status written {:.1} s ({:.0}/s); the first flip shown {} after",
+            s.namespaces_and_nodes_seconds,
+            s.pods_seconds,
+            s.pods_per_second,
+            s.caught_up_seconds
+                .map_or("not within 300 s".to_string(), |t| format!("{t:.2} s"))
         );
         if let Some(u) = &s.server {
             println!(
@@ -303,6 +307,13 @@ impl PodPhase {
             "  gate watch          {} node gate events, {} Unknown; {} relists",
             f.gate_events, f.unknown_gate_events, f.relists
         );
+        if let Some(why) = f
+            .first_unknown
+            .as_ref()
+            .or(self.gate_reads.first_unknown.as_ref())
+        {
+            println!("  the first Unknown   {why}");
+        }
         let g = &self.gate_reads;
         println!(
             "  gate reads          {} ({:.1}/s): {} Clear, {} held, {} Unknown, {} failed",
