@@ -2,7 +2,9 @@
 //! rules detect at a fixed rate, watches InFlightOperations through kube-apiserver (the
 //! aggregation layer) like any client, and matches every transition to its watch event.
 //! It reports latency, losses and duplicates, the server's CPU and memory, and the writes
-//! kube-apiserver served meanwhile, as a table and as JSON.
+//! kube-apiserver served meanwhile, as a table and as JSON. `--pods` runs the pod workload
+//! instead (see [`pods`]): pods holding their nodes under the shipped pod rules, detected on the
+//! nodes' gates, and the maintenance guard's decisions.
 
 mod baseline;
 mod flips;
