@@ -88,7 +88,7 @@ async fn phase(
     let set_up = Instant::now();
     setup.server = server.end((set_up - began).as_secs_f64())?;
     eprintln!(
-        "pods created and their status written in {:.1} s ({:.0}/s); waiting for the server to show a first flip ...",
+        "pods created, bound and their status written in {:.1} s ({:.0}/s); waiting for the server to show a first flip ...",
         setup.pods_seconds, setup.pods_per_second
     );
     let flips = Flips::new(client.clone(), layout, args.hold);

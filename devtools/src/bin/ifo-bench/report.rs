@@ -275,7 +275,7 @@ impl PodPhase {
             self.pods, self.nodes, self.namespaces
         );
         println!(
-            "  setup               namespaces and nodes {:.1} s; pods created and their status written {:.1} s ({:.0}/s); the first flip shown {} after",
+            "  setup               namespaces and nodes {:.1} s; pods created, bound and their status written {:.1} s ({:.0}/s); the first flip shown {} after",
             s.namespaces_and_nodes_seconds,
             s.pods_seconds,
             s.pods_per_second,
