@@ -44,6 +44,7 @@ struct Flip {
     recorded: bool,
 }
 
+/// What the flips and the watches saw since the last report (see [`Report`]).
 #[derive(Default)]
 struct Books {
     flips: u64,
@@ -90,6 +91,7 @@ pub struct Report {
     pub relists: u64,
 }
 
+/// The flips of a run: where each node is in them, and what was seen of them.
 pub struct Flips {
     client: kube::Client,
     layout: Layout,
