@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// The maintenance gates, through kube-apiserver.
-pub const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+pub(crate) const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
 
 /// Where a node is in its flips.
 enum NodeState {
@@ -62,7 +62,7 @@ struct Books {
 
 /// What the flips of a phase showed.
 #[derive(Debug, Default, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub rate_requested: f64,
     pub rate_achieved: f64,
     /// Flips made (a pod started holding its node).
@@ -92,7 +92,7 @@ pub struct Report {
 }
 
 /// The flips of a run: where each node is in them, and what was seen of them.
-pub struct Flips {
+pub(crate) struct Flips {
     client: kube::Client,
     layout: Layout,
     hold: Duration,
@@ -101,7 +101,7 @@ pub struct Flips {
 }
 
 impl Flips {
-    pub fn new(client: kube::Client, layout: Layout, hold: Duration) -> Arc<Flips> {
+    pub(crate) fn new(client: kube::Client, layout: Layout, hold: Duration) -> Arc<Flips> {
         Arc::new(Flips {
             client,
             layout,
@@ -113,7 +113,7 @@ impl Flips {
 
     /// Starts the two watches (the flipping pods, the gates) in `tasks`, and returns once both
     /// are open.
-    pub async fn watch(self: &Arc<Self>, tasks: &mut JoinSet<()>) -> Result<()> {
+    pub(crate) async fn watch(self: &Arc<Self>, tasks: &mut JoinSet<()>) -> Result<()> {
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(2);
         let flips = self.clone();
         let pods = Request::new(Api::<Pod>::all(self.client.clone()).resource_url());
@@ -149,7 +149,11 @@ impl Flips {
     /// has been seen clear again; returns when the flip showed, or `None` (saying why) when it
     /// did not show within `timeout`. The books are emptied after it: it warms up, and proves
     /// the server has caught up with what came before.
-    pub async fn first(self: &Arc<Self>, n: usize, timeout: Duration) -> Result<Option<Instant>> {
+    pub(crate) async fn first(
+        self: &Arc<Self>,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Option<Instant>> {
         let sent = Instant::now();
         self.nodes.lock().unwrap()[n] = NodeState::Holding(Flip::new(sent));
         let held = tokio::spawn(self.clone().hold_and_release(n));
@@ -203,7 +207,7 @@ impl Flips {
 
     /// Flips random clear nodes `rate` times a second for `duration`; returns once every
     /// flipped pod has stopped holding its node, with the rate achieved.
-    pub async fn drive(self: &Arc<Self>, rate: f64, duration: Duration) -> f64 {
+    pub(crate) async fn drive(self: &Arc<Self>, rate: f64, duration: Duration) -> f64 {
         let mut holders = JoinSet::new();
         let achieved = paced(rate, duration, |_| {
             if let Some(n) = self.pick() {
@@ -220,7 +224,7 @@ impl Flips {
 
     /// Waits (at most `settle`) until every node flipped has been seen clear again, and
     /// reports the flips since the last report (made at `rate`, `achieved`).
-    pub async fn report(&self, rate: f64, achieved: f64, settle: Duration) -> Report {
+    pub(crate) async fn report(&self, rate: f64, achieved: f64, settle: Duration) -> Report {
         let deadline = Instant::now() + settle;
         while Instant::now() < deadline
             && self
@@ -380,7 +384,7 @@ impl Flip {
 }
 
 /// The status and message of a gate's `Clear` condition (empty without one).
-pub fn clear_condition(gate: &Value) -> (&str, &str) {
+pub(crate) fn clear_condition(gate: &Value) -> (&str, &str) {
     let condition = gate["status"]["conditions"]
         .as_array()
         .into_iter()

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 /// at the start + n / `rate`, and is made once the call before it has returned (a tick that
 /// only hands its request to [`InFlight::spawn`] keeps the pace). Returns the calls made per
 /// second of the time it took.
-pub async fn paced<F, Fut>(rate: f64, duration: Duration, mut tick: F) -> f64
+pub(crate) async fn paced<F, Fut>(rate: f64, duration: Duration, mut tick: F) -> f64
 where
     F: FnMut(u64) -> Fut,
     Fut: Future<Output = ()>,
@@ -28,13 +28,13 @@ where
 
 /// A bound on the requests in flight: each runs as a task of its own once a slot is free.
 #[derive(Clone)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     slots: Arc<Semaphore>,
     limit: u32,
 }
 
 impl InFlight {
-    pub fn new(limit: usize) -> InFlight {
+    pub(crate) fn new(limit: usize) -> InFlight {
         InFlight {
             slots: Arc::new(Semaphore::new(limit)),
             limit: limit as u32,
@@ -42,7 +42,7 @@ impl InFlight {
     }
 
     /// Waits for a free slot, then runs `request` in a task that holds the slot until it ends.
-    pub async fn spawn(&self, request: impl Future<Output = ()> + Send + 'static) {
+    pub(crate) async fn spawn(&self, request: impl Future<Output = ()> + Send + 'static) {
         let slot = self
             .slots
             .clone()
@@ -56,7 +56,7 @@ impl InFlight {
     }
 
     /// Waits until every request spawned has ended.
-    pub async fn drain(&self) {
+    pub(crate) async fn drain(&self) {
         let _all = self
             .slots
             .acquire_many(self.limit)

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 /// How long the server may take to show the first flip after the setup.
 const CATCH_UP: Duration = Duration::from_secs(300);
 
-pub fn run(cli: &Cli) -> Result<()> {
+pub(crate) fn run(cli: &Cli) -> Result<()> {
     let args = &cli.pod;
     let layout = Layout {
         nodes: args.nodes,

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 /// The options of the pod workload.
 #[derive(clap::Args, Clone, Debug)]
-pub struct PodArgs {
+pub(crate) struct PodArgs {
     /// Run the pod workload instead of the VirtualMachines: --nodes Node objects,
     /// --pod-count pods bound to them across --namespaces namespaces, pod updates at --rate
     /// for --duration, and pods starting to hold their node (--flips) on random nodes, under
@@ -63,17 +63,17 @@ pub struct PodArgs {
 }
 
 /// The label kube-apiserver's watch of the flipping pods selects them by.
-pub const FLIP_LABEL: &str = "bench.ifo.kubevirt.io/flip";
+pub(crate) const FLIP_LABEL: &str = "bench.ifo.kubevirt.io/flip";
 
 /// The label (and annotation) of a protected pod.
-pub const PROTECT: &str = "ifo.kubevirt.io/protect-from-maintenance";
+pub(crate) const PROTECT: &str = "ifo.kubevirt.io/protect-from-maintenance";
 
 /// The churn's updates in flight at once.
 const CHURN_CONCURRENCY: usize = 64;
 
 /// Where each pod is: its name, namespace and node.
 #[derive(Clone, Copy, Debug)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub nodes: usize,
     pub pods: usize,
     pub namespaces: usize,
@@ -81,7 +81,7 @@ pub struct Layout {
 
 /// What a node's flipping pod does to hold it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A Job's pod that starts (`pod-rules`' `JobRunning`).
     Job,
     /// A running pod labelled protected (`protected-pod-rules`' `Protected`).
@@ -89,34 +89,34 @@ pub enum Kind {
 }
 
 impl Layout {
-    pub fn node(&self, n: usize) -> String {
+    pub(crate) fn node(&self, n: usize) -> String {
         format!("ifo-bench-node-{n:05}")
     }
 
     /// The node index of a node name of the workload.
-    pub fn node_index(&self, name: &str) -> Option<usize> {
+    pub(crate) fn node_index(&self, name: &str) -> Option<usize> {
         let n: usize = name.strip_prefix("ifo-bench-node-")?.parse().ok()?;
         (n < self.nodes).then_some(n)
     }
 
-    pub fn namespace(&self, k: usize) -> String {
+    pub(crate) fn namespace(&self, k: usize) -> String {
         format!("ifo-bench-pods-{k:04}")
     }
 
-    pub fn pod(&self, i: usize) -> String {
+    pub(crate) fn pod(&self, i: usize) -> String {
         format!("pod-{i:06}")
     }
 
-    pub fn namespace_of(&self, i: usize) -> String {
+    pub(crate) fn namespace_of(&self, i: usize) -> String {
         self.namespace(i % self.namespaces)
     }
 
     /// The pod that flips on node `n` (the first one bound to it).
-    pub fn flipping_pod(&self, n: usize) -> (String, String) {
+    pub(crate) fn flipping_pod(&self, n: usize) -> (String, String) {
         (self.namespace_of(n), self.pod(n))
     }
 
-    pub fn kind(&self, n: usize) -> Kind {
+    pub(crate) fn kind(&self, n: usize) -> Kind {
         if n.is_multiple_of(2) {
             Kind::Job
         } else {
@@ -153,7 +153,7 @@ fn uuid_of(i: usize) -> String {
 }
 
 /// What a kubelet writes once the pod's container runs.
-pub fn running_status() -> Value {
+pub(crate) fn running_status() -> Value {
     let now = now();
     json!({"status": {"phase": "Running", "startTime": now,
         "containerStatuses": [container(json!({"running": {"startedAt": now}}), true)]}})
@@ -166,7 +166,7 @@ fn now() -> String {
 }
 
 /// What a kubelet writes while the pod's image is being pulled: nothing has started.
-pub fn pending_status() -> Value {
+pub(crate) fn pending_status() -> Value {
     json!({"status": {"phase": "Pending",
         "containerStatuses": [container(json!({"waiting": {"reason": "ContainerCreating"}}), false)]}})
 }
@@ -178,7 +178,7 @@ fn container(state: Value, started: bool) -> Value {
 
 /// How long setting the workload up took.
 #[derive(Debug, Default, Serialize)]
-pub struct Setup {
+pub(crate) struct Setup {
     /// Namespaces and Node objects created.
     pub namespaces_and_nodes_seconds: f64,
     /// Every pod created, bound to its node, and its status written (all but the Jobs' pods
@@ -194,7 +194,11 @@ pub struct Setup {
 }
 
 /// Creates the namespaces, the nodes and the pods, `concurrency` requests at a time.
-pub async fn create(client: &kube::Client, layout: Layout, concurrency: usize) -> Result<Setup> {
+pub(crate) async fn create(
+    client: &kube::Client,
+    layout: Layout,
+    concurrency: usize,
+) -> Result<Setup> {
     if layout.pods <= layout.nodes || layout.nodes == 0 || layout.namespaces == 0 {
         bail!("--pods needs --nodes and --namespaces positive, and --pod-count above --nodes");
     }
@@ -306,7 +310,7 @@ fn node_manifest(name: &str) -> Value {
 
 /// What the churn did.
 #[derive(Debug, Default, Serialize)]
-pub struct Churn {
+pub(crate) struct Churn {
     pub rate_requested: f64,
     pub rate_achieved: f64,
     pub updates: u64,
@@ -317,7 +321,12 @@ pub struct Churn {
 
 /// Updates random pods that hold nothing (an annotation, as controllers and kubelets keep
 /// changing pods) `rate` times a second for `duration`.
-pub async fn churn(client: kube::Client, layout: Layout, rate: f64, duration: Duration) -> Churn {
+pub(crate) async fn churn(
+    client: kube::Client,
+    layout: Layout,
+    rate: f64,
+    duration: Duration,
+) -> Churn {
     let in_flight = InFlight::new(CHURN_CONCURRENCY);
     let failed = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));

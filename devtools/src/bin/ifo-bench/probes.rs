@@ -19,7 +19,7 @@ const CONCURRENCY: usize = 16;
 
 /// The gate reads of a phase.
 #[derive(Debug, Default, Serialize)]
-pub struct GateReads {
+pub(crate) struct GateReads {
     pub rate_requested: f64,
     pub rate_achieved: f64,
     pub reads: u64,
@@ -37,7 +37,7 @@ pub struct GateReads {
 
 /// The guard's decisions of a phase.
 #[derive(Debug, Default, Serialize)]
-pub struct Evictions {
+pub(crate) struct Evictions {
     pub rate_requested: f64,
     pub rate_achieved: f64,
     /// Let through (201), held (429), and anything else.
@@ -86,7 +86,7 @@ where
 }
 
 /// Reads random nodes' gates `rate` times a second for `duration`.
-pub async fn gate_reads(
+pub(crate) async fn gate_reads(
     client: kube::Client,
     layout: Layout,
     rate: f64,
@@ -129,7 +129,7 @@ pub async fn gate_reads(
 
 /// Asks kube-apiserver to evict (dry run) the flipping pod of a random node `rate` times a
 /// second for `duration`; the guard's webhook judges each. `client` must not retry a 429.
-pub async fn evictions(
+pub(crate) async fn evictions(
     client: kube::Client,
     layout: Layout,
     rate: f64,

@@ -244,7 +244,7 @@ fn print_usage(server: &Option<Usage>, apiserver: &Option<Usage>, etcd: &Option<
 
 /// The pod workload's phase (`--pods`).
 #[derive(Debug, Serialize)]
-pub struct PodPhase {
+pub(crate) struct PodPhase {
     pub nodes: usize,
     pub pods: usize,
     /// Namespaces of the pods, all of them granted protection.
@@ -268,7 +268,7 @@ pub struct PodPhase {
 }
 
 impl PodPhase {
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         let s = &self.setup;
         println!(
             "\n{} pods on {} nodes in {} namespaces (shipped pod rules, protection granted to every namespace)",
