@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end benchmark on the local real cluster: `tests/bench.sh [ifo-bench flags]`, e.g.
 # `tests/bench.sh`, `tests/bench.sh --watchers 200 --rate 10`, `tests/bench.sh --scale`,
-# `tests/bench.sh --compare-persist` (the same run with persistence off, then on).
+# `tests/bench.sh --compare-persist` (the same run with persistence off, then on),
+# `tests/bench.sh --pods` (pods on Node objects under the shipped pod rules, and the guard).
 # Prints a table and writes target/ifo-bench.json (see `--help`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

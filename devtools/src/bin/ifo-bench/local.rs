@@ -1,6 +1,7 @@
 //! The default environment: the project's local real cluster, `ifo-apiserver` as a separate
-//! process (so its CPU and memory are its own), and the shipped VM lifecycle rules. The server
-//! can be restarted with other settings (persistence on or off) on the same cluster.
+//! process (so its CPU and memory are its own), and the shipped VM lifecycle rules (or, for the
+//! pod workload, the shipped pod rules). The server can be restarted with other settings
+//! (persistence on or off) on the same cluster.
 
 use anyhow::{Context, Result, bail};
 use ifo_dev::{Cluster, Process, User};
@@ -12,6 +13,12 @@ use std::time::{Duration, Instant};
 
 /// The rules the benchmark's subjects are written for.
 const RULES: &str = "rules/kubevirt/vm-lifecycle-rules.yaml";
+
+/// The shipped pod rules (`--pods`): `pod-rules` as shipped (every namespace), and
+/// `protected-pod-rules`, whose `spec.namespaces` the benchmark sets to the namespaces it opts
+/// in to protection, as an admin would.
+const POD_RULES: &str = "rules/kubernetes/pod-rules.yaml";
+const PROTECTED_POD_RULES: &str = "rules/kubernetes/protected-pod-rules.yaml";
 
 /// Every shipped ruleset (`--all-rules`), and the read access their targets need.
 const ALL_RULES: [&str; 2] = ["deploy/rbac/rule-targets.yaml", "deploy/rules/bundle.yaml"];
@@ -46,6 +53,12 @@ pub(crate) struct Settings {
     /// `--flood`: [`RULES`] with the rule that is slow on the flooded object
     /// ([`crate::flood::SLOW_RULE`]).
     pub slow_rule: bool,
+    /// `--pods`: the shipped pod rules instead of [`RULES`], protection granted to these
+    /// namespaces (besides the shipped `kube-system`).
+    pub pod_rules: Option<Vec<String>>,
+    /// `EVICTION_GUARD=true`, and the guard's webhook registered with kube-apiserver: every
+    /// eviction is judged by the server.
+    pub guard: bool,
 }
 
 /// A running server.
@@ -226,6 +239,10 @@ fn serve(
         ("LOG_LEVEL", "warn"),
         // Set either way, so a PERSIST in the benchmark's environment cannot change a run.
         ("PERSIST", if settings.persist { "true" } else { "false" }),
+        (
+            "EVICTION_GUARD",
+            if settings.guard { "true" } else { "false" },
+        ),
     ];
     env.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let process = ifo_dev::spawn_server(cluster, binary, port, &env, log)?;
@@ -248,16 +265,18 @@ fn serve(
     cluster
         .wait_live_api(Duration::from_secs(90))
         .map_err(with_log)?;
+    if settings.guard {
+        cluster.register_guard_webhook(port).map_err(with_log)?;
+    }
+    if let Some(namespaces) = settings.pod_rules.as_ref().filter(|_| !*rules_applied) {
+        apply_pod_rules(cluster, namespaces).map_err(with_log)?;
+        *rules_applied = true;
+    }
     if !*rules_applied {
         let rules = ifo_dev::source_dir().join(RULES);
         let rules = rules.display().to_string();
         if settings.slow_rule {
-            let manifest = cluster.kubectl_run(
-                User::Admin,
-                &["create", "--dry-run=client", "-o", "json", "-f", &rules],
-                None,
-            )?;
-            let mut ruleset: serde_json::Value = serde_json::from_str(&manifest)?;
+            let mut ruleset = manifest(cluster, &rules)?;
             ruleset["spec"]["rules"]
                 .as_array_mut()
                 .context("the VM rules have no rules")?
@@ -336,6 +355,53 @@ fn serve(
         list_floor_seconds: None,
     };
     Ok((process, log, cold_start))
+}
+
+/// Applies the shipped pod rules, `protected-pod-rules` granted to `namespaces` as well, and
+/// waits until both are Ready.
+fn apply_pod_rules(cluster: &Cluster, namespaces: &[String]) -> Result<()> {
+    let pod_rules = ifo_dev::source_dir().join(POD_RULES).display().to_string();
+    let protected = ifo_dev::source_dir()
+        .join(PROTECTED_POD_RULES)
+        .display()
+        .to_string();
+    let mut ruleset = manifest(cluster, &protected)?;
+    let granted = ruleset["spec"]["namespaces"]
+        .as_array_mut()
+        .with_context(|| format!("{PROTECTED_POD_RULES} lists no namespaces"))?;
+    granted.extend(namespaces.iter().map(|ns| serde_json::json!(ns)));
+    cluster.kubectl_run(User::Admin, &["apply", "-f", &pod_rules], None)?;
+    cluster.kubectl_run(
+        User::Admin,
+        &["apply", "-f", "-"],
+        Some(&ruleset.to_string()),
+    )?;
+    cluster
+        .kubectl_run(
+            User::Admin,
+            &[
+                "wait",
+                "--for=condition=Ready",
+                "--timeout=60s",
+                "-f",
+                &pod_rules,
+                "-f",
+                &protected,
+            ],
+            None,
+        )
+        .context("waiting for the pod rules to be Ready")?;
+    Ok(())
+}
+
+/// The object of a one-object manifest file, as JSON.
+fn manifest(cluster: &Cluster, path: &str) -> Result<serde_json::Value> {
+    let text = cluster.kubectl_run(
+        User::Admin,
+        &["create", "--dry-run=client", "-o", "json", "-f", path],
+        None,
+    )?;
+    serde_json::from_str(&text).with_context(|| format!("reading {path}"))
 }
 
 /// A `/proc/<pid>/status` line's size (`VmRSS:    1234 kB`) in MiB.

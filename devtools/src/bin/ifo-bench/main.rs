@@ -2,13 +2,20 @@
 //! rules detect at a fixed rate, watches InFlightOperations through kube-apiserver (the
 //! aggregation layer) like any client, and matches every transition to its watch event.
 //! It reports latency, losses and duplicates, the server's CPU and memory, and the writes
-//! kube-apiserver served meanwhile, as a table and as JSON.
+//! kube-apiserver served meanwhile, as a table and as JSON. `--pods` runs the pod workload
+//! instead (see [`pods`]): pods holding their nodes under the shipped pod rules, detected on the
+//! nodes' gates, and the maintenance guard's decisions.
 
 mod baseline;
+mod flips;
 mod flood;
 mod ledger;
 mod local;
 mod observer;
+mod pace;
+mod pod_bench;
+mod pods;
+mod probes;
 mod report;
 mod stats;
 mod subjects;
@@ -111,6 +118,8 @@ struct Cli {
     json: PathBuf,
     #[command(flatten)]
     api: target::IfoApi,
+    #[command(flatten)]
+    pod: pods::PodArgs,
 }
 
 fn env_pair(s: &str) -> Result<(String, String), String> {
@@ -186,6 +195,9 @@ fn main() -> Result<()> {
         );
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if cli.pod.pods {
+        return pod_bench::run(&cli);
+    }
     // Persistence off, then on; or the one mode asked for (`None`: another cluster's server).
     let modes: Vec<Option<bool>> = match (&cli.kubeconfig, cli.compare_persist) {
         (Some(_), _) => vec![None],
@@ -230,6 +242,8 @@ fn main() -> Result<()> {
                 env: cli.server_env.clone(),
                 all_rules: cli.all_rules,
                 slow_rule: cli.flood > 0.0,
+                pod_rules: None,
+                guard: false,
             };
             (local, settings)
         });
@@ -260,13 +274,7 @@ fn main() -> Result<()> {
             Ok(phases) => phases,
             Err(e) => {
                 if let Some(log) = &server_log {
-                    let text = std::fs::read_to_string(log).unwrap_or_default();
-                    let lines: Vec<&str> = text.lines().collect();
-                    eprintln!(
-                        "last lines of the server log ({}):\n{}",
-                        log.display(),
-                        lines[lines.len().saturating_sub(20)..].join("\n")
-                    );
+                    print_log_tail(log);
                 }
                 return Err(e);
             }
@@ -296,14 +304,31 @@ fn main() -> Result<()> {
         ifo_api: cli.api.path(),
         runs: &runs,
     };
-    if let Some(dir) = cli.json.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&cli.json, serde_json::to_string_pretty(&output)?)
-        .with_context(|| format!("writing {}", cli.json.display()))?;
-    println!("\nJSON report: {}", cli.json.display());
+    write_json(&cli.json, &output)?;
     drop(local);
     Ok(())
+}
+
+/// Writes the JSON report to `path`, and says where.
+fn write_json(path: &Path, output: &impl Serialize) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(output)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("\nJSON report: {}", path.display());
+    Ok(())
+}
+
+/// Prints the last lines of the server's log, after a run failed.
+fn print_log_tail(log: &Path) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    eprintln!(
+        "last lines of the server log ({}):\n{}",
+        log.display(),
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    );
 }
 
 /// What one run measures, and where.

@@ -133,8 +133,8 @@ pub(crate) fn per_thousand(writes: u64, lifecycles: u64) -> Option<f64> {
 
 fn latency(s: &Summary) -> String {
     format!(
-        "p50 {:>7.1} ms   p90 {:>7.1} ms   p99 {:>7.1} ms   max {:>7.1} ms   (n={})",
-        s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms, s.count
+        "p50 {:>7.1} ms   p90 {:>7.1} ms   p95 {:>7.1} ms   p99 {:>7.1} ms   max {:>7.1} ms   (n={})",
+        s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms, s.max_ms, s.count
     )
 }
 
@@ -190,23 +190,7 @@ impl Phase {
                 self.completed_by_delete
             );
         }
-        for (name, usage, flag) in [
-            ("server", &self.server, "--server-pid"),
-            ("kube-apiserver", &self.apiserver, "--apiserver-pid"),
-            ("etcd", &self.etcd, "--etcd-pid"),
-        ] {
-            match usage {
-                Some(u) => println!(
-                    "  {name:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB (lifetime peak {:.1} MiB)",
-                    u.cpu_seconds,
-                    u.cpu_percent_of_one_core,
-                    u.rss_max_mib,
-                    u.rss_end_mib,
-                    u.rss_peak_lifetime_mib
-                ),
-                None => println!("  {name:<19} n/a (no {flag})"),
-            }
-        }
+        print_usage(&self.server, &self.apiserver, &self.etcd);
         println!("  kube-apiserver writes during the phase:");
         for w in &self.apiserver_writes {
             println!(
@@ -233,6 +217,141 @@ impl Phase {
             verdict(self.start_latency.p99_ms <= 50.0),
             verdict(self.lost_starts + self.lost_completions == 0),
             verdict(self.operation_writes == 0)
+        );
+    }
+}
+
+/// The CPU and memory lines of the server, kube-apiserver and etcd.
+fn print_usage(server: &Option<Usage>, apiserver: &Option<Usage>, etcd: &Option<Usage>) {
+    for (name, usage, flag) in [
+        ("server", server, "--server-pid"),
+        ("kube-apiserver", apiserver, "--apiserver-pid"),
+        ("etcd", etcd, "--etcd-pid"),
+    ] {
+        match usage {
+            Some(u) => println!(
+                "  {name:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB (lifetime peak {:.1} MiB)",
+                u.cpu_seconds,
+                u.cpu_percent_of_one_core,
+                u.rss_max_mib,
+                u.rss_end_mib,
+                u.rss_peak_lifetime_mib
+            ),
+            None => println!("  {name:<19} n/a (no {flag})"),
+        }
+    }
+}
+
+/// The pod workload's phase (`--pods`).
+#[derive(Debug, Serialize)]
+pub(crate) struct PodPhase {
+    pub nodes: usize,
+    pub pods: usize,
+    /// Namespaces of the pods, all of them granted protection.
+    pub namespaces: usize,
+    pub setup: crate::pods::Setup,
+    /// How long the churn, flips and probes ran.
+    pub duration_seconds: f64,
+    pub churn: crate::pods::Churn,
+    pub flips: crate::flips::Report,
+    pub gate_reads: crate::probes::GateReads,
+    /// `None` with `--evictions 0`.
+    pub evictions: Option<crate::probes::Evictions>,
+    /// The server's resident memory as the phase began (every pod created and evaluated).
+    pub server_rss_start_mib: Option<f64>,
+    /// Over the driving (not the flips' settling after it).
+    pub server: Option<Usage>,
+    pub apiserver: Option<Usage>,
+    pub etcd: Option<Usage>,
+    /// The server restarted after the phase, with every pod there.
+    pub cold_start: Option<crate::local::ColdStart>,
+}
+
+impl PodPhase {
+    pub(crate) fn print(&self) {
+        let s = &self.setup;
+        println!(
+            "\n{} pods on {} nodes in {} namespaces (shipped pod rules, protection granted to every namespace)",
+            self.pods, self.nodes, self.namespaces
+        );
+        println!(
+            "  setup               namespaces and nodes {:.1} s; pods created, bound and their status written {:.1} s ({:.0}/s); the first flip shown {} after",
+            s.namespaces_and_nodes_seconds,
+            s.pods_seconds,
+            s.pods_per_second,
+            s.caught_up_seconds
+                .map_or("not within 300 s".to_string(), |t| format!("{t:.2} s"))
+        );
+        if let Some(u) = &s.server {
+            println!(
+                "  server meanwhile    {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB",
+                u.cpu_seconds, u.cpu_percent_of_one_core, u.rss_max_mib, u.rss_end_mib
+            );
+        }
+        let c = &self.churn;
+        println!(
+            "  churn               {:.1}/s requested, {:.1}/s achieved over {:.0} s; {} pod updates ({} failed)",
+            c.rate_requested, c.rate_achieved, self.duration_seconds, c.updates, c.failed
+        );
+        println!("  pod update          {}", latency(&c.update_latency));
+        let f = &self.flips;
+        println!(
+            "  flips               {:.1}/s requested, {:.1}/s achieved; {} flips ({} failed, {} ticks with no clear node), {} seen on their gate",
+            f.rate_requested, f.rate_achieved, f.flips, f.failed, f.no_clear_node, f.seen_on_gate
+        );
+        println!("  write → pod's event {}", latency(&f.write_to_pod_event));
+        println!("  pod's event → gate  {}", latency(&f.pod_event_to_gate));
+        println!("  write → gate        {}", latency(&f.write_to_gate));
+        println!("  release → clear     {}", latency(&f.release_to_clear));
+        println!(
+            "  gate watch          {} node gate events, {} Unknown; {} relists",
+            f.gate_events, f.unknown_gate_events, f.relists
+        );
+        if let Some(why) = f
+            .first_unknown
+            .as_ref()
+            .or(self.gate_reads.first_unknown.as_ref())
+        {
+            println!("  the first Unknown   {why}");
+        }
+        let g = &self.gate_reads;
+        println!(
+            "  gate reads          {} ({:.1}/s): {} Clear, {} held, {} Unknown, {} failed",
+            g.reads, g.rate_achieved, g.clear, g.held, g.unknown, g.failed
+        );
+        println!("  gate read           {}", latency(&g.latency));
+        match &self.evictions {
+            Some(e) => {
+                println!(
+                    "  guard (dry-run evictions) {} ({:.1}/s): {} allowed, {} held, {} failed",
+                    e.allowed + e.held + e.failed,
+                    e.rate_achieved,
+                    e.allowed,
+                    e.held,
+                    e.failed
+                );
+                println!("  eviction            {}", latency(&e.latency));
+            }
+            None => println!("  guard               off (--evictions 0)"),
+        }
+        println!(
+            "  server RSS at the phase's start {}",
+            mib(self.server_rss_start_mib)
+        );
+        print_usage(&self.server, &self.apiserver, &self.etcd);
+        if let Some(c) = &self.cold_start {
+            println!(
+                "  cold start          ready {:.2} s, every target listed {:.2} s; RSS then {} (peak {})",
+                c.ready_seconds,
+                c.complete_seconds,
+                mib(c.rss_mib),
+                mib(c.peak_rss_mib)
+            );
+        }
+        println!(
+            "  targets             never Unknown: {}   every flip seen: {}",
+            verdict(f.unknown_gate_events + g.unknown == 0),
+            verdict(f.seen_on_gate == f.flips)
         );
     }
 }

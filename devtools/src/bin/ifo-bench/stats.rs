@@ -9,6 +9,7 @@ pub(crate) struct Summary {
     pub count: usize,
     pub p50_ms: f64,
     pub p90_ms: f64,
+    pub p95_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
 }
@@ -28,6 +29,7 @@ impl Summary {
             count: samples.len(),
             p50_ms: at(0.50),
             p90_ms: at(0.90),
+            p95_ms: at(0.95),
             p99_ms: at(0.99),
             max_ms: at(1.0),
         }
@@ -42,8 +44,8 @@ mod tests {
     fn nearest_rank_percentiles() {
         let s = Summary::of((1..=100).rev().map(Duration::from_millis).collect());
         assert_eq!(
-            (s.count, s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms),
-            (100, 50.0, 90.0, 99.0, 100.0)
+            (s.count, s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms, s.max_ms),
+            (100, 50.0, 90.0, 95.0, 99.0, 100.0)
         );
         assert_eq!(Summary::of(vec![]).count, 0);
     }
