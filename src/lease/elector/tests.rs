@@ -33,6 +33,8 @@ struct Cluster {
     beaten_once: bool,
     /// The holder and renewTime of every write the elector made.
     written: Vec<(Option<String>, Option<jiff::Timestamp>)>,
+    /// The holder's pod, as kubelet reports it.
+    holder_pod: Option<Value>,
 }
 
 impl Cluster {
@@ -60,6 +62,19 @@ impl Cluster {
     }
 
     fn answer(&mut self, asked: &Asked) -> Reply {
+        let resource = asked.info.resource.as_ref().map(|r| r.resource.as_str());
+        if resource == Some("pods") {
+            // The holder's pod, watched by a follower that knows the server's container.
+            return match asked.verb() {
+                "list" => Reply::Object(list(
+                    "PodList",
+                    "1",
+                    None,
+                    self.holder_pod.iter().cloned().collect(),
+                )),
+                _ => Reply::Watch(Vec::new(), End::Open),
+            };
+        }
         match asked.verb() {
             // The watch that wakes a follower when the Lease changes: it hears nothing here, and
             // followers look every retry period.
@@ -107,9 +122,22 @@ fn elect(
     tokio::task::JoinHandle<()>,
     MockApiServer,
 ) {
+    elect_with(cluster, settings())
+}
+
+/// [`elect`] with `settings`.
+fn elect_with(
+    cluster: &Arc<Mutex<Cluster>>,
+    settings: Settings,
+) -> (
+    watch::Receiver<Role>,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+    MockApiServer,
+) {
     let cluster = cluster.clone();
     let (client, api) = MockApiServer::start(move |asked| cluster.lock().answer(asked));
-    let (elector, role) = Elector::new(client, settings());
+    let (elector, role) = Elector::new(client, settings);
     let (stop, stopped) = oneshot::channel();
     let running = tokio::spawn(elector.run(stopped));
     (role, stop, running, api)
@@ -245,4 +273,60 @@ async fn a_leader_that_stops_releases_the_lease() {
     assert_eq!(*role.borrow(), Role::Following);
     let (holder, _) = cluster.lock().written.last().cloned().unwrap();
     assert_eq!(holder, None, "released");
+}
+
+/// The holder's pod, its server container ended at `finished_at` as kubelet reports it.
+fn pod_ended_at(finished_at: jiff::Timestamp) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ifo-apiserver-1", "namespace": "ifo-system", "resourceVersion": "7"},
+        "status": {"containerStatuses": [{
+            "name": "server",
+            "image": "ifo-apiserver",
+            "imageID": "ifo-apiserver@sha256:0",
+            "ready": false,
+            "restartCount": 1,
+            "containerID": "containerd://1",
+            "state": {"terminated": {
+                "exitCode": 137,
+                "containerID": "containerd://1",
+                "finishedAt": finished_at.to_string(),
+            }},
+        }]},
+    })
+}
+
+/// A holder whose server container kubelet reports ended after it took the Lease is gone: a
+/// follower that knows the container takes the Lease at once, not a lease duration later. An
+/// end from before the holder took it (the container before a restart) proves nothing: the
+/// Lease is taken when it expires.
+#[tokio::test(start_paused = true)]
+async fn a_holder_whose_container_ended_is_replaced_without_waiting_for_expiry() {
+    let acquired = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap();
+    for (ended, proof) in [
+        (acquired + jiff::SignedDuration::from_secs(2), true),
+        (acquired - jiff::SignedDuration::from_secs(60), false),
+    ] {
+        let cluster = Arc::new(Mutex::new(Cluster::default()));
+        cluster.lock().renewed_by(OTHER, acquired);
+        cluster.lock().holder_pod = Some(pod_ended_at(ended));
+        let settings = Settings {
+            container: Some("server".into()),
+            ..settings()
+        };
+        let (mut role, stop, running, _api) = elect_with(&cluster, settings);
+        let taken = becomes(&mut role, Role::Leading).await;
+        if proof {
+            assert!(taken < Duration::from_secs(3), "taken at once: {taken:?}");
+        } else {
+            assert!(
+                taken >= Duration::from_secs(15),
+                "taken at expiry: {taken:?}"
+            );
+        }
+        assert_eq!(cluster.lock().holder().as_deref(), Some(ME));
+        drop(stop);
+        running.await.unwrap();
+    }
 }
