@@ -20,6 +20,8 @@ mod inventory;
 mod lease;
 pub mod library;
 pub mod metrics;
+#[cfg(test)]
+mod mock_apiserver;
 pub mod operation;
 mod persist;
 pub mod readiness;

@@ -74,22 +74,26 @@ pub(crate) struct Authorizer {
 
 const MASTERS: &str = "system:masters";
 
+/// How long an answer is cached, allow and deny alike.
+const CACHE_TTL: Duration = Duration::from_secs(10);
+
 impl Authorizer {
     /// An authorizer reviewing with `client` (whose requests have a deadline: see
     /// [`crate::client`]).
     pub(crate) fn new(client: Client) -> Self {
+        Authorizer::caching_for(client, CACHE_TTL)
+    }
+
+    /// [`Authorizer::new`] with answers cached for `ttl` (the tests' is short: the cache's
+    /// clock is the system's, which a test cannot advance).
+    fn caching_for(client: Client, ttl: Duration) -> Self {
         Authorizer {
             client,
-            // Allow and deny alike for 10 s; about 16k entries at most.
-            cache: ReviewCache::new(
-                Review::Access,
-                Duration::from_secs(10),
-                4 << 20,
-                |d| match d {
-                    Authorization::Allow => 0,
-                    Authorization::Deny(reason) => reason.len(),
-                },
-            ),
+            // About 16k entries at most.
+            cache: ReviewCache::new(Review::Access, ttl, 4 << 20, |d| match d {
+                Authorization::Allow => 0,
+                Authorization::Deny(reason) => reason.len(),
+            }),
         }
     }
 
@@ -168,3 +172,6 @@ impl Authorizer {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests;

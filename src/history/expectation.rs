@@ -187,7 +187,7 @@ fn after(t: Timestamp, d: SignedDuration) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operation::{RuleSetInfo, Subject};
+    use crate::operation::{Subject, test_ruleset};
 
     fn at(s: i64) -> Timestamp {
         "2026-11-22T10:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(s)
@@ -203,13 +203,7 @@ mod tests {
             generation: None,
             owner_references: Vec::new(),
         };
-        let ruleset = RuleSetInfo {
-            name: "rs".into(),
-            component: "c".into(),
-            labels: Default::default(),
-            generation: None,
-            exclusive: false,
-        };
+        let ruleset = test_ruleset("rs", "c");
         let (mut op, _) = InFlightOperation::new_active(
             &ruleset,
             "Importing",

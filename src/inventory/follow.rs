@@ -109,3 +109,10 @@ where
     // kube's watcher never ends; if it did, start over.
     "the watch ended".to_owned()
 }
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
+mod tests;

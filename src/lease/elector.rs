@@ -391,3 +391,10 @@ async fn watch_changes(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
+mod tests;

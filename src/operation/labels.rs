@@ -202,8 +202,8 @@ pub(crate) fn warned_keys(warnings: &[LabelWarning]) -> Vec<(&str, LabelSource)>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation::test_ruleset;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use std::collections::BTreeMap;
 
     #[test]
     fn built_in_keys_are_the_prefix_and_a_name() {
@@ -242,16 +242,8 @@ mod tests {
     }
 
     fn ruleset() -> RuleSetInfo {
-        RuleSetInfo {
-            name: "kubevirt".into(),
-            generation: None,
-            component: "virt".into(),
-            labels: BTreeMap::from([
-                ("team".to_owned(), "static".to_owned()),
-                ("ifo.kubevirt.io/operation".to_owned(), "hijack".to_owned()),
-            ]),
-            exclusive: false,
-        }
+        test_ruleset("kubevirt", "virt")
+            .with_labels(&[("team", "static"), ("ifo.kubevirt.io/operation", "hijack")])
     }
 
     #[test]

@@ -2,25 +2,19 @@
 //! the same shape: what the server writes reads into the model field for field, and the model
 //! writes it back unchanged. A field added to one side only breaks this test, not a client.
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use super::{Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Subject};
+use super::{Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Subject, test_ruleset};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
 fn ruleset() -> RuleSetInfo {
-    RuleSetInfo {
-        name: "kubevirt".into(),
-        generation: Some(2),
-        component: "virt".into(),
-        labels: BTreeMap::from([("example.com/team".into(), "virt".into())]),
-        exclusive: false,
-    }
+    test_ruleset("kubevirt", "virt")
+        .with_labels(&[("example.com/team", "virt")])
+        .at_generation(2)
 }
 
 /// A subject with owners and a generation (namespaced) or without either (cluster-scoped).

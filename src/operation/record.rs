@@ -241,6 +241,7 @@ fn to_value(wire: &impl serde::Serialize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation::test_ruleset;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
 
@@ -268,13 +269,7 @@ mod tests {
     }
 
     fn ruleset() -> RuleSetInfo {
-        RuleSetInfo {
-            name: "kubevirt".into(),
-            generation: None,
-            component: "virt".into(),
-            labels: Default::default(),
-            exclusive: false,
-        }
+        test_ruleset("kubevirt", "virt")
     }
 
     #[test]

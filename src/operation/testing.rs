@@ -1,5 +1,6 @@
 //! Records for the tests of the layers that hold operations.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -9,6 +10,40 @@ use super::{InFlightOperation, RuleSetInfo, Subject};
 /// When test records are detected.
 fn test_time() -> Timestamp {
     "2026-11-22T10:00:00Z".parse().unwrap()
+}
+
+/// The ruleset `name` of `component` as its operations carry it: no static labels, no
+/// generation, not exclusive (see the builders below for those).
+pub(crate) fn test_ruleset(name: &str, component: &str) -> RuleSetInfo {
+    RuleSetInfo {
+        name: name.into(),
+        component: component.into(),
+        ..Default::default()
+    }
+}
+
+impl RuleSetInfo {
+    /// With the static labels `labels`.
+    pub(crate) fn with_labels(self, labels: &[(&str, &str)]) -> RuleSetInfo {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        RuleSetInfo { labels, ..self }
+    }
+
+    /// Compiled from the ruleset's `generation`.
+    pub(crate) fn at_generation(self, generation: i64) -> RuleSetInfo {
+        RuleSetInfo {
+            generation: Some(generation),
+            ..self
+        }
+    }
+
+    /// With `spec.exclusive` as `exclusive`.
+    pub(crate) fn exclusive(self, exclusive: bool) -> RuleSetInfo {
+        RuleSetInfo { exclusive, ..self }
+    }
 }
 
 /// A subject: `kind` of `api_version`, named `name` in `namespace`, with uid `uid-<name>`.
@@ -36,11 +71,7 @@ pub(crate) fn test_active(
     operation: &str,
     labels: &[(&str, &str)],
 ) -> InFlightOperation {
-    let rs = RuleSetInfo {
-        name: ruleset.into(),
-        component: component.into(),
-        ..Default::default()
-    };
+    let rs = test_ruleset(ruleset, component);
     let at = test_time();
     let (record, _) =
         InFlightOperation::new_active(&rs, operation, subject, at, at, None, labels.to_vec());

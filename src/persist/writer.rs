@@ -266,3 +266,10 @@ async fn reread(api: &Api<DynamicObject>, name: &str) -> Written {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
+mod tests;

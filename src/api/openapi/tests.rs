@@ -6,10 +6,10 @@ use super::*;
 use crate::api::resource::{GROUP, VERSION};
 use crate::api::wire::{List, ListMeta};
 use crate::operation::{
-    EstimateBasis, Expectation, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject,
+    EstimateBasis, Expectation, InFlightOperation, Outcome, Phase, Stall, Subject, test_ruleset,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 fn parse(doc: &Document) -> Value {
     serde_json::from_slice(&doc.body).unwrap()
@@ -131,13 +131,7 @@ fn owner(kind: &str, uid: &str) -> OwnerReference {
 /// Records with every optional field set: a completed namespaced operation with a message,
 /// outcome, generation and owners, and an active cluster-scoped one without them, ending.
 fn records() -> Vec<InFlightOperation> {
-    let ruleset = RuleSetInfo {
-        name: "kubevirt".into(),
-        generation: None,
-        component: "virt".into(),
-        labels: BTreeMap::from([("example.com/team".into(), "virt".into())]),
-        exclusive: false,
-    };
+    let ruleset = test_ruleset("kubevirt", "virt").with_labels(&[("example.com/team", "virt")]);
     let subject = Subject {
         api_version: "kubevirt.io/v1".into(),
         kind: "VirtualMachineInstance".into(),

@@ -1,7 +1,7 @@
 use super::*;
+use crate::mock_apiserver::{End, MockApiServer, Reply, list};
 use crate::supervise::testing::{failures, ready_tasks, restarting_killable};
 use ifo_dev::pki::KeyPair;
-use std::convert::Infallible;
 
 /// The ConfigMap kube-apiserver publishes, naming `ca` the front-proxy CA.
 fn config_map(ca: &KeyPair) -> serde_json::Value {
@@ -17,38 +17,18 @@ fn config_map(ca: &KeyPair) -> serde_json::Value {
 }
 
 /// An API server that serves `current` as the ConfigMap, to a get, a list, and a watch that
-/// never sends anything; it records what it was asked (`get`, `list`, `watch`).
-fn api_server(
-    current: Arc<parking_lot::Mutex<serde_json::Value>>,
-    asked: Arc<parking_lot::Mutex<Vec<&'static str>>>,
-) -> Client {
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (current, asked) = (current.clone(), asked.clone());
-        async move {
-            let query = request.uri().query().unwrap_or_default();
-            let cm = current.lock().clone();
-            let body = if query.contains("watch=true") {
-                asked.lock().push("watch");
-                axum::body::Body::from_stream(futures::stream::pending::<
-                    Result<bytes::Bytes, Infallible>,
-                >())
-            } else if request.uri().path().ends_with(NAME) {
-                asked.lock().push("get");
-                axum::body::Body::from(cm.to_string())
-            } else {
-                asked.lock().push("list");
-                let list = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMapList",
-                    "metadata": {"resourceVersion": "1"},
-                    "items": [cm],
-                });
-                axum::body::Body::from(list.to_string())
-            };
-            Ok::<_, Infallible>(http::Response::new(body))
-        }
-    });
-    Client::new(service, "default")
+/// never sends anything.
+fn api_server(current: Arc<parking_lot::Mutex<serde_json::Value>>) -> (Client, MockApiServer) {
+    MockApiServer::start(move |asked| match asked.verb() {
+        "watch" => Reply::Watch(Vec::new(), End::Open),
+        "get" => Reply::Object(current.lock().clone()),
+        _ => Reply::Object(list(
+            "ConfigMapList",
+            "1",
+            None,
+            vec![current.lock().clone()],
+        )),
+    })
 }
 
 /// The trust settings' watch runs under the server's tasks: killed, it is counted and started
@@ -61,8 +41,7 @@ async fn a_killed_trust_watch_is_counted_and_started_again() {
         KeyPair::new_ca("rotated-front-proxy-ca").unwrap(),
     );
     let current = Arc::new(parking_lot::Mutex::new(config_map(&first)));
-    let asked = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let client = api_server(current.clone(), asked.clone());
+    let (client, api) = api_server(current.clone());
     let (mut trust, trust_watch) = read_request_header_config(client).await.unwrap();
     let ca = |pem: &[u8]| vec![CertificateDer::from_pem_slice(pem).unwrap()];
     assert_eq!(trust.borrow().client_ca, ca(&first.cert_pem));
@@ -72,17 +51,8 @@ async fn a_killed_trust_watch_is_counted_and_started_again() {
     let kill = restarting_killable(&mut tasks, "trust-settings", move || {
         trust_watch.clone().follow()
     });
-    let watching = |n: usize| {
-        let asked = asked.clone();
-        async move {
-            while asked.lock().iter().filter(|a| **a == "watch").count() < n {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), watching(1))
-        .await
-        .expect("the ConfigMap is listed, then watched");
+    // The ConfigMap is listed, then watched.
+    api.asked_for("watch", 1).await;
 
     // Rotated while the watch hears nothing of it; then the watch is killed.
     *current.lock() = config_map(&rotated);
@@ -94,7 +64,7 @@ async fn a_killed_trust_watch_is_counted_and_started_again() {
     assert_eq!(trust.borrow().client_ca, ca(&rotated.cert_pem));
     assert_eq!(failures("trust-settings"), failed_before + 1);
     assert_eq!(
-        asked.lock()[..4],
+        api.verbs()[..4],
         ["get", "list", "watch", "list"],
         "read once, then listed and watched by each run"
     );

@@ -148,10 +148,9 @@ impl Tracker {
 mod tests {
     use super::*;
     use crate::evaluate::{EvalError, Evaluation, RuleResult};
-    use crate::operation::Subject;
+    use crate::operation::{Subject, test_ruleset};
     use crate::track::Settings;
     use jiff::SignedDuration;
-    use std::collections::BTreeMap;
 
     const NODE: &str = "ifo.kubevirt.io/node";
     const TARGET: &str = "ifo.kubevirt.io/target-node";
@@ -172,13 +171,9 @@ mod tests {
     }
 
     fn ruleset(generation: i64) -> RuleSetInfo {
-        RuleSetInfo {
-            name: "vm-rules".into(),
-            component: "kubevirt".into(),
-            labels: BTreeMap::from([("example.com/team".to_owned(), "virt".to_owned())]),
-            generation: Some(generation),
-            exclusive: false,
-        }
+        test_ruleset("vm-rules", "kubevirt")
+            .with_labels(&[("example.com/team", "virt")])
+            .at_generation(generation)
     }
 
     fn vm(name: &str) -> Subject {

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -6,7 +6,9 @@ use jiff::{SignedDuration, Timestamp};
 use super::*;
 use crate::evaluate::{EvalError, Evaluation, RuleResult};
 use crate::operation::warned_keys;
-use crate::operation::{InFlightOperation, LabelSource, Outcome, Phase, RuleSetInfo, Subject};
+use crate::operation::{
+    InFlightOperation, LabelSource, Outcome, Phase, RuleSetInfo, Subject, test_ruleset,
+};
 use crate::track::Change;
 
 const T0: &str = "2026-11-22T10:00:00Z";
@@ -48,13 +50,7 @@ fn tracker(settings: Settings) -> Tracker {
 }
 
 fn ruleset(name: &str) -> RuleSetInfo {
-    RuleSetInfo {
-        name: name.into(),
-        generation: None,
-        component: "virt".into(),
-        labels: BTreeMap::new(),
-        exclusive: false,
-    }
+    test_ruleset(name, "virt")
 }
 
 fn err() -> EvalError {
@@ -737,10 +733,7 @@ fn results_do_not_depend_on_tick_timing() {
 }
 
 fn at_generation(name: &str, generation: i64) -> RuleSetInfo {
-    RuleSetInfo {
-        generation: Some(generation),
-        ..ruleset(name)
-    }
+    ruleset(name).at_generation(generation)
 }
 
 #[test]
@@ -1030,10 +1023,7 @@ fn vm(status: &str) -> Evaluation {
 }
 
 fn vm_ruleset(exclusive: bool) -> RuleSetInfo {
-    RuleSetInfo {
-        exclusive,
-        ..ruleset("rs")
-    }
+    ruleset("rs").exclusive(exclusive)
 }
 
 /// Moves the VM to `status` at `at`; returns what a watcher sees: (U|R, operation, phase,

@@ -249,3 +249,10 @@ fn decoded(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
+mod tests;

@@ -171,35 +171,4 @@ pub(crate) fn watch_error_message(e: &watcher::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::Status;
-
-    fn status(code: u16) -> Box<Status> {
-        Status::failure("sendInitialEvents is forbidden", "Invalid")
-            .with_code(code)
-            .boxed()
-    }
-
-    /// An API server without WatchList refuses the streaming watch as it starts (422, or 400
-    /// where the parameter is not understood): that turns the stream to pages. Other failures
-    /// (forbidden, gone, unavailable) are what any list would meet, and keep streaming.
-    #[test]
-    fn only_a_refused_streaming_watch_turns_to_pages() {
-        for code in [422, 400] {
-            assert!(streaming_refused(&watcher::Error::WatchStartFailed(
-                kube::Error::Api(status(code))
-            )));
-            assert!(streaming_refused(&watcher::Error::WatchError(status(code))));
-        }
-        for code in [403, 404, 410, 429, 500, 503] {
-            assert!(!streaming_refused(&watcher::Error::WatchStartFailed(
-                kube::Error::Api(status(code))
-            )));
-            assert!(!streaming_refused(&watcher::Error::WatchError(status(
-                code
-            ))));
-        }
-        assert!(!streaming_refused(&watcher::Error::NoResourceVersion));
-    }
-}
+mod tests;
