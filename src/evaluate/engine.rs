@@ -379,6 +379,12 @@ impl Expr {
         self.inner.comprehension_depth
     }
 
+    /// The compiled AST, as evaluated: comprehension ranges are wrapped in the meter's
+    /// `@cost_range(range, cost)`, `lists.range` and `replace` are the meter's (see `meter`).
+    pub(crate) fn ast(&self) -> &IdedExpr {
+        &self.inner.metered
+    }
+
     pub(crate) fn env(&self) -> &Arc<Env> {
         &self.inner.env
     }
