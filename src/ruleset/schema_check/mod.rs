@@ -18,6 +18,7 @@
 //! a list, a key of a map, so that `object.spec.disks.exists(d, d.nmae == 'x')` checks `nmae`
 //! against the schema of the list's items.
 
+mod crd;
 mod schema;
 mod suggest;
 mod walk;
@@ -25,6 +26,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
+pub use crd::{CrdSchemas, of_crd};
 pub use schema::Schema;
 
 use super::CompiledRuleSet;
