@@ -1,6 +1,7 @@
 //! The schemas the rulesets' door checks rules against: a CRD target's `openAPIV3Schema`, read
 //! from kube-apiserver (the CustomResourceDefinition `<resource>.<group>`), each read bounded
-//! by [`FETCH_DEADLINE`] and kept [`KEPT_FOR`] in a cache of at most [`MAX_KEPT`] targets.
+//! by [`FETCH_DEADLINE`] and kept [`KEPT_FOR`] in a cache of at most [`MAX_KEPT`] targets and
+//! [`MAX_KEPT_BYTES`] of schemas (a KubeVirt CRD's schema is hundreds of kilobytes).
 //!
 //! Built-in types (the core group, and groups without a dot) are not looked up: their schemas
 //! are in kube-apiserver's `/openapi/v3`, documents of megabytes, too much for a door that must
@@ -23,6 +24,9 @@ pub(super) const KEPT_FOR: Duration = Duration::from_secs(30);
 
 /// Most targets kept.
 pub(super) const MAX_KEPT: u64 = 64;
+
+/// Most bytes of schemas kept (as JSON; their size in memory is a few times that).
+pub(super) const MAX_KEPT_BYTES: u64 = 8 << 20;
 
 /// Most targets looked up for one review (its own and its related parts').
 pub(super) const MAX_LOOKUPS: usize = 4;
@@ -61,8 +65,18 @@ impl Schemas {
     pub(crate) fn new(client: kube::Client) -> Schemas {
         Schemas {
             client,
+            // Weighed in bytes, each entry at least a 64th of the bytes, so that both bounds
+            // hold.
             kept: moka::future::Cache::builder()
-                .max_capacity(MAX_KEPT)
+                .max_capacity(MAX_KEPT_BYTES)
+                .weigher(|_, lookup: &Lookup| {
+                    let floor = MAX_KEPT_BYTES / MAX_KEPT;
+                    let bytes = match lookup {
+                        Lookup::Found(schema) => schema.json_bytes().max(floor),
+                        Lookup::Absent(_) => floor,
+                    };
+                    u32::try_from(bytes).unwrap_or(u32::MAX)
+                })
                 .time_to_live(KEPT_FOR)
                 .build(),
         }

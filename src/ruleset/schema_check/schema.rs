@@ -49,6 +49,25 @@ impl Schema {
         Some(Schema { root, document })
     }
 
+    /// Its size as JSON, in bytes: what keeping it weighs.
+    pub fn json_bytes(&self) -> u64 {
+        /// Counts what is written, keeps nothing.
+        struct Count(u64);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len() as u64;
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        let _ = serde_json::to_writer(&mut count, &self.root);
+        let _ = serde_json::to_writer(&mut count, &self.document);
+        count.0
+    }
+
     /// Where the walk starts: the object, whose `apiVersion`, `kind` and `metadata` are known
     /// whatever its schema says of them.
     pub(super) fn root(&self) -> Node<'_> {
