@@ -7,7 +7,9 @@
 //! map. Below `x-kubernetes-preserve-unknown-fields`, or in an object that lists no properties
 //! at all, any field may be there: the schema is *open* and nothing is checked. Only an object
 //! that lists its properties and takes nothing else is *closed*: a field it does not list is
-//! never there (kube-apiserver prunes it), so a rule that reads it reads nothing.
+//! never there (kube-apiserver prunes it), so a rule that reads it reads nothing. The object's
+//! `apiVersion`, `kind` and `metadata` are known whatever its schema lists, and so are an
+//! embedded object's (`x-kubernetes-embedded-resource`).
 
 use serde_json::Value;
 use std::sync::LazyLock;
@@ -208,7 +210,9 @@ impl<'s> Node<'s> {
 
     /// The schema of field `name` of this object.
     pub(super) fn field(self, name: &str) -> Field<'s> {
-        if self.root {
+        // The object, and an object embedded in it (`x-kubernetes-embedded-resource`, as a
+        // template), have these whatever their properties say.
+        if self.root || self.resolved().flag("x-kubernetes-embedded-resource") {
             match name {
                 "apiVersion" | "kind" => return Field::Known(self.at(&STRING)),
                 "metadata" => return Field::Known(self.at(&OBJECT_META)),
@@ -224,7 +228,7 @@ impl<'s> Node<'s> {
                 _ => Field::Open,
             },
             None => {
-                if self.root {
+                if self.root || node.flag("x-kubernetes-embedded-resource") {
                     listed.extend(["apiVersion", "kind", "metadata"]);
                 }
                 listed.sort_unstable();

@@ -34,6 +34,11 @@ fn vm_schema() -> Schema {
                         "type": "object", "properties": {"size": string},
                     }},
                     "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "dataVolumeTemplates": {"type": "array", "items": {
+                        "type": "object",
+                        "x-kubernetes-embedded-resource": true,
+                        "properties": {"spec": {"type": "object", "properties": {"source": string}}},
+                    }},
                     "maxUnavailable": {"x-kubernetes-int-or-string": true},
                     "strategy": {"allOf": [
                         {"type": "object", "properties": {"type": string}},
@@ -98,6 +103,7 @@ fn paths_the_schema_knows_pass() {
         "[1, 2].exists(x, x > 1)",
         "lists.range(3).exists(i, i == object.spec.replicas)",
         "object.kind == 'VirtualMachine' && object.apiVersion != ''",
+        "object.spec.dataVolumeTemplates.exists(t, t.metadata.name == 'x' && t.spec.source == '')",
     ] {
         assert_eq!(
             problems(source, Role::Rule, Some(&schema)),
@@ -158,6 +164,14 @@ fn typos_under_a_closed_schema_are_found_with_the_nearest_field() {
         (
             "object.spec.runStrategy.always",
             "object.spec.runStrategy.always: object.spec.runStrategy is a string, it has no field always",
+        ),
+        (
+            "object.spec.dataVolumeTemplates.exists(t, t.metadata.nmae == 'x')",
+            "t.metadata.nmae: the schema of object.spec.dataVolumeTemplates[].metadata has no field nmae; did you mean name?",
+        ),
+        (
+            "object.spec.dataVolumeTemplates[0].sepc.source == ''",
+            "object.spec.dataVolumeTemplates[0].sepc: the schema of object.spec.dataVolumeTemplates[] has no field sepc; did you mean spec?",
         ),
         (
             "object.status.phase == 'Running'",
