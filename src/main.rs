@@ -39,10 +39,15 @@ enum RulesCommand {
         #[arg(default_value = "rules")]
         paths: Vec<PathBuf>,
     },
-    /// Report schema errors, CEL compile errors and field paths that error on a bare object.
+    /// Report schema errors, CEL compile errors, results of the wrong type, and field paths
+    /// that error on a bare object or that the target's schema does not have.
     Lint {
         #[arg(default_value = "rules")]
         paths: Vec<PathBuf>,
+        /// CRD YAML files (or directories of them): the paths the rules read are checked
+        /// against the schemas of their targets.
+        #[arg(long)]
+        schemas: Vec<PathBuf>,
     },
     /// Print every ruleset as one YAML stream.
     Bundle {
@@ -105,13 +110,22 @@ fn rules(cmd: RulesCommand) -> Result<()> {
                 std::process::exit(1);
             }
         }
-        RulesCommand::Lint { paths } => {
+        RulesCommand::Lint { paths, schemas } => {
             let files = ifo::library::load(&paths)?;
-            let problems = ifo::library::lint(&engine, &files);
+            let schemas = ifo::library::load_crd_schemas(&schemas)?;
+            let problems = ifo::library::lint_with_schemas(&engine, &files, &schemas);
             for p in &problems {
                 println!("{p}");
             }
-            println!("{} rulesets, {} problems", files.len(), problems.len());
+            let checked = files
+                .iter()
+                .filter(|f| schemas.get(&f.spec.target).is_some())
+                .count();
+            println!(
+                "{} rulesets, {} problems; {checked} checked against their target's schema",
+                files.len(),
+                problems.len()
+            );
             if !problems.is_empty() {
                 std::process::exit(1);
             }

@@ -118,6 +118,18 @@ fn every_ruleset_lints_clean() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Against the schemas of the CRDs the tests install (`tests/cluster/crds`): every path a rule
+/// reads where a schema lists its fields is one it has, and every result is of its role's type.
+#[test]
+fn every_ruleset_lints_clean_against_the_test_crds() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let schemas = ifo::library::load_crd_schemas(&[root.join("tests/cluster/crds")]).unwrap();
+    assert!(schemas.len() >= 40, "{} schemas", schemas.len());
+    let files = library();
+    let problems = ifo::library::lint_with_schemas(&Engine::new(), &files, &schemas);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 #[test]
 fn generated_deploy_files_are_current() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -163,6 +175,66 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
         &[
             ("", &["broken.yaml", "rules[0] (Op).expression", "1:"]),
             ("", &["unguarded.yaml", "guard the path"]),
+        ],
+    );
+}
+
+#[test]
+fn lint_checks_paths_against_a_crd_schema_and_results_against_their_role() {
+    let manifest = |name: &str, expr: &str| {
+        format!(
+            "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {{name: {name}}}\nspec:\n  target: {{group: example.io, version: v1, resource: widgets}}\n  rules:\n  - {{operation: Op, expression: \"{expr}\"}}\n"
+        )
+    };
+    let library = TempLibrary::new(
+        "lint-schemas",
+        &[
+            (
+                "typo.yaml",
+                &manifest("typo", "object.?status.?phsae.orValue('') == 'Running'"),
+            ),
+            ("literal.yaml", &manifest("literal", "'Running'")),
+            (
+                "fine.yaml",
+                &manifest("fine", "object.?status.?phase.orValue('') == 'Running'"),
+            ),
+        ],
+    );
+    let crds = std::env::temp_dir().join(format!("ifo-lint-crds-{}", std::process::id()));
+    std::fs::create_dir_all(&crds).unwrap();
+    std::fs::write(
+        crds.join("widgets.yaml"),
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.io}\nspec:\n  group: example.io\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          status: {type: object, properties: {phase: {type: string}}}\n",
+    )
+    .unwrap();
+    let schemas = ifo::library::load_crd_schemas(std::slice::from_ref(&crds)).unwrap();
+    let _ = std::fs::remove_dir_all(&crds);
+    let problems = ifo::library::lint_with_schemas(&Engine::new(), &library.files, &schemas);
+    assert_reports(
+        &problems,
+        &[
+            (
+                "",
+                &[
+                    "literal.yaml",
+                    "rules[0] (Op).expression",
+                    "a rule must give a bool",
+                ],
+            ),
+            ("", &["literal.yaml", "expected bool, got string"]),
+            (
+                "",
+                &["typo.yaml", "object.?status.?phsae", "did you mean phase?"],
+            ),
+        ],
+    );
+    // Without the schema, only the type.
+    let problems = ifo::library::lint(&Engine::new(), &library.files);
+    assert_reports(
+        &problems,
+        &[
+            ("", &["literal.yaml", "a rule must give a bool"]),
+            ("", &["literal.yaml", "expected bool, got string"]),
         ],
     );
 }

@@ -3,8 +3,8 @@
 //! it cannot run, and hold drains while work is in flight.
 //!
 //! Each door is a route of its own: a typed `AdmissionReview` in, a pure, unit-tested decision,
-//! a thin handler. [`RULESETS_PATH`] refuses OperationRuleSets that do not compile (see
-//! `rulesets`); [`EVICTIONS_PATH`], the maintenance guard, refuses with 429 the eviction of a pod
+//! a thin handler. [`RULESETS_PATH`] refuses OperationRuleSets that do not compile, or that
+//! read what their targets' schemas do not have (see `rulesets`); [`EVICTIONS_PATH`], the maintenance guard, refuses with 429 the eviction of a pod
 //! on a node whose gate is not clear (see `evictions`), and [`EVICTIONS_STANDBY_PATH`] is its
 //! second door.
 //!
@@ -15,7 +15,8 @@
 //! port can send reviews, so each takes a turn among its address's and all anonymous ones
 //! before it is read (`intake`), and is read for what its decision needs and nothing else
 //! (`review`). The rulesets' door reads nothing but what it is shown, so an unauthenticated
-//! caller learns nothing but what it sent; the guard reads the in-memory gates and pods (never
+//! caller learns nothing but what it sent (only for kube-apiserver, proven by its certificate,
+//! does it read the CRDs of the ruleset's targets, to check the fields the rules read); the guard reads the in-memory gates and pods (never
 //! the cluster), and its denial says only node-level facts (docs/operating.md#security). Every
 //! review is bounded: its body (to [`MAX_REVIEW_BYTES`] for rulesets; an eviction's to more
 //! than kube-apiserver can send, parsed as it arrives), its time to [`REVIEW_DEADLINE`], its
@@ -67,10 +68,15 @@ pub(crate) fn router(
     engine: Engine,
     evictions: Option<evictions::Evictions>,
     intake: Arc<Intake>,
+    client: Option<kube::Client>,
 ) -> Router {
     let router = Router::new()
         .route(RULESETS_PATH, axum::routing::post(rulesets::review))
-        .with_state(Arc::new(rulesets::RuleSets::new(engine, intake.clone())));
+        .with_state(Arc::new(rulesets::RuleSets::new(
+            engine,
+            intake.clone(),
+            client,
+        )));
     match evictions {
         Some(door) => router.merge({
             Router::new()

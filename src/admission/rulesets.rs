@@ -4,24 +4,34 @@
 //! does for a CRD with validation rules, instead of succeeding and reporting `InvalidRule` in
 //! the ruleset's status afterwards.
 //!
-//! What compiling cannot see (a target that does not exist, a rule of the wrong result type, a
-//! rule failing on some objects, a cost over budget on real objects) is still reported by the
-//! status conditions at run time; and a ruleset that got past the door (the webhook is
-//! `failurePolicy: Ignore`, so a server that is down lets every change through) is still
-//! reported `InvalidRule`.
+//! A ruleset that compiles is then checked against what it reads (`ruleset::schema_check`):
+//! the result types of its expressions always, and, when the review comes from kube-apiserver
+//! (proven by its certificate), the fields it reads against its targets' CRD schemas (see
+//! `schemas`). A field a closed schema does not have, or a rule that cannot give a bool, is
+//! refused like a compile error; what could not be checked (no CRD, an open schema, a built-in
+//! type, a caller not proven) is said in the review's warnings, which kubectl prints.
+//!
+//! What the door cannot see (a target that does not exist, a rule failing on some objects, a
+//! cost over budget on real objects) is still reported by the status conditions at run time;
+//! and a ruleset that got past the door (the webhook is `failurePolicy: Ignore`, so a server
+//! that is down lets every change through) is still reported `InvalidRule`.
 
-use super::intake::{BODY_DEADLINE, Intake};
+use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
-use crate::ruleset::{RuleSetSpec, api_resource, compile};
+use crate::ruleset::schema_check::check_ruleset;
+use crate::ruleset::{RuleSetSpec, Target, api_resource, compile};
 use axum::extract::{Request, State};
 use axum::response::Response;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::{DynamicObject, Status};
+use schemas::{Found, Lookup, Schemas};
 use serde::Deserialize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+
+mod schemas;
 
 /// Compiles run at once, at most: a compile is CPU-bound, and ruleset changes are rare, so
 /// reviews take turns rather than take the cores from detection.
@@ -39,21 +49,69 @@ const MAX_CHECKED_SPEC_BYTES: usize = 256 << 10;
 /// [`super::MAX_REVIEW_BYTES`], and ruleset changes are rare.
 const MAX_READS: usize = 2;
 
-/// The door's state: the engine the controller uses, the turns of the reads and the compiles.
+/// Most warnings a review answers with, and most characters in each (kube-apiserver may cut
+/// longer ones).
+const MAX_WARNINGS: usize = 4;
+const MAX_WARNING_CHARS: usize = 250;
+
+/// The door's state: the engine the controller uses, the turns of the reads and the compiles,
+/// and where the targets' schemas are read (`None`: types only).
 pub(super) struct RuleSets {
     engine: Engine,
     intake: Arc<Intake>,
     reads: Arc<Semaphore>,
     compiles: Arc<Semaphore>,
+    schemas: Option<Schemas>,
+}
+
+/// The schemas found for a review, or why none were looked up.
+#[derive(Debug, Default)]
+pub(crate) struct Looked {
+    found: Found,
+    /// Why the fields were not checked at all (`None`: they were, where a schema was found).
+    not_looked_up: Option<String>,
 }
 
 impl RuleSets {
-    pub(super) fn new(engine: Engine, intake: Arc<Intake>) -> RuleSets {
+    pub(super) fn new(
+        engine: Engine,
+        intake: Arc<Intake>,
+        client: Option<kube::Client>,
+    ) -> RuleSets {
         RuleSets {
             engine,
             intake,
             reads: Arc::new(Semaphore::new(MAX_READS)),
             compiles: Arc::new(Semaphore::new(MAX_COMPILES)),
+            schemas: client.map(Schemas::new),
+        }
+    }
+
+    /// The schemas of the targets of the ruleset in `review`: read for kube-apiserver only, so
+    /// that an unproven caller learns nothing of the cluster (not even the fields of a CRD)
+    /// and makes the server read nothing.
+    async fn look_up(&self, caller: Caller, review: &AdmissionRequest<DynamicObject>) -> Looked {
+        let Some(schemas) = &self.schemas else {
+            return Looked::default();
+        };
+        if caller != Caller::KubeApiserver {
+            return Looked {
+                found: Found::default(),
+                not_looked_up: Some(
+                    "the fields read are not checked against the targets' schemas: this server \
+                     does not know its caller to be kube-apiserver (ADMISSION_ALLOWED_NAMES)"
+                        .to_owned(),
+                ),
+            };
+        }
+        let targets = review
+            .object
+            .as_ref()
+            .map(|o| targets_of(&o.data))
+            .unwrap_or_default();
+        Looked {
+            found: schemas.lookup(&targets).await,
+            not_looked_up: None,
         }
     }
 
@@ -80,12 +138,13 @@ impl RuleSets {
             serde_json::from_str(text)
         })?;
         drop(bytes);
+        let looked = self.look_up(caller, &review).await;
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
         let turn = self.compiles.clone().acquire_owned().await.ok();
         let engine = self.engine.clone();
         tokio::task::spawn_blocking(move || {
             let _turn = turn;
-            decide_measured(&engine, &review, spec_bytes)
+            decide_measured(&engine, &review, spec_bytes, &looked)
         })
         .await
         .map_err(ReviewError::Failed)?
@@ -112,14 +171,26 @@ pub(crate) fn decide(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<AdmissionResponse, ReviewError> {
-    decide_measured(engine, request, None)
+    decide_measured(engine, request, None, &Looked::default())
 }
 
-/// [`decide`], with the size of the spec as it was sent (`None`: measured here).
+/// [`decide`], with the schemas found for the ruleset's targets.
+#[cfg(test)]
+pub(crate) fn decide_with(
+    engine: &Engine,
+    request: &AdmissionRequest<DynamicObject>,
+    looked: &Looked,
+) -> Result<AdmissionResponse, ReviewError> {
+    decide_measured(engine, request, None, looked)
+}
+
+/// [`decide`], with the size of the spec as it was sent (`None`: measured here) and the
+/// schemas found.
 fn decide_measured(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
     spec_bytes: Option<usize>,
+    looked: &Looked,
 ) -> Result<AdmissionResponse, ReviewError> {
     let operation = match request.operation {
         Operation::Create => "CREATE",
@@ -145,9 +216,12 @@ fn decide_measured(
     let mut response = AdmissionResponse::from(request);
     // Logged at debug only: whoever applied the ruleset sees the answer, the decisions are
     // counted, and callers of this unauthenticated path must not be able to fill the log.
-    match check(engine, name, object, spec_bytes) {
-        Checked::Compiles => {
+    match check(engine, name, object, spec_bytes, looked) {
+        Checked::Compiles(warnings) => {
             tracing::debug!(door = "rulesets", ruleset = %name, operation, "ruleset compiles");
+            if !warnings.is_empty() {
+                response.warnings = Some(warnings);
+            }
         }
         Checked::TooLarge(bytes) => {
             tracing::debug!(door = "rulesets", ruleset = %name, operation, bytes, "ruleset let through unchecked: its spec is too large to compile here");
@@ -167,7 +241,8 @@ fn decide_measured(
 
 /// What compiling a ruleset's spec found.
 enum Checked {
-    Compiles,
+    /// It compiles and passes the schema check; what was not checked, as warnings.
+    Compiles(Vec<String>),
     /// Every problem, as the `InvalidRule` condition says them.
     Problems(String),
     /// Not compiled: the spec is this many bytes, over [`MAX_CHECKED_SPEC_BYTES`].
@@ -179,6 +254,7 @@ fn check(
     name: &str,
     object: &DynamicObject,
     spec_bytes: Option<usize>,
+    looked: &Looked,
 ) -> Checked {
     let Some(spec) = object.data.get("spec") else {
         return Checked::Problems("spec: Required value".to_owned());
@@ -192,10 +268,51 @@ fn check(
         Ok(spec) => spec,
         Err(e) => return Checked::Problems(format!("spec: {e}")),
     };
-    match compile(engine, name, None, &spec) {
-        Ok(_) => Checked::Compiles,
-        Err(invalid) => Checked::Problems(truncated(invalid.to_string(), MAX_MESSAGE_CHARS)),
+    let compiled = match compile(engine, name, None, &spec) {
+        Ok(compiled) => compiled,
+        Err(invalid) => {
+            return Checked::Problems(truncated(invalid.to_string(), MAX_MESSAGE_CHARS));
+        }
+    };
+    let found = &looked.found;
+    let related: Vec<_> = compiled
+        .related
+        .iter()
+        .map(|p| found.schema(&p.target))
+        .collect();
+    let report = check_ruleset(&compiled, found.schema(&compiled.target), &related);
+    if !report.is_ok() {
+        return Checked::Problems(truncated(report.problems.join("; "), MAX_MESSAGE_CHARS));
     }
+    let mut warnings: Vec<String> = looked.not_looked_up.iter().cloned().collect();
+    let targets =
+        std::iter::once(&compiled.target).chain(compiled.related.iter().map(|p| &p.target));
+    for target in targets {
+        if let Some(Lookup::Absent(why)) = found.by_target.get(target) {
+            let warning = format!("the fields read from {target} are not checked: {why}");
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+        }
+    }
+    warnings.extend(report.unchecked);
+    warnings.truncate(MAX_WARNINGS);
+    Checked::Compiles(
+        warnings
+            .into_iter()
+            .map(|w| truncated(w, MAX_WARNING_CHARS))
+            .collect(),
+    )
+}
+
+/// The targets a ruleset's spec names (its own, then its related parts'), as far as they read.
+fn targets_of(object: &serde_json::Value) -> Vec<Target> {
+    let spec = &object["spec"];
+    let related = spec["related"].as_array().map_or(&[][..], Vec::as_slice);
+    std::iter::once(&spec["target"])
+        .chain(related.iter().map(|r| &r["target"]))
+        .filter_map(|t| Target::deserialize(t).ok())
+        .collect()
 }
 
 #[cfg(test)]

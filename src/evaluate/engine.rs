@@ -57,8 +57,9 @@ impl Engine {
     /// (see `estimate`).
     ///
     /// cel has no type checker, so wrong types, unknown functions and non-bool rule results are
-    /// only found when evaluating; undeclared variables (typically a forgotten pair of quotes:
-    /// `phase == Running`) are the common mistake this catches early.
+    /// only found when evaluating (or, where they can be seen, by `ruleset::schema_check`);
+    /// undeclared variables (typically a forgotten pair of quotes: `phase == Running`) are the
+    /// common mistake this catches early.
     pub fn compile(&self, source: &str) -> Result<Expr, CompileError> {
         if source.trim().is_empty() {
             return Err(CompileError {
@@ -377,6 +378,12 @@ impl Expr {
     /// How deep comprehensions nest in this expression.
     pub fn comprehension_depth(&self) -> usize {
         self.inner.comprehension_depth
+    }
+
+    /// The compiled AST, as evaluated: comprehension ranges are wrapped in the meter's
+    /// `@cost_range(range, cost)`, `lists.range` and `replace` are the meter's (see `meter`).
+    pub(crate) fn ast(&self) -> &IdedExpr {
+        &self.inner.metered
     }
 
     pub(crate) fn env(&self) -> &Arc<Env> {

@@ -1,14 +1,27 @@
-//! Linting rulesets: CEL that does not compile (with its position), and field paths that error
-//! on a typical object, found by evaluating every expression against a bare object of the target
-//! (metadata only, no spec or status), which every rule must survive; the label expressions of
-//! each related part (`spec.related`) against a bare object of its own target.
+//! Linting rulesets: CEL that does not compile (with its position); what the schema checker
+//! refuses (fields the target's schema does not have, given the CRDs' schemas, and results of
+//! the wrong type, with or without them: see `ruleset::schema_check`); and field paths that
+//! error on a typical object, found by evaluating every expression against a bare object of
+//! the target (metadata only, no spec or status), which every rule must survive; the label
+//! expressions of each related part (`spec.related`) against a bare object of its own target.
 
 use super::load::RuleSetFile;
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
+use crate::ruleset::schema_check::{CrdSchemas, check_ruleset};
 use crate::ruleset::{Target, compile};
 
-/// Problems, one line each, prefixed by the file.
+/// Problems, one line each, prefixed by the file; results types checked, no schema.
 pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
+    lint_with_schemas(engine, files, &CrdSchemas::default())
+}
+
+/// [`lint`], with the paths read checked against the schemas of `schemas` where they have the
+/// target's.
+pub fn lint_with_schemas(
+    engine: &Engine,
+    files: &[RuleSetFile],
+    schemas: &CrdSchemas,
+) -> Vec<String> {
     let mut problems = Vec::new();
     for file in files {
         let at = file.path.display();
@@ -19,6 +32,13 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
                 continue;
             }
         };
+        let related: Vec<_> = compiled
+            .related
+            .iter()
+            .map(|p| schemas.get(&p.target))
+            .collect();
+        let checked = check_ruleset(&compiled, schemas.get(&compiled.target), &related);
+        problems.extend(checked.problems.iter().map(|p| format!("{at}: {p}")));
         let bare = bare_object(&file.spec.target);
         let ev = evaluate(&compiled.exprs, &Bound::new(&bare));
         for (op, result) in compiled.operations.iter().zip(&ev.rules) {

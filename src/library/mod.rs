@@ -5,10 +5,12 @@
 mod cases;
 mod lint;
 mod load;
+mod schemas;
 
 pub use cases::run_cases;
-pub use lint::lint;
+pub use lint::{lint, lint_with_schemas};
 pub use load::{RuleSetFile, load};
+pub use schemas::load_crd_schemas;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

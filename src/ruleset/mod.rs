@@ -3,6 +3,7 @@
 
 mod compile;
 mod related;
+pub mod schema_check;
 mod types;
 
 pub use compile::{CompiledRuleSet, InvalidRuleSet, RuleSetProblem, compile};

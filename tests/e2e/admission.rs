@@ -13,12 +13,12 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 /// How kube-apiserver prefixes the door's refusals.
-fn denied_by() -> String {
+pub(super) fn denied_by() -> String {
     format!("admission webhook \"{RULESET_WEBHOOK}.ifo.kubevirt.io\" denied the request")
 }
 
 /// `kubectl apply -f -` of `manifest` as admin, with `extra` arguments: its output whatever it is.
-fn apply(env: &Env, manifest: &str, extra: &[&str]) -> Output {
+pub(super) fn apply(env: &Env, manifest: &str, extra: &[&str]) -> Output {
     let mut child = env
         .cluster
         .kubectl(User::Admin)
@@ -39,7 +39,7 @@ fn apply(env: &Env, manifest: &str, extra: &[&str]) -> Output {
 }
 
 /// Applies `manifest`, which must be refused; returns kubectl's stderr.
-fn refused(env: &Env, manifest: &str) -> String {
+pub(super) fn refused(env: &Env, manifest: &str) -> String {
     let out = apply(env, manifest, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -51,7 +51,7 @@ fn refused(env: &Env, manifest: &str) -> String {
 }
 
 /// A VirtualMachine ruleset in `ns` with `rules`.
-fn ruleset(name: &str, ns: &str, rules: Value) -> String {
+pub(super) fn ruleset(name: &str, ns: &str, rules: Value) -> String {
     json!({
         "apiVersion": "ifo.kubevirt.io/v1alpha1",
         "kind": "OperationRuleSet",
@@ -76,7 +76,7 @@ fn broken_rules() -> Value {
 /// A fresh namespace (named after `prefix`), once kube-apiserver calls the door (it picks a new
 /// webhook registration up within a second or so): a server-side dry run of a broken ruleset is
 /// refused by it. Creates nothing else.
-fn door_open(env: &Env, prefix: &str) -> String {
+pub(super) fn door_open(env: &Env, prefix: &str) -> String {
     let ns = env.namespace(prefix);
     let probe = ruleset(&format!("probe-{ns}"), &ns, broken_rules());
     eventually(Duration::from_secs(30), "the webhook in effect", || {
@@ -89,7 +89,7 @@ fn door_open(env: &Env, prefix: &str) -> String {
 }
 
 /// The ruleset `name` as the cluster has it, if it has it.
-fn stored(env: &Env, name: &str) -> Option<Value> {
+pub(super) fn stored(env: &Env, name: &str) -> Option<Value> {
     let out = env
         .kubectl(
             User::Admin,

@@ -21,6 +21,7 @@ mod operator;
 mod plugin;
 mod prometheus;
 mod related;
+mod rule_schemas;
 mod rules;
 mod security;
 mod staleness;

@@ -96,6 +96,136 @@ fn a_ruleset_that_compiles_is_allowed() {
     assert_eq!(response.uid, UID);
 }
 
+/// The review's answer, with `looked` as the schemas the door found.
+fn create_looked(object: Value, looked: &super::Looked) -> AdmissionResponse {
+    super::decide_with(
+        &ENGINE,
+        &request(review_of("CREATE", RULESETS, Some(object), None)),
+        looked,
+    )
+    .expect("a decision")
+}
+
+fn vms() -> crate::ruleset::Target {
+    crate::ruleset::Target::of("kubevirt.io", "v1", "virtualmachines")
+}
+
+/// The door found `schema` for VirtualMachines.
+fn found_vm_schema(schema: Value) -> super::Looked {
+    let mut looked = super::Looked::default();
+    looked.found.by_target.insert(
+        vms(),
+        super::Lookup::Found(std::sync::Arc::new(
+            crate::ruleset::schema_check::Schema::crd(schema),
+        )),
+    );
+    looked
+}
+
+#[test]
+fn a_rule_that_cannot_give_a_bool_is_denied_without_a_schema() {
+    let response = create(ruleset(
+        "literal",
+        json!([{"operation": "Starting", "expression": "'not a boolean'", "message": "1"}]),
+    ));
+    let message = assert_denied(&response);
+    assert_eq!(
+        message,
+        "rules[0] (Starting).expression: the result is of type string; a rule must give a bool; \
+         rules[0] (Starting).message: the result is of type int; a message must give a string"
+    );
+}
+
+#[test]
+fn a_field_a_closed_schema_does_not_have_is_denied_with_the_nearest_one() {
+    let looked = found_vm_schema(json!({"type": "object", "properties": {
+        "status": {"type": "object", "properties": {"printableStatus": {"type": "string"}}},
+    }}));
+    let rule = |expression: &str| json!([{"operation": "Migrating", "expression": expression}]);
+    let response = create_looked(
+        ruleset(
+            "typo",
+            rule("object.?status.?printableStatsu.orValue('') == 'Migrating'"),
+        ),
+        &looked,
+    );
+    assert_eq!(
+        assert_denied(&response),
+        "rules[0] (Migrating).expression: object.?status.?printableStatsu: the schema of \
+         object.status has no field printableStatsu; did you mean printableStatus?"
+    );
+    let response = create_looked(
+        ruleset(
+            "fine",
+            rule("object.?status.?printableStatus.orValue('') == 'Migrating'"),
+        ),
+        &looked,
+    );
+    assert!(
+        response.allowed && response.warnings.is_none(),
+        "{response:?}"
+    );
+}
+
+#[test]
+fn what_could_not_be_checked_is_allowed_with_a_warning() {
+    let rules = json!([{"operation": "Migrating", "expression": "object.status.anything == 'x'"}]);
+    // An open schema.
+    let open =
+        found_vm_schema(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+    let response = create_looked(ruleset("open", rules.clone()), &open);
+    assert!(response.allowed, "{response:?}");
+    assert_eq!(
+        response.warnings.unwrap(),
+        [
+            "kubevirt.io/v1/virtualmachines: the schema takes any field in object (open: \
+          x-kubernetes-preserve-unknown-fields, or no properties listed), so the fields read \
+          there are not checked"
+        ]
+    );
+    // No CRD.
+    let mut absent = super::Looked::default();
+    absent.found.by_target.insert(
+        vms(),
+        super::Lookup::Absent(
+            "no CustomResourceDefinition virtualmachines.kubevirt.io is installed".into(),
+        ),
+    );
+    let response = create_looked(ruleset("absent", rules.clone()), &absent);
+    assert!(response.allowed, "{response:?}");
+    assert_eq!(
+        response.warnings.unwrap(),
+        [
+            "the fields read from kubevirt.io/v1/virtualmachines are not checked: no \
+          CustomResourceDefinition virtualmachines.kubevirt.io is installed"
+        ]
+    );
+    // A caller not known to be kube-apiserver: nothing is looked up.
+    let unproven = super::Looked {
+        not_looked_up: Some("not looked up".into()),
+        ..super::Looked::default()
+    };
+    let response = create_looked(ruleset("unproven", rules), &unproven);
+    assert!(response.allowed, "{response:?}");
+    assert_eq!(response.warnings.unwrap(), ["not looked up"]);
+}
+
+#[test]
+fn targets_are_read_from_the_spec_as_sent() {
+    let mut object = ruleset("related", json!([]));
+    object["spec"]["related"] = json!([
+        {"target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachineinstances"}},
+        {"target": "not a target"},
+    ]);
+    assert_eq!(
+        super::targets_of(&object),
+        [
+            vms(),
+            crate::ruleset::Target::of("kubevirt.io", "v1", "virtualmachineinstances")
+        ]
+    );
+}
+
 #[test]
 fn invalid_cel_is_denied_with_every_problem_and_its_caret() {
     let mut object = ruleset(
@@ -184,13 +314,13 @@ fn over_the_cost_estimate_is_denied_as_the_controller_would() {
     assert!(message.contains("exceeds the limit"), "{message}");
 }
 
-/// cel has no type checker: a rule of the wrong result type compiles, and shows at run time
-/// (`RuleErrors` on the ruleset), not at the door.
+/// A rule whose result type cannot be seen without the schema (a field read where none was
+/// found) compiles, and shows at run time (`RuleErrors` on the ruleset), not at the door.
 #[test]
-fn a_rule_of_the_wrong_result_type_is_left_to_run_time() {
+fn a_rule_of_a_type_not_seen_is_left_to_run_time() {
     let response = create(ruleset(
         "strings",
-        json!([{"operation": "Wrong", "expression": "'Migrating'"}]),
+        json!([{"operation": "Wrong", "expression": "object.status.printableStatus"}]),
     ));
     assert!(response.allowed, "{response:?}");
 }
@@ -247,17 +377,22 @@ async fn post(body: impl Into<Body>) -> (StatusCode, Vec<u8>) {
 }
 
 async fn call(method: Method, body: Body) -> (StatusCode, Vec<u8>) {
-    let response = router(ENGINE.clone(), None, std::sync::Arc::new(Intake::open()))
-        .oneshot(
-            Request::builder()
-                .method(method)
-                .uri(RULESETS_PATH)
-                .header("content-type", "application/json")
-                .body(body)
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let response = router(
+        ENGINE.clone(),
+        None,
+        std::sync::Arc::new(Intake::open()),
+        None,
+    )
+    .oneshot(
+        Request::builder()
+            .method(method)
+            .uri(RULESETS_PATH)
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (status, body.to_vec())

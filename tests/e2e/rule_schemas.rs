@@ -1,0 +1,200 @@
+//! Rulesets are checked against what they read when applied: the ruleset door reads the CRD of
+//! the target from kube-apiserver and refuses a field its schema does not have (with the
+//! nearest one), and a rule that cannot give a bool whatever the schema; where the schema is
+//! open (`x-kubernetes-preserve-unknown-fields`) or there is no CRD, the ruleset is applied and
+//! kubectl prints what was not checked. A server-side dry run says the same.
+
+use super::admission::{apply, denied_by, door_open, refused, ruleset, stored};
+use ifo_dev::User;
+use ifo_test_support::{Env, env};
+use serde_json::{Value, json};
+
+const GROUP: &str = "schema-check.ifo.test";
+
+/// A CRD whose schema is closed: `status.phase`, `status.conditions[]`, `spec.size`.
+fn closed_crd() -> String {
+    let string = json!({"type": "string"});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "apiVersion": string,
+                        "kind": string,
+                        "metadata": {"type": "object"},
+                        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                        "status": {"type": "object", "properties": {
+                            "phase": string,
+                            "conditions": {"type": "array", "items": {"type": "object", "properties": {
+                                "type": string, "status": string, "reason": string, "message": string,
+                            }}},
+                        }},
+                    },
+                }},
+            }],
+        },
+    })
+    .to_string()
+}
+
+/// A ruleset in `ns` over `resource` of the test group with `rules`.
+fn gadget_ruleset(name: &str, ns: &str, resource: &str, rules: Value) -> String {
+    let mut manifest: Value = serde_json::from_str(&ruleset(name, ns, rules)).unwrap();
+    manifest["spec"]["target"] = json!({"group": GROUP, "version": "v1", "resource": resource});
+    manifest.to_string()
+}
+
+/// The closed CRD, established.
+fn install_closed_crd(env: &Env) {
+    env.apply(&closed_crd());
+    env.kubectl(
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/gadgets.{GROUP}"),
+            "--timeout=60s",
+        ],
+    )
+    .unwrap();
+}
+
+/// `kubectl apply` (with `extra`) of `manifest` succeeds; its stderr (the warnings).
+fn accepted(env: &Env, manifest: &str, extra: &[&str]) -> String {
+    let out = apply(env, manifest, extra);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stderr
+}
+
+#[test]
+fn a_field_the_crd_does_not_have_and_a_rule_that_is_not_a_bool_are_refused() {
+    let env = env();
+    let ns = door_open(env, "schema-closed");
+    install_closed_crd(env);
+
+    let rs = format!("gadget-typo-{ns}");
+    let typo = gadget_ruleset(
+        &rs,
+        &ns,
+        "gadgets",
+        json!([{
+            "operation": "Assembling",
+            "expression": "object.?status.?phsae.orValue('') == 'Assembling'",
+            "message": "object.status.conditions.filter(c, c.type == 'Ready').map(c, c.mesage)[?0].orValue('')",
+        }]),
+    );
+    let wanted = [
+        "rules[0] (Assembling).expression: object.?status.?phsae: the schema of object.status \
+         has no field phsae; did you mean phase?",
+        "rules[0] (Assembling).message: c.mesage: the schema of object.status.conditions[] has \
+         no field mesage; did you mean message?",
+    ];
+    // The CRD is read at once, or after the door's cache of its absence lapses (30 s).
+    let stderr = ifo_test_support::eventually(
+        std::time::Duration::from_secs(45),
+        "the CRD's schema seen by the door",
+        || {
+            let out = apply(env, &typo, &["--dry-run=server"]);
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            stderr.contains("did you mean").then_some(stderr)
+        },
+    );
+    println!("kubectl apply --dry-run=server said:\n{stderr}");
+    for w in wanted {
+        assert!(stderr.contains(w), "{w:?} not in:\n{stderr}");
+    }
+    let stderr = refused(env, &typo);
+    println!("kubectl apply said:\n{stderr}");
+    assert!(stderr.contains(&denied_by()), "{stderr}");
+    for w in wanted {
+        assert!(stderr.contains(w), "{w:?} not in:\n{stderr}");
+    }
+    assert!(
+        stored(env, &rs).is_none(),
+        "the refused ruleset was created"
+    );
+
+    // Not a bool, whatever the schema: a string-typed field, a literal.
+    let rs = format!("gadget-string-{ns}");
+    let strings = gadget_ruleset(
+        &rs,
+        &ns,
+        "gadgets",
+        json!([
+            {"operation": "Phase", "expression": "object.?status.?phase.orValue('')"},
+            {"operation": "Literal", "expression": "'not a boolean'"},
+        ]),
+    );
+    for extra in [&["--dry-run=server"][..], &[]] {
+        let out = apply(env, &strings, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{extra:?} succeeded: {stderr}");
+        for w in [
+            "rules[0] (Phase).expression: the result is object.status.phase, of type string; a \
+             rule must give a bool",
+            "rules[1] (Literal).expression: the result is of type string; a rule must give a bool",
+        ] {
+            assert!(stderr.contains(w), "{extra:?}: {w:?} not in:\n{stderr}");
+        }
+    }
+    assert!(
+        stored(env, &rs).is_none(),
+        "the refused ruleset was created"
+    );
+}
+
+#[test]
+fn where_the_schema_is_open_or_absent_the_ruleset_applies_with_a_warning() {
+    let env = env();
+    let ns = door_open(env, "schema-open");
+
+    // The test cluster's VirtualMachine CRD takes any field.
+    let rs = format!("vm-open-{ns}");
+    let open = ruleset(
+        &rs,
+        &ns,
+        json!([{"operation": "Migrating", "expression": "object.?status.?printableStatsu.orValue('') == 'Migrating'"}]),
+    );
+    let warning = "Warning: kubevirt.io/v1/virtualmachines: the schema takes any field in object";
+    for extra in [&["--dry-run=server"][..], &[]] {
+        let stderr = accepted(env, &open, extra);
+        println!("kubectl apply {extra:?} said:\n{stderr}");
+        assert!(stderr.contains(warning), "{extra:?}: {stderr}");
+    }
+    assert!(stored(env, &rs).is_some(), "the ruleset was created");
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+
+    // No CRD for the target: checked by a dry run only (a ruleset applied for it would keep
+    // its target unknown, and the gates it reaches with it).
+    let absent = gadget_ruleset(
+        &format!("absent-{ns}"),
+        &ns,
+        "nonexistents",
+        json!([{"operation": "Any", "expression": "object.?status.?phase.orValue('') == 'x'"}]),
+    );
+    let stderr = accepted(env, &absent, &["--dry-run=server"]);
+    println!("kubectl apply --dry-run=server said:\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "Warning: the fields read from {GROUP}/v1/nonexistents are not checked: no \
+             CustomResourceDefinition nonexistents.{GROUP} is installed"
+        )),
+        "{stderr}"
+    );
+}
