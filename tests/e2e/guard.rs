@@ -221,8 +221,9 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
         std::process::id() % 10_000
     );
     let _node = env.node(&node_name);
-    // A rule that returns a string: it compiles, and fails on every object, so the node its
-    // object is on cannot be vouched for.
+    // A rule that reads a field no VirtualMachine has: it compiles (the schema is open, so the
+    // door cannot refuse it), and fails on every object, so the node its object is on cannot be
+    // vouched for.
     let rs = format!("rs-{ns}");
     env.apply(
         &RuleSet::vms_of(&rs, &format!("c-{ns}"), &ns)
@@ -230,7 +231,7 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
                 "ifo.kubevirt.io/node",
                 "object.?status.?nodeName.orValue('')",
             )
-            .rule(Rule::new("Busy", "object.metadata.name"))
+            .rule(Rule::new("Busy", "object.spec.noSuchField == true"))
             .to_string(),
     );
     env.apply(&vm("vm-0", &ns));
