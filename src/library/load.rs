@@ -31,7 +31,9 @@ struct Metadata {
     name: String,
 }
 
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// The YAML files (`.yaml`, `.yml`) at `path`: itself, or those below it read recursively, in
+/// the order of their paths.
+pub(super) fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .with_context(|| format!("reading {}", path.display()))?
@@ -39,11 +41,9 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             .collect::<Result<_, _>>()?;
         entries.sort();
         for e in entries {
-            collect(&e, out)?;
+            yaml_files(&e, out)?;
         }
-    } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml")
-        && !path.to_string_lossy().ends_with(".cases.yaml")
-    {
+    } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
         out.push(path.to_path_buf());
     }
     Ok(())
@@ -56,8 +56,9 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<RuleSetFile>> {
         if !p.exists() {
             bail!("{} does not exist", p.display());
         }
-        collect(p, &mut files)?;
+        yaml_files(p, &mut files)?;
     }
+    files.retain(|f| !f.to_string_lossy().ends_with(".cases.yaml"));
     files
         .into_iter()
         .map(|path| {

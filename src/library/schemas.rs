@@ -20,16 +20,9 @@ pub fn load_crd_schemas(paths: &[PathBuf]) -> Result<CrdSchemas> {
 }
 
 fn add(path: &Path, schemas: &mut CrdSchemas) -> Result<()> {
-    if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("reading {}", path.display()))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
-        entries.sort();
-        for e in entries {
-            add(&e, schemas)?;
-        }
-    } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+    let mut files = Vec::new();
+    super::load::yaml_files(path, &mut files)?;
+    for path in &files {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
