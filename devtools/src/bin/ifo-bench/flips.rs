@@ -8,9 +8,9 @@
 
 use crate::pace::paced;
 use crate::pods::{FLIP_LABEL, Kind, Layout, PROTECT, pending_status, running_status};
+use crate::resume::watch_from;
 use crate::stats::Summary;
 use anyhow::{Context, Result};
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::core::Request;
@@ -430,17 +430,18 @@ async fn follow(
     flips: Arc<Flips>,
     mut event: impl FnMut(WatchEvent<Value>, Instant) + Send,
 ) {
+    let (mut list, mut watch) = (ListParams::default(), WatchParams::default().timeout(290));
+    if let Some(s) = &selector {
+        list = list.labels(s);
+        watch = watch.labels(s);
+    }
     let mut ready = Some(ready);
     let mut rv: Option<String> = None;
     loop {
         let from = match rv.take() {
             Some(rv) => rv,
             None => {
-                let mut params = ListParams::default();
-                if let Some(s) = &selector {
-                    params = params.labels(s);
-                }
-                let listed = match request.list(&params) {
+                let listed = match request.list(&list) {
                     Ok(list) => client
                         .request::<Value>(list)
                         .await
@@ -465,55 +466,6 @@ async fn follow(
                 }
             }
         };
-        let mut params = WatchParams::default().timeout(290);
-        if let Some(s) = &selector {
-            params = params.labels(s);
-        }
-        let stream = match request.watch(&params, &from) {
-            Ok(watch) => client
-                .request_events::<Value>(watch)
-                .await
-                .map_err(anyhow::Error::from),
-            Err(e) => Err(e.into()),
-        };
-        let stream = match stream {
-            Ok(stream) => stream,
-            Err(e) => {
-                tracing::warn!(error = %e, url = %request.url_path, "watch failed; relisting");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-        };
-        if let Some(ready) = ready.take() {
-            let _ = ready.send(()).await;
-        }
-        let mut stream = std::pin::pin!(stream);
-        rv = Some(from);
-        loop {
-            match stream.try_next().await {
-                Ok(Some(WatchEvent::Error(e))) => {
-                    tracing::warn!(error = %e.message, url = %request.url_path, "watch error; relisting");
-                    rv = None;
-                    break;
-                }
-                Ok(Some(e)) => {
-                    let at = Instant::now();
-                    if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) =
-                        &e
-                        && let Some(v) = o["metadata"]["resourceVersion"].as_str()
-                    {
-                        rv = Some(v.to_string());
-                    }
-                    event(e, at);
-                }
-                // The watch timed out: resume from the last resourceVersion seen.
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, url = %request.url_path, "watch broke; relisting");
-                    rv = None;
-                    break;
-                }
-            }
-        }
+        rv = watch_from(&client, &request, &watch, from, &mut ready, &mut event).await;
     }
 }

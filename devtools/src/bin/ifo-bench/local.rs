@@ -284,27 +284,11 @@ fn serve(
                     "operation": "Churning",
                     "expression": crate::flood::SLOW_RULE,
                 }));
-            cluster.kubectl_run(
-                User::Admin,
-                &["apply", "-f", "-"],
-                Some(&ruleset.to_string()),
-            )?;
+            apply_object(cluster, &ruleset)?;
         } else {
             cluster.kubectl_run(User::Admin, &["apply", "-f", &rules], None)?;
         }
-        cluster
-            .kubectl_run(
-                User::Admin,
-                &[
-                    "wait",
-                    "--for=condition=Ready",
-                    "--timeout=60s",
-                    "-f",
-                    &rules,
-                ],
-                None,
-            )
-            .map_err(with_log)?;
+        wait_ready(cluster, &[&rules]).map_err(with_log)?;
         if settings.all_rules {
             for file in ALL_RULES {
                 let file = ifo_dev::source_dir().join(file).display().to_string();
@@ -371,26 +355,27 @@ fn apply_pod_rules(cluster: &Cluster, namespaces: &[String]) -> Result<()> {
         .with_context(|| format!("{PROTECTED_POD_RULES} lists no namespaces"))?;
     granted.extend(namespaces.iter().map(|ns| serde_json::json!(ns)));
     cluster.kubectl_run(User::Admin, &["apply", "-f", &pod_rules], None)?;
+    apply_object(cluster, &ruleset)?;
+    wait_ready(cluster, &[&pod_rules, &protected]).context("waiting for the pod rules to be Ready")
+}
+
+/// `kubectl apply` of `object`.
+fn apply_object(cluster: &Cluster, object: &serde_json::Value) -> Result<()> {
     cluster.kubectl_run(
         User::Admin,
         &["apply", "-f", "-"],
-        Some(&ruleset.to_string()),
+        Some(&object.to_string()),
     )?;
-    cluster
-        .kubectl_run(
-            User::Admin,
-            &[
-                "wait",
-                "--for=condition=Ready",
-                "--timeout=60s",
-                "-f",
-                &pod_rules,
-                "-f",
-                &protected,
-            ],
-            None,
-        )
-        .context("waiting for the pod rules to be Ready")?;
+    Ok(())
+}
+
+/// Waits (60 s at the most) until the objects of the manifest `files` are Ready.
+fn wait_ready(cluster: &Cluster, files: &[&str]) -> Result<()> {
+    let mut args = vec!["wait", "--for=condition=Ready", "--timeout=60s"];
+    for file in files {
+        args.extend(["-f", file]);
+    }
+    cluster.kubectl_run(User::Admin, &args, None)?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@ mod pod_bench;
 mod pods;
 mod probes;
 mod report;
+mod resume;
 mod stats;
 mod subjects;
 mod target;

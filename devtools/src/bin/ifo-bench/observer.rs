@@ -7,9 +7,9 @@
 //! first counts, once.
 
 use crate::ledger::{Key, Ledger};
+use crate::resume::watch_from;
 use crate::target::{IfoApi, Sighting};
 use anyhow::Result;
-use futures::TryStreamExt;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::Request;
 use serde_json::Value;
@@ -75,6 +75,7 @@ impl Watcher {
         ready: tokio::sync::mpsc::Sender<()>,
     ) -> Result<()> {
         let request = Request::new(api.path());
+        let watch = WatchParams::default().timeout(290);
         let mut ready = Some(ready);
         let mut rv = None;
         loop {
@@ -96,49 +97,19 @@ impl Watcher {
                         .to_string()
                 }
             };
-            let params = WatchParams::default().timeout(290);
-            let stream = match client
-                .request_events::<Value>(request.watch(&params, &from)?)
-                .await
-            {
-                Ok(stream) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "watch failed; relisting");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-            };
-            if let Some(ready) = ready.take() {
-                let _ = ready.send(()).await;
-            }
-            let mut stream = std::pin::pin!(stream);
-            rv = Some(from);
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
-                        let now = Instant::now();
-                        rv = o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
-                        self.observe(&api, &o, now);
-                    }
-                    Ok(Some(WatchEvent::Deleted(o))) => {
-                        let now = Instant::now();
-                        rv = o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
-                        self.observe_deleted(&o, now);
-                    }
-                    Ok(Some(WatchEvent::Bookmark(b))) => rv = Some(b.metadata.resource_version),
-                    Ok(Some(WatchEvent::Error(status))) => {
-                        tracing::warn!(code = status.code, message = %status.message, "watch error; relisting");
-                        rv = None;
-                        break;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watch stream broke; relisting");
-                        rv = None;
-                        break;
-                    }
-                }
-            }
+            rv = watch_from(
+                &client,
+                &request,
+                &watch,
+                from,
+                &mut ready,
+                |event, at| match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => self.observe(&api, &o, at),
+                    WatchEvent::Deleted(o) => self.observe_deleted(&o, at),
+                    WatchEvent::Bookmark(_) | WatchEvent::Error(_) => {}
+                },
+            )
+            .await;
         }
     }
 
