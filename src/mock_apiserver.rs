@@ -6,6 +6,7 @@
 //! them: these reach on demand the answers a real cluster gives rarely (a 409 at the moment of a
 //! renewal, a 410 in the middle of a watch, a stream cut, a request that gets no answer).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub(crate) struct Asked {
     pub(crate) info: RequestInfo,
     /// Its body, when it has one (a create, a replace, a delete's options).
     pub(crate) body: Option<Value>,
+    /// How many requests of each verb the mock had received when this one came, this one
+    /// included.
+    counts: HashMap<String, usize>,
 }
 
 impl Asked {
@@ -34,6 +38,12 @@ impl Asked {
     /// The value of the query parameter `key`.
     pub(crate) fn param(&self, key: &str) -> Option<&str> {
         self.info.query.get(key)
+    }
+
+    /// How many requests of `verb` the mock had received when this one came, this one
+    /// included (what a script answers by, such as "the first list").
+    pub(crate) fn count(&self, verb: &str) -> usize {
+        self.counts.get(verb).copied().unwrap_or(0)
     }
 }
 
@@ -84,11 +94,18 @@ impl MockApiServer {
                     .unwrap_or_default();
                 let info = RequestInfo::parse(&parts.method, parts.uri.path(), parts.uri.query())
                     .expect("a request kube-apiserver can read");
-                let request = Asked {
-                    info,
-                    body: serde_json::from_slice(&body).ok(),
+                let request = {
+                    let mut asked = asked.lock();
+                    let mut counts = asked.last().map(|a| a.counts.clone()).unwrap_or_default();
+                    *counts.entry(info.verb.clone()).or_default() += 1;
+                    let request = Asked {
+                        info,
+                        body: serde_json::from_slice(&body).ok(),
+                        counts,
+                    };
+                    asked.push(request.clone());
+                    request
                 };
-                asked.lock().push(request.clone());
                 let reply = (script.lock())(&request);
                 answer(reply).await
             }
@@ -122,15 +139,46 @@ impl MockApiServer {
     /// Waits until `count(verb)` reaches `n` (a test that waits longer than a minute of the
     /// test's clock fails).
     pub(crate) async fn asked_for(&self, verb: &str, n: usize) {
-        let waiting = async {
-            while self.count(verb) < n {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), waiting)
-            .await
-            .unwrap_or_else(|_| panic!("asked {n} {verb}; asked only {:?}", self.verbs()));
+        until(
+            Duration::from_secs(60),
+            || self.count(verb) >= n,
+            || format!("asked {n} {verb}; asked only {:?}", self.verbs()),
+        )
+        .await;
     }
+}
+
+/// Waits on the test's clock, looking every 10 ms, until `done` holds; a test that waits
+/// longer than `limit` fails, saying `not_done()`.
+pub(crate) async fn until(
+    limit: Duration,
+    done: impl Fn() -> bool,
+    not_done: impl FnOnce() -> String,
+) {
+    let waiting = async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let done = tokio::time::timeout(limit, waiting).await;
+    assert!(done.is_ok(), "{}", not_done());
+}
+
+/// The answer to a list in two pages at `resource_version`: `first` (with the token `page-2`),
+/// then `rest`; `None` to a request that is not a list.
+pub(crate) fn two_pages(
+    asked: &Asked,
+    kind: &str,
+    resource_version: &str,
+    first: Vec<Value>,
+    rest: Vec<Value>,
+) -> Option<Reply> {
+    let page = match (asked.verb(), asked.param("continue")) {
+        ("list", None) => list(kind, resource_version, Some("page-2"), first),
+        ("list", Some(_)) => list(kind, resource_version, None, rest),
+        _ => return None,
+    };
+    Some(Reply::Object(page))
 }
 
 /// What a reply is on the wire.

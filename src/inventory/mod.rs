@@ -277,6 +277,15 @@ impl Inventory {
         self.names(kind).lock().sync == Sync::Listed
     }
 
+    /// Asserts that each name of `kind` in `expected` has its presence.
+    #[cfg(test)]
+    #[track_caller]
+    fn assert_presences(&self, kind: Kind, expected: &[(&str, Presence)]) {
+        for (name, presence) in expected {
+            assert_eq!(&self.presence(kind, name), presence, "{name}");
+        }
+    }
+
     /// What the guard asks of the node `name` now, if the cluster has it (as far as the server
     /// knows): its maintenance override only while it is in force at this very moment.
     pub(crate) fn node(&self, name: &str) -> Option<Facts> {
@@ -503,32 +512,39 @@ mod tests {
             "list failed: namespaces is forbidden".into(),
         );
         assert!(!inventory.is_synced(Kind::Namespace));
-        assert_eq!(
-            inventory.presence(Kind::Namespace, "other"),
-            Presence::Unknown(
-                "the watch of the cluster's namespaces is failing: list failed: namespaces is forbidden"
-                    .into()
-            )
-        );
-        // Known as of the last list.
-        assert_eq!(
-            inventory.presence(Kind::Namespace, "demo"),
-            Presence::Present
+        inventory.assert_presences(
+            Kind::Namespace,
+            &[
+                (
+                    "other",
+                    Presence::Unknown(
+                        "the watch of the cluster's namespaces is failing: list failed: namespaces is forbidden"
+                            .into(),
+                    ),
+                ),
+                // Known as of the last list.
+                ("demo", Presence::Present),
+            ],
         );
         // A relist replaces the names.
         inventory.listed(Kind::Namespace, ["other"]);
-        assert_eq!(
-            inventory.presence(Kind::Namespace, "demo"),
-            Presence::Absent
-        );
-        assert_eq!(
-            inventory.presence(Kind::Namespace, "other"),
-            Presence::Present
+        inventory.assert_presences(
+            Kind::Namespace,
+            &[("demo", Presence::Absent), ("other", Presence::Present)],
         );
     }
 
     fn overridden(reason: &str, until: Option<&str>, now: Timestamp) -> Kept {
         Kept::overridden(reason, until, now)
+    }
+
+    /// Since when the override of `name` has been seen.
+    fn override_since(names: &Names, name: &str) -> Timestamp {
+        names.names[name]
+            .maintenance_override
+            .as_ref()
+            .unwrap()
+            .since()
     }
 
     #[test]
@@ -559,27 +575,13 @@ mod tests {
         assert!(names.applied("a".into(), overridden("INC-1", None, t0)));
         // The Node changes otherwise (read again later): the same override, seen since t0.
         assert!(!names.applied("a".into(), overridden("INC-1", None, later)));
-        assert_eq!(
-            names.names["a"]
-                .maintenance_override
-                .as_ref()
-                .unwrap()
-                .since(),
-            t0
-        );
+        assert_eq!(override_since(&names, "a"), t0);
         // A relist finds it as it was: no change.
         let relisted = [("a".into(), overridden("INC-1", None, later))]
             .into_iter()
             .collect();
         assert!(!names.listed(relisted));
-        assert_eq!(
-            names.names["a"]
-                .maintenance_override
-                .as_ref()
-                .unwrap()
-                .since(),
-            t0
-        );
+        assert_eq!(override_since(&names, "a"), t0);
         // An end set, a new reason, the override removed: each a change.
         assert!(names.applied(
             "a".into(),

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::inventory::{Inventory, Kind, Presence};
-use crate::mock_apiserver::{Asked, End, MockApiServer, Reply, event, list, watch_expired};
+use crate::mock_apiserver::{
+    self, Asked, End, MockApiServer, Reply, event, list, two_pages, watch_expired,
+};
 
 fn namespace(name: &str, resource_version: u32) -> Value {
     json!({
@@ -35,19 +37,17 @@ async fn until(
     presence: impl Fn(&Presence) -> bool,
 ) -> Duration {
     let start = Instant::now();
-    let waiting = async {
-        while !presence(&inventory.presence(Kind::Namespace, name)) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(600), waiting)
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
+    mock_apiserver::until(
+        Duration::from_secs(600),
+        || presence(&inventory.presence(Kind::Namespace, name)),
+        || {
+            format!(
                 "{name} still {:?} after ten minutes",
                 inventory.presence(Kind::Namespace, name)
             )
-        });
+        },
+    )
+    .await;
     start.elapsed()
 }
 
@@ -56,37 +56,29 @@ async fn until(
 /// (its gate a 404), not unknown.
 #[tokio::test(start_paused = true)]
 async fn the_names_are_the_pages_listed_then_what_the_watch_says() {
-    let (inventory, api) = follow(|asked| match (asked.verb(), asked.param("continue")) {
-        ("list", None) => Reply::Object(list(
-            "NamespaceList",
-            "9",
-            Some("more"),
+    let (inventory, api) = follow(|asked| {
+        let (first, rest) = (
             vec![namespace("a", 3), namespace("b", 4)],
-        )),
-        ("list", Some(_)) => {
-            Reply::Object(list("NamespaceList", "9", None, vec![namespace("c", 5)]))
-        }
-        _ => Reply::Watch(
-            vec![
+            vec![namespace("c", 5)],
+        );
+        two_pages(asked, "NamespaceList", "9", first, rest).unwrap_or_else(|| {
+            let events = vec![
                 event("ADDED", namespace("d", 10)),
                 event("DELETED", namespace("a", 11)),
-            ],
-            End::Open,
-        ),
+            ];
+            Reply::Watch(events, End::Open)
+        })
     });
     until(&inventory, "d", |p| *p == Presence::Present).await;
-    for (name, presence) in [
-        ("a", Presence::Absent),
-        ("b", Presence::Present),
-        ("c", Presence::Present),
-        ("typo", Presence::Absent),
-    ] {
-        assert_eq!(
-            inventory.presence(Kind::Namespace, name),
-            presence,
-            "{name}"
-        );
-    }
+    inventory.assert_presences(
+        Kind::Namespace,
+        &[
+            ("a", Presence::Absent),
+            ("b", Presence::Present),
+            ("c", Presence::Present),
+            ("typo", Presence::Absent),
+        ],
+    );
     assert_eq!(api.verbs(), ["list", "list", "watch"]);
     assert_eq!(api.asked()[2].param("resourceVersion"), Some("9"));
 }
@@ -95,32 +87,26 @@ async fn the_names_are_the_pages_listed_then_what_the_watch_says() {
 /// namespace deleted while the watch was behind is gone. That is routine: no name turns unknown.
 #[tokio::test(start_paused = true)]
 async fn an_expired_watch_is_listed_again_and_the_list_replaces_the_names() {
-    let lists = Arc::new(Mutex::new(0));
-    let (inventory, api) = follow({
-        let lists = lists.clone();
-        move |asked| match asked.verb() {
-            "list" => {
-                *lists.lock() += 1;
-                let names = if *lists.lock() == 1 {
-                    vec![namespace("a", 3), namespace("b", 4)]
-                } else {
-                    vec![namespace("b", 4)]
-                };
-                Reply::Object(list("NamespaceList", "9", None, names))
-            }
-            _ if *lists.lock() == 1 => Reply::Watch(vec![watch_expired()], End::Open),
-            _ => Reply::Watch(Vec::new(), End::Open),
+    let (inventory, api) = follow(|asked| match asked.verb() {
+        "list" => {
+            let names = if asked.count("list") == 1 {
+                vec![namespace("a", 3), namespace("b", 4)]
+            } else {
+                vec![namespace("b", 4)]
+            };
+            Reply::Object(list("NamespaceList", "9", None, names))
         }
+        _ if asked.count("list") == 1 => Reply::Watch(vec![watch_expired()], End::Open),
+        _ => Reply::Watch(Vec::new(), End::Open),
     });
     let took = until(&inventory, "a", |p| *p == Presence::Absent).await;
     assert!(
         took < Duration::from_secs(1),
         "listed again at once: {took:?}"
     );
-    assert_eq!(inventory.presence(Kind::Namespace, "b"), Presence::Present);
-    assert_eq!(
-        inventory.presence(Kind::Namespace, "typo"),
-        Presence::Absent
+    inventory.assert_presences(
+        Kind::Namespace,
+        &[("b", Presence::Present), ("typo", Presence::Absent)],
     );
     assert_eq!(api.verbs()[..3], ["list", "watch", "list"]);
 }
@@ -150,17 +136,19 @@ async fn a_failing_watch_makes_names_unknown_and_is_listed_again_after_a_backoff
     .await;
     let cut = Instant::now();
     *refusing.lock() = Some(true);
-    assert_eq!(
-        inventory.presence(Kind::Namespace, "typo"),
-        Presence::Unknown(
-            "the watch of the cluster's namespaces is failing: watch failed: Error reading events stream: ServiceError: connection reset"
-                .into()
-        )
-    );
-    assert_eq!(
-        inventory.presence(Kind::Namespace, "a"),
-        Presence::Present,
-        "held as of the last list"
+    inventory.assert_presences(
+        Kind::Namespace,
+        &[
+            (
+                "typo",
+                Presence::Unknown(
+                    "the watch of the cluster's namespaces is failing: watch failed: Error reading events stream: ServiceError: connection reset"
+                        .into(),
+                ),
+            ),
+            // Held as of the last list.
+            ("a", Presence::Present),
+        ],
     );
 
     let mut lists_at = Vec::new();

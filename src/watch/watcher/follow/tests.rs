@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::super::{InitialList, Liveness, Watches};
 use crate::detect::{Detector, Health, Limits, WatchState};
 use crate::evaluate::Engine;
 use crate::index::{Index, IndexReader};
-use crate::mock_apiserver::{Asked, End, MockApiServer, Reply, event, list, watch_expired};
+use crate::mock_apiserver::{self, Asked, End, MockApiServer, Reply, event, list, watch_expired};
 use crate::readiness::Readiness;
 use crate::ruleset::CompiledRuleSet;
 use crate::track::{Settings, Tracker};
@@ -98,21 +97,19 @@ impl Seen {
 
     /// Waits (on the test's clock) until `done` holds.
     async fn until(&self, what: &str, done: impl Fn(&Seen) -> bool) {
-        let waiting = async {
-            while !done(self) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(120), waiting)
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
+        mock_apiserver::until(
+            Duration::from_secs(120),
+            || done(self),
+            || {
+                format!(
                     "not {what}: busy {:?}, warnings {:?}, watch {:?}",
                     self.busy(),
                     self.warnings(),
                     self.watch()
                 )
-            });
+            },
+        )
+        .await;
     }
 }
 
@@ -170,26 +167,21 @@ fn follow(
 /// detection is current again without a failure said on the ruleset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_watch_is_listed_again_and_what_changed_meanwhile_is_seen() {
-    let lists = Arc::new(Mutex::new(0));
-    let (seen, api) = follow(InitialList::Paged, {
-        let lists = lists.clone();
-        move |asked| match asked.verb() {
-            "list" => {
-                *lists.lock() += 1;
-                let things = if *lists.lock() == 1 {
-                    vec![
-                        thing("t1", true, 3),
-                        thing("t2", true, 4),
-                        thing("t3", false, 5),
-                    ]
-                } else {
-                    vec![thing("t1", true, 3), thing("t3", true, 12)]
-                };
-                Reply::Object(list("ThingList", "20", None, things))
-            }
-            _ if *lists.lock() == 1 => Reply::Watch(vec![watch_expired()], End::Open),
-            _ => Reply::Watch(Vec::new(), End::Open),
+    let (seen, api) = follow(InitialList::Paged, |asked| match asked.verb() {
+        "list" => {
+            let things = if asked.count("list") == 1 {
+                vec![
+                    thing("t1", true, 3),
+                    thing("t2", true, 4),
+                    thing("t3", false, 5),
+                ]
+            } else {
+                vec![thing("t1", true, 3), thing("t3", true, 12)]
+            };
+            Reply::Object(list("ThingList", "20", None, things))
         }
+        _ if asked.count("list") == 1 => Reply::Watch(vec![watch_expired()], End::Open),
+        _ => Reply::Watch(Vec::new(), End::Open),
     });
     seen.until("listed again", |s| s.busy() == ["t1", "t3"])
         .await;
@@ -203,23 +195,18 @@ async fn an_expired_watch_is_listed_again_and_what_changed_meanwhile_is_seen() {
 /// target is listed afresh, and is current again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_stream_is_said_until_the_target_is_listed_again() {
-    let lists = Arc::new(Mutex::new(0));
-    let (seen, api) = follow(InitialList::Paged, {
-        let lists = lists.clone();
-        move |asked| match asked.verb() {
-            "list" => {
-                *lists.lock() += 1;
-                let mut things = vec![thing("t1", true, 3)];
-                if *lists.lock() > 1 {
-                    things.push(thing("t2", true, 9));
-                }
-                Reply::Object(list("ThingList", "10", None, things))
+    let (seen, api) = follow(InitialList::Paged, |asked| match asked.verb() {
+        "list" => {
+            let mut things = vec![thing("t1", true, 3)];
+            if asked.count("list") > 1 {
+                things.push(thing("t2", true, 9));
             }
-            _ if *lists.lock() == 1 => {
-                Reply::Watch(vec![event("MODIFIED", thing("t1", true, 6))], End::Cut)
-            }
-            _ => Reply::Watch(Vec::new(), End::Open),
+            Reply::Object(list("ThingList", "10", None, things))
         }
+        _ if asked.count("list") == 1 => {
+            Reply::Watch(vec![event("MODIFIED", thing("t1", true, 6))], End::Cut)
+        }
+        _ => Reply::Watch(Vec::new(), End::Open),
     });
     // What the list gave is evaluated (its lanes go on) while the watch fails.
     seen.until("failed, what was seen served", |s| {

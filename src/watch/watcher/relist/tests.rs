@@ -4,7 +4,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::mock_apiserver::{
-    Asked, End, MockApiServer, Reply, event, initial_events_end, list, watch_expired,
+    Asked, End, MockApiServer, Reply, event, initial_events_end, list, two_pages, watch_expired,
 };
 
 fn status(code: u16) -> Box<Status> {
@@ -193,18 +193,9 @@ async fn a_cut_stream_is_reported_and_listed_again_after_a_backoff() {
 #[tokio::test(start_paused = true)]
 async fn a_paged_list_reads_every_page_then_watches_from_its_end() {
     let (mut events, api) = stream(InitialList::Paged, |asked| {
-        match (asked.verb(), asked.param("continue")) {
-            ("list", None) => Reply::Object(list(
-                "VirtualMachineList",
-                "7",
-                Some("page-2"),
-                vec![vm("a", 3), vm("b", 4)],
-            )),
-            ("list", Some(_)) => {
-                Reply::Object(list("VirtualMachineList", "7", None, vec![vm("c", 5)]))
-            }
-            _ => Reply::Watch(vec![event("DELETED", vm("b", 8))], End::Open),
-        }
+        let (first, rest) = (vec![vm("a", 3), vm("b", 4)], vec![vm("c", 5)]);
+        two_pages(asked, "VirtualMachineList", "7", first, rest)
+            .unwrap_or_else(|| Reply::Watch(vec![event("DELETED", vm("b", 8))], End::Open))
     });
     let seen = first(&mut events, 6).await;
     assert_eq!(
