@@ -95,44 +95,34 @@ fn ruleset_labels(ruleset: &str) -> Labels {
     vec![("ruleset", ruleset.to_string())]
 }
 
+/// Counts one for `ruleset` in `family`.
+fn count_for(family: &Family<Labels, Counter>, ruleset: &str) {
+    family.get_or_create(&ruleset_labels(ruleset)).inc();
+}
+
 /// A rule, message, outcome, start-time or label expression of `ruleset` failed.
 pub fn rule_error(ruleset: &str) {
-    evaluation()
-        .rule_errors
-        .get_or_create(&ruleset_labels(ruleset))
-        .inc();
+    count_for(&evaluation().rule_errors, ruleset);
 }
 
 /// An evaluation of `ruleset` went over the cost budget.
 pub fn cost_exceeded(ruleset: &str) {
-    evaluation()
-        .cost_exceeded
-        .get_or_create(&ruleset_labels(ruleset))
-        .inc();
+    count_for(&evaluation().cost_exceeded, ruleset);
 }
 
 /// `ruleset` was suspended for going over the budget too often.
 pub fn ruleset_suspended(ruleset: &str) {
-    evaluation()
-        .suspensions
-        .get_or_create(&ruleset_labels(ruleset))
-        .inc();
+    count_for(&evaluation().suspensions, ruleset);
 }
 
 /// An object event for `ruleset` was dropped because its evaluation lane was full.
 pub fn evaluation_event_dropped(ruleset: &str) {
-    evaluation()
-        .events_dropped
-        .get_or_create(&ruleset_labels(ruleset))
-        .inc();
+    count_for(&evaluation().events_dropped, ruleset);
 }
 
 /// `ruleset`'s status was written.
 pub fn ruleset_status_written(ruleset: &str) {
-    evaluation()
-        .status_writes
-        .get_or_create(&ruleset_labels(ruleset))
-        .inc();
+    count_for(&evaluation().status_writes, ruleset);
 }
 
 /// A watch event of `target` (a resource) reached evaluation.

@@ -51,7 +51,10 @@ pub use targets::{
 };
 pub use tasks::task_failed;
 
+use parking_lot::RwLock;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::LazyLock;
@@ -77,6 +80,55 @@ struct Metrics {
     startup: startup::Startup,
     gates: std::sync::Arc<gates::GateSource>,
     overrides: std::sync::Arc<overrides::OverrideSource>,
+}
+
+/// Where series read at scrape time come from: what the running server installs (nothing
+/// before it does).
+pub(super) struct Scraped<T>(RwLock<Option<Source<T>>>);
+
+/// What answers the series of a scrape.
+type Source<T> = Box<dyn Fn() -> Vec<T> + Send + Sync>;
+
+impl<T> Default for Scraped<T> {
+    fn default() -> Self {
+        Scraped(RwLock::new(None))
+    }
+}
+
+impl<T> std::fmt::Debug for Scraped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(std::any::type_name::<Self>())
+    }
+}
+
+impl<T> Scraped<T> {
+    /// The series read what `source` answers from now on.
+    pub(super) fn serve_from(&self, source: impl Fn() -> Vec<T> + Send + Sync + 'static) {
+        *self.0.write() = Some(Box::new(source));
+    }
+
+    /// What the source answers now (nothing before one is installed).
+    fn read(&self) -> Vec<T> {
+        self.0
+            .read()
+            .as_ref()
+            .map_or_else(Vec::new, |source| source())
+    }
+}
+
+/// Writes the gauge family `name` (`help`) read at scrape time: a series for each label set
+/// and value of `series`.
+fn encode_gauges<L: EncodeLabelSet, V: EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (L, V)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in series {
+        family.encode_family(&labels)?.encode_gauge(&value)?;
+    }
+    Ok(())
 }
 
 /// Registers `metric` and hands it back, so each metric is declared in one place.

@@ -14,13 +14,12 @@
 //!   their series are bounded by the rules (component × operation × kind) times the seven
 //!   outcomes, and kept for the life of the process, as counters must be for `rate()`.
 
-use super::{Histograms, Labels, register};
+use super::{Histograms, Labels, encode_gauges, register};
 use crate::index::IndexReader;
 use crate::operation::InFlightOperation;
 use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -122,43 +121,36 @@ impl Collector for ActiveSource {
             Some(index) => (index.active_counts(), index.oldest_active()),
             None => (Vec::new(), Vec::new()),
         };
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "operations_active",
             "Operations in flight (phase Active), by component, operation, subject kind, namespace and node (the ifo.kubevirt.io/node label; empty without one)",
-            None,
-            MetricType::Gauge,
+            counts.iter().map(|(key, n)| {
+                let labels = [
+                    ("component", key.component.as_str()),
+                    ("operation", key.operation.as_str()),
+                    ("kind", key.kind.as_str()),
+                    ("namespace", key.namespace.as_str()),
+                    ("node", key.node.as_str()),
+                ];
+                (labels, i64::try_from(*n).unwrap_or(i64::MAX))
+            }),
         )?;
-        for (key, n) in counts {
-            let labels = [
-                ("component", key.component.as_str()),
-                ("operation", key.operation.as_str()),
-                ("kind", key.kind.as_str()),
-                ("namespace", key.namespace.as_str()),
-                ("node", key.node.as_str()),
-            ];
-            family
-                .encode_family(&labels.to_vec())?
-                .encode_gauge(&i64::try_from(n).unwrap_or(i64::MAX))?;
-        }
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "operations_oldest_active_start_timestamp_seconds",
             "When the oldest operation still in flight of each component, operation and subject kind started (Unix seconds); absent when none is",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (key, started) in oldest {
-            let labels = [
-                ("component", key.component.as_str()),
-                ("operation", key.operation.as_str()),
-                ("kind", key.kind.as_str()),
-            ];
-            #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 fit an f64 exactly
-            let seconds = started.as_millisecond() as f64 / 1000.0;
-            family
-                .encode_family(&labels.to_vec())?
-                .encode_gauge(&seconds)?;
-        }
-        Ok(())
+            oldest.iter().map(|(key, started)| {
+                let labels = [
+                    ("component", key.component.as_str()),
+                    ("operation", key.operation.as_str()),
+                    ("kind", key.kind.as_str()),
+                ];
+                #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 fit an f64 exactly
+                let seconds = started.as_millisecond() as f64 / 1000.0;
+                (labels, seconds)
+            }),
+        )
     }
 }
 

@@ -10,10 +10,9 @@
 //! [`serve_overrides_from`]), judged at that time: an override whose end has passed is gone
 //! from the next scrape. Bounded by the cluster's nodes.
 
-use parking_lot::RwLock;
+use super::{Scraped, encode_gauges};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 
 /// One node's override in force.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,65 +25,38 @@ pub struct OverrideSeries {
     pub end: Option<i64>,
 }
 
-type Source = Box<dyn Fn() -> Vec<OverrideSeries> + Send + Sync>;
-
 /// Where the overrides are read from: the running server's inventory of nodes.
-#[derive(Default)]
-pub(super) struct OverrideSource(pub(super) RwLock<Option<Source>>);
-
-impl std::fmt::Debug for OverrideSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OverrideSource")
-    }
-}
+pub(super) type OverrideSource = Scraped<OverrideSeries>;
 
 impl Collector for OverrideSource {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let overrides = match &*self.0.read() {
-            Some(source) => source(),
-            None => Vec::new(),
-        };
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        let overrides = self.read();
+        fn node(o: &OverrideSeries) -> [(&str, &str); 1] {
+            [("node", o.node.as_str())]
+        }
+        encode_gauges(
+            &mut encoder,
             "guard_override_active",
             "1 for each node whose maintenance override (the annotation ifo.kubevirt.io/maintenance-override) lets every eviction through the maintenance guard now, whatever its gate says",
-            None,
-            MetricType::Gauge,
+            overrides.iter().map(|o| (node(o), 1_i64)),
         )?;
-        for o in &overrides {
-            family
-                .encode_family(&[("node", o.node.as_str())].to_vec())?
-                .encode_gauge(&1_i64)?;
-        }
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "guard_override_start_timestamp_seconds",
             "When each node's maintenance override in force was set (Unix seconds): the latest write of the annotation kube-apiserver recorded, else when the server first saw it",
-            None,
-            MetricType::Gauge,
+            overrides.iter().map(|o| (node(o), o.since)),
         )?;
-        for o in &overrides {
-            family
-                .encode_family(&[("node", o.node.as_str())].to_vec())?
-                .encode_gauge(&o.since)?;
-        }
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "guard_override_end_timestamp_seconds",
             "When each node's maintenance override in force ends (Unix seconds, from the annotation ifo.kubevirt.io/maintenance-override-until); absent for an override without an end",
-            None,
-            MetricType::Gauge,
-        )?;
-        for o in &overrides {
-            if let Some(end) = o.end {
-                family
-                    .encode_family(&[("node", o.node.as_str())].to_vec())?
-                    .encode_gauge(&end)?;
-            }
-        }
-        Ok(())
+            overrides.iter().filter_map(|o| Some((node(o), o.end?))),
+        )
     }
 }
 
 /// The override series read what `source` answers from now on (the inventory's overrides in
 /// force at the time of the scrape).
 pub fn serve_overrides_from(source: impl Fn() -> Vec<OverrideSeries> + Send + Sync + 'static) {
-    *super::metrics().overrides.0.write() = Some(Box::new(source));
+    super::metrics().overrides.serve_from(source);
 }

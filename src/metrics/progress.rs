@@ -11,11 +11,11 @@
 //!   judge by (see `history`), read at scrape time. Alerts with fixed thresholds apply to
 //!   operations without it.
 
+use super::encode_gauges;
 use crate::history::{Durations, MIN_SAMPLES};
 use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -57,23 +57,23 @@ impl std::fmt::Debug for Progress {
 impl Collector for Progress {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stalled = self.0.stalled.read().clone();
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "operations_stalled",
             "Operations in flight that are stalled, by component, operation, subject kind and cause (rule: the rule says so; history: running past 1.5 x the 99th percentile of what its rule's operations took)",
-            None,
-            MetricType::Gauge,
+            stalled
+                .0
+                .iter()
+                .map(|((component, operation, kind, cause), n)| {
+                    let labels = [
+                        ("component", component.as_str()),
+                        ("operation", operation.as_str()),
+                        ("kind", kind.as_str()),
+                        ("cause", *cause),
+                    ];
+                    (labels, i64::try_from(*n).unwrap_or(i64::MAX))
+                }),
         )?;
-        for ((component, operation, kind, cause), n) in &stalled.0 {
-            let labels = [
-                ("component", component.as_str()),
-                ("operation", operation.as_str()),
-                ("kind", kind.as_str()),
-                ("cause", *cause),
-            ];
-            family
-                .encode_family(&labels.to_vec())?
-                .encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX))?;
-        }
         let learned = self
             .0
             .learned
@@ -81,30 +81,27 @@ impl Collector for Progress {
             .as_ref()
             .map(|d| d.learned(MIN_SAMPLES))
             .unwrap_or_default();
-        let mut family: MetricEncoder = encoder.encode_descriptor(
+        encode_gauges(
+            &mut encoder,
             "operation_learned_duration_seconds",
             "Quantiles of how long the operations of each rule took when they succeeded, once it has enough of them to judge by",
-            None,
-            MetricType::Gauge,
-        )?;
-        for l in &learned {
-            for (quantile, seconds) in [
-                ("0.5", l.quantiles.p50),
-                ("0.9", l.quantiles.p90),
-                ("0.99", l.quantiles.p99),
-            ] {
-                let labels = [
-                    ("ruleset", l.ruleset.as_str()),
-                    ("component", l.component.as_str()),
-                    ("operation", l.operation.as_str()),
-                    ("quantile", quantile),
-                ];
-                family
-                    .encode_family(&labels.to_vec())?
-                    .encode_gauge(&seconds.as_secs_f64())?;
-            }
-        }
-        Ok(())
+            learned.iter().flat_map(|l| {
+                [
+                    ("0.5", l.quantiles.p50),
+                    ("0.9", l.quantiles.p90),
+                    ("0.99", l.quantiles.p99),
+                ]
+                .map(|(quantile, seconds)| {
+                    let labels = [
+                        ("ruleset", l.ruleset.as_str()),
+                        ("component", l.component.as_str()),
+                        ("operation", l.operation.as_str()),
+                        ("quantile", quantile),
+                    ];
+                    (labels, seconds.as_secs_f64())
+                })
+            }),
+        )
     }
 }
 

@@ -254,12 +254,12 @@ fn gate_series_say_each_listed_gate_verdict_and_expected_end() {
         serde_json::from_value::<ifo_model::MaintenanceGate>(v).unwrap()
     };
     let source = super::gates::GateSource::default();
-    *source.0.write() = Some(Box::new(move || {
+    source.serve_from(move || {
         vec![
             gate("cluster", "Unknown", 1, None),
             gate("node.w1", "False", 1, Some("2026-11-22T10:04:00Z")),
         ]
-    }));
+    });
     let mut registry = Registry::default();
     registry
         .sub_registry_with_prefix("ifo")
@@ -300,7 +300,7 @@ fn override_series_say_each_node_whose_override_is_in_force_with_its_start_and_e
     assert!(series(&out, "ifo_guard_override_active").is_empty());
 
     let source = super::overrides::OverrideSource::default();
-    *source.0.write() = Some(Box::new(|| {
+    source.serve_from(|| {
         vec![
             super::OverrideSeries {
                 node: "w1".into(),
@@ -313,7 +313,7 @@ fn override_series_say_each_node_whose_override_is_in_force_with_its_start_and_e
                 end: Some(1_795_345_200),
             },
         ]
-    }));
+    });
     let mut registry = Registry::default();
     registry
         .sub_registry_with_prefix("ifo")
