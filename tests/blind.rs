@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use ifo_dev::User;
 use ifo_test_support::{
-    Env, HEAVY, MIGRATING, Rule, RuleSet, TestNode, clear_condition, eventually, heavy_vm, vm,
+    Env, HEAVY, MIGRATING, Rule, RuleSet, TestNode, clear_condition, eventually, heavy_vm, slow_vm,
+    vm,
 };
 use serde_json::{Value, json};
 
@@ -291,16 +292,10 @@ const HELD_FOR: Duration = Duration::from_secs(15);
 /// A VirtualMachine `name` of `namespace` on `node` (`spec.node`, read by the ruleset's node
 /// label), `n` iterations slow to evaluate, at change `round`.
 fn vm_on(namespace: &str, name: &str, node: &str, n: u64, round: usize) -> Value {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"example.com/round": round.to_string()},
-        },
-        "spec": {"running": true, "n": n, "node": node},
-    })
+    let round = json!({"example.com/round": round.to_string()});
+    let mut vm = slow_vm(name, namespace, n, round);
+    vm["spec"]["node"] = json!(node);
+    vm
 }
 
 /// The `Clear` condition of gate `gate`, read by the admin; `None` while it has none.

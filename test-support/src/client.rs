@@ -116,6 +116,13 @@ impl Env {
             .unwrap_or_else(|| panic!("no {series} in /metrics"))
     }
 
+    /// `kubectl create` of `object` as `user`: for an object too large for a client-side apply
+    /// (which keeps a copy of it in an annotation), or a user who may create but not patch.
+    pub fn create_as(&self, user: User, object: &serde_json::Value) -> Result<String> {
+        self.cluster
+            .kubectl_run(user, &["create", "-f", "-"], Some(&object.to_string()))
+    }
+
     /// Applies `manifest` (YAML or JSON) as admin.
     pub fn apply(&self, manifest: &str) {
         self.cluster.apply(manifest).unwrap();

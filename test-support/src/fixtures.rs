@@ -4,7 +4,7 @@
 
 use crate::{Env, Rule, RuleSet, eventually};
 use ifo_dev::User;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// A VirtualMachine `name` in `namespace`, owned by a VirtualMachinePool (`pool-1`).
@@ -76,17 +76,19 @@ pub fn heavy_ruleset(name: &str, namespace: &str) -> RuleSet {
 
 /// A VirtualMachine `name` in `namespace` on which [`HEAVY`] goes over the evaluation budget.
 pub fn heavy_vm(name: &str, namespace: &str) -> String {
+    let big = json!({"example.com/big": "x".repeat(64 * 1024)});
+    slow_vm(name, namespace, 60_000, big).to_string()
+}
+
+/// A running VirtualMachine `name` in `namespace` with `annotations`, on which a rule over
+/// `lists.range(object.spec.n)` (as [`HEAVY`]) makes `n` iterations.
+pub fn slow_vm(name: &str, namespace: &str, n: u64, annotations: Value) -> Value {
     json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"example.com/big": "x".repeat(64 * 1024)},
-        },
-        "spec": {"running": true, "n": 60_000},
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {"running": true, "n": n},
     })
-    .to_string()
 }
 
 /// A namespace with a ruleset and two VMs in flight (vm1 Migrating, vm2 Starting).

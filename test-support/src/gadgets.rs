@@ -11,6 +11,16 @@ pub const BUSY: &str = "object.?status.?busy.orValue(false)";
 
 /// The CRD of `gadgets.<group>` (`Gadget`, namespaced, `v1`, any content).
 pub fn gadget_crd(group: &str) -> String {
+    gadget_crd_serving(
+        group,
+        json!({"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}),
+    )
+}
+
+/// The CRD of `gadgets.<group>` (`Gadget`, namespaced) serving the one `version` (an item of
+/// `spec.versions`: its name, schema and subresources).
+pub fn gadget_crd_serving(group: &str, version: Value) -> String {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -19,8 +29,7 @@ pub fn gadget_crd(group: &str) -> String {
             "group": group,
             "scope": "Namespaced",
             "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+            "versions": [version],
         }
     })
     .to_string()
@@ -28,14 +37,20 @@ pub fn gadget_crd(group: &str) -> String {
 
 /// Creates the kind `gadgets.<group>` ([`gadget_crd`]) and waits until kube-apiserver serves it.
 pub fn create_gadget_crd(env: &Env, group: &str) {
-    env.apply(&gadget_crd(group));
+    establish_gadget_crd(env, group, &gadget_crd(group));
+}
+
+/// Applies `crd`, the CRD of `gadgets.<group>`, and waits (60 s at the most) until
+/// kube-apiserver serves the kind.
+pub fn establish_gadget_crd(env: &Env, group: &str, crd: &str) {
+    env.apply(crd);
     env.kubectl(
         User::Admin,
         &[
             "wait",
             "--for=condition=Established",
             &format!("crd/gadgets.{group}"),
-            "--timeout=30s",
+            "--timeout=60s",
         ],
     )
     .unwrap();

@@ -35,9 +35,12 @@ pub use command::{Run, Running, follow, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
     HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
-    populated, populated_for_alice, vm, vm_ruleset,
+    populated, populated_for_alice, slow_vm, vm, vm_ruleset,
 };
-pub use gadgets::{BUSY, busy_gadgets, create_gadget_crd, gadget, gadget_crd, grant_gadgets};
+pub use gadgets::{
+    BUSY, busy_gadgets, create_gadget_crd, establish_gadget_crd, gadget, gadget_crd,
+    gadget_crd_serving, grant_gadgets,
+};
 pub use gate::{clear_condition, clear_status};
 pub use ruleset::{Rule, RuleSet};
 pub use scope::Scope;

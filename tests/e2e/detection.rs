@@ -23,13 +23,7 @@ fn busy_ruleset(scope: &Scope) -> String {
 /// `kubectl create` (a client-side apply keeps a copy of the object in an annotation, which
 /// big objects do not fit).
 fn create(env: &Env, object: &Value) {
-    env.cluster
-        .kubectl_run(
-            User::Admin,
-            &["create", "-f", "-"],
-            Some(&object.to_string()),
-        )
-        .unwrap();
+    env.create_as(User::Admin, object).unwrap();
 }
 
 /// A busy gadget whose `spec.tree` is nested `depth` levels deep.

@@ -11,7 +11,7 @@
 //! after kube-apiserver's own event for the change.
 
 use ifo_dev::User;
-use ifo_test_support::{Env, MIGRATING, Rule, RuleSet, clear_condition, env, eventually};
+use ifo_test_support::{Env, MIGRATING, Rule, RuleSet, clear_condition, env, eventually, slow_vm};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -55,16 +55,8 @@ fn ruleset(name: &str, namespaces: [&str; 2]) -> String {
 
 /// The tenant's VirtualMachine, at change `round`.
 fn flooded(namespace: &str, round: usize) -> Value {
-    json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {
-            "name": "churn",
-            "namespace": namespace,
-            "annotations": {"example.com/round": round.to_string()},
-        },
-        "spec": {"running": true, "n": SLOW_N},
-    })
+    let round = json!({"example.com/round": round.to_string()});
+    slow_vm("churn", namespace, SLOW_N, round)
 }
 
 /// The `Clear` condition of gate `gate`, read by `user`.

@@ -75,6 +75,27 @@ pub(crate) fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
     );
 }
 
+/// The Events in `default` about the object named `node` (`selector`: more field selectors, as
+/// `,reason=MaintenanceHeld`), printed as `output` (kubectl's `-o`) with no headers; `None`
+/// when kubectl fails.
+pub(crate) fn node_events(env: &Env, node: &str, selector: &str, output: &str) -> Option<String> {
+    env.kubectl(
+        User::Admin,
+        &[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            &format!("involvedObject.name={node}{selector}"),
+            "-o",
+            output,
+            "--no-headers",
+        ],
+    )
+    .ok()
+}
+
 /// A VM of `ns` migrating on `node`, or not.
 fn migrating(env: &Env, ns: &str, name: &str, node: &str, on: bool) {
     let state = if on { "Migrating" } else { "Running" };
@@ -263,22 +284,12 @@ fn an_unknown_node_holds_evictions_and_the_override_lets_them_through() {
     });
     // Held before the override, let through by it: both on the node, by reason.
     let events = eventually(WAIT, "the guard's events on the node", || {
-        let out = env
-            .kubectl(
-                User::Admin,
-                &[
-                    "get",
-                    "events",
-                    "-n",
-                    "default",
-                    "--field-selector",
-                    &format!("involvedObject.kind=Node,involvedObject.name={node_name}"),
-                    "-o",
-                    "custom-columns=REASON:.reason,MESSAGE:.message",
-                    "--no-headers",
-                ],
-            )
-            .ok()?;
+        let out = node_events(
+            env,
+            &node_name,
+            ",involvedObject.kind=Node",
+            "custom-columns=REASON:.reason,MESSAGE:.message",
+        )?;
         (out.contains("MaintenanceUnverified") && out.contains("MaintenanceOverride"))
             .then_some(out)
     });

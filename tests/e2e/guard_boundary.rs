@@ -16,7 +16,7 @@ use ifo_dev::{Process, User};
 use ifo_test_support::{Env, env, eventually, node_vm_ruleset, vm};
 use serde_json::json;
 
-use crate::guard::{evict, pod_on};
+use crate::guard::{self, evict, pod_on};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -58,20 +58,7 @@ fn wait_held(env: &Env, ns: &str) {
 
 /// The Events in `default` about `node` (`selector`: more field selectors, e.g. a reason).
 fn node_events(env: &Env, node: &str, selector: &str) -> usize {
-    env.kubectl(
-        User::Admin,
-        &[
-            "get",
-            "events",
-            "-n",
-            "default",
-            "--field-selector",
-            &format!("involvedObject.name={node}{selector}"),
-            "-o",
-            "name",
-        ],
-    )
-    .map_or(0, |out| out.lines().count())
+    guard::node_events(env, node, selector, "name").map_or(0, |out| out.lines().count())
 }
 
 /// A series of kube-apiserver's own `/metrics` for the webhook `webhook`, summed over its

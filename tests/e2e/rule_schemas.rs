@@ -6,7 +6,7 @@
 
 use super::admission::{apply, denied_by, door_open, refused, ruleset, stored};
 use ifo_dev::User;
-use ifo_test_support::{Env, env};
+use ifo_test_support::{Env, env, establish_gadget_crd, gadget_crd_serving};
 use serde_json::{Value, json};
 
 const GROUP: &str = "schema-check.ifo.test";
@@ -14,38 +14,30 @@ const GROUP: &str = "schema-check.ifo.test";
 /// A CRD whose schema is closed: `status.phase`, `status.conditions[]`, `spec.size`.
 fn closed_crd() -> String {
     let string = json!({"type": "string"});
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("gadgets.{GROUP}")},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"},
-            "versions": [{
-                "name": "v1",
-                "served": true,
-                "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "apiVersion": string,
-                        "kind": string,
-                        "metadata": {"type": "object"},
-                        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
-                        "status": {"type": "object", "properties": {
-                            "phase": string,
-                            "conditions": {"type": "array", "items": {"type": "object", "properties": {
-                                "type": string, "status": string, "reason": string, "message": string,
-                            }}},
-                        }},
-                    },
-                }},
-            }],
-        },
-    })
-    .to_string()
+    gadget_crd_serving(
+        GROUP,
+        json!({
+            "name": "v1",
+            "served": true,
+            "storage": true,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "apiVersion": string,
+                    "kind": string,
+                    "metadata": {"type": "object"},
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {
+                        "phase": string,
+                        "conditions": {"type": "array", "items": {"type": "object", "properties": {
+                            "type": string, "status": string, "reason": string, "message": string,
+                        }}},
+                    }},
+                },
+            }},
+        }),
+    )
 }
 
 /// A ruleset in `ns` over `resource` of the test group with `rules`.
@@ -57,17 +49,7 @@ fn gadget_ruleset(name: &str, ns: &str, resource: &str, rules: Value) -> String 
 
 /// The closed CRD, established.
 fn install_closed_crd(env: &Env) {
-    env.apply(&closed_crd());
-    env.kubectl(
-        User::Admin,
-        &[
-            "wait",
-            "--for=condition=Established",
-            &format!("crd/gadgets.{GROUP}"),
-            "--timeout=60s",
-        ],
-    )
-    .unwrap();
+    establish_gadget_crd(env, GROUP, &closed_crd());
 }
 
 /// `kubectl apply` (with `extra`) of `manifest` succeeds; its stderr (the warnings).

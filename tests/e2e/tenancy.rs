@@ -103,9 +103,14 @@ impl Tenancy {
         }
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec});
         self.env
-            .cluster
-            .kubectl_run(User::Alice, &["create", "-f", "-"], Some(&pod.to_string()))
+            .create_as(User::Alice, &pod)
             .unwrap_or_else(|e| panic!("alice could not create pod {ns}/{name}: {e:#}"));
+    }
+
+    /// Alice's pod `name` in `ns` ([`Self::alice_pod`]), bound to `node`, runs there.
+    fn alice_runs_pod(&self, ns: &str, name: &str, node: &str, metadata: Value) {
+        self.alice_pod(ns, name, node, metadata);
+        self.runs(ns, name);
     }
 
     /// What a kubelet would write: the pod runs (its container started).
@@ -227,15 +232,9 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
                  "template": {"metadata": {"labels": {"app": "agent", PROTECT: "true"}},
                               "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}},
     });
-    env.cluster
-        .kubectl_run(
-            User::Alice,
-            &["create", "-f", "-"],
-            Some(&daemonset.to_string()),
-        )
-        .unwrap();
+    env.create_as(User::Alice, &daemonset).unwrap();
     let ds = env.get_json(User::Alice, &["get", "daemonset", "agent", "-n", &granted]);
-    t.alice_pod(
+    t.alice_runs_pod(
         &granted,
         "agent-3",
         &name(3),
@@ -243,26 +242,22 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
                                     "uid": ds["metadata"]["uid"], "controller": true}]}),
     );
-    t.runs(&granted, "agent-3");
     // Labelled protected where protection was not granted, running on node 3.
-    t.alice_pod(
+    t.alice_runs_pod(
         &own,
         "ledger-3",
         &name(3),
         json!({"labels": {PROTECT: "true"}}),
     );
-    t.runs(&own, "ledger-3");
 
     // What she may hold, and runs, holds node 4: seen after all of the above by each ruleset.
-    t.alice_pod(
+    t.alice_runs_pod(
         &own,
         "etl-4",
         &name(4),
         json!({"ownerReferences": job_owner("etl")}),
     );
-    t.runs(&own, "etl-4");
-    t.alice_pod(&granted, "ledger-4", &name(4), protected_job);
-    t.runs(&granted, "ledger-4");
+    t.alice_runs_pod(&granted, "ledger-4", &name(4), protected_job);
     let wanted = [
         format!("Pod {own}/etl-4 JobRunning"),
         format!("Pod {granted}/ledger-4 JobRunning"),
@@ -340,13 +335,12 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
     let node = t.node(1);
     let node_name = node.name().to_owned();
     let gate_name = format!("node.{node_name}");
-    t.alice_pod(
+    t.alice_runs_pod(
         &granted,
         "ledger",
         &node_name,
         json!({"labels": {PROTECT: "true"}}),
     );
-    t.runs(&granted, "ledger");
     env.wait_gate(&gate_name, "False", WAIT);
     for pod in ["app-1", "app-2", "app-3"] {
         t.alice_pod(&granted, pod, &node_name, json!({}));
