@@ -36,17 +36,13 @@ impl Filters {
         if self.active_only {
             fields.push(("status.phase", "Active"));
         }
-        for (path, value) in [
+        fields.extend(given([
             ("metadata.name", &self.name),
             ("spec.operation", &self.operation),
             ("spec.component", &self.component),
             ("spec.subject.kind", &self.kind),
             ("spec.subject.name", &self.subject),
-        ] {
-            if let Some(v) = value {
-                fields.push((path, v.as_str()));
-            }
-        }
+        ]));
         fields
     }
 
@@ -99,21 +95,27 @@ impl Filters {
 
     /// A short description for messages, e.g. `operation=Migrating, kind=VirtualMachine`.
     pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        for (name, value) in [
+        given([
             ("operation", &self.operation),
             ("component", &self.component),
             ("kind", &self.kind),
             ("subject", &self.subject),
             ("selector", &self.selector),
             ("node", &self.node),
-        ] {
-            if let Some(v) = value {
-                parts.push(format!("{name}={v}"));
-            }
-        }
-        parts.join(", ")
+        ])
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join(", ")
     }
+}
+
+/// The filters of `named` that are given, with their names.
+fn given<'a, const N: usize>(
+    named: [(&'static str, &'a Option<String>); N],
+) -> impl Iterator<Item = (&'static str, &'a str)> {
+    named
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_deref()?)))
 }
 
 #[cfg(test)]
