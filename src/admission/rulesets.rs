@@ -20,7 +20,7 @@ use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
-use crate::ruleset::schema_check::check_ruleset;
+use crate::ruleset::schema_check::check_against;
 use crate::ruleset::{RuleSetSpec, Target, api_resource, compile};
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -275,12 +275,7 @@ fn check(
         }
     };
     let found = &looked.found;
-    let related: Vec<_> = compiled
-        .related
-        .iter()
-        .map(|p| found.schema(&p.target))
-        .collect();
-    let report = check_ruleset(&compiled, found.schema(&compiled.target), &related);
+    let report = check_against(&compiled, |target| found.schema(target));
     if !report.is_ok() {
         return Checked::Problems(truncated(report.problems.join("; "), MAX_MESSAGE_CHARS));
     }

@@ -7,7 +7,7 @@
 
 use super::load::RuleSetFile;
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
-use crate::ruleset::schema_check::{CrdSchemas, check_ruleset};
+use crate::ruleset::schema_check::{CrdSchemas, check_against};
 use crate::ruleset::{Target, compile};
 
 /// Problems, one line each, prefixed by the file; results types checked, no schema.
@@ -32,12 +32,7 @@ pub fn lint_with_schemas(
                 continue;
             }
         };
-        let related: Vec<_> = compiled
-            .related
-            .iter()
-            .map(|p| schemas.get(&p.target))
-            .collect();
-        let checked = check_ruleset(&compiled, schemas.get(&compiled.target), &related);
+        let checked = check_against(&compiled, |target| schemas.get(target));
         problems.extend(checked.problems.iter().map(|p| format!("{at}: {p}")));
         let bare = bare_object(&file.spec.target);
         let ev = evaluate(&compiled.exprs, &Bound::new(&bare));

@@ -29,7 +29,7 @@ mod tests;
 pub use crd::{CrdSchemas, of_crd};
 pub use schema::Schema;
 
-use super::CompiledRuleSet;
+use super::{CompiledRuleSet, Target};
 use crate::evaluate::Expr;
 use walk::{Kind, Ty, Walk};
 
@@ -127,6 +127,20 @@ impl Report {
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }
+}
+
+/// [`check_ruleset`] against the schemas `schema_of` has of its target and of each related
+/// part's.
+pub fn check_against<'s>(
+    ruleset: &CompiledRuleSet,
+    schema_of: impl Fn(&Target) -> Option<&'s Schema>,
+) -> Report {
+    let related: Vec<_> = ruleset
+        .related
+        .iter()
+        .map(|part| schema_of(&part.target))
+        .collect();
+    check_ruleset(ruleset, schema_of(&ruleset.target), &related)
 }
 
 /// Checks every expression of `ruleset`: those over its target against `own`, the label
