@@ -33,6 +33,14 @@ impl Drop for TempLibrary {
     }
 }
 
+/// An OperationRuleSet `name` over `resource` of `group`, `v1`, whose one rule `Op` has the
+/// expression `expr`, as a YAML file.
+fn one_rule(name: &str, group: &str, resource: &str, expr: &str) -> String {
+    format!(
+        "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {{name: {name}}}\nspec:\n  target: {{group: {group}, version: v1, resource: {resource}}}\n  rules:\n  - {{operation: Op, expression: \"{expr}\"}}\n"
+    )
+}
+
 /// `reports` are one for each of `expected`, in order, each starting with its first part and
 /// containing the others.
 fn assert_reports(reports: &[String], expected: &[(&str, &[&str])]) {
@@ -150,11 +158,7 @@ fn generated_deploy_files_are_current() {
 
 #[test]
 fn lint_catches_unguarded_paths_and_bad_cel() {
-    let manifest = |name: &str, expr: &str| {
-        format!(
-            "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {{name: {name}}}\nspec:\n  target: {{group: apps, version: v1, resource: deployments}}\n  rules:\n  - {{operation: Op, expression: \"{expr}\"}}\n"
-        )
-    };
+    let manifest = |name: &str, expr: &str| one_rule(name, "apps", "deployments", expr);
     let library = TempLibrary::new(
         "lint",
         &[
@@ -181,11 +185,7 @@ fn lint_catches_unguarded_paths_and_bad_cel() {
 
 #[test]
 fn lint_checks_paths_against_a_crd_schema_and_results_against_their_role() {
-    let manifest = |name: &str, expr: &str| {
-        format!(
-            "apiVersion: ifo.kubevirt.io/v1alpha1\nkind: OperationRuleSet\nmetadata: {{name: {name}}}\nspec:\n  target: {{group: example.io, version: v1, resource: widgets}}\n  rules:\n  - {{operation: Op, expression: \"{expr}\"}}\n"
-        )
-    };
+    let manifest = |name: &str, expr: &str| one_rule(name, "example.io", "widgets", expr);
     let library = TempLibrary::new(
         "lint-schemas",
         &[

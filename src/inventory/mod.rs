@@ -635,12 +635,20 @@ mod tests {
         assert_eq!(series[0].since, now.as_second());
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_index_takes_a_resource_version_for_a_burst_of_changes() {
+    /// An inventory reporting to a new index, the task that reports (to abort at the end), and
+    /// the index's events.
+    fn reporting() -> (Arc<Inventory>, tokio::task::JoinHandle<()>, IndexEvents) {
         let inventory = Arc::new(Inventory::default());
         let index = Index::new(100, 64, 64).into_handles();
         let reporter = tokio::spawn(inventory.clone().report_to(index.scopes.clone()));
-        let mut events = index.reader.clone().subscribe();
+        (inventory, reporter, index.reader.subscribe())
+    }
+
+    type IndexEvents = tokio::sync::broadcast::Receiver<crate::index::Event>;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_index_takes_a_resource_version_for_a_burst_of_changes() {
+        let (inventory, reporter, mut events) = reporting();
         inventory.listed(Kind::Node, ["w1", "w2"]);
         inventory.applied(Kind::Node, "w3", Kept::default());
         let event = events.recv().await.unwrap();
@@ -654,10 +662,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_end_of_an_override_is_reported_with_no_event_of_its_node() {
-        let inventory = Arc::new(Inventory::default());
-        let index = Index::new(100, 64, 64).into_handles();
-        let reporter = tokio::spawn(inventory.clone().report_to(index.scopes.clone()));
-        let mut events = index.reader.clone().subscribe();
+        let (inventory, reporter, mut events) = reporting();
         let now = Timestamp::now();
         let end = (now + jiff::SignedDuration::from_secs(30)).to_string();
         inventory.listed(Kind::Node, ["w1"]);

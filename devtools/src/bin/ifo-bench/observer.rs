@@ -218,31 +218,33 @@ mod tests {
         })
     }
 
-    fn started(op: &str) -> (Arc<Ledger>, Instant) {
+    /// A watcher of namespace `bench` (with `debounce`) of a driver that started `op` on
+    /// `vm-1` at the instant returned, and ended it a second later.
+    fn started(op: &str, debounce: Duration) -> (Arc<Watcher>, Instant) {
         let ledger = Arc::new(Ledger::default());
         let t0 = Instant::now();
         ledger.start(("vm-1".into(), op.into()), t0);
         ledger.end(("vm-1".into(), op.into()), t0 + Duration::from_secs(1));
-        (ledger, t0)
+        (Watcher::new(ledger, debounce, "bench"), t0)
+    }
+
+    impl Watcher {
+        /// `operation` seen at `at` (not deleted), through the default API.
+        fn seen(&self, operation: &Value, at: Instant) {
+            self.observe(&crate::target::parse(&[]), operation, at);
+        }
     }
 
     #[test]
     fn a_delete_without_a_completed_phase_completes_the_operation_once() {
-        let (ledger, t0) = started("Starting");
-        let w = Watcher::new(ledger, Duration::from_secs(5), "bench");
-        let api = crate::target::parse(&[]);
-        w.observe(
-            &api,
-            &operation("u1", "1", "bench", "Starting", "Active"),
-            t0,
-        );
+        let (w, t0) = started("Starting", Duration::from_secs(5));
+        w.seen(&operation("u1", "1", "bench", "Starting", "Active"), t0);
         assert_eq!(w.progress(), (1, 0));
         let deleted = operation("u1", "2", "bench", "Starting", "Active");
         w.observe_deleted(&deleted, t0 + Duration::from_secs(7));
         // A repeated DELETE and a late completed version are not counted again.
         w.observe_deleted(&deleted, t0 + Duration::from_secs(8));
-        w.observe(
-            &api,
+        w.seen(
             &operation("u1", "3", "bench", "Starting", "Completed"),
             t0 + Duration::from_secs(8),
         );
@@ -262,16 +264,10 @@ mod tests {
 
     #[test]
     fn a_delete_after_the_completed_phase_adds_nothing() {
-        let (ledger, t0) = started("Migrating");
-        let w = Watcher::new(ledger, Duration::ZERO, "bench");
-        let api = crate::target::parse(&[]);
-        w.observe(
-            &api,
-            &operation("u1", "1", "bench", "Migrating", "Active"),
-            t0,
-        );
+        let (w, t0) = started("Migrating", Duration::ZERO);
+        w.seen(&operation("u1", "1", "bench", "Migrating", "Active"), t0);
         let completed = operation("u1", "2", "bench", "Migrating", "Completed");
-        w.observe(&api, &completed, t0 + Duration::from_secs(2));
+        w.seen(&completed, t0 + Duration::from_secs(2));
         w.observe_deleted(&completed, t0 + Duration::from_secs(3));
         let books = w.take();
         assert_eq!(
@@ -283,8 +279,7 @@ mod tests {
 
     #[test]
     fn a_delete_of_an_operation_never_seen_is_no_completion() {
-        let (ledger, t0) = started("Stopping");
-        let w = Watcher::new(ledger, Duration::ZERO, "bench");
+        let (w, t0) = started("Stopping", Duration::ZERO);
         w.observe_deleted(&operation("u9", "5", "bench", "Stopping", "Active"), t0);
         let books = w.take();
         assert_eq!((books.matched, books.completed, books.events), (0, 0, 1));
@@ -292,14 +287,8 @@ mod tests {
 
     #[test]
     fn operations_of_subjects_in_other_namespaces_are_ignored() {
-        let (ledger, t0) = started("Starting");
-        let w = Watcher::new(ledger, Duration::ZERO, "bench");
-        let api = crate::target::parse(&[]);
-        w.observe(
-            &api,
-            &operation("u1", "1", "other", "Starting", "Active"),
-            t0,
-        );
+        let (w, t0) = started("Starting", Duration::ZERO);
+        w.seen(&operation("u1", "1", "other", "Starting", "Active"), t0);
         w.observe_deleted(&operation("u1", "2", "other", "Starting", "Active"), t0);
         let books = w.take();
         assert_eq!(

@@ -113,6 +113,19 @@ fn said(items: &[(u64, String)]) -> Vec<&str> {
     items.iter().map(|(_, s)| s.as_str()).collect()
 }
 
+/// The script of an API server that answers a streaming list with `streamed()` and a list with
+/// `listed()` at resourceVersion 5; the watches after it stay open, sending nothing.
+fn streamed_or_listed(
+    streamed: impl Fn() -> Reply + Send + 'static,
+    listed: impl Fn() -> Vec<Value> + Send + 'static,
+) -> impl FnMut(&Asked) -> Reply + Send + 'static {
+    move |asked| match (asked.verb(), asked.param("sendInitialEvents")) {
+        ("watch", Some("true")) => streamed(),
+        ("list", _) => Reply::Object(list("VirtualMachineList", "5", None, listed())),
+        _ => Reply::Watch(Vec::new(), End::Open),
+    }
+}
+
 /// A watch whose resourceVersion expired (410 Gone in the stream) is listed again at once, with
 /// no backoff (it is routine), and what changed meanwhile is in the new list.
 #[tokio::test(start_paused = true)]
@@ -219,13 +232,10 @@ async fn a_paged_list_reads_every_page_then_watches_from_its_end() {
 /// on, without a failure reported or a backoff.
 #[tokio::test(start_paused = true)]
 async fn a_refused_streaming_list_turns_to_pages_at_once() {
-    let (mut events, api) = stream(InitialList::Streaming, |asked| {
-        match (asked.verb(), asked.param("sendInitialEvents")) {
-            ("watch", Some("true")) => Reply::Status(422),
-            ("list", _) => Reply::Object(list("VirtualMachineList", "5", None, vec![vm("a", 4)])),
-            _ => Reply::Watch(Vec::new(), End::Open),
-        }
-    });
+    let (mut events, api) = stream(
+        InitialList::Streaming,
+        streamed_or_listed(|| Reply::Status(422), || vec![vm("a", 4)]),
+    );
     let seen = first(&mut events, 3).await;
     assert_eq!(said(&seen), ["list", "listed a", "listed"]);
     assert_eq!(seen[2].0, 0);
@@ -245,18 +255,13 @@ async fn a_refused_streaming_list_turns_to_pages_at_once() {
 /// over, and ends.
 #[tokio::test(start_paused = true)]
 async fn a_streaming_list_that_never_ends_turns_to_pages_after_a_minute() {
-    let (mut events, api) = stream(InitialList::Streaming, |asked| {
-        match (asked.verb(), asked.param("sendInitialEvents")) {
-            ("watch", Some("true")) => Reply::Watch(vec![event("ADDED", vm("a", 4))], End::Open),
-            ("list", _) => Reply::Object(list(
-                "VirtualMachineList",
-                "5",
-                None,
-                vec![vm("a", 4), vm("b", 5)],
-            )),
-            _ => Reply::Watch(Vec::new(), End::Open),
-        }
-    });
+    let (mut events, api) = stream(
+        InitialList::Streaming,
+        streamed_or_listed(
+            || Reply::Watch(vec![event("ADDED", vm("a", 4))], End::Open),
+            || vec![vm("a", 4), vm("b", 5)],
+        ),
+    );
     let seen = first(&mut events, 6).await;
     assert_eq!(
         said(&seen),
