@@ -1,6 +1,14 @@
 use super::*;
 use crate::op::tests::op;
 
+/// Asserts that `text` contains each of `parts`.
+#[track_caller]
+fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+}
+
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
@@ -131,24 +139,16 @@ fn multiline_messages_stay_on_their_row() {
 fn describes_one_operation() {
     let now = ts("2026-01-01T10:10:00Z");
     let o = op(Some("ns1"), "VirtualMachine", "vm1", "Migrating", "Active");
-    let text = describe(&o, now);
-    assert!(
-        text.contains("Name:           vm1-migrating-0000\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("Started:        2026-01-01T10:00:00Z (10m ago)"),
-        "{text}"
-    );
-    assert!(text.contains("Running For:    10m"), "{text}");
-    assert!(text.contains("Outcome:        <none>"), "{text}");
-    assert!(
-        text.contains("Subject:\n  Kind:       VirtualMachine\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("Labels:\n  ifo.kubevirt.io/operation=Migrating\n"),
-        "{text}"
+    assert_contains(
+        &describe(&o, now),
+        &[
+            "Name:           vm1-migrating-0000\n",
+            "Started:        2026-01-01T10:00:00Z (10m ago)",
+            "Running For:    10m",
+            "Outcome:        <none>",
+            "Subject:\n  Kind:       VirtualMachine\n",
+            "Labels:\n  ifo.kubevirt.io/operation=Migrating\n",
+        ],
     );
     let c = op(None, "Node", "n1", "Draining", "Completed");
     let text = describe(&c, now);
@@ -180,13 +180,14 @@ fn shows_progress_expected_end_and_stall() {
         expected(&o, ts("2026-11-22T10:06:00Z")),
         "45.3% overdue 2m stalled"
     );
-    let text = describe(&o, now);
-    assert!(text.contains("Progress:"), "{text}");
-    assert!(
-        text.contains("2026-11-22T10:04:00Z (~4m; from Progress)"),
-        "{text}"
+    assert_contains(
+        &describe(&o, now),
+        &[
+            "Progress:",
+            "2026-11-22T10:04:00Z (~4m; from Progress)",
+            "ReportedByRule: Unable to connect",
+        ],
     );
-    assert!(text.contains("ReportedByRule: Unable to connect"), "{text}");
 }
 
 #[test]
