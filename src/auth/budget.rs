@@ -218,13 +218,23 @@ mod tests {
             .map(|seat| (seat, activity))
     }
 
+    /// A connection from `from` that served a request, idle for `idle_secs` since.
+    async fn served_then_idle(
+        budget: &Arc<Budget>,
+        from: u8,
+        idle_secs: u64,
+    ) -> (Seat, Arc<Activity>) {
+        let (seat, activity) = connect(budget, from).unwrap();
+        drop(activity.begin());
+        tokio::time::advance(std::time::Duration::from_secs(idle_secs)).await;
+        (seat, activity)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_full_pool_takes_from_the_address_that_holds_most() {
         let budget = Budget::new(LIMITS);
         // kube-apiserver's connection, idle (it served a review), older than any other.
-        let (_k, kube_apiserver) = connect(&budget, 1).unwrap();
-        drop(kube_apiserver.begin());
-        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        let (_k, kube_apiserver) = served_then_idle(&budget, 1, 1).await;
         let mut attacker = Vec::new();
         for _ in 0..3 {
             attacker.push(connect(&budget, 2).unwrap());
@@ -265,9 +275,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_silent_go_before_the_idle() {
         let budget = Budget::new(LIMITS);
-        let (_s1, served) = connect(&budget, 2).unwrap();
-        drop(served.begin());
-        tokio::time::advance(std::time::Duration::from_secs(5)).await;
+        let (_s1, served) = served_then_idle(&budget, 2, 5).await;
         let (_s2, silent) = connect(&budget, 2).unwrap();
         let (_s3, _) = connect(&budget, 3).unwrap();
         let (_s4, _) = connect(&budget, 4).unwrap();
