@@ -162,7 +162,7 @@ impl Elector {
         }
         watching.abort_all();
         if self.leading() {
-            self.role.send_replace(Role::Following);
+            self.role.send_replace(Role::HandingOver);
             let release = tokio::time::timeout(self.settings.retry_period, self.release()).await;
             match release {
                 Ok(Ok(())) => {

@@ -262,7 +262,8 @@ async fn the_holders_clock_skew_neither_hands_over_nor_keeps_the_lease() {
 }
 
 /// A leader that stops releases the Lease (no holder) so that another replica takes it at once,
-/// not a lease duration later.
+/// not a lease duration later, and says it is handing over (its pod keeps the leader's mark for
+/// the next leader to take).
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_stops_releases_the_lease() {
     let cluster = Arc::new(Mutex::new(Cluster::default()));
@@ -270,7 +271,7 @@ async fn a_leader_that_stops_releases_the_lease() {
     becomes(&mut role, Role::Leading).await;
     stop.send(()).unwrap();
     running.await.unwrap();
-    assert_eq!(*role.borrow(), Role::Following);
+    assert_eq!(*role.borrow(), Role::HandingOver);
     let (holder, _) = cluster.lock().written.last().cloned().unwrap();
     assert_eq!(holder, None, "released");
 }
