@@ -30,8 +30,9 @@ pub(super) const STANDBY_LABEL: &str = "ifo.kubevirt.io/standby";
 /// take to follow a label (a second or two), shorter than a restarted replica takes to be Ready.
 pub(super) const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
 
-/// Names the Lease a marked pod leads by, so that a new leader removes the mark of its own
-/// election's previous leader only (several elections may share a namespace).
+/// Names the Lease a marked pod leads or stands by for, so that a new leader removes the mark of
+/// its own election's previous leader only, and a leader hands over to a standby of its own
+/// election only (several elections may share a namespace).
 pub(super) const LEASE_LABEL: &str = "ifo.kubevirt.io/leader-lease";
 
 /// This replica's pod, to mark while it leads.
@@ -63,7 +64,7 @@ impl LeaderLabel {
         let (leader, lease, standby) = match mark {
             Mark::Leader => (Some("true"), Some(self.lease.as_str()), None),
             Mark::Both => (Some("true"), Some(self.lease.as_str()), Some("true")),
-            Mark::Standby => (None, None, Some("true")),
+            Mark::Standby => (None, Some(self.lease.as_str()), Some("true")),
             Mark::None => (None, None, None),
         };
         serde_json::json!({"metadata": {"labels": {

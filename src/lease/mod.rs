@@ -16,9 +16,11 @@ mod elector;
 mod holder_pod;
 mod label;
 mod proof;
+mod successor;
 
 pub(crate) use elector::{Elector, Settings};
 pub(crate) use label::LeaderLabel;
+pub(crate) use successor::watch as watch_successor;
 
 /// What this replica does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -344,7 +344,7 @@ pub(crate) fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
 /// One eviction of `pod` as kubectl drain sends it: `Ok(true)` allowed, `Ok(false)` refused by
 /// the guard (429), `Err` anything else.
 pub(crate) fn evict(ctx: &Ctx, pod: &str) -> Result<bool> {
-    let file = ctx.cluster.dir().join("guard-failover-eviction.json");
+    let file = ctx.cluster.dir().join(format!("eviction-{pod}.json"));
     if !file.exists() {
         std::fs::write(
             &file,
