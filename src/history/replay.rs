@@ -28,8 +28,8 @@ pub const BAND: (f64, f64) = (0.85, 0.95);
 
 /// Ends after operations became twice as slow within which the published p90 coverage is back
 /// inside [`BAND`] (docs/api.md): the learner's window (100 durations) and the tracker's (100
-/// ends) both renewed, plus the slow operations' delay. Measured: at most 169 for a log-normal,
-/// 300 for a bimodal shape, over 30 seeds (docs/performance.md).
+/// ends) both renewed, plus the slow operations' delay. Measured: at most 189 for a log-normal,
+/// 300 for a bimodal shape, over 100 seeds (docs/performance.md).
 pub const RECOVERY_ENDS: usize = 320;
 
 /// A distribution of durations, in seconds.
