@@ -189,6 +189,28 @@ impl Learned {
     }
 }
 
+/// A rule operation's estimates became unreliable (its p90 covered fewer than 80 % of its last
+/// ends), or reliable again: rare, and what `kubectl ifo rules` would show.
+fn log_reliability(op: &InFlightOperation, f: &Figures) {
+    if f.unreliable() {
+        tracing::info!(
+            ruleset = %op.ruleset,
+            operation = %op.operation,
+            p90_covered = f.p90,
+            ends = f.ends,
+            "the expected ends of a rule became unreliable"
+        );
+    } else {
+        tracing::info!(
+            ruleset = %op.ruleset,
+            operation = %op.operation,
+            p90_covered = f.p90,
+            ends = f.ends,
+            "the expected ends of a rule are reliable again"
+        );
+    }
+}
+
 /// Seconds with millisecond precision, as published.
 fn seconds(d: SignedDuration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
@@ -243,7 +265,13 @@ impl Durations {
             .or_insert_with(|| Learned::new(&op.component));
         entry.component.clone_from(&op.component);
         if let Some(judged) = judged {
+            let was = entry.coverage.figures().is_some_and(|f| f.unreliable());
             entry.coverage.record(judged);
+            if let Some(f) = entry.coverage.figures()
+                && f.unreliable() != was
+            {
+                log_reliability(op, &f);
+            }
         }
         if outcome == Outcome::Succeeded {
             let end = op.completed.unwrap_or(op.last_detected);
