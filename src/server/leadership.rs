@@ -61,12 +61,22 @@ pub(super) fn lead(
         Some(settings) => {
             state.set_serving(false);
             let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
-            let (elector, role) = lease::Elector::new(client.clone(), settings);
+            let (mut elector, role) = lease::Elector::new(client.clone(), settings);
             tasks.once("leader-role", follow_role(role.clone(), leading));
             if let Some(pod) = &args.pod_name {
                 let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
                 let role = role.clone();
                 tasks.restarting("leader-label", move || label.clone().follow(role.clone()));
+                // A rollout's newer replica, Ready: the leader hands over to it while its own
+                // pod still runs.
+                let (successor, named) = tokio::sync::watch::channel(None);
+                elector = elector.hand_over_to(named);
+                let pods = kube::Api::namespaced(client.clone(), &namespace);
+                let (own, lease) = (pod.clone(), lease_name.clone());
+                tasks.once(
+                    "successor",
+                    lease::watch_successor(pods, own, lease, successor),
+                );
             }
             let (stop, stop_asked) = tokio::sync::oneshot::channel();
             let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
