@@ -124,8 +124,11 @@ pub(super) async fn follow_leadership(
 ) {
     // This term's writer, if any: aborted when the term ends, or when this task does.
     let mut writer = tokio::task::JoinSet::new();
+    // This replica is handing, or handed, the lead over to a newer one (see below).
+    let mut handed_over = false;
     loop {
-        let leading = *role.borrow_and_update() == lease::Role::Leading;
+        let now = *role.borrow_and_update();
+        let leading = now == lease::Role::Leading;
         if leading && !state.is_serving() {
             let found = match &persistence {
                 Some(p) => p.take_over().await,
@@ -147,17 +150,44 @@ pub(super) async fn follow_leadership(
                     move || p.clone().run(found.take(), reader.clone()),
                 ));
             }
-        } else if !leading && state.is_serving() {
-            tracing::info!("not serving: this replica does not lead");
-            stand_down(&state, &mut writer);
-            term_ended.notify_one();
+        } else if now == lease::Role::HandingOver && state.is_serving() {
+            // Handing the lead over: its pod keeps the leader's mark, and it goes on answering
+            // from its own index (current: it watches as before) until the next leader serves
+            // and the Service routes there, so that no request fails meanwhile. Only the
+            // leader writes persisted copies.
+            tracing::info!("handing the lead over: answering until the next leader serves");
+            writer.abort_all();
+            handed_over = true;
+        } else if !leading && now != lease::Role::HandingOver && state.is_serving() {
+            if std::mem::take(&mut handed_over) {
+                // The next leader holds the Lease and marks its pod; kube-proxy routes the
+                // Service there within a moment, then this replica stops answering and closes
+                // its connections (the clients reconnect to the next leader), and once more a
+                // little later for any made while kube-proxy still routed here.
+                tokio::time::sleep(super::HANDOVER_GRACE).await;
+                tracing::info!("handed over: not serving, closing the connections made here");
+                stand_down(&state, &mut writer);
+                term_ended.notify_one();
+                tokio::time::sleep(super::HANDOVER_GRACE).await;
+                term_ended.notify_one();
+            } else {
+                tracing::info!("not serving: this replica does not lead");
+                stand_down(&state, &mut writer);
+                term_ended.notify_one();
+            }
         }
         if role.changed().await.is_err() {
-            // The elector stopped (shutdown, or it failed): it stopped leading first.
-            if state.is_serving() {
-                tracing::info!("not serving: the elector stopped");
+            // The elector stopped (shutdown, or it failed): it stopped leading first. Handing
+            // over on shutdown, it answers until the shutdown closes its connections, once the
+            // next leader holds the Lease and the Service routes there.
+            if handed_over {
+                tracing::info!("handed over on shutdown: answering until the connections close");
+            } else {
+                if state.is_serving() {
+                    tracing::info!("not serving: the elector stopped");
+                }
+                stand_down(&state, &mut writer);
             }
-            stand_down(&state, &mut writer);
             // Nothing is left to follow. The elector's own task says why it stopped: were this
             // one to end too, whichever of the two ended first would be the failure `/livez`
             // names, often this one ("leadership"), not the cause. It waits for the shutdown.
