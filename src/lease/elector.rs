@@ -400,6 +400,18 @@ impl Elector {
     /// Releases the Lease to `successor`: no holder, the annotation naming it, and the lease
     /// duration the others wait before they may take it anyway.
     async fn release_to(&mut self, successor: &str) -> Result<(), Error> {
+        let duration = self.settings.lease_duration;
+        self.give_up(duration, Some(successor)).await
+    }
+
+    /// Gives the Lease up: no holder, a one-second duration, as client-go's release does.
+    async fn release(&mut self) -> Result<(), Error> {
+        self.give_up(Duration::from_secs(1), None).await
+    }
+
+    /// Writes the Lease we hold with no holder, `duration`, and the successor's annotation
+    /// (`None`: no successor): nothing if another replica holds it.
+    async fn give_up(&mut self, duration: Duration, successor: Option<&str>) -> Result<(), Error> {
         let Some(mut lease) = self
             .api
             .get_opt(&self.settings.name)
@@ -415,13 +427,16 @@ impl Elector {
         let now = MicroTime(jiff::Timestamp::now());
         spec.holder_identity = None;
         spec.lease_duration_seconds =
-            Some(i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX));
-        spec.renew_time = Some(now);
-        lease
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(SUCCESSOR_ANNOTATION.to_owned(), successor.to_owned());
+            Some(i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX));
+        spec.renew_time = Some(now.clone());
+        spec.acquire_time = Some(now);
+        if let Some(successor) = successor {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(SUCCESSOR_ANNOTATION.to_owned(), successor.to_owned());
+        }
         let written = self
             .api
             .replace(&self.settings.name, &PostParams::default(), &lease)
@@ -429,32 +444,6 @@ impl Elector {
             .map_err(|e| self.api_error(e))?;
         self.observe(&written);
         Ok(())
-    }
-
-    /// Gives the Lease up: no holder, a one-second duration, as client-go's release does.
-    async fn release(&mut self) -> Result<(), Error> {
-        let Some(mut lease) = self
-            .api
-            .get_opt(&self.settings.name)
-            .await
-            .map_err(|e| self.api_error(e))?
-        else {
-            return Ok(());
-        };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
-            return Ok(());
-        }
-        let now = MicroTime(jiff::Timestamp::now());
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(now.clone());
-        spec.acquire_time = Some(now);
-        self.api
-            .replace(&self.settings.name, &PostParams::default(), &lease)
-            .await
-            .map(|_| ())
-            .map_err(|e| self.api_error(e))
     }
 }
 

@@ -151,43 +151,34 @@ pub(super) async fn follow_leadership(
                 ));
             }
         } else if now == lease::Role::HandingOver && state.is_serving() {
-            // Handing the lead over: its pod keeps the leader's mark, and it goes on answering
-            // from its own index (current: it watches as before) until the next leader serves
-            // and the Service routes there, so that no request fails meanwhile. Only the
-            // leader writes persisted copies.
-            tracing::info!("handing the lead over: answering until the next leader serves");
-            writer.abort_all();
+            // Handing the lead over: one leader at a time, so it stops answering (503 with
+            // Retry-After, which clients retry) but keeps its connections, and its pod keeps
+            // the leader's mark, until the next leader serves and the Service routes there.
+            tracing::info!("not serving: handing the lead over");
+            stand_down(&state, &mut writer);
             handed_over = true;
-        } else if !leading && now != lease::Role::HandingOver && state.is_serving() {
-            if std::mem::take(&mut handed_over) {
-                // The next leader holds the Lease and marks its pod; kube-proxy routes the
-                // Service there within a moment, then this replica stops answering and closes
-                // its connections (the clients reconnect to the next leader), and once more a
-                // little later for any made while kube-proxy still routed here.
-                tokio::time::sleep(super::HANDOVER_GRACE).await;
-                tracing::info!("handed over: not serving, closing the connections made here");
-                stand_down(&state, &mut writer);
-                term_ended.notify_one();
-                tokio::time::sleep(super::HANDOVER_GRACE).await;
-                term_ended.notify_one();
-            } else {
-                tracing::info!("not serving: this replica does not lead");
-                stand_down(&state, &mut writer);
-                term_ended.notify_one();
-            }
+        } else if !leading && state.is_serving() {
+            tracing::info!("not serving: this replica does not lead");
+            stand_down(&state, &mut writer);
+            term_ended.notify_one();
+        } else if handed_over && now == lease::Role::Following {
+            // The next leader holds the Lease and marks its pod; kube-proxy routes the Service
+            // there within a moment: then the connections made here are closed (clients
+            // reconnect to the next leader), and once more a little later for any made while
+            // kube-proxy still routed here.
+            handed_over = false;
+            tokio::time::sleep(super::HANDOVER_GRACE).await;
+            tracing::info!("handed over: closing the connections made to this replica");
+            term_ended.notify_one();
+            tokio::time::sleep(super::HANDOVER_GRACE).await;
+            term_ended.notify_one();
         }
         if role.changed().await.is_err() {
-            // The elector stopped (shutdown, or it failed): it stopped leading first. Handing
-            // over on shutdown, it answers until the shutdown closes its connections, once the
-            // next leader holds the Lease and the Service routes there.
-            if handed_over {
-                tracing::info!("handed over on shutdown: answering until the connections close");
-            } else {
-                if state.is_serving() {
-                    tracing::info!("not serving: the elector stopped");
-                }
-                stand_down(&state, &mut writer);
+            // The elector stopped (shutdown, or it failed): it stopped leading first.
+            if state.is_serving() {
+                tracing::info!("not serving: the elector stopped");
             }
+            stand_down(&state, &mut writer);
             // Nothing is left to follow. The elector's own task says why it stopped: were this
             // one to end too, whichever of the two ended first would be the failure `/livez`
             // names, often this one ("leadership"), not the cause. It waits for the shutdown.
