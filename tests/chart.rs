@@ -510,22 +510,23 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         assert!(out.contains("(server dry run)"), "{out}");
     }
 
-    // An upgrade with a changed setting keeps the CA and the certificate.
-    helm::run(
-        &cluster,
-        &[
+    // `helm upgrade` with the values as they are and `set`; the CA and certificate after it.
+    let upgrade = |set: &[&str]| {
+        let mut args = vec![
             "upgrade",
             "ifo",
             &chart,
             "-n",
             "ifo-system",
             "--reuse-values",
-            "--set",
-            "settings.DEBOUNCE_THRESHOLD=45s",
-        ],
-    )
-    .unwrap();
-    let (ca_after, cert_after) = check_certificate(&installed(), "ifo-system");
+        ];
+        args.extend_from_slice(set);
+        helm::run(&cluster, &args).unwrap();
+        check_certificate(&installed(), "ifo-system")
+    };
+
+    // An upgrade with a changed setting keeps the CA and the certificate.
+    let (ca_after, cert_after) = upgrade(&["--set", "settings.DEBOUNCE_THRESHOLD=45s"]);
     assert_eq!(ca_after, ca, "an upgrade changed the CA");
     assert_eq!(
         cert_after, cert,
@@ -559,19 +560,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         &format!("ifo.kubevirt.io/not-after={soon}"),
     ])
     .unwrap();
-    helm::run(
-        &cluster,
-        &[
-            "upgrade",
-            "ifo",
-            &chart,
-            "-n",
-            "ifo-system",
-            "--reuse-values",
-        ],
-    )
-    .unwrap();
-    let (ca_renewed, cert_renewed) = check_certificate(&installed(), "ifo-system");
+    let (ca_renewed, cert_renewed) = upgrade(&[]);
     assert_eq!(ca_renewed, ca, "the renewal changed the CA");
     assert_ne!(
         cert_renewed, cert,

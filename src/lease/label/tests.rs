@@ -29,19 +29,19 @@ fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ifo-system"}})
 }
 
-/// Marks `me` as its role goes: `roles` one after the other (each held a moment), then the
-/// election stopped; what its pod was patched with.
-async fn marks_through(roles: &[Role]) -> Vec<Value> {
+/// Marks `me` as its role goes: from `first`, each of `then` after its pause, then the
+/// election stopped a moment later; what its pod was patched with.
+async fn marks_through(first: Role, then: &[(Duration, Role)]) -> Vec<Value> {
     let (client, mock) = MockApiServer::start(|asked| match asked.verb() {
         "patch" => Reply::Object(pod(&name(asked))),
         "list" => Reply::Object(list("PodList", "1", None, vec![])),
         _ => Reply::Status(404),
     });
     let label = LeaderLabel::new(client, "ifo-system", "me", "ifo-apiserver");
-    let (role, receiver) = watch::channel(Role::Following);
+    let (role, receiver) = watch::channel(first);
     let following = tokio::spawn(label.follow(receiver));
-    for next in roles {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for (pause, next) in then {
+        tokio::time::sleep(*pause).await;
         role.send_replace(*next);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -50,11 +50,18 @@ async fn marks_through(roles: &[Role]) -> Vec<Value> {
     patches(&mock.asked())
 }
 
+/// A moment.
+const NOW: Duration = Duration::from_millis(100);
+
 /// A leader that steps down (another replica won the Lease) takes the leader's mark off its pod
 /// at once, and a stopped election leaves the pod unmarked.
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_steps_down_leaves_the_leaders_service() {
-    let patched = marks_through(&[Role::Leading, Role::Following]).await;
+    let patched = marks_through(
+        Role::Following,
+        &[(NOW, Role::Leading), (NOW, Role::Following)],
+    )
+    .await;
     let leader = |labels: &Value| labels[LEADER_LABEL] == "true";
     assert_eq!(patched.len(), 4, "{patched:?}");
     assert!(!leader(&patched[0]) && patched[0][STANDBY_LABEL] == "true");
@@ -68,24 +75,16 @@ async fn a_leader_that_steps_down_leaves_the_leaders_service() {
 /// next leader takes the mark from it.
 #[tokio::test(start_paused = true)]
 async fn a_leader_handing_over_keeps_the_leaders_mark_for_the_next_one_to_take() {
-    let patched = marks_through(&[Role::Leading, Role::HandingOver]).await;
+    let patched = marks_through(
+        Role::Following,
+        &[(NOW, Role::Leading), (NOW, Role::HandingOver)],
+    )
+    .await;
     assert_eq!(patched.len(), 2, "{patched:?}");
     assert_eq!(patched[1][LEADER_LABEL], "true");
     // And after the standby overlap (leader only), the same.
-    let (client, mock) = MockApiServer::start(|asked| match asked.verb() {
-        "patch" => Reply::Object(pod(&name(asked))),
-        "list" => Reply::Object(list("PodList", "1", None, vec![])),
-        _ => Reply::Status(404),
-    });
-    let label = LeaderLabel::new(client, "ifo-system", "me", "ifo-apiserver");
-    let (role, receiver) = watch::channel(Role::Leading);
-    let following = tokio::spawn(label.follow(receiver));
-    tokio::time::sleep(STANDBY_OVERLAP + Duration::from_secs(1)).await;
-    role.send_replace(Role::HandingOver);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    drop(role);
-    following.await.unwrap();
-    let patched = patches(&mock.asked());
+    let overlap = STANDBY_OVERLAP + Duration::from_secs(1);
+    let patched = marks_through(Role::Leading, &[(overlap, Role::HandingOver)]).await;
     let last = patched.last().unwrap();
     assert_eq!(last[LEADER_LABEL], "true", "{patched:?}");
     assert!(last[STANDBY_LABEL].is_null(), "{patched:?}");
