@@ -18,8 +18,7 @@ COPY model ./model
 COPY plugin ./plugin
 COPY devtools ./devtools
 COPY test-support ./test-support
-# Release binaries without debug info: a much smaller image (panics still name the functions).
-ENV CARGO_PROFILE_RELEASE_DEBUG=false
+# The release profile keeps no debug information (panics still name the functions).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p ifo -p kubectl-ifo --bin ifo-apiserver --bin kubectl-ifo \

@@ -22,7 +22,7 @@ die() { echo "image.sh: $*" >&2; exit 1; }
 # The release binaries, by the plain compiler (CI builds the tests with clippy-driver as the
 # workspace's compiler wrapper; the image is what users build).
 build_binaries() {
-    (cd "$root" && env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS CARGO_PROFILE_RELEASE_DEBUG=false \
+    (cd "$root" && env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
         cargo build --release --locked -p ifo -p kubectl-ifo --bin ifo-apiserver --bin kubectl-ifo)
 }
 target=${CARGO_TARGET_DIR:-$root/target}

@@ -1,7 +1,8 @@
 //! Expected ends learned from history, against the real cluster: after five operations of about
 //! N seconds, a new one is expected to end at its start + N (within 25 %), the ruleset's status
 //! publishes what was learned, and after a restart the server still expects it, from what it
-//! read back from that status.
+//! read back from that status; when that operation ends, the status and the metrics count the
+//! end judged against the estimate.
 //!
 //! A test binary of its own (with its own cluster and server): it restarts the server.
 
@@ -154,4 +155,38 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
         "{:#}",
         ors["status"]
     );
+
+    // The migration ends: it is judged against the estimate this server first showed it, and
+    // the ruleset's status and the metrics count the end.
+    env.set_vm_status(&ns, "vm-new", json!({"printableStatus": "Running"}));
+    let deadline = std::time::Instant::now() + WAIT;
+    let (learned, coverage) = loop {
+        let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
+        let learned = ors["status"]["operationDurations"][0].clone();
+        if learned["coverage"]["ends"] == 1 {
+            break (learned.clone(), learned["coverage"].clone());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no end judged on the ruleset: {:#}\nserver log:\n{}",
+            ors["status"],
+            env.server_log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(learned["count"], 6, "{learned:#}");
+    let (p50, p90) = (
+        coverage["p50"].as_f64().unwrap(),
+        coverage["p90"].as_f64().unwrap(),
+    );
+    assert!(
+        [0.0, 1.0].contains(&p50) && [0.0, 1.0].contains(&p90) && p90 >= p50,
+        "one end is covered or not, by the median only if by the p90: {coverage:#}"
+    );
+    let series = format!(r#"ifo_expectation_ends{{ruleset="{rs}",operation="Migrating"}}"#);
+    assert_eq!(env.metric(&series), 1.0);
+    let series = format!(
+        r#"ifo_expectation_coverage{{ruleset="{rs}",operation="Migrating",quantile="0.9"}}"#
+    );
+    assert_eq!(env.metric(&series), p90);
 }

@@ -92,6 +92,13 @@ fn exercise() {
     for _ in 0..ifo::history::MIN_SAMPLES {
         durations.completed(&op);
     }
+    // One end judged against the estimate its operation showed.
+    let mut active = op.clone();
+    active.phase = ifo::operation::Phase::Active;
+    let shown = ifo::history::refreshed(&std::sync::Arc::new(active), &durations, now)
+        .expect("an estimate from history");
+    durations.shown(&shown);
+    durations.completed(&op);
     serve_learned_from(durations);
 }
 

@@ -115,6 +115,15 @@ ifo_promtool() {
   export IFO_PROMTOOL IFO_PROMETHEUS
 }
 
+# ifo_helm: IFO_HELM, the pinned helm the chart's tests use, built and cached on first use
+# (tests/cluster/build-helm.sh) unless IFO_HELM already names one.
+ifo_helm() {
+  if [[ -z "${IFO_HELM:-}" || ! -x "$IFO_HELM" ]]; then
+    IFO_HELM="$(bash tests/cluster/build-helm.sh)"
+  fi
+  export IFO_HELM
+}
+
 # The parts of a run that go on side by side (tests/run.sh): each in the background under its own
 # time limit, its output in a log file of its own, printed in full with how it ended when it ends.
 declare -A ifo_part_pid=() ifo_part_began=() ifo_part_limit=()

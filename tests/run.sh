@@ -10,7 +10,7 @@
 # workspace's crates with clippy's lints as errors (-D warnings), so every crate is compiled once,
 # not checked for `cargo clippy` and compiled again for the tests.
 #
-# Builds: the Go builds (the control plane with the node's pieces; promtool and Prometheus) run in
+# Builds: the Go builds (the control plane with the node's pieces; promtool and Prometheus; helm) run in
 # the background while cargo builds the tests and then the release binaries of the image the real
 # node runs. Tests, each test binary starting its own cluster on free loopback ports in its own
 # directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
@@ -50,6 +50,9 @@ prometheus_tools=()
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
   ifo_part_start prometheus 50m bash tests/cluster/build-promtool.sh "${prometheus_tools[@]}"
 fi
+if [[ ! -x "${IFO_HELM:-}" ]]; then
+  ifo_part_start helm 30m bash tests/cluster/build-helm.sh
+fi
 
 if $clippy; then
   # As `cargo clippy` runs it: clippy-driver as the compiler of the workspace's crates only, with
@@ -78,6 +81,10 @@ if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
   ifo_part_wait prometheus || exit 1
 fi
 ifo_promtool
+if [[ ! -x "${IFO_HELM:-}" ]]; then
+  ifo_part_wait helm || exit 1
+fi
+ifo_helm
 
 # --- Tests -------------------------------------------------------------------------------------
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the

@@ -6,6 +6,7 @@
 
 mod binaries;
 mod cluster;
+pub mod helm;
 mod host;
 pub mod install;
 mod node;

@@ -196,6 +196,16 @@ Examples:
         /// One gate, by name (default: the cluster's and every one with operations in flight).
         name: Option<String>,
     },
+    /// What each rule learned of its operations' durations (from the rulesets' status), and
+    /// how often the expected ends read from them came true: a rule whose p90 covered fewer
+    /// than 80 % of at least 20 ends is marked "estimates unreliable".
+    #[command(after_help = "Examples:
+  kubectl ifo rules                             # every ruleset's learned operations
+  kubectl ifo rules vm-lifecycle-rules -o json")]
+    Rules {
+        /// One ruleset, by name (default: every one).
+        name: Option<String>,
+    },
     /// A live timeline in the browser: operations in flight (grouped by node, component or
     /// namespace), the maintenance gates and their expected clear times. Serves a page on this
     /// machine that reads the cluster as you (your kubeconfig, as kubectl does).

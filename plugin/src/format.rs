@@ -299,6 +299,12 @@ fn time_line(now: Timestamp, t: Option<Timestamp>) -> String {
 
 /// The detail view of one operation.
 pub fn describe(op: &Op, now: Timestamp) -> String {
+    describe_noting(op, now, None)
+}
+
+/// The detail view of one operation, with a note on its expected end (such as its rule's
+/// estimates being unreliable, see `rules`).
+pub fn describe_noting(op: &Op, now: Timestamp, estimates: Option<&str>) -> String {
     let dash = |s: &str| if s.is_empty() { "<none>" } else { s }.to_owned();
     let mut fields: Vec<(String, String)> = vec![
         ("Name".into(), dash(&op.name)),
@@ -342,9 +348,10 @@ pub fn describe(op: &Op, now: Timestamp) -> String {
         fields.push((
             "Expected End".into(),
             format!(
-                "{} ({}; from {basis})",
+                "{} ({}; from {basis}{})",
                 end.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                time_left(now, end, op.expected_end_p90())
+                time_left(now, end, op.expected_end_p90()),
+                estimates.map(|n| format!("; {n}")).unwrap_or_default()
             ),
         ));
     }

@@ -3,7 +3,8 @@
 //! groups and counts them, and answers "is it safe to do maintenance now?" (`check`, `wait`).
 //!
 //! `cli` parses, `cmd` runs each command (this file only picks which), `client` talks to the
-//! cluster, `watched` keeps watch state, `gate` reads the server's maintenance verdicts; `op`,
+//! cluster, `watched` keeps watch state, `gate` reads the server's maintenance verdicts, `rules`
+//! what the rulesets learned of their operations' durations; `op`,
 //! `filter`, `format`, `tree`, `summary` and `holds` are pure.
 
 pub mod cli;
@@ -15,6 +16,7 @@ pub mod format;
 pub mod gate;
 pub mod holds;
 pub mod op;
+pub mod rules;
 pub mod sanitize;
 pub mod summary;
 pub mod tree;
@@ -130,6 +132,7 @@ pub async fn run(cli: Cli) -> Result<Exit> {
             Ok(Exit::Done)
         }
         Command::Gates { name } => cmd::gates::run(&cx, name.as_deref()).await,
+        Command::Rules { name } => cmd::rules::run(&cx, name.as_deref()).await,
         Command::Wait { timeout } => {
             let gate = gate::name_for(&g, &scope);
             cmd::wait::run(&cx, gate, &filters(&g, true), timeout).await

@@ -7,7 +7,7 @@
 //! A ruleset that compiles is then checked against what it reads (`ruleset::schema_check`):
 //! the result types of its expressions always, and, when the review comes from kube-apiserver
 //! (proven by its certificate), the fields it reads against its targets' CRD schemas (see
-//! `schemas`). A field a closed schema does not have, or a rule that cannot give a bool, is
+//! `ruleset::schema_check::Schemas`). A field a closed schema does not have, or a rule that cannot give a bool, is
 //! refused like a compile error; what could not be checked (no CRD, an open schema, a built-in
 //! type, a caller not proven) is said in the review's warnings, which kubectl prints.
 //!
@@ -20,18 +20,15 @@ use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
-use crate::ruleset::schema_check::check_against;
+use crate::ruleset::schema_check::{Found, Lookup, Schemas, check_against};
 use crate::ruleset::{RuleSetSpec, Target, api_resource, compile};
 use axum::extract::{Request, State};
 use axum::response::Response;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::{DynamicObject, Status};
-use schemas::{Found, Lookup, Schemas};
 use serde::Deserialize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
-
-mod schemas;
 
 /// Compiles run at once, at most: a compile is CPU-bound, and ruleset changes are rare, so
 /// reviews take turns rather than take the cores from detection.

@@ -176,6 +176,7 @@ impl Detector {
             if let Change::Upsert(op) = change
                 && let Some(with) = history::refreshed(op, &self.durations, at)
             {
+                self.durations.shown(&with);
                 *op = with;
             }
         }
@@ -531,9 +532,19 @@ impl Detector {
                 );
             }
             if let Some(op) = current {
+                self.durations.shown(&op);
                 changes.push(Change::Upsert(op));
             }
         }
+        // The first estimates of operations that went without completing (nothing else would
+        // drop them), under the tracker's lock: every operation published is in the snapshot.
+        let active: HashSet<&str> = snapshot
+            .items
+            .iter()
+            .filter(|s| s.op.phase == Phase::Active)
+            .map(|s| s.op.uid.as_str())
+            .collect();
+        self.durations.retain_estimates(|uid| active.contains(uid));
         if !changes.is_empty() {
             let transitions = self.index.apply(changes);
             debug_assert!(transitions.is_empty());

@@ -1,30 +1,34 @@
-//! The durations of completed operations, per ruleset and operation.
+//! The durations of completed operations, per ruleset and operation, and how often the
+//! estimates read from them came true.
 //!
-//! Each (ruleset, operation) keeps an HDR histogram of the durations of the operations that
-//! succeeded (the `hdrhistogram` crate: constant memory whatever the count, O(1) to record,
-//! quantiles within 1 % of the true value), and a count per other outcome. A histogram covers
-//! 1 ms to 30 days with two significant digits: about 13 KiB, fixed, per rule operation; the
-//! number of them is bounded by the loaded rules (those of removed rules and rulesets are
-//! dropped).
+//! Each (ruleset, operation) keeps the durations of its last [`WINDOW`] operations that
+//! succeeded (milliseconds, 800 bytes), the quantiles read from them, a count of all that
+//! succeeded, a count per other outcome, and the judgements of its last ends against their
+//! first estimates (`coverage`). A window rather than every duration since the start: when a
+//! rule's operations become slower (a bigger VM, a slower network, a new version), its estimates
+//! follow within a window's worth of operations instead of being outvoted by the past (see
+//! docs/performance.md for how many). The number of them is bounded by the loaded rules (those
+//! of removed rules and rulesets are dropped).
 
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use hdrhistogram::Histogram;
 use jiff::SignedDuration;
 
+use super::coverage::{Coverage, Estimates, Figures};
 use crate::operation::{InFlightOperation, Outcome};
 use crate::ruleset::OperationDurations;
 
+/// Successful durations a rule operation's quantiles are read from: the most recent ones.
+pub const WINDOW: usize = 100;
+
 /// Longest duration told apart; longer ones count as this long.
 const HIGHEST_MS: u64 = 30 * 24 * 3600 * 1000;
-/// Significant digits of the recorded durations: quantiles within 1 %.
-const SIGNIFICANT_DIGITS: u8 = 2;
 
 /// The quantiles of one rule operation's successful durations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Quantiles {
-    /// How many succeeded.
+    /// How many durations they are read from (the last [`WINDOW`] that succeeded at most).
     pub count: u64,
     /// Median.
     pub p50: SignedDuration,
@@ -47,24 +51,40 @@ pub(crate) struct LearnedRule {
     pub quantiles: Quantiles,
 }
 
+/// How often one rule operation's estimates came true, with what names it in metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleCoverage {
+    /// The ruleset.
+    pub ruleset: String,
+    /// The rule's operation.
+    pub operation: String,
+    /// Its last ends, judged.
+    pub figures: Figures,
+}
+
 /// What is known of one (ruleset, operation).
 struct Learned {
     /// The ruleset's component, as last seen.
     component: String,
-    succeeded: Histogram<u32>,
+    /// The durations (ms) of the last [`WINDOW`] that succeeded, oldest first.
+    recent: VecDeque<u64>,
+    /// How many succeeded, in all.
+    succeeded: u64,
     /// Completions with another outcome, by outcome name.
     others: BTreeMap<String, u64>,
-    /// The quantiles of `succeeded`, computed when it changes: reading them walks the
-    /// histogram's buckets, and they are read on every change of an active operation.
+    /// The quantiles of `recent`, computed when it changes: they are read on every change of
+    /// an active operation.
     quantiles: Quantiles,
+    /// Its last ends, judged against their first estimates.
+    coverage: Coverage,
 }
 
 impl Learned {
     fn new(component: &str) -> Learned {
         Learned {
             component: component.to_owned(),
-            succeeded: Histogram::new_with_bounds(1, HIGHEST_MS, SIGNIFICANT_DIGITS)
-                .expect("the bounds are valid"),
+            recent: VecDeque::with_capacity(WINDOW),
+            succeeded: 0,
             others: BTreeMap::new(),
             quantiles: Quantiles {
                 count: 0,
@@ -72,12 +92,21 @@ impl Learned {
                 p90: SignedDuration::ZERO,
                 p99: SignedDuration::ZERO,
             },
+            coverage: Coverage::default(),
         }
     }
 
+    /// Keeps `ms` among the recent durations (the oldest goes when the window is full).
+    fn push(&mut self, ms: u64) {
+        if self.recent.len() == WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(ms.clamp(1, HIGHEST_MS));
+    }
+
     fn record(&mut self, duration: SignedDuration) {
-        let ms = u64::try_from(duration.as_millis()).unwrap_or(0);
-        self.succeeded.saturating_record(ms.clamp(1, HIGHEST_MS));
+        self.push(u64::try_from(duration.as_millis()).unwrap_or(0));
+        self.succeeded += 1;
         self.quantiles = self.compute_quantiles();
     }
 
@@ -85,30 +114,41 @@ impl Learned {
         self.quantiles
     }
 
+    /// The quantiles of the recent durations, by nearest rank: the `q` quantile of `n` is the
+    /// ⌈q·n⌉-th shortest, so that a share `q` of them are at most it.
     fn compute_quantiles(&self) -> Quantiles {
+        let mut sorted: Vec<u64> = self.recent.iter().copied().collect();
+        sorted.sort_unstable();
+        let n = sorted.len();
         let at = |q: f64| {
-            let ms = self.succeeded.value_at_quantile(q);
-            SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+            if n == 0 {
+                return SignedDuration::ZERO;
+            }
+            // A rank within 1..=n (n ≤ WINDOW): in range once clamped.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+            SignedDuration::from_millis(i64::try_from(sorted[rank - 1]).unwrap_or(i64::MAX))
         };
         Quantiles {
-            count: self.succeeded.len(),
+            count: n as u64,
             p50: at(0.5),
             p90: at(0.9),
             p99: at(0.99),
         }
     }
 
-    /// Rebuilds a distribution with `published`'s count and quantiles: half the samples at the
-    /// median, up to 90 % at the 90th percentile, the rest at the 99th (at least one there
-    /// when it differs), so that the quantiles read back are the ones published.
+    /// Rebuilds a window with `published`'s quantiles: of as many durations as it held (its
+    /// count, at most [`WINDOW`]), half at the median, up to 90 % at the 90th percentile, the
+    /// rest at the 99th (at least one there when it differs), so that the quantiles read back
+    /// are the ones published.
     fn seeded(component: &str, published: &OperationDurations) -> Learned {
         let mut learned = Learned::new(component);
-        let n = published.count;
+        let n = published.count.min(WINDOW as u64);
         let ms = |seconds: f64| {
             // Saturating float to integer conversion; negative and NaN become 0.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let ms = (seconds * 1000.0).round() as u64;
-            ms.clamp(1, HIGHEST_MS)
+            ms
         };
         let at_p50 = n.div_ceil(2);
         let mut at_p90 = (n * 9).div_ceil(10).saturating_sub(at_p50);
@@ -122,13 +162,16 @@ impl Learned {
             (published.p90_seconds, at_p90),
             (published.p99_seconds, at_p99),
         ] {
-            if count > 0 {
-                let count = u32::try_from(count).unwrap_or(u32::MAX);
-                let _ = learned.succeeded.record_n(ms(seconds), count);
+            for _ in 0..count {
+                learned.push(ms(seconds));
             }
         }
+        learned.succeeded = published.count;
         learned.others = published.other_outcomes.clone();
         learned.quantiles = learned.compute_quantiles();
+        if let Some(coverage) = &published.coverage {
+            learned.coverage = Coverage::seeded(coverage);
+        }
         learned
     }
 
@@ -136,12 +179,35 @@ impl Learned {
         let q = self.quantiles();
         OperationDurations {
             operation: operation.to_owned(),
-            count: q.count,
+            count: self.succeeded,
             p50_seconds: seconds(q.p50),
             p90_seconds: seconds(q.p90),
             p99_seconds: seconds(q.p99),
             other_outcomes: self.others.clone(),
+            coverage: self.coverage.published(),
         }
+    }
+}
+
+/// A rule operation's estimates became unreliable (its p90 covered fewer than 80 % of its last
+/// ends), or reliable again: rare, and what `kubectl ifo rules` would show.
+fn log_reliability(op: &InFlightOperation, f: &Figures) {
+    if f.unreliable() {
+        tracing::info!(
+            ruleset = %op.ruleset,
+            operation = %op.operation,
+            p90_covered = f.p90,
+            ends = f.ends,
+            "the expected ends of a rule became unreliable"
+        );
+    } else {
+        tracing::info!(
+            ruleset = %op.ruleset,
+            operation = %op.operation,
+            p90_covered = f.p90,
+            ends = f.ends,
+            "the expected ends of a rule are reliable again"
+        );
     }
 }
 
@@ -153,11 +219,19 @@ fn seconds(d: SignedDuration) -> f64 {
 /// (ruleset, operation).
 type Key = (String, String);
 
-/// The durations learned for every loaded rule operation. Shared (`Arc`) between the detector,
-/// which records completions, and the ruleset controller, which publishes and seeds them.
+/// What is learned, and the estimates waiting to be judged, under one lock.
+#[derive(Default)]
+struct State {
+    learned: HashMap<Key, Learned>,
+    estimates: Estimates,
+}
+
+/// The durations learned for every loaded rule operation, and how often the estimates read
+/// from them came true. Shared (`Arc`) between the detector, which records the estimates it
+/// publishes and the completions, and the ruleset controller, which publishes and seeds them.
 #[derive(Default)]
 pub struct Durations {
-    learned: Mutex<HashMap<Key, Learned>>,
+    state: Mutex<State>,
 }
 
 impl std::fmt::Debug for Durations {
@@ -167,24 +241,50 @@ impl std::fmt::Debug for Durations {
 }
 
 impl Durations {
-    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Key, Learned>> {
-        self.learned.lock()
+    fn lock(&self) -> parking_lot::MappedMutexGuard<'_, HashMap<Key, Learned>> {
+        parking_lot::MutexGuard::map(self.state.lock(), |s| &mut s.learned)
     }
 
-    /// `op` completed: its duration counts if it succeeded, its outcome otherwise.
+    /// `op` (an active record) is published as it is: the first estimate from history it shows
+    /// is kept, to be judged when it ends.
+    pub fn shown(&self, op: &InFlightOperation) {
+        if op.expectation.is_some() {
+            self.state.lock().estimates.shown(op);
+        }
+    }
+
+    /// `op` completed: its duration counts if it succeeded, its outcome otherwise; and its
+    /// first estimate, if it had one, is judged against its end.
     pub fn completed(&self, op: &InFlightOperation) {
         let Some(outcome) = op.outcome else { return };
-        let mut learned = self.lock();
-        let entry = learned
+        let mut state = self.state.lock();
+        let judged = state.estimates.completed(op);
+        let entry = state
+            .learned
             .entry((op.ruleset.clone(), op.operation.clone()))
             .or_insert_with(|| Learned::new(&op.component));
         entry.component.clone_from(&op.component);
+        if let Some(judged) = judged {
+            let was = entry.coverage.figures().is_some_and(|f| f.unreliable());
+            entry.coverage.record(judged);
+            if let Some(f) = entry.coverage.figures()
+                && f.unreliable() != was
+            {
+                log_reliability(op, &f);
+            }
+        }
         if outcome == Outcome::Succeeded {
             let end = op.completed.unwrap_or(op.last_detected);
             entry.record(end.duration_since(op.created));
         } else {
             *entry.others.entry(outcome.as_str().to_owned()).or_default() += 1;
         }
+    }
+
+    /// Forgets the estimates of operations that are not active any more (`active` tells which
+    /// are by uid): those removed without a completion.
+    pub(crate) fn retain_estimates(&self, active: impl Fn(&str) -> bool) {
+        self.state.lock().estimates.retain(active);
     }
 
     /// The quantiles of `operation` of `ruleset`, once one succeeded.
@@ -194,6 +294,31 @@ impl Durations {
             .get(&(ruleset.to_owned(), operation.to_owned()))?
             .quantiles();
         (q.count > 0).then_some(q)
+    }
+
+    /// How often the estimates of `operation` of `ruleset` came true, once one end was judged.
+    pub fn coverage(&self, ruleset: &str, operation: &str) -> Option<Figures> {
+        self.lock()
+            .get(&(ruleset.to_owned(), operation.to_owned()))?
+            .coverage
+            .figures()
+    }
+
+    /// Every rule operation with an end judged, sorted.
+    pub(crate) fn coverages(&self) -> Vec<RuleCoverage> {
+        let learned = self.lock();
+        let mut out: Vec<RuleCoverage> = learned
+            .iter()
+            .filter_map(|((ruleset, operation), l)| {
+                Some(RuleCoverage {
+                    ruleset: ruleset.clone(),
+                    operation: operation.clone(),
+                    figures: l.coverage.figures()?,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.ruleset, &a.operation).cmp(&(&b.ruleset, &b.operation)));
+        out
     }
 
     /// What `status.operationDurations` of `ruleset` shows, by operation.
@@ -307,6 +432,7 @@ mod tests {
                 p90_seconds: 1.0,
                 p99_seconds: 1.0,
                 other_outcomes: BTreeMap::new(),
+                coverage: None,
             }],
         );
         assert_eq!(d.published("rs"), before);
@@ -323,15 +449,74 @@ mod tests {
             p90_seconds: 300.0,
             p99_seconds: 1800.0,
             other_outcomes: BTreeMap::new(),
+            coverage: None,
         };
         let d = Durations::default();
         d.seed("rs", "c", std::slice::from_ref(&published));
         let q = d.quantiles("rs", "Backup").unwrap();
-        assert_eq!(q.count, 1234);
+        assert_eq!(q.count, WINDOW as u64);
+        assert_eq!(d.published("rs")[0].count, 1234);
         let near = |d: SignedDuration, s: f64| (d.as_secs_f64() - s).abs() <= s * 0.01;
         assert!(
             near(q.p50, 60.0) && near(q.p90, 300.0) && near(q.p99, 1800.0),
             "{q:?}"
         );
+    }
+
+    /// The quantiles are of the last hundred that succeeded: a rule whose operations became
+    /// twice as slow has the new median once half the window is new, and nothing of the old
+    /// ones a window later; the count is of all.
+    #[test]
+    fn the_quantiles_follow_the_last_hundred() {
+        let secs = SignedDuration::from_secs;
+        let d = Durations::default();
+        for _ in 0..1000 {
+            d.completed(&completed("Cloning", 10, Outcome::Succeeded));
+        }
+        for _ in 0..50 {
+            d.completed(&completed("Cloning", 20, Outcome::Succeeded));
+        }
+        let q = d.quantiles("rs", "Cloning").unwrap();
+        assert_eq!((q.count, q.p50, q.p90), (100, secs(10), secs(20)));
+        for _ in 0..50 {
+            d.completed(&completed("Cloning", 20, Outcome::Succeeded));
+        }
+        let q = d.quantiles("rs", "Cloning").unwrap();
+        assert_eq!((q.p50, q.p99), (secs(20), secs(20)));
+        assert_eq!(d.published("rs")[0].count, 1100);
+    }
+
+    /// An end is judged against the first estimate from history its operation showed, and the
+    /// figures are published with the durations, read back at start.
+    #[test]
+    fn ends_are_judged_against_their_first_estimate_and_published() {
+        let d = Durations::default();
+        for _ in 0..5 {
+            d.completed(&completed("Cloning", 10, Outcome::Succeeded));
+        }
+        assert_eq!(d.coverage("rs", "Cloning"), None);
+        let mut op = completed("Cloning", 15, Outcome::Succeeded);
+        op.phase = Phase::Active;
+        op.outcome = None;
+        op.completed = None;
+        let shown = crate::history::refreshed(&std::sync::Arc::new(op.clone()), &d, op.created)
+            .expect("an estimate from history");
+        d.shown(&shown);
+        d.completed(&completed("Cloning", 15, Outcome::Succeeded));
+        let f = d.coverage("rs", "Cloning").unwrap();
+        assert_eq!((f.ends, f.p50, f.p90), (1, 0.0, 0.0));
+        let published = d.published("rs");
+        assert_eq!(
+            published[0].coverage,
+            Some(crate::ruleset::ObservedCoverage {
+                ends: 1,
+                p50: 0.0,
+                p90: 0.0
+            })
+        );
+        let restarted = Durations::default();
+        restarted.seed("rs", "c", &published);
+        assert_eq!(restarted.published("rs"), published);
+        assert_eq!(d.coverages().len(), 1);
     }
 }

@@ -96,12 +96,18 @@ fn by_history(q: &Quantiles, elapsed: SignedDuration, quantile: f64) -> SignedDu
         f0 + (e - x0) / (x1 - x0) * (f1 - f0)
     });
     let wanted = share + quantile * (1.0 - share);
+    // Where learned quantiles are equal (durations all alike) the distribution steps: the
+    // duration is that of the step.
     let total = knots
         .windows(2)
-        .find(|w| wanted <= w[1].1 && w[1].0 > w[0].0)
+        .find(|w| wanted <= w[1].1)
         .map_or(limit, |w| {
             let ((x0, f0), (x1, f1)) = (w[0], w[1]);
-            x0 + (wanted - f0) / (f1 - f0) * (x1 - x0)
+            if x1 <= x0 || f1 <= f0 {
+                x1
+            } else {
+                x0 + (wanted - f0) / (f1 - f0) * (x1 - x0)
+            }
         });
     SignedDuration::try_from_secs_f64(total.max(e)).unwrap_or(q.p99)
 }
@@ -309,6 +315,21 @@ mod tests {
             assert!(at(e + 1) >= at(e), "not monotonic at {e}");
         }
         assert_eq!(at(500), 148.5);
+    }
+
+    /// Durations all alike (p50 = p90 = p99): the band's far edge is that duration, not the
+    /// start.
+    #[test]
+    fn durations_all_alike_put_the_band_at_their_duration() {
+        let q = quantiles(5, 10, 10, 10);
+        let p90 = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.9));
+        let median = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.5));
+        assert_eq!((median(0), p90(0)), (10.0, 10.0));
+        for e in 0..20 {
+            assert!(p90(e) >= median(e), "{e}: the band ends before the median");
+        }
+        let e = expect(Some(&q), &active(None, 0), at(1)).unwrap();
+        assert_eq!(e.p90_end, Some(at(10)));
     }
 
     /// A long-running operation's expected end moves on with the time it has run, and it is

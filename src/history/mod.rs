@@ -2,20 +2,27 @@
 //! the ones in flight: their expected end (`status.expectedEnd`) and whether they are overdue
 //! (`Stalled`, reason `OverdueByHistory`).
 //!
-//! * [`Durations`]: per (ruleset, operation), the distribution of the durations of operations
-//!   that succeeded (and counts of the other outcomes), bounded in memory; published on the
+//! * [`Durations`]: per (ruleset, operation), the durations of the last operations that
+//!   succeeded (and counts of the other outcomes), bounded in memory; published on the
 //!   ruleset's status and seeded from it at start, so it survives restarts and failovers.
+//! * `coverage`: how often the estimates came true, judged at each end against the first
+//!   estimate its operation showed (published with the durations).
+//! * [`replay`]: operations of a known distribution through both, on a simulated clock: what
+//!   the calibration figures are measured with.
 //! * [`expect`]: the expectation of one active operation, pure.
 //! * [`refreshed`]: an active record with its expectation brought up to date, when it changed.
 
+mod coverage;
 mod durations;
 mod expectation;
+pub mod replay;
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
-pub use durations::Durations;
+pub use coverage::{ENDS_WINDOW, Figures, MIN_ENDS, RELIABLE_P90};
+pub use durations::{Durations, RuleCoverage, WINDOW};
 pub use expectation::MIN_SAMPLES;
 pub(crate) use expectation::{expect, settle};
 

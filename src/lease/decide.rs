@@ -13,6 +13,9 @@ pub(super) struct Observation {
     pub resource_version: Option<String>,
     /// `spec.leaseDurationSeconds` as the holder wrote it.
     pub duration: Duration,
+    /// The pod a leader released the Lease to (its handover to a newer replica), if it named
+    /// one: the others leave it to that pod for a lease duration.
+    pub successor: Option<String>,
     /// When this replica first saw the Lease in this state.
     pub seen_at: Instant,
 }
@@ -24,6 +27,7 @@ impl Observation {
         holder: Option<String>,
         resource_version: Option<String>,
         duration: Duration,
+        successor: Option<String>,
         now: Instant,
     ) -> Observation {
         let unchanged =
@@ -37,6 +41,7 @@ impl Observation {
             holder,
             resource_version,
             duration,
+            successor,
         }
     }
 }
@@ -58,10 +63,28 @@ pub(super) enum LeaseStep {
 
 /// The rule of client-go's leader election: a lease is free when released or when nobody
 /// renewed it for its duration as measured from when *we* saw its last change; and, before
-/// that, when `holder_gone` (kubelet reported the holder's process ended: see `proof`).
-pub(super) fn decide(me: &str, seen: &Observation, holder_gone: bool, now: Instant) -> LeaseStep {
+/// that, when `holder_gone` (kubelet reported the holder's process ended: see `proof`). A lease
+/// released to a successor (`me_pod` is this replica's pod) is its successor's alone until a
+/// lease duration after we saw the release.
+pub(super) fn decide(
+    me: &str,
+    me_pod: Option<&str>,
+    seen: &Observation,
+    holder_gone: bool,
+    now: Instant,
+) -> LeaseStep {
     match seen.holder.as_deref() {
-        None | Some("") => LeaseStep::Take,
+        None | Some("") => match seen.successor.as_deref() {
+            Some(successor)
+                if Some(successor) != me_pod
+                    && now.duration_since(seen.seen_at) < seen.duration =>
+            {
+                LeaseStep::Wait {
+                    holder: format!("{successor} (handed over to)"),
+                }
+            }
+            _ => LeaseStep::Take,
+        },
         Some(holder) if holder == me => LeaseStep::Renew,
         Some(holder) => {
             if holder_gone || now.duration_since(seen.seen_at) >= seen.duration {
@@ -86,13 +109,21 @@ mod tests {
             holder: holder.map(str::to_owned),
             resource_version: Some(rv.to_owned()),
             duration: LEASE,
+            successor: None,
             seen_at: at,
         }
     }
 
     /// Holder b's lease seen again at `at`, at resourceVersion `rv`.
     fn b_again(previous: &Observation, rv: &str, at: Instant) -> Observation {
-        Observation::update(Some(previous), Some("b".into()), Some(rv.into()), LEASE, at)
+        Observation::update(
+            Some(previous),
+            Some("b".into()),
+            Some(rv.into()),
+            LEASE,
+            None,
+            at,
+        )
     }
 
     #[test]
@@ -110,7 +141,7 @@ mod tests {
         let now = Instant::now();
         for (why, holder, gone, expected) in cases {
             let observed = seen(holder, "1", now);
-            assert_eq!(decide("a", &observed, gone, now), expected, "{why}");
+            assert_eq!(decide("a", None, &observed, gone, now), expected, "{why}");
         }
     }
 
@@ -119,15 +150,48 @@ mod tests {
         let start = Instant::now();
         let first = seen(Some("b"), "1", start);
         let wait = LeaseStep::Wait { holder: "b".into() };
-        assert_eq!(decide("a", &first, false, start + LEASE / 2), wait);
+        assert_eq!(decide("a", None, &first, false, start + LEASE / 2), wait);
         // It renews (a new resourceVersion): the clock starts again from when we saw that.
         let renewed = b_again(&first, "2", start + LEASE / 2);
-        assert_eq!(decide("a", &renewed, false, start + LEASE), wait);
+        assert_eq!(decide("a", None, &renewed, false, start + LEASE), wait);
         // It stops renewing: the same state seen again keeps its first sighting.
         let stale = b_again(&renewed, "2", start + LEASE);
         assert_eq!(stale.seen_at, start + LEASE / 2);
         assert_eq!(
-            decide("a", &stale, false, start + LEASE / 2 + LEASE),
+            decide("a", None, &stale, false, start + LEASE / 2 + LEASE),
+            LeaseStep::Take
+        );
+    }
+
+    /// A Lease released to a successor is the successor's: the others wait a lease duration
+    /// (from when they saw the release) before they take it, the successor takes it at once.
+    #[test]
+    fn a_lease_handed_over_is_the_successors_for_a_lease_duration() {
+        let start = Instant::now();
+        let released = Observation {
+            successor: Some("pod-new".into()),
+            ..seen(None, "5", start)
+        };
+        assert_eq!(
+            decide("pod-new_x", Some("pod-new"), &released, false, start),
+            LeaseStep::Take
+        );
+        let wait = LeaseStep::Wait {
+            holder: "pod-new (handed over to)".into(),
+        };
+        assert_eq!(
+            decide("pod-old_y", Some("pod-old"), &released, false, start),
+            wait
+        );
+        assert_eq!(decide("z", None, &released, false, start + LEASE / 2), wait);
+        assert_eq!(
+            decide(
+                "pod-old_y",
+                Some("pod-old"),
+                &released,
+                false,
+                start + LEASE
+            ),
             LeaseStep::Take
         );
     }
@@ -140,6 +204,6 @@ mod tests {
         let later = b_again(&first, "8", start + LEASE * 3);
         let then = start + LEASE * 3 + Duration::from_secs(1);
         let wait = LeaseStep::Wait { holder: "b".into() };
-        assert_eq!(decide("a", &later, false, then), wait);
+        assert_eq!(decide("a", None, &later, false, then), wait);
     }
 }

@@ -47,7 +47,13 @@ pub(crate) struct Elector {
     /// The latest end of that pod's server container kubelet reported.
     holder_ended: watch::Receiver<Option<ContainerEnd>>,
     holder_ended_tx: watch::Sender<Option<ContainerEnd>>,
+    /// The replica to hand the lead over to while leading (a newer one: see `successor`), if
+    /// any.
+    successor: watch::Receiver<Option<String>>,
 }
+
+/// The Lease's annotation naming the pod a leader released it to.
+pub(super) const SUCCESSOR_ANNOTATION: &str = "ifo.kubevirt.io/successor";
 
 impl Elector {
     /// An elector that has not looked at the Lease yet, and the role it will publish (starting
@@ -67,8 +73,15 @@ impl Elector {
             holder_pod: watch::channel(None).0,
             holder_ended,
             holder_ended_tx,
+            successor: watch::channel(None).1,
         };
         (elector, receiver)
+    }
+
+    /// Hands the lead over, while leading, to the pod `successor` names (see `successor`).
+    pub(crate) fn hand_over_to(mut self, successor: watch::Receiver<Option<String>>) -> Elector {
+        self.successor = successor;
+        self
     }
 
     fn lease_name(&self) -> String {
@@ -157,12 +170,18 @@ impl Elector {
                 // period later. It also looks at once when kubelet reports the holder's
                 // container ended.
                 () = changed.notified(), if !self.leading() => {}
+                Ok(()) = self.successor.changed(), if self.leading() => {
+                    let named = self.successor.borrow_and_update().clone();
+                    if let Some(successor) = named {
+                        self.hand_over(&successor).await;
+                    }
+                }
                 _ = &mut stop => break,
             }
         }
         watching.abort_all();
         if self.leading() {
-            self.role.send_replace(Role::Following);
+            self.role.send_replace(Role::HandingOver);
             let release = tokio::time::timeout(self.settings.retry_period, self.release()).await;
             match release {
                 Ok(Ok(())) => {
@@ -199,11 +218,18 @@ impl Elector {
             }
             changed
         });
+        let successor = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SUCCESSOR_ANNOTATION))
+            .cloned();
         self.seen = Some(Observation::update(
             self.seen.as_ref(),
             holder,
             lease.metadata.resource_version.clone(),
             duration,
+            successor,
             Instant::now(),
         ));
     }
@@ -268,6 +294,7 @@ impl Elector {
         let seen = self.seen.as_ref().expect("observed just now");
         let decision = decide(
             &self.settings.identity,
+            holder_pod(&self.settings.identity),
             seen,
             gone.is_some(),
             Instant::now(),
@@ -293,6 +320,9 @@ impl Elector {
                     .is_some_and(|h| !h.is_empty());
                 spec.holder_identity = Some(self.settings.identity.clone());
                 spec.acquire_time = Some(now.clone());
+                if let Some(annotations) = lease.metadata.annotations.as_mut() {
+                    annotations.remove(SUCCESSOR_ANNOTATION);
+                }
                 if had_holder {
                     spec.lease_transitions =
                         Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
@@ -343,8 +373,45 @@ impl Elector {
         tracing::info!(lease = %self.lease_name(), "no other replica took the lease yet");
     }
 
+    /// Hands the lead over to the pod `successor` (a newer replica, Ready: a rollout's): stops
+    /// leading, then releases the Lease naming it, for a whole lease duration, so that it (and
+    /// no other follower) takes the Lease at its next look; meanwhile this replica is handing
+    /// over (its pod keeps the leader's mark until the successor takes it), then follows. A
+    /// rollout thus moves the lead to a new pod while the old one still runs, and the Service
+    /// always has a Ready endpoint. If the successor does not take the Lease within a lease
+    /// duration, any replica may.
+    async fn hand_over(&mut self, successor: &str) {
+        tracing::info!(lease = %self.lease_name(), %successor, "handing the lead over to a newer replica");
+        self.role.send_replace(Role::HandingOver);
+        let released =
+            tokio::time::timeout(self.settings.retry_period, self.release_to(successor)).await;
+        match released {
+            Ok(Ok(())) => self.await_successor().await,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, %successor, "handing the lease over failed; it is taken when it expires")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %self.lease_name(), %successor, "handing the lease over took too long; it is taken when it expires")
+            }
+        }
+        self.role.send_replace(Role::Following);
+    }
+
+    /// Releases the Lease to `successor`: no holder, the annotation naming it, and the lease
+    /// duration the others wait before they may take it anyway.
+    async fn release_to(&mut self, successor: &str) -> Result<(), Error> {
+        let duration = self.settings.lease_duration;
+        self.give_up(duration, Some(successor)).await
+    }
+
     /// Gives the Lease up: no holder, a one-second duration, as client-go's release does.
     async fn release(&mut self) -> Result<(), Error> {
+        self.give_up(Duration::from_secs(1), None).await
+    }
+
+    /// Writes the Lease we hold with no holder, `duration`, and the successor's annotation
+    /// (`None`: no successor): nothing if another replica holds it.
+    async fn give_up(&mut self, duration: Duration, successor: Option<&str>) -> Result<(), Error> {
         let Some(mut lease) = self
             .api
             .get_opt(&self.settings.name)
@@ -359,14 +426,24 @@ impl Elector {
         }
         let now = MicroTime(jiff::Timestamp::now());
         spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
+        spec.lease_duration_seconds =
+            Some(i32::try_from(duration.as_secs().max(1)).unwrap_or(i32::MAX));
         spec.renew_time = Some(now.clone());
         spec.acquire_time = Some(now);
-        self.api
+        if let Some(successor) = successor {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(SUCCESSOR_ANNOTATION.to_owned(), successor.to_owned());
+        }
+        let written = self
+            .api
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
-            .map(|_| ())
-            .map_err(|e| self.api_error(e))
+            .map_err(|e| self.api_error(e))?;
+        self.observe(&written);
+        Ok(())
     }
 }
 

@@ -30,8 +30,9 @@ pub(super) const STANDBY_LABEL: &str = "ifo.kubevirt.io/standby";
 /// take to follow a label (a second or two), shorter than a restarted replica takes to be Ready.
 pub(super) const STANDBY_OVERLAP: Duration = Duration::from_secs(10);
 
-/// Names the Lease a marked pod leads by, so that a new leader removes the mark of its own
-/// election's previous leader only (several elections may share a namespace).
+/// Names the Lease a marked pod leads or stands by for, so that a new leader removes the mark of
+/// its own election's previous leader only, and a leader hands over to a standby of its own
+/// election only (several elections may share a namespace).
 pub(super) const LEASE_LABEL: &str = "ifo.kubevirt.io/leader-lease";
 
 /// This replica's pod, to mark while it leads.
@@ -63,7 +64,7 @@ impl LeaderLabel {
         let (leader, lease, standby) = match mark {
             Mark::Leader => (Some("true"), Some(self.lease.as_str()), None),
             Mark::Both => (Some("true"), Some(self.lease.as_str()), Some("true")),
-            Mark::Standby => (None, None, Some("true")),
+            Mark::Standby => (None, Some(self.lease.as_str()), Some("true")),
             Mark::None => (None, None, None),
         };
         serde_json::json!({"metadata": {"labels": {
@@ -138,21 +139,30 @@ impl LeaderLabel {
     /// after a newer one): standby at start (a restarted container may carry its predecessor's
     /// leader mark), both for [`STANDBY_OVERLAP`] once leading (and then the leader mark taken
     /// from any previous leader's pod), then leader only; standby again on stepping down, none
-    /// when the election stops.
+    /// when the election stops. A leader handing over on shutdown keeps its marks, also when the
+    /// election stops: the next leader takes the leader's mark from its pod once it carries its
+    /// own, so the Service always has an endpoint (the terminating pod, which kube-proxy routes
+    /// to while no other is ready, answers 503 with `Retry-After` until the next leader's pod
+    /// takes over).
     pub(crate) async fn follow(self, mut role: watch::Receiver<Role>) {
         let mut marked: Option<Mark> = None;
         // While marked both (and only then): when the standby mark goes.
         let mut overlap_ends: Option<tokio::time::Instant> = None;
         loop {
-            let leading = *role.borrow_and_update() == Role::Leading;
+            let now_role = *role.borrow_and_update();
+            let leading = now_role == Role::Leading;
             let now = tokio::time::Instant::now();
-            let want = match (leading, marked) {
-                (false, _) => Mark::Standby,
-                (true, Some(Mark::Leader)) => Mark::Leader,
-                (true, Some(Mark::Both)) if overlap_ends.is_some_and(|end| now >= end) => {
+            let want = match (now_role, marked) {
+                (Role::HandingOver, Some(mark)) => {
+                    overlap_ends = None;
+                    mark
+                }
+                (Role::HandingOver | Role::Following, _) => Mark::Standby,
+                (Role::Leading, Some(Mark::Leader)) => Mark::Leader,
+                (Role::Leading, Some(Mark::Both)) if overlap_ends.is_some_and(|end| now >= end) => {
                     Mark::Leader
                 }
-                (true, _) => Mark::Both,
+                (Role::Leading, _) => Mark::Both,
             };
             if marked != Some(want) {
                 let result = match self.set(want).await {
@@ -180,7 +190,9 @@ impl LeaderLabel {
                 None => role.changed().await,
             };
             if changed.is_err() {
-                if marked != Some(Mark::None)
+                if *role.borrow() == Role::HandingOver {
+                    tracing::info!(pod = %self.pod, mark = ?marked, "handed over: the marks stay for the next leader to take");
+                } else if marked != Some(Mark::None)
                     && let Err(e) = self.set(Mark::None).await
                 {
                     tracing::warn!(error = %e, "removing the marks of the pod failed");
@@ -203,3 +215,10 @@ enum Mark {
     /// Neither (the election stopped).
     None,
 }
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test's tasks end with the test's runtime"
+)]
+mod tests;

@@ -16,9 +16,11 @@ mod elector;
 mod holder_pod;
 mod label;
 mod proof;
+mod successor;
 
 pub(crate) use elector::{Elector, Settings};
 pub(crate) use label::LeaderLabel;
+pub(crate) use successor::watch as watch_successor;
 
 /// What this replica does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,10 @@ pub(crate) enum Role {
     Leading,
     /// Another replica holds it (or nobody has it yet): it keeps its index warm and waits.
     Following,
+    /// It led and is shutting down: it serves no more and has released the Lease (or is
+    /// releasing it), but its pod keeps the leader's mark until the next leader takes the mark
+    /// from it, so that the Service is never without an endpoint while the lead changes hands.
+    HandingOver,
 }
 
 /// Why a look at the Lease failed.

@@ -10,6 +10,10 @@
 //!   learned durations (0.5, 0.9, 0.99) of each rule operation that has enough history to
 //!   judge by (see `history`), read at scrape time. Alerts with fixed thresholds apply to
 //!   operations without it.
+//! - `ifo_expectation_coverage{ruleset,operation,quantile}` and
+//!   `ifo_expectation_ends{ruleset,operation}`: of the last ends of each rule operation judged
+//!   against their first estimate (at most 100), the share that came by the expected end
+//!   (`0.5`) and by the band's far edge (`0.9`), and how many were judged; read at scrape time.
 
 use super::encode_gauges;
 use crate::history::{Durations, MIN_SAMPLES};
@@ -101,6 +105,40 @@ impl Collector for Progress {
                     (labels, seconds.as_secs_f64())
                 })
             }),
+        )?;
+        let coverage = self
+            .0
+            .learned
+            .read()
+            .as_ref()
+            .map(|d| d.coverages())
+            .unwrap_or_default();
+        encode_gauges(
+            &mut encoder,
+            "expectation_coverage",
+            "Of the last ends of each rule judged against the first estimate of their operation (at most 100), the share that ended by the expected end (quantile 0.5) and by the p90 end (quantile 0.9)",
+            coverage.iter().flat_map(|c| {
+                [("0.5", c.figures.p50), ("0.9", c.figures.p90)].map(|(quantile, share)| {
+                    let labels = [
+                        ("ruleset", c.ruleset.as_str()),
+                        ("operation", c.operation.as_str()),
+                        ("quantile", quantile),
+                    ];
+                    (labels, share)
+                })
+            }),
+        )?;
+        encode_gauges(
+            &mut encoder,
+            "expectation_ends",
+            "Ends of each rule judged against the first estimate of their operation, of the last 100 at most: what ifo_expectation_coverage is a share of",
+            coverage.iter().map(|c| {
+                let labels = [
+                    ("ruleset", c.ruleset.as_str()),
+                    ("operation", c.operation.as_str()),
+                ];
+                (labels, i64::try_from(c.figures.ends).unwrap_or(i64::MAX))
+            }),
         )
     }
 }
@@ -110,7 +148,67 @@ pub fn set_stalled(counts: StalledCounts) {
     *super::metrics().progress.0.stalled.write() = counts;
 }
 
-/// `ifo_operation_learned_duration_seconds` reads `durations` from now on.
+/// `ifo_operation_learned_duration_seconds`, `ifo_expectation_coverage` and
+/// `ifo_expectation_ends` read `durations` from now on.
 pub fn serve_learned_from(durations: Arc<Durations>) {
     *super::metrics().progress.0.learned.write() = Some(durations);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::{InFlightOperation, Outcome, Phase};
+    use jiff::SignedDuration;
+    use prometheus_client::registry::Registry;
+
+    /// An operation of the test ruleset `rs` that took `seconds`, completed.
+    fn ended(uid: &str, seconds: i64) -> InFlightOperation {
+        let mut op = (*crate::operation::test_record(uid)).clone();
+        op.uid = uid.to_owned();
+        op.phase = Phase::Completed;
+        op.outcome = Some(Outcome::Succeeded);
+        op.completed = Some(op.created + SignedDuration::from_secs(seconds));
+        op
+    }
+
+    #[test]
+    fn coverage_is_exposed_per_rule_once_an_end_is_judged() {
+        let durations = Arc::new(Durations::default());
+        let progress = Progress::default();
+        *progress.0.learned.write() = Some(durations.clone());
+        let mut registry = Registry::default();
+        registry
+            .sub_registry_with_prefix("ifo")
+            .register_collector(Box::new(progress));
+        let render = |registry: &Registry| {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
+            out
+        };
+        for i in 0..MIN_SAMPLES {
+            durations.completed(&ended(&format!("learned-{i}"), 10));
+        }
+        assert!(!render(&registry).contains("ifo_expectation_coverage{"));
+        // Two estimated at the start (10 s, p90 10 s): one ends in 5 s, one in 20 s.
+        for (uid, seconds) in [("a", 5), ("b", 20)] {
+            let mut op = ended(uid, seconds);
+            op.phase = Phase::Active;
+            let shown = crate::history::refreshed(&Arc::new(op.clone()), &durations, op.created)
+                .expect("an estimate from history");
+            durations.shown(&shown);
+            durations.completed(&op);
+        }
+        let text = render(&registry);
+        for line in [
+            r#"ifo_expectation_coverage{ruleset="rs",operation="Op",quantile="0.5"} 0.5"#,
+            r#"ifo_expectation_coverage{ruleset="rs",operation="Op",quantile="0.9"} 0.5"#,
+            r#"ifo_expectation_ends{ruleset="rs",operation="Op"} 2"#,
+        ] {
+            assert!(text.contains(line), "no {line} in:\n{text}");
+        }
+        assert!(
+            text.contains("# TYPE ifo_expectation_coverage gauge"),
+            "{text}"
+        );
+    }
 }

@@ -4,10 +4,12 @@
 //! a suspension) within a couple of seconds, the rest (other conditions, counts, learned
 //! durations) at most once per `RULESET_STATUS_INTERVAL` (see [`due`]).
 
+use super::schema::{self, Verdict};
 use super::status::{Observed, awaited_change, desired, same};
 use crate::detect::Detector;
 use crate::evaluate::Engine;
 use crate::readiness::Pending;
+use crate::ruleset::schema_check::Schemas;
 use crate::ruleset::{
     CompiledRuleSet, InvalidRuleSet, OperationRuleSet, RuleSetStatus, Target, api_resource, compile,
 };
@@ -27,7 +29,19 @@ struct Entry {
     written: Option<RuleSetStatus>,
     /// When `written` was written; paces the writes nobody waits on (see [`due`]).
     written_at: Option<tokio::time::Instant>,
+    /// What the fields its expressions read were checked against (none while it does not
+    /// compile).
+    schema: Option<Verdict>,
 }
+
+/// Most rulesets checked against their targets' schemas in one status tick (each check reads
+/// at most a few CRDs, kept for a while, within a deadline): a start with every shipped
+/// ruleset is checked within seconds without holding the controller's loop up.
+const CHECKS_PER_TICK: usize = 16;
+
+/// Most CRD changes queued for the loop; beyond, the oldest wait in the watch (a full queue
+/// makes the watcher wait, never drops a change).
+const CRD_CHANGES: usize = 256;
 
 /// How often statuses are compared and, if something users wait on changed, written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
@@ -47,7 +61,9 @@ pub(crate) async fn run(
 ) {
     // Ends with this run.
     let mut crds = tokio::task::JoinSet::new();
-    crds.spawn(follow_crds(client.clone(), watches.clone()));
+    let (crd_changed, mut crd_changes) = tokio::sync::mpsc::channel(CRD_CHANGES);
+    crds.spawn(follow_crds(client.clone(), watches.clone(), crd_changed));
+    let schemas = Schemas::new(client.clone());
     let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
     let mut events =
         std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
@@ -61,7 +77,20 @@ pub(crate) async fn run(
             e = events.next() => match e { Some(e) => e, None => return },
             _ = status_tick.tick() => {
                 if *leading.borrow() {
+                    check_schemas(&schemas, &mut entries).await;
                     write_statuses(&api, &mut entries, &detector, status_interval).await;
+                }
+                continue;
+            }
+            Some(crd) = crd_changes.recv() => {
+                schemas.forget_crd(&crd).await;
+                for (name, entry) in entries.iter_mut() {
+                    if let Ok(rs) = &entry.compiled
+                        && schema::crds_of(rs).any(|c| c == crd)
+                    {
+                        tracing::debug!(ruleset = %name, %crd, "a target's CRD changed: checking the ruleset against it again");
+                        entry.schema = Some(Verdict::Pending);
+                    }
                 }
                 continue;
             }
@@ -224,6 +253,7 @@ fn upsert(
         detector.ruleset_invalid(&name, &ors.spec, error);
     }
     let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
+    let schema = compiled.is_ok().then_some(Verdict::Pending);
     entries.insert(
         name,
         Entry {
@@ -231,6 +261,7 @@ fn upsert(
             compiled,
             written: written.or(ors.status),
             written_at,
+            schema,
         },
     );
     true
@@ -260,6 +291,28 @@ fn due(
     }
 }
 
+/// Checks up to [`CHECKS_PER_TICK`] rulesets waiting for it against their targets' schemas.
+async fn check_schemas(schemas: &Schemas, entries: &mut HashMap<String, Entry>) {
+    let waiting = entries
+        .iter_mut()
+        .filter(|(_, e)| e.schema == Some(Verdict::Pending))
+        .take(CHECKS_PER_TICK);
+    for (name, entry) in waiting {
+        let Ok(rs) = &entry.compiled else { continue };
+        let verdict = schema::check(schemas, rs).await;
+        match &verdict {
+            Verdict::Problems(problems) => {
+                tracing::warn!(ruleset = %name, target = %rs.target, problems = ?problems, "the ruleset reads what its target's schema does not have")
+            }
+            Verdict::Unavailable(why) => {
+                tracing::debug!(ruleset = %name, target = %rs.target, why, "the ruleset's fields are not checked")
+            }
+            Verdict::Checked { .. } | Verdict::Pending => {}
+        }
+        entry.schema = Some(verdict);
+    }
+}
+
 async fn write_statuses(
     api: &Api<OperationRuleSet>,
     entries: &mut HashMap<String, Entry>,
@@ -273,6 +326,7 @@ async fn write_statuses(
             health: detector.ruleset_health(name),
             active_operations: detector.active_count(name),
             operation_durations: detector.durations.published(name),
+            schema: entry.schema.as_ref(),
         };
         let status = desired(&observed, entry.written.as_ref());
         let now = tokio::time::Instant::now();
@@ -304,8 +358,14 @@ async fn write_statuses(
     }
 }
 
-/// Wakes watchers waiting for a missing target whenever a CRD is added or changes.
-async fn follow_crds(client: Client, watches: Arc<Watches>) {
+/// Wakes watchers waiting for a missing target whenever a CRD is added or changes, and tells
+/// the controller's loop the name of each CRD added, changed or deleted (its rulesets are
+/// checked against it again).
+async fn follow_crds(
+    client: Client,
+    watches: Arc<Watches>,
+    changed: tokio::sync::mpsc::Sender<String>,
+) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let mut events =
         std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
@@ -313,6 +373,13 @@ async fn follow_crds(client: Client, watches: Arc<Watches>) {
     let mut wakes = tokio::task::JoinSet::new();
     while let Some(event) = events.next().await {
         while wakes.try_join_next().is_some() {}
+        if let Ok(watcher::Event::Apply(crd) | watcher::Event::Delete(crd)) = &event
+            && let Some(name) = crd.metadata.name.clone()
+            && changed.send(name).await.is_err()
+        {
+            // The loop is gone: so is this run.
+            return;
+        }
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::InitDone) => {
                 // Established takes a moment after creation; give discovery time to catch up.
@@ -369,6 +436,7 @@ mod tests {
                 health,
                 active_operations: active,
                 operation_durations: Vec::new(),
+                schema: None,
             },
             None,
         )

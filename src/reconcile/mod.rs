@@ -4,6 +4,7 @@
 //! nothing of it.
 
 mod controller;
+mod schema;
 mod status;
 
 pub(crate) use controller::run;

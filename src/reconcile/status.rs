@@ -1,5 +1,6 @@
 //! A ruleset's status: standard conditions from what compiling and watching it found.
 
+use super::schema::Verdict;
 use crate::detect::{RuleSetHealth, WatchState};
 use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
 use crate::ruleset::{InvalidRuleSet, OperationDurations, RuleSetStatus};
@@ -14,6 +15,8 @@ pub(super) struct Observed<'a> {
     pub active_operations: usize,
     /// What the ruleset's operations took, learned so far.
     pub operation_durations: Vec<OperationDurations>,
+    /// What its fields were checked against (none while it does not compile).
+    pub schema: Option<&'a Verdict>,
 }
 
 fn condition(
@@ -133,6 +136,9 @@ pub(super) fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> 
         cost_exceeded(&observed.health, g),
         objects_skipped(&observed.health, g),
     ];
+    if let Some(verdict) = observed.schema {
+        conditions.push(super::schema::condition(verdict, g));
+    }
     if let Some(prev) = previous {
         for c in &mut conditions {
             if let Some(old) = prev
@@ -250,7 +256,8 @@ pub(super) fn same(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
 /// Whether `b` differs from `a` in what users wait on, to be written at once: the generation
 /// observed, whether the target is watched, `Ready` (its status, reason and message: what is
 /// wrong, and where the ruleset is suspended), whether a rule does not compile
-/// (`InvalidRule`), and whether the ruleset is suspended (`CostExceeded` `Suspended`). The rest
+/// (`InvalidRule`), whether the ruleset is suspended (`CostExceeded` `Suspended`), and whether
+/// the fields it reads are in its target's schema (`SchemaChecked`'s status). The rest
 /// (the other conditions, counts, learned durations) is written on a slower cadence (see
 /// `controller::write_statuses`).
 pub(super) fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
@@ -260,6 +267,7 @@ pub(super) fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
         Option<(&'a str, &'a str, &'a str)>,
         Option<&'a str>,
         bool,
+        Option<&'a str>,
     );
     fn awaited(s: &RuleSetStatus) -> Awaited<'_> {
         let condition = |type_: &str| s.conditions.iter().find(|c| c.type_ == type_);
@@ -269,6 +277,7 @@ pub(super) fn awaited_change(a: &RuleSetStatus, b: &RuleSetStatus) -> bool {
             condition("Ready").map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str())),
             condition("InvalidRule").map(|c| c.status.as_str()),
             condition("CostExceeded").is_some_and(|c| c.reason == "Suspended"),
+            condition(super::schema::SCHEMA_CHECKED).map(|c| c.status.as_str()),
         )
     }
     awaited(a) != awaited(b)
@@ -287,6 +296,7 @@ mod tests {
                 health,
                 active_operations,
                 operation_durations: Vec::new(),
+                schema: None,
             },
             None,
         )

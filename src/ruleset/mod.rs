@@ -8,5 +8,7 @@ mod types;
 
 pub use compile::{CompiledRuleSet, InvalidRuleSet, RuleSetProblem, compile};
 pub use related::{Match, RelatedPart, part_name};
-pub(crate) use types::{OperationDurations, OperationRuleSet, RuleSetStatus, api_resource};
+pub(crate) use types::{
+    ObservedCoverage, OperationDurations, OperationRuleSet, RuleSetStatus, api_resource,
+};
 pub use types::{Related, RuleSetSpec, Target};

@@ -184,7 +184,8 @@ pub(crate) struct RuleSetStatus {
 pub(crate) struct OperationDurations {
     /// The operation (a rule's `operation`).
     pub operation: String,
-    /// Completed operations with outcome `Succeeded` the quantiles are computed from.
+    /// Completed operations with outcome `Succeeded`, all those learned from; the quantiles are
+    /// of the most recent of them (see `history`).
     pub count: u64,
     /// Median duration, in seconds.
     pub p50_seconds: f64,
@@ -195,4 +196,22 @@ pub(crate) struct OperationDurations {
     /// Completed operations with any other outcome, by outcome (not in the quantiles).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub other_outcomes: BTreeMap<String, u64>,
+    /// How often the recent ends came by the estimates first published for them, once one was
+    /// judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<ObservedCoverage>,
+}
+
+/// How often a rule operation's expected ends came true (`status.operationDurations[].coverage`):
+/// of its last ends that succeeded and had an estimate from history, the shares that ended by
+/// their first `expectedEnd` and by their first `expectedEndP90`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ObservedCoverage {
+    /// Ends judged (the last 100 at most).
+    pub ends: u64,
+    /// Share of them (0 to 1) that ended by their expected end (the median).
+    pub p50: f64,
+    /// Share of them (0 to 1) that ended by the band's far edge (p90).
+    pub p90: f64,
 }

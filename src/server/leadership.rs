@@ -61,12 +61,22 @@ pub(super) fn lead(
         Some(settings) => {
             state.set_serving(false);
             let (namespace, lease_name) = (settings.namespace.clone(), settings.name.clone());
-            let (elector, role) = lease::Elector::new(client.clone(), settings);
+            let (mut elector, role) = lease::Elector::new(client.clone(), settings);
             tasks.once("leader-role", follow_role(role.clone(), leading));
             if let Some(pod) = &args.pod_name {
                 let label = lease::LeaderLabel::new(client.clone(), &namespace, pod, &lease_name);
                 let role = role.clone();
                 tasks.restarting("leader-label", move || label.clone().follow(role.clone()));
+                // A rollout's newer replica, Ready: the leader hands over to it while its own
+                // pod still runs.
+                let (successor, named) = tokio::sync::watch::channel(None);
+                elector = elector.hand_over_to(named);
+                let pods = kube::Api::namespaced(client.clone(), &namespace);
+                let (own, lease) = (pod.clone(), lease_name.clone());
+                tasks.once(
+                    "successor",
+                    lease::watch_successor(pods, own, lease, successor),
+                );
             }
             let (stop, stop_asked) = tokio::sync::oneshot::channel();
             let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
@@ -114,8 +124,11 @@ pub(super) async fn follow_leadership(
 ) {
     // This term's writer, if any: aborted when the term ends, or when this task does.
     let mut writer = tokio::task::JoinSet::new();
+    // This replica is handing, or handed, the lead over to a newer one (see below).
+    let mut handed_over = false;
     loop {
-        let leading = *role.borrow_and_update() == lease::Role::Leading;
+        let now = *role.borrow_and_update();
+        let leading = now == lease::Role::Leading;
         if leading && !state.is_serving() {
             let found = match &persistence {
                 Some(p) => p.take_over().await,
@@ -137,9 +150,27 @@ pub(super) async fn follow_leadership(
                     move || p.clone().run(found.take(), reader.clone()),
                 ));
             }
+        } else if now == lease::Role::HandingOver && state.is_serving() {
+            // Handing the lead over: one leader at a time, so it stops answering (503 with
+            // Retry-After, which clients retry) but keeps its connections, and its pod keeps
+            // the leader's mark, until the next leader serves and the Service routes there.
+            tracing::info!("not serving: handing the lead over");
+            stand_down(&state, &mut writer);
+            handed_over = true;
         } else if !leading && state.is_serving() {
             tracing::info!("not serving: this replica does not lead");
             stand_down(&state, &mut writer);
+            term_ended.notify_one();
+        } else if handed_over && now == lease::Role::Following {
+            // The next leader holds the Lease and marks its pod; kube-proxy routes the Service
+            // there within a moment: then the connections made here are closed (clients
+            // reconnect to the next leader), and once more a little later for any made while
+            // kube-proxy still routed here.
+            handed_over = false;
+            tokio::time::sleep(super::HANDOVER_GRACE).await;
+            tracing::info!("handed over: closing the connections made to this replica");
+            term_ended.notify_one();
+            tokio::time::sleep(super::HANDOVER_GRACE).await;
             term_ended.notify_one();
         }
         if role.changed().await.is_err() {

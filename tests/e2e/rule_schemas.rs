@@ -180,3 +180,106 @@ fn where_the_schema_is_open_or_absent_the_ruleset_applies_with_a_warning() {
         "{stderr}"
     );
 }
+
+/// A CRD of the test group, `widgets`, whose status is open (any field) or closed (`phase`).
+fn widgets_crd(closed: bool) -> String {
+    let status = if closed {
+        json!({"type": "object", "properties": {"phase": {"type": "string"}}})
+    } else {
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object"}, "status": status,
+                }}},
+            }],
+        },
+    })
+    .to_string()
+}
+
+/// The ruleset's status says what its fields were checked against, and the check runs again
+/// when the target's CRD changes: a typo the door could not see (the schema was open where the
+/// rule reads) shows as `SchemaChecked=False` with the nearest field once the CRD closes it,
+/// and `True` again once the ruleset is fixed.
+#[test]
+fn the_ruleset_status_says_what_was_checked_and_a_changed_crd_is_checked_again() {
+    let env = env();
+    let ns = door_open(env, "schema-recheck");
+    let timeout = std::time::Duration::from_secs(60);
+    env.apply(&widgets_crd(false));
+    env.kubectl(
+        User::Admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/widgets.{GROUP}"),
+            "--timeout=60s",
+        ],
+    )
+    .unwrap();
+    let rs = format!("widget-typo-{ns}");
+    let typo = gadget_ruleset(
+        &rs,
+        &ns,
+        "widgets",
+        json!([{"operation": "Spinning", "expression": "object.?status.?phsae.orValue('') == 'Spinning'"}]),
+    );
+    // The door reads the CRD (at once, or once its cache of the gadgets test's lookups lapses).
+    ifo_test_support::eventually(
+        std::time::Duration::from_secs(45),
+        "the ruleset applied over the open schema",
+        || apply(env, &typo, &[]).status.success().then_some(()),
+    );
+    let checked = env.wait_ruleset_condition(&rs, "SchemaChecked", "True", timeout);
+    println!("over the open schema: {checked}");
+    assert_eq!(checked["reason"], "FieldsInSchema", "{checked}");
+    let message = checked["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("CustomResourceDefinition widgets.{GROUP} (v1)"))
+            && message.contains("not checked")
+            && message.contains("takes any field in object.status"),
+        "{checked}"
+    );
+
+    // The CRD closes its status: checked again, the typo named with the nearest field.
+    env.apply(&widgets_crd(true));
+    let found = env.wait_ruleset_condition(&rs, "SchemaChecked", "False", timeout);
+    println!("once the CRD is closed: {found}");
+    assert_eq!(found["reason"], "NotInSchema", "{found}");
+    assert!(
+        found["message"].as_str().unwrap().contains(
+            "rules[0] (Spinning).expression: object.?status.?phsae: the schema of object.status \
+             has no field phsae; did you mean phase?"
+        ),
+        "{found}"
+    );
+
+    // Fixed: in the schema, nothing left unchecked.
+    let fixed = gadget_ruleset(
+        &rs,
+        &ns,
+        "widgets",
+        json!([{"operation": "Spinning", "expression": "object.?status.?phase.orValue('') == 'Spinning'"}]),
+    );
+    accepted(env, &fixed, &[]);
+    let checked = env.wait_ruleset_condition(&rs, "SchemaChecked", "True", timeout);
+    assert!(
+        checked["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("every field read is in the schema of"),
+        "{checked}"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}

@@ -22,7 +22,7 @@ use super::workload::{holds, list, set_vm_status, settled};
 const RULESET: &str = "node-guard";
 const BLIND_RULESET: &str = "node-guard-blind";
 
-fn node_name(ctx: &Ctx) -> Result<String> {
+pub(crate) fn node_name(ctx: &Ctx) -> Result<String> {
     Ok(ctx
         .cluster
         .node()
@@ -38,7 +38,7 @@ fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
 
 /// A ruleset for the steps' VirtualMachines that puts each on the node in `status.nodeName`;
 /// `rule` says when it is `Migrating`.
-fn ruleset(ctx: &Ctx, name: &str, rule: &str) -> Result<()> {
+pub(crate) fn ruleset(ctx: &Ctx, name: &str, rule: &str) -> Result<()> {
     ctx.cluster.apply(
         &json!({
             "apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
@@ -57,7 +57,7 @@ fn ruleset(ctx: &Ctx, name: &str, rule: &str) -> Result<()> {
 }
 
 /// A VirtualMachine of the steps on `node`, in `state`.
-fn vm_on(ctx: &Ctx, name: &str, node: &str, state: &str) -> Result<()> {
+pub(crate) fn vm_on(ctx: &Ctx, name: &str, node: &str, state: &str) -> Result<()> {
     set_vm_status(
         ctx,
         name,
@@ -66,7 +66,7 @@ fn vm_on(ctx: &Ctx, name: &str, node: &str, state: &str) -> Result<()> {
 }
 
 /// A pod of the pause image running on the node, labelled `app=<app>`; waits until it runs.
-fn pod(ctx: &Ctx, name: &str, app: &str) -> Result<()> {
+pub(crate) fn pod(ctx: &Ctx, name: &str, app: &str) -> Result<()> {
     ctx.cluster.apply(
         &json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -106,7 +106,7 @@ fn clear(ctx: &Ctx, node: &str) -> Result<String> {
     )
 }
 
-fn until_clear_is(ctx: &Ctx, node: &str, status: &str) -> Result<Instant> {
+pub(crate) fn until_clear_is(ctx: &Ctx, node: &str, status: &str) -> Result<Instant> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let now = clear(ctx, node).unwrap_or_default();
@@ -343,8 +343,8 @@ pub(crate) fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
 
 /// One eviction of `pod` as kubectl drain sends it: `Ok(true)` allowed, `Ok(false)` refused by
 /// the guard (429), `Err` anything else.
-fn evict(ctx: &Ctx, pod: &str) -> Result<bool> {
-    let file = ctx.cluster.dir().join("guard-failover-eviction.json");
+pub(crate) fn evict(ctx: &Ctx, pod: &str) -> Result<bool> {
+    let file = ctx.cluster.dir().join(format!("eviction-{pod}.json"));
     if !file.exists() {
         std::fs::write(
             &file,

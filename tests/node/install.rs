@@ -14,6 +14,7 @@ use super::workload::{set_vm, settled, until_listed};
 /// Service → the leader; a ruleset that does not compile refused by the leader's admission door
 /// through the same Service (the webhook of `certs/generate.sh`, trusted by its caBundle).
 pub(crate) fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
+    plugin_is_lean()?;
     let pods = settled(ctx, Duration::from_secs(120))?;
     // The pods run the Deployment's spec as shipped: its image, its service account (a projected
     // token: the server finds kube-apiserver from KUBERNETES_SERVICE_HOST, no kubeconfig).
@@ -86,6 +87,32 @@ pub(crate) fn serves_through_the_service(ctx: &Ctx) -> Result<()> {
     ensure!(
         log.contains("became the leader"),
         "the leader's log does not say it leads:\n{log}"
+    );
+    Ok(())
+}
+
+/// The release `kubectl-ifo` (what `cargo install --path plugin` installs, what
+/// `deploy/local.sh` builds and the README tells users to copy) carries no debug information:
+/// at most 25 MiB.
+fn plugin_is_lean() -> Result<()> {
+    // The binaries the image was assembled from: IFO_BINARIES, else those deploy/image.sh built.
+    let plugin = std::env::var("IFO_BINARIES")
+        .ok()
+        .and_then(|b| {
+            b.split_whitespace()
+                .find(|p| p.ends_with("/kubectl-ifo"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| {
+            let target = std::env::var("CARGO_TARGET_DIR")
+                .unwrap_or_else(|_| format!("{}/target", env!("CARGO_MANIFEST_DIR")));
+            format!("{target}/release/kubectl-ifo")
+        });
+    let bytes = std::fs::metadata(&plugin)?.len();
+    println!("  {plugin}: {:.1} MiB", bytes as f64 / f64::from(1 << 20));
+    ensure!(
+        bytes <= 25 << 20,
+        "the release kubectl-ifo is {bytes} bytes: more than 25 MiB (debug information in the release profile?)"
     );
     Ok(())
 }

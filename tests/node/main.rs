@@ -5,12 +5,14 @@
 //! `deploy/`. Then what happens to real installations: a crashed leader, a deleted leader pod, a
 //! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
 //! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
-//! evictions through a failover, and the uninstall.
+//! evictions through a failover, and the uninstall; then the Helm chart (`deploy/chart/`):
+//! installed with the guard, upgraded under load, uninstalled.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
 //! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
 
+mod chart;
 mod failover;
 mod guard;
 mod install;
@@ -36,7 +38,8 @@ pub struct Ctx {
 
 type Step = (&'static str, fn(&Ctx) -> Result<()>);
 
-/// In order: the uninstall comes last.
+/// In order: the kustomize install's uninstall, then the chart's install, upgrade and
+/// uninstall come last.
 const STEPS: &[Step] = &[
     (
         "installed_as_the_readme_says_serves_through_the_service",
@@ -71,6 +74,18 @@ const STEPS: &[Step] = &[
         guard::guard_answers_through_a_failover,
     ),
     ("uninstall_removes_everything", lifecycle::uninstall),
+    (
+        "helm_install_with_the_guard_serves_and_holds_evictions",
+        chart::install,
+    ),
+    (
+        "helm_upgrade_allows_no_eviction_and_loses_no_list_or_operation",
+        chart::upgrade,
+    ),
+    (
+        "helm_uninstall_leaves_nothing_that_blocks",
+        chart::uninstall,
+    ),
 ];
 
 fn main() {

@@ -10,6 +10,7 @@ use crate::client::{self, Resource, Scope};
 use crate::filter::Filters;
 use crate::format::{self, Output};
 use crate::op::Op;
+use crate::rules;
 
 /// `get name`: the operation described, or an error naming where it was looked for.
 pub(crate) async fn run(cx: &Context<'_>, name: &str) -> Result<Exit> {
@@ -54,12 +55,26 @@ pub(crate) async fn run(cx: &Context<'_>, name: &str) -> Result<Exit> {
             cx.now,
             cx.colours,
         ),
-        Output::Table | Output::Wide => found
-            .iter()
-            .map(|op| format::describe(op, cx.now))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Output::Table | Output::Wide => {
+            let mut described = Vec::with_capacity(found.len());
+            for op in &found {
+                let note = estimates_note(cx, op).await;
+                described.push(format::describe_noting(op, cx.now, note.as_deref()));
+            }
+            described.join("\n")
+        }
     };
     emit(&text);
     Ok(Exit::Done)
+}
+
+/// Whether the expected end an active operation shows from history is to be trusted: its
+/// rule's coverage, read from its ruleset (nothing when that cannot be read).
+async fn estimates_note(cx: &Context<'_>, op: &Op) -> Option<String> {
+    if !op.is_active() || op.status.estimate.as_deref() != Some("History") {
+        return None;
+    }
+    rules::of(cx.client, &op.spec.rule_set, &op.spec.operation)
+        .await?
+        .warning()
 }

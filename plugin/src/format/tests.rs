@@ -200,6 +200,15 @@ fn a_history_estimate_shows_its_band_where_it_reads_otherwise() {
     let o = Op::from_json(raw.clone());
     assert_eq!(expected(&o, now), "~2m (≤5m)");
     assert!(describe(&o, now).contains("(~2m (≤5m); from History)"));
+    let noted = describe_noting(
+        &o,
+        now,
+        Some("estimates unreliable: p90 covered 62 % of the last 40 ends"),
+    );
+    assert!(
+        noted.contains("(~2m (≤5m); from History; estimates unreliable: p90 covered 62 %"),
+        "{noted}"
+    );
     // A far edge that reads the same, or none: the estimate alone.
     raw["status"]["expectedEndP90"] = serde_json::json!("2026-11-22T10:02:00Z");
     assert_eq!(expected(&Op::from_json(raw.clone()), now), "~2m");

@@ -262,7 +262,8 @@ async fn the_holders_clock_skew_neither_hands_over_nor_keeps_the_lease() {
 }
 
 /// A leader that stops releases the Lease (no holder) so that another replica takes it at once,
-/// not a lease duration later.
+/// not a lease duration later, and says it is handing over (its pod keeps the leader's mark for
+/// the next leader to take).
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_stops_releases_the_lease() {
     let cluster = Arc::new(Mutex::new(Cluster::default()));
@@ -270,7 +271,7 @@ async fn a_leader_that_stops_releases_the_lease() {
     becomes(&mut role, Role::Leading).await;
     stop.send(()).unwrap();
     running.await.unwrap();
-    assert_eq!(*role.borrow(), Role::Following);
+    assert_eq!(*role.borrow(), Role::HandingOver);
     let (holder, _) = cluster.lock().written.last().cloned().unwrap();
     assert_eq!(holder, None, "released");
 }
@@ -329,4 +330,72 @@ async fn a_holder_whose_container_ended_is_replaced_without_waiting_for_expiry()
         drop(stop);
         running.await.unwrap();
     }
+}
+
+/// A leader told of a newer replica hands the lead over to it: it stops leading (handing over,
+/// its pod keeping the leader's mark), releases the Lease naming the successor, and follows;
+/// another follower leaves the Lease to the successor, which takes it at once.
+#[tokio::test(start_paused = true)]
+async fn a_leader_hands_over_to_the_successor_it_is_told_of_and_others_leave_it_the_lease() {
+    let cluster = Arc::new(Mutex::new(Cluster::default()));
+    let (successor, named) = watch::channel(None);
+    let (client, _api) = {
+        let cluster = cluster.clone();
+        MockApiServer::start(move |asked| cluster.lock().answer(asked))
+    };
+    let (elector, mut role) = Elector::new(client, settings());
+    let elector = elector.hand_over_to(named);
+    let (stop, stopped) = oneshot::channel();
+    let running = tokio::spawn(elector.run(stopped));
+    becomes(&mut role, Role::Leading).await;
+    successor.send_replace(Some("ifo-apiserver-9".into()));
+    becomes(&mut role, Role::HandingOver).await;
+    becomes(&mut role, Role::Following).await;
+    let lease = cluster.lock().lease.clone().unwrap();
+    assert_eq!(lease.spec.as_ref().unwrap().holder_identity, None);
+    assert_eq!(
+        lease.metadata.annotations.as_ref().unwrap()[SUCCESSOR_ANNOTATION],
+        "ifo-apiserver-9"
+    );
+    // It does not take the Lease back while it is the successor's.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(*role.borrow(), Role::Following);
+    assert_eq!(cluster.lock().holder(), None);
+    // The successor takes it, and the annotation goes.
+    cluster
+        .lock()
+        .renewed_by("ifo-apiserver-9_new", jiff::Timestamp::now());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(*role.borrow(), Role::Following);
+    drop(stop);
+    running.await.unwrap();
+
+    // The successor's own elector: a Lease released to it is taken at once.
+    let cluster = Arc::new(Mutex::new(Cluster::default()));
+    cluster.lock().renewed_by(OTHER, jiff::Timestamp::now());
+    {
+        let mut c = cluster.lock();
+        let mut lease = c.lease.clone().unwrap();
+        lease.spec.as_mut().unwrap().holder_identity = None;
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(SUCCESSOR_ANNOTATION.into(), "ifo-apiserver-0".into());
+        c.store(lease);
+    }
+    let (mut role, stop, running, _api) = elect(&cluster);
+    let taken = becomes(&mut role, Role::Leading).await;
+    assert!(taken < Duration::from_secs(3), "taken at once: {taken:?}");
+    let lease = cluster.lock().lease.clone().unwrap();
+    assert!(
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(SUCCESSOR_ANNOTATION)),
+        "the successor's name stays on the Lease it took"
+    );
+    drop(stop);
+    running.await.unwrap();
 }

@@ -19,6 +19,7 @@
 //! against the schema of the list's items.
 
 mod crd;
+mod lookup;
 mod schema;
 mod suggest;
 mod walk;
@@ -27,6 +28,7 @@ mod walk;
 mod tests;
 
 pub use crd::{CrdSchemas, of_crd};
+pub(crate) use lookup::{Found, Lookup, Schemas};
 pub use schema::Schema;
 
 use super::{CompiledRuleSet, Target};

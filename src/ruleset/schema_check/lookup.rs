@@ -1,35 +1,37 @@
-//! The schemas the rulesets' door checks rules against: a CRD target's `openAPIV3Schema`, read
-//! from kube-apiserver (the CustomResourceDefinition `<resource>.<group>`), each read bounded
-//! by [`FETCH_DEADLINE`] and kept [`KEPT_FOR`] in a cache of at most [`MAX_KEPT`] targets and
-//! [`MAX_KEPT_BYTES`] of schemas (a KubeVirt CRD's schema is hundreds of kilobytes).
+//! The schemas rules are checked against, read from kube-apiserver: a CRD target's
+//! `openAPIV3Schema` (the CustomResourceDefinition `<resource>.<group>`), each read bounded by
+//! [`FETCH_DEADLINE`] and kept [`KEPT_FOR`] (or until [`Schemas::forget`]) in a cache of at most
+//! [`MAX_KEPT`] targets and [`MAX_KEPT_BYTES`] of schemas (a KubeVirt CRD's schema is hundreds of
+//! kilobytes). The rulesets' admission door reads them for each review; the controller for the
+//! rulesets' status, again when a CRD changes.
 //!
 //! Built-in types (the core group, and groups without a dot) are not looked up: their schemas
 //! are in kube-apiserver's `/openapi/v3`, documents of megabytes, too much for a door that must
-//! answer within seconds. What is not found, or not read in time, is said in the review's
-//! warnings, and the ruleset is not refused for it.
+//! answer within seconds. What is not found, or not read in time, is said (the review's
+//! warnings, the ruleset's `SchemaChecked` condition), and the ruleset is not refused for it.
 
+use super::{Schema, of_crd};
 use crate::ruleset::Target;
-use crate::ruleset::schema_check::{Schema, of_crd};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest a CRD is waited for: kube-apiserver gives the whole review 5 s.
-pub(super) const FETCH_DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const FETCH_DEADLINE: Duration = Duration::from_secs(2);
 
 /// How long a CRD read (or found absent) is kept: a CRD changed or installed since is seen
 /// after this at most.
-pub(super) const KEPT_FOR: Duration = Duration::from_secs(30);
+pub(crate) const KEPT_FOR: Duration = Duration::from_secs(30);
 
 /// Most targets kept.
-pub(super) const MAX_KEPT: u64 = 64;
+pub(crate) const MAX_KEPT: u64 = 64;
 
 /// Most bytes of schemas kept (as JSON; their size in memory is a few times that).
-pub(super) const MAX_KEPT_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_KEPT_BYTES: u64 = 8 << 20;
 
 /// Most targets looked up for one review (its own and its related parts').
-pub(super) const MAX_LOOKUPS: usize = 4;
+pub(crate) const MAX_LOOKUPS: usize = 4;
 
 /// What was found of one target's schema.
 #[derive(Debug, Clone)]
@@ -79,6 +81,20 @@ impl Schemas {
                 })
                 .time_to_live(KEPT_FOR)
                 .build(),
+        }
+    }
+
+    /// Forgets what was read of every target of the CRD named `crd` (`<resource>.<group>`),
+    /// whatever its version, so that the next lookup reads it again (it changed, or appeared).
+    pub(crate) async fn forget_crd(&self, crd: &str) {
+        let stale: Vec<Target> = self
+            .kept
+            .iter()
+            .filter(|(t, _)| format!("{}.{}", t.resource, t.group) == crd)
+            .map(|(t, _)| (*t).clone())
+            .collect();
+        for target in stale {
+            self.kept.invalidate(&target).await;
         }
     }
 

@@ -1,0 +1,118 @@
+//! A ruleset's `SchemaChecked` condition: what the fields its expressions read were checked
+//! against, the same check as the rulesets' admission door (`ruleset::schema_check`), run by
+//! the controller when a ruleset's generation loads and again when one of its targets' CRDs
+//! appears, changes or goes. So a ruleset applied before its target's CRD was installed (or
+//! past the door: a server without kube-apiserver's client certificate, a webhook that failed
+//! open) shows the typo the door could not see, once the CRD is there.
+
+use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
+use crate::ruleset::schema_check::{Lookup, Schemas, check_against};
+use crate::ruleset::{CompiledRuleSet, Target};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// The condition's type.
+pub(super) const SCHEMA_CHECKED: &str = "SchemaChecked";
+
+/// What the check found, for the condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Not checked yet: the generation just loaded, or a target's CRD changed.
+    Pending,
+    /// Every field read is in the target's schema and every result of its role's type; what
+    /// was not checked (open parts of the schema, related targets without one), if anything.
+    Checked {
+        against: String,
+        unchecked: Vec<String>,
+    },
+    /// What is wrong, `<place>: <what>` each.
+    Problems(Vec<String>),
+    /// The target's schema is not to be had (why): only the results' types were checked.
+    Unavailable(String),
+}
+
+/// The CRDs (`<resource>.<group>`) whose schemas `ruleset` is checked against: its target's and
+/// its related parts'.
+pub(super) fn crds_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = String> + '_ {
+    targets_of(ruleset).map(|t| format!("{}.{}", t.resource, t.group))
+}
+
+fn targets_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = &Target> {
+    std::iter::once(&ruleset.target).chain(ruleset.related.iter().map(|p| &p.target))
+}
+
+/// Checks `ruleset` against its targets' schemas as kube-apiserver serves them now.
+pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdict {
+    let targets: Vec<Target> = targets_of(ruleset).cloned().collect();
+    let found = schemas.lookup(&targets).await;
+    let own = found.schema(&ruleset.target);
+    let report = check_against(ruleset, |target| found.schema(target));
+    if !report.is_ok() {
+        return Verdict::Problems(report.problems);
+    }
+    let absent = |t: &Target| match found.by_target.get(t) {
+        Some(Lookup::Absent(why)) => Some(why.clone()),
+        Some(Lookup::Found(_)) => None,
+        None => Some(format!("{t} was not looked up")),
+    };
+    if own.is_none() {
+        return Verdict::Unavailable(
+            absent(&ruleset.target).unwrap_or_else(|| format!("no schema of {}", ruleset.target)),
+        );
+    }
+    let mut unchecked: Vec<String> = ruleset
+        .related
+        .iter()
+        .filter_map(|p| {
+            absent(&p.target).map(|why| format!("the fields read from {}: {why}", p.target))
+        })
+        .collect();
+    unchecked.extend(report.unchecked);
+    Verdict::Checked {
+        against: format!(
+            "the CustomResourceDefinition {}.{} ({})",
+            ruleset.target.resource, ruleset.target.group, ruleset.target.version
+        ),
+        unchecked,
+    }
+}
+
+/// The condition for `verdict`.
+pub(super) fn condition(verdict: &Verdict, generation: Option<i64>) -> Condition {
+    let (status, reason, message) = match verdict {
+        Verdict::Pending => (
+            "Unknown",
+            "Checking",
+            "the fields read are being checked against the target's schema".to_owned(),
+        ),
+        Verdict::Checked { against, unchecked } => (
+            "True",
+            "FieldsInSchema",
+            if unchecked.is_empty() {
+                format!(
+                    "every field read is in the schema of {against}, and every result of its role's type"
+                )
+            } else {
+                format!(
+                    "the fields read are in the schema of {against}, and every result of its role's type; not checked: {}",
+                    unchecked.join("; ")
+                )
+            },
+        ),
+        Verdict::Problems(problems) => ("False", "NotInSchema", problems.join("; ")),
+        Verdict::Unavailable(why) => (
+            "Unknown",
+            "SchemaUnavailable",
+            format!(
+                "{why}: only the results' types were checked; the fields read are checked when the target's CustomResourceDefinition appears or changes"
+            ),
+        ),
+    };
+    Condition {
+        type_: SCHEMA_CHECKED.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: truncated(message, MAX_MESSAGE_CHARS),
+        observed_generation: generation,
+        last_transition_time: Time(jiff::Timestamp::now()),
+    }
+}

@@ -1,0 +1,601 @@
+//! The Helm chart (`deploy/chart/`) with the pinned `helm` (`tests/cluster/build-helm.sh`):
+//!
+//! - `helm lint --strict` finds nothing, and a value the chart does not know (a typo in a key, a
+//!   setting the server does not have, a rule family the library does not have) fails the
+//!   install before anything is made (`values.schema.json`).
+//! - One source of truth: what the chart makes is what the kustomize install makes
+//!   (`deploy/`, `apiservice/with-guard/`, `deploy/monitoring/`, `deploy/persist/`), object for
+//!   object, but for Helm's labels, the caBundles it fills in and the Namespace Helm makes; the
+//!   settings it accepts are the server's flags.
+//! - The certificate it makes is for the Services, signed by the CA the registrations trust.
+//! - Against a real kube-apiserver: every option's objects are accepted (`--dry-run=server`);
+//!   an install, an upgrade with a changed setting (the CA and the certificate kept), an
+//!   upgrade when the certificate is near its end (renewed under the same CA), and an uninstall
+//!   that removes the registrations and keeps the CRD and the CA. A real node's install,
+//!   upgrade under load and uninstall are in `tests/node/`.
+
+use ifo_dev::helm;
+use ifo_dev::{Cluster, User};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The chart's directory, as a helm argument.
+fn chart() -> String {
+    helm::chart().display().to_string()
+}
+
+/// The objects of a YAML stream, empty documents left out.
+fn objects(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+        .into_iter()
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+/// `helm template` of the chart into ifo-system with `args` (`--set …`), as objects.
+fn template(args: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut all = vec![
+        "template",
+        "ifo",
+        chart.as_str(),
+        "-n",
+        "ifo-system",
+        "--include-crds",
+    ];
+    all.extend_from_slice(args);
+    objects(&helm::offline(&all).unwrap())
+}
+
+fn kubectl() -> PathBuf {
+    ifo_dev::Binaries::ensure().unwrap().kubectl
+}
+
+/// `kubectl kustomize DIR` with the files after it, as objects.
+fn kustomize(dir: &str, files: &[&str]) -> Vec<Value> {
+    let out = Command::new(kubectl())
+        .args(["kustomize", &root().join(dir).display().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "kubectl kustomize {dir}: {out:?}");
+    let mut all = objects(&String::from_utf8(out.stdout).unwrap());
+    for file in files {
+        all.extend(objects(
+            &std::fs::read_to_string(root().join(file)).unwrap(),
+        ));
+    }
+    all
+}
+
+/// Who an object is.
+fn key(o: &Value) -> String {
+    format!(
+        "{}/{}/{}",
+        o["kind"].as_str().unwrap_or_default(),
+        o["metadata"]["namespace"].as_str().unwrap_or_default(),
+        o["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// The labels and annotations Helm's install adds to objects of deploy/.
+const HELM_LABELS: &[&str] = &[
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+];
+
+/// The chart's object as the kustomize install writes it: without what Helm adds where the
+/// kustomize object does not have it, and without caBundles (a placeholder there).
+fn as_kustomize_writes(mut chart: Value, kustomize: &Value) -> Value {
+    for (field, added) in [
+        ("labels", HELM_LABELS),
+        ("annotations", &["helm.sh/resource-policy"][..]),
+    ] {
+        let theirs = &kustomize["metadata"][field];
+        let Some(metadata) = chart.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(map) = metadata.get_mut(field).and_then(Value::as_object_mut) {
+            map.retain(|k, v| !added.contains(&k.as_str()) || theirs.get(k) == Some(v));
+            if map.is_empty() && theirs.is_null() {
+                metadata.remove(field);
+            }
+        }
+    }
+    chart
+}
+
+fn without_ca_bundles(mut o: Value) -> Value {
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("caBundle");
+    }
+    if let Some(hooks) = o.get_mut("webhooks").and_then(Value::as_array_mut) {
+        for hook in hooks {
+            if let Some(config) = hook.get_mut("clientConfig").and_then(Value::as_object_mut) {
+                config.remove("caBundle");
+            }
+        }
+    }
+    o
+}
+
+/// Every object of `expected` (but a Namespace) is in `rendered`, the same but for what Helm
+/// adds; `rendered` has nothing else but the chart's Secrets.
+fn same_objects(what: &str, rendered: Vec<Value>, expected: Vec<Value>) {
+    let mut chart: BTreeMap<String, Value> = rendered
+        .into_iter()
+        .map(|o| (key(&o), without_ca_bundles(o)))
+        .collect();
+    let mut missing = Vec::new();
+    for o in expected {
+        if o["kind"] == "Namespace" {
+            continue;
+        }
+        let k = key(&o);
+        let o = without_ca_bundles(o);
+        match chart.remove(&k) {
+            Some(c) => {
+                let c = as_kustomize_writes(c, &o);
+                assert_eq!(
+                    c,
+                    o,
+                    "{what}: the chart's {k} is not the kustomize install's:\n--- chart\n{}\n--- kustomize\n{}",
+                    serde_json::to_string_pretty(&c).unwrap(),
+                    serde_json::to_string_pretty(&o).unwrap()
+                );
+            }
+            None => missing.push(k),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{what}: the chart does not make {missing:?}"
+    );
+    chart.retain(|k, _| !k.starts_with("Secret/ifo-system/ifo-apiserver-"));
+    assert!(
+        chart.is_empty(),
+        "{what}: the chart makes what the kustomize install does not: {:?}",
+        chart.keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn helm_lint_finds_nothing() {
+    let chart = chart();
+    let out = helm::offline(&["lint", "--strict", &chart]).unwrap();
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+    let out = helm::offline(&[
+        "lint",
+        "--strict",
+        &chart,
+        "--set",
+        "guard.enabled=true,persistence.enabled=true,monitoring.serviceMonitor.enabled=true,\
+         monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true,\
+         networkPolicy.enabled=true,networkPolicy.apiServerCIDRs[0]=192.0.2.10/32",
+    ])
+    .unwrap();
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn a_value_the_chart_does_not_know_fails_before_anything_is_made() {
+    let chart = chart();
+    for (set, said) in [
+        ("guard.enabeld=true", "'enabeld' not allowed"),
+        (
+            "settings.DEBOUNCE_TRESHOLD=1m",
+            "'DEBOUNCE_TRESHOLD' not allowed",
+        ),
+        ("settings.PERSIST=true", "'PERSIST' not allowed"),
+        ("rules.families[0]=kubevrit", "/rules/families/0"),
+        ("guard.whenUnknown=maybe", "/guard/whenUnknown"),
+        ("replicas=0", "/replicas"),
+    ] {
+        let err = helm::offline(&["template", "ifo", &chart, "--set", set])
+            .expect_err(&format!("--set {set} was accepted"));
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(said),
+            "--set {set}: {err}"
+        );
+    }
+    // A policy without kube-apiserver's addresses would shut it out: refused, saying so.
+    let err = helm::offline(&[
+        "template",
+        "ifo",
+        &chart,
+        "--set",
+        "networkPolicy.enabled=true",
+    ])
+    .expect_err("a NetworkPolicy without kube-apiserver's addresses was made");
+    assert!(
+        format!("{err:#}").contains("networkPolicy.apiServerCIDRs"),
+        "{err:#}"
+    );
+}
+
+/// The settings `values.schema.json` accepts are the server's flags' environment variables, but
+/// those the chart sets from its own values.
+#[test]
+fn the_settings_the_chart_takes_are_the_servers_flags() {
+    use clap::Args;
+    const SET_BY_THE_CHART: &[&str] = &[
+        "BIND_ADDRESS",
+        "SECURE_PORT",
+        "TLS_CERT_FILE",
+        "TLS_PRIVATE_KEY_FILE",
+        "KUBECONFIG_FILE",
+        "PERSIST",
+        "EVICTION_GUARD",
+        "GUARD_WHEN_UNKNOWN",
+        "LEADER_ELECT",
+        "POD_NAME",
+        "POD_NAMESPACE",
+    ];
+    let flags: Vec<String> = ifo::config::ServeArgs::augment_args(clap::Command::new("serve"))
+        .get_arguments()
+        .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+        .filter(|e| !SET_BY_THE_CHART.contains(&e.as_str()))
+        .collect();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(helm::chart().join("values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let mut accepted: Vec<String> = schema["properties"]["settings"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut flags = flags;
+    flags.sort();
+    accepted.sort();
+    assert_eq!(
+        accepted, flags,
+        "values.schema.json's settings are not the flags of `ifo-apiserver serve` (src/config.rs) \
+         but those the chart sets"
+    );
+}
+
+#[test]
+fn the_chart_makes_what_the_kustomize_install_makes() {
+    same_objects(
+        "deploy/",
+        template(&[]),
+        kustomize(
+            "deploy",
+            &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
+        ),
+    );
+    same_objects(
+        "apiservice/with-guard/",
+        template(&["--set", "guard.enabled=true"]),
+        kustomize(
+            "apiservice/with-guard",
+            &[
+                "apiservice/apiservice.yaml",
+                "apiservice/webhook.yaml",
+                "apiservice/guard-webhook.yaml",
+            ],
+        ),
+    );
+    // Persistence mode: deploy/ with the component deploy/persist/, from an overlay of its own.
+    // (kustomize takes relative paths only.)
+    let overlay = tempdir("persist-overlay");
+    let up = "../".repeat(overlay.components().count() - 1);
+    let deploy = format!("{up}{}", root().join("deploy").display()).replace("//", "/");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!("resources: [{deploy}]\ncomponents: [{deploy}/persist]\n"),
+    )
+    .unwrap();
+    same_objects(
+        "deploy/ with deploy/persist/",
+        template(&["--set", "persistence.enabled=true"]),
+        kustomize(
+            &overlay.display().to_string(),
+            &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
+        ),
+    );
+    // Monitoring: deploy/monitoring/ beside deploy/.
+    let mut expected = kustomize(
+        "deploy",
+        &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
+    );
+    expected.extend(kustomize("deploy/monitoring", &[]));
+    same_objects(
+        "deploy/monitoring/",
+        template(&[
+            "--set",
+            "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true",
+        ]),
+        expected,
+    );
+}
+
+/// A directory of its own under the system's temporary directory, empty.
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ifo-chart-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The object of `kind` named `name` among `objects`.
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn decode(b64: &Value) -> Vec<u8> {
+    openssl::base64::decode_block(b64.as_str().unwrap()).unwrap()
+}
+
+/// The chart's serving certificate names both Services (in the release's namespace), is signed
+/// by the CA in the Secret, and every registration trusts that CA.
+fn check_certificate(objects: &[Value], namespace: &str) -> (Vec<u8>, Vec<u8>) {
+    let tls = find(objects, "Secret", "ifo-apiserver-tls");
+    let ca_pem = decode(&tls["data"]["ca.crt"]);
+    let cert_pem = decode(&tls["data"]["tls.crt"]);
+    let cert = openssl::x509::X509::from_pem(&cert_pem).unwrap();
+    let ca = openssl::x509::X509::from_pem(&ca_pem).unwrap();
+    assert!(
+        cert.verify(&ca.public_key().unwrap()).unwrap(),
+        "the serving certificate is not signed by the CA"
+    );
+    let names: Vec<String> = cert
+        .subject_alt_names()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.dnsname().map(str::to_owned))
+        .collect();
+    for service in ["ifo-apiserver", "ifo-guard"] {
+        let name = format!("{service}.{namespace}.svc");
+        assert!(names.contains(&name), "{name} not among {names:?}");
+    }
+    let private =
+        openssl::pkey::PKey::private_key_from_pem(&decode(&tls["data"]["tls.key"])).unwrap();
+    assert!(
+        cert.public_key().unwrap().public_eq(&private),
+        "the key is not the certificate's"
+    );
+    let ca_secret = find(objects, "Secret", "ifo-apiserver-ca");
+    assert_eq!(decode(&ca_secret["data"]["tls.crt"]), ca_pem);
+    for o in objects {
+        let bundles: Vec<&Value> = match o["kind"].as_str() {
+            Some("APIService") => vec![&o["spec"]["caBundle"]],
+            Some("ValidatingWebhookConfiguration") => o["webhooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| &w["clientConfig"]["caBundle"])
+                .collect(),
+            _ => continue,
+        };
+        for bundle in bundles {
+            assert_eq!(decode(bundle), ca_pem, "{} trusts another CA", key(o));
+        }
+    }
+    (ca_pem, cert_pem)
+}
+
+#[test]
+fn the_certificate_the_chart_makes_is_for_the_services_and_trusted_by_the_registrations() {
+    check_certificate(&template(&["--set", "guard.enabled=true"]), "ifo-system");
+    let chart = chart();
+    let elsewhere =
+        objects(&helm::offline(&["template", "ifo", &chart, "-n", "maintenance"]).unwrap());
+    check_certificate(&elsewhere, "maintenance");
+    // Everything that names the server's namespace names the release's.
+    for o in &elsewhere {
+        let text = o.to_string();
+        assert!(
+            !text.contains("ifo-system"),
+            "{} still names ifo-system: {text}",
+            key(o)
+        );
+    }
+}
+
+/// Runs kubectl as the administrator with `stdin`.
+fn kubectl_in(cluster: &Cluster, args: &[&str], stdin: &str) -> anyhow::Result<String> {
+    cluster.kubectl_run(User::Admin, args, Some(stdin))
+}
+
+#[test]
+fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_uninstall() {
+    let cluster = Cluster::start(None).unwrap();
+    let admin = |args: &[&str]| cluster.kubectl_run(User::Admin, args, None);
+    let chart = chart();
+    let source = |p: &str| root().join(p).display().to_string();
+    // The tests' cluster comes with deploy/'s RBAC and CRDs applied, and Helm takes over no object
+    // it did not make: removed, for a cluster without the product.
+    admin(&[
+        "delete",
+        "--wait",
+        "-f",
+        &source("deploy/rbac"),
+        "-f",
+        &source("deploy/guard/rbac.yaml"),
+        "-f",
+        &source("deploy/crds"),
+    ])
+    .unwrap();
+    admin(&["apply", "-f", &source("tests/chart/foreign-crds.yaml")]).unwrap();
+    admin(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/servicemonitors.monitoring.coreos.com",
+        "crd/prometheusrules.monitoring.coreos.com",
+        "crd/issuers.cert-manager.io",
+        "crd/certificates.cert-manager.io",
+    ])
+    .unwrap();
+
+    // An install (no node here: nothing runs; the objects are what is checked).
+    helm::run(
+        &cluster,
+        &[
+            "install",
+            "ifo",
+            &chart,
+            "-n",
+            "ifo-system",
+            "--create-namespace",
+            "--set",
+            "guard.enabled=true",
+        ],
+    )
+    .unwrap();
+    let secret = |name: &str| -> Value {
+        serde_json::from_str(
+            &admin(&["-n", "ifo-system", "get", "secret", name, "-o", "json"]).unwrap(),
+        )
+        .unwrap()
+    };
+    let installed = || -> Vec<Value> {
+        let mut all = vec![secret("ifo-apiserver-tls"), secret("ifo-apiserver-ca")];
+        for what in [
+            "apiservice/v1alpha1.live.ifo.kubevirt.io",
+            "validatingwebhookconfiguration/ifo-ruleset-validation",
+            "validatingwebhookconfiguration/ifo-maintenance-guard",
+        ] {
+            all.push(serde_json::from_str(&admin(&["get", what, "-o", "json"]).unwrap()).unwrap());
+        }
+        all
+    };
+    let (ca, cert) = check_certificate(&installed(), "ifo-system");
+    let shipped = admin(&["get", "operationrulesets", "-o", "name"]).unwrap();
+    assert!(
+        shipped.lines().count() >= 40 && shipped.contains("kubevirt-rules"),
+        "the shipped rulesets are not installed: {shipped}"
+    );
+
+    // Every option, as kube-apiserver validates it: the chart's CRDs, and its rulesets against
+    // the CRD the install made.
+    let everything = "guard.enabled=true,guard.failurePolicy=Fail,persistence.enabled=true,\
+        monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,\
+        monitoring.dashboard.enabled=true,networkPolicy.enabled=true,\
+        networkPolicy.apiServerCIDRs[0]=192.0.2.10/32,settings.DEBOUNCE_THRESHOLD=1m,\
+        replicas=3,logFormat=json,nodeSelector.disk=ssd";
+    for set in [
+        everything,
+        "certificates.source=cert-manager,guard.enabled=true",
+        "replicas=1,guard.enabled=true,rules.families[0]=kubevirt",
+    ] {
+        let rendered = helm::run(
+            &cluster,
+            &["template", "ifo", &chart, "-n", "ifo-system", "--set", set],
+        )
+        .unwrap();
+        let out = kubectl_in(
+            &cluster,
+            &["apply", "--dry-run=server", "-f", "-"],
+            &rendered,
+        )
+        .unwrap_or_else(|e| panic!("kube-apiserver refused the chart with {set}: {e:#}"));
+        assert!(out.contains("(server dry run)"), "{out}");
+    }
+
+    // `helm upgrade` with the values as they are and `set`; the CA and certificate after it.
+    let upgrade = |set: &[&str]| {
+        let mut args = vec![
+            "upgrade",
+            "ifo",
+            &chart,
+            "-n",
+            "ifo-system",
+            "--reuse-values",
+        ];
+        args.extend_from_slice(set);
+        helm::run(&cluster, &args).unwrap();
+        check_certificate(&installed(), "ifo-system")
+    };
+
+    // An upgrade with a changed setting keeps the CA and the certificate.
+    let (ca_after, cert_after) = upgrade(&["--set", "settings.DEBOUNCE_THRESHOLD=45s"]);
+    assert_eq!(ca_after, ca, "an upgrade changed the CA");
+    assert_eq!(
+        cert_after, cert,
+        "an upgrade renewed a certificate far from its end"
+    );
+    let debounce = admin(&[
+        "-n",
+        "ifo-system",
+        "get",
+        "deployment",
+        "ifo-apiserver",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].env[?(@.name==\"DEBOUNCE_THRESHOLD\")].value}",
+    ])
+    .unwrap();
+    assert_eq!(debounce, "45s");
+
+    // A certificate within its renewal time (as if years had passed) is renewed by the next
+    // upgrade, under the same CA, so the registrations stay as they are.
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 86_400;
+    admin(&[
+        "-n",
+        "ifo-system",
+        "annotate",
+        "--overwrite",
+        "secret/ifo-apiserver-tls",
+        &format!("ifo.kubevirt.io/not-after={soon}"),
+    ])
+    .unwrap();
+    let (ca_renewed, cert_renewed) = upgrade(&[]);
+    assert_eq!(ca_renewed, ca, "the renewal changed the CA");
+    assert_ne!(
+        cert_renewed, cert,
+        "a certificate near its end was not renewed"
+    );
+
+    // The uninstall: the registrations and the server are gone; the CRD (with anyone's own
+    // rulesets) and the CA stay.
+    helm::run(
+        &cluster,
+        &["uninstall", "ifo", "-n", "ifo-system", "--wait"],
+    )
+    .unwrap();
+    for what in [
+        "apiservice/v1alpha1.live.ifo.kubevirt.io",
+        "validatingwebhookconfiguration/ifo-ruleset-validation",
+        "validatingwebhookconfiguration/ifo-maintenance-guard",
+        "deployment/ifo-apiserver",
+        "operationrulesets",
+    ] {
+        let left = admin(&[
+            "-n",
+            "ifo-system",
+            "get",
+            what,
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ])
+        .unwrap();
+        assert_eq!(left.trim(), "", "{what} is left after the uninstall");
+    }
+    admin(&["get", "crd", "operationrulesets.ifo.kubevirt.io"])
+        .expect("the CRD went with the release");
+    admin(&["-n", "ifo-system", "get", "secret", "ifo-apiserver-ca"])
+        .expect("the CA went with the release");
+    cluster.shutdown();
+}

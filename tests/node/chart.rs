@@ -1,0 +1,339 @@
+//! The Helm chart (`deploy/chart/`) on the real node, as a newcomer installs it once the
+//! kustomize install is gone: `helm install` with the guard (one command) serves through the
+//! Service and holds an eviction while the node is not clear; `helm upgrade` to a changed setting
+//! (a rollout of both replicas) while evictions of a held node's pod and lists of every
+//! operation are tried every 200 ms and a `-w` client watches and reconnects; `helm uninstall`
+//! leaves nothing that blocks: a namespace deleted right after it goes.
+
+use anyhow::{Context, Result, ensure};
+use ifo_dev::User;
+use ifo_dev::helm;
+use ifo_dev::install::{APISERVICE, NAMESPACE};
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Ctx;
+use super::guard::{evict, node_name, pod, ruleset, until_clear_is, vm_on};
+use super::workload::{holds, settled, until_listed};
+
+/// The ruleset of these steps.
+const RULESET: &str = "node-chart";
+
+fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
+    ctx.cluster.kubectl_run(User::Admin, args, None)
+}
+
+/// `helm install` with the guard, as the README says; the live API served through the
+/// Service, and an eviction of a pod on the node refused while a VM migrates there.
+pub(crate) fn install(ctx: &Ctx) -> Result<()> {
+    // The kustomize install's uninstall deleted the steps' namespace.
+    admin(ctx, &["create", "namespace", &ctx.ns]).or_else(|e| {
+        if format!("{e:#}").contains("AlreadyExists") {
+            Ok(String::new())
+        } else {
+            Err(e)
+        }
+    })?;
+    let chart = helm::chart().display().to_string();
+    let t = Instant::now();
+    helm::run(
+        &ctx.cluster,
+        &[
+            "install",
+            helm::RELEASE,
+            &chart,
+            "-n",
+            NAMESPACE,
+            "--create-namespace",
+            "--set",
+            "guard.enabled=true",
+            "--wait",
+            "--timeout=5m",
+        ],
+    )?;
+    ctx.install
+        .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+    settled(ctx, Duration::from_secs(180))?;
+    println!(
+        "  helm install with the guard: Available with two replicas and a leader in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    let node = node_name(ctx)?;
+    ruleset(
+        ctx,
+        RULESET,
+        "object.?status.?printableStatus.orValue('') == 'Migrating'",
+    )?;
+    vm_on(ctx, "vm-chart", &node, "Migrating")?;
+    until_listed(
+        ctx,
+        &[("vm-chart", "Migrating")],
+        Instant::now(),
+        Duration::from_secs(60),
+    )?;
+    until_clear_is(ctx, &node, "False")?;
+    pod(ctx, "held", "held")?;
+    ensure!(
+        !evict(ctx, "held")?,
+        "the guard the chart installed let an eviction through while the node is not clear"
+    );
+    Ok(())
+}
+
+/// What the clients saw during the upgrade.
+#[derive(Default)]
+struct Seen {
+    evictions_held: usize,
+    evictions_allowed: usize,
+    evictions_failed: Vec<String>,
+    lists: usize,
+    lists_failed: Vec<String>,
+    /// Operation names the watching client printed, and when.
+    watched: BTreeSet<String>,
+    watch_starts: usize,
+}
+
+/// `helm upgrade` to a changed setting while a held node's pod is evicted and every operation
+/// listed every 200 ms, and a `kubectl get ifos -w` client (started again whenever it ends)
+/// watches operations that begin during the upgrade: no eviction allowed or unanswered, no
+/// list failed, every operation seen by the watching client.
+pub(crate) fn upgrade(ctx: &Ctx) -> Result<()> {
+    let before = settled(ctx, Duration::from_secs(180))?;
+    let chart = helm::chart().display().to_string();
+    let expected = [("vm-chart", "Migrating")];
+    let stop = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let began: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let (upgraded, took) = std::thread::scope(|s| -> Result<(Result<String>, Duration)> {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                match evict(ctx, "held") {
+                    Ok(false) => seen.lock().evictions_held += 1,
+                    Ok(true) => {
+                        seen.lock().evictions_allowed += 1;
+                        break;
+                    }
+                    Err(e) => seen.lock().evictions_failed.push(format!("{e:#}")),
+                }
+                std::thread::sleep(Duration::from_millis(200).saturating_sub(asked.elapsed()));
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                let listed = admin(
+                    ctx,
+                    &["get", "ifos", "-A", "-o", "name", "--request-timeout=10s"],
+                );
+                let mut seen = seen.lock();
+                seen.lists += 1;
+                match listed {
+                    Ok(text) => {
+                        let names: Vec<String> = text
+                            .lines()
+                            .map(|l| l.rsplit('/').next().unwrap_or(l).to_string())
+                            .collect();
+                        if !holds(&names, &expected) {
+                            seen.lists_failed
+                                .push(format!("listed without vm-chart: {names:?}"));
+                        }
+                    }
+                    Err(e) => seen.lists_failed.push(format!("{e:#}")),
+                }
+                drop(seen);
+                std::thread::sleep(Duration::from_millis(200).saturating_sub(asked.elapsed()));
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                seen.lock().watch_starts += 1;
+                let child = ctx
+                    .cluster
+                    .kubectl(User::Admin)
+                    .args(["get", "ifos", "-n", &ctx.ns, "-w", "-o", "name"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn();
+                let Ok(mut child) = child else { continue };
+                let stdout = child.stdout.take().unwrap();
+                // Read until the watch ends, or the test stops it.
+                let reader = std::thread::spawn({
+                    move || {
+                        BufReader::new(stdout)
+                            .lines()
+                            .map_while(Result::ok)
+                            .collect::<Vec<String>>()
+                    }
+                });
+                while !stop.load(Ordering::Relaxed) && child.try_wait().ok().flatten().is_none() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                let lines = reader.join().unwrap_or_default();
+                seen.lock().watched.extend(
+                    lines
+                        .iter()
+                        .map(|l| l.rsplit('/').next().unwrap_or(l).to_string()),
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        // Operations beginning while the replicas are replaced, one a second.
+        s.spawn(|| {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let name = format!("w-{n}");
+                if vm_on(ctx, &name, "elsewhere", "Migrating").is_ok() {
+                    began.lock().push(name);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        std::thread::sleep(Duration::from_secs(3));
+        let t = Instant::now();
+        let upgraded = helm::run(
+            &ctx.cluster,
+            &[
+                "upgrade",
+                helm::RELEASE,
+                &chart,
+                "-n",
+                NAMESPACE,
+                "--reuse-values",
+                "--set",
+                "settings.DEBOUNCE_THRESHOLD=45s",
+                "--wait",
+                "--timeout=5m",
+            ],
+        );
+        let took = t.elapsed();
+        let settled_after = settled(ctx, Duration::from_secs(120));
+        // Clients go on against the new replicas for a while.
+        std::thread::sleep(Duration::from_secs(5));
+        stop.store(true, Ordering::Relaxed);
+        settled_after?;
+        Ok((upgraded, took))
+    })?;
+    upgraded.context("helm upgrade")?;
+    let after = settled(ctx, Duration::from_secs(60))?;
+    ensure!(
+        after.iter().all(|p| before.iter().all(|b| b.uid != p.uid)),
+        "the upgrade did not replace both pods: before {before:?}, after {after:?}"
+    );
+    let seen = seen.into_inner();
+    let began = began.into_inner();
+    let lost: Vec<&String> = began
+        .iter()
+        .filter(|vm| {
+            !seen
+                .watched
+                .iter()
+                .any(|op| op.starts_with(&format!("{vm}-migrating-")))
+        })
+        .collect();
+    println!(
+        "  helm upgrade ({:.0}s, both replicas replaced): {} evictions held, {} allowed, {} \
+         unanswered; {} lists, {} failed; {} operations began, {} never seen by the watching \
+         client ({} watches)",
+        took.as_secs_f64(),
+        seen.evictions_held,
+        seen.evictions_allowed,
+        seen.evictions_failed.len(),
+        seen.lists,
+        seen.lists_failed.len(),
+        began.len(),
+        lost.len(),
+        seen.watch_starts
+    );
+    ensure!(
+        seen.evictions_allowed == 0,
+        "an eviction was allowed during the upgrade while the node had an operation in flight"
+    );
+    ensure!(
+        seen.evictions_failed.is_empty(),
+        "evictions not answered by the guard during the upgrade: {:#?}",
+        seen.evictions_failed
+    );
+    ensure!(
+        seen.lists_failed.is_empty(),
+        "lists failed during the upgrade: {:#?}",
+        seen.lists_failed
+    );
+    ensure!(
+        lost.is_empty(),
+        "operations the watching client never saw: {lost:?}"
+    );
+    ensure!(
+        seen.evictions_held >= 50,
+        "only {} evictions",
+        seen.evictions_held
+    );
+    Ok(())
+}
+
+/// `helm uninstall`: the registrations and the server are gone, and nothing blocks: a namespace
+/// deleted right after it goes, discovery answers, an eviction is not held.
+pub(crate) fn uninstall(ctx: &Ctx) -> Result<()> {
+    helm::run(
+        &ctx.cluster,
+        &[
+            "uninstall",
+            helm::RELEASE,
+            "-n",
+            NAMESPACE,
+            "--wait",
+            "--timeout=3m",
+        ],
+    )?;
+    let t = Instant::now();
+    admin(ctx, &["delete", "namespace", &ctx.ns, "--timeout=60s"])
+        .context("a namespace could not be deleted right after helm uninstall")?;
+    println!(
+        "  helm uninstall: a namespace deleted right after it went in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    admin(ctx, &["api-resources", "-o", "name"]).context("discovery fails after the uninstall")?;
+    for what in [
+        APISERVICE,
+        "validatingwebhookconfiguration/ifo-ruleset-validation",
+        "validatingwebhookconfiguration/ifo-maintenance-guard",
+    ] {
+        let left = admin(ctx, &["get", what, "--ignore-not-found", "-o", "name"])?;
+        ensure!(
+            left.trim().is_empty(),
+            "{what} is left after helm uninstall"
+        );
+    }
+    let left = admin(
+        ctx,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "deployments,services,pods",
+            "-o",
+            "name",
+        ],
+    )?;
+    ensure!(left.trim().is_empty(), "left after helm uninstall: {left}");
+    // What the chart keeps on purpose (the CRD with anyone's rulesets, the CA), removed by hand
+    // as docs/operating.md says.
+    admin(
+        ctx,
+        &[
+            "delete",
+            "crd",
+            "operationrulesets.ifo.kubevirt.io",
+            "--timeout=60s",
+        ],
+    )?;
+    admin(ctx, &["delete", "namespace", NAMESPACE, "--timeout=120s"])?;
+    Ok(())
+}
