@@ -16,6 +16,7 @@
 
 use ifo_dev::helm;
 use ifo_dev::{Cluster, User};
+use ifo_test_support::find_object;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -331,14 +332,6 @@ fn tempdir(name: &str) -> PathBuf {
     dir
 }
 
-/// The object of `kind` named `name` among `objects`.
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-}
-
 fn decode(b64: &Value) -> Vec<u8> {
     openssl::base64::decode_block(b64.as_str().unwrap()).unwrap()
 }
@@ -346,7 +339,7 @@ fn decode(b64: &Value) -> Vec<u8> {
 /// The chart's serving certificate names both Services (in the release's namespace), is signed
 /// by the CA in the Secret, and every registration trusts that CA.
 fn check_certificate(objects: &[Value], namespace: &str) -> (Vec<u8>, Vec<u8>) {
-    let tls = find(objects, "Secret", "ifo-apiserver-tls");
+    let tls = find_object(objects, "Secret", "ifo-apiserver-tls");
     let ca_pem = decode(&tls["data"]["ca.crt"]);
     let cert_pem = decode(&tls["data"]["tls.crt"]);
     let cert = openssl::x509::X509::from_pem(&cert_pem).unwrap();
@@ -371,7 +364,7 @@ fn check_certificate(objects: &[Value], namespace: &str) -> (Vec<u8>, Vec<u8>) {
         cert.public_key().unwrap().public_eq(&private),
         "the key is not the certificate's"
     );
-    let ca_secret = find(objects, "Secret", "ifo-apiserver-ca");
+    let ca_secret = find_object(objects, "Secret", "ifo-apiserver-ca");
     assert_eq!(decode(&ca_secret["data"]["tls.crt"]), ca_pem);
     for o in objects {
         let bundles: Vec<&Value> = match o["kind"].as_str() {

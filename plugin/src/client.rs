@@ -41,13 +41,32 @@ impl Resource {
             Resource::Namespaced => NAMESPACED_KIND,
             Resource::Cluster => CLUSTER_KIND,
         };
-        ApiResource {
-            group: GROUP.into(),
-            version: VERSION.into(),
-            api_version: format!("{GROUP}/{VERSION}"),
-            kind: kind.into(),
-            plural: self.plural().into(),
-        }
+        api_resource(GROUP, VERSION, kind, self.plural())
+    }
+}
+
+/// What went wrong when the user asked to `verb` the resource `resource` (`<plural>.<group>`),
+/// and on a 403 what reading it `needs`.
+pub fn access_error(e: &kube::Error, verb: &str, resource: &str, needs: &str) -> anyhow::Error {
+    let plural = resource.split('.').next().unwrap_or(resource);
+    match e {
+        kube::Error::Api(s) if s.code == 403 => anyhow!(
+            "forbidden: you may not {verb} {resource}; {needs}\n  ({})",
+            s.message
+        ),
+        kube::Error::Api(s) => anyhow!("cannot {verb} {plural}: {} ({})", s.message, s.code),
+        other => anyhow!("cannot {verb} {plural}: {other}"),
+    }
+}
+
+/// The resource `plural` (of `kind`) of `group`/`version`, for dynamic requests.
+pub fn api_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
     }
 }
 

@@ -12,7 +12,7 @@ use ifo_model::{
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::cli::Global;
@@ -275,13 +275,7 @@ pub fn table(gates: &[MaintenanceGate], now: Timestamp, colours: Colours) -> Str
 }
 
 fn api(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: GROUP.into(),
-        version: VERSION.into(),
-        api_version: format!("{GROUP}/{VERSION}"),
-        kind: GATE_KIND.into(),
-        plural: GATE_PLURAL.into(),
-    };
+    let ar = super::client::api_resource(GROUP, VERSION, GATE_KIND, GATE_PLURAL);
     Api::all_with(client.clone(), &ar)
 }
 
@@ -345,14 +339,12 @@ pub fn missing_error(name: &str, status: &kube::core::Status) -> anyhow::Error {
 
 /// A message saying what went wrong reading gates, and what to do.
 pub fn explain(e: &kube::Error, verb: &str) -> anyhow::Error {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => anyhow!(
-            "forbidden: you may not {verb} {GATE_PLURAL}.{GROUP}; reading gates needs a cluster-wide role such as ifo-maintenancegate-reader\n  ({})",
-            s.message
-        ),
-        kube::Error::Api(s) => anyhow!("cannot {verb} {GATE_PLURAL}: {} ({})", s.message, s.code),
-        other => anyhow!("cannot {verb} {GATE_PLURAL}: {other}"),
-    }
+    super::client::access_error(
+        e,
+        verb,
+        &format!("{GATE_PLURAL}.{GROUP}"),
+        "reading gates needs a cluster-wide role such as ifo-maintenancegate-reader",
+    )
 }
 
 /// One gate.

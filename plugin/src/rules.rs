@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Result, anyhow};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use anyhow::Result;
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::colour::Colours;
@@ -172,25 +172,17 @@ pub fn table(learned: &[Learned], colours: Colours) -> String {
 }
 
 fn api(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: GROUP.into(),
-        version: VERSION.into(),
-        api_version: format!("{GROUP}/{VERSION}"),
-        kind: KIND.into(),
-        plural: PLURAL.into(),
-    };
+    let ar = crate::client::api_resource(GROUP, VERSION, KIND, PLURAL);
     Api::all_with(client.clone(), &ar)
 }
 
 fn explain(e: &kube::Error, verb: &str) -> anyhow::Error {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => anyhow!(
-            "forbidden: you may not {verb} {PLURAL}.{GROUP}; reading rulesets needs a role that grants it (e.g. view on the cluster)\n  ({})",
-            s.message
-        ),
-        kube::Error::Api(s) => anyhow!("cannot {verb} {PLURAL}: {} ({})", s.message, s.code),
-        other => anyhow!("cannot {verb} {PLURAL}: {other}"),
-    }
+    crate::client::access_error(
+        e,
+        verb,
+        &format!("{PLURAL}.{GROUP}"),
+        "reading rulesets needs a role that grants it (e.g. view on the cluster)",
+    )
 }
 
 fn to_value(obj: DynamicObject) -> Value {

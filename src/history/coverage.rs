@@ -188,6 +188,10 @@ impl Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn judged(by_p50: bool, by_p90: bool) -> Judged {
+        Judged { by_p50, by_p90 }
+    }
     use crate::operation::{Expectation, Phase};
     use jiff::SignedDuration;
 
@@ -229,20 +233,14 @@ mod tests {
         e.shown(&shown("a", EstimateBasis::History, 30, Some(40)));
         assert_eq!(
             e.completed(&ended("a", 15, Outcome::Succeeded)),
-            Some(Judged {
-                by_p50: false,
-                by_p90: true
-            })
+            Some(judged(false, true))
         );
         assert_eq!(e.len(), 0);
         // Ending exactly at the estimate counts as by it.
         e.shown(&shown("b", EstimateBasis::History, 10, Some(20)));
         assert_eq!(
             e.completed(&ended("b", 10, Outcome::Succeeded)),
-            Some(Judged {
-                by_p50: true,
-                by_p90: true
-            })
+            Some(judged(true, true))
         );
         // Other outcomes are not ends: dropped unjudged.
         e.shown(&shown("c", EstimateBasis::History, 10, Some(20)));
@@ -267,16 +265,10 @@ mod tests {
         let mut c = Coverage::default();
         assert_eq!(c.figures(), None);
         for _ in 0..ENDS_WINDOW {
-            c.record(Judged {
-                by_p50: false,
-                by_p90: false,
-            });
+            c.record(judged(false, false));
         }
         for i in 0..ENDS_WINDOW {
-            c.record(Judged {
-                by_p50: i % 2 == 0,
-                by_p90: i % 10 != 0,
-            });
+            c.record(judged(i % 2 == 0, i % 10 != 0));
         }
         let f = c.figures().unwrap();
         assert_eq!((f.ends, f.p50, f.p90), (100, 0.5, 0.9));
@@ -304,10 +296,7 @@ mod tests {
     fn what_is_published_seeds_the_same_figures() {
         let mut c = Coverage::default();
         for i in 0..40 {
-            c.record(Judged {
-                by_p50: i % 3 == 0,
-                by_p90: i % 8 != 0,
-            });
+            c.record(judged(i % 3 == 0, i % 8 != 0));
         }
         let published = c.published().unwrap();
         assert_eq!(published.ends, 40);

@@ -192,23 +192,18 @@ impl Learned {
 /// A rule operation's estimates became unreliable (its p90 covered fewer than 80 % of its last
 /// ends), or reliable again: rare, and what `kubectl ifo rules` would show.
 fn log_reliability(op: &InFlightOperation, f: &Figures) {
-    if f.unreliable() {
-        tracing::info!(
-            ruleset = %op.ruleset,
-            operation = %op.operation,
-            p90_covered = f.p90,
-            ends = f.ends,
-            "the expected ends of a rule became unreliable"
-        );
+    let now = if f.unreliable() {
+        "became unreliable"
     } else {
-        tracing::info!(
-            ruleset = %op.ruleset,
-            operation = %op.operation,
-            p90_covered = f.p90,
-            ends = f.ends,
-            "the expected ends of a rule are reliable again"
-        );
-    }
+        "are reliable again"
+    };
+    tracing::info!(
+        ruleset = %op.ruleset,
+        operation = %op.operation,
+        p90_covered = f.p90,
+        ends = f.ends,
+        "the expected ends of a rule {now}"
+    );
 }
 
 /// Seconds with millisecond precision, as published.

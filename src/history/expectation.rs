@@ -295,14 +295,11 @@ mod tests {
     #[test]
     fn history_expects_the_median_of_the_durations_longer_than_the_time_elapsed() {
         let q = quantiles(1000, 50, 90, 99);
-        let at = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.5));
-        let p90 = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.9));
+        let (at, p90) = (expected_at(&q, 0.5), expected_at(&q, 0.9));
         // The band's far edge: nine in ten of those longer than the time elapsed end by then.
         assert_eq!((p90(0), p90(49)), (90.0, 90.0));
         assert_eq!((p90(50), p90(60), p90(90)), (95.0, 96.0, 99.0));
-        for e in 0..200 {
-            assert!(p90(e) >= at(e), "{e}: the band ends before the median");
-        }
+        band_ends_after_the_median(&p90, &at, 200);
         assert_eq!(at(0), 50.0);
         assert_eq!(at(49), 50.0);
         assert_eq!(at(50), 75.0);
@@ -317,17 +314,31 @@ mod tests {
         assert_eq!(at(500), 148.5);
     }
 
+    /// The expected end at `quantile` by history, in seconds, of an operation running for a
+    /// number of seconds.
+    fn expected_at(q: &Quantiles, quantile: f64) -> impl Fn(i64) -> f64 + '_ {
+        move |e| secs(by_history(q, SignedDuration::from_secs(e), quantile))
+    }
+
+    /// For every time elapsed up to `until`, the band's far edge is not before the median.
+    fn band_ends_after_the_median(
+        p90: impl Fn(i64) -> f64,
+        median: impl Fn(i64) -> f64,
+        until: i64,
+    ) {
+        for e in 0..until {
+            assert!(p90(e) >= median(e), "{e}: the band ends before the median");
+        }
+    }
+
     /// Durations all alike (p50 = p90 = p99): the band's far edge is that duration, not the
     /// start.
     #[test]
     fn durations_all_alike_put_the_band_at_their_duration() {
         let q = quantiles(5, 10, 10, 10);
-        let p90 = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.9));
-        let median = |e: i64| secs(by_history(&q, SignedDuration::from_secs(e), 0.5));
+        let (median, p90) = (expected_at(&q, 0.5), expected_at(&q, 0.9));
         assert_eq!((median(0), p90(0)), (10.0, 10.0));
-        for e in 0..20 {
-            assert!(p90(e) >= median(e), "{e}: the band ends before the median");
-        }
+        band_ends_after_the_median(&p90, &median, 20);
         let e = expect(Some(&q), &active(None, 0), at(1)).unwrap();
         assert_eq!(e.p90_end, Some(at(10)));
     }

@@ -21,14 +21,21 @@ pub fn gadget_crd(group: &str) -> String {
 /// The CRD of `gadgets.<group>` (`Gadget`, namespaced) serving the one `version` (an item of
 /// `spec.versions`: its name, schema and subresources).
 pub fn gadget_crd_serving(group: &str, version: Value) -> String {
+    crd_serving(group, "Gadget", version)
+}
+
+/// The CRD of the namespaced kind `kind` of `group` (its plural: the kind in lower case with an
+/// `s`) serving the one `version` (an item of `spec.versions`).
+pub fn crd_serving(group: &str, kind: &str, version: Value) -> String {
+    let singular = kind.to_ascii_lowercase();
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("gadgets.{group}")},
+        "metadata": {"name": format!("{singular}s.{group}")},
         "spec": {
             "group": group,
             "scope": "Namespaced",
-            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"},
+            "names": {"kind": kind, "plural": format!("{singular}s"), "singular": singular, "listKind": format!("{kind}List")},
             "versions": [version],
         }
     })

@@ -24,6 +24,26 @@ pub fn clear_status(gate: &Value) -> &str {
     clear_condition(gate)["status"].as_str().unwrap_or_default()
 }
 
+/// The operations a gate names (`status.operations`): each one's subject kind, namespace (empty
+/// for a cluster-scoped subject), name, and operation.
+pub fn gate_operations(gate: &Value) -> Vec<[String; 4]> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    gate["status"]["operations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let subject = &o["subject"];
+            [
+                text(&subject["kind"]),
+                text(&subject["namespace"]),
+                text(&subject["name"]),
+                text(&o["operation"]),
+            ]
+        })
+        .collect()
+}
+
 impl Env {
     /// Gate `name`, read by the admin.
     pub fn gate(&self, name: &str) -> Value {

@@ -30,6 +30,19 @@ mod scope;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The object of `kind` named `name` among `objects` (manifests read as JSON); panics naming
+/// them when there is none.
+pub fn find_object<'a>(
+    objects: &'a [serde_json::Value],
+    kind: &str,
+    name: &str,
+) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
 pub use client::{KeepAliveClient, WatchStream, completion};
 pub use command::{Run, Running, follow, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
@@ -38,10 +51,10 @@ pub use fixtures::{
     populated, populated_for_alice, slow_vm, vm, vm_ruleset,
 };
 pub use gadgets::{
-    BUSY, busy_gadgets, create_gadget_crd, establish_gadget_crd, gadget, gadget_crd,
+    BUSY, busy_gadgets, crd_serving, create_gadget_crd, establish_gadget_crd, gadget, gadget_crd,
     gadget_crd_serving, grant_gadgets,
 };
-pub use gate::{clear_condition, clear_status};
+pub use gate::{clear_condition, clear_status, gate_operations};
 pub use ruleset::{Rule, RuleSet};
 pub use scope::Scope;
 

@@ -89,6 +89,21 @@ pub(super) fn door_open(env: &Env, prefix: &str) -> String {
 }
 
 /// The ruleset `name` as the cluster has it, if it has it.
+/// `said` (what kubectl printed) holds every one of `wanted`.
+pub(super) fn said_all(said: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(said.contains(w), "{w:?} not in:\n{said}");
+    }
+}
+
+/// The ruleset `name`, refused, was not created.
+pub(super) fn not_created(env: &Env, name: &str) {
+    assert!(
+        stored(env, name).is_none(),
+        "the refused ruleset {name} was created"
+    );
+}
+
 pub(super) fn stored(env: &Env, name: &str) -> Option<Value> {
     let out = env
         .kubectl(
@@ -106,18 +121,16 @@ fn a_ruleset_that_does_not_compile_is_refused_at_apply_with_its_caret() {
     let rs = format!("broken-{ns}");
     let stderr = refused(env, &ruleset(&rs, &ns, broken_rules()));
     println!("kubectl apply said:\n{stderr}");
-    for wanted in [
-        denied_by().as_str(),
-        "rules[1] (Broken).expression: ERROR: <input>:1:33",
-        "\n| object.status.printableStatus ==\n",
-        &format!("\n| {}^", ".".repeat(32)),
-    ] {
-        assert!(stderr.contains(wanted), "{wanted:?} not in:\n{stderr}");
-    }
-    assert!(
-        stored(env, &rs).is_none(),
-        "the refused ruleset was created"
+    said_all(
+        &stderr,
+        &[
+            denied_by().as_str(),
+            "rules[1] (Broken).expression: ERROR: <input>:1:33",
+            "\n| object.status.printableStatus ==\n",
+            &format!("\n| {}^", ".".repeat(32)),
+        ],
     );
+    not_created(env, &rs);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! must leave all three untouched. Its webhook is the shipped one but for where it calls.
 
 use ifo_dev::User;
+use ifo_test_support::find_object;
 use ifo_test_support::{Run, env, files_under};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -46,11 +47,12 @@ fn id(o: &Value) -> Id {
 }
 
 /// Every object of every YAML file under `dir` but kustomization.yaml, leaving out overlays
-/// (folders with a kustomization.yaml of their own, e.g. deploy/persist/).
+/// (folders with a kustomization.yaml of their own, e.g. deploy/persist/) and the Helm chart
+/// (its templates are not YAML until rendered; `tests/chart.rs` checks it makes these objects).
 fn objects_in(dir: &Path) -> Vec<Value> {
-    let overlay = |d: &Path| d.join("kustomization.yaml").exists();
+    let skipped = |d: &Path| d.join("kustomization.yaml").exists() || d.join("Chart.yaml").exists();
     let mut objects = Vec::new();
-    for path in files_under(dir, |d| !overlay(d)) {
+    for path in files_under(dir, |d| !skipped(d)) {
         if path.extension().is_some_and(|e| e == "yaml")
             && path.file_name().is_some_and(|n| n != "kustomization.yaml")
         {
@@ -61,13 +63,6 @@ fn objects_in(dir: &Path) -> Vec<Value> {
         }
     }
     objects
-}
-
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
 }
 
 fn all<'a>(objects: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> {
@@ -104,7 +99,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
     assert!(rulesets >= 40, "only {rulesets} rulesets rendered");
 
     // The Deployment: its identity, certificate, probes, resources and hardening.
-    let deployment = find(&rendered, "Deployment", "ifo-apiserver");
+    let deployment = find_object(&rendered, "Deployment", "ifo-apiserver");
     assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(
@@ -120,7 +115,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
     }
     let spec = &pod["spec"];
     let account = spec["serviceAccountName"].as_str().unwrap();
-    find(&rendered, "ServiceAccount", account);
+    find_object(&rendered, "ServiceAccount", account);
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
     assert_eq!(
         spec["securityContext"]["seccompProfile"]["type"],
@@ -175,7 +170,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         spread["labelSelector"]["matchLabels"],
         serde_json::json!(selector)
     );
-    let budget = find(&rendered, "PodDisruptionBudget", "ifo-apiserver");
+    let budget = find_object(&rendered, "PodDisruptionBudget", "ifo-apiserver");
     assert_eq!(budget["spec"]["minAvailable"], 1);
     assert_eq!(
         budget["spec"]["selector"]["matchLabels"],
@@ -216,7 +211,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
 
     // The Service: 443 to the container's 8443, selecting the pods, and of them the leader
     // (whose label no template carries: the leader sets it).
-    let service = find(&rendered, "Service", "ifo-apiserver");
+    let service = find_object(&rendered, "Service", "ifo-apiserver");
     assert_eq!(service["metadata"]["namespace"], NAMESPACE);
     for (k, v) in service["spec"]["selector"].as_object().unwrap() {
         if k == "ifo.kubevirt.io/leader" {
@@ -268,7 +263,7 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         "ifo-apiserver:leader-election",
     );
     for role in ["ifo-apiserver", "ifo-apiserver:rule-targets"] {
-        find(&rendered, "ClusterRole", role);
+        find_object(&rendered, "ClusterRole", role);
         binding("ClusterRoleBinding", "", "ClusterRole", role);
     }
 }
@@ -299,7 +294,7 @@ fn persist_overlay_renders_deploy_with_the_crd_its_rights_and_persistence_on() {
     )
     .unwrap();
     let overlay = deploy_with("target/persist-overlay", "deploy/persist");
-    let crd = find(
+    let crd = find_object(
         &overlay,
         "CustomResourceDefinition",
         "inflightoperations.ifo.kubevirt.io",
@@ -313,10 +308,10 @@ fn persist_overlay_renders_deploy_with_the_crd_its_rights_and_persistence_on() {
         version.get("subresources").is_none(),
         "no status subresource: one write per create"
     );
-    let container =
-        &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
+    let container = &find_object(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]
+        ["containers"][0];
     assert_eq!(env_var(container, "PERSIST"), "true");
-    let role = find(&overlay, "ClusterRole", "ifo-apiserver:persist");
+    let role = find_object(&overlay, "ClusterRole", "ifo-apiserver:persist");
     assert_eq!(
         role["rules"][0]["resources"],
         serde_json::json!(["inflightoperations"])
@@ -350,7 +345,7 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
     // …issued by a CA Issuer whose CA certificate comes from a self-signed Issuer.
     let issuer = |reference: &Value| -> &Value {
         assert_eq!(reference["kind"], "Issuer");
-        let issuer = find(&overlay, "Issuer", reference["name"].as_str().unwrap());
+        let issuer = find_object(&overlay, "Issuer", reference["name"].as_str().unwrap());
         assert_eq!(issuer["metadata"]["namespace"], NAMESPACE);
         issuer
     };
@@ -363,7 +358,7 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
     assert!(root_issuer["spec"]["selfSigned"].is_object());
 
     // The APIService: the CA injected from the serving Certificate, otherwise apiservice.yaml.
-    let apiservice = find(&overlay, "APIService", APISERVICE);
+    let apiservice = find_object(&overlay, "APIService", APISERVICE);
     assert_eq!(
         apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         format!(
@@ -379,7 +374,7 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
     assert_eq!(apiservice["spec"]["groupPriorityMinimum"], 2000);
     assert_eq!(apiservice["spec"]["versionPriority"], 100);
     let target = &apiservice["spec"]["service"];
-    let service = find(&overlay, "Service", target["name"].as_str().unwrap());
+    let service = find_object(&overlay, "Service", target["name"].as_str().unwrap());
     assert_eq!(service["metadata"]["namespace"], target["namespace"]);
     assert!(
         service["spec"]["ports"]
@@ -390,7 +385,7 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
     );
 
     // The webhook: the same CA injected, otherwise webhook.yaml; it calls that same Service.
-    let webhook = find(&overlay, "ValidatingWebhookConfiguration", WEBHOOK);
+    let webhook = find_object(&overlay, "ValidatingWebhookConfiguration", WEBHOOK);
     assert_eq!(
         webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
@@ -455,16 +450,16 @@ fn the_test_clusters_webhook_is_the_shipped_one_but_for_where_it_calls() {
 #[test]
 fn guard_overlay_renders_deploy_with_the_guard_on_behind_both_replicas() {
     let overlay = deploy_with("apiservice/with-guard", "deploy/guard");
-    let container =
-        &find(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"][0];
+    let container = &find_object(&overlay, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]
+        ["containers"][0];
     assert_eq!(env_var(container, "EVICTION_GUARD"), "true");
-    let standby = find(&overlay, "Service", "ifo-guard");
+    let standby = find_object(&overlay, "Service", "ifo-guard");
     assert_eq!(
         standby["spec"]["selector"],
         serde_json::json!({"app.kubernetes.io/name": "ifo-apiserver", "ifo.kubevirt.io/standby": "true"}),
         "the second door's Service selects the standbys"
     );
-    let leader = find(&overlay, "Service", "ifo-apiserver");
+    let leader = find_object(&overlay, "Service", "ifo-apiserver");
     assert_eq!(leader["spec"]["selector"]["ifo.kubevirt.io/leader"], "true");
     let text = std::fs::read_to_string(root().join("apiservice/guard-webhook.yaml")).unwrap();
     let webhook: Value = serde_saphyr::from_str(&text).unwrap();
@@ -487,7 +482,7 @@ fn guard_overlay_renders_deploy_with_the_guard_on_behind_both_replicas() {
             ("ifo-guard", "/admission/evictions/standby")
         ]
     );
-    let role = find(&overlay, "ClusterRole", "ifo-apiserver:maintenance-guard");
+    let role = find_object(&overlay, "ClusterRole", "ifo-apiserver:maintenance-guard");
     assert_eq!(role["rules"][0]["resources"], serde_json::json!(["pods"]));
 }
 
@@ -653,10 +648,10 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
 fn network_policy_selects_the_servers_pods_and_port_and_passes_a_dry_run() {
     let objects = kustomize("deploy/network-policy");
     assert_eq!(objects.len(), 1);
-    let policy = find(&objects, "NetworkPolicy", "ifo-apiserver");
+    let policy = find_object(&objects, "NetworkPolicy", "ifo-apiserver");
     assert_eq!(policy["metadata"]["namespace"], NAMESPACE);
     let deploy = kustomize("deploy");
-    let pod = &find(&deploy, "Deployment", "ifo-apiserver")["spec"]["template"];
+    let pod = &find_object(&deploy, "Deployment", "ifo-apiserver")["spec"]["template"];
     for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
         .as_object()
         .unwrap()

@@ -874,20 +874,24 @@ fn node_maintenance_drain_is_a_cluster_operation() {
 /// The operations `gate/<gate>` names, as `kind name` of their subjects, and its `Clear` status.
 fn gate_holds(gate: &str) -> (Vec<String>, String) {
     let gate = env().gate(gate);
-    let held = gate["status"]["operations"]
-        .as_array()
+    let held = ifo_test_support::gate_operations(&gate)
         .into_iter()
-        .flatten()
-        .map(|o| {
-            format!(
-                "{} {} {}",
-                o["subject"]["kind"].as_str().unwrap_or_default(),
-                o["subject"]["name"].as_str().unwrap_or_default(),
-                o["operation"].as_str().unwrap_or_default()
-            )
-        })
+        .map(|[kind, _, name, operation]| format!("{kind} {name} {operation}"))
         .collect();
     (held, clear_status(&gate).to_owned())
+}
+
+/// Waits until `subject` has `operation` of `ruleset` active with `message`, and `gate` holds
+/// for it.
+fn expect_active_and_held(
+    gate: &str,
+    subject: &Subject,
+    ruleset: &str,
+    operation: &str,
+    message: &str,
+) {
+    subject.expect_active(ruleset, operation, message);
+    expect_held(gate, subject, operation);
 }
 
 /// Waits until `gate` is not clear (`Clear=False`) and names `operation` on `subject`'s object.
@@ -973,12 +977,13 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
     env().bind(&namespace, "db-migrate-lib", &node_name);
     job_pod.expect_nothing_in_flight();
     job_pod.set_status(json!({"phase": "Running"}));
-    job_pod.expect_active(
+    expect_active_and_held(
+        &gate,
+        &job_pod,
         "pod-rules",
         "JobRunning",
         &format!("pod of job [db-migrate] running on node {node_name}"),
     );
-    expect_held(&gate, &job_pod, "JobRunning");
     let watch = job_pod.watch();
     job_pod.set_status(json!({"phase": "Succeeded"}));
     job_pod.expect_completed(&watch, "JobRunning", "Succeeded");
@@ -992,12 +997,13 @@ fn machines_jobs_and_protected_pods_hold_the_gate_of_their_node() {
         json!({"nodeName": node_name}),
     );
     protected.set_status(json!({"phase": "Running"}));
-    protected.expect_active(
+    expect_active_and_held(
+        &gate,
+        &protected,
         "protected-pod-rules",
         "Protected",
         &format!("protected from maintenance on node {node_name}: replica catching up"),
     );
-    expect_held(&gate, &protected, "Protected");
     protected.kubectl("label", &["ifo.kubevirt.io/protect-from-maintenance-"]);
     expect_released(&gate, &protected);
 

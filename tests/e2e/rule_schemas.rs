@@ -4,7 +4,9 @@
 //! open (`x-kubernetes-preserve-unknown-fields`) or there is no CRD, the ruleset is applied and
 //! kubectl prints what was not checked. A server-side dry run says the same.
 
-use super::admission::{apply, denied_by, door_open, refused, ruleset, stored};
+use super::admission::{
+    apply, denied_by, door_open, not_created, refused, ruleset, said_all, stored,
+};
 use ifo_dev::User;
 use ifo_test_support::{Env, env, establish_gadget_crd, gadget_crd_serving};
 use serde_json::{Value, json};
@@ -98,19 +100,12 @@ fn a_field_the_crd_does_not_have_and_a_rule_that_is_not_a_bool_are_refused() {
         },
     );
     println!("kubectl apply --dry-run=server said:\n{stderr}");
-    for w in wanted {
-        assert!(stderr.contains(w), "{w:?} not in:\n{stderr}");
-    }
+    said_all(&stderr, &wanted);
     let stderr = refused(env, &typo);
     println!("kubectl apply said:\n{stderr}");
-    assert!(stderr.contains(&denied_by()), "{stderr}");
-    for w in wanted {
-        assert!(stderr.contains(w), "{w:?} not in:\n{stderr}");
-    }
-    assert!(
-        stored(env, &rs).is_none(),
-        "the refused ruleset was created"
-    );
+    said_all(&stderr, &[denied_by().as_str()]);
+    said_all(&stderr, &wanted);
+    not_created(env, &rs);
 
     // Not a bool, whatever the schema: a string-typed field, a literal.
     let rs = format!("gadget-string-{ns}");
@@ -127,18 +122,17 @@ fn a_field_the_crd_does_not_have_and_a_rule_that_is_not_a_bool_are_refused() {
         let out = apply(env, &strings, extra);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!out.status.success(), "{extra:?} succeeded: {stderr}");
-        for w in [
-            "rules[0] (Phase).expression: the result is object.status.phase, of type string; a \
-             rule must give a bool",
-            "rules[1] (Literal).expression: the result is of type string; a rule must give a bool",
-        ] {
-            assert!(stderr.contains(w), "{extra:?}: {w:?} not in:\n{stderr}");
-        }
+        said_all(
+            &stderr,
+            &[
+                "rules[0] (Phase).expression: the result is object.status.phase, of type string; \
+                 a rule must give a bool",
+                "rules[1] (Literal).expression: the result is of type string; a rule must give a \
+                 bool",
+            ],
+        );
     }
-    assert!(
-        stored(env, &rs).is_none(),
-        "the refused ruleset was created"
-    );
+    not_created(env, &rs);
 }
 
 #[test]
@@ -188,24 +182,17 @@ fn widgets_crd(closed: bool) -> String {
     } else {
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
     };
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{GROUP}")},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                    "metadata": {"type": "object"}, "status": status,
-                }}},
-            }],
-        },
-    })
-    .to_string()
+    ifo_test_support::crd_serving(
+        GROUP,
+        "Widget",
+        json!({
+            "name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object"}, "status": status,
+            }}},
+        }),
+    )
 }
 
 /// The ruleset's status says what its fields were checked against, and the check runs again

@@ -158,19 +158,9 @@ fn evict(env: &Env, ns: &str, pod: &str) -> (bool, String) {
 
 /// The operations a gate lists, as `<kind> <namespace>/<name> <operation>`.
 fn holders(gate: &Value) -> Vec<String> {
-    gate["status"]["operations"]
-        .as_array()
+    ifo_test_support::gate_operations(gate)
         .into_iter()
-        .flatten()
-        .map(|o| {
-            format!(
-                "{} {}/{} {}",
-                o["subject"]["kind"].as_str().unwrap_or_default(),
-                o["subject"]["namespace"].as_str().unwrap_or_default(),
-                o["subject"]["name"].as_str().unwrap_or_default(),
-                o["operation"].as_str().unwrap_or_default()
-            )
-        })
+        .map(|[kind, namespace, name, operation]| format!("{kind} {namespace}/{name} {operation}"))
         .collect()
 }
 

@@ -1159,6 +1159,16 @@ const OVERRIDE: &str = "const li = document.querySelector(`li.gate[data-gate=\"$
 /// An admin's override of a node with an operation in flight shows on the node's gate card: the
 /// guard let through, since when and until when; and, once its end cannot be read, that it is
 /// not in force. Taking it off takes it off the card.
+/// The override on `gate`'s card (`[state, words]`) once its state reads `state`.
+async fn override_reads(page: &Client, gate: &str, state: &str) -> Value {
+    let what = format!("the override {state} on the card");
+    until(page, END, &what, OVERRIDE, vec![json!(gate)], |v| {
+        v[0] == state
+    })
+    .await
+    .0
+}
+
 #[test]
 fn an_override_shows_on_its_nodes_gate_card() {
     let env = env();
@@ -1200,15 +1210,7 @@ fn an_override_shows_on_its_nodes_gate_card() {
             "ifo.kubevirt.io/maintenance-override=disk failing",
             "ifo.kubevirt.io/maintenance-override-until=2h",
         ]);
-        let (card, _) = until(
-            &page,
-            END,
-            "the override on the card",
-            OVERRIDE,
-            vec![json!(gate)],
-            |v| v[0] == "in-force",
-        )
-        .await;
+        let card = override_reads(&page, &gate, "in-force").await;
         let words = card[1].as_str().unwrap();
         assert!(
             words.starts_with("⚠ guard overridden since")
@@ -1217,15 +1219,7 @@ fn an_override_shows_on_its_nodes_gate_card() {
             "{words}"
         );
         annotate(&["ifo.kubevirt.io/maintenance-override-until=tomorrow"]);
-        let (card, _) = until(
-            &page,
-            END,
-            "the override not in force",
-            OVERRIDE,
-            vec![json!(gate)],
-            |v| v[0] == "not-in-force",
-        )
-        .await;
+        let card = override_reads(&page, &gate, "not-in-force").await;
         assert_eq!(
             card[1],
             "override not in force (its end cannot be read): the guard holds"

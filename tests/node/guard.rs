@@ -473,6 +473,21 @@ fn keeps_listing(ctx: &Ctx, expected: &[(&str, &str)], for_: Duration) -> Result
     Ok(())
 }
 
+/// Every eviction tried `during` something was answered by the guard (none in `failed`) and
+/// refused: none allowed (`allowed` says when one was).
+pub(crate) fn all_refused(allowed: Option<String>, failed: &[String], during: &str) -> Result<()> {
+    ensure!(
+        allowed.is_none(),
+        "an eviction was allowed {} {during}, while the node had an operation in flight",
+        allowed.unwrap_or_default()
+    );
+    ensure!(
+        failed.is_empty(),
+        "evictions not answered by the guard {during}: {failed:#?}"
+    );
+    Ok(())
+}
+
 /// Evictions of `pod` every 200 ms for 20 s while `lose` (named `what`) takes the leader away
 /// after 3 s: every one answered 429 by the guard, none allowed, none unanswered.
 fn all_held_through(ctx: &Ctx, what: &str, lose: impl FnOnce() -> Result<()>) -> Result<()> {
@@ -486,16 +501,12 @@ fn all_held_through(ctx: &Ctx, what: &str, lose: impl FnOnce() -> Result<()>) ->
         )),
         seen.failed.len()
     );
-    ensure!(
-        seen.allowed.is_none(),
-        "an eviction was allowed {:?} after {what}, while the node had an operation in flight",
+    all_refused(
         seen.allowed
-    );
-    ensure!(
-        seen.failed.is_empty(),
-        "evictions not answered by the guard: {:#?}",
-        seen.failed
-    );
+            .map(|d| format!("{:.1}s after {what}", d.as_secs_f64())),
+        &seen.failed,
+        &format!("through {what}"),
+    )?;
     ensure!(seen.held >= 50, "only {} evictions in 20 s", seen.held);
     Ok(())
 }

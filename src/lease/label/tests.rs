@@ -53,15 +53,16 @@ async fn marks_through(first: Role, then: &[(Duration, Role)]) -> Vec<Value> {
 /// A moment.
 const NOW: Duration = Duration::from_millis(100);
 
+/// [`marks_through`] a standby that leads a moment, then is `then`.
+async fn leads_then(then: Role) -> Vec<Value> {
+    marks_through(Role::Following, &[(NOW, Role::Leading), (NOW, then)]).await
+}
+
 /// A leader that steps down (another replica won the Lease) takes the leader's mark off its pod
 /// at once, and a stopped election leaves the pod unmarked.
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_steps_down_leaves_the_leaders_service() {
-    let patched = marks_through(
-        Role::Following,
-        &[(NOW, Role::Leading), (NOW, Role::Following)],
-    )
-    .await;
+    let patched = leads_then(Role::Following).await;
     let leader = |labels: &Value| labels[LEADER_LABEL] == "true";
     assert_eq!(patched.len(), 4, "{patched:?}");
     assert!(!leader(&patched[0]) && patched[0][STANDBY_LABEL] == "true");
@@ -75,11 +76,7 @@ async fn a_leader_that_steps_down_leaves_the_leaders_service() {
 /// next leader takes the mark from it.
 #[tokio::test(start_paused = true)]
 async fn a_leader_handing_over_keeps_the_leaders_mark_for_the_next_one_to_take() {
-    let patched = marks_through(
-        Role::Following,
-        &[(NOW, Role::Leading), (NOW, Role::HandingOver)],
-    )
-    .await;
+    let patched = leads_then(Role::HandingOver).await;
     assert_eq!(patched.len(), 2, "{patched:?}");
     assert_eq!(patched[1][LEADER_LABEL], "true");
     // And after the standby overlap (leader only), the same.
