@@ -23,6 +23,7 @@ mod schema;
 mod table;
 pub(crate) mod verdict;
 mod watch;
+mod window;
 
 use std::sync::Arc;
 
