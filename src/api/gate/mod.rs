@@ -18,6 +18,7 @@
 //! last name of the page before (see [`GateContinueToken`]).
 
 mod existence;
+mod names;
 mod overridden;
 mod schema;
 mod table;

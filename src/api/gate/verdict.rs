@@ -17,6 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde::Serialize;
 
+use super::names::subject_name;
 use super::window;
 use crate::api::freshness::{causes, target_name};
 use crate::detect::{HealthReader, Stale};
@@ -336,14 +337,6 @@ fn stalled_condition(members: &GateMembers, started: Timestamp) -> Condition {
         message,
         last_transition_time: Time(round(members.stall_since.unwrap_or(started))),
         observed_generation: None,
-    }
-}
-
-/// `ns/name`, or `name` for a cluster-scoped subject.
-pub(super) fn subject_name(op: &InFlightOperation) -> String {
-    match &op.subject.namespace {
-        Some(ns) => format!("{ns}/{}", op.subject.name),
-        None => op.subject.name.clone(),
     }
 }
 

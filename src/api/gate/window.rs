@@ -13,7 +13,7 @@
 //!   None while an operation has no end (the oldest such is named), or is overdue by history:
 //!   its expected end has passed and nothing says when it ends. An operation running late but
 //!   not yet overdue moves the window with it: its expected ends move later as it runs (see
-//!   [`crate::history::expectation`]).
+//!   `history::expectation`).
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use ifo_model::{
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::verdict::subject_name;
+use super::names::subject_name;
 use crate::index::{GateEntry, LatestEnd, ScopeEnds};
 
 /// The windows at p90 and at p50 of a gate whose `Clear` condition is `clear`, with `active`
