@@ -49,7 +49,6 @@ impl ScopeEnds<std::sync::Arc<super::GateEntry>> {
         for e in entries {
             fold.add(Seen {
                 start: e.created,
-                uid: &e.uid,
                 p50: e.clears_at(),
                 p90: e.clears_at_p90(),
                 overdue: e.is_overdue(),
@@ -60,11 +59,22 @@ impl ScopeEnds<std::sync::Arc<super::GateEntry>> {
     }
 }
 
+/// What orders two operations that started at the same time: their uids, read only then (a uid
+/// is in the record, which the pass otherwise does not read).
+pub(crate) trait Uid {
+    fn uid(&self) -> &str;
+}
+
+impl Uid for std::sync::Arc<super::GateEntry> {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+}
+
 /// One operation as the pass reads it.
 pub(super) struct Seen<'a, E> {
-    /// When it started, then its uid: the older of two decides.
+    /// When it started (then its uid): the older of two decides.
     pub start: Timestamp,
-    pub uid: &'a str,
     pub p50: Option<Timestamp>,
     pub p90: Option<Timestamp>,
     pub overdue: bool,
@@ -109,7 +119,7 @@ struct Pick<'a, E> {
     by: Option<Seen<'a, E>>,
 }
 
-impl<'a, E> Pick<'a, E> {
+impl<'a, E: Uid> Pick<'a, E> {
     fn new() -> Self {
         Pick {
             kind: Kind::Nothing,
@@ -124,9 +134,9 @@ impl<'a, E> Pick<'a, E> {
             (Some(t), false) => Kind::At(t),
         };
         let older = || {
-            self.by
-                .as_ref()
-                .is_none_or(|by| (op.start, op.uid) < (by.start, by.uid))
+            self.by.as_ref().is_none_or(|by| {
+                op.start < by.start || (op.start == by.start && op.entry.uid() < by.entry.uid())
+            })
         };
         let replaces = match (kind, self.kind) {
             (new, old) if new.rank() != old.rank() => new.rank() > old.rank(),
@@ -152,7 +162,7 @@ impl<'a, E> Pick<'a, E> {
     }
 }
 
-impl<'a, E: Clone> Fold<'a, E> {
+impl<'a, E: Clone + Uid> Fold<'a, E> {
     pub(super) fn new() -> Self {
         Fold {
             p50: Pick::new(),
@@ -199,12 +209,17 @@ mod tests {
         }
     }
 
+    impl Uid for &'static str {
+        fn uid(&self) -> &str {
+            self
+        }
+    }
+
     fn ends(ops: &[Op]) -> ScopeEnds<&'static str> {
         let mut fold = Fold::new();
         for o in ops {
             fold.add(Seen {
                 start: at(o.start),
-                uid: o.name,
                 p50: o.p50.map(at),
                 p90: o.p90.map(at),
                 overdue: o.overdue,

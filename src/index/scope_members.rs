@@ -175,7 +175,6 @@ impl ScopeMembers {
             };
             fold.add(Seen {
                 start: m.start,
-                uid: &m.entry.uid,
                 p50: m.clears_at,
                 p90: m.clears_at_p90,
                 overdue: m.overdue,
