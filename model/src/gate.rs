@@ -48,6 +48,8 @@ impl<Op> MaintenanceGate<Op> {
             active_operations,
             operations,
             expected_clear_time,
+            next_window,
+            next_window_p50,
             stale_targets,
         } = self.status;
         MaintenanceGate {
@@ -59,6 +61,8 @@ impl<Op> MaintenanceGate<Op> {
                 active_operations,
                 operations: operations.into_iter().map(f).collect(),
                 expected_clear_time,
+                next_window,
+                next_window_p50,
                 stale_targets,
             },
         }
@@ -77,6 +81,13 @@ lenient_struct! {
         /// When the last of them is expected to end; absent when one has no estimate.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub expected_clear_time: Option<Time>,
+        /// The earliest time from which the scope is expected to stay clear, read off the p90
+        /// ends of the operations in flight, or why none can be promised.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub next_window: Option<GateWindow>,
+        /// The same read off their median ends (`status.expectedEnd`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub next_window_p50: Option<GateWindow>,
         /// The watched targets feeding the scope that are not current.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub stale_targets: Vec<StaleTarget>,
@@ -92,6 +103,39 @@ impl<Op> GateStatus<Op> {
     /// The condition of type `type_`.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// [`GateWindow::reason`]: nothing is in flight; the window is open since the scope last
+/// cleared.
+pub const WINDOW_NOTHING_IN_FLIGHT: &str = "NothingInFlight";
+/// [`GateWindow::reason`]: the window starts when the last operation in flight is expected to
+/// end.
+pub const WINDOW_EXPECTED_ENDS: &str = "ExpectedEnds";
+/// [`GateWindow::reason`]: no window while the scope is `Unknown`.
+pub const WINDOW_SCOPE_UNKNOWN: &str = "ScopeUnknown";
+/// [`GateWindow::reason`]: an operation in flight has no expected end.
+pub const WINDOW_NO_EXPECTED_END: &str = "NoExpectedEnd";
+/// [`GateWindow::reason`]: an operation in flight runs past what its rule's operations take
+/// (overdue by history): nothing says when it ends.
+pub const WINDOW_RUNNING_LATE: &str = "RunningLate";
+
+lenient_struct! {
+    /// When the scope is expected to be clear from, at one confidence: `start` when a window
+    /// can be promised, else why not. With operations in flight only, a window once started
+    /// lasts until an operation starts: nothing is known of those in advance.
+    pub struct GateWindow {
+        /// `p90` (the operations' p90 ends) or `p50` (their median ends).
+        pub confidence: String,
+        /// When the window starts; absent when none can be promised.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub start: Option<Time>,
+        /// [`WINDOW_NOTHING_IN_FLIGHT`], [`WINDOW_EXPECTED_ENDS`] (with a start),
+        /// [`WINDOW_SCOPE_UNKNOWN`], [`WINDOW_NO_EXPECTED_END`], [`WINDOW_RUNNING_LATE`]
+        /// (without).
+        pub reason: String,
+        /// In words, naming the operation the start (or its absence) comes from.
+        pub message: String,
     }
 }
 
@@ -172,10 +216,18 @@ mod tests {
                                 "expectedEnd": "2026-11-22T10:04:00Z", "progress": 45.5,
                                 "stalled": false}],
                 "expectedClearTime": "2026-11-22T10:04:00Z",
+                "nextWindow": {"confidence": "p90", "start": "2026-11-22T10:06:00Z",
+                               "reason": "ExpectedEnds", "message": "m"},
+                "nextWindowP50": {"confidence": "p50", "reason": "RunningLate", "message": "m"},
             },
         });
         let gate: MaintenanceGate = serde_json::from_value(served.clone()).unwrap();
         assert_eq!(gate.status.clear().unwrap().status, "False");
+        let window = gate.status.next_window.as_ref().unwrap();
+        assert_eq!(
+            (window.reason.as_str(), window.start.is_some()),
+            (WINDOW_EXPECTED_ENDS, true)
+        );
         assert_eq!(serde_json::to_value(&gate).unwrap(), served);
         let odd: MaintenanceGate =
             serde_json::from_value(json!({"status": {"activeOperations": "x", "conditions": 3}}))

@@ -9,7 +9,9 @@ mod stale_cause;
 
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
-    GateOperation, GateStatus, GateSubject, MaintenanceGate, StaleTarget,
+    GateOperation, GateStatus, GateSubject, GateWindow, MaintenanceGate, StaleTarget,
+    WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
+    WINDOW_SCOPE_UNKNOWN,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 pub use stale_cause::{

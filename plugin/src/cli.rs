@@ -14,7 +14,7 @@ use super::format::Output;
     bin_name = "kubectl ifo",
     version,
     about = "Operations in flight in the cluster (live InFlightOperations), and whether it is safe to do maintenance",
-    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout); 2 error, a node, component or namespace that does not exist (check, wait), or the server cannot vouch for the answer (check, wait)."
+    after_help = "Exit status: 0 success; 1 operations in flight (check, wait --timeout), or no window can be promised (plan); 2 error, a node, component or namespace that does not exist (check, wait, plan), or the server cannot vouch for the answer (check, wait, plan)."
 )]
 /// The whole command line. `global` is flattened in (and each of its flags marked global) so that
 /// kubectl's habit of putting flags after the subcommand works as well as before it.
@@ -186,6 +186,32 @@ Examples:
         #[arg(long, value_parser = parse_timeout)]
         timeout: Option<SignedDuration>,
     },
+    /// The earliest time from which a node (--node), a component (--component), a namespace (-n)
+    /// or the cluster (-A) is expected to be clear for --for, from the operations in flight
+    /// there (their p90 ends, or their medians with --confidence p50), as its maintenance gate
+    /// computes it; or why no window can be promised.
+    #[command(
+        after_help = "Only operations in flight are known: a window, once it starts, lasts until an operation \
+starts in the scope (operations announced in advance, such as a CronJob's next run, are not \
+counted yet), so the start is the same whatever --for asks.
+
+Exit status: 0 a window is given; 1 none can be promised now (an operation in flight without \
+an expected end, or running late); 2 error, a node, component or namespace that does not \
+exist, or the server cannot vouch for the scope (it is Unknown: no window is promised).
+
+Examples:
+  kubectl ifo plan --node worker-1 --for 20m    # when can I have worker-1 for 20 minutes?
+  kubectl ifo plan --component kubevirt --for 1h --confidence p50
+  kubectl ifo plan -A --for 30m -o json         # the whole cluster"
+    )]
+    Plan {
+        /// How long the scope must stay clear (20m, 1h30m).
+        #[arg(long = "for", value_name = "DURATION", value_parser = parse_timeout)]
+        for_: SignedDuration,
+        /// Read the window off the operations' p90 ends (default) or their median ends.
+        #[arg(long, value_enum, default_value_t = Confidence::P90)]
+        confidence: Confidence,
+    },
     /// Maintenance gates: per scope (cluster, node.<node>, component.<component>,
     /// namespace.<namespace>) whether it is clear, what blocks it and until when.
     #[command(after_help = "Examples:
@@ -232,6 +258,25 @@ Examples:
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// How sure a window of `plan` is: read off the operations' p90 ends or their medians.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Confidence {
+    /// Their p90 ends (the gate's `status.nextWindow`).
+    P90,
+    /// Their median ends (`status.nextWindowP50`): half such windows start later.
+    P50,
+}
+
+impl Confidence {
+    /// `p90`, `p50`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::P90 => "p90",
+            Confidence::P50 => "p50",
+        }
+    }
 }
 
 /// The completion script for `shell`, for the `kubectl-ifo` executable.
@@ -339,6 +384,33 @@ mod tests {
         for word in ["wait", "tree", "--node", "--for", "--cluster-scoped"] {
             assert!(bash.contains(word), "{word} missing");
         }
+    }
+
+    #[test]
+    fn plan_takes_a_duration_and_a_confidence() {
+        match parse(&["plan", "--node", "w1", "--for", "20m"])
+            .unwrap()
+            .command
+        {
+            Some(Command::Plan { for_, confidence }) => {
+                assert_eq!(for_, SignedDuration::from_mins(20));
+                assert_eq!(confidence, Confidence::P90);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["plan", "-A", "--for", "1h", "--confidence", "p50"])
+            .unwrap()
+            .command
+        {
+            Some(Command::Plan { confidence, .. }) => assert_eq!(confidence, Confidence::P50),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            parse(&["plan", "--node", "w1"]).is_err(),
+            "--for is required"
+        );
+        assert!(parse(&["plan", "--for", "20m", "--confidence", "p99"]).is_err());
+        assert!(parse(&["plan", "--for", "soon"]).is_err());
     }
 
     #[test]

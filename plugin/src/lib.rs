@@ -131,6 +131,14 @@ pub async fn run(cli: Cli) -> Result<Exit> {
             ui::serve(client, namespace, &listen).await?;
             Ok(Exit::Done)
         }
+        Command::Plan { for_, confidence } => {
+            let Some(gate) = gate::name_for(&g, &scope) else {
+                bail!(
+                    "plan answers for a whole node (--node), component (--component), namespace (-n) or the cluster (-A): drop --operation, --kind, --subject, -l and --cluster-scoped"
+                );
+            };
+            cmd::plan::run(&cx, &gate, for_, confidence).await
+        }
         Command::Gates { name } => cmd::gates::run(&cx, name.as_deref()).await,
         Command::Rules { name } => cmd::rules::run(&cx, name.as_deref()).await,
         Command::Wait { timeout } => {

@@ -20,6 +20,7 @@ pub(crate) use super::gate_entry::GateEntry;
 use super::gate_entry::Place;
 pub(crate) use super::gate_scope::{GateNameError, GateScope};
 use super::gate_scope::{ROLES, ScopeRef, label};
+pub(crate) use super::scope_ends::{LatestEnd, ScopeEnds};
 use super::scope_members::ScopeMembers;
 use crate::operation::{InFlightOperation, NodeKey, Phase};
 
@@ -31,13 +32,15 @@ const CLEARED_MEMORY: usize = 4096;
 
 /// Whether `a` and `b`, two states of the record at one key (the same namespace and name),
 /// count the same in every gate: the same occurrence (its uid, which fixes its subject and
-/// operation), start and scopes, and the same fields a gate shows of its operations (expected
-/// end, progress, stall). The component is compared too: a ruleset's may change.
+/// operation), start and scopes, and the same fields a gate shows or reads of its operations
+/// (expected ends, progress, stall, overdue). The component is compared too: a ruleset's may change.
 fn same_for_gates(a: &InFlightOperation, b: &InFlightOperation) -> bool {
     match (a.phase, b.phase) {
         (Phase::Active, Phase::Active) => {
             a.created == b.created
                 && a.clears_at() == b.clears_at()
+                && a.clears_at_p90() == b.clears_at_p90()
+                && a.is_overdue() == b.is_overdue()
                 && a.progress() == b.progress()
                 && a.is_stalled() == b.is_stalled()
                 && a.uid == b.uid
@@ -80,6 +83,8 @@ pub(crate) struct GateMembers {
     /// When the last of them is expected to end; `None` when one has no estimate, or none is
     /// in flight.
     pub expected_clear: Option<Timestamp>,
+    /// What their ends say of when the scope clears, at the median and at p90.
+    pub ends: ScopeEnds<Arc<GateEntry>>,
     /// How many of them are stalled.
     pub stalled: usize,
     /// When the scope last went from none of them stalled to some, or back; `None` when the
@@ -208,6 +213,7 @@ impl GateCounts {
                     active: 0,
                     operations: Vec::new(),
                     expected_clear: None,
+                    ends: ScopeEnds::NOTHING,
                     stalled: 0,
                     stall_since: cleared.map(|c| c.0),
                     feeds_since: None,
@@ -217,13 +223,15 @@ impl GateCounts {
     }
 
     fn of(m: &ScopeMembers, listed: usize) -> GateMembers {
+        let (expected_clear, ends) = m.ends();
         GateMembers {
             scope: m.scope.clone(),
             rv: m.rv,
             since: Some(m.since),
             active: m.len(),
             operations: m.oldest(listed.min(MAX_GATE_OPERATIONS)),
-            expected_clear: m.expected_clear(),
+            expected_clear,
+            ends,
             stalled: m.stalled(),
             stall_since: Some(m.stall_since),
             feeds_since: None,

@@ -22,6 +22,7 @@ mod event;
 mod gate_entry;
 mod gate_scope;
 mod gates;
+mod scope_ends;
 mod scope_members;
 mod store;
 mod stored;
@@ -30,7 +31,9 @@ mod writers;
 
 pub(crate) use error::WatchError;
 pub(crate) use event::{Event, EventKind};
-pub(crate) use gates::{GateEntry, GateMembers, GateNameError, GateScope, MAX_GATE_OPERATIONS};
+pub(crate) use gates::{
+    GateEntry, GateMembers, GateNameError, GateScope, LatestEnd, MAX_GATE_OPERATIONS, ScopeEnds,
+};
 pub use store::{Index, IndexReader};
 pub(crate) use store::{Replay, Snapshot};
 pub use stored::{ObjectKey, Stored};

@@ -22,12 +22,17 @@ use slab::Slab;
 
 use super::gate_entry::GateEntry;
 use super::gate_scope::GateScope;
+use super::scope_ends::{Fold, ScopeEnds, Seen};
 
 #[derive(Debug)]
 struct Member {
     start: Timestamp,
     /// [`crate::operation::InFlightOperation::clears_at`].
     clears_at: Option<Timestamp>,
+    /// [`crate::operation::InFlightOperation::clears_at_p90`].
+    clears_at_p90: Option<Timestamp>,
+    /// [`crate::operation::InFlightOperation::is_overdue`].
+    overdue: bool,
     stalled: bool,
     entry: Arc<GateEntry>,
 }
@@ -100,6 +105,8 @@ impl ScopeMembers {
         let taken = self.members.insert(Member {
             start: entry.created,
             clears_at: entry.clears_at(),
+            clears_at_p90: entry.clears_at_p90(),
+            overdue: entry.is_overdue(),
             stalled,
             entry: entry.clone(),
         });
@@ -151,12 +158,31 @@ impl ScopeMembers {
     }
 
     /// When the last of its operations is expected to end; `None` when one has no estimate.
+    #[cfg(test)]
     pub(super) fn expected_clear(&self) -> Option<Timestamp> {
-        let mut latest = None;
-        for (_, member) in &self.members {
-            latest = latest.max(Some(member.clears_at?));
+        self.ends().0
+    }
+
+    /// In one pass: when the last of its operations is expected to end (`None` when one has no
+    /// estimate), and what their ends say of when the scope clears at each confidence.
+    pub(super) fn ends(&self) -> (Option<Timestamp>, ScopeEnds<Arc<GateEntry>>) {
+        let mut latest = Some(Timestamp::MIN);
+        let mut fold = Fold::new();
+        for (_, m) in &self.members {
+            latest = match (latest, m.clears_at) {
+                (Some(l), Some(c)) => Some(l.max(c)),
+                _ => None,
+            };
+            fold.add(Seen {
+                start: m.start,
+                p50: m.clears_at,
+                p90: m.clears_at_p90,
+                overdue: m.overdue,
+                entry: &m.entry,
+            });
         }
-        latest
+        let latest = latest.filter(|_| !self.members.is_empty());
+        (latest, fold.finish())
     }
 }
 

@@ -8,7 +8,7 @@ use super::label_set::Labels;
 use super::labels::build_labels;
 use super::name::{object_name, occurrence_uid};
 use super::phase::{Outcome, Phase};
-use super::progress::{Expectation, Stall};
+use super::progress::{EstimateBasis, Expectation, Stall};
 use super::ruleset::RuleSetInfo;
 use super::subject::Subject;
 
@@ -162,6 +162,30 @@ impl InFlightOperation {
     /// estimate.
     pub fn clears_at(&self) -> Option<Timestamp> {
         self.ending_at().or_else(|| self.expected_end())
+    }
+
+    /// [`Self::clears_at`] read at the far edge of the band: the end of its debounce grace while
+    /// no rule detects it, else its `status.expectedEndP90` when its end comes from history, else
+    /// its end extrapolated from its progress (which has no band); `None` without an estimate.
+    pub fn clears_at_p90(&self) -> Option<Timestamp> {
+        if let Some(end) = self.ending_at() {
+            return Some(end);
+        }
+        let e = self.expectation.as_ref()?;
+        match e.basis {
+            EstimateBasis::History => e.p90_end,
+            EstimateBasis::Progress | EstimateBasis::Grace => Some(e.end),
+        }
+    }
+
+    /// Whether it runs past what its rule's operations take (stalled `OverdueByHistory`): its
+    /// expected end is then the overdue limit, which has passed, and nothing says when it ends.
+    pub fn is_overdue(&self) -> bool {
+        self.ending_at().is_none()
+            && self
+                .expectation
+                .as_ref()
+                .is_some_and(|e| e.overdue.is_some())
     }
 
     /// About how many bytes this record holds in memory together with the JSON a list or watch

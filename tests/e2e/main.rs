@@ -18,6 +18,7 @@ mod live_api;
 mod metrics;
 mod openapi;
 mod operator;
+mod plan;
 mod plugin;
 mod prometheus;
 mod related;

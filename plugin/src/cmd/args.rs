@@ -14,7 +14,10 @@ use crate::format::Output;
 /// them as filters within the namespace they list.
 fn whole_gate_flag(global: &Global, command: &Command) -> Option<&'static str> {
     let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
-    if !matches!(command, Command::Check | Command::Wait { .. }) {
+    if !matches!(
+        command,
+        Command::Check | Command::Wait { .. } | Command::Plan { .. }
+    ) {
         None
     } else if set(&global.node) {
         Some("--node")
@@ -262,6 +265,38 @@ mod tests {
                 "--node asks about the whole node, across every namespace: drop --cluster-scoped (or use -A)"
                     .into()
             )
+        );
+    }
+
+    #[test]
+    fn plan_asks_about_the_same_gates_as_check() {
+        assert_eq!(
+            ask(&["plan", "--for", "20m", "--node", "w1", "-n", "default"]),
+            Err(
+                "--node asks about the whole node, across every namespace: drop -n/--namespace (or use -A)"
+                    .into()
+            )
+        );
+        let gate_of = |args: &[&str]| ask(args).unwrap().1;
+        assert_eq!(
+            gate_of(&["plan", "--for", "20m", "--node", "w1"]).as_deref(),
+            Some("node.w1")
+        );
+        assert_eq!(
+            gate_of(&["plan", "--for", "20m", "--component", "kubevirt"]).as_deref(),
+            Some("component.kubevirt")
+        );
+        assert_eq!(
+            gate_of(&["plan", "--for", "20m", "-A"]).as_deref(),
+            Some("cluster")
+        );
+        assert_eq!(
+            gate_of(&["plan", "--for", "20m", "-n", "vms"]).as_deref(),
+            Some("namespace.vms")
+        );
+        assert_eq!(
+            gate_of(&["plan", "--for", "20m", "-A", "--operation", "x"]),
+            None
         );
     }
 }

@@ -18,11 +18,13 @@
 //! last name of the page before (see [`GateContinueToken`]).
 
 mod existence;
+mod names;
 mod overridden;
 mod schema;
 mod table;
 pub(crate) mod verdict;
 mod watch;
+mod window;
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! The OpenAPI definitions of the maintenance gates, what `kubectl explain` prints of them: the
-//! object and its list, the status, and the operations and stale targets it lists.
+//! object and its list, the status, and the operations, stale targets and windows it lists.
 
 use crate::api::openapi::schema::{PREFIX, list, meta, object, ours, strings};
 use crate::api::resource::Resource;
@@ -51,6 +51,14 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
                 "$ref": meta("Time"),
                 "description": "When the last operation in flight is expected to end: the latest of their expectedEnd. Absent when nothing is in flight or when any of them has no estimate.",
             },
+            "nextWindow": {
+                "$ref": ours("MaintenanceGateWindow"),
+                "description": "The earliest time from which the scope is expected to be clear, read off the p90 ends of the operations in flight (each one's expectedEndP90; the end of its grace while it is ending; its end extrapolated from its progress, which has no band), or why no window can be promised. With only the operations in flight known, a window once started lasts until an operation starts.",
+            },
+            "nextWindowP50": {
+                "$ref": ours("MaintenanceGateWindow"),
+                "description": "The same read off their median ends (expectedEnd): half of such windows start later.",
+            },
             "staleTargets": {
                 "description": "The watched targets feeding the scope whose data is not current, and why. Absent when every one is current.",
                 "type": "array",
@@ -92,11 +100,23 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
         ],
         &["resource", "reason"],
     );
+    let window = json!({
+        "description": "MaintenanceGateWindow says from when a gate's scope is expected to be clear, at one confidence, or why that cannot be promised.",
+        "type": "object",
+        "properties": {
+            "confidence": {"description": "p90: read off the operations' p90 ends; p50: off their median ends.", "type": "string"},
+            "start": {"$ref": meta("Time"), "description": "When the window starts: since when the scope is clear (the Clear condition's lastTransitionTime) when nothing is in flight, else when the last operation in flight is expected to end, rounded up to the second. Absent when no window can be promised."},
+            "reason": {"description": "NothingInFlight or ExpectedEnds (with a start); ScopeUnknown (the Clear condition is Unknown: what is in flight is not known), NoExpectedEnd (an operation in flight has no expected end at this confidence) or RunningLate (an operation runs past what its rule's operations take, overdue by history: nothing says when it ends), without one.", "type": "string"},
+            "message": {"description": "In words, naming the operation the start, or its absence, comes from.", "type": "string"},
+        },
+        "required": ["confidence", "reason", "message"],
+    });
     let mut definitions = Map::new();
     definitions.insert(format!("{PREFIX}{kind}"), object);
     definitions.insert(format!("{PREFIX}{kind}List"), list(kind));
     definitions.insert(format!("{PREFIX}MaintenanceGateStatus"), status);
     definitions.insert(format!("{PREFIX}MaintenanceGateOperation"), operation);
     definitions.insert(format!("{PREFIX}MaintenanceGateStaleTarget"), stale);
+    definitions.insert(format!("{PREFIX}MaintenanceGateWindow"), window);
     definitions
 }

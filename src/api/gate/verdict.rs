@@ -17,6 +17,8 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde::Serialize;
 
+use super::names::subject_name;
+use super::window;
 use crate::api::freshness::{causes, target_name};
 use crate::detect::{HealthReader, Stale};
 use crate::index::{GateEntry, GateMembers, GateScope};
@@ -249,6 +251,15 @@ pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> 
         members.since.max(members.feeds_since)
     }
     .unwrap_or(started);
+    let clear = Condition {
+        type_: CLEAR_CONDITION.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: Time(round(changed)),
+        observed_generation: None,
+    };
+    let (next_window, next_window_p50) = window::windows(&clear, members.active, &members.ends);
     MaintenanceGate {
         api_version: GROUP_VERSION.to_owned(),
         kind: GATE_KIND.to_owned(),
@@ -259,20 +270,12 @@ pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> 
             ..ObjectMeta::default()
         },
         status: GateStatus {
-            conditions: vec![
-                Condition {
-                    type_: CLEAR_CONDITION.to_owned(),
-                    status: status.to_owned(),
-                    reason: reason.to_owned(),
-                    message,
-                    last_transition_time: Time(round(changed)),
-                    observed_generation: None,
-                },
-                stalled_condition(members, started),
-            ],
+            conditions: vec![clear, stalled_condition(members, started)],
             active_operations: members.active as u64,
             operations: members.operations.iter().cloned().map(ServedOp).collect(),
             expected_clear_time: members.expected_clear.map(|t| Time(round(t))),
+            next_window: Some(next_window),
+            next_window_p50: Some(next_window_p50),
             stale_targets: feeds
                 .stale
                 .iter()
@@ -334,14 +337,6 @@ fn stalled_condition(members: &GateMembers, started: Timestamp) -> Condition {
         message,
         last_transition_time: Time(round(members.stall_since.unwrap_or(started))),
         observed_generation: None,
-    }
-}
-
-/// `ns/name`, or `name` for a cluster-scoped subject.
-fn subject_name(op: &InFlightOperation) -> String {
-    match &op.subject.namespace {
-        Some(ns) => format!("{ns}/{}", op.subject.name),
-        None => op.subject.name.clone(),
     }
 }
 

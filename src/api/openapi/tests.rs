@@ -220,7 +220,7 @@ fn served() -> Vec<(String, Value)> {
     out
 }
 
-/// A gate with every field set: operations in flight, a stale target, an expected end.
+/// A gate with every field set: operations in flight, a stale target, an expected end, windows.
 fn served_gate() -> Value {
     use crate::api::gate::verdict::{Feeds, gate};
     use crate::index::{GateMembers, GateScope};
@@ -244,6 +244,7 @@ fn served_gate() -> Value {
             .map(|o| std::sync::Arc::new(crate::index::GateEntry::new(o)))
             .collect(),
         expected_clear: Some(jiff::Timestamp::UNIX_EPOCH),
+        ends: crate::index::ScopeEnds::NOTHING,
         stalled: 2,
         stall_since: None,
         feeds_since: None,
@@ -260,8 +261,25 @@ fn served_gate() -> Value {
         }],
         existence_unknown: None,
     };
-    let gate = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
-    serde_json::to_value(gate).expect("a gate serialises")
+    let mut served = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
+    // The windows with a start: of the same operations, with every feed current and ends known.
+    let first = members.operations[0].clone();
+    let end = crate::index::LatestEnd::At(jiff::Timestamp::UNIX_EPOCH, first);
+    let known = GateMembers {
+        ends: crate::index::ScopeEnds {
+            p50: end.clone(),
+            p90: end,
+        },
+        ..members
+    };
+    let current = Feeds {
+        stale: Vec::new(),
+        ..feeds
+    };
+    let with_windows = gate(&known, &current, jiff::Timestamp::UNIX_EPOCH);
+    served.status.next_window = with_windows.status.next_window;
+    served.status.next_window_p50 = with_windows.status.next_window_p50;
+    serde_json::to_value(served).expect("a gate serialises")
 }
 
 fn check_served_against(schemas: &Schemas) {

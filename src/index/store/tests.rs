@@ -538,3 +538,43 @@ fn a_new_epoch_expires_every_earlier_rv_and_keeps_rvs_rising() {
     index.apply(vec![Change::Upsert(op(Some("ns"), "s0", "changed"))]);
     assert_eq!(kinds(&drain(&mut rx)), [(epoch + 1, Modified, "s0")]);
 }
+
+/// What a gate's window reads of its operations (their p90 ends, whether one is overdue) is a
+/// change of the gate on its own: a record whose p90 end alone moves, or that turns overdue
+/// while stalled by its rule already, moves the gate.
+#[test]
+fn a_p90_end_or_an_overdue_alone_changes_the_gates_window() {
+    use crate::index::LatestEnd;
+    use crate::operation::{EstimateBasis, Expectation, OVERDUE_BY_HISTORY, Stall};
+    let index = Index::new(10, 64, 16);
+    let base = op(Some("ns"), "a", "m");
+    let at = |secs| base.created + jiff::SignedDuration::from_secs(secs);
+    let mut a = (*op(Some("ns"), "a", "m")).clone();
+    a.stalled = Some(Stall::reported("ImportFailed", at(1)));
+    a.expectation = Some(Expectation {
+        end: at(60),
+        basis: EstimateBasis::History,
+        p90_end: Some(at(90)),
+        overdue: None,
+    });
+    index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
+    let cluster = GateScope::Cluster;
+    let p90 = |index: &Index| match index.gate(&cluster).1.ends.p90 {
+        LatestEnd::At(t, _) => format!("at {t}"),
+        LatestEnd::Overdue(_) => "overdue".to_owned(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(p90(&index), format!("at {}", at(90)));
+    let rv = index.current_rv();
+    a.expectation.as_mut().unwrap().p90_end = Some(at(120));
+    index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
+    assert_eq!(p90(&index), format!("at {}", at(120)));
+    assert_eq!(index.gate(&cluster).1.rv, rv + 1);
+    a.expectation.as_mut().unwrap().overdue = Some(Stall {
+        reason: OVERDUE_BY_HISTORY.to_owned(),
+        message: "late".to_owned(),
+        since: at(100),
+    });
+    index.apply(vec![Change::Upsert(Arc::new(a))]);
+    assert_eq!(p90(&index), "overdue");
+}

@@ -13,6 +13,7 @@ fn members(scope: GateScope, ops: Vec<Arc<InFlightOperation>>) -> GateMembers {
             .map(|o| Arc::new(GateEntry::new(o)))
             .collect(),
         expected_clear: None,
+        ends: crate::index::ScopeEnds::NOTHING,
         stalled: 0,
         stall_since: None,
         feeds_since: None,

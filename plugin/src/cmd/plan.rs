@@ -1,0 +1,175 @@
+//! `plan`: the earliest time from which a node, a component, a namespace or the cluster is
+//! expected to be clear for as long as asked, read off its gate's `status.nextWindow` (p90) or
+//! `status.nextWindowP50` (p50), so the plugin and the gate agree. Exit 0 with a window; 1 when
+//! none can be promised now (an operation in flight without an expected end, one overdue, or
+//! the last expected end passed while operations are still in flight); 2 when the server cannot
+//! vouch for the scope (as `check`), the scope does not exist, or the server computes no window.
+
+use anyhow::{Result, anyhow};
+use ifo_apimachinery::duration::human_duration;
+use ifo_model::{
+    GateWindow, MaintenanceGate, WINDOW_EXPECTED_ENDS, WINDOW_NOTHING_IN_FLIGHT,
+    WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+
+use super::{Context, emit};
+use crate::Exit;
+use crate::cli::Confidence;
+use crate::format::{self, Output};
+use crate::gate;
+use crate::sanitize;
+
+/// Whether `plan` gives a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Promise {
+    /// A window (exit 0).
+    Window,
+    /// None can be promised now (exit 1).
+    NoWindow,
+    /// The server cannot vouch for the scope (exit 2, as `check`).
+    Unknown,
+}
+
+/// What `plan` answers of one gate: whether it promises, and what it prints.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Answer {
+    pub(crate) promise: Promise,
+    /// The window's start, when one is promised.
+    pub(crate) start: Option<Timestamp>,
+    /// The window's reason as served, or [`WINDOW_RUNNING_LATE`] for a start that has passed.
+    pub(crate) reason: String,
+    /// One line, in words (sanitised: it carries names from the cluster).
+    pub(crate) text: String,
+}
+
+/// `plan` of the gate `name` for `duration` at `confidence`.
+pub(crate) async fn run(
+    cx: &Context<'_>,
+    name: &str,
+    duration: SignedDuration,
+    confidence: Confidence,
+) -> Result<Exit> {
+    let g = gate::get(cx.client, name).await.map_err(|e| match &e {
+        kube::Error::Api(s) if s.code == 404 => gate::missing_error(name, s),
+        _ => gate::explain(&e, "get"),
+    })?;
+    let answer = answer(&g, duration, confidence, cx.now)?;
+    match cx.output {
+        Output::Json | Output::Yaml => {
+            let v = json!({
+                "gate": name,
+                "confidence": confidence.as_str(),
+                "forSeconds": duration.as_secs(),
+                "start": answer.start.map(|t| t.to_string()),
+                "reason": answer.reason,
+                "message": window(&g, confidence).map(|w| w.message.clone()),
+            });
+            emit(&if cx.output == Output::Json {
+                format::to_json(&v)
+            } else {
+                format::to_yaml(&v)
+            });
+        }
+        Output::Table | Output::Wide | Output::Name if answer.promise != Promise::Unknown => {
+            emit(&format!("{}\n", answer.text));
+        }
+        _ => {}
+    }
+    match answer.promise {
+        Promise::Window => Ok(Exit::Done),
+        Promise::NoWindow => Ok(Exit::InFlight),
+        Promise::Unknown => Err(anyhow!(
+            "{}; the server cannot vouch for the scope:\n  {}",
+            answer.text,
+            gate::unknown_reasons(&g).join("\n  ")
+        )),
+    }
+}
+
+fn window(g: &MaintenanceGate, confidence: Confidence) -> Option<&GateWindow> {
+    match confidence {
+        Confidence::P90 => g.status.next_window.as_ref(),
+        Confidence::P50 => g.status.next_window_p50.as_ref(),
+    }
+}
+
+/// What `plan` says of `g` at `now`: an error only when the gate has no window at all (a server
+/// that does not compute them).
+pub(crate) fn answer(
+    g: &MaintenanceGate,
+    duration: SignedDuration,
+    confidence: Confidence,
+    now: Timestamp,
+) -> Result<Answer> {
+    let name = g.metadata.name.as_deref().unwrap_or_default();
+    let place = place(name);
+    let c = confidence.as_str();
+    let w = window(g, confidence).ok_or_else(|| {
+        anyhow!(
+            "the server computes no window for gate {name} (no status.nextWindow): it is older than this plugin"
+        )
+    })?;
+    let message = sanitize::line(&w.message);
+    let start = w.start.as_ref().map(|t| t.0);
+    let for_ = human_duration(duration);
+    let none = |promise, reason: &str, why: String| Answer {
+        promise,
+        start: None,
+        reason: reason.to_owned(),
+        text: format!("No window of {for_} can be promised {place} ({c}): {why}"),
+    };
+    Ok(match (start, w.reason.as_str()) {
+        (_, WINDOW_SCOPE_UNKNOWN) => none(Promise::Unknown, WINDOW_SCOPE_UNKNOWN, message),
+        (Some(t), WINDOW_NOTHING_IN_FLIGHT) => Answer {
+            promise: Promise::Window,
+            start: Some(t),
+            reason: w.reason.clone(),
+            text: format!(
+                "Clear now {place} for {for_} and on ({c}): nothing in flight since {t}, and no operation is known to start"
+            ),
+        },
+        (Some(t), WINDOW_EXPECTED_ENDS) if t <= now => none(
+            Promise::NoWindow,
+            WINDOW_RUNNING_LATE,
+            format!(
+                "the last expected end ({t}) has passed while {} still in flight; {message}",
+                in_flight(g.status.active_operations)
+            ),
+        ),
+        (Some(t), _) => Answer {
+            promise: Promise::Window,
+            start: Some(t),
+            reason: w.reason.clone(),
+            text: format!(
+                "Expected clear {place} for {for_} from {t} (in {}, {c}): {message}",
+                human_duration(t.duration_since(now))
+            ),
+        },
+        (None, reason) => none(Promise::NoWindow, reason, message),
+    })
+}
+
+/// `1 operation is`, `3 operations are`.
+fn in_flight(n: u64) -> String {
+    if n == 1 {
+        "1 operation is".to_owned()
+    } else {
+        format!("{n} operations are")
+    }
+}
+
+/// `on node worker-1`, `for component kubevirt`, `in namespace vms`, `in the cluster`.
+fn place(gate: &str) -> String {
+    let gate = sanitize::line(gate);
+    match gate.split_once('.') {
+        Some(("node", n)) => format!("on node {n}"),
+        Some(("component", c)) => format!("for component {c}"),
+        Some(("namespace", ns)) => format!("in namespace {ns}"),
+        _ => "in the cluster".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

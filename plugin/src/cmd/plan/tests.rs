@@ -1,0 +1,187 @@
+use super::*;
+use serde_json::{Value, json};
+
+fn now() -> Timestamp {
+    "2026-11-22T10:00:00Z".parse().unwrap()
+}
+
+fn twenty_minutes() -> SignedDuration {
+    SignedDuration::from_mins(20)
+}
+
+/// A gate `name` whose `Clear` is `clear`, with `active` operations and these windows.
+fn gate(name: &str, clear: &str, active: u64, p90: Value, p50: Value) -> MaintenanceGate {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [{"type": "Clear", "status": clear, "reason": "r", "message": "m",
+                            "lastTransitionTime": "2026-11-22T09:50:00Z"}],
+            "activeOperations": active,
+            "nextWindow": p90,
+            "nextWindowP50": p50,
+        }
+    }))
+    .unwrap()
+}
+
+fn window(confidence: &str, start: Option<&str>, reason: &str, message: &str) -> Value {
+    let mut w = json!({"confidence": confidence, "reason": reason, "message": message});
+    if let Some(s) = start {
+        w["start"] = json!(s);
+    }
+    w
+}
+
+#[test]
+fn a_window_at_the_expected_end_is_promised_at_the_confidence_asked() {
+    let g = gate(
+        "node.worker-1",
+        "False",
+        2,
+        window(
+            "p90",
+            Some("2026-11-22T10:09:00Z"),
+            "ExpectedEnds",
+            "when the last of 2 operations in flight is expected to end, by its p90 end: VirtualMachine vms/web Migrating",
+        ),
+        window(
+            "p50",
+            Some("2026-11-22T10:04:00Z"),
+            "ExpectedEnds",
+            "by its median end",
+        ),
+    );
+    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.start, Some("2026-11-22T10:09:00Z".parse().unwrap()));
+    assert_eq!(
+        a.text,
+        "Expected clear on node worker-1 for 20m from 2026-11-22T10:09:00Z (in 9m, p90): when the last of 2 operations in flight is expected to end, by its p90 end: VirtualMachine vms/web Migrating"
+    );
+    let a = answer(&g, twenty_minutes(), Confidence::P50, now()).unwrap();
+    assert_eq!(a.start, Some("2026-11-22T10:04:00Z".parse().unwrap()));
+    assert!(a.text.contains("(in 4m, p50)"), "{}", a.text);
+}
+
+#[test]
+fn a_clear_scope_is_clear_now() {
+    let g = gate(
+        "component.kubevirt",
+        "True",
+        0,
+        window(
+            "p90",
+            Some("2026-11-22T09:50:00Z"),
+            "NothingInFlight",
+            "nothing in flight",
+        ),
+        window(
+            "p50",
+            Some("2026-11-22T09:50:00Z"),
+            "NothingInFlight",
+            "nothing in flight",
+        ),
+    );
+    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(
+        a.text,
+        "Clear now for component kubevirt for 20m and on (p90): nothing in flight since 2026-11-22T09:50:00Z, and no operation is known to start"
+    );
+}
+
+#[test]
+fn no_promise_for_an_unknown_scope_an_operation_without_end_or_a_late_one() {
+    let unknown = gate(
+        "cluster",
+        "Unknown",
+        0,
+        window(
+            "p90",
+            None,
+            "ScopeUnknown",
+            "no window while the scope is Unknown (Stale)",
+        ),
+        window(
+            "p50",
+            None,
+            "ScopeUnknown",
+            "no window while the scope is Unknown (Stale)",
+        ),
+    );
+    let a = answer(&unknown, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert_eq!((a.promise, a.start), (Promise::Unknown, None));
+    assert!(
+        a.text
+            .starts_with("No window of 20m can be promised in the cluster (p90)"),
+        "{}",
+        a.text
+    );
+
+    let missing = gate(
+        "namespace.vms",
+        "False",
+        1,
+        window(
+            "p90",
+            None,
+            "NoExpectedEnd",
+            "no window can be promised: VirtualMachine vms/web Migrating has no expected end",
+        ),
+        window("p50", None, "NoExpectedEnd", "same"),
+    );
+    let a = answer(&missing, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert_eq!(
+        (a.promise, a.reason.as_str()),
+        (Promise::NoWindow, "NoExpectedEnd")
+    );
+    assert!(
+        a.text.contains("in namespace vms") && a.text.contains("vms/web"),
+        "{}",
+        a.text
+    );
+
+    // A start that has passed while operations are in flight: running late, no promise.
+    let passed = gate(
+        "node.w1",
+        "False",
+        3,
+        window("p90", Some("2026-11-22T09:59:00Z"), "ExpectedEnds", "m"),
+        window("p50", Some("2026-11-22T09:58:00Z"), "ExpectedEnds", "m"),
+    );
+    let a = answer(&passed, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert_eq!(
+        (a.promise, a.reason.as_str()),
+        (Promise::NoWindow, "RunningLate")
+    );
+    assert!(
+        a.text.contains("the last expected end (2026-11-22T09:59:00Z) has passed while 3 operations are still in flight"),
+        "{}",
+        a.text
+    );
+}
+
+#[test]
+fn a_server_without_windows_is_an_error_and_names_are_sanitised() {
+    let mut old = gate("node.w1", "False", 1, Value::Null, Value::Null);
+    old.status.next_window = None;
+    assert!(answer(&old, twenty_minutes(), Confidence::P90, now()).is_err());
+    let g = gate(
+        "node.w1",
+        "False",
+        1,
+        window(
+            "p90",
+            None,
+            "NoExpectedEnd",
+            "VirtualMachine vms/\u{1b}]0;pwned\u{7}web has no expected end",
+        ),
+        Value::Null,
+    );
+    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    assert!(
+        !a.text.contains('\u{1b}') && !a.text.contains('\u{7}'),
+        "{:?}",
+        a.text
+    );
+}

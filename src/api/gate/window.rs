@@ -1,0 +1,136 @@
+//! A gate's next window (`status.nextWindow`, `status.nextWindowP50`): the earliest time from
+//! which its scope is expected to be clear, or why none can be promised, from what the gate
+//! already holds: its `Clear` condition and the ends of its operations, which the index reads in
+//! the pass that finds the expected clear time (see [`crate::index::ScopeEnds`]).
+//!
+//! - Never while the scope is `Unknown`: what is in flight there is not known.
+//! - Clear: the window is open, since the scope last cleared (the `Clear` condition's
+//!   `lastTransitionTime`, not the time of the request: a gate changes only with what is in
+//!   flight).
+//! - Otherwise when the last operation is expected to end, at p90 from each operation's
+//!   `expectedEndP90` (the end of its grace while it is ending, and its end extrapolated from
+//!   its progress, which has no band), at p50 from its `expectedEnd`; rounded up to the second.
+//!   None while an operation has no end (the oldest such is named), or is overdue by history:
+//!   its expected end has passed and nothing says when it ends. An operation running late but
+//!   not yet overdue moves the window with it: its expected ends move later as it runs (see
+//!   `history::expectation`).
+
+use std::sync::Arc;
+
+use ifo_model::{
+    GateWindow, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT,
+    WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::names::subject_name;
+use crate::index::{GateEntry, LatestEnd, ScopeEnds};
+
+/// The windows at p90 and at p50 of a gate whose `Clear` condition is `clear`, with `active`
+/// operations in flight whose ends say `ends`.
+pub(super) fn windows(
+    clear: &Condition,
+    active: usize,
+    ends: &ScopeEnds<Arc<GateEntry>>,
+) -> (GateWindow, GateWindow) {
+    (
+        window("p90", clear, active, &ends.p90),
+        window("p50", clear, active, &ends.p50),
+    )
+}
+
+/// The window at `confidence` (`p90` or `p50`).
+pub(super) fn window(
+    confidence: &str,
+    clear: &Condition,
+    active: usize,
+    end: &LatestEnd<Arc<GateEntry>>,
+) -> GateWindow {
+    let made = |start: Option<Time>, reason: &str, message: String| GateWindow {
+        confidence: confidence.to_owned(),
+        start,
+        reason: reason.to_owned(),
+        message,
+    };
+    match clear.status.as_str() {
+        "True" => {
+            return made(
+                Some(clear.last_transition_time.clone()),
+                WINDOW_NOTHING_IN_FLIGHT,
+                "nothing in flight: clear since the window started".to_owned(),
+            );
+        }
+        "False" => {}
+        _ => {
+            return made(
+                None,
+                WINDOW_SCOPE_UNKNOWN,
+                format!(
+                    "no window while the scope is Unknown ({}): what is in flight there is not known (see the Clear condition)",
+                    clear.reason
+                ),
+            );
+        }
+    }
+    let what = |e: &GateEntry| format!("{} {} {}", e.subject.kind, subject_name(e), e.operation);
+    match end {
+        LatestEnd::At(at, e) => made(
+            Some(Time(round_up(*at))),
+            WINDOW_EXPECTED_ENDS,
+            format!(
+                "when the last of {} in flight is expected to end, by its {} end: {}",
+                operations(active),
+                if confidence == "p50" { "median" } else { "p90" },
+                what(e)
+            ),
+        ),
+        LatestEnd::Missing(e) => {
+            let why = if e.clears_at().is_some() {
+                "has an expected end but no p90 end"
+            } else {
+                "has no expected end (its rule has not learned enough durations, and it reports no progress)"
+            };
+            made(
+                None,
+                WINDOW_NO_EXPECTED_END,
+                format!("no window can be promised: {} {why}", what(e)),
+            )
+        }
+        LatestEnd::Overdue(e) => made(
+            None,
+            WINDOW_RUNNING_LATE,
+            format!(
+                "no window can be promised: {} runs past what its rule's operations take, and nothing says when it ends{}",
+                what(e),
+                e.stall()
+                    .map(|s| format!(" ({})", s.message))
+                    .unwrap_or_default()
+            ),
+        ),
+        LatestEnd::Nothing => made(
+            None,
+            WINDOW_NO_EXPECTED_END,
+            "no window can be promised: no expected end is known of the operations in flight"
+                .to_owned(),
+        ),
+    }
+}
+
+/// `1 operation`, `3 operations`.
+fn operations(n: usize) -> String {
+    if n == 1 {
+        "1 operation".to_owned()
+    } else {
+        format!("{n} operations")
+    }
+}
+
+/// `t` rounded up to the second: a window does not start before the end it waits for.
+fn round_up(t: Timestamp) -> Timestamp {
+    let s = t.as_second() + i64::from(t.subsec_nanosecond() > 0);
+    Timestamp::from_second(s).unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests;

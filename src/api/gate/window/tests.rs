@@ -1,0 +1,213 @@
+use super::*;
+use crate::operation::{EstimateBasis, Expectation, InFlightOperation, OVERDUE_BY_HISTORY, Stall};
+
+fn at(s: &str) -> Timestamp {
+    format!("2026-11-22T{s}Z").parse().unwrap()
+}
+
+fn clear(status: &str, reason: &str, since: &str) -> Condition {
+    Condition {
+        type_: "Clear".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: String::new(),
+        last_transition_time: Time(at(since)),
+        observed_generation: None,
+    }
+}
+
+fn in_flight() -> Condition {
+    clear("False", "OperationsInFlight", "10:00:00")
+}
+
+/// A VM migration in `demo` expected to end at `end` (p90 `p90`) by `basis`.
+fn op(
+    name: &str,
+    end: Option<(&str, Option<&str>, EstimateBasis)>,
+    overdue: bool,
+) -> Arc<GateEntry> {
+    let mut op: InFlightOperation = (*crate::operation::test_record(name)).clone();
+    op.subject.kind = "VirtualMachine".into();
+    op.subject.namespace = Some("demo".into());
+    op.operation = "Migrating".into();
+    op.expectation = end.map(|(end, p90, basis)| Expectation {
+        end: at(end),
+        basis,
+        p90_end: p90.map(at),
+        overdue: overdue.then(|| Stall {
+            reason: OVERDUE_BY_HISTORY.into(),
+            message: "in flight longer than 1.5 × the 99th percentile (2m)".into(),
+            since: at("10:03:00"),
+        }),
+    });
+    Arc::new(GateEntry::new(Arc::new(op)))
+}
+
+/// The window the gate serves of `ops` at each confidence, as the index reads their ends.
+fn served(condition: &Condition, ops: &[Arc<GateEntry>]) -> (GateWindow, GateWindow) {
+    let ends = crate::index::ScopeEnds::of_entries(ops);
+    windows(condition, ops.len(), &ends)
+}
+
+fn start(w: &GateWindow) -> Option<String> {
+    w.start.as_ref().map(|t| t.0.to_string())
+}
+
+#[test]
+fn a_clear_scope_has_its_window_open_since_it_cleared() {
+    let (p90, p50) = served(&clear("True", "NothingInFlight", "09:58:00"), &[]);
+    for (w, confidence) in [(&p90, "p90"), (&p50, "p50")] {
+        assert_eq!(w.confidence, confidence);
+        assert_eq!(w.reason, "NothingInFlight");
+        assert_eq!(start(w).as_deref(), Some("2026-11-22T09:58:00Z"));
+    }
+}
+
+#[test]
+fn an_unknown_scope_has_no_window_whatever_is_in_flight() {
+    for ops in [
+        vec![],
+        vec![op(
+            "vm-a",
+            Some(("10:04:00", Some("10:06:00"), EstimateBasis::History)),
+            false,
+        )],
+    ] {
+        let (p90, p50) = served(&clear("Unknown", "Stale", "10:00:00"), &ops);
+        for w in [&p90, &p50] {
+            assert_eq!(
+                (w.reason.as_str(), w.start.as_ref()),
+                ("ScopeUnknown", None)
+            );
+            assert!(w.message.contains("Unknown (Stale)"), "{}", w.message);
+        }
+    }
+}
+
+#[test]
+fn the_window_starts_at_the_latest_end_at_each_confidence() {
+    let ops = [
+        // Ends last by its median, rounded up to the second.
+        op(
+            "vm-a",
+            Some(("10:05:00.2", Some("10:06:00"), EstimateBasis::History)),
+            false,
+        ),
+        // Ends last by its p90.
+        op(
+            "vm-b",
+            Some(("10:04:00", Some("10:09:00"), EstimateBasis::History)),
+            false,
+        ),
+    ];
+    let (p90, p50) = served(&in_flight(), &ops);
+    assert_eq!(p90.reason, "ExpectedEnds");
+    assert_eq!(start(&p90).as_deref(), Some("2026-11-22T10:09:00Z"));
+    assert_eq!(
+        p90.message,
+        "when the last of 2 operations in flight is expected to end, by its p90 end: VirtualMachine demo/vm-b Migrating"
+    );
+    assert_eq!(start(&p50).as_deref(), Some("2026-11-22T10:05:01Z"));
+    assert!(
+        p50.message.contains("median end: VirtualMachine demo/vm-a"),
+        "{}",
+        p50.message
+    );
+}
+
+#[test]
+fn ends_from_progress_or_a_grace_count_at_both_confidences() {
+    let ops = [
+        op(
+            "vm-a",
+            Some(("10:07:00", None, EstimateBasis::Progress)),
+            false,
+        ),
+        op(
+            "vm-b",
+            Some(("10:04:00", Some("10:05:00"), EstimateBasis::History)),
+            false,
+        ),
+    ];
+    let (p90, p50) = served(&in_flight(), &ops);
+    assert_eq!(start(&p90).as_deref(), Some("2026-11-22T10:07:00Z"));
+    assert_eq!(start(&p50).as_deref(), Some("2026-11-22T10:07:00Z"));
+    let mut ending: InFlightOperation = (*op("vm-c", None, false)).clone();
+    ending.ending = Some(crate::operation::Ending {
+        since: at("10:07:30"),
+        at: at("10:08:00"),
+    });
+    let (p90, _) = served(&in_flight(), &[Arc::new(GateEntry::new(Arc::new(ending)))]);
+    assert_eq!(start(&p90).as_deref(), Some("2026-11-22T10:08:00Z"));
+}
+
+#[test]
+fn an_operation_without_an_end_means_no_promise_and_is_named() {
+    let ops = [
+        op(
+            "vm-a",
+            Some(("10:05:00", Some("10:06:00"), EstimateBasis::History)),
+            false,
+        ),
+        op("vm-new", None, false),
+    ];
+    let (p90, p50) = served(&in_flight(), &ops);
+    for w in [&p90, &p50] {
+        assert_eq!(
+            (w.reason.as_str(), w.start.as_ref()),
+            ("NoExpectedEnd", None)
+        );
+        assert!(
+            w.message
+                .contains("VirtualMachine demo/vm-new Migrating has no expected end"),
+            "{}",
+            w.message
+        );
+    }
+    // A median end without a p90 end: a window at p50 only.
+    let ops = [op(
+        "vm-a",
+        Some(("10:05:00", None, EstimateBasis::History)),
+        false,
+    )];
+    let (p90, p50) = served(&in_flight(), &ops);
+    assert_eq!(
+        (p90.reason.as_str(), p90.start.as_ref()),
+        ("NoExpectedEnd", None)
+    );
+    assert!(p90.message.contains("no p90 end"), "{}", p90.message);
+    assert_eq!(start(&p50).as_deref(), Some("2026-11-22T10:05:00Z"));
+}
+
+#[test]
+fn an_overdue_operation_means_no_promise_at_either_confidence() {
+    let ops = [
+        op(
+            "vm-a",
+            Some(("10:05:00", Some("10:06:00"), EstimateBasis::History)),
+            false,
+        ),
+        op(
+            "vm-late",
+            Some(("10:03:00", Some("10:03:00"), EstimateBasis::History)),
+            true,
+        ),
+    ];
+    let (p90, p50) = served(&in_flight(), &ops);
+    for w in [&p90, &p50] {
+        assert_eq!((w.reason.as_str(), w.start.as_ref()), ("RunningLate", None));
+        assert!(
+            w.message
+                .contains("VirtualMachine demo/vm-late Migrating runs past")
+                && w.message.contains("99th percentile"),
+            "{}",
+            w.message
+        );
+    }
+}
+
+#[test]
+fn ends_round_up_to_the_second() {
+    assert_eq!(round_up(at("10:00:00")), at("10:00:00"));
+    assert_eq!(round_up(at("10:00:00.001")), at("10:00:01"));
+}
