@@ -156,6 +156,29 @@ impl Env {
         self.wait_watching(&rs);
         (ns, rs)
     }
+
+    /// A namespace of its own (named after `prefix`) whose VirtualMachine `vm-0` is `Copying`,
+    /// detected by a ruleset (component `kubevirt`) whose `progress` is the VM's `status.pct`;
+    /// waits until the copy is an Active operation. The namespace, the ruleset's name and the
+    /// operation.
+    pub fn copying_vm(&self, prefix: &str) -> (String, String, Value) {
+        let copying = crate::Rule::new(
+            "Copying",
+            "object.?status.?printableStatus.orValue('') == 'Copying'",
+        )
+        .set("progress", "object.?status.?pct.orValue('')");
+        let ruleset = |rs: &str, ns: &str| {
+            crate::RuleSet::vms_of(rs, "kubevirt", ns)
+                .rule(copying)
+                .to_string()
+        };
+        let (ns, rs) = self.vms_watched_by(prefix, "copy", ruleset, &["vm-0"]);
+        self.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
+        let op = self.wait_ifo(&ns, "the copy detected", |o| {
+            o["status"]["phase"] == "Active"
+        });
+        (ns, rs, op)
+    }
 }
 
 /// A Node object of a test's own (see [`Env::node`]): nothing runs on it (there is no kubelet),

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
-use ifo_test_support::{Env, Rule, RuleSet, Run, create_gadget_crd, env};
+use ifo_test_support::{Env, Run, create_gadget_crd, env};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -45,21 +45,7 @@ fn time(v: &Value) -> Option<Timestamp> {
 #[test]
 fn plan_promises_a_window_at_the_expected_end_and_none_without_one() {
     let env = env();
-    let copying = Rule::new(
-        "Copying",
-        "object.?status.?printableStatus.orValue('') == 'Copying'",
-    )
-    .set("progress", "object.?status.?pct.orValue('')");
-    let ruleset = |rs: &str, ns: &str| {
-        RuleSet::vms_of(rs, "kubevirt", ns)
-            .rule(copying)
-            .to_string()
-    };
-    let (ns, rs) = env.vms_watched_by("plan", "copy", ruleset, &["vm-0"]);
-    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
-    env.wait_ifo(&ns, "the copy detected", |o| {
-        o["status"]["phase"] == "Active"
-    });
+    let (ns, rs, _) = env.copying_vm("plan");
 
     // Nothing learned and no progress: no expected end, so no window (exit 1), naming it.
     let run = plan_until(env, &["-n", &ns], "refusal without an end", |r| r.code == 1);

@@ -2,9 +2,7 @@
 //! on PATH), as admin and as a user who may only read one namespace.
 
 use ifo_dev::User;
-use ifo_test_support::{
-    Env, OPERATION_COLUMNS, Rule, RuleSet, Run, env, eventually, follow, populated, start,
-};
+use ifo_test_support::{Env, OPERATION_COLUMNS, Run, env, eventually, follow, populated, start};
 use serde_json::{Value, json};
 use std::process::Command;
 use std::sync::mpsc;
@@ -695,21 +693,7 @@ fn plugin_takes_kubectls_connection_flags_and_the_original_flags() {
 fn no_surface_says_overdue_during_the_grace() {
     let env = env();
     // A copy, whose progress promises when it ends.
-    let copying = Rule::new(
-        "Copying",
-        "object.?status.?printableStatus.orValue('') == 'Copying'",
-    )
-    .set("progress", "object.?status.?pct.orValue('')");
-    let ruleset = |rs: &str, ns: &str| {
-        RuleSet::vms_of(rs, "kubevirt", ns)
-            .rule(copying)
-            .to_string()
-    };
-    let (ns, rs) = env.vms_watched_by("one-clock", "copy", ruleset, &["vm-0"]);
-    env.set_vm_status(&ns, "vm-0", json!({"printableStatus": "Copying"}));
-    let op = env.wait_ifo(&ns, "the copy detected", |o| {
-        o["status"]["phase"] == "Active"
-    });
+    let (ns, rs, op) = env.copying_vm("one-clock");
     // Half done a second in: the progress says it ends a second later, so it soon runs past
     // that end while active.
     std::thread::sleep(Duration::from_secs(1));

@@ -21,6 +21,16 @@ fn in_flight() -> Condition {
 }
 
 /// A VM migration in `demo` expected to end at `end` (p90 `p90`) by `basis`.
+/// An operation whose ends come from history: its median end and p90 end (times of the day),
+/// and whether it runs past them.
+fn from_history(subject: &str, p50: &str, p90: &str, overdue: bool) -> Arc<GateEntry> {
+    op(
+        subject,
+        Some((p50, Some(p90), EstimateBasis::History)),
+        overdue,
+    )
+}
+
 fn op(
     name: &str,
     end: Option<(&str, Option<&str>, EstimateBasis)>,
@@ -67,11 +77,7 @@ fn a_clear_scope_has_its_window_open_since_it_cleared() {
 fn an_unknown_scope_has_no_window_whatever_is_in_flight() {
     for ops in [
         vec![],
-        vec![op(
-            "vm-a",
-            Some(("10:04:00", Some("10:06:00"), EstimateBasis::History)),
-            false,
-        )],
+        vec![from_history("vm-a", "10:04:00", "10:06:00", false)],
     ] {
         let (p90, p50) = served(&clear("Unknown", "Stale", "10:00:00"), &ops);
         for w in [&p90, &p50] {
@@ -88,17 +94,9 @@ fn an_unknown_scope_has_no_window_whatever_is_in_flight() {
 fn the_window_starts_at_the_latest_end_at_each_confidence() {
     let ops = [
         // Ends last by its median, rounded up to the second.
-        op(
-            "vm-a",
-            Some(("10:05:00.2", Some("10:06:00"), EstimateBasis::History)),
-            false,
-        ),
+        from_history("vm-a", "10:05:00.2", "10:06:00", false),
         // Ends last by its p90.
-        op(
-            "vm-b",
-            Some(("10:04:00", Some("10:09:00"), EstimateBasis::History)),
-            false,
-        ),
+        from_history("vm-b", "10:04:00", "10:09:00", false),
     ];
     let (p90, p50) = served(&in_flight(), &ops);
     assert_eq!(p90.reason, "ExpectedEnds");
@@ -123,11 +121,7 @@ fn ends_from_progress_or_a_grace_count_at_both_confidences() {
             Some(("10:07:00", None, EstimateBasis::Progress)),
             false,
         ),
-        op(
-            "vm-b",
-            Some(("10:04:00", Some("10:05:00"), EstimateBasis::History)),
-            false,
-        ),
+        from_history("vm-b", "10:04:00", "10:05:00", false),
     ];
     let (p90, p50) = served(&in_flight(), &ops);
     assert_eq!(start(&p90).as_deref(), Some("2026-11-22T10:07:00Z"));
@@ -144,11 +138,7 @@ fn ends_from_progress_or_a_grace_count_at_both_confidences() {
 #[test]
 fn an_operation_without_an_end_means_no_promise_and_is_named() {
     let ops = [
-        op(
-            "vm-a",
-            Some(("10:05:00", Some("10:06:00"), EstimateBasis::History)),
-            false,
-        ),
+        from_history("vm-a", "10:05:00", "10:06:00", false),
         op("vm-new", None, false),
     ];
     let (p90, p50) = served(&in_flight(), &ops);
@@ -182,16 +172,8 @@ fn an_operation_without_an_end_means_no_promise_and_is_named() {
 #[test]
 fn an_overdue_operation_means_no_promise_at_either_confidence() {
     let ops = [
-        op(
-            "vm-a",
-            Some(("10:05:00", Some("10:06:00"), EstimateBasis::History)),
-            false,
-        ),
-        op(
-            "vm-late",
-            Some(("10:03:00", Some("10:03:00"), EstimateBasis::History)),
-            true,
-        ),
+        from_history("vm-a", "10:05:00", "10:06:00", false),
+        from_history("vm-late", "10:03:00", "10:03:00", true),
     ];
     let (p90, p50) = served(&in_flight(), &ops);
     for w in [&p90, &p50] {
