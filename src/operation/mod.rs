@@ -37,6 +37,6 @@ pub(crate) use record::{Ending, SELECTABLE_FIELDS};
 pub use ruleset::RuleSetInfo;
 pub use subject::Subject;
 #[cfg(test)]
-pub(crate) use testing::{test_active, test_record, test_ruleset, test_subject};
+pub(crate) use testing::{assert_says, test_active, test_record, test_ruleset, test_subject};
 #[cfg(test)]
 pub(crate) use time::format_time;

@@ -83,3 +83,11 @@ pub(crate) fn test_record(subject: &str) -> Arc<InFlightOperation> {
     let pod = test_subject("v1", "Pod", Some("ns"), subject);
     Arc::new(test_active(&pod, ("rs", ""), "Op", &[]))
 }
+
+/// Asserts that `text` says each of `parts`.
+#[track_caller]
+pub(crate) fn assert_says(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+}

@@ -24,6 +24,25 @@ fn gate(name: &str, clear: &str, active: u64, p90: Value, p50: Value) -> Mainten
     .unwrap()
 }
 
+/// What `plan --for 20m` answers of `g` at `confidence`, now.
+fn answered(g: &MaintenanceGate, confidence: Confidence) -> Answer {
+    answer(g, twenty_minutes(), confidence, now()).unwrap()
+}
+
+/// [`gate`] whose two windows say the same.
+fn gate_alike(
+    name: &str,
+    clear: &str,
+    active: u64,
+    start: Option<&str>,
+    reason: &str,
+    message: &str,
+) -> MaintenanceGate {
+    let p90 = window("p90", start, reason, message);
+    let p50 = window("p50", start, reason, message);
+    gate(name, clear, active, p90, p50)
+}
+
 fn window(confidence: &str, start: Option<&str>, reason: &str, message: &str) -> Value {
     let mut w = json!({"confidence": confidence, "reason": reason, "message": message});
     if let Some(s) = start {
@@ -51,38 +70,29 @@ fn a_window_at_the_expected_end_is_promised_at_the_confidence_asked() {
             "by its median end",
         ),
     );
-    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&g, Confidence::P90);
     assert_eq!(a.promise, Promise::Window);
     assert_eq!(a.start, Some("2026-11-22T10:09:00Z".parse().unwrap()));
     assert_eq!(
         a.text,
         "Expected clear on node worker-1 for 20m from 2026-11-22T10:09:00Z (in 9m, p90): when the last of 2 operations in flight is expected to end, by its p90 end: VirtualMachine vms/web Migrating"
     );
-    let a = answer(&g, twenty_minutes(), Confidence::P50, now()).unwrap();
+    let a = answered(&g, Confidence::P50);
     assert_eq!(a.start, Some("2026-11-22T10:04:00Z".parse().unwrap()));
     assert!(a.text.contains("(in 4m, p50)"), "{}", a.text);
 }
 
 #[test]
 fn a_clear_scope_is_clear_now() {
-    let g = gate(
+    let g = gate_alike(
         "component.kubevirt",
         "True",
         0,
-        window(
-            "p90",
-            Some("2026-11-22T09:50:00Z"),
-            "NothingInFlight",
-            "nothing in flight",
-        ),
-        window(
-            "p50",
-            Some("2026-11-22T09:50:00Z"),
-            "NothingInFlight",
-            "nothing in flight",
-        ),
+        Some("2026-11-22T09:50:00Z"),
+        "NothingInFlight",
+        "nothing in flight",
     );
-    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&g, Confidence::P90);
     assert_eq!(a.promise, Promise::Window);
     assert_eq!(
         a.text,
@@ -92,24 +102,15 @@ fn a_clear_scope_is_clear_now() {
 
 #[test]
 fn no_promise_for_an_unknown_scope_an_operation_without_end_or_a_late_one() {
-    let unknown = gate(
+    let unknown = gate_alike(
         "cluster",
         "Unknown",
         0,
-        window(
-            "p90",
-            None,
-            "ScopeUnknown",
-            "no window while the scope is Unknown (Stale)",
-        ),
-        window(
-            "p50",
-            None,
-            "ScopeUnknown",
-            "no window while the scope is Unknown (Stale)",
-        ),
+        None,
+        "ScopeUnknown",
+        "no window while the scope is Unknown (Stale)",
     );
-    let a = answer(&unknown, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&unknown, Confidence::P90);
     assert_eq!((a.promise, a.start), (Promise::Unknown, None));
     assert!(
         a.text
@@ -130,7 +131,7 @@ fn no_promise_for_an_unknown_scope_an_operation_without_end_or_a_late_one() {
         ),
         window("p50", None, "NoExpectedEnd", "same"),
     );
-    let a = answer(&missing, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&missing, Confidence::P90);
     assert_eq!(
         (a.promise, a.reason.as_str()),
         (Promise::NoWindow, "NoExpectedEnd")
@@ -149,7 +150,7 @@ fn no_promise_for_an_unknown_scope_an_operation_without_end_or_a_late_one() {
         window("p90", Some("2026-11-22T09:59:00Z"), "ExpectedEnds", "m"),
         window("p50", Some("2026-11-22T09:58:00Z"), "ExpectedEnds", "m"),
     );
-    let a = answer(&passed, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&passed, Confidence::P90);
     assert_eq!(
         (a.promise, a.reason.as_str()),
         (Promise::NoWindow, "RunningLate")
@@ -178,7 +179,7 @@ fn a_server_without_windows_is_an_error_and_names_are_sanitised() {
         ),
         Value::Null,
     );
-    let a = answer(&g, twenty_minutes(), Confidence::P90, now()).unwrap();
+    let a = answered(&g, Confidence::P90);
     assert!(
         !a.text.contains('\u{1b}') && !a.text.contains('\u{7}'),
         "{:?}",

@@ -1,4 +1,5 @@
 use super::*;
+use crate::operation::assert_says;
 use crate::operation::{EstimateBasis, Expectation, InFlightOperation, OVERDUE_BY_HISTORY, Stall};
 
 fn at(s: &str) -> Timestamp {
@@ -106,11 +107,7 @@ fn the_window_starts_at_the_latest_end_at_each_confidence() {
         "when the last of 2 operations in flight is expected to end, by its p90 end: VirtualMachine demo/vm-b Migrating"
     );
     assert_eq!(start(&p50).as_deref(), Some("2026-11-22T10:05:01Z"));
-    assert!(
-        p50.message.contains("median end: VirtualMachine demo/vm-a"),
-        "{}",
-        p50.message
-    );
+    assert_says(&p50.message, &["median end: VirtualMachine demo/vm-a"]);
 }
 
 #[test]
@@ -178,12 +175,12 @@ fn an_overdue_operation_means_no_promise_at_either_confidence() {
     let (p90, p50) = served(&in_flight(), &ops);
     for w in [&p90, &p50] {
         assert_eq!((w.reason.as_str(), w.start.as_ref()), ("RunningLate", None));
-        assert!(
-            w.message
-                .contains("VirtualMachine demo/vm-late Migrating runs past")
-                && w.message.contains("99th percentile"),
-            "{}",
-            w.message
+        assert_says(
+            &w.message,
+            &[
+                "VirtualMachine demo/vm-late Migrating runs past",
+                "99th percentile",
+            ],
         );
     }
 }
