@@ -359,8 +359,8 @@ async fn write_statuses(
 }
 
 /// Wakes watchers waiting for a missing target whenever a CRD is added or changes, and tells
-/// the controller's loop the name of each CRD added, changed or deleted (its rulesets are
-/// checked against it again).
+/// the controller's loop the name of each CRD added, changed, deleted or listed again after the
+/// watch was down (its rulesets are checked against it again).
 async fn follow_crds(
     client: Client,
     watches: Arc<Watches>,
@@ -373,7 +373,12 @@ async fn follow_crds(
     let mut wakes = tokio::task::JoinSet::new();
     while let Some(event) = events.next().await {
         while wakes.try_join_next().is_some() {}
-        if let Ok(watcher::Event::Apply(crd) | watcher::Event::Delete(crd)) = &event
+        // After a relist too (InitApply): a CRD may have changed while the watch was down.
+        if let Ok(
+            watcher::Event::Apply(crd)
+            | watcher::Event::InitApply(crd)
+            | watcher::Event::Delete(crd),
+        ) = &event
             && let Some(name) = crd.metadata.name.clone()
             && changed.send(name).await.is_err()
         {

@@ -33,7 +33,7 @@ pub(super) enum Verdict {
 /// The CRDs (`<resource>.<group>`) whose schemas `ruleset` is checked against: its target's and
 /// its related parts'.
 pub(super) fn crds_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = String> + '_ {
-    targets_of(ruleset).map(|t| format!("{}.{}", t.resource, t.group))
+    targets_of(ruleset).map(Target::crd_name)
 }
 
 fn targets_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = &Target> {
@@ -69,8 +69,9 @@ pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdi
     unchecked.extend(report.unchecked);
     Verdict::Checked {
         against: format!(
-            "the CustomResourceDefinition {}.{} ({})",
-            ruleset.target.resource, ruleset.target.group, ruleset.target.version
+            "the CustomResourceDefinition {} ({})",
+            ruleset.target.crd_name(),
+            ruleset.target.version
         ),
         unchecked,
     }

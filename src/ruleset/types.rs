@@ -90,6 +90,13 @@ pub struct Target {
     pub resource: String,
 }
 
+impl Target {
+    /// The name its CustomResourceDefinition has (or would have): `<resource>.<group>`.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.resource, self.group)
+    }
+}
+
 #[cfg(test)]
 impl Target {
     /// `resource` of API `group` (empty: the core group) and `version`.

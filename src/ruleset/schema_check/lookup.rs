@@ -90,7 +90,7 @@ impl Schemas {
         let stale: Vec<Target> = self
             .kept
             .iter()
-            .filter(|(t, _)| format!("{}.{}", t.resource, t.group) == crd)
+            .filter(|(t, _)| t.crd_name() == crd)
             .map(|(t, _)| (*t).clone())
             .collect();
         for target in stale {
@@ -131,7 +131,7 @@ impl Schemas {
     /// The CRD's schema of `target`'s version, and whether the answer is worth keeping (not a
     /// timeout or an error that may pass).
     async fn fetch(&self, target: &Target) -> (Lookup, bool) {
-        let name = format!("{}.{}", target.resource, target.group);
+        let name = target.crd_name();
         let crds: Api<DynamicObject> = Api::all_with(
             self.client.clone(),
             &ApiResource::from_gvk_with_plural(
