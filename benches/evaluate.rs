@@ -19,6 +19,7 @@ fn rule(engine: &Engine, operation: &str, matches: &str, message: Option<&str>) 
         start_time: None,
         progress: None,
         stalled: None,
+        schedule: None,
     }
 }
 

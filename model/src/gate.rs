@@ -50,6 +50,8 @@ impl<Op> MaintenanceGate<Op> {
             expected_clear_time,
             next_window,
             next_window_p50,
+            scheduled,
+            scheduled_through,
             stale_targets,
         } = self.status;
         MaintenanceGate {
@@ -63,6 +65,8 @@ impl<Op> MaintenanceGate<Op> {
                 expected_clear_time,
                 next_window,
                 next_window_p50,
+                scheduled,
+                scheduled_through,
                 stale_targets,
             },
         }
@@ -88,6 +92,15 @@ lenient_struct! {
         /// The same read off their median ends (`status.expectedEnd`).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub next_window_p50: Option<GateWindow>,
+        /// The operations announced in the scope before they start (a CronJob's next run),
+        /// soonest first: every start up to `scheduledThrough`. Not in flight: they count in
+        /// no verdict.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub scheduled: Vec<GateScheduled>,
+        /// Every scheduled start up to this time is listed (24 hours ahead, or the last one
+        /// listed when there are more than 50).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub scheduled_through: Option<Time>,
         /// The watched targets feeding the scope that are not current.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         pub stale_targets: Vec<StaleTarget>,
@@ -112,6 +125,9 @@ pub const WINDOW_NOTHING_IN_FLIGHT: &str = "NothingInFlight";
 /// [`GateWindow::reason`]: the window starts when the last operation in flight is expected to
 /// end.
 pub const WINDOW_EXPECTED_ENDS: &str = "ExpectedEnds";
+/// [`GateWindow::reason`]: the window starts when scheduled operations are expected to end
+/// (those in flight end before).
+pub const WINDOW_AFTER_SCHEDULED: &str = "AfterScheduled";
 /// [`GateWindow::reason`]: no window while the scope is `Unknown`.
 pub const WINDOW_SCOPE_UNKNOWN: &str = "ScopeUnknown";
 /// [`GateWindow::reason`]: an operation in flight has no expected end.
@@ -122,14 +138,18 @@ pub const WINDOW_RUNNING_LATE: &str = "RunningLate";
 
 lenient_struct! {
     /// When the scope is expected to be clear from, at one confidence: `start` when a window
-    /// can be promised, else why not. With operations in flight only, a window once started
-    /// lasts until an operation starts: nothing is known of those in advance.
+    /// can be promised, else why not; `end` when a scheduled operation is expected to close
+    /// it. Operations that no rule announces may start at any time.
     pub struct GateWindow {
         /// `p90` (the operations' p90 ends) or `p50` (their median ends).
         pub confidence: String,
         /// When the window starts; absent when none can be promised.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub start: Option<Time>,
+        /// When it is expected to close: the start of the first scheduled operation after it;
+        /// absent when none is listed (see `scheduledThrough`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub end: Option<Time>,
         /// [`WINDOW_NOTHING_IN_FLIGHT`], [`WINDOW_EXPECTED_ENDS`] (with a start),
         /// [`WINDOW_SCOPE_UNKNOWN`], [`WINDOW_NO_EXPECTED_END`], [`WINDOW_RUNNING_LATE`]
         /// (without).
@@ -167,6 +187,47 @@ lenient_struct! {
         pub progress: Option<f64>,
         /// Whether it is stalled (its `Stalled` condition is `True`).
         pub stalled: bool,
+    }
+}
+
+lenient_struct! {
+    /// An operation announced in a gate's scope before it starts.
+    pub struct GateScheduled {
+        /// The object that announces it (a CronJob).
+        pub subject: GateSubject,
+        /// The operation (`Running`).
+        pub operation: String,
+        /// Its component.
+        pub component: String,
+        /// The ruleset whose rule announces it.
+        pub rule_set: String,
+        /// When it is expected to start.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_start: Option<Time>,
+        /// Its start plus the median duration of its rule's operations; absent until the rule
+        /// learned enough of them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_end: Option<Time>,
+        /// Its start plus their 90th percentile.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expected_end_p90: Option<Time>,
+        /// The cron schedule it comes from (`0 2 * * *`); absent when its object names a time.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub schedule: Option<String>,
+        /// The time zone the schedule is read in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub time_zone: Option<String>,
+    }
+}
+
+impl GateScheduled {
+    /// Its expected end at `confidence` (`p90`, else the median).
+    pub fn end_at(&self, p90: bool) -> Option<&Time> {
+        if p90 {
+            self.expected_end_p90.as_ref()
+        } else {
+            self.expected_end.as_ref()
+        }
     }
 }
 

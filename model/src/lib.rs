@@ -6,14 +6,16 @@ mod gate;
 mod lenient;
 mod object;
 mod stale_cause;
+mod window;
 
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
-    GateOperation, GateStatus, GateSubject, GateWindow, MaintenanceGate, StaleTarget,
-    WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
+    GateOperation, GateScheduled, GateStatus, GateSubject, GateWindow, MaintenanceGate,
+    StaleTarget, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
     WINDOW_SCOPE_UNKNOWN,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
+pub use window::{Fit, fit};
 pub use stale_cause::{
     CauseGroup, FIRST_LIST_PENDING, GROUP_FROM, NOT_WATCHED, StaleCause, group_by_cause,
 };

@@ -51,6 +51,8 @@ pub struct ApiState {
     pub(crate) freshness: crate::detect::HealthReader,
     /// The names of the cluster's nodes and namespaces: which of their gates exist.
     pub(crate) inventory: Arc<crate::inventory::Inventory>,
+    /// What the rules announce: the gates' scheduled operations.
+    pub(crate) schedules: crate::schedule::Schedules,
     /// Bumped to end every open watch cleanly (the server stops, or leadership is lost).
     watch_generation: tokio::sync::watch::Sender<u64>,
     /// Whether resource requests are answered (false on a standby replica).
@@ -118,6 +120,7 @@ impl ApiState {
             watch_slots: watch::slots::WatchSlots::new(limits),
             freshness: Default::default(),
             inventory: Default::default(),
+            schedules: Default::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
             serving: std::sync::atomic::AtomicBool::new(true),
             started: jiff::Timestamp::now(),
@@ -162,6 +165,12 @@ impl ApiState {
     /// known, and such gates are `Unknown` unless operations are in flight in them).
     pub(crate) fn with_inventory(mut self, inventory: Arc<crate::inventory::Inventory>) -> Self {
         self.inventory = inventory;
+        self
+    }
+
+    /// Gates list the operations `schedules` announce.
+    pub(crate) fn with_schedules(mut self, schedules: crate::schedule::Schedules) -> Self {
+        self.schedules = schedules;
         self
     }
 }

@@ -11,6 +11,7 @@ use crate::history::{self, Durations};
 use crate::index::{OperationsWriter, Transitions};
 use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
 use crate::ruleset::CompiledRuleSet;
+use crate::schedule::Schedules;
 use crate::track::{Change, Tracker};
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -54,6 +55,8 @@ pub(crate) struct Detector {
     /// What operations took, learned from those that completed: gives active ones their
     /// expected end (see `history`).
     pub durations: Arc<Durations>,
+    /// What the rules announce of the objects: their next operations (see `schedule`).
+    schedules: Schedules,
     /// Woken when the tracker may have an earlier deadline than the ticker sleeps to.
     deadlines: Notify,
     /// The related parts of each loaded ruleset that has any (see `related`).
@@ -111,15 +114,22 @@ impl Detector {
         health: Arc<Health>,
         limits: Limits,
     ) -> Self {
+        let durations = Arc::new(Durations::default());
         Detector {
             tracker: Mutex::new(tracker),
             limits,
             index,
             health,
-            durations: Arc::new(Durations::default()),
+            schedules: Schedules::new(durations.clone()),
+            durations,
             deadlines: Notify::new(),
             related_parts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// What the rules announce, for the gates.
+    pub(crate) fn schedules(&self) -> &Schedules {
+        &self.schedules
     }
 
     /// Where the detector reports what it knows of itself (for the watchers and lanes).
@@ -276,6 +286,17 @@ impl Detector {
                 }
             }
         }
+        // Under the tracker's lock, as the removal of the ruleset's entries is.
+        if rs.part_of.is_none() {
+            for (operation, e) in self.schedules.observe(rs, &subject, &evaluation.starts) {
+                tracing::debug!(ruleset = %rs.info.name, subject = %subject.reference(), kind = %subject.kind, operation = %operation, error = %e, "schedule not read");
+                crate::metrics::rule_error(&rs.owner().name);
+                self.health.record_error(
+                    &rs.info.name,
+                    format!("rule {operation} schedule: {e} (object {}/{})", subject.kind, subject.name),
+                );
+            }
+        }
         drop(tracker);
         // A related part's evaluation labels its ruleset's subjects instead.
         if let Some(part) = &rs.part_of {
@@ -339,6 +360,7 @@ impl Detector {
                 if let Some(part) = &rs.part_of {
                     changes.extend(t.related_gone(&part.ruleset, part.index, uid, at));
                 } else if t.accepts(&rs.info) {
+                    self.schedules.subject_deleted(&rs.info.name, uid);
                     changes.extend(t.subject_deleted(&rs.info.name, uid, at));
                 }
             }
@@ -367,6 +389,7 @@ impl Detector {
                         at,
                     ));
                 } else if t.accepts(&rs.info) {
+                    self.schedules.resync(&rs.info.name, namespace, present);
                     changes.extend(t.resync(&rs.info.name, namespace, present, at));
                 }
             }
@@ -403,13 +426,19 @@ impl Detector {
     /// what its rules still evaluate (a watcher being stopped) is ignored.
     pub(crate) fn ruleset_removed(&self, ruleset: &str) {
         let at = now();
-        self.with_tracker(|t| t.ruleset_removed(ruleset, at));
+        self.with_tracker(|t| {
+            self.schedules.ruleset_removed(ruleset);
+            t.ruleset_removed(ruleset, at)
+        });
     }
 
     /// A ruleset now detects only `operations`: the others end with `RuleSetRemoved`.
     pub(crate) fn retain_operations(&self, ruleset: &str, operations: &[String]) {
         let at = now();
-        self.with_tracker(|t| t.retain_operations(ruleset, operations, at));
+        self.with_tracker(|t| {
+            self.schedules.retain_operations(ruleset, operations);
+            t.retain_operations(ruleset, operations, at)
+        });
     }
 
     /// Operations read back from their persisted copies at start: the tracker takes them
@@ -481,6 +510,11 @@ impl Detector {
                     None => report(format!("rule {op}"), e),
                     Some(part) => report(format!("rule {op} {part}"), e),
                 }
+            }
+        }
+        for (op, start) in rs.operations.iter().zip(&ev.starts) {
+            if let Some(Err(e)) = start {
+                report(format!("rule {op} schedule"), e);
             }
         }
         for (key, value) in &ev.labels {

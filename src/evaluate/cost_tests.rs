@@ -33,6 +33,7 @@ fn rule(operation: &str, src: &str) -> RuleExprs {
         start_time: None,
         progress: None,
         stalled: None,
+        schedule: None,
     }
 }
 

@@ -68,6 +68,38 @@ pub struct RuleExprs {
     pub progress: Option<Expr>,
     /// Bool or a reason string, evaluated while the rule matches.
     pub stalled: Option<Expr>,
+    /// When the rule's next operation starts, evaluated whether or not the rule matches.
+    pub schedule: Option<ScheduleExprs>,
+}
+
+/// The compiled `schedule` of one rule: exactly one of its two forms.
+#[derive(Debug, Clone)]
+pub enum ScheduleExprs {
+    /// `cron` (a string) and `timeZone` (a string; absent: UTC).
+    Cron {
+        /// The schedule.
+        schedule: Expr,
+        /// Its time zone.
+        time_zone: Option<Expr>,
+    },
+    /// `at` (a timestamp or RFC 3339 string).
+    At(Expr),
+}
+
+/// What a rule's `schedule` says of its next operation, as the object gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextStart {
+    /// Nothing is announced (an empty string: a suspended CronJob, no cutover set).
+    Nothing,
+    /// A cron schedule and its time zone (empty: UTC), not yet parsed.
+    Cron {
+        /// The schedule.
+        schedule: String,
+        /// Its time zone.
+        time_zone: String,
+    },
+    /// A time.
+    At(jiff::Timestamp),
 }
 
 /// The results of one ruleset on one object.
@@ -77,6 +109,9 @@ pub struct Evaluation {
     pub rules: Vec<RuleResult>,
     /// Same order as `RuleSetExprs::label_expressions`.
     pub labels: Vec<(String, Result<String, EvalError>)>,
+    /// Same order as `RuleSetExprs::rules`: each rule's next start, `None` for a rule without a
+    /// schedule.
+    pub starts: Vec<Option<Result<NextStart, EvalError>>>,
     /// The first expression that went over the budget, if any (its result is
     /// `EvalError::CostExceeded`, as is every expression after the deadline).
     pub over_budget: Option<OverBudget>,
@@ -341,9 +376,49 @@ fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
             }
         })
         .collect();
+    let starts = exprs
+        .rules
+        .iter()
+        .map(|rule| {
+            let schedule = rule.schedule.as_ref()?;
+            let op = &rule.operation;
+            Some(overrun.check(
+                || format!("rule {op} schedule"),
+                || next_start(schedule, &mut contexts),
+            ))
+        })
+        .collect();
     Evaluation {
         rules,
         labels,
+        starts,
         over_budget: overrun.first,
+    }
+}
+
+/// What `schedule` says of the object: an empty string is [`NextStart::Nothing`].
+fn next_start(schedule: &ScheduleExprs, contexts: &mut Contexts<'_>) -> Result<NextStart, EvalError> {
+    match schedule {
+        ScheduleExprs::Cron {
+            schedule,
+            time_zone,
+        } => {
+            let text = schedule.eval_string_in(contexts.for_expr(schedule))?;
+            if text.trim().is_empty() {
+                return Ok(NextStart::Nothing);
+            }
+            let time_zone = match time_zone {
+                Some(e) => e.eval_string_in(contexts.for_expr(e))?,
+                None => String::new(),
+            };
+            Ok(NextStart::Cron {
+                schedule: text,
+                time_zone,
+            })
+        }
+        ScheduleExprs::At(e) => Ok(e
+            .eval_start_time_in(contexts.for_expr(e))
+            .transpose()?
+            .map_or(NextStart::Nothing, NextStart::At)),
     }
 }

@@ -551,6 +551,7 @@ fn rule(
         start_time: start_time.map(compile),
         progress: None,
         stalled: None,
+        schedule: None,
     }
 }
 
@@ -659,6 +660,7 @@ fn evaluate_mixes_engines() {
                 start_time: None,
                 progress: None,
                 stalled: None,
+                schedule: None,
             },
         ],
         label_expressions: vec![],

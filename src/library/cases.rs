@@ -7,8 +7,9 @@
 //! (the subject's own below static ones, the related ones below the subject's own).
 
 use super::load::{RuleSetFile, cases_path};
-use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
+use crate::evaluate::{Bound, Engine, NextStart, RuleResult, evaluate};
 use crate::ruleset::compile;
+use crate::schedule::cron::CronSchedule;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,10 @@ struct Expect {
     /// Stall reason of an active operation (`''` for a plain `true`); absent: not checked.
     #[serde(default)]
     stalled: BTreeMap<String, String>,
+    /// What a rule's `schedule` announces: `<cron schedule>` or `<cron schedule> in <zone>`, an
+    /// RFC 3339 time, or `''` for nothing; absent: not checked.
+    #[serde(default)]
+    schedules: BTreeMap<String, String>,
 }
 
 /// One mismatch, readable as a diff line.
@@ -171,6 +176,24 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
             for problem in mismatches("stalled of", &case.expect.stalled, &stalls) {
                 failures.push(fail(&case.name, problem));
             }
+            let mut schedules = BTreeMap::new();
+            for (op, start) in compiled.operations.iter().zip(&ev.starts) {
+                match start {
+                    Some(Ok(start)) => match announced(start) {
+                        Ok(text) => {
+                            schedules.insert(op.clone(), text);
+                        }
+                        Err(e) => failures.push(fail(&case.name, format!("schedule of {op}: {e}"))),
+                    },
+                    Some(Err(e)) => {
+                        failures.push(fail(&case.name, format!("schedule of {op} errored: {e}")))
+                    }
+                    None => {}
+                }
+            }
+            for problem in mismatches("schedule of", &case.expect.schedules, &schedules) {
+                failures.push(fail(&case.name, problem));
+            }
             let mut labels: BTreeMap<String, String> = BTreeMap::new();
             for (key, value) in &ev.labels {
                 match value {
@@ -198,6 +221,26 @@ pub fn run_cases(engine: &Engine, files: &[RuleSetFile]) -> Result<(usize, Vec<C
         }
     }
     Ok((count, failures))
+}
+
+/// What a schedule announces, as a case writes it; an error for a cron schedule the server
+/// cannot read.
+fn announced(start: &NextStart) -> Result<String, crate::schedule::cron::CronError> {
+    Ok(match start {
+        NextStart::Nothing => String::new(),
+        NextStart::At(t) => t.to_string(),
+        NextStart::Cron {
+            schedule,
+            time_zone,
+        } => {
+            CronSchedule::parse(schedule, time_zone)?;
+            if time_zone.is_empty() {
+                schedule.clone()
+            } else {
+                format!("{schedule} in {time_zone}")
+            }
+        }
+    })
 }
 
 /// What differs from what a case expects of `what` (`label`, `message of`, …): a problem for

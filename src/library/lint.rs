@@ -47,6 +47,13 @@ pub fn lint_with_schemas(
                 _ => {}
             }
         }
+        for (op, start) in compiled.operations.iter().zip(&ev.starts) {
+            if let Some(Err(e)) = start {
+                problems.push(format!(
+                    "{at}: schedule of {op} errors on an object without spec/status: {e}"
+                ));
+            }
+        }
         for (key, value) in &ev.labels {
             if let Err(e) = value {
                 problems.push(format!(

@@ -3,8 +3,8 @@
 //! misreport operations).
 
 use super::related::{Match, RelatedPart, part_name};
-use super::types::{Related, RuleSetSpec, Target};
-use crate::evaluate::{CompileError, Engine, Expr, RuleExprs, RuleSetExprs};
+use super::types::{Related, RuleSchedule, RuleSetSpec, Target};
+use crate::evaluate::{CompileError, Engine, Expr, RuleExprs, RuleSetExprs, ScheduleExprs};
 use crate::operation::RuleSetInfo;
 use std::sync::Arc;
 
@@ -20,6 +20,9 @@ pub struct CompiledRuleSet {
     pub exprs: RuleSetExprs,
     /// Operation names, parallel to `exprs.rules`.
     pub operations: Vec<String>,
+    /// Parallel to `exprs.rules`: whose learned durations (ruleset, operation) the operations
+    /// a rule's `schedule` announces are expected to take.
+    pub durations_of: Vec<(String, String)>,
     /// `metadata.generation` of the ruleset these rules were compiled from, so that status and
     /// health refer to the spec they describe.
     pub generation: Option<i64>,
@@ -96,6 +99,14 @@ pub enum RuleSetProblem {
         /// The part.
         index: usize,
     },
+    /// A rule's `schedule` has neither or both of its forms (`place` names it).
+    #[error("{place}: {reason}")]
+    Schedule {
+        /// Where the schedule is.
+        place: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A label key of a related part is not a valid label key (`place` names it).
     #[error("{place}: not a valid label key: {reason}")]
     InvalidLabelKey {
@@ -104,6 +115,42 @@ pub enum RuleSetProblem {
         /// Why not, as Kubernetes says it.
         reason: String,
     },
+}
+
+/// A rule's `schedule`, compiled; `None` when it does not (an expression's problem is pushed
+/// through `compile_one`, a shape's onto `shapes`): exactly one of `cron` and `at`, `timeZone`
+/// only with `cron`.
+fn compile_schedule(
+    schedule: &RuleSchedule,
+    place: &str,
+    compile_one: &mut impl FnMut(String, &str) -> Option<Expr>,
+    shapes: &mut Vec<RuleSetProblem>,
+) -> Option<ScheduleExprs> {
+    let field = |name: &str| format!("{place}.{name}");
+    let mut shape = |reason: &str| {
+        shapes.push(RuleSetProblem::Schedule {
+            place: place.to_owned(),
+            reason: reason.to_owned(),
+        });
+        None
+    };
+    match (&schedule.cron, &schedule.at, &schedule.time_zone) {
+        (Some(cron), None, time_zone) => {
+            let schedule = compile_one(field("cron"), cron);
+            let time_zone = match time_zone {
+                Some(tz) => Some(compile_one(field("timeZone"), tz)?),
+                None => None,
+            };
+            Some(ScheduleExprs::Cron {
+                schedule: schedule?,
+                time_zone,
+            })
+        }
+        (None, Some(at), None) => compile_one(field("at"), at).map(ScheduleExprs::At),
+        (None, Some(_), Some(_)) => shape("timeZone is read with cron only; at is a time"),
+        (Some(_), Some(_), _) => shape("cron and at are two ways to say it: give one"),
+        (None, None, _) => shape("either cron or at is required"),
+    }
 }
 
 /// Why a ruleset does not compile: every problem at once, so that its author fixes them in one
@@ -133,6 +180,8 @@ pub fn compile(
         }
     };
     let mut rules = Vec::new();
+    let mut shapes = Vec::new();
+    let mut durations = Vec::new();
     for (i, rule) in spec.rules.iter().enumerate() {
         let at = |field: &str| format!("rules[{i}] ({}).{field}", rule.operation);
         let matches = compile_one(at("expression"), &rule.expression);
@@ -144,8 +193,14 @@ pub fn compile(
         let start_time = optional("startTime", &rule.start_time);
         let progress = optional("progress", &rule.progress);
         let stalled = optional("stalled", &rule.stalled);
+        let schedule = rule
+            .schedule
+            .as_ref()
+            .map(|s| compile_schedule(s, &at("schedule"), &mut compile_one, &mut shapes));
         // `Some(None)`: absent; `None`: present but does not compile.
-        let present = |e: Option<Option<Expr>>| e.map_or(Some(None), |e| e.map(Some));
+        fn present<T>(e: Option<Option<T>>) -> Option<Option<T>> {
+            e.map_or(Some(None), |e| e.map(Some))
+        }
         if let (
             Some(matches),
             Some(message),
@@ -153,6 +208,7 @@ pub fn compile(
             Some(start_time),
             Some(progress),
             Some(stalled),
+            Some(schedule),
         ) = (
             matches,
             present(message),
@@ -160,7 +216,13 @@ pub fn compile(
             present(start_time),
             present(progress),
             present(stalled),
+            present(schedule),
         ) {
+            let durations_of = rule.schedule.as_ref().and_then(|s| s.durations_of.as_ref());
+            durations.push(durations_of.map_or_else(
+                || (name.to_owned(), rule.operation.clone()),
+                |d| (d.rule_set.clone(), d.operation.clone()),
+            ));
             rules.push(RuleExprs {
                 operation: rule.operation.clone(),
                 matches,
@@ -169,6 +231,7 @@ pub fn compile(
                 start_time,
                 progress,
                 stalled,
+                schedule,
             });
         }
     }
@@ -181,6 +244,7 @@ pub fn compile(
             label_expressions.push((le.key.clone(), expr));
         }
     }
+    errors.append(&mut shapes);
     let parts = compile_parts(engine, &spec.related, &spec.target, &mut errors);
     if spec.rules.is_empty() {
         errors.push(RuleSetProblem::NoRules);
@@ -205,6 +269,7 @@ pub fn compile(
         target: spec.target.clone(),
         namespaces: spec.namespaces.clone(),
         operations: rules.iter().map(|r| r.operation.clone()).collect(),
+        durations_of: durations,
         exprs: RuleSetExprs {
             rules,
             label_expressions,
@@ -305,6 +370,7 @@ pub(super) fn part_rulesets(
                     label_expressions: part.label_expressions,
                 },
                 operations: Vec::new(),
+                durations_of: Vec::new(),
                 generation: info.generation,
                 related: Vec::new(),
                 part_of: Some(RelatedPart {

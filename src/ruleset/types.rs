@@ -146,6 +146,46 @@ pub struct Rule {
     /// operation is stuck, re-evaluated on every event while active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalled: Option<String>,
+    /// When the rule's next operation is expected to start, read off the object: the
+    /// operation is announced before it starts (see `schedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<RuleSchedule>,
+}
+
+/// `rules[].schedule`: when the next operation of a rule starts, from a cron schedule the
+/// object carries (a CronJob's, a Velero Schedule's) or a time it names (a Forklift cutover).
+/// Exactly one of `cron` and `at`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleSchedule {
+    /// CEL returning string: a cron schedule as Kubernetes CronJobs take it (five fields, or
+    /// `@hourly`, `@daily`, ...; a `CRON_TZ=` or `TZ=` prefix names its time zone); an empty
+    /// string announces nothing (a suspended CronJob).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// CEL returning string: the IANA time zone `cron` is read in (`Europe/Berlin`); empty
+    /// or absent: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// CEL returning a timestamp (or RFC 3339 string): when the next operation starts; an
+    /// empty string announces nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// Whose learned durations the announced operations are expected to take; default: this
+    /// rule's own. For a rule whose object schedules what another ruleset detects (a Velero
+    /// Schedule's backups are Backup objects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durations_of: Option<DurationsOf>,
+}
+
+/// `rules[].schedule.durationsOf`: a rule operation of another ruleset.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DurationsOf {
+    /// The ruleset's name.
+    pub rule_set: String,
+    /// The operation of one of its rules.
+    pub operation: String,
 }
 
 /// One label computed per operation.

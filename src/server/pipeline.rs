@@ -41,6 +41,8 @@ pub(super) struct Pipeline {
     pub(super) inventory: Arc<Inventory>,
     /// Where each pod runs, with the maintenance guard.
     pub(super) pods: Option<Arc<Pods>>,
+    /// What the rules announce of the objects.
+    pub(super) schedules: crate::schedule::Schedules,
 }
 
 impl Pipeline {
@@ -88,6 +90,7 @@ impl Pipeline {
             move || detector.clone().run_expectations(EXPECTATIONS_INTERVAL)
         });
         crate::metrics::serve_learned_from(detector.durations.clone());
+        let schedules = detector.schedules().clone();
         let persistence = if args.persist {
             Some(restore(args, client, &detector, readiness, tasks).await?)
         } else {
@@ -164,6 +167,7 @@ impl Pipeline {
             engine,
             inventory,
             pods,
+            schedules,
         })
     }
 }

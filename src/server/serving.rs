@@ -43,7 +43,8 @@ impl Serving {
         let state = Arc::new(
             ApiState::new(pipeline.reader.clone(), readiness.clone(), limits)
                 .with_freshness(pipeline.targets.reader())
-                .with_inventory(pipeline.inventory.clone()),
+                .with_inventory(pipeline.inventory.clone())
+                .with_schedules(pipeline.schedules.clone()),
         );
         // Who may call the admission doors, and the turns of those who have not proven it.
         let intake = Arc::new(admission::Intake::new(

@@ -1,6 +1,8 @@
 //! `plan`: the earliest time from which a node, a component, a namespace or the cluster is
 //! expected to be clear for as long as asked, read off its gate's `status.nextWindow` (p90) or
-//! `status.nextWindowP50` (p50), so the plugin and the gate agree. Exit 0 with a window; 1 when
+//! `status.nextWindowP50` (p50) and its scheduled operations (`status.scheduled`), with the
+//! search the gate's own window is found by ([`ifo_model::fit`]), so the plugin and the gate
+//! agree. Exit 0 with a window; 1 when
 //! none can be promised now (an operation in flight without an expected end, one overdue, or
 //! the last expected end passed while operations are still in flight); 2 when the server cannot
 //! vouch for the scope (as `check`), the scope does not exist, or the server computes no window.
@@ -8,8 +10,9 @@
 use anyhow::{Result, anyhow};
 use ifo_apimachinery::duration::human_duration;
 use ifo_model::{
-    GateWindow, MaintenanceGate, WINDOW_EXPECTED_ENDS, WINDOW_NOTHING_IN_FLIGHT,
-    WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+    Fit, GateScheduled, GateWindow, MaintenanceGate, WINDOW_AFTER_SCHEDULED,
+    WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
+    WINDOW_SCOPE_UNKNOWN,
 };
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
@@ -38,6 +41,8 @@ pub(crate) struct Answer {
     pub(crate) promise: Promise,
     /// The window's start, when one is promised.
     pub(crate) start: Option<Timestamp>,
+    /// When a scheduled operation is expected to close it.
+    pub(crate) end: Option<Timestamp>,
     /// The window's reason as served, or [`WINDOW_RUNNING_LATE`] for a start that has passed.
     pub(crate) reason: String,
     /// One line, in words (sanitised: it carries names from the cluster).
@@ -63,6 +68,7 @@ pub(crate) async fn run(
                 "confidence": confidence.as_str(),
                 "forSeconds": duration.as_secs(),
                 "start": answer.start.map(|t| t.to_string()),
+                "end": answer.end.map(|t| t.to_string()),
                 "reason": answer.reason,
                 "message": window(&g, confidence).map(|w| w.message.clone()),
             });
@@ -117,38 +123,112 @@ pub(crate) fn answer(
     let none = |promise, reason: &str, why: String| Answer {
         promise,
         start: None,
+        end: None,
         reason: reason.to_owned(),
         text: format!("No window of {for_} can be promised {place} ({c}): {why}"),
     };
-    Ok(match (start, w.reason.as_str()) {
-        (_, WINDOW_SCOPE_UNKNOWN) => none(Promise::Unknown, WINDOW_SCOPE_UNKNOWN, message),
-        (Some(t), WINDOW_NOTHING_IN_FLIGHT) => Answer {
-            promise: Promise::Window,
-            start: Some(t),
-            reason: w.reason.clone(),
-            text: format!(
-                "Clear now {place} for {for_} and on ({c}): nothing in flight since {t}, and no operation is known to start"
-            ),
-        },
-        (Some(t), WINDOW_EXPECTED_ENDS) if t <= now => none(
+    let from = match (start, w.reason.as_str()) {
+        (_, WINDOW_SCOPE_UNKNOWN) => {
+            return Ok(none(Promise::Unknown, WINDOW_SCOPE_UNKNOWN, message));
+        }
+        (Some(t), WINDOW_EXPECTED_ENDS) if t <= now => {
+            return Ok(none(
+                Promise::NoWindow,
+                WINDOW_RUNNING_LATE,
+                format!(
+                    "the last expected end ({t}) has passed while {} still in flight; {message}",
+                    in_flight(g.status.active_operations)
+                ),
+            ));
+        }
+        (Some(t), _) => t,
+        (None, reason) => return Ok(none(Promise::NoWindow, reason, message)),
+    };
+    let scheduled = &g.status.scheduled;
+    let p90 = confidence == Confidence::P90;
+    Ok(match ifo_model::fit(from, scheduled, p90, duration) {
+        Fit::NoDuration(s) => none(
             Promise::NoWindow,
-            WINDOW_RUNNING_LATE,
+            WINDOW_NO_EXPECTED_END,
             format!(
-                "the last expected end ({t}) has passed while {} still in flight; {message}",
-                in_flight(g.status.active_operations)
+                "scheduled {} starts before a window of {for_} opens, and its rule has not learned how long its operations take",
+                scheduled_op(s)
             ),
         ),
-        (Some(t), _) => Answer {
-            promise: Promise::Window,
-            start: Some(t),
-            reason: w.reason.clone(),
-            text: format!(
-                "Expected clear {place} for {for_} from {t} (in {}, {c}): {message}",
-                human_duration(t.duration_since(now))
-            ),
-        },
-        (None, reason) => none(Promise::NoWindow, reason, message),
+        Fit::Window { start, end, after } => {
+            let until = match end {
+                Some(e) => format!(
+                    " until {e} (when scheduled {} starts)",
+                    scheduled
+                        .iter()
+                        .find(|s| starts_at(s) == Some(e))
+                        .map(scheduled_op)
+                        .unwrap_or_default()
+                ),
+                None => String::new(),
+            };
+            let through = g.status.scheduled_through.as_ref().map(|t| t.0);
+            let unlisted = match through {
+                Some(t) if end.is_none() && start + duration > t => format!(
+                    "; operations announced to start after {t} are not listed yet"
+                ),
+                _ => String::new(),
+            };
+            let (reason, text) = match after {
+                Some(s) => (
+                    WINDOW_AFTER_SCHEDULED.to_owned(),
+                    format!(
+                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: after scheduled {} is expected to end{unlisted}",
+                        human_duration(start.duration_since(now)),
+                        scheduled_op(s)
+                    ),
+                ),
+                None if w.reason == WINDOW_NOTHING_IN_FLIGHT => (
+                    w.reason.clone(),
+                    format!(
+                        "Clear now {place} for {for_}{} ({c}): nothing in flight since {start}{}{unlisted}",
+                        if end.is_none() { " and on" } else { "" },
+                        if until.is_empty() {
+                            ", and no operation is known to start".to_owned()
+                        } else {
+                            format!(";{until}")
+                        }
+                    ),
+                ),
+                None => (
+                    w.reason.clone(),
+                    format!(
+                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: {message}{unlisted}",
+                        human_duration(start.duration_since(now))
+                    ),
+                ),
+            };
+            Answer {
+                promise: Promise::Window,
+                start: Some(start),
+                end,
+                reason,
+                text,
+            }
+        }
     })
+}
+
+fn starts_at(s: &GateScheduled) -> Option<Timestamp> {
+    s.expected_start.as_ref().map(|t| t.0)
+}
+
+/// `CronJob billing/nightly Running (at 2026-11-27T02:00:00Z)`, sanitised.
+fn scheduled_op(s: &GateScheduled) -> String {
+    let name = match &s.subject.namespace {
+        Some(ns) => format!("{ns}/{}", s.subject.name),
+        None => s.subject.name.clone(),
+    };
+    let at = starts_at(s).map(|t| t.to_string()).unwrap_or_default();
+    sanitize::line(&format!(
+        "{} {name} {} (at {at})",
+        s.subject.kind, s.operation
+    ))
 }
 
 /// `1 operation is`, `3 operations are`.

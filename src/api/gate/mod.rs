@@ -20,6 +20,7 @@
 mod existence;
 mod names;
 mod overridden;
+mod scheduled;
 mod schema;
 mod table;
 pub(crate) mod verdict;
@@ -231,11 +232,13 @@ fn gate_of(
     if let Existence::Unknown(why) = existence {
         feeds.existence_unknown = Some(why.clone());
     }
-    let mut gate = verdict::gate(members, &feeds, state.started);
+    let now = Timestamp::now();
+    let scheduled = scheduled::of_scope(&state.schedules, &members.scope, now);
+    let mut gate = verdict::gate(members, &feeds, state.started, scheduled);
     if let GateScope::Node(node) = &members.scope
         && let Some(o) = state.inventory.node_override(node)
     {
-        let condition = overridden::condition(node, &o, Timestamp::now());
+        let condition = overridden::condition(node, &o, now);
         gate.status.conditions.push(condition);
     }
     gate

@@ -53,11 +53,21 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
             },
             "nextWindow": {
                 "$ref": ours("MaintenanceGateWindow"),
-                "description": "The earliest time from which the scope is expected to be clear, read off the p90 ends of the operations in flight (each one's expectedEndP90; the end of its grace while it is ending; its end extrapolated from its progress, which has no band), or why no window can be promised. With only the operations in flight known, a window once started lasts until an operation starts.",
+                "description": "The earliest time from which the scope is expected to be clear, read off the p90 ends of the operations in flight (each one's expectedEndP90; the end of its grace while it is ending; its end extrapolated from its progress, which has no band) and of the scheduled operations that start before it opens (start plus their rule's p90 duration), and until when (the next scheduled start), or why no window can be promised. Operations no rule announces may start at any time.",
             },
             "nextWindowP50": {
                 "$ref": ours("MaintenanceGateWindow"),
                 "description": "The same read off their median ends (expectedEnd): half of such windows start later.",
+            },
+            "scheduled": {
+                "description": "The operations announced in the scope before they start (a CronJob's next run, a Velero Schedule's next backup, a Forklift cutover), soonest first: every start up to scheduledThrough. Not in flight: they count in no verdict and the maintenance guard ignores them. A node's gate lists none: the node of a scheduled operation is not known before it starts.",
+                "type": "array",
+                "items": {"$ref": ours("MaintenanceGateScheduledOperation")},
+                "x-kubernetes-list-type": "atomic",
+            },
+            "scheduledThrough": {
+                "$ref": meta("Time"),
+                "description": "Every scheduled start up to this time is listed: 24 hours ahead, or the last start listed when there are more than 50. Absent on a node's gate.",
             },
             "staleTargets": {
                 "description": "The watched targets feeding the scope whose data is not current, and why. Absent when every one is current.",
@@ -92,6 +102,30 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
         },
         "required": ["name", "kind", "subject", "operation", "component", "stalled"],
     });
+    let scheduled = json!({
+        "description": "MaintenanceGateScheduledOperation is an operation a rule announces before it starts, from the object's cron schedule or a time it names.",
+        "type": "object",
+        "properties": {
+            "subject": strings(
+                "The object that announces it (a CronJob).",
+                &[
+                    ("kind", "Kind of the object."),
+                    ("name", "Name of the object."),
+                    ("namespace", "Namespace of the object; absent for cluster-scoped objects."),
+                ],
+                &[],
+            ),
+            "operation": {"description": "The operation, as its rule names it.", "type": "string"},
+            "component": {"description": "The component it belongs to.", "type": "string"},
+            "ruleSet": {"description": "The OperationRuleSet whose rule announces it.", "type": "string"},
+            "expectedStart": {"$ref": meta("Time"), "description": "When it is expected to start."},
+            "expectedEnd": {"$ref": meta("Time"), "description": "Its start plus the median duration of its rule's operations (or those its schedule's durationsOf names); absent until 5 of them succeeded."},
+            "expectedEndP90": {"$ref": meta("Time"), "description": "Its start plus their 90th percentile."},
+            "schedule": {"description": "The cron schedule it comes from; absent when its object names a time.", "type": "string"},
+            "timeZone": {"description": "The time zone the schedule is read in (UTC when the object names none).", "type": "string"},
+        },
+        "required": ["subject", "operation", "component", "ruleSet"],
+    });
     let stale = strings(
         "MaintenanceGateStaleTarget is a watched target feeding a gate's scope whose data is not current.",
         &[
@@ -105,8 +139,9 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
         "type": "object",
         "properties": {
             "confidence": {"description": "p90: read off the operations' p90 ends; p50: off their median ends.", "type": "string"},
-            "start": {"$ref": meta("Time"), "description": "When the window starts: since when the scope is clear (the Clear condition's lastTransitionTime) when nothing is in flight, else when the last operation in flight is expected to end, rounded up to the second. Absent when no window can be promised."},
-            "reason": {"description": "NothingInFlight or ExpectedEnds (with a start); ScopeUnknown (the Clear condition is Unknown: what is in flight is not known), NoExpectedEnd (an operation in flight has no expected end at this confidence) or RunningLate (an operation runs past what its rule's operations take, overdue by history: nothing says when it ends), without one.", "type": "string"},
+            "start": {"$ref": meta("Time"), "description": "When the window starts: since when the scope is clear (the Clear condition's lastTransitionTime) when nothing is in flight, else when the last operation in flight is expected to end, rounded up to the second; past a scheduled operation that starts before then, when that one is expected to end. Absent when no window can be promised."},
+            "end": {"$ref": meta("Time"), "description": "When the window is expected to close: the start of the first scheduled operation after it. Absent when none is listed (up to scheduledThrough)."},
+            "reason": {"description": "NothingInFlight, ExpectedEnds or AfterScheduled (with a start); ScopeUnknown (the Clear condition is Unknown: what is in flight is not known), NoExpectedEnd (an operation in flight has no expected end at this confidence, or a scheduled one that starts before the window opens has no learned duration) or RunningLate (an operation runs past what its rule's operations take, overdue by history: nothing says when it ends), without one.", "type": "string"},
             "message": {"description": "In words, naming the operation the start, or its absence, comes from.", "type": "string"},
         },
         "required": ["confidence", "reason", "message"],
@@ -116,6 +151,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
     definitions.insert(format!("{PREFIX}{kind}List"), list(kind));
     definitions.insert(format!("{PREFIX}MaintenanceGateStatus"), status);
     definitions.insert(format!("{PREFIX}MaintenanceGateOperation"), operation);
+    definitions.insert(format!("{PREFIX}MaintenanceGateScheduledOperation"), scheduled);
     definitions.insert(format!("{PREFIX}MaintenanceGateStaleTarget"), stale);
     definitions.insert(format!("{PREFIX}MaintenanceGateWindow"), window);
     definitions

@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use serde::Serialize;
 
 use super::names::subject_name;
+pub(crate) use super::scheduled::Scheduled;
 use super::window;
 use crate::api::freshness::{causes, target_name};
 use crate::detect::{HealthReader, Stale};
@@ -228,7 +229,12 @@ impl Feeds {
 
 /// The gate of `members`'s scope, at `members.rv`. `started`: when the server started, the
 /// earliest a verdict can date from.
-pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
+pub(crate) fn gate(
+    members: &GateMembers,
+    feeds: &Feeds,
+    started: Timestamp,
+    scheduled: Scheduled,
+) -> Gate {
     let name = members.scope.to_string();
     let (status, reason, message) = if !feeds.is_current() {
         let reason = if feeds.synced && feeds.stale.is_empty() {
@@ -259,7 +265,8 @@ pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> 
         last_transition_time: Time(round(changed)),
         observed_generation: None,
     };
-    let (next_window, next_window_p50) = window::windows(&clear, members.active, &members.ends);
+    let (next_window, next_window_p50) =
+        window::windows(&clear, members.active, &members.ends, &scheduled.listed);
     MaintenanceGate {
         api_version: GROUP_VERSION.to_owned(),
         kind: GATE_KIND.to_owned(),
@@ -276,6 +283,8 @@ pub(crate) fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> 
             expected_clear_time: members.expected_clear.map(|t| Time(round(t))),
             next_window: Some(next_window),
             next_window_p50: Some(next_window_p50),
+            scheduled: scheduled.listed,
+            scheduled_through: scheduled.through.map(|t| Time(round(t))),
             stale_targets: feeds
                 .stale
                 .iter()

@@ -14,33 +14,92 @@
 //!   its expected end has passed and nothing says when it ends. An operation running late but
 //!   not yet overdue moves the window with it: its expected ends move later as it runs (see
 //!   `history::expectation`).
+//! - Then among the scheduled operations of the scope (`status.scheduled`, see
+//!   [`crate::schedule`]): the window closes (`end`) when the first of them after it is expected
+//!   to start; one that starts before the window opens pushes it past its own expected end (its
+//!   rule's p90 or median duration), and one whose duration is not known yet promises nothing
+//!   from its start on. The same search as `kubectl ifo plan --for` ([`ifo_model::fit`]).
 
 use std::sync::Arc;
 
 use ifo_model::{
-    GateWindow, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT,
-    WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+    Fit, GateScheduled, GateWindow, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
+    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
 };
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::names::subject_name;
 use crate::index::{GateEntry, LatestEnd, ScopeEnds};
 
 /// The windows at p90 and at p50 of a gate whose `Clear` condition is `clear`, with `active`
-/// operations in flight whose ends say `ends`.
+/// operations in flight whose ends say `ends`, and `scheduled` operations (soonest first).
 pub(super) fn windows(
     clear: &Condition,
     active: usize,
     ends: &ScopeEnds<Arc<GateEntry>>,
+    scheduled: &[GateScheduled],
 ) -> (GateWindow, GateWindow) {
     (
-        window("p90", clear, active, &ends.p90),
-        window("p50", clear, active, &ends.p50),
+        among_scheduled(window("p90", clear, active, &ends.p90), scheduled),
+        among_scheduled(window("p50", clear, active, &ends.p50), scheduled),
     )
 }
 
-/// The window at `confidence` (`p90` or `p50`).
+/// `w`, the window after the operations in flight, moved past the `scheduled` operations that
+/// start before it opens, and closed by the first that starts after.
+fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
+    let Some(from) = w.start.as_ref().map(|t| t.0) else {
+        return w;
+    };
+    let p90 = w.confidence == "p90";
+    let what = |s: &GateScheduled| {
+        let name = match &s.subject.namespace {
+            Some(ns) => format!("{ns}/{}", s.subject.name),
+            None => s.subject.name.clone(),
+        };
+        let start = s.expected_start.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+        format!("{} {name} {} (scheduled at {start})", s.subject.kind, s.operation)
+    };
+    match ifo_model::fit(from, scheduled, p90, SignedDuration::ZERO) {
+        Fit::Window {
+            start,
+            end,
+            after: None,
+        } => GateWindow {
+            end: end.map(Time),
+            start: Some(Time(start)),
+            ..w
+        },
+        Fit::Window {
+            start,
+            end,
+            after: Some(s),
+        } => GateWindow {
+            start: Some(Time(round_up(start))),
+            end: end.map(Time),
+            reason: WINDOW_AFTER_SCHEDULED.to_owned(),
+            message: format!(
+                "when scheduled {} is expected to end, by its rule's {} duration",
+                what(s),
+                if p90 { "p90" } else { "median" }
+            ),
+            ..w
+        },
+        Fit::NoDuration(s) => GateWindow {
+            start: None,
+            end: None,
+            reason: WINDOW_NO_EXPECTED_END.to_owned(),
+            message: format!(
+                "no window can be promised: scheduled {} starts before one opens, and its rule has not learned how long its operations take",
+                what(s)
+            ),
+            ..w
+        },
+    }
+}
+
+/// The window at `confidence` (`p90` or `p50`) after the operations in flight.
 pub(super) fn window(
     confidence: &str,
     clear: &Condition,
@@ -50,6 +109,7 @@ pub(super) fn window(
     let made = |start: Option<Time>, reason: &str, message: String| GateWindow {
         confidence: confidence.to_owned(),
         start,
+        end: None,
         reason: reason.to_owned(),
         message,
     };

@@ -261,7 +261,31 @@ fn served_gate() -> Value {
         }],
         existence_unknown: None,
     };
-    let mut served = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH);
+    // Every field of a scheduled operation, and a window it closes.
+    let hour = |h: i64| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::from_second(h * 3600).expect("a time"),
+        )
+    };
+    let scheduled = || crate::api::gate::verdict::Scheduled {
+        listed: vec![ifo_model::GateScheduled {
+            subject: ifo_model::GateSubject {
+                kind: "CronJob".into(),
+                name: "nightly".into(),
+                namespace: Some("billing".into()),
+            },
+            operation: "Running".into(),
+            component: "kubernetes".into(),
+            rule_set: "cronjob-rules".into(),
+            expected_start: Some(hour(1)),
+            expected_end: Some(hour(2)),
+            expected_end_p90: Some(hour(3)),
+            schedule: Some("0 * * * *".into()),
+            time_zone: Some("UTC".into()),
+        }],
+        through: Some(jiff::Timestamp::from_second(24 * 3600).expect("a time")),
+    };
+    let mut served = gate(&members, &feeds, jiff::Timestamp::UNIX_EPOCH, scheduled());
     // The windows with a start: of the same operations, with every feed current and ends known.
     let first = members.operations[0].clone();
     let end = crate::index::LatestEnd::At(jiff::Timestamp::UNIX_EPOCH, first);
@@ -276,7 +300,11 @@ fn served_gate() -> Value {
         stale: Vec::new(),
         ..feeds
     };
-    let with_windows = gate(&known, &current, jiff::Timestamp::UNIX_EPOCH);
+    let with_windows = gate(&known, &current, jiff::Timestamp::UNIX_EPOCH, scheduled());
+    assert!(
+        with_windows.status.next_window.as_ref().and_then(|w| w.end.as_ref()).is_some(),
+        "a window the scheduled operation closes"
+    );
     served.status.next_window = with_windows.status.next_window;
     served.status.next_window_p50 = with_windows.status.next_window_p50;
     serde_json::to_value(served).expect("a gate serialises")

@@ -32,7 +32,7 @@ pub(crate) use lookup::{Found, Lookup, Schemas};
 pub use schema::Schema;
 
 use super::{CompiledRuleSet, Target};
-use crate::evaluate::Expr;
+use crate::evaluate::{Expr, ScheduleExprs};
 use walk::{Kind, Ty, Walk};
 
 /// What an expression is for, and so what it must give.
@@ -52,13 +52,15 @@ pub enum Role {
     Stalled,
     /// A label expression: a string.
     Label,
+    /// `schedule.cron` or `schedule.timeZone`: a string.
+    Schedule,
 }
 
 impl Role {
     fn accepts(self, kind: Kind) -> bool {
         match self {
             Role::Rule => kind == Kind::Bool,
-            Role::Message | Role::Outcome | Role::Label => kind == Kind::String,
+            Role::Message | Role::Outcome | Role::Label | Role::Schedule => kind == Kind::String,
             Role::StartTime => matches!(kind, Kind::String | Kind::Timestamp),
             Role::Progress => matches!(kind, Kind::Int | Kind::Uint | Kind::Double | Kind::String),
             Role::Stalled => matches!(kind, Kind::Bool | Kind::String),
@@ -71,6 +73,7 @@ impl Role {
             Role::Message => "a message must give a string",
             Role::Outcome => "an outcome must give a string",
             Role::Label => "a label expression must give a string",
+            Role::Schedule => "a cron schedule and its time zone must give strings",
             Role::StartTime => "a start time must give a string or a timestamp",
             Role::Progress => "a progress must give a number or a string",
             Role::Stalled => "stalled must give a bool or a string (the reason)",
@@ -165,7 +168,24 @@ pub fn check_ruleset(
             ("progress", rule.progress.as_ref(), Role::Progress),
             ("stalled", rule.stalled.as_ref(), Role::Stalled),
         ];
-        for (field, expr, role) in all {
+        let schedule = match &rule.schedule {
+            Some(ScheduleExprs::Cron {
+                schedule,
+                time_zone,
+            }) => [
+                ("schedule.cron", Some(schedule), Role::Schedule),
+                ("schedule.timeZone", time_zone.as_ref(), Role::Schedule),
+            ],
+            Some(ScheduleExprs::At(at)) => [
+                ("schedule.at", Some(at), Role::StartTime),
+                ("schedule.timeZone", None, Role::Schedule),
+            ],
+            None => [
+                ("schedule.cron", None, Role::Schedule),
+                ("schedule.timeZone", None, Role::Schedule),
+            ],
+        };
+        for (field, expr, role) in all.into_iter().chain(schedule) {
             if let Some(expr) = expr {
                 check_into(&mut report, &mut open, at(field), expr, role, own);
             }

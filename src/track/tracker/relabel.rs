@@ -221,6 +221,7 @@ mod tests {
                     (k.to_string(), v)
                 })
                 .collect(),
+            starts: vec![],
             over_budget: None,
         }
     }

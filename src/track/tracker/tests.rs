@@ -70,6 +70,7 @@ fn rules(rules: Vec<RuleResult>) -> Evaluation {
     Evaluation {
         rules,
         labels: vec![],
+        starts: vec![],
         over_budget: None,
     }
 }
@@ -621,6 +622,7 @@ fn dynamic_labels_update_and_survive_errors() {
     let with_label = |v: Result<&str, EvalError>| Evaluation {
         rules: vec![on()],
         labels: vec![("example.com/node".to_owned(), v.map(str::to_owned))],
+        starts: vec![],
         over_budget: None,
     };
     let s = subject("u1");
@@ -655,6 +657,7 @@ fn invalid_label_keys_are_reported() {
     let e = Evaluation {
         rules: vec![on()],
         labels: vec![("bad/key/x".to_owned(), Ok("v".to_owned()))],
+        starts: vec![],
         over_budget: None,
     };
     let observed = tr.observe(&rs, &ops(), &subject("u1"), &e, t(0));
@@ -1018,6 +1021,7 @@ fn vm(status: &str) -> Evaluation {
             })
             .collect(),
         labels: vec![],
+        starts: vec![],
         over_budget: None,
     }
 }

@@ -186,3 +186,77 @@ fn a_server_without_windows_is_an_error_and_names_are_sanitised() {
         a.text
     );
 }
+
+/// A clear cluster gate (since 09:50) whose windows the server found among `scheduled`.
+fn with_scheduled(scheduled: Value) -> MaintenanceGate {
+    let mut g = gate_alike(
+        "cluster",
+        "True",
+        0,
+        Some("2026-11-22T09:50:00Z"),
+        "NothingInFlight",
+        "nothing in flight: clear since the window started",
+    );
+    g.status.scheduled = serde_json::from_value(scheduled).unwrap();
+    g.status.scheduled_through = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-23T10:00:00Z".parse().unwrap(),
+    ));
+    g
+}
+
+fn nightly(start: &str, end: Option<&str>, p90: Option<&str>) -> Value {
+    let mut s = json!({
+        "subject": {"kind": "CronJob", "name": "nightly", "namespace": "billing"},
+        "operation": "Running", "component": "kubernetes", "ruleSet": "cronjob-rules",
+        "expectedStart": start, "schedule": "*/30 * * * *", "timeZone": "UTC",
+    });
+    if let Some(e) = end {
+        s["expectedEnd"] = json!(e);
+    }
+    if let Some(e) = p90 {
+        s["expectedEndP90"] = json!(e);
+    }
+    s
+}
+
+#[test]
+fn a_scheduled_run_closes_the_window_and_a_longer_one_waits_past_it() {
+    let g = with_scheduled(json!([
+        nightly("2026-11-22T10:30:00Z", Some("2026-11-22T10:35:00Z"), Some("2026-11-22T10:40:00Z")),
+        nightly("2026-11-22T11:00:00Z", Some("2026-11-22T11:05:00Z"), Some("2026-11-22T11:10:00Z")),
+    ]));
+    // 20 minutes fit before 10:30.
+    let a = answered(&g, Confidence::P90);
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.start, Some("2026-11-22T09:50:00Z".parse().unwrap()));
+    assert_eq!(a.end, Some("2026-11-22T10:30:00Z".parse().unwrap()));
+    assert_eq!(
+        a.text,
+        "Clear now in the cluster for 20m (p90): nothing in flight since 2026-11-22T09:50:00Z; until 2026-11-22T10:30:00Z (when scheduled CronJob billing/nightly Running (at 2026-11-22T10:30:00Z) starts)"
+    );
+    // An hour does not: after the last run's p90 end, with no end known.
+    let a = answer(&g, SignedDuration::from_hours(1), Confidence::P90, now()).unwrap();
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.reason, "AfterScheduled");
+    assert_eq!(a.start, Some("2026-11-22T11:10:00Z".parse().unwrap()));
+    assert_eq!(a.end, None);
+    // At p50, after the last run's median end.
+    let a = answer(&g, SignedDuration::from_hours(1), Confidence::P50, now()).unwrap();
+    assert_eq!(a.start, Some("2026-11-22T11:05:00Z".parse().unwrap()));
+    // 42 minutes fit in neither gap (40 and 25 minutes at p50).
+    let a = answer(&g, SignedDuration::from_mins(42), Confidence::P50, now()).unwrap();
+    assert_eq!(a.start, Some("2026-11-22T11:05:00Z".parse().unwrap()));
+}
+
+#[test]
+fn a_scheduled_run_of_unknown_length_in_the_way_promises_nothing() {
+    let g = with_scheduled(json!([nightly("2026-11-22T10:05:00Z", None, None)]));
+    let a = answered(&g, Confidence::P90);
+    assert_eq!(a.promise, Promise::NoWindow);
+    assert_eq!(a.reason, "NoExpectedEnd");
+    assert!(
+        a.text.contains("scheduled CronJob billing/nightly Running (at 2026-11-22T10:05:00Z) starts before a window of 20m opens"),
+        "{}",
+        a.text
+    );
+}

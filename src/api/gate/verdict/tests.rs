@@ -1,4 +1,9 @@
 use super::*;
+
+/// The gate of `members`, with nothing scheduled in its scope.
+fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
+    super::gate(members, feeds, started, Scheduled::default())
+}
 use crate::detect::Blind;
 use crate::ruleset::Target;
 

@@ -57,7 +57,7 @@ fn op(
 /// The window the gate serves of `ops` at each confidence, as the index reads their ends.
 fn served(condition: &Condition, ops: &[Arc<GateEntry>]) -> (GateWindow, GateWindow) {
     let ends = crate::index::ScopeEnds::of_entries(ops);
-    windows(condition, ops.len(), &ends)
+    windows(condition, ops.len(), &ends, &[])
 }
 
 fn start(w: &GateWindow) -> Option<String> {

@@ -1,0 +1,212 @@
+//! What each object's rules announce: per ruleset, subject and operation, the schedule or time
+//! the object last gave. Written by the detector on every event of an object (one entry per
+//! rule with a `schedule` whose object announces something), and on its deletion, a relist, a
+//! ruleset's removal or change; bounded, as the index is, by the objects of the loaded rulesets.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use parking_lot::{Mutex, RwLock};
+
+use super::cron::{CronError, CronSchedule};
+use crate::evaluate::{EvalError, NextStart};
+use crate::history::Durations;
+use crate::operation::Subject;
+use crate::ruleset::CompiledRuleSet;
+
+/// A subject's announced operation: (subject uid, operation).
+type Key = (String, String);
+
+/// When an announced operation starts.
+#[derive(Debug, Clone)]
+pub(super) enum When {
+    /// At each time of a schedule.
+    Cron(CronSchedule),
+    /// Once, at a time.
+    At(Timestamp),
+}
+
+/// One announced operation, and what names it.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) ruleset: String,
+    pub(super) component: String,
+    pub(super) operation: String,
+    pub(super) subject: Subject,
+    pub(super) when: When,
+    /// Whose learned durations it is expected to take: (ruleset, operation).
+    pub(super) durations_of: (String, String),
+    /// The first start after the time it was last asked for, kept until that time passes (a
+    /// schedule is read once per run, not once per request).
+    next: Mutex<Option<(Timestamp, Option<Timestamp>)>>,
+}
+
+impl Entry {
+    /// Its first start after `now`, if any.
+    pub(super) fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
+        match &self.when {
+            When::At(t) => (*t > now).then_some(*t),
+            When::Cron(c) => {
+                let mut cached = self.next.lock();
+                if let Some((asked, next)) = *cached
+                    && asked <= now
+                    && next.is_none_or(|n| n > now)
+                {
+                    return next;
+                }
+                let next = c.next_after(now);
+                *cached = Some((now, next));
+                next
+            }
+        }
+    }
+}
+
+/// The announced operations of every loaded ruleset, and the durations they are expected to
+/// take. Cheap to clone: one table.
+#[derive(Clone, Default)]
+pub(crate) struct Schedules {
+    by_ruleset: Arc<RwLock<HashMap<String, HashMap<Key, Arc<Entry>>>>>,
+    pub(super) durations: Arc<Durations>,
+}
+
+impl Schedules {
+    /// An empty table whose operations take what `durations` learned.
+    pub(crate) fn new(durations: Arc<Durations>) -> Schedules {
+        Schedules {
+            by_ruleset: Default::default(),
+            durations,
+        }
+    }
+
+    /// What `rs`'s rules announced on `subject` (`starts`: the evaluation's, in rule order):
+    /// each rule's entry set, replaced or dropped. Returns, per operation, the schedules the
+    /// object gives that cannot be read (their entries are dropped: nothing is announced).
+    pub(crate) fn observe(
+        &self,
+        rs: &CompiledRuleSet,
+        subject: &Subject,
+        starts: &[Option<Result<NextStart, EvalError>>],
+    ) -> Vec<(String, CronError)> {
+        let mut unreadable = Vec::new();
+        let mut found: Vec<(String, Option<When>, usize)> = Vec::new();
+        for (i, start) in starts.iter().enumerate() {
+            let operation = rs.operations[i].clone();
+            let Some(start) = start else {
+                // A rule without a schedule (any more: its ruleset changed) announces nothing.
+                found.push((operation, None, i));
+                continue;
+            };
+            let when = match start {
+                Ok(NextStart::Cron {
+                    schedule,
+                    time_zone,
+                }) => match CronSchedule::parse(schedule, time_zone) {
+                    Ok(c) => Some(When::Cron(c)),
+                    Err(e) => {
+                        unreadable.push((operation.clone(), e));
+                        None
+                    }
+                },
+                Ok(NextStart::At(t)) => Some(When::At(*t)),
+                // An error is reported with the rule's; what it announced is not known.
+                Ok(NextStart::Nothing) | Err(_) => None,
+            };
+            found.push((operation, when, i));
+        }
+        if found.iter().all(|(_, when, _)| when.is_none())
+            && !self.by_ruleset.read().contains_key(&rs.info.name)
+        {
+            return unreadable;
+        }
+        let mut tables = self.by_ruleset.write();
+        let table = tables.entry(rs.info.name.clone()).or_default();
+        for (operation, when, i) in found {
+            let key = (subject.uid.clone(), operation.clone());
+            match when {
+                Some(when) => {
+                    let unchanged = table.get(&key).is_some_and(|e| {
+                        e.subject == *subject && same_when(&e.when, &when)
+                    });
+                    if !unchanged {
+                        table.insert(
+                            key,
+                            Arc::new(Entry {
+                                ruleset: rs.info.name.clone(),
+                                component: rs.info.component.clone(),
+                                operation,
+                                subject: subject.clone(),
+                                when,
+                                durations_of: rs.durations_of[i].clone(),
+                                next: Mutex::new(None),
+                            }),
+                        );
+                    }
+                }
+                None => {
+                    table.remove(&key);
+                }
+            }
+        }
+        if table.is_empty() {
+            tables.remove(&rs.info.name);
+        }
+        unreadable
+    }
+
+    /// The object of uid `uid` was deleted: `ruleset`'s rules announce nothing on it.
+    pub(crate) fn subject_deleted(&self, ruleset: &str, uid: &str) {
+        self.retain(ruleset, |(u, _), _| u != uid);
+    }
+
+    /// A relist of `namespace` (`None`: all) found only `present` (uids): the others are gone.
+    pub(crate) fn resync(&self, ruleset: &str, namespace: Option<&str>, present: &HashSet<String>) {
+        self.retain(ruleset, |(uid, _), e| {
+            present.contains(uid)
+                || namespace.is_some_and(|ns| e.subject.namespace.as_deref() != Some(ns))
+        });
+    }
+
+    /// `ruleset` was deleted or became invalid.
+    pub(crate) fn ruleset_removed(&self, ruleset: &str) {
+        self.by_ruleset.write().remove(ruleset);
+    }
+
+    /// `ruleset` now has only the rules of `operations`.
+    pub(crate) fn retain_operations(&self, ruleset: &str, operations: &[String]) {
+        self.retain(ruleset, |(_, op), _| operations.contains(op));
+    }
+
+    fn retain(&self, ruleset: &str, keep: impl Fn(&Key, &Entry) -> bool) {
+        let mut tables = self.by_ruleset.write();
+        if let Some(table) = tables.get_mut(ruleset) {
+            table.retain(|k, e| keep(k, e));
+            if table.is_empty() {
+                tables.remove(ruleset);
+            }
+        }
+    }
+
+    /// Every entry `includes` takes, as (its namespace, its component) say.
+    pub(super) fn entries(
+        &self,
+        includes: impl Fn(Option<&str>, &str) -> bool,
+    ) -> Vec<Arc<Entry>> {
+        self.by_ruleset
+            .read()
+            .values()
+            .flat_map(|t| t.values())
+            .filter(|e| includes(e.subject.namespace.as_deref(), &e.component))
+            .cloned()
+            .collect()
+    }
+}
+
+fn same_when(a: &When, b: &When) -> bool {
+    match (a, b) {
+        (When::At(a), When::At(b)) => a == b,
+        (When::Cron(a), When::Cron(b)) => a.same_as(b),
+        _ => false,
+    }
+}

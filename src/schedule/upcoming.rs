@@ -1,0 +1,125 @@
+//! The scheduled operations of a scope, soonest first: every start within [`HORIZON`] of now
+//! of the announced operations the scope takes, at most [`MAX_LISTED`], each with the p50 and
+//! p90 durations its rule's operations took (once the rule learned [`MIN_SAMPLES`] of them).
+//! A schedule that fires often fills the list with its own runs, so past [`MAX_LISTED`] the list
+//! says up to when it is complete ([`Upcomings::through`]).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::table::{Entry, Schedules, When};
+use crate::history::MIN_SAMPLES;
+use crate::operation::Subject;
+
+/// How far ahead scheduled operations are listed.
+pub(crate) const HORIZON: SignedDuration = SignedDuration::from_hours(24);
+
+/// Most scheduled operations listed for one scope.
+pub(crate) const MAX_LISTED: usize = 50;
+
+/// One start of an announced operation.
+#[derive(Debug, Clone)]
+pub(crate) struct Upcoming {
+    entry: Arc<Entry>,
+    /// When it is expected to start.
+    pub(crate) start: Timestamp,
+    /// What its rule's operations took (median), once learned.
+    pub(crate) p50: Option<SignedDuration>,
+    /// Their 90th percentile, once learned.
+    pub(crate) p90: Option<SignedDuration>,
+}
+
+impl Upcoming {
+    /// The ruleset whose rule announces it.
+    pub(crate) fn ruleset(&self) -> &str {
+        &self.entry.ruleset
+    }
+
+    /// The ruleset's component.
+    pub(crate) fn component(&self) -> &str {
+        &self.entry.component
+    }
+
+    /// The rule's operation.
+    pub(crate) fn operation(&self) -> &str {
+        &self.entry.operation
+    }
+
+    /// The object that announces it.
+    pub(crate) fn subject(&self) -> &Subject {
+        &self.entry.subject
+    }
+
+    /// The cron schedule and its time zone it comes from; `None` for a start given as a time.
+    pub(crate) fn schedule(&self) -> Option<(&str, &str)> {
+        match &self.entry.when {
+            When::Cron(c) => Some((c.text(), c.zone_name())),
+            When::At(_) => None,
+        }
+    }
+}
+
+/// The scheduled operations of a scope.
+#[derive(Debug, Clone)]
+pub(crate) struct Upcomings {
+    /// Soonest first.
+    pub(crate) listed: Vec<Upcoming>,
+    /// Every start up to this time is listed: now + [`HORIZON`], or the last start listed when
+    /// there were more than [`MAX_LISTED`].
+    pub(crate) through: Timestamp,
+}
+
+impl Schedules {
+    /// The scheduled operations after `now` of the announced ones `includes` takes (by their
+    /// namespace and component).
+    pub(crate) fn upcoming(
+        &self,
+        now: Timestamp,
+        includes: impl Fn(Option<&str>, &str) -> bool,
+    ) -> Upcomings {
+        let horizon = now.saturating_add(HORIZON).unwrap_or(Timestamp::MAX);
+        let entries = self.entries(includes);
+        // Each entry's next start, soonest on top; a schedule's next one replaces it as it is
+        // taken: at most one start per entry in the heap.
+        let mut heap: BinaryHeap<Reverse<(Timestamp, usize)>> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some(Reverse((e.next_after(now)?, i))))
+            .filter(|Reverse((t, _))| *t <= horizon)
+            .collect();
+        let mut listed = Vec::new();
+        while let Some(Reverse((start, i))) = heap.pop() {
+            if listed.len() == MAX_LISTED {
+                return Upcomings {
+                    through: listed.last().map_or(now, |u: &Upcoming| u.start),
+                    listed,
+                };
+            }
+            let entry = &entries[i];
+            if let When::Cron(c) = &entry.when
+                && let Some(next) = c.next_after(start)
+                && next <= horizon
+            {
+                heap.push(Reverse((next, i)));
+            }
+            let (ruleset, operation) = &entry.durations_of;
+            let learned = self
+                .durations
+                .quantiles(ruleset, operation)
+                .filter(|q| q.count >= MIN_SAMPLES);
+            listed.push(Upcoming {
+                entry: entry.clone(),
+                start,
+                p50: learned.map(|q| q.p50),
+                p90: learned.map(|q| q.p90),
+            });
+        }
+        Upcomings {
+            listed,
+            through: horizon,
+        }
+    }
+}
