@@ -11,14 +11,14 @@ mod window;
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
     GateOperation, GateScheduled, GateStatus, GateSubject, GateWindow, MaintenanceGate,
-    StaleTarget, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
-    WINDOW_SCOPE_UNKNOWN,
+    StaleTarget, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END,
+    WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
-pub use window::{Fit, fit};
 pub use stale_cause::{
     CauseGroup, FIRST_LIST_PENDING, GROUP_FROM, NOT_WATCHED, StaleCause, group_by_cause,
 };
+pub use window::{Fit, fit};
 
 /// The API group the APIService registers.
 pub const GROUP: &str = "live.ifo.kubevirt.io";

@@ -104,7 +104,10 @@ mod tests {
     fn a_window_closes_at_the_next_scheduled_start_and_waits_past_one_too_close() {
         let s = [op(10, Some(5), Some(8)), op(30, Some(5), Some(8))];
         // Any length: from now until the first start.
-        assert_eq!(window(fit(t(0), &s, true, SignedDuration::ZERO)), (0, Some(10), None));
+        assert_eq!(
+            window(fit(t(0), &s, true, SignedDuration::ZERO)),
+            (0, Some(10), None)
+        );
         // 15 minutes do not fit before 10; after its p90 end (18) they fit until 30.
         assert_eq!(
             window(fit(t(0), &s, true, minutes(12))),
@@ -139,14 +142,17 @@ mod tests {
     fn an_unknown_duration_in_the_way_promises_nothing_after_its_start() {
         let s = [op(10, None, None), op(30, Some(5), Some(8))];
         // A window that fits before it is still promised.
-        assert_eq!(window(fit(t(0), &s, true, minutes(10))), (0, Some(10), None));
         assert_eq!(
-            fit(t(0), &s, true, minutes(11)),
-            Fit::NoDuration(&s[0])
+            window(fit(t(0), &s, true, minutes(10))),
+            (0, Some(10), None)
         );
+        assert_eq!(fit(t(0), &s, true, minutes(11)), Fit::NoDuration(&s[0]));
         // A median without a p90 answers at p50 only.
         let s = [op(10, Some(5), None)];
-        assert!(matches!(fit(t(0), &s, true, minutes(11)), Fit::NoDuration(_)));
+        assert!(matches!(
+            fit(t(0), &s, true, minutes(11)),
+            Fit::NoDuration(_)
+        ));
         assert_eq!(window(fit(t(0), &s, false, minutes(11))).0, 15);
     }
 }

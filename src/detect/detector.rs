@@ -293,7 +293,10 @@ impl Detector {
                 crate::metrics::rule_error(&rs.owner().name);
                 self.health.record_error(
                     &rs.info.name,
-                    format!("rule {operation} schedule: {e} (object {}/{})", subject.kind, subject.name),
+                    format!(
+                        "rule {operation} schedule: {e} (object {}/{})",
+                        subject.kind, subject.name
+                    ),
                 );
             }
         }

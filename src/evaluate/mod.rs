@@ -397,7 +397,10 @@ fn evaluate_metered(exprs: &RuleSetExprs, object: &Bound<'_>) -> Evaluation {
 }
 
 /// What `schedule` says of the object: an empty string is [`NextStart::Nothing`].
-fn next_start(schedule: &ScheduleExprs, contexts: &mut Contexts<'_>) -> Result<NextStart, EvalError> {
+fn next_start(
+    schedule: &ScheduleExprs,
+    contexts: &mut Contexts<'_>,
+) -> Result<NextStart, EvalError> {
     match schedule {
         ScheduleExprs::Cron {
             schedule,

@@ -63,7 +63,11 @@ impl CronSchedule {
                 .ok_or_else(|| bad("a time zone prefix and no fields"))?,
             None => (time_zone.trim(), text),
         };
-        let zone_name = if zone_name.is_empty() { "UTC" } else { zone_name };
+        let zone_name = if zone_name.is_empty() {
+            "UTC"
+        } else {
+            zone_name
+        };
         let zone = jiff::tz::db()
             .get(zone_name)
             .map_err(|_| CronError::TimeZone(zone_name.chars().take(64).collect()))?;
@@ -147,8 +151,12 @@ mod tests {
         );
         // The prefix names it too, and wins.
         assert_eq!(
-            next("CRON_TZ=Asia/Kolkata 0 9 * * *", "Europe/Berlin", "2026-11-26T08:00:00Z")
-                .as_deref(),
+            next(
+                "CRON_TZ=Asia/Kolkata 0 9 * * *",
+                "Europe/Berlin",
+                "2026-11-26T08:00:00Z"
+            )
+            .as_deref(),
             Some("2026-11-27T03:30:00Z")
         );
         // Across a change of offset: 02:30 Berlin the day after summer time begins is 00:30 UTC.

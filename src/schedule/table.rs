@@ -126,9 +126,9 @@ impl Schedules {
             let key = (subject.uid.clone(), operation.clone());
             match when {
                 Some(when) => {
-                    let unchanged = table.get(&key).is_some_and(|e| {
-                        e.subject == *subject && same_when(&e.when, &when)
-                    });
+                    let unchanged = table
+                        .get(&key)
+                        .is_some_and(|e| e.subject == *subject && same_when(&e.when, &when));
                     if !unchanged {
                         table.insert(
                             key,
@@ -189,10 +189,7 @@ impl Schedules {
     }
 
     /// Every entry `includes` takes, as (its namespace, its component) say.
-    pub(super) fn entries(
-        &self,
-        includes: impl Fn(Option<&str>, &str) -> bool,
-    ) -> Vec<Arc<Entry>> {
+    pub(super) fn entries(&self, includes: impl Fn(Option<&str>, &str) -> bool) -> Vec<Arc<Entry>> {
         self.by_ruleset
             .read()
             .values()

@@ -1,11 +1,12 @@
 //! `kubectl ifo plan` against the real cluster: the window the gate computes from the operations
 //! in flight, no promise for an operation without an expected end, and none while the scope is
-//! `Unknown`. Each test has its own namespace and component.
+//! `Unknown`; CronJobs' next runs scheduled in their time zones, closing the window. Each test has
+//! its own namespace and component.
 
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
-use ifo_test_support::{Env, Run, create_gadget_crd, env};
+use ifo_test_support::{Env, Rule, RuleSet, Run, create_gadget_crd, env, eventually};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -119,4 +120,200 @@ fn plan_refuses_to_promise_while_the_scope_is_unknown() {
     run.assert_stderr_has("is not being watched");
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     scope.delete_gadgets(env);
+}
+
+/// A CronJob `name` in `namespace` on `schedule` (in `time_zone`, if any).
+fn cronjob(namespace: &str, name: &str, schedule: &str, time_zone: Option<&str>) -> String {
+    let mut spec = json!({
+        "schedule": schedule,
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "work", "image": "busybox"}],
+        }}}},
+    });
+    if let Some(tz) = time_zone {
+        spec["timeZone"] = json!(tz);
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// The scheduled operations the gate `name` lists, once `done` says they are the ones awaited.
+fn scheduled_until(env: &Env, name: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Value {
+    eventually(WAIT, what, || {
+        let gate = env.gate(name);
+        let listed = gate["status"]["scheduled"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        done(&listed).then_some(gate)
+    })
+}
+
+#[test]
+fn a_cronjob_s_next_run_is_scheduled_in_its_time_zone_and_closes_the_window() {
+    let env = env();
+    let ns = env.namespace("plan-cron");
+    let rs = format!("cronjobs-{ns}");
+    // The shipped CronJob rule (rules/kubernetes/cronjob-rules.yaml), for this namespace only.
+    env.apply(
+        &RuleSet::new(&rs)
+            .component(&format!("cron-{ns}"))
+            .target("batch", "v1", "cronjobs")
+            .namespaces(&[&ns])
+            .rule(
+                Rule::new("Running", "object.?status.?active.orValue([]).size() > 0").set(
+                    "schedule",
+                    json!({
+                        "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
+                        "timeZone": "object.?spec.?timeZone.orValue('')",
+                    }),
+                ),
+            )
+            .to_string(),
+    );
+    env.wait_watching(&rs);
+    // A daily run about three hours ahead, written in Kolkata's time (UTC+05:30): its start is
+    // that time of day there, whatever the machine's zone.
+    let kolkata = jiff::tz::TimeZone::get("Asia/Kolkata").unwrap();
+    let at = (Timestamp::now() + jiff::SignedDuration::from_hours(3)).to_zoned(kolkata.clone());
+    let daily = format!("{} {} * * *", at.minute(), at.hour());
+    let daily_start = at
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap()
+        .timestamp();
+    env.apply(&cronjob(&ns, "daily", &daily, Some("Asia/Kolkata")));
+    let mut paused = cronjob(&ns, "paused", "* * * * *", None);
+    paused = paused.replace("\"schedule\"", "\"suspend\":true,\"schedule\"");
+    env.apply(&paused);
+
+    let name = format!("namespace.{ns}");
+    let gate = scheduled_until(env, &name, "the daily run scheduled", |s| !s.is_empty());
+    let listed = gate["status"]["scheduled"].as_array().unwrap();
+    // A suspended CronJob announces nothing; the daily one runs once within a day.
+    assert_eq!(listed.len(), 1, "{gate:#}");
+    let d = &listed[0];
+    assert_eq!(d["subject"]["name"], "daily", "{gate:#}");
+    assert_eq!(time(&d["expectedStart"]), Some(daily_start), "{gate:#}");
+    assert_eq!(d["timeZone"], "Asia/Kolkata");
+    assert_eq!(d["schedule"], daily.as_str());
+    assert_eq!(d["operation"], "Running");
+    assert_eq!(d["ruleSet"], rs.as_str());
+    assert!(
+        d["expectedEndP90"].is_null(),
+        "nothing learned yet: {gate:#}"
+    );
+    let through = time(&gate["status"]["scheduledThrough"]).expect("scheduledThrough");
+    assert!(through > daily_start, "listed a day ahead: {gate:#}");
+    assert_eq!(
+        time(&gate["status"]["nextWindow"]["end"]),
+        Some(daily_start),
+        "{gate:#}"
+    );
+
+    // Every two minutes in UTC: the soonest 50 runs, the first within two minutes, and the list
+    // says it is complete only up to the last of them.
+    env.apply(&cronjob(&ns, "every-2m", "*/2 * * * *", None));
+    let gate = scheduled_until(env, &name, "the frequent runs", |s| {
+        s.iter().any(|s| s["subject"]["name"] == "every-2m")
+    });
+    let listed = gate["status"]["scheduled"].as_array().unwrap();
+    assert_eq!(listed.len(), 50, "{gate:#}");
+    let runs: Vec<Timestamp> = listed
+        .iter()
+        .map(|s| time(&s["expectedStart"]).unwrap())
+        .collect();
+    assert!(
+        listed.iter().all(|s| s["subject"]["name"] == "every-2m"),
+        "{gate:#}"
+    );
+    assert_eq!(
+        time(&gate["status"]["scheduledThrough"]),
+        runs.last().copied(),
+        "{gate:#}"
+    );
+    let now = Timestamp::now();
+    assert!(
+        runs[0] > now - jiff::SignedDuration::from_secs(5)
+            && runs[0] <= now + jiff::SignedDuration::from_mins(2),
+        "{runs:?}"
+    );
+    for pair in runs.windows(2) {
+        assert_eq!(
+            pair[1].duration_since(pair[0]),
+            jiff::SignedDuration::from_mins(2)
+        );
+        assert_eq!(pair[0].as_second() % 120, 0);
+    }
+    // The window closes at the next run; nothing in flight, so it is open now.
+    let window = &gate["status"]["nextWindow"];
+    assert_eq!(window["reason"], "NothingInFlight", "{gate:#}");
+    assert_eq!(time(&window["end"]), Some(runs[0]), "{gate:#}");
+    // 20 minutes do not fit before the next run, and how long a run takes is not known yet.
+    let run = plan_until(env, &["-n", &ns], "refusal", |r| r.code == 1);
+    run.assert_stdout_has("No window of 20m can be promised in namespace");
+    run.assert_stdout_has(&format!("scheduled CronJob {ns}/every-2m Running (at "));
+    run.assert_stdout_has("its rule has not learned how long its operations take");
+
+    // Suspended, it announces nothing: the window lasts until the daily run.
+    env.kubectl(
+        User::Admin,
+        &[
+            "patch",
+            "cronjob",
+            "every-2m",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"suspend":true}}"#,
+        ],
+    )
+    .unwrap();
+    scheduled_until(env, &name, "only the daily run", |s| {
+        s.len() == 1 && s[0]["subject"]["name"] == "daily"
+    });
+    let run = plan_until(env, &["-n", &ns, "-o", "json"], "window", |r| r.code == 0);
+    let answer: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(time(&answer["end"]), Some(daily_start), "{answer:#}");
+    assert_eq!(answer["reason"], "NothingInFlight", "{answer:#}");
+    // The cluster's gate lists what every namespace schedules (the soonest 50).
+    let cluster = env.gate("cluster");
+    assert!(
+        cluster["status"]["scheduledThrough"].is_string(),
+        "{cluster:#}"
+    );
+    // Node gates list none: a run's node is not known before it starts.
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    scheduled_until(env, &name, "nothing once the ruleset is gone", |s| {
+        s.is_empty()
+    });
+}
+
+#[test]
+fn a_schedule_names_one_way_to_say_it() {
+    let env = env();
+    let ns = env.namespace("plan-cron-bad");
+    let both = RuleSet::new(&format!("both-{ns}"))
+        .target("batch", "v1", "cronjobs")
+        .namespaces(&[&ns])
+        .rule(Rule::new("Running", "false").set(
+            "schedule",
+            json!({"cron": "'* * * * *'", "at": "'2030-01-01T00:00:00Z'"}),
+        ))
+        .to_string();
+    let both: Value = serde_json::from_str(&both).unwrap();
+    let err = env.create_as(User::Admin, &both).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("exactly one of cron and at"),
+        "{err:#}"
+    );
 }

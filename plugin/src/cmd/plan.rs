@@ -10,9 +10,8 @@
 use anyhow::{Result, anyhow};
 use ifo_apimachinery::duration::human_duration;
 use ifo_model::{
-    Fit, GateScheduled, GateWindow, MaintenanceGate, WINDOW_AFTER_SCHEDULED,
-    WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE,
-    WINDOW_SCOPE_UNKNOWN,
+    Fit, GateScheduled, GateWindow, MaintenanceGate, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
+    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
 };
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
@@ -169,9 +168,9 @@ pub(crate) fn answer(
             };
             let through = g.status.scheduled_through.as_ref().map(|t| t.0);
             let unlisted = match through {
-                Some(t) if end.is_none() && start + duration > t => format!(
-                    "; operations announced to start after {t} are not listed yet"
-                ),
+                Some(t) if end.is_none() && start + duration > t => {
+                    format!("; operations announced to start after {t} are not listed yet")
+                }
                 _ => String::new(),
             };
             let (reason, text) = match after {

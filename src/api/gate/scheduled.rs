@@ -37,9 +37,8 @@ fn served(u: &Upcoming) -> GateScheduled {
         Some((s, tz)) => (Some(s.to_owned()), Some(tz.to_owned())),
         None => (None, None),
     };
-    let after = |d: Option<jiff::SignedDuration>| {
-        d.and_then(|d| u.start.checked_add(d).ok()).map(Time)
-    };
+    let after =
+        |d: Option<jiff::SignedDuration>| d.and_then(|d| u.start.checked_add(d).ok()).map(Time);
     GateScheduled {
         subject: GateSubject {
             kind: subject.kind.clone(),

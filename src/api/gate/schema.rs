@@ -151,7 +151,10 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
     definitions.insert(format!("{PREFIX}{kind}List"), list(kind));
     definitions.insert(format!("{PREFIX}MaintenanceGateStatus"), status);
     definitions.insert(format!("{PREFIX}MaintenanceGateOperation"), operation);
-    definitions.insert(format!("{PREFIX}MaintenanceGateScheduledOperation"), scheduled);
+    definitions.insert(
+        format!("{PREFIX}MaintenanceGateScheduledOperation"),
+        scheduled,
+    );
     definitions.insert(format!("{PREFIX}MaintenanceGateStaleTarget"), stale);
     definitions.insert(format!("{PREFIX}MaintenanceGateWindow"), window);
     definitions

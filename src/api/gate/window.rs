@@ -58,8 +58,15 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
             Some(ns) => format!("{ns}/{}", s.subject.name),
             None => s.subject.name.clone(),
         };
-        let start = s.expected_start.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-        format!("{} {name} {} (scheduled at {start})", s.subject.kind, s.operation)
+        let start = s
+            .expected_start
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        format!(
+            "{} {name} {} (scheduled at {start})",
+            s.subject.kind, s.operation
+        )
     };
     match ifo_model::fit(from, scheduled, p90, SignedDuration::ZERO) {
         Fit::Window {

@@ -302,7 +302,12 @@ fn served_gate() -> Value {
     };
     let with_windows = gate(&known, &current, jiff::Timestamp::UNIX_EPOCH, scheduled());
     assert!(
-        with_windows.status.next_window.as_ref().and_then(|w| w.end.as_ref()).is_some(),
+        with_windows
+            .status
+            .next_window
+            .as_ref()
+            .and_then(|w| w.end.as_ref())
+            .is_some(),
         "a window the scheduled operation closes"
     );
     served.status.next_window = with_windows.status.next_window;

@@ -222,8 +222,16 @@ fn nightly(start: &str, end: Option<&str>, p90: Option<&str>) -> Value {
 #[test]
 fn a_scheduled_run_closes_the_window_and_a_longer_one_waits_past_it() {
     let g = with_scheduled(json!([
-        nightly("2026-11-22T10:30:00Z", Some("2026-11-22T10:35:00Z"), Some("2026-11-22T10:40:00Z")),
-        nightly("2026-11-22T11:00:00Z", Some("2026-11-22T11:05:00Z"), Some("2026-11-22T11:10:00Z")),
+        nightly(
+            "2026-11-22T10:30:00Z",
+            Some("2026-11-22T10:35:00Z"),
+            Some("2026-11-22T10:40:00Z")
+        ),
+        nightly(
+            "2026-11-22T11:00:00Z",
+            Some("2026-11-22T11:05:00Z"),
+            Some("2026-11-22T11:10:00Z")
+        ),
     ]));
     // 20 minutes fit before 10:30.
     let a = answered(&g, Confidence::P90);
