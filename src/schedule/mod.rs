@@ -17,3 +17,8 @@ mod upcoming;
 
 pub(crate) use table::Schedules;
 pub(crate) use upcoming::Upcoming;
+#[cfg(test)]
+use upcoming::{HORIZON, MAX_LISTED, Upcomings};
+
+#[cfg(test)]
+mod tests;

@@ -190,3 +190,79 @@ fn ends_round_up_to_the_second() {
     assert_eq!(round_up(at("10:00:00")), at("10:00:00"));
     assert_eq!(round_up(at("10:00:00.001")), at("10:00:01"));
 }
+
+/// A CronJob run scheduled at `start` (a time of the day), its rule's median and p90 ends after
+/// it when learned.
+fn scheduled(start: &str, p50: Option<&str>, p90: Option<&str>) -> GateScheduled {
+    GateScheduled {
+        subject: ifo_model::GateSubject {
+            kind: "CronJob".into(),
+            name: "nightly".into(),
+            namespace: Some("billing".into()),
+        },
+        operation: "Running".into(),
+        expected_start: Some(Time(at(start))),
+        expected_end: p50.map(|t| Time(at(t))),
+        expected_end_p90: p90.map(|t| Time(at(t))),
+        ..GateScheduled::default()
+    }
+}
+
+#[test]
+fn the_next_scheduled_run_closes_the_window_and_one_in_its_way_pushes_it() {
+    // Clear since 09:58, a run at 10:30: open until then.
+    let runs = [scheduled("10:30:00", Some("10:35:00"), Some("10:40:00"))];
+    let ends = crate::index::ScopeEnds::of_entries(&[]);
+    let clear = clear("True", "NothingInFlight", "09:58:00");
+    let (p90, _) = windows(&clear, 0, &ends, &runs);
+    assert_eq!(p90.reason, "NothingInFlight");
+    assert_eq!(start(&p90).as_deref(), Some("2026-11-22T09:58:00Z"));
+    assert_eq!(p90.end.as_ref().map(|t| t.0), Some(at("10:30:00")));
+    // In flight until 10:31 (p90) or 10:29 (p50): at p90 the run started before, the window
+    // opens at its p90 end; at p50 it closes at the run.
+    let ops = [from_history("vm-a", "10:29:00", "10:31:00", false)];
+    let (p90, p50) = served_among(&in_flight(), &ops, &runs);
+    assert_eq!(p90.reason, "AfterScheduled");
+    assert_eq!(start(&p90).as_deref(), Some("2026-11-22T10:40:00Z"));
+    assert_eq!(p90.end, None);
+    assert_says(
+        &p90.message,
+        &[
+            "scheduled CronJob billing/nightly Running (scheduled at 2026-11-22T10:30:00Z)",
+            "p90",
+        ],
+    );
+    assert_eq!(p50.reason, "ExpectedEnds");
+    assert_eq!(start(&p50).as_deref(), Some("2026-11-22T10:29:00Z"));
+    assert_eq!(p50.end.as_ref().map(|t| t.0), Some(at("10:30:00")));
+}
+
+#[test]
+fn a_scheduled_run_of_unknown_length_in_the_way_promises_nothing() {
+    let runs = [scheduled("10:30:00", None, None)];
+    let ops = [from_history("vm-a", "10:35:00", "10:40:00", false)];
+    let (p90, p50) = served_among(&in_flight(), &ops, &runs);
+    for w in [p90, p50] {
+        assert_eq!(w.reason, "NoExpectedEnd");
+        assert_eq!(w.start, None);
+        assert_says(
+            &w.message,
+            &["no window can be promised", "has not learned how long"],
+        );
+    }
+    // Not while the scope is Unknown, whatever is scheduled.
+    let unknown = clear("Unknown", "Stale", "09:00:00");
+    let ends = crate::index::ScopeEnds::of_entries(&[]);
+    let (p90, _) = windows(&unknown, 0, &ends, &runs);
+    assert_eq!(p90.reason, "ScopeUnknown");
+}
+
+/// [`served`], among `runs`.
+fn served_among(
+    condition: &Condition,
+    ops: &[Arc<GateEntry>],
+    runs: &[GateScheduled],
+) -> (GateWindow, GateWindow) {
+    let ends = crate::index::ScopeEnds::of_entries(ops);
+    windows(condition, ops.len(), &ends, runs)
+}

@@ -1,0 +1,285 @@
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::evaluate::{Bound, Engine, evaluate};
+use crate::history::Durations;
+use crate::operation::Subject;
+use crate::ruleset::{CompiledRuleSet, OperationDurations, RuleSetSpec, compile};
+
+/// The CronJob rule of the library (`rules/kubernetes/cronjob-rules.yaml`), as ruleset `name`
+/// of `component`, its durations those of `durations_of` when given.
+fn cronjob_rules(name: &str, component: &str, durations_of: Option<Value>) -> CompiledRuleSet {
+    let mut schedule = json!({
+        "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
+        "timeZone": "object.?spec.?timeZone.orValue('')",
+    });
+    if let Some(d) = durations_of {
+        schedule["durationsOf"] = d;
+    }
+    let spec: RuleSetSpec = serde_json::from_value(json!({
+        "component": component,
+        "target": {"group": "batch", "version": "v1", "resource": "cronjobs"},
+        "rules": [
+            {"operation": "Running", "expression": "object.?status.?active.orValue([]).size() > 0",
+             "schedule": schedule},
+            {"operation": "Other", "expression": "false"},
+        ],
+    }))
+    .unwrap();
+    compile(&Engine::new(), name, Some(1), &spec).unwrap()
+}
+
+fn cronjob(namespace: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{namespace}-{name}")},
+        "spec": spec,
+    })
+}
+
+/// Evaluates `rs` on `object` and records what it announces.
+fn observe(s: &Schedules, rs: &CompiledRuleSet, object: &Value) -> Vec<String> {
+    let subject = Subject::from_object(object).unwrap();
+    let ev = evaluate(&rs.exprs, &Bound::new(object));
+    s.observe(rs, &subject, &ev.starts)
+        .into_iter()
+        .map(|(op, e)| format!("{op}: {e}"))
+        .collect()
+}
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn starts(u: &Upcomings) -> Vec<String> {
+    u.listed
+        .iter()
+        .map(|u| format!("{} {}", u.subject().name, u.start))
+        .collect()
+}
+
+fn learned(operation: &str, p50: f64, p90: f64, count: u64) -> OperationDurations {
+    OperationDurations {
+        operation: operation.into(),
+        count,
+        p50_seconds: p50,
+        p90_seconds: p90,
+        p99_seconds: p90,
+        ..OperationDurations::default()
+    }
+}
+
+#[test]
+fn runs_of_every_schedule_soonest_first_in_their_time_zones() {
+    let s = Schedules::default();
+    let rs = cronjob_rules("cron", "batch", None);
+    let now = t("2026-11-26T08:00:30Z");
+    assert!(
+        observe(
+            &s,
+            &rs,
+            &cronjob("a", "hourly", json!({"schedule": "@hourly"}))
+        )
+        .is_empty()
+    );
+    observe(
+        &s,
+        &rs,
+        &cronjob(
+            "b",
+            "kolkata",
+            json!({"schedule": "0 14 * * *", "timeZone": "Asia/Kolkata"}),
+        ),
+    );
+    observe(
+        &s,
+        &rs,
+        &cronjob(
+            "a",
+            "suspended",
+            json!({"schedule": "* * * * *", "suspend": true}),
+        ),
+    );
+    let u = s.upcoming(now, |_, _| true);
+    // 14:00 in Kolkata is 08:30 UTC; the hourly one runs 24 times within the day.
+    assert_eq!(
+        starts(&u)[..3],
+        [
+            "kolkata 2026-11-26T08:30:00Z".to_owned(),
+            "hourly 2026-11-26T09:00:00Z".to_owned(),
+            "hourly 2026-11-26T10:00:00Z".to_owned(),
+        ]
+    );
+    assert_eq!(u.listed.len(), 25);
+    assert_eq!(u.through, now + HORIZON);
+    assert_eq!(u.listed[0].schedule(), Some(("0 14 * * *", "Asia/Kolkata")));
+    assert_eq!(u.listed[1].schedule(), Some(("@hourly", "UTC")));
+    // A namespace's scope, a component's.
+    assert_eq!(s.upcoming(now, |ns, _| ns == Some("b")).listed.len(), 1);
+    assert!(s.upcoming(now, |_, c| c == "other").listed.is_empty());
+}
+
+#[test]
+fn past_fifty_starts_the_list_says_up_to_when_it_is_complete() {
+    let s = Schedules::default();
+    let rs = cronjob_rules("cron", "batch", None);
+    observe(
+        &s,
+        &rs,
+        &cronjob("a", "minutely", json!({"schedule": "* * * * *"})),
+    );
+    observe(
+        &s,
+        &rs,
+        &cronjob("a", "daily", json!({"schedule": "0 20 * * *"})),
+    );
+    let now = t("2026-11-26T08:00:00Z");
+    let u = s.upcoming(now, |_, _| true);
+    assert_eq!(u.listed.len(), MAX_LISTED);
+    assert!(u.listed.iter().all(|u| u.subject().name == "minutely"));
+    assert_eq!(u.through, t("2026-11-26T08:50:00Z"));
+    assert_eq!(u.listed[0].start, t("2026-11-26T08:01:00Z"));
+}
+
+#[test]
+fn an_announced_run_takes_what_its_rule_learned_once_it_has_enough() {
+    let durations = Arc::new(Durations::default());
+    let s = Schedules::new(durations.clone());
+    let own = cronjob_rules("cron", "batch", None);
+    let borrowed = cronjob_rules(
+        "velero",
+        "oadp",
+        Some(json!({"ruleSet": "backups", "operation": "InProgress"})),
+    );
+    observe(
+        &s,
+        &own,
+        &cronjob("a", "own", json!({"schedule": "0 9 * * *"})),
+    );
+    observe(
+        &s,
+        &borrowed,
+        &cronjob("a", "borrowed", json!({"schedule": "0 10 * * *"})),
+    );
+    let now = t("2026-11-26T08:00:00Z");
+    let durations_of = |u: &Upcomings, name: &str| {
+        let u = u.listed.iter().find(|u| u.subject().name == name).unwrap();
+        (u.p50, u.p90)
+    };
+    let u = s.upcoming(now, |_, _| true);
+    assert_eq!(durations_of(&u, "own"), (None, None));
+    // Four samples are not enough; five are.
+    durations.seed("cron", "batch", &[learned("Running", 60.0, 90.0, 4)]);
+    durations.seed("backups", "oadp", &[learned("InProgress", 600.0, 900.0, 5)]);
+    let u = s.upcoming(now, |_, _| true);
+    assert_eq!(durations_of(&u, "own"), (None, None));
+    assert_eq!(
+        durations_of(&u, "borrowed"),
+        (
+            Some(SignedDuration::from_mins(10)),
+            Some(SignedDuration::from_mins(15))
+        )
+    );
+}
+
+#[test]
+fn what_goes_away_announces_nothing_and_what_cannot_be_read_says_why() {
+    let s = Schedules::default();
+    let rs = cronjob_rules("cron", "batch", None);
+    let now = t("2026-11-26T08:00:00Z");
+    let one = cronjob("a", "one", json!({"schedule": "0 9 * * *"}));
+    let two = cronjob("b", "two", json!({"schedule": "0 9 * * *"}));
+    observe(&s, &rs, &one);
+    observe(&s, &rs, &two);
+    let names = |s: &Schedules| {
+        let mut n: Vec<String> = s
+            .upcoming(now, |_, _| true)
+            .listed
+            .iter()
+            .map(|u| u.subject().name.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&s), ["one", "two"]);
+    // Suspended: nothing.
+    observe(
+        &s,
+        &rs,
+        &cronjob(
+            "a",
+            "one",
+            json!({"schedule": "0 9 * * *", "suspend": true}),
+        ),
+    );
+    assert_eq!(names(&s), ["two"]);
+    // A schedule the server cannot read is reported, and announces nothing.
+    let bad = observe(
+        &s,
+        &rs,
+        &cronjob("b", "two", json!({"schedule": "0 25 * * *"})),
+    );
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with("Running: \"0 25 * * *\" is not a cron schedule"),
+        "{bad:?}"
+    );
+    assert!(names(&s).is_empty());
+    let tz = observe(
+        &s,
+        &rs,
+        &cronjob(
+            "b",
+            "two",
+            json!({"schedule": "0 9 * * *", "timeZone": "Nowhere/Atlantis"}),
+        ),
+    );
+    assert!(
+        tz[0].contains("\"Nowhere/Atlantis\" is not a time zone"),
+        "{tz:?}"
+    );
+    // Deleted, relisted without it, its ruleset changed or removed.
+    observe(&s, &rs, &one);
+    observe(&s, &rs, &two);
+    s.subject_deleted("cron", "uid-a-one");
+    assert_eq!(names(&s), ["two"]);
+    observe(&s, &rs, &one);
+    s.resync("cron", Some("b"), &HashSet::new());
+    assert_eq!(names(&s), ["one"]);
+    s.retain_operations("cron", &["Other".to_owned()]);
+    assert!(names(&s).is_empty());
+    observe(&s, &rs, &one);
+    s.ruleset_removed("cron");
+    assert!(names(&s).is_empty());
+}
+
+#[test]
+fn a_time_announces_one_start_and_only_while_it_is_ahead() {
+    let spec: RuleSetSpec = serde_json::from_value(json!({
+        "component": "forklift",
+        "target": {"group": "forklift.konveyor.io", "version": "v1beta1", "resource": "migrations"},
+        "rules": [{"operation": "Cutover", "expression": "false",
+                   "schedule": {"at": "object.?spec.?cutover.orValue('')"}}],
+    }))
+    .unwrap();
+    let rs = compile(&Engine::new(), "migrations", Some(1), &spec).unwrap();
+    let s = Schedules::default();
+    let migration = json!({
+        "apiVersion": "forklift.konveyor.io/v1beta1", "kind": "Migration",
+        "metadata": {"name": "m", "namespace": "mtv", "uid": "u"},
+        "spec": {"cutover": "2026-11-26T12:00:00Z"},
+    });
+    observe(&s, &rs, &migration);
+    let ahead = s.upcoming(t("2026-11-26T08:00:00Z"), |_, _| true);
+    assert_eq!(starts(&ahead), ["m 2026-11-26T12:00:00Z"]);
+    assert_eq!(ahead.listed[0].schedule(), None);
+    assert!(
+        s.upcoming(t("2026-11-26T12:00:00Z"), |_, _| true)
+            .listed
+            .is_empty()
+    );
+}
