@@ -27,7 +27,7 @@ mod persist;
 pub mod readiness;
 mod reconcile;
 pub mod ruleset;
-mod schedule;
+pub mod schedule;
 pub mod server;
 mod supervise;
 pub mod track;

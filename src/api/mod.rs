@@ -169,7 +169,7 @@ impl ApiState {
     }
 
     /// Gates list the operations `schedules` announce.
-    pub(crate) fn with_schedules(mut self, schedules: crate::schedule::Schedules) -> Self {
+    pub fn with_schedules(mut self, schedules: crate::schedule::Schedules) -> Self {
         self.schedules = schedules;
         self
     }

@@ -17,7 +17,7 @@ const MAX_LEN: usize = 256;
 
 /// A parsed schedule in its time zone.
 #[derive(Debug, Clone)]
-pub(crate) struct CronSchedule {
+pub struct CronSchedule {
     /// The text it was read from.
     text: String,
     cron: Cron,
@@ -28,7 +28,7 @@ pub(crate) struct CronSchedule {
 
 /// Why a schedule cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum CronError {
+pub enum CronError {
     /// The text is not a cron schedule.
     #[error("{schedule:?} is not a cron schedule: {reason}")]
     Schedule {
@@ -44,7 +44,7 @@ pub(crate) enum CronError {
 
 impl CronSchedule {
     /// `schedule` in `time_zone` (an IANA name; empty: UTC, unless the schedule names one).
-    pub(crate) fn parse(schedule: &str, time_zone: &str) -> Result<CronSchedule, CronError> {
+    pub fn parse(schedule: &str, time_zone: &str) -> Result<CronSchedule, CronError> {
         let bad = |reason: &str| CronError::Schedule {
             schedule: schedule.chars().take(64).collect(),
             reason: reason.to_owned(),
@@ -86,7 +86,7 @@ impl CronSchedule {
 
     /// The first time the schedule fires after `after`, if it ever does (`0 0 30 2 *` never
     /// does).
-    pub(crate) fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let from = after.to_zoned(self.zone.clone());
         self.cron
             .find_next_occurrence(&from, false)
@@ -95,17 +95,17 @@ impl CronSchedule {
     }
 
     /// Whether `other` is the same schedule in the same time zone.
-    pub(crate) fn same_as(&self, other: &CronSchedule) -> bool {
+    pub fn same_as(&self, other: &CronSchedule) -> bool {
         self.text == other.text && self.zone_name == other.zone_name
     }
 
     /// The schedule's fields, as given (without a time zone prefix).
-    pub(crate) fn text(&self) -> &str {
+    pub fn text(&self) -> &str {
         &self.text
     }
 
     /// The time zone it is read in.
-    pub(crate) fn zone_name(&self) -> &str {
+    pub fn zone_name(&self) -> &str {
         &self.zone_name
     }
 }

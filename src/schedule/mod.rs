@@ -11,14 +11,12 @@
 //! verdict, and the guard does not see it. Its node is not known in advance (a CronJob's pods
 //! are placed when they start), so it belongs to the cluster, its namespace and its component.
 
-pub(crate) mod cron;
+pub mod cron;
 mod table;
 mod upcoming;
 
-pub(crate) use table::Schedules;
-pub(crate) use upcoming::Upcoming;
-#[cfg(test)]
-use upcoming::{HORIZON, MAX_LISTED, Upcomings};
+pub use table::Schedules;
+pub use upcoming::{HORIZON, MAX_LISTED, Upcoming, Upcomings};
 
 #[cfg(test)]
 mod tests;

@@ -66,14 +66,14 @@ impl Entry {
 /// The announced operations of every loaded ruleset, and the durations they are expected to
 /// take. Cheap to clone: one table.
 #[derive(Clone, Default)]
-pub(crate) struct Schedules {
+pub struct Schedules {
     by_ruleset: Arc<RwLock<HashMap<String, HashMap<Key, Arc<Entry>>>>>,
     pub(super) durations: Arc<Durations>,
 }
 
 impl Schedules {
     /// An empty table whose operations take what `durations` learned.
-    pub(crate) fn new(durations: Arc<Durations>) -> Schedules {
+    pub fn new(durations: Arc<Durations>) -> Schedules {
         Schedules {
             by_ruleset: Default::default(),
             durations,
@@ -83,7 +83,7 @@ impl Schedules {
     /// What `rs`'s rules announced on `subject` (`starts`: the evaluation's, in rule order):
     /// each rule's entry set, replaced or dropped. Returns, per operation, the schedules the
     /// object gives that cannot be read (their entries are dropped: nothing is announced).
-    pub(crate) fn observe(
+    pub fn observe(
         &self,
         rs: &CompiledRuleSet,
         subject: &Subject,

@@ -15,46 +15,46 @@ use crate::history::MIN_SAMPLES;
 use crate::operation::Subject;
 
 /// How far ahead scheduled operations are listed.
-pub(crate) const HORIZON: SignedDuration = SignedDuration::from_hours(24);
+pub const HORIZON: SignedDuration = SignedDuration::from_hours(24);
 
 /// Most scheduled operations listed for one scope.
-pub(crate) const MAX_LISTED: usize = 50;
+pub const MAX_LISTED: usize = 50;
 
 /// One start of an announced operation.
 #[derive(Debug, Clone)]
-pub(crate) struct Upcoming {
+pub struct Upcoming {
     entry: Arc<Entry>,
     /// When it is expected to start.
-    pub(crate) start: Timestamp,
+    pub start: Timestamp,
     /// What its rule's operations took (median), once learned.
-    pub(crate) p50: Option<SignedDuration>,
+    pub p50: Option<SignedDuration>,
     /// Their 90th percentile, once learned.
-    pub(crate) p90: Option<SignedDuration>,
+    pub p90: Option<SignedDuration>,
 }
 
 impl Upcoming {
     /// The ruleset whose rule announces it.
-    pub(crate) fn ruleset(&self) -> &str {
+    pub fn ruleset(&self) -> &str {
         &self.entry.ruleset
     }
 
     /// The ruleset's component.
-    pub(crate) fn component(&self) -> &str {
+    pub fn component(&self) -> &str {
         &self.entry.component
     }
 
     /// The rule's operation.
-    pub(crate) fn operation(&self) -> &str {
+    pub fn operation(&self) -> &str {
         &self.entry.operation
     }
 
     /// The object that announces it.
-    pub(crate) fn subject(&self) -> &Subject {
+    pub fn subject(&self) -> &Subject {
         &self.entry.subject
     }
 
     /// The cron schedule and its time zone it comes from; `None` for a start given as a time.
-    pub(crate) fn schedule(&self) -> Option<(&str, &str)> {
+    pub fn schedule(&self) -> Option<(&str, &str)> {
         match &self.entry.when {
             When::Cron(c) => Some((c.text(), c.zone_name())),
             When::At(_) => None,
@@ -64,18 +64,18 @@ impl Upcoming {
 
 /// The scheduled operations of a scope.
 #[derive(Debug, Clone)]
-pub(crate) struct Upcomings {
+pub struct Upcomings {
     /// Soonest first.
-    pub(crate) listed: Vec<Upcoming>,
+    pub listed: Vec<Upcoming>,
     /// Every start up to this time is listed: now + [`HORIZON`], or the last start listed when
     /// there were more than [`MAX_LISTED`].
-    pub(crate) through: Timestamp,
+    pub through: Timestamp,
 }
 
 impl Schedules {
     /// The scheduled operations after `now` of the announced ones `includes` takes (by their
     /// namespace and component).
-    pub(crate) fn upcoming(
+    pub fn upcoming(
         &self,
         now: Timestamp,
         includes: impl Fn(Option<&str>, &str) -> bool,

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use ifo_test_support::browser::{browser_sized, chromedriver, until};
 use ifo_test_support::{
-    Env, Rule, Running, Scope, create_gadget_crd, env, grant_gadgets, node_vm_ruleset,
-    plugin_binary,
+    Env, Rule, RuleSet, Running, Scope, create_gadget_crd, env, eventually, grant_gadgets,
+    node_vm_ruleset, plugin_binary,
 };
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
@@ -1054,7 +1054,7 @@ fn thousands_of_operations_stay_responsive() {
         create_migrations(env, &ns, &group, n);
         eprintln!("{n} objects created in {:?}", created.elapsed());
         // The server has them all first: the page's time is the page's.
-        ifo_test_support::eventually(RECOVER * 2, "every operation on the server", || {
+        eventually(RECOVER * 2, "every operation on the server", || {
             Some(env.ifos(&ns).len()).filter(|&len| len == n)
         });
         let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
@@ -1240,4 +1240,121 @@ fn an_override_shows_on_its_nodes_gate_card() {
         page.close().await.unwrap();
     });
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
+/// What the page draws ahead of now: the picked gate's name, its scheduled runs
+/// (`[subject, start, learned]`) and its next window (`[start, end]`) in the timeline.
+const AHEAD: &str = "const box = document.getElementById('ahead');
+  const runs = [...box.querySelectorAll('g.ahead-row')].flatMap(g => [...g.querySelectorAll('rect.scheduled')]
+    .map(r => [g.dataset.subject, r.dataset.start, r.dataset.learned]));
+  const w = document.querySelector('#timeline rect.window');
+  return {gate: box.dataset.gate, runs, window: w ? [w.dataset.start, w.dataset.end ?? null] : null,
+          title: document.getElementById('ahead-title').textContent};";
+
+/// The scheduled runs of a gate's scope ahead on the timeline, and its next window as a band
+/// behind it: picked by clicking the gate's card (the cluster's until then).
+#[test]
+fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
+    let env = env();
+    // A copy in flight whose progress says when it ends: the window opens then.
+    let (ns, rs, _) = env.copying_vm("ui-ahead");
+    std::thread::sleep(Duration::from_secs(3));
+    env.set_vm_status(
+        &ns,
+        "vm-0",
+        json!({"printableStatus": "Copying", "pct": 10}),
+    );
+    // A CronJob of the namespace that runs on the hour, two hours from now (UTC).
+    let cron_rs = format!("cronjobs-{ns}");
+    env.apply(
+        &RuleSet::new(&cron_rs)
+            .component(&format!("cron-{ns}"))
+            .target("batch", "v1", "cronjobs")
+            .namespaces(&[&ns])
+            .rule(
+                Rule::new("Running", "false")
+                    .set("schedule", json!({"cron": "object.spec.schedule"})),
+            )
+            .to_string(),
+    );
+    env.wait_watching(&cron_rs);
+    let run = jiff::Timestamp::from_second((jiff::Timestamp::now().as_second() / 3600 + 2) * 3600)
+        .unwrap();
+    let hour = run.to_zoned(jiff::tz::TimeZone::UTC).hour();
+    env.apply(
+        &json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": ns},
+            "spec": {"schedule": format!("0 {hour} * * *"), "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "work", "image": "busybox"}]}}}}},
+        })
+        .to_string(),
+    );
+    let gate = format!("namespace.{ns}");
+    let served = eventually(END, "the gate's window and scheduled run", || {
+        let g = env.gate(&gate);
+        let w = &g["status"]["nextWindow"];
+        (w["start"].is_string() && w["end"].is_string()).then_some(g)
+    });
+    let window_start = served["status"]["nextWindow"]["start"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let iso = |t: &str| {
+        t.parse::<jiff::Timestamp>()
+            .unwrap()
+            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string()
+    };
+
+    let (_driver, driver_port) = chromedriver();
+    let (_ui, url) = start_ui(env, User::Admin, &["-n", &ns]);
+    let runtime = runtime();
+    runtime.block_on(async {
+        let page = connected_page(driver_port, &url).await;
+        until(&page, END, "the namespace's gate in flight", GATE, vec![json!(gate)], |v| {
+            v == "blocked"
+        })
+        .await;
+        // The cluster's gate is drawn until another is picked.
+        until(&page, END, "the cluster's scope ahead", AHEAD, vec![], |v| {
+            v["gate"] == "cluster"
+        })
+        .await;
+        page.execute(
+            "document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).click();",
+            vec![json!(gate)],
+        )
+        .await
+        .unwrap();
+        let (ahead, _) = until(&page, END, "the namespace's run and window ahead", AHEAD, vec![], |v| {
+            v["gate"] == gate.as_str() && !v["runs"].as_array().unwrap().is_empty() && !v["window"].is_null()
+        })
+        .await;
+        let runs = ahead["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{ahead:#}");
+        assert_eq!(runs[0][0], format!("CronJob {ns}/nightly Running"), "{ahead:#}");
+        assert_eq!(runs[0][1], iso(&run.to_string()), "{ahead:#}");
+        assert_eq!(runs[0][2], "false", "nothing learned: {ahead:#}");
+        assert_eq!(ahead["window"][0], iso(&window_start), "{ahead:#}");
+        assert_eq!(ahead["window"][1], iso(&run.to_string()), "{ahead:#}");
+        let title = ahead["title"].as_str().unwrap();
+        assert!(
+            title.starts_with(&format!("Scheduled in {gate}: 1 run ahead · window from ")) && title.contains(" until "),
+            "{title}"
+        );
+        let picked = page
+            .execute(
+                "return document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).dataset.scope;",
+                vec![json!(gate)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(picked, "true");
+        screenshot(&page, env, "ui-ahead").await;
+        page.close().await.unwrap();
+    });
+    for name in [rs, cron_rs] {
+        env.kubectl(User::Admin, &["delete", "ors", &name]).unwrap();
+    }
 }

@@ -57,6 +57,7 @@ const state = {
   gates: new Map(), // name → {obj, listed, watch, unlistedAt, unwatchedAt}
   streams: [],
   selected: null,
+  scope: null, // the gate whose scheduled operations and next window are drawn; null: the cluster's
   filter: { text: "", component: "", phase: "", group: "node" },
   version: 0, // counts the changes to `ops`
 };
@@ -495,7 +496,7 @@ function layout(ops) {
   return { groups: out, height: y };
 }
 
-function domain(ops, now) {
+function domain(ops, now, ahead) {
   let first = now - 60e3;
   let last = now + 10e3;
   for (const o of ops) {
@@ -504,6 +505,10 @@ function domain(ops, now) {
     const e = time(o.status?.expectedEndP90 ?? o.status?.expectedEnd)?.getTime();
     if (e && isActive(o)) last = Math.max(last, e);
   }
+  // The scheduled runs drawn, and the start of the next window.
+  for (const r of ahead.runs) last = Math.max(last, (r.endP90 ?? r.start).getTime());
+  const opens = ahead.window?.start?.getTime();
+  if (opens > now) last = Math.max(last, opens + 60e3);
   first = Math.max(first, now - 6 * 3600e3);
   last = Math.min(last, now + 6 * 3600e3);
   const pad = (now - first) * 0.05;
@@ -571,12 +576,12 @@ function shownAndLaidOut(all) {
   return laidOut;
 }
 
-function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
+function drawTimeline({ shown: ops, groups, height }, now, lastSeen, ahead) {
   const container = document.getElementById("timeline");
   const width = Math.max(320, container.clientWidth - 2);
   const label = Math.min(LABEL, Math.round(width * 0.3));
   const words = Math.min(300, Math.round(width * 0.25));
-  const x = scaleTime().domain(domain(ops, now)).range([label + 8, width - words]);
+  const x = scaleTime().domain(domain(ops, now, ahead)).range([label + 8, width - words]);
 
   const axisSvg = select("#axis").selectAll("svg").data([0]).join("svg").attr("width", width).attr("height", 26);
   axisSvg
@@ -606,6 +611,7 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
       return enter.select("defs");
     });
   svg.selectAll("line.now").data([0]).join("line").attr("class", "now").attr("x1", x(now)).attr("x2", x(now)).attr("y1", 0).attr("y2", Math.max(height, 40));
+  drawWindow(svg, x, ahead, Math.max(height, 40), now);
 
   // Only what is near the visible part of the timeline.
   const top = container.scrollTop - OVERSCAN;
@@ -742,6 +748,135 @@ function drawTimeline({ shown: ops, groups, height }, now, lastSeen) {
       el.text(fitMiddle(full, width - Number(el.attr("x")) - 4, WORDS_FONT));
       titled(el, full);
     });
+  drawAhead(x, width, label, ahead, now);
+}
+
+// ---- what lies ahead: scheduled operations and the next window ----------------------------
+
+/// Rows of scheduled operations drawn at most (one per object and operation).
+const MAX_AHEAD_ROWS = 8;
+
+/// The gate whose scheduled operations and next window are drawn: the one picked in the gate
+/// list, else the cluster's.
+function scopeGate() {
+  return (state.scope && state.gates.get(state.scope)?.obj) || state.gates.get("cluster")?.obj || null;
+}
+
+/// What the page draws ahead of now for `gate`: its scheduled runs (a page of one namespace reads
+/// that namespace's off the cluster's gate) and its next window (p90).
+function aheadOf(gate) {
+  if (!gate) return { gate: null, runs: [], window: null };
+  const name = gate.metadata?.name ?? "";
+  const st = gate.status ?? {};
+  const runs = (st.scheduled ?? [])
+    .filter((r) => !state.namespace || name !== "cluster" || r.subject?.namespace === state.namespace)
+    .map((r) => ({
+      key: `${r.subject?.kind}|${r.subject?.namespace ?? ""}|${r.subject?.name}|${r.operation}`,
+      label: `${r.subject?.kind ?? "?"} ${r.subject?.namespace ? r.subject.namespace + "/" : ""}${r.subject?.name ?? "?"} ${r.operation ?? ""}`,
+      start: time(r.expectedStart),
+      end: time(r.expectedEnd),
+      endP90: time(r.expectedEndP90),
+      schedule: r.schedule ? `${r.schedule}${r.timeZone ? " (" + r.timeZone + ")" : ""}` : "",
+    }))
+    .filter((r) => r.start);
+  const w = st.nextWindow;
+  const window = w ? { start: time(w.start), end: time(w.end), reason: w.reason, message: w.message } : null;
+  return { gate: name, runs, window };
+}
+
+/// One scheduled run in words, for its tooltip and accessible name.
+function runWords(r, now) {
+  const takes = r.end ? `, expected to take ${human(r.end - r.start)}${r.endP90 ? ` (9 in 10 within ${human(r.endP90 - r.start)})` : ""}` : ", its duration not learned yet";
+  return `${r.label}: scheduled ${relative(r.start, now)} (${absolute(r.start)})${takes}${r.schedule ? `; schedule ${r.schedule}` : ""}`;
+}
+
+/// The next window of the picked gate, as a band behind the rows of `svg`, `height` high.
+function drawWindow(svg, x, ahead, height, now) {
+  const [first, last] = x.domain();
+  const w = ahead.window;
+  const open = w?.start ? new Date(Math.max(w.start.getTime(), first.getTime())) : null;
+  const close = w?.end && w.end < last ? w.end : last;
+  const data = open && open < close ? [{ open, close }] : [];
+  svg
+    .selectAll("rect.window")
+    .data(data)
+    .join((enter) => {
+      const r = enter.insert("rect", ":first-child").attr("class", "window");
+      r.append("title");
+      return r;
+    })
+    .attr("x", (d) => x(d.open))
+    .attr("width", (d) => Math.max(0, x(d.close) - x(d.open)))
+    .attr("y", 0)
+    .attr("height", height)
+    .attr("data-start", () => w.start.toISOString())
+    .attr("data-end", () => (w.end ? w.end.toISOString() : null))
+    .select("title")
+    .text(() => `Next window of ${ahead.gate} (p90): ${w.start <= now ? "open now" : "from " + absolute(w.start)}${w.end ? ", until " + absolute(w.end) : ""}. ${localTimes(w.message)}`);
+}
+
+/// The scheduled runs of the picked gate, above the timeline, on its time axis.
+function drawAhead(x, width, label, ahead, now) {
+  const box = document.getElementById("ahead");
+  const rows = new Map();
+  for (const r of ahead.runs) {
+    if (!rows.has(r.key)) {
+      if (rows.size === MAX_AHEAD_ROWS) continue;
+      rows.set(r.key, { key: r.key, label: r.label, runs: [] });
+    }
+    rows.get(r.key).runs.push(r);
+  }
+  const list = [...rows.values()];
+  const title = document.getElementById("ahead-title");
+  title.textContent = ahead.gate
+    ? `Scheduled in ${ahead.gate}: ${ahead.runs.length ? `${ahead.runs.length} run${ahead.runs.length > 1 ? "s" : ""} ahead` : "nothing announced"}${ahead.window ? windowWords(ahead.window, now) : ""}`
+    : "";
+  box.dataset.gate = ahead.gate ?? "";
+  const height = list.length * ROW + 4;
+  const svg = select(box).selectAll("svg").data([0]).join("svg").attr("width", width).attr("height", height);
+  svg.selectAll("line.now").data([0]).join("line").attr("class", "now").attr("x1", x(now)).attr("x2", x(now)).attr("y1", 0).attr("y2", height);
+  drawWindow(svg, x, ahead, height, now);
+  const [, last] = x.domain();
+  const g = svg
+    .selectAll("g.ahead-row")
+    .data(list, (d) => d.key)
+    .join((enter) => {
+      const e = enter.append("g").attr("class", "ahead-row");
+      e.append("text").attr("class", "subject");
+      return e;
+    })
+    .attr("transform", (_, i) => `translate(0,${i * ROW})`)
+    .attr("data-subject", (d) => d.label);
+  g.select("text.subject")
+    .attr("x", 14)
+    .attr("y", 15)
+    .text((d) => fitMiddle(d.label, label - 14, SUBJECT_FONT))
+    .each(function (d) {
+      titled(select(this), d.label);
+    });
+  g.selectAll("rect.scheduled")
+    .data((d) => d.runs.filter((r) => r.start <= last), (r) => r.start.toISOString())
+    .join((enter) => {
+      const r = enter.append("rect").attr("class", "scheduled");
+      r.append("title");
+      return r;
+    })
+    .attr("x", (r) => x(r.start))
+    .attr("y", 3)
+    .attr("height", ROW - 6)
+    .attr("width", (r) => Math.max(3, x(r.endP90 ?? r.end ?? r.start) - x(r.start)))
+    .attr("data-start", (r) => r.start.toISOString())
+    .attr("data-learned", (r) => String(Boolean(r.endP90)))
+    .attr("aria-label", (r) => runWords(r, now))
+    .select("title")
+    .text((r) => runWords(r, now));
+}
+
+/// ` · window open now until 14:00`, ` · no window: …`.
+function windowWords(w, now) {
+  if (!w.start) return ` · no window (${w.reason})`;
+  const from = w.start <= now ? "open now" : `from ${clock(w.start)} (${relative(w.start, now)})`;
+  return ` · window ${from}${w.end ? ` until ${clock(w.end)}` : ""}`;
 }
 
 function verdictOf(gate) {
@@ -814,6 +949,16 @@ function drawGates(now) {
       return li;
     })
     .attr("data-gate", (d) => d.g.metadata.name)
+    .attr("data-scope", (d) => String(d.g === scopeGate()))
+    .attr("tabindex", 0)
+    .attr("title", "Show this scope's scheduled operations and next window on the timeline")
+    .on("click", (_, d) => pickScope(d.g.metadata.name))
+    .on("keydown", (ev, d) => {
+      if (ev.key === "Enter" || ev.key === " ") {
+        ev.preventDefault();
+        pickScope(d.g.metadata.name);
+      }
+    })
     .attr("data-verdict", (d) => d.view.cls)
     .attr("data-watched", (d) => String(d.view.watched));
   items.select(".gate-name").text((d) => d.g.metadata.name);
@@ -978,6 +1123,11 @@ function drawDetail(now, lastSeen) {
   }
 }
 
+function pickScope(name) {
+  state.scope = name === "cluster" ? null : name;
+  render.soon();
+}
+
 function selectOp(key) {
   state.selected = key;
   render.soon();
@@ -999,7 +1149,7 @@ function draw() {
   const lost = new Set(entries.filter((e) => state.streams[e.stream]?.state === "disconnected").map((e) => e.obj));
   const lastSeen = (o) => isActive(o) && (lost.has(o) || (told.targets.size > 0 && told.targets.has(resourceOf(o))));
   drawFilters(all);
-  drawTimeline(laid, now, lastSeen);
+  drawTimeline(laid, now, lastSeen, aheadOf(scopeGate()));
   drawGates(now);
   drawWarnings(warnings, unknownGates, told);
   drawConnection(unknownGates.length > 0 || warnings.some((w) => w.startsWith(INCOMPLETE)));
