@@ -1,8 +1,10 @@
 //! Cron schedules as Kubernetes CronJobs (and Velero Schedules, through the same Go library)
 //! read them: five fields (minute, hour, day of month, month, day of week) or `@yearly`,
 //! `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`; a day of month and a day of week
-//! both restricted match either (as Vixie cron); a `CRON_TZ=<zone>` or `TZ=<zone>` prefix names
-//! the time zone, else the one given beside (a CronJob's `spec.timeZone`), else UTC.
+//! both restricted match either (as Vixie cron); `N/step` is `N-<end>/step`; `?` is `*`; a
+//! `CRON_TZ=<zone>` or `TZ=<zone>` prefix names the time zone, else the one given beside (a
+//! CronJob's `spec.timeZone`), else UTC. `@every <duration>`, which the same Go library takes,
+//! is not read (an error naming the object: nothing is announced).
 //!
 //! Times are found in the time zone, so a daily run at 02:30 skips the day its zone springs
 //! past 02:30 and runs once on the day it falls back (croner follows Vixie cron there).
@@ -71,8 +73,10 @@ impl CronSchedule {
         let zone = jiff::tz::db()
             .get(zone_name)
             .map_err(|_| CronError::TimeZone(zone_name.chars().take(64).collect()))?;
+        // `N/step` is N to the field's end by step, as Kubernetes' cron library reads it.
         let cron = CronParser::builder()
             .seconds(Seconds::Disallowed)
+            .sloppy_ranges(true)
             .build()
             .parse(fields)
             .map_err(|e| bad(&e.to_string()))?;
@@ -139,6 +143,15 @@ mod tests {
         assert_eq!(
             next("@hourly", "", "2026-11-26T08:02:00Z").as_deref(),
             Some("2026-11-26T09:00:00Z")
+        );
+        assert_eq!(
+            next("0 0 ? * *", "", "2026-11-26T08:04:00Z").as_deref(),
+            Some("2026-11-27T00:00:00Z")
+        );
+        // From minute 3 on, every 5 minutes.
+        assert_eq!(
+            next("3/5 * * * *", "", "2026-11-26T08:04:00Z").as_deref(),
+            Some("2026-11-26T08:08:00Z")
         );
     }
 

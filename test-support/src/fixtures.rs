@@ -238,3 +238,45 @@ impl Env {
         node
     }
 }
+
+/// A CronJob `name` in `namespace` on `schedule`, in `time_zone` when given (`spec.timeZone`).
+/// Nothing runs it: the test cluster has no CronJob controller.
+pub fn cronjob(namespace: &str, name: &str, schedule: &str, time_zone: Option<&str>) -> String {
+    let mut spec = json!({
+        "schedule": schedule,
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "work", "image": "busybox"}],
+        }}}},
+    });
+    if let Some(tz) = time_zone {
+        spec["timeZone"] = json!(tz);
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// A ruleset named `name`, of component `cron-<namespace>`, announcing the next runs of the
+/// CronJobs of `namespace` as the library's CronJob rule does (a suspended one announces
+/// nothing).
+pub fn cronjob_ruleset(name: &str, namespace: &str) -> String {
+    RuleSet::new(name)
+        .component(&format!("cron-{namespace}"))
+        .target("batch", "v1", "cronjobs")
+        .namespaces(&[namespace])
+        .rule(
+            Rule::new("Running", "object.?status.?active.orValue([]).size() > 0").set(
+                "schedule",
+                json!({
+                    "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
+                    "timeZone": "object.?spec.?timeZone.orValue('')",
+                }),
+            ),
+        )
+        .to_string()
+}

@@ -47,8 +47,8 @@ pub use client::{KeepAliveClient, WatchStream, completion};
 pub use command::{Run, Running, follow, lines_of, rss_kib, start};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
-    HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, heavy_ruleset, heavy_vm, node_vm_ruleset,
-    populated, populated_for_alice, slow_vm, vm, vm_ruleset,
+    HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, cronjob, cronjob_ruleset, heavy_ruleset,
+    heavy_vm, node_vm_ruleset, populated, populated_for_alice, slow_vm, vm, vm_ruleset,
 };
 pub use gadgets::{
     BUSY, busy_gadgets, crd_serving, create_gadget_crd, establish_gadget_crd, gadget, gadget_crd,

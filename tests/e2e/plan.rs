@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use ifo_dev::User;
-use ifo_test_support::{Env, Rule, RuleSet, Run, create_gadget_crd, env, eventually};
+use ifo_test_support::{
+    Env, Rule, RuleSet, Run, create_gadget_crd, cronjob, cronjob_ruleset, env, eventually,
+};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -122,27 +124,6 @@ fn plan_refuses_to_promise_while_the_scope_is_unknown() {
     scope.delete_gadgets(env);
 }
 
-/// A CronJob `name` in `namespace` on `schedule` (in `time_zone`, if any).
-fn cronjob(namespace: &str, name: &str, schedule: &str, time_zone: Option<&str>) -> String {
-    let mut spec = json!({
-        "schedule": schedule,
-        "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "work", "image": "busybox"}],
-        }}}},
-    });
-    if let Some(tz) = time_zone {
-        spec["timeZone"] = json!(tz);
-    }
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    })
-    .to_string()
-}
-
 /// The scheduled operations the gate `name` lists, once `done` says they are the ones awaited.
 fn scheduled_until(env: &Env, name: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Value {
     eventually(WAIT, what, || {
@@ -161,22 +142,7 @@ fn a_cronjob_s_next_run_is_scheduled_in_its_time_zone_and_closes_the_window() {
     let ns = env.namespace("plan-cron");
     let rs = format!("cronjobs-{ns}");
     // The shipped CronJob rule (rules/kubernetes/cronjob-rules.yaml), for this namespace only.
-    env.apply(
-        &RuleSet::new(&rs)
-            .component(&format!("cron-{ns}"))
-            .target("batch", "v1", "cronjobs")
-            .namespaces(&[&ns])
-            .rule(
-                Rule::new("Running", "object.?status.?active.orValue([]).size() > 0").set(
-                    "schedule",
-                    json!({
-                        "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
-                        "timeZone": "object.?spec.?timeZone.orValue('')",
-                    }),
-                ),
-            )
-            .to_string(),
-    );
+    env.apply(&cronjob_ruleset(&rs, &ns));
     env.wait_watching(&rs);
     // A daily run about three hours ahead, written in Kolkata's time (UTC+05:30): its start is
     // that time of day there, whatever the machine's zone.

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use ifo_test_support::browser::{browser_sized, chromedriver, until};
 use ifo_test_support::{
-    Env, Rule, RuleSet, Running, Scope, create_gadget_crd, env, eventually, grant_gadgets,
-    node_vm_ruleset, plugin_binary,
+    Env, Rule, Running, Scope, create_gadget_crd, cronjob, cronjob_ruleset, env, eventually,
+    grant_gadgets, node_vm_ruleset, plugin_binary,
 };
 
 /// What the issue promises: the page shows a change within 2 s of the subject changing.
@@ -1266,30 +1266,12 @@ fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
     );
     // A CronJob of the namespace that runs on the hour, two hours from now (UTC).
     let cron_rs = format!("cronjobs-{ns}");
-    env.apply(
-        &RuleSet::new(&cron_rs)
-            .component(&format!("cron-{ns}"))
-            .target("batch", "v1", "cronjobs")
-            .namespaces(&[&ns])
-            .rule(
-                Rule::new("Running", "false")
-                    .set("schedule", json!({"cron": "object.spec.schedule"})),
-            )
-            .to_string(),
-    );
+    env.apply(&cronjob_ruleset(&cron_rs, &ns));
     env.wait_watching(&cron_rs);
     let run = jiff::Timestamp::from_second((jiff::Timestamp::now().as_second() / 3600 + 2) * 3600)
         .unwrap();
     let hour = run.to_zoned(jiff::tz::TimeZone::UTC).hour();
-    env.apply(
-        &json!({
-            "apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": "nightly", "namespace": ns},
-            "spec": {"schedule": format!("0 {hour} * * *"), "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "work", "image": "busybox"}]}}}}},
-        })
-        .to_string(),
-    );
+    env.apply(&cronjob(&ns, "nightly", &format!("0 {hour} * * *"), None));
     let gate = format!("namespace.{ns}");
     let served = eventually(END, "the gate's window and scheduled run", || {
         let g = env.gate(&gate);
