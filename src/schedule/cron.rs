@@ -122,70 +122,96 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn next(schedule: &str, zone: &str, after: &str) -> Option<String> {
-        CronSchedule::parse(schedule, zone)
-            .unwrap()
-            .next_after(t(after))
-            .map(|t| t.to_string())
+    /// Each schedule in its zone, the time after which its next start is asked, and that start.
+    fn assert_next(cases: &[(&str, &str, &str, &str)]) {
+        for (schedule, zone, after, want) in cases {
+            let next = CronSchedule::parse(schedule, zone)
+                .unwrap()
+                .next_after(t(after))
+                .map(|t| t.to_string());
+            assert_eq!(
+                next.as_deref(),
+                Some(*want),
+                "{schedule} in {zone:?} after {after}"
+            );
+        }
     }
 
     #[test]
     fn five_fields_in_utc_by_default() {
-        assert_eq!(
-            next("*/2 * * * *", "", "2026-11-26T08:01:30Z").as_deref(),
-            Some("2026-11-26T08:02:00Z")
-        );
-        // Strictly after: a run due now is the one after.
-        assert_eq!(
-            next("*/2 * * * *", "", "2026-11-26T08:02:00Z").as_deref(),
-            Some("2026-11-26T08:04:00Z")
-        );
-        assert_eq!(
-            next("@hourly", "", "2026-11-26T08:02:00Z").as_deref(),
-            Some("2026-11-26T09:00:00Z")
-        );
-        assert_eq!(
-            next("0 0 ? * *", "", "2026-11-26T08:04:00Z").as_deref(),
-            Some("2026-11-27T00:00:00Z")
-        );
-        // From minute 3 on, every 5 minutes.
-        assert_eq!(
-            next("3/5 * * * *", "", "2026-11-26T08:04:00Z").as_deref(),
-            Some("2026-11-26T08:08:00Z")
-        );
+        assert_next(&[
+            (
+                "*/2 * * * *",
+                "",
+                "2026-11-26T08:01:30Z",
+                "2026-11-26T08:02:00Z",
+            ),
+            // Strictly after: a run due now is the one after.
+            (
+                "*/2 * * * *",
+                "",
+                "2026-11-26T08:02:00Z",
+                "2026-11-26T08:04:00Z",
+            ),
+            (
+                "@hourly",
+                "",
+                "2026-11-26T08:02:00Z",
+                "2026-11-26T09:00:00Z",
+            ),
+            (
+                "0 0 ? * *",
+                "",
+                "2026-11-26T08:04:00Z",
+                "2026-11-27T00:00:00Z",
+            ),
+            // From minute 3 on, every 5 minutes.
+            (
+                "3/5 * * * *",
+                "",
+                "2026-11-26T08:04:00Z",
+                "2026-11-26T08:08:00Z",
+            ),
+        ]);
     }
 
     #[test]
     fn read_in_its_time_zone() {
-        // 09:00 in Kolkata (UTC+05:30) is 03:30 UTC.
-        assert_eq!(
-            next("0 9 * * *", "Asia/Kolkata", "2026-11-26T08:00:00Z").as_deref(),
-            Some("2026-11-27T03:30:00Z")
-        );
-        // The prefix names it too, and wins.
-        assert_eq!(
-            next(
+        assert_next(&[
+            // 09:00 in Kolkata (UTC+05:30) is 03:30 UTC.
+            (
+                "0 9 * * *",
+                "Asia/Kolkata",
+                "2026-11-26T08:00:00Z",
+                "2026-11-27T03:30:00Z",
+            ),
+            // The prefix names it too, and wins.
+            (
                 "CRON_TZ=Asia/Kolkata 0 9 * * *",
                 "Europe/Berlin",
-                "2026-11-26T08:00:00Z"
-            )
-            .as_deref(),
-            Some("2026-11-27T03:30:00Z")
-        );
-        // Across a change of offset: 02:30 Berlin the day after summer time begins is 00:30 UTC.
-        assert_eq!(
-            next("30 2 * * *", "Europe/Berlin", "2026-03-29T12:00:00Z").as_deref(),
-            Some("2026-03-30T00:30:00Z")
-        );
+                "2026-11-26T08:00:00Z",
+                "2026-11-27T03:30:00Z",
+            ),
+            // Across a change of offset: 02:30 Berlin the day after summer time begins is 00:30
+            // UTC.
+            (
+                "30 2 * * *",
+                "Europe/Berlin",
+                "2026-03-29T12:00:00Z",
+                "2026-03-30T00:30:00Z",
+            ),
+        ]);
     }
 
     #[test]
     fn day_of_month_or_day_of_week() {
         // The 1st or a Monday, as Vixie cron: 2026-11-30 is a Monday, before December 1st.
-        assert_eq!(
-            next("0 0 1 * MON", "", "2026-11-26T00:00:00Z").as_deref(),
-            Some("2026-11-30T00:00:00Z")
-        );
+        assert_next(&[(
+            "0 0 1 * MON",
+            "",
+            "2026-11-26T00:00:00Z",
+            "2026-11-30T00:00:00Z",
+        )]);
     }
 
     #[test]

@@ -41,6 +41,16 @@ fn cronjob(namespace: &str, name: &str, spec: Value) -> Value {
     })
 }
 
+/// The CronJob `name` of `namespace` on `schedule`, evaluated by `rs`: it announces its runs.
+fn announce(s: &Schedules, rs: &CompiledRuleSet, (namespace, name): (&str, &str), schedule: &str) {
+    let unreadable = observe(
+        s,
+        rs,
+        &cronjob(namespace, name, json!({"schedule": schedule})),
+    );
+    assert!(unreadable.is_empty(), "{unreadable:?}");
+}
+
 /// Evaluates `rs` on `object` and records what it announces.
 fn observe(s: &Schedules, rs: &CompiledRuleSet, object: &Value) -> Vec<String> {
     let subject = Subject::from_object(object).unwrap();
@@ -127,16 +137,8 @@ fn runs_of_every_schedule_soonest_first_in_their_time_zones() {
 fn past_fifty_starts_the_list_says_up_to_when_it_is_complete() {
     let s = Schedules::default();
     let rs = cronjob_rules("cron", "batch", None);
-    observe(
-        &s,
-        &rs,
-        &cronjob("a", "minutely", json!({"schedule": "* * * * *"})),
-    );
-    observe(
-        &s,
-        &rs,
-        &cronjob("a", "daily", json!({"schedule": "0 20 * * *"})),
-    );
+    announce(&s, &rs, ("a", "minutely"), "* * * * *");
+    announce(&s, &rs, ("a", "daily"), "0 20 * * *");
     let now = t("2026-11-26T08:00:00Z");
     let u = s.upcoming(now, |_, _| true);
     assert_eq!(u.listed.len(), MAX_LISTED);
@@ -155,16 +157,8 @@ fn an_announced_run_takes_what_its_rule_learned_once_it_has_enough() {
         "oadp",
         Some(json!({"ruleSet": "backups", "operation": "InProgress"})),
     );
-    observe(
-        &s,
-        &own,
-        &cronjob("a", "own", json!({"schedule": "0 9 * * *"})),
-    );
-    observe(
-        &s,
-        &borrowed,
-        &cronjob("a", "borrowed", json!({"schedule": "0 10 * * *"})),
-    );
+    announce(&s, &own, ("a", "own"), "0 9 * * *");
+    announce(&s, &borrowed, ("a", "borrowed"), "0 10 * * *");
     let now = t("2026-11-26T08:00:00Z");
     let durations_of = |u: &Upcomings, name: &str| {
         let u = u.listed.iter().find(|u| u.subject().name == name).unwrap();

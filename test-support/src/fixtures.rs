@@ -157,6 +157,17 @@ impl Env {
         (ns, rs)
     }
 
+    /// The copy of [`Env::copying_vm`] in `namespace` reports `pct` percent, `after` it began
+    /// (from now): its expected end is extrapolated from that progress.
+    pub fn copy_progressed(&self, namespace: &str, pct: u64, after: Duration) {
+        std::thread::sleep(after);
+        self.set_vm_status(
+            namespace,
+            "vm-0",
+            json!({"printableStatus": "Copying", "pct": pct}),
+        );
+    }
+
     /// A namespace of its own (named after `prefix`) whose VirtualMachine `vm-0` is `Copying`,
     /// detected by a ruleset (component `kubevirt`) whose `progress` is the VM's `status.pct`;
     /// waits until the copy is an Active operation. The namespace, the ruleset's name and the
@@ -261,22 +272,28 @@ pub fn cronjob(namespace: &str, name: &str, schedule: &str, time_zone: Option<&s
     .to_string()
 }
 
-/// A ruleset named `name`, of component `cron-<namespace>`, announcing the next runs of the
-/// CronJobs of `namespace` as the library's CronJob rule does (a suspended one announces
-/// nothing).
+/// A ruleset named `name`, of component `cron-<namespace>`, with the library's CronJob rule
+/// (`rules/kubernetes/cronjob-rules.yaml`) for the CronJobs of `namespace`: a run in flight while
+/// the CronJob lists an active Job, succeeded when its last successful time is the last schedule
+/// time or later, its next run announced (a suspended CronJob announces nothing).
 pub fn cronjob_ruleset(name: &str, namespace: &str) -> String {
     RuleSet::new(name)
         .component(&format!("cron-{namespace}"))
         .target("batch", "v1", "cronjobs")
         .namespaces(&[namespace])
         .rule(
-            Rule::new("Running", "object.?status.?active.orValue([]).size() > 0").set(
-                "schedule",
-                json!({
-                    "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
-                    "timeZone": "object.?spec.?timeZone.orValue('')",
-                }),
-            ),
+            Rule::new("Running", "object.?status.?active.orValue([]).size() > 0")
+                .outcome(
+                    "object.?status.?lastSuccessfulTime.orValue('') != '' && object.?status.?lastSuccessfulTime.orValue('') >= object.?status.?lastScheduleTime.orValue('') ? 'Succeeded' : 'Unknown'",
+                )
+                .set("startTime", "object.?status.?lastScheduleTime.orValue('')")
+                .set(
+                    "schedule",
+                    json!({
+                        "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
+                        "timeZone": "object.?spec.?timeZone.orValue('')",
+                    }),
+                ),
         )
         .to_string()
 }

@@ -14,8 +14,12 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// `plan` with `args`, for 20 minutes unless they say `--for`.
 fn plan(env: &Env, args: &[&str]) -> Run {
-    let mut all = vec!["plan", "--for", "20m"];
+    let mut all = vec!["plan"];
+    if !args.contains(&"--for") {
+        all.extend(["--for", "20m"]);
+    }
     all.extend_from_slice(args);
     env.plugin_cmd(User::Admin, &all).output().unwrap().into()
 }
@@ -57,12 +61,7 @@ fn plan_promises_a_window_at_the_expected_end_and_none_without_one() {
     run.assert_stdout_has("vm-0 Copying has no expected end");
 
     // 10 % after 3 s: its progress says it ends about 30 s after it started.
-    std::thread::sleep(Duration::from_secs(3));
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Copying", "pct": 10}),
-    );
+    env.copy_progressed(&ns, 10, Duration::from_secs(3));
     let op = env.wait_ifo(&ns, "an end from progress", |o| {
         o["status"]["estimate"] == "Progress"
     });
@@ -124,6 +123,17 @@ fn plan_refuses_to_promise_while_the_scope_is_unknown() {
     scope.delete_gadgets(env);
 }
 
+/// A namespace of its own (named after `prefix`) whose CronJobs the shipped CronJob rule
+/// (`rules/kubernetes/cronjob-rules.yaml`) watches, in a ruleset of its own: the namespace and the
+/// ruleset's name.
+fn cronjobs_watched(env: &Env, prefix: &str) -> (String, String) {
+    let ns = env.namespace(prefix);
+    let rs = format!("cronjobs-{ns}");
+    env.apply(&cronjob_ruleset(&rs, &ns));
+    env.wait_watching(&rs);
+    (ns, rs)
+}
+
 /// The scheduled operations the gate `name` lists, once `done` says they are the ones awaited.
 fn scheduled_until(env: &Env, name: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Value {
     eventually(WAIT, what, || {
@@ -139,11 +149,7 @@ fn scheduled_until(env: &Env, name: &str, what: &str, done: impl Fn(&[Value]) ->
 #[test]
 fn a_cronjob_s_next_run_is_scheduled_in_its_time_zone_and_closes_the_window() {
     let env = env();
-    let ns = env.namespace("plan-cron");
-    let rs = format!("cronjobs-{ns}");
-    // The shipped CronJob rule (rules/kubernetes/cronjob-rules.yaml), for this namespace only.
-    env.apply(&cronjob_ruleset(&rs, &ns));
-    env.wait_watching(&rs);
+    let (ns, rs) = cronjobs_watched(env, "plan-cron");
     // A daily run about three hours ahead, written in Kolkata's time (UTC+05:30): its start is
     // that time of day there, whatever the machine's zone.
     let kolkata = jiff::tz::TimeZone::get("Asia/Kolkata").unwrap();
@@ -282,4 +288,84 @@ fn a_schedule_names_one_way_to_say_it() {
         format!("{err:#}").contains("exactly one of cron and at"),
         "{err:#}"
     );
+}
+
+/// The window `plan` gives once a CronJob's runs have taught their rule how long they take:
+/// the test runs the CronJob as its controller would (the test cluster has none), every minute
+/// for 20 s, and after five runs asks, two seconds into the sixth, when the namespace can be had
+/// for 30 s. The window it promises opens within 10 s of when the namespace's gate actually turns
+/// `Clear` (the run's end plus the debounce grace), and closes at the next run.
+#[test]
+fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears() {
+    let env = env();
+    let (ns, rs) = cronjobs_watched(env, "plan-learned");
+    env.apply(&cronjob(&ns, "minutely", "* * * * *", None));
+    let run_for = jiff::SignedDuration::from_secs(20);
+    let sleep_until = |t: Timestamp| {
+        let left = t.duration_since(Timestamp::now());
+        if left.is_positive() {
+            std::thread::sleep(left.unsigned_abs());
+        }
+    };
+    let minute = |t: Timestamp| Timestamp::from_second((t.as_second() / 60 + 1) * 60).unwrap();
+    let gate = format!("namespace.{ns}");
+    for run in 0..6 {
+        let started = minute(Timestamp::now());
+        sleep_until(started);
+        let job = format!("minutely-{run}");
+        env.set_status(
+            "cronjob",
+            &ns,
+            "minutely",
+            json!({"active": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "namespace": ns}],
+                   "lastScheduleTime": started.to_string()}),
+        );
+        let planned = (run == 5).then(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            let run = plan_until(
+                env,
+                &["-n", &ns, "--for", "30s", "-o", "json"],
+                "a window after the run in flight",
+                |r| r.code == 0 && r.stdout.contains("\"ExpectedEnds\""),
+            );
+            let answer: Value = serde_json::from_str(&run.stdout).unwrap();
+            // The run's next one closes it.
+            assert_eq!(
+                time(&answer["end"]),
+                Some(started + jiff::SignedDuration::from_mins(1)),
+                "{answer:#}"
+            );
+            time(&answer["start"]).expect("a start")
+        });
+        sleep_until(started + run_for);
+        env.set_status(
+            "cronjob",
+            &ns,
+            "minutely",
+            json!({"active": null, "lastScheduleTime": started.to_string(),
+                   "lastSuccessfulTime": Timestamp::now().to_string()}),
+        );
+        if let Some(planned) = planned {
+            env.wait_gate(&gate, "True", WAIT);
+            let cleared = Timestamp::now();
+            let off = planned.duration_since(cleared).abs();
+            eprintln!("window planned from {planned}, the scope clear at {cleared}: {off:#} apart");
+            assert!(
+                off <= jiff::SignedDuration::from_secs(10),
+                "planned {planned}, clear at {cleared}"
+            );
+        }
+    }
+    // What the gate lists ahead now comes with the runs' learned length.
+    let gate = env.gate(&gate);
+    let next = &gate["status"]["scheduled"][0];
+    let (start, p90) = (time(&next["expectedStart"]), time(&next["expectedEndP90"]));
+    assert!(
+        start.zip(p90).is_some_and(|(s, e)| {
+            let took = e.duration_since(s);
+            took >= run_for && took <= run_for + jiff::SignedDuration::from_secs(5)
+        }),
+        "{gate:#}"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }

@@ -696,12 +696,7 @@ fn no_surface_says_overdue_during_the_grace() {
     let (ns, rs, op) = env.copying_vm("one-clock");
     // Half done a second in: the progress says it ends a second later, so it soon runs past
     // that end while active.
-    std::thread::sleep(Duration::from_secs(1));
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Copying", "pct": 50}),
-    );
+    env.copy_progressed(&ns, 50, Duration::from_secs(1));
     eventually(WAIT, "the copy past its expected end", || {
         env.ifos(&ns).into_iter().find(|o| {
             o["status"]["estimate"] == "Progress"

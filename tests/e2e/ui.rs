@@ -147,6 +147,16 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// `data-<key>` of the card of gate `gate`.
+async fn card_data(page: &Client, gate: &str, key: &str) -> Value {
+    page.execute(
+        "return document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).dataset[arguments[1]];",
+        vec![json!(gate), json!(key)],
+    )
+    .await
+    .unwrap()
+}
+
 /// The bars whose description mentions `needle`: `[state, fill colour]` each.
 const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .filter(g => g.getAttribute('aria-label').includes(arguments[0]))
@@ -557,14 +567,7 @@ fn a_gate_shown_clear_follows_the_server() {
         assert!(late <= FEW, "the page showed the change {late:?} after the server");
         // Still watched: the server's verdict, not a greyed-out one.
         assert_eq!(verdict, "unknown");
-        let watched = page
-            .execute(
-                "return document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).dataset.watched;",
-                vec![json!(gate)],
-            )
-            .await
-            .unwrap();
-        assert_eq!(watched, "true");
+        assert_eq!(card_data(&page, &gate, "watched").await, "true");
         page.close().await.unwrap();
     });
     scope.delete_ruleset(env);
@@ -1258,12 +1261,7 @@ fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
     let env = env();
     // A copy in flight whose progress says when it ends: the window opens then.
     let (ns, rs, _) = env.copying_vm("ui-ahead");
-    std::thread::sleep(Duration::from_secs(3));
-    env.set_vm_status(
-        &ns,
-        "vm-0",
-        json!({"printableStatus": "Copying", "pct": 10}),
-    );
+    env.copy_progressed(&ns, 10, Duration::from_secs(3));
     // A CronJob of the namespace that runs on the hour, two hours from now (UTC).
     let cron_rs = format!("cronjobs-{ns}");
     env.apply(&cronjob_ruleset(&cron_rs, &ns));
@@ -1294,14 +1292,24 @@ fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
     let runtime = runtime();
     runtime.block_on(async {
         let page = connected_page(driver_port, &url).await;
-        until(&page, END, "the namespace's gate in flight", GATE, vec![json!(gate)], |v| {
-            v == "blocked"
-        })
+        until(
+            &page,
+            END,
+            "the namespace's gate in flight",
+            GATE,
+            vec![json!(gate)],
+            |v| v == "blocked",
+        )
         .await;
         // The cluster's gate is drawn until another is picked.
-        until(&page, END, "the cluster's scope ahead", AHEAD, vec![], |v| {
-            v["gate"] == "cluster"
-        })
+        until(
+            &page,
+            END,
+            "the cluster's scope ahead",
+            AHEAD,
+            vec![],
+            |v| v["gate"] == "cluster",
+        )
         .await;
         page.execute(
             "document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).click();",
@@ -1309,30 +1317,37 @@ fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
         )
         .await
         .unwrap();
-        let (ahead, _) = until(&page, END, "the namespace's run and window ahead", AHEAD, vec![], |v| {
-            v["gate"] == gate.as_str() && !v["runs"].as_array().unwrap().is_empty() && !v["window"].is_null()
-        })
+        let (ahead, _) = until(
+            &page,
+            END,
+            "the namespace's run and window ahead",
+            AHEAD,
+            vec![],
+            |v| {
+                v["gate"] == gate.as_str()
+                    && !v["runs"].as_array().unwrap().is_empty()
+                    && !v["window"].is_null()
+            },
+        )
         .await;
         let runs = ahead["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 1, "{ahead:#}");
-        assert_eq!(runs[0][0], format!("CronJob {ns}/nightly Running"), "{ahead:#}");
+        assert_eq!(
+            runs[0][0],
+            format!("CronJob {ns}/nightly Running"),
+            "{ahead:#}"
+        );
         assert_eq!(runs[0][1], iso(&run.to_string()), "{ahead:#}");
         assert_eq!(runs[0][2], "false", "nothing learned: {ahead:#}");
         assert_eq!(ahead["window"][0], iso(&window_start), "{ahead:#}");
         assert_eq!(ahead["window"][1], iso(&run.to_string()), "{ahead:#}");
         let title = ahead["title"].as_str().unwrap();
         assert!(
-            title.starts_with(&format!("Scheduled in {gate}: 1 run ahead · window from ")) && title.contains(" until "),
+            title.starts_with(&format!("Scheduled in {gate}: 1 run ahead · window from "))
+                && title.contains(" until "),
             "{title}"
         );
-        let picked = page
-            .execute(
-                "return document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`).dataset.scope;",
-                vec![json!(gate)],
-            )
-            .await
-            .unwrap();
-        assert_eq!(picked, "true");
+        assert_eq!(card_data(&page, &gate, "scope").await, "true");
         screenshot(&page, env, "ui-ahead").await;
         page.close().await.unwrap();
     });

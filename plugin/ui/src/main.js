@@ -840,14 +840,14 @@ function drawAhead(x, width, label, ahead, now) {
   const g = svg
     .selectAll("g.ahead-row")
     .data(list, (d) => d.key)
-    .join((enter) => {
-      const e = enter.append("g").attr("class", "ahead-row");
-      e.append("text").attr("class", "subject");
-      return e;
-    })
+    .join("g")
+    .attr("class", "ahead-row")
     .attr("transform", (_, i) => `translate(0,${i * ROW})`)
     .attr("data-subject", (d) => d.label);
-  g.select("text.subject")
+  g.selectAll("text.subject")
+    .data((d) => [d])
+    .join("text")
+    .attr("class", "subject")
     .attr("x", 14)
     .attr("y", 15)
     .text((d) => fitMiddle(d.label, label - 14, SUBJECT_FONT))

@@ -8,6 +8,22 @@ use serde_json::{Map, Value, json};
 /// What `kubectl explain` says of `MaintenanceGate`.
 pub(super) const DESCRIPTION: &str = "MaintenanceGate is a verdict on whether disruptive work (draining or rebooting a node, upgrading a component, a backup window) is safe now in one scope, computed live from the operations in flight. Named cluster (every operation), node.<node> (operations whose ifo.kubevirt.io/node or ifo.kubevirt.io/target-node label names the node, so a migration into or out of it), component.<component> (operations of that component) or namespace.<namespace> (operations on subjects in that namespace). The gate of every node and namespace the cluster has, and of every component a ruleset declares, can be read, with nothing in flight too: `kubectl wait --for=condition=Clear=True maintenancegate/node.worker-1` waits until the node is clear. The gate of one the cluster does not have is NotFound (404) unless operations are in flight in it, and Unknown while the server cannot tell yet. A list holds the cluster gate and every gate with operations in flight, paged by limit and continue. Read-only; never stored.";
 
+/// A subject of a gate's operation, or an object that announces one: kind, name, namespace.
+fn subject(description: &str) -> Value {
+    strings(
+        description,
+        &[
+            ("kind", "Its kind."),
+            ("name", "Its name."),
+            (
+                "namespace",
+                "Its namespace; absent for cluster-scoped objects.",
+            ),
+        ],
+        &[],
+    )
+}
+
 /// The definitions of the gates (`resource`), by name.
 pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
     let kind = resource.kind;
@@ -84,15 +100,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
             "namespace": {"description": "Namespace of the InFlightOperation; absent for an InFlightClusterOperation.", "type": "string"},
             "name": {"description": "Name of the InFlightOperation or InFlightClusterOperation.", "type": "string"},
             "kind": {"description": "InFlightOperation or InFlightClusterOperation.", "type": "string"},
-            "subject": strings(
-                "The object the operation happens to.",
-                &[
-                    ("kind", "Kind of the subject."),
-                    ("name", "Name of the subject."),
-                    ("namespace", "Namespace of the subject; absent for cluster-scoped subjects."),
-                ],
-                &[],
-            ),
+            "subject": subject("The object the operation happens to."),
             "operation": {"description": "The operation, as its rule names it.", "type": "string"},
             "component": {"description": "The component the operation belongs to.", "type": "string"},
             "startTime": {"$ref": meta("Time"), "description": "When the operation started."},
@@ -106,15 +114,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
         "description": "MaintenanceGateScheduledOperation is an operation a rule announces before it starts, from the object's cron schedule or a time it names.",
         "type": "object",
         "properties": {
-            "subject": strings(
-                "The object that announces it (a CronJob).",
-                &[
-                    ("kind", "Kind of the object."),
-                    ("name", "Name of the object."),
-                    ("namespace", "Namespace of the object; absent for cluster-scoped objects."),
-                ],
-                &[],
-            ),
+            "subject": subject("The object that announces it (a CronJob)."),
             "operation": {"description": "The operation, as its rule names it.", "type": "string"},
             "component": {"description": "The component it belongs to.", "type": "string"},
             "ruleSet": {"description": "The OperationRuleSet whose rule announces it.", "type": "string"},
