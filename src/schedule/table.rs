@@ -18,11 +18,14 @@ use crate::ruleset::CompiledRuleSet;
 /// A subject's announced operation: (subject uid, operation).
 type Key = (String, String);
 
+/// The announced operations of one ruleset.
+type Table = HashMap<Key, Arc<Entry>>;
+
 /// When an announced operation starts.
 #[derive(Debug, Clone)]
 pub(super) enum When {
     /// At each time of a schedule.
-    Cron(CronSchedule),
+    Cron(Box<CronSchedule>),
     /// Once, at a time.
     At(Timestamp),
 }
@@ -67,7 +70,7 @@ impl Entry {
 /// take. Cheap to clone: one table.
 #[derive(Clone, Default)]
 pub struct Schedules {
-    by_ruleset: Arc<RwLock<HashMap<String, HashMap<Key, Arc<Entry>>>>>,
+    by_ruleset: Arc<RwLock<HashMap<String, Table>>>,
     pub(super) durations: Arc<Durations>,
 }
 
@@ -103,7 +106,7 @@ impl Schedules {
                     schedule,
                     time_zone,
                 }) => match CronSchedule::parse(schedule, time_zone) {
-                    Ok(c) => Some(When::Cron(c)),
+                    Ok(c) => Some(When::Cron(Box::new(c))),
                     Err(e) => {
                         unreadable.push((operation.clone(), e));
                         None

@@ -147,6 +147,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Waits until the card of gate `gate` says operations are in flight.
+async fn shown_in_flight(page: &Client, gate: &str) {
+    let what = format!("{gate} in flight on the page");
+    until(page, END, &what, GATE, vec![json!(gate)], |v| {
+        v == "blocked"
+    })
+    .await;
+}
+
 /// `data-<key>` of the card of gate `gate`.
 async fn card_data(page: &Client, gate: &str, key: &str) -> Value {
     page.execute(
@@ -1200,15 +1209,7 @@ fn an_override_shows_on_its_nodes_gate_card() {
     let runtime = runtime();
     runtime.block_on(async {
         let page = connected_page(driver_port, &url).await;
-        until(
-            &page,
-            END,
-            "the node's gate in flight",
-            GATE,
-            vec![json!(gate)],
-            |v| v == "blocked",
-        )
-        .await;
+        shown_in_flight(&page, &gate).await;
         annotate(&[
             "ifo.kubevirt.io/maintenance-override=disk failing",
             "ifo.kubevirt.io/maintenance-override-until=2h",
@@ -1292,15 +1293,7 @@ fn a_gates_scheduled_runs_and_next_window_are_drawn_ahead() {
     let runtime = runtime();
     runtime.block_on(async {
         let page = connected_page(driver_port, &url).await;
-        until(
-            &page,
-            END,
-            "the namespace's gate in flight",
-            GATE,
-            vec![json!(gate)],
-            |v| v == "blocked",
-        )
-        .await;
+        shown_in_flight(&page, &gate).await;
         // The cluster's gate is drawn until another is picked.
         until(
             &page,
