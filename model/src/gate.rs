@@ -128,6 +128,8 @@ pub const WINDOW_EXPECTED_ENDS: &str = "ExpectedEnds";
 /// [`GateWindow::reason`]: the window starts when scheduled operations are expected to end
 /// (those in flight end before).
 pub const WINDOW_AFTER_SCHEDULED: &str = "AfterScheduled";
+/// [`GateWindow::reason`]: when a scheduled operation of the scope next starts is not known.
+pub const WINDOW_SCHEDULE_UNKNOWN: &str = "ScheduleUnknown";
 /// [`GateWindow::reason`]: no window while the scope is `Unknown`.
 pub const WINDOW_SCOPE_UNKNOWN: &str = "ScopeUnknown";
 /// [`GateWindow::reason`]: an operation in flight has no expected end.
@@ -201,7 +203,7 @@ lenient_struct! {
         pub component: String,
         /// The ruleset whose rule announces it.
         pub rule_set: String,
-        /// When it is expected to start.
+        /// When it is expected to start; absent when that is not known (`message` says why).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub expected_start: Option<Time>,
         /// Its start plus the median duration of its rule's operations; absent until the rule
@@ -217,6 +219,10 @@ lenient_struct! {
         /// The time zone the schedule is read in.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub time_zone: Option<String>,
+        /// Why its next start is not known (its object's schedule cannot be read, or its rule's
+        /// schedule failed on the object): no window can be promised in the scope meanwhile.
+        #[serde(skip_serializing_if = "String::is_empty")]
+        pub message: String,
     }
 }
 

@@ -22,6 +22,8 @@ pub enum Fit<'a> {
     /// This scheduled operation starts before a window of that length opens, and how long it
     /// takes is not known: nothing can be promised from its start on.
     NoDuration(&'a GateScheduled),
+    /// When this scheduled operation next starts is not known: nothing can be promised.
+    UnknownStart(&'a GateScheduled),
 }
 
 /// The first window of at least `length` (zero: any) from `from`, when the operations in flight
@@ -33,6 +35,9 @@ pub fn fit(
     p90: bool,
     length: SignedDuration,
 ) -> Fit<'_> {
+    if let Some(op) = scheduled.iter().find(|op| op.expected_start.is_none()) {
+        return Fit::UnknownStart(op);
+    }
     let mut start = from;
     let mut after = None;
     for op in scheduled {
@@ -147,6 +152,13 @@ mod tests {
             (0, Some(10), None)
         );
         assert_eq!(fit(t(0), &s, true, minutes(11)), Fit::NoDuration(&s[0]));
+        // One whose next start is not known, anywhere in the list.
+        let unknown = GateScheduled {
+            operation: "unreadable".into(),
+            ..GateScheduled::default()
+        };
+        let s = [op(30, Some(5), Some(8)), unknown];
+        assert_eq!(fit(t(0), &s, true, minutes(1)), Fit::UnknownStart(&s[1]));
         // A median without a p90 answers at p50 only.
         let s = [op(10, Some(5), None)];
         assert!(matches!(

@@ -16,7 +16,7 @@ mod table;
 mod upcoming;
 
 pub use table::Schedules;
-pub use upcoming::{HORIZON, MAX_LISTED, Upcoming, Upcomings};
+pub use upcoming::{HORIZON, MAX_LISTED, Unknown, Upcoming, Upcomings};
 
 #[cfg(test)]
 mod tests;

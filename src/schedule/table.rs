@@ -28,6 +28,9 @@ pub(super) enum When {
     Cron(Box<CronSchedule>),
     /// Once, at a time.
     At(Timestamp),
+    /// Not known: the object's schedule cannot be read, or the rule's schedule failed on it
+    /// (why). Nothing can be promised past now in its scopes.
+    Unknown(String),
 }
 
 /// One announced operation, and what names it.
@@ -50,6 +53,7 @@ impl Entry {
     pub(super) fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
         match &self.when {
             When::At(t) => (*t > now).then_some(*t),
+            When::Unknown(_) => None,
             When::Cron(c) => {
                 let mut cached = self.next.lock();
                 if let Some((asked, next)) = *cached
@@ -108,13 +112,15 @@ impl Schedules {
                 }) => match CronSchedule::parse(schedule, time_zone) {
                     Ok(c) => Some(When::Cron(Box::new(c))),
                     Err(e) => {
+                        let why = e.to_string();
                         unreadable.push((operation.clone(), e));
-                        None
+                        Some(When::Unknown(why))
                     }
                 },
                 Ok(NextStart::At(t)) => Some(When::At(*t)),
-                // An error is reported with the rule's; what it announced is not known.
-                Ok(NextStart::Nothing) | Err(_) => None,
+                Ok(NextStart::Nothing) => None,
+                // Reported with the rule's errors; what it announces is not known.
+                Err(e) => Some(When::Unknown(format!("its schedule failed: {e}"))),
             };
             found.push((operation, when, i));
         }
@@ -207,6 +213,7 @@ fn same_when(a: &When, b: &When) -> bool {
     match (a, b) {
         (When::At(a), When::At(b)) => a == b,
         (When::Cron(a), When::Cron(b)) => a.same_as(b),
+        (When::Unknown(a), When::Unknown(b)) => a == b,
         _ => false,
     }
 }

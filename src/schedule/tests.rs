@@ -222,7 +222,16 @@ fn what_goes_away_announces_nothing_and_what_cannot_be_read_says_why() {
         bad[0].starts_with("Running: \"0 25 * * *\" is not a cron schedule"),
         "{bad:?}"
     );
+    // Not known, rather than nothing: its scopes promise no window meanwhile.
     assert!(names(&s).is_empty());
+    let u = s.upcoming(now, |_, _| true);
+    assert_eq!(u.unknown.len(), 1);
+    assert_eq!(u.unknown[0].subject().name, "two");
+    assert!(
+        u.unknown[0].why().contains("is not a cron schedule"),
+        "{}",
+        u.unknown[0].why()
+    );
     let tz = observe(
         &s,
         &rs,

@@ -57,7 +57,43 @@ impl Upcoming {
     pub fn schedule(&self) -> Option<(&str, &str)> {
         match &self.entry.when {
             When::Cron(c) => Some((c.text(), c.zone_name())),
-            When::At(_) => None,
+            When::At(_) | When::Unknown(_) => None,
+        }
+    }
+}
+
+/// An announced operation whose next start is not known.
+#[derive(Debug, Clone)]
+pub struct Unknown {
+    entry: Arc<Entry>,
+}
+
+impl Unknown {
+    /// The object that announces it.
+    pub fn subject(&self) -> &Subject {
+        &self.entry.subject
+    }
+
+    /// The rule's operation.
+    pub fn operation(&self) -> &str {
+        &self.entry.operation
+    }
+
+    /// The ruleset whose rule announces it.
+    pub fn ruleset(&self) -> &str {
+        &self.entry.ruleset
+    }
+
+    /// The ruleset's component.
+    pub fn component(&self) -> &str {
+        &self.entry.component
+    }
+
+    /// Why it is not known.
+    pub fn why(&self) -> &str {
+        match &self.entry.when {
+            When::Unknown(why) => why,
+            _ => "",
         }
     }
 }
@@ -65,6 +101,8 @@ impl Upcoming {
 /// The scheduled operations of a scope.
 #[derive(Debug, Clone)]
 pub struct Upcomings {
+    /// Those whose next start is not known: the scope has no window to promise.
+    pub unknown: Vec<Unknown>,
     /// Soonest first.
     pub listed: Vec<Upcoming>,
     /// Every start up to this time is listed: now + [`HORIZON`], or the last start listed when
@@ -81,7 +119,11 @@ impl Schedules {
         includes: impl Fn(Option<&str>, &str) -> bool,
     ) -> Upcomings {
         let horizon = now.saturating_add(HORIZON).unwrap_or(Timestamp::MAX);
-        let entries = self.entries(includes);
+        let (unknown, entries): (Vec<_>, Vec<_>) = self
+            .entries(includes)
+            .into_iter()
+            .partition(|e| matches!(e.when, When::Unknown(_)));
+        let unknown: Vec<Unknown> = unknown.into_iter().map(|entry| Unknown { entry }).collect();
         // Each entry's next start, soonest on top; a schedule's next one replaces it as it is
         // taken: at most one start per entry in the heap.
         let mut heap: BinaryHeap<Reverse<(Timestamp, usize)>> = entries
@@ -95,6 +137,7 @@ impl Schedules {
             if listed.len() == MAX_LISTED {
                 return Upcomings {
                     through: listed.last().map_or(now, |u: &Upcoming| u.start),
+                    unknown,
                     listed,
                 };
             }
@@ -118,6 +161,7 @@ impl Schedules {
             });
         }
         Upcomings {
+            unknown,
             listed,
             through: horizon,
         }

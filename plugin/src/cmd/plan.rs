@@ -11,7 +11,8 @@ use anyhow::{Result, anyhow};
 use ifo_apimachinery::duration::human_duration;
 use ifo_model::{
     Fit, GateScheduled, GateWindow, MaintenanceGate, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
-    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCHEDULE_UNKNOWN,
+    WINDOW_SCOPE_UNKNOWN,
 };
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
@@ -146,6 +147,15 @@ pub(crate) fn answer(
     let scheduled = &g.status.scheduled;
     let p90 = confidence == Confidence::P90;
     Ok(match ifo_model::fit(from, scheduled, p90, duration) {
+        Fit::UnknownStart(s) => none(
+            Promise::NoWindow,
+            WINDOW_SCHEDULE_UNKNOWN,
+            format!(
+                "scheduled {} may start at any time: {}",
+                scheduled_op(s),
+                sanitize::line(&s.message)
+            ),
+        ),
         Fit::NoDuration(s) => none(
             Promise::NoWindow,
             WINDOW_NO_EXPECTED_END,
@@ -223,11 +233,10 @@ fn scheduled_op(s: &GateScheduled) -> String {
         Some(ns) => format!("{ns}/{}", s.subject.name),
         None => s.subject.name.clone(),
     };
-    let at = starts_at(s).map(|t| t.to_string()).unwrap_or_default();
-    sanitize::line(&format!(
-        "{} {name} {} (at {at})",
-        s.subject.kind, s.operation
-    ))
+    let at = starts_at(s)
+        .map(|t| format!(" (at {t})"))
+        .unwrap_or_default();
+    sanitize::line(&format!("{} {name} {}{at}", s.subject.kind, s.operation))
 }
 
 /// `1 operation is`, `3 operations are`.

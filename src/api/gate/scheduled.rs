@@ -7,7 +7,8 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::index::GateScope;
-use crate::schedule::{Schedules, Upcoming};
+use crate::operation::Subject;
+use crate::schedule::{Schedules, Unknown, Upcoming};
 
 /// The scheduled operations of a gate's scope: soonest first, every start up to `through`.
 #[derive(Debug, Default)]
@@ -25,9 +26,30 @@ pub(super) fn of_scope(schedules: &Schedules, scope: &GateScope, now: Timestamp)
         GateScope::Namespace(ns) => schedules.upcoming(now, |n, _| n == Some(ns.as_str())),
         GateScope::Component(c) => schedules.upcoming(now, |_, component| component == c),
     };
+    // Those whose next start is not known first: they take every window away.
+    let unknown = upcoming.unknown.iter().map(not_known);
     Scheduled {
-        listed: upcoming.listed.iter().map(served).collect(),
+        listed: unknown.chain(upcoming.listed.iter().map(served)).collect(),
         through: Some(upcoming.through),
+    }
+}
+
+fn gate_subject(subject: &Subject) -> GateSubject {
+    GateSubject {
+        kind: subject.kind.clone(),
+        name: subject.name.clone(),
+        namespace: subject.namespace.clone(),
+    }
+}
+
+fn not_known(u: &Unknown) -> GateScheduled {
+    GateScheduled {
+        subject: gate_subject(u.subject()),
+        operation: u.operation().to_owned(),
+        component: u.component().to_owned(),
+        rule_set: u.ruleset().to_owned(),
+        message: format!("when it next starts is not known: {}", u.why()),
+        ..GateScheduled::default()
     }
 }
 
@@ -40,11 +62,7 @@ fn served(u: &Upcoming) -> GateScheduled {
     let after =
         |d: Option<jiff::SignedDuration>| d.and_then(|d| u.start.checked_add(d).ok()).map(Time);
     GateScheduled {
-        subject: GateSubject {
-            kind: subject.kind.clone(),
-            name: subject.name.clone(),
-            namespace: subject.namespace.clone(),
-        },
+        subject: gate_subject(subject),
         operation: u.operation().to_owned(),
         component: u.component().to_owned(),
         rule_set: u.ruleset().to_owned(),
@@ -53,5 +71,6 @@ fn served(u: &Upcoming) -> GateScheduled {
         expected_end_p90: after(u.p90),
         schedule,
         time_zone,
+        message: String::new(),
     }
 }

@@ -123,6 +123,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
             "expectedEndP90": {"$ref": meta("Time"), "description": "Its start plus their 90th percentile."},
             "schedule": {"description": "The cron schedule it comes from; absent when its object names a time.", "type": "string"},
             "timeZone": {"description": "The time zone the schedule is read in (UTC when the object names none).", "type": "string"},
+            "message": {"description": "Why its next start is not known (its object's schedule cannot be read, or its rule's schedule failed on the object; expectedStart is then absent): no window can be promised in the scope meanwhile.", "type": "string"},
         },
         "required": ["subject", "operation", "component", "ruleSet"],
     });
@@ -141,7 +142,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
             "confidence": {"description": "p90: read off the operations' p90 ends; p50: off their median ends.", "type": "string"},
             "start": {"$ref": meta("Time"), "description": "When the window starts: since when the scope is clear (the Clear condition's lastTransitionTime) when nothing is in flight, else when the last operation in flight is expected to end, rounded up to the second; past a scheduled operation that starts before then, when that one is expected to end. Absent when no window can be promised."},
             "end": {"$ref": meta("Time"), "description": "When the window is expected to close: the start of the first scheduled operation after it. Absent when none is listed (up to scheduledThrough)."},
-            "reason": {"description": "NothingInFlight, ExpectedEnds or AfterScheduled (with a start); ScopeUnknown (the Clear condition is Unknown: what is in flight is not known), NoExpectedEnd (an operation in flight has no expected end at this confidence, or a scheduled one that starts before the window opens has no learned duration) or RunningLate (an operation runs past what its rule's operations take, overdue by history: nothing says when it ends), without one.", "type": "string"},
+            "reason": {"description": "NothingInFlight, ExpectedEnds or AfterScheduled (with a start); ScopeUnknown (the Clear condition is Unknown: what is in flight is not known), NoExpectedEnd (an operation in flight has no expected end at this confidence, or a scheduled one that starts before the window opens has no learned duration), ScheduleUnknown (when a scheduled operation of the scope next starts is not known) or RunningLate (an operation runs past what its rule's operations take, overdue by history: nothing says when it ends), without one.", "type": "string"},
             "message": {"description": "In words, naming the operation the start, or its absence, comes from.", "type": "string"},
         },
         "required": ["confidence", "reason", "message"],

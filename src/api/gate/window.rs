@@ -18,13 +18,15 @@
 //!   [`crate::schedule`]): the window closes (`end`) when the first of them after it is expected
 //!   to start; one that starts before the window opens pushes it past its own expected end (its
 //!   rule's p90 or median duration), and one whose duration is not known yet promises nothing
-//!   from its start on. The same search as `kubectl ifo plan --for` ([`ifo_model::fit`]).
+//!   from its start on; one whose next start is not known (its schedule cannot be read)
+//!   promises nothing at all. The same search as `kubectl ifo plan --for` ([`ifo_model::fit`]).
 
 use std::sync::Arc;
 
 use ifo_model::{
     Fit, GateScheduled, GateWindow, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
-    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCOPE_UNKNOWN,
+    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCHEDULE_UNKNOWN,
+    WINDOW_SCOPE_UNKNOWN,
 };
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -61,12 +63,9 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
         let start = s
             .expected_start
             .as_ref()
-            .map(|t| t.0.to_string())
+            .map(|t| format!(" (scheduled at {})", t.0))
             .unwrap_or_default();
-        format!(
-            "{} {name} {} (scheduled at {start})",
-            s.subject.kind, s.operation
-        )
+        format!("{} {name} {}{start}", s.subject.kind, s.operation)
     };
     match ifo_model::fit(from, scheduled, p90, SignedDuration::ZERO) {
         Fit::Window {
@@ -90,6 +89,17 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
                 "when scheduled {} is expected to end, by its rule's {} duration",
                 what(s),
                 if p90 { "p90" } else { "median" }
+            ),
+            ..w
+        },
+        Fit::UnknownStart(s) => GateWindow {
+            start: None,
+            end: None,
+            reason: WINDOW_SCHEDULE_UNKNOWN.to_owned(),
+            message: format!(
+                "no window can be promised: scheduled {} may start at any time: {}",
+                what(s),
+                s.message
             ),
             ..w
         },

@@ -282,6 +282,7 @@ fn served_gate() -> Value {
             expected_end_p90: Some(hour(3)),
             schedule: Some("0 * * * *".into()),
             time_zone: Some("UTC".into()),
+            message: "m".into(),
         }],
         through: Some(jiff::Timestamp::from_second(24 * 3600).expect("a time")),
     };

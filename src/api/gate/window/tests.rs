@@ -250,6 +250,26 @@ fn a_scheduled_run_of_unknown_length_in_the_way_promises_nothing() {
             &["no window can be promised", "has not learned how long"],
         );
     }
+    // One whose next start is not known: no window at all, though nothing is in flight.
+    let unreadable = GateScheduled {
+        message: "when it next starts is not known: \"0 25 * * *\" is not a cron schedule".into(),
+        expected_start: None,
+        ..scheduled("10:30:00", None, None)
+    };
+    let cleared = clear("True", "NothingInFlight", "09:58:00");
+    let ends = crate::index::ScopeEnds::of_entries(&[]);
+    let (p90, _) = windows(&cleared, 0, &ends, &[unreadable]);
+    assert_eq!(
+        (p90.reason.as_str(), p90.start.as_ref()),
+        ("ScheduleUnknown", None)
+    );
+    assert_says(
+        &p90.message,
+        &[
+            "CronJob billing/nightly Running may start at any time",
+            "0 25",
+        ],
+    );
     // Not while the scope is Unknown, whatever is scheduled.
     let unknown = clear("Unknown", "Stale", "09:00:00");
     let ends = crate::index::ScopeEnds::of_entries(&[]);
