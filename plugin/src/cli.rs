@@ -188,15 +188,17 @@ Examples:
     },
     /// The earliest time from which a node (--node), a component (--component), a namespace (-n)
     /// or the cluster (-A) is expected to be clear for --for, from the operations in flight
-    /// there (their p90 ends, or their medians with --confidence p50), as its maintenance gate
-    /// computes it; or why no window can be promised.
+    /// there (their p90 ends, or their medians with --confidence p50) and those scheduled
+    /// there, as its maintenance gate computes it; or why no window can be promised.
     #[command(
-        after_help = "Only operations in flight are known: a window, once it starts, lasts until an operation \
-starts in the scope (operations announced in advance, such as a CronJob's next run, are not \
-counted yet), so the start is the same whatever --for asks.
+        after_help = "The window must fit between the operations the rules announce before they start \
+(a CronJob's next run, a backup Schedule's, a migration's cutover: the gate's status.scheduled), \
+each taking its rule's p90 (or median) duration; it says until when it lasts. Operations no rule \
+announces may start at any time. A node's gate lists none: a scheduled run's node is not known.
 
 Exit status: 0 a window is given; 1 none can be promised now (an operation in flight without \
-an expected end, or running late); 2 error, a node, component or namespace that does not \
+an expected end, or running late; a scheduled one in the way of unknown length, or whose next \
+start is not known); 2 error, a node, component or namespace that does not \
 exist, or the server cannot vouch for the scope (it is Unknown: no window is promised).
 
 Examples:
