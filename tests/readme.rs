@@ -8,8 +8,8 @@
 //! on `PATH`, and must do what the README says of it:
 //! - a watch (`-w`, `watch`) streams rows until stopped: it is stopped after a few seconds and
 //!   must have printed some and no error;
-//! - `kubectl ifo check` exits 0 (clear) or 1 (in flight), as documented; 2 (unknown, no such
-//!   node) is a failure;
+//! - `kubectl ifo check` exits 0 (clear) or 1 (in flight), and `kubectl ifo plan` 0 (a window)
+//!   or 1 (none can be promised now), as documented; 2 (unknown, no such node) is a failure;
 //! - anything else exits 0 (waits included: the demo's nodes clear between operations).
 //!
 //! A line that reads the moving workload (an operation that ends between two of its commands)
@@ -96,7 +96,8 @@ fn without_comment(line: &str) -> &str {
 enum Kind {
     /// Streams until stopped.
     Watch,
-    /// `kubectl ifo check`: 0 clear, 1 in flight.
+    /// `kubectl ifo check`: 0 clear, 1 in flight; `kubectl ifo plan`: 0 a window, 1 none can
+    /// be promised now.
     Check,
     /// Exits 0.
     Command,
@@ -106,7 +107,10 @@ fn kind(line: &str) -> Kind {
     let words: Vec<&str> = line.split_whitespace().collect();
     if words.contains(&"-w") || words.windows(2).any(|w| w == ["ifo", "watch"]) {
         Kind::Watch
-    } else if words.windows(2).any(|w| w == ["ifo", "check"]) {
+    } else if words
+        .windows(2)
+        .any(|w| w == ["ifo", "check"] || w == ["ifo", "plan"])
+    {
         Kind::Check
     } else {
         Kind::Command
@@ -136,6 +140,7 @@ fn the_readme_is_read_as_the_commands_it_runs() {
     );
     assert_eq!(kind("kubectl ifo watch -A --tree"), Kind::Watch);
     assert_eq!(kind("kubectl ifo check --node node-1"), Kind::Check);
+    assert_eq!(kind("kubectl ifo plan -n demo --for 1h"), Kind::Check);
     assert_eq!(
         kind("kubectl wait --for=condition=Clear=True gate/node.node-1 --timeout=30m"),
         Kind::Command

@@ -294,7 +294,8 @@ fn a_schedule_names_one_way_to_say_it() {
 /// the test runs the CronJob as its controller would (the test cluster has none), every minute
 /// for 20 s, and after five runs asks, two seconds into the sixth, when the namespace can be had
 /// for 30 s. The window it promises opens within 10 s of when the namespace's gate actually turns
-/// `Clear` (the run's end plus the debounce grace), and closes at the next run.
+/// `Clear` (the run's end plus the debounce grace), and closes at the next run. A seventh run
+/// that runs 6 s late moves the window later as it runs, and the window is still within 10 s.
 #[test]
 fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears() {
     let env = env();
@@ -309,7 +310,26 @@ fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears()
     };
     let minute = |t: Timestamp| Timestamp::from_second((t.as_second() / 60 + 1) * 60).unwrap();
     let gate = format!("namespace.{ns}");
-    for run in 0..6 {
+    // The window `plan` promises, for 30 s, while the run that started at `started` is in
+    // flight.
+    let planned = |started: Timestamp| {
+        let run = plan_until(
+            env,
+            &["-n", &ns, "--for", "30s", "-o", "json"],
+            "a window after the run in flight",
+            |r| r.code == 0 && r.stdout.contains("\"ExpectedEnds\""),
+        );
+        let answer: Value = serde_json::from_str(&run.stdout).unwrap();
+        // The run's next one closes it.
+        assert_eq!(
+            time(&answer["end"]),
+            Some(started + jiff::SignedDuration::from_mins(1)),
+            "{answer:#}"
+        );
+        time(&answer["start"]).expect("a start")
+    };
+    // Five runs to learn from, a sixth to plan in, and a seventh that runs 6 s late.
+    for run in 0..7 {
         let started = minute(Timestamp::now());
         sleep_until(started);
         let job = format!("minutely-{run}");
@@ -320,24 +340,28 @@ fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears()
             json!({"active": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "namespace": ns}],
                    "lastScheduleTime": started.to_string()}),
         );
-        let planned = (run == 5).then(|| {
-            std::thread::sleep(Duration::from_secs(2));
-            let run = plan_until(
-                env,
-                &["-n", &ns, "--for", "30s", "-o", "json"],
-                "a window after the run in flight",
-                |r| r.code == 0 && r.stdout.contains("\"ExpectedEnds\""),
+        let late = if run == 6 {
+            jiff::SignedDuration::from_secs(6)
+        } else {
+            jiff::SignedDuration::ZERO
+        };
+        let mut promised = None;
+        if run >= 5 {
+            sleep_until(started + jiff::SignedDuration::from_secs(2));
+            promised = Some(planned(started));
+        }
+        if run == 6 {
+            // Past its expected end, the window moves with the run, later as it runs.
+            sleep_until(started + run_for + late);
+            let moved = planned(started);
+            let first = promised.unwrap();
+            assert!(
+                moved > first && moved > Timestamp::now(),
+                "the window planned from {first} stayed at {moved} while the run ran late"
             );
-            let answer: Value = serde_json::from_str(&run.stdout).unwrap();
-            // The run's next one closes it.
-            assert_eq!(
-                time(&answer["end"]),
-                Some(started + jiff::SignedDuration::from_mins(1)),
-                "{answer:#}"
-            );
-            time(&answer["start"]).expect("a start")
-        });
-        sleep_until(started + run_for);
+            promised = Some(moved);
+        }
+        sleep_until(started + run_for + late);
         env.set_status(
             "cronjob",
             &ns,
@@ -345,11 +369,13 @@ fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears()
             json!({"active": null, "lastScheduleTime": started.to_string(),
                    "lastSuccessfulTime": Timestamp::now().to_string()}),
         );
-        if let Some(planned) = planned {
+        if let Some(planned) = promised {
             env.wait_gate(&gate, "True", WAIT);
             let cleared = Timestamp::now();
             let off = planned.duration_since(cleared).abs();
-            eprintln!("window planned from {planned}, the scope clear at {cleared}: {off:#} apart");
+            eprintln!(
+                "run {run}: window planned from {planned}, the scope clear at {cleared}: {off:#} apart"
+            );
             assert!(
                 off <= jiff::SignedDuration::from_secs(10),
                 "planned {planned}, clear at {cleared}"
