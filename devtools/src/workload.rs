@@ -41,6 +41,14 @@ struct Vm {
 /// Creates the VMs and drives their status until `stop` is set.
 pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let _ = cluster.kubectl_run(User::Admin, &["create", "namespace", NAMESPACE], None);
+    // A CronJob, whose next runs the gates list ahead (`status.scheduled`, `kubectl ifo plan`,
+    // the timeline's first rows). Nothing runs it: the demo has no CronJob controller.
+    let backup = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly-backup", "namespace": NAMESPACE},
+        "spec": {"schedule": "*/30 * * * *", "timeZone": "Europe/Berlin",
+                 "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "backup", "image": PAUSE}]}}}}}});
+    cluster.apply(&backup.to_string())?;
     // The nodes the instances run on, as Node objects (no kubelet behind them): the gate of a
     // node the cluster does not have is NotFound, so `kubectl wait gate/node.node-1` needs them.
     for n in 0..NODES {
