@@ -44,7 +44,7 @@ pub fn run(cluster: &Cluster, vms: usize, stop: Arc<AtomicBool>) -> anyhow::Resu
     // A CronJob, whose next runs the gates list ahead (`status.scheduled`, `kubectl ifo plan`,
     // the timeline's first rows). Nothing runs it: the demo has no CronJob controller.
     let backup = json!({"apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"name": "nightly-backup", "namespace": NAMESPACE},
+        "metadata": {"name": "backup", "namespace": NAMESPACE},
         "spec": {"schedule": "*/30 * * * *", "timeZone": "Europe/Berlin",
                  "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
                      "containers": [{"name": "backup", "image": PAUSE}]}}}}}});
