@@ -227,6 +227,11 @@ lenient_struct! {
 }
 
 impl GateScheduled {
+    /// When it is expected to start, when that is known.
+    pub fn start(&self) -> Option<jiff::Timestamp> {
+        self.expected_start.as_ref().map(|t| t.0)
+    }
+
     /// Its expected end at `confidence` (`p90`, else the median).
     pub fn end_at(&self, p90: bool) -> Option<&Time> {
         if p90 {
@@ -247,6 +252,16 @@ lenient_struct! {
         /// Its namespace; absent for cluster-scoped subjects.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub namespace: Option<String>,
+    }
+}
+
+impl GateSubject {
+    /// `namespace/name`, or `name` alone when cluster-scoped.
+    pub fn reference(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
     }
 }
 

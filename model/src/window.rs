@@ -9,13 +9,13 @@ use crate::gate::GateScheduled;
 /// Where a window fits.
 #[derive(Debug, PartialEq)]
 pub enum Fit<'a> {
-    /// Clear from `start` for at least the length asked: until `end` (the next scheduled start
-    /// after it), or without a known end.
+    /// Clear from `start` for at least the length asked: until `next` starts, or without a
+    /// known end.
     Window {
         /// When it opens.
         start: Timestamp,
-        /// When the next scheduled operation is expected to start.
-        end: Option<Timestamp>,
+        /// The scheduled operation whose start closes it, if any.
+        next: Option<&'a GateScheduled>,
         /// The scheduled operation whose expected end it waits for, if any.
         after: Option<&'a GateScheduled>,
     },
@@ -35,20 +35,22 @@ pub fn fit(
     p90: bool,
     length: SignedDuration,
 ) -> Fit<'_> {
-    if let Some(op) = scheduled.iter().find(|op| op.expected_start.is_none()) {
-        return Fit::UnknownStart(op);
+    // One that may start at any time takes every window away, wherever it is listed.
+    let mut starts = Vec::with_capacity(scheduled.len());
+    for op in scheduled {
+        match op.start() {
+            Some(t) => starts.push((op, t)),
+            None => return Fit::UnknownStart(op),
+        }
     }
     let mut start = from;
     let mut after = None;
-    for op in scheduled {
-        let Some(op_start) = op.expected_start.as_ref().map(|t| t.0) else {
-            continue;
-        };
+    for (op, op_start) in starts {
         let room = op_start.duration_since(start);
         if room > SignedDuration::ZERO && room >= length {
             return Fit::Window {
                 start,
-                end: Some(op_start),
+                next: Some(op),
                 after,
             };
         }
@@ -63,7 +65,7 @@ pub fn fit(
     }
     Fit::Window {
         start,
-        end: None,
+        next: None,
         after,
     }
 }
@@ -93,10 +95,11 @@ mod tests {
     }
 
     fn window(f: Fit<'_>) -> (i64, Option<i64>, Option<String>) {
-        let Fit::Window { start, end, after } = f else {
+        let Fit::Window { start, next, after } = f else {
             panic!("no window: {f:?}")
         };
         let m = |x: Timestamp| (x.as_second() - 1_800_000_000) / 60;
+        let end = next.and_then(GateScheduled::start);
         (m(start), end.map(m), after.map(|a| a.operation.clone()))
     }
 

@@ -164,17 +164,13 @@ pub(crate) fn answer(
                 scheduled_op(s)
             ),
         ),
-        Fit::Window { start, end, after } => {
-            let until = match end {
-                Some(e) => format!(
-                    " until {e} (when scheduled {} starts)",
-                    scheduled
-                        .iter()
-                        .find(|s| starts_at(s) == Some(e))
-                        .map(scheduled_op)
-                        .unwrap_or_default()
-                ),
-                None => String::new(),
+        Fit::Window { start, next, after } => {
+            let end = next.and_then(GateScheduled::start);
+            let until = match (next, end) {
+                (Some(s), Some(e)) => {
+                    format!(" until {e} (when scheduled {} starts)", scheduled_op(s))
+                }
+                _ => String::new(),
             };
             let through = g.status.scheduled_through.as_ref().map(|t| t.0);
             let unlisted = match through {
@@ -223,19 +219,10 @@ pub(crate) fn answer(
     })
 }
 
-fn starts_at(s: &GateScheduled) -> Option<Timestamp> {
-    s.expected_start.as_ref().map(|t| t.0)
-}
-
 /// `CronJob billing/nightly Running (at 2026-11-27T02:00:00Z)`, sanitised.
 fn scheduled_op(s: &GateScheduled) -> String {
-    let name = match &s.subject.namespace {
-        Some(ns) => format!("{ns}/{}", s.subject.name),
-        None => s.subject.name.clone(),
-    };
-    let at = starts_at(s)
-        .map(|t| format!(" (at {t})"))
-        .unwrap_or_default();
+    let at = s.start().map(|t| format!(" (at {t})")).unwrap_or_default();
+    let name = s.subject.reference();
     sanitize::line(&format!("{} {name} {}{at}", s.subject.kind, s.operation))
 }
 

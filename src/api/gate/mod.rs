@@ -18,7 +18,6 @@
 //! last name of the page before (see [`GateContinueToken`]).
 
 mod existence;
-mod names;
 mod overridden;
 mod scheduled;
 mod schema;

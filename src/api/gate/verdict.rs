@@ -17,7 +17,6 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde::Serialize;
 
-use super::names::subject_name;
 pub(crate) use super::scheduled::Scheduled;
 use super::window;
 use crate::api::freshness::{causes, target_name};
@@ -328,7 +327,7 @@ fn stalled_condition(members: &GateMembers, started: Timestamp) -> Condition {
                 format!(
                     "{} {} {}: {}",
                     op.subject.kind,
-                    subject_name(op),
+                    op.subject.reference(),
                     op.operation,
                     stall.message
                 )
@@ -356,7 +355,7 @@ fn in_flight_message(members: &GateMembers) -> String {
         .iter()
         .take(NAMED_IN_MESSAGE)
         .map(|op| {
-            let subject = subject_name(op);
+            let subject = op.subject.reference();
             let target = if members.scope.is_target_of(op) {
                 " (target)"
             } else {

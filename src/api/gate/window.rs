@@ -31,7 +31,6 @@ use ifo_model::{
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::names::subject_name;
 use crate::index::{GateEntry, LatestEnd, ScopeEnds};
 
 /// The windows at p90 and at p50 of a gate whose `Clear` condition is `clear`, with `active`
@@ -56,34 +55,30 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
     };
     let p90 = w.confidence == "p90";
     let what = |s: &GateScheduled| {
-        let name = match &s.subject.namespace {
-            Some(ns) => format!("{ns}/{}", s.subject.name),
-            None => s.subject.name.clone(),
-        };
         let start = s
-            .expected_start
-            .as_ref()
-            .map(|t| format!(" (scheduled at {})", t.0))
+            .start()
+            .map(|t| format!(" (scheduled at {t})"))
             .unwrap_or_default();
+        let name = s.subject.reference();
         format!("{} {name} {}{start}", s.subject.kind, s.operation)
     };
     match ifo_model::fit(from, scheduled, p90, SignedDuration::ZERO) {
         Fit::Window {
             start,
-            end,
+            next,
             after: None,
         } => GateWindow {
-            end: end.map(Time),
+            end: next.and_then(GateScheduled::start).map(Time),
             start: Some(Time(start)),
             ..w
         },
         Fit::Window {
             start,
-            end,
+            next,
             after: Some(s),
         } => GateWindow {
             start: Some(Time(round_up(start))),
-            end: end.map(Time),
+            end: next.and_then(GateScheduled::start).map(Time),
             reason: WINDOW_AFTER_SCHEDULED.to_owned(),
             message: format!(
                 "when scheduled {} is expected to end, by its rule's {} duration",
@@ -150,7 +145,14 @@ pub(super) fn window(
             );
         }
     }
-    let what = |e: &GateEntry| format!("{} {} {}", e.subject.kind, subject_name(e), e.operation);
+    let what = |e: &GateEntry| {
+        format!(
+            "{} {} {}",
+            e.subject.kind,
+            e.subject.reference(),
+            e.operation
+        )
+    };
     match end {
         LatestEnd::At(at, e) => made(
             Some(Time(round_up(*at))),
