@@ -435,12 +435,15 @@ impl Detector {
         });
     }
 
-    /// A ruleset now detects only `operations`: the others end with `RuleSetRemoved`.
-    pub(crate) fn retain_operations(&self, ruleset: &str, operations: &[String]) {
+    /// A ruleset now has only the rules of `rs`: the operations of the others end with
+    /// `RuleSetRemoved`, and only its rules with a schedule still announce.
+    pub(crate) fn retain_rules(&self, rs: &CompiledRuleSet) {
         let at = now();
+        let name = &rs.info.name;
         self.with_tracker(|t| {
-            self.schedules.retain_operations(ruleset, operations);
-            t.retain_operations(ruleset, operations, at)
+            self.schedules
+                .retain_operations(name, &rs.scheduled_operations());
+            t.retain_operations(name, &rs.operations, at)
         });
     }
 

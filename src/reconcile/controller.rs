@@ -221,9 +221,7 @@ fn upsert(
             .and_then(|e| e.compiled.as_ref().ok())
             .map(|r| r.target.clone());
         match &compiled {
-            Ok(rs) if Some(&rs.target) == old_target.as_ref() => {
-                detector.retain_operations(&name, &rs.operations)
-            }
+            Ok(rs) if Some(&rs.target) == old_target.as_ref() => detector.retain_rules(rs),
             _ => detector.ruleset_removed(&name),
         }
     }

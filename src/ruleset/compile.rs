@@ -35,6 +35,15 @@ pub struct CompiledRuleSet {
 }
 
 impl CompiledRuleSet {
+    /// The operations of its rules with a `schedule`: those whose next starts it announces.
+    pub fn scheduled_operations(&self) -> Vec<String> {
+        let rules = self.exprs.rules.iter();
+        rules
+            .filter(|r| r.schedule.is_some())
+            .map(|r| r.operation.clone())
+            .collect()
+    }
+
     /// Whether the rules run on objects in `namespace` (`None` for cluster-scoped objects, which
     /// only a ruleset without `namespaces` covers).
     pub fn applies_to(&self, namespace: Option<&str>) -> bool {

@@ -88,8 +88,11 @@ impl Schedules {
     }
 
     /// What `rs`'s rules announced on `subject` (`starts`: the evaluation's, in rule order):
-    /// each rule's entry set, replaced or dropped. Returns, per operation, the schedules the
-    /// object gives that cannot be read (their entries are dropped: nothing is announced).
+    /// the entry of each rule with a schedule set, replaced or dropped (nothing announced); an
+    /// object whose schedule cannot be read, or on which the schedule failed, announces a start
+    /// that is not known. Returns, per operation, the schedules the object gives that cannot be
+    /// read. Rules without a schedule cost nothing here (a reloaded ruleset's rules that lost
+    /// theirs are dropped then: see [`Schedules::retain_operations`]).
     pub fn observe(
         &self,
         rs: &CompiledRuleSet,
@@ -99,12 +102,8 @@ impl Schedules {
         let mut unreadable = Vec::new();
         let mut found: Vec<(String, Option<When>, usize)> = Vec::new();
         for (i, start) in starts.iter().enumerate() {
+            let Some(start) = start else { continue };
             let operation = rs.operations[i].clone();
-            let Some(start) = start else {
-                // A rule without a schedule (any more: its ruleset changed) announces nothing.
-                found.push((operation, None, i));
-                continue;
-            };
             let when = match start {
                 Ok(NextStart::Cron {
                     schedule,
@@ -124,8 +123,9 @@ impl Schedules {
             };
             found.push((operation, when, i));
         }
-        if found.iter().all(|(_, when, _)| when.is_none())
-            && !self.by_ruleset.read().contains_key(&rs.info.name)
+        if found.is_empty()
+            || found.iter().all(|(_, when, _)| when.is_none())
+                && !self.by_ruleset.read().contains_key(&rs.info.name)
         {
             return unreadable;
         }
@@ -182,7 +182,7 @@ impl Schedules {
         self.by_ruleset.write().remove(ruleset);
     }
 
-    /// `ruleset` now has only the rules of `operations`.
+    /// `ruleset` now has a schedule on the rules of `operations` only.
     pub(crate) fn retain_operations(&self, ruleset: &str, operations: &[String]) {
         self.retain(ruleset, |(_, op), _| operations.contains(op));
     }

@@ -253,7 +253,20 @@ fn what_goes_away_announces_nothing_and_what_cannot_be_read_says_why() {
     observe(&s, &rs, &one);
     s.resync("cron", Some("b"), &HashSet::new());
     assert_eq!(names(&s), ["one"]);
-    s.retain_operations("cron", &["Other".to_owned()]);
+    // Reloaded: its rules keep their schedules, then lose them (an evaluation of a rule
+    // without one touches nothing: the reload drops what it announced).
+    s.retain_operations("cron", &rs.scheduled_operations());
+    assert_eq!(names(&s), ["one"]);
+    let spec: RuleSetSpec = serde_json::from_value(json!({
+        "component": "batch",
+        "target": {"group": "batch", "version": "v1", "resource": "cronjobs"},
+        "rules": [{"operation": "Running", "expression": "false"}],
+    }))
+    .unwrap();
+    let unscheduled = compile(&Engine::new(), "cron", Some(2), &spec).unwrap();
+    observe(&s, &unscheduled, &one);
+    assert_eq!(names(&s), ["one"]);
+    s.retain_operations("cron", &unscheduled.scheduled_operations());
     assert!(names(&s).is_empty());
     observe(&s, &rs, &one);
     s.ruleset_removed("cron");
