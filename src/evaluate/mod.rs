@@ -86,6 +86,21 @@ pub enum ScheduleExprs {
     At(Expr),
 }
 
+impl ScheduleExprs {
+    /// Each expression, with the field of `schedule` it comes from (`cron`, `timeZone`, `at`).
+    pub fn fields(&self) -> Vec<(&'static str, &Expr)> {
+        match self {
+            ScheduleExprs::Cron {
+                schedule,
+                time_zone,
+            } => std::iter::once(("cron", schedule))
+                .chain(time_zone.iter().map(|e| ("timeZone", e)))
+                .collect(),
+            ScheduleExprs::At(at) => vec![("at", at)],
+        }
+    }
+}
+
 /// What a rule's `schedule` says of its next operation, as the object gives it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NextStart {

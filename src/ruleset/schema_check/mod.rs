@@ -168,27 +168,19 @@ pub fn check_ruleset(
             ("progress", rule.progress.as_ref(), Role::Progress),
             ("stalled", rule.stalled.as_ref(), Role::Stalled),
         ];
-        let schedule = match &rule.schedule {
-            Some(ScheduleExprs::Cron {
-                schedule,
-                time_zone,
-            }) => [
-                ("schedule.cron", Some(schedule), Role::Schedule),
-                ("schedule.timeZone", time_zone.as_ref(), Role::Schedule),
-            ],
-            Some(ScheduleExprs::At(at)) => [
-                ("schedule.at", Some(at), Role::StartTime),
-                ("schedule.timeZone", None, Role::Schedule),
-            ],
-            None => [
-                ("schedule.cron", None, Role::Schedule),
-                ("schedule.timeZone", None, Role::Schedule),
-            ],
-        };
-        for (field, expr, role) in all.into_iter().chain(schedule) {
+        for (field, expr, role) in all {
             if let Some(expr) = expr {
                 check_into(&mut report, &mut open, at(field), expr, role, own);
             }
+        }
+        for (field, expr) in rule.schedule.iter().flat_map(ScheduleExprs::fields) {
+            let role = if field == "at" {
+                Role::StartTime
+            } else {
+                Role::Schedule
+            };
+            let place = at(&format!("schedule.{field}"));
+            check_into(&mut report, &mut open, place, expr, role, own);
         }
     }
     for (i, (key, expr)) in ruleset.exprs.label_expressions.iter().enumerate() {

@@ -424,6 +424,9 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
              "message": "object.status.ready", "outcome": "'Succeeded'"},
             {"operation": "Broken", "expression": "'not a boolean'"},
             {"operation": "Fine", "expression": "object.spec.template.x == 1"},
+            {"operation": "Cron", "expression": "false",
+             "schedule": {"cron": "1", "timeZone": "object.status.printableStatus"}},
+            {"operation": "At", "expression": "false", "schedule": {"at": "true"}},
         ],
     }))
     .unwrap();
@@ -438,6 +441,8 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
             "rules[0] (Migrating).expression: object.status.printableStatsu: the schema of object.status has no field printableStatsu; did you mean printableStatus?",
             "rules[0] (Migrating).message: the result is object.status.ready, of type bool; a message must give a string",
             "rules[1] (Broken).expression: the result is of type string; a rule must give a bool",
+            "rules[3] (Cron).schedule.cron: the result is of type int; a cron schedule and its time zone must give strings",
+            "rules[4] (At).schedule.at: the result is of type bool; a start time must give a string or a timestamp",
             "labelExpressions[0] (ifo.kubevirt.io/vm): object.metadata.nmae: the schema of object.metadata has no field nmae; did you mean name?",
             "related[0].labelExpressions[0] (ifo.kubevirt.io/node): object.status.nodeNmae: the schema of object.status has no field nodeNmae; did you mean nodeName?",
         ]
@@ -453,7 +458,11 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
     let report = check_ruleset(&compiled, None, &[]);
     assert_eq!(
         report.problems,
-        ["rules[1] (Broken).expression: the result is of type string; a rule must give a bool"]
+        [
+            "rules[1] (Broken).expression: the result is of type string; a rule must give a bool",
+            "rules[3] (Cron).schedule.cron: the result is of type int; a cron schedule and its time zone must give strings",
+            "rules[4] (At).schedule.at: the result is of type bool; a start time must give a string or a timestamp",
+        ]
     );
     assert!(report.unchecked.is_empty());
 }
