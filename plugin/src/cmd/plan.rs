@@ -174,7 +174,10 @@ pub(crate) fn answer(
             };
             let through = g.status.scheduled_through.as_ref().map(|t| t.0);
             let unlisted = match through {
-                Some(t) if end.is_none() && start + duration > t => {
+                // A window longer than time can hold reaches past it too.
+                Some(t)
+                    if end.is_none() && start.checked_add(duration).ok().is_none_or(|e| e > t) =>
+                {
                     format!("; operations announced to start after {t} are not listed yet")
                 }
                 _ => String::new(),

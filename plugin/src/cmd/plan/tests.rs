@@ -268,3 +268,24 @@ fn a_scheduled_run_of_unknown_length_in_the_way_promises_nothing() {
         a.text
     );
 }
+
+#[test]
+fn a_window_longer_than_time_says_so_and_does_not_panic() {
+    let g = with_scheduled(json!([nightly(
+        "2026-11-22T10:30:00Z",
+        Some("2026-11-22T10:35:00Z"),
+        Some("2026-11-22T10:40:00Z")
+    )]));
+    // The largest `--for` takes: as many seconds as an i64 holds.
+    let forever = SignedDuration::from_secs(i64::MAX);
+    let a = answer(&g, forever, Confidence::P90, now()).unwrap();
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.start, Some("2026-11-22T10:40:00Z".parse().unwrap()));
+    assert!(
+        a.text.contains(
+            "operations announced to start after 2026-11-23T10:00:00Z are not listed yet"
+        ),
+        "{}",
+        a.text
+    );
+}
