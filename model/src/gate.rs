@@ -258,10 +258,7 @@ lenient_struct! {
 impl GateSubject {
     /// `namespace/name`, or `name` alone when cluster-scoped.
     pub fn reference(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{ns}/{}", self.name),
-            None => self.name.clone(),
-        }
+        crate::reference(self.namespace.as_deref(), &self.name)
     }
 }
 

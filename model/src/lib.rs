@@ -20,6 +20,15 @@ pub use stale_cause::{
 };
 pub use window::{Fit, fit};
 
+/// `namespace/name`, or `name` alone for a cluster-scoped object: how messages and logs name an
+/// object.
+pub fn reference(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// The API group the APIService registers.
 pub const GROUP: &str = "live.ifo.kubevirt.io";
 /// The served version.

@@ -28,10 +28,7 @@ pub struct Subject {
 impl Subject {
     /// `namespace/name`, or `name` alone when cluster-scoped: how logs name a subject.
     pub fn reference(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{ns}/{}", self.name),
-            None => self.name.clone(),
-        }
+        ifo_model::reference(self.namespace.as_deref(), &self.name)
     }
 
     /// Extracts the subject from an object as received from a watch.
