@@ -45,7 +45,8 @@ const DISCARDED: usize = 64 << 10;
 const DISCARD_DEADLINE: Duration = Duration::from_millis(500);
 
 /// Who sent a review.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub(crate) enum Caller {
     /// kube-apiserver, proven by its client certificate.
     KubeApiserver,
@@ -56,10 +57,7 @@ pub(crate) enum Caller {
 impl Caller {
     /// The log field's value.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Caller::KubeApiserver => "kube-apiserver",
-            Caller::Unverified => "unverified",
-        }
+        self.into()
     }
 }
 

@@ -30,7 +30,8 @@ pub(crate) struct Limits {
 }
 
 /// Why a connection was closed at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub(crate) enum Refused {
     /// Every anonymous connection has a request in flight.
     Anonymous,
@@ -41,10 +42,7 @@ pub(crate) enum Refused {
 impl Refused {
     /// The metric's label value.
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Refused::Anonymous => "anonymous",
-            Refused::Proven => "proven",
-        }
+        self.into()
     }
 }
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use super::stored::Stored;
 
 /// What a change did to the record it carries, as a watch event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "UPPERCASE")]
 pub enum EventKind {
     /// The record is new.
     Added,
@@ -17,19 +18,15 @@ pub enum EventKind {
     /// failed or recovered, the initial sync ended), or which maintenance gates exist (a node
     /// or namespace came or went). Takes a resourceVersion so that the verdicts that depend on
     /// it (maintenance gates) change at one, like everything else.
+    // Only the resourceVersion moves for the records: what a bookmark says.
+    #[strum(serialize = "BOOKMARK")]
     FeedsChanged,
 }
 
 impl EventKind {
     /// The watch event `type`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Added => "ADDED",
-            EventKind::Modified => "MODIFIED",
-            EventKind::Deleted => "DELETED",
-            // Only the resourceVersion moves for the records: what a bookmark says.
-            EventKind::FeedsChanged => "BOOKMARK",
-        }
+        self.into()
     }
 }
 

@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::time::Instant;
+use strum::VariantArray as _;
 
 /// Upper bounds of `ifo_admission_review_duration_seconds`: from an answer that compiles nothing
 /// (a DELETE) to the compile of a large ruleset, up to the webhook's timeout (5 s).
@@ -57,7 +58,7 @@ impl Admission {
             ),
         };
         for door in [Door::Evictions, Door::EvictionsStandby] {
-            for reason in GuardReason::ALL {
+            for &reason in GuardReason::VARIANTS {
                 for allowed in [true, false] {
                     drop(
                         admission
@@ -75,8 +76,8 @@ impl Admission {
             }
         }
         // Every label set is known: all start at 0, so that "never happened" reads as 0.
-        for door in Door::ALL {
-            for decision in Answer::ALL {
+        for &door in Door::VARIANTS {
+            for &decision in Answer::VARIANTS {
                 drop(admission.reviews.get_or_create(&labels(door, decision)));
             }
             drop(
@@ -90,9 +91,11 @@ impl Admission {
 }
 
 /// An admission door of the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Door {
     /// `/admission/rulesets`: OperationRuleSets that do not compile are refused.
+    #[strum(serialize = "rulesets")]
     RuleSets,
 
     /// `/admission/evictions`: the maintenance guard, through the leader's Service.
@@ -104,19 +107,14 @@ pub enum Door {
 }
 
 impl Door {
-    const ALL: [Door; 3] = [Door::RuleSets, Door::Evictions, Door::EvictionsStandby];
-
     fn as_str(self) -> &'static str {
-        match self {
-            Door::RuleSets => "rulesets",
-            Door::Evictions => "evictions",
-            Door::EvictionsStandby => "evictions_standby",
-        }
+        self.into()
     }
 }
 
 /// Why the maintenance guard decided as it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum GuardReason {
     /// The node's gate is `Clear=True`.
     Clear,
@@ -137,29 +135,9 @@ pub enum GuardReason {
 }
 
 impl GuardReason {
-    const ALL: [GuardReason; 8] = [
-        GuardReason::Clear,
-        GuardReason::InFlight,
-        GuardReason::Unknown,
-        GuardReason::Override,
-        GuardReason::Unbound,
-        GuardReason::Mirror,
-        GuardReason::NodeGone,
-        GuardReason::NotAnEviction,
-    ];
-
     /// The metric's label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            GuardReason::Clear => "clear",
-            GuardReason::InFlight => "in_flight",
-            GuardReason::Unknown => "unknown",
-            GuardReason::Override => "override",
-            GuardReason::Unbound => "unbound",
-            GuardReason::Mirror => "mirror",
-            GuardReason::NodeGone => "node_gone",
-            GuardReason::NotAnEviction => "not_an_eviction",
-        }
+        self.into()
     }
 }
 
@@ -218,7 +196,8 @@ pub fn guard_event_dropped() {
 }
 
 /// What a door answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Answer {
     /// The request may go on.
     Allowed,
@@ -229,14 +208,8 @@ pub enum Answer {
 }
 
 impl Answer {
-    const ALL: [Answer; 3] = [Answer::Allowed, Answer::Denied, Answer::Error];
-
     fn as_str(self) -> &'static str {
-        match self {
-            Answer::Allowed => "allowed",
-            Answer::Denied => "denied",
-            Answer::Error => "error",
-        }
+        self.into()
     }
 }
 

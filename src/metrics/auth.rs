@@ -41,7 +41,8 @@ impl Auth {
 }
 
 /// Which review.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Review {
     /// TokenReview (a bearer token).
     Token,
@@ -51,10 +52,7 @@ pub enum Review {
 
 impl Review {
     fn as_str(self) -> &'static str {
-        match self {
-            Review::Token => "token",
-            Review::Access => "access",
-        }
+        self.into()
     }
 }
 
@@ -66,7 +64,8 @@ fn labels(review: Review, result: &str) -> Labels {
 }
 
 /// How the cache answered a lookup.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum CacheLookup {
     /// Answered from the cache, or by an identical review already under way.
     Hit,
@@ -91,10 +90,7 @@ pub fn review(review: Review, allowed: Option<bool>) {
 
 /// A lookup in the review cache of `review` was answered as `lookup` says.
 pub fn cache_lookup(review: Review, lookup: CacheLookup) {
-    let result = match lookup {
-        CacheLookup::Hit => "hit",
-        CacheLookup::Miss => "miss",
-    };
+    let result: &str = lookup.into();
     super::metrics()
         .auth
         .cache

@@ -1,10 +1,12 @@
 //! Lifecycle phase and final outcome of an operation.
 
-use std::fmt;
-use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
-/// `status.phase`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `status.phase`. Its names are exact and case-sensitive (`FromStr`, `Display`, `as_str`):
+/// they are API enum values. [`strum::VariantArray::VARIANTS`] lists them, for the OpenAPI enum.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, IntoStaticStr, Display, EnumString, VariantArray,
+)]
 pub enum Phase {
     /// The operation's rule matches, or stopped matching less than the debounce grace ago.
     Active,
@@ -13,26 +15,17 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// Every phase, for the OpenAPI enum.
-    pub const ALL: [Phase; 2] = [Phase::Active, Phase::Completed];
-
     /// The name served in `status.phase`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Active => "Active",
-            Phase::Completed => "Completed",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `status.outcome` of a completed operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// `status.outcome` of a completed operation, named as [`Phase`] is: outcome expressions must
+/// return one of these names exactly, so that no rule works here only.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, IntoStaticStr, Display, EnumString, VariantArray,
+)]
 pub enum Outcome {
     /// The operation did what it set out to do (an outcome expression said so).
     Succeeded,
@@ -51,52 +44,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, for the OpenAPI enum and for parsing outcome expressions' results.
-    pub const ALL: [Outcome; 7] = [
-        Outcome::Succeeded,
-        Outcome::Failed,
-        Outcome::Canceled,
-        Outcome::Superseded,
-        Outcome::SubjectDeleted,
-        Outcome::RuleSetRemoved,
-        Outcome::Unknown,
-    ];
-
     /// The name served in `status.outcome`, and the one outcome expressions return.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "Succeeded",
-            Outcome::Failed => "Failed",
-            Outcome::Canceled => "Canceled",
-            Outcome::Superseded => "Superseded",
-            Outcome::SubjectDeleted => "SubjectDeleted",
-            Outcome::RuleSetRemoved => "RuleSetRemoved",
-            Outcome::Unknown => "Unknown",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An outcome expression returned a string that is not one of the outcome names.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown outcome {0:?}")]
-pub struct ParseOutcomeError(pub String);
-
-impl FromStr for Outcome {
-    type Err = ParseOutcomeError;
-
-    /// Exact, case-sensitive names: these are API enum values, and accepting variants would
-    /// let rules that only work here be written.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Outcome::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| ParseOutcomeError(s.to_owned()))
+        self.into()
     }
 }
 
@@ -106,7 +56,7 @@ mod tests {
 
     #[test]
     fn outcome_names_round_trip_exactly() {
-        for o in Outcome::ALL {
+        for &o in Outcome::VARIANTS {
             assert_eq!(o.as_str().parse::<Outcome>(), Ok(o));
         }
         assert!("succeeded".parse::<Outcome>().is_err());

@@ -68,7 +68,7 @@ fn is_condition_reason(s: &str) -> bool {
 }
 
 /// What an expected end is based on (`status.estimate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
 pub enum EstimateBasis {
     /// Start + the median duration of the rule's operations that succeeded.
     History,
@@ -82,11 +82,7 @@ pub enum EstimateBasis {
 impl EstimateBasis {
     /// As in `status.estimate`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EstimateBasis::History => "History",
-            EstimateBasis::Progress => "Progress",
-            EstimateBasis::Grace => "Grace",
-        }
+        self.into()
     }
 }
 

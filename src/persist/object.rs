@@ -156,15 +156,17 @@ pub(super) fn from_object(object: &DynamicObject) -> Result<Arc<InFlightOperatio
         serde_json::from_value(field("spec")).map_err(|e| invalid(format!("spec: {e}")))?;
     let status: StatusIn =
         serde_json::from_value(field("status")).map_err(|e| invalid(format!("status: {e}")))?;
-    let phase = Phase::ALL
-        .into_iter()
-        .find(|p| p.as_str() == status.phase)
-        .ok_or_else(|| invalid(format!("unknown phase {:?}", status.phase)))?;
+    let phase = status
+        .phase
+        .parse::<Phase>()
+        .map_err(|_| invalid(format!("unknown phase {:?}", status.phase)))?;
     let outcome = status
         .outcome
-        .map(|o| o.parse::<Outcome>())
-        .transpose()
-        .map_err(|e| invalid(format!("outcome: {e}")))?;
+        .map(|o| {
+            o.parse::<Outcome>()
+                .map_err(|_| invalid(format!("unknown outcome {o:?}")))
+        })
+        .transpose()?;
     let labels = object
         .metadata
         .labels

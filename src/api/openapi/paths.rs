@@ -15,7 +15,8 @@ use crate::operation::SELECTABLE_FIELDS;
 use serde_json::{Map, Value, json};
 
 /// What an operation does, as `x-kubernetes-action` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 enum Action {
     Get,
     List,
@@ -25,12 +26,7 @@ enum Action {
 
 impl Action {
     fn as_str(self) -> &'static str {
-        match self {
-            Action::Get => "get",
-            Action::List => "list",
-            Action::Watch => "watch",
-            Action::WatchList => "watchlist",
-        }
+        self.into()
     }
 
     /// Media types of the response: watches (and lists, which `watch=true` turns into one)

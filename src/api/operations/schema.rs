@@ -9,6 +9,7 @@ use crate::api::openapi::schema::{PREFIX, list, meta, object, ours};
 use crate::api::resource::Resource;
 use crate::operation::{Outcome, Phase};
 use serde_json::{Map, Value, json};
+use strum::VariantArray as _;
 
 /// What `kubectl explain` says of `InFlightOperation`.
 pub(super) const NAMESPACED: &str = "InFlightOperation is an operation in flight on a namespaced Kubernetes object, its subject: a virtual machine migrating, an operator upgrading, a backup running. It is detected live by a rule of an OperationRuleSet (ifo.kubevirt.io) and lives in the subject's namespace. The live API serves these objects from memory; they are never stored in etcd and can only be read (get, list, watch). An operation stays Active while its rule matches the subject and becomes Completed when it stops matching, with status.outcome saying how it ended.";
@@ -112,8 +113,8 @@ fn subject() -> Value {
 }
 
 fn status() -> Value {
-    let phases = Phase::ALL.map(Phase::as_str);
-    let outcomes = Outcome::ALL.map(Outcome::as_str);
+    let phases: Vec<&str> = Phase::VARIANTS.iter().map(|p| p.as_str()).collect();
+    let outcomes: Vec<&str> = Outcome::VARIANTS.iter().map(|o| o.as_str()).collect();
     json!({
         "description": "InFlightOperationStatus says where an operation stands.",
         "type": "object",
