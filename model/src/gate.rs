@@ -7,6 +7,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
+use strum::{Display, EnumString, IntoStaticStr};
+
 use crate::lenient::lenient_struct;
 
 /// Kind of the gate.
@@ -119,24 +121,34 @@ impl<Op> GateStatus<Op> {
     }
 }
 
-/// [`GateWindow::reason`]: nothing is in flight; the window is open since the scope last
-/// cleared.
-pub const WINDOW_NOTHING_IN_FLIGHT: &str = "NothingInFlight";
-/// [`GateWindow::reason`]: the window starts when the last operation in flight is expected to
-/// end.
-pub const WINDOW_EXPECTED_ENDS: &str = "ExpectedEnds";
-/// [`GateWindow::reason`]: the window starts when scheduled operations are expected to end
-/// (those in flight end before).
-pub const WINDOW_AFTER_SCHEDULED: &str = "AfterScheduled";
-/// [`GateWindow::reason`]: when a scheduled operation of the scope next starts is not known.
-pub const WINDOW_SCHEDULE_UNKNOWN: &str = "ScheduleUnknown";
-/// [`GateWindow::reason`]: no window while the scope is `Unknown`.
-pub const WINDOW_SCOPE_UNKNOWN: &str = "ScopeUnknown";
-/// [`GateWindow::reason`]: an operation in flight has no expected end.
-pub const WINDOW_NO_EXPECTED_END: &str = "NoExpectedEnd";
-/// [`GateWindow::reason`]: an operation in flight runs past what its rule's operations take
-/// (overdue by history): nothing says when it ends.
-pub const WINDOW_RUNNING_LATE: &str = "RunningLate";
+/// [`GateWindow::reason`]: why the window starts when it does, or why none can be promised.
+/// Served as the variant's name; a reader keeps a name a later server adds as a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr, EnumString, Display)]
+pub enum WindowReason {
+    /// Nothing is in flight; the window is open since the scope last cleared.
+    NothingInFlight,
+    /// The window starts when the last operation in flight is expected to end.
+    ExpectedEnds,
+    /// The window starts when scheduled operations are expected to end (those in flight end
+    /// before).
+    AfterScheduled,
+    /// When a scheduled operation of the scope next starts is not known.
+    ScheduleUnknown,
+    /// No window while the scope is `Unknown`.
+    ScopeUnknown,
+    /// An operation in flight has no expected end.
+    NoExpectedEnd,
+    /// An operation in flight runs past what its rule's operations take (overdue by history):
+    /// nothing says when it ends.
+    RunningLate,
+}
+
+impl WindowReason {
+    /// The name served in `reason`.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
 
 lenient_struct! {
     /// When the scope is expected to be clear from, at one confidence: `start` when a window
@@ -152,9 +164,8 @@ lenient_struct! {
         /// absent when none is listed (see `scheduledThrough`).
         #[serde(skip_serializing_if = "Option::is_none")]
         pub end: Option<Time>,
-        /// [`WINDOW_NOTHING_IN_FLIGHT`], [`WINDOW_EXPECTED_ENDS`] (with a start),
-        /// [`WINDOW_SCOPE_UNKNOWN`], [`WINDOW_NO_EXPECTED_END`], [`WINDOW_RUNNING_LATE`]
-        /// (without).
+        /// A [`WindowReason`]: `NothingInFlight`, `ExpectedEnds`, `AfterScheduled` (with a
+        /// start), `ScheduleUnknown`, `ScopeUnknown`, `NoExpectedEnd`, `RunningLate` (without).
         pub reason: String,
         /// In words, naming the operation the start (or its absence) comes from.
         pub message: String,
@@ -304,8 +315,8 @@ mod tests {
         assert_eq!(gate.status.clear().unwrap().status, "False");
         let window = gate.status.next_window.as_ref().unwrap();
         assert_eq!(
-            (window.reason.as_str(), window.start.is_some()),
-            (WINDOW_EXPECTED_ENDS, true)
+            (window.reason.parse(), window.start.is_some()),
+            (Ok(WindowReason::ExpectedEnds), true)
         );
         assert_eq!(serde_json::to_value(&gate).unwrap(), served);
         let odd: MaintenanceGate =

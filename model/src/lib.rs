@@ -11,8 +11,7 @@ mod window;
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
     GateOperation, GateScheduled, GateStatus, GateSubject, GateWindow, MaintenanceGate,
-    StaleTarget, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS, WINDOW_NO_EXPECTED_END,
-    WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCHEDULE_UNKNOWN, WINDOW_SCOPE_UNKNOWN,
+    StaleTarget, WindowReason,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 pub use stale_cause::{

@@ -9,11 +9,7 @@
 
 use anyhow::{Result, anyhow};
 use ifo_apimachinery::duration::human_duration;
-use ifo_model::{
-    Fit, GateScheduled, GateWindow, MaintenanceGate, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
-    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCHEDULE_UNKNOWN,
-    WINDOW_SCOPE_UNKNOWN,
-};
+use ifo_model::{Fit, GateScheduled, GateWindow, MaintenanceGate, WindowReason};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
@@ -43,7 +39,8 @@ pub(crate) struct Answer {
     pub(crate) start: Option<Timestamp>,
     /// When a scheduled operation is expected to close it.
     pub(crate) end: Option<Timestamp>,
-    /// The window's reason as served, or [`WINDOW_RUNNING_LATE`] for a start that has passed.
+    /// The window's reason as served, or [`WindowReason::RunningLate`] for a start that has
+    /// passed.
     pub(crate) reason: String,
     /// One line, in words (sanitised: it carries names from the cluster).
     pub(crate) text: String,
@@ -127,14 +124,16 @@ pub(crate) fn answer(
         reason: reason.to_owned(),
         text: format!("No window of {for_} can be promised {place} ({c}): {why}"),
     };
-    let from = match (start, w.reason.as_str()) {
-        (_, WINDOW_SCOPE_UNKNOWN) => {
-            return Ok(none(Promise::Unknown, WINDOW_SCOPE_UNKNOWN, message));
+    // A reason a later server adds reads as none of ours.
+    let reason = w.reason.parse::<WindowReason>().ok();
+    let from = match (start, reason) {
+        (_, Some(WindowReason::ScopeUnknown)) => {
+            return Ok(none(Promise::Unknown, &w.reason, message));
         }
-        (Some(t), WINDOW_EXPECTED_ENDS) if t <= now => {
+        (Some(t), Some(WindowReason::ExpectedEnds)) if t <= now => {
             return Ok(none(
                 Promise::NoWindow,
-                WINDOW_RUNNING_LATE,
+                WindowReason::RunningLate.as_str(),
                 format!(
                     "the last expected end ({t}) has passed while {} still in flight; {message}",
                     in_flight(g.status.active_operations)
@@ -142,14 +141,14 @@ pub(crate) fn answer(
             ));
         }
         (Some(t), _) => t,
-        (None, reason) => return Ok(none(Promise::NoWindow, reason, message)),
+        (None, _) => return Ok(none(Promise::NoWindow, &w.reason, message)),
     };
     let scheduled = &g.status.scheduled;
     let p90 = confidence == Confidence::P90;
     Ok(match ifo_model::fit(from, scheduled, p90, duration) {
         Fit::UnknownStart(s) => none(
             Promise::NoWindow,
-            WINDOW_SCHEDULE_UNKNOWN,
+            WindowReason::ScheduleUnknown.as_str(),
             format!(
                 "scheduled {} may start at any time: {}",
                 scheduled_op(s),
@@ -158,7 +157,7 @@ pub(crate) fn answer(
         ),
         Fit::NoDuration(s) => none(
             Promise::NoWindow,
-            WINDOW_NO_EXPECTED_END,
+            WindowReason::NoExpectedEnd.as_str(),
             format!(
                 "scheduled {} starts before a window of {for_} opens, and its rule has not learned how long its operations take",
                 scheduled_op(s)
@@ -184,14 +183,14 @@ pub(crate) fn answer(
             };
             let (reason, text) = match after {
                 Some(s) => (
-                    WINDOW_AFTER_SCHEDULED.to_owned(),
+                    WindowReason::AfterScheduled.to_string(),
                     format!(
                         "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: after scheduled {} is expected to end{unlisted}",
                         human_duration(start.duration_since(now)),
                         scheduled_op(s)
                     ),
                 ),
-                None if w.reason == WINDOW_NOTHING_IN_FLIGHT => (
+                None if reason == Some(WindowReason::NothingInFlight) => (
                     w.reason.clone(),
                     format!(
                         "Clear now {place} for {for_}{} ({c}): nothing in flight since {start}{}{unlisted}",

@@ -23,11 +23,7 @@
 
 use std::sync::Arc;
 
-use ifo_model::{
-    Fit, GateScheduled, GateWindow, WINDOW_AFTER_SCHEDULED, WINDOW_EXPECTED_ENDS,
-    WINDOW_NO_EXPECTED_END, WINDOW_NOTHING_IN_FLIGHT, WINDOW_RUNNING_LATE, WINDOW_SCHEDULE_UNKNOWN,
-    WINDOW_SCOPE_UNKNOWN,
-};
+use ifo_model::{Fit, GateScheduled, GateWindow, WindowReason};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -79,7 +75,7 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
         } => GateWindow {
             start: Some(Time(round_up(start))),
             end: next.and_then(GateScheduled::start).map(Time),
-            reason: WINDOW_AFTER_SCHEDULED.to_owned(),
+            reason: WindowReason::AfterScheduled.to_string(),
             message: format!(
                 "when scheduled {} is expected to end, by its rule's {} duration",
                 what(s),
@@ -90,7 +86,7 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
         Fit::UnknownStart(s) => GateWindow {
             start: None,
             end: None,
-            reason: WINDOW_SCHEDULE_UNKNOWN.to_owned(),
+            reason: WindowReason::ScheduleUnknown.to_string(),
             message: format!(
                 "no window can be promised: scheduled {} may start at any time: {}",
                 what(s),
@@ -101,7 +97,7 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
         Fit::NoDuration(s) => GateWindow {
             start: None,
             end: None,
-            reason: WINDOW_NO_EXPECTED_END.to_owned(),
+            reason: WindowReason::NoExpectedEnd.to_string(),
             message: format!(
                 "no window can be promised: scheduled {} starts before one opens, and its rule has not learned how long its operations take",
                 what(s)
@@ -118,18 +114,18 @@ pub(super) fn window(
     active: usize,
     end: &LatestEnd<Arc<GateEntry>>,
 ) -> GateWindow {
-    let made = |start: Option<Time>, reason: &str, message: String| GateWindow {
+    let made = |start: Option<Time>, reason: WindowReason, message: String| GateWindow {
         confidence: confidence.to_owned(),
         start,
         end: None,
-        reason: reason.to_owned(),
+        reason: reason.to_string(),
         message,
     };
     match clear.status.as_str() {
         "True" => {
             return made(
                 Some(clear.last_transition_time.clone()),
-                WINDOW_NOTHING_IN_FLIGHT,
+                WindowReason::NothingInFlight,
                 "nothing in flight: clear since the window started".to_owned(),
             );
         }
@@ -137,7 +133,7 @@ pub(super) fn window(
         _ => {
             return made(
                 None,
-                WINDOW_SCOPE_UNKNOWN,
+                WindowReason::ScopeUnknown,
                 format!(
                     "no window while the scope is Unknown ({}): what is in flight there is not known (see the Clear condition)",
                     clear.reason
@@ -156,7 +152,7 @@ pub(super) fn window(
     match end {
         LatestEnd::At(at, e) => made(
             Some(Time(round_up(*at))),
-            WINDOW_EXPECTED_ENDS,
+            WindowReason::ExpectedEnds,
             format!(
                 "when the last of {} in flight is expected to end, by its {} end: {}",
                 operations(active),
@@ -172,13 +168,13 @@ pub(super) fn window(
             };
             made(
                 None,
-                WINDOW_NO_EXPECTED_END,
+                WindowReason::NoExpectedEnd,
                 format!("no window can be promised: {} {why}", what(e)),
             )
         }
         LatestEnd::Overdue(e) => made(
             None,
-            WINDOW_RUNNING_LATE,
+            WindowReason::RunningLate,
             format!(
                 "no window can be promised: {} runs past what its rule's operations take, and nothing says when it ends{}",
                 what(e),
@@ -189,7 +185,7 @@ pub(super) fn window(
         ),
         LatestEnd::Nothing => made(
             None,
-            WINDOW_NO_EXPECTED_END,
+            WindowReason::NoExpectedEnd,
             "no window can be promised: no expected end is known of the operations in flight"
                 .to_owned(),
         ),
