@@ -1,7 +1,6 @@
 //! The exposition as Prometheus reads it, and the bounds on its series.
 
 use super::operations::Operations;
-use super::process;
 use crate::index::{Handles, Index};
 use crate::operation::{InFlightOperation, Outcome, Phase, test_active, test_subject};
 use crate::track::Change;
@@ -207,21 +206,34 @@ fn cardinality_with_a_thousand_namespaces() {
 }
 
 #[test]
-fn proc_files_are_read_as_proc5_documents_them() {
-    let stat = "4242 (ifo (api) server) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 17 0 12345 104857600 3000 18446744073709551615";
-    let s = process::parse_stat(stat);
-    assert_eq!(s.cpu_seconds, Some(3.0));
-    assert_eq!(s.start_time_seconds, Some(123.45));
-    assert_eq!(s.virtual_bytes, Some(104_857_600.0));
-    assert_eq!(
-        process::resident_bytes("Name:\tifo\nVmRSS:\t   2048 kB\n"),
-        Some(2_097_152.0)
+fn the_process_series_describe_this_process() {
+    // Some CPU time to count: the clock ticks every 10 ms.
+    let spin = std::time::Instant::now();
+    while spin.elapsed() < std::time::Duration::from_millis(50) {
+        std::hint::black_box(spin.elapsed());
+    }
+    let text = super::render();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+            .parse()
+            .unwrap()
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let now = jiff::Timestamp::now().as_second() as f64;
+    let started = value("process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 86_400.0,
+        "started {started}, now {now}"
     );
-    assert_eq!(
-        process::max_fds(
-            "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n"
-        ),
-        Some(1_048_576.0)
+    assert!(value("process_cpu_seconds_total") > 0.0);
+    assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+    assert!(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+    let open = value("process_open_fds");
+    assert!(
+        open >= 3.0 && open <= value("process_max_fds"),
+        "{open} open"
     );
 }
 
