@@ -101,16 +101,12 @@ impl Scope {
 }
 
 /// Which kubeconfig entries to use and how, from kubectl's flags.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Connection {
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
-    /// `--context`.
-    pub context: Option<String>,
-    /// `--cluster`: a cluster of the kubeconfig.
-    pub cluster: Option<String>,
-    /// `--user`: a user of the kubeconfig.
-    pub user: Option<String>,
+    /// `--context`, `--cluster` and `--user`: entries of the kubeconfig.
+    pub entries: KubeConfigOptions,
     /// `--as`: the user to impersonate.
     pub as_user: Option<String>,
     /// `--as-group`: groups to impersonate.
@@ -126,22 +122,18 @@ pub struct Connection {
 /// `--as-group` and `--request-timeout`; with the context's default namespace, and the warnings
 /// the server sends with its answers.
 pub async fn connect(conn: &Connection) -> Result<(Client, String, Warnings)> {
-    let options = KubeConfigOptions {
-        context: conn.context.clone(),
-        cluster: conn.cluster.clone(),
-        user: conn.user.clone(),
-    };
-    let chosen = conn.context.is_some() || conn.cluster.is_some() || conn.user.is_some();
+    let options = &conn.entries;
+    let chosen = options.context.is_some() || options.cluster.is_some() || options.user.is_some();
     let mut config = match (&conn.kubeconfig, chosen) {
         (Some(path), _) => {
             // Errors by their message only: their sources repeat it.
             let file = Kubeconfig::read_from(path)
                 .map_err(|e| anyhow!("cannot read kubeconfig {}: {e}", path.display()))?;
-            Config::from_custom_kubeconfig(file, &options)
+            Config::from_custom_kubeconfig(file, options)
                 .await
                 .map_err(|e| anyhow!("cannot use kubeconfig {}: {e}", path.display()))?
         }
-        (None, true) => Config::from_kubeconfig(&options)
+        (None, true) => Config::from_kubeconfig(options)
             .await
             .map_err(|e| anyhow!("cannot use the kubeconfig: {e}"))?,
         (None, false) => Config::infer().await.map_err(|e| {

@@ -116,9 +116,11 @@ pub(crate) fn filters(global: &Global, active_only: bool) -> Filters {
 pub(crate) fn connection(g: &Global, command: &Command) -> client::Connection {
     client::Connection {
         kubeconfig: g.kubeconfig.clone(),
-        context: g.context.clone(),
-        cluster: g.cluster.clone(),
-        user: g.user.clone(),
+        entries: kube::config::KubeConfigOptions {
+            context: g.context.clone(),
+            cluster: g.cluster.clone(),
+            user: g.user.clone(),
+        },
         as_user: g.as_user.clone(),
         as_groups: g.as_group.clone(),
         request_timeout: g
