@@ -42,39 +42,6 @@ lenient_struct! {
     }
 }
 
-impl<Op> MaintenanceGate<Op> {
-    /// The same gate, its operations held as `f` makes them.
-    pub fn map_operations<T>(self, f: impl FnMut(Op) -> T) -> MaintenanceGate<T> {
-        let GateStatus {
-            conditions,
-            active_operations,
-            operations,
-            expected_clear_time,
-            next_window,
-            next_window_p50,
-            scheduled,
-            scheduled_through,
-            stale_targets,
-        } = self.status;
-        MaintenanceGate {
-            api_version: self.api_version,
-            kind: self.kind,
-            metadata: self.metadata,
-            status: GateStatus {
-                conditions,
-                active_operations,
-                operations: operations.into_iter().map(f).collect(),
-                expected_clear_time,
-                next_window,
-                next_window_p50,
-                scheduled,
-                scheduled_through,
-                stale_targets,
-            },
-        }
-    }
-}
-
 lenient_struct! {
     /// `status`: the verdict and what it rests on.
     pub struct GateStatus<Op = GateOperation> {

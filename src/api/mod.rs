@@ -151,7 +151,7 @@ impl ApiState {
 
     /// The maintenance gates a list answers (the cluster's and those with operations in
     /// flight), as they are served: what the gate metrics read.
-    pub(crate) fn maintenance_gates(&self) -> Vec<ifo_model::MaintenanceGate> {
+    pub(crate) fn maintenance_gates(&self) -> Vec<crate::metrics::GateSeries> {
         gate::listed_gates(self)
     }
 

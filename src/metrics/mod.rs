@@ -38,7 +38,7 @@ pub use evaluation::{
     EvaluationLag, EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event,
     rule_error, ruleset_status_written, ruleset_suspended,
 };
-pub use gates::serve_gates_from;
+pub use gates::{GateSeries, serve_gates_from};
 pub use leader::set_leader;
 pub use operations::{operation_completed, serve_active_from, set_operations};
 pub use overrides::{OverrideSeries, serve_overrides_from};

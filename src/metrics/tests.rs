@@ -251,19 +251,11 @@ fn the_global_exposition_has_the_process_series_unprefixed() {
 
 #[test]
 fn gate_series_say_each_listed_gate_verdict_and_expected_end() {
-    let gate = |name: &str, status: &str, active: u64, expected: Option<&str>| {
-        let mut v = serde_json::json!({
-            "metadata": {"name": name},
-            "status": {
-                "conditions": [{"type": "Clear", "status": status, "reason": "r", "message": "m",
-                                "lastTransitionTime": "2026-11-22T10:00:00Z"}],
-                "activeOperations": active,
-            },
-        });
-        if let Some(t) = expected {
-            v["status"]["expectedClearTime"] = serde_json::json!(t);
-        }
-        serde_json::from_value::<ifo_model::MaintenanceGate>(v).unwrap()
+    let gate = |name: &str, status: &str, active: u64, expected: Option<&str>| super::GateSeries {
+        gate: name.to_owned(),
+        clear: status.to_owned(),
+        active,
+        expected_clear: expected.map(|t: &str| t.parse::<jiff::Timestamp>().unwrap().as_second()),
     };
     let source = super::gates::GateSource::default();
     source.serve_from(move || {

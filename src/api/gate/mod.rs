@@ -29,7 +29,6 @@ mod window;
 use std::sync::Arc;
 
 use axum::response::Response;
-use ifo_model::MaintenanceGate;
 use jiff::Timestamp;
 
 use super::ApiState;
@@ -43,6 +42,7 @@ use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
+use crate::metrics::GateSeries;
 use existence::Existence;
 use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
 
@@ -188,7 +188,7 @@ fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
 
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
 /// their verdicts and counts without the operations themselves (what metrics read).
-pub(super) fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
+pub(super) fn listed_gates(state: &ApiState) -> Vec<GateSeries> {
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let (_, all) = listed(state, 0);
     let meanwhile = before.meanwhile(&state.freshness);
@@ -196,7 +196,17 @@ pub(super) fn listed_gates(state: &ApiState) -> Vec<MaintenanceGate> {
         .map(|m| {
             // All exist: the cluster's, and scopes with operations in flight.
             let existence = existence_of(state, m);
-            gate_of(state, m, &meanwhile, &existence).map_operations(|op| op.to_model())
+            let g = gate_of(state, m, &meanwhile, &existence);
+            GateSeries {
+                gate: g.metadata.name.unwrap_or_default(),
+                clear: g
+                    .status
+                    .clear()
+                    .map_or("Unknown", |c| c.status.as_str())
+                    .to_owned(),
+                active: g.status.active_operations,
+                expected_clear: g.status.expected_clear_time.map(|t| t.0.as_second()),
+            }
         })
         .collect()
 }
