@@ -75,26 +75,31 @@ pub struct RuleExprs {
 /// The compiled `schedule` of one rule: exactly one of its two forms.
 #[derive(Debug, Clone)]
 pub enum ScheduleExprs {
-    /// `cron` (a string) and `timeZone` (a string; absent: UTC).
+    /// `cron` (a string), `timeZone` (a string; absent: UTC) and `from` (a timestamp).
     Cron {
         /// The schedule.
         schedule: Expr,
         /// Its time zone.
         time_zone: Option<Expr>,
+        /// When its last run was, for an `@every` schedule.
+        from: Option<Expr>,
     },
     /// `at` (a timestamp or RFC 3339 string).
     At(Expr),
 }
 
 impl ScheduleExprs {
-    /// Each expression, with the field of `schedule` it comes from (`cron`, `timeZone`, `at`).
+    /// Each expression, with the field of `schedule` it comes from (`cron`, `timeZone`,
+    /// `from`, `at`).
     pub fn fields(&self) -> Vec<(&'static str, &Expr)> {
         match self {
             ScheduleExprs::Cron {
                 schedule,
                 time_zone,
+                from,
             } => std::iter::once(("cron", schedule))
                 .chain(time_zone.iter().map(|e| ("timeZone", e)))
+                .chain(from.iter().map(|e| ("from", e)))
                 .collect(),
             ScheduleExprs::At(at) => vec![("at", at)],
         }
@@ -112,6 +117,8 @@ pub enum NextStart {
         schedule: String,
         /// Its time zone.
         time_zone: String,
+        /// When its last run was, if the rule says (read for an `@every` schedule only).
+        from: Option<jiff::Timestamp>,
     },
     /// A time.
     At(jiff::Timestamp),
@@ -420,6 +427,7 @@ fn next_start(
         ScheduleExprs::Cron {
             schedule,
             time_zone,
+            from,
         } => {
             let text = schedule.eval_string_in(contexts.for_expr(schedule))?;
             if text.trim().is_empty() {
@@ -429,9 +437,17 @@ fn next_start(
                 Some(e) => e.eval_string_in(contexts.for_expr(e))?,
                 None => String::new(),
             };
+            // Only an `@every` schedule reads it: no other fails on it.
+            let from = match from {
+                Some(e) if text.contains("@every") => {
+                    e.eval_start_time_in(contexts.for_expr(e)).transpose()?
+                }
+                _ => None,
+            };
             Ok(NextStart::Cron {
                 schedule: text,
                 time_zone,
+                from,
             })
         }
         ScheduleExprs::At(e) => Ok(e

@@ -44,8 +44,9 @@ struct Expect {
     /// Stall reason of an active operation (`''` for a plain `true`); absent: not checked.
     #[serde(default)]
     stalled: BTreeMap<String, String>,
-    /// What a rule's `schedule` announces: `<cron schedule>` or `<cron schedule> in <zone>`, an
-    /// RFC 3339 time, or `''` for nothing; absent: not checked.
+    /// What a rule's `schedule` announces: `<cron schedule>`, `<cron schedule> in <zone>`,
+    /// `@every <duration> from <last run>`, an RFC 3339 time, or `''` for nothing; absent: not
+    /// checked.
     #[serde(default)]
     schedules: BTreeMap<String, String>,
 }
@@ -232,13 +233,17 @@ fn announced(start: &NextStart) -> Result<String, crate::schedule::cron::CronErr
         NextStart::Cron {
             schedule,
             time_zone,
+            from,
         } => {
-            CronSchedule::parse(schedule, time_zone)?;
-            if time_zone.is_empty() {
-                schedule.clone()
-            } else {
-                format!("{schedule} in {time_zone}")
+            let parsed = CronSchedule::parse(schedule, time_zone, *from)?;
+            let mut said = schedule.clone();
+            if !time_zone.is_empty() {
+                said = format!("{said} in {time_zone}");
             }
+            if let Some(from) = parsed.counted_from() {
+                said = format!("{said} from {from}");
+            }
+            said
         }
     })
 }

@@ -128,7 +128,7 @@ pub enum RuleSetProblem {
 
 /// A rule's `schedule`, compiled; `None` when it does not (an expression's problem is pushed
 /// through `compile_one`, a shape's onto `shapes`): exactly one of `cron` and `at`, `timeZone`
-/// only with `cron`.
+/// and `from` only with `cron`.
 fn compile_schedule(
     schedule: &RuleSchedule,
     place: &str,
@@ -143,22 +143,26 @@ fn compile_schedule(
         });
         None
     };
-    match (&schedule.cron, &schedule.at, &schedule.time_zone) {
-        (Some(cron), None, time_zone) => {
-            let schedule = compile_one(field("cron"), cron);
-            let time_zone = match time_zone {
-                Some(tz) => Some(compile_one(field("timeZone"), tz)?),
-                None => None,
+    let with_cron_only = schedule.time_zone.is_some() || schedule.from.is_some();
+    match (&schedule.cron, &schedule.at) {
+        (Some(cron), None) => {
+            let cron = compile_one(field("cron"), cron);
+            let mut optional = |name: &str, source: &Option<String>| match source {
+                Some(source) => compile_one(field(name), source).map(Some),
+                None => Some(None),
             };
+            let time_zone = optional("timeZone", &schedule.time_zone);
+            let from = optional("from", &schedule.from);
             Some(ScheduleExprs::Cron {
-                schedule: schedule?,
-                time_zone,
+                schedule: cron?,
+                time_zone: time_zone?,
+                from: from?,
             })
         }
-        (None, Some(at), None) => compile_one(field("at"), at).map(ScheduleExprs::At),
-        (None, Some(_), Some(_)) => shape("timeZone is read with cron only; at is a time"),
-        (Some(_), Some(_), _) => shape("cron and at are two ways to say it: give one"),
-        (None, None, _) => shape("either cron or at is required"),
+        (None, Some(at)) if !with_cron_only => compile_one(field("at"), at).map(ScheduleExprs::At),
+        (None, Some(_)) => shape("timeZone and from are read with cron only; at is a time"),
+        (Some(_), Some(_)) => shape("cron and at are two ways to say it: give one"),
+        (None, None) => shape("either cron or at is required"),
     }
 }
 

@@ -167,6 +167,11 @@ pub struct RuleSchedule {
     /// or absent: UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
+    /// CEL returning a timestamp (or RFC 3339 string): when the last run was (a CronJob's
+    /// `status.lastScheduleTime`, else its creation), which an `@every <duration>` schedule
+    /// counts its runs from; other schedules do not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     /// CEL returning a timestamp (or RFC 3339 string): when the next operation starts; an
     /// empty string announces nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,16 +3,18 @@
 //! `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`; a day of month and a day of week
 //! both restricted match either (as Vixie cron); `N/step` is `N-<end>/step`; `?` is `*`; a
 //! `CRON_TZ=<zone>` or `TZ=<zone>` prefix names the time zone, else the one given beside (a
-//! CronJob's `spec.timeZone`), else UTC. `@every <duration>`, which the same Go library takes,
-//! is not read (an error naming the object: nothing is announced).
+//! CronJob's `spec.timeZone`), else UTC. `@every <duration>` runs that long after the last
+//! run (whole seconds, at least one), so it needs when that was: a CronJob's
+//! `status.lastScheduleTime` or a Velero Schedule's `status.lastBackup`, else the object's
+//! creation, as their controllers count; without it, it is an error naming the object.
 //!
 //! Times are found in the time zone, so a daily run at 02:30 skips the day its zone springs
 //! past 02:30 and runs once on the day it falls back (croner follows Vixie cron there).
 
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 
 /// Longest schedule text read: a CronJob's is a short line.
 const MAX_LEN: usize = 256;
@@ -22,10 +24,23 @@ const MAX_LEN: usize = 256;
 pub struct CronSchedule {
     /// The text it was read from.
     text: String,
-    cron: Cron,
+    times: Times,
     zone: TimeZone,
     /// The time zone's name, as given (`UTC` when none was).
     zone_name: String,
+}
+
+/// When a schedule fires.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // few, and their holders box them
+enum Times {
+    /// At the times its fields match, in its zone.
+    Fields(Cron),
+    /// `every` after `from` (whole seconds), and every `every` after that.
+    Every {
+        every: SignedDuration,
+        from: Timestamp,
+    },
 }
 
 /// Why a schedule cannot be read.
@@ -42,11 +57,21 @@ pub enum CronError {
     /// The time zone is not one the time zone database has.
     #[error("{0:?} is not a time zone (an IANA name such as Europe/Berlin)")]
     TimeZone(String),
+    /// An `@every` schedule, and no time its runs are counted from.
+    #[error(
+        "{0:?} runs that long after the last run, and the rule's schedule.from says of no last run"
+    )]
+    EveryWithoutFrom(String),
 }
 
 impl CronSchedule {
-    /// `schedule` in `time_zone` (an IANA name; empty: UTC, unless the schedule names one).
-    pub fn parse(schedule: &str, time_zone: &str) -> Result<CronSchedule, CronError> {
+    /// `schedule` in `time_zone` (an IANA name; empty: UTC, unless the schedule names one);
+    /// an `@every` schedule's runs counted from `from`.
+    pub fn parse(
+        schedule: &str,
+        time_zone: &str,
+        from: Option<Timestamp>,
+    ) -> Result<CronSchedule, CronError> {
         let bad = |reason: &str| CronError::Schedule {
             schedule: schedule.chars().take(64).collect(),
             reason: reason.to_owned(),
@@ -73,16 +98,39 @@ impl CronSchedule {
         let zone = jiff::tz::db()
             .get(zone_name)
             .map_err(|_| CronError::TimeZone(zone_name.chars().take(64).collect()))?;
-        // `N/step` is N to the field's end by step, as Kubernetes' cron library reads it.
-        let cron = CronParser::builder()
-            .seconds(Seconds::Disallowed)
-            .sloppy_ranges(true)
-            .build()
-            .parse(fields)
-            .map_err(|e| bad(&e.to_string()))?;
+        let times = match fields.strip_prefix("@every ") {
+            Some(every) => {
+                let every: SignedDuration = every
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("@every takes a duration such as 90m or 1h30m"))?;
+                if every.is_negative() {
+                    return Err(bad("@every takes a positive duration"));
+                }
+                let from = from.ok_or_else(|| {
+                    CronError::EveryWithoutFrom(fields.chars().take(64).collect())
+                })?;
+                // As Kubernetes' cron library: whole seconds, at least one, after a whole
+                // second.
+                Times::Every {
+                    every: SignedDuration::from_secs(every.as_secs().max(1)),
+                    from: Timestamp::from_second(from.as_second())
+                        .map_err(|_| bad("its runs are counted from an unreadable time"))?,
+                }
+            }
+            // `N/step` is N to the field's end by step, as Kubernetes' cron library reads it.
+            None => Times::Fields(
+                CronParser::builder()
+                    .seconds(Seconds::Disallowed)
+                    .sloppy_ranges(true)
+                    .build()
+                    .parse(fields)
+                    .map_err(|e| bad(&e.to_string()))?,
+            ),
+        };
         Ok(CronSchedule {
             text: fields.to_owned(),
-            cron,
+            times,
             zone,
             zone_name: zone_name.to_owned(),
         })
@@ -91,16 +139,35 @@ impl CronSchedule {
     /// The first time the schedule fires after `after`, if it ever does (`0 0 30 2 *` never
     /// does).
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
-        let from = after.to_zoned(self.zone.clone());
-        self.cron
-            .find_next_occurrence(&from, false)
-            .ok()
-            .map(|z| z.timestamp())
+        match &self.times {
+            Times::Fields(cron) => cron
+                .find_next_occurrence(&after.to_zoned(self.zone.clone()), false)
+                .ok()
+                .map(|z| z.timestamp()),
+            Times::Every { every, from } => {
+                // The first run after `after`: `from` plus a whole number (at least one) of
+                // `every`s.
+                let runs = (after.as_second() - from.as_second()).max(0) / every.as_secs() + 1;
+                from.checked_add(every.checked_mul(i32::try_from(runs).ok()?)?)
+                    .ok()
+            }
+        }
     }
 
-    /// Whether `other` is the same schedule in the same time zone.
+    /// Whether `other` is the same schedule in the same time zone, counted from the same time.
     pub fn same_as(&self, other: &CronSchedule) -> bool {
-        self.text == other.text && self.zone_name == other.zone_name
+        self.text == other.text
+            && self.zone_name == other.zone_name
+            && self.counted_from() == other.counted_from()
+    }
+
+    /// When an `@every` schedule's runs are counted from (its last run, to the second); `None`
+    /// for a schedule of fields.
+    pub fn counted_from(&self) -> Option<Timestamp> {
+        match self.times {
+            Times::Every { from, .. } => Some(from),
+            Times::Fields(_) => None,
+        }
     }
 
     /// The schedule's fields, as given (without a time zone prefix).
@@ -125,7 +192,7 @@ mod tests {
     /// Each schedule in its zone, the time after which its next start is asked, and that start.
     fn assert_next(cases: &[(&str, &str, &str, &str)]) {
         for (schedule, zone, after, want) in cases {
-            let next = CronSchedule::parse(schedule, zone)
+            let next = CronSchedule::parse(schedule, zone, None)
                 .unwrap()
                 .next_after(t(after))
                 .map(|t| t.to_string());
@@ -222,13 +289,82 @@ mod tests {
             ("61 * * * *", ""),
             ("TZ=Europe/Berlin", ""),
         ] {
-            let e = CronSchedule::parse(schedule, zone).unwrap_err();
+            let e = CronSchedule::parse(schedule, zone, None).unwrap_err();
             assert!(matches!(e, CronError::Schedule { .. }), "{schedule}: {e}");
         }
         assert_eq!(
-            CronSchedule::parse("* * * * *", "Mars/Olympus").unwrap_err(),
+            CronSchedule::parse("* * * * *", "Mars/Olympus", None).unwrap_err(),
             CronError::TimeZone("Mars/Olympus".into())
         );
-        assert!(CronSchedule::parse(&"1".repeat(300), "").is_err());
+        assert!(CronSchedule::parse(&"1".repeat(300), "", None).is_err());
+    }
+
+    #[test]
+    fn every_runs_that_long_after_the_last_run() {
+        let at = |from: &str, after: &str| {
+            CronSchedule::parse("@every 1h30m", "", Some(t(from)))
+                .unwrap()
+                .next_after(t(after))
+                .map(|t| t.to_string())
+        };
+        // The first run after the last, then every 90 minutes from it; strictly after.
+        let cases = [
+            (
+                "2026-11-26T08:00:00Z",
+                "2026-11-26T08:10:00Z",
+                "2026-11-26T09:30:00Z",
+            ),
+            (
+                "2026-11-26T08:00:00Z",
+                "2026-11-26T09:30:00Z",
+                "2026-11-26T11:00:00Z",
+            ),
+            (
+                "2026-11-26T08:00:00Z",
+                "2026-11-26T12:00:00Z",
+                "2026-11-26T12:30:00Z",
+            ),
+            // Counted from the last run's whole second; a last run ahead of the clock counts.
+            (
+                "2026-11-26T08:00:00.7Z",
+                "2026-11-26T08:00:00Z",
+                "2026-11-26T09:30:00Z",
+            ),
+            (
+                "2026-11-26T10:00:00Z",
+                "2026-11-26T08:00:00Z",
+                "2026-11-26T11:30:00Z",
+            ),
+        ];
+        for (from, after, want) in cases {
+            assert_eq!(
+                at(from, after).as_deref(),
+                Some(want),
+                "from {from} after {after}"
+            );
+        }
+        // Less than a second is one second; the zone changes nothing; `from` tells two apart.
+        let from = Some(t("2026-11-26T08:00:00Z"));
+        let short = CronSchedule::parse("TZ=Asia/Kolkata @every 200ms", "", from).unwrap();
+        assert_eq!(
+            short.next_after(t("2026-11-26T08:00:00Z")),
+            Some(t("2026-11-26T08:00:01Z"))
+        );
+        let later = CronSchedule::parse("@every 200ms", "", Some(t("2026-11-26T09:00:00Z")));
+        assert!(!short.same_as(&later.unwrap()));
+        // Without a last run it cannot be read; nor without a duration.
+        assert_eq!(
+            CronSchedule::parse("@every 24h", "", None).unwrap_err(),
+            CronError::EveryWithoutFrom("@every 24h".into())
+        );
+        for bad in ["@every", "@every tomorrow", "@every -1h"] {
+            assert!(
+                matches!(
+                    CronSchedule::parse(bad, "", from),
+                    Err(CronError::Schedule { .. })
+                ),
+                "{bad}"
+            );
+        }
     }
 }

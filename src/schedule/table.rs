@@ -108,7 +108,8 @@ impl Schedules {
                 Ok(NextStart::Cron {
                     schedule,
                     time_zone,
-                }) => match CronSchedule::parse(schedule, time_zone) {
+                    from,
+                }) => match CronSchedule::parse(schedule, time_zone, *from) {
                     Ok(c) => Some(When::Cron(Box::new(c))),
                     Err(e) => {
                         let why = e.to_string();

@@ -16,6 +16,7 @@ fn cronjob_rules(name: &str, component: &str, durations_of: Option<Value>) -> Co
     let mut schedule = json!({
         "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
         "timeZone": "object.?spec.?timeZone.orValue('')",
+        "from": "object.?status.?lastScheduleTime.orValue(object.?metadata.?creationTimestamp.orValue(''))",
     });
     if let Some(d) = durations_of {
         schedule["durationsOf"] = d;
@@ -88,14 +89,7 @@ fn runs_of_every_schedule_soonest_first_in_their_time_zones() {
     let s = Schedules::default();
     let rs = cronjob_rules("cron", "batch", None);
     let now = t("2026-11-26T08:00:30Z");
-    assert!(
-        observe(
-            &s,
-            &rs,
-            &cronjob("a", "hourly", json!({"schedule": "@hourly"}))
-        )
-        .is_empty()
-    );
+    announce(&s, &rs, ("a", "hourly"), "@hourly");
     observe(
         &s,
         &rs,
@@ -271,6 +265,78 @@ fn what_goes_away_announces_nothing_and_what_cannot_be_read_says_why() {
     observe(&s, &rs, &one);
     s.ruleset_removed("cron");
     assert!(names(&s).is_empty());
+}
+
+#[test]
+fn an_every_schedule_counts_from_the_last_run_the_object_records() {
+    let s = Schedules::default();
+    let rs = cronjob_rules("cron", "batch", None);
+    let mut refresh = cronjob("a", "refresh", json!({"schedule": "@every 90m"}));
+    refresh["metadata"]["creationTimestamp"] = json!("2026-11-26T07:00:00Z");
+    assert!(observe(&s, &rs, &refresh).is_empty());
+    let now = t("2026-11-26T08:00:00Z");
+    let first = starts(&s.upcoming(now, |_, _| true));
+    assert_eq!(
+        first[..2],
+        [
+            "refresh 2026-11-26T08:30:00Z",
+            "refresh 2026-11-26T10:00:00Z"
+        ]
+    );
+    // A run recorded: the runs move with it.
+    refresh["status"] = json!({"lastScheduleTime": "2026-11-26T07:45:00Z"});
+    observe(&s, &rs, &refresh);
+    assert_eq!(
+        starts(&s.upcoming(now, |_, _| true))[0],
+        "refresh 2026-11-26T09:15:00Z"
+    );
+    // Nothing to count from: not known, and said why.
+    refresh["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("creationTimestamp");
+    refresh["status"] = json!({});
+    let unreadable = observe(&s, &rs, &refresh);
+    assert!(
+        unreadable[0].contains("\"@every 90m\" runs that long after the last run"),
+        "{unreadable:?}"
+    );
+    assert_eq!(s.upcoming(now, |_, _| true).unknown.len(), 1);
+}
+
+#[test]
+fn from_is_read_for_an_every_schedule_only_and_with_cron_only() {
+    let rules = |schedule: Value| -> RuleSetSpec {
+        serde_json::from_value(json!({
+            "component": "batch",
+            "target": {"group": "batch", "version": "v1", "resource": "cronjobs"},
+            "rules": [{"operation": "Running", "expression": "false", "schedule": schedule}],
+        }))
+        .unwrap()
+    };
+    // A `from` that fails on this object does not touch a schedule of fields.
+    let strict = rules(json!({
+        "cron": "object.spec.schedule",
+        "from": "object.status.lastScheduleTime",
+    }));
+    let rs = compile(&Engine::new(), "cron", Some(1), &strict).unwrap();
+    let s = Schedules::default();
+    announce(&s, &rs, ("a", "daily"), "0 9 * * *");
+    assert_eq!(
+        starts(&s.upcoming(t("2026-11-26T08:00:00Z"), |_, _| true)),
+        ["daily 2026-11-26T09:00:00Z"]
+    );
+    let at =
+        rules(json!({"at": "object.spec.cutover", "from": "object.metadata.creationTimestamp"}));
+    let Err(refused) = compile(&Engine::new(), "cron", Some(1), &at) else {
+        panic!("at with from compiled");
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("timeZone and from are read with cron only"),
+        "{refused}"
+    );
 }
 
 #[test]

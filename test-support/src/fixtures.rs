@@ -275,7 +275,8 @@ pub fn cronjob(namespace: &str, name: &str, schedule: &str, time_zone: Option<&s
 /// A ruleset named `name`, of component `cron-<namespace>`, with the library's CronJob rule
 /// (`rules/kubernetes/cronjob-rules.yaml`) for the CronJobs of `namespace`: a run in flight while
 /// the CronJob lists an active Job, succeeded when its last successful time is the last schedule
-/// time or later, its next run announced (a suspended CronJob announces nothing).
+/// time or later, its next run announced (a suspended CronJob announces nothing; an `@every`
+/// schedule runs that long after the last scheduled run, or the creation).
 pub fn cronjob_ruleset(name: &str, namespace: &str) -> String {
     RuleSet::new(name)
         .component(&format!("cron-{namespace}"))
@@ -292,6 +293,7 @@ pub fn cronjob_ruleset(name: &str, namespace: &str) -> String {
                     json!({
                         "cron": "object.?spec.?suspend.orValue(false) ? '' : object.?spec.?schedule.orValue('')",
                         "timeZone": "object.?spec.?timeZone.orValue('')",
+                        "from": "object.?status.?lastScheduleTime.orValue(object.?metadata.?creationTimestamp.orValue(''))",
                     }),
                 ),
         )

@@ -270,6 +270,91 @@ fn a_cronjob_s_next_run_is_scheduled_in_its_time_zone_and_closes_the_window() {
     });
 }
 
+/// An `@every` CronJob runs that long after its last scheduled run, or after its creation
+/// before any, as kube-controller-manager counts: the gate lists its runs from there, and moves
+/// them when the CronJob records a run. A schedule nothing can count from is not known.
+#[test]
+fn an_every_schedule_runs_that_long_after_the_last_run() {
+    let env = env();
+    let (ns, rs) = cronjobs_watched(env, "plan-every");
+    env.apply(&cronjob(&ns, "refresh", "@every 7m", None));
+    let created: Value = serde_json::from_str(
+        &env.kubectl(
+            User::Admin,
+            &["get", "cronjob", "refresh", "-n", &ns, "-o", "json"],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let created = time(&created["metadata"]["creationTimestamp"]).expect("created");
+    let every = jiff::SignedDuration::from_mins(7);
+    let name = format!("namespace.{ns}");
+    let starts = |gate: &Value| -> Vec<Timestamp> {
+        gate["status"]["scheduled"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| time(&s["expectedStart"]).expect("a start"))
+            .collect()
+    };
+    let gate = scheduled_until(env, &name, "the @every runs", |s| !s.is_empty());
+    let first = starts(&gate);
+    assert_eq!(first[0], created + every, "{gate:#}");
+    assert!(
+        first.windows(2).all(|p| p[1].duration_since(p[0]) == every),
+        "{gate:#}"
+    );
+    assert_eq!(gate["status"]["scheduled"][0]["schedule"], "@every 7m");
+    assert_eq!(time(&gate["status"]["nextWindow"]["end"]), Some(first[0]));
+
+    // A run recorded a minute after the creation: the next is 7 minutes after it.
+    let ran = created + jiff::SignedDuration::from_mins(1);
+    env.set_status(
+        "cronjob",
+        &ns,
+        "refresh",
+        json!({"lastScheduleTime": ran.to_string()}),
+    );
+    let gate = scheduled_until(env, &name, "the runs after the recorded one", |s| {
+        time(&s[0]["expectedStart"]) == Some(ran + every)
+    });
+    assert!(
+        starts(&gate)
+            .windows(2)
+            .all(|p| p[1].duration_since(p[0]) == every),
+        "{gate:#}"
+    );
+
+    // A rule that does not say when the last run was cannot know the next.
+    let blind = format!("blind-{ns}");
+    let mut manifest: Value = serde_json::from_str(&cronjob_ruleset(&blind, &ns)).unwrap();
+    manifest["spec"]["component"] = json!(format!("blind-{ns}"));
+    manifest["spec"]["rules"][0]["schedule"]
+        .as_object_mut()
+        .unwrap()
+        .remove("from");
+    env.apply(&manifest.to_string());
+    let gate = scheduled_until(env, &name, "a run that is not known", |s| {
+        s.iter()
+            .any(|s| s["ruleSet"] == blind.as_str() && s["expectedStart"].is_null())
+    });
+    let unknown = gate["status"]["scheduled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["ruleSet"] == blind.as_str())
+        .unwrap();
+    assert!(
+        unknown["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("@every 7m") && m.contains("schedule.from")),
+        "{gate:#}"
+    );
+    assert_eq!(gate["status"]["nextWindow"]["reason"], "ScheduleUnknown");
+    env.kubectl(User::Admin, &["delete", "ors", &rs, &blind])
+        .unwrap();
+}
+
 #[test]
 fn a_schedule_names_one_way_to_say_it() {
     let env = env();

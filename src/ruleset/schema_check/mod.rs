@@ -174,7 +174,8 @@ pub fn check_ruleset(
             }
         }
         for (field, expr) in rule.schedule.iter().flat_map(ScheduleExprs::fields) {
-            let role = if field == "at" {
+            // `at` and `from` are times; `cron` and `timeZone` strings.
+            let role = if matches!(field, "at" | "from") {
                 Role::StartTime
             } else {
                 Role::Schedule

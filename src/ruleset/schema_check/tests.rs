@@ -425,7 +425,7 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
             {"operation": "Broken", "expression": "'not a boolean'"},
             {"operation": "Fine", "expression": "object.spec.template.x == 1"},
             {"operation": "Cron", "expression": "false",
-             "schedule": {"cron": "1", "timeZone": "object.status.printableStatus"}},
+             "schedule": {"cron": "1", "timeZone": "object.status.printableStatus", "from": "2"}},
             {"operation": "At", "expression": "false", "schedule": {"at": "true"}},
         ],
     }))
@@ -442,6 +442,7 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
             "rules[0] (Migrating).message: the result is object.status.ready, of type bool; a message must give a string",
             "rules[1] (Broken).expression: the result is of type string; a rule must give a bool",
             "rules[3] (Cron).schedule.cron: the result is of type int; a cron schedule and its time zone must give strings",
+            "rules[3] (Cron).schedule.from: the result is of type int; a start time must give a string or a timestamp",
             "rules[4] (At).schedule.at: the result is of type bool; a start time must give a string or a timestamp",
             "labelExpressions[0] (ifo.kubevirt.io/vm): object.metadata.nmae: the schema of object.metadata has no field nmae; did you mean name?",
             "related[0].labelExpressions[0] (ifo.kubevirt.io/node): object.status.nodeNmae: the schema of object.status has no field nodeNmae; did you mean nodeName?",
@@ -461,6 +462,7 @@ fn a_ruleset_is_checked_expression_by_expression_with_the_place_of_each() {
         [
             "rules[1] (Broken).expression: the result is of type string; a rule must give a bool",
             "rules[3] (Cron).schedule.cron: the result is of type int; a cron schedule and its time zone must give strings",
+            "rules[3] (Cron).schedule.from: the result is of type int; a start time must give a string or a timestamp",
             "rules[4] (At).schedule.at: the result is of type bool; a start time must give a string or a timestamp",
         ]
     );
