@@ -146,10 +146,11 @@ impl CronSchedule {
                 .map(|z| z.timestamp()),
             Times::Every { every, from } => {
                 // The first run after `after`: `from` plus a whole number (at least one) of
-                // `every`s.
-                let runs = (after.as_second() - from.as_second()).max(0) / every.as_secs() + 1;
-                from.checked_add(every.checked_mul(i32::try_from(runs).ok()?)?)
-                    .ok()
+                // `every`s, in seconds (both are whole).
+                let (every, from) = (every.as_secs(), from.as_second());
+                let runs = after.as_second().saturating_sub(from).max(0) / every + 1;
+                let next = runs.checked_mul(every)?.checked_add(from)?;
+                Timestamp::from_second(next).ok()
             }
         }
     }
@@ -357,6 +358,16 @@ mod tests {
             CronSchedule::parse("@every 24h", "", None).unwrap_err(),
             CronError::EveryWithoutFrom("@every 24h".into())
         );
+        // A last run long ago still has a next run; past the last time there is none.
+        let every_second = CronSchedule::parse("@every 1s", "", Some(t("1900-01-01T00:00:00Z")));
+        assert_eq!(
+            every_second
+                .unwrap()
+                .next_after(t("2026-11-26T08:00:00.5Z")),
+            Some(t("2026-11-26T08:00:01Z"))
+        );
+        let far = CronSchedule::parse("@every 20000000h", "", Some(t("9000-01-01T00:00:00Z")));
+        assert_eq!(far.unwrap().next_after(t("2026-11-26T08:00:00Z")), None);
         for bad in ["@every", "@every tomorrow", "@every -1h"] {
             assert!(
                 matches!(
