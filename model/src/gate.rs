@@ -6,7 +6,6 @@
 //! as its default rather than failing the whole object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-
 use strum::{Display, EnumString, IntoStaticStr};
 
 use crate::lenient::lenient_struct;

@@ -57,10 +57,7 @@ impl Object {
     /// `namespace/name` (or `name`), for messages.
     pub fn reference(&self) -> String {
         let name = self.metadata.name.as_deref().unwrap_or("(unnamed)");
-        match &self.metadata.namespace {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.to_owned(),
-        }
+        ifo_model::reference(self.metadata.namespace.as_deref(), name)
     }
 }
 
