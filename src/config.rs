@@ -117,7 +117,8 @@ pub struct ServeArgs {
     #[arg(long, env = "CEL_COST_LIMIT", default_value_t = crate::evaluate::DEFAULT_COST_LIMIT,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub cel_cost_limit: u64,
-    /// Wall-clock time one ruleset's evaluation on one object may take.
+    /// CPU time one ruleset's evaluation on one object may use (its work: time spent waiting
+    /// for a CPU is not counted).
     #[arg(long, env = "CEL_EVALUATION_TIMEOUT", default_value = "100ms", value_parser = parse_setting_duration)]
     pub cel_evaluation_timeout: Duration,
     /// Different objects of one namespace a ruleset goes over its budget on within

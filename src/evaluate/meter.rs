@@ -12,9 +12,15 @@
 //!   [`MAX_STRING_BYTES`] before it allocates (chained replaces grow a string exponentially).
 //!
 //! Names starting with `@` cannot be written in CEL source, so rules cannot call or shadow them.
-//! A charge fails once the expression's [`Budget::cost_limit`] is used up or the evaluation's
-//! wall-clock [`Budget::timeout`] has passed; the meter remembers that it tripped, so an error
+//! A charge fails once the expression's [`Budget::cost_limit`] is used up or the evaluation has
+//! used its [`Budget::timeout`] of CPU time; the meter remembers that it tripped, so an error
 //! absorbed by `||`/`&&`/`exists` still makes the result [`Exceeded`] rather than a value.
+//!
+//! The time limit counts the work the evaluation did (its thread's CPU time), not the time it
+//! waited for a CPU: on a busy node an evaluation may take far longer than its budget by the
+//! clock without having done more work, and such an object is not over budget. Reading a
+//! thread's CPU time costs a system call, so the clock is read first (CPU time never runs
+//! ahead of it) and the CPU time only once the clock is past the limit.
 //!
 //! What cannot be interrupted — a single function call on a large value — is bounded by the
 //! caps above and by the size of the object, and is caught afterwards: an evaluation that ends
@@ -52,7 +58,7 @@ pub(crate) struct Budget {
     /// Cost units one expression may be charged (elements iterated × body size, elements
     /// created by `lists.range`).
     pub cost_limit: u64,
-    /// Wall-clock time one ruleset's evaluation against one object may take.
+    /// CPU time one ruleset's evaluation against one object may use.
     pub timeout: Duration,
 }
 
@@ -71,8 +77,8 @@ pub enum Exceeded {
     /// The runtime cost went over the limit (the limit).
     #[error("runtime cost limit of {0} exceeded")]
     Cost(u64),
-    /// The evaluation ran past its deadline (the timeout).
-    #[error("evaluation time limit of {0:?} exceeded")]
+    /// The evaluation used more CPU time than its limit (the limit).
+    #[error("evaluation CPU time limit of {0:?} exceeded")]
     Time(Duration),
     /// A string would have grown past the limit (the limit, in bytes).
     #[error("a string of more than {0} bytes would be created")]
@@ -82,7 +88,9 @@ pub enum Exceeded {
 #[derive(Debug, Clone, Copy)]
 struct State {
     budget: Budget,
-    deadline: Instant,
+    /// When the evaluation started, by the clock and in its thread's CPU time.
+    started: Instant,
+    cpu_started: Duration,
     /// Units left to the current expression.
     remaining: u64,
     exceeded: Option<Exceeded>,
@@ -101,13 +109,14 @@ fn with_state<T>(f: impl FnOnce(&mut Option<State>) -> T) -> T {
     })
 }
 
-/// Runs one ruleset's evaluation with `budget`: the deadline starts now. Restores whatever meter
+/// Runs one ruleset's evaluation with `budget`: its time starts now. Restores whatever meter
 /// was there before, so it nests.
 pub(crate) fn within<T>(budget: &Budget, f: impl FnOnce() -> T) -> T {
     let previous = METER.with(|cell| {
         cell.replace(Some(State {
             budget: *budget,
-            deadline: Instant::now() + budget.timeout,
+            started: Instant::now(),
+            cpu_started: thread_cpu_time(),
             remaining: budget.cost_limit,
             exceeded: None,
         }))
@@ -144,9 +153,26 @@ pub(crate) fn expression<T>(f: impl FnOnce() -> T) -> (T, Option<Exceeded>) {
 /// run at all).
 pub(crate) fn past_deadline() -> Option<Exceeded> {
     with_state(|state| {
-        state
-            .and_then(|s| (Instant::now() > s.deadline).then_some(Exceeded::Time(s.budget.timeout)))
+        state.and_then(|s| s.out_of_time().then_some(Exceeded::Time(s.budget.timeout)))
     })
+}
+
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+impl State {
+    /// Whether the evaluation has used more than its time: the clock first, which costs
+    /// nothing, then, once the clock is past the limit, the CPU time its thread really used.
+    fn out_of_time(&self) -> bool {
+        self.started.elapsed() > self.budget.timeout
+            && thread_cpu_time().saturating_sub(self.cpu_started) > self.budget.timeout
+    }
 }
 
 /// Marks the current expression over budget and gives the error that stops it.
@@ -168,7 +194,7 @@ fn charge(units: u64) -> Result<(), ExecutionError> {
             return Err(trip(s, Exceeded::Cost(s.budget.cost_limit)));
         }
         s.remaining -= units;
-        if Instant::now() > s.deadline {
+        if s.out_of_time() {
             return Err(trip(s, Exceeded::Time(s.budget.timeout)));
         }
         Ok(())
@@ -381,5 +407,45 @@ fn call(id: u64, function: &str, target: Option<IdedExpr>, args: Vec<IdedExpr>) 
             target: target.map(Box::new),
             args,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(ms: u64) -> Budget {
+        Budget {
+            cost_limit: DEFAULT_COST_LIMIT,
+            timeout: Duration::from_millis(ms),
+        }
+    }
+
+    /// An evaluation whose thread waits (for a busy CPU, here asleep) for longer than its limit
+    /// has not used it: it goes on.
+    #[test]
+    fn waiting_is_not_counted() {
+        let exceeded = within(&limit(20), || {
+            std::thread::sleep(Duration::from_millis(60));
+            (past_deadline(), charge(1))
+        });
+        assert_eq!(exceeded.0, None);
+        assert!(exceeded.1.is_ok(), "{:?}", exceeded.1);
+    }
+
+    /// One that works for longer than its limit is stopped, at its next charge.
+    #[test]
+    fn work_past_the_limit_is_over_budget() {
+        let exceeded = within(&limit(20), || {
+            let start = thread_cpu_time();
+            while thread_cpu_time().saturating_sub(start) < Duration::from_millis(25) {
+                std::hint::black_box(start);
+            }
+            (past_deadline(), charge(1).is_err())
+        });
+        assert_eq!(
+            exceeded,
+            (Some(Exceeded::Time(Duration::from_millis(20))), true)
+        );
     }
 }
