@@ -202,9 +202,11 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
 
 /// A tenant flips her object between over its ruleset's budget and within it, as fast as
 /// kubectl applies. Each flip changes what her namespace's gate depends on (the object is
-/// skipped, then evaluated again), yet a watch of that gate (a `kubectl wait`) is told about
-/// once a second, not once a flip: one object cannot multiply the events of every open gate
-/// watch in the cluster (before, every flip was an event of every gate watch).
+/// skipped, then evaluated again), yet a watch of that gate (a `kubectl wait`) is told at most
+/// about once a second, not once a flip: one object cannot multiply the events of every open
+/// gate watch in the cluster (before, every flip was an event of every gate watch). How many
+/// flips kubectl makes in 8 s depends on the machine (15 on a new one, about 30 on a warm
+/// one), so the count is held to the rate the server promises, and to fewer than the flips.
 #[test]
 fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
     let env = env();
@@ -251,10 +253,12 @@ fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
         flips >= 10,
         "only {flips} flips: the test did not flap the object"
     );
-    // About one a second, with room for a busy machine, and far fewer than the flips.
+    // At most one a second (the first at once, one more for the last flip's state), and, as
+    // flips come faster than that, fewer than the flips.
+    let most = window.as_secs() as usize + 2;
     assert!(
-        events.len() as f64 <= window.as_secs_f64() + 4.0 && events.len() * 2 <= flips,
-        "{} gate events for {flips} flips in {window:?}",
+        events.len() <= most && events.len() < flips,
+        "{} gate events for {flips} flips in {window:?} (at most {most})",
         events.len()
     );
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
