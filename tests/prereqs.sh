@@ -124,6 +124,41 @@ ifo_helm() {
   export IFO_HELM
 }
 
+# How long each step of a run took (tests/run.sh prints them at its end, failed or not): the
+# set-up's (Debian packages, builds) and each part's, so a new machine's run says where its time
+# went.
+ifo_times=()
+
+# ifo_time_note NAME SECONDS: notes that NAME took SECONDS.
+ifo_time_note() {
+  ifo_times+=("$(printf '%-58s %3dm%02ds' "$1" $(($2 / 60)) $(($2 % 60)))")
+}
+
+# ifo_timed NAME COMMAND...: runs COMMAND (in this shell: a function may export what it sets) and
+# notes how long it took; returns its status.
+ifo_timed() {
+  local name="$1" began status=0
+  shift
+  began=$(date +%s)
+  "$@" || status=$?
+  ifo_time_note "$name" $(($(date +%s) - began))
+  return $status
+}
+
+# ifo_times_print [SINCE]: prints what ifo_time_note noted, and the whole time since SINCE (a
+# time in seconds since the epoch), if given.
+ifo_times_print() {
+  [[ ${#ifo_times[@]} -gt 0 ]] || return 0
+  echo "== times (the set-up's steps, then each part's; parts ran beside each other)" >&2
+  printf '  %s
+' "${ifo_times[@]}" >&2
+  if [[ -n "${1:-}" ]]; then
+    local secs=$(($(date +%s) - $1))
+    printf '  %-58s %3dm%02ds
+' "the whole run" $((secs / 60)) $((secs % 60)) >&2
+  fi
+}
+
 # The parts of a run that go on side by side (tests/run.sh): each in the background under its own
 # time limit, its output in a log file of its own, printed in full with how it ended when it ends.
 declare -A ifo_part_pid=() ifo_part_began=() ifo_part_limit=()
@@ -169,6 +204,7 @@ ifo_part_wait() {
   local log="$ifo_part_logs/$name.log" secs=$((ended - ifo_part_began[$name]))
   local took="$((secs / 60))m$((secs % 60))s"
   unset "ifo_part_pid[$name]"
+  ifo_time_note "part $name$([[ $status -eq 0 ]] || echo " (failed)")" "$secs"
   echo "== $name: output ($log)" >&2
   cat "$log"
   case "$status" in

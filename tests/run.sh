@@ -33,12 +33,15 @@ case "${1:-}" in
     ;;
 esac
 
-ifo_prereqs
-ifo_node_prereqs
-ifo_browser
+ifo_run_began=${IFO_RUN_BEGAN:-$(date +%s)}
+[[ -z "${IFO_PREREQS_SECS:-}" ]] || ifo_time_note "prerequisites (.ci/run)" "$IFO_PREREQS_SECS"
+ifo_timed "prerequisites (Debian packages)" ifo_prereqs
+ifo_timed "the real node's prerequisites (Debian packages)" ifo_node_prereqs
+ifo_timed "Chromium and chromedriver (Debian packages)" ifo_browser
 
-# Stops what runs in the background when the run is interrupted or fails.
-trap 'ifo_part_stop_all' EXIT
+# Stops what runs in the background when the run is interrupted or fails, and says where the
+# time went.
+trap 'ifo_part_stop_all; ifo_times_print "$ifo_run_began"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -64,7 +67,7 @@ if $clippy; then
 else
   echo "== cargo build --locked --workspace --all-targets" >&2
 fi
-if ! timeout --foreground 45m cargo build --locked --workspace --all-targets; then
+if ! ifo_timed "cargo build of the workspace" timeout --foreground 45m cargo build --locked --workspace --all-targets; then
   if $clippy; then
     echo "error: the build failed or clippy reports warnings (above); fix them, they fail CI" >&2
   fi
@@ -72,19 +75,21 @@ if ! timeout --foreground 45m cargo build --locked --workspace --all-targets; th
 fi
 # The image of the real node's tests is assembled from these (IFO_BINARIES), as users build it.
 echo "== the release binaries of the real node's image (deploy/image.sh --binaries-only)" >&2
+began=$(date +%s)
 IFO_BINARIES="$(timeout --foreground 30m bash deploy/image.sh --binaries-only)"
+ifo_time_note "release binaries (deploy/image.sh --binaries-only)" $(($(date +%s) - began))
 export IFO_BINARIES
 
 ifo_part_wait controlplane || exit 1
-ifo_node
+ifo_timed "the real node's pieces (cached by the control plane's build)" ifo_node
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
   ifo_part_wait prometheus || exit 1
 fi
-ifo_promtool
+ifo_timed "promtool and Prometheus (cached)" ifo_promtool
 if [[ ! -x "${IFO_HELM:-}" ]]; then
   ifo_part_wait helm || exit 1
 fi
-ifo_helm
+ifo_timed "helm (cached)" ifo_helm
 
 # --- Tests -------------------------------------------------------------------------------------
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the
