@@ -214,6 +214,34 @@ Examples:
         #[arg(long, value_enum, default_value_t = Confidence::P90)]
         confidence: Confidence,
     },
+    /// Let the evictions of a node's pods through the maintenance guard until a time, whatever
+    /// its gate says (the admin's override: the node's annotations
+    /// ifo.kubevirt.io/maintenance-override and -until, its end written as the time it falls,
+    /// which no later write to the node moves), or take it off with --remove.
+    #[command(
+        after_help = "Needs the right to patch the node. The override shows on the node's gate \
+(condition Overridden), in the guard's logs and Events, and in its metrics; it ends by itself at \
+its end, after which the guard holds again.
+
+Examples:
+  kubectl ifo override worker-1 --for 2h --reason \"disk failing, INC-4711\"
+  kubectl drain worker-1 --ignore-daemonsets
+  kubectl ifo override worker-1 --remove"
+    )]
+    Override {
+        /// The node.
+        node: String,
+        /// Why: shown on the gate, in the guard's logs and Events.
+        #[arg(long, required_unless_present = "remove", conflicts_with = "remove")]
+        reason: Option<String>,
+        /// How long from now it lasts (30m, 2h); written as the time it ends.
+        #[arg(long = "for", value_name = "DURATION", value_parser = parse_timeout,
+              required_unless_present = "remove", conflicts_with = "remove")]
+        for_: Option<SignedDuration>,
+        /// Take the node's override off.
+        #[arg(long)]
+        remove: bool,
+    },
     /// Maintenance gates: per scope (cluster, node.<node>, component.<component>,
     /// namespace.<namespace>) whether it is clear, what blocks it and until when.
     #[command(after_help = "Examples:

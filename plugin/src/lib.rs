@@ -140,6 +140,19 @@ pub async fn run(cli: Cli) -> Result<Exit> {
             cmd::plan::run(&cx, &gate, for_, confidence).await
         }
         Command::Gates { name } => cmd::gates::run(&cx, name.as_deref()).await,
+        Command::Override {
+            node,
+            reason,
+            for_,
+            remove,
+        } => {
+            let change = match (remove, reason, for_) {
+                (true, _, _) => cmd::overrides::Change::Remove,
+                (false, Some(reason), Some(for_)) => cmd::overrides::Change::Set { reason, for_ },
+                _ => bail!("override needs --reason and --for, or --remove"),
+            };
+            cmd::overrides::run(&cx, &node, change).await
+        }
         Command::Rules { name } => cmd::rules::run(&cx, name.as_deref()).await,
         Command::Wait { timeout } => {
             let gate = gate::name_for(&g, &scope);

@@ -5,24 +5,27 @@
 //!   nothing). The reason is kept escaped and bounded: control and invisible formatting
 //!   characters written as escapes (`\n`, `\u{202e}`), at most [`MAX_REASON_CHARS`] characters,
 //!   so that whatever it holds shows as one plain line in gates, messages, logs and Events.
-//! - `ifo.kubevirt.io/maintenance-override-until: <RFC 3339 time | duration>` ends it: at that
-//!   time, or that long (`2h`, `90m`, `1h30m`) after the annotation was written, the override is no
-//!   longer in force, and the guard holds evictions again with no other change to the Node.
-//!   Whether it is in force is asked with the time of each question ([`Override::in_force`]),
-//!   never decided when the Node's event arrived.
-//! - An `-until` that is neither ([`End::Invalid`]) leaves the override **not in force**: the
-//!   admin meant it to end, and an end that cannot be read must not leave the guard off for good.
-//!   The node's gate says why (condition `Overridden`, reason `InvalidOverrideEnd`), and so does
-//!   the guard's refusal; fixing or removing the annotation puts the override in force.
+//! - `ifo.kubevirt.io/maintenance-override-until: <RFC 3339 time>` ends it: from that time on the
+//!   override is no longer in force, and the guard holds evictions again with no other change to
+//!   the Node. Whether it is in force is asked with the time of each question
+//!   ([`Override::in_force`]), never decided when the Node's event arrived.
+//! - The end is a time, never a duration: a duration would have to be counted from when it was
+//!   written, which the Node only records in `managedFields`, whose time any later write of the
+//!   same manager moves (an unrelated `kubectl annotate` would extend the override past the end
+//!   the admin set). A duration ([`End::Relative`]), like any other `-until` that is not a time
+//!   ([`End::Invalid`]), leaves the override **not in force**: the admin meant it to end, and an
+//!   end that cannot be read must not leave the guard off for good. The node's gate says why
+//!   (condition `Overridden`, reason `InvalidOverrideEnd`), and so does the guard's refusal;
+//!   fixing or removing the annotation puts the override in force.
 //!
-//! When it was set is the time of the latest write of the annotation that kube-apiserver
-//! recorded in the Node's `managedFields` (so it survives the server's restarts), else when this
-//! server first saw it.
+//! When it was set (shown, never used to end it) is the time of the latest write of the
+//! annotation that kube-apiserver recorded in the Node's `managedFields` (so it survives the
+//! server's restarts), else when this server first saw it.
 
 use std::sync::Arc;
 
 use ifo_model::{MAINTENANCE_OVERRIDE_ANNOTATION, MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION};
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::core::ObjectMeta;
 
 /// Characters of an override's reason that are kept (the rest is cut, with `…`).
@@ -51,24 +54,25 @@ pub(crate) enum End {
     Never,
     /// At this time.
     At(Timestamp),
-    /// This long after the `-until` annotation was written (as the Node's `managedFields`
-    /// record it; `None` when they do not say, then after [`Override::since`]).
-    After(SignedDuration, Option<Timestamp>),
-    /// The `-until` annotation is neither an RFC 3339 time nor a duration (its value, escaped
-    /// and bounded): the override is not in force.
+    /// The `-until` annotation is a duration (`2h`, `90m`; its value, escaped and bounded),
+    /// which no time on the Node anchors: the override is not in force.
+    Relative(Arc<str>),
+    /// The `-until` annotation is not an RFC 3339 time (its value, escaped and bounded): the
+    /// override is not in force.
     Invalid(Arc<str>),
 }
 
-/// The end an `-until` value `text` gives: an RFC 3339 time, or a positive duration with its
-/// units (`2h`, `90m`, `1h30m`; a bare number is not one, its unit unknown) after `written`.
-fn end_of(text: &str, written: Option<Timestamp>) -> End {
+/// The end an `-until` value `text` gives: an RFC 3339 time; a duration with its units (`2h`,
+/// `90m`, `1h30m`) is told apart from other text only to say what to write instead.
+fn end_of(text: &str) -> End {
     if let Ok(at) = text.parse::<Timestamp>() {
         return End::At(at);
     }
+    let shown: Arc<str> = escaped(text, MAX_INVALID_END_CHARS).into();
     let has_unit = text.bytes().any(|b| b.is_ascii_alphabetic());
     match ifo_apimachinery::duration::parse_duration(text) {
-        Ok(d) if has_unit && d.is_positive() => End::After(d, written),
-        _ => End::Invalid(escaped(text, MAX_INVALID_END_CHARS).into()),
+        Ok(d) if has_unit && d.is_positive() => End::Relative(shown),
+        _ => End::Invalid(shown),
     }
 }
 
@@ -86,7 +90,7 @@ impl Override {
             .filter(|e| !e.is_empty())
         {
             None => End::Never,
-            Some(text) => end_of(text, written(meta, MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION)),
+            Some(text) => end_of(text),
         };
         Some(Override {
             reason: escaped(reason, MAX_REASON_CHARS).into(),
@@ -99,12 +103,10 @@ impl Override {
     /// Whether it lets evictions through at `now`: until its end, if it has one; never when
     /// its end cannot be read.
     pub(crate) fn in_force(&self, now: Timestamp) -> bool {
-        match (&self.end, self.ends_at()) {
-            (End::Never, _) => true,
-            (End::Invalid(_), _) => false,
-            (_, Some(end)) => now < end,
-            // A duration past the last representable time.
-            (_, None) => true,
+        match self.end {
+            End::Never => true,
+            End::At(end) => now < end,
+            End::Relative(_) | End::Invalid(_) => false,
         }
     }
 
@@ -112,8 +114,7 @@ impl Override {
     pub(crate) fn ends_at(&self) -> Option<Timestamp> {
         match self.end {
             End::At(at) => Some(at),
-            End::After(d, from) => from.unwrap_or(self.since()).checked_add(d).ok(),
-            End::Never | End::Invalid(_) => None,
+            End::Never | End::Relative(_) | End::Invalid(_) => None,
         }
     }
 
@@ -289,44 +290,41 @@ mod tests {
         assert!(!set.in_force(at("2026-11-23T00:00:00Z")));
     }
 
+    /// A duration is no end: counted from when it was written, as `managedFields` record it, any
+    /// later write of the same manager (an unrelated `kubectl annotate`) would move it.
     #[test]
-    fn a_duration_ends_the_override_that_long_after_its_end_was_written() {
-        for (until, end) in [
-            ("2h", "2026-11-22T10:00:00Z"),
-            ("90m", "2026-11-22T09:30:00Z"),
-            ("1h30m", "2026-11-22T09:30:00Z"),
-        ] {
-            let annotations = meta(&[
+    fn a_duration_is_not_an_end_and_leaves_the_override_not_in_force() {
+        for until in ["2h", "90m", "1h30m", "40s"] {
+            let mut m = meta(&[
                 (MAINTENANCE_OVERRIDE_ANNOTATION, "firmware"),
                 (MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION, until),
             ]);
-            // The override and its end written at these times.
-            let written = |set: &str, until: &str| {
-                let mut m = annotations.clone();
-                m.managed_fields = Some(vec![
-                    written_at(set),
-                    entry(
-                        "kubectl-annotate",
-                        until,
-                        MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION,
-                    ),
-                ]);
-                Override::of(&m, at(NOW)).unwrap()
-            };
-            // Both written at 08:00: that long after.
-            let set = written("2026-11-22T08:00:00Z", "2026-11-22T08:00:00Z");
-            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
-            assert!(
-                set.in_force(at(end) - SignedDuration::from_secs(1)),
-                "{until}"
-            );
-            assert!(!set.in_force(at(end)), "{until}");
-            // The end added an hour after the override: counted from when it was written.
-            let set = written("2026-11-22T07:00:00Z", "2026-11-22T08:00:00Z");
-            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
-            // Nothing recorded: from when the override was first seen.
-            let set = Override::of(&annotations, at("2026-11-22T08:00:00Z")).unwrap();
-            assert_eq!(set.ends_at(), Some(at(end)), "{until}");
+            m.managed_fields = Some(vec![written_at("2026-11-22T09:59:00Z")]);
+            let set = Override::of(&m, at(NOW)).unwrap();
+            assert_eq!(set.end, End::Relative(Arc::from(until)), "{until}");
+            assert_eq!(set.ends_at(), None, "{until}");
+            assert!(!set.in_force(at(NOW)), "{until}");
+        }
+    }
+
+    /// An end that is a time stays where the admin put it, whatever is written to the Node
+    /// afterwards (another annotation by the same manager moves its `managedFields` time).
+    #[test]
+    fn later_writes_to_the_node_do_not_move_an_end() {
+        let until = "2026-11-22T10:00:40Z";
+        let mut m = meta(&[
+            (MAINTENANCE_OVERRIDE_ANNOTATION, "firmware"),
+            (MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION, until),
+            ("example.com/unrelated", "x"),
+        ]);
+        m.managed_fields = Some(vec![written_at("2026-11-22T10:00:00Z")]);
+        let first = Override::of(&m, at(NOW)).unwrap();
+        m.managed_fields = Some(vec![written_at("2026-11-22T10:00:20Z")]);
+        let later = Override::of(&m, at("2026-11-22T10:00:20Z")).unwrap();
+        for set in [first, later] {
+            assert_eq!(set.ends_at(), Some(at(until)));
+            assert!(set.in_force(at("2026-11-22T10:00:39Z")));
+            assert!(!set.in_force(at(until)));
         }
     }
 

@@ -324,8 +324,10 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
 
 /// In the namespace the admin opted in, alice's protected pod that runs holds its node: the
 /// drain waits. The admin's override lets it through and shows on the node's gate and in
-/// `/metrics`; an end that cannot be read leaves it not in force, saying why; a valid end ends
-/// it by itself, and the guard holds again with no other change to the Node.
+/// `/metrics`; an end that cannot be read leaves it not in force, saying why, and so does a
+/// duration, which no later write could be kept from moving; a time ends it by itself, where the
+/// admin put it whatever is written to the Node meanwhile, and the guard holds again with no
+/// other change to the Node.
 #[test]
 fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends() {
     let t = Tenancy::new("tenancy-override");
@@ -376,7 +378,7 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
     assert!(
         message.starts_with(
             "the override (disk failing, INC-4711) is not in force: \
-             ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is neither an RFC 3339 time"
+             ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC 3339 time"
         ),
         "{message}"
     );
@@ -389,16 +391,70 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
         "let through by an override whose end cannot be read: {stderr}"
     );
 
-    // A valid end, half a minute ahead: in force until then.
-    let until = Timestamp::from_second(Timestamp::now().as_second() + 30).unwrap();
-    annotate(&[&format!(
-        "ifo.kubevirt.io/maintenance-override-until={until}"
-    )]);
+    // A duration: not in force either, and the gate says what to write instead.
+    annotate(&["ifo.kubevirt.io/maintenance-override-until=40s"]);
+    let relative = eventually(WAIT, "the gate to refuse a duration as an end", || {
+        let gate = env.gate(&gate_name);
+        let message = condition(&gate, "Overridden")["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        message.contains("\"40s\" is a duration").then_some(gate)
+    });
+    assert_eq!(
+        condition(&relative, "Overridden")["reason"],
+        "InvalidOverrideEnd"
+    );
+    let (ok, stderr) = evict(env, &granted, "app-1");
+    assert!(
+        !ok && stderr.contains("TooManyRequests"),
+        "let through by an override whose end is a duration: {stderr}"
+    );
+
+    // A valid end, half a minute ahead, as `kubectl ifo override` writes it (the time it
+    // ends): in force until then.
+    let run: Run = env
+        .plugin_cmd(
+            User::Admin,
+            &[
+                "override",
+                &node_name,
+                "--for",
+                "30s",
+                "--reason",
+                "disk failing, INC-4711",
+                "-o",
+                "json",
+            ],
+        )
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(run.code, 0, "{run:?}");
+    let written: Value = serde_json::from_str(&run.stdout).unwrap();
+    let until: Timestamp = written["until"].as_str().unwrap().parse().unwrap();
     let set = eventually(WAIT, "the gate to show the override's end", || {
         let gate = env.gate(&gate_name);
         (condition(&gate, "Overridden")["reason"] == "OverrideSetUntil").then_some(gate)
     });
     let message = condition(&set, "Overridden")["message"].as_str().unwrap();
+    assert!(message.ends_with(&format!("until {until}")), "{message}");
+    // Unrelated writes to the Node by the same hand (which move its managedFields' times) leave
+    // the end where it is.
+    annotate(&["example.com/unrelated=after-the-override"]);
+    env.kubectl(
+        User::Admin,
+        &[
+            "label",
+            "--overwrite",
+            "node",
+            &node_name,
+            "example.com/unrelated=after-the-override",
+        ],
+    )
+    .unwrap();
+    let moved = env.gate(&gate_name);
+    let message = condition(&moved, "Overridden")["message"].as_str().unwrap();
     assert!(message.ends_with(&format!("until {until}")), "{message}");
     let series = format!("ifo_guard_override_active{{node=\"{node_name}\"}}");
     assert_eq!(env.metric(&series), 1.0);
@@ -429,10 +485,12 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
         !env.metrics().contains(&series),
         "the override is still counted after its end"
     );
-    annotate(&[
-        "ifo.kubevirt.io/maintenance-override-",
-        "ifo.kubevirt.io/maintenance-override-until-",
-    ]);
+    let run: Run = env
+        .plugin_cmd(User::Admin, &["override", &node_name, "--remove"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(run.code, 0, "{run:?}");
     eventually(
         WAIT,
         "the Overridden condition to go with the annotations",

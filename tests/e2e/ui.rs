@@ -1210,9 +1210,11 @@ fn an_override_shows_on_its_nodes_gate_card() {
     runtime.block_on(async {
         let page = connected_page(driver_port, &url).await;
         shown_in_flight(&page, &gate).await;
+        let in_two_hours =
+            jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 7200).unwrap();
         annotate(&[
             "ifo.kubevirt.io/maintenance-override=disk failing",
-            "ifo.kubevirt.io/maintenance-override-until=2h",
+            &format!("ifo.kubevirt.io/maintenance-override-until={in_two_hours}"),
         ]);
         let card = override_reads(&page, &gate, "in-force").await;
         let words = card[1].as_str().unwrap();

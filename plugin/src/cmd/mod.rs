@@ -9,6 +9,7 @@ mod fallback;
 pub(crate) mod gates;
 pub(crate) mod get;
 pub(crate) mod list;
+pub(crate) mod overrides;
 pub(crate) mod plan;
 pub(crate) mod rules;
 pub(crate) mod summary;

@@ -6,8 +6,8 @@
 //! | the override | `Overridden` | reason | lastTransitionTime |
 //! |---|---|---|---|
 //! | set, no end | `True` | `OverrideSet` | since when it is set |
-//! | set, its end ahead (a time, or a duration after the end was written) | `True` | `OverrideSetUntil` | since when it is set |
-//! | set, its end neither an RFC 3339 time nor a duration | `False` (not in force) | `InvalidOverrideEnd` | since when it is set |
+//! | set, its end (an RFC 3339 time) ahead | `True` | `OverrideSetUntil` | since when it is set |
+//! | set, its end not a time (a duration, which no time on the Node anchors, among them) | `False` (not in force) | `InvalidOverrideEnd` | since when it is set |
 //! | its end passed | `False` | `OverrideEnded` | its end |
 
 use ifo_model::{
@@ -33,9 +33,21 @@ pub(crate) fn condition(node: &str, o: &Override, now: Timestamp) -> Condition {
             "InvalidOverrideEnd",
             format!(
                 "the override ({reason}) is not in force: {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION} \
-                 \"{value}\" is neither an RFC 3339 time (such as 2026-11-22T18:00:00Z) nor a \
-                 duration (such as 2h or 90m, from when it was written); evictions are held \
-                 while the node is not clear until it is fixed or removed"
+                 \"{value}\" is not an RFC 3339 time (such as 2026-11-22T18:00:00Z); evictions \
+                 are held while the node is not clear until it is fixed or removed"
+            ),
+            since,
+        ),
+        (End::Relative(value), _) => (
+            "False",
+            "InvalidOverrideEnd",
+            format!(
+                "the override ({reason}) is not in force: {MAINTENANCE_OVERRIDE_UNTIL_ANNOTATION} \
+                 \"{value}\" is a duration, and an end must be a time no later write to the node \
+                 can move: write when it ends as an RFC 3339 time (such as \
+                 2026-11-22T18:00:00Z; `date -u -d +2hours +%FT%TZ` gives the time in two \
+                 hours); evictions are held while the node is not clear until it is fixed or \
+                 removed"
             ),
             since,
         ),
@@ -50,13 +62,13 @@ pub(crate) fn condition(node: &str, o: &Override, now: Timestamp) -> Condition {
             ),
             second(end),
         ),
-        (End::At(_) | End::After(..), Some(end)) => (
+        (End::At(_), Some(end)) => (
             "True",
             "OverrideSetUntil",
             format!("{lets_through}, since {since}, until {}", second(end)),
             since,
         ),
-        (End::Never | End::At(_) | End::After(..), _) => (
+        (End::Never | End::At(_), _) => (
             "True",
             "OverrideSet",
             format!(
@@ -147,22 +159,23 @@ mod tests {
     }
 
     #[test]
-    fn a_duration_ends_it_that_long_after_it_was_set() {
-        let d = jiff::SignedDuration::from_hours(2);
-        let c = condition("w1", &set(End::After(d, None)), at("2026-11-22T10:00:00Z"));
+    fn a_duration_is_not_in_force_and_says_what_to_write() {
+        let c = condition(
+            "w1",
+            &set(End::Relative(Arc::from("2h"))),
+            at("2026-11-22T10:00:00Z"),
+        );
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
-            ("True", "OverrideSetUntil")
+            ("False", "InvalidOverrideEnd")
         );
         assert!(
-            c.message.ends_with("until 2026-11-22T10:00:00Z"),
+            c.message.starts_with(
+                "the override (disk failing, INC-4711) is not in force: \
+                 ifo.kubevirt.io/maintenance-override-until \"2h\" is a duration"
+            ) && c.message.contains("as an RFC 3339 time"),
             "{}",
             c.message
-        );
-        let c = condition("w1", &set(End::After(d, None)), at("2026-11-22T10:00:01Z"));
-        assert_eq!(
-            (c.status.as_str(), c.reason.as_str()),
-            ("False", "OverrideEnded")
         );
     }
 
@@ -177,7 +190,7 @@ mod tests {
         assert!(
             c.message.starts_with(
                 "the override (disk failing, INC-4711) is not in force: \
-                 ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is neither an RFC 3339 \
+                 ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC 3339 \
                  time"
             ),
             "{}",
