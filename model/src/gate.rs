@@ -107,6 +107,10 @@ pub enum WindowReason {
     /// An operation in flight runs past what its rule's operations take (overdue by history):
     /// nothing says when it ends.
     RunningLate,
+    /// The window asked for would reach past the end of the scheduled operations the gate
+    /// lists (`scheduledThrough`): what starts after it is not known, so it is not promised
+    /// (`kubectl ifo plan`'s answer; a gate's own window ends where its list ends).
+    NotListed,
 }
 
 impl WindowReason {

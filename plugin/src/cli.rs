@@ -198,7 +198,8 @@ announces may start at any time. A node's gate lists none: a scheduled run's nod
 
 Exit status: 0 a window is given; 1 none can be promised now (an operation in flight without \
 an expected end, or running late; a scheduled one in the way of unknown length, or whose next \
-start is not known); 2 error, a node, component or namespace that does not \
+start is not known; or the window would reach past the scheduled runs the gate lists, after \
+which what starts is not known); 2 error, a node, component or namespace that does not \
 exist, or the server cannot vouch for the scope (it is Unknown: no window is promised).
 
 Examples:

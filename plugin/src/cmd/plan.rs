@@ -2,9 +2,11 @@
 //! expected to be clear for as long as asked, read off its gate's `status.nextWindow` (p90) or
 //! `status.nextWindowP50` (p50) and its scheduled operations (`status.scheduled`), with the
 //! search the gate's own window is found by ([`ifo_model::fit`]), so the plugin and the gate
-//! agree. Exit 0 with a window; 1 when
-//! none can be promised now (an operation in flight without an expected end, one overdue, or
-//! the last expected end passed while operations are still in flight); 2 when the server cannot
+//! agree. A window is counted from now at the earliest, and ends where the gate's list of
+//! scheduled runs ends (`scheduledThrough`). Exit 0 with a window; 1 when none can be promised
+//! now (an operation in flight without an expected end, one overdue, or the last expected end
+//! passed while operations are still in flight; a window that would reach past the listed
+//! runs); 2 when the server cannot
 //! vouch for the scope (as `check`), the scope does not exist, or the server computes no window.
 
 use anyhow::{Result, anyhow};
@@ -143,6 +145,9 @@ pub(crate) fn answer(
         (Some(t), _) => t,
         (None, _) => return Ok(none(Promise::NoWindow, &w.reason, message)),
     };
+    // Time already gone is no part of a window: it is counted from now at the earliest.
+    let since = from;
+    let from = from.max(now);
     let scheduled = &g.status.scheduled;
     let p90 = confidence == Confidence::P90;
     Ok(match ifo_model::fit(from, scheduled, p90, duration) {
@@ -172,20 +177,28 @@ pub(crate) fn answer(
                 _ => String::new(),
             };
             let through = g.status.scheduled_through.as_ref().map(|t| t.0);
-            let unlisted = match through {
-                // A window longer than time can hold reaches past it too.
+            match through {
+                // Past the end of the list, a run may start that it does not show: promised
+                // only as far as the list goes. A window longer than time can hold reaches past
+                // it too.
                 Some(t)
                     if end.is_none() && start.checked_add(duration).ok().is_none_or(|e| e > t) =>
                 {
-                    format!("; operations announced to start after {t} are not listed yet")
+                    return Ok(none(
+                        Promise::NoWindow,
+                        WindowReason::NotListed.as_str(),
+                        format!(
+                            "a window from {start} would reach past {t}, up to when the gate lists the operations announced to start; what starts after it is not known"
+                        ),
+                    ));
                 }
-                _ => String::new(),
-            };
+                _ => {}
+            }
             let (reason, text) = match after {
                 Some(s) => (
                     WindowReason::AfterScheduled.to_string(),
                     format!(
-                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: after scheduled {} is expected to end{unlisted}",
+                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: after scheduled {} is expected to end",
                         human_duration(start.duration_since(now)),
                         scheduled_op(s)
                     ),
@@ -193,7 +206,7 @@ pub(crate) fn answer(
                 None if reason == Some(WindowReason::NothingInFlight) => (
                     w.reason.clone(),
                     format!(
-                        "Clear now {place} for {for_}{} ({c}): nothing in flight since {start}{}{unlisted}",
+                        "Clear now {place} for {for_}{} ({c}): nothing in flight since {since}{}",
                         if end.is_none() { " and on" } else { "" },
                         if until.is_empty() {
                             ", and no operation is known to start".to_owned()
@@ -205,7 +218,7 @@ pub(crate) fn answer(
                 None => (
                     w.reason.clone(),
                     format!(
-                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: {message}{unlisted}",
+                        "Expected clear {place} for {for_} from {start} (in {}, {c}){until}: {message}",
                         human_duration(start.duration_since(now))
                     ),
                 ),

@@ -233,10 +233,10 @@ fn a_scheduled_run_closes_the_window_and_a_longer_one_waits_past_it() {
             Some("2026-11-22T11:10:00Z")
         ),
     ]));
-    // 20 minutes fit before 10:30.
+    // 20 minutes fit before 10:30, from now (10:00), not from when the cluster cleared.
     let a = answered(&g, Confidence::P90);
     assert_eq!(a.promise, Promise::Window);
-    assert_eq!(a.start, Some("2026-11-22T09:50:00Z".parse().unwrap()));
+    assert_eq!(a.start, Some(now()));
     assert_eq!(a.end, Some("2026-11-22T10:30:00Z".parse().unwrap()));
     assert_eq!(
         a.text,
@@ -251,9 +251,60 @@ fn a_scheduled_run_closes_the_window_and_a_longer_one_waits_past_it() {
     // At p50, after the last run's median end.
     let a = answer(&g, SignedDuration::from_hours(1), Confidence::P50, now()).unwrap();
     assert_eq!(a.start, Some("2026-11-22T11:05:00Z".parse().unwrap()));
-    // 42 minutes fit in neither gap (40 and 25 minutes at p50).
-    let a = answer(&g, SignedDuration::from_mins(42), Confidence::P50, now()).unwrap();
+    // 31 minutes fit in neither gap (30 minutes from now, 25 at p50).
+    let a = answer(&g, SignedDuration::from_mins(31), Confidence::P50, now()).unwrap();
     assert_eq!(a.start, Some("2026-11-22T11:05:00Z".parse().unwrap()));
+}
+
+/// Clear since an hour ago, a run in 5 minutes: 20 minutes are not there now, whatever the
+/// hour behind says; the window is after the run.
+#[test]
+fn time_already_gone_is_not_promised() {
+    let mut g = with_scheduled(json!([nightly(
+        "2026-11-22T10:05:00Z",
+        Some("2026-11-22T10:10:00Z"),
+        Some("2026-11-22T10:12:00Z")
+    )]));
+    g.status.next_window.as_mut().unwrap().start =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-22T09:00:00Z".parse().unwrap(),
+        ));
+    let a = answered(&g, Confidence::P90);
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.reason, "AfterScheduled");
+    assert_eq!(a.start, Some("2026-11-22T10:12:00Z".parse().unwrap()));
+    // Five minutes do fit, now.
+    let a = answer(&g, SignedDuration::from_mins(5), Confidence::P90, now()).unwrap();
+    assert_eq!(a.start, Some(now()));
+    assert_eq!(a.end, Some("2026-11-22T10:05:00Z".parse().unwrap()));
+}
+
+/// Past the end of the list the gate gives (`scheduledThrough`), a run may start that it does
+/// not show: no window reaching past it is promised.
+#[test]
+fn a_window_past_the_listed_runs_is_not_promised() {
+    let mut g = with_scheduled(json!([nightly(
+        "2026-11-22T10:30:00Z",
+        Some("2026-11-22T10:35:00Z"),
+        Some("2026-11-22T10:40:00Z")
+    )]));
+    // A truncated list: the next run after 10:30 is not listed.
+    g.status.scheduled_through = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-22T10:30:00Z".parse().unwrap(),
+    ));
+    let a = answer(&g, SignedDuration::from_hours(1), Confidence::P90, now()).unwrap();
+    assert_eq!(a.promise, Promise::NoWindow);
+    assert_eq!(a.reason, "NotListed");
+    assert_eq!((a.start, a.end), (None, None));
+    assert!(
+        a.text.contains("would reach past 2026-11-22T10:30:00Z"),
+        "{}",
+        a.text
+    );
+    // One that closes before a listed run is promised as before.
+    let a = answered(&g, Confidence::P90);
+    assert_eq!(a.promise, Promise::Window);
+    assert_eq!(a.end, Some("2026-11-22T10:30:00Z".parse().unwrap()));
 }
 
 #[test]
@@ -279,12 +330,11 @@ fn a_window_longer_than_time_says_so_and_does_not_panic() {
     // The largest `--for` takes: as many seconds as an i64 holds.
     let forever = SignedDuration::from_secs(i64::MAX);
     let a = answer(&g, forever, Confidence::P90, now()).unwrap();
-    assert_eq!(a.promise, Promise::Window);
-    assert_eq!(a.start, Some("2026-11-22T10:40:00Z".parse().unwrap()));
+    assert_eq!(a.promise, Promise::NoWindow);
+    assert_eq!(a.reason, "NotListed");
     assert!(
-        a.text.contains(
-            "operations announced to start after 2026-11-23T10:00:00Z are not listed yet"
-        ),
+        a.text
+            .contains("a window from 2026-11-22T10:40:00Z would reach past 2026-11-23T10:00:00Z"),
         "{}",
         a.text
     );
