@@ -200,6 +200,21 @@ fn a_value_the_chart_does_not_know_fails_before_anything_is_made() {
         ("rules.families[0]=kubevrit", "/rules/families/0"),
         ("guard.whenUnknown=maybe", "/guard/whenUnknown"),
         ("replicas=0", "/replicas"),
+        // A key of a Kubernetes type misspelt, and values of the wrong kind.
+        ("resources.limit.memory=1Gi", "'limit' not allowed"),
+        ("resources.limits.memory=lots", "/resources/limits/memory"),
+        ("tolerations[0].operatr=Exists", "'operatr' not allowed"),
+        ("tolerations[0].effect=NoSchedul", "/tolerations/0/effect"),
+        (
+            "settings.DEBOUNCE_THRESHOLD=banana",
+            "/settings/DEBOUNCE_THRESHOLD",
+        ),
+        ("settings.MAX_WATCHES=-1", "/settings/MAX_WATCHES"),
+        ("settings.STREAMING_LISTS=yes", "/settings/STREAMING_LISTS"),
+        (
+            "podDisruptionBudget.unhealthyPodEvictionPolicy=Never",
+            "/podDisruptionBudget/unhealthyPodEvictionPolicy",
+        ),
     ] {
         let err = helm::offline(&["template", "ifo", &chart, "--set", set])
             .expect_err(&format!("--set {set} was accepted"));
@@ -222,6 +237,138 @@ fn a_value_the_chart_does_not_know_fails_before_anything_is_made() {
     assert!(
         format!("{err:#}").contains("networkPolicy.apiServerCIDRs"),
         "{err:#}"
+    );
+    // …and one that is not an address range would be refused by kube-apiserver at install.
+    let err = helm::offline(&[
+        "template",
+        "ifo",
+        &chart,
+        "--set",
+        "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs[0]=not-a-cidr",
+    ])
+    .expect_err("a NetworkPolicy with a CIDR that is not one was made");
+    assert!(
+        format!("{err:#}").contains("/networkPolicy/apiServerCIDRs/0"),
+        "{err:#}"
+    );
+    for cidr in ["10.0.0.0/8", "192.168.1.10/32", "fd00::/8"] {
+        helm::offline(&[
+            "template",
+            "ifo",
+            &chart,
+            "--set",
+            &format!("networkPolicy.enabled=true,networkPolicy.apiServerCIDRs[0]={cidr}"),
+        ])
+        .unwrap_or_else(|e| panic!("{cidr} refused: {e:#}"));
+    }
+}
+
+/// Each setting's type is the server's: a value the server would refuse at start (and crash
+/// loop on) is refused by the schema at install, and every default the server documents is
+/// accepted, written as a values file writes it.
+#[test]
+fn the_schema_refuses_a_setting_the_server_would_refuse() {
+    use clap::Args;
+    let serve = ifo::config::ServeArgs::augment_args(clap::Command::new("serve"));
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(helm::chart().join("values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let settings = schema["properties"]["settings"]["properties"]
+        .as_object()
+        .unwrap();
+    let server_takes = |env: &str, value: &str| {
+        let arg = serve
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == env))
+            .unwrap_or_else(|| panic!("no flag reads {env}"));
+        let flag = format!("--{}", arg.get_long().unwrap());
+        serve
+            .clone()
+            .try_get_matches_from(["serve", flag.as_str(), value])
+            .is_ok()
+    };
+    let chart = chart();
+    let mut defaults = Vec::new();
+    std::thread::scope(|scope| {
+        let mut checks = Vec::new();
+        for env in settings.keys() {
+            let arg = serve
+                .get_arguments()
+                .find(|a| a.get_env().is_some_and(|e| e == env.as_str()))
+                .unwrap();
+            if let Some(default) = arg.get_default_values().first() {
+                defaults.push(format!("settings.{env}={}", default.to_string_lossy()));
+            }
+            let refused_by_server = !server_takes(env, "banana");
+            let chart = chart.as_str();
+            checks.push(scope.spawn(move || {
+                let set = format!("settings.{env}=banana");
+                let refused_by_schema =
+                    helm::offline(&["template", "ifo", chart, "--set-string", &set]).is_err();
+                (env, refused_by_server, refused_by_schema)
+            }));
+        }
+        for check in checks {
+            let (env, server, schema) = check.join().unwrap();
+            assert_eq!(
+                schema, server,
+                "{env}=banana: refused by the server {server}, by the schema {schema}"
+            );
+        }
+    });
+    // Every default at once, typed as --set (and a values file) types them.
+    helm::offline(&["template", "ifo", &chart, "--set", &defaults.join(",")])
+        .unwrap_or_else(|e| panic!("the server's defaults refused: {e:#}"));
+}
+
+/// The PodDisruptionBudget keeps one replica of two or more through drains, and never exists
+/// for one replica (it would hold the drain of its node for good); a replica that is not Ready
+/// never holds a drain.
+#[test]
+fn the_disruption_budget_never_holds_a_drain_of_a_lone_replica() {
+    let pdb = |args: &[&str]| {
+        template(args)
+            .into_iter()
+            .find(|o| o["kind"] == "PodDisruptionBudget")
+    };
+    assert_eq!(
+        pdb(&["--set", "replicas=1"]),
+        None,
+        "a budget for one replica"
+    );
+    for replicas in ["2", "3", "5"] {
+        let made = pdb(&["--set", &format!("replicas={replicas}")])
+            .unwrap_or_else(|| panic!("no budget for {replicas} replicas"));
+        assert_eq!(made["spec"]["minAvailable"], 1, "{made:#}");
+        assert_eq!(made["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    }
+    let made = pdb(&["--set", "replicas=3,podDisruptionBudget.maxUnavailable=1"]).unwrap();
+    assert_eq!(made["spec"]["maxUnavailable"], 1, "{made:#}");
+    assert!(made["spec"].get("minAvailable").is_none(), "{made:#}");
+    assert_eq!(pdb(&["--set", "podDisruptionBudget.enabled=false"]), None);
+}
+
+/// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
+/// which the schema takes.
+#[test]
+fn a_parent_chart_with_empty_values_renders_it() {
+    let parent = tempdir("parent");
+    std::fs::write(
+        parent.join("Chart.yaml"),
+        "apiVersion: v2\nname: platform\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(parent.join("values.yaml"), "global: {}\n").unwrap();
+    std::fs::create_dir(parent.join("charts")).unwrap();
+    std::os::unix::fs::symlink(helm::chart(), parent.join("charts").join("ifo")).unwrap();
+    let out = helm::offline(&["template", "platform", &parent.display().to_string()])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        objects(&out)
+            .iter()
+            .any(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "ifo-apiserver"),
+        "{out}"
     );
 }
 
@@ -511,7 +658,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
             &chart,
             "-n",
             "ifo-system",
-            "--reuse-values",
+            "--reset-then-reuse-values",
         ];
         args.extend_from_slice(set);
         helm::run(&cluster, &args).unwrap();

@@ -207,7 +207,7 @@ pub(crate) fn upgrade(ctx: &Ctx) -> Result<()> {
                 &chart,
                 "-n",
                 NAMESPACE,
-                "--reuse-values",
+                "--reset-then-reuse-values",
                 "--set",
                 "settings.DEBOUNCE_THRESHOLD=45s",
                 "--wait",
