@@ -16,8 +16,13 @@ use croner::parser::{CronParser, Seconds};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
-/// Longest schedule text read: a CronJob's is a short line.
-const MAX_LEN: usize = 256;
+/// Longest schedule text read. kube-apiserver bounds a CronJob's schedule by nothing but the
+/// object's size; reading one is linear in its length, so this only keeps a pathological text
+/// from being copied around.
+const MAX_LEN: usize = 64 << 10;
+
+/// The descriptors Kubernetes' cron library knows that the parser does not, and what they mean.
+const DESCRIPTORS: &[(&str, &str)] = &[("@midnight", "@daily")];
 
 /// A parsed schedule in its time zone.
 #[derive(Debug, Clone)]
@@ -36,6 +41,9 @@ pub struct CronSchedule {
 enum Times {
     /// At the times its fields match, in its zone.
     Fields(Cron),
+    /// Fields that no date matches (`0 0 30 2 *`): it never fires. Found once, when read, so
+    /// that no question about its next run searches the centuries again.
+    Never,
     /// `every` after `from` (whole seconds), and every `every` after that.
     Every {
         every: SignedDuration,
@@ -77,7 +85,7 @@ impl CronSchedule {
             reason: reason.to_owned(),
         };
         if schedule.len() > MAX_LEN {
-            return Err(bad("longer than 256 bytes"));
+            return Err(bad("longer than 64 KiB"));
         }
         let text = schedule.trim();
         let (zone_name, fields) = match text
@@ -119,14 +127,23 @@ impl CronSchedule {
                 }
             }
             // `N/step` is N to the field's end by step, as Kubernetes' cron library reads it.
-            None => Times::Fields(
-                CronParser::builder()
+            None => {
+                let fields = DESCRIPTORS
+                    .iter()
+                    .find_map(|(name, meaning)| (*name == fields).then_some(*meaning))
+                    .unwrap_or(fields);
+                let cron = CronParser::builder()
                     .seconds(Seconds::Disallowed)
                     .sloppy_ranges(true)
                     .build()
                     .parse(fields)
-                    .map_err(|e| bad(&e.to_string()))?,
-            ),
+                    .map_err(|e| bad(&e.to_string()))?;
+                // Dates repeat: fields that match none from now on match none from any time.
+                match cron.find_next_occurrence(&Timestamp::now().to_zoned(zone.clone()), false) {
+                    Ok(_) => Times::Fields(cron),
+                    Err(_) => Times::Never,
+                }
+            }
         };
         Ok(CronSchedule {
             text: fields.to_owned(),
@@ -144,6 +161,7 @@ impl CronSchedule {
                 .find_next_occurrence(&after.to_zoned(self.zone.clone()), false)
                 .ok()
                 .map(|z| z.timestamp()),
+            Times::Never => None,
             Times::Every { every, from } => {
                 // The first run after `after`: `from` plus a whole number (at least one) of
                 // `every`s, in seconds (both are whole).
@@ -167,7 +185,7 @@ impl CronSchedule {
     pub fn counted_from(&self) -> Option<Timestamp> {
         match self.times {
             Times::Every { from, .. } => Some(from),
-            Times::Fields(_) => None,
+            Times::Fields(_) | Times::Never => None,
         }
     }
 
@@ -298,6 +316,60 @@ mod tests {
             CronError::TimeZone("Mars/Olympus".into())
         );
         assert!(CronSchedule::parse(&"1".repeat(300), "", None).is_err());
+        assert!(CronSchedule::parse(&"1".repeat(65 << 10), "", None).is_err());
+    }
+
+    /// `@midnight`, which Kubernetes' cron library reads as `@daily`.
+    #[test]
+    fn midnight_is_daily() {
+        assert_next(&[
+            (
+                "@midnight",
+                "",
+                "2026-11-26T08:02:00Z",
+                "2026-11-27T00:00:00Z",
+            ),
+            (
+                "CRON_TZ=Asia/Kolkata @midnight",
+                "",
+                "2026-11-26T08:02:00Z",
+                "2026-11-26T18:30:00Z",
+            ),
+        ]);
+    }
+
+    /// A schedule longer than 256 bytes, which kube-apiserver takes, is read: every minute of
+    /// the hour listed one by one.
+    #[test]
+    fn a_long_schedule_is_read() {
+        let minutes: Vec<String> = (0..60).map(|m| m.to_string()).collect();
+        let schedule = format!(
+            "{} {} * * *",
+            minutes.join(","),
+            (0..24).map(|h| h.to_string()).collect::<Vec<_>>().join(",")
+        );
+        assert!(schedule.len() > 256, "{}", schedule.len());
+        assert_next(&[(
+            &schedule,
+            "",
+            "2026-11-26T08:02:00Z",
+            "2026-11-26T08:03:00Z",
+        )]);
+    }
+
+    /// One that never fires is found so when it is read: asking for its next run searches
+    /// nothing. One that fires once in four years is not taken for it.
+    #[test]
+    fn a_schedule_that_never_fires_is_known_when_read() {
+        let never = CronSchedule::parse("0 0 30 2 *", "", None).unwrap();
+        assert!(matches!(never.times, Times::Never), "{never:?}");
+        assert_eq!(never.next_after(t("2026-11-26T08:00:00Z")), None);
+        let leap = CronSchedule::parse("0 0 29 2 *", "", None).unwrap();
+        assert!(matches!(leap.times, Times::Fields(_)), "{leap:?}");
+        assert_eq!(
+            leap.next_after(t("2026-11-26T08:00:00Z")),
+            Some(t("2028-02-29T00:00:00Z"))
+        );
     }
 
     #[test]
