@@ -322,6 +322,37 @@ fn the_schema_refuses_a_setting_the_server_would_refuse() {
         .unwrap_or_else(|e| panic!("the server's defaults refused: {e:#}"));
 }
 
+/// The values files of `ci/` (as chart-testing's `ct lint` runs them): each lints strictly and
+/// renders; with one replica there is no PodDisruptionBudget.
+#[test]
+fn every_ci_values_file_lints_and_renders() {
+    let chart = chart();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(helm::chart().join("ci"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    for file in files {
+        let values = file.display().to_string();
+        let out = helm::offline(&["lint", "--strict", &chart, "-f", &values])
+            .unwrap_or_else(|e| panic!("{values}: {e:#}"));
+        assert!(out.contains("0 chart(s) failed"), "{values}: {out}");
+        let rendered = template(&["-f", &values]);
+        assert!(
+            rendered.iter().any(|o| o["kind"] == "Deployment"),
+            "{values}: no Deployment"
+        );
+        let budget = rendered.iter().any(|o| o["kind"] == "PodDisruptionBudget");
+        assert_eq!(
+            budget,
+            !values.ends_with("single-replica-values.yaml"),
+            "{values}: a PodDisruptionBudget {}",
+            if budget { "made" } else { "missing" }
+        );
+    }
+}
+
 /// The PodDisruptionBudget keeps one replica of two or more through drains, and never exists
 /// for one replica (it would hold the drain of its node for good); a replica that is not Ready
 /// never holds a drain.
@@ -586,7 +617,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
     .unwrap();
 
     // An install (no node here: nothing runs; the objects are what is checked).
-    helm::run(
+    let notes = helm::run(
         &cluster,
         &[
             "install",
@@ -600,6 +631,18 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         ],
     )
     .unwrap();
+    // Its notes say what was installed, how to check it and how to let a drain through.
+    for said in [
+        "is installed in namespace ifo-system",
+        "kubectl get apiservice v1alpha1.live.ifo.kubevirt.io",
+        "The maintenance guard is on",
+        "kubectl ifo override <node> --for 2h",
+    ] {
+        assert!(
+            notes.contains(said),
+            "the notes do not say {said:?}: {notes}"
+        );
+    }
     let secret = |name: &str| -> Value {
         serde_json::from_str(
             &admin(&["-n", "ifo-system", "get", "secret", name, "-o", "json"]).unwrap(),
