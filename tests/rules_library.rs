@@ -138,6 +138,21 @@ fn every_ruleset_lints_clean_against_the_test_crds() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Which workloads hold their nodes is the admin's to grant, namespace by namespace: the two
+/// rulesets that let pods hold nodes ship for `kube-system` alone, where only cluster
+/// administrators create pods, so that no tenant holds a node of an install as shipped.
+#[test]
+fn pods_hold_their_nodes_only_where_the_admin_lists_as_shipped_kube_system() {
+    let files = library();
+    for name in ["pod-rules", "protected-pod-rules"] {
+        let ruleset = files
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} is not in the library"));
+        assert_eq!(ruleset.spec.namespaces, ["kube-system"], "{name}");
+    }
+}
+
 #[test]
 fn generated_deploy_files_are_current() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

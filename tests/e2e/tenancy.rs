@@ -1,8 +1,8 @@
 //! Who can hold a node, as a tenant and the admin see it through the real cluster with the
 //! maintenance guard on: alice (`edit` in two namespaces of her own, nothing else) against the
 //! shipped `pod-rules` and `protected-pod-rules` (from `deploy/rules/bundle.yaml`, as shipped but
-//! for their names and `spec.namespaces`: `pod-rules` covers both of her namespaces, as it covers
-//! every namespace when installed; `protected-pod-rules` only the one the admin opted in).
+//! for their names and `spec.namespaces`: the admin lets the Jobs of both her namespaces hold
+//! their nodes (`pod-rules`), and protection in one of them (`protected-pod-rules`).
 //!
 //! Only what runs where the scheduler put it holds: pods she places on nodes of her choice that
 //! never start (one of them an admin's cordoned and tainted node), a pod of her Job she places

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 /// The rules the benchmark's subjects are written for.
 const RULES: &str = "rules/kubevirt/vm-lifecycle-rules.yaml";
 
-/// The shipped pod rules (`--pods`): `pod-rules` as shipped (every namespace), and
+/// The shipped pod rules (`--pods`): `pod-rules` granted every namespace (its `spec.namespaces`
+/// taken off, as an admin who lets every namespace's Jobs hold their nodes would), and
 /// `protected-pod-rules`, whose `spec.namespaces` the benchmark sets to the namespaces it opts
 /// in to protection, as an admin would.
 const POD_RULES: &str = "rules/kubernetes/pod-rules.yaml";
@@ -341,8 +342,8 @@ fn serve(
     Ok((process, log, cold_start))
 }
 
-/// Applies the shipped pod rules, `protected-pod-rules` granted to `namespaces` as well, and
-/// waits until both are Ready.
+/// Applies the shipped pod rules, `pod-rules` granted every namespace and
+/// `protected-pod-rules` granted `namespaces` as well, and waits until both are Ready.
 fn apply_pod_rules(cluster: &Cluster, namespaces: &[String]) -> Result<()> {
     let pod_rules = ifo_dev::source_dir().join(POD_RULES).display().to_string();
     let protected = ifo_dev::source_dir()
@@ -354,7 +355,11 @@ fn apply_pod_rules(cluster: &Cluster, namespaces: &[String]) -> Result<()> {
         .as_array_mut()
         .with_context(|| format!("{PROTECTED_POD_RULES} lists no namespaces"))?;
     granted.extend(namespaces.iter().map(|ns| serde_json::json!(ns)));
-    cluster.kubectl_run(User::Admin, &["apply", "-f", &pod_rules], None)?;
+    let mut jobs = manifest(cluster, &pod_rules)?;
+    if let Some(spec) = jobs["spec"].as_object_mut() {
+        spec.remove("namespaces");
+    }
+    apply_object(cluster, &jobs)?;
     apply_object(cluster, &ruleset)?;
     wait_ready(cluster, &[&pod_rules, &protected]).context("waiting for the pod rules to be Ready")
 }
