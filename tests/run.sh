@@ -81,7 +81,7 @@ ifo_time_note "release binaries (deploy/image.sh --binaries-only)" $(($(date +%s
 export IFO_BINARIES
 
 ifo_part_wait controlplane || exit 1
-ifo_timed "the real node's pieces (cached by the control plane's build)" ifo_node
+ifo_timed "the real node's pieces (cached)" ifo_node
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
   ifo_part_wait prometheus || exit 1
 fi

@@ -338,16 +338,14 @@ mod tests {
         ]);
     }
 
-    /// A schedule longer than 256 bytes, which kube-apiserver takes, is read: every minute of
-    /// the hour listed one by one.
+    /// A schedule longer than 256 bytes, which kube-apiserver takes, is read: every minute,
+    /// hour and day of the month listed one by one.
     #[test]
     fn a_long_schedule_is_read() {
-        let minutes: Vec<String> = (0..60).map(|m| m.to_string()).collect();
-        let schedule = format!(
-            "{} {} * * *",
-            minutes.join(","),
-            (0..24).map(|h| h.to_string()).collect::<Vec<_>>().join(",")
-        );
+        let list = |values: std::ops::RangeInclusive<u32>| {
+            values.map(|v| v.to_string()).collect::<Vec<_>>().join(",")
+        };
+        let schedule = format!("{} {} {} * *", list(0..=59), list(0..=23), list(1..=31));
         assert!(schedule.len() > 256, "{}", schedule.len());
         assert_next(&[(
             &schedule,
