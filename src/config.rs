@@ -75,16 +75,17 @@ pub struct ServeArgs {
     /// with 429.
     #[arg(long, env = "MAX_WATCH_MEMORY_PER_USER", default_value = "32Mi", value_parser = parse_bytes)]
     pub max_watch_memory_per_user: usize,
-    /// Client connections at once that proved who they are: a verified client certificate (the
-    /// aggregator's front proxy multiplexes its requests over a few), or a request on them
-    /// authenticated; more are closed at once. Anonymous connections never take from these
-    /// (MAX_ANONYMOUS_CONNECTIONS).
+    /// Client connections at once whose client certificate was verified in the TLS handshake
+    /// (the aggregator's front proxy multiplexes its requests over a few); more are closed at
+    /// once. Other connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
-    /// Connections at once that have not proven who they are (kube-apiserver's webhook calls
-    /// unless configured with a client certificate, probes, clients before their first request
-    /// is authenticated). When full, a new one displaces a connection of the address that holds
-    /// the most, one with no request in flight (the silent first, then the one idle longest).
+    /// Connections at once without a verified client certificate (kube-apiserver's webhook
+    /// calls unless configured with one, probes, clients with a bearer token: a token proves a
+    /// request, not its connection), shared fairly by address. When full, a new one displaces a
+    /// connection of the address that holds the most, never of one holding fewer than the
+    /// newcomer's: one with no request in flight (the silent first, then the one idle longest),
+    /// else, from an address holding at least two more, its oldest, requests in flight and all.
     #[arg(long, env = "MAX_ANONYMOUS_CONNECTIONS", default_value_t = 512)]
     pub max_anonymous_connections: usize,
     /// Time a client has to send a request's headers. A new connection has as long from its

@@ -11,9 +11,8 @@
 # not checked for `cargo clippy` and compiled again for the tests.
 #
 # Builds: the Go builds (the control plane with the node's pieces; promtool and Prometheus; helm) run in
-# the background while cargo builds the tests; the release binaries of the image the real node runs
-# are built beside them all at a lower priority (`nice`), on the CPU the others leave idle (their
-# serial phases, the tests' waits), as only the real node's tests need them. Tests, each test binary
+# the background while cargo builds the tests; then the release binaries of the image the real node
+# runs are built beside the first tests, as only the real node's tests need them. Tests, each test binary
 # starting its own cluster on free loopback ports in its own directory: the real node
 # (`tests/node/`, which mostly waits on kubelet and containerd, and alone touches the machine's
 # network, iptables and kernel settings) as soon as its binaries are built, beside the rest; the
@@ -59,9 +58,6 @@ fi
 if [[ ! -x "${IFO_HELM:-}" ]]; then
   ifo_part_start helm 30m bash tests/cluster/build-helm.sh
 fi
-# The image of the real node's tests is assembled from these (IFO_BINARIES), as users build it;
-# the part's last line names them.
-ifo_part_start release 60m nice -n 10 bash deploy/image.sh --binaries-only
 
 if $clippy; then
   # As `cargo clippy` runs it: clippy-driver as the compiler of the workspace's crates only, with
@@ -79,6 +75,10 @@ if ! ifo_timed "cargo build of the workspace" timeout --foreground 45m cargo bui
   fi
   exit 1
 fi
+# The image of the real node's tests is assembled from these (IFO_BINARIES), as users build it;
+# the part's last line names them. Only the real node's tests need them: they build beside the
+# first tests.
+ifo_part_start release 30m bash deploy/image.sh --binaries-only
 ifo_part_wait controlplane || exit 1
 ifo_timed "the real node's pieces (cached)" ifo_node
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
@@ -94,10 +94,10 @@ ifo_timed "helm (cached)" ifo_helm
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the
 # two that load the machine run last, one after the other, and `persist` after them (its
 # two-replica test needs the machine to itself); before them the others side by side (`blind`,
-# `readme` and `restart` apart from the rest, for balance), beside the release build; the real
+# `readme`, `restart` and `managed` apart from the rest, for balance), beside the release build; the real
 # node beside them all once its binaries are built.
 loading=(e2e robustness persist)
-apart=(blind readme restart)
+apart=(blind readme restart managed)
 rest=()
 while read -r target; do
   case " node ${loading[*]} ${apart[*]} " in
@@ -120,7 +120,7 @@ run_binaries() {
 }
 run_rest() {
   local status=0
-  cargo test --locked --workspace --lib --bins "$@" -- --test-threads=4 || status=1
+  cargo test --locked --no-fail-fast --workspace --lib --bins "$@" -- --test-threads=4 || status=1
   cargo test --locked --workspace --doc -- --test-threads=4 || status=1
   return $status
 }

@@ -55,13 +55,31 @@ pub fn free_port() -> Result<u16> {
         .port())
 }
 
+/// What kube-apiserver presents to the admission webhooks it calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WebhookClient {
+    /// Its webhook client certificate ([`WEBHOOK_CLIENT_NAME`]), to every webhook host.
+    Certificate,
+    /// Nothing, as managed control planes.
+    None,
+}
+
 impl Cluster {
     /// Starts a control plane in a new directory under `parent` (the system temp dir if `None`).
     ///
     /// Blocking. Call it from a thread that outlives the cluster (the main thread, or a thread kept
     /// alive for the whole test binary): the child processes are tied to the starting thread's life.
     pub fn start(parent: Option<&Path>) -> Result<Cluster> {
-        Cluster::launch(parent, None)
+        Cluster::launch(parent, None, WebhookClient::Certificate)
+    }
+
+    /// Starts a control plane as [`Cluster::start`] does, but one whose kube-apiserver presents
+    /// no client certificate to admission webhooks, as managed control planes (EKS, GKE, AKS)
+    /// cannot: a webhook cannot tell its reviews from anyone's.
+    ///
+    /// Blocking, and tied to the starting thread like [`Cluster::start`].
+    pub fn start_without_webhook_client_certificate(parent: Option<&Path>) -> Result<Cluster> {
+        Cluster::launch(parent, None, WebhookClient::None)
     }
 
     /// Starts a control plane with a real node: kube-apiserver listens on the node's bridge
@@ -73,10 +91,14 @@ impl Cluster {
     /// Blocking, and tied to the starting thread like [`Cluster::start`].
     pub fn start_with_node(parent: Option<&Path>) -> Result<Cluster> {
         let network = NodeNetwork::create()?;
-        Cluster::launch(parent, Some(network))
+        Cluster::launch(parent, Some(network), WebhookClient::Certificate)
     }
 
-    fn launch(parent: Option<&Path>, network: Option<NodeNetwork>) -> Result<Cluster> {
+    fn launch(
+        parent: Option<&Path>,
+        network: Option<NodeNetwork>,
+        webhook_client: WebhookClient,
+    ) -> Result<Cluster> {
         let binaries = Binaries::ensure()?;
         let parent = parent
             .map(Path::to_path_buf)
@@ -154,9 +176,14 @@ impl Cluster {
             ("requestheader-client-ca-file", "front-proxy-ca.crt"),
             ("proxy-client-cert-file", "front-proxy-client.crt"),
             ("proxy-client-key-file", "front-proxy-client.key"),
-            ("admission-control-config-file", "admission.yaml"),
         ] {
             api_cmd.arg(format!("--{flag}={}", pki.join(file).display()));
+        }
+        if webhook_client == WebhookClient::Certificate {
+            api_cmd.arg(format!(
+                "--admission-control-config-file={}",
+                pki.join("admission.yaml").display()
+            ));
         }
         if network.is_some() {
             // Pods get service-account tokens, reach kube-apiserver through the `kubernetes`

@@ -4,8 +4,8 @@
 //! The only module that knows both `auth` and `api`, which know nothing of each other.
 
 use crate::api::status::{ApiError, Forbidden, ForbiddenTarget, GroupResource};
+use crate::auth::PeerCertificates;
 use crate::auth::{Attributes, AuthError, Authenticator, Authorization, Authorizer};
-use crate::auth::{ConnectionSeat, PeerCertificates};
 use axum::Extension;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -97,11 +97,6 @@ async fn authorize_and_run(
             return ApiError::internal(e).into_response();
         }
     };
-    // Its caller proved who it is: the connection leaves the anonymous pool and its address's
-    // share (see `auth::budget`), so that a user's watches never count against them.
-    if let Some(seat) = req.extensions().get::<ConnectionSeat>() {
-        let _ = seat.0.prove();
-    }
     let attrs = Attributes::of(&info);
     match access.authorizer.authorize(&user, &attrs).await {
         Ok(Authorization::Allow) => {}

@@ -442,13 +442,14 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
     let timer = AdmissionTimer::start(door);
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
         let (caller, request) = guard.intake.admit(request).await?;
-        let _turn = guard.intake.turn(caller, Intake::peer(&request)).await;
+        let peer = Intake::peer(&request);
+        let _turn = guard.intake.turn(caller, peer).await;
         // The body's length when known (its Content-Length, as hyper reads it).
         let length = axum::body::HttpBody::size_hint(request.body()).upper();
         // A large body is parsed as it arrives, in one of a few turns.
         let _streamed = match length {
             Some(n) if n <= super::review::WHOLE_BYTES as u64 => None,
-            _ => guard.intake.streamed_turn(caller).await,
+            _ => Some(guard.intake.streamed_turn(caller, peer).await),
         };
         let review = tokio::time::timeout(
             BODY_DEADLINE,

@@ -6,24 +6,26 @@
 //!
 //! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
 //! and kube-apiserver's own are among them; so every review takes a turn before its body is
-//! read: at most [`PER_PEER`] at once from one address (the others wait theirs, in order, never
-//! refused: a review answered with an error is an eviction let through), at most
-//! [`ANONYMOUS`] at once in all, and its body must arrive within [`BODY_DEADLINE`] of its turn.
-//! Reviews whose body is large (see `review`) also take one of the few turns to be parsed as
-//! they arrive ([`STREAMED`]). So one address, or a few, cannot make kube-apiserver's reviews
-//! wait; what they cost is bounded: [`ANONYMOUS`] bodies of at most `review::WHOLE_BYTES` and
-//! [`STREAMED`] parsers.
+//! read: at most [`ANONYMOUS`] at once in all and [`PER_PEER`] from one address, shared fairly by
+//! address (`turns`: while none is free, the next one given back goes to the waiting address that
+//! holds the fewest; waiters are never refused: a review answered with an error is an eviction
+//! let through), and its body must arrive within [`BODY_DEADLINE`] of its turn. Reviews whose
+//! body is large (see `review`) also take one of the few turns to be parsed as they arrive
+//! ([`STREAMED`], at most [`STREAMED_PER_PEER`] of them by one address), shared the same way. So
+//! however many turns one address, or a hundred, keep busy with bodies that never come,
+//! kube-apiserver's review (from an address that holds few) has the next turn given back, within
+//! [`BODY_DEADLINE`]; what they cost is bounded: [`ANONYMOUS`] bodies of at most
+//! `review::WHOLE_BYTES` and [`STREAMED`] parsers.
 
 use super::ReviewError;
+use super::turns::{FairTurn, FairTurns};
 use crate::auth::connection::PeerAddress;
 use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
 use axum::extract::Request;
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 
 /// Reviews read at once from one peer address by callers that have not proven who they are.
 pub(super) const PER_PEER: usize = 16;
@@ -34,9 +36,14 @@ pub(super) const ANONYMOUS: usize = 1024;
 /// Reviews with a large body parsed at once, in each pool (proven, anonymous).
 pub(super) const STREAMED: usize = 4;
 
+/// Of those, the most one address parses at once.
+pub(super) const STREAMED_PER_PEER: usize = 2;
+
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
-/// review at once.
-pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(2);
+/// review at once (its largest, 3 MiB, at 24 Mbit/s), and while the turns are all held a review
+/// waits at most this long for the next one given back (see `turns`), which must leave it time
+/// within the webhook's `timeoutSeconds` (3 s as shipped).
+pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Most of a refused request's body read (and dropped) before it is answered.
 const DISCARDED: usize = 64 << 10;
@@ -65,35 +72,13 @@ impl Caller {
 pub(crate) struct Intake {
     callers: AdmissionCallers,
     trust: watch::Receiver<Arc<RequestHeaderConfig>>,
-    anonymous: Arc<Semaphore>,
-    per_peer: Peers,
-    streamed: [Arc<Semaphore>; 2],
+    anonymous: FairTurns,
+    streamed: [FairTurns; 2],
 }
 
-/// Each address's turns, while it has a review in flight or waiting.
-type Peers = Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>;
-
-/// A review's turn: given back when dropped.
+/// A review's turn (none for kube-apiserver, proven): given back when dropped.
 pub(crate) struct Turn {
-    permits: Vec<OwnedSemaphorePermit>,
-    peer: Option<(IpAddr, Peers)>,
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        let Some((peer, peers)) = self.peer.take() else {
-            return;
-        };
-        self.permits.clear();
-        // Forget an address with nothing in flight or waiting, so the map holds only busy
-        // peers (each permit and each waiter holds the address's semaphore too).
-        let mut peers = peers.lock();
-        if let Some(turns) = peers.get(&peer)
-            && Arc::strong_count(turns) == 1
-        {
-            peers.remove(&peer);
-        }
-    }
+    _held: Option<FairTurn>,
 }
 
 impl Intake {
@@ -104,11 +89,10 @@ impl Intake {
         Intake {
             callers,
             trust,
-            anonymous: Arc::new(Semaphore::new(ANONYMOUS)),
-            per_peer: Arc::default(),
+            anonymous: FairTurns::new(ANONYMOUS, PER_PEER),
             streamed: [
-                Arc::new(Semaphore::new(STREAMED)),
-                Arc::new(Semaphore::new(STREAMED)),
+                FairTurns::new(STREAMED, STREAMED),
+                FairTurns::new(STREAMED, STREAMED_PER_PEER),
             ],
         }
     }
@@ -157,39 +141,23 @@ impl Intake {
     /// Waits for the turn of a review from `peer` to be read (none to wait for kube-apiserver,
     /// proven).
     pub(crate) async fn turn(&self, caller: Caller, peer: IpAddr) -> Turn {
-        if caller == Caller::KubeApiserver {
-            return Turn {
-                permits: Vec::new(),
-                peer: None,
-            };
-        }
-        let turns = self
-            .per_peer
-            .lock()
-            .entry(peer)
-            .or_insert_with(|| Arc::new(Semaphore::new(PER_PEER)))
-            .clone();
-        let mut permits = Vec::with_capacity(2);
-        // The semaphores are never closed.
-        if let Ok(permit) = turns.acquire_owned().await {
-            permits.push(permit);
-        }
-        if let Ok(permit) = self.anonymous.clone().acquire_owned().await {
-            permits.push(permit);
-        }
-        Turn {
-            permits,
-            peer: Some((peer, self.per_peer.clone())),
+        match caller {
+            Caller::KubeApiserver => Turn { _held: None },
+            Caller::Unverified => Turn {
+                _held: Some(self.anonymous.take(peer).await),
+            },
         }
     }
 
-    /// Waits for a turn to parse a large body as it arrives.
-    pub(crate) async fn streamed_turn(&self, caller: Caller) -> Option<OwnedSemaphorePermit> {
+    /// Waits for a turn of a review from `peer` to parse its large body as it arrives.
+    pub(crate) async fn streamed_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
         let pool = match caller {
             Caller::KubeApiserver => &self.streamed[0],
             Caller::Unverified => &self.streamed[1],
         };
-        pool.clone().acquire_owned().await.ok()
+        Turn {
+            _held: Some(pool.take(peer).await),
+        }
     }
 
     /// Doors that answer anyone (for tests and benchmarks).
@@ -237,10 +205,6 @@ mod tests {
         assert!(other.is_ok());
         drop(other);
         drop(held);
-        assert!(
-            intake.per_peer.lock().is_empty(),
-            "addresses with nothing in flight are forgotten"
-        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod intake;
 pub(crate) mod node_events;
 mod review;
 mod rulesets;
+mod turns;
 
 pub(crate) use intake::Intake;
 

@@ -1,17 +1,27 @@
-//! Who may hold a connection, and for how long. Until a connection has proven who it is (a client
-//! certificate verified in its TLS handshake: the aggregator's front proxy, a cluster user, or
-//! kube-apiserver calling the admission doors where it is configured to; or a request on it
-//! authenticated, e.g. by a bearer token), it is *anonymous* and costs a small fixed budget: a
-//! place in the anonymous pool ([`Limits::anonymous`]). When that pool is full, a newcomer
-//! displaces a connection of the address that holds the most (so one address, or a few, pay for
-//! their own excess, never kube-apiserver's webhook calls from its own address, the probes or a
-//! user), one with no request in flight: those that never sent a request first, then the one
-//! idle longest. So silent connections, however many, cost a file descriptor and a handshake's
-//! state until they are displaced; a connection with a request in flight is never displaced, and
-//! a newcomer is refused only when every anonymous connection has one.
+//! Who may hold a connection, and for how long. Only a client certificate verified in the TLS
+//! handshake proves who a connection is (the aggregator's front proxy, a cluster user, or
+//! kube-apiserver calling the admission doors where it is configured to): those have a pool of
+//! their own ([`Limits::proven`], `MAX_CONNECTIONS`) that no other connection takes from, and are
+//! never displaced. A bearer token proves a request, not its connection: tokens are had by every
+//! pod, so a connection whose requests carry one stays *anonymous*, as do those of callers that
+//! cannot be proven (kube-apiserver's webhook calls in a default install, the probes).
 //!
-//! Proven connections have a pool of their own ([`Limits::proven`], `MAX_CONNECTIONS`) that
-//! anonymous ones never take from, and are never displaced.
+//! Anonymous connections share one pool ([`Limits::anonymous`]) fairly by address, as the
+//! scarce thing a caller cannot multiply for free is its address, not its connections or tokens.
+//! When the pool is full, a newcomer takes the place of a connection of the address that holds
+//! the most (the next one when that one has none to give), never of one that holds fewer than
+//! the newcomer's:
+//!
+//! 1. one with no request in flight: those that never sent a request first, then the one idle
+//!    longest;
+//! 2. else, if that address holds at least two more than the newcomer's, its oldest, requests in
+//!    flight and all: so whatever one address or a few hold open and busy (never-finished bodies,
+//!    endless streams), a lighter address — kube-apiserver's, a probe's, a user's — gets its
+//!    place, and shares tend to equal (max-min fairness);
+//! 3. else it is refused: every address holds about as many as the newcomer's.
+//!
+//! So silent connections, however many, cost a file descriptor and a handshake's state until they
+//! are displaced, and busy ones their address's share.
 
 use super::connection::Activity;
 use parking_lot::Mutex;
@@ -25,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct Limits {
     /// Connections whose client certificate was verified.
     pub proven: usize,
-    /// Connections that have not proven who they are, from all peers.
+    /// Connections without a verified certificate, from all peers.
     pub anonymous: usize,
 }
 
@@ -33,7 +43,8 @@ pub(crate) struct Limits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
 pub(crate) enum Refused {
-    /// Every anonymous connection has a request in flight.
+    /// The anonymous pool is full, and no address holds more than the newcomer's (see the
+    /// [module](self)).
     Anonymous,
     /// [`Limits::proven`] proven connections are open.
     Proven,
@@ -74,10 +85,19 @@ pub(crate) struct Seat {
     proven: AtomicBool,
 }
 
-/// A connection's seat, held by its service (given back when the connection ends) and handed to
-/// each of its requests, so that a request that authenticates proves its connection.
+/// A connection's seat, held by its service: given back when the connection ends.
 #[derive(Clone)]
-pub(crate) struct ConnectionSeat(pub Arc<Seat>);
+pub(crate) struct ConnectionSeat {
+    _seat: Arc<Seat>,
+}
+
+impl ConnectionSeat {
+    pub(crate) fn new(seat: Seat) -> ConnectionSeat {
+        ConnectionSeat {
+            _seat: Arc::new(seat),
+        }
+    }
+}
 
 impl Budget {
     pub(crate) fn new(limits: Limits) -> Arc<Budget> {
@@ -91,15 +111,15 @@ impl Budget {
     }
 
     /// A seat for a new connection from `peer`, anonymous until [`Seat::prove`]: when the pool
-    /// is full, displaces a connection of the address that holds the most (see the
-    /// [module](self)), or is refused when no anonymous connection can be.
+    /// is full, displaces a connection of an address that holds more (see the
+    /// [module](self)), or is refused when none does.
     pub(crate) fn admit(
         self: &Arc<Self>,
         peer: IpAddr,
         activity: Arc<Activity>,
     ) -> Result<Seat, Refused> {
         let mut open = self.open.lock();
-        if open.anonymous.len() >= self.limits.anonymous && !open.displace_from_heaviest() {
+        if open.anonymous.len() >= self.limits.anonymous && !open.make_room_for(peer) {
             return Err(Refused::Anonymous);
         }
         let id = open.next;
@@ -122,20 +142,26 @@ impl Budget {
 }
 
 impl Open {
-    /// Displaces a connection of the address with the most that has one to displace.
-    fn displace_from_heaviest(&mut self) -> bool {
+    /// Displaces a connection to make room for a newcomer from `newcomer` (see the
+    /// [module](self)); returns whether one was.
+    fn make_room_for(&mut self, newcomer: IpAddr) -> bool {
+        let mine = self.per_peer.get(&newcomer).copied().unwrap_or(0);
         let mut peers: Vec<(usize, IpAddr)> =
             self.per_peer.iter().map(|(peer, n)| (*n, *peer)).collect();
         peers.sort_unstable_by(|a, b| b.cmp(a));
         peers
             .into_iter()
-            .any(|(_, peer)| self.displace(|e| e.peer == peer))
+            .take_while(|(held, _)| *held >= mine)
+            .any(|(held, peer)| {
+                self.displace_idle(|e| e.peer == peer)
+                    || (held >= mine + 2 && self.displace_oldest(peer))
+            })
     }
 
     /// Closes the anonymous connection among those `eligible` that has no request in flight
     /// and has been idle longest, preferring those that never sent a request. Returns whether
     /// one was.
-    fn displace(&mut self, eligible: impl Fn(&Entry) -> bool) -> bool {
+    fn displace_idle(&mut self, eligible: impl Fn(&Entry) -> bool) -> bool {
         let victim = self
             .anonymous
             .iter()
@@ -143,13 +169,27 @@ impl Open {
             .filter_map(|(id, e)| e.activity.idle_since().map(|idle| (idle, *id)))
             .min()
             .map(|(_, id)| id);
-        let Some(id) = victim else {
+        victim.is_some_and(|id| self.displace(id))
+    }
+
+    /// Closes the oldest anonymous connection of `peer`, whatever it is doing (its requests in
+    /// flight end with it). Returns whether one was.
+    fn displace_oldest(&mut self, peer: IpAddr) -> bool {
+        let victim = self
+            .anonymous
+            .iter()
+            .filter(|(_, e)| e.peer == peer)
+            .map(|(id, _)| *id)
+            .min();
+        victim.is_some_and(|id| self.displace(id))
+    }
+
+    fn displace(&mut self, id: u64) -> bool {
+        let Some(entry) = self.remove(id) else {
             return false;
         };
-        if let Some(entry) = self.remove(id) {
-            entry.activity.displace();
-            crate::metrics::connection_displaced();
-        }
+        entry.activity.displace();
+        crate::metrics::connection_displaced();
         true
     }
 
@@ -166,8 +206,8 @@ impl Open {
 }
 
 impl Seat {
-    /// The connection proved who it is (its certificate was verified, or a request on it was
-    /// authenticated): it moves to the proven pool, or stays where it is when that is full.
+    /// The connection proved who it is (its certificate was verified in its handshake): it
+    /// moves to the proven pool, or stays where it is when that is full.
     pub(crate) fn prove(&self) -> Result<(), Refused> {
         let mut open = self.budget.open.lock();
         if self.proven.load(Ordering::Relaxed) {
@@ -253,21 +293,69 @@ mod tests {
         assert_eq!(budget.open(), (4, 0));
     }
 
+    /// A connection from `from` with a request in flight (never finished).
+    fn busy(budget: &Arc<Budget>, from: u8) -> Result<Busy, Refused> {
+        let (seat, activity) = connect(budget, from)?;
+        Ok((seat, activity.begin(), activity))
+    }
+
+    type Busy = (Seat, crate::auth::connection::InFlight, Arc<Activity>);
+
+    fn displaced(connections: &[Busy]) -> usize {
+        connections
+            .iter()
+            .filter(|(_, _, a)| a.is_displaced())
+            .count()
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn connections_with_a_request_in_flight_are_never_displaced() {
+    async fn an_address_that_holds_the_pool_busy_gives_way_to_any_other() {
         let budget = Budget::new(LIMITS);
-        let mut busy = Vec::new();
-        for from in [2, 2, 2, 3] {
-            let (seat, activity) = connect(&budget, from).unwrap();
-            busy.push((seat, activity.begin(), activity));
-        }
-        assert!(matches!(connect(&budget, 1), Err(Refused::Anonymous)));
-        assert!(busy.iter().all(|(_, _, a)| !a.is_displaced()));
-        // One ends its request: now idle, it makes room.
-        let (_seat, request, idle) = busy.remove(3);
-        drop(request);
-        assert!(connect(&budget, 1).is_ok());
-        assert!(idle.is_displaced());
+        // One address holds every place, each with a request that never ends.
+        let attacker: Vec<Busy> = (0..4).map(|_| busy(&budget, 2).unwrap()).collect();
+        // More of its own are refused: it holds the most.
+        assert!(matches!(busy(&budget, 2), Err(Refused::Anonymous)));
+        assert_eq!(displaced(&attacker), 0);
+        // kube-apiserver's review (another address) takes the attacker's oldest place.
+        let review = busy(&budget, 1).unwrap();
+        assert!(attacker[0].2.is_displaced());
+        assert_eq!(displaced(&attacker), 1);
+        // …and a probe from a third address another.
+        let probe = busy(&budget, 3).unwrap();
+        assert_eq!(displaced(&attacker), 2);
+        assert!(!review.2.is_displaced() && !probe.2.is_displaced());
+        // Now the attacker holds 2, the others 1 each: a fourth address still gets in (2 ≥ 0 + 2),
+        // and then every address holds one: the next newcomer is refused, none displaced.
+        let user = busy(&budget, 4).unwrap();
+        assert_eq!(displaced(&attacker), 3);
+        assert!(matches!(busy(&budget, 5), Err(Refused::Anonymous)));
+        assert!(matches!(busy(&budget, 1), Err(Refused::Anonymous)));
+        assert!(!review.2.is_displaced() && !probe.2.is_displaced() && !user.2.is_displaced());
+        assert_eq!(budget.open(), (4, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_address_that_holds_most_pays_not_the_lighter_ones() {
+        let budget = Budget::new(LIMITS);
+        // kube-apiserver's connection, idle between reviews; the attacker's three busy.
+        let (_k, kube_apiserver) = served_then_idle(&budget, 1, 1).await;
+        let attacker: Vec<Busy> = (0..3).map(|_| busy(&budget, 2).unwrap()).collect();
+        // The attacker's newcomer may not take kube-apiserver's idle place (it holds fewer), nor
+        // a busy one of its own.
+        assert!(matches!(busy(&budget, 2), Err(Refused::Anonymous)));
+        assert!(!kube_apiserver.is_displaced());
+        assert_eq!(displaced(&attacker), 0);
+        // A newcomer from a third address takes the attacker's oldest, busy as it is, and leaves
+        // kube-apiserver's idle connection alone.
+        let _probe = busy(&budget, 3).unwrap();
+        assert!(!kube_apiserver.is_displaced());
+        assert!(attacker[0].2.is_displaced());
+        // Among equals (1, 2, 1), the idle goes before the busy: the attacker's newcomer (2) is
+        // refused, a fourth address takes the attacker's (2 ≥ 0 + 2).
+        assert!(matches!(busy(&budget, 2), Err(Refused::Anonymous)));
+        let _user = busy(&budget, 4).unwrap();
+        assert_eq!(displaced(&attacker), 2);
+        assert!(!kube_apiserver.is_displaced());
     }
 
     #[tokio::test(start_paused = true)]

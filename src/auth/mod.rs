@@ -13,7 +13,6 @@ pub(crate) mod tls;
 
 pub(crate) use authn::{AuthError, Authenticator};
 pub(crate) use authz::{Attributes, Authorization, Authorizer};
-pub(crate) use budget::ConnectionSeat;
 pub(crate) use peer::{AdmissionCallers, PeerCertificates};
 pub(crate) use requestheader::{RequestHeaderConfig, TrustWatch, read_request_header_config};
 

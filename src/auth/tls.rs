@@ -204,7 +204,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             }
             let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
             let service = axum::Extension(PeerAddress(peer)).layer(service);
-            let service = axum::Extension(ConnectionSeat(Arc::new(seat))).layer(service);
+            let service = axum::Extension(ConnectionSeat::new(seat)).layer(service);
             Ok((stream, Tracked::new(service, activity)))
         })
     }

@@ -70,13 +70,13 @@ impl Api {
             connections_refused: register(
                 r,
                 "connections_refused",
-                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS proven connections were open; anonymous: MAX_ANONYMOUS_CONNECTIONS were open, each with a request in flight)",
+                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS connections with a verified certificate were open; anonymous: MAX_ANONYMOUS_CONNECTIONS were open and no address held more than the newcomer's)",
                 Family::default(),
             ),
             connections_displaced: register(
                 r,
                 "connections_displaced",
-                "Idle anonymous connections closed to make room for a new one (MAX_ANONYMOUS_CONNECTIONS reached)",
+                "Anonymous connections closed to make room for one of an address that held no more (MAX_ANONYMOUS_CONNECTIONS reached): idle ones first, else the oldest of an address holding at least two more",
                 Counter::default(),
             ),
         };

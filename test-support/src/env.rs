@@ -60,6 +60,9 @@ struct Config {
     settings: Vec<(String, String)>,
     /// Whether kube-apiserver sends rulesets to the server's admission door.
     ruleset_webhook: bool,
+    /// Whether kube-apiserver presents its webhook client certificate to the doors, and the
+    /// server answers only it there (`ADMISSION_ALLOWED_NAMES`).
+    webhook_client_certificate: bool,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             debounce: DEFAULT_DEBOUNCE.to_owned(),
             settings: Vec::new(),
             ruleset_webhook: true,
+            webhook_client_certificate: true,
         }
     }
 }
@@ -85,6 +89,9 @@ impl fmt::Display for Config {
         }
         if !self.ruleset_webhook {
             f.write_str(".ruleset_webhook(false)")?;
+        }
+        if !self.webhook_client_certificate {
+            f.write_str(".webhook_client_certificate(false)")?;
         }
         if !self.settings.is_empty() {
             f.write_str(".settings(&[")?;
@@ -128,6 +135,15 @@ impl Builder {
     /// cluster (what an install gets when its server is down while a ruleset is applied).
     pub fn ruleset_webhook(mut self, on: bool) -> Self {
         self.config.ruleset_webhook = on;
+        self
+    }
+
+    /// Whether kube-apiserver presents a client certificate to the admission webhooks, and the
+    /// server's doors answer it only (`ADMISSION_ALLOWED_NAMES`), as kubeadm-style clusters can
+    /// be set up. On unless set; off, the cluster is as managed control planes (EKS, GKE, AKS)
+    /// are: kube-apiserver presents none, and the doors answer anyone, kube-apiserver among them.
+    pub fn webhook_client_certificate(mut self, on: bool) -> Self {
+        self.config.webhook_client_certificate = on;
         self
     }
 
@@ -236,9 +252,11 @@ fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> 
         ("RULESET_STATUS_INTERVAL", "5s"),
         // The maintenance guard, registered with the cluster (see `boot`).
         ("EVICTION_GUARD", "true"),
-        // The admission doors answer kube-apiserver only: it presents this certificate to them.
-        ("ADMISSION_ALLOWED_NAMES", ifo_dev::WEBHOOK_CLIENT_NAME),
     ];
+    if config.webhook_client_certificate {
+        // The admission doors answer kube-apiserver only: it presents this certificate to them.
+        settings.push(("ADMISSION_ALLOWED_NAMES", ifo_dev::WEBHOOK_CLIENT_NAME));
+    }
     if config.persist {
         settings.extend([("PERSIST", "true"), ("PERSIST_INTERVAL", "1s")]);
     }
@@ -252,7 +270,11 @@ fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> 
 }
 
 fn boot(config: Config) -> Result<&'static Env> {
-    let cluster = Cluster::start(None)?;
+    let cluster = if config.webhook_client_certificate {
+        Cluster::start(None)?
+    } else {
+        Cluster::start_without_webhook_client_certificate(None)?
+    };
     if config.persist {
         let dir = workspace_root().join("deploy/persist");
         for file in ["crd.yaml", "rbac.yaml"] {
@@ -374,6 +396,7 @@ mod tests {
                 debounce: "3s".into(),
                 settings: Vec::new(),
                 ruleset_webhook: true,
+                webhook_client_certificate: true,
             }
         );
         assert_eq!(config.to_string(), "Env::builder()");
@@ -388,10 +411,11 @@ mod tests {
             .settings(&[("WATCH_PROBE_INTERVAL", "2s")])
             .settings(&[("K8S_API_TIMEOUT", "5s")])
             .ruleset_webhook(false)
+            .webhook_client_certificate(false)
             .config;
         assert_eq!(
             config.to_string(),
-            r#"Env::builder().persist(true).debounce("30s").ruleset_webhook(false).settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
+            r#"Env::builder().persist(true).debounce("30s").ruleset_webhook(false).webhook_client_certificate(false).settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
         );
         assert_ne!(config, Env::builder().persist(true).config);
     }

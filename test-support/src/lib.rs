@@ -3,7 +3,7 @@
 //! directly, curl, raw watches, commands run to the end: [`Run`]), a test's own names
 //! ([`Scope`]), object builders ([`vm`], [`vm_ruleset`], [`RuleSet`], gadgets:
 //! [`Env::gadget_scope`], Node objects: [`Env::node`]), readers of gates ([`clear_condition`],
-//! [`Env::wait_gate`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
+//! [`Env::wait_gate`]), evictions through the guard ([`evict`], [`held_node`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -23,6 +23,7 @@ mod env;
 mod fixtures;
 mod gadgets;
 mod gate;
+mod guard;
 pub mod replicas;
 mod ruleset;
 mod scope;
@@ -55,6 +56,10 @@ pub use gadgets::{
     gadget_crd_serving, grant_gadgets,
 };
 pub use gate::{clear_condition, clear_status, gate_operations};
+pub use guard::{
+    Attacker, Evicted, apiserver_metric, evict, evict_with, held_node, pod_on, tcp_from,
+    tls_client, tls_from, wait_held,
+};
 pub use ruleset::{Rule, RuleSet};
 pub use scope::Scope;
 

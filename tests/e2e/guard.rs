@@ -14,66 +14,7 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// What an eviction answered: kubectl's exit code and stderr.
-pub(crate) struct Evicted {
-    pub(crate) ok: bool,
-    pub(crate) stderr: String,
-}
-
-/// `POST /api/v1/namespaces/<ns>/pods/<pod>/eviction` as `user`, as kubectl drain sends it
-/// (with no grace: no kubelet would end the pod).
-pub(crate) fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
-    let eviction = json!({
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": ns},
-        "deleteOptions": {"gracePeriodSeconds": 0},
-    });
-    evict_with(env, user, ns, pod, &eviction)
-}
-
-/// The eviction of `pod` in `ns` as `user`, its body `eviction`.
-pub(crate) fn evict_with(
-    env: &Env,
-    user: User,
-    ns: &str,
-    pod: &str,
-    eviction: &serde_json::Value,
-) -> Evicted {
-    let file = env.cluster.dir().join(format!(
-        "eviction-{ns}-{pod}-{:?}.json",
-        std::thread::current().id()
-    ));
-    std::fs::write(&file, eviction.to_string()).unwrap();
-    let out = env
-        .cluster
-        .kubectl(user)
-        .args([
-            "create",
-            "--raw",
-            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
-            "-f",
-            &file.display().to_string(),
-        ])
-        .output()
-        .unwrap();
-    Evicted {
-        ok: out.status.success(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// A pod bound to `node` (no kubelet runs it).
-pub(crate) fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
-    env.apply(
-        &json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
-        })
-        .to_string(),
-    );
-}
+pub(crate) use ifo_test_support::{Evicted, evict, evict_with, pod_on};
 
 /// The Events in `default` about the object named `node` (`selector`: more field selectors, as
 /// `,reason=MaintenanceHeld`), printed as `output` (kubectl's `-o`) with no headers; `None`

@@ -8,95 +8,37 @@
 //! refused connection). Each test prints the figures it measures.
 
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ifo_dev::{Process, User};
-use ifo_test_support::{Env, env, eventually, node_vm_ruleset, vm};
+use ifo_test_support::{
+    Attacker, Env, apiserver_metric, env, eventually, held_node, tcp_from, tls_client, tls_from,
+    wait_held,
+};
+use openssl::ssl::SslConnector;
 use serde_json::json;
 
-use crate::guard::{self, evict, pod_on};
+use crate::guard::{self, evict};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 /// The address the attacks come from: loopback, but not kube-apiserver's (127.0.0.1).
 const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
-/// A namespace with a node of its own on which a VM migrates: the node's gate reads
-/// `Clear=False`, and a pod of the namespace bound to it. Returns (namespace, node).
-fn held_node(env: &'static Env, prefix: &str, node_len: usize) -> (String, String) {
-    let ns = env.namespace(prefix);
-    let mut node = format!("{prefix}-{}", ns.rsplit('-').next().unwrap_or("0"));
-    if node_len > node.len() + 1 {
-        node.push('-');
-        node.push_str(&"n".repeat(node_len - node.len()));
-    }
-    // The node stays for the rest of the run (other tests' nodes do not see it).
-    std::mem::forget(env.node(&node));
-    let rs = format!("rs-{ns}");
-    env.apply(&node_vm_ruleset(&rs, &ns, &format!("c-{ns}")));
-    env.apply(&vm("busy", &ns));
-    env.wait_watching(&rs);
-    env.set_vm_status(
-        &ns,
-        "busy",
-        json!({"nodeName": node, "printableStatus": "Migrating"}),
-    );
-    env.wait_gate(&format!("node.{node}"), "False", WAIT);
-    pod_on(env, &ns, "app", &node);
-    (ns, node)
-}
-
-/// Waits until the eviction of `ns`'s pod `app` is held because its node is not clear.
-fn wait_held(env: &Env, ns: &str) {
-    eventually(WAIT, "the guard to hold the pod", || {
-        let e = evict(env, User::Admin, ns, "app");
-        (!e.ok && e.stderr.contains("not clear")).then_some(())
-    });
-}
-
 /// The Events in `default` about `node` (`selector`: more field selectors, e.g. a reason).
 fn node_events(env: &Env, node: &str, selector: &str) -> usize {
     guard::node_events(env, node, selector, "name").map_or(0, |out| out.lines().count())
 }
 
-/// A series of kube-apiserver's own `/metrics` for the webhook `webhook`, summed over its
-/// other labels (0 when it has none yet).
-fn apiserver_metric(env: &Env, metric: &str, webhook: &str) -> f64 {
-    let text = env
-        .kubectl(User::Admin, &["get", "--raw", "/metrics"])
-        .unwrap();
-    let name = format!("name=\"{webhook}\"");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// A connection to `port` from [`ATTACKER`] that sends nothing: a TCP connection, or with
 /// `tls` a TLS one (its handshake done, trusting the serving CA).
-fn silent(env: &Env, port: u16, tls: bool) -> Option<Box<dyn std::any::Any>> {
-    use openssl::ssl::{SslConnector, SslMethod};
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-    socket.bind(&SocketAddr::from((ATTACKER, 0)).into()).ok()?;
-    socket
-        .connect_timeout(
-            &SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into(),
-            Duration::from_secs(2),
-        )
-        .ok()?;
-    let tcp = TcpStream::from(socket);
-    if !tls {
-        return Some(Box::new(tcp));
+fn silent(tls: Option<&SslConnector>, port: u16) -> Option<Box<dyn std::any::Any>> {
+    match tls {
+        None => Some(Box::new(tcp_from(ATTACKER, port)?)),
+        Some(tls) => Some(Box::new(tls_from(tls, ATTACKER, port)?)),
     }
-    let mut builder = SslConnector::builder(SslMethod::tls_client()).ok()?;
-    builder
-        .cert_store_mut()
-        .add_cert(openssl::x509::X509::from_pem(&env.cluster.serving.ca_pem).ok()?)
-        .ok()?;
-    let stream = builder.build().connect("localhost", tcp).ok()?;
-    Some(Box::new(stream))
 }
 
 /// POSTs `body` to `path` of `port` from [`ATTACKER`] without credentials; the HTTP status.
@@ -121,15 +63,24 @@ fn forged(env: &Env, port: u16, path: &str, body: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The guard of a server of its own, as managed clusters run it (kube-apiserver presents no
-/// certificate, so the doors answer anyone), registered for the namespace `ns` only.
+/// The guard of a server of its own, as a default install runs it (the doors do not
+/// authenticate their callers: they answer anyone), registered for the namespace `ns` only.
+/// kube-apiserver presents its webhook client certificate to it all the same (this cluster
+/// gives it to every webhook host), so kube-apiserver's connections are proven ones.
 fn own_guard(env: &Env, ns: &str) -> (Process, u16, String) {
+    own_guard_with(env, ns, &[])
+}
+
+/// [`own_guard`] with more `settings` of its server.
+fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> (Process, u16, String) {
     let port = ifo_dev::free_port().unwrap();
+    let mut all = vec![("EVICTION_GUARD", "true"), ("LOG_LEVEL", "info")];
+    all.extend_from_slice(settings);
     let process = ifo_dev::spawn_server(
         &env.cluster,
         Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
         port,
-        &[("EVICTION_GUARD", "true"), ("LOG_LEVEL", "info")],
+        &all,
         &format!("ifo-apiserver-{ns}.log"),
     )
     .unwrap();
@@ -189,8 +140,9 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     // 1,200 connections from one address that send nothing, kept open: 200 of them after a TLS
     // handshake (what costs the server most), 1,000 before it.
     let opened = Instant::now();
+    let tls = tls_client(env);
     let connections: Vec<_> = (0..1200)
-        .filter_map(|i| silent(env, port, i % 6 == 0))
+        .filter_map(|i| silent((i % 6 == 0).then_some(&tls), port))
         .collect();
     println!(
         "silent connections opened from {ATTACKER}: {} in {:?}",
@@ -268,6 +220,60 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
         "node {node} held throughout; /metrics without credentials: {}",
         displaced.lines().next().unwrap_or("")
     );
+    env.kubectl(
+        User::Admin,
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            &format!("guard-{ns}"),
+        ],
+    )
+    .unwrap();
+}
+
+/// A bearer token proves a request, not its connection: a hundred connections from one address,
+/// each authenticated with the token of a user who has no rights at all (any pod's
+/// ServiceAccount token would do) and kept so, take nothing from the connections that
+/// kube-apiserver proves with its certificate (a pool of 16 here, so the attack is cheap): every
+/// eviction of a held node's pod through kube-apiserver, its first connection to the door made
+/// while they are held, is refused, none let through by failing.
+#[test]
+fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
+    let env = env();
+    let (ns, _node) = held_node(env, "gb-tokens", 0);
+    let (_server, port, webhook) = own_guard_with(env, &ns, &[("MAX_CONNECTIONS", "16")]);
+    let token = User::Bob.token().unwrap();
+    let attacker = Attacker::new(
+        env,
+        ATTACKER,
+        port,
+        100,
+        &format!(
+            "GET /apis/live.ifo.kubevirt.io/v1alpha1 HTTP/1.1\r\nHost: localhost\r\n\
+             Authorization: Bearer {token}\r\n\r\n"
+        ),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attack = attacker.run(stop.clone());
+    // Let every connection be made and its request authenticated before kube-apiserver's first.
+    std::thread::sleep(Duration::from_secs(3));
+    let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook);
+    let mut refused = 0;
+    for _ in 0..6 {
+        let e = evict(env, User::Admin, &ns, "app");
+        assert!(!e.ok, "an eviction of a pod on a held node went through");
+        refused += usize::from(e.stderr.contains("TooManyRequests"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let opened = attack.join().unwrap();
+    let failed_open =
+        apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook) - fail_open;
+    println!(
+        "evictions refused: {refused} of 6; failed open: {failed_open}; token connections opened: {opened}"
+    );
+    assert!(opened >= 100, "the attack itself failed");
+    assert_eq!(failed_open, 0.0, "kube-apiserver let evictions through");
+    assert_eq!(refused, 6);
     env.kubectl(
         User::Admin,
         &[

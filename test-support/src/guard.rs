@@ -1,0 +1,230 @@
+//! The maintenance guard through the real Eviction API: evictions as `kubectl drain` sends them,
+//! pods bound to a test's own Node objects, a node held by an operation in flight, and
+//! kube-apiserver's own count of what its webhooks let through.
+
+use crate::{Env, eventually, node_vm_ruleset, vm};
+use ifo_dev::User;
+use openssl::ssl::{SslConnector, SslMethod, SslStream};
+use serde_json::json;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a held node's setting up may take.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// What an eviction answered: kubectl's exit code and stderr.
+pub struct Evicted {
+    /// Whether the eviction went through.
+    pub ok: bool,
+    /// What kubectl printed of the answer.
+    pub stderr: String,
+}
+
+/// `POST /api/v1/namespaces/<ns>/pods/<pod>/eviction` as `user`, as kubectl drain sends it
+/// (with no grace: no kubelet would end the pod).
+pub fn evict(env: &Env, user: User, ns: &str, pod: &str) -> Evicted {
+    let eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns},
+        "deleteOptions": {"gracePeriodSeconds": 0},
+    });
+    evict_with(env, user, ns, pod, &eviction)
+}
+
+/// The eviction of `pod` in `ns` as `user`, its body `eviction`.
+pub fn evict_with(
+    env: &Env,
+    user: User,
+    ns: &str,
+    pod: &str,
+    eviction: &serde_json::Value,
+) -> Evicted {
+    let file = env.cluster.dir().join(format!(
+        "eviction-{ns}-{pod}-{:?}.json",
+        std::thread::current().id()
+    ));
+    std::fs::write(&file, eviction.to_string()).unwrap();
+    let out = env
+        .cluster
+        .kubectl(user)
+        .args([
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+            "-f",
+            &file.display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    Evicted {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A pod bound to `node` (no kubelet runs it).
+pub fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
+    env.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        })
+        .to_string(),
+    );
+}
+
+/// A namespace with a node of its own (its name padded to `node_len` characters when longer
+/// than the usual) on which a VM migrates: the node's gate reads `Clear=False`, and a pod `app`
+/// of the namespace is bound to it. Returns (namespace, node).
+pub fn held_node(env: &'static Env, prefix: &str, node_len: usize) -> (String, String) {
+    let ns = env.namespace(prefix);
+    let mut node = format!("{prefix}-{}", ns.rsplit('-').next().unwrap_or("0"));
+    if node_len > node.len() + 1 {
+        node.push('-');
+        node.push_str(&"n".repeat(node_len - node.len()));
+    }
+    // The node stays for the rest of the run (other tests' nodes do not see it).
+    std::mem::forget(env.node(&node));
+    let rs = format!("rs-{ns}");
+    env.apply(&node_vm_ruleset(&rs, &ns, &format!("c-{ns}")));
+    env.apply(&vm("busy", &ns));
+    env.wait_watching(&rs);
+    env.set_vm_status(
+        &ns,
+        "busy",
+        json!({"nodeName": node, "printableStatus": "Migrating"}),
+    );
+    env.wait_gate(&format!("node.{node}"), "False", WAIT);
+    pod_on(env, &ns, "app", &node);
+    (ns, node)
+}
+
+/// Waits until the eviction of `ns`'s pod `app` is held because its node is not clear.
+pub fn wait_held(env: &Env, ns: &str) {
+    eventually(WAIT, "the guard to hold the pod", || {
+        let e = evict(env, User::Admin, ns, "app");
+        (!e.ok && e.stderr.contains("not clear")).then_some(())
+    });
+}
+
+/// A series of kube-apiserver's own `/metrics` for the webhook `webhook`, summed over its
+/// other labels (0 when it has none yet): `apiserver_admission_webhook_fail_open_count` counts
+/// every eviction a door let through by failing (an error, a timeout, a refused connection).
+pub fn apiserver_metric(env: &Env, metric: &str, webhook: &str) -> f64 {
+    let text = env
+        .kubectl(User::Admin, &["get", "--raw", "/metrics"])
+        .unwrap();
+    let name = format!("name=\"{webhook}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A TCP connection to `port` on 127.0.0.1 from the loopback address `from` (another than
+/// kube-apiserver's 127.0.0.1: it stands for a pod); `None` when it cannot be made.
+pub fn tcp_from(from: Ipv4Addr, port: u16) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket.bind(&SocketAddr::from((from, 0)).into()).ok()?;
+    socket
+        .connect_timeout(
+            &SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into(),
+            Duration::from_secs(2),
+        )
+        .ok()?;
+    let tcp = TcpStream::from(socket);
+    tcp.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    Some(tcp)
+}
+
+/// The TLS client of the server's certificate (trusting the serving CA), without a client
+/// certificate.
+pub fn tls_client(env: &Env) -> SslConnector {
+    let mut tls = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    tls.cert_store_mut()
+        .add_cert(openssl::x509::X509::from_pem(&env.cluster.serving.ca_pem).unwrap())
+        .unwrap();
+    tls.build()
+}
+
+/// A TLS connection to `port` from `from` ([`tcp_from`]), its handshake done by `tls`
+/// ([`tls_client`]); `None` when it cannot be made (refused, or closed in its handshake).
+pub fn tls_from(tls: &SslConnector, from: Ipv4Addr, port: u16) -> Option<SslStream<TcpStream>> {
+    tls.connect("localhost", tcp_from(from, port)?).ok()
+}
+
+/// Connections to the server's `port` from one address, each opened with a request's first
+/// bytes (`head`: a request whose body never comes, say, or one with a bearer token) and
+/// replaced by a new one every `renew` (3 s), so that each stays busy, or in the pool it was
+/// given, for as long as the attack runs ([`Attacker::run`]).
+pub struct Attacker {
+    from: Ipv4Addr,
+    port: u16,
+    tls: SslConnector,
+    head: Vec<u8>,
+    connections: Vec<Option<(SslStream<TcpStream>, Instant)>>,
+    renew: Duration,
+}
+
+impl Attacker {
+    /// `connections` to `port` from `from`, each opened with `head`.
+    pub fn new(env: &Env, from: Ipv4Addr, port: u16, connections: usize, head: &str) -> Attacker {
+        Attacker {
+            from,
+            port,
+            tls: tls_client(env),
+            head: head.as_bytes().to_vec(),
+            connections: (0..connections).map(|_| None).collect(),
+            renew: Duration::from_secs(3),
+        }
+    }
+
+    /// A request whose body, `length` bytes long, never comes but for its first few: what a
+    /// door waits for until its deadline.
+    pub fn unfinished_post(path: &str, length: usize) -> String {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n{{\"apiVersion\":"
+        )
+    }
+
+    fn connect(&self) -> Option<SslStream<TcpStream>> {
+        let mut stream = tls_from(&self.tls, self.from, self.port)?;
+        stream.write_all(&self.head).ok()?;
+        Some(stream)
+    }
+
+    /// Opens what is missing and replaces what is due; returns how many it opened.
+    fn sweep(&mut self) -> usize {
+        let mut opened = 0;
+        for i in 0..self.connections.len() {
+            let due = self.connections[i]
+                .as_ref()
+                .is_none_or(|(_, at)| at.elapsed() >= self.renew);
+            if due {
+                self.connections[i] = None;
+                self.connections[i] = self.connect().map(|s| (s, Instant::now()));
+                opened += usize::from(self.connections[i].is_some());
+            }
+        }
+        opened
+    }
+
+    /// Runs the attack on a thread of its own until `stop`; the thread returns how many
+    /// connections it opened.
+    pub fn run(mut self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+        std::thread::spawn(move || {
+            let mut opened = 0;
+            while !stop.load(Ordering::SeqCst) {
+                opened += self.sweep();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            opened
+        })
+    }
+}
