@@ -25,7 +25,7 @@
 
 use super::connection::Activity;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,8 +68,8 @@ struct Open {
     next: u64,
     /// Anonymous connections, by id (ids grow: the smallest is the oldest).
     anonymous: HashMap<u64, Entry>,
-    /// Anonymous connections by peer.
-    per_peer: HashMap<IpAddr, usize>,
+    /// Anonymous connections by peer: their ids, the oldest first.
+    per_peer: HashMap<IpAddr, BTreeSet<u64>>,
     proven: usize,
 }
 
@@ -125,7 +125,7 @@ impl Budget {
         let id = open.next;
         open.next += 1;
         open.anonymous.insert(id, Entry { peer, activity });
-        *open.per_peer.entry(peer).or_default() += 1;
+        open.per_peer.entry(peer).or_default().insert(id);
         Ok(Seat {
             budget: self.clone(),
             id,
@@ -145,42 +145,45 @@ impl Open {
     /// Displaces a connection to make room for a newcomer from `newcomer` (see the
     /// [module](self)); returns whether one was.
     fn make_room_for(&mut self, newcomer: IpAddr) -> bool {
-        let mine = self.per_peer.get(&newcomer).copied().unwrap_or(0);
-        let mut peers: Vec<(usize, IpAddr)> =
-            self.per_peer.iter().map(|(peer, n)| (*n, *peer)).collect();
+        let mine = self.per_peer.get(&newcomer).map_or(0, BTreeSet::len);
+        let mut peers: Vec<(usize, IpAddr)> = self
+            .per_peer
+            .iter()
+            .map(|(peer, ids)| (ids.len(), *peer))
+            .collect();
         peers.sort_unstable_by(|a, b| b.cmp(a));
         peers
             .into_iter()
             .take_while(|(held, _)| *held >= mine)
             .any(|(held, peer)| {
-                self.displace_idle(|e| e.peer == peer)
-                    || (held >= mine + 2 && self.displace_oldest(peer))
+                self.displace_idle(peer) || (held >= mine + 2 && self.displace_oldest(peer))
             })
     }
 
-    /// Closes the anonymous connection among those `eligible` that has no request in flight
-    /// and has been idle longest, preferring those that never sent a request. Returns whether
-    /// one was.
-    fn displace_idle(&mut self, eligible: impl Fn(&Entry) -> bool) -> bool {
-        let victim = self
-            .anonymous
+    /// Closes the connection of `peer` that has no request in flight and has been idle longest,
+    /// preferring those that never sent a request. Returns whether one was.
+    fn displace_idle(&mut self, peer: IpAddr) -> bool {
+        let Some(ids) = self.per_peer.get(&peer) else {
+            return false;
+        };
+        let victim = ids
             .iter()
-            .filter(|(_, e)| eligible(e))
-            .filter_map(|(id, e)| e.activity.idle_since().map(|idle| (idle, *id)))
+            .filter_map(|id| {
+                let idle = self.anonymous.get(id)?.activity.idle_since()?;
+                Some((idle, *id))
+            })
             .min()
             .map(|(_, id)| id);
         victim.is_some_and(|id| self.displace(id))
     }
 
-    /// Closes the oldest anonymous connection of `peer`, whatever it is doing (its requests in
-    /// flight end with it). Returns whether one was.
+    /// Closes the oldest connection of `peer`, whatever it is doing (its requests in flight end
+    /// with it). Returns whether one was.
     fn displace_oldest(&mut self, peer: IpAddr) -> bool {
         let victim = self
-            .anonymous
-            .iter()
-            .filter(|(_, e)| e.peer == peer)
-            .map(|(id, _)| *id)
-            .min();
+            .per_peer
+            .get(&peer)
+            .and_then(|ids| ids.first().copied());
         victim.is_some_and(|id| self.displace(id))
     }
 
@@ -195,9 +198,9 @@ impl Open {
 
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.anonymous.remove(&id)?;
-        if let Some(count) = self.per_peer.get_mut(&entry.peer) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(ids) = self.per_peer.get_mut(&entry.peer) {
+            ids.remove(&id);
+            if ids.is_empty() {
                 self.per_peer.remove(&entry.peer);
             }
         }
