@@ -161,7 +161,7 @@ ifo_times_print() {
 
 # The parts of a run that go on side by side (tests/run.sh): each in the background under its own
 # time limit, its output in a log file of its own, printed in full with how it ended when it ends.
-declare -A ifo_part_pid=() ifo_part_began=() ifo_part_limit=() ifo_part_status=()
+declare -A ifo_part_pid=() ifo_part_began=() ifo_part_limit=()
 ifo_part_logs=""
 ifo_parts_failed=0
 
@@ -203,7 +203,6 @@ ifo_part_wait() {
   local log="$ifo_part_logs/$name.log" secs=$((ended - ifo_part_began[$name]))
   local took="$((secs / 60))m$((secs % 60))s"
   unset "ifo_part_pid[$name]"
-  ifo_part_status[$name]=$status
   ifo_time_note "part $name$([[ $status -eq 0 ]] || echo " (failed)")" "$secs"
   echo "== $name: output ($log)" >&2
   cat "$log"
@@ -216,11 +215,6 @@ ifo_part_wait() {
     ifo_parts_failed=$((ifo_parts_failed + 1))
     return 1
   fi
-}
-
-# ifo_part_ok NAME: whether part NAME has ended and succeeded.
-ifo_part_ok() {
-  [[ "${ifo_part_status[$1]:-}" == 0 ]]
 }
 
 # ifo_part_stop_all: stops the parts still running (after a failure that makes them pointless).

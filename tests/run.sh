@@ -11,16 +11,14 @@
 # not checked for `cargo clippy` and compiled again for the tests.
 #
 # Builds: the Go builds (the control plane with the node's pieces; promtool and Prometheus; helm) run in
-# the background while cargo builds the tests; then the release binaries of the image the real node
-# runs are built beside the first tests, as only the real node's tests need them. Tests, each test binary
-# starting its own cluster on free loopback ports in its own directory: the real node
-# (`tests/node/`, which mostly waits on kubelet and containerd, and alone touches the machine's
-# network, iptables and kernel settings) as soon as its binaries are built, beside the rest; the
-# test binaries that do not load the machine in two parts side by side (with the unit tests and the
-# doctests); then, one after the other, the two that do, `e2e` and `robustness`, and `persist`. A
-# part running in the background writes to a log of its own, printed in full with how it ended
-# (and how long it took) when it ends; each part has its own time limit, and any part failing
-# fails the run.
+# the background while cargo builds the tests and then the release binaries of the image the real
+# node runs. Tests, each test binary starting its own cluster on free loopback ports in its own
+# directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
+# touches the machine's network, iptables and kernel settings) beside the rest; the test binaries
+# that do not load the machine in two parts side by side (with the unit tests and the doctests);
+# then, one after the other, the two that do, `e2e` and `robustness`, and `persist`. A part running in the
+# background writes to a log of its own, printed in full with how it ended (and how long it took)
+# when it ends; each part has its own time limit, and any part failing fails the run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/prereqs.sh
@@ -75,10 +73,13 @@ if ! ifo_timed "cargo build of the workspace" timeout --foreground 45m cargo bui
   fi
   exit 1
 fi
-# The image of the real node's tests is assembled from these (IFO_BINARIES), as users build it;
-# the part's last line names them. Only the real node's tests need them: they build beside the
-# first tests.
-ifo_part_start release 30m bash deploy/image.sh --binaries-only
+# The image of the real node's tests is assembled from these (IFO_BINARIES), as users build it.
+echo "== the release binaries of the real node's image (deploy/image.sh --binaries-only)" >&2
+began=$(date +%s)
+IFO_BINARIES="$(timeout --foreground 30m bash deploy/image.sh --binaries-only)"
+ifo_time_note "release binaries (deploy/image.sh --binaries-only)" $(($(date +%s) - began))
+export IFO_BINARIES
+
 ifo_part_wait controlplane || exit 1
 ifo_timed "the real node's pieces (cached)" ifo_node
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
@@ -94,8 +95,8 @@ ifo_timed "helm (cached)" ifo_helm
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the
 # two that load the machine run last, one after the other, and `persist` after them (its
 # two-replica test needs the machine to itself); before them the others side by side (`blind`,
-# `readme`, `restart` and `managed` apart from the rest, for balance), beside the release build; the real
-# node beside them all once its binaries are built.
+# `readme`, `restart` and `managed` apart from the rest, for balance), with the real node beside
+# them.
 loading=(e2e robustness persist)
 apart=(blind readme restart managed)
 rest=()
@@ -125,32 +126,17 @@ run_rest() {
   return $status
 }
 export -f run_node run_binaries run_rest
+ifo_part_start node 30m run_node
 ifo_part_start apart 30m run_binaries "${apart[@]}"
 ifo_part_start rest 30m run_rest "${rest[@]}"
-# The real node once its binaries are built (not at all if they could not be: the release part's
-# failure fails the run); the loading part once `apart` and `rest` have ended.
-node=waiting loading=waiting
-while :; do
-  status=0
-  ifo_part_wait || status=$?
-  [[ $status -ne 2 ]] || break
-  if [[ $node == waiting && -z "${ifo_part_pid[release]:-}" ]]; then
-    node=off
-    if IFO_BINARIES="$(tail -n 1 "$ifo_part_logs/release.log")" && ifo_part_ok release; then
-      export IFO_BINARIES
-      ifo_part_start node 30m run_node
-      node=on
-    fi
-  fi
-  if [[ $loading == waiting && -z "${ifo_part_pid[apart]:-}" && -z "${ifo_part_pid[rest]:-}" ]]; then
-    ifo_part_start loading 40m run_binaries "${loading[@]}"
-    loading=on
-  fi
-done
+ifo_part_wait apart || true
+ifo_part_wait rest || true
+ifo_part_start loading 40m run_binaries "${loading[@]}"
+while ifo_part_wait; [[ $? -ne 2 ]]; do :; done
 
 # The tally of every test binary's result line; a part that failed without a failed test (a build
 # error, a timeout) counts as one failure.
-read -r passed failed ignored < <(cat "$ifo_part_logs"/{node,apart,rest,loading}.log 2>/dev/null |
+read -r passed failed ignored < <(cat "$ifo_part_logs"/{node,apart,rest,loading}.log |
   sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed; \([0-9]*\) ignored.*/\1 \2 \3/p' |
   awk '{ p += $1; f += $2; i += $3 } END { print p + 0, f + 0, i + 0 }')
 if [[ $ifo_parts_failed -gt $failed ]]; then
