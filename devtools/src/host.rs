@@ -75,29 +75,49 @@ fn quietly(program: &str, args: &[&str]) {
         .status();
 }
 
+/// Takes the machine's node lock (one node per machine), held as long as the file is open.
+fn lock() -> Result<File> {
+    std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
+    let lock = File::create(Path::new(STATE_DIR).join("lock"))?;
+    // SAFETY: flock on a file descriptor we own; the lock goes with the descriptor.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "another real node runs on this machine (lock {STATE_DIR}/lock is held): one node \
+             per machine, since kubelet's ports and the node's bridge are machine-wide"
+        );
+    }
+    Ok(lock)
+}
+
+/// Under the lock: puts the machine back as a node that was killed found it, from the state it
+/// saved, if one was.
+fn undo_killed() -> Result<()> {
+    if let Ok(text) = std::fs::read_to_string(state_file()) {
+        let stale: Saved = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is unreadable; remove it once the machine is clean",
+                state_file().display()
+            )
+        })?;
+        tracing::warn!("a previous node did not stop cleanly; removing what it left");
+        undo(&stale);
+    }
+    Ok(())
+}
+
+/// Puts the machine back as it was before a node that was killed (before it could put it back
+/// itself) started, so that the machine can be read as it is before a new node starts.
+pub fn put_back_after_a_killed_node() -> Result<()> {
+    let _lock = lock()?;
+    undo_killed()
+}
+
 impl Host {
     /// Takes the machine's node lock, cleans up after a run that was killed (from the state it
     /// saved), and saves the current state.
     pub(crate) fn save() -> Result<Host> {
-        std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
-        let lock = File::create(Path::new(STATE_DIR).join("lock"))?;
-        // SAFETY: flock on a file descriptor we own; the lock goes with the descriptor.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            bail!(
-                "another real node runs on this machine (lock {STATE_DIR}/lock is held): one node \
-                 per machine, since kubelet's ports and the node's bridge are machine-wide"
-            );
-        }
-        if let Ok(text) = std::fs::read_to_string(state_file()) {
-            let stale: Saved = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{} is unreadable; remove it once the machine is clean",
-                    state_file().display()
-                )
-            })?;
-            tracing::warn!("a previous node did not stop cleanly; removing what it left");
-            undo(&stale);
-        }
+        let lock = lock()?;
+        undo_killed()?;
         Host::save_locked(lock)
     }
 

@@ -20,6 +20,7 @@ pub use cluster::{
     Cluster, GUARD_WEBHOOK, RULESET_WEBHOOK, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE,
     ServingCert, User, WEBHOOK_CLIENT_NAME, free_port,
 };
+pub use host::put_back_after_a_killed_node;
 pub use node::{NODE_IP, Node};
 pub use pki::{KeyPair, Usage};
 pub use process::Process;

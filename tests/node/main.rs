@@ -107,6 +107,10 @@ fn main() {
         return;
     }
     let started = Instant::now();
+    // What a run that was killed left (its bridge, mounts, rules) is not the machine's own.
+    if let Err(e) = ifo_dev::put_back_after_a_killed_node() {
+        println!("putting the machine back after a killed node failed: {e:#}");
+    }
     let before = Machine::now();
     let mut failed = match setup() {
         Ok(ctx) => run(&ctx, &selected),
