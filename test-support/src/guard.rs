@@ -207,6 +207,7 @@ impl Attacker {
                 .as_ref()
                 .is_none_or(|(_, at)| at.elapsed() >= self.renew);
             if due {
+                // The old one closes first, giving its place back before the new one asks.
                 self.connections[i] = None;
                 self.connections[i] = self.connect().map(|s| (s, Instant::now()));
                 opened += usize::from(self.connections[i].is_some());
@@ -226,5 +227,72 @@ impl Attacker {
             }
             opened
         })
+    }
+}
+
+/// What kube-apiserver saw of the evictions sent while an attack ran ([`evictions_under`]).
+pub struct UnderAttack {
+    /// Evictions sent.
+    pub sent: usize,
+    /// Of those, refused by the guard (429).
+    pub refused: usize,
+    /// Evictions the `doors` let through by failing, by kube-apiserver's count.
+    pub failed_open: f64,
+    /// Connections the attackers opened.
+    pub opened: usize,
+}
+
+/// Six evictions of `ns`'s pod `app` (held) through kube-apiserver, each with `eviction` (the
+/// plain one if `None`), while `attackers` run, the first after 3 s for the attack to take
+/// hold. Each must not go through, and the server on `port` must answer `/livez` after each.
+/// `doors` are the guard's webhooks, as kube-apiserver names them in its metrics. Prints what it
+/// measured.
+pub fn evictions_under(
+    env: &Env,
+    ns: &str,
+    doors: &[&str],
+    port: u16,
+    attackers: Vec<Attacker>,
+    eviction: Option<&serde_json::Value>,
+) -> UnderAttack {
+    let failed_open = || -> f64 {
+        doors
+            .iter()
+            .map(|door| apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", door))
+            .sum()
+    };
+    let before = failed_open();
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacks: Vec<_> = attackers.into_iter().map(|a| a.run(stop.clone())).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let sent = 6;
+    let mut refused = 0;
+    for _ in 0..sent {
+        let started = Instant::now();
+        let e = match eviction {
+            Some(body) => evict_with(env, User::Admin, ns, "app", body),
+            None => evict(env, User::Admin, ns, "app"),
+        };
+        assert!(!e.ok, "an eviction of a pod on a held node went through");
+        println!(
+            "eviction answered in {:?}: {}",
+            started.elapsed(),
+            e.stderr.lines().next().unwrap_or("")
+        );
+        refused += usize::from(e.stderr.contains("TooManyRequests"));
+        assert_eq!(env.direct_to(port, "/livez", &[]).0, "200", "/livez");
+    }
+    stop.store(true, Ordering::SeqCst);
+    let opened = attacks.into_iter().map(|t| t.join().unwrap()).sum();
+    let failed_open = failed_open() - before;
+    println!(
+        "refused by the guard: {refused} of {sent}; failed open: {failed_open}; attack \
+         connections opened: {opened}"
+    );
+    UnderAttack {
+        sent,
+        refused,
+        failed_open,
+        opened,
     }
 }

@@ -57,8 +57,8 @@ pub use gadgets::{
 };
 pub use gate::{clear_condition, clear_status, gate_operations};
 pub use guard::{
-    Attacker, Evicted, apiserver_metric, evict, evict_with, held_node, pod_on, tcp_from,
-    tls_client, tls_from, wait_held,
+    Attacker, Evicted, UnderAttack, apiserver_metric, evict, evict_with, evictions_under,
+    held_node, pod_on, tcp_from, tls_client, tls_from, wait_held,
 };
 pub use ruleset::{Rule, RuleSet};
 pub use scope::Scope;
