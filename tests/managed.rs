@@ -6,10 +6,17 @@
 //! kube-apiserver, and is judged by what kube-apiserver saw: every eviction refused by the guard
 //! (429), none let through by a door that failed (its `apiserver_admission_webhook_fail_open_count`
 //! unchanged), and `/livez` answered throughout, as the kubelet's probe would need.
+//!
+//! The rulesets' door checks what rulesets read there too: the schemas it checks against are
+//! the server's own (CRDs from its watch, built-in types from `/openapi/v3`), whoever calls.
 
 use std::net::Ipv4Addr;
 
-use ifo_test_support::{Attacker, Env, evictions_under, held_node, wait_held};
+use ifo_test_support::{
+    Attacker, Env, accepted, closed_gadget_crd, denied_by, door_open, establish_gadget_crd,
+    eventually, evictions_under, held_node, job_ruleset, refused, ruleset, ruleset_over, said_all,
+    wait_held,
+};
 use serde_json::json;
 
 /// Anonymous connections the server takes at once (`MAX_ANONYMOUS_CONNECTIONS`): small, so an
@@ -109,4 +116,71 @@ fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
             "annotations": {"padding": "x".repeat(70 << 10)}},
     });
     evictions_held_under(env, &ns, attackers, Some(&eviction));
+}
+
+/// `kubectl apply` of a ruleset that reads a field its target's closed schema does not have is
+/// refused with the field it meant, for a CRD target and a built-in one (a Job's
+/// `status.succeded`), though the server cannot know its caller; a read where the schema is
+/// open applies, with kubectl's warning that it was not checked.
+#[test]
+fn rulesets_are_checked_against_their_targets_schemas_at_apply() {
+    let env = env();
+    // Not under another test's attack.
+    let _one = ATTACKS.lock().unwrap_or_else(|p| p.into_inner());
+    let ns = door_open(env, "mg-schemas");
+    let group = "managed-schemas.ifo.test";
+    establish_gadget_crd(env, group, &closed_gadget_crd(group));
+    let typo = ruleset_over(
+        &format!("gadget-typo-{ns}"),
+        &ns,
+        json!({"group": group, "version": "v1", "resource": "gadgets"}),
+        json!([{"operation": "Assembling", "expression": "object.?status.?phsae.orValue('') == 'Assembling'"}]),
+    );
+    // The server holds the CRD once its watch of CRDs brings it, moments after it is created.
+    let stderr = eventually(
+        std::time::Duration::from_secs(10),
+        "the CRD's schema held by the server",
+        || {
+            let stderr = refused(env, &typo);
+            stderr.contains("did you mean").then_some(stderr)
+        },
+    );
+    println!("the CRD typo: {stderr}");
+    said_all(
+        &stderr,
+        &[
+            denied_by().as_str(),
+            "object.?status.?phsae: the schema of object.status has no field phsae; did you mean \
+             phase?",
+        ],
+    );
+
+    let job = job_ruleset(
+        &format!("job-typo-{ns}"),
+        &ns,
+        "object.?status.?succeded.orValue(0) == 0",
+    );
+    let stderr = refused(env, &job);
+    println!("the Job typo: {stderr}");
+    said_all(
+        &stderr,
+        &[
+            denied_by().as_str(),
+            "object.?status.?succeded: the schema of object.status has no field succeded; did you \
+             mean succeeded?",
+        ],
+    );
+
+    // The test cluster's VirtualMachine CRD takes any field.
+    let open = ruleset(
+        &format!("vm-open-{ns}"),
+        &ns,
+        json!([{"operation": "Migrating", "expression": "object.?status.?printableStatsu.orValue('') == 'Migrating'"}]),
+    );
+    let stderr = accepted(env, &open, &["--dry-run=server"]);
+    println!("the open schema: {stderr}");
+    said_all(
+        &stderr,
+        &["Warning: kubevirt.io/v1/virtualmachines: the schema takes any field in object"],
+    );
 }

@@ -14,10 +14,12 @@
 //! everyone else gets 401 before its body is read; where it cannot be, anyone who reaches the
 //! port can send reviews, so each takes a turn among its address's and all anonymous ones
 //! before it is read (`intake`), and is read for what its decision needs and nothing else
-//! (`review`). The rulesets' door reads nothing but what it is shown, so an unauthenticated
-//! caller learns nothing but what it sent (only for kube-apiserver, proven by its certificate,
-//! does it read the CRDs of the ruleset's targets, to check the fields the rules read); the guard reads the in-memory gates and pods (never
-//! the cluster), and its denial says only node-level facts (docs/operating.md#security). Every
+//! (`review`). The rulesets' door checks the fields the rules read against the schemas the
+//! server holds (every CRD's, from a watch; a built-in type's document of `/openapi/v3`, read
+//! once per version of it), so a caller makes it read nothing of its choosing and learns
+//! nothing an authenticated user could not read at `/openapi/v3`; the guard reads the
+//! in-memory gates and pods (never the cluster), and its denial says only node-level facts
+//! (docs/operating.md#security). Every
 //! review is bounded: its body (to [`MAX_REVIEW_BYTES`] for rulesets; an eviction's to more
 //! than kube-apiserver can send, parsed as it arrives), its time to [`REVIEW_DEADLINE`], its
 //! CPU to a few compiles at once.
@@ -69,14 +71,14 @@ pub(crate) fn router(
     engine: Engine,
     evictions: Option<evictions::Evictions>,
     intake: Arc<Intake>,
-    client: Option<kube::Client>,
+    schemas: Option<Arc<crate::ruleset::schema_check::Schemas>>,
 ) -> Router {
     let router = Router::new()
         .route(RULESETS_PATH, axum::routing::post(rulesets::review))
         .with_state(Arc::new(rulesets::RuleSets::new(
             engine,
             intake.clone(),
-            client,
+            schemas,
         )));
     match evictions {
         Some(door) => router.merge({

@@ -5,18 +5,21 @@
 //! the ruleset's status afterwards.
 //!
 //! A ruleset that compiles is then checked against what it reads (`ruleset::schema_check`):
-//! the result types of its expressions always, and, when the review comes from kube-apiserver
-//! (proven by its certificate), the fields it reads against its targets' CRD schemas (see
-//! `ruleset::schema_check::Schemas`). A field a closed schema does not have, or a rule that cannot give a bool, is
-//! refused like a compile error; what could not be checked (no CRD, an open schema, a built-in
-//! type, a caller not proven) is said in the review's warnings, which kubectl prints.
+//! the result types of its expressions, and the fields it reads against its targets' schemas,
+//! those the server holds (`ruleset::schema_check::Schemas`: every CRD's from a watch, built-in
+//! types' from kube-apiserver's `/openapi/v3`), whoever the caller: a review makes the server
+//! read nothing but a document of `/openapi/v3` it has not read yet, and tells the caller
+//! nothing an authenticated user could not read there. A field a closed schema does not have,
+//! or a rule that cannot give a bool, is refused like a compile error; what could not be
+//! checked (no CRD, an open schema, a schema not had in time) is said in the review's warnings,
+//! which kubectl prints.
 //!
 //! What the door cannot see (a target that does not exist, a rule failing on some objects, a
 //! cost over budget on real objects) is still reported by the status conditions at run time;
 //! and a ruleset that got past the door (the webhook is `failurePolicy: Ignore`, so a server
 //! that is down lets every change through) is still reported `InvalidRule`.
 
-use super::intake::{BODY_DEADLINE, Caller, Intake};
+use super::intake::{BODY_DEADLINE, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
@@ -52,64 +55,41 @@ const MAX_WARNINGS: usize = 4;
 const MAX_WARNING_CHARS: usize = 250;
 
 /// The door's state: the engine the controller uses, the turns of the reads and the compiles,
-/// and where the targets' schemas are read (`None`: types only).
+/// and the targets' schemas (`None`: types only).
 pub(super) struct RuleSets {
     engine: Engine,
     intake: Arc<Intake>,
     reads: Arc<Semaphore>,
     compiles: Arc<Semaphore>,
-    schemas: Option<Schemas>,
-}
-
-/// The schemas found for a review, or why none were looked up.
-#[derive(Debug, Default)]
-pub(crate) struct Looked {
-    found: Found,
-    /// Why the fields were not checked at all (`None`: they were, where a schema was found).
-    not_looked_up: Option<String>,
+    schemas: Option<Arc<Schemas>>,
 }
 
 impl RuleSets {
     pub(super) fn new(
         engine: Engine,
         intake: Arc<Intake>,
-        client: Option<kube::Client>,
+        schemas: Option<Arc<Schemas>>,
     ) -> RuleSets {
         RuleSets {
             engine,
             intake,
             reads: Arc::new(Semaphore::new(MAX_READS)),
             compiles: Arc::new(Semaphore::new(MAX_COMPILES)),
-            schemas: client.map(Schemas::new),
+            schemas,
         }
     }
 
-    /// The schemas of the targets of the ruleset in `review`: read for kube-apiserver only, so
-    /// that an unproven caller learns nothing of the cluster (not even the fields of a CRD)
-    /// and makes the server read nothing.
-    async fn look_up(&self, caller: Caller, review: &AdmissionRequest<DynamicObject>) -> Looked {
+    /// The schemas of the targets of the ruleset in `review`.
+    async fn look_up(&self, review: &AdmissionRequest<DynamicObject>) -> Found {
         let Some(schemas) = &self.schemas else {
-            return Looked::default();
+            return Found::default();
         };
-        if caller != Caller::KubeApiserver {
-            return Looked {
-                found: Found::default(),
-                not_looked_up: Some(
-                    "the fields read are not checked against the targets' schemas: this server \
-                     does not know its caller to be kube-apiserver (ADMISSION_ALLOWED_NAMES)"
-                        .to_owned(),
-                ),
-            };
-        }
         let targets = review
             .object
             .as_ref()
             .map(|o| targets_of(&o.data))
             .unwrap_or_default();
-        Looked {
-            found: schemas.lookup(&targets).await,
-            not_looked_up: None,
-        }
+        schemas.lookup(&targets).await
     }
 
     /// Checks the caller, reads the review in turn (its spec decoded only when it is to be
@@ -135,7 +115,7 @@ impl RuleSets {
             serde_json::from_str(text)
         })?;
         drop(bytes);
-        let looked = self.look_up(caller, &review).await;
+        let looked = self.look_up(&review).await;
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
         let turn = self.compiles.clone().acquire_owned().await.ok();
         let engine = self.engine.clone();
@@ -168,7 +148,7 @@ pub(crate) fn decide(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
 ) -> Result<AdmissionResponse, ReviewError> {
-    decide_measured(engine, request, None, &Looked::default())
+    decide_measured(engine, request, None, &Found::default())
 }
 
 /// [`decide`], with the schemas found for the ruleset's targets.
@@ -176,9 +156,9 @@ pub(crate) fn decide(
 pub(crate) fn decide_with(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
-    looked: &Looked,
+    found: &Found,
 ) -> Result<AdmissionResponse, ReviewError> {
-    decide_measured(engine, request, None, looked)
+    decide_measured(engine, request, None, found)
 }
 
 /// [`decide`], with the size of the spec as it was sent (`None`: measured here) and the
@@ -187,7 +167,7 @@ fn decide_measured(
     engine: &Engine,
     request: &AdmissionRequest<DynamicObject>,
     spec_bytes: Option<usize>,
-    looked: &Looked,
+    found: &Found,
 ) -> Result<AdmissionResponse, ReviewError> {
     let operation = match request.operation {
         Operation::Create => "CREATE",
@@ -213,7 +193,7 @@ fn decide_measured(
     let mut response = AdmissionResponse::from(request);
     // Logged at debug only: whoever applied the ruleset sees the answer, the decisions are
     // counted, and callers of this unauthenticated path must not be able to fill the log.
-    match check(engine, name, object, spec_bytes, looked) {
+    match check(engine, name, object, spec_bytes, found) {
         Checked::Compiles(warnings) => {
             tracing::debug!(door = "rulesets", ruleset = %name, operation, "ruleset compiles");
             if !warnings.is_empty() {
@@ -251,7 +231,7 @@ fn check(
     name: &str,
     object: &DynamicObject,
     spec_bytes: Option<usize>,
-    looked: &Looked,
+    found: &Found,
 ) -> Checked {
     let Some(spec) = object.data.get("spec") else {
         return Checked::Problems("spec: Required value".to_owned());
@@ -271,12 +251,11 @@ fn check(
             return Checked::Problems(truncated(invalid.to_string(), MAX_MESSAGE_CHARS));
         }
     };
-    let found = &looked.found;
     let report = check_against(&compiled, |target| found.schema(target));
     if !report.is_ok() {
         return Checked::Problems(truncated(report.problems.join("; "), MAX_MESSAGE_CHARS));
     }
-    let mut warnings: Vec<String> = looked.not_looked_up.iter().cloned().collect();
+    let mut warnings: Vec<String> = Vec::new();
     let targets =
         std::iter::once(&compiled.target).chain(compiled.related.iter().map(|p| &p.target));
     for target in targets {

@@ -43,8 +43,21 @@ const CHECKS_PER_TICK: usize = 16;
 /// makes the watcher wait, never drops a change).
 const CRD_CHANGES: usize = 256;
 
+/// How often the rulesets whose targets' schemas were not to be had are checked again (a
+/// document of `/openapi/v3` that could not be read, a CRD not listed yet); a CRD's change
+/// checks its rulesets again at once.
+const RECHECK_UNAVAILABLE: Duration = Duration::from_secs(30);
+
 /// How often statuses are compared and, if something users wait on changed, written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What rulesets are compiled and checked with, shared with the rulesets' admission door: the
+/// CEL environment, and the schemas of their targets (kept by this controller's watch of CRDs).
+#[derive(Clone)]
+pub(crate) struct Checks {
+    pub engine: Engine,
+    pub schemas: Arc<Schemas>,
+}
 
 /// Runs for the life of the server (started again by its supervisor if it fails). `listed`, if
 /// any, is released once the first list of rulesets has been loaded and the watchers it needs
@@ -52,18 +65,23 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// `status_interval` paces the status writes that nobody waits on (see [`due`]).
 pub(crate) async fn run(
     client: Client,
-    engine: Engine,
+    checks: Checks,
     watches: Arc<Watches>,
     detector: Arc<Detector>,
     mut listed: Option<Pending>,
     leading: tokio::sync::watch::Receiver<bool>,
     status_interval: Duration,
 ) {
+    let Checks { engine, schemas } = checks;
     // Ends with this run.
     let mut crds = tokio::task::JoinSet::new();
     let (crd_changed, mut crd_changes) = tokio::sync::mpsc::channel(CRD_CHANGES);
-    crds.spawn(follow_crds(client.clone(), watches.clone(), crd_changed));
-    let schemas = Schemas::new(client.clone());
+    crds.spawn(follow_crds(
+        client.clone(),
+        watches.clone(),
+        schemas.clone(),
+        crd_changed,
+    ));
     let api: Api<OperationRuleSet> = Api::all_with(client.clone(), &api_resource());
     let mut events =
         std::pin::pin!(watcher::watcher(api.clone(), watcher::Config::default()).default_backoff());
@@ -72,6 +90,7 @@ pub(crate) async fn run(
     // Rulesets gone since the last reconcile: their operations end once their watchers stopped.
     let mut removed: Vec<String> = Vec::new();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
+    let mut recheck_tick = tokio::time::interval(RECHECK_UNAVAILABLE);
     loop {
         let event = tokio::select! {
             e = events.next() => match e { Some(e) => e, None => return },
@@ -82,8 +101,15 @@ pub(crate) async fn run(
                 }
                 continue;
             }
+            _ = recheck_tick.tick() => {
+                for entry in entries.values_mut() {
+                    if matches!(entry.schema, Some(Verdict::Unavailable(_))) {
+                        entry.schema = Some(Verdict::Pending);
+                    }
+                }
+                continue;
+            }
             Some(crd) = crd_changes.recv() => {
-                schemas.forget_crd(&crd).await;
                 for (name, entry) in entries.iter_mut() {
                     if let Ok(rs) = &entry.compiled
                         && schema::crds_of(rs).any(|c| c == crd)
@@ -356,12 +382,14 @@ async fn write_statuses(
     }
 }
 
-/// Wakes watchers waiting for a missing target whenever a CRD is added or changes, and tells
-/// the controller's loop the name of each CRD added, changed, deleted or listed again after the
-/// watch was down (its rulesets are checked against it again).
+/// Keeps `schemas` in step with the cluster's CRDs, wakes watchers waiting for a missing target
+/// whenever a CRD is added or changes, and tells the controller's loop the name of each CRD
+/// added, changed, deleted, or listed again after the watch was down, or found gone then (its
+/// rulesets are checked against it again).
 async fn follow_crds(
     client: Client,
     watches: Arc<Watches>,
+    schemas: Arc<Schemas>,
     changed: tokio::sync::mpsc::Sender<String>,
 ) {
     let api: Api<CustomResourceDefinition> = Api::all(client);
@@ -371,17 +399,29 @@ async fn follow_crds(
     let mut wakes = tokio::task::JoinSet::new();
     while let Some(event) = events.next().await {
         while wakes.try_join_next().is_some() {}
-        // After a relist too (InitApply): a CRD may have changed while the watch was down.
-        if let Ok(
-            watcher::Event::Apply(crd)
-            | watcher::Event::InitApply(crd)
-            | watcher::Event::Delete(crd),
-        ) = &event
-            && let Some(name) = crd.metadata.name.clone()
-            && changed.send(name).await.is_err()
-        {
-            // The loop is gone: so is this run.
-            return;
+        let names = match &event {
+            Ok(watcher::Event::Init) => {
+                schemas.crds_relisting();
+                Vec::new()
+            }
+            // After a relist too (InitApply): a CRD may have changed while the watch was down.
+            Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => {
+                schemas.crd_applied(&serde_json::to_value(crd).unwrap_or_default());
+                crd.metadata.name.clone().into_iter().collect()
+            }
+            Ok(watcher::Event::Delete(crd)) => {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                schemas.crd_deleted(&name);
+                vec![name]
+            }
+            Ok(watcher::Event::InitDone) => schemas.crds_listed(),
+            Err(_) => Vec::new(),
+        };
+        for name in names {
+            if changed.send(name).await.is_err() {
+                // The loop is gone: so is this run.
+                return;
+            }
         }
         match event {
             Ok(watcher::Event::Apply(_) | watcher::Event::InitDone) => {

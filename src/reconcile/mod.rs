@@ -7,4 +7,4 @@ mod controller;
 mod schema;
 mod status;
 
-pub(crate) use controller::run;
+pub(crate) use controller::{Checks, run};

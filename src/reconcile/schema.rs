@@ -2,8 +2,8 @@
 //! against, the same check as the rulesets' admission door (`ruleset::schema_check`), run by
 //! the controller when a ruleset's generation loads and again when one of its targets' CRDs
 //! appears, changes or goes. So a ruleset applied before its target's CRD was installed (or
-//! past the door: a server without kube-apiserver's client certificate, a webhook that failed
-//! open) shows the typo the door could not see, once the CRD is there.
+//! past the door: a webhook that failed open) shows the typo the door could not see, once the
+//! CRD is there.
 
 use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
 use crate::ruleset::schema_check::{Lookup, Schemas, check_against};
@@ -40,7 +40,7 @@ fn targets_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = &Target> {
     std::iter::once(&ruleset.target).chain(ruleset.related.iter().map(|p| &p.target))
 }
 
-/// Checks `ruleset` against its targets' schemas as kube-apiserver serves them now.
+/// Checks `ruleset` against its targets' schemas as the server holds them now.
 pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdict {
     let targets: Vec<Target> = targets_of(ruleset).cloned().collect();
     let found = schemas.lookup(&targets).await;
@@ -54,11 +54,11 @@ pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdi
         Some(Lookup::Found(_)) => None,
         None => Some(format!("{t} was not looked up")),
     };
-    if own.is_none() {
+    let Some(own) = own else {
         return Verdict::Unavailable(
             absent(&ruleset.target).unwrap_or_else(|| format!("no schema of {}", ruleset.target)),
         );
-    }
+    };
     let mut unchecked: Vec<String> = ruleset
         .related
         .iter()
@@ -68,11 +68,7 @@ pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdi
         .collect();
     unchecked.extend(report.unchecked);
     Verdict::Checked {
-        against: format!(
-            "the CustomResourceDefinition {} ({})",
-            ruleset.target.crd_name(),
-            ruleset.target.version
-        ),
+        against: own.origin().to_owned(),
         unchecked,
     }
 }
@@ -104,7 +100,7 @@ pub(super) fn condition(verdict: &Verdict, generation: Option<i64>) -> Condition
             "Unknown",
             "SchemaUnavailable",
             format!(
-                "{why}: only the results' types were checked; the fields read are checked when the target's CustomResourceDefinition appears or changes"
+                "{why}: only the results' types were checked; the fields read are checked when the target's schema appears or changes"
             ),
         ),
     };

@@ -18,6 +18,7 @@ use crate::inventory::pods::Pods;
 use crate::inventory::{Inventory, Kind};
 use crate::readiness::{self, Readiness};
 use crate::reconcile;
+use crate::ruleset::schema_check::Schemas;
 use crate::supervise::Tasks;
 use crate::track::{Settings as TrackSettings, Tracker};
 use crate::watch::{InitialList, Liveness, Watches};
@@ -37,6 +38,9 @@ pub(super) struct Pipeline {
     pub(super) persistence: Option<Persistence>,
     /// The CEL environment of the ruleset controller, for the admission door to compile with.
     pub(super) engine: Engine,
+    /// The schemas rulesets are checked against, kept by the ruleset controller, for the
+    /// admission door to check with.
+    pub(super) schemas: Arc<Schemas>,
     /// The names of the cluster's nodes and namespaces.
     pub(super) inventory: Arc<Inventory>,
     /// Where each pod runs, with the maintenance guard.
@@ -119,16 +123,21 @@ impl Pipeline {
         // One CEL environment for the controller and the admission door, so that a ruleset the
         // door lets through is one the controller compiles.
         let engine = Engine::new();
+        let schemas = Arc::new(Schemas::new(Some(client.clone())));
         let status_interval = args.ruleset_status_interval.max(Duration::from_secs(1));
         tasks.restarting("ruleset-controller", {
-            let (client, detector, engine) = (client.clone(), detector.clone(), engine.clone());
+            let (client, detector) = (client.clone(), detector.clone());
+            let checks = reconcile::Checks {
+                engine: engine.clone(),
+                schemas: schemas.clone(),
+            };
             // The first run releases readiness once the rulesets are listed; a later one (after a
             // failure) lists them again while the server serves.
             let mut listed = Some(rulesets_listed);
             move || {
                 reconcile::run(
                     client.clone(),
-                    engine.clone(),
+                    checks.clone(),
                     watches.clone(),
                     detector.clone(),
                     listed.take(),
@@ -160,6 +169,7 @@ impl Pipeline {
             pods
         });
         Ok(Pipeline {
+            schemas,
             reader: index.reader,
             epochs: Some(index.epochs),
             targets,

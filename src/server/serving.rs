@@ -88,8 +88,8 @@ impl Serving {
         // Only the routes the server has are behind access control: any other path is a 404 for everyone, and
         // never costs a review or a cache entry. The admission doors are not: kube-apiserver
         // calls webhooks without credentials, and a door reveals nothing but whether the object
-        // it is sent compiles, and to kube-apiserver alone whether it reads what its
-        // targets' CRDs have (see `admission`).
+        // it is sent compiles and reads what its targets' schemas have, as any authenticated
+        // user reads them at /openapi/v3 (see `admission`).
         let app = api::router(state.clone())
             .route_layer(axum::middleware::from_fn_with_state(
                 access_control,
@@ -100,7 +100,7 @@ impl Serving {
                 pipeline.engine.clone(),
                 evictions,
                 intake,
-                Some(sources.client.clone()),
+                Some(pipeline.schemas.clone()),
             ));
         Serving { state, app }
     }

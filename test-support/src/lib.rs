@@ -19,6 +19,7 @@
 pub mod browser;
 mod client;
 mod command;
+mod door;
 mod env;
 mod fixtures;
 mod gadgets;
@@ -46,6 +47,10 @@ pub fn find_object<'a>(
 
 pub use client::{KeepAliveClient, WatchStream, completion};
 pub use command::{Run, Running, follow, lines_of, rss_kib, start};
+pub use door::{
+    accepted, apply, broken_rules, closed_gadget_crd, denied_by, door_open, job_ruleset,
+    not_created, refused, ruleset, ruleset_over, said_all, stored,
+};
 pub use env::{Builder, Env, MAX_WATCHES_PER_USER, Stop, env};
 pub use fixtures::{
     HEAVY, MIGRATING, OPERATION_COLUMNS, TestNode, cronjob, cronjob_ruleset, heavy_ruleset,

@@ -5,114 +5,12 @@
 //! changed; what the CRD's schema refuses is refused before. The door answers without
 //! credentials (kube-apiserver sends none) and nothing but reviews.
 
-use ifo_dev::{RULESET_WEBHOOK, User};
-use ifo_test_support::{Env, env, eventually, vm_ruleset};
+use ifo_dev::User;
+use ifo_test_support::{
+    broken_rules, denied_by, door_open, env, not_created, refused, ruleset, said_all, stored,
+    vm_ruleset,
+};
 use serde_json::{Value, json};
-use std::io::Write;
-use std::process::{Output, Stdio};
-use std::time::Duration;
-
-/// How kube-apiserver prefixes the door's refusals.
-pub(super) fn denied_by() -> String {
-    format!("admission webhook \"{RULESET_WEBHOOK}.ifo.kubevirt.io\" denied the request")
-}
-
-/// `kubectl apply -f -` of `manifest` as admin, with `extra` arguments: its output whatever it is.
-pub(super) fn apply(env: &Env, manifest: &str, extra: &[&str]) -> Output {
-    let mut child = env
-        .cluster
-        .kubectl(User::Admin)
-        .args(["apply", "-f", "-"])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-/// Applies `manifest`, which must be refused; returns kubectl's stderr.
-pub(super) fn refused(env: &Env, manifest: &str) -> String {
-    let out = apply(env, manifest, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !out.status.success(),
-        "kubectl apply succeeded: {}{stderr}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    stderr
-}
-
-/// A VirtualMachine ruleset in `ns` with `rules`.
-pub(super) fn ruleset(name: &str, ns: &str, rules: Value) -> String {
-    json!({
-        "apiVersion": "ifo.kubevirt.io/v1alpha1",
-        "kind": "OperationRuleSet",
-        "metadata": {"name": name},
-        "spec": {
-            "target": {"group": "kubevirt.io", "version": "v1", "resource": "virtualmachines"},
-            "namespaces": [ns],
-            "rules": rules,
-        }
-    })
-    .to_string()
-}
-
-/// A rule that compiles and one that does not (the expression ends too early, at 1:33).
-fn broken_rules() -> Value {
-    json!([
-        {"operation": "Ok", "expression": "true"},
-        {"operation": "Broken", "expression": "object.status.printableStatus =="},
-    ])
-}
-
-/// A fresh namespace (named after `prefix`), once kube-apiserver calls the door (it picks a new
-/// webhook registration up within a second or so): a server-side dry run of a broken ruleset is
-/// refused by it. Creates nothing else.
-pub(super) fn door_open(env: &Env, prefix: &str) -> String {
-    let ns = env.namespace(prefix);
-    let probe = ruleset(&format!("probe-{ns}"), &ns, broken_rules());
-    eventually(Duration::from_secs(30), "the webhook in effect", || {
-        let out = apply(env, &probe, &["--dry-run=server"]);
-        String::from_utf8_lossy(&out.stderr)
-            .contains(&denied_by())
-            .then_some(())
-    });
-    ns
-}
-
-/// The ruleset `name` as the cluster has it, if it has it.
-/// `said` (what kubectl printed) holds every one of `wanted`.
-pub(super) fn said_all(said: &str, wanted: &[&str]) {
-    for w in wanted {
-        assert!(said.contains(w), "{w:?} not in:\n{said}");
-    }
-}
-
-/// The ruleset `name`, refused, was not created.
-pub(super) fn not_created(env: &Env, name: &str) {
-    assert!(
-        stored(env, name).is_none(),
-        "the refused ruleset {name} was created"
-    );
-}
-
-pub(super) fn stored(env: &Env, name: &str) -> Option<Value> {
-    let out = env
-        .kubectl(
-            User::Admin,
-            &["get", "ors", name, "--ignore-not-found", "-o", "json"],
-        )
-        .unwrap();
-    (!out.trim().is_empty()).then(|| serde_json::from_str(&out).unwrap())
-}
 
 #[test]
 fn a_ruleset_that_does_not_compile_is_refused_at_apply_with_its_caret() {

@@ -1,69 +1,29 @@
-//! Rulesets are checked against what they read when applied: the ruleset door reads the CRD of
-//! the target from kube-apiserver and refuses a field its schema does not have (with the
-//! nearest one), and a rule that cannot give a bool whatever the schema; where the schema is
-//! open (`x-kubernetes-preserve-unknown-fields`) or there is no CRD, the ruleset is applied and
-//! kubectl prints what was not checked. A server-side dry run says the same.
+//! Rulesets are checked against what they read when applied: the ruleset door checks the
+//! fields read against the target's schema as the server holds it (a CRD's, from its watch of
+//! CRDs; a built-in type's, from kube-apiserver's `/openapi/v3`) and refuses a field the schema
+//! does not have (with the nearest one), and a rule that cannot give a bool whatever the
+//! schema; where the schema is open (`x-kubernetes-preserve-unknown-fields`) or there is no
+//! CRD, the ruleset is applied and kubectl prints what was not checked. A server-side dry run
+//! says the same.
 
-use super::admission::{
-    apply, denied_by, door_open, not_created, refused, ruleset, said_all, stored,
-};
 use ifo_dev::User;
-use ifo_test_support::{Env, env, establish_gadget_crd, gadget_crd_serving};
+use ifo_test_support::{
+    Env, accepted, apply, closed_gadget_crd, denied_by, door_open, env, establish_gadget_crd,
+    job_ruleset, not_created, refused, ruleset, ruleset_over, said_all, stored,
+};
 use serde_json::{Value, json};
 
 const GROUP: &str = "schema-check.ifo.test";
 
-/// A CRD whose schema is closed: `status.phase`, `status.conditions[]`, `spec.size`.
-fn closed_crd() -> String {
-    let string = json!({"type": "string"});
-    gadget_crd_serving(
-        GROUP,
-        json!({
-            "name": "v1",
-            "served": true,
-            "storage": true,
-            "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "apiVersion": string,
-                    "kind": string,
-                    "metadata": {"type": "object"},
-                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
-                    "status": {"type": "object", "properties": {
-                        "phase": string,
-                        "conditions": {"type": "array", "items": {"type": "object", "properties": {
-                            "type": string, "status": string, "reason": string, "message": string,
-                        }}},
-                    }},
-                },
-            }},
-        }),
-    )
-}
-
 /// A ruleset in `ns` over `resource` of the test group with `rules`.
 fn gadget_ruleset(name: &str, ns: &str, resource: &str, rules: Value) -> String {
-    let mut manifest: Value = serde_json::from_str(&ruleset(name, ns, rules)).unwrap();
-    manifest["spec"]["target"] = json!({"group": GROUP, "version": "v1", "resource": resource});
-    manifest.to_string()
+    let target = json!({"group": GROUP, "version": "v1", "resource": resource});
+    ruleset_over(name, ns, target, rules)
 }
 
 /// The closed CRD, established.
 fn install_closed_crd(env: &Env) {
-    establish_gadget_crd(env, GROUP, &closed_crd());
-}
-
-/// `kubectl apply` (with `extra`) of `manifest` succeeds; its stderr (the warnings).
-fn accepted(env: &Env, manifest: &str, extra: &[&str]) -> String {
-    let out = apply(env, manifest, extra);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "kubectl apply failed: {}{stderr}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    stderr
+    establish_gadget_crd(env, GROUP, &closed_gadget_crd(GROUP));
 }
 
 #[test]
@@ -89,9 +49,9 @@ fn a_field_the_crd_does_not_have_and_a_rule_that_is_not_a_bool_are_refused() {
         "rules[0] (Assembling).message: c.mesage: the schema of object.status.conditions[] has \
          no field mesage; did you mean message?",
     ];
-    // The CRD is read at once, or after the door's cache of its absence lapses (30 s).
+    // The server holds the CRD once its watch of CRDs brings it, moments after it is created.
     let stderr = ifo_test_support::eventually(
-        std::time::Duration::from_secs(45),
+        std::time::Duration::from_secs(10),
         "the CRD's schema seen by the door",
         || {
             let out = apply(env, &typo, &["--dry-run=server"]);
@@ -175,6 +135,46 @@ fn where_the_schema_is_open_or_absent_the_ruleset_applies_with_a_warning() {
     );
 }
 
+/// A built-in type's fields are checked as a CRD's, against kube-apiserver's own schema of it:
+/// a Job rule reading `status.succeded` is refused with the field it meant; one reading
+/// `status.succeeded` applies, and its status says what it was checked against.
+#[test]
+fn a_built_in_types_fields_are_checked_against_kube_apiservers_schema() {
+    let env = env();
+    let ns = door_open(env, "schema-builtin");
+    let rs = format!("job-typo-{ns}");
+    let typo = job_ruleset(&rs, &ns, "object.?status.?succeded.orValue(0) == 0");
+    let stderr = refused(env, &typo);
+    println!("kubectl apply said:\n{stderr}");
+    said_all(
+        &stderr,
+        &[
+            denied_by().as_str(),
+            "rules[0] (Running).expression: object.?status.?succeded: the schema of object.status \
+             has no field succeded; did you mean succeeded?",
+        ],
+    );
+    not_created(env, &rs);
+
+    let fixed = job_ruleset(&rs, &ns, "object.?status.?succeeded.orValue(0) == 0");
+    accepted(env, &fixed, &[]);
+    let checked = env.wait_ruleset_condition(
+        &rs,
+        "SchemaChecked",
+        "True",
+        std::time::Duration::from_secs(60),
+    );
+    println!("checked: {checked}");
+    assert!(
+        checked["message"].as_str().unwrap().contains(
+            "every field read is in the schema of io.k8s.api.batch.v1.Job (kube-apiserver's \
+             OpenAPI document of apis/batch/v1)"
+        ),
+        "{checked}"
+    );
+    env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+}
+
 /// A CRD of the test group, `widgets`, whose status is open (any field) or closed (`phase`).
 fn widgets_crd(closed: bool) -> String {
     let status = if closed {
@@ -222,9 +222,9 @@ fn the_ruleset_status_says_what_was_checked_and_a_changed_crd_is_checked_again()
         "widgets",
         json!([{"operation": "Spinning", "expression": "object.?status.?phsae.orValue('') == 'Spinning'"}]),
     );
-    // The door reads the CRD (at once, or once its cache of the gadgets test's lookups lapses).
+    // The server holds the CRD once its watch of CRDs brings it, moments after it is created.
     ifo_test_support::eventually(
-        std::time::Duration::from_secs(45),
+        std::time::Duration::from_secs(10),
         "the ruleset applied over the open schema",
         || apply(env, &typo, &[]).status.success().then_some(()),
     );

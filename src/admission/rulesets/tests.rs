@@ -97,7 +97,7 @@ fn a_ruleset_that_compiles_is_allowed() {
 }
 
 /// The review's answer, with `looked` as the schemas the door found.
-fn create_looked(object: Value, looked: &super::Looked) -> AdmissionResponse {
+fn create_looked(object: Value, looked: &super::Found) -> AdmissionResponse {
     super::decide_with(
         &ENGINE,
         &request(review_of("CREATE", RULESETS, Some(object), None)),
@@ -111,9 +111,9 @@ fn vms() -> crate::ruleset::Target {
 }
 
 /// The door found `schema` for VirtualMachines.
-fn found_vm_schema(schema: Value) -> super::Looked {
-    let mut looked = super::Looked::default();
-    looked.found.by_target.insert(
+fn found_vm_schema(schema: Value) -> super::Found {
+    let mut looked = super::Found::default();
+    looked.by_target.insert(
         vms(),
         super::Lookup::Found(std::sync::Arc::new(
             crate::ruleset::schema_check::Schema::crd(schema),
@@ -184,8 +184,8 @@ fn what_could_not_be_checked_is_allowed_with_a_warning() {
         ]
     );
     // No CRD.
-    let mut absent = super::Looked::default();
-    absent.found.by_target.insert(
+    let mut absent = super::Found::default();
+    absent.by_target.insert(
         vms(),
         super::Lookup::Absent(
             "no CustomResourceDefinition virtualmachines.kubevirt.io is installed".into(),
@@ -200,14 +200,6 @@ fn what_could_not_be_checked_is_allowed_with_a_warning() {
           CustomResourceDefinition virtualmachines.kubevirt.io is installed"
         ]
     );
-    // A caller not known to be kube-apiserver: nothing is looked up.
-    let unproven = super::Looked {
-        not_looked_up: Some("not looked up".into()),
-        ..super::Looked::default()
-    };
-    let response = create_looked(ruleset("unproven", rules), &unproven);
-    assert!(response.allowed, "{response:?}");
-    assert_eq!(response.warnings.unwrap(), ["not looked up"]);
 }
 
 #[test]

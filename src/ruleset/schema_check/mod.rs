@@ -20,6 +20,7 @@
 
 mod crd;
 mod lookup;
+mod open_api;
 mod schema;
 mod suggest;
 mod walk;

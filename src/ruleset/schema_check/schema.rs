@@ -12,7 +12,7 @@
 //! embedded object's (`x-kubernetes-embedded-resource`).
 
 use serde_json::Value;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// Most `$ref`s followed in a row: a cycle, or a schema built to make the walk costly, stops
 /// there (as unknown, never as an error).
@@ -27,8 +27,10 @@ pub struct Schema {
     /// The object's schema.
     root: Value,
     /// What `$ref`s point into (`#/components/schemas/...`): the OpenAPI document, for a
-    /// built-in type's schema.
-    document: Value,
+    /// built-in type's schema (shared by the schemas of its types).
+    document: Arc<Value>,
+    /// Where it comes from, as the ruleset's status says it.
+    origin: String,
 }
 
 impl Schema {
@@ -36,19 +38,41 @@ impl Schema {
     pub fn crd(open_api_v3_schema: Value) -> Schema {
         Schema {
             root: open_api_v3_schema,
-            document: Value::Null,
+            document: Arc::new(Value::Null),
+            origin: "a CustomResourceDefinition".to_owned(),
         }
     }
 
     /// The schema named `name` in an OpenAPI v3 document of kube-apiserver's `/openapi/v3`
     /// (`io.k8s.api.core.v1.Pod` in `/openapi/v3/api/v1`), `None` when the document has none.
     pub fn open_api(document: Value, name: &str) -> Option<Schema> {
+        Schema::open_api_shared(Arc::new(document), name)
+    }
+
+    /// [`Schema::open_api`], in a document shared with other schemas.
+    pub(crate) fn open_api_shared(document: Arc<Value>, name: &str) -> Option<Schema> {
         let root = document
             .get("components")?
             .get("schemas")?
             .get(name)?
             .clone();
-        Some(Schema { root, document })
+        Some(Schema {
+            root,
+            document,
+            origin: format!("the OpenAPI schema {name}"),
+        })
+    }
+
+    /// This schema, said to come from `origin` (`the CustomResourceDefinition
+    /// widgets.example.com (v1)`).
+    pub(crate) fn from(mut self, origin: String) -> Schema {
+        self.origin = origin;
+        self
+    }
+
+    /// Where it comes from.
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// Its size as JSON, in bytes: what keeping it weighs.
@@ -66,7 +90,7 @@ impl Schema {
         }
         let mut count = Count(0);
         let _ = serde_json::to_writer(&mut count, &self.root);
-        let _ = serde_json::to_writer(&mut count, &self.document);
+        let _ = serde_json::to_writer(&mut count, &*self.document);
         count.0
     }
 
@@ -79,6 +103,52 @@ impl Schema {
             root: true,
         }
     }
+}
+
+/// The keys of a schema the checker reads: a schema held for checking keeps these alone
+/// (descriptions, validations, formats and defaults are most of a CRD's bytes).
+const WALKED: [&str; 11] = [
+    "type",
+    "properties",
+    "items",
+    "additionalProperties",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-embedded-resource",
+];
+
+/// `schema` with only what the checker reads ([`WALKED`]), in it and in every schema below it:
+/// what a schema held for checking keeps. The check of a pruned schema finds what the check of
+/// the whole one finds.
+pub(crate) fn pruned(schema: &Value) -> Value {
+    let Value::Object(fields) = schema else {
+        return schema.clone();
+    };
+    let mut kept = serde_json::Map::new();
+    for (key, value) in fields {
+        if !WALKED.contains(&key.as_str()) {
+            continue;
+        }
+        let value = match (key.as_str(), value) {
+            ("properties", Value::Object(properties)) => Value::Object(
+                properties
+                    .iter()
+                    .map(|(name, s)| (name.clone(), pruned(s)))
+                    .collect(),
+            ),
+            ("allOf" | "anyOf" | "oneOf", Value::Array(branches)) => {
+                Value::Array(branches.iter().map(pruned).collect())
+            }
+            ("items" | "additionalProperties", s) => pruned(s),
+            (_, v) => v.clone(),
+        };
+        kept.insert(key.clone(), value);
+    }
+    Value::Object(kept)
 }
 
 /// A place in a schema.
