@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
         })
         .sum::<usize>()
         + compiled.exprs.label_expressions.len();
-    let crds = ifo::library::load_crd_schemas(&[root.join("tests/cluster/crds/cdi.yaml")]).unwrap();
+    let crds = ifo::library::load_schemas(&[root.join("tests/cluster/crds/cdi.yaml")]).unwrap();
     let target = Target {
         group: "cdi.kubevirt.io".into(),
         version: "v1beta1".into(),

@@ -44,8 +44,9 @@ enum RulesCommand {
     Lint {
         #[arg(default_value = "rules")]
         paths: Vec<PathBuf>,
-        /// CRD YAML files (or directories of them): the paths the rules read are checked
-        /// against the schemas of their targets.
+        /// CRD YAML files and kube-apiserver's OpenAPI v3 documents as JSON (`/openapi/v3/apis/batch/v1`),
+        /// or directories of them: the paths the rules read are checked against the schemas of
+        /// their targets.
         #[arg(long)]
         schemas: Vec<PathBuf>,
     },
@@ -112,7 +113,7 @@ fn rules(cmd: RulesCommand) -> Result<()> {
         }
         RulesCommand::Lint { paths, schemas } => {
             let files = ifo::library::load(&paths)?;
-            let schemas = ifo::library::load_crd_schemas(&schemas)?;
+            let schemas = ifo::library::load_schemas(&schemas)?;
             let problems = ifo::library::lint_with_schemas(&engine, &files, &schemas);
             for p in &problems {
                 println!("{p}");

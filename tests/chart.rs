@@ -400,6 +400,137 @@ fn the_disruption_budget_never_holds_a_drain_of_a_lone_replica() {
     assert_eq!(pdb(&["--set", "podDisruptionBudget.enabled=false"]), None);
 }
 
+/// A CA's PEM, made for a test (its key is not needed: the chart renders only what trusts it).
+fn a_ca_pem() -> String {
+    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509::X509};
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    let mut name = openssl::x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "test-ca").unwrap();
+    let name = name.build();
+    let mut ca = X509::builder().unwrap();
+    ca.set_version(2).unwrap();
+    ca.set_subject_name(&name).unwrap();
+    ca.set_issuer_name(&name).unwrap();
+    ca.set_pubkey(&key).unwrap();
+    ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    ca.set_not_after(&Asn1Time::days_from_now(30).unwrap())
+        .unwrap();
+    ca.sign(&key, MessageDigest::sha256()).unwrap();
+    String::from_utf8(ca.build().to_pem().unwrap()).unwrap()
+}
+
+/// GitOps tools (Argo CD, Flux) render the chart with `helm template` and apply what it gives:
+/// in the certificate modes they are told to use, two renders are the same byte for byte, so an
+/// Application is in sync and a self-healing sync rotates nothing.
+#[test]
+fn renders_are_the_same_every_time_with_cert_manager_or_a_secret_of_ones_own() {
+    let chart = chart();
+    let ca = tempdir("stable-renders").join("ca.pem");
+    std::fs::write(&ca, a_ca_pem()).unwrap();
+    let ca_file = format!("certificates.secret.caBundle={}", ca.display());
+    let modes: [&[&str]; 2] = [
+        &["--set", "certificates.source=cert-manager"],
+        &[
+            "--set",
+            "certificates.source=secret,certificates.secret.name=my-tls",
+            "--set-file",
+            &ca_file,
+        ],
+    ];
+    for mode in modes {
+        let render = || {
+            let mut args = vec![
+                "template",
+                "ifo",
+                chart.as_str(),
+                "-n",
+                "ifo-system",
+                "--include-crds",
+                "--set",
+                "guard.enabled=true,monitoring.serviceMonitor.enabled=true",
+            ];
+            args.extend_from_slice(mode);
+            helm::offline(&args).unwrap_or_else(|e| panic!("{mode:?}: {e:#}"))
+        };
+        let (first, second) = (render(), render());
+        assert!(first == second, "{mode:?}: two renders differ");
+    }
+}
+
+/// With a Secret of one's own, the server mounts it, kube-apiserver trusts the CA given (the
+/// APIService and every webhook), Prometheus verifies with it, and the chart makes no
+/// certificate; without the CA, or the name, the schema refuses the values.
+#[test]
+fn a_secret_of_ones_own_is_mounted_and_its_ca_trusted() {
+    let pem = a_ca_pem();
+    let ca = tempdir("own-secret").join("ca.pem");
+    std::fs::write(&ca, &pem).unwrap();
+    let objects = template(&[
+        "--set",
+        "certificates.source=secret,certificates.secret.name=my-tls,guard.enabled=true,monitoring.serviceMonitor.enabled=true",
+        "--set-file",
+        &format!("certificates.secret.caBundle={}", ca.display()),
+    ]);
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "Secret"
+            && o["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("ifo-apiserver")),
+        "the chart made a certificate"
+    );
+    let deployment = find_object(&objects, "Deployment", "ifo-apiserver");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+        "my-tls"
+    );
+    let trusted = String::from_utf8(decode(
+        &find_object(&objects, "APIService", "v1alpha1.live.ifo.kubevirt.io")["spec"]["caBundle"],
+    ))
+    .unwrap();
+    assert_eq!(trusted.trim(), pem.trim());
+    for name in ["ifo-ruleset-validation", "ifo-maintenance-guard"] {
+        let configuration = find_object(&objects, "ValidatingWebhookConfiguration", name);
+        for webhook in configuration["webhooks"].as_array().unwrap() {
+            assert_eq!(
+                String::from_utf8(decode(&webhook["clientConfig"]["caBundle"]))
+                    .unwrap()
+                    .trim(),
+                pem.trim(),
+                "{name}"
+            );
+        }
+    }
+    let monitor = find_object(&objects, "ServiceMonitor", "ifo-apiserver");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["name"],
+        "my-tls"
+    );
+
+    let chart = chart();
+    for (set, said) in [
+        ("certificates.source=secret", "/certificates"),
+        (
+            "certificates.source=secret,certificates.secret.name=my-tls",
+            "caBundle",
+        ),
+        (
+            "certificates.source=secret,certificates.secret.name=my-tls,certificates.secret.caBundle=not-a-pem",
+            "/certificates/secret/caBundle",
+        ),
+    ] {
+        let err = helm::offline(&["template", "ifo", &chart, "--set", set])
+            .expect_err(&format!("--set {set} was accepted"));
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(said),
+            "--set {set}: {err}"
+        );
+    }
+}
+
 /// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
 /// which the schema takes.
 #[test]

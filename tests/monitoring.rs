@@ -236,6 +236,45 @@ fn the_service_monitor_scrapes_the_deployed_service_with_its_ca() {
     let role = rbac.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
     assert_eq!(role["rules"][0]["nonResourceURLs"][0], "/metrics");
     assert_eq!(role["rules"][0]["verbs"][0], "get");
+    // It scrapes with a token the operator reads from a Secret in the ServiceMonitor's namespace
+    // (no file of Prometheus' pod: refused under arbitraryFSAccessThroughSMs.deny), the token of
+    // an account bound to that role.
+    assert!(endpoint.get("bearerTokenFile").is_none(), "{endpoint}");
+    let authorization = &endpoint["authorization"];
+    assert_eq!(authorization["type"], "Bearer");
+    let scraper = yaml("deploy/monitoring/scraper.yaml");
+    let token = scraper
+        .iter()
+        .find(|o| {
+            o["kind"] == "Secret" && o["metadata"]["name"] == authorization["credentials"]["name"]
+        })
+        .expect("the credentials' Secret");
+    assert_eq!(token["type"], "kubernetes.io/service-account-token");
+    assert_eq!(authorization["credentials"]["key"], "token");
+    assert_eq!(
+        token["metadata"]["namespace"],
+        monitor["metadata"]["namespace"]
+    );
+    let account = &token["metadata"]["annotations"]["kubernetes.io/service-account.name"];
+    assert!(
+        scraper
+            .iter()
+            .any(|o| o["kind"] == "ServiceAccount" && &o["metadata"]["name"] == account),
+        "no ServiceAccount {account}"
+    );
+    let binding = rbac
+        .iter()
+        .find(|o| o["kind"] == "ClusterRoleBinding")
+        .unwrap();
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert!(
+        binding["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| &s["name"] == account && s["namespace"] == token["metadata"]["namespace"]),
+        "{binding}"
+    );
 }
 
 /// The rule groups of the PrometheusRule, as a promtool rules file holds them.

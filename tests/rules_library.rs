@@ -131,11 +131,132 @@ fn every_ruleset_lints_clean() {
 #[test]
 fn every_ruleset_lints_clean_against_the_test_crds() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let schemas = ifo::library::load_crd_schemas(&[root.join("tests/cluster/crds")]).unwrap();
+    let schemas = ifo::library::load_schemas(&[root.join("tests/cluster/crds")]).unwrap();
     assert!(schemas.len() >= 40, "{} schemas", schemas.len());
     let files = library();
     let problems = ifo::library::lint_with_schemas(&Engine::new(), &files, &schemas);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The annotation a shipped ruleset carries when no upstream schema of a target it reads is
+/// pinned under tests/schemas, saying why.
+const UNPINNED: &str = "lint.ifo.kubevirt.io/unpinned-schema";
+
+/// The real schemas of the library's targets, pinned (tests/schemas: the upstream CRDs, and
+/// kube-apiserver's OpenAPI documents of the built-in types, see its README).
+fn pinned_schemas() -> ifo::ruleset::schema_check::SchemaSet {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    ifo::library::load_schemas(&[root.join("tests/schemas")]).unwrap()
+}
+
+/// Why `file` says a target's schema is not pinned, if it says so.
+fn unpinned_because(file: &ifo::library::RuleSetFile) -> Option<String> {
+    let manifest: serde_json::Value = serde_saphyr::from_str(&file.text).unwrap();
+    manifest["metadata"]["annotations"][UNPINNED]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Against the real upstream schemas of every target (tests/schemas): every path a rule reads
+/// is one its target's schema has, and every target has a pinned schema, or its ruleset says
+/// why not.
+#[test]
+fn every_ruleset_lints_clean_against_the_pinned_upstream_schemas() {
+    let schemas = pinned_schemas();
+    let files = library();
+    let problems = ifo::library::lint_with_schemas(&Engine::new(), &files, &schemas);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let mut unpinned = Vec::new();
+    let mut without_why = Vec::new();
+    for file in &files {
+        let targets = std::iter::once(&file.spec.target)
+            .chain(file.spec.related.iter().map(|part| &part.target));
+        for target in targets {
+            if schemas.get(target).is_some() {
+                continue;
+            }
+            match unpinned_because(file) {
+                Some(why) => unpinned.push(format!("{target}: {why}")),
+                None => without_why.push(format!("{}: {target}", file.path.display())),
+            }
+        }
+    }
+    println!(
+        "{} rulesets, {} targets unpinned:\n{}",
+        files.len(),
+        unpinned.len(),
+        unpinned.join("\n")
+    );
+    assert!(
+        without_why.is_empty(),
+        "no pinned schema, and the ruleset does not say why ({UNPINNED}):\n{}",
+        without_why.join("\n")
+    );
+}
+
+/// A copy of three shipped rulesets, each with one field misspelt, fails the lint against the
+/// pinned schemas, each with the field it meant: a CRD target's (Velero's Backup), a built-in
+/// type's (a Job's `status.succeeded`), and one read in a list's elements (a Cluster API
+/// Machine condition's `message`).
+#[test]
+fn a_broken_copy_of_the_library_fails_against_the_pinned_schemas() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("rules");
+    let broken = |file: &str, field: &str, typo: &str| {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(text.contains(field), "{file} reads no {field}");
+        text.replacen(field, typo, 1)
+    };
+    let library = TempLibrary::new(
+        "pinned-broken",
+        &[
+            (
+                "backup.yaml",
+                &broken(
+                    "oadp/velero-backup-rules.yaml",
+                    "object.status.phase ==",
+                    "object.status.phaze ==",
+                ),
+            ),
+            (
+                "job.yaml",
+                &broken(
+                    "kubernetes/job-rules.yaml",
+                    "object.?status.?succeeded",
+                    "object.?status.?succeded",
+                ),
+            ),
+            (
+                "machine.yaml",
+                &broken(
+                    "cluster-api/capi-machine-rules.yaml",
+                    "map(c, ': ' + c.message)",
+                    "map(c, ': ' + c.mesage)",
+                ),
+            ),
+        ],
+    );
+    let problems =
+        ifo::library::lint_with_schemas(&Engine::new(), &library.files, &pinned_schemas());
+    assert_reports(
+        &problems,
+        &[
+            (
+                "",
+                &["backup.yaml", "has no field phaze; did you mean phase?"],
+            ),
+            (
+                "",
+                &["job.yaml", "has no field succeded; did you mean succeeded?"],
+            ),
+            (
+                "",
+                &[
+                    "machine.yaml",
+                    "object.status.conditions[] has no field mesage; did you mean message?",
+                ],
+            ),
+        ],
+    );
 }
 
 /// Which workloads hold their nodes is the admin's to grant, namespace by namespace: the two
@@ -222,7 +343,7 @@ fn lint_checks_paths_against_a_crd_schema_and_results_against_their_role() {
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.io}\nspec:\n  group: example.io\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          status: {type: object, properties: {phase: {type: string}}}\n",
     )
     .unwrap();
-    let schemas = ifo::library::load_crd_schemas(std::slice::from_ref(&crds)).unwrap();
+    let schemas = ifo::library::load_schemas(std::slice::from_ref(&crds)).unwrap();
     let _ = std::fs::remove_dir_all(&crds);
     let problems = ifo::library::lint_with_schemas(&Engine::new(), &library.files, &schemas);
     assert_reports(

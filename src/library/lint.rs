@@ -7,12 +7,12 @@
 
 use super::load::RuleSetFile;
 use crate::evaluate::{Bound, Engine, RuleResult, evaluate};
-use crate::ruleset::schema_check::{CrdSchemas, check_against};
+use crate::ruleset::schema_check::{SchemaSet, check_against};
 use crate::ruleset::{Target, compile};
 
 /// Problems, one line each, prefixed by the file; results types checked, no schema.
 pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
-    lint_with_schemas(engine, files, &CrdSchemas::default())
+    lint_with_schemas(engine, files, &SchemaSet::default())
 }
 
 /// [`lint`], with the paths read checked against the schemas of `schemas` where they have the
@@ -20,7 +20,7 @@ pub fn lint(engine: &Engine, files: &[RuleSetFile]) -> Vec<String> {
 pub fn lint_with_schemas(
     engine: &Engine,
     files: &[RuleSetFile],
-    schemas: &CrdSchemas,
+    schemas: &SchemaSet,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for file in files {

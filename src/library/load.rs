@@ -34,6 +34,12 @@ struct Metadata {
 /// The YAML files (`.yaml`, `.yml`) at `path`: itself, or those below it read recursively, in
 /// the order of their paths.
 pub(super) fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    files_ending(path, &["yaml", "yml"], out)
+}
+
+/// The files at `path` whose extension is one of `extensions`: itself, or those below it read
+/// recursively, in the order of their paths.
+pub(super) fn files_ending(path: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) -> Result<()> {
     if path.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .with_context(|| format!("reading {}", path.display()))?
@@ -41,9 +47,12 @@ pub(super) fn yaml_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             .collect::<Result<_, _>>()?;
         entries.sort();
         for e in entries {
-            yaml_files(&e, out)?;
+            files_ending(&e, extensions, out)?;
         }
-    } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+    } else if path
+        .extension()
+        .is_some_and(|e| extensions.iter().any(|x| e == *x))
+    {
         out.push(path.to_path_buf());
     }
     Ok(())

@@ -10,7 +10,7 @@ mod schemas;
 pub use cases::run_cases;
 pub use lint::{lint, lint_with_schemas};
 pub use load::{RuleSetFile, load};
-pub use schemas::load_crd_schemas;
+pub use schemas::load_schemas;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

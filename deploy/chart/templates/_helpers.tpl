@@ -58,6 +58,11 @@ release's namespace, and Helm's labels are added. Called with (dict "root" $ "fi
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/* The Secret of the serving certificate: the user's own with certificates.source secret. */}}
+{{- define "ifo.tlsSecret" -}}
+{{- if eq .Values.certificates.source "secret" }}{{ .Values.certificates.secret.name }}{{ else }}ifo-apiserver-tls{{ end }}
+{{- end }}
+
 {{/* The DNS names of the Services the serving certificate is for (the guard's included). */}}
 {{- define "ifo.dnsNames" -}}
 {{- $ns := .Release.Namespace -}}

@@ -1,23 +1,29 @@
-//! The schemas CustomResourceDefinitions give their resources: one per served version, by the
-//! target rules name (`group/version/resource`).
+//! The schemas CustomResourceDefinitions give their resources (one per version, by the target
+//! rules name: `group/version/resource`), and sets of them read from files, with the schemas of
+//! kube-apiserver's OpenAPI documents: what `rules lint --schemas` checks against.
 
 use super::Schema;
 use crate::ruleset::Target;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// The schemas of a set of CRDs, by target.
+/// The schemas of a set of CRDs and OpenAPI documents, by target.
 #[derive(Debug, Default, Clone)]
-pub struct CrdSchemas {
+pub struct SchemaSet {
     by_target: HashMap<Target, Schema>,
 }
 
-impl CrdSchemas {
-    /// Adds the schema of each version of `crd` (an `apiextensions.k8s.io/v1`
-    /// CustomResourceDefinition, as JSON) that has one; anything else is ignored. How many were
-    /// added.
-    pub fn add(&mut self, crd: &Value) -> usize {
-        let found = of_crd(crd);
+impl SchemaSet {
+    /// Adds the schema of each version of `document` that has one, when it is an
+    /// `apiextensions.k8s.io/v1` CustomResourceDefinition (as JSON), or of each resource of an
+    /// OpenAPI v3 document of kube-apiserver (`/openapi/v3/apis/batch/v1`); anything else is
+    /// ignored. How many were added.
+    pub fn add(&mut self, document: &Value) -> usize {
+        let found = if document.get("openapi").is_some() {
+            super::open_api::schemas_of(document)
+        } else {
+            of_crd(document)
+        };
         let added = found.len();
         self.by_target.extend(found);
         added

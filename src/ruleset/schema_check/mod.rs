@@ -28,7 +28,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use crd::{CrdSchemas, of_crd};
+pub use crd::{SchemaSet, of_crd};
 pub(crate) use lookup::{Found, Lookup, Schemas};
 pub use schema::Schema;
 

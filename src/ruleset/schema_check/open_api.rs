@@ -34,8 +34,8 @@ const MAX_DOCUMENT_BYTES: usize = 16 << 20;
 struct Document {
     /// `components.schemas`, pruned, as `$ref`s point into it.
     components: Arc<Value>,
-    /// The schema of each resource's objects (`jobs` → `io.k8s.api.batch.v1.Job`).
-    kinds: HashMap<String, String>,
+    /// The schema of each resource's objects (`batch/v1/jobs` → `io.k8s.api.batch.v1.Job`).
+    targets: HashMap<Target, String>,
     bytes: u64,
 }
 
@@ -93,7 +93,7 @@ impl OpenApi {
             Err(why) => return Served::Unknown((*why).clone()),
         };
         let group_version = group_version_path(target);
-        let Some(name) = document.kinds.get(&target.resource) else {
+        let Some(name) = document.targets.get(target) else {
             return Served::Unknown(format!(
                 "kube-apiserver's OpenAPI document of {group_version} has no resource {}",
                 target.resource
@@ -145,7 +145,7 @@ impl OpenApi {
             url,
             served_bytes,
             kept_bytes = document.bytes,
-            resources = document.kinds.len(),
+            resources = document.targets.len(),
             "read an OpenAPI document to check rulesets against"
         );
         Ok(Arc::new(document))
@@ -174,12 +174,12 @@ impl OpenApi {
 
 impl Document {
     /// The parts of a whole document the checker reads: the schemas (pruned), and the schema
-    /// of each resource's objects, as the resource's path answers a `get`
+    /// of each resource's objects, as the path of one of them answers a `get`
     /// (`/apis/batch/v1/namespaces/{namespace}/jobs/{name}` → `io.k8s.api.batch.v1.Job`).
     fn of(whole: &Value) -> Document {
-        let mut kinds = HashMap::new();
+        let mut targets = HashMap::new();
         for (path, item) in whole["paths"].as_object().into_iter().flatten() {
-            let Some(resource) = resource_of(path) else {
+            let Some(target) = object_path(path) else {
                 continue;
             };
             let schema = &item["get"]["responses"]["200"]["content"]["application/json"]["schema"];
@@ -187,7 +187,7 @@ impl Document {
                 .as_str()
                 .or_else(|| schema["allOf"][0]["$ref"].as_str());
             if let Some(name) = reference.and_then(|r| r.strip_prefix("#/components/schemas/")) {
-                kinds.insert(resource.to_owned(), name.to_owned());
+                targets.insert(target, name.to_owned());
             }
         }
         let schemas: serde_json::Map<String, Value> = whole["components"]["schemas"]
@@ -200,26 +200,45 @@ impl Document {
         let bytes = serde_json::to_vec(&components).map_or(0, |json| json.len() as u64);
         Document {
             components: Arc::new(components),
-            kinds,
+            targets,
             bytes,
         }
     }
 }
 
-/// The resource whose objects `path` reads, when it is one object's path:
+/// The target whose objects `path` reads, when it is one object's path:
 /// `/apis/<group>/<version>[/namespaces/{namespace}]/<resource>/{name}` (or `/api/v1/...`), not
 /// a subresource's, a watch's or a list's.
-fn resource_of(path: &str) -> Option<&str> {
+fn object_path(path: &str) -> Option<Target> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let rest = match segments.as_slice() {
-        ["api", _version, rest @ ..] => rest,
-        ["apis", _group, _version, rest @ ..] => rest,
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return None,
     };
     match rest {
-        [resource, "{name}"] | ["namespaces", "{namespace}", resource, "{name}"] => Some(*resource),
+        [resource, "{name}"] | ["namespaces", "{namespace}", resource, "{name}"] => Some(Target {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: (*resource).to_owned(),
+        }),
         _ => None,
     }
+}
+
+/// The schema of each object path's resource in `whole`, an OpenAPI v3 document of
+/// kube-apiserver (as `/openapi/v3/apis/batch/v1` serves it, or a copy of one): what
+/// `rules lint --schemas` reads from a pinned document.
+pub(crate) fn schemas_of(whole: &Value) -> Vec<(Target, Schema)> {
+    let document = Document::of(whole);
+    document
+        .targets
+        .iter()
+        .filter_map(|(target, name)| {
+            let schema = Schema::open_api_shared(document.components.clone(), name)?;
+            Some((target.clone(), schema.from(name.clone())))
+        })
+        .collect()
 }
 
 /// The index's name of `target`'s group-version: `api/v1` for the core group, else
@@ -273,11 +292,14 @@ mod tests {
         });
         let document = Document::of(&whole);
         assert_eq!(
-            document.kinds,
+            document.targets,
             HashMap::from([
-                ("jobs".to_owned(), "io.k8s.api.batch.v1.Job".to_owned()),
                 (
-                    "cronjobs".to_owned(),
+                    Target::of("batch", "v1", "jobs"),
+                    "io.k8s.api.batch.v1.Job".to_owned()
+                ),
+                (
+                    Target::of("batch", "v1", "cronjobs"),
                     "io.k8s.api.batch.v1.CronJob".to_owned()
                 ),
             ])
@@ -297,14 +319,17 @@ mod tests {
     }
 
     #[test]
-    fn only_the_paths_of_one_object_name_a_resource() {
-        for (path, resource) in [
-            ("/api/v1/nodes/{name}", Some("nodes")),
-            ("/api/v1/namespaces/{name}", Some("namespaces")),
-            ("/api/v1/namespaces/{namespace}/pods/{name}", Some("pods")),
+    fn only_the_paths_of_one_object_name_a_target() {
+        for (path, target) in [
+            ("/api/v1/nodes/{name}", Some(("", "v1", "nodes"))),
+            ("/api/v1/namespaces/{name}", Some(("", "v1", "namespaces"))),
+            (
+                "/api/v1/namespaces/{namespace}/pods/{name}",
+                Some(("", "v1", "pods")),
+            ),
             (
                 "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
-                Some("deployments"),
+                Some(("apps", "v1", "deployments")),
             ),
             (
                 "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale",
@@ -318,7 +343,8 @@ mod tests {
             ("/apis/apps/v1/deployments", None),
             ("/version/{name}", None),
         ] {
-            assert_eq!(resource_of(path), resource, "{path}");
+            let wanted = target.map(|(g, v, r)| Target::of(g, v, r));
+            assert_eq!(object_path(path), wanted, "{path}");
         }
     }
 

@@ -121,13 +121,27 @@ const WALKED: [&str; 11] = [
     "x-kubernetes-embedded-resource",
 ];
 
-/// `schema` with only what the checker reads ([`WALKED`]), in it and in every schema below it:
-/// what a schema held for checking keeps. The check of a pruned schema finds what the check of
-/// the whole one finds.
+/// Deepest a schema is kept when pruned: below, it is kept open (anything may be there, nothing
+/// is checked), so that no schema, however deep, costs more than this much stack to prune or to
+/// walk.
+const MAX_PRUNED_DEPTH: usize = 64;
+
+/// `schema` with only what the checker reads ([`WALKED`]), in it and in every schema below it
+/// down to [`MAX_PRUNED_DEPTH`]: what a schema held for checking keeps. The check of a pruned
+/// schema finds what the check of the whole one finds (but below that depth, where it finds
+/// nothing).
 pub(crate) fn pruned(schema: &Value) -> Value {
+    pruned_at(schema, 0)
+}
+
+fn pruned_at(schema: &Value, depth: usize) -> Value {
     let Value::Object(fields) = schema else {
         return schema.clone();
     };
+    if depth >= MAX_PRUNED_DEPTH {
+        return serde_json::json!({"x-kubernetes-preserve-unknown-fields": true});
+    }
+    let below = |s: &Value| pruned_at(s, depth + 1);
     let mut kept = serde_json::Map::new();
     for (key, value) in fields {
         if !WALKED.contains(&key.as_str()) {
@@ -137,14 +151,17 @@ pub(crate) fn pruned(schema: &Value) -> Value {
             ("properties", Value::Object(properties)) => Value::Object(
                 properties
                     .iter()
-                    .map(|(name, s)| (name.clone(), pruned(s)))
+                    .map(|(name, s)| (name.clone(), below(s)))
                     .collect(),
             ),
             ("allOf" | "anyOf" | "oneOf", Value::Array(branches)) => {
-                Value::Array(branches.iter().map(pruned).collect())
+                Value::Array(branches.iter().map(below).collect())
             }
-            ("items" | "additionalProperties", s) => pruned(s),
-            (_, v) => v.clone(),
+            ("items", Value::Array(tuple)) => Value::Array(tuple.iter().map(below).collect()),
+            ("items" | "additionalProperties", s) => below(s),
+            // A keyword's own value (`type`, `$ref`, a flag): never a structure to copy whole.
+            (_, v) if !v.is_object() && !v.is_array() => v.clone(),
+            _ => continue,
         };
         kept.insert(key.clone(), value);
     }

@@ -476,3 +476,46 @@ fn a_deeply_nested_read_is_walked() {
     let source = format!("object{} == 1", ".a".repeat(60));
     let _: Value = json!(problems(&source, Role::Rule, Some(&vm_schema())));
 }
+
+#[test]
+fn a_pruned_schema_keeps_what_the_check_walks_and_no_more_than_its_depth() {
+    let schema = json!({
+        "type": "object",
+        "description": "words",
+        "required": ["status"],
+        "x-kubernetes-validations": [{"rule": "true"}],
+        "properties": {
+            "description": {"type": "string", "description": "a field so named", "enum": ["a"]},
+            "status": {"type": "object", "additionalProperties": {"type": "string", "format": "x"},
+                       "x-kubernetes-preserve-unknown-fields": true},
+            "list": {"type": "array", "items": {"$ref": "#/x", "default": {}}},
+        },
+    });
+    assert_eq!(
+        super::schema::pruned(&schema),
+        json!({
+            "type": "object",
+            "properties": {
+                "description": {"type": "string"},
+                "status": {"type": "object", "additionalProperties": {"type": "string"},
+                           "x-kubernetes-preserve-unknown-fields": true},
+                "list": {"type": "array", "items": {"$ref": "#/x"}},
+            },
+        })
+    );
+    // A schema nested deeper than kept is open below that depth: nothing there is refused.
+    let mut deep = json!({"type": "object", "properties": {"leaf": {"type": "string"}}});
+    for _ in 0..200 {
+        deep = json!({"type": "object", "properties": {"next": deep}});
+    }
+    let pruned = Schema::crd(super::schema::pruned(&deep));
+    let mut path = String::from("object");
+    for _ in 0..200 {
+        path.push_str(".next");
+    }
+    let found = problems(&format!("{path}.nothing == 'x'"), Role::Rule, Some(&pruned));
+    assert!(found.is_empty(), "{found:?}");
+    // Within the depth kept, a typo is still found.
+    let found = problems("object.next.next.nxet == 'x'", Role::Rule, Some(&pruned));
+    assert_eq!(found.len(), 1, "{found:?}");
+}
