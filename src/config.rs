@@ -166,6 +166,25 @@ pub struct ServeArgs {
     /// lets it through as if the guard were not installed.
     #[arg(long, env = "GUARD_WHEN_UNKNOWN", value_enum, default_value_t = WhenUnknown::Deny)]
     pub guard_when_unknown: WhenUnknown,
+    /// Make and renew the serving certificate here, kept in this Secret of POD_NAMESPACE (with
+    /// its CA), written to TLS_CERT_FILE and TLS_PRIVATE_KEY_FILE, and its CA written into the
+    /// `caBundle` of CA_BUNDLE_TARGETS, so that no manifest of the install holds a certificate.
+    /// Unset: the certificate is read from those files, made by someone else.
+    #[arg(long, env = "SERVING_CERTIFICATE_SECRET")]
+    pub serving_certificate_secret: Option<String>,
+    /// The DNS names (and IP addresses) the certificate SERVING_CERTIFICATE_SECRET holds is
+    /// for, comma-separated: the Services kube-apiserver calls (`ifo-apiserver.<namespace>.svc`).
+    #[arg(long, env = "SERVING_CERTIFICATE_NAMES", value_delimiter = ',')]
+    pub serving_certificate_names: Vec<String>,
+    /// How long a serving certificate made here is valid: renewed when a third is left; its CA
+    /// lives ten times as long, and is renewed while it can still outlive one.
+    #[arg(long, env = "SERVING_CERTIFICATE_LIFETIME", default_value = "8760h", value_parser = parse_lifetime)]
+    pub serving_certificate_lifetime: Duration,
+    /// What kube-apiserver is told to trust the CA of SERVING_CERTIFICATE_SECRET in,
+    /// comma-separated: `apiservice/<name>`, `validatingwebhookconfiguration/<name>` (every
+    /// webhook of it).
+    #[arg(long, env = "CA_BUNDLE_TARGETS", value_delimiter = ',')]
+    pub ca_bundle_targets: Vec<crate::certificates::TrustTarget>,
     /// Common names of the client certificates kube-apiserver presents to the admission doors
     /// (its `AdmissionConfiguration`'s webhook kubeconfig), comma-separated. When set, the
     /// doors answer only a caller with such a certificate, of ADMISSION_CLIENT_CA_FILE (or else
@@ -251,6 +270,15 @@ pub(crate) enum SettingError {
 /// never negative.
 fn parse_setting_duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map(|d| d.unsigned_abs())
+}
+
+/// A certificate's lifetime: a duration of at least a minute (renewals come at a third of it).
+fn parse_lifetime(s: &str) -> Result<Duration, String> {
+    let d = parse_setting_duration(s)?;
+    if d < Duration::from_secs(60) {
+        return Err(format!("{s:?} is shorter than a minute"));
+    }
+    Ok(d)
 }
 
 /// Bytes, bare or with a binary suffix as Kubernetes quantities write them (`512Mi`).

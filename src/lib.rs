@@ -10,6 +10,7 @@ pub mod admission;
 pub mod api;
 mod auth;
 mod backoff;
+pub mod certificates;
 mod client;
 pub mod config;
 mod detect;

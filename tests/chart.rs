@@ -55,6 +55,17 @@ fn template(args: &[&str]) -> Vec<Value> {
     objects(&helm::offline(&all).unwrap())
 }
 
+/// `helm template` with `--set set` fails on the values' schema, saying `said`.
+fn refused_by_the_schema(set: &str, said: &str) {
+    let err = helm::offline(&["template", "ifo", &chart(), "--set", set])
+        .expect_err(&format!("--set {set} was accepted"));
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("values don't meet the specifications of the schema") && err.contains(said),
+        "--set {set}: {err}"
+    );
+}
+
 fn kubectl() -> PathBuf {
     ifo_dev::Binaries::ensure().unwrap().kubectl
 }
@@ -216,14 +227,7 @@ fn a_value_the_chart_does_not_know_fails_before_anything_is_made() {
             "/podDisruptionBudget/unhealthyPodEvictionPolicy",
         ),
     ] {
-        let err = helm::offline(&["template", "ifo", &chart, "--set", set])
-            .expect_err(&format!("--set {set} was accepted"));
-        let err = format!("{err:#}");
-        assert!(
-            err.contains("values don't meet the specifications of the schema")
-                && err.contains(said),
-            "--set {set}: {err}"
-        );
+        refused_by_the_schema(set, said);
     }
     // A policy without kube-apiserver's addresses would shut it out: refused, saying so.
     let err = helm::offline(&[
@@ -424,12 +428,13 @@ fn a_ca_pem() -> String {
 /// in the certificate modes they are told to use, two renders are the same byte for byte, so an
 /// Application is in sync and a self-healing sync rotates nothing.
 #[test]
-fn renders_are_the_same_every_time_with_cert_manager_or_a_secret_of_ones_own() {
+fn renders_are_the_same_every_time_with_server_cert_manager_or_own_certificates() {
     let chart = chart();
     let ca = tempdir("stable-renders").join("ca.pem");
     std::fs::write(&ca, a_ca_pem()).unwrap();
     let ca_file = format!("certificates.secret.caBundle={}", ca.display());
-    let modes: [&[&str]; 2] = [
+    let modes: [&[&str]; 3] = [
+        &["--set", "certificates.source=server"],
         &["--set", "certificates.source=cert-manager"],
         &[
             "--set",
@@ -508,7 +513,6 @@ fn a_secret_of_ones_own_is_mounted_and_its_ca_trusted() {
         "my-tls"
     );
 
-    let chart = chart();
     for (set, said) in [
         ("certificates.source=secret", "/certificates"),
         (
@@ -520,15 +524,70 @@ fn a_secret_of_ones_own_is_mounted_and_its_ca_trusted() {
             "/certificates/secret/caBundle",
         ),
     ] {
-        let err = helm::offline(&["template", "ifo", &chart, "--set", set])
-            .expect_err(&format!("--set {set} was accepted"));
-        let err = format!("{err:#}");
-        assert!(
-            err.contains("values don't meet the specifications of the schema")
-                && err.contains(said),
-            "--set {set}: {err}"
-        );
+        refused_by_the_schema(set, said);
     }
+}
+
+/// With the server's own certificates, no manifest holds a key or a CA: the server is told
+/// where to keep them, for which names, and where kube-apiserver is to trust its CA, and may
+/// write that Secret and those registrations (in the release's namespace), and mounts no
+/// Secret; the registrations carry no caBundle for an upgrade to reset.
+#[test]
+fn with_the_servers_own_certificates_no_manifest_holds_a_key() {
+    let objects = template(&[
+        "--set",
+        "certificates.source=server,guard.enabled=true",
+        "-n",
+        "elsewhere",
+    ]);
+    for o in &objects {
+        let text = o.to_string();
+        assert!(
+            !text.contains("PRIVATE KEY") && !text.contains("caBundle"),
+            "{} {} holds a key or a caBundle",
+            o["kind"],
+            o["metadata"]["name"]
+        );
+        assert!(o["kind"] != "Secret", "the chart made a Secret");
+    }
+    let deployment = find_object(&objects, "Deployment", "ifo-apiserver");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let env: BTreeMap<&str, &str> = pod["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+        .collect();
+    assert_eq!(env["SERVING_CERTIFICATE_SECRET"], "ifo-apiserver-tls");
+    assert_eq!(
+        env["SERVING_CERTIFICATE_NAMES"],
+        "ifo-apiserver.elsewhere.svc,ifo-apiserver.elsewhere.svc.cluster.local,\
+         ifo-guard.elsewhere.svc,ifo-guard.elsewhere.svc.cluster.local"
+    );
+    assert_eq!(
+        env["CA_BUNDLE_TARGETS"],
+        "apiservice/v1alpha1.live.ifo.kubevirt.io,\
+         validatingwebhookconfiguration/ifo-ruleset-validation,\
+         validatingwebhookconfiguration/ifo-maintenance-guard"
+    );
+    assert_eq!(pod["volumes"][0]["emptyDir"]["medium"], "Memory");
+    let role = find_object(&objects, "Role", "ifo-apiserver:serving-certificate");
+    assert_eq!(role["metadata"]["namespace"], "elsewhere");
+    let binding = find_object(&objects, "ClusterRoleBinding", "ifo-apiserver:ca-bundles");
+    assert_eq!(binding["subjects"][0]["namespace"], "elsewhere");
+    // Without the guard, its registration is none of the server's business.
+    let objects = template(&["--set", "certificates.source=server"]);
+    let deployment = find_object(&objects, "Deployment", "ifo-apiserver");
+    let targets = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "CA_BUNDLE_TARGETS")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!targets.contains("ifo-maintenance-guard"), "{targets}");
 }
 
 /// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
@@ -571,6 +630,10 @@ fn the_settings_the_chart_takes_are_the_servers_flags() {
         "LEADER_ELECT",
         "POD_NAME",
         "POD_NAMESPACE",
+        "SERVING_CERTIFICATE_SECRET",
+        "SERVING_CERTIFICATE_NAMES",
+        "SERVING_CERTIFICATE_LIFETIME",
+        "CA_BUNDLE_TARGETS",
     ];
     let flags: Vec<String> = ifo::config::ServeArgs::augment_args(clap::Command::new("serve"))
         .get_arguments()
@@ -828,6 +891,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
     for set in [
         everything,
         "certificates.source=cert-manager,guard.enabled=true",
+        "certificates.source=server,guard.enabled=true",
         "replicas=1,guard.enabled=true,rules.families[0]=kubevirt",
     ] {
         let rendered = helm::run(

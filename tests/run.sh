@@ -95,10 +95,10 @@ ifo_timed "helm (cached)" ifo_helm
 # Every test target of the workspace (as `cargo test --workspace` would run them), by part: the
 # two that load the machine run last, one after the other, and `persist` after them (its
 # two-replica test needs the machine to itself); before them the others side by side (`blind`,
-# `readme`, `restart` and `managed` apart from the rest, for balance), with the real node beside
-# them.
+# `readme`, `restart`, `managed` and `certificates` apart from the rest, for balance), with the
+# real node beside them.
 loading=(e2e robustness persist)
-apart=(blind readme restart managed)
+apart=(blind readme restart managed certificates)
 rest=()
 while read -r target; do
   case " node ${loading[*]} ${apart[*]} " in

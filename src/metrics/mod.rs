@@ -3,7 +3,7 @@
 //! One file per concern, each declaring its series and the functions the pipeline calls:
 //! `operations` (what is in flight), `gates` (the maintenance gates' verdicts), `overrides` (the nodes' maintenance overrides in force), `targets` (the watches feeding it),
 //! `evaluation` (the rulesets running on each event), `api` (the live API), `admission` (the
-//! admission doors), `auth` (reviews and their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
+//! admission doors), `auth` (reviews and their cache), `persist` (`--persist`), `leader` (`--leader-elect`), `certificate` (a serving certificate made here), `progress` (stalled operations, learned durations), `tasks` (background tasks that failed), `startup` (how long the initial sync took), `process` (CPU, memory, file descriptors).
 //!
 //! Cardinality is bounded by construction: label values come from the rulesets, the watched
 //! targets, fixed sets (verbs, codes, outcomes, reasons) or the operations in flight (series of
@@ -13,6 +13,7 @@
 mod admission;
 mod api;
 mod auth;
+mod certificate;
 mod evaluation;
 mod gates;
 mod leader;
@@ -34,6 +35,7 @@ pub use api::{
     watch_refused, watcher_cut,
 };
 pub use auth::{CacheLookup, Review, cache_lookup, review};
+pub use certificate::{serving_certificate_failed, serving_certificate_kept};
 pub use evaluation::{
     EvaluationLag, EvaluationTimer, cost_exceeded, evaluation_event_dropped, object_event,
     rule_error, ruleset_status_written, ruleset_suspended,
@@ -75,6 +77,7 @@ struct Metrics {
     auth: auth::Auth,
     persist: persist::Persist,
     leader: leader::Leader,
+    certificate: certificate::Certificate,
     progress: progress::Progress,
     tasks: tasks::Tasks,
     startup: startup::Startup,
@@ -150,6 +153,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let auth = auth::Auth::register(r);
     let persist = persist::Persist::register(r);
     let leader = leader::Leader::register(r);
+    let certificate = certificate::Certificate::register(r);
     let progress = progress::Progress::default();
     r.register_collector(Box::new(progress.clone()));
     let tasks = tasks::Tasks::register(r);
@@ -168,6 +172,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         auth,
         persist,
         leader,
+        certificate,
         progress,
         tasks,
         startup,

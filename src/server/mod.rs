@@ -62,6 +62,9 @@ impl Server {
         let (trust_watch, reloader) = (sources.trust_watch.clone(), sources.reloader.clone());
         tasks.restarting("trust-settings", move || trust_watch.clone().follow());
         tasks.restarting("tls-reloader", move || reloader.clone().run());
+        if let Some(keeper) = sources.certificates.clone() {
+            tasks.restarting("serving-certificate", move || keeper.clone().run());
+        }
         report_start(&mut tasks, &readiness, args.initial_sync_timeout, start);
         // Ruleset statuses are written by the leader only: replicas learn durations each on its
         // own, and two writers would overwrite each other's.

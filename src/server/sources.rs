@@ -1,14 +1,16 @@
 //! The first phase of building the server: what it starts from, read before anything runs. The
 //! leader election settings, the cluster, the aggregation layer's trust settings, who may call
-//! the admission doors, and the TLS configuration made of them; any of them missing or invalid
+//! the admission doors, the serving certificate (made here with SERVING_CERTIFICATE_SECRET), and
+//! the TLS configuration made of them; any of them missing or invalid
 //! stops the server before it serves.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use axum_server::tls_rustls::RustlsConfig;
 use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::auth::{self, AdmissionCallers, RequestHeaderConfig, TrustWatch, tls};
+use crate::certificates;
 use crate::client::kube_client;
 use crate::config::ServeArgs;
 use crate::lease;
@@ -27,6 +29,9 @@ pub(super) struct Sources {
     pub(super) tls_config: RustlsConfig,
     /// What keeps [`Sources::tls_config`] up to date (a task of the server).
     pub(super) reloader: tls::Reloader,
+    /// What makes and renews the serving certificate, when the server does (a task of the
+    /// server).
+    pub(super) certificates: Option<certificates::Keeper>,
 }
 
 impl Sources {
@@ -40,6 +45,26 @@ impl Sources {
             &args.admission_allowed_names,
             args.admission_client_ca_file.as_deref(),
         )?;
+        let certificates = match &args.serving_certificate_secret {
+            Some(secret) => Some(
+                certificates::Keeper::start(
+                    client.clone(),
+                    certificates::Settings {
+                        namespace: args.leader_elect_resource_namespace.clone(),
+                        secret: secret.clone(),
+                        names: args.serving_certificate_names.clone(),
+                        lifetime: args.serving_certificate_lifetime,
+                        trust: args.ca_bundle_targets.clone(),
+                        cert_file: args.tls_cert_file.clone(),
+                        key_file: args.tls_private_key_file.clone(),
+                        api_timeout: crate::client::api_timeout(args),
+                    },
+                )
+                .await
+                .context("making the serving certificate (SERVING_CERTIFICATE_SECRET)")?,
+            ),
+            None => None,
+        };
         let tls_config = RustlsConfig::from_config(tls::server_config(
             &args.tls_cert_file,
             &args.tls_private_key_file,
@@ -61,6 +86,7 @@ impl Sources {
             callers,
             tls_config,
             reloader,
+            certificates,
         })
     }
 }

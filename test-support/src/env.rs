@@ -63,6 +63,8 @@ struct Config {
     /// Whether kube-apiserver presents its webhook client certificate to the doors, and the
     /// server answers only it there (`ADMISSION_ALLOWED_NAMES`).
     webhook_client_certificate: bool,
+    /// Manifests of the workspace applied before the server starts (what it needs at start).
+    manifests: Vec<String>,
 }
 
 impl Default for Config {
@@ -73,6 +75,7 @@ impl Default for Config {
             settings: Vec::new(),
             ruleset_webhook: true,
             webhook_client_certificate: true,
+            manifests: Vec::new(),
         }
     }
 }
@@ -92,6 +95,9 @@ impl fmt::Display for Config {
         }
         if !self.webhook_client_certificate {
             f.write_str(".webhook_client_certificate(false)")?;
+        }
+        if !self.manifests.is_empty() {
+            write!(f, ".manifests(&{:?})", self.manifests)?;
         }
         if !self.settings.is_empty() {
             f.write_str(".settings(&[")?;
@@ -144,6 +150,16 @@ impl Builder {
     /// are: kube-apiserver presents none, and the doors answer anyone, kube-apiserver among them.
     pub fn webhook_client_certificate(mut self, on: bool) -> Self {
         self.config.webhook_client_certificate = on;
+        self
+    }
+
+    /// Manifests of the workspace (paths from its root, `deploy/certificates/rbac.yaml`)
+    /// applied to the cluster before the server starts: what the server needs from its first
+    /// moment, as an install applies it with the server's own manifests.
+    pub fn manifests(mut self, paths: &[&str]) -> Self {
+        self.config
+            .manifests
+            .extend(paths.iter().map(|p| (*p).to_owned()));
         self
     }
 
@@ -293,6 +309,11 @@ fn boot(config: Config) -> Result<&'static Env> {
             None,
         )?;
     }
+    for manifest in &config.manifests {
+        let path = workspace_root().join(manifest);
+        let path = path.to_str().context("a path that is not UTF-8")?;
+        cluster.kubectl_run(User::Admin, &["apply", "-f", path], None)?;
+    }
     let port = ifo_dev::free_port()?;
     let server = start_server(&cluster, port, 0, &config)?;
     cluster.register_apiservice(port)?;
@@ -397,6 +418,7 @@ mod tests {
                 settings: Vec::new(),
                 ruleset_webhook: true,
                 webhook_client_certificate: true,
+                manifests: Vec::new(),
             }
         );
         assert_eq!(config.to_string(), "Env::builder()");
@@ -412,10 +434,11 @@ mod tests {
             .settings(&[("K8S_API_TIMEOUT", "5s")])
             .ruleset_webhook(false)
             .webhook_client_certificate(false)
+            .manifests(&["deploy/certificates/rbac.yaml"])
             .config;
         assert_eq!(
             config.to_string(),
-            r#"Env::builder().persist(true).debounce("30s").ruleset_webhook(false).webhook_client_certificate(false).settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
+            r#"Env::builder().persist(true).debounce("30s").ruleset_webhook(false).webhook_client_certificate(false).manifests(&["deploy/certificates/rbac.yaml"]).settings(&[("WATCH_PROBE_INTERVAL", "2s"), ("K8S_API_TIMEOUT", "5s")])"#
         );
         assert_ne!(config, Env::builder().persist(true).config);
     }

@@ -1,6 +1,8 @@
 //! The Helm chart (`deploy/chart/`) on the real node, as a newcomer installs it once the
-//! kustomize install is gone: `helm install` with the guard (one command) serves through the
-//! Service and holds an eviction while the node is not clear; `helm upgrade` to a changed setting
+//! kustomize install is gone: `helm install` with the guard and the server's own certificates
+//! (`certificates.source=server`, as GitOps installs want it: no manifest holds a key) serves
+//! through the Service once the server has made its certificate and written its CA where
+//! kube-apiserver trusts it, and holds an eviction while the node is not clear; `helm upgrade` to a changed setting
 //! (a rollout of both replicas) while evictions of a held node's pod and lists of every
 //! operation are tried every 200 ms and a `-w` client watches and reconnects; `helm uninstall`
 //! leaves nothing that blocks: a namespace deleted right after it goes.
@@ -27,8 +29,9 @@ fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
     ctx.cluster.kubectl_run(User::Admin, args, None)
 }
 
-/// `helm install` with the guard, as the README says; the live API served through the
-/// Service, and an eviction of a pod on the node refused while a VM migrates there.
+/// `helm install` with the guard and the server's own certificates; the live API served
+/// through the Service with the CA the server made, and an eviction of a pod on the node
+/// refused while a VM migrates there.
 pub(crate) fn install(ctx: &Ctx) -> Result<()> {
     // The kustomize install's uninstall deleted the steps' namespace.
     admin(ctx, &["create", "namespace", &ctx.ns]).or_else(|e| {
@@ -50,7 +53,7 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
             NAMESPACE,
             "--create-namespace",
             "--set",
-            "guard.enabled=true",
+            "guard.enabled=true,certificates.source=server",
             "--wait",
             "--timeout=5m",
         ],
@@ -61,6 +64,30 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
     println!(
         "  helm install with the guard: Available with two replicas and a leader in {:.1}s",
         t.elapsed().as_secs_f64()
+    );
+    // The certificate is the server's, and kube-apiserver trusts its CA (the live API answered).
+    let secret: serde_json::Value = serde_json::from_str(&admin(
+        ctx,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "secret",
+            "ifo-apiserver-tls",
+            "-o",
+            "json",
+        ],
+    )?)?;
+    ensure!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "ifo-apiserver",
+        "the serving certificate was not made by the server: {}",
+        secret["metadata"]
+    );
+    let trusted: serde_json::Value =
+        serde_json::from_str(&admin(ctx, &["get", APISERVICE, "-o", "json"])?)?;
+    ensure!(
+        trusted["spec"]["caBundle"] == secret["data"]["ca.crt"],
+        "the APIService does not trust the server's CA"
     );
     let node = node_name(ctx)?;
     ruleset(

@@ -1,0 +1,252 @@
+//! The serving certificate made and renewed by the server itself (`SERVING_CERTIFICATE_SECRET`),
+//! as Gatekeeper's and Kyverno's webhooks do theirs: no manifest of the install holds a key or a
+//! CA, so `helm template` and every GitOps render of it are the same each time.
+//!
+//! The Secret holds the CA (`ca.crt`: the current CA, then the previous one while it is valid;
+//! `ca.key`) and the serving certificate the current CA signed (`tls.crt`, `tls.key`) for
+//! `SERVING_CERTIFICATE_NAMES` (see [`issue`]). Any replica makes what is missing or near its
+//! end, and writes it with the resourceVersion it read: of replicas that race, one writes and
+//! the others read what it wrote. Each replica writes the Secret's certificate to its
+//! `TLS_CERT_FILE` and `TLS_PRIVATE_KEY_FILE`, which the TLS reloader serves, and the CA bundle
+//! into the `caBundle` of each of `CA_BUNDLE_TARGETS` where it differs ([`trust`]). Checked
+//! every [`Keeper::interval`]: a `caBundle` a GitOps sync wrote back is put right within it.
+
+mod issue;
+
+mod trust;
+
+pub(crate) use issue::Material;
+pub use trust::Target as TrustTarget;
+
+use anyhow::{Context, Result, bail};
+use issue::Needs;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most times a write of the Secret is tried again after another replica's write came first.
+const MAX_RACES: usize = 4;
+
+/// Longest time between two checks.
+const MAX_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Time to the next check after one that failed (a registration not made yet, kube-apiserver
+/// not answering).
+const RETRY: Duration = Duration::from_secs(5);
+
+/// What the keeper keeps, and where.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub namespace: String,
+    pub secret: String,
+    /// The DNS names (and addresses) the certificate is for.
+    pub names: Vec<String>,
+    /// How long a serving certificate is valid (a CA, [`issue::CA_LIFETIMES`] times that).
+    pub lifetime: Duration,
+    /// What kube-apiserver is told to trust the CA of.
+    pub trust: Vec<TrustTarget>,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// The deadline of each call to kube-apiserver.
+    pub api_timeout: Duration,
+}
+
+/// Keeps the serving certificate: made, renewed, served and trusted.
+#[derive(Clone)]
+pub(crate) struct Keeper {
+    client: kube::Client,
+    settings: Arc<Settings>,
+}
+
+impl Keeper {
+    /// A keeper, with the certificate kept and its files written, so that the server can load
+    /// them; an error when that could not be done (the server does not start). The CA is
+    /// written where kube-apiserver trusts it as well, if it can be yet (a registration is made
+    /// after the server's pods, by Helm as by `kubectl apply`): [`Keeper::run`] goes on trying.
+    pub(crate) async fn start(client: kube::Client, settings: Settings) -> Result<Keeper> {
+        if settings.names.is_empty() {
+            bail!("SERVING_CERTIFICATE_NAMES is empty: the certificate would be for no name");
+        }
+        let keeper = Keeper {
+            client,
+            settings: Arc::new(settings),
+        };
+        let material = keeper.kept().await?;
+        keeper.write_files(&material)?;
+        Ok(keeper)
+    }
+
+    /// How often the Secret is checked: every minute, or every twelfth of a short lifetime.
+    pub(crate) fn interval(&self) -> Duration {
+        (self.settings.lifetime / 12).min(MAX_INTERVAL)
+    }
+
+    /// Checks at once, then every [`Keeper::interval`] for the life of the server (every
+    /// [`RETRY`] after a check that failed).
+    pub(crate) async fn run(self) {
+        loop {
+            let wait = match self.once().await {
+                Ok(()) => self.interval(),
+                Err(e) => {
+                    crate::metrics::serving_certificate_failed();
+                    tracing::warn!(
+                        secret = %self.settings.secret,
+                        error = format!("{e:#}"),
+                        "keeping the serving certificate failed; serving the one loaded, trying again"
+                    );
+                    RETRY.min(self.interval())
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn once(&self) -> Result<()> {
+        let material = self.kept().await?;
+        self.write_files(&material)?;
+        if let Some(end) = issue::not_after(&material) {
+            crate::metrics::serving_certificate_kept(end);
+        }
+        trust::write(
+            &self.client,
+            &self.settings.trust,
+            &material.ca_bundle,
+            self.settings.api_timeout,
+        )
+        .await
+    }
+
+    /// The Secret's material, made or renewed first where it needs it.
+    async fn kept(&self) -> Result<Material> {
+        let s = &self.settings;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
+        for _ in 0..MAX_RACES {
+            let secret = self.call(secrets.get_opt(&s.secret)).await?;
+            let kept = secret.as_ref().and_then(material_of);
+            let now = time::OffsetDateTime::now_utc();
+            let needs = issue::needs(kept.as_ref(), &s.names, s.lifetime, now);
+            if needs == Needs::Nothing
+                && let Some(kept) = kept
+            {
+                return Ok(kept);
+            }
+            let made = issue::renewed(kept.as_ref(), needs, &s.names, s.lifetime, now)?;
+            let written = match secret {
+                Some(old) => {
+                    let mut new = old.clone();
+                    new.data = Some(data_of(&made));
+                    self.call(secrets.replace(&s.secret, &PostParams::default(), &new))
+                        .await
+                }
+                None => {
+                    let new = Secret {
+                        metadata: ObjectMeta {
+                            name: Some(s.secret.clone()),
+                            namespace: Some(s.namespace.clone()),
+                            labels: Some(BTreeMap::from([
+                                ("app.kubernetes.io/name".into(), "ifo-apiserver".into()),
+                                (
+                                    "app.kubernetes.io/managed-by".into(),
+                                    "ifo-apiserver".into(),
+                                ),
+                            ])),
+                            ..ObjectMeta::default()
+                        },
+                        type_: Some("kubernetes.io/tls".into()),
+                        data: Some(data_of(&made)),
+                        ..Secret::default()
+                    };
+                    self.call(secrets.create(&PostParams::default(), &new))
+                        .await
+                }
+            };
+            match written {
+                Ok(_) => {
+                    tracing::info!(secret = %s.secret, ?needs, names = ?s.names, "serving certificate made");
+                    return Ok(made);
+                }
+                // Another replica wrote first: read what it wrote.
+                Err(e) if is_race(&e) => continue,
+                Err(e) => return Err(e).context(format!("writing the Secret {}", s.secret)),
+            }
+        }
+        bail!(
+            "the Secret {} changed under every one of {MAX_RACES} writes",
+            s.secret
+        )
+    }
+
+    /// Writes the certificate and key to the files the TLS reloader serves, when they differ
+    /// (each replaced whole, by a rename, so that a reload never reads half of one).
+    fn write_files(&self, material: &Material) -> Result<()> {
+        let s = &self.settings;
+        write_if_changed(&s.key_file, &material.key)?;
+        write_if_changed(&s.cert_file, &material.cert)?;
+        Ok(())
+    }
+
+    /// `call`, within the deadline of calls to kube-apiserver.
+    async fn call<T>(&self, call: impl Future<Output = kube::Result<T>>) -> Result<T, kube::Error> {
+        tokio::time::timeout(self.settings.api_timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(kube::Error::Service(
+                    format!("no answer within {:?}", self.settings.api_timeout).into(),
+                ))
+            })
+    }
+}
+
+fn is_race(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The material a Secret holds, when it holds all of it.
+fn material_of(secret: &Secret) -> Option<Material> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| {
+        data.get(key)
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+    };
+    Some(Material {
+        ca_bundle: text("ca.crt")?,
+        ca_key: text("ca.key")?,
+        cert: text("tls.crt")?,
+        key: text("tls.key")?,
+    })
+}
+
+fn data_of(m: &Material) -> BTreeMap<String, ByteString> {
+    BTreeMap::from([
+        (
+            "ca.crt".into(),
+            ByteString(m.ca_bundle.clone().into_bytes()),
+        ),
+        ("ca.key".into(), ByteString(m.ca_key.clone().into_bytes())),
+        ("tls.crt".into(), ByteString(m.cert.clone().into_bytes())),
+        ("tls.key".into(), ByteString(m.key.clone().into_bytes())),
+    ])
+}
+
+fn write_if_changed(path: &Path, content: &str) -> Result<()> {
+    if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
+        return Ok(());
+    }
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temporary = path.with_extension("new");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .and_then(|mut f| f.write_all(content.as_bytes()))
+        .with_context(|| format!("writing {}", temporary.display()))?;
+    std::fs::rename(&temporary, path).with_context(|| format!("replacing {}", path.display()))
+}

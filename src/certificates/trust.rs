@@ -1,0 +1,141 @@
+//! Telling kube-apiserver to trust the CA: its bundle written into the `caBundle` of the
+//! APIService of the live API and of each webhook of the server's webhook configurations, where
+//! it differs (read, changed, replaced with the resourceVersion read: a change made meanwhile
+//! is not overwritten, and the next check writes again).
+
+use anyhow::{Context, Result, anyhow, bail};
+use base64::Engine as _;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::Value;
+use std::time::Duration;
+
+/// An object whose `caBundle` is the CA's: `apiservice/<name>` or
+/// `validatingwebhookconfiguration/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `apiservice/<name>`.
+    ApiService(String),
+    /// `validatingwebhookconfiguration/<name>`: every webhook of it.
+    WebhookConfiguration(String),
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Target, String> {
+        match s.split_once('/') {
+            Some(("apiservice", name)) if !name.is_empty() => Ok(Target::ApiService(name.into())),
+            Some(("validatingwebhookconfiguration", name)) if !name.is_empty() => {
+                Ok(Target::WebhookConfiguration(name.into()))
+            }
+            _ => Err(format!(
+                "{s:?} is neither apiservice/<name> nor validatingwebhookconfiguration/<name>"
+            )),
+        }
+    }
+}
+
+impl Target {
+    fn resource(&self) -> (ApiResource, &str) {
+        match self {
+            Target::ApiService(name) => (
+                ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+                    "apiservices",
+                ),
+                name,
+            ),
+            Target::WebhookConfiguration(name) => (
+                ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk(
+                        "admissionregistration.k8s.io",
+                        "v1",
+                        "ValidatingWebhookConfiguration",
+                    ),
+                    "validatingwebhookconfigurations",
+                ),
+                name,
+            ),
+        }
+    }
+}
+
+/// Writes `bundle` (PEM) as the `caBundle` of each of `targets` where it differs; the first
+/// error, after every target was tried.
+pub(super) async fn write(
+    client: &kube::Client,
+    targets: &[Target],
+    bundle: &str,
+    deadline: Duration,
+) -> Result<()> {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bundle);
+    let mut first = None;
+    for target in targets {
+        let written = tokio::time::timeout(deadline * 2, write_one(client, target, &encoded))
+            .await
+            .unwrap_or_else(|_| Err(anyhow!("no answer within {:?}", deadline * 2)));
+        if let Err(e) = written {
+            first.get_or_insert(e.context(format!("writing the caBundle of {target:?}")));
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+async fn write_one(client: &kube::Client, target: &Target, encoded: &str) -> Result<()> {
+    let (resource, name) = target.resource();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let Some(mut object) = api.get_opt(name).await.context("reading it")? else {
+        bail!("it does not exist");
+    };
+    let wanted = Value::String(encoded.to_owned());
+    let mut changed = false;
+    match target {
+        Target::ApiService(_) => {
+            let spec = &mut object.data["spec"];
+            if spec["caBundle"] != wanted {
+                spec["caBundle"] = wanted;
+                changed = true;
+            }
+        }
+        Target::WebhookConfiguration(_) => {
+            for webhook in object.data["webhooks"].as_array_mut().into_iter().flatten() {
+                let config = &mut webhook["clientConfig"];
+                if config["caBundle"] != wanted {
+                    config["caBundle"] = wanted.clone();
+                    changed = true;
+                }
+            }
+        }
+    }
+    if changed {
+        api.replace(name, &PostParams::default(), &object)
+            .await
+            .context("replacing it")?;
+        tracing::info!(
+            ?target,
+            "caBundle written: kube-apiserver trusts the serving certificate's CA"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_read_by_kind_and_name() {
+        assert_eq!(
+            "apiservice/v1alpha1.live.ifo.kubevirt.io".parse::<Target>(),
+            Ok(Target::ApiService("v1alpha1.live.ifo.kubevirt.io".into()))
+        );
+        assert_eq!(
+            "validatingwebhookconfiguration/ifo-maintenance-guard".parse::<Target>(),
+            Ok(Target::WebhookConfiguration("ifo-maintenance-guard".into()))
+        );
+        for wrong in ["secret/x", "apiservice/", "apiservice", ""] {
+            assert!(wrong.parse::<Target>().is_err(), "{wrong}");
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The serving certificate made and renewed by the server itself (`SERVING_CERTIFICATE_SECRET`,
+//! the chart's `certificates.source=server`): no manifest holds a key or a CA, the server keeps
+//! both in a Secret, serves the certificate, and writes its CA where kube-apiserver trusts it
+//! (the APIService and the webhooks), as the install's own RBAC (`deploy/certificates/`) lets
+//! it. Judged through kube-apiserver: the aggregated API and the admission door work with the
+//! CA the server made (the test cluster calls the webhooks at `localhost`, so the certificate is
+//! for that name too), a certificate near its end is renewed and served without a restart, and
+//! a `caBundle` written back by someone else (a GitOps sync) is put right.
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use base64::Engine as _;
+use ifo_dev::{RULESET_WEBHOOK, SERVICE_NAMESPACE, User};
+use ifo_test_support::{Env, door_open, eventually};
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use openssl::x509::X509;
+use openssl::x509::store::X509StoreBuilder;
+use serde_json::Value;
+
+/// Where the server keeps its certificate.
+const SECRET: &str = "ifo-apiserver-tls";
+
+/// The APIService of the live API.
+const API_SERVICE: &str = "v1alpha1.live.ifo.kubevirt.io";
+
+/// Short, so that a renewal (a third of it left) comes within a test: after 80 s.
+const LIFETIME: &str = "2m";
+
+/// One test at a time: each changes or waits on what the others read.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn env() -> &'static Env {
+    let trust = format!(
+        "apiservice/{API_SERVICE},validatingwebhookconfiguration/{RULESET_WEBHOOK},\
+         validatingwebhookconfiguration/{}",
+        ifo_dev::GUARD_WEBHOOK
+    );
+    Env::builder()
+        .manifests(&["deploy/certificates/rbac.yaml"])
+        .settings(&[
+            ("SERVING_CERTIFICATE_SECRET", SECRET),
+            (
+                "SERVING_CERTIFICATE_NAMES",
+                "ifo-apiserver.ifo-system.svc,ifo-apiserver.ifo-system.svc.cluster.local,localhost,127.0.0.1",
+            ),
+            ("SERVING_CERTIFICATE_LIFETIME", LIFETIME),
+            ("CA_BUNDLE_TARGETS", &trust),
+        ])
+        .start()
+}
+
+fn admin_json(env: &Env, args: &[&str]) -> Value {
+    serde_json::from_str(&env.kubectl(User::Admin, args).unwrap()).unwrap()
+}
+
+/// The Secret the server keeps its certificate in.
+fn secret(env: &Env) -> Value {
+    admin_json(
+        env,
+        &[
+            "-n",
+            SERVICE_NAMESPACE,
+            "get",
+            "secret",
+            SECRET,
+            "-o",
+            "json",
+        ],
+    )
+}
+
+/// The Secret's `key`, decoded.
+fn secret_data(env: &Env, key: &str) -> String {
+    let secret = secret(env);
+    let b64 = secret["data"][key].as_str().unwrap_or_default();
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// Every `caBundle` kube-apiserver trusts the server with: the APIService's and each webhook's.
+fn ca_bundles(env: &Env) -> Vec<(String, String)> {
+    let mut bundles = Vec::new();
+    let api = admin_json(env, &["get", "apiservice", API_SERVICE, "-o", "json"]);
+    bundles.push((
+        API_SERVICE.to_owned(),
+        api["spec"]["caBundle"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    ));
+    for name in [RULESET_WEBHOOK, ifo_dev::GUARD_WEBHOOK] {
+        let configuration = admin_json(
+            env,
+            &["get", "validatingwebhookconfiguration", name, "-o", "json"],
+        );
+        for webhook in configuration["webhooks"].as_array().unwrap() {
+            bundles.push((
+                webhook["name"].as_str().unwrap().to_owned(),
+                webhook["clientConfig"]["caBundle"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ));
+        }
+    }
+    bundles
+}
+
+/// The certificate the server serves now, verified against `ca_bundle` (PEM) as kube-apiserver
+/// verifies it; PEM.
+fn served(env: &Env, ca_bundle: &str) -> String {
+    let mut store = X509StoreBuilder::new().unwrap();
+    for ca in X509::stack_from_pem(ca_bundle.as_bytes()).unwrap() {
+        store.add_cert(ca).unwrap();
+    }
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    connector.set_verify_cert_store(store.build()).unwrap();
+    connector.set_verify(SslVerifyMode::PEER);
+    let connector = connector.build();
+    let stream = TcpStream::connect(("127.0.0.1", env.port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let tls = connector
+        .connect("ifo-apiserver.ifo-system.svc", stream)
+        .expect("the served certificate verifies against the Secret's CA");
+    let cert = tls.ssl().peer_certificate().unwrap();
+    String::from_utf8(cert.to_pem().unwrap()).unwrap()
+}
+
+/// The server's `/metrics`, read straight from it as admin, its certificate verified against
+/// `ca_bundle`.
+fn metrics(env: &Env, ca_bundle: &str) -> String {
+    let ca = std::env::temp_dir().join(format!("ifo-certificates-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, ca_bundle).unwrap();
+    let out = std::process::Command::new("curl")
+        .args(["-sf", "--max-time", "10", "--cacert"])
+        .arg(&ca)
+        .args(env.client_cert_args(User::Admin))
+        .arg(format!("https://127.0.0.1:{}/metrics", env.port))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value of the unlabelled series `name` in `metrics`.
+fn value(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The live API answers through the aggregation layer.
+fn api_answers(env: &Env) {
+    env.kubectl(User::Admin, &["get", "ifos", "-A"])
+        .unwrap_or_else(|e| panic!("the live API does not answer: {e:#}"));
+}
+
+#[test]
+fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
+    let env = env();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let secret = secret(env);
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "ifo-apiserver"
+    );
+    let ca = secret_data(env, "ca.crt");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&ca);
+    // Every registration trusts it (the launcher's own CA is gone from them).
+    eventually(
+        Duration::from_secs(30),
+        "every caBundle the server's CA",
+        || {
+            ca_bundles(env)
+                .iter()
+                .all(|(_, bundle)| *bundle == encoded)
+                .then_some(())
+        },
+    );
+    let cert = secret_data(env, "tls.crt");
+    assert_eq!(served(env, &ca).trim(), cert.trim());
+    api_answers(env);
+    // The admission door, called by kube-apiserver over TLS verified with that CA, answers.
+    door_open(env, "certificates");
+}
+
+#[test]
+fn a_certificate_near_its_end_is_renewed_and_served_without_a_restart() {
+    let env = env();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let first = secret_data(env, "tls.crt");
+    let ca = secret_data(env, "ca.crt");
+    assert_eq!(served(env, &ca).trim(), first.trim());
+    let started = value(&metrics(env, &ca), "process_start_time_seconds");
+    // Renewed once a third of its 2 minutes is left (checked every 10 s), and served once the
+    // TLS configuration reloads (within 5 s of the files' change).
+    let renewed = eventually(Duration::from_secs(150), "a renewed certificate", || {
+        let now = secret_data(env, "tls.crt");
+        (now != first).then_some(now)
+    });
+    eventually(
+        Duration::from_secs(30),
+        "the renewed certificate served",
+        || (served(env, &ca).trim() == renewed.trim()).then_some(()),
+    );
+    assert_eq!(
+        secret_data(env, "ca.crt"),
+        ca,
+        "the CA changed with the certificate"
+    );
+    api_answers(env);
+    let after = metrics(env, &ca);
+    assert_eq!(
+        value(&after, "process_start_time_seconds"),
+        started,
+        "the server was restarted"
+    );
+    let end = value(
+        &after,
+        "ifo_serving_certificate_not_after_timestamp_seconds",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        end > now + 40.0,
+        "the certificate exported ends at {end} (now {now})"
+    );
+}
+
+#[test]
+fn a_ca_bundle_written_back_by_someone_else_is_put_right() {
+    let env = env();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let ca = secret_data(env, "ca.crt");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&ca);
+    // As a GitOps sync would, with a bundle of its manifests.
+    let foreign = base64::engine::general_purpose::STANDARD
+        .encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    env.kubectl(
+        User::Admin,
+        &[
+            "patch",
+            "apiservice",
+            API_SERVICE,
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"caBundle":"{foreign}"}}}}"#),
+        ],
+    )
+    .unwrap();
+    eventually(Duration::from_secs(30), "the caBundle put right", || {
+        let api = admin_json(env, &["get", "apiservice", API_SERVICE, "-o", "json"]);
+        (api["spec"]["caBundle"] == encoded.as_str()).then_some(())
+    });
+    api_answers(env);
+}
