@@ -590,6 +590,27 @@ fn with_the_servers_own_certificates_no_manifest_holds_a_key() {
     assert!(!targets.contains("ifo-maintenance-guard"), "{targets}");
 }
 
+/// The OperationRuleSet CRD's revision is raised with every change of its spec: the chart
+/// compares revisions to refuse an upgrade over an older CRD, so a change without a new
+/// revision would go unseen.
+#[test]
+fn the_crds_revision_moves_with_its_spec() {
+    use sha2::Digest as _;
+    let crd: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("deploy/crds/operationrulesets.yaml")).unwrap(),
+    )
+    .unwrap();
+    let spec = serde_json::to_string(&crd["spec"]).unwrap();
+    let sha = format!("{:x}", sha2::Sha256::digest(spec.as_bytes()));
+    let annotations = &crd["metadata"]["annotations"];
+    assert_eq!(
+        annotations["ifo.kubevirt.io/spec-sha256"], sha,
+        "deploy/crds/operationrulesets.yaml changed: raise ifo.kubevirt.io/revision (now {}) and \
+         set ifo.kubevirt.io/spec-sha256 to {sha}",
+        annotations["ifo.kubevirt.io/revision"]
+    );
+}
+
 /// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
 /// which the schema takes.
 #[test]
@@ -964,6 +985,67 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         cert_renewed, cert,
         "a certificate near its end was not renewed"
     );
+
+    // An older CRD (as a release before `schedule` left it: Helm never upgrades crds/): the
+    // upgrade is refused, saying what to do; done, it goes through, and the new field is kept.
+    let crd = "crd/operationrulesets.ifo.kubevirt.io";
+    admin(&[
+        "patch",
+        crd,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/rules/items/properties/schedule"},
+            {"op":"replace","path":"/metadata/annotations/ifo.kubevirt.io~1revision","value":"0"}]"#,
+    ])
+    .unwrap();
+    let refused = helm::run(
+        &cluster,
+        &[
+            "upgrade",
+            "ifo",
+            &chart,
+            "-n",
+            "ifo-system",
+            "--reset-then-reuse-values",
+        ],
+    )
+    .expect_err("an upgrade over an older CRD went through");
+    let refused = format!("{refused:#}");
+    assert!(
+        refused.contains("is revision 0, older than this chart's")
+            && refused.contains("kubectl apply --server-side --force-conflicts -f <chart>/crds/"),
+        "{refused}"
+    );
+    admin(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        // As the message says it (a directory: the trailing slash follows the chart's link).
+        &format!("{}/", helm::chart().join("crds").display()),
+    ])
+    .unwrap();
+    upgrade(&[]);
+    let scheduled = serde_json::json!({
+        "apiVersion": "ifo.kubevirt.io/v1alpha1", "kind": "OperationRuleSet",
+        "metadata": {"name": "scheduled-after-upgrade"},
+        "spec": {
+            "target": {"group": "batch", "version": "v1", "resource": "cronjobs"},
+            "rules": [{"operation": "Running", "expression": "false",
+                       "schedule": {"cron": "object.spec.schedule"}}],
+        },
+    });
+    kubectl_in(&cluster, &["apply", "-f", "-"], &scheduled.to_string()).unwrap();
+    let kept = admin(&[
+        "get",
+        "ors",
+        "scheduled-after-upgrade",
+        "-o",
+        "jsonpath={.spec.rules[0].schedule.cron}",
+    ])
+    .unwrap();
+    assert_eq!(kept, "object.spec.schedule", "the CRD pruned the new field");
+    admin(&["delete", "ors", "scheduled-after-upgrade"]).unwrap();
 
     // The uninstall: the registrations and the server are gone; the CRD (with anyone's own
     // rulesets) and the CA stay.
