@@ -57,8 +57,9 @@ fn template(args: &[&str]) -> Vec<Value> {
 
 /// `helm template` with `--set set` fails on the values' schema, saying `said`.
 fn refused_by_the_schema(set: &str, said: &str) {
-    let err = helm::offline(&["template", "ifo", &chart(), "--set", set])
-        .expect_err(&format!("--set {set} was accepted"));
+    let Err(err) = helm::offline(&["template", "ifo", &chart(), "--set", set]) else {
+        panic!("--set {set} was accepted");
+    };
     let err = format!("{err:#}");
     assert!(
         err.contains("values don't meet the specifications of the schema") && err.contains(said),
@@ -608,6 +609,192 @@ fn the_crds_revision_moves_with_its_spec() {
         "deploy/crds/operationrulesets.yaml changed: raise ifo.kubevirt.io/revision (now {}) and \
          set ifo.kubevirt.io/spec-sha256 to {sha}",
         annotations["ifo.kubevirt.io/revision"]
+    );
+}
+
+/// The Kubernetes types the values take as they are (`affinity`, `podSecurityContext`,
+/// `securityContext`, `topologySpreadConstraints`), by their schemas' names.
+const KUBERNETES_TYPES: &[&str] = &[
+    "io.k8s.api.core.v1.Affinity",
+    "io.k8s.api.core.v1.PodSecurityContext",
+    "io.k8s.api.core.v1.SecurityContext",
+    "io.k8s.api.core.v1.TopologySpreadConstraint",
+];
+
+/// `schema`, an OpenAPI v3 schema of kube-apiserver's, as a JSON Schema that refuses a field
+/// Kubernetes does not have (`additionalProperties: false` where the fields are listed), with
+/// its references (recorded in `refs`) into the values schema's `definitions`.
+fn as_values_schema(schema: &Value, refs: &mut Vec<String>) -> Value {
+    use serde_json::json;
+    let reference = schema["$ref"]
+        .as_str()
+        .or_else(|| schema["allOf"][0]["$ref"].as_str());
+    if let Some(name) = reference.and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        if !refs.iter().any(|r| r == name) {
+            refs.push(name.to_owned());
+        }
+        return json!({"$ref": format!("#/definitions/{name}")});
+    }
+    if schema["x-kubernetes-int-or-string"] == true {
+        return json!({"type": ["integer", "string"]});
+    }
+    if let Some(properties) = schema["properties"].as_object() {
+        let properties: serde_json::Map<String, Value> = properties
+            .iter()
+            .map(|(name, s)| (name.clone(), as_values_schema(s, refs)))
+            .collect();
+        return json!({"type": "object", "additionalProperties": false, "properties": properties});
+    }
+    if schema["additionalProperties"].is_object() {
+        let values = as_values_schema(&schema["additionalProperties"], refs);
+        return json!({"type": "object", "additionalProperties": values});
+    }
+    if schema["items"].is_object() {
+        return json!({"type": "array", "items": as_values_schema(&schema["items"], refs)});
+    }
+    match schema["type"].as_str() {
+        Some(t) => json!({"type": t}),
+        None => json!({}),
+    }
+}
+
+/// The values schema's definitions of [`KUBERNETES_TYPES`] and all they refer to, from the
+/// pinned OpenAPI document of Kubernetes' core/v1 (tests/schemas).
+fn kubernetes_definitions() -> serde_json::Map<String, Value> {
+    let document: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/schemas/openapi/api__v1_openapi.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let schemas = &document["components"]["schemas"];
+    let mut refs: Vec<String> = KUBERNETES_TYPES.iter().map(|t| (*t).to_owned()).collect();
+    let mut definitions = serde_json::Map::new();
+    let mut next = 0;
+    while next < refs.len() {
+        let name = refs[next].clone();
+        next += 1;
+        let schema = schemas.get(&name).unwrap_or_else(|| panic!("no {name}"));
+        let converted = as_values_schema(schema, &mut refs);
+        definitions.insert(name, converted);
+    }
+    definitions
+}
+
+/// The pod's Kubernetes-typed values are checked as Kubernetes checks them: the values schema's
+/// definitions of them are those of Kubernetes' own OpenAPI schemas (the pinned 1.36.3
+/// document), so a misspelt key fails the install instead of being dropped by kube-apiserver.
+/// `IFO_UPDATE_DOCS=1` writes them.
+#[test]
+fn the_pods_kubernetes_values_are_checked_by_kubernetes_own_schemas() {
+    let path = helm::chart().join("values.schema.json");
+    let mut schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let wanted = kubernetes_definitions();
+    if std::env::var_os("IFO_UPDATE_DOCS").is_some() {
+        let definitions = schema["definitions"].as_object_mut().unwrap();
+        definitions.retain(|name, _| !name.starts_with("io.k8s."));
+        definitions.extend(wanted.clone());
+        std::fs::write(&path, serde_json::to_string_pretty(&schema).unwrap() + "\n").unwrap();
+    }
+    for (name, definition) in &wanted {
+        assert_eq!(
+            &schema["definitions"][name], definition,
+            "values.schema.json's {name} is not Kubernetes' (IFO_UPDATE_DOCS=1 writes it)"
+        );
+    }
+    for (set, said) in [
+        ("affinity.nodeAfinity.x=1", "'nodeAfinity' not allowed"),
+        ("podSecurityContext.runAsUsr=1", "'runAsUsr' not allowed"),
+        (
+            "securityContext.readOnlyRootFileSystem=true",
+            "'readOnlyRootFileSystem' not allowed",
+        ),
+        (
+            "topologySpreadConstraints[0].maxSkw=1",
+            "'maxSkw' not allowed",
+        ),
+        ("podLabels.app=1", "/podLabels/app"),
+    ] {
+        refused_by_the_schema(set, said);
+    }
+}
+
+/// The pod-level values reach the pods: labels and annotations beside the chart's own, and
+/// affinity, security contexts and spread constraints in place of `deploy/`'s.
+#[test]
+fn the_pod_level_values_reach_the_pods() {
+    let objects = template(&[
+        "--set",
+        "podLabels.team=infra,podAnnotations.example\\.com/owner=ops,\
+         affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=role,\
+         affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists,\
+         podSecurityContext.runAsUser=1000,securityContext.privileged=false,\
+         topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=zone,\
+         topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway,clusterDomain=example.internal",
+    ]);
+    let deployment = find_object(&objects, "Deployment", "ifo-apiserver");
+    let pod_template = &deployment["spec"]["template"];
+    assert_eq!(pod_template["metadata"]["labels"]["team"], "infra");
+    assert_eq!(
+        pod_template["metadata"]["labels"]["app.kubernetes.io/name"],
+        "ifo-apiserver"
+    );
+    assert_eq!(
+        pod_template["metadata"]["annotations"]["example.com/owner"],
+        "ops"
+    );
+    let pod = &pod_template["spec"];
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
+        "role"
+    );
+    assert!(
+        pod["affinity"].get("podAntiAffinity").is_none(),
+        "{}",
+        pod["affinity"]
+    );
+    assert_eq!(
+        pod["securityContext"],
+        serde_json::json!({"runAsUser": 1000})
+    );
+    assert_eq!(
+        pod["containers"][0]["securityContext"],
+        serde_json::json!({"privileged": false})
+    );
+    assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "zone");
+    // The selector is the chart's alone: a pod label never changes what the Services select.
+    assert_eq!(
+        deployment["spec"]["selector"],
+        serde_json::json!({"matchLabels": {"app.kubernetes.io/name": "ifo-apiserver"}})
+    );
+    // The certificates name the cluster's own domain.
+    let objects = template(&[
+        "--set",
+        "certificates.source=server,clusterDomain=example.internal",
+    ]);
+    let env = &find_object(&objects, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"]["containers"]
+        [0]["env"];
+    let names = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SERVING_CERTIFICATE_NAMES")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap();
+    assert!(
+        names.contains("ifo-apiserver.ifo-system.svc.example.internal")
+            && !names.contains("cluster.local"),
+        "{names}"
+    );
+    // Without them, deploy/'s own: the spread over nodes and the restricted security contexts.
+    let objects = template(&[]);
+    let pod = &find_object(&objects, "Deployment", "ifo-apiserver")["spec"]["template"]["spec"];
+    assert!(pod["affinity"]["podAntiAffinity"].is_object());
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
+        true
     );
 }
 

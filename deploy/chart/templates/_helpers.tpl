@@ -66,5 +66,6 @@ release's namespace, and Helm's labels are added. Called with (dict "root" $ "fi
 {{/* The DNS names of the Services the serving certificate is for (the guard's included). */}}
 {{- define "ifo.dnsNames" -}}
 {{- $ns := .Release.Namespace -}}
-{{- list (printf "ifo-apiserver.%s.svc" $ns) (printf "ifo-apiserver.%s.svc.cluster.local" $ns) (printf "ifo-guard.%s.svc" $ns) (printf "ifo-guard.%s.svc.cluster.local" $ns) | toJson -}}
+{{- $domain := .Values.clusterDomain -}}
+{{- list (printf "ifo-apiserver.%s.svc" $ns) (printf "ifo-apiserver.%s.svc.%s" $ns $domain) (printf "ifo-guard.%s.svc" $ns) (printf "ifo-guard.%s.svc.%s" $ns $domain) | toJson -}}
 {{- end }}
