@@ -798,6 +798,33 @@ fn the_pod_level_values_reach_the_pods() {
     );
 }
 
+/// What users install is the packaged chart (`helm package`, its linked files copied in): it
+/// renders what the tree renders, object for object.
+#[test]
+fn the_packaged_chart_renders_what_the_tree_renders() {
+    let archive = helm::package(&tempdir("package")).unwrap();
+    let render = |chart: &str| {
+        objects(
+            &helm::offline(&[
+                "template",
+                "ifo",
+                chart,
+                "-n",
+                "ifo-system",
+                "--include-crds",
+                "--set",
+                "certificates.source=server,guard.enabled=true,persistence.enabled=true,\
+                 monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,\
+                 monitoring.dashboard.enabled=true",
+            ])
+            .unwrap(),
+        )
+    };
+    let packaged = render(&archive.display().to_string());
+    assert!(packaged.len() > 60, "{} objects", packaged.len());
+    assert_eq!(packaged, render(&chart()));
+}
+
 /// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
 /// which the schema takes.
 #[test]

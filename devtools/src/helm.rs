@@ -4,7 +4,7 @@
 use super::{Cluster, User, source_dir};
 use crate::process::stdout_of;
 use anyhow::{Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The release name the tests install the chart as.
@@ -28,6 +28,22 @@ pub fn binary() -> Result<PathBuf> {
 /// The chart in the source tree.
 pub fn chart() -> PathBuf {
     source_dir().join("deploy/chart")
+}
+
+/// `helm package` of the chart into `dir`: the archive users install, its linked files copied
+/// in (no `found symbolic link` notes from it); its path.
+pub fn package(dir: &Path) -> Result<PathBuf> {
+    let chart = chart();
+    let dir_arg = dir.display().to_string();
+    let out = offline(&["package", &chart.display().to_string(), "-d", &dir_arg])?;
+    let path = out
+        .trim()
+        .rsplit(": ")
+        .next()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .with_context(|| format!("helm package said {out:?}"))?;
+    Ok(path)
 }
 
 /// Runs helm with `args` as the cluster's administrator; its stdout, or an error with its stderr.

@@ -1,4 +1,4 @@
-//! The Helm chart (`deploy/chart/`) on the real node, as a newcomer installs it once the
+//! The Helm chart (`deploy/chart/`, packaged as users get it) on the real node, as a newcomer installs it once the
 //! kustomize install is gone: `helm install` with the guard and the server's own certificates
 //! (`certificates.source=server`, as GitOps installs want it: no manifest holds a key) serves
 //! through the Service once the server has made its certificate and written its CA where
@@ -25,6 +25,13 @@ use super::workload::{holds, settled, until_listed};
 /// The ruleset of these steps.
 const RULESET: &str = "node-chart";
 
+/// The chart as users get it: packaged (`helm package`), its linked files copied in.
+fn packaged() -> Result<String> {
+    let dir = std::env::temp_dir().join(format!("ifo-node-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(helm::package(&dir)?.display().to_string())
+}
+
 fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
     ctx.cluster.kubectl_run(User::Admin, args, None)
 }
@@ -41,7 +48,7 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
             Err(e)
         }
     })?;
-    let chart = helm::chart().display().to_string();
+    let chart = packaged()?;
     let t = Instant::now();
     helm::run(
         &ctx.cluster,
@@ -130,7 +137,7 @@ struct Seen {
 /// list failed, every operation seen by the watching client.
 pub(crate) fn upgrade(ctx: &Ctx) -> Result<()> {
     let before = settled(ctx, Duration::from_secs(180))?;
-    let chart = helm::chart().display().to_string();
+    let chart = packaged()?;
     let expected = [("vm-chart", "Migrating")];
     let stop = AtomicBool::new(false);
     let creating_stops = AtomicBool::new(false);
