@@ -8,6 +8,8 @@
 //! passed while operations are still in flight; a window that would reach past the listed
 //! runs); 2 when the server cannot
 //! vouch for the scope (as `check`), the scope does not exist, or the server computes no window.
+//! A node's answer also names the operations the cluster's gate announces, which a node's gate
+//! cannot place (where they will run is not known until they start).
 
 use anyhow::{Result, anyhow};
 use ifo_apimachinery::duration::human_duration;
@@ -59,7 +61,17 @@ pub(crate) async fn run(
         kube::Error::Api(s) if s.code == 404 => gate::missing_error(name, s),
         _ => gate::explain(&e, "get"),
     })?;
-    let answer = answer(&g, duration, confidence, cx.now)?;
+    // A node's gate lists no announced operation (where one will run is not known before it
+    // starts): the cluster's lists them, and the answer names those it cannot place.
+    let cluster = if name.starts_with("node.") {
+        Some(gate::get(cx.client, "cluster").await.ok())
+    } else {
+        None
+    };
+    let mut answer = answer(&g, duration, confidence, cx.now)?;
+    if let Some(cluster) = cluster {
+        answer.text.push_str(&unplaced(cluster.as_ref(), cx.now));
+    }
     match cx.output {
         Output::Json | Output::Yaml => {
             let v = json!({
@@ -208,7 +220,9 @@ pub(crate) fn answer(
                     format!(
                         "Clear now {place} for {for_}{} ({c}): nothing in flight since {since}{}",
                         if end.is_none() { " and on" } else { "" },
-                        if until.is_empty() {
+                        if until.is_empty() && name.starts_with("node.") {
+                            ", and no operation is known to start on it".to_owned()
+                        } else if until.is_empty() {
                             ", and no operation is known to start".to_owned()
                         } else {
                             format!(";{until}")
@@ -232,6 +246,42 @@ pub(crate) fn answer(
             }
         }
     })
+}
+
+/// What a node's answer adds of the operations the cluster's gate announces (`cluster`: its
+/// gate, `None` when it could not be read): a node's gate cannot hold them, for where they will
+/// run is not known until they start.
+pub(crate) fn unplaced(cluster: Option<&MaintenanceGate>, now: Timestamp) -> String {
+    let Some(cluster) = cluster else {
+        return " (the operations announced in the cluster could not be read: any of them may \
+                start on this node)"
+            .to_owned();
+    };
+    let upcoming: Vec<&GateScheduled> = cluster
+        .status
+        .scheduled
+        .iter()
+        .filter(|s| s.start().is_none_or(|t| t >= now))
+        .collect();
+    match upcoming.first() {
+        None => String::new(),
+        Some(next) => {
+            let more = match upcoming.len() - 1 {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!(
+                "; not counted: {} announced in the cluster, whose node is not known until it \
+                 starts (next: {}{more}; `kubectl ifo plan -A` counts them)",
+                if upcoming.len() == 1 {
+                    "1 operation".to_owned()
+                } else {
+                    format!("{} operations", upcoming.len())
+                },
+                scheduled_op(next)
+            )
+        }
+    }
 }
 
 /// `CronJob billing/nightly Running (at 2026-11-27T02:00:00Z)`, sanitised.

@@ -339,3 +339,36 @@ fn a_window_longer_than_time_says_so_and_does_not_panic() {
         a.text
     );
 }
+
+/// A node's gate lists no announced operation: its answer does not claim that none is known to
+/// start, but names those the cluster's gate announces, which may start on it.
+#[test]
+fn a_node_answer_names_the_clusters_announced_operations_it_cannot_place() {
+    let node = gate_alike(
+        "node.worker-1",
+        "True",
+        0,
+        Some("2026-11-22T09:50:00Z"),
+        "NothingInFlight",
+        "nothing in flight",
+    );
+    let a = answered(&node, Confidence::P90);
+    let cluster = with_scheduled(json!([
+        nightly("2026-11-22T09:30:00Z", None, None),
+        nightly("2026-11-22T10:30:00Z", None, None),
+        nightly("2026-11-22T11:00:00Z", None, None),
+    ]));
+    let said = format!("{}{}", a.text, unplaced(Some(&cluster), now()));
+    assert!(
+        said.contains("and no operation is known to start on it; not counted")
+            && said.ends_with(
+            "; not counted: 2 operations announced in the cluster, whose node is not known until \
+             it starts (next: CronJob billing/nightly Running (at 2026-11-22T10:30:00Z) and 1 \
+             more; `kubectl ifo plan -A` counts them)"
+        ),
+        "{said}"
+    );
+    // A cluster that announces nothing adds nothing; one that cannot be read says so.
+    assert_eq!(unplaced(Some(&with_scheduled(json!([]))), now()), "");
+    assert!(unplaced(None, now()).contains("could not be read"));
+}
