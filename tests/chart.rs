@@ -935,6 +935,23 @@ fn the_chart_makes_what_the_kustomize_install_makes() {
             &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
         ),
     );
+    // The server's own certificates: deploy/ with the component deploy/certificates/.
+    let overlay = tempdir("certificates-overlay");
+    let up = "../".repeat(overlay.components().count() - 1);
+    let deploy = format!("{up}{}", root().join("deploy").display()).replace("//", "/");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!("resources: [{deploy}]\ncomponents: [{deploy}/certificates]\n"),
+    )
+    .unwrap();
+    same_objects(
+        "deploy/ with deploy/certificates/",
+        template(&["--set", "certificates.source=server"]),
+        kustomize(
+            &overlay.display().to_string(),
+            &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
+        ),
+    );
     // Monitoring: deploy/monitoring/ beside deploy/.
     let mut expected = kustomize(
         "deploy",

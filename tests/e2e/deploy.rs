@@ -605,8 +605,8 @@ fn generated_certificates_pass_a_server_side_dry_run() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// `deploy/monitoring/` renders to its own objects (nothing of deploy/), and its RBAC passes a
-/// server-side dry run (the ServiceMonitor and PrometheusRule need the Prometheus Operator's
+/// `deploy/monitoring/` renders to its own objects (nothing of deploy/), and its RBAC and the
+/// scraper's account and token pass a server-side dry run (the ServiceMonitor and PrometheusRule need the Prometheus Operator's
 /// CRDs, which this cluster does not have; `tests/monitoring.rs` checks them).
 #[test]
 fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
@@ -621,7 +621,9 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
             "ClusterRole",
             "ClusterRoleBinding",
             "PrometheusRule",
+            "Secret",
             "Service",
+            "ServiceAccount",
             "ServiceMonitor"
         ]
         .map(String::from)
@@ -639,6 +641,11 @@ fn monitoring_renders_on_its_own_and_its_rbac_passes_a_dry_run() {
         .display()
         .to_string();
     kubectl_dry_run(&["apply", "--dry-run=server", "-f", &service]);
+    let scraper = root()
+        .join("deploy/monitoring/scraper.yaml")
+        .display()
+        .to_string();
+    kubectl_dry_run(&["apply", "--dry-run=server", "-f", &scraper]);
 }
 
 /// `deploy/network-policy/` admits the server's port on the server's pods only, from

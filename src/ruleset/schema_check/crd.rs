@@ -20,7 +20,7 @@ impl SchemaSet {
     /// ignored. How many were added.
     pub fn add(&mut self, document: &Value) -> usize {
         let found = if document.get("openapi").is_some() {
-            super::open_api::schemas_of(document)
+            super::document::schemas_of(document)
         } else {
             of_crd(document)
         };

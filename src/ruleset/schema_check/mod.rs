@@ -19,6 +19,7 @@
 //! against the schema of the list's items.
 
 mod crd;
+mod document;
 mod lookup;
 mod open_api;
 mod schema;
