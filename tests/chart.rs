@@ -42,17 +42,22 @@ fn objects(text: &str) -> Vec<Value> {
 
 /// `helm template` of the chart into ifo-system with `args` (`--set …`), as objects.
 fn template(args: &[&str]) -> Vec<Value> {
-    let chart = chart();
+    objects(&rendered(&chart(), args))
+}
+
+/// `helm template` of `chart` (a directory or a packaged archive) into ifo-system with `args`,
+/// as the text it prints.
+fn rendered(chart: &str, args: &[&str]) -> String {
     let mut all = vec![
         "template",
         "ifo",
-        chart.as_str(),
+        chart,
         "-n",
         "ifo-system",
         "--include-crds",
     ];
     all.extend_from_slice(args);
-    objects(&helm::offline(&all).unwrap())
+    helm::offline(&all).unwrap_or_else(|e| panic!("helm template {args:?}: {e:#}"))
 }
 
 /// `helm template` with `--set set` fails on the values' schema, saying `said`.
@@ -446,18 +451,11 @@ fn renders_are_the_same_every_time_with_server_cert_manager_or_own_certificates(
     ];
     for mode in modes {
         let render = || {
-            let mut args = vec![
-                "template",
-                "ifo",
-                chart.as_str(),
-                "-n",
-                "ifo-system",
-                "--include-crds",
+            let on = [
                 "--set",
                 "guard.enabled=true,monitoring.serviceMonitor.enabled=true",
             ];
-            args.extend_from_slice(mode);
-            helm::offline(&args).unwrap_or_else(|e| panic!("{mode:?}: {e:#}"))
+            rendered(&chart, &[&on[..], mode].concat())
         };
         let (first, second) = (render(), render());
         assert!(first == second, "{mode:?}: two renders differ");
@@ -804,21 +802,15 @@ fn the_pod_level_values_reach_the_pods() {
 fn the_packaged_chart_renders_what_the_tree_renders() {
     let archive = helm::package(&tempdir("package")).unwrap();
     let render = |chart: &str| {
-        objects(
-            &helm::offline(&[
-                "template",
-                "ifo",
-                chart,
-                "-n",
-                "ifo-system",
-                "--include-crds",
+        objects(&rendered(
+            chart,
+            &[
                 "--set",
                 "certificates.source=server,guard.enabled=true,persistence.enabled=true,\
                  monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true,\
                  monitoring.dashboard.enabled=true",
-            ])
-            .unwrap(),
-        )
+            ],
+        ))
     };
     let packaged = render(&archive.display().to_string());
     assert!(packaged.len() > 60, "{} objects", packaged.len());
@@ -917,41 +909,30 @@ fn the_chart_makes_what_the_kustomize_install_makes() {
             ],
         ),
     );
-    // Persistence mode: deploy/ with the component deploy/persist/, from an overlay of its own.
-    // (kustomize takes relative paths only.)
-    let overlay = tempdir("persist-overlay");
-    let up = "../".repeat(overlay.components().count() - 1);
-    let deploy = format!("{up}{}", root().join("deploy").display()).replace("//", "/");
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!("resources: [{deploy}]\ncomponents: [{deploy}/persist]\n"),
-    )
-    .unwrap();
-    same_objects(
-        "deploy/ with deploy/persist/",
-        template(&["--set", "persistence.enabled=true"]),
-        kustomize(
-            &overlay.display().to_string(),
-            &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
-        ),
-    );
-    // The server's own certificates: deploy/ with the component deploy/certificates/.
-    let overlay = tempdir("certificates-overlay");
-    let up = "../".repeat(overlay.components().count() - 1);
-    let deploy = format!("{up}{}", root().join("deploy").display()).replace("//", "/");
-    std::fs::write(
-        overlay.join("kustomization.yaml"),
-        format!("resources: [{deploy}]\ncomponents: [{deploy}/certificates]\n"),
-    )
-    .unwrap();
-    same_objects(
-        "deploy/ with deploy/certificates/",
-        template(&["--set", "certificates.source=server"]),
-        kustomize(
-            &overlay.display().to_string(),
-            &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
-        ),
-    );
+    // Persistence mode and the server's own certificates: deploy/ with the component
+    // deploy/persist/ or deploy/certificates/, each from an overlay of its own. (kustomize takes
+    // relative paths only.)
+    for (component, set) in [
+        ("persist", "persistence.enabled=true"),
+        ("certificates", "certificates.source=server"),
+    ] {
+        let overlay = tempdir(&format!("{component}-overlay"));
+        let up = "../".repeat(overlay.components().count() - 1);
+        let deploy = format!("{up}{}", root().join("deploy").display()).replace("//", "/");
+        std::fs::write(
+            overlay.join("kustomization.yaml"),
+            format!("resources: [{deploy}]\ncomponents: [{deploy}/{component}]\n"),
+        )
+        .unwrap();
+        same_objects(
+            &format!("deploy/ with deploy/{component}/"),
+            template(&["--set", set]),
+            kustomize(
+                &overlay.display().to_string(),
+                &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
+            ),
+        );
+    }
     // Monitoring: deploy/monitoring/ beside deploy/.
     let mut expected = kustomize(
         "deploy",
@@ -1160,8 +1141,9 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         assert!(out.contains("(server dry run)"), "{out}");
     }
 
-    // `helm upgrade` with the values as they are and `set`; the CA and certificate after it.
-    let upgrade = |set: &[&str]| {
+    // `helm upgrade` with the values as they are and `set`: what helm said; and the same that
+    // must go through, with the CA and certificate after it.
+    let upgrading = |set: &[&str]| {
         let mut args = vec![
             "upgrade",
             "ifo",
@@ -1171,7 +1153,10 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
             "--reset-then-reuse-values",
         ];
         args.extend_from_slice(set);
-        helm::run(&cluster, &args).unwrap();
+        helm::run(&cluster, &args)
+    };
+    let upgrade = |set: &[&str]| {
+        upgrading(set).unwrap();
         check_certificate(&installed(), "ifo-system")
     };
 
@@ -1229,18 +1214,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
             {"op":"replace","path":"/metadata/annotations/ifo.kubevirt.io~1revision","value":"0"}]"#,
     ])
     .unwrap();
-    let refused = helm::run(
-        &cluster,
-        &[
-            "upgrade",
-            "ifo",
-            &chart,
-            "-n",
-            "ifo-system",
-            "--reset-then-reuse-values",
-        ],
-    )
-    .expect_err("an upgrade over an older CRD went through");
+    let refused = upgrading(&[]).expect_err("an upgrade over an older CRD went through");
     let refused = format!("{refused:#}");
     assert!(
         refused.contains("is revision 0, older than this chart's")
