@@ -52,11 +52,10 @@ pub(crate) struct Settings {
     pub trust: Vec<TrustTarget>,
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
-    /// The deadline of each call to kube-apiserver.
-    pub api_timeout: Duration,
 }
 
-/// Keeps the serving certificate: made, renewed, served and trusted.
+/// Keeps the serving certificate: made, renewed, served and trusted. Every call it makes to
+/// kube-apiserver is bounded by the client's own deadline (`client::api_timeout`).
 #[derive(Clone)]
 pub(crate) struct Keeper {
     client: kube::Client,
@@ -112,13 +111,7 @@ impl Keeper {
         if let Some(end) = issue::not_after(&material) {
             crate::metrics::serving_certificate_kept(end);
         }
-        trust::write(
-            &self.client,
-            &self.settings.trust,
-            &material.ca_bundle,
-            self.settings.api_timeout,
-        )
-        .await
+        trust::write(&self.client, &self.settings.trust, &material.ca_bundle).await
     }
 
     /// The Secret's material, made or renewed first where it needs it.
@@ -126,7 +119,7 @@ impl Keeper {
         let s = &self.settings;
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
         for _ in 0..MAX_RACES {
-            let secret = self.call(secrets.get_opt(&s.secret)).await?;
+            let secret = secrets.get_opt(&s.secret).await?;
             let kept = secret.as_ref().and_then(material_of);
             let now = time::OffsetDateTime::now_utc();
             let needs = issue::needs(kept.as_ref(), &s.names, s.lifetime, now);
@@ -140,7 +133,8 @@ impl Keeper {
                 Some(old) => {
                     let mut new = old.clone();
                     new.data = Some(data_of(&made));
-                    self.call(secrets.replace(&s.secret, &PostParams::default(), &new))
+                    secrets
+                        .replace(&s.secret, &PostParams::default(), &new)
                         .await
                 }
                 None => {
@@ -161,8 +155,7 @@ impl Keeper {
                         data: Some(data_of(&made)),
                         ..Secret::default()
                     };
-                    self.call(secrets.create(&PostParams::default(), &new))
-                        .await
+                    secrets.create(&PostParams::default(), &new).await
                 }
             };
             match written {
@@ -188,17 +181,6 @@ impl Keeper {
         write_if_changed(&s.key_file, &material.key)?;
         write_if_changed(&s.cert_file, &material.cert)?;
         Ok(())
-    }
-
-    /// `call`, within the deadline of calls to kube-apiserver.
-    async fn call<T>(&self, call: impl Future<Output = kube::Result<T>>) -> Result<T, kube::Error> {
-        tokio::time::timeout(self.settings.api_timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(kube::Error::Service(
-                    format!("no answer within {:?}", self.settings.api_timeout).into(),
-                ))
-            })
     }
 }
 

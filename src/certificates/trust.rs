@@ -3,12 +3,11 @@
 //! it differs (read, changed, replaced with the resourceVersion read: a change made meanwhile
 //! is not overwritten, and the next check writes again).
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
-use std::time::Duration;
 
 /// An object whose `caBundle` is the CA's: `apiservice/<name>` or
 /// `validatingwebhookconfiguration/<name>`.
@@ -62,20 +61,12 @@ impl Target {
 }
 
 /// Writes `bundle` (PEM) as the `caBundle` of each of `targets` where it differs; the first
-/// error, after every target was tried.
-pub(super) async fn write(
-    client: &kube::Client,
-    targets: &[Target],
-    bundle: &str,
-    deadline: Duration,
-) -> Result<()> {
+/// error, after every target was tried. (Each call is bounded by the client's deadline.)
+pub(super) async fn write(client: &kube::Client, targets: &[Target], bundle: &str) -> Result<()> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(bundle);
     let mut first = None;
     for target in targets {
-        let written = tokio::time::timeout(deadline * 2, write_one(client, target, &encoded))
-            .await
-            .unwrap_or_else(|_| Err(anyhow!("no answer within {:?}", deadline * 2)));
-        if let Err(e) = written {
+        if let Err(e) = write_one(client, target, &encoded).await {
             first.get_or_insert(e.context(format!("writing the caBundle of {target:?}")));
         }
     }

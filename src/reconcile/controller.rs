@@ -15,8 +15,7 @@ use crate::ruleset::{
 };
 use crate::watch::Watches;
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -392,7 +391,15 @@ async fn follow_crds(
     schemas: Arc<Schemas>,
     changed: tokio::sync::mpsc::Sender<String>,
 ) {
-    let api: Api<CustomResourceDefinition> = Api::all(client);
+    // As JSON, not typed: the schemas are kept as the checker walks them, and a CRD's schema
+    // (hundreds of kilobytes for KubeVirt's) is read once, not parsed into types and back.
+    let api: Api<DynamicObject> = Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
     let mut events =
         std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
     // The wake-ups under way, ended with this loop.
@@ -406,8 +413,9 @@ async fn follow_crds(
             }
             // After a relist too (InitApply): a CRD may have changed while the watch was down.
             Ok(watcher::Event::Apply(crd) | watcher::Event::InitApply(crd)) => {
-                schemas.crd_applied(&serde_json::to_value(crd).unwrap_or_default());
-                crd.metadata.name.clone().into_iter().collect()
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                schemas.crd_applied(&name, &crd.data["spec"]);
+                vec![name]
             }
             Ok(watcher::Event::Delete(crd)) => {
                 let name = crd.metadata.name.clone().unwrap_or_default();

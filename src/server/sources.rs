@@ -57,7 +57,6 @@ impl Sources {
                         trust: args.ca_bundle_targets.clone(),
                         cert_file: args.tls_cert_file.clone(),
                         key_file: args.tls_private_key_file.clone(),
-                        api_timeout: crate::client::api_timeout(args),
                     },
                 )
                 .await

@@ -8,7 +8,7 @@
 //! as a tree.
 
 use super::Schema;
-use super::schema::pruned;
+use super::schema::{WALKED, pruned};
 use crate::ruleset::Target;
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -82,7 +82,7 @@ impl Reference {
     }
 }
 
-/// A schema with only the keywords the checker reads (`schema::WALKED`), read as such.
+/// A schema with only the keywords the checker reads ([`WALKED`]), read as such.
 struct Walked(Value);
 
 impl<'de> Deserialize<'de> for Walked {
@@ -113,11 +113,8 @@ impl<'de> Visitor<'de> for WalkedVisitor {
                     let branches: Vec<Walked> = map.next_value()?;
                     Value::Array(branches.into_iter().map(|w| w.0).collect())
                 }
-                "type"
-                | "$ref"
-                | "x-kubernetes-preserve-unknown-fields"
-                | "x-kubernetes-int-or-string"
-                | "x-kubernetes-embedded-resource" => map.next_value::<Value>()?,
+                // The other keywords walked (`type`, `$ref`, the flags) are values of their own.
+                walked if WALKED.contains(&walked) => map.next_value::<Value>()?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     continue;

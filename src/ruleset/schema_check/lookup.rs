@@ -102,13 +102,13 @@ impl Schemas {
         self.write().relisted = Some(HashSet::new());
     }
 
-    /// `crd` (a CustomResourceDefinition, as JSON) was listed, created or changed.
-    pub(crate) fn crd_applied(&self, crd: &Value) {
-        let Some(name) = crd["metadata"]["name"].as_str() else {
+    /// The CRD `name`, whose `spec` (as JSON) is this, was listed, created or changed.
+    pub(crate) fn crd_applied(&self, name: &str, spec: &Value) {
+        if name.is_empty() {
             return;
-        };
-        let group = crd["spec"]["group"].as_str().unwrap_or_default().to_owned();
-        let versions: HashMap<String, Arc<Schema>> = crd["spec"]["versions"]
+        }
+        let group = spec["group"].as_str().unwrap_or_default().to_owned();
+        let versions: HashMap<String, Arc<Schema>> = spec["versions"]
             .as_array()
             .into_iter()
             .flatten()
@@ -277,12 +277,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn crd(group: &str, plural: &str, versions: Value) -> Value {
-        json!({
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.{group}")},
-            "spec": {"group": group, "names": {"plural": plural}, "versions": versions},
-        })
+    /// A CRD of `plural` in `group` with `versions` applied to `schemas`, as its watch gives it.
+    fn apply(schemas: &Schemas, group: &str, plural: &str, versions: Value) {
+        let spec = json!({"group": group, "names": {"plural": plural}, "versions": versions});
+        schemas.crd_applied(&format!("{plural}.{group}"), &spec);
     }
 
     fn closed(field: &str) -> Value {
@@ -320,19 +318,21 @@ mod tests {
         assert!(absent(found(&schemas, &widgets)).contains("within"));
 
         schemas.crds_relisting();
-        schemas.crd_applied(&crd(
+        apply(
+            &schemas,
             "example.com",
             "widgets",
             json!([
                 {"name": "v1", "served": true, "schema": closed("phase")},
                 {"name": "v0", "served": false, "schema": closed("old")},
             ]),
-        ));
-        schemas.crd_applied(&crd(
+        );
+        apply(
+            &schemas,
             "example.com",
             "gadgets",
             json!([{"name": "v1", "served": true, "schema": closed("size")}]),
-        ));
+        );
         assert!(schemas.crds_listed().is_empty());
         let Lookup::Found(schema) = found(&schemas, &widgets) else {
             panic!("widgets not held")
@@ -361,11 +361,12 @@ mod tests {
 
         // The watch starts again; gadgets was deleted meanwhile.
         schemas.crds_relisting();
-        schemas.crd_applied(&crd(
+        apply(
+            &schemas,
             "example.com",
             "widgets",
             json!([{"name": "v1", "served": true, "schema": closed("phase")}]),
-        ));
+        );
         assert_eq!(schemas.crds_listed(), ["gadgets.example.com"]);
         assert!(matches!(found(&schemas, &gadgets), Lookup::Absent(_)));
         schemas.crd_deleted("widgets.example.com");
@@ -379,11 +380,12 @@ mod tests {
         let schemas = Schemas::new(None);
         let big = "x".repeat(usize::try_from(MAX_HELD_CRD_BYTES).unwrap());
         schemas.crds_relisting();
-        schemas.crd_applied(&crd(
+        apply(
+            &schemas,
             "example.com",
             "giants",
             json!([{"name": "v1", "served": true, "schema": closed(&big)}]),
-        ));
+        );
         schemas.crds_listed();
         let why = absent(found(&schemas, &Target::of("example.com", "v1", "giants")));
         assert!(why.contains("are not held"), "{why}");

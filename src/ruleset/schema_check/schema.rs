@@ -107,7 +107,7 @@ impl Schema {
 
 /// The keys of a schema the checker reads: a schema held for checking keeps these alone
 /// (descriptions, validations, formats and defaults are most of a CRD's bytes).
-const WALKED: [&str; 11] = [
+pub(super) const WALKED: [&str; 11] = [
     "type",
     "properties",
     "items",
