@@ -53,6 +53,13 @@ pub const LABEL_PREFIX: &str = "ifo.kubevirt.io/";
 pub const NODE_LABEL: &str = "ifo.kubevirt.io/node";
 /// The label naming the node a live migration goes to: it holds that node's gate too.
 pub const TARGET_NODE_LABEL: &str = "ifo.kubevirt.io/target-node";
+/// The label that says how long an operation holds its [`NODE_LABEL`] node's gate: set to
+/// [`STARTED_BEFORE_CORDON`], only while it started before the node was cordoned.
+pub const NODE_HOLD_LABEL: &str = "ifo.kubevirt.io/node-hold";
+/// The [`NODE_HOLD_LABEL`] value of an operation that holds its node only if it started before
+/// the node was cordoned: one that started on a cordoned node (its subject placed there past
+/// the cordon) holds nothing there.
+pub const STARTED_BEFORE_CORDON: &str = "started-before-cordon";
 
 /// Fields a field selector may name (the rest is a 400, never ignored); each is the dotted path
 /// of a string in the wire object.

@@ -93,6 +93,10 @@ pub(crate) struct GateMembers {
     /// When the targets feeding the index last went from all current to not, or back
     /// (`None`: not since the start).
     pub feeds_since: Option<Timestamp>,
+    /// Operations of a cordoned node's scope that hold nothing there: they hold their node only
+    /// if they started before its cordon, and started after (see
+    /// [`ifo_model::NODE_HOLD_LABEL`]). Not in `active`, `operations`, `ends` or `stalled`.
+    pub released: usize,
 }
 
 /// Active records by gate scope; a scope without any is absent (and remembered as cleared).
@@ -200,10 +204,17 @@ impl GateCounts {
     }
 
     /// The scope as it stands, with its `listed` oldest operations (at most
-    /// [`MAX_GATE_OPERATIONS`]); `base_rv` when nothing is known of it.
-    pub(super) fn members(&self, scope: &GateScope, base_rv: u64, listed: usize) -> GateMembers {
+    /// [`MAX_GATE_OPERATIONS`]); `base_rv` when nothing is known of it. `cordoned`: since when
+    /// the nodes are cordoned (the cordoned ones only).
+    pub(super) fn members(
+        &self,
+        scope: &GateScope,
+        base_rv: u64,
+        listed: usize,
+        cordoned: impl Fn(&str) -> Option<Timestamp>,
+    ) -> GateMembers {
         match self.keys.get(scope).and_then(|&k| self.scopes.get(k)) {
-            Some(m) => Self::of(m, listed),
+            Some(m) => Self::of(m, listed, cordoned),
             None => {
                 let cleared = self.cleared.get(scope);
                 GateMembers {
@@ -217,33 +228,73 @@ impl GateCounts {
                     stalled: 0,
                     stall_since: cleared.map(|c| c.0),
                     feeds_since: None,
+                    released: 0,
                 }
             }
         }
     }
 
-    fn of(m: &ScopeMembers, listed: usize) -> GateMembers {
+    fn of(
+        m: &ScopeMembers,
+        listed: usize,
+        cordoned: impl Fn(&str) -> Option<Timestamp>,
+    ) -> GateMembers {
+        let listed = listed.min(MAX_GATE_OPERATIONS);
+        if let GateScope::Node(node) = &m.scope
+            && let Some(cordoned) = cordoned(node)
+        {
+            let held = m.held_since_cordon(cordoned, listed);
+            if held.released > 0 {
+                return GateMembers {
+                    scope: m.scope.clone(),
+                    rv: m.rv,
+                    // Nothing that holds: clear since the cordon at the earliest (a member that
+                    // held may have left since, which the scope does not date).
+                    since: Some(if held.active == 0 {
+                        m.since.max(cordoned)
+                    } else {
+                        m.since
+                    }),
+                    active: held.active,
+                    operations: held.operations,
+                    expected_clear: held.expected_clear,
+                    ends: held.ends,
+                    stalled: held.stalled,
+                    stall_since: Some(m.stall_since),
+                    feeds_since: None,
+                    released: held.released,
+                };
+            }
+        }
         let (expected_clear, ends) = m.ends();
         GateMembers {
             scope: m.scope.clone(),
             rv: m.rv,
             since: Some(m.since),
             active: m.len(),
-            operations: m.oldest(listed.min(MAX_GATE_OPERATIONS)),
+            operations: m.oldest(listed),
             expected_clear,
             ends,
             stalled: m.stalled(),
             stall_since: Some(m.stall_since),
             feeds_since: None,
+            released: 0,
         }
     }
 
     /// Every scope with operations in flight, sorted by scope, each with its `listed` oldest
-    /// operations.
-    pub(super) fn in_flight(&self, listed: usize) -> Vec<GateMembers> {
+    /// operations (see [`GateCounts::members`] for `cordoned`).
+    pub(super) fn in_flight(
+        &self,
+        listed: usize,
+        cordoned: impl Fn(&str) -> Option<Timestamp>,
+    ) -> Vec<GateMembers> {
         let mut scopes: Vec<&ScopeMembers> = self.scopes.iter().map(|(_, m)| m).collect();
         scopes.sort_unstable_by(|a, b| a.scope.cmp(&b.scope));
-        scopes.into_iter().map(|m| Self::of(m, listed)).collect()
+        scopes
+            .into_iter()
+            .map(|m| Self::of(m, listed, &cordoned))
+            .collect()
     }
 
     /// The scopes, their member uids, expected clear time and stalled count recomputed from

@@ -27,6 +27,9 @@ use super::scope_ends::{Fold, ScopeEnds, Seen};
 #[derive(Debug)]
 struct Member {
     start: Timestamp,
+    /// It holds its node's gate only if it started before the node was cordoned (see
+    /// [`ifo_model::NODE_HOLD_LABEL`]).
+    until_cordon: bool,
     /// [`crate::operation::InFlightOperation::clears_at`].
     clears_at: Option<Timestamp>,
     /// [`crate::operation::InFlightOperation::clears_at_p90`].
@@ -104,6 +107,8 @@ impl ScopeMembers {
         let stalled = entry.is_stalled();
         let taken = self.members.insert(Member {
             start: entry.created,
+            until_cordon: entry.labels.get(ifo_model::NODE_HOLD_LABEL)
+                == Some(ifo_model::STARTED_BEFORE_CORDON),
             clears_at: entry.clears_at(),
             clears_at_p90: entry.clears_at_p90(),
             overdue: entry.is_overdue(),
@@ -145,10 +150,41 @@ impl ScopeMembers {
 
     /// Its `n` oldest operations, oldest first.
     pub(super) fn oldest(&self, n: usize) -> Vec<Arc<GateEntry>> {
+        self.oldest_of(n, |_| true)
+    }
+
+    /// The scope as a gate of a node cordoned since `cordoned` sees it: without the members
+    /// that hold their node only if they started before its cordon and started after (see
+    /// [`ifo_model::NODE_HOLD_LABEL`]). How many hold, the `n` oldest of them, their ends, how
+    /// many of them are stalled, and how many were left out.
+    pub(super) fn held_since_cordon(&self, cordoned: Timestamp, n: usize) -> Held {
+        let holds = |m: &Member| !(m.until_cordon && m.start >= cordoned);
+        let (active, stalled) = self
+            .members
+            .iter()
+            .filter(|(_, m)| holds(m))
+            .fold((0, 0), |(a, s), (_, m)| (a + 1, s + usize::from(m.stalled)));
+        let (expected_clear, ends) = self.ends_of(holds);
+        Held {
+            active,
+            operations: self.oldest_of(n, holds),
+            expected_clear,
+            ends,
+            stalled,
+            released: self.members.len() - active,
+        }
+    }
+
+    fn oldest_of(&self, n: usize, holds: impl Fn(&Member) -> bool) -> Vec<Arc<GateEntry>> {
         if n == 0 {
             return Vec::new();
         }
-        let mut oldest: Vec<&Member> = self.members.iter().map(|(_, m)| m).collect();
+        let mut oldest: Vec<&Member> = self
+            .members
+            .iter()
+            .map(|(_, m)| m)
+            .filter(|m| holds(m))
+            .collect();
         if n < oldest.len() {
             oldest.select_nth_unstable_by(n, |a, b| a.order(b));
             oldest.truncate(n);
@@ -166,9 +202,18 @@ impl ScopeMembers {
     /// In one pass: when the last of its operations is expected to end (`None` when one has no
     /// estimate), and what their ends say of when the scope clears at each confidence.
     pub(super) fn ends(&self) -> (Option<Timestamp>, ScopeEnds<Arc<GateEntry>>) {
+        self.ends_of(|_| true)
+    }
+
+    fn ends_of(
+        &self,
+        holds: impl Fn(&Member) -> bool,
+    ) -> (Option<Timestamp>, ScopeEnds<Arc<GateEntry>>) {
         let mut latest = Some(Timestamp::MIN);
         let mut fold = Fold::new();
-        for (_, m) in &self.members {
+        let mut any = false;
+        for (_, m) in self.members.iter().filter(|(_, m)| holds(m)) {
+            any = true;
             latest = match (latest, m.clears_at) {
                 (Some(l), Some(c)) => Some(l.max(c)),
                 _ => None,
@@ -181,9 +226,19 @@ impl ScopeMembers {
                 entry: &m.entry,
             });
         }
-        let latest = latest.filter(|_| !self.members.is_empty());
+        let latest = latest.filter(|_| any);
         (latest, fold.finish())
     }
+}
+
+/// A scope's members that hold a cordoned node's gate (see [`ScopeMembers::held_since_cordon`]).
+pub(super) struct Held {
+    pub active: usize,
+    pub operations: Vec<Arc<GateEntry>>,
+    pub expected_clear: Option<Timestamp>,
+    pub ends: ScopeEnds<Arc<GateEntry>>,
+    pub stalled: usize,
+    pub released: usize,
 }
 
 #[cfg(test)]

@@ -255,18 +255,30 @@ impl Index {
 
     /// The operations in flight in `scope`, at the current RV (the gate's RV is that of the
     /// scope's latest change or of the latest [`Index::feeds_changed`], whichever is later).
-    pub(crate) fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
+    /// `cordoned`: since when a node is cordoned, for a cordoned one (see
+    /// [`GateMembers::released`]).
+    pub(crate) fn gate(
+        &self,
+        scope: &GateScope,
+        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
+    ) -> (u64, GateMembers) {
         let st = self.read();
-        let mut members = st.gates.members(scope, st.epoch, MAX_GATE_OPERATIONS);
+        let mut members = st
+            .gates
+            .members(scope, st.epoch, MAX_GATE_OPERATIONS, cordoned);
         Self::with_feeds(&st, &mut members);
         (st.rv, members)
     }
 
     /// Every scope with operations in flight, sorted, at the current RV (returned first), each
     /// with its `listed` oldest operations (a table needs a few, a list of objects all it shows).
-    pub(crate) fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
+    pub(crate) fn gates_in_flight(
+        &self,
+        listed: usize,
+        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
+    ) -> (u64, Vec<GateMembers>) {
         let st = self.read();
-        let mut all = st.gates.in_flight(listed);
+        let mut all = st.gates.in_flight(listed, cordoned);
         for members in &mut all {
             Self::with_feeds(&st, members);
         }
@@ -528,13 +540,21 @@ impl IndexReader {
     }
 
     /// See [`Index::gate`].
-    pub(crate) fn gate(&self, scope: &GateScope) -> (u64, GateMembers) {
-        self.0.gate(scope)
+    pub(crate) fn gate(
+        &self,
+        scope: &GateScope,
+        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
+    ) -> (u64, GateMembers) {
+        self.0.gate(scope, cordoned)
     }
 
     /// See [`Index::gates_in_flight`].
-    pub(crate) fn gates_in_flight(&self, listed: usize) -> (u64, Vec<GateMembers>) {
-        self.0.gates_in_flight(listed)
+    pub(crate) fn gates_in_flight(
+        &self,
+        listed: usize,
+        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
+    ) -> (u64, Vec<GateMembers>) {
+        self.0.gates_in_flight(listed, cordoned)
     }
 
     /// See [`Index::snapshot`].

@@ -9,9 +9,10 @@
 //! Only the names are kept (a few dozen bytes each: 5,000 nodes and 20,000 namespaces are about
 //! 2 MB), with a node's uid and maintenance override for the eviction guard (see [`overrides`]:
 //! whether an override is in force is judged at the time of each question, and its end wakes
-//! the reporter, so that gates change when it passes), read by kube's
-//! watcher as `PartialObjectMetadata` (metadata-only lists and watches: no spec, no status), a
-//! page of 500 at a time (see `follow`). The pods' nodes, for the guard, are kept the same way
+//! the reporter, so that gates change when it passes) and since when it is cordoned (see
+//! [`cordon`]), read by kube's watcher a page of 500 at a time (see `follow`): namespaces as
+//! `PartialObjectMetadata` (metadata-only lists and watches), nodes as their metadata and
+//! `spec.unschedulable` (the decoder skips the rest of the spec and the status). The pods' nodes, for the guard, are kept the same way
 //! (see [`pods`]). Each kind
 //! is *synced* once a list of it has completed, and stops being synced while its watch fails
 //! (RBAC forbidden, kube-apiserver unreachable): the watch then starts over with a fresh list
@@ -24,6 +25,7 @@
 //! ([`Inventory::report_to`]), so that watches of gates see a gate appear, go or turn `Unknown`
 //! at one, like any other change.
 
+pub(crate) mod cordon;
 mod follow;
 pub(crate) mod overrides;
 pub(crate) mod pods;
@@ -33,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -41,6 +43,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::index::ScopesClock;
+use cordon::NodeObject;
 pub(crate) use follow::Keeper;
 pub(crate) use overrides::{End, Override};
 
@@ -115,13 +118,20 @@ pub(crate) struct Kept {
     pub uid: Option<Arc<str>>,
     /// Its maintenance override, in force or not.
     pub maintenance_override: Option<Override>,
+    /// Since when it is cordoned, while it is (see [`cordon`]).
+    pub cordoned_since: Option<Timestamp>,
 }
 
 impl Kept {
-    fn of(meta: &kube::core::ObjectMeta, now: Timestamp) -> Kept {
+    fn of(
+        meta: &kube::core::ObjectMeta,
+        cordoned_since: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Kept {
         Kept {
             uid: meta.uid.as_deref().map(Arc::from),
             maintenance_override: Override::of(meta, now),
+            cordoned_since,
         }
     }
 
@@ -138,9 +148,10 @@ impl Kept {
     }
 
     /// The same object as `previous`, read again: an override that stays keeps when it was
-    /// first seen. Whether anything a gate shows changed (its override).
+    /// first seen, a cordon that stays the earliest time it was dated by. Whether anything a
+    /// gate shows changed (its override, its cordon).
     fn follows(&mut self, previous: &Kept) -> bool {
-        match (
+        let overridden = match (
             &mut self.maintenance_override,
             &previous.maintenance_override,
         ) {
@@ -150,7 +161,16 @@ impl Kept {
             }
             (None, None) => false,
             _ => true,
-        }
+        };
+        let cordoned = match (&mut self.cordoned_since, previous.cordoned_since) {
+            (Some(now), Some(before)) => {
+                *now = (*now).min(before);
+                *now != before
+            }
+            (None, None) => false,
+            _ => true,
+        };
+        overridden || cordoned
     }
 }
 
@@ -173,7 +193,15 @@ impl Kept {
             annotations: Some(annotations),
             ..Default::default()
         };
-        Kept::of(&meta, now)
+        Kept::of(&meta, None, now)
+    }
+
+    /// What a node cordoned since `since` is kept as.
+    pub(crate) fn cordoned(since: Timestamp) -> Kept {
+        Kept {
+            cordoned_since: Some(since),
+            ..Kept::default()
+        }
     }
 }
 
@@ -297,6 +325,11 @@ impl Inventory {
             .map(|kept| kept.facts(now))
     }
 
+    /// Since when the node `name` is cordoned, while it is (see [`cordon`]).
+    pub(crate) fn cordoned_since(&self, name: &str) -> Option<Timestamp> {
+        self.nodes.lock().names.get(name)?.cordoned_since
+    }
+
     /// The maintenance override of the node `name`, in force or not (its gate shows it).
     pub(crate) fn node_override(&self, name: &str) -> Option<Override> {
         self.nodes
@@ -395,7 +428,7 @@ impl Inventory {
                         .map(|inventory| override_series(&inventory.overrides(), Timestamp::now()))
                         .unwrap_or_default()
                 });
-                let api = Api::<PartialObjectMeta<Node>>::all(client);
+                let api = Api::<NodeObject>::all_with(client, &cordon::node_resource());
                 follow::follow(&keeper, api, watcher::Config::default()).await;
             }
             Kind::Namespace => {
@@ -436,7 +469,25 @@ fn override_series(
         .collect()
 }
 
-impl<M: Resource> Keeper<M> for NamesOf<'_> {
+/// An object of a kind whose names are kept, as it is decoded: what is kept of it.
+trait Named: Resource {
+    fn kept(&self, now: Timestamp) -> Kept;
+}
+
+impl Named for NodeObject {
+    fn kept(&self, now: Timestamp) -> Kept {
+        let cordoned_since = cordon::since(&self.metadata, &self.spec, now);
+        Kept::of(&self.metadata, cordoned_since, now)
+    }
+}
+
+impl Named for PartialObjectMeta<Namespace> {
+    fn kept(&self, _: Timestamp) -> Kept {
+        Kept::default()
+    }
+}
+
+impl<M: Named> Keeper<M> for NamesOf<'_> {
     type Entry = Kept;
 
     fn resource(&self) -> &'static str {
@@ -444,13 +495,8 @@ impl<M: Resource> Keeper<M> for NamesOf<'_> {
     }
 
     fn entry(&self, object: &M) -> Option<(Box<str>, Kept)> {
-        let meta = object.meta();
-        let name = meta.name.as_deref()?;
-        let kept = match self.kind {
-            Kind::Node => Kept::of(meta, Timestamp::now()),
-            Kind::Namespace => Kept::default(),
-        };
-        Some((name.into(), kept))
+        let name = object.meta().name.as_deref()?;
+        Some((name.into(), object.kept(Timestamp::now())))
     }
 
     fn listed(&self, entries: HashMap<Box<str>, Kept>) {
@@ -592,6 +638,28 @@ mod tests {
             overridden("INC-2", Some("2026-11-22T12:00:00Z"), later)
         ));
         assert!(names.applied("a".into(), Kept::default()));
+    }
+
+    #[test]
+    fn a_cordon_keeps_its_earliest_time_while_it_stays_and_each_change_is_reported() {
+        let mut names = Names::default();
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert!(names.listed([("w1".into(), Kept::default())].into_iter().collect()));
+        assert!(names.applied("w1".into(), Kept::cordoned(at("2026-11-27T10:00:00Z"))));
+        // Read again with a later time (the same manager wrote the Node again): the earliest
+        // stays, and nothing a gate shows changed.
+        assert!(!names.applied("w1".into(), Kept::cordoned(at("2026-11-27T10:30:00Z"))));
+        assert_eq!(
+            names.names["w1"].cordoned_since,
+            Some(at("2026-11-27T10:00:00Z"))
+        );
+        // Uncordoned, then cordoned again: a new time.
+        assert!(names.applied("w1".into(), Kept::default()));
+        assert!(names.applied("w1".into(), Kept::cordoned(at("2026-11-27T11:00:00Z"))));
+        assert_eq!(
+            names.names["w1"].cordoned_since,
+            Some(at("2026-11-27T11:00:00Z"))
+        );
     }
 
     #[test]

@@ -4,10 +4,13 @@
 //! for their names and `spec.namespaces`: the admin lets the Jobs of both her namespaces hold
 //! their nodes (`pod-rules`), and protection in one of them (`protected-pod-rules`).
 //!
-//! Only what runs where the scheduler put it holds: pods she places on nodes of her choice that
-//! never start (one of them an admin's cordoned and tainted node), a pod of her Job she places
-//! there herself that runs, a pod whose image does not pull, a DaemonSet's pod, and a protected
-//! pod where protection was not granted hold nothing, and drains of those nodes go through. Her protected pod that runs in the namespace the admin opted in holds its node; the
+//! Only what runs holds, and on a cordoned node only what started before the cordon: pods she
+//! places on nodes of her choice that never start (one of them an admin's cordoned and tainted
+//! node), a pod of her Job that started on the cordoned node (placed there by her own
+//! `spec.nodeName`, or by the scheduler because it tolerates the cordon), whatever she then writes
+//! on it, a pod whose image does not pull, a DaemonSet's pod, and a protected pod where
+//! protection was not granted hold nothing, and drains of those nodes go through. Her protected
+//! pod that runs in the namespace the admin opted in holds its node; the
 //! admin's override lets the drain through, shows on the gate and in `/metrics`, and ends by
 //! itself at its `-until` time, after which the guard holds again.
 //!
@@ -174,8 +177,9 @@ fn condition<'a>(gate: &'a Value, type_: &str) -> &'a Value {
 }
 
 /// Pods alice places on nodes she chooses, a cordoned and tainted one among them, hold nothing
-/// until they run, and her Job's pod she placed herself holds nothing even running; her DaemonSet's pods, and a protected pod in a namespace the admin did not opt
-/// in, hold nothing even running. Drains of those nodes go through. What she runs where she may
+/// until they run, and her Job's pod she placed herself on the cordoned node holds nothing even
+/// running; her DaemonSet's pods, and a protected pod in a namespace the admin did not opt in,
+/// hold nothing even running. Drains of those nodes go through. What she runs where she may
 /// hold nodes does hold them (seen first, so that what holds nothing was seen too).
 #[test]
 fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() {
@@ -197,7 +201,8 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
     t.alice_places_pod(&own, "never-1", &name(1), protected_job.clone());
     t.alice_places_pod(&granted, "never-2", &name(2), protected_job.clone());
     // A pod of her Job placed on the cordoned node by herself, and running there (a kubelet runs
-    // what is bound to it, cordoned or not): it went around the scheduler, and holds nothing.
+    // what is bound to it, cordoned or not): it started after the cordon, and holds nothing.
+    std::thread::sleep(Duration::from_millis(1_100));
     t.alice_places_pod(
         &own,
         "placed-1",
@@ -281,7 +286,6 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
             "it is labelled ifo.kubevirt.io/protect-from-maintenance, but the label holds a node \
              only in the namespaces an admin opted in",
         ),
-        (&own, "placed-1", "its creator placed it on node"),
         (&granted, "agent-3", "it belongs to a DaemonSet"),
         (&granted, "pull-3", "it has not started on node"),
     ] {
@@ -320,6 +324,120 @@ fn pods_that_never_ran_daemonset_pods_and_protection_not_granted_hold_no_node() 
     // Node 4's is held by what runs there.
     let (ok, stderr) = evict(env, &own, "etl-4");
     assert!(!ok && stderr.contains("TooManyRequests"), "{stderr}");
+}
+
+/// On a node the admin cordoned, what alice's Jobs started there before the cordon holds it, and
+/// nothing she starts there after does, however it got there — placed by her own
+/// `spec.nodeName`, or by the scheduler because it tolerates the cordon — and whatever she
+/// writes on her pods afterwards (her `managedFields` erased). The node's gate says how many it
+/// does not count; its drain waits only for what holds it.
+#[test]
+fn on_a_cordoned_node_only_what_started_before_the_cordon_holds_it_whatever_she_writes() {
+    let t = Tenancy::new("tenancy-cordon");
+    let env = t.env;
+    let own = t.own.clone();
+    let nodes: Vec<TestNode<'static>> = (1..=2).map(|n| t.node(n)).collect();
+    let name = |n: usize| nodes[n - 1].name().to_owned();
+    let job = || json!({"ownerReferences": job_owner("etl")});
+    // Before the cordon: her Job's pod, placed by the scheduler, runs on node 1.
+    t.alice_runs_pod(&own, "early-1", &name(1), job());
+    env.wait_gate(&format!("node.{}", name(1)), "False", WAIT);
+    // Times are kept to the second: the cordon comes in a later one.
+    std::thread::sleep(Duration::from_millis(1_100));
+    for n in 1..=2 {
+        env.kubectl(User::Admin, &["cordon", &name(n)]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1_100));
+    // After it: a pod that tolerates every taint, the cordon among them, which the scheduler
+    // places on node 1; and one she places herself on node 2.
+    let mut tolerant = job();
+    tolerant["name"] = json!("tolerant-1");
+    tolerant["namespace"] = json!(own);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": tolerant,
+                     "spec": {"restartPolicy": "Never", "tolerations": [{"operator": "Exists"}],
+                              "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}});
+    env.create_as(User::Alice, &pod).unwrap();
+    env.bind(&own, "tolerant-1", &name(1));
+    t.runs(&own, "tolerant-1");
+    t.alice_places_pod(&own, "placed-2", &name(2), job());
+    t.runs(&own, "placed-2");
+    // She erases what records who placed them: nothing changes.
+    for pod in ["tolerant-1", "placed-2"] {
+        env.kubectl(
+            User::Alice,
+            &[
+                "patch",
+                "pod",
+                pod,
+                "-n",
+                &own,
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"managedFields":[{}]}}"#,
+            ],
+        )
+        .unwrap();
+    }
+    // Both are in flight in her namespace, and neither holds its node.
+    eventually(WAIT, "both of her new pods to be seen running", || {
+        let ops = env.get_json(User::Alice, &["get", "ifos", "-n", &own]);
+        let subjects: Vec<&str> = ops["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["spec"]["subject"]["name"].as_str())
+            .collect();
+        ["early-1", "tolerant-1", "placed-2"]
+            .iter()
+            .all(|p| subjects.contains(p))
+            .then_some(())
+    });
+    let not_counted =
+        "1 operation started on the node after it was cordoned: it holds nothing there";
+    for _ in 0..3 {
+        let one = env.gate(&format!("node.{}", name(1)));
+        assert_eq!(clear_status(&one), "False", "{one:#}");
+        assert_eq!(
+            holders(&one),
+            [format!("Pod {own}/early-1 JobRunning")],
+            "{one:#}"
+        );
+        assert!(
+            condition(&one, "Clear")["message"]
+                .as_str()
+                .unwrap()
+                .contains(not_counted),
+            "{one:#}"
+        );
+        let two = env.gate(&format!("node.{}", name(2)));
+        assert_eq!(clear_status(&two), "True", "{two:#}");
+        assert!(holders(&two).is_empty(), "{two:#}");
+        assert!(
+            condition(&two, "Clear")["message"]
+                .as_str()
+                .unwrap()
+                .contains(not_counted),
+            "{two:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Node 2's drain goes through; node 1's waits for what started before its cordon.
+    eventually(WAIT, "the eviction of placed-2", || {
+        let (ok, stderr) = evict(env, &own, "placed-2");
+        assert!(
+            ok || stderr.contains("is not known to be clear"),
+            "{stderr}"
+        );
+        ok.then_some(())
+    });
+    let (ok, stderr) = evict(env, &own, "tolerant-1");
+    assert!(!ok && stderr.contains("TooManyRequests"), "{stderr}");
+    // Her early pod ends: node 1 is clear, and its drain goes through, the tolerant pod still
+    // running.
+    env.set_status("pod", &own, "early-1", json!({"phase": "Succeeded"}));
+    env.wait_gate(&format!("node.{}", name(1)), "True", WAIT);
+    let (ok, stderr) = evict(env, &own, "tolerant-1");
+    assert!(ok, "{stderr}");
 }
 
 /// In the namespace the admin opted in, alice's protected pod that runs holds its node: the

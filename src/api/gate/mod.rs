@@ -107,7 +107,7 @@ impl Selection {
         let before = FeedsBefore::read(&state.freshness, &state.readiness);
         let (rv, all) = match &self.named {
             Some(scope) => {
-                let (rv, members) = state.index.gate(scope);
+                let (rv, members) = state.index.gate(scope, cordoned(state));
                 (rv, vec![members])
             }
             None => listed(state, operations),
@@ -179,11 +179,17 @@ struct Selected {
 /// The cluster's scope and every scope with operations in flight, each with its `operations`
 /// oldest operations, at the current RV (returned first).
 fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
-    let (rv, mut all) = state.index.gates_in_flight(operations);
+    let (rv, mut all) = state.index.gates_in_flight(operations, cordoned(state));
     if all.first().is_none_or(|m| m.scope != GateScope::Cluster) {
-        all.insert(0, state.index.gate(&GateScope::Cluster).1);
+        all.insert(0, state.index.gate(&GateScope::Cluster, cordoned(state)).1);
     }
     (rv, all)
+}
+
+/// Since when a node is cordoned, for a cordoned one: what started on it after holds nothing
+/// there if its rule says so (see [`GateMembers::released`]).
+fn cordoned(state: &ApiState) -> impl Fn(&str) -> Option<Timestamp> + '_ {
+    |node| state.inventory.cordoned_since(node)
 }
 
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
@@ -262,7 +268,7 @@ fn current_gates(
     let before = FeedsBefore::read(&state.freshness, &state.readiness);
     let all: Vec<GateMembers> = scopes
         .into_iter()
-        .map(|scope| state.index.gate(&scope).1)
+        .map(|scope| state.index.gate(&scope, cordoned(state)).1)
         .collect();
     let meanwhile = before.meanwhile(&state.freshness);
     all.iter()

@@ -244,9 +244,17 @@ pub(crate) fn gate(
         };
         ("Unknown", reason, stale_message(members, feeds))
     } else if members.active > 0 {
-        ("False", "OperationsInFlight", in_flight_message(members))
+        (
+            "False",
+            "OperationsInFlight",
+            in_flight_message(members) + &released_note(members),
+        )
     } else {
-        ("True", "NothingInFlight", "nothing in flight".to_owned())
+        (
+            "True",
+            "NothingInFlight",
+            "nothing in flight".to_owned() + &released_note(members),
+        )
     };
     // Stale since the feeds last went stale; clear or not since the scope last filled or
     // emptied, or the feeds last came back, whichever is later.
@@ -369,6 +377,19 @@ fn in_flight_message(members: &GateMembers) -> String {
         parts.push(format!("and {} more", members.active - named));
     }
     parts.join(", ")
+}
+
+/// What a cordoned node's gate says of the operations that hold nothing there (see
+/// [`GateMembers::released`]); nothing when there are none.
+fn released_note(members: &GateMembers) -> String {
+    match members.released {
+        0 => String::new(),
+        1 => " (1 operation started on the node after it was cordoned: it holds nothing there)"
+            .to_owned(),
+        n => format!(
+            " ({n} operations started on the node after it was cordoned: they hold nothing there)"
+        ),
+    }
 }
 
 fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {

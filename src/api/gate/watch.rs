@@ -134,7 +134,7 @@ impl Watcher {
                     scopes.extend(
                         state
                             .index
-                            .gates_in_flight(0)
+                            .gates_in_flight(0, |_| None)
                             .1
                             .into_iter()
                             .map(|m| m.scope),

@@ -248,6 +248,7 @@ fn served_gate() -> Value {
         stalled: 2,
         stall_since: None,
         feeds_since: None,
+        released: 0,
     };
     let feeds = Feeds {
         synced: true,

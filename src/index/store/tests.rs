@@ -9,6 +9,11 @@ use crate::index::gates::GateCounts;
 use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::track::Change;
 
+/// No node is cordoned.
+fn no_cordon(_: &str) -> Option<jiff::Timestamp> {
+    None
+}
+
 fn op(namespace: Option<&str>, subject: &str, message: &str) -> Arc<InFlightOperation> {
     let pod = test_subject("v1", "Pod", namespace, subject);
     let mut record = test_active(&pod, ("rs", ""), "Op", &[]);
@@ -429,14 +434,17 @@ fn gates_expect_the_latest_end_and_count_stalls() {
         Change::Upsert(Arc::new(b.clone())),
     ]);
     let cluster = GateScope::Cluster;
-    let (_, g) = index.gate(&cluster);
+    let (_, g) = index.gate(&cluster, no_cordon);
     assert_eq!((g.expected_clear, g.stalled), (Some(at(240)), 0));
     // One without an estimate: nobody can say when the scope clears.
     let c = expecting("c", None);
     index.apply(vec![Change::Upsert(Arc::new(c.clone()))]);
-    assert_eq!(index.gate(&cluster).1.expected_clear, None);
+    assert_eq!(index.gate(&cluster, no_cordon).1.expected_clear, None);
     index.apply(vec![Change::Remove(Arc::new(c))]);
-    assert_eq!(index.gate(&cluster).1.expected_clear, Some(at(240)));
+    assert_eq!(
+        index.gate(&cluster, no_cordon).1.expected_clear,
+        Some(at(240))
+    );
     // b stops being detected: it ends with its grace, earlier than expected.
     let mut ending = b.clone();
     ending.ending = Some(crate::operation::Ending {
@@ -445,17 +453,17 @@ fn gates_expect_the_latest_end_and_count_stalls() {
     });
     index.apply(vec![Change::Upsert(Arc::new(ending))]);
     let rv = index.current_rv();
-    let (_, g) = index.gate(&cluster);
+    let (_, g) = index.gate(&cluster, no_cordon);
     assert_eq!((g.expected_clear, g.rv), (Some(at(60)), rv));
     // A stall is a change every gate of the operation sees.
     a.stalled = Some(Stall::reported("ImportFailed", at(5)));
     index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
-    let (_, g) = index.gate(&GateScope::Namespace("ns".into()));
+    let (_, g) = index.gate(&GateScope::Namespace("ns".into()), no_cordon);
     assert_eq!((g.stalled, g.rv), (1, rv + 1));
     assert!(g.operations.iter().any(|o| o.is_stalled()));
     a.stalled = None;
     index.apply(vec![Change::Upsert(Arc::new(a))]);
-    assert_eq!(index.gate(&cluster).1.stalled, 0);
+    assert_eq!(index.gate(&cluster, no_cordon).1.stalled, 0);
 }
 
 #[test]
@@ -472,7 +480,7 @@ fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
         Change::Upsert(Arc::new(a.clone())),
     ]);
     let node = GateScope::Node("w1".into());
-    let (rv, w1) = index.gate(&node);
+    let (rv, w1) = index.gate(&node, no_cordon);
     assert_eq!(rv, 12);
     assert_eq!((w1.active, w1.rv), (2, 12));
     let names: Vec<&str> = w1
@@ -485,27 +493,33 @@ fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
     // A new message changes no gate.
     a.message = Some("other".into());
     index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
-    assert_eq!(index.gate(&node).1.rv, 12);
+    assert_eq!(index.gate(&node, no_cordon).1.rv, 12);
     // The migration ends: w1 keeps one, w2 clears and remembers when.
     index.apply(vec![Change::Remove(Arc::new(b))]);
-    let (_, w1) = index.gate(&node);
+    let (_, w1) = index.gate(&node, no_cordon);
     assert_eq!((w1.active, w1.rv), (1, 14));
-    let (_, w2) = index.gate(&GateScope::Node("w2".into()));
+    let (_, w2) = index.gate(&GateScope::Node("w2".into()), no_cordon);
     assert_eq!((w2.active, w2.rv), (0, 14));
     assert!(w2.since.is_some());
     let names: Vec<String> = index
-        .gates_in_flight(MAX_GATE_OPERATIONS)
+        .gates_in_flight(MAX_GATE_OPERATIONS, no_cordon)
         .1
         .iter()
         .map(|g| g.scope.to_string())
         .collect();
     assert_eq!(names, ["cluster", "node.w1", "namespace.ns"]);
     // Nothing known of a scope: the epoch's RV; a feeds change moves every gate's RV.
-    assert_eq!(index.gate(&GateScope::Node("w9".into())).1.rv, 10);
+    assert_eq!(
+        index.gate(&GateScope::Node("w9".into()), no_cordon).1.rv,
+        10
+    );
     let feeds = index.feeds_changed(true);
     assert_eq!(feeds, 15);
-    assert_eq!(index.gate(&node).1.rv, 15);
-    assert_eq!(index.gate(&GateScope::Node("w9".into())).1.rv, 15);
+    assert_eq!(index.gate(&node, no_cordon).1.rv, 15);
+    assert_eq!(
+        index.gate(&GateScope::Node("w9".into()), no_cordon).1.rv,
+        15
+    );
     let (replay, _) = index.watch_from(14).unwrap();
     let events = index.replay(&mut { replay }, 10).unwrap();
     assert_eq!(events.len(), 1);
@@ -514,6 +528,85 @@ fn gates_hold_their_operations_oldest_first_and_change_at_their_rv() {
         (15, EventKind::FeedsChanged)
     );
     assert!(events[0].object.is_none());
+}
+
+/// On a cordoned node, an operation that holds its node only if it started before the cordon
+/// and started after holds nothing there: counted apart, out of the node's verdict, its
+/// listing and its ends; every other scope and every other operation as before.
+#[test]
+fn on_a_cordoned_node_what_started_after_the_cordon_holds_nothing_there() {
+    let index = Index::new(10, 64, 16);
+    let at = |s| jiff::Timestamp::from_second(s).unwrap();
+    let on_w1 = |name: &str, start: i64, until_cordon: bool, end: i64| {
+        let mut o = (*op(Some("ns"), name, "m")).clone();
+        o.labels.insert("ifo.kubevirt.io/node", "w1");
+        if until_cordon {
+            o.labels
+                .insert("ifo.kubevirt.io/node-hold", "started-before-cordon");
+        }
+        o.created = at(start);
+        o.expectation = Some(crate::operation::Expectation {
+            end: at(end),
+            basis: crate::operation::EstimateBasis::History,
+            p90_end: None,
+            overdue: None,
+        });
+        Arc::new(o)
+    };
+    // A Job's pod that started before the cordon, a tenant's that started after it, and a
+    // migration (no such label) that started after it too.
+    let migration = on_w1("migration", 300, false, 2_000);
+    index.apply(vec![
+        Change::Upsert(on_w1("before", 100, true, 1_000)),
+        Change::Upsert(on_w1("after", 300, true, 9_000)),
+        Change::Upsert(migration.clone()),
+    ]);
+    let node = GateScope::Node("w1".into());
+    let cordoned = |since: i64| move |n: &str| (n == "w1").then(|| at(since));
+    let names = |g: &GateMembers| -> Vec<String> {
+        g.operations
+            .iter()
+            .map(|o| o.subject.name.clone())
+            .collect()
+    };
+    let (_, open) = index.gate(&node, no_cordon);
+    assert_eq!(
+        (open.active, open.released),
+        (3, 0),
+        "not cordoned: all hold"
+    );
+    let (_, g) = index.gate(&node, cordoned(200));
+    assert_eq!((g.active, g.released), (2, 1));
+    assert_eq!(names(&g), ["before", "migration"]);
+    assert_eq!(
+        g.expected_clear,
+        Some(at(2_000)),
+        "the released one's end is not waited for"
+    );
+    // Another node's cordon, or another scope: nothing released.
+    assert_eq!(
+        index
+            .gate(&node, |_: &str| None::<jiff::Timestamp>)
+            .1
+            .active,
+        3
+    );
+    let cluster = index.gate(&GateScope::Cluster, cordoned(200)).1;
+    assert_eq!((cluster.active, cluster.released), (3, 0));
+    // Cordoned before any of them started: both pods released, the migration holds.
+    let (_, g) = index.gate(&node, cordoned(50));
+    assert_eq!((g.active, g.released), (1, 2));
+    // The migration ends: nothing holds the node, clear since the cordon at the earliest.
+    assert_eq!(names(&g), ["migration"]);
+    index.apply(vec![Change::Remove(migration)]);
+    let (_, g) = index.gate(&node, cordoned(50));
+    assert_eq!((g.active, g.released, g.expected_clear), (0, 2, None));
+    assert!(g.since.is_some_and(|t| t >= at(50)));
+    assert!(g.operations.is_empty());
+    // The gate list reads the same.
+    let listed = index.gates_in_flight(MAX_GATE_OPERATIONS, cordoned(50)).1;
+    let w1 = listed.iter().find(|m| m.scope == node).unwrap();
+    assert_eq!((w1.active, w1.released), (0, 2));
 }
 
 #[test]
@@ -559,7 +652,7 @@ fn a_p90_end_or_an_overdue_alone_changes_the_gates_window() {
     });
     index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
     let cluster = GateScope::Cluster;
-    let p90 = |index: &Index| match index.gate(&cluster).1.ends.p90 {
+    let p90 = |index: &Index| match index.gate(&cluster, no_cordon).1.ends.p90 {
         LatestEnd::At(t, _) => format!("at {t}"),
         LatestEnd::Overdue(_) => "overdue".to_owned(),
         other => format!("{other:?}"),
@@ -569,7 +662,7 @@ fn a_p90_end_or_an_overdue_alone_changes_the_gates_window() {
     a.expectation.as_mut().unwrap().p90_end = Some(at(120));
     index.apply(vec![Change::Upsert(Arc::new(a.clone()))]);
     assert_eq!(p90(&index), format!("at {}", at(120)));
-    assert_eq!(index.gate(&cluster).1.rv, rv + 1);
+    assert_eq!(index.gate(&cluster, no_cordon).1.rv, rv + 1);
     a.expectation.as_mut().unwrap().overdue = Some(Stall {
         reason: OVERDUE_BY_HISTORY.to_owned(),
         message: "late".to_owned(),

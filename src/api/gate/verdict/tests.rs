@@ -22,6 +22,7 @@ fn members(scope: GateScope, ops: Vec<Arc<InFlightOperation>>) -> GateMembers {
         stalled: 0,
         stall_since: None,
         feeds_since: None,
+        released: 0,
     }
 }
 
