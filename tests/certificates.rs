@@ -5,7 +5,10 @@
 //! it. Judged through kube-apiserver: the aggregated API and the admission door work with the
 //! CA the server made (the test cluster calls the webhooks at `localhost`, so the certificate is
 //! for that name too), a certificate near its end is renewed and served without a restart, and
-//! a `caBundle` written back by someone else (a GitOps sync) is put right.
+//! a `caBundle` written back by someone else (a GitOps sync) is put right. The cluster is one
+//! whose kube-apiserver presents no client certificate to webhooks, as managed control planes:
+//! the doors' key in the webhooks' paths, which the server makes and writes, is what proves its
+//! reviews, and a review at any other path is refused.
 
 use std::net::TcpStream;
 use std::time::Duration;
@@ -37,6 +40,7 @@ fn env() -> &'static Env {
         ifo_dev::GUARD_WEBHOOK
     );
     Env::builder()
+        .webhook_client_certificate(false)
         .manifests(&["deploy/certificates/rbac.yaml"])
         .settings(&[
             ("SERVING_CERTIFICATE_SECRET", SECRET),
@@ -160,6 +164,59 @@ fn value(metrics: &str, name: &str) -> f64 {
         .unwrap()
 }
 
+/// The path and URL of every webhook of the server's configurations.
+fn webhook_urls(env: &Env) -> Vec<String> {
+    [RULESET_WEBHOOK, ifo_dev::GUARD_WEBHOOK]
+        .iter()
+        .flat_map(|name| {
+            let configuration = admin_json(
+                env,
+                &["get", "validatingwebhookconfiguration", name, "-o", "json"],
+            );
+            configuration["webhooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| {
+                    w["clientConfig"]["url"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The HTTP status of a review posted straight to the server at `path`, as anyone on the
+/// network may, its certificate verified against `ca_bundle`: no client certificate, no token.
+fn posted(env: &Env, ca_bundle: &str, path: &str) -> String {
+    let ca = std::env::temp_dir().join(format!("ifo-doors-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, ca_bundle).unwrap();
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            "{}",
+            "--cacert",
+        ])
+        .arg(&ca)
+        .arg(format!("https://127.0.0.1:{}{path}", env.port))
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The live API answers through the aggregation layer.
 fn api_answers(env: &Env) {
     env.kubectl(User::Admin, &["get", "ifos", "-A"])
@@ -192,8 +249,36 @@ fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
     let cert = secret_data(env, "tls.crt");
     assert_eq!(served(env, &ca).trim(), cert.trim());
     api_answers(env);
-    // The admission door, called by kube-apiserver over TLS verified with that CA, answers.
+    // The admission door, called by kube-apiserver over TLS verified with that CA, answers:
+    // at the doors' key's path, which kube-apiserver was given, proven by nothing else.
+    let key = secret_data(env, "door.key");
+    assert_eq!(key.len(), 43, "{key}");
+    eventually(
+        Duration::from_secs(30),
+        "every webhook called with the key",
+        || {
+            let urls = webhook_urls(env);
+            urls.iter()
+                .all(|u| u.contains(&format!("/admission/{key}/")))
+                .then_some(())
+        },
+    );
     door_open(env, "certificates");
+    // Anyone else: refused before the body is read, at a door's own path or another key's;
+    // the key's path reads the review (this one malformed).
+    let other = "A".repeat(43);
+    for path in [
+        "/admission/rulesets".to_owned(),
+        "/admission/evictions".to_owned(),
+        "/admission/evictions/standby".to_owned(),
+        format!("/admission/{other}/rulesets"),
+    ] {
+        assert_eq!(posted(env, &ca, &path), "401", "{path}");
+    }
+    assert_eq!(
+        posted(env, &ca, &format!("/admission/{key}/rulesets")),
+        "400"
+    );
 }
 
 #[test]
@@ -267,4 +352,28 @@ fn a_ca_bundle_written_back_by_someone_else_is_put_right() {
         (api["spec"]["caBundle"] == encoded.as_str()).then_some(())
     });
     api_answers(env);
+    // A webhook's path written back without the key: put right too, and the door answers.
+    let key = secret_data(env, "door.key");
+    let plain = format!("https://localhost:{}/admission/rulesets", env.port);
+    env.kubectl(
+        User::Admin,
+        &[
+            "patch",
+            "validatingwebhookconfiguration",
+            RULESET_WEBHOOK,
+            "--type=json",
+            "-p",
+            &format!(
+                r#"[{{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"{plain}"}}]"#
+            ),
+        ],
+    )
+    .unwrap();
+    eventually(Duration::from_secs(30), "the key written back", || {
+        webhook_urls(env)
+            .iter()
+            .all(|u| u.contains(&format!("/admission/{key}/")))
+            .then_some(())
+    });
+    door_open(env, "certificates-back");
 }

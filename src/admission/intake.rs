@@ -1,8 +1,10 @@
 //! What a review may cost before it is read, by who sends it.
 //!
 //! Where kube-apiserver is configured to present a client certificate to the webhooks
-//! (`ADMISSION_ALLOWED_NAMES`), a caller without one of those certificates gets 401 before a
-//! byte of its body is read, and kube-apiserver's reviews take turns only among themselves.
+//! (`ADMISSION_ALLOWED_NAMES`), or calls them at paths that hold the doors' key (the server makes
+//! one with its serving certificate: see [`DoorKey`]), a caller without one of those certificates
+//! or that key gets 401 before a byte of its body is read, and kube-apiserver's reviews take turns
+//! only among themselves.
 //!
 //! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
 //! and kube-apiserver's own are among them; so every review takes a turn before its body is
@@ -20,7 +22,7 @@
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
 use crate::auth::connection::PeerAddress;
-use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
+use crate::auth::{AdmissionCallers, DoorKey, PeerCertificates, RequestHeaderConfig};
 use axum::extract::Request;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -55,7 +57,7 @@ const DISCARD_DEADLINE: Duration = Duration::from_millis(500);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "kebab-case")]
 pub(crate) enum Caller {
-    /// kube-apiserver, proven by its client certificate.
+    /// kube-apiserver, proven by its client certificate or the doors' key in its path.
     KubeApiserver,
     /// Anyone: the doors are configured not to authenticate their callers.
     Unverified,
@@ -72,6 +74,8 @@ impl Caller {
 pub(crate) struct Intake {
     callers: AdmissionCallers,
     trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    /// The doors' key, when the server has one.
+    door_key: watch::Receiver<Option<DoorKey>>,
     anonymous: FairTurns,
     streamed: [FairTurns; 2],
 }
@@ -85,10 +89,12 @@ impl Intake {
     pub(crate) fn new(
         callers: AdmissionCallers,
         trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+        door_key: watch::Receiver<Option<DoorKey>>,
     ) -> Intake {
         Intake {
             callers,
             trust,
+            door_key,
             anonymous: FairTurns::new(ANONYMOUS, PER_PEER),
             streamed: [
                 FairTurns::new(STREAMED, STREAMED),
@@ -115,11 +121,21 @@ impl Intake {
         }
     }
 
-    /// Who sent `request`: 401 when the doors authenticate their callers and it is not
-    /// kube-apiserver. Nothing of its body has been read.
+    /// Who sent `request`: 401 when the doors authenticate their callers (by client
+    /// certificate, or by the doors' key) and it is not kube-apiserver. Nothing of its body has
+    /// been read.
     pub(crate) fn caller(&self, request: &Request) -> Result<Caller, ReviewError> {
+        let keyed = match &*self.door_key.borrow() {
+            Some(key) if key.opens(request.uri().path()) => return Ok(Caller::KubeApiserver),
+            Some(_) => true,
+            None => false,
+        };
         if !self.callers.required() {
-            return Ok(Caller::Unverified);
+            return if keyed {
+                Err(ReviewError::Unauthorized)
+            } else {
+                Ok(Caller::Unverified)
+            };
         }
         let trust = self.trust.borrow().clone();
         request
@@ -163,7 +179,7 @@ impl Intake {
     /// Doors that answer anyone (for tests and benchmarks).
     pub(crate) fn open() -> Intake {
         let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
-        Intake::new(AdmissionCallers::default(), trust)
+        Intake::new(AdmissionCallers::default(), trust, watch::channel(None).1)
     }
 }
 
@@ -220,10 +236,53 @@ mod tests {
                 ca: Vec::new(),
             },
             trust,
+            watch::channel(None).1,
         );
         assert!(matches!(
             required.caller(&from([10, 0, 0, 1])),
             Err(ReviewError::Unauthorized)
         ));
+    }
+
+    /// With the doors' key, a review at the key's path is kube-apiserver's, and one at any other
+    /// path (a door's without the key, or with another) is refused before its body is read,
+    /// client certificates or not; a certificate still proves its caller on any path.
+    #[test]
+    fn with_the_doors_key_only_its_paths_are_answered() {
+        let key = DoorKey::generate().unwrap();
+        let at = |path: &str| {
+            let mut request = from([10, 0, 0, 1]);
+            *request.uri_mut() = path.parse().unwrap();
+            request
+        };
+        let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
+        let keyed = Intake::new(
+            AdmissionCallers::default(),
+            trust,
+            watch::channel(Some(key.clone())).1,
+        );
+        let k = key.as_str();
+        for path in [
+            format!("/admission/{k}/evictions"),
+            format!("/admission/{k}/evictions/standby"),
+            format!("/admission/{k}/rulesets"),
+        ] {
+            assert_eq!(
+                keyed.caller(&at(&path)).unwrap(),
+                Caller::KubeApiserver,
+                "{path}"
+            );
+        }
+        let other = DoorKey::generate().unwrap();
+        for path in [
+            "/admission/evictions".to_owned(),
+            "/admission/rulesets".to_owned(),
+            format!("/admission/{}/evictions", other.as_str()),
+        ] {
+            assert!(
+                matches!(keyed.caller(&at(&path)), Err(ReviewError::Unauthorized)),
+                "{path}"
+            );
+        }
     }
 }

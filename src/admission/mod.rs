@@ -54,6 +54,12 @@ pub const EVICTIONS_PATH: &str = "/admission/evictions";
 /// can answer, without a second count, log line or Event (see `evictions`).
 pub const EVICTIONS_STANDBY_PATH: &str = "/admission/evictions/standby";
 
+/// The doors at the paths that hold the doors' key (see [`crate::auth::DoorKey`]): the same
+/// doors; who may call them is [`Intake::caller`]'s to say.
+const KEYED_RULESETS_PATH: &str = "/admission/{key}/rulesets";
+const KEYED_EVICTIONS_PATH: &str = "/admission/{key}/evictions";
+const KEYED_EVICTIONS_STANDBY_PATH: &str = "/admission/{key}/evictions/standby";
+
 /// Largest review read: kube-apiserver's own limit on a request body (3 MiB), so any object it
 /// accepts fits, with its old object on an update. A larger body is refused unread (413).
 pub const MAX_REVIEW_BYTES: usize = 3 << 20;
@@ -75,6 +81,7 @@ pub(crate) fn router(
 ) -> Router {
     let router = Router::new()
         .route(RULESETS_PATH, axum::routing::post(rulesets::review))
+        .route(KEYED_RULESETS_PATH, axum::routing::post(rulesets::review))
         .with_state(Arc::new(rulesets::RuleSets::new(
             engine,
             intake.clone(),
@@ -84,8 +91,13 @@ pub(crate) fn router(
         Some(door) => router.merge({
             Router::new()
                 .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
+                .route(KEYED_EVICTIONS_PATH, axum::routing::post(evictions::review))
                 .route(
                     EVICTIONS_STANDBY_PATH,
+                    axum::routing::post(evictions::review_standby),
+                )
+                .route(
+                    KEYED_EVICTIONS_STANDBY_PATH,
                     axum::routing::post(evictions::review_standby),
                 )
                 .with_state(Arc::new(door))
@@ -133,7 +145,7 @@ pub fn evictions_router(
 pub(crate) enum ReviewError {
     /// The doors answer only kube-apiserver, and the caller did not prove it is.
     #[error(
-        "Unauthorized: this door answers only kube-apiserver, with the client certificate its webhook configuration gives it"
+        "Unauthorized: this door answers only kube-apiserver, with the client certificate or at the path its webhook configuration gives it"
     )]
     Unauthorized,
     /// The body is over the door's limit ([`MAX_REVIEW_BYTES`] for rulesets).

@@ -3,12 +3,14 @@
 //! CA, so `helm template` and every GitOps render of it are the same each time.
 //!
 //! The Secret holds the CA (`ca.crt`: the current CA, then the previous one while it is valid;
-//! `ca.key`) and the serving certificate the current CA signed (`tls.crt`, `tls.key`) for
-//! `SERVING_CERTIFICATE_NAMES` (see [`issue`]). Any replica makes what is missing or near its
+//! `ca.key`), the serving certificate the current CA signed (`tls.crt`, `tls.key`) for
+//! `SERVING_CERTIFICATE_NAMES` (see [`issue`]), and the admission doors' key (`door.key`, made
+//! once: see [`DoorKey`]). Any replica makes what is missing or near its
 //! end, and writes it with the resourceVersion it read: of replicas that race, one writes and
 //! the others read what it wrote. Each replica writes the Secret's certificate to its
-//! `TLS_CERT_FILE` and `TLS_PRIVATE_KEY_FILE`, which the TLS reloader serves, and the CA bundle
-//! into the `caBundle` of each of `CA_BUNDLE_TARGETS` where it differs ([`trust`]). Checked
+//! `TLS_CERT_FILE` and `TLS_PRIVATE_KEY_FILE`, which the TLS reloader serves, hands the key to
+//! the doors, and writes the CA bundle into the `caBundle` of each of `CA_BUNDLE_TARGETS`, and the
+//! key into the path of each of their webhooks, where they differ ([`trust`]). Checked
 //! every [`Keeper::interval`]: a `caBundle` a GitOps sync wrote back is put right within it.
 
 mod issue;
@@ -20,6 +22,9 @@ pub use trust::Target as TrustTarget;
 
 use anyhow::{Context, Result, bail};
 use issue::Needs;
+use tokio::sync::watch;
+
+use crate::auth::DoorKey;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -54,12 +59,14 @@ pub(crate) struct Settings {
     pub key_file: PathBuf,
 }
 
-/// Keeps the serving certificate: made, renewed, served and trusted. Every call it makes to
-/// kube-apiserver is bounded by the client's own deadline (`client::api_timeout`).
+/// Keeps the serving certificate: made, renewed, served and trusted; and the doors' key. Every
+/// call it makes to kube-apiserver is bounded by the client's own deadline
+/// (`client::api_timeout`).
 #[derive(Clone)]
 pub(crate) struct Keeper {
     client: kube::Client,
     settings: Arc<Settings>,
+    door_key: Arc<watch::Sender<Option<DoorKey>>>,
 }
 
 impl Keeper {
@@ -74,10 +81,17 @@ impl Keeper {
         let keeper = Keeper {
             client,
             settings: Arc::new(settings),
+            door_key: Arc::new(watch::channel(None).0),
         };
-        let material = keeper.kept().await?;
+        let (material, key) = keeper.kept().await?;
         keeper.write_files(&material)?;
+        keeper.door_key.send_replace(Some(key));
         Ok(keeper)
+    }
+
+    /// The doors' key, as the Secret holds it now.
+    pub(crate) fn door_key(&self) -> watch::Receiver<Option<DoorKey>> {
+        self.door_key.subscribe()
     }
 
     /// How often the Secret is checked: every minute, or every twelfth of a short lifetime.
@@ -106,33 +120,55 @@ impl Keeper {
     }
 
     async fn once(&self) -> Result<()> {
-        let material = self.kept().await?;
+        let (material, key) = self.kept().await?;
         self.write_files(&material)?;
         if let Some(end) = issue::not_after(&material) {
             crate::metrics::serving_certificate_kept(end);
         }
-        trust::write(&self.client, &self.settings.trust, &material.ca_bundle).await
+        self.door_key.send_if_modified(|held| {
+            let changed = held.as_ref() != Some(&key);
+            if changed {
+                tracing::warn!(
+                    secret = %self.settings.secret,
+                    "the admission doors' key changed (the Secret was made anew): reviews at the old key's paths are refused"
+                );
+                *held = Some(key.clone());
+            }
+            changed
+        });
+        trust::write(
+            &self.client,
+            &self.settings.trust,
+            &material.ca_bundle,
+            &key,
+        )
+        .await
     }
 
-    /// The Secret's material, made or renewed first where it needs it.
-    async fn kept(&self) -> Result<Material> {
+    /// The Secret's material and the doors' key, made or renewed first where they need it.
+    async fn kept(&self) -> Result<(Material, DoorKey)> {
         let s = &self.settings;
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
         for _ in 0..MAX_RACES {
             let secret = secrets.get_opt(&s.secret).await?;
             let kept = secret.as_ref().and_then(material_of);
+            let kept_key = secret.as_ref().and_then(door_key_of);
             let now = time::OffsetDateTime::now_utc();
             let needs = issue::needs(kept.as_ref(), &s.names, s.lifetime, now);
             if needs == Needs::Nothing
-                && let Some(kept) = kept
+                && let (Some(kept), Some(key)) = (&kept, &kept_key)
             {
-                return Ok(kept);
+                return Ok((kept.clone(), key.clone()));
             }
             let made = issue::renewed(kept.as_ref(), needs, &s.names, s.lifetime, now)?;
+            let key = match kept_key {
+                Some(key) => key,
+                None => DoorKey::generate().context("making the doors' key")?,
+            };
             let written = match secret {
                 Some(old) => {
                     let mut new = old.clone();
-                    new.data = Some(data_of(&made));
+                    new.data = Some(data_of(&made, &key));
                     secrets
                         .replace(&s.secret, &PostParams::default(), &new)
                         .await
@@ -152,7 +188,7 @@ impl Keeper {
                             ..ObjectMeta::default()
                         },
                         type_: Some("kubernetes.io/tls".into()),
-                        data: Some(data_of(&made)),
+                        data: Some(data_of(&made, &key)),
                         ..Secret::default()
                     };
                     secrets.create(&PostParams::default(), &new).await
@@ -160,8 +196,8 @@ impl Keeper {
             };
             match written {
                 Ok(_) => {
-                    tracing::info!(secret = %s.secret, ?needs, names = ?s.names, "serving certificate made");
-                    return Ok(made);
+                    tracing::info!(secret = %s.secret, ?needs, names = ?s.names, "serving certificate and doors' key kept");
+                    return Ok((made, key));
                 }
                 // Another replica wrote first: read what it wrote.
                 Err(e) if is_race(&e) => continue,
@@ -203,8 +239,21 @@ fn material_of(secret: &Secret) -> Option<Material> {
     })
 }
 
-fn data_of(m: &Material) -> BTreeMap<String, ByteString> {
+/// The doors' key a Secret holds, when it holds a valid one.
+fn door_key_of(secret: &Secret) -> Option<DoorKey> {
+    let bytes = secret.data.as_ref()?.get(DOOR_KEY)?;
+    DoorKey::parse(std::str::from_utf8(&bytes.0).ok()?)
+}
+
+/// The Secret's key of the doors' key.
+const DOOR_KEY: &str = "door.key";
+
+fn data_of(m: &Material, key: &DoorKey) -> BTreeMap<String, ByteString> {
     BTreeMap::from([
+        (
+            DOOR_KEY.into(),
+            ByteString(key.as_str().as_bytes().to_vec()),
+        ),
         (
             "ca.crt".into(),
             ByteString(m.ca_bundle.clone().into_bytes()),

@@ -50,6 +50,10 @@ impl Serving {
         let intake = Arc::new(admission::Intake::new(
             sources.callers.clone(),
             sources.trust.clone(),
+            sources.certificates.as_ref().map_or_else(
+                || tokio::sync::watch::channel(None).1,
+                crate::certificates::Keeper::door_key,
+            ),
         ));
         let evictions = match pipeline.pods.clone() {
             Some(pods) => {
