@@ -387,3 +387,95 @@ fn a_node_with_a_long_name_gets_its_event() {
         (node_events(env, &node, ",reason=MaintenanceHeld") > 0).then_some(())
     });
 }
+
+/// With `failurePolicy: Fail`, a guard that cannot be reached holds every drain it covers, and
+/// the way out is the admin's alone, as docs/operating.md ("When the guard is down") says: the
+/// webhook's failure policy set to `Ignore`, which a tenant (`edit` in the namespace) and a user
+/// with no rights are refused, and after which the drain goes through.
+#[test]
+fn with_fail_a_guard_that_cannot_be_reached_holds_drains_until_the_admin_opens_it() {
+    let env = env();
+    let ns = env.namespace("guard-fail");
+    env.tenant("alice", &ns);
+    let node = env.node(&format!("{ns}-n1"));
+    guard::pod_on(env, &ns, "app", node.name());
+    // A door no one answers: a port that was free a moment ago.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let name = format!("guard-fail-{ns}");
+    env.apply(
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": format!("guard.{ns}.ifo.kubevirt.io"),
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://localhost:{port}/admission/evictions")},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["pods/eviction"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                "matchPolicy": "Equivalent", "failurePolicy": "Fail",
+                "sideEffects": "NoneOnDryRun", "timeoutSeconds": 3,
+            }],
+        })
+        .to_string(),
+    );
+    let refused = eventually(WAIT, "the drain held by the door no one answers", || {
+        let e = evict(env, User::Admin, &ns, "app");
+        assert!(!e.ok, "let through by a guard that is down with Fail");
+        e.stderr
+            .contains("failed calling webhook")
+            .then_some(e.stderr)
+    });
+    println!("as kubectl drain sees it: {}", refused.trim());
+    // Neither a tenant nor a user with no rights may open it.
+    let open = r#"[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]"#;
+    for user in [User::Alice, User::Bob] {
+        let tried = env.kubectl(
+            user,
+            &[
+                "patch",
+                "validatingwebhookconfiguration",
+                &name,
+                "--type=json",
+                "-p",
+                open,
+            ],
+        );
+        let said = format!("{tried:?}");
+        assert!(
+            tried.is_err() && said.contains("forbidden"),
+            "{user:?} opened the guard: {said}"
+        );
+    }
+    let e = evict(env, User::Admin, &ns, "app");
+    assert!(!e.ok, "still held: {}", e.stderr);
+    // The admin opens it: the drain goes through (kube-apiserver reads the change within a
+    // moment).
+    env.kubectl(
+        User::Admin,
+        &[
+            "patch",
+            "validatingwebhookconfiguration",
+            &name,
+            "--type=json",
+            "-p",
+            open,
+        ],
+    )
+    .unwrap();
+    eventually(
+        WAIT,
+        "the drain let through once the admin opened it",
+        || evict(env, User::Admin, &ns, "app").ok.then_some(()),
+    );
+    env.kubectl(
+        User::Admin,
+        &["delete", "validatingwebhookconfiguration", &name],
+    )
+    .unwrap();
+}
