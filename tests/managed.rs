@@ -118,6 +118,45 @@ fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
     evictions_held_under(env, &ns, attackers, Some(&eviction));
 }
 
+/// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies never
+/// come (2,000 streams, twice the review turns there are): the streams of a connection take
+/// turns as its address's, so kube-apiserver's review, from an address that holds none, has
+/// the next turn given back, and every eviction is judged.
+#[test]
+fn a_hundred_addresses_holding_http2_streams_open_nothing() {
+    let env = env();
+    let _one = ATTACKS.lock().unwrap_or_else(|p| p.into_inner());
+    let (ns, _node) = held_node(env, "mg-h2", 0);
+    wait_held(env, &ns);
+    let attackers = (10..110)
+        .map(|last| {
+            Attacker::http2(
+                env,
+                Ipv4Addr::new(127, 0, 1, last),
+                env.port,
+                1,
+                20,
+                "/admission/evictions",
+                4096,
+            )
+        })
+        .collect();
+    evictions_held_under(env, &ns, attackers, None);
+    // The attack held the turns: the server counted reviews that waited for a body that never
+    // came.
+    let metrics = env.metrics();
+    let unanswered: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("ifo_admission_reviews_total") && l.contains("error"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    println!("reviews answered with an error (the attack's): {unanswered}");
+    assert!(
+        unanswered >= 100.0,
+        "the attack's streams were not read as reviews"
+    );
+}
+
 /// `kubectl apply` of a ruleset that reads a field its target's closed schema does not have is
 /// refused with the field it meant, for a CRD target and a built-in one (a Job's
 /// `status.succeded`), though the server cannot know its caller; a read where the schema is

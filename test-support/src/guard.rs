@@ -184,6 +184,33 @@ impl Attacker {
         }
     }
 
+    /// `connections` HTTP/2 connections to `port` from `from`, each opened with `streams`
+    /// requests to `path` whose bodies, `length` bytes long, never come: the streams of one
+    /// connection wait for turns as so many requests would.
+    pub fn http2(
+        env: &Env,
+        from: Ipv4Addr,
+        port: u16,
+        connections: usize,
+        streams: u32,
+        path: &str,
+        length: usize,
+    ) -> Attacker {
+        let mut tls = SslConnector::builder(SslMethod::tls_client()).unwrap();
+        tls.cert_store_mut()
+            .add_cert(openssl::x509::X509::from_pem(&env.cluster.serving.ca_pem).unwrap())
+            .unwrap();
+        tls.set_alpn_protos(b"\x02h2").unwrap();
+        Attacker {
+            from,
+            port,
+            tls: tls.build(),
+            head: unfinished_http2_posts(path, length, streams),
+            connections: (0..connections).map(|_| None).collect(),
+            renew: Duration::from_secs(3),
+        }
+    }
+
     /// A request whose body, `length` bytes long, never comes but for its first few: what a
     /// door waits for until its deadline.
     pub fn unfinished_post(path: &str, length: usize) -> String {
@@ -228,6 +255,39 @@ impl Attacker {
             opened
         })
     }
+}
+
+/// An HTTP/2 connection's first bytes (the preface, empty settings) and `streams` requests, each
+/// a `POST` of `path` announcing a body of `length` bytes that never comes: HEADERS frames whose
+/// header block is literal HPACK (static-table names, no Huffman), none ending its stream.
+fn unfinished_http2_posts(path: &str, length: usize, streams: u32) -> Vec<u8> {
+    fn literal(out: &mut Vec<u8>, index: u8, value: &str) {
+        // Literal header field without indexing, name from the static table (4-bit prefix).
+        if index < 15 {
+            out.push(index);
+        } else {
+            out.extend([15, index - 15]);
+        }
+        assert!(value.len() < 127, "a short value: {value}");
+        out.push(value.len() as u8);
+        out.extend(value.as_bytes());
+    }
+    let mut block = vec![0x83, 0x87]; // :method POST, :scheme https
+    literal(&mut block, 4, path); // :path
+    literal(&mut block, 1, "localhost"); // :authority
+    literal(&mut block, 31, "application/json"); // content-type
+    literal(&mut block, 28, &length.to_string()); // content-length
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend([0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // SETTINGS, empty
+    for n in 0..streams {
+        let id = 2 * n + 1;
+        let len = block.len() as u32;
+        out.extend(&len.to_be_bytes()[1..]);
+        out.extend([0x1, 0x4]); // HEADERS, END_HEADERS (not END_STREAM)
+        out.extend(id.to_be_bytes());
+        out.extend(&block);
+    }
+    out
 }
 
 /// What kube-apiserver saw of the evictions sent while an attack ran ([`evictions_under`]).
