@@ -193,6 +193,7 @@ impl Detector {
         let transitions = self.index.apply(changes);
         for op in &transitions.completed {
             self.durations.completed(op);
+            self.schedules.completed(op);
         }
         crate::metrics::set_operations(self.index.len());
         if !transitions.is_empty() {

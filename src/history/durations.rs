@@ -114,27 +114,9 @@ impl Learned {
         self.quantiles
     }
 
-    /// The quantiles of the recent durations, by nearest rank: the `q` quantile of `n` is the
-    /// ⌈q·n⌉-th shortest, so that a share `q` of them are at most it.
+    /// The quantiles of the recent durations (see [`quantiles_of`]).
     fn compute_quantiles(&self) -> Quantiles {
-        let mut sorted: Vec<u64> = self.recent.iter().copied().collect();
-        sorted.sort_unstable();
-        let n = sorted.len();
-        let at = |q: f64| {
-            if n == 0 {
-                return SignedDuration::ZERO;
-            }
-            // A rank within 1..=n (n ≤ WINDOW): in range once clamped.
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-            SignedDuration::from_millis(i64::try_from(sorted[rank - 1]).unwrap_or(i64::MAX))
-        };
-        Quantiles {
-            count: n as u64,
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-        }
+        quantiles_of(self.recent.iter().copied())
     }
 
     /// Rebuilds a window with `published`'s quantiles: of as many durations as it held (its
@@ -186,6 +168,30 @@ impl Learned {
             other_outcomes: self.others.clone(),
             coverage: self.coverage.published(),
         }
+    }
+}
+
+/// The quantiles of durations (ms), by nearest rank: the `q` quantile of `n` is the ⌈q·n⌉-th
+/// shortest, so that a share `q` of them are at most it (with fewer than ten, the 90th
+/// percentile is the longest).
+pub(crate) fn quantiles_of(ms: impl Iterator<Item = u64>) -> Quantiles {
+    let mut sorted: Vec<u64> = ms.collect();
+    sorted.sort_unstable();
+    let n = sorted.len();
+    let at = |q: f64| {
+        if n == 0 {
+            return SignedDuration::ZERO;
+        }
+        // A rank within 1..=n: in range once clamped.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        SignedDuration::from_millis(i64::try_from(sorted[rank - 1]).unwrap_or(i64::MAX))
+    };
+    Quantiles {
+        count: n as u64,
+        p50: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
     }
 }
 

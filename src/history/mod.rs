@@ -23,6 +23,7 @@ use jiff::Timestamp;
 
 pub use coverage::{ENDS_WINDOW, Figures, MIN_ENDS, RELIABLE_P90};
 pub use durations::{Durations, RuleCoverage, WINDOW};
+pub(crate) use durations::{Quantiles, quantiles_of};
 pub use expectation::MIN_SAMPLES;
 pub(crate) use expectation::{expect, settle};
 

@@ -174,6 +174,95 @@ fn an_announced_run_takes_what_its_rule_learned_once_it_has_enough() {
     );
 }
 
+/// A run of the CronJob `name` of `namespace` (by ruleset `cron`'s `Running`) that succeeded
+/// after `took`.
+fn run_of(
+    namespace: &str,
+    name: &str,
+    took: SignedDuration,
+) -> crate::operation::InFlightOperation {
+    let mut subject = crate::operation::test_subject("batch/v1", "CronJob", Some(namespace), name);
+    subject.uid = format!("uid-{namespace}-{name}");
+    let mut op = crate::operation::test_active(&subject, ("cron", "batch"), "Running", &[]);
+    op.phase = crate::operation::Phase::Completed;
+    op.outcome = Some(crate::operation::Outcome::Succeeded);
+    op.completed = Some(op.created + took);
+    op
+}
+
+/// Two CronJobs of one rule: a nightly backup that runs three hours and an hourly cleanup
+/// of seconds, the rule's durations the cleanup's. The backup's next run is expected to take its
+/// own three hours once it has five runs, and at least what its runs took before; the cleanup's
+/// its own seconds; a CronJob with no runs of its own, the rule's.
+#[test]
+fn an_announced_run_takes_what_its_own_object_took_not_its_rules_mix() {
+    let durations = Arc::new(Durations::default());
+    let s = Schedules::new(durations.clone());
+    let rs = cronjob_rules("cron", "batch", None);
+    announce(&s, &rs, ("a", "nightly"), "0 2 * * *");
+    announce(&s, &rs, ("a", "cleanup"), "0 * * * *");
+    announce(&s, &rs, ("a", "new"), "0 3 * * *");
+    durations.seed("cron", "batch", &[learned("Running", 5.0, 6.0, 100)]);
+    let hours = |h: i64| SignedDuration::from_hours(h);
+    let now = t("2026-11-26T08:00:00Z");
+    let expected = |name: &str| {
+        let u = s.upcoming(now, |_, _| true);
+        let u = u
+            .listed
+            .iter()
+            .find(|u| u.subject().name == name)
+            .unwrap()
+            .clone();
+        (u.p50, u.p90)
+    };
+    assert_eq!(
+        expected("nightly"),
+        (
+            Some(SignedDuration::from_secs(5)),
+            Some(SignedDuration::from_secs(6))
+        )
+    );
+    // Two runs of its own: never less than they took.
+    for _ in 0..2 {
+        s.completed(&run_of("a", "nightly", hours(3)));
+    }
+    assert_eq!(expected("nightly"), (Some(hours(3)), Some(hours(3))));
+    // Its own, once five; a run announced again keeps them.
+    announce(&s, &rs, ("a", "nightly"), "30 2 * * *");
+    for m in [170, 175, 185] {
+        s.completed(&run_of("a", "nightly", SignedDuration::from_mins(m)));
+    }
+    assert_eq!(
+        expected("nightly"),
+        (Some(hours(3)), Some(SignedDuration::from_mins(185)))
+    );
+    for _ in 0..5 {
+        s.completed(&run_of("a", "cleanup", SignedDuration::from_secs(2)));
+    }
+    assert_eq!(
+        expected("cleanup"),
+        (
+            Some(SignedDuration::from_secs(2)),
+            Some(SignedDuration::from_secs(2))
+        )
+    );
+    assert_eq!(
+        expected("new"),
+        (
+            Some(SignedDuration::from_secs(5)),
+            Some(SignedDuration::from_secs(6))
+        )
+    );
+    // A run that failed counts for nothing; the object gone, its runs go with it.
+    let mut failed = run_of("a", "new", hours(9));
+    failed.outcome = Some(crate::operation::Outcome::Failed);
+    s.completed(&failed);
+    assert_eq!(expected("new").1, Some(SignedDuration::from_secs(6)));
+    s.subject_deleted("cron", "uid-a-nightly");
+    announce(&s, &rs, ("a", "nightly"), "0 2 * * *");
+    assert_eq!(expected("nightly").1, Some(SignedDuration::from_secs(6)));
+}
+
 #[test]
 fn what_goes_away_announces_nothing_and_what_cannot_be_read_says_why() {
     let s = Schedules::default();

@@ -1,6 +1,8 @@
 //! The scheduled operations of a scope, soonest first: every start within [`HORIZON`] of now
 //! of the announced operations the scope takes, at most [`MAX_LISTED`], each with the p50 and
-//! p90 durations its rule's operations took (once the rule learned [`MIN_SAMPLES`] of them).
+//! p90 durations it is expected to take: its object's own runs' once there are
+//! [`crate::history::MIN_SAMPLES`] of them, else its rule's, never less than its own took (see
+//! `own_durations`).
 //! A schedule that fires often fills the list with its own runs, so past [`MAX_LISTED`] the list
 //! says up to when it is complete ([`Upcomings::through`]).
 
@@ -10,8 +12,8 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::own_durations::expected;
 use super::table::{Entry, Schedules, When};
-use crate::history::MIN_SAMPLES;
 use crate::operation::Subject;
 
 /// How far ahead scheduled operations are listed.
@@ -26,9 +28,9 @@ pub struct Upcoming {
     entry: Arc<Entry>,
     /// When it is expected to start.
     pub start: Timestamp,
-    /// What its rule's operations took (median), once learned.
+    /// What it is expected to take (median), once learned (see the [module](self)).
     pub p50: Option<SignedDuration>,
-    /// Their 90th percentile, once learned.
+    /// Its 90th percentile, once learned.
     pub p90: Option<SignedDuration>,
 }
 
@@ -149,15 +151,15 @@ impl Schedules {
                 heap.push(Reverse((next, i)));
             }
             let (ruleset, operation) = &entry.durations_of;
-            let learned = self
-                .durations
-                .quantiles(ruleset, operation)
-                .filter(|q| q.count >= MIN_SAMPLES);
+            let (p50, p90) = expected(
+                entry.own.quantiles(),
+                self.durations.quantiles(ruleset, operation),
+            );
             listed.push(Upcoming {
                 entry: entry.clone(),
                 start,
-                p50: learned.map(|q| q.p50),
-                p90: learned.map(|q| q.p90),
+                p50,
+                p90,
             });
         }
         Upcomings {
