@@ -22,7 +22,8 @@
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
 use crate::auth::connection::PeerAddress;
-use crate::auth::{AdmissionCallers, DoorKey, PeerCertificates, RequestHeaderConfig};
+use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
+use crate::certificates::DoorKey;
 use axum::extract::Request;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

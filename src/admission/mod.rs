@@ -54,7 +54,7 @@ pub const EVICTIONS_PATH: &str = "/admission/evictions";
 /// can answer, without a second count, log line or Event (see `evictions`).
 pub const EVICTIONS_STANDBY_PATH: &str = "/admission/evictions/standby";
 
-/// The doors at the paths that hold the doors' key (see [`crate::auth::DoorKey`]): the same
+/// The doors at the paths that hold the doors' key (see [`crate::certificates::DoorKey`]): the same
 /// doors; who may call them is [`Intake::caller`]'s to say.
 const KEYED_RULESETS_PATH: &str = "/admission/{key}/rulesets";
 const KEYED_EVICTIONS_PATH: &str = "/admission/{key}/evictions";

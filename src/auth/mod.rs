@@ -7,14 +7,12 @@ mod authz;
 pub(crate) mod budget;
 mod cache;
 pub(crate) mod connection;
-mod door_key;
 mod peer;
 mod requestheader;
 pub(crate) mod tls;
 
 pub(crate) use authn::{AuthError, Authenticator};
 pub(crate) use authz::{Attributes, Authorization, Authorizer};
-pub(crate) use door_key::DoorKey;
 pub(crate) use peer::{AdmissionCallers, PeerCertificates};
 pub(crate) use requestheader::{RequestHeaderConfig, TrustWatch, read_request_header_config};
 

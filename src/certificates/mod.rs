@@ -13,10 +13,12 @@
 //! key into the path of each of their webhooks, where they differ ([`trust`]). Checked
 //! every [`Keeper::interval`]: a `caBundle` a GitOps sync wrote back is put right within it.
 
+mod door_key;
 mod issue;
 
 mod trust;
 
+pub(crate) use door_key::DoorKey;
 pub(crate) use issue::Material;
 pub use trust::Target as TrustTarget;
 
@@ -24,7 +26,6 @@ use anyhow::{Context, Result, bail};
 use issue::Needs;
 use tokio::sync::watch;
 
-use crate::auth::DoorKey;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;

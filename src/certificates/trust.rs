@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
 
-use crate::auth::DoorKey;
+use super::DoorKey;
 
 /// The doors whose paths take the key: the first segment after `/admission/`.
 const DOORS: &[&str] = &["rulesets", "evictions"];

@@ -3,11 +3,14 @@
 //!
 //! When an active operation first shows an expected end from history (`status.estimate:
 //! History`, with `status.expectedEndP90`), that estimate is kept ([`Estimates`], by the
-//! occurrence's uid) until the operation completes. If it ends as the durations learn from it
-//! (outcome `Succeeded`, at its completion time), it is judged: did it end by the expected end
-//! (the median) and by the band's far edge (p90)? Any other completion drops the estimate
-//! unjudged: a failed, canceled, superseded or deleted operation says nothing of how long the
-//! operation takes, as it is not in the durations the estimate was read from either.
+//! occurrence's uid) until the operation completes. When it ends, it is judged at its completion
+//! time: did it end by the expected end (the median) and by the band's far edge (p90)? Every end
+//! counts, whatever its outcome (succeeded, failed, canceled, its subject deleted, unknown): a
+//! window promises when the scope is free, not that the work succeeded, and an operation that
+//! overran and then failed kept its scope busy past the estimate all the same. Only a
+//! completion that is no end of the work drops the estimate unjudged: superseded (a newer
+//! operation took over) or its ruleset removed (it stopped being watched). The durations are
+//! still learned from the operations that succeeded.
 //!
 //! The judgements are kept as a window of the last [`ENDS_WINDOW`] ends per rule operation
 //! ([`Coverage`]), not a count since the start or a decayed one: "the p90 covered 88 of the last
@@ -69,11 +72,14 @@ impl Estimates {
         );
     }
 
-    /// `op` completed: its first estimate, if it had one, judged against its end when it ended
-    /// as the durations learn from (`Succeeded`).
+    /// `op` completed: its first estimate, if it had one, judged against its end, whatever its
+    /// outcome but a takeover or its ruleset's removal (see the [module](self)).
     pub(super) fn completed(&mut self, op: &InFlightOperation) -> Option<Judged> {
         let estimate = self.0.remove(&op.uid)?;
-        if op.outcome != Some(Outcome::Succeeded) {
+        if matches!(
+            op.outcome,
+            Some(Outcome::Superseded | Outcome::RuleSetRemoved) | None
+        ) {
             return None;
         }
         let end = op.completed.unwrap_or(op.last_detected);
@@ -223,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_estimate_from_history_is_judged_at_a_successful_end() {
+    fn the_first_estimate_from_history_is_judged_at_its_end_whatever_its_outcome() {
         let mut e = Estimates::default();
         // Progress-based estimates have no band: not kept.
         e.shown(&shown("a", EstimateBasis::Progress, 5, None));
@@ -242,9 +248,24 @@ mod tests {
             e.completed(&ended("b", 10, Outcome::Succeeded)),
             Some(judged(true, true))
         );
-        // Other outcomes are not ends: dropped unjudged.
+        // An operation that overran and failed kept its scope busy past the band: a miss.
         e.shown(&shown("c", EstimateBasis::History, 10, Some(20)));
-        assert_eq!(e.completed(&ended("c", 50, Outcome::Failed)), None);
+        assert_eq!(
+            e.completed(&ended("c", 50, Outcome::Failed)),
+            Some(judged(false, false))
+        );
+        for outcome in [Outcome::Canceled, Outcome::SubjectDeleted, Outcome::Unknown] {
+            e.shown(&shown("c", EstimateBasis::History, 10, Some(20)));
+            assert_eq!(
+                e.completed(&ended("c", 5, outcome)),
+                Some(judged(true, true))
+            );
+        }
+        // A takeover or a ruleset removed is no end of the work: dropped unjudged.
+        for outcome in [Outcome::Superseded, Outcome::RuleSetRemoved] {
+            e.shown(&shown("c", EstimateBasis::History, 10, Some(20)));
+            assert_eq!(e.completed(&ended("c", 50, outcome)), None);
+        }
         assert_eq!(e.len(), 0);
         // Without an estimate: nothing to judge.
         assert_eq!(e.completed(&ended("d", 1, Outcome::Succeeded)), None);
