@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use ifo_dev::{RULESET_WEBHOOK, SERVICE_NAMESPACE, User};
-use ifo_test_support::{Env, door_open, eventually};
+use ifo_test_support::{Env, door_open, eventually, held_node, wait_held};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
 use openssl::x509::store::X509StoreBuilder;
@@ -252,7 +252,7 @@ fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
     // The admission door, called by kube-apiserver over TLS verified with that CA, answers:
     // at the doors' key's path, which kube-apiserver was given, proven by nothing else.
     let key = secret_data(env, "door.key");
-    assert_eq!(key.len(), 43, "{key}");
+    assert_eq!(key.len(), 60, "{key}");
     eventually(
         Duration::from_secs(30),
         "every webhook called with the key",
@@ -266,7 +266,7 @@ fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
     door_open(env, "certificates");
     // Anyone else: refused before the body is read, at a door's own path or another key's;
     // the key's path reads the review (this one malformed).
-    let other = "A".repeat(43);
+    let other = "0".repeat(60);
     for path in [
         "/admission/rulesets".to_owned(),
         "/admission/evictions".to_owned(),
@@ -376,4 +376,25 @@ fn a_ca_bundle_written_back_by_someone_else_is_put_right() {
             .then_some(())
     });
     door_open(env, "certificates-back");
+}
+
+/// The maintenance guard, called by kube-apiserver at the doors' key's path (its webhooks were
+/// given it), holds the drain of a node that is not clear: both doors answer, neither fails open.
+#[test]
+fn the_guard_answers_kube_apiserver_at_the_keys_path() {
+    let env = env();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let key = secret_data(env, "door.key");
+    eventually(
+        Duration::from_secs(30),
+        "every webhook called with the key",
+        || {
+            webhook_urls(env)
+                .iter()
+                .all(|u| u.contains(&format!("/admission/{key}/")))
+                .then_some(())
+        },
+    );
+    let (ns, _node) = held_node(env, "certs-guard", 0);
+    wait_held(env, &ns);
 }

@@ -184,7 +184,34 @@ impl Install {
                 None,
             )
             .unwrap_or_else(|e| format!("{e:#}"));
-        format!("pods:\n{pods}\nevents:\n{events}")
+        let webhooks = cluster
+            .kubectl_run(
+                User::Admin,
+                &[
+                    "get",
+                    "validatingwebhookconfigurations",
+                    "-o",
+                    "custom-columns=NAME:.metadata.name,PATHS:.webhooks[*].clientConfig.service.path",
+                ],
+                None,
+            )
+            .unwrap_or_else(|e| format!("{e:#}"));
+        let logs = cluster
+            .kubectl_run(
+                User::Admin,
+                &[
+                    "-n",
+                    NAMESPACE,
+                    "logs",
+                    "-l",
+                    "app.kubernetes.io/name=ifo-apiserver",
+                    "--tail=30",
+                    "--prefix",
+                ],
+                None,
+            )
+            .unwrap_or_else(|e| format!("{e:#}"));
+        format!("pods:\n{pods}\nevents:\n{events}\nwebhooks:\n{webhooks}\nlogs:\n{logs}")
     }
 
     /// Rotates the serving certificate as docs/operating.md says: `certs/generate.sh --renew`, and the

@@ -10,15 +10,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use base64::Engine as _;
-
 /// The first segment of every door's path.
 const PREFIX: &str = "/admission/";
 
-/// Random bytes in a key.
-const KEY_BYTES: usize = 32;
+/// Random bytes in a key: 240 bits, 60 hex digits, within the 63 characters of a DNS label.
+const KEY_BYTES: usize = 30;
 
-/// The doors' key (see the [module](self)): URL-safe base64 of [`KEY_BYTES`] random bytes.
+/// The doors' key (see the [module](self)): [`KEY_BYTES`] random bytes in lowercase hex, as a
+/// webhook's Service path takes a segment (kube-apiserver refuses any segment that is not a
+/// lowercase RFC 1123 subdomain: no capitals, no `_`).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct DoorKey(Arc<str>);
 
@@ -36,19 +36,23 @@ impl DoorKey {
         ring::rand::SystemRandom::new()
             .fill(&mut bytes)
             .map_err(|_| anyhow::anyhow!("the system's random source failed"))?;
-        Ok(DoorKey(
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .encode(bytes)
-                .into(),
-        ))
+        let hex = bytes
+            .iter()
+            .fold(String::with_capacity(2 * KEY_BYTES), |mut hex, b| {
+                use std::fmt::Write as _;
+                let _ = write!(hex, "{b:02x}");
+                hex
+            });
+        Ok(DoorKey(hex.into()))
     }
 
     /// A key as kept; `None` when `text` is not one.
     pub(crate) fn parse(text: &str) -> Option<DoorKey> {
-        let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(text)
-            .ok()?;
-        (decoded.len() == KEY_BYTES).then(|| DoorKey(text.into()))
+        (text.len() == 2 * KEY_BYTES
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| DoorKey(text.into()))
     }
 
     /// As kept and written in paths.
@@ -96,9 +100,16 @@ mod tests {
         let a = DoorKey::generate().unwrap();
         let b = DoorKey::generate().unwrap();
         assert_ne!(a, b);
-        assert_eq!(a.as_str().len(), 43);
+        assert_eq!(a.as_str().len(), 60);
         assert_eq!(DoorKey::parse(a.as_str()), Some(a.clone()));
-        for wrong in ["", "short", "evictions", &format!("{}A", a.as_str())] {
+        let upper = a.as_str().to_uppercase();
+        for wrong in [
+            "",
+            "short",
+            "evictions",
+            &format!("{}a", a.as_str()),
+            &upper,
+        ] {
             assert_eq!(DoorKey::parse(wrong), None, "{wrong}");
         }
         assert_eq!(format!("{a:?}"), "DoorKey(…)", "never logged");
@@ -117,10 +128,37 @@ mod tests {
             "/admission/evictions/standby".to_owned(),
             format!("/admission/{}/evictions", other.as_str()),
             format!("/admission/{k}"),
-            format!("/admission/{}/evictions", &k[..42]),
+            format!("/admission/{}/evictions", &k[..59]),
             format!("/apis/{k}/evictions"),
         ] {
             assert!(!key.opens(&path), "{path}");
+        }
+    }
+
+    /// kube-apiserver takes a webhook's Service path only if each of its segments is a lowercase
+    /// RFC 1123 subdomain (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, dot-separated, at most 253; each
+    /// label kept within 63 here, as DNS has it).
+    #[test]
+    fn a_keyed_path_is_one_kube_apiserver_takes_for_a_service() {
+        let label = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        for _ in 0..100 {
+            let key = DoorKey::generate().unwrap();
+            for path in ["/admission/evictions/standby", "/admission/rulesets"] {
+                let keyed = key.in_path(path, DOORS).unwrap();
+                for segment in keyed.trim_start_matches('/').split('/') {
+                    assert!(
+                        segment.len() <= 253 && segment.split('.').all(label),
+                        "{segment} of {keyed}"
+                    );
+                }
+            }
         }
     }
 
