@@ -193,28 +193,12 @@ fn webhook_urls(env: &Env) -> Vec<String> {
 fn posted(env: &Env, ca_bundle: &str, path: &str) -> String {
     let ca = std::env::temp_dir().join(format!("ifo-doors-ca-{}.pem", std::process::id()));
     std::fs::write(&ca, ca_bundle).unwrap();
-    let out = std::process::Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "10",
-        ])
-        .args([
-            "-H",
-            "Content-Type: application/json",
-            "--data",
-            "{}",
-            "--cacert",
-        ])
-        .arg(&ca)
-        .arg(format!("https://127.0.0.1:{}{path}", env.port))
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap()
+    ifo_test_support::posted(
+        &ca,
+        &format!("https://127.0.0.1:{}{path}", env.port),
+        "{}",
+        None,
+    )
 }
 
 /// The live API answers through the aggregation layer.

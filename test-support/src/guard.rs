@@ -66,6 +66,38 @@ pub fn evict_with(
     }
 }
 
+/// The HTTP status of a review POSTed to `url` as anyone on the network may (no client
+/// certificate, no token), from `from` if given, the server's certificate verified against the
+/// CA file `ca`; the body is curl's `--data-binary` argument (`@file`, or the text itself).
+pub fn posted(ca: &std::path::Path, url: &str, body: &str, from: Option<Ipv4Addr>) -> String {
+    let mut curl = std::process::Command::new("curl");
+    curl.args([
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "15",
+    ]);
+    if let Some(from) = from {
+        curl.args(["--interface", &from.to_string()]);
+    }
+    let out = curl
+        .arg("--cacert")
+        .arg(ca)
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+            url,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A pod bound to `node` (no kubelet runs it).
 pub fn pod_on(env: &Env, ns: &str, name: &str, node: &str) {
     env.apply(

@@ -63,7 +63,7 @@ pub use gadgets::{
 pub use gate::{clear_condition, clear_status, gate_operations};
 pub use guard::{
     Attacker, Evicted, UnderAttack, apiserver_metric, evict, evict_with, evictions_under,
-    held_node, pod_on, tcp_from, tls_client, tls_from, wait_held,
+    held_node, pod_on, posted, tcp_from, tls_client, tls_from, wait_held,
 };
 pub use ruleset::{Rule, RuleSet};
 pub use scope::Scope;

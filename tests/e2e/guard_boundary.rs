@@ -43,24 +43,12 @@ fn silent(tls: Option<&SslConnector>, port: u16) -> Option<Box<dyn std::any::Any
 
 /// POSTs `body` to `path` of `port` from [`ATTACKER`] without credentials; the HTTP status.
 fn forged(env: &Env, port: u16, path: &str, body: &Path) -> String {
-    let out = std::process::Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "15",
-        ])
-        .args(["--interface", &ATTACKER.to_string(), "--cacert"])
-        .arg(env.cluster.dir().join("pki/serving-ca.crt"))
-        .args(["-H", "Content-Type: application/json", "--data-binary"])
-        .arg(format!("@{}", body.display()))
-        .arg(format!("https://localhost:{port}{path}"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ifo_test_support::posted(
+        &env.cluster.dir().join("pki/serving-ca.crt"),
+        &format!("https://localhost:{port}{path}"),
+        &format!("@{}", body.display()),
+        Some(ATTACKER),
+    )
 }
 
 /// The guard of a server of its own, as a default install runs it (the doors do not
@@ -87,30 +75,49 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> (Process, u
     eventually(Duration::from_secs(60), "its own server ready", || {
         (env.direct_to(port, "/readyz", &[]).0 == "200").then_some(())
     });
-    let webhook = format!("guard.{ns}.ifo.kubevirt.io");
     let ca = {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(&env.cluster.serving.ca_pem)
     };
+    let webhook = eviction_webhook(
+        env,
+        &format!("guard-{ns}"),
+        ns,
+        json!({"url": format!("https://localhost:{port}/admission/evictions"), "caBundle": ca}),
+        "Ignore",
+    );
+    (process, port, webhook)
+}
+
+/// Registers the ValidatingWebhookConfiguration `name`: the evictions of namespace `ns` sent to
+/// `client` (its `clientConfig`) with `failure_policy`. Returns the webhook's name.
+fn eviction_webhook(
+    env: &Env,
+    name: &str,
+    ns: &str,
+    client: serde_json::Value,
+    failure_policy: &str,
+) -> String {
+    let webhook = format!("guard.{ns}.ifo.kubevirt.io");
     env.apply(
         &json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": format!("guard-{ns}")},
+            "metadata": {"name": name},
             "webhooks": [{
                 "name": webhook,
                 "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": format!("https://localhost:{port}/admission/evictions"), "caBundle": ca},
+                "clientConfig": client,
                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                     "resources": ["pods/eviction"], "scope": "Namespaced"}],
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                "matchPolicy": "Equivalent", "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent", "failurePolicy": failure_policy,
                 "sideEffects": "NoneOnDryRun", "timeoutSeconds": 3,
             }],
         })
         .to_string(),
     );
-    (process, port, webhook)
+    webhook
 }
 
 /// Removes the webhook of [`own_guard`] for `ns`: kube-apiserver no longer calls its server.
@@ -406,23 +413,12 @@ fn with_fail_a_guard_that_cannot_be_reached_holds_drains_until_the_admin_opens_i
         .unwrap()
         .port();
     let name = format!("guard-fail-{ns}");
-    env.apply(
-        &json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [{
-                "name": format!("guard.{ns}.ifo.kubevirt.io"),
-                "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": format!("https://localhost:{port}/admission/evictions")},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                    "resources": ["pods/eviction"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                "matchPolicy": "Equivalent", "failurePolicy": "Fail",
-                "sideEffects": "NoneOnDryRun", "timeoutSeconds": 3,
-            }],
-        })
-        .to_string(),
+    eviction_webhook(
+        env,
+        &name,
+        &ns,
+        json!({"url": format!("https://localhost:{port}/admission/evictions")}),
+        "Fail",
     );
     let refused = eventually(WAIT, "the drain held by the door no one answers", || {
         let e = evict(env, User::Admin, &ns, "app");
