@@ -430,18 +430,16 @@ fn with_fail_a_guard_that_cannot_be_reached_holds_drains_until_the_admin_opens_i
     println!("as kubectl drain sees it: {}", refused.trim());
     // Neither a tenant nor a user with no rights may open it.
     let open = r#"[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]"#;
+    let patch = [
+        "patch",
+        "validatingwebhookconfiguration",
+        &name,
+        "--type=json",
+        "-p",
+        open,
+    ];
     for user in [User::Alice, User::Bob] {
-        let tried = env.kubectl(
-            user,
-            &[
-                "patch",
-                "validatingwebhookconfiguration",
-                &name,
-                "--type=json",
-                "-p",
-                open,
-            ],
-        );
+        let tried = env.kubectl(user, &patch);
         let said = format!("{tried:?}");
         assert!(
             tried.is_err() && said.contains("forbidden"),
@@ -452,18 +450,7 @@ fn with_fail_a_guard_that_cannot_be_reached_holds_drains_until_the_admin_opens_i
     assert!(!e.ok, "still held: {}", e.stderr);
     // The admin opens it: the drain goes through (kube-apiserver reads the change within a
     // moment).
-    env.kubectl(
-        User::Admin,
-        &[
-            "patch",
-            "validatingwebhookconfiguration",
-            &name,
-            "--type=json",
-            "-p",
-            open,
-        ],
-    )
-    .unwrap();
+    env.kubectl(User::Admin, &patch).unwrap();
     eventually(
         WAIT,
         "the drain let through once the admin opened it",
