@@ -1282,5 +1282,59 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         .expect("the CRD went with the release");
     admin(&["-n", "ifo-system", "get", "secret", "ifo-apiserver-ca"])
         .expect("the CA went with the release");
+
+    // With the server's own certificates, the server writes the doors' key into the webhooks'
+    // paths (as it would: nothing runs here); an upgrade keeps what it wrote, where putting the
+    // plain path back would have kube-apiserver's reviews refused until the server wrote it again.
+    helm::run(
+        &cluster,
+        &[
+            "install",
+            "ifo",
+            &chart,
+            "-n",
+            "ifo-system",
+            "--set",
+            "certificates.source=server,guard.enabled=true",
+        ],
+    )
+    .unwrap();
+    let path = |i: usize| {
+        admin(&[
+            "get",
+            "validatingwebhookconfiguration",
+            "ifo-maintenance-guard",
+            "-o",
+            &format!("jsonpath={{.webhooks[{i}].clientConfig.service.path}}"),
+        ])
+        .unwrap()
+    };
+    let keyed = format!(
+        "/admission/{}/evictions",
+        "0123456789abcdef".repeat(4)[..60].to_owned()
+    );
+    admin(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        "ifo-maintenance-guard",
+        "--type=json",
+        "-p",
+        &format!(
+            r#"[{{"op":"replace","path":"/webhooks/0/clientConfig/service/path","value":"{keyed}"}}]"#
+        ),
+    ])
+    .unwrap();
+    upgrading(&["--set", "settings.DEBOUNCE_THRESHOLD=50s"]).unwrap();
+    assert_eq!(path(0), keyed, "the upgrade put the plain path back");
+    assert_eq!(
+        path(1),
+        "/admission/evictions/standby",
+        "a path the server did not write"
+    );
+    helm::run(
+        &cluster,
+        &["uninstall", "ifo", "-n", "ifo-system", "--wait"],
+    )
+    .unwrap();
     cluster.shutdown();
 }
