@@ -135,6 +135,9 @@ impl Schedules {
             .filter(|Reverse((t, _))| *t <= horizon)
             .collect();
         let mut listed = Vec::new();
+        // Each entry's expected durations, read once however many of its starts are listed.
+        let mut durations: Vec<Option<(Option<SignedDuration>, Option<SignedDuration>)>> =
+            vec![None; entries.len()];
         while let Some(Reverse((start, i))) = heap.pop() {
             if listed.len() == MAX_LISTED {
                 return Upcomings {
@@ -150,11 +153,13 @@ impl Schedules {
             {
                 heap.push(Reverse((next, i)));
             }
-            let (ruleset, operation) = &entry.durations_of;
-            let (p50, p90) = expected(
-                entry.own.quantiles(),
-                self.durations.quantiles(ruleset, operation),
-            );
+            let (p50, p90) = *durations[i].get_or_insert_with(|| {
+                let (ruleset, operation) = &entry.durations_of;
+                expected(
+                    entry.own.quantiles(),
+                    self.durations.quantiles(ruleset, operation),
+                )
+            });
             listed.push(Upcoming {
                 entry: entry.clone(),
                 start,
