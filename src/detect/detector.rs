@@ -3,6 +3,7 @@
 //! Called off the async runtime, one lane per ruleset (see `lanes`).
 
 use super::health::{Health, HealthReader};
+use super::over_budget::OverBudgetEvaluations;
 use super::suspension::SuspendPolicy;
 use crate::evaluate::{
     Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_labels_within, evaluate_within,
@@ -61,6 +62,8 @@ pub(crate) struct Detector {
     deadlines: Notify,
     /// The related parts of each loaded ruleset that has any (see `related`).
     related_parts: Mutex<HashMap<String, related::Parts>>,
+    /// Evaluations that went over the budget, used again for objects that did not change.
+    over_budget: OverBudgetEvaluations,
 }
 
 fn now() -> jiff::Timestamp {
@@ -124,6 +127,7 @@ impl Detector {
             durations,
             deadlines: Notify::new(),
             related_parts: Mutex::new(HashMap::new()),
+            over_budget: OverBudgetEvaluations::default(),
         }
     }
 
@@ -159,8 +163,10 @@ impl Detector {
     /// parts as loaded now are told by [`Detector::related_loaded`]).
     pub(crate) fn reset_ruleset(&self, ruleset: &str) {
         self.health.ruleset_reset(ruleset);
+        self.over_budget.forget_ruleset(ruleset);
         for (part, _) in self.take_parts(ruleset) {
             self.health.ruleset_reset(&part);
+            self.over_budget.forget_ruleset(&part);
         }
     }
 
@@ -255,7 +261,7 @@ impl Detector {
             }
             return;
         }
-        let evaluation = evaluate_within(&rs.exprs, &bound, &self.limits.budget);
+        let (evaluation, recalled) = self.evaluate(rs, &subject.uid, object, &bound);
         // What it found of the ruleset's health counts only while this generation is loaded: a
         // lane of a watcher being stopped (the ruleset changed or was deleted) still finishes
         // the evaluation under way, and would mark the object skipped, or the rules failing, for
@@ -272,7 +278,7 @@ impl Detector {
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
             Some(over) => {
                 let nodes = subject_nodes(rs, &tracker, &subject, &evaluation.labels);
-                self.report_over_budget(rs, (&subject, nodes), over)
+                self.report_over_budget(rs, (&subject, nodes), over, recalled)
             }
             None => {
                 self.report_errors(rs, &subject, &evaluation);
@@ -320,29 +326,64 @@ impl Detector {
         });
     }
 
+    /// `rs`'s evaluation of `object` (`uid`), and whether it is one made before: an object that
+    /// went over the budget and has not changed since is not evaluated again (see
+    /// [`super::over_budget`]).
+    fn evaluate(
+        &self,
+        rs: &CompiledRuleSet,
+        uid: &str,
+        object: &serde_json::Value,
+        bound: &Bound<'_>,
+    ) -> (Evaluation, bool) {
+        let version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty());
+        let ruleset = (rs.info.name.as_str(), rs.generation);
+        let now = std::time::Instant::now();
+        if let Some(version) = version
+            && let Some(evaluation) = self.over_budget.recall(ruleset, uid, version, now)
+        {
+            return (evaluation, true);
+        }
+        let evaluation = evaluate_within(&rs.exprs, bound, &self.limits.budget);
+        if let Some(version) = version
+            && evaluation.over_budget.is_some()
+        {
+            self.over_budget
+                .remember(ruleset, uid, version, &evaluation, now);
+        }
+        (evaluation, false)
+    }
+
     /// Logs, counts and records an over-budget evaluation: the object is skipped (its result is
     /// unknown) and named on the ruleset, and the ruleset is suspended when it keeps happening
-    /// on different objects.
+    /// on different objects. `recalled`: the evaluation was made before, of the same object
+    /// (listed again), and is neither logged nor counted again.
     fn report_over_budget(
         &self,
         rs: &CompiledRuleSet,
         (subject, nodes): (&Subject, Option<BTreeSet<String>>),
         over: &crate::evaluate::OverBudget,
+        recalled: bool,
     ) {
         let name = &rs.info.name;
-        tracing::warn!(
-            ruleset = %name,
-            target = %rs.target,
-            subject = %subject.reference(),
-            kind = %subject.kind,
-            rule = %over.place,
-            error = %over.exceeded,
-            "evaluation over budget; its result is unknown"
-        );
-        crate::metrics::cost_exceeded(&rs.owner().name);
+        if !recalled {
+            tracing::warn!(
+                ruleset = %name,
+                target = %rs.target,
+                subject = %subject.reference(),
+                kind = %subject.kind,
+                rule = %over.place,
+                error = %over.exceeded,
+                "evaluation over budget; its result is unknown"
+            );
+            crate::metrics::cost_exceeded(&rs.owner().name);
+        }
         if self
             .health
-            .over_budget(rs, (subject, nodes), over, &self.limits.suspend)
+            .over_budget(rs, (subject, nodes), over, recalled, &self.limits.suspend)
         {
             tracing::warn!(
                 ruleset = %name,
@@ -357,6 +398,8 @@ impl Detector {
     /// An object was deleted: its operations end at once.
     pub(crate) fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         self.health.deleted(rulesets, uid);
+        self.over_budget
+            .forget_object(rulesets.iter().map(|rs| rs.info.name.as_str()), uid);
         let at = now();
         self.with_tracker(|t| {
             let mut changes = Vec::new();

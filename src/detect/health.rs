@@ -192,6 +192,7 @@ impl Health {
         rs: &CompiledRuleSet,
         (subject, nodes): (&Subject, Option<BTreeSet<String>>),
         over: &OverBudget,
+        recalled: bool,
         policy: &SuspendPolicy,
     ) -> bool {
         let name = &rs.info.name;
@@ -214,9 +215,12 @@ impl Health {
             self.rulesets.record_skipped(name, &subject.uid, what);
         }
         let what = format!("{over} (object {}/{})", subject.kind, subject.name);
-        let suspended =
-            self.rulesets
-                .record_over_budget(name, (&subject.uid, &place), what, policy);
+        let suspended = self.rulesets.record_over_budget(
+            name,
+            (&subject.uid, &place),
+            (what, recalled),
+            policy,
+        );
         if suspended {
             self.targets
                 .suspended(&rs.target, name, subject.namespace.as_deref());
@@ -391,7 +395,7 @@ mod tests {
             window: Duration::from_secs(60),
         };
 
-        assert!(!health.over_budget(&rs, (&subject("u1"), None), &over, &policy));
+        assert!(!health.over_budget(&rs, (&subject("u1"), None), &over, false, &policy));
         assert_eq!(reader.stale(Some("a")).len(), 1);
         assert!(reader.stale(Some("b")).is_empty());
         assert_eq!(reader.ruleset("costly").skipped.len(), 1);
@@ -400,7 +404,7 @@ mod tests {
         assert!(reader.stale(None).is_empty());
         assert!(reader.ruleset("costly").skipped.is_empty());
 
-        assert!(health.over_budget(&rs, (&subject("u2"), None), &over, &policy));
+        assert!(health.over_budget(&rs, (&subject("u2"), None), &over, false, &policy));
         assert_eq!(
             reader.ruleset("costly").suspended,
             [Some("a".to_string())].into()

@@ -8,6 +8,7 @@
 mod detector;
 mod health;
 mod lanes;
+mod over_budget;
 mod ruleset_health;
 mod suspension;
 mod target_health;

@@ -90,19 +90,22 @@ impl RuleSets {
         h.last_error = Some(error);
     }
 
-    /// Records an evaluation of object `uid` in `place` that went over budget; true when that
-    /// suspends the ruleset there (once).
+    /// Records an evaluation of object `uid` in `place` that went over budget (`recalled`: made
+    /// before, of the same object, and not counted again); true when that suspends the ruleset
+    /// there (once).
     pub(super) fn record_over_budget(
         &self,
         ruleset: &str,
         (uid, place): (&str, &Place),
-        what: String,
+        (what, recalled): (String, bool),
         policy: &SuspendPolicy,
     ) -> bool {
         let now = Instant::now();
         let mut h = self.by_ruleset.entry(ruleset.to_string()).or_default();
-        h.over_budget += 1;
-        h.last_over_budget = Some(what);
+        if !recalled {
+            h.over_budget += 1;
+            h.last_over_budget = Some(what);
+        }
         if !h.strikes.contains_key(place) && h.strikes.len() >= MAX_STRIKE_SCOPES {
             let oldest = h
                 .strikes

@@ -253,6 +253,39 @@ async fn an_object_deleted_while_its_evaluation_is_queued_is_not_skipped_after()
     assert!(reader.ruleset("costly").skipped.is_empty());
 }
 
+/// An object over the budget, listed again unchanged (a watch lists its target afresh whenever
+/// a ruleset of it changes): not evaluated again, and still skipped; changed, it is evaluated
+/// again.
+#[tokio::test]
+async fn an_object_over_budget_listed_again_unchanged_costs_nothing_more() {
+    let (health, _, _, lanes) = costly_lanes();
+    let reader = health.reader();
+    let at = |version: &str| {
+        let mut thing = costly_thing("slow");
+        thing["metadata"]["resourceVersion"] = json!(version);
+        thing
+    };
+    lanes.apply_listed(at("7")).await;
+    lanes.evaluated().await;
+    assert_eq!(reader.ruleset("costly").over_budget, 1);
+    for _ in 0..3 {
+        lanes.apply_listed(at("7")).await;
+    }
+    lanes.evaluated().await;
+    let costly = reader.ruleset("costly");
+    assert_eq!(costly.over_budget, 1, "evaluated again: {costly:?}");
+    assert_eq!(costly.skipped.len(), 1);
+    assert_eq!(reader.stale(Some("team-a")).len(), 1, "still skipped");
+
+    lanes.apply(at("8"));
+    lanes.evaluated().await;
+    assert_eq!(
+        reader.ruleset("costly").over_budget,
+        2,
+        "a change is evaluated"
+    );
+}
+
 /// A lane of a generation no longer loaded (its watcher being stopped after the ruleset
 /// changed or was deleted) still finishes what it evaluates: nothing it finds is recorded
 /// against the ruleset.
