@@ -5,12 +5,10 @@
 use super::health::{Health, HealthReader};
 use super::over_budget::OverBudgetEvaluations;
 use super::suspension::SuspendPolicy;
-use crate::evaluate::{
-    Bound, Budget, EvalError, Evaluation, RuleResult, evaluate_labels_within, evaluate_within,
-};
+use crate::evaluate::{Bound, Budget, EvalError, evaluate_labels_within};
 use crate::history::{self, Durations};
 use crate::index::{OperationsWriter, Transitions};
-use crate::operation::{OVERDUE_BY_HISTORY, Outcome, Phase, Subject};
+use crate::operation::{Outcome, Subject};
 use crate::ruleset::CompiledRuleSet;
 use crate::schedule::Schedules;
 use crate::track::{Change, Tracker};
@@ -19,8 +17,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
+mod clock;
 mod related;
+mod report;
 use related::subject_nodes;
+use report::blinding_error;
 
 /// What evaluating a ruleset may cost, when a ruleset that keeps exceeding it is suspended, and
 /// how late its evaluation may run before its detection counts as not current.
@@ -326,75 +327,6 @@ impl Detector {
         });
     }
 
-    /// `rs`'s evaluation of `object` (`uid`), and whether it is one made before: an object that
-    /// went over the budget and has not changed since is not evaluated again (see
-    /// [`super::over_budget`]).
-    fn evaluate(
-        &self,
-        rs: &CompiledRuleSet,
-        uid: &str,
-        object: &serde_json::Value,
-        bound: &Bound<'_>,
-    ) -> (Evaluation, bool) {
-        let version = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(serde_json::Value::as_str)
-            .filter(|v| !v.is_empty());
-        let ruleset = (rs.info.name.as_str(), rs.generation);
-        let now = std::time::Instant::now();
-        if let Some(version) = version
-            && let Some(evaluation) = self.over_budget.recall(ruleset, uid, version, now)
-        {
-            return (evaluation, true);
-        }
-        let evaluation = evaluate_within(&rs.exprs, bound, &self.limits.budget);
-        if let Some(version) = version
-            && evaluation.over_budget.is_some()
-        {
-            self.over_budget
-                .remember(ruleset, uid, version, &evaluation, now);
-        }
-        (evaluation, false)
-    }
-
-    /// Logs, counts and records an over-budget evaluation: the object is skipped (its result is
-    /// unknown) and named on the ruleset, and the ruleset is suspended when it keeps happening
-    /// on different objects. `recalled`: the evaluation was made before, of the same object
-    /// (listed again), and is neither logged nor counted again.
-    fn report_over_budget(
-        &self,
-        rs: &CompiledRuleSet,
-        (subject, nodes): (&Subject, Option<BTreeSet<String>>),
-        over: &crate::evaluate::OverBudget,
-        recalled: bool,
-    ) {
-        let name = &rs.info.name;
-        if !recalled {
-            tracing::warn!(
-                ruleset = %name,
-                target = %rs.target,
-                subject = %subject.reference(),
-                kind = %subject.kind,
-                rule = %over.place,
-                error = %over.exceeded,
-                "evaluation over budget; its result is unknown"
-            );
-            crate::metrics::cost_exceeded(&rs.owner().name);
-        }
-        if self
-            .health
-            .over_budget(rs, (subject, nodes), over, recalled, &self.limits.suspend)
-        {
-            tracing::warn!(
-                ruleset = %name,
-                after = self.limits.suspend.after,
-                window = ?self.limits.suspend.window,
-                "ruleset suspended: it keeps going over its evaluation budget; its rules do not run until its spec changes"
-            );
-            crate::metrics::ruleset_suspended(&rs.owner().name);
-        }
-    }
-
     /// An object was deleted: its operations end at once.
     pub(crate) fn delete(&self, rulesets: &[Arc<CompiledRuleSet>], uid: &str) {
         self.health.deleted(rulesets, uid);
@@ -529,134 +461,6 @@ impl Detector {
     pub(crate) fn active_count(&self, ruleset: &str) -> usize {
         self.tracker.lock().active_count(ruleset)
     }
-
-    fn report_errors(
-        &self,
-        rs: &CompiledRuleSet,
-        subject: &Subject,
-        ev: &crate::evaluate::Evaluation,
-    ) {
-        let report = |what: String, e: &EvalError| {
-            let message = format!("{what}: {e}");
-            // Repeats on every event of the subject until the ruleset is fixed, so not at warn:
-            // it is counted and shown on the ruleset's RuleErrors condition.
-            tracing::debug!(
-                ruleset = %rs.info.name,
-                target = %rs.target,
-                subject = %subject.reference(),
-                kind = %subject.kind,
-                error = %message,
-                "rule evaluation failed"
-            );
-            crate::metrics::rule_error(&rs.owner().name);
-            self.health.record_error(
-                &rs.info.name,
-                format!("{message} (object {}/{})", subject.kind, subject.name),
-            );
-        };
-        for (op, result) in rs.operations.iter().zip(&ev.rules) {
-            for (part, e) in result.errors() {
-                match part {
-                    None => report(format!("rule {op}"), e),
-                    Some(part) => report(format!("rule {op} {part}"), e),
-                }
-            }
-        }
-        for (op, start) in rs.operations.iter().zip(&ev.starts) {
-            if let Some(Err(e)) = start {
-                report(format!("rule {op} schedule"), e);
-            }
-        }
-        for (key, value) in &ev.labels {
-            if let Err(e) = value {
-                report(format!("label {key}"), e);
-            }
-        }
-    }
-
-    /// Every `every`, brings the expectations of active operations up to date (what was learned
-    /// since, and operations that became overdue: nothing else would tell), and counts the
-    /// stalled ones for `ifo_operations_stalled`.
-    pub(crate) async fn run_expectations(self: Arc<Self>, every: std::time::Duration) {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            self.refresh_expectations();
-        }
-    }
-
-    /// One pass of [`Self::run_expectations`].
-    pub(crate) fn refresh_expectations(&self) {
-        let mut stalled = crate::metrics::StalledCounts::default();
-        let at = now();
-        // Under the tracker's lock: no change of the tracker can come between the snapshot
-        // and the records made from it.
-        let tracker = self.tracker.lock();
-        let snapshot = self.index.snapshot();
-        let mut changes = Vec::new();
-        for stored in &snapshot.items {
-            let op = &stored.op;
-            if op.phase != Phase::Active {
-                continue;
-            }
-            let current = history::refreshed(op, &self.durations, at);
-            let shown = current.as_ref().unwrap_or(op);
-            if let Some(stall) = shown.stall() {
-                let cause = if stall.reason == OVERDUE_BY_HISTORY {
-                    "history"
-                } else {
-                    "rule"
-                };
-                stalled.add(
-                    &shown.component,
-                    &shown.operation,
-                    &shown.subject.kind,
-                    cause,
-                );
-            }
-            if let Some(op) = current {
-                self.durations.shown(&op);
-                changes.push(Change::Upsert(op));
-            }
-        }
-        // The first estimates of operations that went without completing (nothing else would
-        // drop them), under the tracker's lock: every operation published is in the snapshot.
-        let active: HashSet<&str> = snapshot
-            .items
-            .iter()
-            .filter(|s| s.op.phase == Phase::Active)
-            .map(|s| s.op.uid.as_str())
-            .collect();
-        self.durations.retain_estimates(|uid| active.contains(uid));
-        if !changes.is_empty() {
-            let transitions = self.index.apply(changes);
-            debug_assert!(transitions.is_empty());
-        }
-        drop(tracker);
-        crate::metrics::set_stalled(stalled);
-    }
-
-    /// Completes operations whose grace ran out and drops expired completed ones, sleeping until
-    /// the next deadline in between.
-    pub(crate) async fn run_deadlines(self: Arc<Self>) {
-        loop {
-            let next = {
-                let at = now();
-                let mut tracker = self.tracker.lock();
-                self.publish(tracker.tick(at));
-                tracker.next_deadline()
-            };
-            // A deadline already past (the tick took long) wakes at once, not as late again.
-            let wait = next
-                .map(|d| std::time::Duration::try_from(d.duration_since(now())).unwrap_or_default())
-                .unwrap_or(std::time::Duration::from_secs(3600));
-            tokio::select! {
-                _ = tokio::time::sleep(wait.max(std::time::Duration::from_millis(10))) => {}
-                _ = self.deadlines.notified() => {}
-            }
-        }
-    }
 }
 
 /// The label keys that put an operation in a node's gate.
@@ -684,28 +488,4 @@ fn nodes_of(
         }
     }
     Some(nodes)
-}
-
-/// The first failure of `rs` on an object that leaves its detection unknown: a rule that
-/// errors (its operation may or may not be in flight) or a node label expression that fails
-/// (which node gates it belongs to is unknown). A failing message, progress or outcome leaves
-/// the verdict known and is only reported.
-fn blinding_error(rs: &CompiledRuleSet, evaluation: &Evaluation) -> Option<String> {
-    let rule = rs
-        .operations
-        .iter()
-        .zip(&evaluation.rules)
-        .find_map(|(op, result)| match result {
-            RuleResult::Error(e) => Some(format!("rule {op}: {e}")),
-            _ => None,
-        });
-    rule.or_else(|| {
-        evaluation
-            .labels
-            .iter()
-            .find_map(|(key, value)| match value {
-                Err(e) if NODE_KEYS.contains(&key.as_str()) => Some(format!("label {key}: {e}")),
-                _ => None,
-            })
-    })
 }
