@@ -15,6 +15,7 @@ mod client;
 pub mod config;
 mod detect;
 pub mod evaluate;
+mod gate;
 pub mod history;
 pub mod index;
 mod inventory;

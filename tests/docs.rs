@@ -134,6 +134,109 @@ fn every_relative_link_and_anchor_of_the_docs_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+/// Every file of the workspace's sources, as a path relative to the root.
+fn source_files() -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "target" || name.starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.push(
+                    path.strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    let mut files = Vec::new();
+    let root = root();
+    for dir in [
+        "src",
+        "model",
+        "plugin",
+        "devtools",
+        "test-support",
+        "apimachinery",
+        "tests",
+        "benches",
+    ] {
+        walk(&root.join(dir), &root, &mut files);
+    }
+    files
+}
+
+/// The architecture page names files and directories by a path that ends theirs (`gate/verdict.rs`,
+/// `api/gate/`): each of them exists, so that the page leads a reader to the code it describes.
+#[test]
+fn every_source_path_the_architecture_page_names_exists() {
+    let page = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let files = source_files();
+    let named = regex::Regex::new(r"`([A-Za-z0-9_./-]+(?:\.rs|/))`").unwrap();
+    let mut missing: BTreeSet<String> = BTreeSet::new();
+    let mut checked = 0;
+    for path in named.captures_iter(&page).map(|c| c[1].to_owned()) {
+        if path.starts_with("http") || path.starts_with("../") || !path.contains(['.', '/']) {
+            continue;
+        }
+        checked += 1;
+        let found = root().join(&path).exists()
+            || files.iter().any(|f| {
+                let f = format!("/{f}");
+                if let Some(dir) = path.strip_suffix('/') {
+                    f.contains(&format!("/{dir}/"))
+                } else {
+                    f.ends_with(&format!("/{path}"))
+                }
+            });
+        if !found {
+            missing.insert(path);
+        }
+    }
+    assert!(checked > 50, "only {checked} paths read from the page");
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names paths no source has: {missing:?}"
+    );
+}
+
+/// One word per concept, as the glossary of docs/architecture.md says: a type named after the
+/// gate's verdict lives with the verdict (`gate/`) or the guard that reads it, and detection's
+/// state is "current", never "freshness" (Kubernetes' discovery field of that name apart).
+#[test]
+fn the_glossary_words_mean_one_thing_in_the_sources() {
+    let verdict_type = regex::Regex::new(r"\b(?:struct|enum|type)\s+(\w*Verdict\w*)").unwrap();
+    let freshness = regex::Regex::new(r#"[^"\w](freshness)\b|\bFreshness"#).unwrap();
+    let mut wrong = Vec::new();
+    for file in source_files().iter().filter(|f| f.starts_with("src/")) {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        for c in verdict_type.captures_iter(&text) {
+            let home = file.starts_with("src/gate/") || file == "src/admission/evictions.rs";
+            if !home {
+                wrong.push(format!(
+                    "{file}: type {} (\"verdict\" is the gate's)",
+                    &c[1]
+                ));
+            }
+        }
+        if freshness.is_match(&text) {
+            wrong.push(format!(
+                "{file}: \"freshness\" (detection is current or not)"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn anchors_are_named_as_github_names_them() {
     assert_eq!(slug("Is it safe to drain?"), "is-it-safe-to-drain");

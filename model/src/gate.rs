@@ -75,10 +75,48 @@ lenient_struct! {
     }
 }
 
+/// What a gate says of its scope, as its `Clear` condition's status carries it: the one reading
+/// of that status for the server that writes it and the clients that read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// `True`: nothing in flight, and the server vouches for the scope.
+    Clear,
+    /// `False`: operations in flight.
+    InFlight,
+    /// `Unknown` (or no verdict at all): the server cannot vouch for the scope.
+    Unknown,
+}
+
+impl Verdict {
+    /// The `Clear` condition's status that says it.
+    pub fn status(self) -> &'static str {
+        match self {
+            Verdict::Clear => "True",
+            Verdict::InFlight => "False",
+            Verdict::Unknown => "Unknown",
+        }
+    }
+
+    /// What a `Clear` condition's `status` says; anything but `True` and `False` is unknown.
+    pub fn of_status(status: &str) -> Verdict {
+        match status {
+            "True" => Verdict::Clear,
+            "False" => Verdict::InFlight,
+            _ => Verdict::Unknown,
+        }
+    }
+}
+
 impl<Op> GateStatus<Op> {
     /// The `Clear` condition.
     pub fn clear(&self) -> Option<&Condition> {
         self.condition(CLEAR_CONDITION)
+    }
+
+    /// What the `Clear` condition says (unknown without one).
+    pub fn verdict(&self) -> Verdict {
+        self.clear()
+            .map_or(Verdict::Unknown, |c| Verdict::of_status(&c.status))
     }
 
     /// The condition of type `type_`.

@@ -11,7 +11,7 @@ mod window;
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
     GateOperation, GateScheduled, GateStatus, GateSubject, GateWindow, MaintenanceGate,
-    StaleTarget, WindowReason,
+    StaleTarget, Verdict, WindowReason,
 };
 pub use object::{InFlightOperation, Spec, Status, SubjectRef};
 pub use stale_cause::{

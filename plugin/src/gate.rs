@@ -21,16 +21,7 @@ use super::colour::Colours;
 use super::format::{Table, age, human_duration};
 use super::op::{GROUP, VERSION};
 
-/// What a gate says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Nothing in flight, and the server vouches for it.
-    Clear,
-    /// Operations in flight.
-    InFlight,
-    /// The server cannot vouch for the scope (or the gate has no verdict).
-    Unknown,
-}
+pub use ifo_model::Verdict;
 
 /// The gate that answers a `check` or `wait` with these flags, when one does: every namespace
 /// (`-A`, which `--node` and `--component` imply for `check` and `wait`) with at most `--node`
@@ -61,11 +52,7 @@ pub fn name_for(global: &Global, scope: &Scope) -> Option<String> {
 
 /// The verdict of `gate`'s `Clear` condition.
 pub fn verdict(gate: &MaintenanceGate) -> Verdict {
-    match gate.status.clear().map(|c| c.status.as_str()) {
-        Some("True") => Verdict::Clear,
-        Some("False") => Verdict::InFlight,
-        _ => Verdict::Unknown,
-    }
+    gate.status.verdict()
 }
 
 fn plural(n: u64, word: &str) -> String {

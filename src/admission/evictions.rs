@@ -37,14 +37,14 @@
 use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::node_events::{NodeEvents, Why};
 use super::{REVIEW_DEADLINE, ReviewError};
-use crate::api::ApiState;
 use crate::config::WhenUnknown;
+use crate::gate::{Gates, Judged, Verdict};
 use crate::inventory::Inventory;
 use crate::inventory::pods::{PodNode, Pods};
 use crate::metrics::{AdmissionDoor, AdmissionTimer, GuardReason};
 use axum::extract::{Request, State};
 use axum::response::Response;
-use ifo_model::{CLEAR_CONDITION, MAINTENANCE_OVERRIDE_ANNOTATION};
+use ifo_model::MAINTENANCE_OVERRIDE_ANNOTATION;
 use jiff::Timestamp;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::{DynamicObject, Status};
@@ -55,7 +55,8 @@ const KINDS_IN_MESSAGE: usize = 3;
 
 /// The door's state.
 pub(crate) struct Evictions {
-    pub(crate) api: Arc<ApiState>,
+    /// The facts the nodes' gates are judged on.
+    pub(crate) gates: Gates,
     pub(crate) inventory: Arc<Inventory>,
     pub(crate) pods: Arc<Pods>,
     pub(crate) when_unknown: WhenUnknown,
@@ -84,39 +85,33 @@ pub(crate) enum NodeVerdict {
 }
 
 impl NodeVerdict {
-    /// The verdict of a gate as served (`None`: it does not exist).
-    fn of(gate: Option<&crate::api::NodeGate>) -> NodeVerdict {
-        let Some(gate) = gate else {
+    /// What a node's gate, judged (`None`: it does not exist), tells the guard.
+    fn of(judged: Option<Judged>) -> NodeVerdict {
+        let Some(Judged {
+            verdict,
+            members,
+            feeds,
+            ..
+        }) = judged
+        else {
             return NodeVerdict::Gone;
         };
-        let status = gate
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == CLEAR_CONDITION)
-            .map_or("Unknown", |c| c.status.as_str());
-        match status {
-            "True" => NodeVerdict::Clear,
-            "False" => NodeVerdict::InFlight {
-                active: gate.status.active_operations,
-                operations: gate
-                    .status
+        match verdict {
+            Verdict::Clear => NodeVerdict::Clear,
+            Verdict::InFlight => NodeVerdict::InFlight {
+                active: members.active as u64,
+                operations: members
                     .operations
                     .iter()
                     .map(|op| {
-                        let op = op.to_model();
-                        (op.subject.kind, op.operation, op.expected_end.map(|t| t.0))
+                        let end = op.clears_at();
+                        (op.subject.kind.clone(), op.operation.clone(), end)
                     })
                     .collect(),
-                expected_clear: gate.status.expected_clear_time.as_ref().map(|t| t.0),
+                expected_clear: members.expected_clear,
             },
-            _ => NodeVerdict::Unknown {
-                stale: gate
-                    .status
-                    .stale_targets
-                    .iter()
-                    .map(|s| s.resource.clone())
-                    .collect(),
+            Verdict::Unknown(_) => NodeVerdict::Unknown {
+                stale: feeds.stale.iter().map(|s| s.resource()).collect(),
             },
         }
     }
@@ -358,7 +353,7 @@ impl Evictions {
         let decision = decide(
             request,
             |namespace, name| self.pods.node_of(namespace, name),
-            |node| NodeVerdict::of(crate::api::node_gate(&self.api, node).as_ref()),
+            |node| NodeVerdict::of(self.gates.node(node)),
             |node| {
                 self.inventory
                     .node(node)

@@ -126,11 +126,11 @@ pub fn evictions_router(
         .map(|(ns, name, node)| (ns.as_str(), name.as_str(), Some(node.as_str()), false))
         .collect();
     placed.set(&entries);
-    let state = Arc::new(state.with_inventory(inventory.clone()));
+    let state = state.with_inventory(inventory.clone());
     Router::new()
         .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
         .with_state(Arc::new(evictions::Evictions {
-            api: state,
+            gates: state.gates(),
             inventory,
             pods: placed,
             when_unknown: crate::config::WhenUnknown::Deny,

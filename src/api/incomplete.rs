@@ -108,7 +108,7 @@ fn by_cause(stale: &[Stale]) -> Vec<Notice> {
 pub(crate) fn causes(stale: &[Stale]) -> (Vec<String>, Vec<bool>) {
     let named: Vec<(String, String)> = stale
         .iter()
-        .map(|s| (target_name(s), s.reason.to_string()))
+        .map(|s| (s.resource(), s.reason.to_string()))
         .collect();
     let pairs: Vec<(&str, &str)> = named
         .iter()
@@ -228,7 +228,7 @@ pub(crate) fn warn(texts: impl IntoIterator<Item = String>, response: &mut Respo
 /// One reason's text, and whether it names something of a namespace: an object skipped there
 /// (`namespace/name`; a cluster-scoped object is `name`), a ruleset suspended there.
 fn notice(s: &Stale) -> Notice {
-    let name = target_name(s);
+    let name = s.resource();
     let full = s.reason.to_string();
     let mut reason: String = full.chars().take(MAX_REASON).collect();
     if reason.len() < full.len() {
@@ -252,17 +252,6 @@ fn notice(s: &Stale) -> Notice {
 #[cfg(test)]
 fn warnings(stale: &[Stale]) -> Vec<String> {
     texts(&stale.iter().map(notice).collect::<Vec<_>>(), Reader::All)
-}
-
-/// `<resource>.<group>/<version>` (`<resource>/<version>` in the core group): how warnings and
-/// maintenance gates name a target.
-pub(crate) fn target_name(stale: &Stale) -> String {
-    let t = &stale.target;
-    if t.group.is_empty() {
-        format!("{}/{}", t.resource, t.version)
-    } else {
-        format!("{}.{}/{}", t.resource, t.group, t.version)
-    }
 }
 
 /// `299 - "text"`, with `"` and `\` escaped and control characters made spaces (as

@@ -3,8 +3,8 @@
 mod chunked;
 pub(crate) mod continue_token;
 pub(crate) mod discovery;
-pub(crate) mod freshness;
 mod gate;
+pub(crate) mod incomplete;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;
 mod operations;
@@ -19,9 +19,6 @@ pub(crate) mod status;
 mod table;
 mod watch;
 mod wire;
-
-pub(crate) use gate::node_gate;
-pub(crate) use gate::verdict::Gate as NodeGate;
 
 use crate::readiness::{Probe, Readiness};
 use axum::Router;
@@ -48,7 +45,7 @@ pub struct ApiState {
     /// Limits on open watches.
     watch_slots: Arc<watch::slots::WatchSlots>,
     /// Which watched targets are not current, for the `Warning` header of reads.
-    pub(crate) freshness: crate::detect::HealthReader,
+    pub(crate) detection: crate::detect::HealthReader,
     /// The names of the cluster's nodes and namespaces: which of their gates exist.
     pub(crate) inventory: Arc<crate::inventory::Inventory>,
     /// What the rules announce: the gates' scheduled operations.
@@ -118,7 +115,7 @@ impl ApiState {
             snapshots: snapshots::Snapshots::default(),
             readiness,
             watch_slots: watch::slots::WatchSlots::new(limits),
-            freshness: Default::default(),
+            detection: Default::default(),
             inventory: Default::default(),
             schedules: Default::default(),
             watch_generation: tokio::sync::watch::Sender::new(0),
@@ -149,6 +146,16 @@ impl ApiState {
         self.serving.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The facts the maintenance gates are judged on (see [`crate::gate`]).
+    pub(crate) fn gates(&self) -> crate::gate::Gates {
+        crate::gate::Gates::new(
+            self.index.clone(),
+            self.detection.clone(),
+            self.readiness.clone(),
+            self.inventory.clone(),
+        )
+    }
+
     /// The maintenance gates a list answers (the cluster's and those with operations in
     /// flight), as they are served: what the gate metrics read.
     pub(crate) fn maintenance_gates(&self) -> Vec<crate::metrics::GateSeries> {
@@ -156,8 +163,8 @@ impl ApiState {
     }
 
     /// Warns readers when a target in `targets` is not watched (by default none is known).
-    pub(crate) fn with_freshness(mut self, targets: crate::detect::HealthReader) -> Self {
-        self.freshness = targets;
+    pub(crate) fn with_detection(mut self, targets: crate::detect::HealthReader) -> Self {
+        self.detection = targets;
         self
     }
 

@@ -7,7 +7,7 @@
 //! the function that serves its requests.
 
 use super::ApiState;
-use super::freshness::Reader;
+use super::incomplete::Reader;
 use super::negotiate::Representation;
 use super::params::Params;
 use super::status::{ApiError, GroupResource};

@@ -2,7 +2,7 @@
 //! [`super::served`]), with the `Warning`s of the answer.
 
 use super::ApiState;
-use super::freshness;
+use super::incomplete;
 use super::request::plan;
 use super::respond::representation;
 use super::served;
@@ -46,31 +46,31 @@ pub(super) async fn dispatch(
     let namespace = info.resource.as_ref().and_then(|r| r.namespace.as_deref());
     let warnings = || {
         let unsynced = state.readiness.unsynced();
-        freshness::warnings_now(&state.freshness, &unsynced, namespace)
+        incomplete::warnings_now(&state.detection, &unsynced, namespace)
     };
     // Before the answer is read from the index and after: a target that becomes current while
-    // the answer is taken may have been read half-listed (see `freshness::warnings_now`).
+    // the answer is taken may have been read half-listed (see `incomplete::warnings_now`).
     let before = warnings();
     let mut response = match route(&state, &info, &user, &headers) {
         Ok(response) => response,
         Err(e) => e.into_response(),
     };
     // With those of the snapshot a list page was read from, told as one.
-    let kept = response.extensions_mut().remove::<freshness::Kept>();
+    let kept = response.extensions_mut().remove::<incomplete::Kept>();
     let after = warnings();
     let notices = before
         .iter()
         .chain(kept.iter().flat_map(|k| k.0.iter()))
         .chain(&after);
-    let texts = freshness::texts(notices, reader(&info));
-    freshness::warn(texts, &mut response);
+    let texts = incomplete::texts(notices, reader(&info));
+    incomplete::warn(texts, &mut response);
     response
 }
 
-/// Who reads the warnings of the answer to `info` (see [`freshness::Reader`]): as the resource
+/// Who reads the warnings of the answer to `info` (see [`incomplete::Reader`]): as the resource
 /// it names says; every reason for a request for none.
-fn reader(info: &RequestInfo) -> freshness::Reader {
-    served::requested(info).map_or(freshness::Reader::All, |r| r.reader)
+fn reader(info: &RequestInfo) -> incomplete::Reader {
+    served::requested(info).map_or(incomplete::Reader::All, |r| r.reader)
 }
 
 /// Sends the request to the served resource it names, with what it asks of it and how it is to be

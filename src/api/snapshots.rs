@@ -11,7 +11,7 @@
 //! the records themselves are shared). Past the budget, the oldest go first, so paginating
 //! under heavy churn may still get `410 Expired` with an inconsistent continue token.
 
-use super::freshness::Notice;
+use super::incomplete::Notice;
 use crate::index::{IndexReader, Snapshot};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ pub(crate) struct Kept {
     namespace: Option<String>,
     pub snapshot: Arc<Snapshot>,
     /// The `Warning`s a read got just before it was taken (see
-    /// [`super::freshness::warnings_now`]): every page read from it carries them, whatever
+    /// [`super::incomplete::warnings_now`]): every page read from it carries them, whatever
     /// the server knows by the time the page is asked for.
     pub warnings: Arc<[Notice]>,
 }

@@ -5,7 +5,7 @@
 //!
 //! The TLS handshake already verified the chain against the union of both CAs; here it is
 //! verified against each one separately, so a certificate of the cluster's client CA can never
-//! pass for the front proxy. The verdict is kept per connection and trust settings until the
+//! pass for the front proxy. The judgement is kept per connection and trust settings until the
 //! first certificate of the chain expires: it is computed again when the CAs or allowed names
 //! change, and a certificate that expires while its connection is open (an HTTP/2 connection
 //! lives for hours) proves nothing from then on, as kube-apiserver, which checks the chain on
@@ -29,26 +29,26 @@ pub(crate) enum PeerIdentity {
     User(UserInfo),
 }
 
-/// The trust settings a certificate was last judged by, the verdict, and until when it holds
+/// The trust settings a certificate was last judged by, the judgement, and until when it holds
 /// (the first expiry among the chain and the CAs).
-type Verdict = Option<(Arc<RequestHeaderConfig>, PeerIdentity, SystemTime)>;
+type Judgement = Option<(Arc<RequestHeaderConfig>, PeerIdentity, SystemTime)>;
 
 /// The verified certificate chain the client presented (empty when it presented none), with
-/// the verdict under the trust settings it was last judged by.
+/// the judgement under the trust settings it was last judged by.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PeerCertificates {
     chain: Arc<Vec<CertificateDer<'static>>>,
     /// When the first certificate of the chain expires.
     expires: Option<SystemTime>,
-    verdict: Arc<Mutex<Verdict>>,
+    judgement: Arc<Mutex<Judgement>>,
     /// Whether it is kube-apiserver calling the admission doors, under the trust settings it
     /// was last judged by, and until when that holds.
-    caller: Arc<Mutex<CallerVerdict>>,
+    caller: Arc<Mutex<CallerJudgement>>,
 }
 
 /// Whether a certificate is kube-apiserver's for the admission doors, under the trust settings
 /// it was judged by, until when.
-type CallerVerdict = Option<(Arc<RequestHeaderConfig>, bool, SystemTime)>;
+type CallerJudgement = Option<(Arc<RequestHeaderConfig>, bool, SystemTime)>;
 
 /// Who may call the admission doors (`ADMISSION_ALLOWED_NAMES`, `ADMISSION_CLIENT_CA_FILE`):
 /// kube-apiserver, by the client certificate its webhook kubeconfig gives it.
@@ -109,7 +109,7 @@ impl PeerCertificates {
         PeerCertificates {
             expires: expiry(chain.iter()),
             chain: Arc::new(chain),
-            verdict: Arc::default(),
+            judgement: Arc::default(),
             caller: Arc::default(),
         }
     }
@@ -129,18 +129,18 @@ impl PeerCertificates {
             return false;
         }
         let mut caller = self.caller.lock();
-        if let Some((judged_by, verdict, until)) = caller.as_ref()
+        if let Some((judged_by, judgement, until)) = caller.as_ref()
             && Arc::ptr_eq(judged_by, trust)
             && now < *until
         {
-            return *verdict;
+            return *judgement;
         }
         let roots = if callers.ca.is_empty() {
             &trust.cluster_client_ca
         } else {
             &callers.ca
         };
-        let verdict = Subject::of(leaf)
+        let judgement = Subject::of(leaf)
             .and_then(|s| s.common_name)
             .is_some_and(|cn| callers.names.contains(&cn))
             && verifies(roots, leaf, intermediates);
@@ -149,8 +149,8 @@ impl PeerCertificates {
             .chain(self.expires)
             .min()
             .unwrap_or(now);
-        *caller = Some((trust.clone(), verdict, until));
-        verdict
+        *caller = Some((trust.clone(), judgement, until));
+        judgement
     }
 
     /// The identity of the certificate under `trust`.
@@ -158,13 +158,13 @@ impl PeerCertificates {
         if self.chain.is_empty() {
             return PeerIdentity::None;
         }
-        let mut verdict = self.verdict.lock();
+        let mut judgement = self.judgement.lock();
         let now = SystemTime::now();
         if self.expires.is_none_or(|t| now >= t) {
             // Expired since the handshake (or unreadable).
             return PeerIdentity::None;
         }
-        if let Some((judged_by, identity, until)) = verdict.as_ref()
+        if let Some((judged_by, identity, until)) = judgement.as_ref()
             && Arc::ptr_eq(judged_by, trust)
             && now < *until
         {
@@ -176,7 +176,7 @@ impl PeerCertificates {
             .chain(self.expires)
             .min()
             .unwrap_or(now);
-        *verdict = Some((trust.clone(), identity.clone(), until));
+        *judgement = Some((trust.clone(), identity.clone(), until));
         identity
     }
 }

@@ -100,6 +100,18 @@ pub(crate) struct Stale {
     pub reason: Blind,
 }
 
+impl Stale {
+    /// The target as readers name it: `virtualmachines.kubevirt.io/v1`, `pods/v1`.
+    pub(crate) fn resource(&self) -> String {
+        let t = &self.target;
+        if t.group.is_empty() {
+            format!("{}/{}", t.resource, t.version)
+        } else {
+            format!("{}.{}/{}", t.resource, t.group, t.version)
+        }
+    }
+}
+
 /// Every watched target's health. Cheap to read: one lock, held briefly.
 #[derive(Debug, Default)]
 pub(super) struct TargetHealth {

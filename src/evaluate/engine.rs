@@ -431,7 +431,7 @@ impl Expr {
         eval(self, &ctx)
     }
 
-    /// A rule's verdict: anything but a bool is `WrongType`, as Kubernetes would reject it.
+    /// A rule's result: anything but a bool is `WrongType`, as Kubernetes would reject it.
     pub fn eval_bool(&self, object: &Bound<'_>) -> Result<bool, EvalError> {
         self.run_alone(object, Self::eval_bool_in)
     }

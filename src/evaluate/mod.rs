@@ -149,7 +149,7 @@ pub struct OverBudget {
     pub exceeded: Exceeded,
 }
 
-/// The verdict of one rule.
+/// The result of one rule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RuleResult {
     /// The rule matched.

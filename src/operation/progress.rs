@@ -43,7 +43,7 @@ impl Stall {
         }
     }
 
-    /// The same stall, still going: keeps the time it started when the rule's verdict is the
+    /// The same stall, still going: keeps the time it started when the rule's result is the
     /// same as before.
     pub fn continuing(self, previous: Option<&Stall>) -> Stall {
         match previous {

@@ -101,7 +101,7 @@ impl Writer {
                 ),
                 event = events.recv() => match event {
                     Ok(event) => {
-                        // A change of the feeds' freshness carries no record to write.
+                        // A change of the feeds' state carries no record to write.
                         let Some(object) = &event.object else { continue };
                         let desired = match event.kind {
                             EventKind::Added | EventKind::Modified => Desired::Present(object.op.clone()),

@@ -4,7 +4,7 @@
 //! a suspension) within a couple of seconds, the rest (other conditions, counts, learned
 //! durations) at most once per `RULESET_STATUS_INTERVAL` (see [`due`]).
 
-use super::schema::{self, Verdict};
+use super::schema::{self, SchemaCheck};
 use super::status::{Observed, awaited_change, desired, same};
 use crate::detect::Detector;
 use crate::evaluate::Engine;
@@ -30,7 +30,7 @@ struct Entry {
     written_at: Option<tokio::time::Instant>,
     /// What the fields its expressions read were checked against (none while it does not
     /// compile).
-    schema: Option<Verdict>,
+    schema: Option<SchemaCheck>,
 }
 
 /// Most rulesets checked against their targets' schemas in one status tick (each check reads
@@ -102,8 +102,8 @@ pub(crate) async fn run(
             }
             _ = recheck_tick.tick() => {
                 for entry in entries.values_mut() {
-                    if matches!(entry.schema, Some(Verdict::Unavailable(_))) {
-                        entry.schema = Some(Verdict::Pending);
+                    if matches!(entry.schema, Some(SchemaCheck::Unavailable(_))) {
+                        entry.schema = Some(SchemaCheck::Pending);
                     }
                 }
                 continue;
@@ -114,7 +114,7 @@ pub(crate) async fn run(
                         && schema::crds_of(rs).any(|c| c == crd)
                     {
                         tracing::debug!(ruleset = %name, %crd, "a target's CRD changed: checking the ruleset against it again");
-                        entry.schema = Some(Verdict::Pending);
+                        entry.schema = Some(SchemaCheck::Pending);
                     }
                 }
                 continue;
@@ -276,7 +276,7 @@ fn upsert(
         detector.ruleset_invalid(&name, &ors.spec, error);
     }
     let (written, written_at) = previous.map_or((None, None), |e| (e.written, e.written_at));
-    let schema = compiled.is_ok().then_some(Verdict::Pending);
+    let schema = compiled.is_ok().then_some(SchemaCheck::Pending);
     entries.insert(
         name,
         Entry {
@@ -318,21 +318,21 @@ fn due(
 async fn check_schemas(schemas: &Schemas, entries: &mut HashMap<String, Entry>) {
     let waiting = entries
         .iter_mut()
-        .filter(|(_, e)| e.schema == Some(Verdict::Pending))
+        .filter(|(_, e)| e.schema == Some(SchemaCheck::Pending))
         .take(CHECKS_PER_TICK);
     for (name, entry) in waiting {
         let Ok(rs) = &entry.compiled else { continue };
-        let verdict = schema::check(schemas, rs).await;
-        match &verdict {
-            Verdict::Problems(problems) => {
+        let check = schema::check(schemas, rs).await;
+        match &check {
+            SchemaCheck::Problems(problems) => {
                 tracing::warn!(ruleset = %name, target = %rs.target, problems = ?problems, "the ruleset reads what its target's schema does not have")
             }
-            Verdict::Unavailable(why) => {
+            SchemaCheck::Unavailable(why) => {
                 tracing::debug!(ruleset = %name, target = %rs.target, why, "the ruleset's fields are not checked")
             }
-            Verdict::Checked { .. } | Verdict::Pending => {}
+            SchemaCheck::Checked { .. } | SchemaCheck::Pending => {}
         }
-        entry.schema = Some(verdict);
+        entry.schema = Some(check);
     }
 }
 

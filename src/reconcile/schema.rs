@@ -15,7 +15,7 @@ pub(super) const SCHEMA_CHECKED: &str = "SchemaChecked";
 
 /// What the check found, for the condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum SchemaCheck {
     /// Not checked yet: the generation just loaded, or a target's CRD changed.
     Pending,
     /// Every field read is in the target's schema and every result of its role's type; what
@@ -41,13 +41,13 @@ fn targets_of(ruleset: &CompiledRuleSet) -> impl Iterator<Item = &Target> {
 }
 
 /// Checks `ruleset` against its targets' schemas as the server holds them now.
-pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdict {
+pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> SchemaCheck {
     let targets: Vec<Target> = targets_of(ruleset).cloned().collect();
     let found = schemas.lookup(&targets).await;
     let own = found.schema(&ruleset.target);
     let report = check_against(ruleset, |target| found.schema(target));
     if !report.is_ok() {
-        return Verdict::Problems(report.problems);
+        return SchemaCheck::Problems(report.problems);
     }
     let absent = |t: &Target| match found.by_target.get(t) {
         Some(Lookup::Absent(why)) => Some(why.clone()),
@@ -55,7 +55,7 @@ pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdi
         None => Some(format!("{t} was not looked up")),
     };
     let Some(own) = own else {
-        return Verdict::Unavailable(
+        return SchemaCheck::Unavailable(
             absent(&ruleset.target).unwrap_or_else(|| format!("no schema of {}", ruleset.target)),
         );
     };
@@ -67,21 +67,21 @@ pub(super) async fn check(schemas: &Schemas, ruleset: &CompiledRuleSet) -> Verdi
         })
         .collect();
     unchecked.extend(report.unchecked);
-    Verdict::Checked {
+    SchemaCheck::Checked {
         against: own.origin().to_owned(),
         unchecked,
     }
 }
 
-/// The condition for `verdict`.
-pub(super) fn condition(verdict: &Verdict, generation: Option<i64>) -> Condition {
-    let (status, reason, message) = match verdict {
-        Verdict::Pending => (
+/// The condition for `check`.
+pub(super) fn condition(check: &SchemaCheck, generation: Option<i64>) -> Condition {
+    let (status, reason, message) = match check {
+        SchemaCheck::Pending => (
             "Unknown",
             "Checking",
             "the fields read are being checked against the target's schema".to_owned(),
         ),
-        Verdict::Checked { against, unchecked } => (
+        SchemaCheck::Checked { against, unchecked } => (
             "True",
             "FieldsInSchema",
             if unchecked.is_empty() {
@@ -95,8 +95,8 @@ pub(super) fn condition(verdict: &Verdict, generation: Option<i64>) -> Condition
                 )
             },
         ),
-        Verdict::Problems(problems) => ("False", "NotInSchema", problems.join("; ")),
-        Verdict::Unavailable(why) => (
+        SchemaCheck::Problems(problems) => ("False", "NotInSchema", problems.join("; ")),
+        SchemaCheck::Unavailable(why) => (
             "Unknown",
             "SchemaUnavailable",
             format!(

@@ -1,6 +1,6 @@
 //! A ruleset's status: standard conditions from what compiling and watching it found.
 
-use super::schema::Verdict;
+use super::schema::SchemaCheck;
 use crate::detect::{RuleSetHealth, WatchState};
 use crate::evaluate::{MAX_MESSAGE_CHARS, truncated};
 use crate::ruleset::{InvalidRuleSet, OperationDurations, RuleSetStatus};
@@ -16,7 +16,7 @@ pub(super) struct Observed<'a> {
     /// What the ruleset's operations took, learned so far.
     pub operation_durations: Vec<OperationDurations>,
     /// What its fields were checked against (none while it does not compile).
-    pub schema: Option<&'a Verdict>,
+    pub schema: Option<&'a SchemaCheck>,
 }
 
 fn condition(
@@ -136,8 +136,8 @@ pub(super) fn desired(observed: &Observed, previous: Option<&RuleSetStatus>) -> 
         cost_exceeded(&observed.health, g),
         objects_skipped(&observed.health, g),
     ];
-    if let Some(verdict) = observed.schema {
-        conditions.push(super::schema::condition(verdict, g));
+    if let Some(check) = observed.schema {
+        conditions.push(super::schema::condition(check, g));
     }
     if let Some(prev) = previous {
         for c in &mut conditions {

@@ -75,7 +75,7 @@ impl Pipeline {
         // written by the watchers and the detector, read by the API (and gates) and the
         // rulesets' status.
         let targets = Arc::new(Health::default());
-        tasks.restarting("feed-freshness-reporter", {
+        tasks.restarting("feeds-reporter", {
             let (targets, feeds, readiness) = (targets.reader(), index.feeds, readiness.clone());
             move || targets.clone().report_to(feeds.clone(), readiness.clone())
         });

@@ -42,7 +42,7 @@ impl Serving {
         };
         let state = Arc::new(
             ApiState::new(pipeline.reader.clone(), readiness.clone(), limits)
-                .with_freshness(pipeline.targets.reader())
+                .with_detection(pipeline.targets.reader())
                 .with_inventory(pipeline.inventory.clone())
                 .with_schedules(pipeline.schedules.clone()),
         );
@@ -73,7 +73,7 @@ impl Serving {
                     "the maintenance guard answers reviews of evictions"
                 );
                 Some(Evictions {
-                    api: state.clone(),
+                    gates: state.gates(),
                     inventory: pipeline.inventory.clone(),
                     pods,
                     when_unknown: args.guard_when_unknown,

@@ -17,7 +17,6 @@
 //! snapshot, so each page is read at the state of its own moment, from the first gate after the
 //! last name of the page before (see [`GateContinueToken`]).
 
-mod existence;
 mod overridden;
 mod scheduled;
 mod schema;
@@ -33,7 +32,7 @@ use jiff::Timestamp;
 
 use super::ApiState;
 use super::continue_token::GateContinueToken;
-use super::freshness::Reader;
+use super::incomplete::Reader;
 use super::negotiate::Representation;
 use super::params::{IncludeObject, Params};
 use super::resource::{Action, GROUP_VERSION, Plan, Resource, VERBS};
@@ -41,10 +40,10 @@ use super::respond::{json_response, meta_api_version};
 use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
+use crate::gate::{Existence, Judged};
 use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
 use crate::metrics::GateSeries;
-use existence::Existence;
-use verdict::{Feeds, FeedsBefore, Gate, Meanwhile};
+use verdict::Gate;
 
 /// The maintenance gates: not in the `inflight` category, which lists operations; selectable by
 /// name only; read by the holders of their ClusterRole, who may be told every reason.
@@ -104,15 +103,16 @@ impl Selection {
     /// The selected gates at the current resourceVersion, sorted by name, each listing its
     /// `operations` oldest operations: those of `page`, and whether more follow.
     fn gates(&self, state: &ApiState, operations: usize, page: &Page) -> Selected {
-        let before = FeedsBefore::read(&state.freshness, &state.readiness);
+        let gates = state.gates();
+        let before = gates.feeds_before();
         let (rv, all) = match &self.named {
             Some(scope) => {
-                let (rv, members) = state.index.gate(scope, cordoned(state));
+                let (rv, members) = gates.members(scope);
                 (rv, vec![members])
             }
-            None => listed(state, operations),
+            None => gates.listed(operations),
         };
-        let meanwhile = before.meanwhile(&state.freshness);
+        let meanwhile = gates.meanwhile(before);
         let mut selected: Vec<(String, GateMembers, Existence)> = all
             .into_iter()
             .filter_map(|m| {
@@ -124,7 +124,7 @@ impl Selection {
                 {
                     return None;
                 }
-                let existence = existence_of(state, &m);
+                let existence = gates.existence(&m);
                 self.includes(&m.scope, m.active, existence.is_served())
                     .then_some((name, m, existence))
             })
@@ -135,8 +135,8 @@ impl Selection {
             selected.truncate(limit);
         }
         let gates = selected
-            .iter()
-            .map(|(_, m, existence)| gate_of(state, m, &meanwhile, existence))
+            .into_iter()
+            .map(|(_, m, existence)| served(state, &gates.judge_existing(m, existence, &meanwhile)))
             .collect();
         Selected { rv, gates, more }
     }
@@ -176,81 +176,35 @@ struct Selected {
     more: bool,
 }
 
-/// The cluster's scope and every scope with operations in flight, each with its `operations`
-/// oldest operations, at the current RV (returned first).
-fn listed(state: &ApiState, operations: usize) -> (u64, Vec<GateMembers>) {
-    let (rv, mut all) = state.index.gates_in_flight(operations, cordoned(state));
-    if all.first().is_none_or(|m| m.scope != GateScope::Cluster) {
-        all.insert(0, state.index.gate(&GateScope::Cluster, cordoned(state)).1);
-    }
-    (rv, all)
-}
-
-/// Since when a node is cordoned, for a cordoned one: what started on it after holds nothing
-/// there if its rule says so (see [`GateMembers::released`]).
-fn cordoned(state: &ApiState) -> impl Fn(&str) -> Option<Timestamp> + '_ {
-    |node| state.inventory.cordoned_since(node)
-}
-
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
 /// their verdicts and counts without the operations themselves (what metrics read).
 pub(super) fn listed_gates(state: &ApiState) -> Vec<GateSeries> {
-    let before = FeedsBefore::read(&state.freshness, &state.readiness);
-    let (_, all) = listed(state, 0);
-    let meanwhile = before.meanwhile(&state.freshness);
-    all.iter()
+    let gates = state.gates();
+    let before = gates.feeds_before();
+    let (_, all) = gates.listed(0);
+    let meanwhile = gates.meanwhile(before);
+    all.into_iter()
         .map(|m| {
             // All exist: the cluster's, and scopes with operations in flight.
-            let existence = existence_of(state, m);
-            let g = gate_of(state, m, &meanwhile, &existence);
+            let judged = gates.judge(m, &meanwhile);
             GateSeries {
-                gate: g.metadata.name.unwrap_or_default(),
-                clear: g
-                    .status
-                    .clear()
-                    .map_or("Unknown", |c| c.status.as_str())
-                    .to_owned(),
-                active: g.status.active_operations,
-                expected_clear: g.status.expected_clear_time.map(|t| t.0.as_second()),
+                gate: judged.members.scope.to_string(),
+                clear: judged.verdict.status().to_owned(),
+                active: judged.members.active as u64,
+                expected_clear: judged.members.expected_clear.map(|t| t.as_second()),
             }
         })
         .collect()
 }
 
-/// Whether the gate of `members` exists (see [`existence`]).
-fn existence_of(state: &ApiState, members: &GateMembers) -> Existence {
-    existence::decide(&members.scope, members.active, || {
-        existence::presence(
-            &members.scope,
-            &state.inventory,
-            |c| state.freshness.declares_component(c),
-            state.readiness.is_synced(),
-        )
-    })
-}
-
-/// The gate of `members` (read after `meanwhile` began), with the facts of its scope and
-/// whether it exists (a gate that does not is computed all the same: a watch sends its last
-/// state as it goes); a node's says whether its maintenance override is set.
-fn gate_of(
-    state: &ApiState,
-    members: &GateMembers,
-    meanwhile: &Meanwhile,
-    existence: &Existence,
-) -> Gate {
-    let mut feeds = Feeds::of(
-        &members.scope,
-        &state.freshness,
-        &state.readiness,
-        meanwhile,
-    );
-    if let Existence::Unknown(why) = existence {
-        feeds.existence_unknown = Some(why.clone());
-    }
+/// The gate of a judged scope as served (a gate that does not exist is computed all the same:
+/// a watch sends its last state as it goes): its verdict, with what only a served gate says —
+/// its scheduled operations and windows, and a node's maintenance override.
+fn served(state: &ApiState, judged: &Judged) -> Gate {
     let now = Timestamp::now();
-    let scheduled = scheduled::of_scope(&state.schedules, &members.scope, now);
-    let mut gate = verdict::gate(members, &feeds, state.started, scheduled);
-    if let GateScope::Node(node) = &members.scope
+    let scheduled = scheduled::of_scope(&state.schedules, &judged.members.scope, now);
+    let mut gate = verdict::gate(judged, state.started, scheduled);
+    if let GateScope::Node(node) = &judged.members.scope
         && let Some(o) = state.inventory.node_override(node)
     {
         let condition = overridden::condition(node, &o, now);
@@ -265,25 +219,12 @@ fn current_gates(
     state: &ApiState,
     scopes: impl IntoIterator<Item = GateScope>,
 ) -> Vec<(Gate, Existence)> {
-    let before = FeedsBefore::read(&state.freshness, &state.readiness);
-    let all: Vec<GateMembers> = scopes
+    state
+        .gates()
+        .judged(scopes)
         .into_iter()
-        .map(|scope| state.index.gate(&scope, cordoned(state)).1)
-        .collect();
-    let meanwhile = before.meanwhile(&state.freshness);
-    all.iter()
-        .map(|m| {
-            let existence = existence_of(state, m);
-            (gate_of(state, m, &meanwhile, &existence), existence)
-        })
+        .map(|judged| (served(state, &judged), judged.existence))
         .collect()
-}
-
-/// The gate of the node `node` now, for the eviction guard; `None` when the gate does not exist
-/// (the cluster has no such node, and no operation names it).
-pub(crate) fn node_gate(state: &ApiState, node: &str) -> Option<Gate> {
-    let (gate, existence) = current_gates(state, [GateScope::Node(node.to_owned())]).pop()?;
-    existence.is_served().then_some(gate)
 }
 
 /// Serves a request for the gates (see [`crate::api::resource::Serve`]): 404 for a gate that

@@ -53,7 +53,7 @@ fn fixture() -> Fixture {
     inventory.listed(Kind::Namespace, ["demo", "other"]);
     let state = Arc::new(
         ApiState::new(index.reader.clone(), readiness, Default::default())
-            .with_freshness(targets.reader())
+            .with_detection(targets.reader())
             .with_inventory(inventory.clone()),
     );
     Fixture {
@@ -216,7 +216,7 @@ async fn the_gate_of_what_the_cluster_does_not_have_is_a_404_and_unknown_until_n
             f.state.readiness.clone(),
             Default::default(),
         )
-        .with_freshness(f.targets.reader()),
+        .with_detection(f.targets.reader()),
     );
     let (status, gate) = call(&fresh, &format!("{GATES}/namespace.demo2"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -342,6 +342,46 @@ async fn a_stale_target_makes_gates_unknown_until_it_is_current() {
     let (_, gate) = call(&f.state, &format!("{GATES}/node.idle"), None).await;
     assert_eq!(clear(&gate).0, "True");
     assert!(gate["status"].get("staleTargets").is_none());
+}
+
+/// What the guard decides from (the judged verdict of a node's gate) is what the API serves of
+/// that gate, for every node the cluster has, some that it does not, in flight, clear, stale,
+/// and while the cluster's nodes are not listed.
+#[tokio::test]
+async fn the_guard_reads_the_verdict_the_api_serves() {
+    let f = fixture();
+    let nodes = ["w1", "w2", "w3", "w9", "idle", "gone"];
+    let agree = |when: &'static str| {
+        let state = f.state.clone();
+        async move {
+            for node in nodes {
+                let judged = state.gates().node(node);
+                let (status, gate) = call(&state, &format!("{GATES}/node.{node}"), None).await;
+                match judged {
+                    None => assert_eq!(status, StatusCode::NOT_FOUND, "{when}: {node}"),
+                    Some(j) => {
+                        assert_eq!(status, StatusCode::OK, "{when}: {node}");
+                        let c = &gate["status"]["conditions"][0];
+                        assert_eq!(c["status"], j.verdict.status(), "{when}: {node}");
+                        assert_eq!(c["reason"], j.verdict.reason(), "{when}: {node}");
+                        assert_eq!(
+                            gate["status"]["activeOperations"], j.members.active,
+                            "{when}: {node}"
+                        );
+                    }
+                }
+            }
+        }
+    };
+    agree("current").await;
+    let t = Target::of("kubevirt.io", "v1", "virtualmachines");
+    f.targets.watching(&t, None);
+    f.targets.resolved(&t, true, &[None]);
+    agree("a target not listed yet").await;
+    f.targets.listed(&t, &None, jiff::Timestamp::now());
+    f.inventory
+        .failed(Kind::Node, "nodes is forbidden".to_owned());
+    agree("the nodes not known").await;
 }
 
 /// Reads watch events from a streaming body, one JSON document per line.

@@ -1,17 +1,13 @@
-//! A gate's verdict, computed on the spot from the operations the index holds in its scope and
-//! from what the server knows of its own data: the feeds' freshness and the initial sync.
-//!
-//! There is one source for each fact: the index's scope members for what is in flight,
-//! [`HealthReader`] for whether the targets feeding a scope are current (the same facts as the
-//! `Warning` header of every read), [`Readiness`] for the initial sync, and whether the scope's
-//! node, namespace or component exists (see [`super::existence`]). A gate never says clear on
-//! data the server cannot vouch for.
+//! A gate as served, computed on the spot from the operations the index holds in its scope and
+//! from what the server knows of its own data. The verdict is judged below the API (see [`crate::gate`]), from one source for each fact;
+//! this renders it: the `Clear` condition's status, reason and message, the `Stalled`
+//! condition, the operations, the windows.
 
 use std::sync::Arc;
 
 use ifo_model::{
-    CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateOperation, GateStatus,
-    GateSubject, MaintenanceGate, StaleTarget,
+    CLEAR_CONDITION, GATE_KIND, GATE_STALLED_CONDITION, GROUP_VERSION, GateStatus, MaintenanceGate,
+    StaleTarget,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -19,11 +15,11 @@ use serde::Serialize;
 
 pub(crate) use super::scheduled::Scheduled;
 use super::window;
-use crate::api::freshness::{causes, target_name};
-use crate::detect::{HealthReader, Stale};
-use crate::index::{GateEntry, GateMembers, GateScope};
+use crate::api::incomplete::causes;
+use crate::detect::Stale;
+use crate::gate::{Feeds, Judged, Verdict};
+use crate::index::{GateEntry, GateMembers};
 use crate::operation::InFlightOperation;
-use crate::readiness::Readiness;
 
 /// Operations a `False` verdict's message names before it says how many more there are.
 pub(super) const NAMED_IN_MESSAGE: usize = 3;
@@ -35,7 +31,8 @@ const STALLED_IN_MESSAGE: usize = 3;
 /// A gate as the server serves it: its operations are the records themselves.
 pub(crate) type Gate = MaintenanceGate<ServedOp>;
 
-/// One of a gate's operations, serialised straight from its record as a [`GateOperation`] (the
+/// One of a gate's operations, serialised straight from its record as a
+/// [`GateOperation`](ifo_model::GateOperation) (the
 /// same JSON, checked by a test), and only once for as long as the record lasts (see
 /// [`GateEntry`]): a list of a thousand gates lists each operation in several of them (the
 /// cluster's, its node's, its component's, its namespace's), and copying their strings into
@@ -104,13 +101,14 @@ impl<'a> OpForm<'a> {
 
 impl ServedOp {
     /// The owned form, as a client reads it: the served form, owned.
-    pub(crate) fn to_model(&self) -> GateOperation {
+    #[cfg(test)]
+    pub(crate) fn to_model(&self) -> ifo_model::GateOperation {
         let f = OpForm::of(&self.0);
-        GateOperation {
+        ifo_model::GateOperation {
             namespace: f.namespace.map(str::to_owned),
             name: f.name.to_owned(),
             kind: f.kind.to_owned(),
-            subject: GateSubject {
+            subject: ifo_model::GateSubject {
                 kind: f.subject.kind.to_owned(),
                 name: f.subject.name.to_owned(),
                 namespace: f.subject.namespace.map(str::to_owned),
@@ -137,128 +135,24 @@ impl PartialEq for ServedOp {
     }
 }
 
-/// What the server knows of its own data, for one scope.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Feeds {
-    /// The initial sync is done.
-    pub synced: bool,
-    /// The targets feeding the scope that are not current.
-    pub stale: Vec<Stale>,
-    /// Why the server cannot tell whether the scope exists (it has not listed the cluster's
-    /// nodes or namespaces yet, or their watch fails); `None` when it can.
-    pub existence_unknown: Option<String>,
-}
-
-/// What the server knew of its feeds before a verdict's operations were read from the index.
-///
-/// The writers publish what a list brought before they say its target is current, so operations
-/// read while a target was not yet current may be half of its list even if the target is current
-/// by the time the verdict is judged: what went current in between counts as stale for that
-/// verdict (for every scope, as which scopes a target feeds is known only of its present state).
-/// The index's next `FeedsChanged` event brings the verdict up to date.
-pub(crate) struct FeedsBefore {
-    synced: bool,
-    stale: Vec<Stale>,
-}
-
-/// What went current while the operations were read (see [`FeedsBefore`]).
-pub(crate) struct Meanwhile {
-    synced: bool,
-    recovered: Vec<Stale>,
-}
-
-impl FeedsBefore {
-    pub(crate) fn read(targets: &HealthReader, readiness: &Readiness) -> FeedsBefore {
-        FeedsBefore {
-            synced: readiness.is_synced(),
-            stale: targets.stale(None),
-        }
-    }
-
-    /// Once the operations are read.
-    pub(crate) fn meanwhile(self, targets: &HealthReader) -> Meanwhile {
-        // A target still stale, for whatever reason now, did not go current: a reason that
-        // changes while it stays blind (one failed list, then another) is not a recovery.
-        let recovered = if self.stale.is_empty() {
-            Vec::new()
-        } else {
-            let now = targets.stale(None);
-            self.stale
-                .into_iter()
-                .filter(|s| !now.iter().any(|n| n.target == s.target))
-                .collect()
-        };
-        Meanwhile {
-            synced: self.synced,
-            recovered,
-        }
-    }
-}
-
-impl Feeds {
-    /// The facts for `scope`: it depends on the targets whose rulesets can put operations in
-    /// it (see [`HealthReader::stale_for_gate`]), and on what went current while its
-    /// operations were read.
-    pub(crate) fn of(
-        scope: &GateScope,
-        targets: &HealthReader,
-        readiness: &Readiness,
-        meanwhile: &Meanwhile,
-    ) -> Feeds {
-        let mut stale = targets.stale_for_gate(scope);
-        stale.extend(
-            meanwhile
-                .recovered
-                .iter()
-                .filter(|s| !stale.contains(s))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
-        Feeds {
-            synced: meanwhile.synced && readiness.is_synced(),
-            stale,
-            existence_unknown: None,
-        }
-    }
-
-    fn is_current(&self) -> bool {
-        self.synced && self.stale.is_empty() && self.existence_unknown.is_none()
-    }
-}
-
-/// The gate of `members`'s scope, at `members.rv`. `started`: when the server started, the
+/// The gate of a judged scope, at its members' `rv`. `started`: when the server started, the
 /// earliest a verdict can date from.
-pub(crate) fn gate(
-    members: &GateMembers,
-    feeds: &Feeds,
-    started: Timestamp,
-    scheduled: Scheduled,
-) -> Gate {
+pub(crate) fn gate(judged: &Judged, started: Timestamp, scheduled: Scheduled) -> Gate {
+    let Judged {
+        verdict,
+        members,
+        feeds,
+        ..
+    } = judged;
     let name = members.scope.to_string();
-    let (status, reason, message) = if !feeds.is_current() {
-        let reason = if feeds.synced && feeds.stale.is_empty() {
-            // Only whether the scope exists is not known.
-            "ExistenceUnknown"
-        } else {
-            "Stale"
-        };
-        ("Unknown", reason, stale_message(members, feeds))
-    } else if members.active > 0 {
-        (
-            "False",
-            "OperationsInFlight",
-            in_flight_message(members) + &released_note(members),
-        )
-    } else {
-        (
-            "True",
-            "NothingInFlight",
-            "nothing in flight".to_owned() + &released_note(members),
-        )
+    let message = match verdict {
+        Verdict::Unknown(_) => stale_message(members, feeds),
+        Verdict::InFlight => in_flight_message(members) + &released_note(members),
+        Verdict::Clear => "nothing in flight".to_owned() + &released_note(members),
     };
     // Stale since the feeds last went stale; clear or not since the scope last filled or
     // emptied, or the feeds last came back, whichever is later.
-    let changed = if status == "Unknown" {
+    let changed = if matches!(verdict, Verdict::Unknown(_)) {
         members.feeds_since
     } else {
         members.since.max(members.feeds_since)
@@ -266,14 +160,21 @@ pub(crate) fn gate(
     .unwrap_or(started);
     let clear = Condition {
         type_: CLEAR_CONDITION.to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
+        status: verdict.status().to_owned(),
+        reason: verdict.reason().to_owned(),
         message,
         last_transition_time: Time(round(changed)),
         observed_generation: None,
     };
-    let (next_window, next_window_p50) =
-        window::windows(&clear, members.active, &members.ends, &scheduled.listed);
+    let (next_window, next_window_p50) = window::windows(
+        &window::Since {
+            verdict: *verdict,
+            since: clear.last_transition_time.clone(),
+        },
+        members.active,
+        &members.ends,
+        &scheduled.listed,
+    );
     MaintenanceGate {
         api_version: GROUP_VERSION.to_owned(),
         kind: GATE_KIND.to_owned(),
@@ -296,12 +197,30 @@ pub(crate) fn gate(
                 .stale
                 .iter()
                 .map(|s| StaleTarget {
-                    resource: target_name(s),
+                    resource: s.resource(),
                     reason: s.reason.to_string(),
                 })
                 .collect(),
         },
     }
+}
+
+/// The gate of `members` with `feeds`, judged as [`crate::gate::Gates`] judges them (its scope
+/// exists): for tests that set the facts themselves.
+#[cfg(test)]
+pub(crate) fn gate_of(
+    members: &GateMembers,
+    feeds: &Feeds,
+    started: Timestamp,
+    scheduled: Scheduled,
+) -> Gate {
+    let judged = Judged {
+        verdict: crate::gate::judge(members.active, feeds),
+        members: members.clone(),
+        feeds: feeds.clone(),
+        existence: crate::gate::Existence::Exists,
+    };
+    gate(&judged, started, scheduled)
 }
 
 /// Whole seconds, as Kubernetes writes `metav1.Time` (as the operations' times are written).
@@ -411,7 +330,7 @@ fn stale_message(members: &GateMembers, feeds: &Feeds) -> String {
     reasons.extend(
         rest.iter()
             .take(STALE_IN_MESSAGE)
-            .map(|s| format!("{} {}", target_name(s), s.reason)),
+            .map(|s| format!("{} {}", s.resource(), s.reason)),
     );
     if rest.len() > STALE_IN_MESSAGE {
         reasons.push(format!(

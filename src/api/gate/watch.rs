@@ -1,5 +1,5 @@
 //! Watches of gates, in the operations' resourceVersion space: a gate changes at the RV of the
-//! operation change (or change of the feeds' freshness) that moved it. The watch engine
+//! operation change (or change of the feeds' state) that moved it. The watch engine
 //! ([`crate::api::watch`]) follows the index's event stream with the same resume, 410, bookmark
 //! and `sendInitialEvents` rules as for operations; on each event this watcher recomputes the
 //! gates the event touches and sends those whose verdict changed.
@@ -15,7 +15,6 @@ use axum::response::Response;
 use bytes::Bytes;
 use ifo_model::{GATE_KIND, GateStatus};
 
-use super::existence::Existence;
 use super::table;
 use super::verdict::{Gate, ServedOp};
 use super::{Page, Selected, Selection};
@@ -25,6 +24,7 @@ use crate::api::params::{IncludeObject, Params};
 use crate::api::status::ApiError;
 use crate::api::table::represent;
 use crate::api::watch::{self, Watched, frame};
+use crate::gate::Existence;
 use crate::index::{Event, EventKind, GateScope, MAX_GATE_OPERATIONS};
 
 /// Starts a watch of the gates `selection` names for `user`, or refuses it with 429 when a

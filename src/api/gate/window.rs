@@ -25,14 +25,22 @@ use std::sync::Arc;
 
 use ifo_model::{Fit, GateScheduled, GateWindow, WindowReason};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::gate::Verdict;
 use crate::index::{GateEntry, LatestEnd, ScopeEnds};
+
+/// A gate's verdict, and since when it holds (its `Clear` condition's `lastTransitionTime`).
+#[derive(Clone, Debug)]
+pub(super) struct Since {
+    pub verdict: Verdict,
+    pub since: Time,
+}
 
 /// The windows at p90 and at p50 of a gate whose `Clear` condition is `clear`, with `active`
 /// operations in flight whose ends say `ends`, and `scheduled` operations (soonest first).
 pub(super) fn windows(
-    clear: &Condition,
+    clear: &Since,
     active: usize,
     ends: &ScopeEnds<Arc<GateEntry>>,
     scheduled: &[GateScheduled],
@@ -110,7 +118,7 @@ fn among_scheduled(w: GateWindow, scheduled: &[GateScheduled]) -> GateWindow {
 /// The window at `confidence` (`p90` or `p50`) after the operations in flight.
 pub(super) fn window(
     confidence: &str,
-    clear: &Condition,
+    clear: &Since,
     active: usize,
     end: &LatestEnd<Arc<GateEntry>>,
 ) -> GateWindow {
@@ -121,22 +129,22 @@ pub(super) fn window(
         reason: reason.to_string(),
         message,
     };
-    match clear.status.as_str() {
-        "True" => {
+    match clear.verdict {
+        Verdict::Clear => {
             return made(
-                Some(clear.last_transition_time.clone()),
+                Some(clear.since.clone()),
                 WindowReason::NothingInFlight,
                 "nothing in flight: clear since the window started".to_owned(),
             );
         }
-        "False" => {}
-        _ => {
+        Verdict::InFlight => {}
+        Verdict::Unknown(_) => {
             return made(
                 None,
                 WindowReason::ScopeUnknown,
                 format!(
                     "no window while the scope is Unknown ({}): what is in flight there is not known (see the Clear condition)",
-                    clear.reason
+                    clear.verdict.reason()
                 ),
             );
         }

@@ -222,7 +222,8 @@ fn served() -> Vec<(String, Value)> {
 
 /// A gate with every field set: operations in flight, a stale target, an expected end, windows.
 fn served_gate() -> Value {
-    use crate::api::gate::verdict::{Feeds, gate};
+    use crate::api::gate::verdict::gate_of as gate;
+    use crate::gate::Feeds;
     use crate::index::{GateMembers, GateScope};
     // Both records, a namespaced one and a cluster-scoped one, as in flight.
     let ops: Vec<_> = records()

@@ -2,7 +2,7 @@
 //! through its snapshot and watch interface; their entries of the served resources are
 //! [`INFLIGHT_OPERATIONS`] and [`INFLIGHT_CLUSTER_OPERATIONS`].
 
-use super::freshness::Reader;
+use super::incomplete::Reader;
 use super::negotiate::Representation;
 use super::params::{Params, RvMatch};
 use super::resource::{Action, GROUP_VERSION, Plan, Resource, Scope, VERBS};
@@ -127,8 +127,8 @@ pub(super) fn current_snapshot(state: &ApiState, scope: &Scope) -> Kept {
     state
         .snapshots
         .current(&state.index, scope.snapshot_namespace(), || {
-            super::freshness::warnings_now(
-                &state.freshness,
+            super::incomplete::warnings_now(
+                &state.detection,
                 &state.readiness.unsynced(),
                 scope.namespace.as_deref(),
             )
@@ -273,6 +273,6 @@ fn list(
     // current it is by now ([`dispatch`] tells it).
     response
         .extensions_mut()
-        .insert(super::freshness::Kept(kept.warnings));
+        .insert(super::incomplete::Kept(kept.warnings));
     Ok(response)
 }

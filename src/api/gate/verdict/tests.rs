@@ -2,10 +2,14 @@ use super::*;
 
 /// The gate of `members`, with nothing scheduled in its scope.
 fn gate(members: &GateMembers, feeds: &Feeds, started: Timestamp) -> Gate {
-    super::gate(members, feeds, started, Scheduled::default())
+    super::gate_of(members, feeds, started, Scheduled::default())
 }
 use crate::detect::Blind;
+use crate::gate::FeedsBefore;
+use crate::index::GateScope;
+use crate::readiness::Readiness;
 use crate::ruleset::Target;
+use ifo_model::GateOperation;
 
 fn members(scope: GateScope, ops: Vec<Arc<InFlightOperation>>) -> GateMembers {
     GateMembers {

@@ -6,18 +6,21 @@ fn at(s: &str) -> Timestamp {
     format!("2026-11-22T{s}Z").parse().unwrap()
 }
 
-fn clear(status: &str, reason: &str, since: &str) -> Condition {
-    Condition {
-        type_: "Clear".into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: String::new(),
-        last_transition_time: Time(at(since)),
-        observed_generation: None,
+/// A verdict as its `Clear` condition's status and reason say, since `since`.
+fn clear(status: &str, reason: &str, since: &str) -> Since {
+    let verdict = match (status, reason) {
+        ("True", _) => Verdict::Clear,
+        ("False", _) => Verdict::InFlight,
+        (_, "ExistenceUnknown") => Verdict::Unknown(crate::gate::Unknown::Existence),
+        _ => Verdict::Unknown(crate::gate::Unknown::Stale),
+    };
+    Since {
+        verdict,
+        since: Time(at(since)),
     }
 }
 
-fn in_flight() -> Condition {
+fn in_flight() -> Since {
     clear("False", "OperationsInFlight", "10:00:00")
 }
 
@@ -55,7 +58,7 @@ fn op(
 }
 
 /// The window the gate serves of `ops` at each confidence, as the index reads their ends.
-fn served(condition: &Condition, ops: &[Arc<GateEntry>]) -> (GateWindow, GateWindow) {
+fn served(condition: &Since, ops: &[Arc<GateEntry>]) -> (GateWindow, GateWindow) {
     let ends = crate::index::ScopeEnds::of_entries(ops);
     windows(condition, ops.len(), &ends, &[])
 }
@@ -279,7 +282,7 @@ fn a_scheduled_run_of_unknown_length_in_the_way_promises_nothing() {
 
 /// [`served`], among `runs`.
 fn served_among(
-    condition: &Condition,
+    condition: &Since,
     ops: &[Arc<GateEntry>],
     runs: &[GateScheduled],
 ) -> (GateWindow, GateWindow) {
