@@ -170,6 +170,11 @@ async fn card_data(page: &Client, gate: &str, key: &str) -> Value {
 const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .filter(g => g.getAttribute('aria-label').includes(arguments[0]))
   .map(g => [g.dataset.state, getComputedStyle(g.querySelector('rect.bar')).fill]);";
+/// Whether a live watch stands behind a gate's verdict on the page (`"true"`), or null when the
+/// gate is not shown.
+const GATE_WATCHED: &str =
+    "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
+  return li ? li.dataset.watched : null;";
 /// A gate's verdict class (`clear`, `blocked`, `unknown`), or null when it is not shown.
 const GATE: &str = "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
   return li ? li.dataset.verdict : null;";
@@ -557,6 +562,13 @@ fn a_gate_shown_clear_follows_the_server() {
             "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates?watch=1&fieldSelector=metadata.name%3D{gate}"
         ));
         server.until(END, "the gate clear on the server", |e| clear_status(e) == Some("True"));
+        // Cleared, the gate left the list and the page watches it by name: once that watch is
+        // live (on a loaded machine it may take longer than the page's grace, and the page
+        // honestly greys the verdict out until then).
+        until(&page, END, "the clear gate watched by name", GATE_WATCHED, vec![json!(gate)], |v| {
+            v == "true"
+        })
+        .await;
         let over_budget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
             "metadata": {"name": "g2", "namespace": ns,
                          "annotations": {"example.com/big": "x".repeat(64 * 1024)}},
