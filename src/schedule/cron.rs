@@ -8,11 +8,12 @@
 //! `status.lastScheduleTime` or a Velero Schedule's `status.lastBackup`, else the object's
 //! creation, as their controllers count; without it, it is an error naming the object.
 //!
-//! Times are found in the time zone, so a daily run at 02:30 skips the day its zone springs
-//! past 02:30 and runs once on the day it falls back (croner follows Vixie cron there).
+//! The fields are read and searched as that library does (see [`fields`]): a daily run at 02:30
+//! does not run the day its zone springs past 02:30 and runs twice the day it falls back.
 
-use croner::Cron;
-use croner::parser::{CronParser, Seconds};
+mod fields;
+
+use fields::Fields;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
@@ -20,9 +21,6 @@ use jiff::{SignedDuration, Timestamp};
 /// object's size; reading one is linear in its length, so this only keeps a pathological text
 /// from being copied around.
 const MAX_LEN: usize = 64 << 10;
-
-/// The descriptors Kubernetes' cron library knows that the parser does not, and what they mean.
-const DESCRIPTORS: &[(&str, &str)] = &[("@midnight", "@daily")];
 
 /// A parsed schedule in its time zone.
 #[derive(Debug, Clone)]
@@ -37,10 +35,9 @@ pub struct CronSchedule {
 
 /// When a schedule fires.
 #[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)] // few, and their holders box them
 enum Times {
     /// At the times its fields match, in its zone.
-    Fields(Cron),
+    Fields(Fields),
     /// Fields that no date matches (`0 0 30 2 *`): it never fires. Found once, when read, so
     /// that no question about its next run searches the centuries again.
     Never,
@@ -126,22 +123,19 @@ impl CronSchedule {
                         .map_err(|_| bad("its runs are counted from an unreadable time"))?,
                 }
             }
-            // `N/step` is N to the field's end by step, as Kubernetes' cron library reads it.
             None => {
-                let fields = DESCRIPTORS
-                    .iter()
-                    .find_map(|(name, meaning)| (*name == fields).then_some(*meaning))
-                    .unwrap_or(fields);
-                let cron = CronParser::builder()
-                    .seconds(Seconds::Disallowed)
-                    .sloppy_ranges(true)
-                    .build()
-                    .parse(fields)
-                    .map_err(|e| bad(&e.to_string()))?;
-                // Dates repeat: fields that match none from now on match none from any time.
-                match cron.find_next_occurrence(&Timestamp::now().to_zoned(zone.clone()), false) {
-                    Ok(_) => Times::Fields(cron),
-                    Err(_) => Times::Never,
+                let fields = match Fields::descriptor(fields) {
+                    Some(fields) => fields,
+                    None if fields.starts_with('@') => {
+                        return Err(bad("not a descriptor Kubernetes knows"));
+                    }
+                    None => Fields::parse(fields).map_err(|e| bad(&e))?,
+                };
+                // Dates repeat: fields that match none within five years from now match none
+                // from any time.
+                match fields.next_after(Timestamp::now(), &zone) {
+                    Some(_) => Times::Fields(fields),
+                    None => Times::Never,
                 }
             }
         };
@@ -157,10 +151,7 @@ impl CronSchedule {
     /// does).
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         match &self.times {
-            Times::Fields(cron) => cron
-                .find_next_occurrence(&after.to_zoned(self.zone.clone()), false)
-                .ok()
-                .map(|z| z.timestamp()),
+            Times::Fields(fields) => fields.next_after(after, &self.zone),
             Times::Never => None,
             Times::Every { every, from } => {
                 // The first run after `after`: `from` plus a whole number (at least one) of
@@ -287,6 +278,34 @@ mod tests {
                 "2026-03-30T00:30:00Z",
             ),
         ]);
+    }
+
+    /// As kube-controller-manager: no run the day the zone skips the hour, two the day it
+    /// repeats it (Europe/Berlin, 2026-03-29 and 2026-10-25).
+    #[test]
+    fn a_run_in_the_hour_a_zone_skips_or_repeats_happens_as_kubernetes_runs_it() {
+        let runs = |after: &str, n: usize| {
+            let s = CronSchedule::parse("30 2 * * *", "Europe/Berlin", None).unwrap();
+            let mut at = t(after);
+            (0..n)
+                .map(|_| {
+                    at = s.next_after(at).unwrap();
+                    at.to_string()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            runs("2026-03-28T12:00:00Z", 2),
+            ["2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"]
+        );
+        assert_eq!(
+            runs("2026-10-24T12:00:00Z", 3),
+            [
+                "2026-10-25T00:30:00Z",
+                "2026-10-25T01:30:00Z",
+                "2026-10-26T01:30:00Z"
+            ]
+        );
     }
 
     #[test]
