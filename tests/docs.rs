@@ -209,6 +209,37 @@ fn every_source_path_the_architecture_page_names_exists() {
     );
 }
 
+/// The architecture page's "Long files" table lists exactly the files of `src/` over 500 lines
+/// (tests apart): a file that grows past it is split by concept or said to be one thing there.
+#[test]
+fn the_long_files_the_architecture_page_lists_are_the_long_files() {
+    let page = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let table = page
+        .split("### Long files")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").nth(2))
+        .expect("the Long files table");
+    let listed: BTreeSet<String> = regex::Regex::new(r"`([a-z_/]+\.rs)`")
+        .unwrap()
+        .captures_iter(table)
+        .map(|c| c[1].to_owned())
+        .filter(|p| !p.ends_with("tests.rs"))
+        .collect();
+    let long: BTreeSet<String> = source_files()
+        .into_iter()
+        .filter_map(|f| f.strip_prefix("src/").map(str::to_owned))
+        .filter(|f| f.ends_with(".rs") && !f.ends_with("tests.rs") && !f.contains("/tests/"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(root().join("src").join(f)).unwrap();
+            text.lines().count() > 500
+        })
+        .collect();
+    assert_eq!(
+        listed, long,
+        "docs/architecture.md's Long files against src/"
+    );
+}
+
 /// One word per concept, as the glossary of docs/architecture.md says: a type named after the
 /// gate's verdict lives with the verdict (`gate/`) or the guard that reads it, and detection's
 /// state is "current", never "freshness" (Kubernetes' discovery field of that name apart).
