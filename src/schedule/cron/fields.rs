@@ -30,21 +30,18 @@ struct Bounds {
     names: &'static [&'static str],
 }
 
-const MINUTE: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DOM: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    names: &[],
-};
+/// A field of numbers only.
+const fn numbers(min: u32, max: u32) -> Bounds {
+    Bounds {
+        min,
+        max,
+        names: &[],
+    }
+}
+
+const MINUTE: Bounds = numbers(0, 59);
+const HOUR: Bounds = numbers(0, 23);
+const DOM: Bounds = numbers(1, 31);
 const MONTH: Bounds = Bounds {
     min: 1,
     max: 12,
@@ -164,7 +161,7 @@ impl Fields {
             while self.month & 1 << t.month() == 0 {
                 if !added {
                     added = true;
-                    t = go_date(zone, t.year().into(), t.month().into(), 1, 0, 0)?;
+                    t = start_of(Unit::Month, &t)?;
                 }
                 t = add_months(zone, &t, 1)?;
                 if t.month() == 1 {
@@ -174,14 +171,7 @@ impl Fields {
             while !self.day_matches(&t) {
                 if !added {
                     added = true;
-                    t = go_date(
-                        zone,
-                        t.year().into(),
-                        t.month().into(),
-                        t.day().into(),
-                        0,
-                        0,
-                    )?;
+                    t = start_of(Unit::Day, &t)?;
                 }
                 t = add_days(zone, &t, 1)?;
                 // Where the day does not begin at midnight (a zone that springs forward at
@@ -198,14 +188,7 @@ impl Fields {
             while self.hour & 1 << t.hour() == 0 {
                 if !added {
                     added = true;
-                    t = go_date(
-                        zone,
-                        t.year().into(),
-                        t.month().into(),
-                        t.day().into(),
-                        t.hour().into(),
-                        0,
-                    )?;
+                    t = start_of(Unit::Hour, &t)?;
                 }
                 t = add(&t, SignedDuration::from_hours(1))?;
                 if t.hour() == 0 {
@@ -363,16 +346,22 @@ fn add_days(zone: &TimeZone, t: &Zoned, days: i64) -> Option<Zoned> {
     )
 }
 
-/// Go's `time.Date(year, month, day, hour, minute, 0, 0, zone)`.
-fn go_date(
-    zone: &TimeZone,
-    year: i64,
-    month: i64,
-    day: i64,
-    hour: i64,
-    minute: i64,
-) -> Option<Zoned> {
-    go_date_time(zone, year, month, day, (hour, minute, 0))
+/// What [`start_of`] starts.
+enum Unit {
+    Month,
+    Day,
+    Hour,
+}
+
+/// The start of `t`'s month, day or hour in its zone, built as Go's `time.Date` builds it.
+fn start_of(unit: Unit, t: &Zoned) -> Option<Zoned> {
+    let (year, month) = (t.year().into(), t.month().into());
+    let (day, hour) = match unit {
+        Unit::Month => (1, 0),
+        Unit::Day => (t.day().into(), 0),
+        Unit::Hour => (t.day().into(), t.hour().into()),
+    };
+    go_date_time(t.time_zone(), year, month, day, (hour, 0, 0))
 }
 
 /// Go's `time.Date`: a month or day out of range carries into the next (or previous) year or
