@@ -74,7 +74,10 @@ fn field(rng: &mut Rng, lo: u64, hi: u64, names: &[&str]) -> String {
     };
     let one = |rng: &mut Rng| match rng.below(6) {
         0 => "*".to_owned(),
-        1 => format!("*/{}", 1 + rng.below((hi - lo).max(1))),
+        1 => {
+            let span = if rng.below(8) == 0 { 200 } else { hi - lo + 1 };
+            format!("*/{}", 1 + rng.below(span))
+        }
         2 => {
             let a = lo + rng.below(hi - lo + 1);
             let b = a + rng.below(hi - a + 1);
@@ -88,11 +91,16 @@ fn field(rng: &mut Rng, lo: u64, hi: u64, names: &[&str]) -> String {
         4 => format!("{}/{}", lo + rng.below(hi - lo + 1), 1 + rng.below(7)),
         _ => value(rng),
     };
-    match rng.below(5) {
+    match rng.below(6) {
         0 => (0..2 + rng.below(3))
             .map(|_| one(rng))
             .collect::<Vec<_>>()
             .join(","),
+        // Empty items, which Kubernetes' library drops.
+        1 => {
+            let (a, b) = (one(rng), one(rng));
+            format!("{a},,{b}")
+        }
         _ => one(rng),
     }
 }
@@ -144,7 +152,17 @@ const DST_STARTS: [&str; 12] = [
 ];
 
 /// Fixed-time schedules that meet the DST changes, and every form the validation accepts.
-const FORMS: [&str; 34] = [
+const FORMS: [&str; 44] = [
+    "*/90 * * * *",
+    "0/100 * * * *",
+    "5 */25 * * *",
+    "0,,30 * * * *",
+    "0, * * * *",
+    ", * * * *",
+    "0 0 , * *",
+    "*-5 * * * *",
+    "+5 * * * *",
+    "0 0 * * Fri",
     "30 2 * * *",
     "0 2 * * *",
     "59 1 * * *",
@@ -191,6 +209,11 @@ fn corpus() -> Vec<Triple> {
     let mut triples = Vec::new();
     for schedule in FORMS {
         for zone in ZONES {
+            // A prefix beside a time zone: kube-apiserver refuses such a CronJob, and the
+            // controller adds no prefix to it.
+            if schedule.contains("TZ=") && !zone.is_empty() {
+                continue;
+            }
             for start in DST_STARTS {
                 triples.push(Triple {
                     schedule: schedule.to_owned(),
@@ -277,8 +300,20 @@ fn our_cron_reader_finds_the_runs_kubernetes_finds() {
     let expected = reference_runs(&triples);
     let mut compared = 0;
     let mut differences = Vec::new();
+    let mut refused = 0;
     for (t, expected) in triples.iter().zip(&expected) {
         let Some(expected) = expected else {
+            // Refused by Kubernetes (kube-apiserver refuses such a CronJob): refused by us too,
+            // or we would announce runs that never happen (a Velero Schedule is not validated).
+            refused += 1;
+            if let Ok(runs) = our_runs(t) {
+                differences.push(format!(
+                    "{:?} in {:?}: refused by Kubernetes, read by us ({} runs)",
+                    t.schedule,
+                    t.zone,
+                    runs.len()
+                ));
+            }
             continue;
         };
         compared += 1;
@@ -301,7 +336,8 @@ fn our_cron_reader_finds_the_runs_kubernetes_finds() {
         }
     }
     println!(
-        "{compared} of {} (schedule, zone, start) triples read by Kubernetes' cron library; {} differences",
+        "{compared} of {} (schedule, zone, start) triples read by Kubernetes' cron library, \
+         {refused} refused by it; {} differences",
         triples.len(),
         differences.len()
     );

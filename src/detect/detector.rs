@@ -278,6 +278,9 @@ impl Detector {
             // rule errors, an evaluation cut short by a busy machine's clock raised
             // `IFORuleEvaluationErrors` for rules with nothing wrong in them.
             Some(over) => {
+                if !recalled {
+                    self.remember_over_budget(rs, &subject.uid, object, &evaluation);
+                }
                 let nodes = subject_nodes(rs, &tracker, &subject, &evaluation.labels);
                 self.report_over_budget(rs, (&subject, nodes), over, recalled)
             }

@@ -133,9 +133,10 @@ impl CronSchedule {
                 };
                 // Dates repeat: fields that match none within five years from now match none
                 // from any time.
-                match fields.next_after(Timestamp::now(), &zone) {
-                    Some(_) => Times::Fields(fields),
-                    None => Times::Never,
+                if fields.never() || fields.next_after(Timestamp::now(), &zone).is_none() {
+                    Times::Never
+                } else {
+                    Times::Fields(fields)
                 }
             }
         };

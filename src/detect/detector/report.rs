@@ -9,6 +9,14 @@ use crate::evaluate::{Bound, EvalError, Evaluation, RuleResult, evaluate_within}
 use crate::operation::Subject;
 use crate::ruleset::CompiledRuleSet;
 
+/// An object's `resourceVersion`, where it has one.
+fn resource_version(object: &serde_json::Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(serde_json::Value::as_str)
+        .filter(|v| !v.is_empty())
+}
+
 impl Detector {
     /// `rs`'s evaluation of `object` (`uid`), and whether it is one made before: an object that
     /// went over the budget and has not changed since is not evaluated again (see
@@ -20,25 +28,42 @@ impl Detector {
         object: &serde_json::Value,
         bound: &Bound<'_>,
     ) -> (Evaluation, bool) {
-        let version = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(serde_json::Value::as_str)
-            .filter(|v| !v.is_empty());
-        let ruleset = (rs.info.name.as_str(), rs.generation);
-        let now = std::time::Instant::now();
-        if let Some(version) = version
-            && let Some(evaluation) = self.over_budget.recall(ruleset, uid, version, now)
+        if let Some(version) = resource_version(object)
+            && let Some(evaluation) = self.over_budget.recall(
+                (&rs.info.name, rs.generation),
+                uid,
+                version,
+                std::time::Instant::now(),
+            )
         {
             return (evaluation, true);
         }
-        let evaluation = evaluate_within(&rs.exprs, bound, &self.limits.budget);
-        if let Some(version) = version
-            && evaluation.over_budget.is_some()
-        {
-            self.over_budget
-                .remember(ruleset, uid, version, &evaluation, now);
+        (
+            evaluate_within(&rs.exprs, bound, &self.limits.budget),
+            false,
+        )
+    }
+
+    /// Remembers `evaluation` of `object` (`uid`), which went over the budget. Called under the
+    /// tracker's lock once the evaluation counts (`rs`'s generation is the one loaded): a
+    /// reload or removal of the ruleset, which forgets its evaluations after taking that lock,
+    /// comes after, so nothing of a generation no longer loaded is kept.
+    pub(super) fn remember_over_budget(
+        &self,
+        rs: &CompiledRuleSet,
+        uid: &str,
+        object: &serde_json::Value,
+        evaluation: &Evaluation,
+    ) {
+        if let Some(version) = resource_version(object) {
+            self.over_budget.remember(
+                (&rs.info.name, rs.generation),
+                uid,
+                version,
+                evaluation,
+                std::time::Instant::now(),
+            );
         }
-        (evaluation, false)
     }
 
     /// Logs, counts and records an over-budget evaluation: the object is skipped (its result is

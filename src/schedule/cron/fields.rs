@@ -67,13 +67,13 @@ pub(super) struct Fields {
 
 /// Every value of `b`, and [`STAR`].
 fn all(b: &Bounds) -> u64 {
-    bits(b.min, b.max, 1) | STAR
+    bits(b.min.into(), b.max.into(), 1) | STAR
 }
 
-fn bits(min: u32, max: u32, step: u32) -> u64 {
-    (min..=max)
-        .step_by(step as usize)
-        .fold(0, |acc, v| acc | 1 << v)
+/// The bits of `min` to `max` (at most 63) by `step` (any size: past `max`, `min` alone).
+fn bits(min: u64, max: u64, step: u64) -> u64 {
+    let step = usize::try_from(step).unwrap_or(usize::MAX);
+    (min..=max).step_by(step).fold(0, |acc, v| acc | 1 << v)
 }
 
 impl Fields {
@@ -134,6 +134,19 @@ impl Fields {
             month: field(month, &MONTH)?,
             dow: field(dow, &DOW)?,
         })
+    }
+
+    /// Whether no time can match: a field that holds no value (`,` alone), or day fields that
+    /// can match no day. Known without a search (which would step through five years).
+    pub(super) fn never(&self) -> bool {
+        let values = |bits: u64| bits & !STAR;
+        let (dom, dow) = (values(self.dom), values(self.dow));
+        let days = if self.dom & STAR != 0 || self.dow & STAR != 0 {
+            dom != 0 && dow != 0
+        } else {
+            dom != 0 || dow != 0
+        };
+        values(self.minute) == 0 || values(self.hour) == 0 || values(self.month) == 0 || !days
     }
 
     fn day_matches(&self, t: &Zoned) -> bool {
@@ -222,7 +235,9 @@ impl Fields {
 
 /// One field: a comma-separated list of ranges.
 fn field(text: &str, b: &Bounds) -> Result<u64, String> {
+    // Empty items are dropped (`0,,30` is `0,30`; `,` alone matches nothing).
     text.split(',')
+        .filter(|range| !range.is_empty())
         .try_fold(0, |acc, range| Ok(acc | self::range(range, b)?))
 }
 
@@ -235,10 +250,11 @@ fn range(text: &str, b: &Bounds) -> Result<u64, String> {
     if step.is_some_and(|s| s.contains('/')) {
         return Err(format!("too many slashes: {text}"));
     }
+    let (min, max) = (u64::from(b.min), u64::from(b.max));
     let parts: Vec<&str> = span.split('-').collect();
     let star = parts[0] == "*" || parts[0] == "?";
     let (start, mut end, mut extra) = if star {
-        (b.min, b.max, STAR)
+        (min, max, STAR)
     } else {
         let start = value(parts[0], b)?;
         let end = match parts[..] {
@@ -254,7 +270,7 @@ fn range(text: &str, b: &Bounds) -> Result<u64, String> {
             let step = number(step)?;
             // `a/step`: from a to the field's end.
             if parts.len() == 1 {
-                end = b.max;
+                end = max;
             }
             if step > 1 {
                 extra = 0;
@@ -262,16 +278,14 @@ fn range(text: &str, b: &Bounds) -> Result<u64, String> {
             step
         }
     };
-    if start < b.min {
+    if start < min {
         return Err(format!(
-            "beginning of range ({start}) below minimum ({}): {text}",
-            b.min
+            "beginning of range ({start}) below minimum ({min}): {text}"
         ));
     }
-    if end > b.max {
+    if end > max {
         return Err(format!(
-            "end of range ({end}) above maximum ({}): {text}",
-            b.max
+            "end of range ({end}) above maximum ({max}): {text}"
         ));
     }
     if start > end {
@@ -286,16 +300,17 @@ fn range(text: &str, b: &Bounds) -> Result<u64, String> {
 }
 
 /// A value of a field: a number, or a name the field has.
-fn value(text: &str, b: &Bounds) -> Result<u32, String> {
+fn value(text: &str, b: &Bounds) -> Result<u64, String> {
     let lower = text.to_ascii_lowercase();
     match b.names.iter().position(|n| *n == lower) {
-        Some(i) => Ok(b.min + i as u32),
+        Some(i) => Ok(u64::from(b.min) + i as u64),
         None => number(text),
     }
 }
 
-/// A non-negative decimal number, as Go's `strconv.Atoi` reads one (a sign allowed).
-fn number(text: &str) -> Result<u32, String> {
+/// A non-negative decimal number, as Go's `strconv.Atoi` reads one (a `+` allowed, at most
+/// a 64-bit signed integer).
+fn number(text: &str) -> Result<u64, String> {
     let digits = text.strip_prefix('+').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
         return Err(format!("failed to parse int from {text}"));
@@ -303,8 +318,7 @@ fn number(text: &str) -> Result<u32, String> {
     digits
         .parse::<u64>()
         .ok()
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n < 64)
+        .filter(|n| i64::try_from(*n).is_ok())
         .ok_or_else(|| format!("{text} is out of range"))
 }
 
