@@ -60,7 +60,7 @@ impl OverBudgetEvaluations {
         resource_version: &str,
         now: Instant,
     ) -> Option<Evaluation> {
-        if self.count.load(Ordering::Relaxed) == 0 {
+        if self.is_empty() {
             return None;
         }
         let by_ruleset = self.by_ruleset.lock();
@@ -94,7 +94,7 @@ impl OverBudgetEvaluations {
                 .min_by_key(|(_, _, at)| *at)
                 .map(|(rs, uid, _)| (rs.clone(), uid.clone()));
             if let Some((rs, uid)) = oldest {
-                self.remove(&mut by_ruleset, &rs, [uid.as_str()]);
+                self.remove(&mut by_ruleset, &rs, &uid);
             }
         }
         let remembered = Remembered {
@@ -113,12 +113,12 @@ impl OverBudgetEvaluations {
 
     /// `uid` is gone: its evaluations by `rulesets` are forgotten.
     pub(super) fn forget_object<'a>(&self, rulesets: impl IntoIterator<Item = &'a str>, uid: &str) {
-        if self.count.load(Ordering::Relaxed) == 0 {
+        if self.is_empty() {
             return;
         }
         let mut by_ruleset = self.by_ruleset.lock();
         for ruleset in rulesets {
-            self.remove(&mut by_ruleset, ruleset, [uid]);
+            self.remove(&mut by_ruleset, ruleset, uid);
         }
     }
 
@@ -129,23 +129,26 @@ impl OverBudgetEvaluations {
         }
     }
 
-    fn remove<'a>(
+    fn remove(
         &self,
         by_ruleset: &mut HashMap<String, HashMap<String, Remembered>>,
         ruleset: &str,
-        uids: impl IntoIterator<Item = &'a str>,
+        uid: &str,
     ) {
         let Some(objects) = by_ruleset.get_mut(ruleset) else {
             return;
         };
-        for uid in uids {
-            if objects.remove(uid).is_some() {
-                self.count.fetch_sub(1, Ordering::Relaxed);
-            }
+        if objects.remove(uid).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
         }
         if objects.is_empty() {
             by_ruleset.remove(ruleset);
         }
+    }
+
+    /// Whether none is remembered (almost always): one atomic load.
+    pub(super) fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Relaxed) == 0
     }
 
     #[cfg(test)]

@@ -28,7 +28,9 @@ impl Detector {
         object: &serde_json::Value,
         bound: &Bound<'_>,
     ) -> (Evaluation, bool) {
-        if let Some(version) = resource_version(object)
+        // The version is read only while something is remembered: every evaluation asks.
+        if !self.over_budget.is_empty()
+            && let Some(version) = resource_version(object)
             && let Some(evaluation) = self.over_budget.recall(
                 (&rs.info.name, rs.generation),
                 uid,

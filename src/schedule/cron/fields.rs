@@ -140,18 +140,19 @@ impl Fields {
     /// can match no day. Known without a search (which would step through five years).
     pub(super) fn never(&self) -> bool {
         let values = |bits: u64| bits & !STAR;
-        let (dom, dow) = (values(self.dom), values(self.dow));
-        let days = if self.dom & STAR != 0 || self.dow & STAR != 0 {
-            dom != 0 && dow != 0
-        } else {
-            dom != 0 || dow != 0
-        };
+        let days = self.days(values(self.dom) != 0, values(self.dow) != 0);
         values(self.minute) == 0 || values(self.hour) == 0 || values(self.month) == 0 || !days
     }
 
     fn day_matches(&self, t: &Zoned) -> bool {
         let dom = self.dom & 1 << t.day() != 0;
         let dow = self.dow & 1 << t.weekday().to_sunday_zero_offset() != 0;
+        self.days(dom, dow)
+    }
+
+    /// Whether the day fields match, given whether the day of month and the day of the week
+    /// do: both where either field holds `*` or `?`, else either.
+    fn days(&self, dom: bool, dow: bool) -> bool {
         if self.dom & STAR != 0 || self.dow & STAR != 0 {
             dom && dow
         } else {
