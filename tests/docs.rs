@@ -268,6 +268,42 @@ fn the_glossary_words_mean_one_thing_in_the_sources() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// A condition's status is read through one type (`ifo_model::ConditionStatus`, and the gate's
+/// `Verdict` on it): no source outside it compares a status with the wire's strings, so what
+/// `Unknown` (or a status a later server adds) means is decided in one place. Tests apart.
+#[test]
+fn condition_statuses_are_read_through_one_type() {
+    let compared =
+        regex::Regex::new(r#"(?:==|!=)\s*"(?:True|False|Unknown)"|"(?:True|False)"\s*=>"#).unwrap();
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for file in source_files().iter().filter(|f| {
+        f.ends_with(".rs")
+            && ["src/", "model/src/", "plugin/src/"]
+                .iter()
+                .any(|d| f.starts_with(d))
+            && !f.ends_with("tests.rs")
+            && !f.contains("/tests/")
+            && *f != "model/src/condition.rs"
+    }) {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        // Inline unit tests apart.
+        let text = text.split("#[cfg(test)]\nmod tests {").next().unwrap();
+        read += 1;
+        for (n, line) in text.lines().enumerate() {
+            if compared.is_match(line) {
+                wrong.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(read > 100, "only {read} sources read");
+    assert!(
+        wrong.is_empty(),
+        "condition statuses compared as strings (read them with ConditionStatus):\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn anchors_are_named_as_github_names_them() {
     assert_eq!(slug("Is it safe to drain?"), "is-it-safe-to-drain");

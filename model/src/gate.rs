@@ -5,6 +5,7 @@
 //! Deserialising is lenient (see [`crate::lenient`]), as the operations' is: an odd field reads
 //! as its default rather than failing the whole object.
 
+use crate::ConditionStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use strum::{Display, EnumString, IntoStaticStr};
 
@@ -91,18 +92,19 @@ impl Verdict {
     /// The `Clear` condition's status that says it.
     pub fn status(self) -> &'static str {
         match self {
-            Verdict::Clear => "True",
-            Verdict::InFlight => "False",
-            Verdict::Unknown => "Unknown",
+            Verdict::Clear => ConditionStatus::True,
+            Verdict::InFlight => ConditionStatus::False,
+            Verdict::Unknown => ConditionStatus::Unknown,
         }
+        .as_str()
     }
 
     /// What a `Clear` condition's `status` says; anything but `True` and `False` is unknown.
     pub fn of_status(status: &str) -> Verdict {
-        match status {
-            "True" => Verdict::Clear,
-            "False" => Verdict::InFlight,
-            _ => Verdict::Unknown,
+        match ConditionStatus::of(status) {
+            ConditionStatus::True => Verdict::Clear,
+            ConditionStatus::False => Verdict::InFlight,
+            ConditionStatus::Unknown => Verdict::Unknown,
         }
     }
 }

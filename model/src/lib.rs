@@ -2,12 +2,14 @@
 //! object, in one place for the server that serves it and the kubectl plugin that reads it, so
 //! the two cannot drift apart.
 
+mod condition;
 mod gate;
 mod lenient;
 mod object;
 mod stale_cause;
 mod window;
 
+pub use condition::ConditionStatus;
 pub use gate::{
     CLEAR_CONDITION, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
     GateOperation, GateScheduled, GateStatus, GateSubject, GateWindow, MaintenanceGate,

@@ -7,6 +7,7 @@
 use std::io::IsTerminal as _;
 
 use anstyle::{AnsiColor, Effects, Style};
+use ifo_model::Verdict;
 
 /// Operation names that say something failed.
 const FAILING: [&str; 4] = ["Failed", "Failing", "BuildFailed", "Lost"];
@@ -116,10 +117,10 @@ impl Colours {
 
     /// A gate's verdict: clear green, not clear yellow, unknown red.
     pub fn verdict(self, clear: &str) -> String {
-        let style = match clear {
-            "True" => AnsiColor::Green.on_default(),
-            "False" => AnsiColor::Yellow.on_default(),
-            _ => AnsiColor::Red.on_default(),
+        let style = match Verdict::of_status(clear) {
+            Verdict::Clear => AnsiColor::Green.on_default(),
+            Verdict::InFlight => AnsiColor::Yellow.on_default(),
+            Verdict::Unknown => AnsiColor::Red.on_default(),
         };
         self.paint(style, clear)
     }

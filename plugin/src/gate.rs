@@ -7,8 +7,8 @@
 use anyhow::{Result, anyhow};
 use futures::{Stream, StreamExt};
 use ifo_model::{
-    GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION, MaintenanceGate,
-    StaleCause, group_by_cause,
+    ConditionStatus, GATE_KIND, GATE_OVERRIDDEN_CONDITION, GATE_PLURAL, GATE_STALLED_CONDITION,
+    MaintenanceGate, StaleCause, group_by_cause,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -102,7 +102,7 @@ pub fn summary(gate: &MaintenanceGate, now: Timestamp) -> String {
 pub fn overridden(gate: &MaintenanceGate) -> Option<String> {
     gate.status
         .condition(GATE_OVERRIDDEN_CONDITION)
-        .filter(|c| c.status == "True")
+        .filter(|c| ConditionStatus::holds(&c.status))
         .map(|c| crate::sanitize::line(&c.message))
 }
 
@@ -112,7 +112,10 @@ pub fn overridden(gate: &MaintenanceGate) -> Option<String> {
 pub fn override_not_in_force(gate: &MaintenanceGate) -> Option<String> {
     gate.status
         .condition(GATE_OVERRIDDEN_CONDITION)
-        .filter(|c| c.status == "False" && c.reason == "InvalidOverrideEnd")
+        .filter(|c| {
+            ConditionStatus::of(&c.status) == ConditionStatus::False
+                && c.reason == "InvalidOverrideEnd"
+        })
         .map(|c| crate::sanitize::line(&c.message))
 }
 
@@ -127,7 +130,7 @@ fn stalled(gate: &MaintenanceGate) -> String {
     let reported = gate
         .status
         .condition(GATE_STALLED_CONDITION)
-        .is_some_and(|c| c.status == "True");
+        .is_some_and(|c| ConditionStatus::holds(&c.status));
     match (reported, stalled) {
         (false, _) => String::new(),
         // Stalled beyond the operations the gate lists.

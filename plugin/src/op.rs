@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ifo_model::InFlightOperation;
+use ifo_model::{ConditionStatus, InFlightOperation};
 use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,7 +105,7 @@ impl Op {
         self.status
             .conditions
             .iter()
-            .find(|c| c.type_ == "Stalled" && c.status == "True")
+            .find(|c| c.type_ == "Stalled" && ConditionStatus::holds(&c.status))
             .map(|c| (c.reason.as_str(), c.message.as_str()))
     }
 

@@ -86,7 +86,7 @@ pub(crate) enum NodeVerdict {
 
 impl NodeVerdict {
     /// What a node's gate, judged (`None`: it does not exist), tells the guard.
-    fn of(judged: Option<Judged>) -> NodeVerdict {
+    pub(crate) fn of(judged: Option<Judged>) -> NodeVerdict {
         let Some(Judged {
             verdict,
             members,

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt as _;
+use ifo_model::ConditionStatus;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
@@ -35,7 +36,10 @@ impl Replica {
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Ready" && ConditionStatus::holds(&c.status))
+            });
         Replica {
             template: pod
                 .metadata

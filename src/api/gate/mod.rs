@@ -313,4 +313,6 @@ fn list(
 }
 
 #[cfg(test)]
+mod agreement;
+#[cfg(test)]
 mod tests;
