@@ -315,4 +315,6 @@ fn list(
 #[cfg(test)]
 mod agreement;
 #[cfg(test)]
+mod recording;
+#[cfg(test)]
 mod tests;
