@@ -22,6 +22,7 @@ mod event;
 mod gate_entry;
 mod gate_scope;
 mod gates;
+mod reader;
 mod scope_ends;
 mod scope_members;
 mod store;
@@ -34,8 +35,10 @@ pub(crate) use event::{Event, EventKind};
 pub(crate) use gates::{
     GateEntry, GateMembers, GateNameError, GateScope, LatestEnd, MAX_GATE_OPERATIONS, ScopeEnds,
 };
-pub use store::{Index, IndexReader};
-pub(crate) use store::{Replay, Snapshot};
+pub use reader::IndexReader;
+pub(crate) use reader::Snapshot;
+pub use store::Index;
+pub(crate) use store::Replay;
 pub use stored::{ObjectKey, Stored};
 pub(crate) use transitions::Transitions;
 pub use writers::{Epochs, FeedsClock, Handles, OperationsWriter, ScopesClock};

@@ -9,6 +9,7 @@ use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
 use super::gates::{GateCounts, GateEntry, GateMembers, GateScope, MAX_GATE_OPERATIONS};
+use super::reader::Snapshot;
 use super::stored::{ObjectKey, Stored, key_of};
 use super::transitions::Transitions;
 use crate::operation::InFlightOperation;
@@ -20,15 +21,6 @@ use crate::track::Change;
 /// the gate watches' events threefold, while a gate that turns Unknown a second later tells its
 /// readers nothing less. The first change after a quiet second goes out at once.
 const FEEDS_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// A consistent view of every record at one resourceVersion.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// The RV the view is at: list `metadata.resourceVersion`, and where a watch continues.
-    pub rv: u64,
-    /// Sorted by (namespace, name), cluster-scoped records first.
-    pub items: Vec<Arc<Stored>>,
-}
 
 /// Where a watch's replay of the event history stands: the events after `after`, up to and
 /// including `until` (the RV at which its live receiver took over). Read in chunks
@@ -501,94 +493,3 @@ fn weight(event: &Event) -> usize {
 
 #[cfg(test)]
 mod tests;
-
-/// A read-only handle on the [`Index`]: what the API serves from. Readers can list, get and
-/// watch, never change anything (see `writers.rs` for who writes).
-#[derive(Clone)]
-pub struct IndexReader(Arc<Index>);
-
-impl IndexReader {
-    /// A reader of `index`.
-    pub(super) fn of(index: Arc<Index>) -> IndexReader {
-        IndexReader(index)
-    }
-
-    /// How many records the index holds.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// See [`Index::epoch`].
-    pub(crate) fn epoch(&self) -> u64 {
-        self.0.epoch()
-    }
-
-    /// See [`Index::current_rv`].
-    pub fn current_rv(&self) -> u64 {
-        self.0.current_rv()
-    }
-
-    /// See [`Index::active_counts`].
-    pub(crate) fn active_counts(&self) -> Vec<(ActiveKey, u64)> {
-        self.0.active_counts()
-    }
-
-    /// See [`Index::oldest_active`].
-    pub(crate) fn oldest_active(&self) -> Vec<(RuleKey, jiff::Timestamp)> {
-        self.0.oldest_active()
-    }
-
-    /// See [`Index::gate`].
-    pub(crate) fn gate(
-        &self,
-        scope: &GateScope,
-        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
-    ) -> (u64, GateMembers) {
-        self.0.gate(scope, cordoned)
-    }
-
-    /// See [`Index::gates_in_flight`].
-    pub(crate) fn gates_in_flight(
-        &self,
-        listed: usize,
-        cordoned: impl Fn(&str) -> Option<jiff::Timestamp>,
-    ) -> (u64, Vec<GateMembers>) {
-        self.0.gates_in_flight(listed, cordoned)
-    }
-
-    /// See [`Index::snapshot`].
-    pub fn snapshot(&self) -> Snapshot {
-        self.0.snapshot()
-    }
-
-    /// See [`Index::snapshot_namespace`].
-    pub(crate) fn snapshot_namespace(&self, namespace: &str) -> Snapshot {
-        self.0.snapshot_namespace(namespace)
-    }
-
-    /// See [`Index::get`].
-    pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<Stored>> {
-        self.0.get(namespace, name)
-    }
-
-    /// See [`Index::watch_from`].
-    pub fn watch_from(&self, rv: u64) -> Result<(Replay, broadcast::Receiver<Event>), WatchError> {
-        self.0.watch_from(rv)
-    }
-
-    /// See [`Index::replay`].
-    pub(crate) fn replay(&self, replay: &mut Replay, max: usize) -> Result<Vec<Event>, WatchError> {
-        self.0.replay(replay, max)
-    }
-
-    /// See [`Index::subscribe`].
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.0.subscribe()
-    }
-
-    /// See [`Index::subscribe_with_snapshot`].
-    pub(crate) fn subscribe_with_snapshot(&self) -> (Snapshot, broadcast::Receiver<Event>) {
-        self.0.subscribe_with_snapshot()
-    }
-}

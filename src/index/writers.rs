@@ -14,7 +14,9 @@
 
 use std::sync::Arc;
 
-use super::store::{Index, IndexReader, Snapshot};
+use super::reader::IndexReader;
+use super::reader::Snapshot;
+use super::store::Index;
 use super::transitions::Transitions;
 use crate::track::Change;
 

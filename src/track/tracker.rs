@@ -1,6 +1,6 @@
 //! The debounce table itself.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -8,11 +8,10 @@ use jiff::{SignedDuration, Timestamp};
 use super::change::{Change, Observed};
 use super::related_values::{RelatedValues, merge_labels};
 use super::settings::Settings;
-use super::signal::{Message, Reading, Signal, signals};
-use crate::evaluate::{EvalError, Evaluation};
-use crate::operation::{
-    Ending, InFlightOperation, Outcome, Phase, RuleSetInfo, Stall, Subject, build_labels,
-};
+use super::signal::{Message, Signal, signals};
+use crate::evaluate::Evaluation;
+use crate::operation::{Ending, InFlightOperation, Outcome, RuleSetInfo, Subject, build_labels};
+use live::{Live, dynamic_labels, owned};
 
 /// Identity of an operation slot. Ordered ruleset first so that a ruleset's operations, and a
 /// subject's operations within a ruleset, are contiguous ranges.
@@ -427,190 +426,6 @@ impl Tracker {
         }
     }
 
-    /// Completes graces that ran out and drops retained records past their retention.
-    pub(crate) fn tick(&mut self, now: Timestamp) -> Vec<Change> {
-        let mut changes = Vec::new();
-        while let Some((deadline, key)) = self.graces.first().cloned() {
-            if deadline > now {
-                break;
-            }
-            self.end_grace(&key, now, &mut changes);
-        }
-        while let Some((completed, key)) = self.retained.first().cloned() {
-            if after(completed, self.settings.completed_retention) > now {
-                break;
-            }
-            if let Some(old) = self.remove_retained(&key) {
-                changes.push(Change::Remove(old));
-            }
-        }
-        changes
-    }
-
-    /// The earliest time at which [`Tracker::tick`] has something to do.
-    pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
-        let grace = self.graces.first().map(|(t, _)| *t);
-        let retention = self
-            .retained
-            .first()
-            .map(|(t, _)| after(*t, self.settings.completed_retention));
-        match (grace, retention) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// The subject was deleted: its active operations in `ruleset` complete now with
-    /// `SubjectDeleted`, whether or not a grace was running (it can't match again).
-    pub(crate) fn subject_deleted(
-        &mut self,
-        ruleset: &str,
-        subject_uid: &str,
-        now: Timestamp,
-    ) -> Vec<Change> {
-        let mut changes = self.tick(now);
-        let keys = self.active_keys(ruleset, |k| k.subject_uid == subject_uid);
-        for key in keys {
-            self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
-        }
-        changes
-    }
-
-    /// After a relist of `ruleset`'s subjects in `namespace` (`None`: every namespace, or a
-    /// cluster-scoped target): active operations of subjects there that are not in
-    /// `present_subject_uids` were deleted while the watch was down. Subjects elsewhere are
-    /// not judged: that list did not cover them.
-    pub(crate) fn resync(
-        &mut self,
-        ruleset: &str,
-        namespace: Option<&str>,
-        present_subject_uids: &HashSet<String>,
-        now: Timestamp,
-    ) -> Vec<Change> {
-        let mut changes = self.tick(now);
-        let keys = self.active_keys_where(ruleset, |k, record| {
-            namespace.is_none_or(|ns| record.subject.namespace.as_deref() == Some(ns))
-                && !present_subject_uids.contains(&k.subject_uid)
-        });
-        for key in keys {
-            self.complete(&key, now, Outcome::SubjectDeleted, now, &mut changes);
-        }
-        changes
-    }
-
-    /// The ruleset was deleted or became invalid: its active operations complete now with
-    /// `RuleSetRemoved`, and nothing it evaluates counts any more (until it is loaded again).
-    /// Retained completed records stay until their retention ends.
-    pub(crate) fn ruleset_removed(&mut self, ruleset: &str, now: Timestamp) -> Vec<Change> {
-        self.loaded.remove(ruleset);
-        self.related.forget(ruleset);
-        self.retain_operations(ruleset, &[], now)
-    }
-
-    /// The ruleset was updated and now detects only `operations`: active operations it no
-    /// longer has a rule for complete now with `RuleSetRemoved` (nothing would ever end them).
-    pub(crate) fn retain_operations(
-        &mut self,
-        ruleset: &str,
-        operations: &[String],
-        now: Timestamp,
-    ) -> Vec<Change> {
-        let mut changes = self.tick(now);
-        let keys = self.active_keys(ruleset, |k| !operations.contains(&k.operation));
-        for key in keys {
-            self.complete(&key, now, Outcome::RuleSetRemoved, now, &mut changes);
-        }
-        changes
-    }
-
-    /// Takes back an operation read from its persisted copy at start, so that it keeps its
-    /// name, uid and start time: an `Active` one continues when its rule matches again, and
-    /// completes when its subject is evaluated and no longer matches (at once: when it ended
-    /// is unknown), when its subject is gone, or at [`Tracker::sweep_restored`]. A `Completed`
-    /// one is retained for what is left of its retention, when completed operations are
-    /// retained at all.
-    ///
-    /// `false` when the record is not taken (a completed record that is not retained, or a
-    /// second record of the same operation): its persisted copy has no live record to mirror.
-    pub(crate) fn restore(&mut self, record: Arc<InFlightOperation>) -> bool {
-        let key = Key::new(&record.ruleset, &record.subject.uid, &record.operation);
-        if self.entries.contains_key(&key) {
-            return false;
-        }
-        let state = match (record.phase, record.completed) {
-            (Phase::Active, _) => {
-                *self.active.entry(key.ruleset.clone()).or_default() += 1;
-                State::Active {
-                    last_active: record.last_detected,
-                    grace: None,
-                    restored: true,
-                }
-            }
-            (Phase::Completed, Some(completed)) if self.settings.retain_completed => {
-                self.retained.insert((completed, key.clone()));
-                State::Retained
-            }
-            (Phase::Completed, _) => return false,
-        };
-        self.entries.insert(
-            key,
-            Entry {
-                record,
-                state,
-                own: None,
-            },
-        );
-        true
-    }
-
-    /// Takes the identity (uid and start) of an active operation from its persisted copy, for
-    /// the same operation this tracker detected on its own: what a replica does when it starts
-    /// leading, so that clients keep seeing the object the previous leader served (each replica
-    /// saw the operation start at a slightly different time, and the uid derives from it).
-    /// `None` when there is nothing to change: the copy is not of an active operation, or this
-    /// tracker has no active one in that slot (the writer completes such a copy).
-    pub(crate) fn adopt(&mut self, copy: &InFlightOperation) -> Option<Change> {
-        if copy.phase != Phase::Active {
-            return None;
-        }
-        let key = Key::new(&copy.ruleset, &copy.subject.uid, &copy.operation);
-        let entry = self.entries.get_mut(&key)?;
-        if !matches!(entry.state, State::Active { .. })
-            || (entry.record.uid == copy.uid && entry.record.created == copy.created)
-        {
-            return None;
-        }
-        entry.record = Arc::new(InFlightOperation {
-            uid: copy.uid.clone(),
-            created: copy.created,
-            ..(*entry.record).clone()
-        });
-        Some(Change::Upsert(entry.record.clone()))
-    }
-
-    /// Restored operations that no evaluation has confirmed since the initial sync (plus a
-    /// grace) ended while nobody watched: they complete now, with `RuleSetRemoved` when their
-    /// ruleset is gone, else `Unknown` (their subject left the ruleset's scope, or the rule
-    /// has only errored since).
-    pub(crate) fn sweep_restored(&mut self, now: Timestamp) -> Vec<Change> {
-        let mut changes = self.tick(now);
-        let keys: Vec<Key> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| matches!(e.state, State::Active { restored: true, .. }))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in keys {
-            let outcome = if self.loaded.contains_key(&key.ruleset) {
-                Outcome::Unknown
-            } else {
-                Outcome::RuleSetRemoved
-            };
-            self.complete(&key, now, outcome, now, &mut changes);
-        }
-        changes
-    }
-
     /// Active operations (grace running or not) of `ruleset`.
     pub(crate) fn active_count(&self, ruleset: &str) -> usize {
         self.active.get(ruleset).copied().unwrap_or(0)
@@ -639,142 +454,6 @@ impl Tracker {
             .map(|(k, _)| k.clone())
             .collect()
     }
-
-    /// The grace of `key` ran out (or the debounce is zero): complete with what it recorded.
-    fn end_grace(&mut self, key: &Key, now: Timestamp, changes: &mut Vec<Change>) {
-        let Some(Entry {
-            state: State::Active {
-                grace: Some(grace), ..
-            },
-            ..
-        }) = self.entries.get(key)
-        else {
-            return;
-        };
-        let (at, outcome) = (grace.stopped_at, grace.outcome.unwrap_or(Outcome::Unknown));
-        self.complete(key, at, outcome, now, changes);
-    }
-
-    /// Turns the active record of `key` into its `Completed` form, then retains or removes it.
-    fn complete(
-        &mut self,
-        key: &Key,
-        at: Timestamp,
-        outcome: Outcome,
-        now: Timestamp,
-        changes: &mut Vec<Change>,
-    ) {
-        let Some(entry) = self.entries.get_mut(key) else {
-            return;
-        };
-        let State::Active {
-            last_active, grace, ..
-        } = &entry.state
-        else {
-            return;
-        };
-        let mut subject_generation = entry.record.subject_generation;
-        if let Some(g) = grace {
-            self.graces.remove(&(g.deadline, key.clone()));
-            subject_generation = g.subject_generation.or(subject_generation);
-        }
-        let record = Arc::new(InFlightOperation {
-            phase: Phase::Completed,
-            outcome: Some(outcome),
-            completed: Some(at),
-            last_detected: *last_active,
-            subject_generation,
-            ending: None,
-            ..(*entry.record).clone()
-        });
-        if let Some(n) = self.active.get_mut(&key.ruleset) {
-            *n -= 1;
-            if *n == 0 {
-                self.active.remove(&key.ruleset);
-            }
-        }
-        changes.push(Change::Upsert(record.clone()));
-        if self.settings.retain_completed {
-            entry.record = record;
-            entry.state = State::Retained;
-            self.retained.insert((at, key.clone()));
-            while self.retained.len() > self.settings.max_completed {
-                let (_, oldest) = self.retained.first().cloned().expect("non-empty");
-                if let Some(old) = self.remove_retained(&oldest) {
-                    changes.push(Change::Remove(old));
-                }
-            }
-            // Possibly already past its retention (retention shorter than the debounce).
-            if after(at, self.settings.completed_retention) <= now
-                && let Some(old) = self.remove_retained(key)
-            {
-                changes.push(Change::Remove(old));
-            }
-        } else {
-            self.entries.remove(key);
-            changes.push(Change::Remove(record));
-        }
-    }
-
-    fn remove_retained(&mut self, key: &Key) -> Option<Arc<InFlightOperation>> {
-        let entry = self.entries.remove(key)?;
-        debug_assert!(matches!(entry.state, State::Retained));
-        if let Some(completed) = entry.record.completed {
-            self.retained.remove(&(completed, key.clone()));
-        }
-        Some(entry.record)
-    }
-}
-
-/// What the rules of an active operation report on each event besides matching.
-struct Live<'a> {
-    message: Message<'a>,
-    progress: Reading<f64>,
-    stalled: Reading<Option<&'a str>>,
-}
-
-impl Live<'_> {
-    /// The progress to show: the one reported, or the last known when the expression failed.
-    fn progress(&self, previous: Option<f64>) -> Option<f64> {
-        match self.progress {
-            Reading::None => None,
-            Reading::Value(p) => Some(p),
-            Reading::Unknown => previous,
-        }
-    }
-
-    /// The stall to show: the one reported (since when it started), or the last known when
-    /// the expression failed.
-    fn stalled(&self, previous: Option<&Stall>, now: Timestamp) -> Option<Stall> {
-        match self.stalled {
-            Reading::None | Reading::Value(None) => None,
-            Reading::Value(Some(reason)) => Some(Stall::reported(reason, now).continuing(previous)),
-            Reading::Unknown => previous.cloned(),
-        }
-    }
-}
-
-/// Successful label expression results. A failed expression is unknown rather than absent, so
-/// the value it had before (`previous`, if any) is kept instead of making the label flap.
-fn dynamic_labels<'a>(
-    results: &'a [(String, Result<String, EvalError>)],
-    previous: impl Fn(&str) -> Option<&'a str>,
-) -> Vec<(&'a str, &'a str)> {
-    results
-        .iter()
-        .filter_map(|(key, result)| match result {
-            Ok(value) => Some((key.as_str(), value.as_str())),
-            Err(_) => Some((key.as_str(), previous(key)?)),
-        })
-        .collect()
-}
-
-/// `labels`, owned: what an entry keeps of its own label values.
-fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
-    labels
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 /// `ts + d`, saturating instead of failing at the ends of the representable range.
@@ -797,7 +476,10 @@ fn superseded(grace: &Grace, now: Timestamp) -> Outcome {
     }
 }
 
+mod ending;
+mod live;
 mod relabel;
+mod restore;
 
 #[cfg(test)]
 mod tests;

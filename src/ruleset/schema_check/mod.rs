@@ -24,6 +24,7 @@ mod lookup;
 mod open_api;
 mod schema;
 mod suggest;
+mod ty;
 mod walk;
 
 #[cfg(test)]
@@ -35,7 +36,8 @@ pub use schema::Schema;
 
 use super::{CompiledRuleSet, Target};
 use crate::evaluate::{Expr, ScheduleExprs};
-use walk::{Kind, Ty, Walk};
+use ty::{Kind, Ty};
+use walk::Walk;
 
 /// What an expression is for, and so what it must give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
