@@ -2,8 +2,8 @@
 //! on evictions from them: the facts in — the index's scope members, the feeds' state, the
 //! initial sync, the cluster's nodes and namespaces — and one typed [`Verdict`] out.
 //!
-//! [`Gates`] holds the facts; [`Gates::judged`] reads a scope's members between one reading of
-//! the feeds before and one after (see [`FeedsBefore`]) and judges them. The API renders a judged
+//! [`Gates`] holds the facts; [`Gates::read`] and [`Gates::judged`] read scopes' members between
+//! one reading of the feeds before and one after (see [`FeedsBefore`]) and judge them. The API renders a judged
 //! scope as a `MaintenanceGate` (adding what only a served gate says: its windows, scheduled
 //! operations and override condition); the guard decides from [`Gates::node`] without rendering
 //! anything.
@@ -62,24 +62,24 @@ impl Gates {
     }
 
     /// The feeds as they are before a scope's members are read.
-    pub(crate) fn feeds_before(&self) -> FeedsBefore {
+    fn feeds_before(&self) -> FeedsBefore {
         FeedsBefore::read(&self.detection, &self.readiness)
     }
 
     /// What went current while members were read since `before`.
-    pub(crate) fn meanwhile(&self, before: FeedsBefore) -> Meanwhile {
+    fn meanwhile(&self, before: FeedsBefore) -> Meanwhile {
         before.meanwhile(&self.detection)
     }
 
     /// The members of `scope` now, each operation of them listed; the resourceVersion they were
     /// read at first.
-    pub(crate) fn members(&self, scope: &GateScope) -> (u64, GateMembers) {
+    fn members(&self, scope: &GateScope) -> (u64, GateMembers) {
         self.index.gate(scope, self.cordoned())
     }
 
     /// The cluster's scope and every scope with operations in flight, each with its
     /// `operations` oldest operations, at the current resourceVersion (returned first).
-    pub(crate) fn listed(&self, operations: usize) -> (u64, Vec<GateMembers>) {
+    fn listed(&self, operations: usize) -> (u64, Vec<GateMembers>) {
         let (rv, mut all) = self.index.gates_in_flight(operations, self.cordoned());
         if all.first().is_none_or(|m| m.scope != GateScope::Cluster) {
             all.insert(0, self.members(&GateScope::Cluster).1);
@@ -94,7 +94,7 @@ impl Gates {
     }
 
     /// Whether the gate of `members` exists (see [`existence`]).
-    pub(crate) fn existence(&self, members: &GateMembers) -> Existence {
+    fn existence(&self, members: &GateMembers) -> Existence {
         existence::decide(&members.scope, members.active, || {
             existence::presence(
                 &members.scope,
@@ -106,18 +106,8 @@ impl Gates {
     }
 
     /// `members` judged (read after `meanwhile` began), with the facts of their scope.
-    pub(crate) fn judge(&self, members: GateMembers, meanwhile: &Meanwhile) -> Judged {
+    fn judge(&self, members: GateMembers, meanwhile: &Meanwhile) -> Judged {
         let existence = self.existence(&members);
-        self.judge_existing(members, existence, meanwhile)
-    }
-
-    /// [`Gates::judge`], whether the scope exists already known.
-    pub(crate) fn judge_existing(
-        &self,
-        members: GateMembers,
-        existence: Existence,
-        meanwhile: &Meanwhile,
-    ) -> Judged {
         let mut feeds = Feeds::of(&members.scope, &self.detection, &self.readiness, meanwhile);
         if let Existence::Unknown(why) = &existence {
             feeds.existence_unknown = Some(why.clone());
@@ -133,13 +123,36 @@ impl Gates {
     /// The scopes `scopes` judged now: their members read between one reading of the feeds
     /// before and one after, whatever their number.
     pub(crate) fn judged(&self, scopes: impl IntoIterator<Item = GateScope>) -> Vec<Judged> {
+        self.judged_between(|| {
+            let all = scopes.into_iter().map(|scope| self.members(&scope).1);
+            (0, all.collect())
+        })
+        .1
+    }
+
+    /// What a read of the API judges: the scope `named`, or the cluster's and every scope with
+    /// operations in flight, each listing its `operations` oldest operations; the
+    /// resourceVersion they were read at first.
+    pub(crate) fn read(&self, named: Option<&GateScope>, operations: usize) -> (u64, Vec<Judged>) {
+        self.judged_between(|| match named {
+            Some(scope) => {
+                let (rv, members) = self.members(scope);
+                (rv, vec![members])
+            }
+            None => self.listed(operations),
+        })
+    }
+
+    /// The members `read` reads, judged: read between one reading of the feeds before and one
+    /// after (see [`FeedsBefore`]).
+    fn judged_between(&self, read: impl FnOnce() -> (u64, Vec<GateMembers>)) -> (u64, Vec<Judged>) {
         let before = self.feeds_before();
-        let all: Vec<GateMembers> = scopes
-            .into_iter()
-            .map(|scope| self.members(&scope).1)
-            .collect();
+        let (rv, all) = read();
         let meanwhile = self.meanwhile(before);
-        all.into_iter().map(|m| self.judge(m, &meanwhile)).collect()
+        (
+            rv,
+            all.into_iter().map(|m| self.judge(m, &meanwhile)).collect(),
+        )
     }
 
     /// The gate of node `node` judged now, for the guard; `None` when it does not exist (the

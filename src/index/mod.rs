@@ -25,6 +25,7 @@ mod gates;
 mod reader;
 mod scope_ends;
 mod scope_members;
+mod snapshot;
 mod store;
 mod stored;
 mod transitions;
@@ -36,7 +37,7 @@ pub(crate) use gates::{
     GateEntry, GateMembers, GateNameError, GateScope, LatestEnd, MAX_GATE_OPERATIONS, ScopeEnds,
 };
 pub use reader::IndexReader;
-pub(crate) use reader::Snapshot;
+pub(crate) use snapshot::Snapshot;
 pub use store::Index;
 pub(crate) use store::Replay;
 pub use stored::{ObjectKey, Stored};

@@ -8,17 +8,9 @@ use super::active::{ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::Event;
 use super::gates::{GateMembers, GateScope};
+use super::snapshot::Snapshot;
 use super::store::{Index, Replay};
 use super::stored::Stored;
-
-/// A consistent view of every record at one resourceVersion.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    /// The RV the view is at: list `metadata.resourceVersion`, and where a watch continues.
-    pub rv: u64,
-    /// Sorted by (namespace, name), cluster-scoped records first.
-    pub items: Vec<Arc<Stored>>,
-}
 
 /// A read-only handle on the [`Index`]: what the API serves from. Readers can list, get and
 /// watch, never change anything (see `writers.rs` for who writes).

@@ -9,7 +9,7 @@ use super::active::{ActiveCounts, ActiveKey, RuleKey};
 use super::error::WatchError;
 use super::event::{Event, EventKind};
 use super::gates::{GateCounts, GateEntry, GateMembers, GateScope, MAX_GATE_OPERATIONS};
-use super::reader::Snapshot;
+use super::snapshot::Snapshot;
 use super::stored::{ObjectKey, Stored, key_of};
 use super::transitions::Transitions;
 use crate::operation::InFlightOperation;

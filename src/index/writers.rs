@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::reader::IndexReader;
-use super::reader::Snapshot;
+use super::snapshot::Snapshot;
 use super::store::Index;
 use super::transitions::Transitions;
 use crate::track::Change;

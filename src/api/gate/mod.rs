@@ -41,7 +41,7 @@ use super::status::ApiError;
 use super::table::{PartialMetadata, represent, row, table};
 use super::wire::{List, ListMeta};
 use crate::gate::{Existence, Judged};
-use crate::index::{GateMembers, GateScope, MAX_GATE_OPERATIONS};
+use crate::index::{GateScope, MAX_GATE_OPERATIONS};
 use crate::metrics::GateSeries;
 use verdict::Gate;
 
@@ -103,20 +103,11 @@ impl Selection {
     /// The selected gates at the current resourceVersion, sorted by name, each listing its
     /// `operations` oldest operations: those of `page`, and whether more follow.
     fn gates(&self, state: &ApiState, operations: usize, page: &Page) -> Selected {
-        let gates = state.gates();
-        let before = gates.feeds_before();
-        let (rv, all) = match &self.named {
-            Some(scope) => {
-                let (rv, members) = gates.members(scope);
-                (rv, vec![members])
-            }
-            None => gates.listed(operations),
-        };
-        let meanwhile = gates.meanwhile(before);
-        let mut selected: Vec<(String, GateMembers, Existence)> = all
+        let (rv, all) = state.gates().read(self.named.as_ref(), operations);
+        let mut selected: Vec<(String, Judged)> = all
             .into_iter()
-            .filter_map(|m| {
-                let name = m.scope.to_string();
+            .filter_map(|judged| {
+                let name = judged.members.scope.to_string();
                 if page
                     .after
                     .as_deref()
@@ -124,9 +115,9 @@ impl Selection {
                 {
                     return None;
                 }
-                let existence = gates.existence(&m);
-                self.includes(&m.scope, m.active, existence.is_served())
-                    .then_some((name, m, existence))
+                let scope = &judged.members;
+                self.includes(&scope.scope, scope.active, judged.existence.is_served())
+                    .then_some((name, judged))
             })
             .collect();
         selected.sort_by(|a, b| a.0.cmp(&b.0));
@@ -136,7 +127,7 @@ impl Selection {
         }
         let gates = selected
             .into_iter()
-            .map(|(_, m, existence)| served(state, &gates.judge_existing(m, existence, &meanwhile)))
+            .map(|(_, judged)| served(state, &judged))
             .collect();
         Selected { rv, gates, more }
     }
@@ -179,20 +170,14 @@ struct Selected {
 /// The gates an unfiltered list answers: the cluster's and those with operations in flight,
 /// their verdicts and counts without the operations themselves (what metrics read).
 pub(super) fn listed_gates(state: &ApiState) -> Vec<GateSeries> {
-    let gates = state.gates();
-    let before = gates.feeds_before();
-    let (_, all) = gates.listed(0);
-    let meanwhile = gates.meanwhile(before);
+    let (_, all) = state.gates().read(None, 0);
+    // All exist: the cluster's, and scopes with operations in flight.
     all.into_iter()
-        .map(|m| {
-            // All exist: the cluster's, and scopes with operations in flight.
-            let judged = gates.judge(m, &meanwhile);
-            GateSeries {
-                gate: judged.members.scope.to_string(),
-                clear: judged.verdict.status().to_owned(),
-                active: judged.members.active as u64,
-                expected_clear: judged.members.expected_clear.map(|t| t.as_second()),
-            }
+        .map(|judged| GateSeries {
+            gate: judged.members.scope.to_string(),
+            clear: judged.verdict.status().to_owned(),
+            active: judged.members.active as u64,
+            expected_clear: judged.members.expected_clear.map(|t| t.as_second()),
         })
         .collect()
 }
@@ -313,8 +298,8 @@ fn list(
 }
 
 #[cfg(test)]
-mod agreement;
+mod agreement_tests;
 #[cfg(test)]
-mod recording;
+mod recording_tests;
 #[cfg(test)]
 mod tests;

@@ -166,6 +166,7 @@ pub(crate) fn gate(judged: &Judged, started: Timestamp, scheduled: Scheduled) ->
         last_transition_time: Time(round(changed)),
         observed_generation: None,
     };
+    let stalled = stalled_condition(members, started);
     let (next_window, next_window_p50) = window::windows(
         &window::Since {
             verdict: *verdict,
@@ -185,7 +186,7 @@ pub(crate) fn gate(judged: &Judged, started: Timestamp, scheduled: Scheduled) ->
             ..ObjectMeta::default()
         },
         status: GateStatus {
-            conditions: vec![clear, stalled_condition(members, started)],
+            conditions: vec![clear, stalled],
             active_operations: members.active as u64,
             operations: members.operations.iter().cloned().map(ServedOp).collect(),
             expected_clear_time: members.expected_clear.map(|t| Time(round(t))),

@@ -1,7 +1,7 @@
 //! Served gates, recorded: what a client reads of a fixed set of scopes — each gate as JSON
 //! and as a Table row, the lists in every representation, a watch's events, and the gates while
 //! detection is not current and while the cluster's nodes cannot be listed — is compared byte for
-//! byte with `tests/recordings/served-gates.txt`. Times are written as `<time>` (each read is at
+//! byte with `tests/recordings/served-gates.txt`. Times and ages are masked (each read is at
 //! its own now); everything else is as served.
 //!
 //! A change of what is served shows as a diff of that file: `IFO_RECORD=1 cargo test --lib
@@ -48,12 +48,14 @@ async fn read(state: &Arc<ApiState>, out: &mut String, uri: &str, accept: Option
     writeln!(out, "### GET {uri}{accept}\n{status}\n{body}\n").unwrap();
 }
 
-/// `2026-11-27T10:00:00Z` and its kin, written as `<time>`.
+/// `2026-11-27T10:00:00Z` and its kin written as `<time>`, and a Table's ages (a cell `"5d1h"`)
+/// as `<age>`.
 fn timeless(text: &str) -> String {
-    regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
-        .unwrap()
-        .replace_all(text, "<time>")
-        .into_owned()
+    let times =
+        regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)").unwrap();
+    let ages = regex::Regex::new(r#""(\d+[dhms])+""#).unwrap();
+    let text = times.replace_all(text, "<time>");
+    ages.replace_all(&text, r#""<age>""#).into_owned()
 }
 
 async fn recording() -> String {
