@@ -10,7 +10,8 @@
 //! ruleset that does not compile — makes the gates it can reach Unknown, naming the ruleset and
 //! the remedy, and the wait does not succeed; fixing the cause brings Clear=True back within seconds, at a new resourceVersion,
 //! and the wait succeeds. A tenant's objects that are slow to evaluate, changed in a loop, make
-//! her own namespace's and nodes' gates Unknown, and no one else's.
+//! her own namespace's and nodes' gates Unknown, and no one else's. A busy CPU is no blind
+//! spot: a server held to a twentieth of a core is late, not blind.
 //!
 //! A test binary of its own (with its own cluster and server): a ruleset that does not compile
 //! makes every node's gate Unknown while it lasts, which would hold the node gates of every other
@@ -473,4 +474,165 @@ fn a_tenants_slow_objects_changed_in_a_loop_leave_other_gates_clear() {
         "the other namespace's migration was seen {:?} after it was made",
         detected.saturating_sub(migrated_at)
     );
+}
+
+/// The starvation test's VirtualMachines: this many, each [`STARVED_N`] iterations slow.
+const STARVED_VMS: usize = 20;
+
+/// Iterations of the slow rule on each of them: about ten milliseconds of CPU in the test's
+/// (unoptimised) server, a tenth of the budget, so that held to 5 % of a core an evaluation
+/// takes longer than the whole budget by the clock while using a tenth of it.
+const STARVED_N: u64 = 20_000;
+
+/// How long the server is held to 5 % of a core.
+const STARVED_FOR: Duration = Duration::from_secs(60);
+
+/// The server process held to a share of a core by a CPU cgroup (cgroup v1's `cpu`
+/// controller: `cpu.cfs_quota_us` of every `cpu.cfs_period_us`), as a busy neighbour and a
+/// small CPU request hold it on a node; released when dropped, a failed test included.
+struct Starved {
+    dir: std::path::PathBuf,
+    pid: u32,
+}
+
+/// Where the CPU controller is mounted.
+const CPU_CGROUP: &str = "/sys/fs/cgroup/cpu";
+
+impl Starved {
+    /// Holds `pid` to `percent` of one core.
+    fn hold(pid: u32, percent: u64) -> Starved {
+        let root = std::path::Path::new(CPU_CGROUP);
+        let dir = root.join(format!("ifo-starved-{pid}"));
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("cpu.cfs_period_us"), "100000"))
+            .and_then(|()| {
+                std::fs::write(dir.join("cpu.cfs_quota_us"), (percent * 1000).to_string())
+            })
+            .and_then(|()| std::fs::write(dir.join("cgroup.procs"), pid.to_string()));
+        if let Err(e) = made {
+            panic!(
+                "cannot hold the server to {percent}% of a core with a CPU cgroup under \
+                 {CPU_CGROUP} (this test needs cgroup v1's cpu controller, writable, as root): {e}"
+            );
+        }
+        Starved { dir, pid }
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        let root = std::path::Path::new(CPU_CGROUP);
+        let _ = std::fs::write(root.join("cgroup.procs"), self.pid.to_string());
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A busy CPU is not a blind one. The server held to 5 % of a core for a minute (a cgroup's CPU
+/// quota, as a busy neighbour and a small CPU request hold a replica) while twenty
+/// VirtualMachines that take about ten milliseconds of CPU each to evaluate change every
+/// second: each evaluation takes longer than the whole budget by the clock (the evaluation waits
+/// for the CPU most of the time), yet none counts as over the budget, the ruleset is never
+/// suspended, and once released the node's and the namespace's gates read Clear=True,
+/// straight from the server, within 5 s. Before the budget counted CPU time, the clock's time
+/// was counted, and a starved replica skipped every object as too costly: their nodes' gates
+/// Unknown until each object changed again.
+#[test]
+fn a_starved_server_is_late_but_not_blind() {
+    let (_turn, env) = turn();
+    let ns = env.namespace("starved");
+    let node = env.node(&format!("n-{ns}"));
+    let rs = Applied {
+        env,
+        name: format!("rs-{ns}"),
+    };
+    env.apply(
+        &RuleSet::new(&rs.name)
+            .component(&format!("c-{}", rs.name))
+            .vms()
+            .namespaces(&[&ns])
+            .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
+            .rule(Rule::new(
+                "Churning",
+                "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
+            ))
+            .to_string(),
+    );
+    let vms = |round: usize| {
+        let items: Vec<Value> = (0..STARVED_VMS)
+            .map(|i| vm_on(&ns, &format!("vm-{i}"), node.name(), STARVED_N, round))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+    };
+    let apply = |round: usize| env.apply(&vms(round));
+    apply(0);
+    env.wait_watching(&rs.name);
+    let gates = [format!("node.{}", node.name()), format!("namespace.{ns}")];
+    // Read straight from the server: kube-apiserver's view of a starved aggregated API is not
+    // what is measured here.
+    let certs = env.client_cert_args(User::Admin);
+    let certs: Vec<&str> = certs.iter().map(String::as_str).collect();
+    let clear_direct = |gate: &str| -> Option<Value> {
+        let path = format!("/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates/{gate}");
+        let (code, body) = env.direct(&path, &certs);
+        let gate: Value = serde_json::from_str(&body).ok().filter(|_| code == "200")?;
+        Some(clear_condition(&gate).clone()).filter(|c| !c.is_null())
+    };
+    for gate in &gates {
+        eventually(WAIT, &format!("gate/{gate} Clear"), || {
+            clear_direct(gate).filter(|c| c["status"] == "True")
+        });
+    }
+    let over_budget = || {
+        let wanted = format!("ruleset=\"{}\"", rs.name);
+        env.metrics()
+            .lines()
+            .filter(|l| {
+                (l.starts_with("ifo_evaluation_cost_exceeded_total{")
+                    || l.starts_with("ifo_ruleset_suspensions_total{"))
+                    && l.contains(&wanted)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = over_budget();
+
+    let starved = Starved::hold(env.server_pid(), 5);
+    let began = Instant::now();
+    let mut rounds = 0;
+    while began.elapsed() < STARVED_FOR {
+        rounds += 1;
+        apply(rounds);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    drop(starved);
+    let released = Instant::now();
+    let mut late = Vec::new();
+    for gate in &gates {
+        let condition = eventually(
+            Duration::from_secs(30),
+            &format!("gate/{gate} Clear"),
+            || clear_direct(gate).filter(|c| c["status"] == "True"),
+        );
+        late.push((gate.clone(), released.elapsed(), condition));
+    }
+    let over = over_budget() - before;
+    println!(
+        "{rounds} rounds of {STARVED_VMS} VirtualMachines ({STARVED_N} iterations each) changed \
+         while the server was held to 5% of a core for {STARVED_FOR:?}; evaluations counted \
+         over the budget or suspensions: {over}; gates Clear after the release: {:?}",
+        late.iter().map(|(g, t, _)| (g, t)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        over,
+        0.0,
+        "evaluations that only waited for the CPU were counted over the budget (or the ruleset \
+         was suspended): {}",
+        env.server_log_tail(40)
+    );
+    for (gate, after, condition) in late {
+        assert!(
+            after <= Duration::from_secs(5),
+            "gate/{gate} read Clear=True only {after:?} after the server was released: {condition}"
+        );
+    }
 }

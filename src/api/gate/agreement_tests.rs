@@ -26,7 +26,7 @@ use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
 
-const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+use super::tests::GATES;
 
 /// The nodes facts name: those the cluster may have, and one it never has.
 const NODES: [&str; 5] = ["n0", "n1", "n2", "n3", "n9"];

@@ -165,36 +165,27 @@ mod tests {
             &set(End::Relative(Arc::from("2h"))),
             at("2026-11-22T10:00:00Z"),
         );
+        not_in_force(&c, "\"2h\" is a duration");
+        assert!(c.message.contains("as an RFC 3339 time"), "{}", c.message);
+    }
+
+    /// `c` says the override is not in force because its end, as `why` says, cannot be read.
+    fn not_in_force(c: &Condition, why: &str) {
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "InvalidOverrideEnd")
         );
-        assert!(
-            c.message.starts_with(
-                "the override (disk failing, INC-4711) is not in force: \
-                 ifo.kubevirt.io/maintenance-override-until \"2h\" is a duration"
-            ) && c.message.contains("as an RFC 3339 time"),
-            "{}",
-            c.message
+        let start = format!(
+            "the override (disk failing, INC-4711) is not in force: \
+             ifo.kubevirt.io/maintenance-override-until {why}"
         );
+        assert!(c.message.starts_with(&start), "{}", c.message);
     }
 
     #[test]
     fn an_end_that_cannot_be_read_leaves_the_override_not_in_force() {
         let now = at("2026-11-22T10:00:00Z");
         let c = condition("w1", &set(End::Invalid(Arc::from("tomorrow"))), now);
-        assert_eq!(
-            (c.status.as_str(), c.reason.as_str()),
-            ("False", "InvalidOverrideEnd")
-        );
-        assert!(
-            c.message.starts_with(
-                "the override (disk failing, INC-4711) is not in force: \
-                 ifo.kubevirt.io/maintenance-override-until \"tomorrow\" is not an RFC 3339 \
-                 time"
-            ),
-            "{}",
-            c.message
-        );
+        not_in_force(&c, "\"tomorrow\" is not an RFC 3339 time");
     }
 }

@@ -16,30 +16,15 @@ use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
 use crate::inventory::{Inventory, Kept, Kind};
-use crate::operation::{InFlightOperation, test_active, test_subject};
 use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
 
-const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+use super::tests::{GATES, TABLE, migration};
+
 const METADATA: &str =
     "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
 const RECORDING: &str = "tests/recordings/served-gates.txt";
-
-fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
-    let subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), vm);
-    let labels = [
-        ("ifo.kubevirt.io/node", node),
-        ("ifo.kubevirt.io/target-node", target),
-    ];
-    Arc::new(test_active(
-        &subject,
-        ("vms", "kubevirt"),
-        "Migrating",
-        &labels,
-    ))
-}
 
 /// What a client reads of `uri`, as recorded: the request, the status, the body.
 async fn read(state: &Arc<ApiState>, out: &mut String, uri: &str, accept: Option<&str>) {

@@ -14,10 +14,16 @@ use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
 
-const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+pub(super) const GATES: &str = "/apis/live.ifo.kubevirt.io/v1alpha1/maintenancegates";
+pub(super) const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
-fn migration(namespace: &str, vm: &str, node: &str, target: &str) -> Arc<InFlightOperation> {
+/// A live migration of VM `namespace/vm` from `node` to `target` (none: empty).
+pub(super) fn migration(
+    namespace: &str,
+    vm: &str,
+    node: &str,
+    target: &str,
+) -> Arc<InFlightOperation> {
     let subject = test_subject("kubevirt.io/v1", "VirtualMachine", Some(namespace), vm);
     let labels = [
         ("ifo.kubevirt.io/node", node),
