@@ -304,22 +304,6 @@ fn clear_of(env: &Env, gate: &str) -> Option<Value> {
     Some(clear_condition(&env.gate(gate)).clone()).filter(|c| !c.is_null())
 }
 
-/// An OperationRuleSet of the test's, deleted when dropped (a failed test included): its blind
-/// spots would otherwise stay for the tests that come after.
-struct Applied<'a> {
-    env: &'a Env,
-    name: String,
-}
-
-impl Drop for Applied<'_> {
-    fn drop(&mut self) {
-        let _ = self.env.kubectl(
-            User::Admin,
-            &["delete", "ors", &self.name, "--ignore-not-found"],
-        );
-    }
-}
-
 /// The lag attack, as a tenant mounts it with her own rights (`edit` in her namespace): her
 /// VirtualMachines, slow to evaluate yet within the budget, on a node she named, changed
 /// together in a loop, under a ruleset that also sees another namespace's VirtualMachine on
@@ -343,13 +327,11 @@ fn a_tenants_slow_objects_changed_in_a_loop_leave_other_gates_clear() {
         her_node_guard.name().to_owned(),
         other_node_guard.name().to_owned(),
     );
-    let rs = Applied {
-        env,
-        name: format!("lag-{theirs}"),
-    };
+    let rs = format!("lag-{theirs}");
+    let _cleanup = env.delete_on_drop(&[&rs]);
     env.apply(
-        &RuleSet::new(&rs.name)
-            .component(&format!("c-{}", rs.name))
+        &RuleSet::new(&rs)
+            .component(&format!("c-{rs}"))
             .vms()
             .namespaces(&[&theirs, &ours])
             .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
@@ -376,7 +358,7 @@ fn a_tenants_slow_objects_changed_in_a_loop_leave_other_gates_clear() {
         Some(&hers(0)),
     )
     .unwrap();
-    env.wait_watching(&rs.name);
+    env.wait_watching(&rs);
     let gates = [format!("node.{other_node}"), format!("namespace.{ours}")];
     for gate in &gates {
         eventually(WAIT, &format!("gate/{gate} Clear"), || {
@@ -463,7 +445,7 @@ fn a_tenants_slow_objects_changed_in_a_loop_leave_other_gates_clear() {
          namespace's migration (made at {migrated_at:?}) seen at {detected:?}; her namespace: \
          {message}"
     );
-    assert!(message.contains(&rs.name), "{message}");
+    assert!(message.contains(&rs), "{message}");
     assert!(
         her_node_late.is_some(),
         "her node's gate reads Unknown while her changes are late"
@@ -541,13 +523,11 @@ fn a_starved_server_is_late_but_not_blind() {
     let (_turn, env) = turn();
     let ns = env.namespace("starved");
     let node = env.node(&format!("n-{ns}"));
-    let rs = Applied {
-        env,
-        name: format!("rs-{ns}"),
-    };
+    let rs = format!("rs-{ns}");
+    let _cleanup = env.delete_on_drop(&[&rs]);
     env.apply(
-        &RuleSet::new(&rs.name)
-            .component(&format!("c-{}", rs.name))
+        &RuleSet::new(&rs)
+            .component(&format!("c-{rs}"))
             .vms()
             .namespaces(&[&ns])
             .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
@@ -565,7 +545,7 @@ fn a_starved_server_is_late_but_not_blind() {
     };
     let apply = |round: usize| env.apply(&vms(round));
     apply(0);
-    env.wait_watching(&rs.name);
+    env.wait_watching(&rs);
     let gates = [format!("node.{}", node.name()), format!("namespace.{ns}")];
     // Read straight from the server: kube-apiserver's view of a starved aggregated API is not
     // what is measured here.
@@ -583,7 +563,7 @@ fn a_starved_server_is_late_but_not_blind() {
         });
     }
     let over_budget = || {
-        let wanted = format!("ruleset=\"{}\"", rs.name);
+        let wanted = format!("ruleset=\"{rs}\"");
         env.metrics()
             .lines()
             .filter(|l| {

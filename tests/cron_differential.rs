@@ -152,7 +152,7 @@ const DST_STARTS: [&str; 12] = [
 ];
 
 /// Fixed-time schedules that meet the DST changes, and every form the validation accepts.
-const FORMS: [&str; 44] = [
+const FORMS: [&str; 47] = [
     "*/90 * * * *",
     "0/100 * * * *",
     "5 */25 * * *",
@@ -163,6 +163,9 @@ const FORMS: [&str; 44] = [
     "*-5 * * * *",
     "+5 * * * *",
     "0 0 * * Fri",
+    "0 0 * * FRİ",
+    "0 0 * * frİ-SAT",
+    "0 0 1 K * *",
     "30 2 * * *",
     "0 2 * * *",
     "59 1 * * *",

@@ -50,11 +50,6 @@ pub fn name_for(global: &Global, scope: &Scope) -> Option<String> {
     }
 }
 
-/// The verdict of `gate`'s `Clear` condition.
-pub fn verdict(gate: &MaintenanceGate) -> Verdict {
-    gate.status.verdict()
-}
-
 fn plural(n: u64, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
@@ -84,7 +79,7 @@ fn expected(gate: &MaintenanceGate, now: Timestamp) -> String {
 /// in ~4m, at 10:42)`, or why the server cannot tell.
 pub fn summary(gate: &MaintenanceGate, now: Timestamp) -> String {
     let n = gate.status.active_operations;
-    match verdict(gate) {
+    match gate.status.verdict() {
         Verdict::Clear => "clear: nothing in flight".to_owned(),
         Verdict::InFlight => format!(
             "not clear: {}{}{}",

@@ -86,7 +86,7 @@ pub(crate) enum NodeVerdict {
 
 impl NodeVerdict {
     /// What a node's gate, judged (`None`: it does not exist), tells the guard.
-    pub(crate) fn of(judged: Option<Judged>) -> NodeVerdict {
+    fn of(judged: Option<Judged>) -> NodeVerdict {
         let Some(Judged {
             verdict,
             members,
@@ -469,5 +469,7 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
     response
 }
 
+#[cfg(test)]
+mod agreement_tests;
 #[cfg(test)]
 mod tests;

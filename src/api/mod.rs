@@ -3,7 +3,7 @@
 mod chunked;
 pub(crate) mod continue_token;
 pub(crate) mod discovery;
-mod gate;
+pub(crate) mod gate;
 pub(crate) mod incomplete;
 pub(crate) mod negotiate;
 pub(crate) mod openapi;

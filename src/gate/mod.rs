@@ -3,8 +3,8 @@
 //! initial sync, the cluster's nodes and namespaces — and one typed [`Verdict`] out.
 //!
 //! [`Gates`] holds the facts; [`Gates::read`] and [`Gates::judged`] read scopes' members between
-//! one reading of the feeds before and one after (see [`FeedsBefore`]) and judge them. The API renders a judged
-//! scope as a `MaintenanceGate` (adding what only a served gate says: its windows, scheduled
+//! one reading of the feeds before and one after (see [`FeedsBefore`]) and judge them. The API
+//! renders a judged scope as a `MaintenanceGate` (adding what only a served gate says: its windows, scheduled
 //! operations and override condition); the guard decides from [`Gates::node`] without rendering
 //! anything.
 
@@ -123,11 +123,8 @@ impl Gates {
     /// The scopes `scopes` judged now: their members read between one reading of the feeds
     /// before and one after, whatever their number.
     pub(crate) fn judged(&self, scopes: impl IntoIterator<Item = GateScope>) -> Vec<Judged> {
-        self.judged_between(|| {
-            let all = scopes.into_iter().map(|scope| self.members(&scope).1);
-            (0, all.collect())
-        })
-        .1
+        let read = || ((), scopes.into_iter().map(|s| self.members(&s).1).collect());
+        self.judged_between(read).1
     }
 
     /// What a read of the API judges: the scope `named`, or the cluster's and every scope with
@@ -143,14 +140,17 @@ impl Gates {
         })
     }
 
-    /// The members `read` reads, judged: read between one reading of the feeds before and one
-    /// after (see [`FeedsBefore`]).
-    fn judged_between(&self, read: impl FnOnce() -> (u64, Vec<GateMembers>)) -> (u64, Vec<Judged>) {
+    /// The members `read` reads (with what it says of when: a resourceVersion), judged: read
+    /// between one reading of the feeds before and one after (see [`FeedsBefore`]).
+    fn judged_between<At>(
+        &self,
+        read: impl FnOnce() -> (At, Vec<GateMembers>),
+    ) -> (At, Vec<Judged>) {
         let before = self.feeds_before();
-        let (rv, all) = read();
+        let (at, all) = read();
         let meanwhile = self.meanwhile(before);
         (
-            rv,
+            at,
             all.into_iter().map(|m| self.judge(m, &meanwhile)).collect(),
         )
     }

@@ -66,7 +66,7 @@ pub use guard::{
     held_node, pod_on, posted, tcp_from, tls_client, tls_from, wait_held,
 };
 pub use ruleset::{Rule, RuleSet};
-pub use scope::Scope;
+pub use scope::{DeletedOnDrop, Scope};
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

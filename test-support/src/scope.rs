@@ -51,3 +51,29 @@ impl Scope {
             .unwrap();
     }
 }
+
+/// Rulesets of a test's, deleted when dropped — a failed test's included: a ruleset left over
+/// budget, suspended or failing would make the gates it reaches Unknown for the tests after
+/// (one failure would show as several).
+pub struct DeletedOnDrop<'a> {
+    env: &'a Env,
+    names: Vec<String>,
+}
+
+impl Env {
+    /// Deletes the rulesets `names` when what this returns is dropped.
+    pub fn delete_on_drop(&self, names: &[&str]) -> DeletedOnDrop<'_> {
+        DeletedOnDrop {
+            env: self,
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+}
+
+impl Drop for DeletedOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut args = vec!["delete", "ors", "--ignore-not-found", "--wait=false"];
+        args.extend(self.names.iter().map(String::as_str));
+        let _ = self.env.kubectl(User::Admin, &args);
+    }
+}

@@ -29,6 +29,7 @@ fn an_over_budget_ruleset_is_suspended_and_does_not_delay_another() {
     let heavy_ns = env.namespace("cost-heavy");
     let heavy = format!("heavy-{heavy_ns}");
     let (normal_ns, normal) = env.vms_with_ruleset("cost-normal", &["vm1"]);
+    let _cleanup = env.delete_on_drop(&[&heavy, &normal]);
     env.apply(&heavy_ruleset(&heavy, &heavy_ns).to_string());
     env.wait_watching(&heavy);
 
@@ -143,6 +144,7 @@ fn gate_message(gate: &str) -> String {
 fn a_deleted_over_budget_object_leaves_no_ghost() {
     let env = env();
     let (ns, rs, tenant) = tenant_under_heavy_rules(env, "ghost");
+    let _cleanup = env.delete_on_drop(&[&rs]);
     for name in ["slow", "other"] {
         env.kubectl_as(
             &tenant,
@@ -211,6 +213,7 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
 fn a_flapping_costly_object_does_not_multiply_gate_watch_events() {
     let env = env();
     let (ns, rs, tenant) = tenant_under_heavy_rules(env, "flap");
+    let _cleanup = env.delete_on_drop(&[&rs]);
     let heavy = heavy_vm("flap", &ns);
     let light = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                        "metadata": {"name": "flap", "namespace": ns,

@@ -192,6 +192,7 @@ fn costly_vm(name: &str, namespace: &str, round: usize) -> String {
 fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("charge", "costly", costly_ruleset);
+    let _cleanup = env.delete_on_drop(&[&rs]);
     env.apply(&ifo_test_support::vm("vm1", &ns));
     env.wait_watching(&rs);
     // One tenant's object, costly on every one of its events.
@@ -244,6 +245,7 @@ fn one_costly_object_is_charged_to_itself_and_the_ruleset_goes_on() {
 fn a_suspended_ruleset_is_warned_about_and_check_exits_2() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("suspended", "costly", costly_ruleset);
+    let _cleanup = env.delete_on_drop(&[&rs]);
     env.wait_watching(&rs);
     // Costly on every object: suspended.
     for i in 0..10 {

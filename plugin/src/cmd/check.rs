@@ -79,7 +79,7 @@ pub(crate) fn gate_check(
     output: Output,
     now: Timestamp,
 ) -> Result<Exit> {
-    let verdict = gate::verdict(gate);
+    let verdict = gate.status.verdict();
     if let Some(overridden) = gate::overridden(gate)
         && !matches!(output, Output::Json | Output::Yaml)
     {

@@ -58,7 +58,7 @@ async fn gate_wait(
             Ok(next) => next,
             Err(TimedOut) => {
                 match &last {
-                    Some(gate) if gate::verdict(gate) == gate::Verdict::Unknown => {
+                    Some(gate) if gate.status.verdict() == gate::Verdict::Unknown => {
                         return Err(gate::unknown_error(gate));
                     }
                     Some(gate) => {
@@ -75,7 +75,7 @@ async fn gate_wait(
             Some(Err(e)) => return Err(e),
             None => bail!("the watch ended unexpectedly"),
         };
-        let verdict = gate::verdict(&gate);
+        let verdict = gate.status.verdict();
         if verdict == gate::Verdict::Clear {
             return gate_check(&gate, scope, output, Timestamp::now());
         }
@@ -87,7 +87,7 @@ async fn gate_wait(
             )
         };
         if verdict == gate::Verdict::Unknown {
-            if last.as_ref().map(gate::verdict) != Some(gate::Verdict::Unknown) {
+            if last.as_ref().map(|g| g.status.verdict()) != Some(gate::Verdict::Unknown) {
                 eprintln!(
                     "waiting: the server cannot vouch for {name} now:\n  {}",
                     gate::unknown_reasons(&gate).join("\n  ")

@@ -164,9 +164,14 @@ fn summaries_say_the_verdict_and_when() {
         s.starts_with("not clear: 2 operations (expected clear in ~4m, at "),
         "{s}"
     );
-    assert_eq!(verdict(&gate("Unknown", 0, None)), Verdict::Unknown);
+    assert_eq!(gate("Unknown", 0, None).status.verdict(), Verdict::Unknown);
     assert_eq!(summary(&gate("Unknown", 0, None), now), "unknown: m");
-    assert_eq!(verdict(&MaintenanceGate::default()), Verdict::Unknown);
+    assert_eq!(
+        MaintenanceGate::<ifo_model::GateOperation>::default()
+            .status
+            .verdict(),
+        Verdict::Unknown
+    );
 }
 
 #[test]

@@ -38,7 +38,8 @@ fn review(
     crate::admission::review::parse_skipping(&serde_json::to_vec(&body).unwrap()).unwrap()
 }
 
-fn eviction() -> AdmissionRequest<DynamicObject> {
+/// The review of `kubectl drain`'s eviction of a pod.
+pub(super) fn eviction() -> AdmissionRequest<DynamicObject> {
     review("pods", Some("eviction"), "CREATE")
 }
 

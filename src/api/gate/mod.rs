@@ -298,7 +298,7 @@ fn list(
 }
 
 #[cfg(test)]
-mod agreement_tests;
+pub(crate) mod agreement_tests;
 #[cfg(test)]
 mod recording_tests;
 #[cfg(test)]

@@ -300,13 +300,31 @@ fn range(text: &str, b: &Bounds) -> Result<u64, String> {
     Ok(bits(start, end, step) | extra)
 }
 
-/// A value of a field: a number, or a name the field has.
+/// A value of a field: a number, or a name the field has, in any case.
 fn value(text: &str, b: &Bounds) -> Result<u64, String> {
-    let lower = text.to_ascii_lowercase();
+    let lower = go_lowercase(text);
     match b.names.iter().position(|n| *n == lower) {
         Some(i) => Ok(u64::from(b.min) + i as u64),
         None => number(text),
     }
+}
+
+/// `text` lowercased as Go's `strings.ToLower` lowercases it, the way the library reads a name:
+/// a character at a time, by Unicode's simple mapping, so the Turkish dotted capital `İ` is
+/// `i` (`FRİ` is Friday there; its full lowercase is two characters, `i` and a combining dot).
+fn go_lowercase(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\u{130}' => 'i',
+            c => {
+                let mut lower = c.to_lowercase();
+                match (lower.next(), lower.next()) {
+                    (Some(one), None) => one,
+                    _ => c,
+                }
+            }
+        })
+        .collect()
 }
 
 /// A non-negative decimal number, as Go's `strconv.Atoi` reads one (a `+` allowed, at most
