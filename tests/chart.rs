@@ -1051,20 +1051,18 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
     .unwrap();
 
     // An install (no node here: nothing runs; the objects are what is checked).
-    let notes = helm::run(
-        &cluster,
-        &[
+    let install = |set: &str| {
+        let args = [
             "install",
             "ifo",
             &chart,
             "-n",
             "ifo-system",
             "--create-namespace",
-            "--set",
-            "guard.enabled=true",
-        ],
-    )
-    .unwrap();
+        ];
+        helm::run(&cluster, &[&args[..], &["--set", set]].concat())
+    };
+    let notes = install("guard.enabled=true").unwrap();
     // Its notes say what was installed, how to check it and how to let a drain through.
     for said in [
         "is installed in namespace ifo-system",
@@ -1273,19 +1271,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
     // With the server's own certificates, the server writes the doors' key into the webhooks'
     // paths (as it would: nothing runs here); an upgrade keeps what it wrote, where putting the
     // plain path back would have kube-apiserver's reviews refused until the server wrote it again.
-    helm::run(
-        &cluster,
-        &[
-            "install",
-            "ifo",
-            &chart,
-            "-n",
-            "ifo-system",
-            "--set",
-            "certificates.source=server,guard.enabled=true",
-        ],
-    )
-    .unwrap();
+    install("certificates.source=server,guard.enabled=true").unwrap();
     let path = |i: usize| {
         admin(&[
             "get",
