@@ -299,6 +299,30 @@ fn vm_on(namespace: &str, name: &str, node: &str, n: u64, round: usize) -> Value
     vm
 }
 
+/// `count` VirtualMachines of `namespace` (`churn-0`, …) on `node`, each `n` iterations slow, at
+/// change `round`, as one List to apply.
+fn churning_vms(namespace: &str, node: &str, count: usize, n: u64, round: usize) -> String {
+    let items: Vec<Value> = (0..count)
+        .map(|i| vm_on(namespace, &format!("churn-{i}"), node, n, round))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// A ruleset `rs` for VirtualMachines in `namespaces` whose node label reads `spec.node` (as
+/// [`vm_on`] sets it) and whose `Churning` rule iterates `spec.n` times: slow to evaluate, never
+/// true.
+fn churning_ruleset(rs: &str, namespaces: &[&str]) -> RuleSet {
+    RuleSet::new(rs)
+        .component(&format!("c-{rs}"))
+        .vms()
+        .namespaces(namespaces)
+        .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
+        .rule(Rule::new(
+            "Churning",
+            "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
+        ))
+}
+
 /// The `Clear` condition of gate `gate`, read by the admin; `None` while it has none.
 fn clear_of(env: &Env, gate: &str) -> Option<Value> {
     Some(clear_condition(&env.gate(gate)).clone()).filter(|c| !c.is_null())
@@ -330,27 +354,14 @@ fn a_tenants_slow_objects_changed_in_a_loop_leave_other_gates_clear() {
     let rs = format!("lag-{theirs}");
     let _cleanup = env.delete_on_drop(&[&rs]);
     env.apply(
-        &RuleSet::new(&rs)
-            .component(&format!("c-{rs}"))
-            .vms()
-            .namespaces(&[&theirs, &ours])
-            .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
+        &churning_ruleset(&rs, &[&theirs, &ours])
             .rule(Rule::new("Migrating", MIGRATING))
-            .rule(Rule::new(
-                "Churning",
-                "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
-            ))
             .to_string(),
     );
     env.apply(&vm_on(&ours, "vm-0", &other_node, 0, 0).to_string());
     let hers = {
         let (theirs, her_node) = (theirs.clone(), her_node.clone());
-        move |round: usize| {
-            let items: Vec<Value> = (0..HERS)
-                .map(|i| vm_on(&theirs, &format!("churn-{i}"), &her_node, HER_N, round))
-                .collect();
-            json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
-        }
+        move |round: usize| churning_vms(&theirs, &her_node, HERS, HER_N, round)
     };
     env.kubectl_as(
         &tenant_user,
@@ -525,25 +536,16 @@ fn a_starved_server_is_late_but_not_blind() {
     let node = env.node(&format!("n-{ns}"));
     let rs = format!("rs-{ns}");
     let _cleanup = env.delete_on_drop(&[&rs]);
-    env.apply(
-        &RuleSet::new(&rs)
-            .component(&format!("c-{rs}"))
-            .vms()
-            .namespaces(&[&ns])
-            .label_expression(ifo_model::NODE_LABEL, "object.?spec.?node.orValue('')")
-            .rule(Rule::new(
-                "Churning",
-                "lists.range(object.spec.?n.orValue(0)).exists(i, i < 0)",
-            ))
-            .to_string(),
-    );
-    let vms = |round: usize| {
-        let items: Vec<Value> = (0..STARVED_VMS)
-            .map(|i| vm_on(&ns, &format!("vm-{i}"), node.name(), STARVED_N, round))
-            .collect();
-        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+    env.apply(&churning_ruleset(&rs, &[&ns]).to_string());
+    let apply = |round: usize| {
+        env.apply(&churning_vms(
+            &ns,
+            node.name(),
+            STARVED_VMS,
+            STARVED_N,
+            round,
+        ));
     };
-    let apply = |round: usize| env.apply(&vms(round));
     apply(0);
     env.wait_watching(&rs);
     let gates = [format!("node.{}", node.name()), format!("namespace.{ns}")];

@@ -9,20 +9,18 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
+use ifo_model::{ConditionStatus, GATE_OVERRIDDEN_CONDITION, MaintenanceGate, Verdict};
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
-use serde_json::Value;
 
 use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
 use crate::inventory::{Inventory, Kept, Kind};
-use crate::operation::{test_active, test_subject};
-use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
 
-use super::tests::GATES;
+use super::tests::{GATES, migration, served_state};
 
 /// The nodes facts name: those the cluster may have, and one it never has.
 pub(crate) const NODES: [&str; 5] = ["n0", "n1", "n2", "n3", "n9"];
@@ -101,30 +99,11 @@ pub(crate) fn served(facts: &Facts, now: Timestamp) -> (Arc<ApiState>, Arc<Inven
             .iter()
             .enumerate()
             .map(|(i, (node, target))| {
-                let subject = test_subject(
-                    "kubevirt.io/v1",
-                    "VirtualMachine",
-                    Some("demo"),
-                    &format!("vm-{i}"),
-                );
-                let labels = [
-                    ("ifo.kubevirt.io/node", NODES[*node]),
-                    (
-                        "ifo.kubevirt.io/target-node",
-                        target.map_or("", |t| NODES[t]),
-                    ),
-                ];
-                Change::Upsert(Arc::new(test_active(
-                    &subject,
-                    ("vms", "kubevirt"),
-                    "Migrating",
-                    &labels,
-                )))
+                let target = target.map_or("", |t| NODES[t]);
+                Change::Upsert(migration("demo", &format!("vm-{i}"), NODES[*node], target))
             })
             .collect(),
     );
-    let (readiness, synced) = Readiness::new("test records");
-    synced.done();
     let targets = Arc::new(Health::default());
     let t = Target::of("kubevirt.io", "v1", "virtualmachines");
     targets.watching(&t, None);
@@ -159,11 +138,7 @@ pub(crate) fn served(facts: &Facts, now: Timestamp) -> (Arc<ApiState>, Arc<Inven
     if facts.nodes_failed {
         inventory.failed(Kind::Node, "nodes is forbidden".to_owned());
     }
-    let state = Arc::new(
-        ApiState::new(index.reader.clone(), readiness, Default::default())
-            .with_detection(targets.reader())
-            .with_inventory(inventory.clone()),
-    );
+    let state = served_state(&index, &targets, &inventory);
     (state, inventory)
 }
 
@@ -180,22 +155,14 @@ pub(crate) async fn served_lets_through(
         return true;
     }
     assert_eq!(status, StatusCode::OK, "{body}");
-    let gate: Value = serde_json::from_str(&body).unwrap();
-    let condition = |type_: &str| {
-        gate["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == type_)
-            .map(|c| ifo_model::ConditionStatus::of(c["status"].as_str().unwrap()))
-    };
-    use ifo_model::ConditionStatus::*;
-    if condition("Overridden") == Some(True) {
+    let gate: MaintenanceGate = serde_json::from_str(&body).unwrap();
+    let overridden = gate.status.condition(GATE_OVERRIDDEN_CONDITION);
+    if overridden.is_some_and(|c| ConditionStatus::holds(&c.status)) {
         return true;
     }
-    match condition("Clear") {
-        Some(True) => true,
-        Some(False) => false,
-        _ => unknown_allowed,
+    match gate.status.verdict() {
+        Verdict::Clear => true,
+        Verdict::InFlight => false,
+        Verdict::Unknown => unknown_allowed,
     }
 }

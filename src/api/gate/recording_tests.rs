@@ -10,17 +10,14 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use futures::StreamExt as _;
-
 use crate::api::{ApiState, router};
 use crate::detect::Health;
 use crate::index::Index;
 use crate::inventory::{Inventory, Kept, Kind};
-use crate::readiness::Readiness;
 use crate::ruleset::Target;
 use crate::track::Change;
 
-use super::tests::{GATES, TABLE, migration};
+use super::tests::{Events, GATES, TABLE, migration, served_state};
 
 const METADATA: &str =
     "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
@@ -50,8 +47,6 @@ async fn recording() -> String {
         Change::Upsert(migration("demo", "vm-1", "w3", "")),
         Change::Upsert(migration("other", "vm-2", "w3", "w1")),
     ]);
-    let (readiness, synced) = Readiness::new("test records");
-    synced.done();
     let targets = Arc::new(Health::default());
     let inventory = Arc::new(Inventory::default());
     let now = jiff::Timestamp::now();
@@ -75,11 +70,7 @@ async fn recording() -> String {
         "cordoned",
         Kept::cordoned("2026-11-01T00:00:00Z".parse().unwrap()),
     );
-    let state = Arc::new(
-        ApiState::new(index.reader.clone(), readiness, Default::default())
-            .with_detection(targets.reader())
-            .with_inventory(inventory.clone()),
-    );
+    let state = served_state(&index, &targets, &inventory);
     let mut out = String::new();
     out.push_str("## Current\n\n");
     read(&state, &mut out, GATES, None).await;
@@ -115,26 +106,13 @@ async fn recording() -> String {
     let uri = format!("{GATES}?watch=true&fieldSelector=metadata.name%3Dnode.w1");
     let response = crate::api::tests::answer(router(state.clone()), &uri, None).await;
     writeln!(out, "### GET {uri}\n{}", response.status()).unwrap();
-    let mut body = response.into_body().into_data_stream();
-    let mut events = Vec::new();
-    let mut next = async || loop {
-        if let Some(end) = events.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = events.drain(..=end).collect();
-            return String::from_utf8(line).unwrap();
-        }
-        let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), body.next())
-            .await
-            .expect("an event within 5 s")
-            .expect("the stream stays open")
-            .unwrap();
-        events.extend_from_slice(&chunk);
-    };
-    out.push_str(&next().await);
+    let mut events = Events::of(response);
+    out.push_str(&events.line().await);
     index.writer.apply(vec![
         Change::Remove(migration("demo", "vm-0", "w1", "w2")),
         Change::Remove(migration("other", "vm-2", "w3", "w1")),
     ]);
-    out.push_str(&next().await);
+    out.push_str(&events.line().await);
     out.push('\n');
 
     out.push_str("## Detection not current\n\n");

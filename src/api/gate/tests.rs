@@ -37,6 +37,22 @@ pub(super) fn migration(
     ))
 }
 
+/// What the API serves from `index`, with detection's health `targets` and the cluster's
+/// `inventory`, its initial sync done.
+pub(super) fn served_state(
+    index: &crate::index::Handles,
+    targets: &Arc<Health>,
+    inventory: &Arc<Inventory>,
+) -> Arc<ApiState> {
+    let (readiness, synced) = Readiness::new("test records");
+    synced.done();
+    Arc::new(
+        ApiState::new(index.reader.clone(), readiness, Default::default())
+            .with_detection(targets.reader())
+            .with_inventory(inventory.clone()),
+    )
+}
+
 struct Fixture {
     index: crate::index::Handles,
     state: Arc<ApiState>,
@@ -50,18 +66,12 @@ fn fixture() -> Fixture {
         Change::Upsert(migration("demo", "vm-0", "w1", "w2")),
         Change::Upsert(migration("demo", "vm-1", "w3", "")),
     ]);
-    let (readiness, synced) = Readiness::new("test records");
-    synced.done();
     let targets = Arc::new(Health::default());
     // The cluster's nodes and namespaces: more than have operations in flight.
     let inventory = Arc::new(Inventory::default());
     inventory.listed(Kind::Node, ["w1", "w2", "w3", "w9", "idle"]);
     inventory.listed(Kind::Namespace, ["demo", "other"]);
-    let state = Arc::new(
-        ApiState::new(index.reader.clone(), readiness, Default::default())
-            .with_detection(targets.reader())
-            .with_inventory(inventory.clone()),
-    );
+    let state = served_state(&index, &targets, &inventory);
     Fixture {
         index,
         state,
@@ -391,15 +401,25 @@ async fn the_guard_reads_the_verdict_the_api_serves() {
 }
 
 /// Reads watch events from a streaming body, one JSON document per line.
-struct Events(axum::body::BodyDataStream, Vec<u8>);
+pub(super) struct Events(axum::body::BodyDataStream, Vec<u8>);
 
 impl Events {
+    /// The events of a watch's `response`.
+    pub(super) fn of(response: axum::response::Response) -> Events {
+        Events(response.into_body().into_data_stream(), Vec::new())
+    }
+
     async fn next(&mut self) -> Value {
+        serde_json::from_str(&self.line().await).unwrap()
+    }
+
+    /// The next event as sent, its newline included.
+    pub(super) async fn line(&mut self) -> String {
         use futures::StreamExt;
         loop {
             if let Some(end) = self.1.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.1.drain(..=end).collect();
-                return serde_json::from_slice(&line).unwrap();
+                return String::from_utf8(line).unwrap();
             }
             let chunk = tokio::time::timeout(std::time::Duration::from_secs(5), self.0.next())
                 .await
@@ -435,7 +455,7 @@ async fn watch_as(state: &Arc<ApiState>, query: &str, accept: Option<&str>) -> E
     let uri = format!("{GATES}?watch=true&{query}");
     let response = crate::api::tests::answer(router(state.clone()), &uri, accept).await;
     assert_eq!(response.status(), StatusCode::OK);
-    Events(response.into_body().into_data_stream(), Vec::new())
+    Events::of(response)
 }
 
 /// `kubectl get gates -w` prints a row for every event: a Table watch sends a gate's change
