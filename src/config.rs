@@ -180,6 +180,14 @@ pub struct ServeArgs {
     /// lives ten times as long, and is renewed while it can still outlive one.
     #[arg(long, env = "SERVING_CERTIFICATE_LIFETIME", default_value = "8760h", value_parser = parse_lifetime)]
     pub serving_certificate_lifetime: Duration,
+    /// A Secret of POD_NAMESPACE holding a CA and its key (`tls.crt`, `tls.key`) that
+    /// SERVING_CERTIFICATE_SECRET takes over while it holds no CA of its own: the CA an install
+    /// that made its certificates otherwise kept (the chart's `ifo-apiserver-ca`), which
+    /// kube-apiserver already trusts, so that a change to the server's own certificates
+    /// leaves it trusting both the replicas still serving the certificate that CA signed and the
+    /// server's first. Absent or unreadable: a CA of its own is made.
+    #[arg(long, env = "SERVING_CERTIFICATE_CA_FROM")]
+    pub serving_certificate_ca_from: Option<String>,
     /// What kube-apiserver is told to trust the CA of SERVING_CERTIFICATE_SECRET in,
     /// comma-separated: `apiservice/<name>`, `validatingwebhookconfiguration/<name>` (every
     /// webhook of it).

@@ -8,7 +8,9 @@
 //! a `caBundle` written back by someone else (a GitOps sync) is put right. The cluster is one
 //! whose kube-apiserver presents no client certificate to webhooks, as managed control planes:
 //! the doors' key in the webhooks' paths, which the server makes and writes, is what proves its
-//! reviews, and a review at any other path is refused.
+//! reviews, and a review at any other path is refused. A CA kept by the chart's own
+//! certificates (`ifo-apiserver-ca`, as an install of earlier charts left it) is there before
+//! the server starts: the server takes it over, so kube-apiserver goes on trusting it.
 
 use std::net::TcpStream;
 use std::time::Duration;
@@ -41,9 +43,10 @@ fn env() -> &'static Env {
     );
     Env::builder()
         .webhook_client_certificate(false)
-        .manifests(&["deploy/certificates/rbac.yaml"])
+        .manifests(&["deploy/certificates/rbac.yaml", kept_ca()])
         .settings(&[
             ("SERVING_CERTIFICATE_SECRET", SECRET),
+            ("SERVING_CERTIFICATE_CA_FROM", KEPT_CA),
             (
                 "SERVING_CERTIFICATE_NAMES",
                 "ifo-apiserver.ifo-system.svc,ifo-apiserver.ifo-system.svc.cluster.local,localhost,127.0.0.1",
@@ -52,6 +55,47 @@ fn env() -> &'static Env {
             ("CA_BUNDLE_TARGETS", &trust),
         ])
         .start()
+}
+
+/// Where the chart's own certificates kept their CA.
+const KEPT_CA: &str = "ifo-apiserver-ca";
+
+/// The manifest of a CA as the chart's own certificates keep it (the Secret [`KEPT_CA`]:
+/// `tls.crt`, and `tls.key` an RSA key in PKCS #1, as Helm's `genCA` makes it), made once: its
+/// path.
+fn kept_ca() -> &'static str {
+    use openssl::x509::extension::BasicConstraints;
+    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa};
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let rsa = Rsa::generate(2048).unwrap();
+        let key_pem = rsa.private_key_to_pem().unwrap();
+        let key = PKey::from_rsa(rsa).unwrap();
+        let mut name = openssl::x509::X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", KEPT_CA).unwrap();
+        let name = name.build();
+        let mut ca = X509::builder().unwrap();
+        ca.set_version(2).unwrap();
+        ca.set_subject_name(&name).unwrap();
+        ca.set_issuer_name(&name).unwrap();
+        ca.set_pubkey(&key).unwrap();
+        ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+            .unwrap();
+        ca.set_not_after(&Asn1Time::days_from_now(3650).unwrap())
+            .unwrap();
+        ca.append_extension(BasicConstraints::new().critical().ca().build().unwrap())
+            .unwrap();
+        ca.sign(&key, MessageDigest::sha256()).unwrap();
+        let b64 = |pem: &[u8]| base64::engine::general_purpose::STANDARD.encode(pem);
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": KEPT_CA, "namespace": SERVICE_NAMESPACE},
+            "data": {"tls.crt": b64(&ca.build().to_pem().unwrap()), "tls.key": b64(&key_pem)},
+        });
+        let path = std::env::temp_dir().join(format!("ifo-kept-ca-{}.json", std::process::id()));
+        std::fs::write(&path, secret.to_string()).unwrap();
+        path.display().to_string()
+    })
 }
 
 fn admin_json(env: &Env, args: &[&str]) -> Value {
@@ -218,6 +262,25 @@ fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
         "ifo-apiserver"
     );
     let ca = secret_data(env, "ca.crt");
+    // The CA kept before is taken over: kube-apiserver, which trusted it, still does (the server
+    // signs with it, or with a CA of its own beside it where it cannot use it).
+    let kept: Value = admin_json(
+        env,
+        &[
+            "-n",
+            SERVICE_NAMESPACE,
+            "get",
+            "secret",
+            KEPT_CA,
+            "-o",
+            "json",
+        ],
+    );
+    let kept = base64::engine::general_purpose::STANDARD
+        .decode(kept["data"]["tls.crt"].as_str().unwrap())
+        .unwrap();
+    let kept = String::from_utf8(kept).unwrap();
+    assert!(ca.contains(kept.trim()), "the kept CA is not in {ca}");
     let encoded = base64::engine::general_purpose::STANDARD.encode(&ca);
     // Every registration trusts it (the launcher's own CA is gone from them).
     eventually(

@@ -545,6 +545,8 @@ fn with_the_servers_own_certificates_no_manifest_holds_a_key() {
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
     assert_eq!(env["SERVING_CERTIFICATE_SECRET"], "ifo-apiserver-tls");
+    // The CA the chart's own certificates kept, taken over by an upgrade from them.
+    assert_eq!(env["SERVING_CERTIFICATE_CA_FROM"], "ifo-apiserver-ca");
     assert_eq!(
         env["SERVING_CERTIFICATE_NAMES"],
         "ifo-apiserver.elsewhere.svc,ifo-apiserver.elsewhere.svc.cluster.local,\
@@ -847,6 +849,7 @@ fn the_settings_the_chart_takes_are_the_servers_flags() {
         "SERVING_CERTIFICATE_SECRET",
         "SERVING_CERTIFICATE_NAMES",
         "SERVING_CERTIFICATE_LIFETIME",
+        "SERVING_CERTIFICATE_CA_FROM",
         "CA_BUNDLE_TARGETS",
     ];
     let flags: Vec<String> = ifo::config::ServeArgs::augment_args(clap::Command::new("serve"))
@@ -876,9 +879,11 @@ fn the_settings_the_chart_takes_are_the_servers_flags() {
 
 #[test]
 fn the_chart_makes_what_the_kustomize_install_makes() {
+    // deploy/ mounts the certificate of a Secret made beside it, as the chart's own
+    // certificates do.
     same_objects(
         "deploy/",
-        template(&[]),
+        template(&["--set", "certificates.source=chart"]),
         kustomize(
             "deploy",
             &["apiservice/apiservice.yaml", "apiservice/webhook.yaml"],
@@ -886,7 +891,7 @@ fn the_chart_makes_what_the_kustomize_install_makes() {
     );
     same_objects(
         "apiservice/with-guard/",
-        template(&["--set", "guard.enabled=true"]),
+        template(&["--set", "certificates.source=chart,guard.enabled=true"]),
         kustomize(
             "apiservice/with-guard",
             &[
@@ -900,7 +905,10 @@ fn the_chart_makes_what_the_kustomize_install_makes() {
     // deploy/persist/ or deploy/certificates/, each from an overlay of its own. (kustomize takes
     // relative paths only.)
     for (component, set) in [
-        ("persist", "persistence.enabled=true"),
+        (
+            "persist",
+            "certificates.source=chart,persistence.enabled=true",
+        ),
         ("certificates", "certificates.source=server"),
     ] {
         let overlay = tempdir(&format!("{component}-overlay"));
@@ -930,7 +938,7 @@ fn the_chart_makes_what_the_kustomize_install_makes() {
         "deploy/monitoring/",
         template(&[
             "--set",
-            "monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true",
+            "certificates.source=chart,monitoring.serviceMonitor.enabled=true,monitoring.prometheusRule.enabled=true",
         ]),
         expected,
     );
@@ -998,10 +1006,23 @@ fn check_certificate(objects: &[Value], namespace: &str) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn the_certificate_the_chart_makes_is_for_the_services_and_trusted_by_the_registrations() {
-    check_certificate(&template(&["--set", "guard.enabled=true"]), "ifo-system");
+    check_certificate(
+        &template(&["--set", "certificates.source=chart,guard.enabled=true"]),
+        "ifo-system",
+    );
     let chart = chart();
-    let elsewhere =
-        objects(&helm::offline(&["template", "ifo", &chart, "-n", "maintenance"]).unwrap());
+    let elsewhere = objects(
+        &helm::offline(&[
+            "template",
+            "ifo",
+            &chart,
+            "-n",
+            "maintenance",
+            "--set",
+            "certificates.source=chart",
+        ])
+        .unwrap(),
+    );
     check_certificate(&elsewhere, "maintenance");
     // Everything that names the server's namespace names the release's.
     for o in &elsewhere {
@@ -1062,7 +1083,7 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         ];
         helm::run(&cluster, &[&args[..], &["--set", set]].concat())
     };
-    let notes = install("guard.enabled=true").unwrap();
+    let notes = install("certificates.source=chart,guard.enabled=true").unwrap();
     // Its notes say what was installed, how to check it and how to let a drain through.
     for said in [
         "is installed in namespace ifo-system",
@@ -1081,15 +1102,19 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
         )
         .unwrap()
     };
-    let installed = || -> Vec<Value> {
-        let mut all = vec![secret("ifo-apiserver-tls"), secret("ifo-apiserver-ca")];
-        for what in [
+    let registrations = || -> Vec<Value> {
+        [
             "apiservice/v1alpha1.live.ifo.kubevirt.io",
             "validatingwebhookconfiguration/ifo-ruleset-validation",
             "validatingwebhookconfiguration/ifo-maintenance-guard",
-        ] {
-            all.push(serde_json::from_str(&admin(&["get", what, "-o", "json"]).unwrap()).unwrap());
-        }
+        ]
+        .into_iter()
+        .map(|what| serde_json::from_str(&admin(&["get", what, "-o", "json"]).unwrap()).unwrap())
+        .collect()
+    };
+    let installed = || -> Vec<Value> {
+        let mut all = vec![secret("ifo-apiserver-tls"), secret("ifo-apiserver-ca")];
+        all.extend(registrations());
         all
     };
     let (ca, cert) = check_certificate(&installed(), "ifo-system");
@@ -1236,6 +1261,42 @@ fn kube_apiserver_takes_every_option_and_the_release_lives_through_upgrades_and_
     .unwrap();
     assert_eq!(kept, "object.spec.schedule", "the CRD pruned the new field");
     admin(&["delete", "ors", "scheduled-after-upgrade"]).unwrap();
+
+    // From the chart's own certificates to the server's (the default since): the registrations
+    // keep the caBundle kube-apiserver trusts (nothing runs here to write the server's, which
+    // would hold that CA: it takes it over), and the server may read the CA the chart kept.
+    upgrading(&["--set", "certificates.source=server"]).unwrap();
+    for o in &registrations() {
+        let bundles: Vec<&Value> = match o["kind"].as_str() {
+            Some("APIService") => vec![&o["spec"]["caBundle"]],
+            _ => o["webhooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| &w["clientConfig"]["caBundle"])
+                .collect(),
+        };
+        for bundle in bundles {
+            assert_eq!(
+                decode(bundle),
+                ca,
+                "the upgrade to the server's certificates changed what {} {} trusts",
+                o["kind"],
+                o["metadata"]["name"]
+            );
+        }
+    }
+    let may_read = admin(&[
+        "auth",
+        "can-i",
+        "get",
+        "secret/ifo-apiserver-ca",
+        "-n",
+        "ifo-system",
+        "--as=system:serviceaccount:ifo-system:ifo-apiserver",
+    ])
+    .unwrap();
+    assert_eq!(may_read.trim(), "yes");
 
     // The uninstall: the registrations and the server are gone; the CRD (with anyone's own
     // rulesets) and the CA stay.

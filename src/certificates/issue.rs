@@ -292,6 +292,67 @@ mod tests {
         assert_eq!(certificates(&after.ca_bundle)[1], bundle[0]);
     }
 
+    /// A CA taken over from the chart's own certificates, as Helm's `genCA` makes it (RSA, its
+    /// key in PKCS #1): whether the server signs with it or makes a CA of its own, the bundle
+    /// kube-apiserver is given still trusts it, and the new certificate verifies against the
+    /// bundle's first CA.
+    #[test]
+    fn a_ca_taken_over_stays_trusted() {
+        use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509::X509};
+        let rsa = Rsa::generate(2048).unwrap();
+        let key_pem = String::from_utf8(rsa.private_key_to_pem().unwrap()).unwrap();
+        assert!(key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        let key = PKey::from_rsa(rsa).unwrap();
+        let mut name = openssl::x509::X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", "ifo-apiserver-ca").unwrap();
+        let name = name.build();
+        let mut ca = X509::builder().unwrap();
+        ca.set_version(2).unwrap();
+        ca.set_subject_name(&name).unwrap();
+        ca.set_issuer_name(&name).unwrap();
+        ca.set_pubkey(&key).unwrap();
+        ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+            .unwrap();
+        ca.set_not_after(&Asn1Time::days_from_now(3650).unwrap())
+            .unwrap();
+        ca.append_extension(
+            openssl::x509::extension::BasicConstraints::new()
+                .critical()
+                .ca()
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+        ca.sign(&key, MessageDigest::sha256()).unwrap();
+        let ca_pem = String::from_utf8(ca.build().to_pem().unwrap()).unwrap();
+        let taken = Material {
+            ca_bundle: ca_pem.clone(),
+            ca_key: key_pem,
+            cert: String::new(),
+            key: String::new(),
+        };
+        let now = OffsetDateTime::now_utc();
+        for lifetime in [30 * DAY, 3650 * DAY] {
+            let needed = needs(Some(&taken), &names(), lifetime, now);
+            assert_ne!(needed, Needs::Nothing);
+            let m = renewed(Some(&taken), needed, &names(), lifetime, now).unwrap();
+            let bundle = certificates(&m.ca_bundle);
+            assert!(
+                bundle.contains(&certificates(&ca_pem)[0]),
+                "{lifetime:?}: {}",
+                m.ca_bundle
+            );
+            let cert = certificates(&m.cert).remove(0);
+            let signed = parsed(&cert, |c| {
+                parsed(&bundle[0], |ca| {
+                    c.verify_signature(Some(ca.public_key())).is_ok()
+                })
+            });
+            assert_eq!(signed, Some(Some(true)), "{lifetime:?}");
+            assert_eq!(needs(Some(&m), &names(), lifetime, now), Needs::Nothing);
+        }
+    }
+
     #[test]
     fn damaged_material_is_made_again() {
         let now = OffsetDateTime::now_utc();

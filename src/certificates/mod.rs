@@ -5,7 +5,10 @@
 //! The Secret holds the CA (`ca.crt`: the current CA, then the previous one while it is valid;
 //! `ca.key`), the serving certificate the current CA signed (`tls.crt`, `tls.key`) for
 //! `SERVING_CERTIFICATE_NAMES` (see [`issue`]), and the admission doors' key (`door.key`, made
-//! once: see [`DoorKey`]). Any replica makes what is missing or near its
+//! once: see [`DoorKey`]). While the Secret holds no CA, the CA of `SERVING_CERTIFICATE_CA_FROM`
+//! (the chart's own certificates' `ifo-apiserver-ca`) is taken over: kube-apiserver trusts it
+//! already, and the replicas of the previous install that still serve what it signed stay
+//! trusted while they are replaced. Any replica makes what is missing or near its
 //! end, and writes it with the resourceVersion it read: of replicas that race, one writes and
 //! the others read what it wrote. Each replica writes the Secret's certificate to its
 //! `TLS_CERT_FILE` and `TLS_PRIVATE_KEY_FILE`, which the TLS reloader serves, hands the key to
@@ -50,6 +53,8 @@ const RETRY: Duration = Duration::from_secs(5);
 pub(crate) struct Settings {
     pub namespace: String,
     pub secret: String,
+    /// A Secret (`tls.crt`, `tls.key`) whose CA is taken over while `secret` holds none.
+    pub ca_from: Option<String>,
     /// The DNS names (and addresses) the certificate is for.
     pub names: Vec<String>,
     /// How long a serving certificate is valid (a CA, [`issue::CA_LIFETIMES`] times that).
@@ -152,7 +157,10 @@ impl Keeper {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &s.namespace);
         for _ in 0..MAX_RACES {
             let secret = secrets.get_opt(&s.secret).await?;
-            let kept = secret.as_ref().and_then(material_of);
+            let kept = match secret.as_ref().and_then(material_of) {
+                Some(kept) => Some(kept),
+                None => self.taken_over(&secrets).await?,
+            };
             let kept_key = secret.as_ref().and_then(door_key_of);
             let now = time::OffsetDateTime::now_utc();
             let needs = issue::needs(kept.as_ref(), &s.names, s.lifetime, now);
@@ -170,6 +178,12 @@ impl Keeper {
                 Some(old) => {
                     let mut new = old.clone();
                     new.data = Some(data_of(&made, &key));
+                    // Made by another (a previous install's, taken over): the server's now.
+                    new.metadata.labels.get_or_insert_default().extend(labels());
+                    new.metadata
+                        .annotations
+                        .get_or_insert_default()
+                        .extend(annotations());
                     secrets
                         .replace(&s.secret, &PostParams::default(), &new)
                         .await
@@ -179,13 +193,8 @@ impl Keeper {
                         metadata: ObjectMeta {
                             name: Some(s.secret.clone()),
                             namespace: Some(s.namespace.clone()),
-                            labels: Some(BTreeMap::from([
-                                ("app.kubernetes.io/name".into(), "ifo-apiserver".into()),
-                                (
-                                    "app.kubernetes.io/managed-by".into(),
-                                    "ifo-apiserver".into(),
-                                ),
-                            ])),
+                            labels: Some(labels()),
+                            annotations: Some(annotations()),
                             ..ObjectMeta::default()
                         },
                         type_: Some("kubernetes.io/tls".into()),
@@ -211,6 +220,51 @@ impl Keeper {
         )
     }
 
+    /// The CA of [`Settings::ca_from`], as material without a serving certificate, for the
+    /// Secret to take over: `None` when there is no such Secret, or it holds no CA, or the
+    /// server may not read it (said in the log); an error when it could not be read for another
+    /// reason (a CA of its own made then would leave kube-apiserver distrusting the replicas
+    /// that still serve the one the old CA signed).
+    async fn taken_over(&self, secrets: &Api<Secret>) -> Result<Option<Material>> {
+        let Some(name) = &self.settings.ca_from else {
+            return Ok(None);
+        };
+        let secret = match secrets.get_opt(name).await {
+            Ok(secret) => secret,
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                tracing::warn!(
+                    secret = %name,
+                    "the server may not read the CA it would take over (SERVING_CERTIFICATE_CA_FROM): it makes one of its own"
+                );
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(e).context(format!(
+                    "reading the CA to take over (SERVING_CERTIFICATE_CA_FROM={name})"
+                ));
+            }
+        };
+        let data = secret.as_ref().and_then(|s| s.data.as_ref());
+        let text = |key: &str| {
+            data.and_then(|d| d.get(key))
+                .and_then(|b| String::from_utf8(b.0.clone()).ok())
+        };
+        let (Some(ca_bundle), Some(ca_key)) = (text("tls.crt"), text("tls.key")) else {
+            return Ok(None);
+        };
+        tracing::info!(
+            secret = %name,
+            kept = %self.settings.secret,
+            "taking over the CA kube-apiserver trusts already: the replicas serving what it signed stay trusted"
+        );
+        Ok(Some(Material {
+            ca_bundle,
+            ca_key,
+            cert: String::new(),
+            key: String::new(),
+        }))
+    }
+
     /// Writes the certificate and key to the files the TLS reloader serves, when they differ
     /// (each replaced whole, by a rename, so that a reload never reads half of one).
     fn write_files(&self, material: &Material) -> Result<()> {
@@ -219,6 +273,26 @@ impl Keeper {
         write_if_changed(&s.cert_file, &material.cert)?;
         Ok(())
     }
+}
+
+/// The labels of the Secret the server keeps.
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".into(), "ifo-apiserver".into()),
+        (
+            "app.kubernetes.io/managed-by".into(),
+            "ifo-apiserver".into(),
+        ),
+    ])
+}
+
+/// The annotations of the Secret the server keeps: Helm leaves it in place. A release of the
+/// chart's own certificates made a Secret of the same name; the upgrade from them to the server's
+/// deletes it when it is done, and would delete what the server had written into it meanwhile
+/// (its CA and the doors' key: replicas that started before would hold others, and be
+/// distrusted and refused by kube-apiserver until they read the new ones).
+fn annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([("helm.sh/resource-policy".into(), "keep".into())])
 }
 
 fn is_race(e: &kube::Error) -> bool {

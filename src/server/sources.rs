@@ -52,6 +52,7 @@ impl Sources {
                     certificates::Settings {
                         namespace: args.leader_elect_resource_namespace.clone(),
                         secret: secret.clone(),
+                        ca_from: args.serving_certificate_ca_from.clone(),
                         names: args.serving_certificate_names.clone(),
                         lifetime: args.serving_certificate_lifetime,
                         trust: args.ca_bundle_targets.clone(),

@@ -376,66 +376,69 @@ fn a_schedule_names_one_way_to_say_it() {
 }
 
 /// The window `plan` gives once a CronJob's runs have taught their rule how long they take:
-/// the test runs the CronJob as its controller would (the test cluster has none), every minute
-/// for 20 s, and after five runs asks, two seconds into the sixth, when the namespace can be had
-/// for 30 s. The window it promises opens within 10 s of when the namespace's gate actually turns
-/// `Clear` (the run's end plus the debounce grace), and closes at the next run. A seventh run
-/// that runs 6 s late moves the window later as it runs, and the window is still within 10 s.
+/// the test runs the CronJob as its controller would (the test cluster has none), every 30 s
+/// (`@every 30s`, which kube-controller-manager's cron reads as runs that far apart) for 12 s,
+/// and after as many runs as a rule needs to learn from (`MIN_SAMPLES`, six) asks, two seconds
+/// into the next, when the namespace can be had for 10 s.
+/// The window it promises opens within 10 s of when the namespace's gate actually turns `Clear`
+/// (the run's end plus the debounce grace), and closes at the next run. A last run that runs
+/// 3 s late (within half again what its runs took, past which no end is promised) moves the
+/// window later as it runs, and the window is still within 10 s.
 #[test]
 fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears() {
     let env = env();
     let (ns, rs) = cronjobs_watched(env, "plan-learned");
-    env.apply(&cronjob(&ns, "minutely", "* * * * *", None));
-    let run_for = jiff::SignedDuration::from_secs(20);
+    env.apply(&cronjob(&ns, "often", "@every 30s", None));
+    let every = jiff::SignedDuration::from_secs(30);
+    let run_for = jiff::SignedDuration::from_secs(12);
     let sleep_until = |t: Timestamp| {
         let left = t.duration_since(Timestamp::now());
         if left.is_positive() {
             std::thread::sleep(left.unsigned_abs());
         }
     };
-    let minute = |t: Timestamp| Timestamp::from_second((t.as_second() / 60 + 1) * 60).unwrap();
     let gate = format!("namespace.{ns}");
-    // The window `plan` promises, for 30 s, while the run that started at `started` is in
+    // The window `plan` promises, for 10 s, while the run that started at `started` is in
     // flight.
     let planned = |started: Timestamp| {
         let run = plan_until(
             env,
-            &["-n", &ns, "--for", "30s", "-o", "json"],
+            &["-n", &ns, "--for", "10s", "-o", "json"],
             "a window after the run in flight",
             |r| r.code == 0 && r.stdout.contains("\"ExpectedEnds\""),
         );
         let answer: Value = serde_json::from_str(&run.stdout).unwrap();
         // The run's next one closes it.
-        assert_eq!(
-            time(&answer["end"]),
-            Some(started + jiff::SignedDuration::from_mins(1)),
-            "{answer:#}"
-        );
+        assert_eq!(time(&answer["end"]), Some(started + every), "{answer:#}");
         time(&answer["start"]).expect("a start")
     };
-    // Five runs to learn from, a sixth to plan in, and a seventh that runs 6 s late.
-    for run in 0..7 {
-        let started = minute(Timestamp::now());
+    // Runs to learn from, one to plan in, and a last one that runs 3 s late; the first a whole
+    // second ahead, each after it `every` later.
+    let learn = i32::try_from(ifo::history::MIN_SAMPLES).unwrap();
+    let late_run = learn + 1;
+    let first = Timestamp::from_second(Timestamp::now().as_second() + 2).unwrap();
+    for run in 0..=late_run {
+        let started = first + every * run;
         sleep_until(started);
-        let job = format!("minutely-{run}");
+        let job = format!("often-{run}");
         env.set_status(
             "cronjob",
             &ns,
-            "minutely",
+            "often",
             json!({"active": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "namespace": ns}],
                    "lastScheduleTime": started.to_string()}),
         );
-        let late = if run == 6 {
-            jiff::SignedDuration::from_secs(6)
+        let late = if run == late_run {
+            jiff::SignedDuration::from_secs(3)
         } else {
             jiff::SignedDuration::ZERO
         };
         let mut promised = None;
-        if run >= 5 {
+        if run >= learn {
             sleep_until(started + jiff::SignedDuration::from_secs(2));
             promised = Some(planned(started));
         }
-        if run == 6 {
+        if run == late_run {
             // Past its expected end, the window moves with the run, later as it runs.
             sleep_until(started + run_for + late);
             let moved = planned(started);
@@ -450,7 +453,7 @@ fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears()
         env.set_status(
             "cronjob",
             &ns,
-            "minutely",
+            "often",
             json!({"active": null, "lastScheduleTime": started.to_string(),
                    "lastSuccessfulTime": Timestamp::now().to_string()}),
         );
