@@ -5,10 +5,15 @@
 //! reads as unreliable, and, with operations twice as slow from half-way, how low the published
 //! p90 coverage fell and how many ends it took to be back inside 85–95 %.
 //!
+//! Then, by number of durations: the share of ends the p90 band holds when its rule has n
+//! durations (the band of the n before each end, as the server computes it), for real-shaped
+//! traces — heavy-tailed, bimodal, a step change, a 3-hour job beside a 5-second one in one
+//! rule — at the n a rare operation has (5–20) and a frequent one (100).
+//!
 //! `cargo bench --bench calibration` (`-- --seeds 100` for more)
 
-use ifo::history::ENDS_WINDOW;
-use ifo::history::replay::{BAND, Replay, Shape, replay};
+use ifo::history::replay::{BAND, Replay, Shape, coverage_at, replay};
+use ifo::history::{ENDS_WINDOW, MIN_SAMPLES};
 
 const SHAPES: [(&str, Shape); 2] = [
     (
@@ -114,4 +119,110 @@ fn main() {
         BAND.1 * 100.0,
         2 * ENDS_WINDOW
     );
+    by_number_of_durations(seeds);
+}
+
+/// Ends judged per (trace, n) and seed.
+const ENDS: usize = 20_000;
+
+/// The numbers of durations of the second table: the server promises from [`MIN_SAMPLES`].
+const NS: [usize; 6] = [5, 6, 8, 10, 20, 100];
+
+/// A trace of the second table.
+struct Trace {
+    name: &'static str,
+    shape: Shape,
+    /// From which end on, and by what factor, durations are longer.
+    step: Option<(usize, f64)>,
+    /// A second row: its name, and which ends it counts.
+    marked: Option<(&'static str, Counts)>,
+}
+
+/// Whether a second row counts an end, by its index, n and its duration in seconds.
+type Counts = fn(usize, usize, f64) -> bool;
+
+/// The second table (see the module): the median over `seeds` of the share held, and of the
+/// ends a trace's second row counts.
+fn by_number_of_durations(seeds: u64) {
+    let log_normal = SHAPES[0].1;
+    let traces = [
+        Trace {
+            name: SHAPES[0].0,
+            shape: log_normal,
+            step: None,
+            marked: None,
+        },
+        Trace {
+            name: "heavy-tailed (Pareto, ≥ 20 s, α 1.5)",
+            shape: Shape::Pareto {
+                scale: 20.0,
+                alpha: 1.5,
+            },
+            step: None,
+            marked: None,
+        },
+        Trace {
+            name: SHAPES[1].0,
+            shape: SHAPES[1].1,
+            step: None,
+            marked: None,
+        },
+        Trace {
+            name: "step: the log-normal twice as slow from the middle on",
+            shape: log_normal,
+            step: Some((ENDS / 2, 2.0)),
+            marked: Some(("… of the n ends after the step", |i, n, _| {
+                (ENDS / 2..ENDS / 2 + n).contains(&i)
+            })),
+        },
+        Trace {
+            name: "a 3 h job beside a 5 s one, one rule (1 end in 24 the 3 h one's)",
+            shape: Shape::Bimodal {
+                fast: 5.0,
+                slow: 3.0 * 3600.0,
+                sigma: 0.2,
+                slow_share: 1.0 / 24.0,
+            },
+            step: None,
+            marked: Some(("… of the 3 h job's ends", |_, _, took| took > 3600.0)),
+        },
+    ];
+    println!(
+        "\nBy number of durations: the share of ends the p90 band of the n durations before each held \
+         ({ENDS} ends, median of {seeds} seeds; the server promises from {MIN_SAMPLES}; the order \
+         statistic promises n/(n+1) below 9, ⌈0.9(n+1)⌉/(n+1) from there)\n"
+    );
+    print!("| trace |");
+    for n in NS {
+        print!(" n = {n} |");
+    }
+    println!();
+    println!("|---|{}", "---|".repeat(NS.len()));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for trace in traces {
+        use std::fmt::Write as _;
+        let mut row = format!("| {} |", trace.name);
+        let mut second = trace.marked.map(|(name, _)| format!("| {name} |"));
+        for n in NS {
+            let runs: Vec<(f64, Option<f64>)> = (1..=seeds)
+                .map(|seed| {
+                    let marked = |i, took| trace.marked.is_some_and(|(_, m)| m(i, n, took));
+                    coverage_at(trace.shape, n, ENDS, trace.step, marked, seed)
+                })
+                .collect();
+            let held = median(runs.iter().map(|r| r.0).collect());
+            let _ = write!(row, " {:.1} % |", held * 100.0);
+            if let Some(second) = &mut second {
+                let held = median(runs.iter().filter_map(|r| r.1).collect());
+                let _ = write!(second, " {:.1} % |", held * 100.0);
+            }
+        }
+        println!("{row}");
+        if let Some(second) = second {
+            println!("{second}");
+        }
+    }
 }

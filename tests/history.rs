@@ -1,4 +1,5 @@
-//! Expected ends learned from history, against the real cluster: after five operations of about
+//! Expected ends learned from history, against the real cluster: after six operations (what a
+//! rule needs, `MIN_SAMPLES`) of about
 //! N seconds, a new one is expected to end at its start + N (within 25 %), the ruleset's status
 //! publishes what was learned, and after a restart the server still expects it, from what it
 //! read back from that status; when that operation ends, the status and the metrics count the
@@ -16,6 +17,9 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// How long each learned operation takes, in seconds.
 const N: i64 = 8;
+
+/// The operations learned from: as many as a rule needs before its history says anything.
+const LEARNED: usize = ifo::history::MIN_SAMPLES as usize;
 
 fn migrations(name: &str, namespace: &str) -> String {
     RuleSet::vms_of(name, "kubevirt", namespace)
@@ -62,18 +66,18 @@ fn expected_from_history(op: &Value) {
 fn expected_end_is_learned_from_history_and_survives_a_restart() {
     let env = env();
     let (ns, rs) = env.namespace_with_ruleset("history", "migrations", migrations);
-    let learned: Vec<String> = (0..5).map(|i| format!("vm{i}")).collect();
+    let learned: Vec<String> = (0..LEARNED).map(|i| format!("vm{i}")).collect();
     for name in learned.iter().map(String::as_str).chain(["vm-new"]) {
         env.apply(&vm(name, &ns));
     }
     env.wait_watching(&rs);
 
-    // Five migrations of N seconds each.
+    // Six migrations of N seconds each.
     for name in &learned {
         env.set_vm_status(&ns, name, json!({"printableStatus": "Migrating"}));
     }
-    let ops = eventually(WAIT, "five migrations in flight", || {
-        Some(env.ifos(&ns)).filter(|ops| ops.len() == 5)
+    let ops = eventually(WAIT, "six migrations in flight", || {
+        Some(env.ifos(&ns)).filter(|ops| ops.len() == LEARNED)
     });
     // Too few samples yet: no expectation.
     for op in &ops {
@@ -91,7 +95,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
         let learned = ors["status"]["operationDurations"]
             .as_array()
             .and_then(|d| d.first().cloned())
-            .filter(|d| d["count"] == 5);
+            .filter(|d| d["count"] == LEARNED);
         if let Some(learned) = learned {
             break learned;
         }
@@ -151,7 +155,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     expected_from_history(&expecting(&ns, "vm-new"));
     let ors = env.get_json(User::Admin, &["get", "ors", &rs]);
     assert_eq!(
-        ors["status"]["operationDurations"][0]["count"], 5,
+        ors["status"]["operationDurations"][0]["count"], LEARNED,
         "{:#}",
         ors["status"]
     );
@@ -174,7 +178,7 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    assert_eq!(learned["count"], 6, "{learned:#}");
+    assert_eq!(learned["count"], LEARNED + 1, "{learned:#}");
     let (p50, p90) = (
         coverage["p50"].as_f64().unwrap(),
         coverage["p90"].as_f64().unwrap(),

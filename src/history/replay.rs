@@ -53,6 +53,13 @@ pub enum Shape {
         /// Share of operations in the slow mode (0 to 1).
         slow_share: f64,
     },
+    /// Pareto (heavy-tailed): at least `scale`, P(X > x) = (`scale` / x)^`alpha`.
+    Pareto {
+        /// The shortest duration, in seconds.
+        scale: f64,
+        /// The tail's index (1.5: a finite mean, an infinite variance).
+        alpha: f64,
+    },
 }
 
 impl Shape {
@@ -61,6 +68,7 @@ impl Shape {
         match self {
             Shape::LogNormal { median, .. } => median,
             Shape::Bimodal { fast, .. } => fast,
+            Shape::Pareto { scale, alpha } => scale * 2f64.powf(1.0 / alpha),
         }
     }
 
@@ -76,8 +84,56 @@ impl Shape {
                 let median = if rng.f64() < slow_share { slow } else { fast };
                 median * (sigma * normal(rng)).exp()
             }
+            Shape::Pareto { scale, alpha } => scale * (1.0 - rng.f64()).powf(-1.0 / alpha),
         }
     }
+}
+
+/// The share of ends the p90 band holds when its rule has `n` durations: each of `ends`
+/// durations drawn from `shape` (multiplied by the factor from the end of index `slower_from`
+/// on) is judged against the p90 of the `n` before it, as the server computes it
+/// ([`super::durations::quantiles_of`]); and the share of the ends `marked` (by their index and
+/// duration in seconds) that it held, when any were. A rule with `n` durations, for every `n`
+/// the server might have: the figures of docs/performance.md's table by number of durations.
+pub fn coverage_at(
+    shape: Shape,
+    n: usize,
+    ends: usize,
+    slower_from: Option<(usize, f64)>,
+    marked: impl Fn(usize, f64) -> bool,
+    seed: u64,
+) -> (f64, Option<f64>) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let ms: Vec<u64> = (0..n + ends)
+        .map(|i| {
+            let factor = match slower_from {
+                Some((from, factor)) if i >= n + from => factor,
+                _ => 1.0,
+            };
+            // Saturating float to integer conversion, as the server's own durations are whole
+            // milliseconds.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let ms = (shape.draw(&mut rng) * factor * 1000.0).round() as u64;
+            ms
+        })
+        .collect();
+    let (mut held, mut marked_ends, mut marked_held) = (0usize, 0usize, 0usize);
+    for i in n..ms.len() {
+        let p90 = super::durations::quantiles_of(ms[i - n..i].iter().copied()).p90;
+        let covered = i128::from(ms[i]) <= p90.as_millis();
+        held += usize::from(covered);
+        #[allow(clippy::cast_precision_loss)]
+        if marked(i - n, ms[i] as f64 / 1000.0) {
+            marked_ends += 1;
+            marked_held += usize::from(covered);
+        }
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let share = |a: usize, b: usize| a as f64 / b as f64;
+    (
+        share(held, ends),
+        (marked_ends > 0).then(|| share(marked_held, marked_ends)),
+    )
 }
 
 /// A standard normal draw (Box–Muller).

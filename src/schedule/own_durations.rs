@@ -86,14 +86,14 @@ mod tests {
     fn an_objects_own_runs_decide_once_there_are_enough_and_bound_the_rules_before() {
         // The rule: a hundred 5-second cleanups.
         let rule = runs(&[5; 100]).quantiles();
-        // A nightly backup with five runs of its own: three hours, whatever the rule says.
-        let nightly = runs(&[10_800, 10_700, 10_900, 10_800, 10_800]).quantiles();
+        // A nightly backup with six runs of its own: three hours, whatever the rule says.
+        let nightly = runs(&[10_800, 10_700, 10_900, 10_800, 10_800, 10_800]).quantiles();
         assert_eq!(expected(nightly, rule), (secs(10_800), secs(10_900)));
         // With two: not its own yet, but never less than they took.
         let young = runs(&[10_800, 10_900]).quantiles();
         assert_eq!(expected(young, rule), (secs(10_800), secs(10_900)));
         // A cleanup of its own: its own.
-        let cleanup = runs(&[4, 5, 6, 5, 5]).quantiles();
+        let cleanup = runs(&[4, 5, 6, 5, 5, 5]).quantiles();
         assert_eq!(expected(cleanup, rule), (secs(5), secs(6)));
         // Nothing of its own: the rule's; nothing learned: nothing.
         assert_eq!(expected(None, rule), (secs(5), secs(5)));

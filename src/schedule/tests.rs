@@ -160,9 +160,9 @@ fn an_announced_run_takes_what_its_rule_learned_once_it_has_enough() {
     };
     let u = s.upcoming(now, |_, _| true);
     assert_eq!(durations_of(&u, "own"), (None, None));
-    // Four samples are not enough; five are.
-    durations.seed("cron", "batch", &[learned("Running", 60.0, 90.0, 4)]);
-    durations.seed("backups", "oadp", &[learned("InProgress", 600.0, 900.0, 5)]);
+    // Five samples are not enough; six are.
+    durations.seed("cron", "batch", &[learned("Running", 60.0, 90.0, 5)]);
+    durations.seed("backups", "oadp", &[learned("InProgress", 600.0, 900.0, 6)]);
     let u = s.upcoming(now, |_, _| true);
     assert_eq!(durations_of(&u, "own"), (None, None));
     assert_eq!(
@@ -192,7 +192,7 @@ fn run_of(
 
 /// Two CronJobs of one rule: a nightly backup that runs three hours and an hourly cleanup
 /// of seconds, the rule's durations the cleanup's. The backup's next run is expected to take its
-/// own three hours once it has five runs, and at least what its runs took before; the cleanup's
+/// own three hours once it has six runs, and at least what its runs took before; the cleanup's
 /// its own seconds; a CronJob with no runs of its own, the rule's.
 #[test]
 fn an_announced_run_takes_what_its_own_object_took_not_its_rules_mix() {
@@ -227,16 +227,16 @@ fn an_announced_run_takes_what_its_own_object_took_not_its_rules_mix() {
         s.completed(&run_of("a", "nightly", hours(3)));
     }
     assert_eq!(expected("nightly"), (Some(hours(3)), Some(hours(3))));
-    // Its own, once five; a run announced again keeps them.
+    // Its own, once six; a run announced again keeps them.
     announce(&s, &rs, ("a", "nightly"), "30 2 * * *");
-    for m in [170, 175, 185] {
+    for m in [170, 175, 180, 185] {
         s.completed(&run_of("a", "nightly", SignedDuration::from_mins(m)));
     }
     assert_eq!(
         expected("nightly"),
         (Some(hours(3)), Some(SignedDuration::from_mins(185)))
     );
-    for _ in 0..5 {
+    for _ in 0..crate::history::MIN_SAMPLES {
         s.completed(&run_of("a", "cleanup", SignedDuration::from_secs(2)));
     }
     assert_eq!(

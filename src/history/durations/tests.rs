@@ -116,7 +116,7 @@ fn the_quantiles_follow_the_last_hundred() {
 #[test]
 fn ends_are_judged_against_their_first_estimate_and_published() {
     let d = Durations::default();
-    for _ in 0..5 {
+    for _ in 0..crate::history::MIN_SAMPLES {
         d.completed(&completed("Cloning", 10, Outcome::Succeeded));
     }
     assert_eq!(d.coverage("rs", "Cloning"), None);
