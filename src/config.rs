@@ -77,11 +77,13 @@ pub struct ServeArgs {
     pub max_watch_memory_per_user: usize,
     /// Client connections at once whose client certificate was verified in the TLS handshake
     /// (the aggregator's front proxy multiplexes its requests over a few); more are closed at
-    /// once. Other connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
+    /// once. A connection that carries a review at the doors' key's path (kube-apiserver's, see
+    /// SERVING_CERTIFICATE_SECRET) joins them from then on, while there is room. Other
+    /// connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
     /// Connections at once without a verified client certificate (kube-apiserver's webhook
-    /// calls unless configured with one, probes, clients with a bearer token: a token proves a
+    /// calls unless configured with one, until a review at the doors' key's path, probes, clients with a bearer token: a token proves a
     /// request, not its connection), shared fairly by address. When full, a new one displaces a
     /// connection of the address that holds the most, never of one holding fewer than the
     /// newcomer's: one with no request in flight (the silent first, then the one idle longest),

@@ -4,7 +4,9 @@
 //! (`ADMISSION_ALLOWED_NAMES`), or calls them at paths that hold the doors' key (the server makes
 //! one with its serving certificate: see [`DoorKey`]), a caller without one of those certificates
 //! or that key gets 401 before a byte of its body is read, and kube-apiserver's reviews take turns
-//! only among themselves.
+//! only among themselves. A connection that carried a review at the key's path is
+//! kube-apiserver's: out of the anonymous pool from then on, never displaced by others
+//! (`auth::budget`).
 //!
 //! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
 //! and kube-apiserver's own are among them; so every review takes a turn before its body is
@@ -21,6 +23,7 @@
 
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
+use crate::auth::budget::ConnectionSeat;
 use crate::auth::connection::PeerAddress;
 use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
 use crate::certificates::DoorKey;
@@ -127,7 +130,14 @@ impl Intake {
     /// been read.
     pub(crate) fn caller(&self, request: &Request) -> Result<Caller, ReviewError> {
         let keyed = match &*self.door_key.borrow() {
-            Some(key) if key.opens(request.uri().path()) => return Ok(Caller::KubeApiserver),
+            Some(key) if key.opens(request.uri().path()) => {
+                // Its connection is kube-apiserver's: out of the anonymous pool from now on,
+                // never displaced by others (where the proven pool has room).
+                if let Some(seat) = request.extensions().get::<ConnectionSeat>() {
+                    let _ = seat.prove();
+                }
+                return Ok(Caller::KubeApiserver);
+            }
             Some(_) => true,
             None => false,
         };
@@ -285,5 +295,47 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    /// A review at the key's path proves its connection kube-apiserver's: it leaves the
+    /// anonymous pool (where others could displace it) for the proven one; a review at another
+    /// path leaves its connection where it is.
+    #[test]
+    fn a_review_at_the_keys_path_proves_its_connection() {
+        use crate::auth::budget::{Budget, Limits};
+        let key = DoorKey::generate().unwrap();
+        let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
+        let keyed = Intake::new(
+            AdmissionCallers::default(),
+            trust,
+            watch::channel(Some(key.clone())).1,
+        );
+        let budget = Budget::new(Limits {
+            proven: 4,
+            anonymous: 4,
+        });
+        let on_a_connection = |path: &str| {
+            let seat = budget
+                .admit(
+                    IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+                    Arc::new(crate::auth::connection::Activity::default()),
+                )
+                .unwrap();
+            let mut request = from([10, 0, 0, 1]);
+            *request.uri_mut() = path.parse().unwrap();
+            request.extensions_mut().insert(ConnectionSeat::new(seat));
+            request
+        };
+        let refused = on_a_connection("/admission/evictions");
+        assert!(keyed.caller(&refused).is_err());
+        assert_eq!(budget.open(), (1, 0));
+        let keyed_review = on_a_connection(&format!("/admission/{}/evictions", key.as_str()));
+        assert_eq!(keyed.caller(&keyed_review).unwrap(), Caller::KubeApiserver);
+        assert_eq!(budget.open(), (1, 1));
+        // Its next review changes nothing; its connection's end gives the place back.
+        assert_eq!(keyed.caller(&keyed_review).unwrap(), Caller::KubeApiserver);
+        assert_eq!(budget.open(), (1, 1));
+        drop(keyed_review);
+        assert_eq!(budget.open(), (1, 0));
     }
 }

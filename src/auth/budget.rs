@@ -1,7 +1,9 @@
-//! Who may hold a connection, and for how long. Only a client certificate verified in the TLS
+//! Who may hold a connection, and for how long. A client certificate verified in the TLS
 //! handshake proves who a connection is (the aggregator's front proxy, a cluster user, or
-//! kube-apiserver calling the admission doors where it is configured to): those have a pool of
-//! their own ([`Limits::proven`], `MAX_CONNECTIONS`) that no other connection takes from, and are
+//! kube-apiserver calling the admission doors where it is configured to), and so does a review
+//! at the doors' key's path (kube-apiserver's, in an install whose server keeps its own
+//! certificates: see `certificates::DoorKey`), from that review on: those have a pool of their
+//! own ([`Limits::proven`], `MAX_CONNECTIONS`) that no other connection takes from, and are
 //! never displaced. A bearer token proves a request, not its connection: tokens are had by every
 //! pod, so a connection whose requests carry one stays *anonymous*, as do those of callers that
 //! cannot be proven (kube-apiserver's webhook calls in a default install, the probes).
@@ -88,14 +90,19 @@ pub(crate) struct Seat {
 /// A connection's seat, held by its service: given back when the connection ends.
 #[derive(Clone)]
 pub(crate) struct ConnectionSeat {
-    _seat: Arc<Seat>,
+    seat: Arc<Seat>,
 }
 
 impl ConnectionSeat {
     pub(crate) fn new(seat: Seat) -> ConnectionSeat {
         ConnectionSeat {
-            _seat: Arc::new(seat),
+            seat: Arc::new(seat),
         }
+    }
+
+    /// The connection proved who it is by a request (see [`Seat::prove`]).
+    pub(crate) fn prove(&self) -> Result<(), Refused> {
+        self.seat.prove()
     }
 }
 
@@ -209,8 +216,9 @@ impl Open {
 }
 
 impl Seat {
-    /// The connection proved who it is (its certificate was verified in its handshake): it
-    /// moves to the proven pool, or stays where it is when that is full.
+    /// The connection proved who it is (its certificate was verified in its handshake, or it
+    /// carried a review at the doors' key's path): it moves to the proven pool, or stays where
+    /// it is when that is full.
     pub(crate) fn prove(&self) -> Result<(), Refused> {
         let mut open = self.budget.open.lock();
         if self.proven.load(Ordering::Relaxed) {
