@@ -64,33 +64,14 @@ const KEPT_CA: &str = "ifo-apiserver-ca";
 /// `tls.crt`, and `tls.key` an RSA key in PKCS #1, as Helm's `genCA` makes it), made once: its
 /// path.
 fn kept_ca() -> &'static str {
-    use openssl::x509::extension::BasicConstraints;
-    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa};
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let rsa = Rsa::generate(2048).unwrap();
-        let key_pem = rsa.private_key_to_pem().unwrap();
-        let key = PKey::from_rsa(rsa).unwrap();
-        let mut name = openssl::x509::X509NameBuilder::new().unwrap();
-        name.append_entry_by_text("CN", KEPT_CA).unwrap();
-        let name = name.build();
-        let mut ca = X509::builder().unwrap();
-        ca.set_version(2).unwrap();
-        ca.set_subject_name(&name).unwrap();
-        ca.set_issuer_name(&name).unwrap();
-        ca.set_pubkey(&key).unwrap();
-        ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-            .unwrap();
-        ca.set_not_after(&Asn1Time::days_from_now(3650).unwrap())
-            .unwrap();
-        ca.append_extension(BasicConstraints::new().critical().ca().build().unwrap())
-            .unwrap();
-        ca.sign(&key, MessageDigest::sha256()).unwrap();
+        let ca = ifo_dev::KeyPair::new_rsa_ca(KEPT_CA).unwrap();
         let b64 = |pem: &[u8]| base64::engine::general_purpose::STANDARD.encode(pem);
         let secret = serde_json::json!({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": KEPT_CA, "namespace": SERVICE_NAMESPACE},
-            "data": {"tls.crt": b64(&ca.build().to_pem().unwrap()), "tls.key": b64(&key_pem)},
+            "data": {"tls.crt": b64(&ca.cert_pem), "tls.key": b64(&ca.rsa_key_pem().unwrap())},
         });
         let path = std::env::temp_dir().join(format!("ifo-kept-ca-{}.json", std::process::id()));
         std::fs::write(&path, secret.to_string()).unwrap();

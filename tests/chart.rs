@@ -399,22 +399,7 @@ fn the_disruption_budget_never_holds_a_drain_of_a_lone_replica() {
 
 /// A CA's PEM, made for a test (its key is not needed: the chart renders only what trusts it).
 fn a_ca_pem() -> String {
-    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509::X509};
-    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
-    let mut name = openssl::x509::X509NameBuilder::new().unwrap();
-    name.append_entry_by_text("CN", "test-ca").unwrap();
-    let name = name.build();
-    let mut ca = X509::builder().unwrap();
-    ca.set_version(2).unwrap();
-    ca.set_subject_name(&name).unwrap();
-    ca.set_issuer_name(&name).unwrap();
-    ca.set_pubkey(&key).unwrap();
-    ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-        .unwrap();
-    ca.set_not_after(&Asn1Time::days_from_now(30).unwrap())
-        .unwrap();
-    ca.sign(&key, MessageDigest::sha256()).unwrap();
-    String::from_utf8(ca.build().to_pem().unwrap()).unwrap()
+    String::from_utf8(ifo_dev::KeyPair::new_rsa_ca("test-ca").unwrap().cert_pem).unwrap()
 }
 
 /// GitOps tools (Argo CD, Flux) render the chart with `helm template` and apply what it gives:

@@ -95,7 +95,22 @@ fn finish(cert: X509, key: PKey<Private>) -> Result<KeyPair> {
 impl KeyPair {
     /// A self-signed certificate authority.
     pub fn new_ca(common_name: &str) -> Result<KeyPair> {
-        let key = new_key()?;
+        KeyPair::ca_of(common_name, new_key()?)
+    }
+
+    /// A self-signed certificate authority with an RSA key (2048 bits), as Helm's `genCA` makes
+    /// one (see [`KeyPair::rsa_key_pem`]).
+    pub fn new_rsa_ca(common_name: &str) -> Result<KeyPair> {
+        KeyPair::ca_of(common_name, PKey::from_rsa(Rsa::generate(2048)?)?)
+    }
+
+    /// The private key as PEM in PKCS #1 (`RSA PRIVATE KEY`), as Helm writes an RSA key; an
+    /// error for a key that is not RSA.
+    pub fn rsa_key_pem(&self) -> Result<Vec<u8>> {
+        Ok(self.key.rsa()?.private_key_to_pem()?)
+    }
+
+    fn ca_of(common_name: &str, key: PKey<Private>) -> Result<KeyPair> {
         let name = subject(common_name, &[])?;
         let not_before = Asn1Time::days_from_now(0)?;
         let not_after = Asn1Time::days_from_now(3650)?;

@@ -298,33 +298,10 @@ mod tests {
     /// bundle's first CA.
     #[test]
     fn a_ca_taken_over_stays_trusted() {
-        use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509::X509};
-        let rsa = Rsa::generate(2048).unwrap();
-        let key_pem = String::from_utf8(rsa.private_key_to_pem().unwrap()).unwrap();
+        let ca = ifo_dev::pki::KeyPair::new_rsa_ca("ifo-apiserver-ca").unwrap();
+        let key_pem = String::from_utf8(ca.rsa_key_pem().unwrap()).unwrap();
         assert!(key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
-        let key = PKey::from_rsa(rsa).unwrap();
-        let mut name = openssl::x509::X509NameBuilder::new().unwrap();
-        name.append_entry_by_text("CN", "ifo-apiserver-ca").unwrap();
-        let name = name.build();
-        let mut ca = X509::builder().unwrap();
-        ca.set_version(2).unwrap();
-        ca.set_subject_name(&name).unwrap();
-        ca.set_issuer_name(&name).unwrap();
-        ca.set_pubkey(&key).unwrap();
-        ca.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-            .unwrap();
-        ca.set_not_after(&Asn1Time::days_from_now(3650).unwrap())
-            .unwrap();
-        ca.append_extension(
-            openssl::x509::extension::BasicConstraints::new()
-                .critical()
-                .ca()
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-        ca.sign(&key, MessageDigest::sha256()).unwrap();
-        let ca_pem = String::from_utf8(ca.build().to_pem().unwrap()).unwrap();
+        let ca_pem = String::from_utf8(ca.cert_pem).unwrap();
         let taken = Material {
             ca_bundle: ca_pem.clone(),
             ca_key: key_pem,

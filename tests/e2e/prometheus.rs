@@ -730,8 +730,10 @@ fn every_shipped_query_returns_what_the_live_api_says() {
         zero_or_none(s, &[("ruleset", &rs)])
     });
 
-    // Phase 2: five succeed, the stalled one fails, and fails again; the node is clear. The first
-    // completion of each outcome comes first: a counter's first sample has no increase to show.
+    // Phase 2: five succeed, the stalled one fails, and fails again, and one of the five
+    // migrates again and succeeds (six succeeded: what a rule needs before it publishes what it
+    // learned, MIN_SAMPLES); the node is clear. The first completion of each outcome comes
+    // first: a counter's first sample has no increase to show.
     let end = |name: &str, outcome: &str| {
         env.set_vm_status(
             &ns,
@@ -751,22 +753,27 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     ifo_test_support::eventually(WAIT, "all ended", || {
         (live(env, &ns).active == 0).then_some(())
     });
-    env.set_vm_status(
-        &ns,
-        "vm6",
-        json!({"printableStatus": "Migrating", "lastMigration": ""}),
-    );
-    ifo_test_support::eventually(WAIT, "vm6 migrating again", || {
-        (live(env, &ns).active == 1).then_some(())
-    });
-    end("vm6", "Failed");
-    ifo_test_support::eventually(WAIT, "vm6 ended again", || {
-        (live(env, &ns).active == 0).then_some(())
-    });
+    // `name` migrates again, alone, and ends with `outcome`.
+    let again = |name: &str, outcome: &str| {
+        env.set_vm_status(
+            &ns,
+            name,
+            json!({"printableStatus": "Migrating", "lastMigration": ""}),
+        );
+        ifo_test_support::eventually(WAIT, &format!("{name} migrating again"), || {
+            (live(env, &ns).active == 1).then_some(())
+        });
+        end(name, outcome);
+        ifo_test_support::eventually(WAIT, &format!("{name} ended again"), || {
+            (live(env, &ns).active == 0).then_some(())
+        });
+    };
+    again("vm6", "Failed");
+    again("vm1", "Succeeded");
     // Completed operations are removed at once: the live API shows their outcomes and ends on
     // the watch, in the objects as they complete.
     let completed = std::cell::RefCell::new(BTreeMap::<String, (String, f64)>::new());
-    watch.until(WAIT, "seven completions", |e| {
+    watch.until(WAIT, "eight completions", |e| {
         let o = &e["object"];
         if o["status"]["phase"] == "Completed" {
             let took =
@@ -782,7 +789,7 @@ fn every_shipped_query_returns_what_the_live_api_says() {
             );
             completed.borrow_mut().insert(name, (outcome, took));
         }
-        completed.borrow().len() == 7
+        completed.borrow().len() == 8
     });
     let completed = completed.into_inner();
     let outcomes: BTreeSet<String> = completed.values().map(|(o, _)| o.clone()).collect();
