@@ -6,8 +6,7 @@
 //! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
 //! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
 //! evictions through a failover, and the uninstall; then the Helm chart (`deploy/chart/`):
-//! installed with the guard and its own certificates (the default of earlier charts), upgraded
-//! under load to the server's own certificates (today's default), uninstalled.
+//! installed with the guard, upgraded under load, uninstalled.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
@@ -80,7 +79,7 @@ const STEPS: &[Step] = &[
         chart::install,
     ),
     (
-        "helm_upgrade_to_the_servers_certificates_allows_no_eviction_and_loses_no_list_or_operation",
+        "helm_upgrade_allows_no_eviction_and_loses_no_list_or_operation",
         chart::upgrade,
     ),
     (
