@@ -244,12 +244,7 @@ impl Keeper {
                 ));
             }
         };
-        let data = secret.as_ref().and_then(|s| s.data.as_ref());
-        let text = |key: &str| {
-            data.and_then(|d| d.get(key))
-                .and_then(|b| String::from_utf8(b.0.clone()).ok())
-        };
-        let (Some(ca_bundle), Some(ca_key)) = (text("tls.crt"), text("tls.key")) else {
+        let Some(material) = secret.as_ref().and_then(ca_of) else {
             return Ok(None);
         };
         tracing::info!(
@@ -257,12 +252,7 @@ impl Keeper {
             kept = %self.settings.secret,
             "taking over the CA kube-apiserver trusts already: the replicas serving what it signed stay trusted"
         );
-        Ok(Some(Material {
-            ca_bundle,
-            ca_key,
-            cert: String::new(),
-            key: String::new(),
-        }))
+        Ok(Some(material))
     }
 
     /// Writes the certificate and key to the files the TLS reloader serves, when they differ
@@ -301,17 +291,29 @@ fn is_race(e: &kube::Error) -> bool {
 
 /// The material a Secret holds, when it holds all of it.
 fn material_of(secret: &Secret) -> Option<Material> {
-    let data = secret.data.as_ref()?;
-    let text = |key: &str| {
-        data.get(key)
-            .and_then(|b| String::from_utf8(b.0.clone()).ok())
-    };
     Some(Material {
-        ca_bundle: text("ca.crt")?,
-        ca_key: text("ca.key")?,
-        cert: text("tls.crt")?,
-        key: text("tls.key")?,
+        ca_bundle: text_of(secret, "ca.crt")?,
+        ca_key: text_of(secret, "ca.key")?,
+        cert: text_of(secret, "tls.crt")?,
+        key: text_of(secret, "tls.key")?,
     })
+}
+
+/// The CA a Secret of type `kubernetes.io/tls` holds (`tls.crt`, `tls.key`: the chart's own
+/// certificates keep theirs so), as material without a serving certificate.
+fn ca_of(secret: &Secret) -> Option<Material> {
+    Some(Material {
+        ca_bundle: text_of(secret, "tls.crt")?,
+        ca_key: text_of(secret, "tls.key")?,
+        cert: String::new(),
+        key: String::new(),
+    })
+}
+
+/// The text a Secret holds under `key`, when it holds valid UTF-8 there.
+fn text_of(secret: &Secret, key: &str) -> Option<String> {
+    let bytes = secret.data.as_ref()?.get(key)?;
+    String::from_utf8(bytes.0.clone()).ok()
 }
 
 /// The doors' key a Secret holds, when it holds a valid one.
