@@ -67,7 +67,7 @@ pub struct ServeArgs {
     /// Watches open at once by one user; more are refused with 429.
     #[arg(long, env = "MAX_WATCHES_PER_USER", default_value_t = 1_000)]
     pub max_watches_per_user: usize,
-    /// Memory all open watches may hold (each is charged 16 KiB and what its parsed selectors
+    /// Memory all open watches may hold (each is charged 32 KiB and what its parsed selectors
     /// take), in bytes or with a `Ki`, `Mi` or `Gi` suffix; more are refused with 429.
     #[arg(long, env = "MAX_WATCH_MEMORY", default_value = "512Mi", value_parser = parse_bytes)]
     pub max_watch_memory: usize,

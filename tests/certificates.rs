@@ -11,12 +11,18 @@
 //! reviews, and a review at any other path is refused. A CA kept by the chart's own
 //! certificates (`ifo-apiserver-ca`, as an install of earlier charts left it) is there before
 //! the server starts: the server takes it over, so kube-apiserver goes on trusting it.
+//!
+//! The attacks on the doors that the install which cannot prove kube-apiserver withstands
+//! (`tests/managed.rs`) are run here too ([`attacks`]): in this setup, the default, a review
+//! without the key is refused before its body is read, and kube-apiserver's connection, once it
+//! sent a review at the key's path, is out of the pool the attackers share.
 
 use std::net::TcpStream;
 use std::time::Duration;
 
 use base64::Engine as _;
 use ifo_dev::{RULESET_WEBHOOK, SERVICE_NAMESPACE, User};
+use ifo_test_support::attacks::{self, Setup, metric_sum};
 use ifo_test_support::{Env, door_open, eventually, held_node, wait_held};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::X509;
@@ -53,9 +59,14 @@ fn env() -> &'static Env {
             ),
             ("SERVING_CERTIFICATE_LIFETIME", LIFETIME),
             ("CA_BUNDLE_TARGETS", &trust),
+            ("MAX_ANONYMOUS_CONNECTIONS", &ANONYMOUS_CONNECTIONS.to_string()),
         ])
         .start()
 }
+
+/// Anonymous connections the server takes at once (`MAX_ANONYMOUS_CONNECTIONS`): small, so an
+/// attack that holds them all is cheap to run.
+const ANONYMOUS_CONNECTIONS: usize = 128;
 
 /// Where the chart's own certificates kept their CA.
 const KEPT_CA: &str = "ifo-apiserver-ca";
@@ -412,6 +423,13 @@ fn a_ca_bundle_written_back_by_someone_else_is_put_right() {
 fn the_guard_answers_kube_apiserver_at_the_keys_path() {
     let env = env();
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    wait_keyed(env);
+    let (ns, _node) = held_node(env, "certs-guard", 0);
+    wait_held(env, &ns);
+}
+
+/// Waits until kube-apiserver calls every webhook at the doors' key's path.
+fn wait_keyed(env: &Env) {
     let key = secret_data(env, "door.key");
     eventually(
         Duration::from_secs(30),
@@ -423,6 +441,65 @@ fn the_guard_answers_kube_apiserver_at_the_keys_path() {
                 .then_some(())
         },
     );
-    let (ns, _node) = held_node(env, "certs-guard", 0);
-    wait_held(env, &ns);
+}
+
+/// The setup attacked, its doors called by kube-apiserver at the key's path.
+fn attacked() -> Setup {
+    let env = env();
+    wait_keyed(env);
+    Setup {
+        env,
+        anonymous: ANONYMOUS_CONNECTIONS,
+    }
+}
+
+/// Reviews the guard refused as not kube-apiserver's (no key, no certificate), by its metrics.
+fn refused_reviews(env: &Env) -> f64 {
+    let bundle = secret_data(env, "ca.crt");
+    metric_sum(
+        &metrics(env, &bundle),
+        "ifo_guard_decisions_total",
+        &["decision=\"error\"", "reason=\"unauthorized\""],
+    )
+}
+
+/// In the default setup, one address keeps more connections than the server takes busy, each
+/// with a review whose body never comes, and every eviction is judged.
+#[test]
+fn one_address_holding_every_connection_busy_opens_nothing() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    attacks::one_address_holding_every_connection_busy(&setup, "certs-busy");
+}
+
+/// In the default setup, four addresses post reviews over 64 KiB whose bodies never come: an
+/// Eviction padded to 70 KB is judged.
+#[test]
+fn padded_evictions_are_judged_while_others_post_large_reviews() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    attacks::padded_evictions_while_others_hold_the_large_review_turns(&setup, "certs-padded");
+}
+
+/// In the default setup, a hundred addresses each hold an HTTP/2 connection with 20 reviews
+/// whose bodies never come: every eviction is judged, and each of the attack's reviews was
+/// refused (401) without a turn, its body unread.
+#[test]
+fn a_hundred_addresses_holding_http2_streams_open_nothing() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let before = refused_reviews(setup.env);
+    attacks::a_hundred_addresses_holding_http2_streams(&setup, "certs-h2");
+    let refused = refused_reviews(setup.env) - before;
+    println!("reviews refused as not kube-apiserver's (the attack's): {refused}");
+    assert!(refused >= 100.0, "the attack's streams were not refused");
+}
+
+/// In the default setup, one address keeps more connections than the server takes, each with
+/// a request carrying a token of a user without rights: every eviction is judged.
+#[test]
+fn a_token_holders_connections_open_nothing() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    attacks::token_holders_holding_every_connection(&setup, "certs-tokens");
 }

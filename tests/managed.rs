@@ -1,33 +1,22 @@
 //! The maintenance guard as managed control planes (EKS, GKE, AKS) run it: kube-apiserver
 //! presents no client certificate to the webhooks, so the server cannot tell kube-apiserver's
 //! connections and reviews from anyone's, and the doors answer anyone. The attacks come from
-//! loopback addresses other than kube-apiserver's (127.0.0.1), standing in for pods; each keeps
-//! its pressure up for as long as evictions of a held node's pod are sent through
-//! kube-apiserver, and is judged by what kube-apiserver saw: every eviction refused by the guard
-//! (429), none let through by a door that failed (its `apiserver_admission_webhook_fail_open_count`
-//! unchanged), and `/livez` answered throughout, as the kubelet's probe would need.
+//! loopback addresses other than kube-apiserver's (127.0.0.1), standing in for pods
+//! ([`attacks`], run in the default setup too, by `tests/certificates.rs`).
 //!
 //! The rulesets' door checks what rulesets read there too: the schemas it checks against are
 //! the server's own (CRDs from its watch, built-in types from `/openapi/v3`), whoever calls.
 
-use std::net::Ipv4Addr;
-
+use ifo_test_support::attacks::{self, Setup, metric_sum};
 use ifo_test_support::{
-    Attacker, Env, accepted, closed_gadget_crd, denied_by, door_open, establish_gadget_crd,
-    eventually, evictions_under, held_node, job_ruleset, refused, ruleset, ruleset_over, said_all,
-    wait_held,
+    Env, accepted, closed_gadget_crd, denied_by, door_open, establish_gadget_crd, eventually,
+    job_ruleset, refused, ruleset, ruleset_over, said_all,
 };
 use serde_json::json;
 
 /// Anonymous connections the server takes at once (`MAX_ANONYMOUS_CONNECTIONS`): small, so an
 /// attack that holds them all is cheap to run.
 const ANONYMOUS_CONNECTIONS: usize = 128;
-
-/// The guard's two doors, as kube-apiserver names them in its metrics.
-const DOORS: [&str; 2] = [
-    "ifo-maintenance-guard.ifo.kubevirt.io",
-    "ifo-maintenance-guard-standby.ifo.kubevirt.io",
-];
 
 /// One attack at a time: each measures the server under its own pressure only.
 static ATTACKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -40,35 +29,24 @@ fn env() -> &'static Env {
         .start()
 }
 
-/// Evictions of `ns`'s held pod through kube-apiserver, each sent with `eviction` (or the plain
-/// one), while the attackers run: each refused by the guard, none let through by a door that
-/// failed, and `/livez` answered after each.
-fn evictions_held_under(
-    env: &Env,
-    ns: &str,
-    attackers: Vec<Attacker>,
-    eviction: Option<&serde_json::Value>,
-) {
-    let seen = evictions_under(env, ns, &DOORS, env.port, attackers, eviction);
-    // The standby door's reviews are kube-apiserver's only (the attacks call the other).
+/// The setup attacked, one attack at a time.
+fn attacked() -> (Setup, std::sync::MutexGuard<'static, ()>) {
+    let setup = Setup {
+        env: env(),
+        anonymous: ANONYMOUS_CONNECTIONS,
+    };
+    (setup, ATTACKS.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// The standby door's review durations (its reviews are kube-apiserver's only: the attacks
+/// call the other), printed.
+fn print_standby_durations(env: &Env) {
     for line in env.metrics().lines().filter(|l| {
         l.starts_with("ifo_admission_review_duration_seconds_bucket")
             && l.contains("evictions_standby")
     }) {
         println!("{line}");
     }
-    assert!(
-        seen.opened > ANONYMOUS_CONNECTIONS,
-        "the attack itself failed"
-    );
-    assert_eq!(
-        seen.failed_open, 0.0,
-        "kube-apiserver let evictions through"
-    );
-    assert_eq!(
-        seen.refused, seen.sent,
-        "every eviction refused by the guard"
-    );
 }
 
 /// One address keeps more connections than the server takes busy, each with a review whose
@@ -76,18 +54,9 @@ fn evictions_held_under(
 /// probes still get in, taking the attacker's places, and every eviction is judged.
 #[test]
 fn one_address_holding_every_connection_busy_opens_nothing() {
-    let env = env();
-    let _one = ATTACKS.lock().unwrap_or_else(|p| p.into_inner());
-    let (ns, _node) = held_node(env, "mg-busy", 0);
-    wait_held(env, &ns);
-    let attacker = Attacker::new(
-        env,
-        Ipv4Addr::new(127, 0, 0, 2),
-        env.port,
-        ANONYMOUS_CONNECTIONS + 72,
-        &Attacker::unfinished_post("/admission/evictions", 4096),
-    );
-    evictions_held_under(env, &ns, vec![attacker], None);
+    let (setup, _one) = attacked();
+    attacks::one_address_holding_every_connection_busy(&setup, "mg-busy");
+    print_standby_durations(setup.env);
 }
 
 /// Four addresses keep every turn to parse a large review busy (bodies over 64 KiB that never
@@ -95,27 +64,9 @@ fn one_address_holding_every_connection_busy_opens_nothing() {
 /// sends whole, gets the next turn given back (its address holds none), and is judged.
 #[test]
 fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
-    let env = env();
-    let _one = ATTACKS.lock().unwrap_or_else(|p| p.into_inner());
-    let (ns, _node) = held_node(env, "mg-padded", 0);
-    wait_held(env, &ns);
-    let attackers = (3..7)
-        .map(|last| {
-            Attacker::new(
-                env,
-                Ipv4Addr::new(127, 0, 0, last),
-                env.port,
-                40,
-                &Attacker::unfinished_post("/admission/evictions", 1 << 20),
-            )
-        })
-        .collect();
-    let eviction = json!({
-        "apiVersion": "policy/v1", "kind": "Eviction",
-        "metadata": {"name": "app", "namespace": ns,
-            "annotations": {"padding": "x".repeat(70 << 10)}},
-    });
-    evictions_held_under(env, &ns, attackers, Some(&eviction));
+    let (setup, _one) = attacked();
+    attacks::padded_evictions_while_others_hold_the_large_review_turns(&setup, "mg-padded");
+    print_standby_durations(setup.env);
 }
 
 /// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies never
@@ -124,37 +75,30 @@ fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
 /// the next turn given back, and every eviction is judged.
 #[test]
 fn a_hundred_addresses_holding_http2_streams_open_nothing() {
-    let env = env();
-    let _one = ATTACKS.lock().unwrap_or_else(|p| p.into_inner());
-    let (ns, _node) = held_node(env, "mg-h2", 0);
-    wait_held(env, &ns);
-    let attackers = (10..110)
-        .map(|last| {
-            Attacker::http2(
-                env,
-                Ipv4Addr::new(127, 0, 1, last),
-                env.port,
-                1,
-                20,
-                "/admission/evictions",
-                4096,
-            )
-        })
-        .collect();
-    evictions_held_under(env, &ns, attackers, None);
+    let (setup, _one) = attacked();
+    attacks::a_hundred_addresses_holding_http2_streams(&setup, "mg-h2");
+    print_standby_durations(setup.env);
     // The attack held the turns: the server counted reviews that waited for a body that never
     // came.
-    let metrics = env.metrics();
-    let unanswered: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("ifo_admission_reviews_total") && l.contains("error"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let unanswered = metric_sum(
+        &setup.env.metrics(),
+        "ifo_admission_reviews_total",
+        &["error"],
+    );
     println!("reviews answered with an error (the attack's): {unanswered}");
     assert!(
         unanswered >= 100.0,
         "the attack's streams were not read as reviews"
     );
+}
+
+/// One address keeps more connections than the server takes, each with a request carrying a
+/// token of a user without rights: they stay anonymous, kube-apiserver's connections take
+/// their places, and every eviction is judged.
+#[test]
+fn a_token_holders_connections_open_nothing() {
+    let (setup, _one) = attacked();
+    attacks::token_holders_holding_every_connection(&setup, "mg-tokens");
 }
 
 /// `kubectl apply` of a ruleset that reads a field its target's closed schema does not have is

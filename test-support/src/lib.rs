@@ -3,7 +3,8 @@
 //! directly, curl, raw watches, commands run to the end: [`Run`]), a test's own names
 //! ([`Scope`]), object builders ([`vm`], [`vm_ruleset`], [`RuleSet`], gadgets:
 //! [`Env::gadget_scope`], Node objects: [`Env::node`]), readers of gates ([`clear_condition`],
-//! [`Env::wait_gate`]), evictions through the guard ([`evict`], [`held_node`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
+//! [`Env::wait_gate`]), evictions through the guard ([`evict`], [`held_node`]) and the attacks on its doors
+//! ([`attacks`]), extra replicas with leader election ([`replicas`]) and [`eventually`].
 //!
 //! A crate of its own, like linkerd2-proxy's integration test support, rather than files each
 //! test binary includes with `#[path]`: it is compiled once for every binary, a binary that uses
@@ -16,6 +17,7 @@
 //! integration tests ([`server_binary`]): only those tests (`tests/` of the workspace's root)
 //! can start it.
 
+pub mod attacks;
 pub mod browser;
 mod client;
 mod command;
@@ -63,7 +65,7 @@ pub use gadgets::{
 pub use gate::{clear_condition, clear_status, gate_operations};
 pub use guard::{
     Attacker, Evicted, UnderAttack, apiserver_metric, evict, evict_with, evictions_under,
-    held_node, pod_on, posted, tcp_from, tls_client, tls_from, wait_held,
+    held_node, pod_on, posted, probed, tcp_from, tls_client, tls_from, wait_held,
 };
 pub use ruleset::{Rule, RuleSet};
 pub use scope::{DeletedOnDrop, Scope};

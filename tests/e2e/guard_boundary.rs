@@ -256,7 +256,6 @@ fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
     let (_server, port, webhook) = own_guard_with(env, &ns, &[("MAX_CONNECTIONS", "16")]);
     let token = User::Bob.token().unwrap();
     let attacker = Attacker::new(
-        env,
         ATTACKER,
         port,
         100,

@@ -1,0 +1,141 @@
+//! The attacks on the guard's doors that every setup must withstand, whatever proves
+//! kube-apiserver there (nothing, in an install that cannot; the doors' key, in a default one):
+//! each run from loopback addresses other than kube-apiserver's (127.0.0.1), standing in for
+//! pods, for as long as evictions of a held node's pod are sent through kube-apiserver
+//! ([`evictions_under`]), and judged by what kube-apiserver saw: every eviction refused by the
+//! guard (429), none let through by a door that failed (its
+//! `apiserver_admission_webhook_fail_open_count` unchanged), and `/livez` answered throughout,
+//! as the kubelet's probe would need.
+
+use crate::{Attacker, Env, evictions_under, held_node, wait_held};
+use ifo_dev::User;
+use serde_json::json;
+use std::net::Ipv4Addr;
+
+/// The guard's two doors, as kube-apiserver names them in its metrics (the test cluster's
+/// webhooks).
+pub const DOORS: [&str; 2] = [
+    "ifo-maintenance-guard.ifo.kubevirt.io",
+    "ifo-maintenance-guard-standby.ifo.kubevirt.io",
+];
+
+/// The setup attacked.
+pub struct Setup {
+    /// Its cluster and server.
+    pub env: &'static Env,
+    /// How many anonymous connections its server takes at once (`MAX_ANONYMOUS_CONNECTIONS`:
+    /// small in tests, so that an attack that holds them all is cheap to run).
+    pub anonymous: usize,
+}
+
+/// Evictions of `ns`'s held pod through kube-apiserver, each sent with `eviction` (or the plain
+/// one), while the attackers run: each refused by the guard, none let through by a door that
+/// failed, and `/livez` answered after each.
+fn evictions_held_under(
+    setup: &Setup,
+    ns: &str,
+    attackers: Vec<Attacker>,
+    eviction: Option<&serde_json::Value>,
+) {
+    let seen = evictions_under(setup.env, ns, &DOORS, setup.env.port, attackers, eviction);
+    assert!(seen.opened > setup.anonymous, "the attack itself failed");
+    assert_eq!(
+        seen.failed_open, 0.0,
+        "kube-apiserver let evictions through"
+    );
+    assert_eq!(
+        seen.refused, seen.sent,
+        "every eviction refused by the guard"
+    );
+}
+
+/// One address keeps more connections than the server takes busy, each with a review whose
+/// body never comes: kube-apiserver's connections and the probes still get in, taking the
+/// attacker's places, and every eviction is judged. `prefix` names the test's namespace.
+pub fn one_address_holding_every_connection_busy(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let attacker = Attacker::new(
+        Ipv4Addr::new(127, 0, 0, 2),
+        setup.env.port,
+        setup.anonymous + 72,
+        &Attacker::unfinished_post("/admission/evictions", 4096),
+    );
+    evictions_held_under(setup, &ns, vec![attacker], None);
+}
+
+/// Four addresses keep every turn to parse a large review busy (bodies over 64 KiB that never
+/// come, twice what the turns are): an Eviction padded to 70 KB, whose review kube-apiserver
+/// sends whole, is judged.
+pub fn padded_evictions_while_others_hold_the_large_review_turns(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let attackers = (3..7)
+        .map(|last| {
+            Attacker::new(
+                Ipv4Addr::new(127, 0, 0, last),
+                setup.env.port,
+                40,
+                &Attacker::unfinished_post("/admission/evictions", 1 << 20),
+            )
+        })
+        .collect();
+    let eviction = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "app", "namespace": ns,
+            "annotations": {"padding": "x".repeat(70 << 10)}},
+    });
+    evictions_held_under(setup, &ns, attackers, Some(&eviction));
+}
+
+/// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies never
+/// come (2,000 streams, twice the review turns there are), and every eviction is judged. What
+/// the server made of the attack's streams is the caller's to check.
+pub fn a_hundred_addresses_holding_http2_streams(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let attackers = (10..110)
+        .map(|last| {
+            Attacker::http2(
+                Ipv4Addr::new(127, 0, 1, last),
+                setup.env.port,
+                1,
+                20,
+                "/admission/evictions",
+                4096,
+            )
+        })
+        .collect();
+    evictions_held_under(setup, &ns, attackers, None);
+}
+
+/// One address keeps more connections than the server takes, each authenticated by a request
+/// with the token of a user who has no rights at all (any pod's ServiceAccount token would
+/// do): a token proves a request, not its connection, so they take no place kube-apiserver's
+/// connections need, and every eviction is judged.
+pub fn token_holders_holding_every_connection(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let token = User::Bob.token().unwrap();
+    let attacker = Attacker::new(
+        Ipv4Addr::new(127, 0, 0, 8),
+        setup.env.port,
+        setup.anonymous + 72,
+        &format!(
+            "GET /apis/live.ifo.kubevirt.io/v1alpha1 HTTP/1.1\r\nHost: localhost\r\n\
+             Authorization: Bearer {token}\r\n\r\n"
+        ),
+    );
+    evictions_held_under(setup, &ns, vec![attacker], None);
+}
+
+/// The sum of the series of `metric` in the metrics text `metrics` whose labels contain each of
+/// `labels` (`door="evictions"`, say).
+pub fn metric_sum(metrics: &str, metric: &str, labels: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")))
+        .filter(|l| labels.iter().all(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
