@@ -450,14 +450,14 @@ fn attacked() -> Setup {
     Setup {
         env,
         anonymous: ANONYMOUS_CONNECTIONS,
+        metrics: |env| metrics(env, &secret_data(env, "ca.crt")),
     }
 }
 
 /// Reviews the guard refused as not kube-apiserver's (no key, no certificate), by its metrics.
 fn refused_reviews(env: &Env) -> f64 {
-    let bundle = secret_data(env, "ca.crt");
     metric_sum(
-        &metrics(env, &bundle),
+        &metrics(env, &secret_data(env, "ca.crt")),
         "ifo_guard_decisions_total",
         &["decision=\"error\"", "reason=\"unauthorized\""],
     )

@@ -34,19 +34,9 @@ fn attacked() -> (Setup, std::sync::MutexGuard<'static, ()>) {
     let setup = Setup {
         env: env(),
         anonymous: ANONYMOUS_CONNECTIONS,
+        metrics: Env::metrics,
     };
     (setup, ATTACKS.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// The standby door's review durations (its reviews are kube-apiserver's only: the attacks
-/// call the other), printed.
-fn print_standby_durations(env: &Env) {
-    for line in env.metrics().lines().filter(|l| {
-        l.starts_with("ifo_admission_review_duration_seconds_bucket")
-            && l.contains("evictions_standby")
-    }) {
-        println!("{line}");
-    }
 }
 
 /// One address keeps more connections than the server takes busy, each with a review whose
@@ -56,7 +46,6 @@ fn print_standby_durations(env: &Env) {
 fn one_address_holding_every_connection_busy_opens_nothing() {
     let (setup, _one) = attacked();
     attacks::one_address_holding_every_connection_busy(&setup, "mg-busy");
-    print_standby_durations(setup.env);
 }
 
 /// Four addresses keep every turn to parse a large review busy (bodies over 64 KiB that never
@@ -66,7 +55,6 @@ fn one_address_holding_every_connection_busy_opens_nothing() {
 fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
     let (setup, _one) = attacked();
     attacks::padded_evictions_while_others_hold_the_large_review_turns(&setup, "mg-padded");
-    print_standby_durations(setup.env);
 }
 
 /// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies never
@@ -77,7 +65,6 @@ fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
 fn a_hundred_addresses_holding_http2_streams_open_nothing() {
     let (setup, _one) = attacked();
     attacks::a_hundred_addresses_holding_http2_streams(&setup, "mg-h2");
-    print_standby_durations(setup.env);
     // The attack held the turns: the server counted reviews that waited for a body that never
     // came.
     let unanswered = metric_sum(

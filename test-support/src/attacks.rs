@@ -26,6 +26,8 @@ pub struct Setup {
     /// How many anonymous connections its server takes at once (`MAX_ANONYMOUS_CONNECTIONS`:
     /// small in tests, so that an attack that holds them all is cheap to run).
     pub anonymous: usize,
+    /// Its server's `/metrics`, read as the setup lets a client verify the server.
+    pub metrics: fn(&Env) -> String,
 }
 
 /// Evictions of `ns`'s held pod through kube-apiserver, each sent with `eviction` (or the plain
@@ -37,7 +39,15 @@ fn evictions_held_under(
     attackers: Vec<Attacker>,
     eviction: Option<&serde_json::Value>,
 ) {
+    let before = (setup.metrics)(setup.env);
     let seen = evictions_under(setup.env, ns, &DOORS, setup.env.port, attackers, eviction);
+    let after = (setup.metrics)(setup.env);
+    // The standby door's reviews are kube-apiserver's only (the attacks call the other).
+    let (count, p99) = review_p99(&before, &after, "evictions_standby");
+    println!(
+        "kube-apiserver's reviews at the standby door during the attack: {count}, p99 at most {}",
+        p99.map_or("-".to_string(), |s| format!("{} ms", s * 1000.0))
+    );
     assert!(seen.opened > setup.anonymous, "the attack itself failed");
     assert_eq!(
         seen.failed_open, 0.0,
@@ -127,6 +137,46 @@ pub fn token_holders_holding_every_connection(setup: &Setup, prefix: &str) {
         ),
     );
     evictions_held_under(setup, &ns, vec![attacker], None);
+}
+
+/// How many reviews `door` answered between the metrics texts `before` and `after`, and the
+/// upper bound of the histogram bucket their 99th percentile falls in, in seconds (`None` when
+/// none, or past the last bound).
+pub fn review_p99(before: &str, after: &str, door: &str) -> (f64, Option<f64>) {
+    let metric = "ifo_admission_review_duration_seconds_bucket";
+    let door = format!("door=\"{door}\"");
+    let buckets = |text: &str| -> Vec<(f64, f64)> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&door))
+            .filter_map(|l| {
+                let le = l.split("le=\"").nth(1)?.split('"').next()?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((le, l.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
+    };
+    let before = buckets(before);
+    let window: Vec<(f64, f64)> = buckets(after)
+        .into_iter()
+        .map(|(le, n)| {
+            let was = before
+                .iter()
+                .find(|(b, _)| *b == le)
+                .map_or(0.0, |(_, n)| *n);
+            (le, n - was)
+        })
+        .collect();
+    let count = window.iter().map(|(_, n)| *n).fold(0.0, f64::max);
+    let p99 = window
+        .iter()
+        .filter(|(_, n)| count > 0.0 && *n >= 0.99 * count)
+        .map(|(le, _)| *le)
+        .fold(f64::INFINITY, f64::min);
+    (count, p99.is_finite().then_some(p99))
 }
 
 /// The sum of the series of `metric` in the metrics text `metrics` whose labels contain each of
