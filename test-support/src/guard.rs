@@ -333,12 +333,12 @@ fn unfinished_http2_posts(path: &str, length: usize, streams: u32) -> Vec<u8> {
     out
 }
 
-/// The HTTP status of `path` on the server's `port` as the kubelet probes it: HTTPS, whatever
-/// certificate the server presents.
+/// The HTTP status of `path` on the server's `port` as the kubelet probes it (HTTPS, whatever
+/// certificate the server presents, within 10 s), or what curl said of why there is none.
 pub fn probed(port: u16, path: &str) -> String {
     let out = std::process::Command::new("curl")
         .args([
-            "-sk",
+            "-sSk",
             "-o",
             "/dev/null",
             "-w",
@@ -349,7 +349,11 @@ pub fn probed(port: u16, path: &str) -> String {
         .arg(format!("https://127.0.0.1:{port}{path}"))
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let code = String::from_utf8_lossy(&out.stdout).into_owned();
+    if code == "000" {
+        return format!("000: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    code
 }
 
 /// What kube-apiserver saw of the evictions sent while an attack ran ([`evictions_under`]).
