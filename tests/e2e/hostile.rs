@@ -1,12 +1,12 @@
 //! What a pod, a tenant, an object or a local user could do to the server, its users or the
-//! local cluster, tried against the real thing: silent connections, huge selectors, escape
-//! sequences in object data, readable keys, expired certificates on kept-alive connections.
+//! local cluster, tried against the real thing: silent connections, escape sequences in object
+//! data, readable keys, expired certificates on kept-alive connections (huge selectors:
+//! `tests/watch_memory.rs`, on a cluster of its own).
 //! Each test prints the figure it measures.
 
 use ifo_dev::{Process, User};
 use ifo_test_support::{Env, env, eventually, vm, vm_ruleset};
 use serde_json::{Value, json};
-use std::fmt::Write as _;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -61,11 +61,6 @@ fn tls(env: &Env, port: u16, alpn: &[u8]) -> openssl::ssl::SslStream<TcpStream> 
     builder.build().connect("localhost", tcp).unwrap()
 }
 
-/// The resident memory of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
-    ifo_test_support::rss_kib(pid) * 1024
-}
-
 #[test]
 fn silent_connections_are_closed_before_they_send_a_request() {
     let env = env();
@@ -110,168 +105,6 @@ fn silent_connections_are_closed_before_they_send_a_request() {
     // The server still serves new clients.
     assert_eq!(env.direct_to(port, "/readyz", &[]).0, "200");
     drop((plain, silent, preface));
-}
-
-/// `count` watches of `ns` by alice, each with the label selector `selector(i)`, multiplexed
-/// over one HTTP/2 connection; each ends after `seconds`. Returns the curl process (stdout:
-/// a `CODE <status>` line per watch, after its body).
-fn watches(
-    env: &Env,
-    port: u16,
-    ns: &str,
-    count: usize,
-    seconds: u32,
-    selector: impl Fn(usize) -> String,
-) -> std::process::Child {
-    let config = env.cluster.dir().join(format!("watches-{ns}.curl"));
-    let mut text = String::new();
-    for i in 0..count {
-        let url = format!(
-            "https://127.0.0.1:{port}{LIVE}/namespaces/{ns}/inflightoperations?watch=true&labelSelector={}",
-            selector(i).replace(' ', "%20")
-        );
-        let _ = writeln!(text, "url = \"{url}\"");
-    }
-    std::fs::write(&config, text).unwrap();
-    Command::new("curl")
-        .args(["-s", "--http2", "--parallel", "--parallel-max", "300"])
-        .args(["--max-time", &seconds.to_string()])
-        .args(["-w", "\nCODE %{http_code}\n", "--cacert"])
-        .arg(env.cluster.dir().join("pki/serving-ca.crt"))
-        .args(env.client_cert_args(User::Alice))
-        .arg("-K")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// `k notin (...)` with values of 10 characters, `bytes` long at least, unique to `i`.
-fn notin(i: usize, bytes: usize) -> String {
-    let mut s = String::from("example.com/k notin (");
-    let mut j = 0;
-    while s.len() < bytes {
-        if j > 0 {
-            s.push(',');
-        }
-        let _ = write!(s, "v{i:04}{j:05}");
-        j += 1;
-    }
-    s.push(')');
-    s
-}
-
-/// Opens 300 watches with `selector` on `server`, and returns how far its RSS grew past the
-/// growth of `control` (a server alike, with no watch) while they were open — what the
-/// watches cost, not what both gained from other tests' objects on the shared cluster meanwhile
-/// —, how many were answered with each status, and what they printed.
-fn rss_growth(
-    env: &Env,
-    (server, port): (&Process, u16),
-    control: &Process,
-    ns: &str,
-    selector: impl Fn(usize) -> String,
-) -> (u64, std::collections::BTreeMap<String, usize>, String) {
-    let before = (rss(server.pid()), rss(control.pid()));
-    let mut curl = watches(env, port, ns, 300, 25, selector);
-    let (mut excess, mut control_growth) = (0, 0);
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_secs(1));
-        let grown = rss(server.pid()).saturating_sub(before.0);
-        let control_grown = rss(control.pid()).saturating_sub(before.1);
-        excess = excess.max(grown.saturating_sub(control_grown));
-        control_growth = control_growth.max(control_grown);
-    }
-    println!(
-        "the control server grew by up to {} MiB meanwhile",
-        control_growth >> 20
-    );
-    let mut out = String::new();
-    std::io::Read::read_to_string(curl.stdout.as_mut().unwrap(), &mut out).unwrap();
-    curl.wait().unwrap();
-    let mut codes = std::collections::BTreeMap::new();
-    for code in out.lines().filter_map(|l| l.strip_prefix("CODE ")) {
-        *codes.entry(code.to_string()).or_insert(0) += 1;
-    }
-    (excess, codes, out)
-}
-
-#[test]
-fn big_selectors_cannot_grow_the_server_without_bound() {
-    let env = env();
-    // A per-user budget this test can reach with 300 watches.
-    let (server, port) = own_server(
-        env,
-        "big-selectors",
-        &[("MAX_WATCH_MEMORY_PER_USER", "8Mi")],
-    );
-    // The same server with no watch: it gains what the other tests make on the cluster as the
-    // first does.
-    let (control, _) = own_server(
-        env,
-        "big-selectors-control",
-        &[("MAX_WATCH_MEMORY_PER_USER", "8Mi")],
-    );
-    let ns = env.namespace("big-selectors");
-    env.grant_alice_view(&ns);
-
-    // 300 watches with selectors as big as the limits allow (250 values of 60 characters),
-    // then 300 with ~55 KB selectors (what one viewer may try).
-    let (largest, largest_codes, printed) = rss_growth(env, (&server, port), &control, &ns, |i| {
-        let values: Vec<String> = (0..250)
-            .map(|j| format!("v{i:04}{j:03}{}", "x".repeat(52)))
-            .collect();
-        format!("example.com/k notin ({})", values.join(","))
-    });
-    println!(
-        "300 watches with 15 KB selectors: RSS +{} MiB past the control's, answers {largest_codes:?}",
-        largest >> 20
-    );
-    let (huge, huge_codes, _) =
-        rss_growth(env, (&server, port), &control, &ns, |i| notin(i, 55_000));
-    println!(
-        "300 watches with 55 KB selectors: RSS +{} MiB past the control's, answers {huge_codes:?}",
-        huge >> 20
-    );
-
-    // A selector past the limits is refused with a message naming the limit.
-    let cert = env.client_cert_args(User::Alice);
-    let cert: Vec<&str> = cert.iter().map(String::as_str).collect();
-    let path = format!(
-        "{LIVE}/namespaces/{ns}/inflightoperations?labelSelector={}",
-        notin(0, 55_000).replace(' ', "%20")
-    );
-    let (code, body) = env.direct_to(port, &path, &cert);
-    assert_eq!(code, "400", "{body}");
-    let status: Value = serde_json::from_str(&body).unwrap();
-    let message = status["message"].as_str().unwrap();
-    assert!(message.contains("the limit is 32768 bytes"), "{message}");
-    assert_eq!(huge_codes.get("400"), Some(&300), "{huge_codes:?}");
-    assert!(huge < 32 << 20, "RSS grew by {} MiB", huge >> 20);
-
-    // The largest selectors allowed: alice's watches are charged what they hold, she gets 429
-    // past her budget, and the server grows by about that budget at most.
-    assert!(
-        largest_codes.get("429").is_some_and(|n| *n > 0),
-        "{largest_codes:?}"
-    );
-    assert!(
-        printed.contains("past the limit per user of 8.0 MiB (MAX_WATCH_MEMORY_PER_USER)"),
-        "the 429 Status says why"
-    );
-    assert!(
-        largest_codes.get("200").is_some_and(|n| *n > 0),
-        "{largest_codes:?}"
-    );
-    assert!(largest < 40 << 20, "RSS grew by {} MiB", largest >> 20);
-    let (code, body) = env.direct_to(
-        port,
-        &format!("{LIVE}/namespaces/{ns}/inflightoperations?watch=true&timeoutSeconds=1"),
-        &cert,
-    );
-    assert_eq!(code, "200", "a plain watch once the others ended: {body}");
 }
 
 /// The bytes a terminal would act on: C0 controls but newline and tab, DEL, C1 controls
