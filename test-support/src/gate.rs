@@ -24,6 +24,27 @@ pub fn clear_status(gate: &Value) -> &str {
     clear_condition(gate)["status"].as_str().unwrap_or_default()
 }
 
+/// Whether `gate` reads `Unknown` only because rulesets of namespaces other than `namespaces`
+/// have not finished their first list: on a shared cluster another test's new ruleset makes
+/// every node's gate `Unknown` for as long (the verdict owed to anyone whose objects it may
+/// reach), which says nothing of what a test's own namespaces hold.
+pub fn unknown_only_for_others_first_lists(gate: &Value, namespaces: &[&str]) -> bool {
+    let stale = gate["status"]["staleTargets"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    clear_status(gate) == "Unknown"
+        && !stale.is_empty()
+        && stale.iter().all(|target| {
+            let reason = target["reason"].as_str().unwrap_or_default();
+            reason.contains("its first list has not completed")
+                && reason.contains("in namespace ")
+                && !namespaces
+                    .iter()
+                    .any(|ns| reason.contains(&format!("in namespace {ns}:")))
+        })
+}
+
 /// The operations a gate names (`status.operations`): each one's subject kind, namespace (empty
 /// for a cluster-scoped subject), name, and operation.
 pub fn gate_operations(gate: &Value) -> Vec<[String; 4]> {

@@ -62,7 +62,9 @@ pub use gadgets::{
     BUSY, busy_gadgets, crd_serving, create_gadget_crd, establish_gadget_crd, gadget, gadget_crd,
     gadget_crd_serving, grant_gadgets,
 };
-pub use gate::{clear_condition, clear_status, gate_operations};
+pub use gate::{
+    clear_condition, clear_status, gate_operations, unknown_only_for_others_first_lists,
+};
 pub use guard::{
     Attacker, Evicted, UnderAttack, apiserver_metric, evict, evict_with, evictions_under,
     held_node, pod_on, posted, probed, tcp_from, tls_client, tls_from, wait_held,
