@@ -482,8 +482,8 @@ fn padded_evictions_are_judged_while_others_post_large_reviews() {
 }
 
 /// In the default setup, a hundred addresses each hold an HTTP/2 connection with 20 reviews
-/// whose bodies never come: every eviction is judged, and each of the attack's reviews was
-/// refused (401) without a turn, its body unread.
+/// whose bodies never come: every eviction is judged, and the attack's reviews are refused
+/// (401) without a turn, their bodies never parsed.
 #[test]
 fn a_hundred_addresses_holding_http2_streams_open_nothing() {
     let setup = attacked();
