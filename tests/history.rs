@@ -72,9 +72,12 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     }
     env.wait_watching(&rs);
 
-    // Six migrations of N seconds each.
+    // Six migrations of N seconds each: each ends N seconds after its own start, whatever the
+    // patches one after the other take on a loaded machine.
+    let mut began = Vec::new();
     for name in &learned {
         env.set_vm_status(&ns, name, json!({"printableStatus": "Migrating"}));
+        began.push(std::time::Instant::now());
     }
     let ops = eventually(WAIT, "six migrations in flight", || {
         Some(env.ifos(&ns)).filter(|ops| ops.len() == LEARNED)
@@ -83,8 +86,9 @@ fn expected_end_is_learned_from_history_and_survives_a_restart() {
     for op in &ops {
         assert!(op["status"].get("expectedEnd").is_none(), "{op:#}");
     }
-    std::thread::sleep(Duration::from_secs(N as u64));
-    for name in &learned {
+    for (name, began) in learned.iter().zip(&began) {
+        let end = *began + Duration::from_secs(N as u64);
+        std::thread::sleep(end.saturating_duration_since(std::time::Instant::now()));
         env.set_vm_status(&ns, name, json!({"printableStatus": "Running"}));
     }
 
