@@ -151,11 +151,7 @@ pub fn apiserver_metric(env: &Env, metric: &str, webhook: &str) -> f64 {
     let text = env
         .kubectl(User::Admin, &["get", "--raw", "/metrics"])
         .unwrap();
-    let name = format!("name=\"{webhook}\"");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    crate::attacks::metric_sum(&text, metric, &[&format!("name=\"{webhook}\"")])
 }
 
 /// A TCP connection to `port` on 127.0.0.1 from the loopback address `from` (another than
