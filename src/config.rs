@@ -19,6 +19,10 @@ pub struct ServeArgs {
     /// HTTPS port.
     #[arg(long, env = "SECURE_PORT", default_value_t = 8443)]
     pub secure_port: u16,
+    /// Plain-HTTP port of the probes (`/livez`, `/readyz`, `/healthz`): a listener of their
+    /// own, which no request budget of the HTTPS port stands in front of.
+    #[arg(long, env = "HEALTH_PORT", default_value_t = 8081)]
+    pub health_port: u16,
     /// Serving certificate (PEM). Its SANs must include `<service>.<namespace>.svc`.
     #[arg(long, env = "TLS_CERT_FILE")]
     pub tls_cert_file: PathBuf,

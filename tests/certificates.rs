@@ -503,3 +503,22 @@ fn a_token_holders_connections_open_nothing() {
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
     attacks::token_holders_holding_every_connection(&setup, "certs-tokens");
 }
+
+/// In the default setup, twice as many addresses as the server has anonymous places each hold
+/// one connection with a review whose body never comes: the probes are answered on their own
+/// port, kube-apiserver's reviews get through, and every eviction is judged.
+#[test]
+fn more_addresses_than_places_open_nothing() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    attacks::more_addresses_than_places(&setup, "certs-many");
+}
+
+/// In the default setup, the probes' listener is flooded from one address and from more
+/// addresses than it takes: `/livez` is answered throughout and every eviction is judged.
+#[test]
+fn a_flooded_probes_listener_still_answers_the_probes() {
+    let setup = attacked();
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    attacks::the_probes_listener_flooded(&setup, "certs-probes");
+}

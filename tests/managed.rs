@@ -88,6 +88,14 @@ fn a_token_holders_connections_open_nothing() {
     attacks::token_holders_holding_every_connection(&setup, "mg-tokens");
 }
 
+/// The probes' listener is flooded from one address and from more addresses than it takes:
+/// `/livez` is answered throughout and every eviction is judged.
+#[test]
+fn a_flooded_probes_listener_still_answers_the_probes() {
+    let (setup, _one) = attacked();
+    attacks::the_probes_listener_flooded(&setup, "mg-probes");
+}
+
 /// `kubectl apply` of a ruleset that reads a field its target's closed schema does not have is
 /// refused with the field it meant, for a CRD target and a built-in one (a Job's
 /// `status.succeded`), though the server cannot know its caller; a read where the schema is

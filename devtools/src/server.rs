@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::Command;
 
 /// Starts `binary serve` on loopback `port` with the cluster's serving certificate and the
-/// server's own identity. `env` adds settings (e.g. `DEBOUNCE_THRESHOLD`); the log goes to
-/// `log` in the cluster directory.
+/// server's own identity. `env` adds settings (e.g. `DEBOUNCE_THRESHOLD`; without
+/// `HEALTH_PORT`, the probes listen on a free port); the log goes to `log` in the cluster
+/// directory.
 pub fn spawn_server(
     cluster: &Cluster,
     binary: &Path,
@@ -33,5 +34,9 @@ pub fn spawn_server(
             cluster.kubeconfig(User::Server).display()
         ))
         .envs(env.iter().copied());
+    // The probes' listener has a port of its own: one no other server here takes.
+    if !env.iter().any(|(name, _)| *name == "HEALTH_PORT") {
+        cmd.arg(format!("--health-port={}", super::free_port()?));
+    }
     Process::spawn("ifo-apiserver", cmd, &cluster.dir().join(log))
 }

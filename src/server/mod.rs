@@ -2,6 +2,7 @@
 //! [`Server::run`]). Wiring only: every background task is owned by a [`Tasks`] set (see
 //! [`crate::supervise`]), and there is one shutdown sequence.
 
+mod health;
 mod leadership;
 mod persistence;
 mod pipeline;
@@ -79,6 +80,11 @@ impl Server {
         )
         .await?;
         let serving = Serving::build(&args, &sources, &pipeline, &readiness, &mut tasks);
+        let probes =
+            health::HealthListener::bind(SocketAddr::new(args.bind_address, args.health_port))
+                .await?;
+        let routes = crate::api::health_router(serving.state.clone());
+        tasks.essential("probe-listener", probes.serve(routes));
         let Leadership {
             elector,
             term_ended,

@@ -4,8 +4,8 @@
 //! pods, for as long as evictions of a held node's pod are sent through kube-apiserver
 //! ([`evictions_under`]), and judged by what kube-apiserver saw: every eviction refused by the
 //! guard (429), none let through by a door that failed (its
-//! `apiserver_admission_webhook_fail_open_count` unchanged), and `/livez` answered throughout,
-//! as the kubelet's probe would need.
+//! `apiserver_admission_webhook_fail_open_count` unchanged), and `/livez` answered throughout on
+//! the probes' own port, as the kubelet's probe would need.
 
 use crate::{Attacker, Env, evictions_under, held_node, wait_held};
 use ifo_dev::User;
@@ -40,7 +40,14 @@ fn evictions_held_under(
     eviction: Option<&serde_json::Value>,
 ) {
     let before = (setup.metrics)(setup.env);
-    let seen = evictions_under(setup.env, ns, &DOORS, setup.env.port, attackers, eviction);
+    let seen = evictions_under(
+        setup.env,
+        ns,
+        &DOORS,
+        setup.env.health_port,
+        attackers,
+        eviction,
+    );
     let after = (setup.metrics)(setup.env);
     // The standby door's reviews are kube-apiserver's only (the attacks call the other).
     let (count, p99) = review_p99(&before, &after, "evictions_standby");
@@ -189,3 +196,49 @@ pub fn metric_sum(metrics: &str, metric: &str, labels: &[&str]) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// `n` loopback addresses other than kube-apiserver's, from 127.0.{first}.0 on.
+fn addresses(first: u8, n: usize) -> Vec<Ipv4Addr> {
+    (0..n)
+        .map(|i| {
+            let [.., high, low] = u32::try_from(i).unwrap().to_be_bytes();
+            Ipv4Addr::new(127, first + high, low, 2)
+        })
+        .collect()
+}
+
+/// Twice as many addresses as the server has anonymous places, each holding one connection with
+/// a review whose body never comes (re-sent every 3 s): the pool is full of addresses that hold
+/// one each, which no newcomer displaces while it is busy. The probes do not need a place there
+/// (they have a listener of their own), and every eviction is judged.
+pub fn more_addresses_than_places(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let many = addresses(10, 2 * setup.anonymous);
+    let attacker = Attacker::new(
+        many[0],
+        setup.env.port,
+        many.len(),
+        &Attacker::unfinished_post("/admission/evictions", 4096),
+    )
+    .spread_over(many);
+    evictions_held_under(setup, &ns, vec![attacker], None);
+}
+
+/// The probes' own listener flooded with connections that send nothing: from one address
+/// four times as many as it takes, and from twice as many addresses as it takes, one each.
+/// The kubelet's probe (from an address that holds none) is answered throughout, and every
+/// eviction is judged.
+pub fn the_probes_listener_flooded(setup: &Setup, prefix: &str) {
+    let (ns, _node) = held_node(setup.env, prefix, 0);
+    wait_held(setup.env, &ns);
+    let port = setup.env.health_port;
+    let one = Attacker::silent(Ipv4Addr::new(127, 0, 0, 9), port, 4 * PROBE_PLACES);
+    let many = addresses(20, 2 * PROBE_PLACES);
+    let spread = Attacker::silent(many[0], port, many.len()).spread_over(many);
+    evictions_held_under(setup, &ns, vec![one, spread], None);
+}
+
+/// How many connections the probes' listener takes at once (the server's
+/// `MAX_PROBE_CONNECTIONS`).
+const PROBE_PLACES: usize = 256;

@@ -24,6 +24,8 @@ pub struct Env {
     pub cluster: Cluster,
     /// The port the server listens on (loopback).
     pub port: u16,
+    /// The port of the server's probes (`HEALTH_PORT`: plain HTTP, loopback).
+    pub health_port: u16,
     /// What the environment was started with.
     config: Config,
     server: Mutex<Option<Process>>,
@@ -252,13 +254,20 @@ fn workspace_root() -> &'static Path {
         .expect("test-support/ is in the workspace's root")
 }
 
-fn start_server(cluster: &Cluster, port: u16, start: usize, config: &Config) -> Result<Process> {
+fn start_server(
+    cluster: &Cluster,
+    (port, health_port): (u16, u16),
+    start: usize,
+    config: &Config,
+) -> Result<Process> {
     let log = match start {
         0 => "ifo-apiserver.log".to_string(),
         n => format!("ifo-apiserver.{n}.log"),
     };
     let max_watches = MAX_WATCHES_PER_USER.to_string();
+    let health_port = health_port.to_string();
     let mut settings = vec![
+        ("HEALTH_PORT", health_port.as_str()),
         ("DEBOUNCE_THRESHOLD", config.debounce.as_str()),
         ("LOG_LEVEL", "info,ifo=debug"),
         // Low enough for a test to reach it with one user, high enough for every other test.
@@ -314,8 +323,8 @@ fn boot(config: Config) -> Result<&'static Env> {
         let path = path.to_str().context("a path that is not UTF-8")?;
         cluster.kubectl_run(User::Admin, &["apply", "-f", path], None)?;
     }
-    let port = ifo_dev::free_port()?;
-    let server = start_server(&cluster, port, 0, &config)?;
+    let (port, health_port) = (ifo_dev::free_port()?, ifo_dev::free_port()?);
+    let server = start_server(&cluster, (port, health_port), 0, &config)?;
     cluster.register_apiservice(port)?;
     if config.ruleset_webhook {
         cluster.register_ruleset_webhook(port)?;
@@ -326,6 +335,7 @@ fn boot(config: Config) -> Result<&'static Env> {
     let env: &'static Env = Box::leak(Box::new(Env {
         cluster,
         port,
+        health_port,
         config,
         server: Mutex::new(Some(server)),
         starts: AtomicUsize::new(1),
@@ -388,7 +398,12 @@ impl Env {
             .name(format!("server-{start}"))
             .spawn(move || {
                 if tx
-                    .send(start_server(&self.cluster, self.port, start, &self.config))
+                    .send(start_server(
+                        &self.cluster,
+                        (self.port, self.health_port),
+                        start,
+                        &self.config,
+                    ))
                     .is_ok()
                 {
                     loop {

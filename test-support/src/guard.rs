@@ -186,17 +186,20 @@ pub fn tls_from(tls: &SslConnector, from: Ipv4Addr, port: u16) -> Option<SslStre
     tls.connect("localhost", tcp_from(from, port)?).ok()
 }
 
-/// Connections to the server's `port` from one address, each opened with a request's first
-/// bytes (`head`: a request whose body never comes, say, or one with a bearer token) and
-/// replaced by a new one every `renew` (3 s), so that each stays busy, or in the pool it was
-/// given, for as long as the attack runs ([`Attacker::run`]). An attacker does not check whose
-/// certificate the server presents: it reaches the server in any setup, whatever CA signed it.
+/// Connections to the server's `port` from one address (or spread over several:
+/// [`Attacker::spread_over`]), each opened with a request's first bytes (`head`: a request whose
+/// body never comes, say, or one with a bearer token) and replaced by a new one every `renew`
+/// (3 s), so that each stays busy, or in the pool it was given, for as long as the attack runs
+/// ([`Attacker::run`]). An attacker does not check whose certificate the server presents: it
+/// reaches the server in any setup, whatever CA signed it.
 pub struct Attacker {
-    from: Ipv4Addr,
+    /// Connection `i` comes from `from[i % from.len()]`.
+    from: Vec<Ipv4Addr>,
     port: u16,
-    tls: SslConnector,
+    /// `None`: plain TCP (the probes' listener).
+    tls: Option<SslConnector>,
     head: Vec<u8>,
-    connections: Vec<Option<(SslStream<TcpStream>, Instant)>>,
+    connections: Vec<Option<(Box<dyn Write + Send>, Instant)>>,
     renew: Duration,
 }
 
@@ -214,13 +217,28 @@ impl Attacker {
     /// `connections` to `port` from `from`, each opened with `head`.
     pub fn new(from: Ipv4Addr, port: u16, connections: usize, head: &str) -> Attacker {
         Attacker {
-            from,
+            from: vec![from],
             port,
-            tls: unverifying(None),
+            tls: Some(unverifying(None)),
             head: head.as_bytes().to_vec(),
             connections: (0..connections).map(|_| None).collect(),
             renew: Duration::from_secs(3),
         }
+    }
+
+    /// `connections` to the plain-TCP `port` (the probes') from `from` that send nothing.
+    pub fn silent(from: Ipv4Addr, port: u16, connections: usize) -> Attacker {
+        Attacker {
+            tls: None,
+            ..Attacker::new(from, port, connections, "")
+        }
+    }
+
+    /// The same connections, the `i`th from `addresses[i % addresses.len()]`.
+    pub fn spread_over(mut self, addresses: Vec<Ipv4Addr>) -> Attacker {
+        assert!(!addresses.is_empty());
+        self.from = addresses;
+        self
     }
 
     /// `connections` HTTP/2 connections to `port` from `from`, each opened with `streams`
@@ -235,9 +253,9 @@ impl Attacker {
         length: usize,
     ) -> Attacker {
         Attacker {
-            from,
+            from: vec![from],
             port,
-            tls: unverifying(Some(b"\x02h2")),
+            tls: Some(unverifying(Some(b"\x02h2"))),
             head: unfinished_http2_posts(path, length, streams),
             connections: (0..connections).map(|_| None).collect(),
             renew: Duration::from_secs(3),
@@ -253,14 +271,18 @@ impl Attacker {
         )
     }
 
-    fn connect(&self) -> Option<SslStream<TcpStream>> {
-        let mut stream = self
-            .tls
-            .configure()
-            .ok()?
-            .verify_hostname(false)
-            .connect("localhost", tcp_from(self.from, self.port)?)
-            .ok()?;
+    fn connect(&self, i: usize) -> Option<Box<dyn Write + Send>> {
+        let tcp = tcp_from(self.from[i % self.from.len()], self.port)?;
+        let mut stream: Box<dyn Write + Send> = match &self.tls {
+            None => Box::new(tcp),
+            Some(tls) => Box::new(
+                tls.configure()
+                    .ok()?
+                    .verify_hostname(false)
+                    .connect("localhost", tcp)
+                    .ok()?,
+            ),
+        };
         stream.write_all(&self.head).ok()?;
         Some(stream)
     }
@@ -275,7 +297,7 @@ impl Attacker {
             if due {
                 // The old one closes first, giving its place back before the new one asks.
                 self.connections[i] = None;
-                self.connections[i] = self.connect().map(|s| (s, Instant::now()));
+                self.connections[i] = self.connect(i).map(|s| (s, Instant::now()));
                 opened += usize::from(self.connections[i].is_some());
             }
         }
@@ -329,20 +351,21 @@ fn unfinished_http2_posts(path: &str, length: usize, streams: u32) -> Vec<u8> {
     out
 }
 
-/// The HTTP status of `path` on the server's `port` as the kubelet probes it (HTTPS, whatever
-/// certificate the server presents, within 10 s), or what curl said of why there is none.
-pub fn probed(port: u16, path: &str) -> String {
+/// The HTTP status of `path` on the server's probes' port (`HEALTH_PORT`) as the kubelet probes
+/// it (plain HTTP, a connection of its own, within the 2 s `deploy/`'s probes give), or what curl
+/// said of why there is none.
+pub fn probed(health_port: u16, path: &str) -> String {
     let out = std::process::Command::new("curl")
         .args([
-            "-sSk",
+            "-sS",
             "-o",
             "/dev/null",
             "-w",
             "%{http_code}",
             "--max-time",
-            "10",
+            "2",
         ])
-        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .arg(format!("http://127.0.0.1:{health_port}{path}"))
         .output()
         .unwrap();
     let code = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -366,15 +389,15 @@ pub struct UnderAttack {
 
 /// Six evictions of `ns`'s pod `app` (held) through kube-apiserver, each with `eviction` (the
 /// plain one if `None`), while `attackers` run, the first after 3 s for the attack to take
-/// hold. Each must not go through, and the server on `port` must answer `/livez` after each
-/// ([`probed`]).
+/// hold. Each must not go through, and the server whose probes listen on `health_port` must
+/// answer `/livez` after each ([`probed`]).
 /// `doors` are the guard's webhooks, as kube-apiserver names them in its metrics. Prints what it
 /// measured.
 pub fn evictions_under(
     env: &Env,
     ns: &str,
     doors: &[&str],
-    port: u16,
+    health_port: u16,
     attackers: Vec<Attacker>,
     eviction: Option<&serde_json::Value>,
 ) -> UnderAttack {
@@ -403,7 +426,7 @@ pub fn evictions_under(
             e.stderr.lines().next().unwrap_or("")
         );
         refused += usize::from(e.stderr.contains("TooManyRequests"));
-        assert_eq!(probed(port, "/livez"), "200", "/livez");
+        assert_eq!(probed(health_port, "/livez"), "200", "/livez");
     }
     stop.store(true, Ordering::SeqCst);
     let opened = attacks.into_iter().map(|t| t.join().unwrap()).sum();

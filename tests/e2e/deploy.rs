@@ -176,12 +176,26 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         budget["spec"]["selector"]["matchLabels"],
         serde_json::json!(selector)
     );
+    // The probes go to their own listener (plain HTTP, `HEALTH_PORT`), never through the
+    // https port's connection pools.
+    let health = c["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "health")
+        .expect("a container port named health");
+    assert_ne!(health["containerPort"], port["containerPort"]);
+    assert_eq!(
+        env_var(c, "HEALTH_PORT"),
+        health["containerPort"].to_string(),
+        "HEALTH_PORT is the health port"
+    );
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
-        assert_eq!(get["scheme"], "HTTPS", "{probe}");
+        assert_eq!(get["scheme"], "HTTP", "{probe}");
         assert!(
-            get["port"] == port["name"] || get["port"] == 8443,
+            get["port"] == health["name"] || get["port"] == health["containerPort"],
             "{probe} port {}",
             get["port"]
         );

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ifo_dev::{Process, User};
 use ifo_test_support::{
-    Attacker, Env, apiserver_metric, env, eventually, evictions_under, held_node, tcp_from,
+    Attacker, Env, apiserver_metric, env, eventually, evictions_under, held_node, probed, tcp_from,
     tls_client, tls_from, wait_held,
 };
 use openssl::ssl::SslConnector;
@@ -55,14 +55,33 @@ fn forged(env: &Env, port: u16, path: &str, body: &Path) -> String {
 /// authenticate their callers: they answer anyone), registered for the namespace `ns` only.
 /// kube-apiserver presents its webhook client certificate to it all the same (this cluster
 /// gives it to every webhook host), so kube-apiserver's connections are proven ones.
-fn own_guard(env: &Env, ns: &str) -> (Process, u16, String) {
+fn own_guard(env: &Env, ns: &str) -> OwnGuard {
     own_guard_with(env, ns, &[])
 }
 
+/// A server of a test's own and its guard's webhook ([`own_guard`]).
+struct OwnGuard {
+    /// Stopped when dropped.
+    _process: Process,
+    /// Its HTTPS port.
+    port: u16,
+    /// Its probes' port (`HEALTH_PORT`).
+    probes: u16,
+    /// Its webhook's name, as kube-apiserver's metrics name it.
+    webhook: String,
+    /// Its process id.
+    pid: u32,
+}
+
 /// [`own_guard`] with more `settings` of its server.
-fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> (Process, u16, String) {
-    let port = ifo_dev::free_port().unwrap();
-    let mut all = vec![("EVICTION_GUARD", "true"), ("LOG_LEVEL", "info")];
+fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
+    let (port, probes) = (ifo_dev::free_port().unwrap(), ifo_dev::free_port().unwrap());
+    let probes_setting = probes.to_string();
+    let mut all = vec![
+        ("EVICTION_GUARD", "true"),
+        ("LOG_LEVEL", "info"),
+        ("HEALTH_PORT", probes_setting.as_str()),
+    ];
     all.extend_from_slice(settings);
     let process = ifo_dev::spawn_server(
         &env.cluster,
@@ -86,7 +105,13 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> (Process, u
         json!({"url": format!("https://localhost:{port}/admission/evictions"), "caBundle": ca}),
         "Ignore",
     );
-    (process, port, webhook)
+    OwnGuard {
+        pid: process.pid(),
+        _process: process,
+        port,
+        probes,
+        webhook,
+    }
 }
 
 /// Registers the ValidatingWebhookConfiguration `name`: the evictions of namespace `ns` sent to
@@ -152,10 +177,11 @@ fn peak_mib(pid: u32) -> u64 {
 fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     let env = env();
     let (ns, node) = held_node(env, "gb-flood", 0);
-    let (server, port, webhook) = own_guard(env, &ns);
+    let own = own_guard(env, &ns);
+    let (port, webhook) = (own.port, &own.webhook);
     wait_held(env, &ns);
-    let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook);
-    let before_mib = peak_mib(server.pid());
+    let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook);
+    let before_mib = peak_mib(own.pid);
 
     // 1,200 connections from one address that send nothing, kept open: 200 of them after a TLS
     // handshake (what costs the server most), 1,000 before it.
@@ -215,13 +241,13 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
         if e.stderr.contains("TooManyRequests") {
             refused += 1;
         }
-        assert_eq!(env.direct_to(port, "/livez", &[]).0, "200", "/livez");
+        assert_eq!(probed(own.probes, "/livez"), "200", "/livez");
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let forged_sent: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
-    let peak = peak_mib(server.pid());
+    let peak = peak_mib(own.pid);
     let failed_open =
-        apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", &webhook) - fail_open;
+        apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook) - fail_open;
     println!(
         "evictions refused: {refused} of 10; failed open: {failed_open}; forged reviews sent: \
          {forged_sent}; server peak memory {before_mib} MiB before, {peak} MiB after"
@@ -253,11 +279,11 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
 fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
     let env = env();
     let (ns, _node) = held_node(env, "gb-tokens", 0);
-    let (_server, port, webhook) = own_guard_with(env, &ns, &[("MAX_CONNECTIONS", "16")]);
+    let own = own_guard_with(env, &ns, &[("MAX_CONNECTIONS", "16")]);
     let token = User::Bob.token().unwrap();
     let attacker = Attacker::new(
         ATTACKER,
-        port,
+        own.port,
         100,
         &format!(
             "GET /apis/live.ifo.kubevirt.io/v1alpha1 HTTP/1.1\r\nHost: localhost\r\n\
@@ -265,7 +291,7 @@ fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
         ),
     );
     // Every connection is made and its request authenticated before kube-apiserver's first.
-    let seen = evictions_under(env, &ns, &[&webhook], port, vec![attacker], None);
+    let seen = evictions_under(env, &ns, &[&own.webhook], own.probes, vec![attacker], None);
     assert!(seen.opened >= 100, "the attack itself failed");
     assert_eq!(
         seen.failed_open, 0.0,
