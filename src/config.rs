@@ -87,11 +87,13 @@ pub struct ServeArgs {
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
     /// Connections at once without a verified client certificate (kube-apiserver's webhook
-    /// calls unless configured with one, until a review at the doors' key's path, probes, clients with a bearer token: a token proves a
-    /// request, not its connection), shared fairly by address. When full, a new one displaces a
-    /// connection of the address that holds the most, never of one holding fewer than the
-    /// newcomer's: one with no request in flight (the silent first, then the one idle longest),
-    /// else, from an address holding at least two more, its oldest, requests in flight and all.
+    /// calls unless configured with one, until a review at the doors' key's path; clients with
+    /// a bearer token: a token proves a request, not its connection), shared fairly by address.
+    /// When full, a new one displaces the oldest connection that sent a review the doors
+    /// refused, busy or not; else a connection of the address that holds the most, never of one
+    /// holding fewer than the newcomer's: one with no request in flight (the silent first, then
+    /// the one idle longest), else, from an address holding at least two more, its oldest,
+    /// requests in flight and all.
     #[arg(long, env = "MAX_ANONYMOUS_CONNECTIONS", default_value_t = 512)]
     pub max_anonymous_connections: usize,
     /// Time a client has to send a request's headers. A new connection has as long from its

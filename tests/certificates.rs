@@ -18,6 +18,8 @@
 //! sent a review at the key's path, is out of the pool the attackers share.
 
 use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -505,13 +507,59 @@ fn a_token_holders_connections_open_nothing() {
 }
 
 /// In the default setup, twice as many addresses as the server has anonymous places each hold
-/// one connection with a review whose body never comes: the probes are answered on their own
-/// port, kube-apiserver's reviews get through, and every eviction is judged.
+/// one connection busy with a review whose body never comes, replaced every half second: the
+/// probes are answered on their own port, every eviction is judged, and a review sent as
+/// kube-apiserver sends one on a new connection (at the key's path, before any review has proven
+/// that connection) is answered every time.
 #[test]
 fn more_addresses_than_places_open_nothing() {
     let setup = attacked();
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let url = webhook_urls(setup.env)
+        .into_iter()
+        .find(|u| u.ends_with("/evictions"))
+        .expect("the guard's webhook");
+    let ca = std::env::temp_dir().join(format!("ifo-fresh-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, secret_data(setup.env, "ca.crt")).unwrap();
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "fresh", "operation": "CREATE", "name": "app",
+            "namespace": "certs-many-fresh",
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "eviction", "userInfo": {"username": "system:admin"}}})
+    .to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fresh = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                // curl makes a new connection each time.
+                answers.push(ifo_test_support::posted(&ca, &url, &review, None));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answers
+        })
+    };
     attacks::more_addresses_than_places(&setup, "certs-many");
+    stop.store(true, Ordering::SeqCst);
+    let answers = fresh.join().unwrap();
+    let answered = answers.iter().filter(|a| *a == "200").count();
+    println!(
+        "reviews sent on new connections at the key's path during the attack: {answered} of {} \
+         answered (the others: {:?})",
+        answers.len(),
+        answers.iter().filter(|a| *a != "200").collect::<Vec<_>>()
+    );
+    assert!(
+        answers.len() >= 10,
+        "too few reviews sent: {}",
+        answers.len()
+    );
+    assert_eq!(
+        answered,
+        answers.len(),
+        "a new connection of kube-apiserver's was kept out"
+    );
 }
 
 /// In the default setup, the probes' listener is flooded from one address and from more

@@ -107,13 +107,17 @@ impl Intake {
         }
     }
 
-    /// Who sent `request` ([`Intake::caller`]); a request refused is answered once a few bytes
+    /// Who sent `request` ([`Intake::caller`]). A request refused is answered once a few bytes
     /// of its body, at most, are read and dropped (a connection closed with a body unread is
-    /// reset, and its client may never see the 401).
+    /// reset, and its client may never see the 401); its connection, not kube-apiserver's, gives
+    /// its place to any newcomer from then on, busy or not (see `auth::budget`).
     pub(crate) async fn admit(&self, request: Request) -> Result<(Caller, Request), ReviewError> {
         match self.caller(&request) {
             Ok(caller) => Ok((caller, request)),
             Err(e) => {
+                if let Some(seat) = request.extensions().get::<ConnectionSeat>() {
+                    seat.refuse();
+                }
                 let mut body = http_body_util::Limited::new(request.into_body(), DISCARDED);
                 let _ = tokio::time::timeout(DISCARD_DEADLINE, async {
                     use http_body_util::BodyExt;

@@ -10,7 +10,12 @@
 //!
 //! Anonymous connections share one pool ([`Limits::anonymous`]) fairly by address, as the
 //! scarce thing a caller cannot multiply for free is its address, not its connections or tokens.
-//! When the pool is full, a newcomer takes the place of a connection of the address that holds
+//! When the pool is full, a newcomer takes the place of a connection that sent a review the
+//! admission doors refused as not kube-apiserver's ([`ConnectionSeat::refuse`]), the oldest of
+//! them, whatever it is doing: kube-apiserver's reviews are never refused so (in an install
+//! that can tell them apart, one with the doors' key or a webhook client certificate), so such a
+//! connection is someone else's, and its busy reviews must not keep a place that kube-apiserver's
+//! next connection needs before its first review proves it. Else, of the address that holds
 //! the most (the next one when that one has none to give), never of one that holds fewer than
 //! the newcomer's:
 //!
@@ -72,6 +77,8 @@ struct Open {
     anonymous: HashMap<u64, Entry>,
     /// Anonymous connections by peer: their ids, the oldest first.
     per_peer: HashMap<IpAddr, BTreeSet<u64>>,
+    /// Anonymous connections that sent a review the doors refused, the oldest first.
+    refused: BTreeSet<u64>,
     proven: usize,
 }
 
@@ -103,6 +110,12 @@ impl ConnectionSeat {
     /// The connection proved who it is by a request (see [`Seat::prove`]).
     pub(crate) fn prove(&self) -> Result<(), Refused> {
         self.seat.prove()
+    }
+
+    /// The connection sent a review the doors refused as not kube-apiserver's: from now on it
+    /// gives its place to any newcomer (see the [module](self)).
+    pub(crate) fn refuse(&self) {
+        self.seat.refuse();
     }
 }
 
@@ -152,6 +165,9 @@ impl Open {
     /// Displaces a connection to make room for a newcomer from `newcomer` (see the
     /// [module](self)); returns whether one was.
     fn make_room_for(&mut self, newcomer: IpAddr) -> bool {
+        if let Some(&refused) = self.refused.first() {
+            return self.displace(refused);
+        }
         let mine = self.per_peer.get(&newcomer).map_or(0, BTreeSet::len);
         let mut peers: Vec<(usize, IpAddr)> = self
             .per_peer
@@ -205,6 +221,7 @@ impl Open {
 
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.anonymous.remove(&id)?;
+        self.refused.remove(&id);
         if let Some(ids) = self.per_peer.get_mut(&entry.peer) {
             ids.remove(&id);
             if ids.is_empty() {
@@ -232,6 +249,17 @@ impl Seat {
         open.proven += 1;
         self.proven.store(true, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+impl Seat {
+    /// The connection sent a review the doors refused (see [`ConnectionSeat::refuse`]); a
+    /// proven one stays where it is.
+    fn refuse(&self) {
+        let mut open = self.budget.open.lock();
+        if open.anonymous.contains_key(&self.id) {
+            open.refused.insert(self.id);
+        }
     }
 }
 
@@ -404,5 +432,29 @@ mod tests {
         drop(proven);
         drop(third);
         assert_eq!(budget.open(), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_refused_at_the_doors_gives_way_busy_or_not() {
+        let budget = Budget::new(LIMITS);
+        // Four addresses, one busy connection each: a full pool no newcomer could take from.
+        let held: Vec<_> = (1..=4)
+            .map(|from| {
+                let (seat, activity) = connect(&budget, from).unwrap();
+                let busy = activity.begin();
+                (seat, activity, busy)
+            })
+            .collect();
+        assert_eq!(connect(&budget, 5).err(), Some(Refused::Anonymous));
+        // One of them sends a review the doors refuse.
+        held[1].0.refuse();
+        // A newcomer (kube-apiserver's new connection) takes its place.
+        let (_newcomer, newcomer) = connect(&budget, 5).unwrap();
+        assert!(held[1].1.is_displaced(), "the refused connection gives way");
+        assert!(held.iter().filter(|(_, a, _)| a.is_displaced()).count() == 1);
+        // Its review in flight, no refused connection is left: the next one is refused again.
+        let _review = newcomer.begin();
+        assert_eq!(connect(&budget, 6).err(), Some(Refused::Anonymous));
+        assert!(!newcomer.is_displaced());
     }
 }

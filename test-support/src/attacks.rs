@@ -207,22 +207,33 @@ fn addresses(first: u8, n: usize) -> Vec<Ipv4Addr> {
         .collect()
 }
 
-/// Twice as many addresses as the server has anonymous places, each holding one connection with
-/// a review whose body never comes (re-sent every 3 s): the pool is full of addresses that hold
-/// one each, which no newcomer displaces while it is busy. The probes do not need a place there
-/// (they have a listener of their own), and every eviction is judged.
+/// Twice as many addresses as the server has anonymous places, each holding one connection
+/// busy with reviews whose bodies never come (half of them one HTTP/1 review, half four HTTP/2
+/// streams), replaced every half second: the pool is full of addresses that hold one each, as
+/// busy as the server lets them be. The probes do not need a place there (they have a listener
+/// of their own), and every eviction is judged; what else gets a place meanwhile is the
+/// caller's to check.
 pub fn more_addresses_than_places(setup: &Setup, prefix: &str) {
     let (ns, _node) = held_node(setup.env, prefix, 0);
     wait_held(setup.env, &ns);
-    let many = addresses(10, 2 * setup.anonymous);
-    let attacker = Attacker::new(
-        many[0],
-        setup.env.port,
-        many.len(),
-        &Attacker::unfinished_post("/admission/evictions", 4096),
-    )
-    .spread_over(many);
-    evictions_held_under(setup, &ns, vec![attacker], None);
+    let port = setup.env.port;
+    let every = std::time::Duration::from_millis(500);
+    let mut many = addresses(10, 2 * setup.anonymous);
+    let http2 = many.split_off(setup.anonymous);
+    let attackers = vec![
+        Attacker::new(
+            many[0],
+            port,
+            many.len(),
+            &Attacker::unfinished_post("/admission/evictions", 4096),
+        )
+        .spread_over(many)
+        .renewed_every(every),
+        Attacker::http2(http2[0], port, http2.len(), 4, "/admission/evictions", 4096)
+            .spread_over(http2)
+            .renewed_every(every),
+    ];
+    evictions_held_under(setup, &ns, attackers, None);
 }
 
 /// The probes' own listener flooded with connections that send nothing: from one address

@@ -234,6 +234,12 @@ impl Attacker {
         }
     }
 
+    /// The same connections, each replaced every `every` rather than every 3 s.
+    pub fn renewed_every(mut self, every: Duration) -> Attacker {
+        self.renew = every;
+        self
+    }
+
     /// The same connections, the `i`th from `addresses[i % addresses.len()]`.
     pub fn spread_over(mut self, addresses: Vec<Ipv4Addr>) -> Attacker {
         assert!(!addresses.is_empty());
