@@ -88,16 +88,19 @@ fn assembled_image_matches_the_dockerfile() {
     let entrypoint: Value = serde_json::from_str(&final_stage("ENTRYPOINT")[0]).unwrap();
     assert_eq!(config["Entrypoint"], entrypoint, "entrypoint");
     assert_eq!(config["User"], final_stage("USER")[0], "user");
-    let ports: Vec<String> = config["ExposedPorts"]
+    let mut ports: Vec<String> = config["ExposedPorts"]
         .as_object()
         .expect("exposed ports")
         .keys()
         .cloned()
         .collect();
-    let expected: Vec<String> = final_stage("EXPOSE")
+    // One EXPOSE may name several ports.
+    let mut expected: Vec<String> = final_stage("EXPOSE")
         .iter()
-        .map(|p| format!("{p}/tcp"))
+        .flat_map(|line| line.split_whitespace().map(|p| format!("{p}/tcp")))
         .collect();
+    ports.sort();
+    expected.sort();
     assert_eq!(ports, expected, "exposed ports");
     let env: Vec<&str> = config["Env"]
         .as_array()
