@@ -90,10 +90,10 @@ pub struct ServeArgs {
     /// calls unless configured with one, until a review at the doors' key's path; clients with
     /// a bearer token: a token proves a request, not its connection), shared fairly by address.
     /// When full, a new one displaces the oldest connection that sent a review the doors
-    /// refused, busy or not; else a connection of the address that holds the most, never of one
-    /// holding fewer than the newcomer's: one with no request in flight (the silent first, then
-    /// the one idle longest), else, from an address holding at least two more, its oldest,
-    /// requests in flight and all.
+    /// refused, busy or not; else a connection of the addresses that hold the most, never of one
+    /// holding fewer than the newcomer's: one with no request in flight (the silent first, the
+    /// oldest of them, then the one idle longest), else, from addresses holding at least two
+    /// more, their oldest, requests in flight and all.
     #[arg(long, env = "MAX_ANONYMOUS_CONNECTIONS", default_value_t = 512)]
     pub max_anonymous_connections: usize,
     /// Time a client has to send a request's headers. A new connection has as long from its

@@ -15,16 +15,17 @@
 //! them, whatever it is doing: kube-apiserver's reviews are never refused so (in an install
 //! that can tell them apart, one with the doors' key or a webhook client certificate), so such a
 //! connection is someone else's, and its busy reviews must not keep a place that kube-apiserver's
-//! next connection needs before its first review proves it. Else, of the address that holds
-//! the most (the next one when that one has none to give), never of one that holds fewer than
-//! the newcomer's:
+//! next connection needs before its first review proves it. Else, of the addresses that hold
+//! the most (the next ones when those have none to give), never of one that holds fewer than
+//! the newcomer's, whichever of them holds:
 //!
-//! 1. one with no request in flight: those that never sent a request first, then the one idle
-//!    longest;
-//! 2. else, if that address holds at least two more than the newcomer's, its oldest, requests in
-//!    flight and all: so whatever one address or a few hold open and busy (never-finished bodies,
-//!    endless streams), a lighter address — kube-apiserver's, a probe's, a user's — gets its
-//!    place, and shares tend to equal (max-min fairness);
+//! 1. a connection with no request in flight: those that never sent a request first, the oldest
+//!    of them (a connection still in its handshake, kube-apiserver's new one say, is the
+//!    youngest, and goes last), then the one idle longest;
+//! 2. else, if those addresses hold at least two more than the newcomer's, their oldest,
+//!    requests in flight and all: so whatever one address or a few hold open and busy
+//!    (never-finished bodies, endless streams), a lighter address — kube-apiserver's, a user's —
+//!    gets its place, and shares tend to equal (max-min fairness);
 //! 3. else it is refused: every address holds about as many as the newcomer's.
 //!
 //! So silent connections, however many, cost a file descriptor and a handshake's state until they
@@ -32,7 +33,7 @@
 
 use super::connection::Activity;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -169,45 +170,35 @@ impl Open {
             return self.displace(refused);
         }
         let mine = self.per_peer.get(&newcomer).map_or(0, BTreeSet::len);
-        let mut peers: Vec<(usize, IpAddr)> = self
-            .per_peer
-            .iter()
-            .map(|(peer, ids)| (ids.len(), *peer))
-            .collect();
-        peers.sort_unstable_by(|a, b| b.cmp(a));
-        peers
-            .into_iter()
-            .take_while(|(held, _)| *held >= mine)
-            .any(|(held, peer)| {
-                self.displace_idle(peer) || (held >= mine + 2 && self.displace_oldest(peer))
-            })
-    }
-
-    /// Closes the connection of `peer` that has no request in flight and has been idle longest,
-    /// preferring those that never sent a request. Returns whether one was.
-    fn displace_idle(&mut self, peer: IpAddr) -> bool {
-        let Some(ids) = self.per_peer.get(&peer) else {
-            return false;
-        };
-        let victim = ids
-            .iter()
-            .filter_map(|id| {
-                let idle = self.anonymous.get(id)?.activity.idle_since()?;
-                Some((idle, *id))
-            })
-            .min()
-            .map(|(_, id)| id);
-        victim.is_some_and(|id| self.displace(id))
-    }
-
-    /// Closes the oldest connection of `peer`, whatever it is doing (its requests in flight end
-    /// with it). Returns whether one was.
-    fn displace_oldest(&mut self, peer: IpAddr) -> bool {
-        let victim = self
-            .per_peer
-            .get(&peer)
-            .and_then(|ids| ids.first().copied());
-        victim.is_some_and(|id| self.displace(id))
+        // Addresses by how many they hold; of those that hold as many, whichever holds the
+        // connection to take, not the first address in some order: a connection in its
+        // handshake (kube-apiserver's new one) is the youngest of the silent, and goes last.
+        let mut holding: BTreeMap<usize, Vec<IpAddr>> = BTreeMap::new();
+        for (peer, ids) in &self.per_peer {
+            holding.entry(ids.len()).or_default().push(*peer);
+        }
+        for (held, peers) in holding.into_iter().rev() {
+            if held < mine {
+                break;
+            }
+            let ids = || {
+                peers
+                    .iter()
+                    .filter_map(|peer| self.per_peer.get(peer))
+                    .flatten()
+                    .copied()
+            };
+            let idle = ids()
+                .filter_map(|id| Some((self.anonymous.get(&id)?.activity.idle_since()?, id)))
+                .min()
+                .map(|(_, id)| id);
+            // Else, from addresses that hold at least two more, the oldest, busy or not.
+            let victim = idle.or_else(|| ids().min().filter(|_| held >= mine + 2));
+            if let Some(id) = victim {
+                return self.displace(id);
+            }
+        }
+        false
     }
 
     fn displace(&mut self, id: u64) -> bool {
@@ -456,5 +447,31 @@ mod tests {
         let _review = newcomer.begin();
         assert_eq!(connect(&budget, 6).err(), Some(Refused::Anonymous));
         assert!(!newcomer.is_displaced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn of_addresses_that_hold_as_many_the_oldest_silent_goes_not_the_newest() {
+        let budget = Budget::new(LIMITS);
+        // An old silent connection from a low address, two busy ones, then a connection still
+        // in its handshake from a high address (kube-apiserver's new one, say).
+        let (_old, old) = connect(&budget, 2).unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(5)).await;
+        let busy: Vec<_> = [3, 4]
+            .into_iter()
+            .map(|from| {
+                let (seat, activity) = connect(&budget, from).unwrap();
+                let review = activity.begin();
+                (seat, activity, review)
+            })
+            .collect();
+        let (_new, new) = connect(&budget, 200).unwrap();
+        // Every address holds one: a newcomer takes the oldest silent connection's place.
+        let _newcomer = connect(&budget, 5).unwrap();
+        assert!(old.is_displaced(), "the oldest silent connection gives way");
+        assert!(
+            !new.is_displaced(),
+            "the one in its handshake keeps its place"
+        );
+        assert!(busy.iter().all(|(_, a, _)| !a.is_displaced()));
     }
 }
