@@ -90,8 +90,11 @@ fn converged(env: &Env, namespace: &str, timeout: Duration) -> BTreeMap<String, 
         })
     }));
     waited.unwrap_or_else(|_| {
+        // What the server answers when asked directly, not through the aggregation layer.
+        let direct = live_at(env, env.port, namespace).map(|l| l.into_keys().collect::<Vec<_>>());
         panic!(
-            "copies did not converge:\ncopies: {:#?}\nlive: {:#?}\nserver log:\n{}",
+            "copies did not converge:\ncopies: {:#?}\nlive: {:#?}\nthe server's own list: \
+             {direct:?}\nserver log:\n{}",
             last.0,
             last.1,
             env.server_log_tail(40)
