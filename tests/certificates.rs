@@ -226,15 +226,16 @@ fn webhook_urls(env: &Env) -> Vec<String> {
         .collect()
 }
 
-/// The HTTP status of a review posted straight to the server at `path`, as anyone on the
-/// network may, its certificate verified against `ca_bundle`: no client certificate, no token.
-fn posted(env: &Env, ca_bundle: &str, path: &str) -> String {
+/// The HTTP status of `review` posted straight to the server at `path`, on a connection of its
+/// own, as anyone on the network may, its certificate verified against `ca_bundle`: no client
+/// certificate, no token.
+fn posted(env: &Env, ca_bundle: &str, path: &str, review: &str) -> String {
     let ca = std::env::temp_dir().join(format!("ifo-doors-ca-{}.pem", std::process::id()));
     std::fs::write(&ca, ca_bundle).unwrap();
     ifo_test_support::posted(
         &ca,
         &format!("https://127.0.0.1:{}{path}", env.port),
-        "{}",
+        review,
         None,
     )
 }
@@ -314,10 +315,10 @@ fn the_server_makes_its_certificate_and_kube_apiserver_trusts_its_ca() {
         "/admission/evictions/standby".to_owned(),
         format!("/admission/{other}/rulesets"),
     ] {
-        assert_eq!(posted(env, &ca, &path), "401", "{path}");
+        assert_eq!(posted(env, &ca, &path, "{}"), "401", "{path}");
     }
     assert_eq!(
-        posted(env, &ca, &format!("/admission/{key}/rulesets")),
+        posted(env, &ca, &format!("/admission/{key}/rulesets"), "{}"),
         "400"
     );
 }
@@ -515,12 +516,11 @@ fn a_token_holders_connections_open_nothing() {
 fn more_addresses_than_places_open_nothing() {
     let setup = attacked();
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    let url = webhook_urls(setup.env)
-        .into_iter()
-        .find(|u| u.ends_with("/evictions"))
-        .expect("the guard's webhook");
-    let ca = std::env::temp_dir().join(format!("ifo-fresh-ca-{}.pem", std::process::id()));
-    std::fs::write(&ca, secret_data(setup.env, "ca.crt")).unwrap();
+    let (ca, key) = (
+        secret_data(setup.env, "ca.crt"),
+        secret_data(setup.env, "door.key"),
+    );
+    let path = format!("/admission/{key}/evictions");
     let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "fresh", "operation": "CREATE", "name": "app",
             "namespace": "certs-many-fresh",
@@ -529,12 +529,12 @@ fn more_addresses_than_places_open_nothing() {
     .to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let fresh = {
-        let stop = stop.clone();
+        let (stop, env) = (stop.clone(), setup.env);
         std::thread::spawn(move || {
             let mut answers = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 // curl makes a new connection each time.
-                answers.push(ifo_test_support::posted(&ca, &url, &review, None));
+                answers.push(posted(env, &ca, &path, &review));
                 std::thread::sleep(Duration::from_millis(200));
             }
             answers

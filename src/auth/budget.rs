@@ -241,9 +241,7 @@ impl Seat {
         self.proven.store(true, Ordering::Relaxed);
         Ok(())
     }
-}
 
-impl Seat {
     /// The connection sent a review the doors refused (see [`ConnectionSeat::refuse`]); a
     /// proven one stays where it is.
     fn refuse(&self) {

@@ -62,15 +62,13 @@ fn own_guard(env: &Env, ns: &str) -> OwnGuard {
 /// A server of a test's own and its guard's webhook ([`own_guard`]).
 struct OwnGuard {
     /// Stopped when dropped.
-    _process: Process,
+    process: Process,
     /// Its HTTPS port.
     port: u16,
     /// Its probes' port (`HEALTH_PORT`).
     probes: u16,
     /// Its webhook's name, as kube-apiserver's metrics name it.
     webhook: String,
-    /// Its process id.
-    pid: u32,
 }
 
 /// [`own_guard`] with more `settings` of its server.
@@ -106,8 +104,7 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
         "Ignore",
     );
     OwnGuard {
-        pid: process.pid(),
-        _process: process,
+        process,
         port,
         probes,
         webhook,
@@ -181,7 +178,7 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     let (port, webhook) = (own.port, &own.webhook);
     wait_held(env, &ns);
     let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook);
-    let before_mib = peak_mib(own.pid);
+    let before_mib = peak_mib(own.process.pid());
 
     // 1,200 connections from one address that send nothing, kept open: 200 of them after a TLS
     // handshake (what costs the server most), 1,000 before it.
@@ -245,7 +242,7 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     }
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let forged_sent: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
-    let peak = peak_mib(own.pid);
+    let peak = peak_mib(own.process.pid());
     let failed_open =
         apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook) - fail_open;
     println!(
