@@ -89,7 +89,18 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
 
     // The three lines of the README.
     let mut wait = start(env.wait_clear_cmd(&format!("node.{node}"), "120s"));
-    let run = env.run_kubectl(User::Admin, &["get", "gates"]);
+    // Asked again while another test's new ruleset leaves a gate Unknown (see above).
+    let run = eventually(WAIT, "kubectl get gates to tell", || {
+        let run = env.run_kubectl(User::Admin, &["get", "gates"]);
+        let told = |name: &str| {
+            run.stdout.lines().any(|l| {
+                let mut cells = l.split_whitespace();
+                cells.next() == Some(name) && cells.next() != Some("Unknown")
+            })
+        };
+        (run.code != 0 || told(&format!("node.{node}")) && told(&format!("component.{component}")))
+            .then_some(run)
+    });
     assert_eq!(run.code, 0, "{}", run.stderr);
     let header: Vec<&str> = run
         .stdout

@@ -172,9 +172,11 @@ const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .map(g => [g.dataset.state, getComputedStyle(g.querySelector('rect.bar')).fill]);";
 /// Whether a live watch stands behind a gate's verdict on the page (`"true"`), or null when the
 /// gate is not shown.
-const GATE_WATCHED: &str =
+/// The watch behind a gate's verdict and its state (`gates: live` for the list's, `gate NAME:
+/// connecting` for its own by name…), or null when the gate is not shown.
+const GATE_WATCH: &str =
     "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
-  return li ? li.dataset.watched : null;";
+  return li ? li.dataset.watch : null;";
 /// A gate's verdict class (`clear`, `blocked`, `unknown`), or null when it is not shown.
 const GATE: &str = "const li = document.querySelector(`li.gate[data-gate=\"${arguments[0]}\"]`);
   return li ? li.dataset.verdict : null;";
@@ -563,12 +565,13 @@ fn a_gate_shown_clear_follows_the_server() {
         ));
         server.until(END, "the gate clear on the server", |e| clear_status(e) == Some("True"));
         // Cleared, the gate left the list and the page watches it by name: once that watch is
-        // live (on a loaded machine it may take longer than the page's grace, and the page
-        // honestly greys the verdict out until then).
-        until(&page, END, "the clear gate watched by name", GATE_WATCHED, vec![json!(gate)], |v| {
-            v == "true"
+        // live. Until then the page shows the verdict for its grace, then greys it out (on a
+        // loaded machine the list and watch by name may take longer than the grace).
+        until(&page, END, "the clear gate's watch by name live", GATE_WATCH, vec![json!(gate)], |v| {
+            v == format!("gate {gate}: live").as_str()
         })
         .await;
+        assert_eq!(card_data(&page, &gate, "watched").await, "true");
         let over_budget = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
             "metadata": {"name": "g2", "namespace": ns,
                          "annotations": {"example.com/big": "x".repeat(64 * 1024)}},
@@ -587,7 +590,7 @@ fn a_gate_shown_clear_follows_the_server() {
         eprintln!("the page showed {verdict} {late:?} after the server");
         assert!(late <= FEW, "the page showed the change {late:?} after the server");
         // Still watched: the server's verdict, not a greyed-out one.
-        assert_eq!(verdict, "unknown");
+        assert_eq!(verdict, "unknown", "the watch behind it: {}", card_data(&page, &gate, "watch").await);
         assert_eq!(card_data(&page, &gate, "watched").await, "true");
         page.close().await.unwrap();
     });

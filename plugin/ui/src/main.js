@@ -409,8 +409,11 @@ function gateView(entry, now) {
   const verdict = verdictOf(entry.obj);
   const source = entry.listed ? state.streams.find((s) => s.name === "gates") : entry.watch;
   const since = source ? (source.state === "live" ? null : Math.max(source.lostAt, entry.unwatchedAt ?? 0)) : entry.unwatchedAt;
-  if (since === null || now - since < VERDICT_GRACE_MS) return { ...verdict, watched: true };
+  // The watch behind the verdict and its state ("gates: live", "gate node.a: connecting"; "none").
+  const watch = source ? `${source.name}: ${source.state}` : "none";
+  if (since === null || now - since < VERDICT_GRACE_MS) return { ...verdict, watched: true, watch };
   return {
+    watch,
     word: `${verdict.word} as of ${relative(new Date(since), now)}, not watched`,
     asOf: new Date(since),
     cls: "unwatched",
@@ -960,7 +963,8 @@ function drawGates(now) {
       }
     })
     .attr("data-verdict", (d) => d.view.cls)
-    .attr("data-watched", (d) => String(d.view.watched));
+    .attr("data-watched", (d) => String(d.view.watched))
+    .attr("data-watch", (d) => d.view.watch);
   items.select(".gate-name").text((d) => d.g.metadata.name);
   items
     .select(".verdict")
