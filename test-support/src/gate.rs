@@ -71,6 +71,20 @@ impl Env {
         self.get_json(User::Admin, &["get", "gate", name])
     }
 
+    /// Gate `name`, read by the admin, and again while it is `Unknown` only because other tests'
+    /// new rulesets have not finished their first lists (see
+    /// [`unknown_only_for_others_first_lists`]): what `namespaces` make of it.
+    pub fn gate_of(&self, name: &str, namespaces: &[&str]) -> Value {
+        eventually(
+            Duration::from_secs(60),
+            &format!("gate {name} told by {namespaces:?}"),
+            || {
+                Some(self.gate(name))
+                    .filter(|g| !unknown_only_for_others_first_lists(g, namespaces))
+            },
+        )
+    }
+
     /// Gate `name`, read by `user` (impersonated, see [`Env::kubectl_as`]); `None` while it is
     /// not served to them.
     pub fn gate_as(&self, user: &str, name: &str) -> Option<Value> {

@@ -175,7 +175,10 @@ fn kubectl_wait_on_a_node_gate_returns_when_its_last_operation_ends() {
         late <= Duration::from_secs(2),
         "kubectl wait returned {late:?} after the operation ended"
     );
-    assert_eq!(clear_status(&env.gate(&format!("node.{node}"))), "True");
+    assert_eq!(
+        clear_status(&env.gate_of(&format!("node.{node}"), &[&ns])),
+        "True"
+    );
 
     // The plugin reads the same gate. (Tests share the cluster: while another test's new
     // ruleset that can reach any node has not listed its namespace yet, every node's gate is

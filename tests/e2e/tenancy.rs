@@ -404,8 +404,9 @@ fn on_a_cordoned_node_only_what_started_before_the_cordon_holds_it_whatever_she_
     });
     let not_counted =
         "1 operation started on the node after it was cordoned: it holds nothing there";
+    let hers = [own.as_str()];
     for _ in 0..3 {
-        let one = env.gate(&format!("node.{}", name(1)));
+        let one = env.gate_of(&format!("node.{}", name(1)), &hers);
         assert_eq!(clear_status(&one), "False", "{one:#}");
         assert_eq!(
             holders(&one),
@@ -419,7 +420,7 @@ fn on_a_cordoned_node_only_what_started_before_the_cordon_holds_it_whatever_she_
                 .contains(not_counted),
             "{one:#}"
         );
-        let two = env.gate(&format!("node.{}", name(2)));
+        let two = env.gate_of(&format!("node.{}", name(2)), &hers);
         assert_eq!(clear_status(&two), "True", "{two:#}");
         assert!(holders(&two).is_empty(), "{two:#}");
         assert!(
@@ -496,7 +497,7 @@ fn a_running_protected_pod_where_granted_holds_its_node_until_the_override_ends(
         WAIT,
         "the gate to say the override's end is invalid",
         || {
-            let gate = env.gate(&gate_name);
+            let gate = env.gate_of(&gate_name, &[&granted]);
             (condition(&gate, "Overridden")["reason"] == "InvalidOverrideEnd").then_some(gate)
         },
     );
