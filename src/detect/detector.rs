@@ -200,7 +200,6 @@ impl Detector {
         let transitions = self.index.apply(changes);
         for op in &transitions.completed {
             self.durations.completed(op);
-            self.schedules.completed(op);
         }
         crate::metrics::set_operations(self.index.len());
         if !transitions.is_empty() {
@@ -343,6 +342,7 @@ impl Detector {
                     changes.extend(t.related_gone(&part.ruleset, part.index, uid, at));
                 } else if t.accepts(&rs.info) {
                     self.schedules.subject_deleted(&rs.info.name, uid);
+                    self.durations.subject_deleted(uid);
                     changes.extend(t.subject_deleted(&rs.info.name, uid, at));
                 }
             }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use jiff::SignedDuration;
 
 use super::coverage::{Coverage, Estimates, Figures};
+use super::own::{OwnDurations, in_flight};
 use crate::operation::{InFlightOperation, Outcome};
 use crate::ruleset::OperationDurations;
 
@@ -104,10 +105,15 @@ impl Learned {
         self.recent.push_back(ms.clamp(1, HIGHEST_MS));
     }
 
-    fn record(&mut self, duration: SignedDuration) {
-        self.push(u64::try_from(duration.as_millis()).unwrap_or(0));
+    /// Keeps a success that took `duration`; the milliseconds it counts as.
+    fn record(&mut self, duration: SignedDuration) -> u64 {
+        let ms = u64::try_from(duration.as_millis())
+            .unwrap_or(0)
+            .clamp(1, HIGHEST_MS);
+        self.push(ms);
         self.succeeded += 1;
         self.quantiles = self.compute_quantiles();
+        ms
     }
 
     fn quantiles(&self) -> Quantiles {
@@ -232,6 +238,8 @@ type Key = (String, String);
 struct State {
     learned: HashMap<Key, Learned>,
     estimates: Estimates,
+    /// What each subject's own operations took.
+    own: OwnDurations,
 }
 
 /// The durations learned for every loaded rule operation, and how often the estimates read
@@ -265,7 +273,8 @@ impl Durations {
     /// first estimate, if it had one, is judged against its end.
     pub fn completed(&self, op: &InFlightOperation) {
         let Some(outcome) = op.outcome else { return };
-        let mut state = self.state.lock();
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
         let judged = state.estimates.completed(op);
         let entry = state
             .learned
@@ -283,7 +292,10 @@ impl Durations {
         }
         if outcome == Outcome::Succeeded {
             let end = op.completed.unwrap_or(op.last_detected);
-            entry.record(end.duration_since(op.created));
+            let ms = entry.record(end.duration_since(op.created));
+            state
+                .own
+                .record(&op.subject.uid, &op.ruleset, &op.operation, ms);
         } else {
             *entry.others.entry(outcome.as_str().to_owned()).or_default() += 1;
         }
@@ -302,6 +314,32 @@ impl Durations {
             .get(&(ruleset.to_owned(), operation.to_owned()))?
             .quantiles();
         (q.count > 0).then_some(q)
+    }
+
+    /// What `op` (in flight) is expected to take: its subject's own durations once it has
+    /// enough, else its rule's (see `own`).
+    pub(crate) fn in_flight(&self, op: &InFlightOperation) -> Option<Quantiles> {
+        let state = self.state.lock();
+        let own = state
+            .own
+            .quantiles(&op.subject.uid, &op.ruleset, &op.operation);
+        in_flight(own, || {
+            let q = state
+                .learned
+                .get(&(op.ruleset.clone(), op.operation.clone()))?
+                .quantiles();
+            (q.count > 0).then_some(q)
+        })
+    }
+
+    /// What `operation` of `ruleset` took on the subject of uid `uid`, once it succeeded there.
+    pub(crate) fn own(&self, uid: &str, ruleset: &str, operation: &str) -> Option<Quantiles> {
+        self.state.lock().own.quantiles(uid, ruleset, operation)
+    }
+
+    /// The subject of uid `uid` was deleted: what its own operations took goes.
+    pub(crate) fn subject_deleted(&self, uid: &str) {
+        self.state.lock().own.forget(uid);
     }
 
     /// How often the estimates of `operation` of `ruleset` came true, once one end was judged.
@@ -372,8 +410,11 @@ impl Durations {
 
     /// `ruleset` now has rules for `operations` only: what was learned of the others goes.
     pub(crate) fn retain(&self, ruleset: &str, operations: &[String]) {
-        self.lock()
+        let mut state = self.state.lock();
+        state
+            .learned
             .retain(|(rs, op), _| rs != ruleset || operations.contains(op));
+        state.own.retain(ruleset, operations);
     }
 
     /// `ruleset` is gone: everything learned of it goes.

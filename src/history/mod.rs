@@ -5,6 +5,9 @@
 //! * [`Durations`]: per (ruleset, operation), the durations of the last operations that
 //!   succeeded (and counts of the other outcomes), bounded in memory; published on the
 //!   ruleset's status and seeded from it at start, so it survives restarts and failovers.
+//! * `own`: per subject that repeats its operations (a CronJob's runs, a VM's migrations), what
+//!   they took: what its operations are expected to take once it has enough, rather than its
+//!   rule's mix of every object. Bounded, in memory only.
 //! * `coverage`: how often the estimates came true, judged at each end against the first
 //!   estimate its operation showed (published with the durations).
 //! * [`replay`]: operations of a known distribution through both, on a simulated clock: what
@@ -15,6 +18,7 @@
 mod coverage;
 mod durations;
 mod expectation;
+mod own;
 pub mod replay;
 
 use std::sync::Arc;
@@ -23,14 +27,15 @@ use jiff::Timestamp;
 
 pub use coverage::{ENDS_WINDOW, Figures, MIN_ENDS, RELIABLE_P90};
 pub use durations::{Durations, RuleCoverage, WINDOW};
-pub(crate) use durations::{Quantiles, quantiles_of};
 pub use expectation::MIN_SAMPLES;
 pub(crate) use expectation::{expect, settle};
+pub(crate) use own::expected;
 
 use crate::operation::{InFlightOperation, Phase};
 
-/// `op` (an active record) with the expectation `learned` gives at `now`, or `None` when what
-/// it shows is still right (see [`settle`]).
+/// `op` (an active record) with the expectation `learned` gives at `now` (its subject's own
+/// durations once it has enough, else its rule's), or `None` when what it shows is still right
+/// (see [`settle`]).
 pub fn refreshed(
     op: &Arc<InFlightOperation>,
     learned: &Durations,
@@ -39,7 +44,7 @@ pub fn refreshed(
     if op.phase != Phase::Active {
         return None;
     }
-    let quantiles = learned.quantiles(&op.ruleset, &op.operation);
+    let quantiles = learned.in_flight(op);
     let new = settle(
         op.expectation.as_ref(),
         expect(quantiles.as_ref(), op, now),

@@ -7,14 +7,13 @@
 //!   when an object or ruleset goes), and the scheduled operations of a scope, soonest first
 //!   ([`Schedules::upcoming`]), each with the durations it is expected to take: its object's
 //!   own runs' once it has enough, else its rule's, never less than its own took
-//!   (`own_durations`).
+//!   (`history::own`).
 //!
 //! A scheduled operation is not in flight: it is no InFlightOperation, never counts in a gate's
 //! verdict, and the guard does not see it. Its node is not known in advance (a CronJob's pods
 //! are placed when they start), so it belongs to the cluster, its namespace and its component.
 
 pub mod cron;
-mod own_durations;
 mod table;
 mod upcoming;
 

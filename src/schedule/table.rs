@@ -10,10 +10,9 @@ use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 
 use super::cron::{CronError, CronSchedule};
-use super::own_durations::OwnDurations;
 use crate::evaluate::{EvalError, NextStart};
 use crate::history::Durations;
-use crate::operation::{InFlightOperation, Outcome, Subject};
+use crate::operation::Subject;
 use crate::ruleset::CompiledRuleSet;
 
 /// A subject's announced operation: (subject uid, operation).
@@ -44,9 +43,6 @@ pub(super) struct Entry {
     pub(super) when: When,
     /// Whose learned durations it is expected to take: (ruleset, operation).
     pub(super) durations_of: (String, String),
-    /// What its object's own runs took, when `durations_of` is its own rule (kept across the
-    /// object's announcements).
-    pub(super) own: Arc<OwnDurations>,
     /// The first start after the time it was last asked for, kept until that time passes (a
     /// schedule is read once per run, not once per request).
     next: Mutex<Option<(Timestamp, Option<Timestamp>)>>,
@@ -144,7 +140,6 @@ impl Schedules {
                     let unchanged = previous
                         .is_some_and(|e| e.subject == *subject && same_when(&e.when, &when));
                     if !unchanged {
-                        let own = previous.map(|e| e.own.clone()).unwrap_or_default();
                         table.insert(
                             key,
                             Arc::new(Entry {
@@ -154,7 +149,6 @@ impl Schedules {
                                 subject: subject.clone(),
                                 when,
                                 durations_of: rs.durations_of[i].clone(),
-                                own,
                                 next: Mutex::new(None),
                             }),
                         );
@@ -169,25 +163,6 @@ impl Schedules {
             tables.remove(&rs.info.name);
         }
         unreadable
-    }
-
-    /// `op` completed: if it succeeded, and its object announces its rule's next runs, which
-    /// take their own durations, its duration counts among its object's own.
-    pub(crate) fn completed(&self, op: &InFlightOperation) {
-        if op.outcome != Some(Outcome::Succeeded) {
-            return;
-        }
-        let tables = self.by_ruleset.read();
-        let Some(entry) = tables
-            .get(&op.ruleset)
-            .and_then(|t| t.get(&(op.subject.uid.clone(), op.operation.clone())))
-        else {
-            return;
-        };
-        if entry.durations_of.0 == op.ruleset && entry.durations_of.1 == op.operation {
-            let end = op.completed.unwrap_or(op.last_detected);
-            entry.own.record(end.duration_since(op.created));
-        }
     }
 
     /// The object of uid `uid` was deleted: `ruleset`'s rules announce nothing on it.

@@ -2,7 +2,7 @@
 //! of the announced operations the scope takes, at most [`MAX_LISTED`], each with the p50 and
 //! p90 durations it is expected to take: its object's own runs' once there are
 //! [`crate::history::MIN_SAMPLES`] of them, else its rule's, never less than its own took (see
-//! `own_durations`).
+//! `history::own`).
 //! A schedule that fires often fills the list with its own runs, so past [`MAX_LISTED`] the list
 //! says up to when it is complete ([`Upcomings::through`]).
 
@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::own_durations::expected;
 use super::table::{Entry, Schedules, When};
+use crate::history::expected;
 use crate::operation::Subject;
 
 /// How far ahead scheduled operations are listed.
@@ -155,10 +155,11 @@ impl Schedules {
             }
             let (p50, p90) = *durations[i].get_or_insert_with(|| {
                 let (ruleset, operation) = &entry.durations_of;
-                expected(
-                    entry.own.quantiles(),
-                    self.durations.quantiles(ruleset, operation),
-                )
+                // Its object's own runs, where they are its own rule's operations.
+                let own = (*ruleset == entry.ruleset && *operation == entry.operation)
+                    .then(|| self.durations.own(&entry.subject.uid, ruleset, operation))
+                    .flatten();
+                expected(own, self.durations.quantiles(ruleset, operation))
             });
             listed.push(Upcoming {
                 entry: entry.clone(),

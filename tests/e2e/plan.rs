@@ -485,3 +485,129 @@ fn a_window_planned_among_runs_of_a_learned_length_opens_when_the_scope_clears()
     );
     env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
 }
+
+/// A rule's durations mix every object it detects: here, of one rule, a backup CronJob whose
+/// runs take 6 s beside a cleanup CronJob whose runs take 1 s, twice as often; of another, a VM
+/// whose migrations take 6 s beside one whose migrations take 1 s. Once the backup and the big
+/// VM have 6 operations of their own, their next one is expected, from the moment it starts, to
+/// take what their own took — not their rule's median, the short ones' (their gates would be
+/// expected clear seconds too soon, and a window would open while they still run).
+#[test]
+fn an_operation_in_flight_is_expected_to_take_what_its_subjects_own_took() {
+    let env = env();
+    let (ns, rs) = cronjobs_watched(env, "plan-own");
+    // Due in about 12 hours, listed ahead but not due while the test runs: the runs below are
+    // the test's own.
+    let hour = (Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour() + 12) % 24;
+    for name in ["backup", "cleanup"] {
+        env.apply(&cronjob(&ns, name, &format!("0 {hour} * * *"), None));
+    }
+    let (vms, vm_rs) = env.vms_with_ruleset("plan-own-vm", &["big", "small"]);
+    let run_starts = |name: &str, n: usize| {
+        let started = Timestamp::now();
+        env.set_status(
+            "cronjob",
+            &ns,
+            name,
+            json!({"active": [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("{name}-{n}"), "namespace": ns}],
+                   "lastScheduleTime": started.to_string()}),
+        );
+        started
+    };
+    let migration_starts = |name: &str| {
+        env.set_vm_status(
+            &vms,
+            name,
+            json!({"printableStatus": "Migrating", "migrationTarget": "node-2"}),
+        );
+    };
+    // Each operation takes `took`, then the debounce grace (3 s) passes: one started within it
+    // would be the same occurrence.
+    let runs = |name: &str, times: usize, took: Duration| {
+        for n in 0..times {
+            let started = run_starts(name, n);
+            std::thread::sleep(took);
+            env.set_status(
+                "cronjob",
+                &ns,
+                name,
+                json!({"active": null, "lastScheduleTime": started.to_string(),
+                       "lastSuccessfulTime": Timestamp::now().to_string()}),
+            );
+            std::thread::sleep(Duration::from_secs(4));
+        }
+    };
+    let migrations = |name: &str, times: usize, took: Duration| {
+        for _ in 0..times {
+            migration_starts(name);
+            std::thread::sleep(took);
+            env.set_vm_status(&vms, name, json!({"printableStatus": "Running"}));
+            std::thread::sleep(Duration::from_secs(4));
+        }
+    };
+    let learn = usize::try_from(ifo::history::MIN_SAMPLES).unwrap();
+    let (long, short) = (Duration::from_secs(6), Duration::from_secs(1));
+    std::thread::scope(|s| {
+        s.spawn(|| runs("backup", learn, long));
+        s.spawn(|| runs("cleanup", 2 * learn, short));
+        s.spawn(|| migrations("big", learn, long));
+        s.spawn(|| migrations("small", 2 * learn, short));
+    });
+    // The backup's own runs are learned: its next run, listed ahead, is expected to take them.
+    let gate = format!("namespace.{ns}");
+    scheduled_until(env, &gate, "the backup's own runs learned", |listed| {
+        listed.iter().any(|s| {
+            let took = time(&s["expectedEnd"])
+                .zip(time(&s["expectedStart"]))
+                .map(|(end, start)| end.duration_since(start));
+            s["subject"]["name"] == "backup"
+                && took.is_some_and(|d| d >= jiff::SignedDuration::from_secs(5))
+        })
+    });
+
+    // Their next operations: what the server first shows of each, as it starts.
+    let first_shown = |ns: &str, subject: &str, start: &dyn Fn()| {
+        let ops = env.watch(&format!(
+            "/apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true&fieldSelector=spec.subject.name%3D{subject}"
+        ));
+        // What the watch lists first: the subject's earlier, completed operations.
+        let before: Vec<Value> = ops.during(Duration::from_secs(1));
+        let earlier: Vec<&Value> = before
+            .iter()
+            .map(|e| &e["object"]["metadata"]["uid"])
+            .collect();
+        start();
+        let events = ops.until(
+            WAIT,
+            &format!("{subject}'s next operation in flight"),
+            |e| {
+                e["object"]["status"]["phase"] == "Active"
+                    && !earlier.contains(&&e["object"]["metadata"]["uid"])
+            },
+        );
+        let op = events.last().unwrap()["object"].clone();
+        let created = time(&op["metadata"]["creationTimestamp"]).unwrap();
+        let expected = time(&op["status"]["expectedEnd"]).map(|end| end.duration_since(created));
+        assert_eq!(op["status"]["estimate"], "History", "{op:#}");
+        assert!(
+            expected.is_some_and(|d| d >= jiff::SignedDuration::from_secs(4)
+                && d <= jiff::SignedDuration::from_secs(9)),
+            "{subject}'s operation is expected to take {expected:?}, its own took 6 s: {op:#}"
+        );
+        created
+    };
+    let created = first_shown(&ns, "backup", &|| {
+        run_starts("backup", learn);
+    });
+    // So is its gate expected clear: not a second after the run started.
+    let gate = env.gate_of(&gate, &[&ns]);
+    let clear = time(&gate["status"]["expectedClearTime"]).map(|t| t.duration_since(created));
+    assert!(
+        clear.is_some_and(|d| d >= jiff::SignedDuration::from_secs(4)),
+        "the gate expected clear {clear:?} after the run started: {gate:#}"
+    );
+    first_shown(&vms, "big", &|| migration_starts("big"));
+    for rs in [rs, vm_rs] {
+        env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    }
+}
