@@ -3,7 +3,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::durations::Quantiles;
+use super::quantiles::Quantiles;
 use crate::operation::{
     EstimateBasis, Expectation, InFlightOperation, OVERDUE_BY_HISTORY, Phase, Stall,
 };
@@ -11,7 +11,7 @@ use ifo_apimachinery::duration::human_duration;
 
 /// Successful operations a rule needs before its history says anything: the fewest whose p90
 /// band holds 85–95 % of the next ends, whatever their distribution. With n durations the band
-/// is the ⌈0.9(n+1)⌉-th shortest (the longest below 9: see `durations::quantiles_of`), which a
+/// is the ⌈0.9(n+1)⌉-th shortest (the longest below 9: see `quantiles::quantiles_of`), which a
 /// next duration falls under with probability n/(n+1) below 9, ⌈0.9(n+1)⌉/(n+1) from there:
 /// 83 % with 5, 86 % with 6, then 87.5, 89, 90, 91 % and so on, never over 94.7 %
 /// (`replay::coverage_at` measures it, docs/performance.md has the table).

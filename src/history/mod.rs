@@ -8,6 +8,7 @@
 //! * `own`: per subject that repeats its operations (a CronJob's runs, a VM's migrations), what
 //!   they took: what its operations are expected to take once it has enough, rather than its
 //!   rule's mix of every object. Bounded, in memory only.
+//! * `quantiles`: what a window of durations says the next one takes (median, p90, p99).
 //! * `coverage`: how often the estimates came true, judged at each end against the first
 //!   estimate its operation showed (published with the durations).
 //! * [`replay`]: operations of a known distribution through both, on a simulated clock: what
@@ -19,6 +20,7 @@ mod coverage;
 mod durations;
 mod expectation;
 mod own;
+mod quantiles;
 pub mod replay;
 
 use std::sync::Arc;

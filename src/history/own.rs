@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use jiff::SignedDuration;
 
-use super::durations::{Quantiles, quantiles_of};
 use super::expectation::MIN_SAMPLES;
+use super::quantiles::{Quantiles, quantiles_of};
 
 /// Successful operations of one subject kept: the most recent ones.
 pub(crate) const OWN_WINDOW: usize = 20;

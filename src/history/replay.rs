@@ -92,7 +92,7 @@ impl Shape {
 /// The share of ends the p90 band holds when its rule has `n` durations: each of `ends`
 /// durations drawn from `shape` (multiplied by the factor from the end of index `slower_from`
 /// on) is judged against the p90 of the `n` before it, as the server computes it
-/// ([`super::durations::quantiles_of`]); and the share of the ends `marked` (by their index and
+/// ([`super::quantiles::quantiles_of`]); and the share of the ends `marked` (by their index and
 /// duration in seconds) that it held, when any were. A rule with `n` durations, for every `n`
 /// the server might have: the figures of docs/performance.md's table by number of durations.
 pub fn coverage_at(
@@ -119,7 +119,7 @@ pub fn coverage_at(
         .collect();
     let (mut held, mut marked_ends, mut marked_held) = (0usize, 0usize, 0usize);
     for i in n..ms.len() {
-        let p90 = super::durations::quantiles_of(ms[i - n..i].iter().copied()).p90;
+        let p90 = super::quantiles::quantiles_of(ms[i - n..i].iter().copied()).p90;
         let covered = i128::from(ms[i]) <= p90.as_millis();
         held += usize::from(covered);
         #[allow(clippy::cast_precision_loss)]
