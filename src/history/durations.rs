@@ -296,6 +296,12 @@ impl Durations {
         self.state.lock().own.quantiles(uid, ruleset, operation)
     }
 
+    /// The subject of uid `uid` announces its next runs: what its own take is kept from its
+    /// first success on (see `own`).
+    pub(crate) fn announced(&self, uid: &str) {
+        self.state.lock().own.announced(uid);
+    }
+
     /// The subject of uid `uid` was deleted: what its own operations took goes.
     pub(crate) fn subject_deleted(&self, uid: &str) {
         self.state.lock().own.forget(uid);

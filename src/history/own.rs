@@ -6,9 +6,10 @@
 //! Per subject (by uid) and rule operation, the durations of its last [`OWN_WINDOW`] operations
 //! that succeeded. Bounded whatever the cluster's churn: a subject that succeeded once (most
 //! pods: their uid never comes back) is kept among the last [`MAX_ONCE`] such, and only one that
-//! succeeds again joins the [`MAX_REPEATING`] repeating ones, so a churn of one-off subjects never
-//! pushes out the CronJobs and VMs whose own durations pay. In each, the subject whose last
-//! success is the oldest goes first; a deleted subject's go with it. About 600 bytes per subject
+//! succeeds again in the same rule operation, or that announces its runs (a CronJob), joins the
+//! [`MAX_REPEATING`] repeating ones, so a churn of one-off subjects never pushes out the
+//! CronJobs and VMs whose own durations pay. In each, the subject whose last success (or
+//! announcement) is the oldest goes first; a deleted subject's go with it. About 600 bytes per subject
 //! and rule operation: 6 MiB at 10,000 CronJobs, 12 MiB at most.
 //!
 //! An operation is expected to take its subject's own durations once there are [`MIN_SAMPLES`]
@@ -50,8 +51,8 @@ impl Runs {
     }
 }
 
-/// What one subject's operations took, per rule operation, and when it last succeeded (a
-/// counter: the order of successes).
+/// What one subject's operations took, per rule operation, and when it last succeeded or was
+/// announced (a counter: their order).
 #[derive(Debug, Default)]
 struct Subject {
     runs: Vec<Runs>,
@@ -65,8 +66,9 @@ impl Subject {
             .find(|r| r.ruleset == ruleset && r.operation == operation)
     }
 
-    fn successes(&self) -> usize {
-        self.runs.iter().map(|r| r.recent.len()).sum()
+    /// Whether one of its rule operations succeeded more than once.
+    fn repeated(&self) -> bool {
+        self.runs.iter().any(|r| r.recent.len() > 1)
     }
 }
 
@@ -111,8 +113,8 @@ impl Tier {
 pub(crate) struct OwnDurations {
     once: Tier,
     repeating: Tier,
-    /// Successes recorded so far.
-    successes: u64,
+    /// Successes and announcements so far: their order.
+    clock: u64,
 }
 
 impl Default for OwnDurations {
@@ -126,18 +128,22 @@ impl OwnDurations {
         OwnDurations {
             once: Tier::new(once),
             repeating: Tier::new(repeating),
-            successes: 0,
+            clock: 0,
         }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
     }
 
     /// An operation `operation` of `ruleset` on subject `uid` succeeded after `ms`.
     pub(crate) fn record(&mut self, uid: &str, ruleset: &str, operation: &str, ms: u64) {
-        self.successes += 1;
-        let mut subject = match self.repeating.remove(uid) {
-            Some(s) => s,
-            None => self.once.remove(uid).unwrap_or_default(),
+        let (mut subject, repeating) = match self.repeating.remove(uid) {
+            Some(s) => (s, true),
+            None => (self.once.remove(uid).unwrap_or_default(), false),
         };
-        subject.last = self.successes;
+        subject.last = self.tick();
         match subject
             .runs
             .iter_mut()
@@ -155,11 +161,23 @@ impl OwnDurations {
                 subject.runs.push(runs);
             }
         }
-        if subject.successes() > 1 {
+        if repeating || subject.repeated() {
             self.repeating.insert(uid, subject);
         } else {
             self.once.insert(uid, subject);
         }
+    }
+
+    /// Subject `uid` announces its next runs (a CronJob): kept among the repeating subjects from
+    /// its first success on, so that one-off subjects succeeding between two of its runs (a
+    /// nightly CronJob's, a weekly one's) never push its first run out.
+    pub(crate) fn announced(&mut self, uid: &str) {
+        if self.repeating.subjects.contains_key(uid) {
+            return;
+        }
+        let mut subject = self.once.remove(uid).unwrap_or_default();
+        subject.last = self.tick();
+        self.repeating.insert(uid, subject);
     }
 
     /// The quantiles of what `operation` of `ruleset` took on subject `uid`, once it succeeded.
@@ -183,10 +201,11 @@ impl OwnDurations {
         for tier in [&mut self.once, &mut self.repeating] {
             let mut emptied = Vec::new();
             for (uid, subject) in &mut tier.subjects {
+                let had = subject.runs.len();
                 subject
                     .runs
                     .retain(|r| r.ruleset != ruleset || operations.contains(&r.operation));
-                if subject.runs.is_empty() {
+                if had > 0 && subject.runs.is_empty() {
                     emptied.push(uid.clone());
                 }
             }
@@ -343,6 +362,46 @@ mod tests {
             own.quantiles("pod-999", "rs", "Run").map(|q| q.count),
             Some(2)
         );
+    }
+
+    /// A pod that started and stopped once, or that two rulesets watch, is still a one-off.
+    #[test]
+    fn one_success_in_each_of_several_rule_operations_is_not_repeating() {
+        let mut own = OwnDurations::bounded(2, 2);
+        own.record("cronjob", "rs", "Run", 60_000);
+        own.record("cronjob", "rs", "Run", 60_000);
+        for pod in 0..100 {
+            let uid = format!("pod-{pod}");
+            own.record(&uid, "rs", "Starting", 1_000);
+            own.record(&uid, "rs", "Terminating", 1_000);
+            own.record(&uid, "other", "Starting", 1_000);
+        }
+        assert_eq!(own.repeating.subjects.len(), 1);
+        assert!(own.quantiles("cronjob", "rs", "Run").is_some());
+    }
+
+    /// A nightly CronJob's first run is not pushed out by the pods that come and go before its
+    /// second.
+    #[test]
+    fn an_announcing_subject_keeps_its_first_run_through_any_churn() {
+        let mut own = OwnDurations::bounded(2, 2);
+        own.announced("nightly");
+        own.record("nightly", "rs", "Run", 3_600_000);
+        // Announced again, as on every change of the CronJob: nothing moves.
+        own.announced("nightly");
+        for pod in 0..1000 {
+            own.record(&format!("pod-{pod}"), "rs", "Run", 1_000);
+        }
+        own.record("nightly", "rs", "Run", 3_600_000);
+        assert_eq!(
+            own.quantiles("nightly", "rs", "Run").map(|q| q.count),
+            Some(2)
+        );
+        // A rule removed elsewhere leaves an announced subject without runs in place.
+        own.announced("weekly");
+        own.retain("other", &[]);
+        assert!(own.repeating.subjects.contains_key("weekly"));
+        assert_eq!(own.repeating.order.len(), own.repeating.subjects.len());
     }
 
     #[test]

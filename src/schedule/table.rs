@@ -130,6 +130,8 @@ impl Schedules {
         {
             return unreadable;
         }
+        // Whether a new or changed entry announces runs that take their own durations.
+        let mut own_runs = false;
         let mut tables = self.by_ruleset.write();
         let table = tables.entry(rs.info.name.clone()).or_default();
         for (operation, when, i) in found {
@@ -140,6 +142,8 @@ impl Schedules {
                     let unchanged = previous
                         .is_some_and(|e| e.subject == *subject && same_when(&e.when, &when));
                     if !unchanged {
+                        let durations_of = &rs.durations_of[i];
+                        own_runs |= durations_of.0 == rs.info.name && durations_of.1 == operation;
                         table.insert(
                             key,
                             Arc::new(Entry {
@@ -161,6 +165,10 @@ impl Schedules {
         }
         if table.is_empty() {
             tables.remove(&rs.info.name);
+        }
+        drop(tables);
+        if own_runs {
+            self.durations.announced(&subject.uid);
         }
         unreadable
     }

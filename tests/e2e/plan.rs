@@ -553,7 +553,8 @@ fn an_operation_in_flight_is_expected_to_take_what_its_subjects_own_took() {
         s.spawn(|| migrations("big", learn, long));
         s.spawn(|| migrations("small", 2 * learn, short));
     });
-    // The backup's own runs are learned: its next run, listed ahead, is expected to take them.
+    // The backup's own runs are learned: its next run, listed ahead, is expected to take at
+    // least what they took.
     let gate = format!("namespace.{ns}");
     scheduled_until(env, &gate, "the backup's own runs learned", |listed| {
         listed.iter().any(|s| {

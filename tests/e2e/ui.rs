@@ -170,8 +170,6 @@ async fn card_data(page: &Client, gate: &str, key: &str) -> Value {
 const BARS: &str = "return [...document.querySelectorAll('g.op')]
   .filter(g => g.getAttribute('aria-label').includes(arguments[0]))
   .map(g => [g.dataset.state, getComputedStyle(g.querySelector('rect.bar')).fill]);";
-/// Whether a live watch stands behind a gate's verdict on the page (`"true"`), or null when the
-/// gate is not shown.
 /// The watch behind a gate's verdict and its state (`gates: live` for the list's, `gate NAME:
 /// connecting` for its own by name…), or null when the gate is not shown.
 const GATE_WATCH: &str =
