@@ -201,6 +201,17 @@ struct State {
     own: OwnDurations,
 }
 
+impl State {
+    /// The quantiles of `operation` of `ruleset`, once one succeeded.
+    fn rule_quantiles(&self, ruleset: &str, operation: &str) -> Option<Quantiles> {
+        let q = self
+            .learned
+            .get(&(ruleset.to_owned(), operation.to_owned()))?
+            .quantiles();
+        (q.count > 0).then_some(q)
+    }
+}
+
 /// The durations learned for every loaded rule operation, and how often the estimates read
 /// from them came true. Shared (`Arc`) between the detector, which records the estimates it
 /// publishes and the completions, and the ruleset controller, which publishes and seeds them.
@@ -268,11 +279,7 @@ impl Durations {
 
     /// The quantiles of `operation` of `ruleset`, once one succeeded.
     pub(crate) fn quantiles(&self, ruleset: &str, operation: &str) -> Option<Quantiles> {
-        let learned = self.lock();
-        let q = learned
-            .get(&(ruleset.to_owned(), operation.to_owned()))?
-            .quantiles();
-        (q.count > 0).then_some(q)
+        self.state.lock().rule_quantiles(ruleset, operation)
     }
 
     /// What `op` (in flight) is expected to take: its subject's own durations once it has
@@ -282,13 +289,7 @@ impl Durations {
         let own = state
             .own
             .quantiles(&op.subject.uid, &op.ruleset, &op.operation);
-        in_flight(own, || {
-            let q = state
-                .learned
-                .get(&(op.ruleset.clone(), op.operation.clone()))?
-                .quantiles();
-            (q.count > 0).then_some(q)
-        })
+        in_flight(own, || state.rule_quantiles(&op.ruleset, &op.operation))
     }
 
     /// What `operation` of `ruleset` took on the subject of uid `uid`, once it succeeded there.
