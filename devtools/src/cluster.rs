@@ -15,10 +15,11 @@ mod registration;
 use super::binaries::Binaries;
 use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
 use super::pki::{KeyPair, create_private_dir};
+use super::port::free_port;
 use super::process::{Process, stdout_of};
 use anyhow::{Context, Result, bail};
 use std::io::Write;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,13 +47,6 @@ pub struct Cluster {
     pub serving: ServingCert,
     /// The cluster's client CA (kept in memory only), for certificates tests issue.
     cluster_ca: KeyPair,
-}
-
-/// A free loopback port.
-pub fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
 }
 
 /// What kube-apiserver presents to the admission webhooks it calls.

@@ -11,6 +11,7 @@ mod host;
 pub mod install;
 mod node;
 pub mod pki;
+mod port;
 mod process;
 mod server;
 pub mod workload;
@@ -18,10 +19,11 @@ pub mod workload;
 pub use binaries::{Binaries, NodeBinaries, source_dir};
 pub use cluster::{
     Cluster, GUARD_WEBHOOK, RULESET_WEBHOOK, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE,
-    ServingCert, User, WEBHOOK_CLIENT_NAME, free_port,
+    ServingCert, User, WEBHOOK_CLIENT_NAME,
 };
 pub use host::put_back_after_a_killed_node;
 pub use node::{NODE_IP, Node};
 pub use pki::{KeyPair, Usage};
+pub use port::free_port;
 pub use process::Process;
 pub use server::spawn_server;
