@@ -2,7 +2,9 @@
 # The end-to-end benchmark on the local real cluster: `tests/bench.sh [ifo-bench flags]`, e.g.
 # `tests/bench.sh`, `tests/bench.sh --watchers 200 --rate 10`, `tests/bench.sh --scale`,
 # `tests/bench.sh --compare-persist` (the same run with persistence off, then on),
-# `tests/bench.sh --pods` (pods on Node objects under the shipped pod rules, and the guard).
+# `tests/bench.sh --pods` (pods on Node objects under the shipped pod rules, and the guard),
+# `tests/bench.sh --pods --kwok --jobs 1` (the same on KWOK's nodes, which heartbeat, and pods it
+# runs through their lifecycle; kwok is built from its Go module on first use).
 # Prints a table and writes target/ifo-bench.json (see `--help`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -258,8 +258,9 @@ impl Flips {
     /// A random clear node, marked as holding from now on.
     fn pick(&self) -> Option<usize> {
         let mut nodes = self.nodes.lock().unwrap();
-        let start = fastrand::usize(..nodes.len());
-        let n = (start..nodes.len())
+        let eligible = self.layout.flipped_nodes();
+        let start = fastrand::usize(..eligible);
+        let n = (start..eligible)
             .chain(0..start)
             .find(|&n| matches!(nodes[n], NodeState::Clear))?;
         nodes[n] = NodeState::Holding(Flip::new(Instant::now()));

@@ -9,6 +9,8 @@
 mod baseline;
 mod flips;
 mod flood;
+mod jobs;
+mod kwok;
 mod ledger;
 mod local;
 mod observer;

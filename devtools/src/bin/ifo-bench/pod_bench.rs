@@ -5,7 +5,7 @@
 use crate::flips::Flips;
 use crate::pods::{self, Layout};
 use crate::report::PodPhase;
-use crate::{Cli, Pids, local, probes, usage};
+use crate::{Cli, Pids, jobs, kwok, local, probes, usage};
 use anyhow::{Context, Result};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -19,6 +19,11 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
         nodes: args.nodes,
         pods: args.pod_count,
         namespaces: args.namespaces,
+        job_nodes: if args.jobs > 0.0 {
+            (args.nodes / 10).max(1)
+        } else {
+            0
+        },
     };
     eprintln!("starting the local cluster ...");
     let local = local::Local::start()?;
@@ -35,6 +40,12 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
         ),
         guard: args.evictions > 0.0,
     };
+    let kwok = if args.kwok {
+        eprintln!("starting KWOK ...");
+        Some(kwok::start(&local.kubeconfig)?)
+    } else {
+        None
+    };
     eprintln!("starting ifo-apiserver with the shipped pod rules ...");
     let server = local.serve(settings.clone())?;
     let pids = Pids {
@@ -42,11 +53,12 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
         apiserver: Some(local.apiserver_pid),
         etcd: Some(local.etcd_pid),
     };
+    let kwok_pid = kwok.as_ref().map(ifo_dev::Process::pid);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let mut phase = runtime
-        .block_on(phase(cli, layout, &local.kubeconfig, pids))
+        .block_on(phase(cli, layout, &local.kubeconfig, pids, kwok_pid))
         .inspect_err(|_| crate::print_log_tail(&server.log))?;
     drop(runtime);
     eprintln!("restarting the server with every pod there (a cold start) ...");
@@ -59,6 +71,7 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
         "phase": phase,
     });
     crate::write_json(&cli.json, &output)?;
+    drop(kwok);
     drop(local);
     Ok(())
 }
@@ -68,6 +81,7 @@ async fn phase(
     layout: Layout,
     kubeconfig: &std::path::Path,
     pids: Pids,
+    kwok_pid: Option<u32>,
 ) -> Result<PodPhase> {
     let args = &cli.pod;
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
@@ -84,12 +98,23 @@ async fn phase(
     let mut server = usage::Meter::new(pids.server);
     server.begin()?;
     let began = Instant::now();
-    let mut setup = pods::create(&client, layout, args.setup_concurrency).await?;
+    let mut setup = pods::create(&client, layout, args.setup_concurrency, args.kwok).await?;
     let set_up = Instant::now();
     setup.server = server.end((set_up - began).as_secs_f64())?;
     eprintln!(
-        "pods created, bound and their status written in {:.1} s ({:.0}/s); waiting for the server to show a first flip ...",
-        setup.pods_seconds, setup.pods_per_second
+        "pods created{} in {:.1} s ({:.0}/s){}; waiting for the server to show a first flip ...",
+        if args.kwok {
+            " and bound"
+        } else {
+            ", bound and their status written"
+        },
+        setup.pods_seconds,
+        setup.pods_per_second,
+        setup
+            .started_by_kwok_seconds
+            .map_or(String::new(), |t| format!(
+                ", every one started by KWOK {t:.1} s after the first was created"
+            ))
     );
     let flips = Flips::new(client.clone(), layout, args.hold);
     let mut watches = tokio::task::JoinSet::new();
@@ -103,9 +128,11 @@ async fn phase(
 
     let mut apiserver = usage::Meter::new(pids.apiserver);
     let mut etcd = usage::Meter::new(pids.etcd);
+    let mut kwok = usage::Meter::new(kwok_pid);
     server.begin()?;
     apiserver.begin()?;
     etcd.begin()?;
+    kwok.begin()?;
     let server_rss_start_mib = pids
         .server
         .map(usage::read)
@@ -123,14 +150,20 @@ async fn phase(
             None
         }
     };
-    let (churn, flipped, gate_reads, evictions) = tokio::join!(
+    let (churn, flipped, gate_reads, evictions, jobs) = tokio::join!(
         pods::churn(client.clone(), layout, cli.rate, cli.duration),
         flips.drive(args.flips, cli.duration),
         probes::gate_reads(client.clone(), layout, args.gate_reads, cli.duration),
         evictions,
+        jobs::run(client.clone(), layout, args.jobs, cli.duration),
     );
     let wall = began.elapsed().as_secs_f64();
-    let (server, apiserver, etcd) = (server.end(wall)?, apiserver.end(wall)?, etcd.end(wall)?);
+    let (server, apiserver, etcd, kwok) = (
+        server.end(wall)?,
+        apiserver.end(wall)?,
+        etcd.end(wall)?,
+        kwok.end(wall)?,
+    );
     eprintln!("waiting for the last flips to show and clear ...");
     let settle = cli.debounce + args.hold + Duration::from_secs(30);
     let flips = flips.report(args.flips, flipped, settle).await;
@@ -145,10 +178,12 @@ async fn phase(
         flips,
         gate_reads,
         evictions,
+        jobs,
         server_rss_start_mib,
         server,
         apiserver,
         etcd,
+        kwok,
         cold_start: None,
     })
 }

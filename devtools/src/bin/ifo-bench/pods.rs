@@ -2,10 +2,11 @@
 //! pod updates, and pods that start holding their node on random nodes, under the shipped pod
 //! rules (`pod-rules`, and `protected-pod-rules` granted to every namespace of the workload).
 //!
-//! No scheduler and no kubelet run: Nodes are API objects only, created with their status, and
-//! the benchmark binds each pod to its node (`/binding`) as the scheduler would, and writes its
-//! status (`/status`) as a kubelet would, so that the rules see pods the scheduler placed that
-//! have started. Pod `i` is bound to node `i mod nodes` and lives in namespace
+//! No scheduler runs: the benchmark binds each pod to its node (`/binding`) as the scheduler
+//! would. With `--kwok`, KWOK runs the nodes and starts the pods (see `kwok.rs`); without it no
+//! kubelet runs either: Nodes are API objects only, created with their status, and the benchmark
+//! writes each pod's status (`/status`) as a kubelet would, so that the rules see pods the
+//! scheduler placed that have started. Pod `i` is bound to node `i mod nodes` and lives in namespace
 //! `i mod namespaces`; the first pod of each node is the one that flips (see [`crate::flips`]):
 //! on even nodes a Job's pod created `Pending` (not started), on odd nodes a running pod that
 //! gets the protect label. The other pods run, hold nothing, and take the churn.
@@ -60,6 +61,17 @@ pub(crate) struct PodArgs {
     /// Requests in flight at once while creating the namespaces, nodes and pods (--pods).
     #[arg(long, default_value_t = 64)]
     pub setup_concurrency: usize,
+    /// Jobs started a second (--pods --kwok): a Job's pod created in a random namespace of the
+    /// workload and bound to one of the last tenth of the nodes (which no flip picks); KWOK
+    /// runs it 20 to 60 s to `Succeeded`, and the benchmark deletes it 90 s after it was
+    /// created. While it runs it holds its node (`JobRunning`). 0: none.
+    #[arg(long, default_value_t = 0.0, requires = "kwok")]
+    pub jobs: f64,
+    /// Run the nodes and pods with KWOK (--pods): the nodes keep Leases and report their
+    /// status, KWOK starts the pods, as on a real cluster (see `kwok.rs`). Without it the Nodes
+    /// are objects the benchmark writes once, and it writes each pod's status itself.
+    #[arg(long)]
+    pub kwok: bool,
 }
 
 /// The label kube-apiserver's watch of the flipping pods selects them by.
@@ -77,6 +89,9 @@ pub(crate) struct Layout {
     pub nodes: usize,
     pub pods: usize,
     pub namespaces: usize,
+    /// The last nodes, where Jobs run (`--jobs`) and which no flip picks, so that a Job's
+    /// holding never mixes with a flip's timing.
+    pub job_nodes: usize,
 }
 
 /// What a node's flipping pod does to hold it.
@@ -97,6 +112,11 @@ impl Layout {
     pub(crate) fn node_index(&self, name: &str) -> Option<usize> {
         let n: usize = name.strip_prefix("ifo-bench-node-")?.parse().ok()?;
         (n < self.nodes).then_some(n)
+    }
+
+    /// The nodes flips pick from: all but the Jobs' (`0..flipped_nodes()`).
+    pub(crate) fn flipped_nodes(&self) -> usize {
+        self.nodes - self.job_nodes
     }
 
     pub(crate) fn namespace(&self, k: usize) -> String {
@@ -186,6 +206,9 @@ pub(crate) struct Setup {
     pub pods_seconds: f64,
     /// Pods created (bound, and their status written) per second.
     pub pods_per_second: f64,
+    /// With KWOK: from the first pod created until KWOK had started every pod that is not the
+    /// benchmark's (`None` without KWOK).
+    pub started_by_kwok_seconds: Option<f64>,
     /// From the last pod written until a first flip was seen on its node's gate: the server
     /// has evaluated everything the setup changed (`None`: not within 300 s).
     pub caught_up_seconds: Option<f64>,
@@ -193,14 +216,19 @@ pub(crate) struct Setup {
     pub server: Option<crate::usage::Usage>,
 }
 
-/// Creates the namespaces, the nodes and the pods, `concurrency` requests at a time.
+/// Creates the namespaces, the nodes and the pods, `concurrency` requests at a time; with
+/// `kwok`, waits until KWOK has started every pod that is not the benchmark's.
 pub(crate) async fn create(
     client: &kube::Client,
     layout: Layout,
     concurrency: usize,
+    kwok: bool,
 ) -> Result<Setup> {
     if layout.pods <= layout.nodes || layout.nodes == 0 || layout.namespaces == 0 {
         bail!("--pods needs --nodes and --namespaces positive, and --pod-count above --nodes");
+    }
+    if layout.job_nodes >= layout.nodes {
+        bail!("--jobs needs at least 2 nodes: Jobs run on the last tenth, flips on the others");
     }
     let began = Instant::now();
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -222,7 +250,7 @@ pub(crate) async fn create(
         .map(|n| {
             let nodes = nodes.clone();
             async move {
-                let node = serde_json::from_value(node_manifest(&layout.node(n)))?;
+                let node = serde_json::from_value(node_manifest(&layout.node(n), kwok))?;
                 created(nodes.create(&PostParams::default(), &node).await)
                     .with_context(|| format!("creating node {}", layout.node(n)))
             }
@@ -258,8 +286,10 @@ pub(crate) async fn create(
                 )
                 .await
                 .with_context(|| format!("binding pod {}", layout.pod(i)))?;
-                // The Jobs' flipping pods stay as created: Pending, nothing started.
-                if !(i < layout.nodes && layout.kind(i) == Kind::Job) {
+                // The Jobs' flipping pods stay as created: Pending, nothing started. KWOK
+                // starts the pods that do not flip.
+                let flipping = i < layout.nodes;
+                if !((flipping && layout.kind(i) == Kind::Job) || (kwok && !flipping)) {
                     api.patch_status(
                         &layout.pod(i),
                         &PatchParams::default(),
@@ -279,13 +309,46 @@ pub(crate) async fn create(
         .try_collect::<()>()
         .await?;
     let pods = pods_began.elapsed().as_secs_f64();
+    let started_by_kwok_seconds = if kwok {
+        eprintln!(
+            "{} pods created and bound; waiting for KWOK to start them ...",
+            layout.pods
+        );
+        started_by_kwok(client).await?;
+        Some(pods_began.elapsed().as_secs_f64())
+    } else {
+        None
+    };
     Ok(Setup {
         namespaces_and_nodes_seconds: namespaces_and_nodes.as_secs_f64(),
         pods_seconds: pods,
         pods_per_second: layout.pods as f64 / pods,
+        started_by_kwok_seconds,
         caught_up_seconds: None,
         server: None,
     })
+}
+
+/// How long KWOK may take to start the pods after the last one was bound.
+const KWOK_START: Duration = Duration::from_secs(600);
+
+/// Waits until no pod but the benchmark's own flipping ones is `Pending`.
+async fn started_by_kwok(client: &kube::Client) -> Result<()> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let pending = kube::api::ListParams::default()
+        .fields("status.phase=Pending")
+        .labels(&format!("!{FLIP_LABEL}"))
+        .limit(1);
+    let deadline = Instant::now() + KWOK_START;
+    loop {
+        if pods.list_metadata(&pending).await?.items.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("KWOK has not started every pod within {KWOK_START:?} (see kwok.log)");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// A create's answer, an object that is already there counting as created.
@@ -297,8 +360,14 @@ fn created<T>(answer: kube::Result<T>) -> kube::Result<()> {
     }
 }
 
-/// A Node as a kubelet registers it: Ready, with its capacity.
-fn node_manifest(name: &str) -> Value {
+/// A Node as a kubelet registers it: Ready, with its capacity; for KWOK, handed to it with no
+/// status (KWOK registers it Ready).
+fn node_manifest(name: &str, kwok: bool) -> Value {
+    if kwok {
+        return json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                "annotations": {crate::kwok::NODE_ANNOTATION: crate::kwok::NODE_ANNOTATION_VALUE}}});
+    }
     let resources = json!({"cpu": "16", "memory": "64Gi", "pods": "110"});
     json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},

@@ -257,12 +257,16 @@ pub(crate) struct PodPhase {
     pub gate_reads: crate::probes::GateReads,
     /// `None` with `--evictions 0`.
     pub evictions: Option<crate::probes::Evictions>,
+    /// The Jobs started and deleted (`--jobs`; all zero without).
+    pub jobs: crate::jobs::Jobs,
     /// The server's resident memory as the phase began (every pod created and evaluated).
     pub server_rss_start_mib: Option<f64>,
     /// Over the driving (not the flips' settling after it).
     pub server: Option<Usage>,
     pub apiserver: Option<Usage>,
     pub etcd: Option<Usage>,
+    /// KWOK's controller (`--kwok`), which keeps the nodes' Leases and statuses meanwhile.
+    pub kwok: Option<Usage>,
     /// The server restarted after the phase, with every pod there.
     pub cold_start: Option<crate::local::ColdStart>,
 }
@@ -275,13 +279,23 @@ impl PodPhase {
             self.pods, self.nodes, self.namespaces
         );
         println!(
-            "  setup               namespaces and nodes {:.1} s; pods created, bound and their status written {:.1} s ({:.0}/s); the first flip shown {} after",
+            "  setup               namespaces and nodes {:.1} s; pods created{} {:.1} s ({:.0}/s); the first flip shown {} after",
             s.namespaces_and_nodes_seconds,
+            if s.started_by_kwok_seconds.is_some() {
+                " and bound"
+            } else {
+                ", bound and their status written"
+            },
             s.pods_seconds,
             s.pods_per_second,
             s.caught_up_seconds
                 .map_or("not within 300 s".to_string(), |t| format!("{t:.2} s"))
         );
+        if let Some(t) = s.started_by_kwok_seconds {
+            println!(
+                "  KWOK                every pod started {t:.1} s after the first was created"
+            );
+        }
         if let Some(u) = &s.server {
             println!(
                 "  server meanwhile    {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB, at the end {:.1} MiB",
@@ -320,6 +334,26 @@ impl PodPhase {
             g.reads, g.rate_achieved, g.clear, g.held, g.unknown, g.failed
         );
         println!("  gate read           {}", latency(&g.latency));
+        let j = &self.jobs;
+        if j.rate_requested > 0.0 {
+            println!(
+                "  Jobs                {:.1}/s requested, {:.1}/s achieved; {} started, {} deleted, {} failed; left at the end: {}",
+                j.rate_requested,
+                j.rate_achieved,
+                j.started,
+                j.deleted,
+                j.failed,
+                j.phases_at_end
+                    .as_ref()
+                    .map_or("not listed".to_string(), |phases| {
+                        phases
+                            .iter()
+                            .map(|(phase, n)| format!("{n} {phase}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+            );
+        }
         match &self.evictions {
             Some(e) => {
                 println!(
@@ -339,6 +373,12 @@ impl PodPhase {
             mib(self.server_rss_start_mib)
         );
         print_usage(&self.server, &self.apiserver, &self.etcd);
+        if let Some(u) = &self.kwok {
+            println!(
+                "  {:<19} {:.1} CPU s ({:.0}% of one core)   RSS max {:.1} MiB",
+                "kwok", u.cpu_seconds, u.cpu_percent_of_one_core, u.rss_max_mib
+            );
+        }
         if let Some(c) = &self.cold_start {
             println!(
                 "  cold start          ready {:.2} s, every target listed {:.2} s; RSS then {} (peak {})",

@@ -1,0 +1,70 @@
+//! KWOK (`--pods --kwok`): the pod workload's nodes and pods live as on a real cluster. KWOK's
+//! controller (`sigs.k8s.io/kwok`, the simulator SIG Scalability and kube-scheduler's
+//! performance tests use) keeps a Lease for each node, renewed every 10 s as a kubelet's, and
+//! reports the node's status every 5 minutes; it starts each pod bound to one of its nodes
+//! (`Pending` → `Running`), runs a Job's pod for a while to `Succeeded`, and removes a deleted
+//! pod, all through kube-apiserver. The stages are `tests/cluster/kwok/stages.yaml`; the
+//! benchmark's flipping pods are left to the benchmark, which times their changes.
+
+use anyhow::{Context, Result, bail};
+use ifo_dev::Process;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The annotation that hands a Node to KWOK.
+pub(crate) const NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+pub(crate) const NODE_ANNOTATION_VALUE: &str = "fake";
+
+/// How long a node's Lease lasts; KWOK renews it every quarter of that, as a kubelet does with
+/// its default of 40 s.
+const LEASE_SECONDS: u32 = 40;
+
+/// Starts KWOK's controller against the cluster of `kubeconfig`, its log beside the kubeconfig.
+pub(crate) fn start(kubeconfig: &Path) -> Result<Process> {
+    let binary = binary()?;
+    let stages = ifo_dev::source_dir().join("tests/cluster/kwok/stages.yaml");
+    if !stages.is_file() {
+        bail!("{} is missing: KWOK needs its stages", stages.display());
+    }
+    let log = kubeconfig
+        .parent()
+        .context("the kubeconfig's directory")?
+        .join("kwok.log");
+    let mut cmd = Command::new(&binary);
+    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--config={}", stages.display()))
+        .arg("--manage-all-nodes=false")
+        .arg(format!(
+            "--manage-nodes-with-annotation-selector={NODE_ANNOTATION}={NODE_ANNOTATION_VALUE}"
+        ))
+        .arg(format!("--node-lease-duration-seconds={LEASE_SECONDS}"))
+        // Addresses for the nodes and pods it runs: never routed, only written in statuses.
+        .arg("--node-ip=10.64.0.1")
+        .arg("--cidr=10.128.0.0/9")
+        // Not a line for every Lease renewed and every status patched (tens a second).
+        .arg("--v=WARN");
+    let process = Process::spawn("kwok", cmd, &log)?;
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    process
+        .check_running()
+        .with_context(|| format!("kwok stopped at once:\n{}", process.log_tail(20)))?;
+    Ok(process)
+}
+
+/// `IFO_KWOK` when set, else the pinned release built (or found in the cache) by
+/// `tests/cluster/build-kwok.sh`.
+fn binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("IFO_KWOK") {
+        return Ok(PathBuf::from(path));
+    }
+    let script = ifo_dev::source_dir().join("tests/cluster/build-kwok.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("building kwok failed ({})", script.display());
+    }
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
