@@ -181,8 +181,10 @@ fn a_deleted_over_budget_object_leaves_no_ghost() {
     .unwrap();
     let deleted = Instant::now();
 
-    // The queued evaluations take their CPU time after the deletion (longer on a loaded
-    // machine): the gate stops naming the object once they are done, and goes on not naming it.
+    // The deletion is read while the changes' evaluations may still be queued (each takes its
+    // CPU time, longer by the clock on a loaded machine): once the gate stops naming the object
+    // it must go on not naming it, whatever was still queued then (a ghost came back and
+    // stayed).
     let settled = Duration::from_secs(3);
     loop {
         let message = gate_message(&gate);

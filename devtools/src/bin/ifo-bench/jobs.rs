@@ -38,13 +38,13 @@ pub(crate) struct Jobs {
     pub deleted: u64,
     /// Creations, bindings and deletions that failed.
     pub failed: u64,
-    /// The Jobs' pods left at the end, by phase (those of the last 90 s): what KWOK made of
-    /// them (`None`: they could not be listed).
+    /// The Jobs' pods listed at the end, by phase, those deleted but not yet removed as
+    /// `Terminating`: what KWOK made of them (`None`: they could not be listed).
     pub phases_at_end: Option<BTreeMap<String, u64>>,
 }
 
-/// Starts Jobs `rate` times a second for `duration`, and deletes each one's pod 90 s after it
-/// was created (those created in the last 90 s are left running).
+/// Starts Jobs `rate` times a second for `duration` (a rate of 0 starts none), and deletes each
+/// one's pod 90 s after it was created (those created in the last 90 s are left).
 pub(crate) async fn run(
     client: kube::Client,
     layout: Layout,
@@ -81,6 +81,8 @@ pub(crate) async fn run(
                     .spawn(async move {
                         match api.delete(&name, &DeleteParams::default()).await {
                             Ok(_) => deleted.fetch_add(1, Ordering::Relaxed),
+                            // Its start failed (counted then).
+                            Err(kube::Error::Api(s)) if s.code == 404 => 0,
                             Err(e) => {
                                 tracing::warn!(pod = %name, error = %e, "deleting a Job's pod failed");
                                 failed.fetch_add(1, Ordering::Relaxed)
@@ -125,7 +127,11 @@ async fn phases(client: &kube::Client) -> Option<BTreeMap<String, u64>> {
         .ok()?;
     let mut phases = BTreeMap::new();
     for pod in list.items {
-        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+        let phase = if pod.metadata.deletion_timestamp.is_some() {
+            "Terminating".to_string()
+        } else {
+            pod.status.and_then(|s| s.phase).unwrap_or_default()
+        };
         *phases.entry(phase).or_default() += 1;
     }
     Some(phases)

@@ -15,6 +15,11 @@ const CATCH_UP: Duration = Duration::from_secs(300);
 
 pub(crate) fn run(cli: &Cli) -> Result<()> {
     let args = &cli.pod;
+    if !(args.jobs.is_finite() && args.jobs >= 0.0) || (args.jobs > 0.0 && args.nodes < 2) {
+        anyhow::bail!(
+            "--jobs takes a rate of 0 or more, and with one needs at least 2 nodes: Jobs run on the last tenth of them, flips on the others"
+        );
+    }
     let layout = Layout {
         nodes: args.nodes,
         pods: args.pod_count,
