@@ -93,18 +93,30 @@ impl NodeBinaries {
 /// `IFO_CONTROLPLANE_DIR` when set, else the cache directory the build script prints after
 /// building what is missing.
 fn built_dir(args: &[&str]) -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("IFO_CONTROLPLANE_DIR") {
-        return Ok(PathBuf::from(dir));
+    pinned(
+        "IFO_CONTROLPLANE_DIR",
+        "tests/cluster/build-controlplane.sh",
+        args,
+    )
+}
+
+/// A pinned tool: the path in the environment `variable` when set, else the one `script` (a
+/// build script of the source tree, `tests/cluster/build-*.sh`, run with `args`) prints after
+/// building it into its cache or finding it there. The script's messages go to stderr as it
+/// runs; its failure is an error naming it.
+pub fn pinned(variable: &str, script: &str, args: &[&str]) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(variable) {
+        return Ok(PathBuf::from(path));
     }
-    let script = source_dir().join("tests/cluster/build-controlplane.sh");
+    let path = source_dir().join(script);
     let out = Command::new("bash")
-        .arg(&script)
+        .arg(&path)
         .args(args)
         .stderr(std::process::Stdio::inherit())
         .output()
-        .with_context(|| format!("running {}", script.display()))?;
+        .with_context(|| format!("running {}", path.display()))?;
     if !out.status.success() {
-        bail!("building the control plane failed ({})", script.display());
+        bail!("{script} failed (above; or set {variable})");
     }
     Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
 }

@@ -12,17 +12,7 @@ pub const RELEASE: &str = "ifo";
 
 /// `IFO_HELM` when set, else the helm the build script prints (built and cached on first use).
 pub fn binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("IFO_HELM") {
-        return Ok(PathBuf::from(path));
-    }
-    let script = source_dir().join("tests/cluster/build-helm.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    let path = stdout_of(out, "tests/cluster/build-helm.sh", &[])?;
-    Ok(PathBuf::from(path.trim()))
+    crate::pinned("IFO_HELM", "tests/cluster/build-helm.sh", &[])
 }
 
 /// The chart in the source tree.

@@ -313,9 +313,13 @@ function operationStore(streamIndex) {
 
 /// How long a gate that left the list (nothing in flight any more) stays shown.
 const CLEARED_GATE_MS = 10 * 60e3;
-/// Gates that left the list watched by name at once; past that, the one that left longest ago
-/// (but the gate of the page's namespace) stops being watched, and is greyed out.
-const MAX_GATE_WATCHES = 12;
+/// Requests a browser keeps open at once to one server over HTTP/1.1 (Chromium's, Firefox's and
+/// Safari's limit): each stream holds one while it lists or watches, and a request past the
+/// limit waits until one ends (a watch lasts up to WATCH_SECONDS). So the gates that left the
+/// list are watched by name in the places the page's other streams leave; past that, the one
+/// that left longest ago (but the gate of the page's namespace) stops being watched, and is
+/// greyed out, rather than a new gate's watch waiting a minute for a place.
+const BROWSER_CONNECTIONS = 6;
 /// How long a verdict still counts as current once its watch is not live: the hand-over from the
 /// list's watch to the gate's own, a reconnection.
 const VERDICT_GRACE_MS = 2000;
@@ -365,7 +369,7 @@ function unlistGate(name, obj) {
   // The gate of the namespace the page shows is the last to stop being watched.
   const own = state.namespace && `namespace.${state.namespace}`;
   const evictable = watched.filter((e) => e.obj.metadata?.name !== own);
-  if (watched.length >= MAX_GATE_WATCHES && evictable.length) {
+  if (watched.length >= BROWSER_CONNECTIONS - state.streams.length && evictable.length) {
     const oldest = evictable.reduce((a, b) => (b.unlistedAt < a.unlistedAt ? b : a));
     oldest.unwatchedAt = oldest.watch.state === "live" ? now : oldest.watch.lostAt;
     oldest.watch.stop();

@@ -54,17 +54,5 @@ pub(crate) fn start(kubeconfig: &Path) -> Result<Process> {
 /// `IFO_KWOK` when set, else the pinned release built (or found in the cache) by
 /// `tests/cluster/build-kwok.sh`.
 fn binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("IFO_KWOK") {
-        return Ok(PathBuf::from(path));
-    }
-    let script = ifo_dev::source_dir().join("tests/cluster/build-kwok.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!("building kwok failed ({})", script.display());
-    }
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+    ifo_dev::pinned("IFO_KWOK", "tests/cluster/build-kwok.sh", &[])
 }
