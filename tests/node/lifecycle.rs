@@ -13,18 +13,28 @@ use super::workload::{holds, list, pods, set_vm, settled, until_listed};
 
 /// Whether the APIService reports `Available=True` now.
 fn apiservice_available(ctx: &Ctx) -> bool {
-    ctx.cluster
-        .kubectl_run(
-            User::Admin,
-            &[
-                "get",
-                APISERVICE,
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-            ],
-            None,
-        )
-        .is_ok_and(|s| s.trim() == "True")
+    apiservice_condition(ctx).is_ok()
+}
+
+/// `Ok` when the APIService reports `Available=True` now; else what it reports instead (the
+/// condition's status, reason and message), or why it could not be read.
+fn apiservice_condition(ctx: &Ctx) -> Result<(), String> {
+    let read = ctx.cluster.kubectl_run(
+        User::Admin,
+        &[
+            "get",
+            APISERVICE,
+            "-o",
+            "jsonpath={range .status.conditions[?(@.type==\"Available\")]}\
+             {.status} {.reason}: {.message}{end}",
+        ],
+        None,
+    );
+    match read {
+        Ok(s) if s.trim().starts_with("True ") => Ok(()),
+        Ok(s) => Err(s.trim().to_owned()),
+        Err(e) => Err(format!("not read: {e:#}")),
+    }
 }
 
 /// `kubectl rollout restart` while a client lists every second (retrying a failed list once, as
@@ -42,7 +52,7 @@ pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
     let lists = AtomicUsize::new(0);
     let first_failures = AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::<String>::new());
-    let checks = std::sync::Mutex::new(Vec::<(Instant, bool)>::new());
+    let checks = std::sync::Mutex::new(Vec::<(Instant, Result<(), String>)>::new());
     std::thread::scope(|s| -> Result<()> {
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
@@ -67,7 +77,7 @@ pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
         });
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                let available = apiservice_available(ctx);
+                let available = apiservice_condition(ctx);
                 checks.lock().unwrap().push((Instant::now(), available));
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -107,7 +117,7 @@ pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
         lists.load(Ordering::Relaxed),
         first_failures.load(Ordering::Relaxed),
         failures.len(),
-        checks.iter().filter(|(_, ok)| !ok).count(),
+        checks.iter().filter(|(_, c)| c.is_err()).count(),
         checks.len(),
         unavailable.as_secs_f64()
     );
@@ -115,20 +125,26 @@ pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
         failures.is_empty(),
         "lists failed even after a retry during the rollout: {failures:#?}"
     );
+    let mut reported: Vec<&str> = checks
+        .iter()
+        .filter_map(|(_, c)| c.as_ref().err().map(String::as_str))
+        .collect();
+    reported.dedup();
     ensure!(
         unavailable < Duration::from_secs(1),
-        "the APIService was unavailable for {unavailable:?} during the rollout"
+        "the APIService was unavailable for {unavailable:?} during the rollout; it said {reported:#?}"
     );
     Ok(())
 }
 
 /// The longest time between a check that found the APIService unavailable and the next one
 /// that found it available (to the end, if none did).
-fn longest_unavailable(checks: &[(Instant, bool)]) -> Duration {
+fn longest_unavailable(checks: &[(Instant, Result<(), String>)]) -> Duration {
     let mut longest = Duration::ZERO;
     let mut since: Option<Instant> = None;
-    for &(at, available) in checks {
-        match (available, since) {
+    for (at, condition) in checks {
+        let at = *at;
+        match (condition.is_ok(), since) {
             (false, None) => since = Some(at),
             (true, Some(start)) => {
                 longest = longest.max(at - start);
@@ -137,7 +153,8 @@ fn longest_unavailable(checks: &[(Instant, bool)]) -> Duration {
             _ => {}
         }
     }
-    if let (Some(start), Some(&(end, _))) = (since, checks.last()) {
+    if let (Some(start), Some((end, _))) = (since, checks.last()) {
+        let end = *end;
         longest = longest.max(end - start);
     }
     longest

@@ -6,7 +6,8 @@
 //! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
 //! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
 //! evictions through a failover, and the uninstall; then the Helm chart (`deploy/chart/`):
-//! installed with the guard, upgraded under load, uninstalled.
+//! installed with the guard, upgraded under load, uninstalled, and installed with one replica
+//! whose node is drained.
 //!
 //! One node per machine, so the steps run in order on one cluster (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
@@ -85,6 +86,10 @@ const STEPS: &[Step] = &[
     (
         "helm_uninstall_leaves_nothing_that_blocks",
         chart::uninstall,
+    ),
+    (
+        "helm_install_with_one_replica_lets_its_node_drain",
+        chart::one_replica_lets_its_node_drain,
     ),
 ];
 
