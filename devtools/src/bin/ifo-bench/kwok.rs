@@ -19,19 +19,34 @@ pub(crate) const NODE_ANNOTATION_VALUE: &str = "fake";
 /// its default of 40 s.
 const LEASE_SECONDS: u32 = 40;
 
-/// Starts KWOK's controller against the cluster of `kubeconfig`, its log beside the kubeconfig.
-pub(crate) fn start(kubeconfig: &Path) -> Result<Process> {
+/// Starts KWOK's controller against the cluster of `kubeconfig`, its log and configuration
+/// beside the kubeconfig: `workers` for each of its pools (pods' stages, nodes' stages, nodes'
+/// Leases; KWOK's default is 4 each, which falls behind beyond some 20,000 pods on this
+/// machine).
+pub(crate) fn start(kubeconfig: &Path, workers: u16) -> Result<Process> {
     let binary = binary()?;
     let stages = ifo_dev::source_dir().join("tests/cluster/kwok/stages.yaml");
     if !stages.is_file() {
         bail!("{} is missing: KWOK needs its stages", stages.display());
     }
-    let log = kubeconfig
-        .parent()
-        .context("the kubeconfig's directory")?
-        .join("kwok.log");
+    let dir = kubeconfig.parent().context("the kubeconfig's directory")?;
+    let log = dir.join("kwok.log");
+    let config = dir.join("kwok-configuration.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\n\
+             kind: KwokConfiguration\n\
+             options:\n  \
+             podPlayStageParallelism: {workers}\n  \
+             nodePlayStageParallelism: {workers}\n  \
+             nodeLeaseParallelism: {workers}\n"
+        ),
+    )
+    .with_context(|| format!("writing {}", config.display()))?;
     let mut cmd = Command::new(&binary);
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--config={}", config.display()))
         .arg(format!("--config={}", stages.display()))
         .arg("--manage-all-nodes=false")
         .arg(format!(

@@ -47,7 +47,7 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
     };
     let kwok = if args.kwok {
         eprintln!("starting KWOK ...");
-        Some(kwok::start(&local.kubeconfig)?)
+        Some(kwok::start(&local.kubeconfig, args.kwok_workers)?)
     } else {
         None
     };
@@ -189,6 +189,7 @@ async fn phase(
         apiserver,
         etcd,
         kwok,
+        kwok_workers: args.kwok.then_some(args.kwok_workers),
         cold_start: None,
     })
 }

@@ -72,6 +72,10 @@ pub(crate) struct PodArgs {
     /// are objects the benchmark writes once, and it writes each pod's status itself.
     #[arg(long)]
     pub kwok: bool,
+    /// KWOK's workers for each of its pools (--kwok): pods' stages, nodes' stages, nodes'
+    /// Leases. KWOK's own default, 4, falls behind beyond some 20,000 pods.
+    #[arg(long, default_value_t = 4, requires = "kwok", value_parser = clap::value_parser!(u16).range(1..))]
+    pub kwok_workers: u16,
 }
 
 /// The label kube-apiserver's watch of the flipping pods selects them by.

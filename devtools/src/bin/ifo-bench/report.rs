@@ -267,6 +267,8 @@ pub(crate) struct PodPhase {
     pub etcd: Option<Usage>,
     /// KWOK's controller (`--kwok`), which keeps the nodes' Leases and statuses meanwhile.
     pub kwok: Option<Usage>,
+    /// KWOK's workers per pool (`--kwok-workers`; `None` without KWOK).
+    pub kwok_workers: Option<u16>,
     /// The server restarted after the phase, with every pod there.
     pub cold_start: Option<crate::local::ColdStart>,
 }
@@ -293,7 +295,8 @@ impl PodPhase {
         );
         if let Some(t) = s.started_by_kwok_seconds {
             println!(
-                "  KWOK                every pod started {t:.1} s after the first was created"
+                "  KWOK                every pod started {t:.1} s after the first was created ({} workers per pool)",
+                self.kwok_workers.unwrap_or_default()
             );
         }
         if let Some(u) = &s.server {
