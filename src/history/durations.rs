@@ -11,12 +11,13 @@
 //! of removed rules and rulesets are dropped).
 
 use parking_lot::Mutex;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use jiff::SignedDuration;
 
 use super::coverage::{Coverage, Estimates, Figures};
-use super::own::{OwnDurations, in_flight};
+use super::own::{OwnDurations, in_flight, named_key};
 use super::quantiles::{Quantiles, quantiles_of};
 use crate::operation::{InFlightOperation, Outcome};
 use crate::ruleset::OperationDurations;
@@ -199,9 +200,26 @@ struct State {
     estimates: Estimates,
     /// What each subject's own operations took.
     own: OwnDurations,
+    /// Per ruleset, per operation: the label of its rule's `durationsBy`.
+    durations_by: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl State {
+    /// Whose own durations `op` counts toward and takes: the object its rule's `durationsBy`
+    /// label names while that label is set, else its subject.
+    fn own_key<'a>(&self, op: &'a InFlightOperation) -> Cow<'a, str> {
+        let named = self
+            .durations_by
+            .get(&op.ruleset)
+            .and_then(|by| by.get(&op.operation))
+            .and_then(|label| op.labels.get(label))
+            .filter(|name| !name.is_empty());
+        match named {
+            Some(name) => Cow::Owned(named_key(op.namespace.as_deref(), name)),
+            None => Cow::Borrowed(&op.subject.uid),
+        }
+    }
+
     /// The quantiles of `operation` of `ruleset`, once one succeeded.
     fn rule_quantiles(&self, ruleset: &str, operation: &str) -> Option<Quantiles> {
         let q = self
@@ -263,9 +281,8 @@ impl Durations {
         if outcome == Outcome::Succeeded {
             let end = op.completed.unwrap_or(op.last_detected);
             let ms = entry.record(end.duration_since(op.created));
-            state
-                .own
-                .record(&op.subject.uid, &op.ruleset, &op.operation, ms);
+            let key = state.own_key(op).into_owned();
+            state.own.record(&key, &op.ruleset, &op.operation, ms);
         } else {
             *entry.others.entry(outcome.as_str().to_owned()).or_default() += 1;
         }
@@ -288,19 +305,20 @@ impl Durations {
         let state = self.state.lock();
         let own = state
             .own
-            .quantiles(&op.subject.uid, &op.ruleset, &op.operation);
+            .quantiles(&state.own_key(op), &op.ruleset, &op.operation);
         in_flight(own, || state.rule_quantiles(&op.ruleset, &op.operation))
     }
 
-    /// What `operation` of `ruleset` took on the subject of uid `uid`, once it succeeded there.
-    pub(crate) fn own(&self, uid: &str, ruleset: &str, operation: &str) -> Option<Quantiles> {
-        self.state.lock().own.quantiles(uid, ruleset, operation)
+    /// What `operation` of `ruleset` took on the subject kept under `key` (its uid, or the
+    /// [`named_key`] of the object a `durationsBy` label names), once it succeeded there.
+    pub(crate) fn own(&self, key: &str, ruleset: &str, operation: &str) -> Option<Quantiles> {
+        self.state.lock().own.quantiles(key, ruleset, operation)
     }
 
-    /// The subject of uid `uid` announces its next runs: what its own take is kept from its
+    /// The subject kept under `key` announces its next runs: what its own take is kept from its
     /// first success on (see `own`).
-    pub(crate) fn announced(&self, uid: &str) {
-        self.state.lock().own.announced(uid);
+    pub(crate) fn announced(&self, key: &str) {
+        self.state.lock().own.announced(key);
     }
 
     /// The subject of uid `uid` was deleted: what its own operations took goes.
@@ -383,9 +401,33 @@ impl Durations {
         state.own.retain(ruleset, operations);
     }
 
+    /// `ruleset`'s rules with `durationsBy` now name these labels (by operation): its
+    /// operations count toward the objects those name from now on.
+    pub(crate) fn keyed_by(&self, ruleset: &str, labels: &BTreeMap<String, String>) {
+        let mut state = self.state.lock();
+        if labels.is_empty() {
+            state.durations_by.remove(ruleset);
+        } else {
+            state
+                .durations_by
+                .insert(ruleset.to_owned(), labels.clone());
+        }
+    }
+
+    /// Whether `operation` of `ruleset` counts its durations toward the objects a
+    /// `durationsBy` label names (see [`named_key`]).
+    pub(crate) fn keyed_by_label(&self, ruleset: &str, operation: &str) -> bool {
+        self.state
+            .lock()
+            .durations_by
+            .get(ruleset)
+            .is_some_and(|by| by.contains_key(operation))
+    }
+
     /// `ruleset` is gone: everything learned of it goes.
     pub(crate) fn forget(&self, ruleset: &str) {
         self.retain(ruleset, &[]);
+        self.keyed_by(ruleset, &BTreeMap::new());
     }
 }
 

@@ -31,7 +31,7 @@ pub use coverage::{ENDS_WINDOW, Figures, MIN_ENDS, RELIABLE_P90};
 pub use durations::{Durations, RuleCoverage, WINDOW};
 pub use expectation::MIN_SAMPLES;
 pub(crate) use expectation::{expect, settle};
-pub(crate) use own::expected;
+pub(crate) use own::{expected, named_key};
 
 use crate::operation::{InFlightOperation, Phase};
 

@@ -3,8 +3,10 @@
 //! cleanup of the same rule would be expected to take the cleanup's 5 seconds (and be overdue
 //! by the cleanup's p99), and a VM with 64 GiB of memory to migrate as fast as the 2 GiB ones.
 //!
-//! Per subject (by uid) and rule operation, the durations of its last [`OWN_WINDOW`] operations
-//! that succeeded. Bounded whatever the cluster's churn: a subject that succeeded once (most
+//! Per subject and rule operation, the durations of its last [`OWN_WINDOW`] operations that
+//! succeeded. A subject is kept by its uid, or, for a rule with `durationsBy`, by the object its
+//! label names ([`named_key`]: a Velero Backup counts toward its Schedule, whose announced runs
+//! take what its backups took). Bounded whatever the cluster's churn: a subject that succeeded once (most
 //! pods: their uid never comes back) is kept among the last [`MAX_ONCE`] such, and only one that
 //! succeeds again in the same rule operation, or that announces its runs (a CronJob), joins the
 //! [`MAX_REPEATING`] repeating ones, so a churn of one-off subjects never pushes out the
@@ -21,6 +23,13 @@ use jiff::SignedDuration;
 
 use super::expectation::MIN_SAMPLES;
 use super::quantiles::{Quantiles, quantiles_of};
+
+/// The key of the object `name` in `namespace` (empty: cluster-scoped) that a rule's
+/// `durationsBy` label names: its operations' durations are kept under it. `<namespace>/<name>`,
+/// which no uid is (a uid never holds a `/`).
+pub(crate) fn named_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
+}
 
 /// Successful operations of one subject kept: the most recent ones.
 pub(crate) const OWN_WINDOW: usize = 20;

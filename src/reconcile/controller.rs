@@ -259,6 +259,7 @@ fn upsert(
                 .seed(&name, &rs.info.component, &status.operation_durations);
         }
         detector.durations.retain(&name, &rs.operations);
+        detector.durations.keyed_by(&name, &rs.durations_by);
         // From here on, evaluations by older generations (watchers not restarted yet) are ignored.
         detector.ruleset_loaded(&name, rs.generation);
     }

@@ -6,6 +6,7 @@ use super::related::{Match, RelatedPart, part_name};
 use super::types::{Related, RuleSchedule, RuleSetSpec, Target};
 use crate::evaluate::{CompileError, Engine, Expr, RuleExprs, RuleSetExprs, ScheduleExprs};
 use crate::operation::RuleSetInfo;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A ruleset ready to evaluate.
@@ -23,6 +24,9 @@ pub struct CompiledRuleSet {
     /// Parallel to `exprs.rules`: whose learned durations (ruleset, operation) the operations
     /// a rule's `schedule` announces are expected to take.
     pub durations_of: Vec<(String, String)>,
+    /// Per operation, the label of its rule's `durationsBy`: whose durations the operation
+    /// counts toward (see `history::named_key`).
+    pub durations_by: BTreeMap<String, String>,
     /// `metadata.generation` of the ruleset these rules were compiled from, so that status and
     /// health refer to the spec they describe.
     pub generation: Option<i64>,
@@ -116,6 +120,16 @@ pub enum RuleSetProblem {
         /// What is wrong with it.
         reason: String,
     },
+    /// A rule's `durationsBy` names a label no label expression of the ruleset sets.
+    #[error(
+        "{place}: no labelExpressions (of the ruleset or of its related parts) set the label {key:?}; durationsBy names one that does"
+    )]
+    DurationsBy {
+        /// Where it is.
+        place: String,
+        /// The label it names.
+        key: String,
+    },
     /// A label key of a related part is not a valid label key (`place` names it).
     #[error("{place}: not a valid label key: {reason}")]
     InvalidLabelKey {
@@ -195,8 +209,24 @@ pub fn compile(
     let mut rules = Vec::new();
     let mut shapes = Vec::new();
     let mut durations = Vec::new();
+    let mut durations_by = BTreeMap::new();
+    let labelled = |key: &str| {
+        let own = spec.label_expressions.iter();
+        let related = spec.related.iter().flat_map(|r| &r.label_expressions);
+        own.chain(related).any(|le| le.key == key)
+    };
     for (i, rule) in spec.rules.iter().enumerate() {
         let at = |field: &str| format!("rules[{i}] ({}).{field}", rule.operation);
+        if let Some(key) = &rule.durations_by {
+            if labelled(key) {
+                durations_by.insert(rule.operation.clone(), key.clone());
+            } else {
+                shapes.push(RuleSetProblem::DurationsBy {
+                    place: at("durationsBy"),
+                    key: key.clone(),
+                });
+            }
+        }
         let matches = compile_one(at("expression"), &rule.expression);
         let mut optional = |field: &str, source: &Option<String>| {
             source.as_deref().map(|s| compile_one(at(field), s))
@@ -283,6 +313,7 @@ pub fn compile(
         namespaces: spec.namespaces.clone(),
         operations: rules.iter().map(|r| r.operation.clone()).collect(),
         durations_of: durations,
+        durations_by,
         exprs: RuleSetExprs {
             rules,
             label_expressions,
@@ -384,6 +415,7 @@ pub(super) fn part_rulesets(
                 },
                 operations: Vec::new(),
                 durations_of: Vec::new(),
+                durations_by: BTreeMap::new(),
                 generation: info.generation,
                 related: Vec::new(),
                 part_of: Some(RelatedPart {

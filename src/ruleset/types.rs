@@ -150,6 +150,13 @@ pub struct Rule {
     /// operation is announced before it starts (see `schedule`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<RuleSchedule>,
+    /// A label of the operation (one of the ruleset's `labelExpressions`, or its related
+    /// parts') whose value names the object, in the subject's namespace, whose durations the operation counts
+    /// toward and is expected to take, for subjects that never repeat but belong to one that
+    /// does: a Velero Backup's `velero.io/schedule-name` names its Schedule. Without it, or
+    /// while the label is empty, the subject's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durations_by: Option<String>,
 }
 
 /// `rules[].schedule`: when the next operation of a rule starts, from a cron schedule the

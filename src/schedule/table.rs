@@ -49,6 +49,26 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// Whose own durations its runs take (see `history::Durations::own`): its subject's, by
+    /// uid, when they are its own rule's operations; else, when the rule that detects them
+    /// keeps theirs under the object a `durationsBy` label names (a Velero Backup its
+    /// Schedule), those kept under its subject's name; else none (its runs take that rule's).
+    pub(super) fn own_key(&self, durations: &Durations) -> Option<String> {
+        let (ruleset, operation) = &self.durations_of;
+        if *ruleset == self.ruleset && *operation == self.operation {
+            Some(self.subject.uid.clone())
+        } else {
+            durations
+                .keyed_by_label(ruleset, operation)
+                .then(|| self.named_key())
+        }
+    }
+
+    /// The key its subject's name gives (see `history::named_key`).
+    fn named_key(&self) -> String {
+        crate::history::named_key(self.subject.namespace.as_deref(), &self.subject.name)
+    }
+
     /// Its first start after `now`, if any.
     pub(super) fn next_after(&self, now: Timestamp) -> Option<Timestamp> {
         match &self.when {
@@ -130,8 +150,9 @@ impl Schedules {
         {
             return unreadable;
         }
-        // Whether a new or changed entry announces runs that take their own durations.
-        let mut own_runs = false;
+        // Whose own durations the new or changed entries' runs take: kept from their first
+        // success on.
+        let mut announced = Vec::new();
         let mut tables = self.by_ruleset.write();
         let table = tables.entry(rs.info.name.clone()).or_default();
         for (operation, when, i) in found {
@@ -139,23 +160,23 @@ impl Schedules {
             match when {
                 Some(when) => {
                     let previous = table.get(&key);
-                    let unchanged = previous
-                        .is_some_and(|e| e.subject == *subject && same_when(&e.when, &when));
+                    let unchanged = previous.is_some_and(|e| {
+                        e.subject == *subject
+                            && same_when(&e.when, &when)
+                            && e.durations_of == rs.durations_of[i]
+                    });
                     if !unchanged {
-                        let durations_of = &rs.durations_of[i];
-                        own_runs |= durations_of.0 == rs.info.name && durations_of.1 == operation;
-                        table.insert(
-                            key,
-                            Arc::new(Entry {
-                                ruleset: rs.info.name.clone(),
-                                component: rs.info.component.clone(),
-                                operation,
-                                subject: subject.clone(),
-                                when,
-                                durations_of: rs.durations_of[i].clone(),
-                                next: Mutex::new(None),
-                            }),
-                        );
+                        let entry = Entry {
+                            ruleset: rs.info.name.clone(),
+                            component: rs.info.component.clone(),
+                            operation,
+                            subject: subject.clone(),
+                            when,
+                            durations_of: rs.durations_of[i].clone(),
+                            next: Mutex::new(None),
+                        };
+                        announced.extend(entry.own_key(&self.durations));
+                        table.insert(key, Arc::new(entry));
                     }
                 }
                 None => {
@@ -167,23 +188,41 @@ impl Schedules {
             tables.remove(&rs.info.name);
         }
         drop(tables);
-        if own_runs {
-            self.durations.announced(&subject.uid);
+        announced.dedup();
+        for key in announced {
+            self.durations.announced(&key);
         }
         unreadable
     }
 
-    /// The object of uid `uid` was deleted: `ruleset`'s rules announce nothing on it.
+    /// The object of uid `uid` was deleted: `ruleset`'s rules announce nothing on it, and the
+    /// durations kept under its name (its backups', for a Velero Schedule) go with it.
     pub(crate) fn subject_deleted(&self, ruleset: &str, uid: &str) {
-        self.retain(ruleset, |(u, _), _| u != uid);
+        let gone = self.retain(ruleset, |(u, _), _| u != uid);
+        self.forget_named(&gone);
     }
 
-    /// A relist of `namespace` (`None`: all) found only `present` (uids): the others are gone.
+    /// A relist of `namespace` (`None`: all) found only `present` (uids): the others are gone,
+    /// as if deleted.
     pub(crate) fn resync(&self, ruleset: &str, namespace: Option<&str>, present: &HashSet<String>) {
-        self.retain(ruleset, |(uid, _), e| {
+        let gone = self.retain(ruleset, |(uid, _), e| {
             present.contains(uid)
                 || namespace.is_some_and(|ns| e.subject.namespace.as_deref() != Some(ns))
         });
+        self.forget_named(&gone);
+    }
+
+    /// The durations kept under the names of `gone` (deleted objects), where their runs took
+    /// those.
+    fn forget_named(&self, gone: &[Arc<Entry>]) {
+        for entry in gone {
+            if entry
+                .own_key(&self.durations)
+                .is_some_and(|key| key != entry.subject.uid)
+            {
+                self.durations.subject_deleted(&entry.named_key());
+            }
+        }
     }
 
     /// `ruleset` was deleted or became invalid.
@@ -196,14 +235,23 @@ impl Schedules {
         self.retain(ruleset, |(_, op), _| operations.contains(op));
     }
 
-    fn retain(&self, ruleset: &str, keep: impl Fn(&Key, &Entry) -> bool) {
+    /// Keeps the entries of `ruleset` that `keep` takes; returns the others.
+    fn retain(&self, ruleset: &str, keep: impl Fn(&Key, &Entry) -> bool) -> Vec<Arc<Entry>> {
         let mut tables = self.by_ruleset.write();
+        let mut removed = Vec::new();
         if let Some(table) = tables.get_mut(ruleset) {
-            table.retain(|k, e| keep(k, e));
+            table.retain(|k, e| {
+                let kept = keep(k, e);
+                if !kept {
+                    removed.push(e.clone());
+                }
+                kept
+            });
             if table.is_empty() {
                 tables.remove(ruleset);
             }
         }
+        removed
     }
 
     /// Every entry `includes` takes, as (its namespace, its component) say.

@@ -183,7 +183,15 @@ fn run_of(
 ) -> crate::operation::InFlightOperation {
     let mut subject = crate::operation::test_subject("batch/v1", "CronJob", Some(namespace), name);
     subject.uid = format!("uid-{namespace}-{name}");
-    let mut op = crate::operation::test_active(&subject, ("cron", "batch"), "Running", &[]);
+    let op = crate::operation::test_active(&subject, ("cron", "batch"), "Running", &[]);
+    succeeded(op, took)
+}
+
+/// `op` completed as `Succeeded`, `took` after it started.
+fn succeeded(
+    mut op: crate::operation::InFlightOperation,
+    took: SignedDuration,
+) -> crate::operation::InFlightOperation {
     op.phase = crate::operation::Phase::Completed;
     op.outcome = Some(crate::operation::Outcome::Succeeded);
     op.completed = Some(op.created + took);
@@ -453,5 +461,114 @@ fn a_time_announces_one_start_and_only_while_it_is_ahead() {
         s.upcoming(t("2026-11-26T12:00:00Z"), |_, _| true)
             .listed
             .is_empty()
+    );
+}
+
+/// A backup of the Schedule `schedule` of `namespace` (ruleset `backups`' `InProgress`, which
+/// keys its durations by `velero.io/schedule-name`) that succeeded after `took`.
+fn backup_of(
+    namespace: &str,
+    schedule: &str,
+    took: SignedDuration,
+) -> crate::operation::InFlightOperation {
+    let subject = crate::operation::test_subject(
+        "velero.io/v1",
+        "Backup",
+        Some(namespace),
+        &format!("{schedule}-{}", took.as_secs()),
+    );
+    let op = crate::operation::test_active(
+        &subject,
+        ("backups", "oadp"),
+        "InProgress",
+        &[("velero.io/schedule-name", schedule)],
+    );
+    succeeded(op, took)
+}
+
+/// Schedules whose runs another ruleset detects (`durationsOf`), which keeps their durations
+/// under the Schedule a label names (`durationsBy`): each Schedule's announced runs take its own
+/// backups', never those of a Schedule of the same name in another namespace; a deleted
+/// Schedule's go with it; without `durationsBy` the rule's.
+#[test]
+fn an_announced_run_takes_what_the_runs_kept_under_its_name_took() {
+    let durations = Arc::new(Durations::default());
+    let s = Schedules::new(durations.clone());
+    let schedules = cronjob_rules(
+        "velero",
+        "oadp",
+        Some(json!({"ruleSet": "backups", "operation": "InProgress"})),
+    );
+    let now = t("2026-11-26T08:00:00Z");
+    let p50 = |name: &str, namespace: &str| {
+        s.upcoming(now, |_, _| true)
+            .listed
+            .iter()
+            .find(|u| {
+                u.subject().name == name && u.subject().namespace.as_deref() == Some(namespace)
+            })
+            .and_then(|u| u.p50)
+    };
+    let hours = SignedDuration::from_hours(3);
+    let seconds = SignedDuration::from_secs(5);
+    for took in 1..=6 {
+        durations.completed(&backup_of(
+            "a",
+            "nightly",
+            hours + SignedDuration::from_secs(took),
+        ));
+        durations.completed(&backup_of(
+            "b",
+            "nightly",
+            seconds + SignedDuration::from_secs(took),
+        ));
+    }
+    // Not keyed by a label (yet): every Schedule takes the rule's mix.
+    announce(&s, &schedules, ("a", "nightly"), "0 9 * * *");
+    announce(&s, &schedules, ("b", "nightly"), "0 9 * * *");
+    let mix = p50("nightly", "a");
+    assert!(mix.is_some_and(|d| d < hours), "{mix:?}");
+    assert_eq!(p50("nightly", "b"), mix);
+
+    durations.keyed_by(
+        "backups",
+        &std::collections::BTreeMap::from([(
+            "InProgress".to_owned(),
+            "velero.io/schedule-name".to_owned(),
+        )]),
+    );
+    for took in 1..=6 {
+        durations.completed(&backup_of(
+            "a",
+            "nightly",
+            hours + SignedDuration::from_secs(took),
+        ));
+        durations.completed(&backup_of(
+            "b",
+            "nightly",
+            seconds + SignedDuration::from_secs(took),
+        ));
+    }
+    let (a, b) = (p50("nightly", "a").unwrap(), p50("nightly", "b").unwrap());
+    assert!(
+        a > hours && a < hours + SignedDuration::from_secs(10),
+        "{a}"
+    );
+    assert!(
+        b > seconds && b < seconds + SignedDuration::from_secs(10),
+        "{b}"
+    );
+
+    // Schedule a/nightly deleted: what its backups took goes with it.
+    s.subject_deleted("velero", "uid-a-nightly");
+    assert!(
+        durations
+            .own("a/nightly", "backups", "InProgress")
+            .is_none()
+    );
+    assert!(
+        durations
+            .own("b/nightly", "backups", "InProgress")
+            .is_some()
     );
 }

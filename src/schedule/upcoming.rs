@@ -155,10 +155,9 @@ impl Schedules {
             }
             let (p50, p90) = *durations[i].get_or_insert_with(|| {
                 let (ruleset, operation) = &entry.durations_of;
-                // Its object's own runs, where they are its own rule's operations.
-                let own = (*ruleset == entry.ruleset && *operation == entry.operation)
-                    .then(|| self.durations.own(&entry.subject.uid, ruleset, operation))
-                    .flatten();
+                let own = entry
+                    .own_key(&self.durations)
+                    .and_then(|key| self.durations.own(&key, ruleset, operation));
                 expected(own, self.durations.quantiles(ruleset, operation))
             });
             listed.push(Upcoming {

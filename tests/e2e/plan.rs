@@ -612,3 +612,136 @@ fn an_operation_in_flight_is_expected_to_take_what_its_subjects_own_took() {
         env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
     }
 }
+
+/// A Velero Schedule's backups are Backup objects, each a subject of its own that never
+/// repeats: the shipped `velero-backup-rules` keep their durations under their Schedule
+/// (`durationsBy: velero.io/schedule-name`). Of one rule, a nightly Schedule's backups that took
+/// a minute beside an hourly one's that took 5 s, twice as many: the nightly Schedule's next
+/// backup, announced by the shipped `velero-schedule-rules`, is expected to take about a
+/// minute (its own backups), not the rule's median (the hourly ones'), and so is its next backup
+/// once in flight; the hourly one's, about 5 s.
+#[test]
+fn a_velero_schedule_s_backups_take_what_its_own_backups_took() {
+    let env = env();
+    let ns = env.namespace("plan-velero");
+    let (backups, schedules) = (format!("backups-{ns}"), format!("schedules-{ns}"));
+    let shipped = |file: &str, name: &str| {
+        super::plugin::shipped_ruleset(&format!("rules/oadp/{file}"), name, &ns)
+    };
+    env.apply(&shipped("velero-backup-rules.yaml", &backups).to_string());
+    let mut announcing = shipped("velero-schedule-rules.yaml", &schedules);
+    announcing["spec"]["rules"][0]["schedule"]["durationsOf"]["ruleSet"] = json!(backups);
+    env.apply(&announcing.to_string());
+    env.wait_watching(&backups);
+    env.wait_watching(&schedules);
+    // Due in about 12 hours: listed ahead, not due while the test runs.
+    let hour = (Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour() + 12) % 24;
+    for schedule in ["nightly", "hourly"] {
+        env.apply(
+            &json!({"apiVersion": "velero.io/v1", "kind": "Schedule",
+                    "metadata": {"name": schedule, "namespace": ns},
+                    "spec": {"schedule": format!("0 {hour} * * *")}})
+            .to_string(),
+        );
+    }
+    // A backup of `schedule`, as Velero makes it (labelled with its Schedule), in progress since
+    // `ago` (its `status.startTimestamp`, which the rule takes as the operation's start).
+    let started = |name: &str, schedule: &str, ago: jiff::SignedDuration| {
+        env.apply(
+            &json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+                    "metadata": {"name": name, "namespace": ns,
+                                 "labels": {"velero.io/schedule-name": schedule}},
+                    "spec": {}})
+            .to_string(),
+        );
+        env.set_status(
+            "backups.velero.io",
+            &ns,
+            name,
+            json!({"phase": "InProgress", "startTimestamp": (Timestamp::now() - ago).to_string()}),
+        );
+    };
+    let learn = usize::try_from(ifo::history::MIN_SAMPLES).unwrap();
+    let (long, short) = (
+        jiff::SignedDuration::from_mins(1),
+        jiff::SignedDuration::from_secs(5),
+    );
+    let began = Instant::now();
+    let mut names = Vec::new();
+    for i in 0..learn {
+        names.push(format!("nightly-{i}"));
+        started(&format!("nightly-{i}"), "nightly", long);
+    }
+    for i in 0..2 * learn {
+        names.push(format!("hourly-{i}"));
+        started(&format!("hourly-{i}"), "hourly", short);
+    }
+    // Every one seen in flight before it completes.
+    eventually(WAIT, "every backup in flight", || {
+        let ops = env.get_json(User::Admin, &["get", "ifo", "-n", &ns]);
+        let active = ops["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| o["status"]["phase"] == "Active")
+            .count();
+        (active == names.len()).then_some(())
+    });
+    for name in &names {
+        env.set_status(
+            "backups.velero.io",
+            &ns,
+            name,
+            json!({"phase": "Completed"}),
+        );
+    }
+    // Each backup took its `ago` and at most this more (created, seen in flight and completed
+    // one after another), and its completion is seen a moment later.
+    let slack = jiff::SignedDuration::try_from(began.elapsed()).unwrap()
+        + jiff::SignedDuration::from_secs(10);
+
+    // Once every backup completed, the Schedules' next backups are listed ahead with what
+    // their own backups took.
+    let gate = format!("namespace.{ns}");
+    env.wait_gate(&gate, "True", WAIT);
+    let took = |s: &Value| {
+        time(&s["expectedEnd"])
+            .zip(time(&s["expectedStart"]))
+            .map(|(end, start)| end.duration_since(start))
+    };
+    let gate = scheduled_until(env, &gate, "the Schedules' own backups learned", |listed| {
+        listed.len() == 2 && listed.iter().all(|s| took(s).is_some())
+    });
+    let of = |schedule: &str| {
+        let listed = gate["status"]["scheduled"].as_array().unwrap();
+        let s = listed
+            .iter()
+            .find(|s| s["subject"]["name"] == schedule)
+            .unwrap_or_else(|| panic!("no run of {schedule} listed: {gate:#}"));
+        took(s).unwrap()
+    };
+    let (nightly, hourly) = (of("nightly"), of("hourly"));
+    assert!(
+        nightly >= long && nightly <= long + slack,
+        "the nightly Schedule's next backup is expected to take {nightly:#}, its own took a minute: {gate:#}"
+    );
+    assert!(
+        hourly >= short && hourly <= short + slack,
+        "the hourly Schedule's next backup is expected to take {hourly:#}, its own took 5 s: {gate:#}"
+    );
+
+    // A nightly backup in flight is expected to take what the nightly ones took.
+    started("nightly-next", "nightly", jiff::SignedDuration::ZERO);
+    let op = env.wait_ifo(&ns, "the next nightly backup in flight", |o| {
+        o["spec"]["subject"]["name"] == "nightly-next" && o["status"]["estimate"] == "History"
+    });
+    let created = time(&op["metadata"]["creationTimestamp"]).unwrap();
+    let expected = time(&op["status"]["expectedEnd"]).map(|end| end.duration_since(created));
+    assert!(
+        expected.is_some_and(|d| d >= long && d <= long + slack),
+        "the next nightly backup is expected to take {expected:?}: {op:#}"
+    );
+    for rs in [backups, schedules] {
+        env.kubectl(User::Admin, &["delete", "ors", &rs]).unwrap();
+    }
+}

@@ -331,13 +331,13 @@ fn plugin_rejects_bad_input_without_panicking() {
 }
 
 /// A shipped ruleset under a name of this test's, watching only `namespace`.
-fn shipped_ruleset(file: &str, name: &str, namespace: &str) -> String {
+pub(crate) fn shipped_ruleset(file: &str, name: &str, namespace: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let mut ruleset: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     ruleset["metadata"]["name"] = json!(name);
     ruleset["spec"]["namespaces"] = json!([namespace]);
-    ruleset.to_string()
+    ruleset
 }
 
 /// A VirtualMachineInstance running on `node`, live-migrating to `target`.
@@ -398,11 +398,7 @@ fn plugin_node_finds_operations_on_a_node_and_migrations_into_it() {
     let nodes = [a.as_str(), &b, &c, &d, &z];
     create_nodes(env, &nodes);
     let rs = format!("vmi-lifecycle-{ns}");
-    env.apply(&shipped_ruleset(
-        "rules/kubevirt/vmi-lifecycle-rules.yaml",
-        &rs,
-        &ns,
-    ));
+    env.apply(&shipped_ruleset("rules/kubevirt/vmi-lifecycle-rules.yaml", &rs, &ns).to_string());
     env.wait_watching(&rs);
     migrating_vmi(env, &ns, "vmi-a", &a, &b);
     migrating_vmi(env, &ns, "vmi-c", &c, &d);

@@ -119,7 +119,7 @@ pub(super) fn definitions(resource: &Resource) -> Map<String, Value> {
             "component": {"description": "The component it belongs to.", "type": "string"},
             "ruleSet": {"description": "The OperationRuleSet whose rule announces it.", "type": "string"},
             "expectedStart": {"$ref": meta("Time"), "description": "When it is expected to start."},
-            "expectedEnd": {"$ref": meta("Time"), "description": "Its start plus the median duration of its rule's operations (or those its schedule's durationsOf names); absent until 5 of them succeeded."},
+            "expectedEnd": {"$ref": meta("Time"), "description": "Its start plus the median duration it is expected to take: its object's own runs once 6 of them succeeded (for a schedule whose durationsOf names another rule, the runs that rule counts toward the object by its durationsBy label), else its rule's operations (or those its durationsOf names); absent until 6 of them succeeded."},
             "expectedEndP90": {"$ref": meta("Time"), "description": "Its start plus their 90th percentile."},
             "schedule": {"description": "The cron schedule it comes from; absent when its object names a time.", "type": "string"},
             "timeZone": {"description": "The time zone the schedule is read in (UTC when the object names none).", "type": "string"},

@@ -144,3 +144,64 @@ fn ends_are_judged_against_their_first_estimate_and_published() {
     assert_eq!(restarted.published("rs"), published);
     assert_eq!(d.coverages().len(), 1);
 }
+
+/// A Backup of `schedule` (its `velero.io/schedule-name` label, as a label expression sets
+/// it) that took `seconds`, in namespace `velero`.
+fn backup(name: &str, schedule: &str, seconds: i64) -> InFlightOperation {
+    use crate::operation::{test_active, test_subject};
+    let subject = test_subject("velero.io/v1", "Backup", Some("velero"), name);
+    let mut op = test_active(
+        &subject,
+        ("velero-backup-rules", "oadp"),
+        "InProgress",
+        &[("velero.io/schedule-name", schedule)],
+    );
+    op.phase = Phase::Completed;
+    op.outcome = Some(Outcome::Succeeded);
+    op.completed = Some(op.created + SignedDuration::from_secs(seconds));
+    op
+}
+
+#[test]
+fn durations_by_a_label_are_kept_under_the_object_it_names() {
+    let d = Durations::default();
+    let by = BTreeMap::from([(
+        "InProgress".to_owned(),
+        "velero.io/schedule-name".to_owned(),
+    )]);
+    d.keyed_by("velero-backup-rules", &by);
+    // Each backup is a subject of its own that never repeats; its Schedule does.
+    for i in 0..6 {
+        d.completed(&backup(&format!("nightly-{i}"), "nightly", 3 * 3600));
+        d.completed(&backup(&format!("cleanup-{i}"), "cleanup", 5));
+        d.completed(&backup(&format!("cleanup-{i}-again"), "cleanup", 5));
+    }
+    let p50 = |key: &str| {
+        d.own(key, "velero-backup-rules", "InProgress")
+            .map(|q| q.p50.as_secs())
+    };
+    assert_eq!(p50("velero/nightly"), Some(3 * 3600));
+    assert_eq!(p50("velero/cleanup"), Some(5));
+    // Not under the backups' own uids.
+    assert_eq!(p50("uid-nightly-0"), None);
+    // A backup in flight takes its Schedule's.
+    let mut running = backup("nightly-6", "nightly", 0);
+    running.phase = Phase::Active;
+    running.outcome = None;
+    running.completed = None;
+    let expected = d.in_flight(&running).expect("an expectation");
+    assert_eq!(expected.p50.as_secs(), 3 * 3600);
+    // One of no Schedule (the label empty) is its own subject again, taking the rule's mix.
+    let mut alone = running.clone();
+    alone.labels.insert("velero.io/schedule-name", "");
+    assert!(d.in_flight(&alone).unwrap().p50.as_secs() < 3 * 3600);
+
+    // Once the ruleset's rule no longer has durationsBy, backups are their own subjects again.
+    d.keyed_by("velero-backup-rules", &BTreeMap::new());
+    d.completed(&backup("nightly-7", "nightly", 60));
+    assert_eq!(p50("velero/nightly"), Some(3 * 3600));
+    assert!(
+        d.own("uid-nightly-7", "velero-backup-rules", "InProgress")
+            .is_some()
+    );
+}

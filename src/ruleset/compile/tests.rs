@@ -124,3 +124,29 @@ fn the_ruleset_s_own_target_an_unknown_match_and_a_bad_key_are_invalid_rules() {
         "{found:?}"
     );
 }
+
+#[test]
+fn durations_by_names_a_label_the_ruleset_sets() {
+    let mut by_own = spec(json!([]));
+    by_own.rules[0].durations_by = Some("ifo.kubevirt.io/vm".into());
+    let compiled = compile(&Engine::new(), "vm-rules", Some(3), &by_own).unwrap();
+    assert_eq!(
+        compiled.durations_by.get("Stopping").map(String::as_str),
+        Some("ifo.kubevirt.io/vm")
+    );
+
+    let mut by_related = spec(vmi(json!([{"key": "a.io/b", "expression": "'x'"}])));
+    by_related.rules[0].durations_by = Some("a.io/b".into());
+    assert_eq!(problems(&by_related), Vec::<String>::new());
+
+    let mut unset = spec(json!([]));
+    unset.rules[0].durations_by = Some("velero.io/schedule-name".into());
+    assert_eq!(
+        problems(&unset),
+        [
+            "rules[0] (Stopping).durationsBy: no labelExpressions (of the ruleset or of its \
+             related parts) set the label \"velero.io/schedule-name\"; durationsBy names one \
+             that does"
+        ]
+    );
+}
