@@ -511,18 +511,15 @@ fn an_announced_run_takes_what_the_runs_kept_under_its_name_took() {
     };
     let hours = SignedDuration::from_hours(3);
     let seconds = SignedDuration::from_secs(5);
-    for took in 1..=6 {
-        durations.completed(&backup_of(
-            "a",
-            "nightly",
-            hours + SignedDuration::from_secs(took),
-        ));
-        durations.completed(&backup_of(
-            "b",
-            "nightly",
-            seconds + SignedDuration::from_secs(took),
-        ));
-    }
+    // Six backups of each namespace's nightly Schedule: three hours in `a`, seconds in `b`.
+    let backups = || {
+        for took in 1..=6 {
+            let took = SignedDuration::from_secs(took);
+            durations.completed(&backup_of("a", "nightly", hours + took));
+            durations.completed(&backup_of("b", "nightly", seconds + took));
+        }
+    };
+    backups();
     // Not keyed by a label (yet): every Schedule takes the rule's mix.
     announce(&s, &schedules, ("a", "nightly"), "0 9 * * *");
     announce(&s, &schedules, ("b", "nightly"), "0 9 * * *");
@@ -537,18 +534,7 @@ fn an_announced_run_takes_what_the_runs_kept_under_its_name_took() {
             "velero.io/schedule-name".to_owned(),
         )]),
     );
-    for took in 1..=6 {
-        durations.completed(&backup_of(
-            "a",
-            "nightly",
-            hours + SignedDuration::from_secs(took),
-        ));
-        durations.completed(&backup_of(
-            "b",
-            "nightly",
-            seconds + SignedDuration::from_secs(took),
-        ));
-    }
+    backups();
     let (a, b) = (p50("nightly", "a").unwrap(), p50("nightly", "b").unwrap());
     assert!(
         a > hours && a < hours + SignedDuration::from_secs(10),

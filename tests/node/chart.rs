@@ -49,23 +49,8 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
             Err(e)
         }
     })?;
-    let chart = packaged()?;
     let t = Instant::now();
-    helm::run(
-        &ctx.cluster,
-        &[
-            "install",
-            helm::RELEASE,
-            &chart,
-            "-n",
-            NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "guard.enabled=true,certificates.source=server",
-            "--wait",
-            "--timeout=5m",
-        ],
-    )?;
+    helm_install(ctx, "guard.enabled=true,certificates.source=server")?;
     ctx.install
         .wait_available(&ctx.cluster, Duration::from_secs(240))?;
     settled(ctx, Duration::from_secs(180))?;
@@ -350,6 +335,27 @@ pub(crate) fn uninstall(ctx: &Ctx) -> Result<()> {
     kept_removed(ctx)
 }
 
+/// `helm install` of the packaged chart with the values `set`, waiting until it is ready.
+fn helm_install(ctx: &Ctx, set: &str) -> Result<()> {
+    let chart = packaged()?;
+    helm::run(
+        &ctx.cluster,
+        &[
+            "install",
+            helm::RELEASE,
+            &chart,
+            "-n",
+            NAMESPACE,
+            "--create-namespace",
+            "--set",
+            set,
+            "--wait",
+            "--timeout=5m",
+        ],
+    )?;
+    Ok(())
+}
+
 /// `helm uninstall`, waiting for what it deletes to go.
 fn helm_uninstall(ctx: &Ctx) -> Result<()> {
     helm::run(
@@ -388,22 +394,7 @@ fn kept_removed(ctx: &Ctx) -> Result<()> {
 /// (kube-apiserver counts its answers, and no eviction let through unanswered). The chart and
 /// its CRD are then removed as in the uninstall step.
 pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
-    let chart = packaged()?;
-    helm::run(
-        &ctx.cluster,
-        &[
-            "install",
-            helm::RELEASE,
-            &chart,
-            "-n",
-            NAMESPACE,
-            "--create-namespace",
-            "--set",
-            "replicas=1,guard.enabled=true,certificates.source=server",
-            "--wait",
-            "--timeout=5m",
-        ],
-    )?;
+    helm_install(ctx, "replicas=1,guard.enabled=true,certificates.source=server")?;
     ctx.install
         .wait_available(&ctx.cluster, Duration::from_secs(240))?;
     let budgets = admin(ctx, &["-n", NAMESPACE, "get", "pdb", "-o", "name"])?;
