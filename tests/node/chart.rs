@@ -394,7 +394,10 @@ fn kept_removed(ctx: &Ctx) -> Result<()> {
 /// (kube-apiserver counts its answers, and no eviction let through unanswered). The chart and
 /// its CRD are then removed as in the uninstall step.
 pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
-    helm_install(ctx, "replicas=1,guard.enabled=true,certificates.source=server")?;
+    helm_install(
+        ctx,
+        "replicas=1,guard.enabled=true,certificates.source=server",
+    )?;
     ctx.install
         .wait_available(&ctx.cluster, Duration::from_secs(240))?;
     let budgets = admin(ctx, &["-n", NAMESPACE, "get", "pdb", "-o", "name"])?;
