@@ -281,7 +281,7 @@ impl Durations {
         if outcome == Outcome::Succeeded {
             let end = op.completed.unwrap_or(op.last_detected);
             let ms = entry.record(end.duration_since(op.created));
-            let key = state.own_key(op).into_owned();
+            let key = state.own_key(op);
             state.own.record(&key, &op.ruleset, &op.operation, ms);
         } else {
             *entry.others.entry(outcome.as_str().to_owned()).or_default() += 1;

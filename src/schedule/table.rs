@@ -58,15 +58,10 @@ impl Entry {
         if *ruleset == self.ruleset && *operation == self.operation {
             Some(self.subject.uid.clone())
         } else {
-            durations
-                .keyed_by_label(ruleset, operation)
-                .then(|| self.named_key())
+            durations.keyed_by_label(ruleset, operation).then(|| {
+                crate::history::named_key(self.subject.namespace.as_deref(), &self.subject.name)
+            })
         }
-    }
-
-    /// The key its subject's name gives (see `history::named_key`).
-    fn named_key(&self) -> String {
-        crate::history::named_key(self.subject.namespace.as_deref(), &self.subject.name)
     }
 
     /// Its first start after `now`, if any.
@@ -188,7 +183,6 @@ impl Schedules {
             tables.remove(&rs.info.name);
         }
         drop(tables);
-        announced.dedup();
         for key in announced {
             self.durations.announced(&key);
         }
@@ -216,11 +210,10 @@ impl Schedules {
     /// those.
     fn forget_named(&self, gone: &[Arc<Entry>]) {
         for entry in gone {
-            if entry
-                .own_key(&self.durations)
-                .is_some_and(|key| key != entry.subject.uid)
+            if let Some(key) = entry.own_key(&self.durations)
+                && key != entry.subject.uid
             {
-                self.durations.subject_deleted(&entry.named_key());
+                self.durations.subject_deleted(&key);
             }
         }
     }
