@@ -31,5 +31,5 @@ COPY --from=builder /out/ifo-apiserver /out/kubectl-ifo /
 USER 65532:65532
 # In a container the server must listen on every interface, not loopback.
 ENV BIND_ADDRESS=0.0.0.0
-EXPOSE 8443 8081
+EXPOSE 8443 9443 8081
 ENTRYPOINT ["/ifo-apiserver", "serve"]

@@ -68,7 +68,7 @@ config='{
   "User": "65532:65532",
   "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "BIND_ADDRESS=0.0.0.0"],
   "Entrypoint": ["/ifo-apiserver", "serve"],
-  "ExposedPorts": {"8443/tcp": {}, "8081/tcp": {}}
+  "ExposedPorts": {"8443/tcp": {}, "9443/tcp": {}, "8081/tcp": {}}
 }'
 echo -n "image.sh: "
 "$root/deploy/oci-archive.sh" "$rootfs" "$config" "$name" "$out"

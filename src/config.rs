@@ -16,9 +16,15 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "BIND_ADDRESS", default_value = "127.0.0.1")]
     pub bind_address: IpAddr,
-    /// HTTPS port.
+    /// HTTPS port of the API (what the aggregator and direct clients call).
     #[arg(long, env = "SECURE_PORT", default_value_t = 8443)]
     pub secure_port: u16,
+    /// HTTPS port of the admission doors (the webhooks' `/admission/...` paths): a listener of
+    /// their own, with connection pools of their own, that serves nothing else, so that what
+    /// callers of the API hold open (watches, with any token) takes nothing kube-apiserver's
+    /// reviews need. Same serving certificate as SECURE_PORT.
+    #[arg(long, env = "ADMISSION_PORT", default_value_t = 9443)]
+    pub admission_port: u16,
     /// Plain-HTTP port of the probes (`/livez`, `/readyz`, `/healthz`): a listener of their
     /// own, which no request budget of the HTTPS port stands in front of.
     #[arg(long, env = "HEALTH_PORT", default_value_t = 8081)]

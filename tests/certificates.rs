@@ -226,15 +226,15 @@ fn webhook_urls(env: &Env) -> Vec<String> {
         .collect()
 }
 
-/// The HTTP status of `review` posted straight to the server at `path`, on a connection of its
-/// own, as anyone on the network may, its certificate verified against `ca_bundle`: no client
+/// The HTTP status of `review` posted straight to the server's doors at `path`, on a connection
+/// of its own, as anyone on the network may, its certificate verified against `ca_bundle`: no client
 /// certificate, no token.
 fn posted(env: &Env, ca_bundle: &str, path: &str, review: &str) -> String {
     let ca = std::env::temp_dir().join(format!("ifo-doors-ca-{}.pem", std::process::id()));
     std::fs::write(&ca, ca_bundle).unwrap();
     ifo_test_support::posted(
         &ca,
-        &format!("https://127.0.0.1:{}{path}", env.port),
+        &format!("https://127.0.0.1:{}{path}", env.admission_port),
         review,
         None,
     )
@@ -396,7 +396,10 @@ fn a_ca_bundle_written_back_by_someone_else_is_put_right() {
     api_answers(env);
     // A webhook's path written back without the key: put right too, and the door answers.
     let key = secret_data(env, "door.key");
-    let plain = format!("https://localhost:{}/admission/rulesets", env.port);
+    let plain = format!(
+        "https://localhost:{}/admission/rulesets",
+        env.admission_port
+    );
     env.kubectl(
         User::Admin,
         &[
@@ -498,13 +501,14 @@ fn a_hundred_addresses_holding_http2_streams_open_nothing() {
     assert!(refused >= 100.0, "the attack's streams were not refused");
 }
 
-/// In the default setup, one address keeps more connections than the server takes, each with
-/// a request carrying a token of a user without rights: every eviction is judged.
+/// In the default setup, token holders fill the API's port from more addresses than it has
+/// places, each busy with a watch, and the doors' port from one address: every eviction is
+/// judged.
 #[test]
-fn a_token_holders_connections_open_nothing() {
+fn token_holders_on_both_ports_open_nothing() {
     let setup = attacked();
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    attacks::token_holders_holding_every_connection(&setup, "certs-tokens");
+    attacks::token_holders_on_both_ports(&setup, "certs-tokens");
 }
 
 /// In the default setup, twice as many addresses as the server has anonymous places each hold

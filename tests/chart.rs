@@ -822,6 +822,7 @@ fn the_settings_the_chart_takes_are_the_servers_flags() {
     const SET_BY_THE_CHART: &[&str] = &[
         "BIND_ADDRESS",
         "SECURE_PORT",
+        "ADMISSION_PORT",
         "HEALTH_PORT",
         "TLS_CERT_FILE",
         "TLS_PRIVATE_KEY_FILE",

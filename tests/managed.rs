@@ -79,13 +79,13 @@ fn a_hundred_addresses_holding_http2_streams_open_nothing() {
     );
 }
 
-/// One address keeps more connections than the server takes, each with a request carrying a
-/// token of a user without rights: they stay anonymous, kube-apiserver's connections take
-/// their places, and every eviction is judged.
+/// Token holders fill the API's port from more addresses than it has places, each busy with a
+/// watch, and the doors' port from one address: the doors have a listener of their own, and
+/// every eviction is judged.
 #[test]
-fn a_token_holders_connections_open_nothing() {
+fn token_holders_on_both_ports_open_nothing() {
     let (setup, _one) = attacked();
-    attacks::token_holders_holding_every_connection(&setup, "mg-tokens");
+    attacks::token_holders_on_both_ports(&setup, "mg-tokens");
 }
 
 /// The probes' listener is flooded from one address and from more addresses than it takes:

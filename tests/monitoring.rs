@@ -58,8 +58,8 @@ fn exercise() {
     EvaluationLag::new("rs").set(std::time::Duration::ZERO);
     RequestTimer::start().finish(("get", ""), http::StatusCode::OK);
     open_watches(0);
-    connection_refused("anonymous");
-    connection_displaced();
+    connection_refused("admission", "anonymous");
+    connection_displaced("admission");
     persist_write("create", "ok");
     set_persist_pending(0, std::time::Duration::ZERO);
     set_operations(0);

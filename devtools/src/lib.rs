@@ -26,4 +26,4 @@ pub use node::{NODE_IP, Node};
 pub use pki::{KeyPair, Usage};
 pub use port::free_port;
 pub use process::Process;
-pub use server::spawn_server;
+pub use server::{Ports, spawn_server};

@@ -115,9 +115,7 @@ impl Intake {
         match self.caller(&request) {
             Ok(caller) => Ok((caller, request)),
             Err(e) => {
-                if let Some(seat) = request.extensions().get::<ConnectionSeat>() {
-                    seat.refuse();
-                }
+                Intake::not_kube_apiserver(&request);
                 let mut body = http_body_util::Limited::new(request.into_body(), DISCARDED);
                 let _ = tokio::time::timeout(DISCARD_DEADLINE, async {
                     use http_body_util::BodyExt;
@@ -126,6 +124,14 @@ impl Intake {
                 .await;
                 Err(e)
             }
+        }
+    }
+
+    /// `request`, refused, was not kube-apiserver's: its connection gives its place to any
+    /// newcomer from now on, busy or not (see `auth::budget`).
+    pub(crate) fn not_kube_apiserver(request: &Request) {
+        if let Some(seat) = request.extensions().get::<ConnectionSeat>() {
+            seat.refuse();
         }
     }
 
@@ -306,7 +312,7 @@ mod tests {
     /// path leaves its connection where it is.
     #[test]
     fn a_review_at_the_keys_path_proves_its_connection() {
-        use crate::auth::budget::{Budget, Limits};
+        use crate::auth::budget::{Budget, Limits, Port};
         let key = DoorKey::generate().unwrap();
         let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
         let keyed = Intake::new(
@@ -314,10 +320,13 @@ mod tests {
             trust,
             watch::channel(Some(key.clone())).1,
         );
-        let budget = Budget::new(Limits {
-            proven: 4,
-            anonymous: 4,
-        });
+        let budget = Budget::new(
+            Limits {
+                proven: 4,
+                anonymous: 4,
+            },
+            Port::Admission,
+        );
         let on_a_connection = |path: &str| {
             let seat = budget
                 .admit(

@@ -8,9 +8,10 @@
 //! on a node whose gate is not clear (see `evictions`), and [`EVICTIONS_STANDBY_PATH`] is its
 //! second door.
 //!
-//! The doors are served on the API's TLS listener but outside the `guard` middleware:
-//! kube-apiserver calls webhooks without a client certificate unless it is given a kubeconfig
-//! for them. Where it is (`ADMISSION_ALLOWED_NAMES`), the doors answer kube-apiserver only, and
+//! The doors are served on a TLS listener of their own (`ADMISSION_PORT`), with connection
+//! pools of their own, and without the API's authentication: kube-apiserver calls webhooks
+//! without a client certificate unless it is given a kubeconfig for them, and what callers of
+//! the API hold open on its port (watches, with any token) takes nothing its reviews need. Where it is (`ADMISSION_ALLOWED_NAMES`), the doors answer kube-apiserver only, and
 //! everyone else gets 401 before its body is read; where it cannot be, anyone who reaches the
 //! port can send reviews, so each takes a turn among its address's and all anonymous ones
 //! before it is read (`intake`), and is read for what its decision needs and nothing else
@@ -72,7 +73,9 @@ pub const REVIEW_DEADLINE: Duration = Duration::from_secs(10);
 use review::REVIEW_API_VERSION;
 
 /// The doors' routes, without authentication (see the [module](self)): POST only (any other
-/// method is 405). The door for evictions only with the guard (`evictions`).
+/// method is 405), and nothing else (404), each such request's connection giving its place to
+/// any newcomer from then on (kube-apiserver sends nothing but reviews). The door for evictions
+/// only with the guard (`evictions`).
 pub(crate) fn router(
     engine: Engine,
     evictions: Option<evictions::Evictions>,
@@ -87,7 +90,7 @@ pub(crate) fn router(
             intake.clone(),
             schemas,
         )));
-    match evictions {
+    let router = match evictions {
         Some(door) => router.merge({
             Router::new()
                 .route(EVICTIONS_PATH, axum::routing::post(evictions::review))
@@ -103,7 +106,16 @@ pub(crate) fn router(
                 .with_state(Arc::new(door))
         }),
         None => router,
-    }
+    };
+    router
+        .fallback(|request: axum::extract::Request| async move {
+            Intake::not_kube_apiserver(&request);
+            StatusCode::NOT_FOUND
+        })
+        .method_not_allowed_fallback(|request: axum::extract::Request| async move {
+            Intake::not_kube_apiserver(&request);
+            StatusCode::METHOD_NOT_ALLOWED
+        })
 }
 
 /// The door for evictions alone, over `state`, with the cluster's `nodes` and its `pods`

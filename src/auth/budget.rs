@@ -47,6 +47,24 @@ pub(crate) struct Limits {
     pub anonymous: usize,
 }
 
+/// Which of the server's TLS listeners a budget is for: each has its own (the metrics' `port`
+/// label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
+pub(crate) enum Port {
+    /// The API's (`SECURE_PORT`).
+    Api,
+    /// The admission doors' (`ADMISSION_PORT`).
+    Admission,
+}
+
+impl Port {
+    /// The metric's label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Why a connection was closed at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
@@ -68,6 +86,7 @@ impl Refused {
 /// The connections open, by kind (see the [module](self)).
 pub(crate) struct Budget {
     limits: Limits,
+    port: Port,
     open: Mutex<Open>,
 }
 
@@ -121,12 +140,13 @@ impl ConnectionSeat {
 }
 
 impl Budget {
-    pub(crate) fn new(limits: Limits) -> Arc<Budget> {
+    pub(crate) fn new(limits: Limits, port: Port) -> Arc<Budget> {
         Arc::new(Budget {
             limits: Limits {
                 proven: limits.proven.max(1),
                 anonymous: limits.anonymous.max(1),
             },
+            port,
             open: Mutex::default(),
         })
     }
@@ -140,8 +160,11 @@ impl Budget {
         activity: Arc<Activity>,
     ) -> Result<Seat, Refused> {
         let mut open = self.open.lock();
-        if open.anonymous.len() >= self.limits.anonymous && !open.make_room_for(peer) {
-            return Err(Refused::Anonymous);
+        if open.anonymous.len() >= self.limits.anonymous {
+            if !open.make_room_for(peer) {
+                return Err(Refused::Anonymous);
+            }
+            crate::metrics::connection_displaced(self.port.as_str());
         }
         let id = open.next;
         open.next += 1;
@@ -206,7 +229,6 @@ impl Open {
             return false;
         };
         entry.activity.displace();
-        crate::metrics::connection_displaced();
         true
     }
 
@@ -298,7 +320,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_full_pool_takes_from_the_address_that_holds_most() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         // kube-apiserver's connection, idle (it served a review), older than any other.
         let (_k, kube_apiserver) = served_then_idle(&budget, 1, 1).await;
         let mut attacker = Vec::new();
@@ -338,7 +360,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_address_that_holds_the_pool_busy_gives_way_to_any_other() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         // One address holds every place, each with a request that never ends.
         let attacker: Vec<Busy> = (0..4).map(|_| busy(&budget, 2).unwrap()).collect();
         // More of its own are refused: it holds the most.
@@ -364,7 +386,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_address_that_holds_most_pays_not_the_lighter_ones() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         // kube-apiserver's connection, idle between reviews; the attacker's three busy.
         let (_k, kube_apiserver) = served_then_idle(&budget, 1, 1).await;
         let attacker: Vec<Busy> = (0..3).map(|_| busy(&budget, 2).unwrap()).collect();
@@ -388,7 +410,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_silent_go_before_the_idle() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         let (_s1, served) = served_then_idle(&budget, 2, 5).await;
         let (_s2, silent) = connect(&budget, 2).unwrap();
         let (_s3, _) = connect(&budget, 3).unwrap();
@@ -401,7 +423,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn proven_connections_have_their_own_pool() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         let mut proven: Vec<Seat> = Vec::new();
         for _ in 0..2 {
             let (seat, _) = connect(&budget, 1).unwrap();
@@ -425,7 +447,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_refused_at_the_doors_gives_way_busy_or_not() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         // Four addresses, one busy connection each: a full pool no newcomer could take from.
         let held: Vec<_> = (1..=4)
             .map(|from| {
@@ -449,7 +471,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn of_addresses_that_hold_as_many_the_oldest_silent_goes_not_the_newest() {
-        let budget = Budget::new(LIMITS);
+        let budget = Budget::new(LIMITS, Port::Api);
         // An old silent connection from a low address, two busy ones, then a connection still
         // in its handshake from a high address (kube-apiserver's new one, say).
         let (_old, old) = connect(&budget, 2).unwrap();

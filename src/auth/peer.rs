@@ -114,6 +114,11 @@ impl PeerCertificates {
         }
     }
 
+    /// Whether the client presented no certificate.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.chain.is_empty()
+    }
+
     /// Whether the certificate is one `callers` allows to call the admission doors, under
     /// `trust` (whose cluster client CA is theirs when they name none).
     pub(crate) fn is_admission_caller(

@@ -4,7 +4,7 @@
 //! other CA fails the handshake, as it does with kube-apiserver. Which of the two CAs a
 //! certificate chains to, and so what it proves, is decided in [`super::peer`].
 
-use super::budget::{Budget, ConnectionSeat, Limits};
+use super::budget::{Budget, ConnectionSeat, Limits, Port};
 use super::connection::{Activity, DeadlineStream, Deadlines, PeerAddress, Tracked};
 use super::peer::PeerCertificates;
 use super::{AdmissionCallers, RequestHeaderConfig};
@@ -138,21 +138,57 @@ impl Reloader {
     }
 }
 
-/// Accepts TLS connections within the [`Budget`] (see `budget`: anonymous ones displaceable,
-/// proven ones in a pool of their own), each with its [`Deadlines`], and hands each request the
-/// client's verified certificates.
+/// What a client certificate verified in the TLS handshake proves, and so whether its connection
+/// takes a place in the proven pool (see `budget`).
+#[derive(Clone)]
+pub(crate) enum HandshakeProof {
+    /// Any certificate of a CA the server trusts: the API's callers (the aggregator's front
+    /// proxy, cluster users).
+    AnyTrusted,
+    /// Only the certificate kube-apiserver presents to the admission doors
+    /// (`ADMISSION_ALLOWED_NAMES`): no other client, a user's or a kubelet's certificate of the
+    /// cluster's CA included, takes a place there that kube-apiserver's connections need.
+    AdmissionCaller {
+        callers: AdmissionCallers,
+        trust: watch::Receiver<Arc<RequestHeaderConfig>>,
+    },
+}
+
+impl HandshakeProof {
+    fn proves(&self, certificates: &PeerCertificates) -> bool {
+        match self {
+            HandshakeProof::AnyTrusted => !certificates.is_empty(),
+            HandshakeProof::AdmissionCaller { callers, trust } => {
+                callers.required() && certificates.is_admission_caller(callers, &trust.borrow())
+            }
+        }
+    }
+}
+
+/// Accepts TLS connections to one of the server's ports within its [`Budget`] (see `budget`:
+/// anonymous ones displaceable, proven ones in a pool of their own), each with its
+/// [`Deadlines`], and hands each request the client's verified certificates.
 #[derive(Clone)]
 pub(crate) struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
     budget: Arc<Budget>,
+    port: Port,
+    proof: HandshakeProof,
     deadlines: Deadlines,
 }
 
 impl PeerCertAcceptor {
-    pub(crate) fn new(config: RustlsConfig, limits: Limits, deadlines: Deadlines) -> Self {
+    pub(crate) fn new(
+        config: RustlsConfig,
+        (port, limits): (Port, Limits),
+        proof: HandshakeProof,
+        deadlines: Deadlines,
+    ) -> Self {
         PeerCertAcceptor {
             inner: RustlsAcceptor::new(config).handshake_timeout(deadlines.first_request),
-            budget: Budget::new(limits),
+            budget: Budget::new(limits, port),
+            port,
+            proof,
             deadlines,
         }
     }
@@ -176,15 +212,17 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             Ok(addr) => addr.ip(),
             Err(e) => return Box::pin(async { Err(e) }),
         };
+        let port = self.port.as_str();
         let seat = match self.budget.admit(peer, activity.clone()) {
             Ok(seat) => seat,
             Err(refused) => {
-                crate::metrics::connection_refused(refused.as_str());
+                crate::metrics::connection_refused(port, refused.as_str());
                 return Box::pin(async { Err(std::io::Error::other("too many connections")) });
             }
         };
         let stream = DeadlineStream::new(stream, activity.clone(), self.deadlines);
         let handshake = self.inner.accept(stream, service);
+        let proof = self.proof.clone();
         // The seat is held by the handshake, then by the connection's service: given back when
         // either ends.
         Box::pin(async move {
@@ -195,14 +233,16 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
                 .peer_certificates()
                 .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
                 .unwrap_or_default();
-            // The handshake verified the chain against the CAs the server trusts: proven.
-            if !certs.is_empty()
+            // The handshake verified the chain against the CAs the server trusts: proven, if
+            // that is what proves a connection on this port.
+            let certs = PeerCertificates::new(certs);
+            if proof.proves(&certs)
                 && let Err(refused) = seat.prove()
             {
-                crate::metrics::connection_refused(refused.as_str());
+                crate::metrics::connection_refused(port, refused.as_str());
                 return Err(std::io::Error::other("too many connections"));
             }
-            let service = axum::Extension(PeerCertificates::new(certs)).layer(service);
+            let service = axum::Extension(certs).layer(service);
             let service = axum::Extension(PeerAddress(peer)).layer(service);
             let service = axum::Extension(ConnectionSeat::new(seat)).layer(service);
             Ok((stream, Tracked::new(service, activity)))

@@ -31,7 +31,7 @@ pub(super) struct Api {
     watches_refused: Family<Labels, Counter>,
     watchers_cut: Family<Labels, Counter>,
     connections_refused: Family<Labels, Counter>,
-    connections_displaced: Counter,
+    connections_displaced: Family<Labels, Counter>,
 }
 
 impl Api {
@@ -70,14 +70,14 @@ impl Api {
             connections_refused: register(
                 r,
                 "connections_refused",
-                "Client connections closed at once, by pool (proven: MAX_CONNECTIONS connections with a verified certificate were open; anonymous: MAX_ANONYMOUS_CONNECTIONS were open and no address held more than the newcomer's)",
+                "Client connections closed at once, by port (api: SECURE_PORT; admission: ADMISSION_PORT, each with pools of its own) and pool (proven: MAX_CONNECTIONS connections with a verified certificate were open; anonymous: MAX_ANONYMOUS_CONNECTIONS were open and no address held more than the newcomer's)",
                 Family::default(),
             ),
             connections_displaced: register(
                 r,
                 "connections_displaced",
-                "Anonymous connections closed to make room for one of an address that held no more (MAX_ANONYMOUS_CONNECTIONS reached): idle ones first, else the oldest of an address holding at least two more",
-                Counter::default(),
+                "Anonymous connections closed to make room for one of an address that held no more (MAX_ANONYMOUS_CONNECTIONS reached), by port (api, admission): refused at the doors first, then idle ones, else the oldest of an address holding at least two more",
+                Family::default(),
             ),
         };
         // Fixed label sets start at 0, so that "never happened" reads as 0, not as no data.
@@ -87,10 +87,16 @@ impl Api {
                     .get_or_create(&vec![("limit", limit.to_owned())]),
             );
         }
-        for pool in ["proven", "anonymous"] {
+        for port in ["api", "admission"] {
+            for pool in ["proven", "anonymous"] {
+                drop(
+                    api.connections_refused
+                        .get_or_create(&vec![("port", port.to_owned()), ("pool", pool.to_owned())]),
+                );
+            }
             drop(
-                api.connections_refused
-                    .get_or_create(&vec![("pool", pool.to_owned())]),
+                api.connections_displaced
+                    .get_or_create(&vec![("port", port.to_owned())]),
             );
         }
         for reason in ["lagging", "stalled"] {
@@ -201,15 +207,18 @@ pub fn watcher_cut(reason: &'static str) {
         .inc();
 }
 
-/// A connection was closed at once: its `pool` was full.
-pub fn connection_refused(pool: &'static str) {
+/// A connection to `port` was closed at once: its `pool` was full.
+pub fn connection_refused(port: &'static str, pool: &'static str) {
     api()
         .connections_refused
-        .get_or_create(&vec![("pool", pool.to_owned())])
+        .get_or_create(&vec![("port", port.to_owned()), ("pool", pool.to_owned())])
         .inc();
 }
 
-/// An idle anonymous connection was closed to make room for another.
-pub fn connection_displaced() {
-    api().connections_displaced.inc();
+/// An anonymous connection to `port` was closed to make room for another.
+pub fn connection_displaced(port: &'static str) {
+    api()
+        .connections_displaced
+        .get_or_create(&vec![("port", port.to_owned())])
+        .inc();
 }

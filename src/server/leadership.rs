@@ -24,8 +24,8 @@ pub(super) struct Elector {
 pub(super) struct Leadership {
     /// The elector, for the shutdown sequence; none without leader election.
     pub(super) elector: Option<Elector>,
-    /// Notified when a term as leader ends.
-    pub(super) term_ended: Arc<tokio::sync::Notify>,
+    /// Counts the terms as leader that ended: each listener closes its connections on a change.
+    pub(super) term_ended: tokio::sync::watch::Receiver<u64>,
 }
 
 /// The fourth phase of building the server: who serves. Without leader election (`election`
@@ -42,7 +42,7 @@ pub(super) fn lead(
     leading: tokio::sync::watch::Sender<bool>,
     tasks: &mut Tasks,
 ) -> Leadership {
-    let term_ended = Arc::new(tokio::sync::Notify::new());
+    let (ended, term_ended) = tokio::sync::watch::channel(0_u64);
     let (reader, persistence) = (&pipeline.reader, pipeline.persistence.take());
     let elector = match election {
         None => {
@@ -98,7 +98,7 @@ pub(super) fn lead(
                     ),
                     state.clone(),
                     persistence.map(|p| p.writer),
-                    term_ended.clone(),
+                    ended,
                 ),
             );
             Some(Elector { stop, stopped })
@@ -120,7 +120,7 @@ pub(super) async fn follow_leadership(
     (epochs, reader): (Epochs, IndexReader),
     state: Arc<ApiState>,
     persistence: Option<CopyWriter>,
-    term_ended: Arc<tokio::sync::Notify>,
+    term_ended: tokio::sync::watch::Sender<u64>,
 ) {
     // This term's writer, if any: aborted when the term ends, or when this task does.
     let mut writer = tokio::task::JoinSet::new();
@@ -160,7 +160,7 @@ pub(super) async fn follow_leadership(
         } else if !leading && state.is_serving() {
             tracing::info!("not serving: this replica does not lead");
             stand_down(&state, &mut writer);
-            term_ended.notify_one();
+            term_ended.send_modify(|n| *n += 1);
         } else if handed_over && now == lease::Role::Following {
             // The next leader holds the Lease and marks its pod; kube-proxy routes the Service
             // there within a moment: then the connections made here are closed (clients
@@ -169,9 +169,9 @@ pub(super) async fn follow_leadership(
             handed_over = false;
             tokio::time::sleep(super::HANDOVER_GRACE).await;
             tracing::info!("handed over: closing the connections made to this replica");
-            term_ended.notify_one();
+            term_ended.send_modify(|n| *n += 1);
             tokio::time::sleep(super::HANDOVER_GRACE).await;
-            term_ended.notify_one();
+            term_ended.send_modify(|n| *n += 1);
         }
         if role.changed().await.is_err() {
             // The elector stopped (shutdown, or it failed): it stopped leading first.

@@ -10,6 +10,7 @@ mod serving;
 mod sources;
 
 use crate::api::ApiState;
+use crate::auth::budget::Port;
 use crate::auth::{self, tls};
 use crate::config::ServeArgs;
 use crate::readiness::Readiness;
@@ -38,12 +39,15 @@ pub(crate) struct Server {
     tasks: Tasks,
     state: Arc<ApiState>,
     readiness: Readiness,
-    app: axum::Router,
+    /// The API's routes and the admission doors' (see [`Serving`]).
+    routes: (axum::Router, axum::Router),
     tls_config: RustlsConfig,
+    /// What proves a connection to the doors' port in its handshake.
+    doors_proof: tls::HandshakeProof,
     /// With leader election: how to stop the elector, and when it has stopped.
     elector: Option<Elector>,
-    /// Notified when a term as leader ends.
-    term_ended: Arc<tokio::sync::Notify>,
+    /// Changes when a term as leader ends.
+    term_ended: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Server {
@@ -102,8 +106,12 @@ impl Server {
             tasks,
             state: serving.state,
             readiness,
-            app: serving.app,
+            routes: (serving.api, serving.doors),
             tls_config: sources.tls_config,
+            doors_proof: tls::HandshakeProof::AdmissionCaller {
+                callers: sources.callers,
+                trust: sources.trust,
+            },
             elector,
             term_ended,
         })
@@ -130,16 +138,46 @@ impl Server {
                 stopping: self.tasks.stopping(),
             },
         ));
-        let served = accept(
-            &self.args,
-            self.app,
-            self.tls_config,
-            &listener,
-            &self.term_ended,
-        )
-        .await;
+        let args = &self.args;
+        let deadlines = auth::connection::Deadlines {
+            first_request: args.request_header_timeout,
+            idle: auth::connection::IDLE_TIMEOUT,
+        };
+        let limits = auth::budget::Limits {
+            proven: args.max_connections,
+            anonymous: args.max_anonymous_connections,
+        };
+        let (api, doors) = self.routes;
+        // The API and the admission doors on listeners of their own, each with its own pools:
+        // what one port's callers hold takes nothing from the other's.
+        let api = Endpoint {
+            port: Port::Api,
+            addr: SocketAddr::new(args.bind_address, args.secure_port),
+            routes: api,
+            acceptor: tls::PeerCertAcceptor::new(
+                self.tls_config.clone(),
+                (Port::Api, limits),
+                tls::HandshakeProof::AnyTrusted,
+                deadlines,
+            ),
+        };
+        let doors = Endpoint {
+            port: Port::Admission,
+            addr: SocketAddr::new(args.bind_address, args.admission_port),
+            routes: doors,
+            acceptor: tls::PeerCertAcceptor::new(
+                self.tls_config,
+                (Port::Admission, limits),
+                self.doors_proof,
+                deadlines,
+            ),
+        };
+        let served = tokio::try_join!(
+            accept(api, &listener, self.term_ended.clone(), deadlines),
+            accept(doors, &listener, self.term_ended, deadlines),
+        );
         self.tasks.shutdown().await;
-        served
+        served.map(|_| ())
     }
 }
 
@@ -214,43 +252,49 @@ async fn shut_down(signal: impl Future<Output = ()>, s: ShutdownSequence) {
     s.listener.close(Duration::from_secs(5));
 }
 
-/// Accepts connections until the shutdown sequence closed the listener; listens again after a
-/// term as leader ends (its connections closed).
+/// One of the server's TLS listeners: its port, what it serves, who it lets in.
+struct Endpoint {
+    port: Port,
+    addr: SocketAddr,
+    routes: axum::Router,
+    acceptor: tls::PeerCertAcceptor,
+}
+
+/// Accepts connections on `endpoint` until the shutdown sequence closed the listener; listens
+/// again after a term as leader ends (its connections closed).
 async fn accept(
-    args: &ServeArgs,
-    app: axum::Router,
-    tls_config: RustlsConfig,
+    endpoint: Endpoint,
     listener: &Listener,
-    term_ended: &tokio::sync::Notify,
+    mut term_ended: tokio::sync::watch::Receiver<u64>,
+    deadlines: auth::connection::Deadlines,
 ) -> Result<()> {
-    let addr = SocketAddr::new(args.bind_address, args.secure_port);
-    let deadlines = auth::connection::Deadlines {
-        first_request: args.request_header_timeout,
-        idle: auth::connection::IDLE_TIMEOUT,
-    };
-    let limits = auth::budget::Limits {
-        proven: args.max_connections,
-        anonymous: args.max_anonymous_connections,
-    };
-    let acceptor = tls::PeerCertAcceptor::new(tls_config, limits, deadlines);
+    let Endpoint {
+        port,
+        addr,
+        routes,
+        acceptor,
+    } = endpoint;
     loop {
         let handle = axum_server::Handle::new();
-        *listener.handle.lock() = handle.clone();
+        *listener.handle(port).lock() = handle.clone();
         if listener.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
-        tracing::info!(%addr, "serving live.ifo.kubevirt.io");
+        match port {
+            Port::Api => tracing::info!(%addr, "serving live.ifo.kubevirt.io"),
+            Port::Admission => tracing::info!(%addr, "serving the admission doors"),
+        }
         let mut server = axum_server::bind(addr)
             .acceptor(acceptor.clone())
             .handle(handle.clone());
         front_door(server.http_builder(), deadlines.first_request);
-        let serving = server.serve(app.clone().into_make_service());
+        let serving = server.serve(routes.clone().into_make_service());
         tokio::pin!(serving);
         tokio::select! {
             served = &mut serving => {
                 return served.with_context(|| format!("serving on {addr}"));
             }
-            () = term_ended.notified() => {
+            () = next_term_end(&mut term_ended) => {
                 if listener.stopping.load(Ordering::SeqCst) {
                     // Shutting down: the shutdown task closes the connections, after handing
                     // the Lease over.
@@ -258,13 +302,21 @@ async fn accept(
                 }
                 // A leader that stopped leading: clients that reached it through the Service
                 // would keep their connections (an HTTP/2 connection carries every request of
-                // kube-apiserver's proxy) and get 503 for ever. Close them, so that they
-                // reconnect and reach the new leader; then listen again for probes and scrapes.
-                tracing::info!("the term ended: closing every connection");
+                // kube-apiserver's proxy, and every review of a webhook) and get 503 for ever.
+                // Close them, so that they reconnect and reach the new leader; then listen
+                // again.
+                tracing::info!(%addr, "the term ended: closing every connection");
                 handle.graceful_shutdown(Some(Duration::from_secs(2)));
                 serving.await.with_context(|| format!("serving on {addr}"))?;
             }
         }
+    }
+}
+
+/// Waits for the next end of a term as leader; for ever without leader election.
+async fn next_term_end(term_ended: &mut tokio::sync::watch::Receiver<u64>) {
+    if term_ended.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -273,18 +325,28 @@ async fn accept(
 /// period), so after this clients that reconnect reach the new leader.
 const HANDOVER_GRACE: Duration = Duration::from_secs(2);
 
-/// The listener of the moment: replaced when a term ends (its connections closed), closed for
-/// good on shutdown.
+/// The listeners of the moment: each replaced when a term ends (its connections closed), all
+/// closed for good on shutdown.
 #[derive(Default)]
 struct Listener {
-    handle: parking_lot::Mutex<axum_server::Handle<SocketAddr>>,
+    api: parking_lot::Mutex<axum_server::Handle<SocketAddr>>,
+    admission: parking_lot::Mutex<axum_server::Handle<SocketAddr>>,
     stopping: AtomicBool,
 }
 
 impl Listener {
-    /// Closes the current listener and its connections, waiting up to `grace` for requests.
+    fn handle(&self, port: Port) -> &parking_lot::Mutex<axum_server::Handle<SocketAddr>> {
+        match port {
+            Port::Api => &self.api,
+            Port::Admission => &self.admission,
+        }
+    }
+
+    /// Closes the current listeners and their connections, waiting up to `grace` for requests.
     fn close(&self, grace: Duration) {
-        self.handle.lock().graceful_shutdown(Some(grace));
+        for port in [Port::Api, Port::Admission] {
+            self.handle(port).lock().graceful_shutdown(Some(grace));
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The third phase of building the server: what answers requests, made of the sources and the
-//! pipeline. The API's state, the admission doors (with the maintenance guard, its Events
-//! writer is a task of the server), the guard that authenticates and authorizes in front of
-//! the API, and the routes that put them together.
+//! pipeline. The API's state and its routes behind the access control that authenticates and
+//! authorizes every request; the admission doors (with the maintenance guard, its Events writer
+//! is a task of the server), whose routes are served on a listener of their own.
 
 use std::sync::Arc;
 
@@ -21,8 +21,10 @@ use crate::supervise::Tasks;
 pub(super) struct Serving {
     /// The API's state, which leadership turns serving on and off.
     pub(super) state: Arc<ApiState>,
-    /// Every route the server answers.
-    pub(super) app: axum::Router,
+    /// The API's routes (`SECURE_PORT`).
+    pub(super) api: axum::Router,
+    /// The admission doors' routes (`ADMISSION_PORT`).
+    pub(super) doors: axum::Router,
 }
 
 impl Serving {
@@ -89,23 +91,25 @@ impl Serving {
             authenticator: Authenticator::new(sources.trust.clone(), sources.client.clone()),
             authorizer: Authorizer::new(sources.client.clone()),
         });
-        // Only the routes the server has are behind access control: any other path is a 404 for everyone, and
-        // never costs a review or a cache entry. The admission doors are not: kube-apiserver
-        // calls webhooks without credentials, and a door reveals nothing but whether the object
-        // it is sent compiles and reads what its targets' schemas have, as any authenticated
-        // user reads them at /openapi/v3 (see `admission`).
-        let app = api::router(state.clone())
+        // Only the routes the server has are behind access control: any other path is a 404 for
+        // everyone, and never costs a review or a cache entry.
+        let api = api::router(state.clone())
             .route_layer(axum::middleware::from_fn_with_state(
                 access_control,
                 access::control,
             ))
-            .merge(api::health_router(state.clone()))
-            .merge(admission::router(
-                pipeline.engine.clone(),
-                evictions,
-                intake,
-                Some(pipeline.schemas.clone()),
-            ));
-        Serving { state, app }
+            .merge(api::health_router(state.clone()));
+        // The admission doors, on a listener of their own, without the API's authentication:
+        // kube-apiserver calls webhooks without credentials unless it is configured to present a
+        // certificate, and a door reveals nothing but whether the object it is sent compiles and
+        // reads what its targets' schemas have, as any authenticated user reads them at
+        // /openapi/v3 (see `admission`).
+        let doors = admission::router(
+            pipeline.engine.clone(),
+            evictions,
+            intake,
+            Some(pipeline.schemas.clone()),
+        );
+        Serving { state, api, doors }
     }
 }

@@ -74,7 +74,7 @@ pub fn one_address_holding_every_connection_busy(setup: &Setup, prefix: &str) {
     wait_held(setup.env, &ns);
     let attacker = Attacker::new(
         Ipv4Addr::new(127, 0, 0, 2),
-        setup.env.port,
+        setup.env.admission_port,
         setup.anonymous + 72,
         &Attacker::unfinished_post("/admission/evictions", 4096),
     );
@@ -91,7 +91,7 @@ pub fn padded_evictions_while_others_hold_the_large_review_turns(setup: &Setup, 
         .map(|last| {
             Attacker::new(
                 Ipv4Addr::new(127, 0, 0, last),
-                setup.env.port,
+                setup.env.admission_port,
                 40,
                 &Attacker::unfinished_post("/admission/evictions", 1 << 20),
             )
@@ -115,7 +115,7 @@ pub fn a_hundred_addresses_holding_http2_streams(setup: &Setup, prefix: &str) {
         .map(|last| {
             Attacker::http2(
                 Ipv4Addr::new(127, 0, 1, last),
-                setup.env.port,
+                setup.env.admission_port,
                 1,
                 20,
                 "/admission/evictions",
@@ -126,24 +126,42 @@ pub fn a_hundred_addresses_holding_http2_streams(setup: &Setup, prefix: &str) {
     evictions_held_under(setup, &ns, attackers, None);
 }
 
-/// One address keeps more connections than the server takes, each authenticated by a request
-/// with the token of a user who has no rights at all (any pod's ServiceAccount token would
-/// do): a token proves a request, not its connection, so they take no place kube-apiserver's
-/// connections need, and every eviction is judged.
-pub fn token_holders_holding_every_connection(setup: &Setup, prefix: &str) {
+/// Token holders on both ports. On the API's, twice as many addresses as it has anonymous
+/// places each keep one connection busy with a watch of the live API, sent straight to the port
+/// with the token of a user who may watch (what the aggregator is not needed for), replaced
+/// every half second; on the doors', one address keeps more connections than the server takes,
+/// each with a request carrying a token of a user who has no rights at all (any pod's
+/// ServiceAccount token would do). A token proves a request, not its connection, and the doors
+/// have a listener of their own: kube-apiserver's connections get in, and every eviction is
+/// judged.
+pub fn token_holders_on_both_ports(setup: &Setup, prefix: &str) {
     let (ns, _node) = held_node(setup.env, prefix, 0);
+    setup.env.grant_alice_view(&ns);
     wait_held(setup.env, &ns);
-    let token = User::Bob.token().unwrap();
-    let attacker = Attacker::new(
-        Ipv4Addr::new(127, 0, 0, 8),
+    let alice = User::Alice.token().unwrap();
+    let many = addresses(10, 2 * setup.anonymous);
+    let watching = Attacker::new(
+        many[0],
         setup.env.port,
+        many.len(),
+        &format!(
+            "GET /apis/live.ifo.kubevirt.io/v1alpha1/namespaces/{ns}/inflightoperations?watch=true \
+             HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {alice}\r\n\r\n"
+        ),
+    )
+    .spread_over(many)
+    .renewed_every(std::time::Duration::from_millis(500));
+    let bob = User::Bob.token().unwrap();
+    let at_the_doors = Attacker::new(
+        Ipv4Addr::new(127, 0, 0, 8),
+        setup.env.admission_port,
         setup.anonymous + 72,
         &format!(
             "GET /apis/live.ifo.kubevirt.io/v1alpha1 HTTP/1.1\r\nHost: localhost\r\n\
-             Authorization: Bearer {token}\r\n\r\n"
+             Authorization: Bearer {bob}\r\n\r\n"
         ),
     );
-    evictions_held_under(setup, &ns, vec![attacker], None);
+    evictions_held_under(setup, &ns, vec![watching, at_the_doors], None);
 }
 
 /// How many reviews `door` answered between the metrics texts `before` and `after`, and the
@@ -216,7 +234,7 @@ fn addresses(first: u8, n: usize) -> Vec<Ipv4Addr> {
 pub fn more_addresses_than_places(setup: &Setup, prefix: &str) {
     let (ns, _node) = held_node(setup.env, prefix, 0);
     wait_held(setup.env, &ns);
-    let port = setup.env.port;
+    let port = setup.env.admission_port;
     let every = std::time::Duration::from_millis(500);
     let mut many = addresses(10, 2 * setup.anonymous);
     let http2 = many.split_off(setup.anonymous);

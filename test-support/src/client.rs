@@ -310,6 +310,12 @@ impl Env {
         self.direct_to(self.port, path, extra)
     }
 
+    /// Calls our server's admission doors directly (their port, `ADMISSION_PORT`), as anyone on
+    /// the network may: `(HTTP status, body)`. `extra` are more curl arguments.
+    pub fn door(&self, path: &str, extra: &[&str]) -> (String, String) {
+        self.direct_to(self.admission_port, path, extra)
+    }
+
     /// [`Env::direct_to`] with the response's `Warning` headers: `(HTTP status, warnings,
     /// body)`; status `000` when nothing answered. `extra`: more curl arguments (a client
     /// certificate, from [`Env::client_cert_args`]).

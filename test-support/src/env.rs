@@ -22,8 +22,10 @@ const SERVED_WITHIN: Duration = Duration::from_secs(120);
 pub struct Env {
     /// The local real control plane (etcd, kube-apiserver, controllers).
     pub cluster: Cluster,
-    /// The port the server listens on (loopback).
+    /// The port the server's API listens on (loopback).
     pub port: u16,
+    /// The port of the server's admission doors (`ADMISSION_PORT`: what the webhooks call).
+    pub admission_port: u16,
     /// The port of the server's probes (`HEALTH_PORT`: plain HTTP, loopback).
     pub health_port: u16,
     /// What the environment was started with.
@@ -256,7 +258,7 @@ fn workspace_root() -> &'static Path {
 
 fn start_server(
     cluster: &Cluster,
-    (port, health_port): (u16, u16),
+    (ports, health_port): (ifo_dev::Ports, u16),
     start: usize,
     config: &Config,
 ) -> Result<Process> {
@@ -291,7 +293,7 @@ fn start_server(
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str())),
     );
-    ifo_dev::spawn_server(cluster, &crate::server_binary(), port, &settings, &log)
+    ifo_dev::spawn_server(cluster, &crate::server_binary(), ports, &settings, &log)
 }
 
 fn boot(config: Config) -> Result<&'static Env> {
@@ -323,18 +325,19 @@ fn boot(config: Config) -> Result<&'static Env> {
         let path = path.to_str().context("a path that is not UTF-8")?;
         cluster.kubectl_run(User::Admin, &["apply", "-f", path], None)?;
     }
-    let (port, health_port) = (ifo_dev::free_port()?, ifo_dev::free_port()?);
-    let server = start_server(&cluster, (port, health_port), 0, &config)?;
-    cluster.register_apiservice(port)?;
+    let (ports, health_port) = (ifo_dev::Ports::free()?, ifo_dev::free_port()?);
+    let server = start_server(&cluster, (ports, health_port), 0, &config)?;
+    cluster.register_apiservice(ports)?;
     if config.ruleset_webhook {
-        cluster.register_ruleset_webhook(port)?;
+        cluster.register_ruleset_webhook(ports)?;
     }
-    cluster.register_guard_webhook(port)?;
+    cluster.register_guard_webhook(ports)?;
     let serving_ca = cluster.dir().join("pki/serving-ca.crt");
     std::fs::write(&serving_ca, &cluster.serving.ca_pem)?;
     let env: &'static Env = Box::leak(Box::new(Env {
         cluster,
-        port,
+        port: ports.api,
+        admission_port: ports.admission,
         health_port,
         config,
         server: Mutex::new(Some(server)),
@@ -352,6 +355,14 @@ impl Env {
     /// [`Builder::start`], e.g. `Env::builder().persist(true).start()`.
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    /// The server's API and admission ports.
+    pub fn ports(&self) -> ifo_dev::Ports {
+        ifo_dev::Ports {
+            api: self.port,
+            admission: self.admission_port,
+        }
     }
 
     /// The process id of the running server.
@@ -400,7 +411,7 @@ impl Env {
                 if tx
                     .send(start_server(
                         &self.cluster,
-                        (self.port, self.health_port),
+                        (self.ports(), self.health_port),
                         start,
                         &self.config,
                     ))

@@ -57,7 +57,7 @@ pub fn replica_with(env: &Env, lease: &str, n: usize, settings: &[(&str, &str)])
 
 /// Starts one replica's process electing itself on `lease` as pod `pod` (whose object the caller
 /// creates: [`replica_pod`]), logging to `log` in the cluster's directory, with the replicas'
-/// short periods and then `settings`: its port and process.
+/// short periods and then `settings`: its API's port and process.
 pub fn spawn(
     env: &Env,
     lease: &str,
@@ -65,11 +65,11 @@ pub fn spawn(
     log: &str,
     settings: &[(&str, &str)],
 ) -> (u16, Process) {
-    let port = ifo_dev::free_port().unwrap();
+    let ports = ifo_dev::Ports::free().unwrap();
     let process = ifo_dev::spawn_server(
         &env.cluster,
         &crate::server_binary(),
-        port,
+        ports,
         &[
             ("LEADER_ELECT", "true"),
             ("LEADER_ELECT_RESOURCE_NAME", lease),
@@ -87,7 +87,7 @@ pub fn spawn(
         log,
     )
     .unwrap();
-    (port, process)
+    (ports.api, process)
 }
 
 impl Drop for Replica {

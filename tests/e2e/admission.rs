@@ -112,7 +112,7 @@ fn the_door_answers_kube_apiservers_certificate_and_counts_reviews() {
             "{not json",
         ];
         args.extend(credentials);
-        env.direct("/admission/rulesets", &args)
+        env.door("/admission/rulesets", &args)
     };
     let (code, body) = post(&["--cert", &cert, "--key", &key]);
     assert_eq!(code, "400", "{body}");
@@ -120,8 +120,19 @@ fn the_door_answers_kube_apiservers_certificate_and_counts_reviews() {
     // Anyone else is refused before the body is read.
     let (code, body) = post(&[]);
     assert_eq!(code, "401", "{body}");
-    let (code, _) = env.direct("/admission/rulesets", &[]);
+    let (code, _) = env.door("/admission/rulesets", &[]);
     assert_eq!(code, "405");
+    // The doors have a port of their own: the API's port does not serve them, and theirs serves
+    // nothing else.
+    let (code, _) = env.direct(
+        "/admission/rulesets",
+        &["-X", "POST", "--cert", &cert, "--key", &key, "-d", "{}"],
+    );
+    assert_eq!(code, "404");
+    let (code, _) = env.door("/metrics", &[]);
+    assert_eq!(code, "404");
+    let (code, _) = env.door("/readyz", &[]);
+    assert_eq!(code, "404");
     // Everything else still asks who is calling.
     let (code, _) = env.direct("/metrics", &[]);
     assert_eq!(code, "401");

@@ -190,6 +190,20 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         health["containerPort"].to_string(),
         "HEALTH_PORT is the health port"
     );
+    // The admission doors too (`ADMISSION_PORT`), and the webhooks' Services go there: what
+    // the API's callers hold on its port takes nothing from kube-apiserver's reviews.
+    let admission = c["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "admission")
+        .expect("a container port named admission");
+    assert_ne!(admission["containerPort"], port["containerPort"]);
+    assert_eq!(
+        env_var(c, "ADMISSION_PORT"),
+        admission["containerPort"].to_string(),
+        "ADMISSION_PORT is the admission port"
+    );
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
@@ -415,10 +429,22 @@ fn cert_manager_overlay_renders_deploy_with_certificates_and_the_apiservice() {
         webhook["webhooks"][0]["clientConfig"]["service"]["name"],
         target["name"]
     );
+    // At the Service's port for the doors' own listener, not the API's.
+    let port = |name: &str| {
+        service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["targetPort"] == name)
+            .unwrap_or_else(|| panic!("the Service has no port to {name}"))["port"]
+            .clone()
+    };
+    assert_eq!(port("https"), target["port"]);
     assert_eq!(
         webhook["webhooks"][0]["clientConfig"]["service"]["port"],
-        target["port"]
+        port("admission")
     );
+    assert_ne!(port("admission"), port("https"));
 }
 
 /// The test cluster's webhook is `apiservice/webhook.yaml` as shipped but for its clientConfig:
@@ -496,6 +522,18 @@ fn guard_overlay_renders_deploy_with_the_guard_on_behind_both_replicas() {
             ("ifo-guard", "/admission/evictions/standby")
         ]
     );
+    // Each door's Service port leads to the doors' own listener.
+    for w in webhook["webhooks"].as_array().unwrap() {
+        let called = &w["clientConfig"]["service"];
+        let service = find_object(&overlay, "Service", called["name"].as_str().unwrap());
+        let to = service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["port"] == called["port"])
+            .unwrap_or_else(|| panic!("{called}: no such port on its Service"));
+        assert_eq!(to["targetPort"], "admission", "{called}");
+    }
     let role = find_object(&overlay, "ClusterRole", "ifo-apiserver:maintenance-guard");
     assert_eq!(role["rules"][0]["resources"], serde_json::json!(["pods"]));
 }

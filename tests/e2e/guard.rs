@@ -287,7 +287,7 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
     let cert = pki.join("webhook-client.crt").display().to_string();
     let key = pki.join("webhook-client.key").display().to_string();
     let malformed = errors("malformed");
-    let (code, body) = env.direct(
+    let (code, body) = env.door(
         "/admission/evictions",
         &["-X", "POST", "--cert", &cert, "--key", &key, "--data", "{}"],
     );
@@ -297,7 +297,7 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
         std::fs::write(&path, vec![b' '; 100 << 10]).unwrap();
         path.display().to_string()
     });
-    let (code, body) = env.direct(
+    let (code, body) = env.door(
         "/admission/evictions",
         &[
             "-X",

@@ -63,8 +63,8 @@ fn own_guard(env: &Env, ns: &str) -> OwnGuard {
 struct OwnGuard {
     /// Stopped when dropped.
     process: Process,
-    /// Its HTTPS port.
-    port: u16,
+    /// Its API's and doors' ports.
+    ports: ifo_dev::Ports,
     /// Its probes' port (`HEALTH_PORT`).
     probes: u16,
     /// Its webhook's name, as kube-apiserver's metrics name it.
@@ -73,7 +73,10 @@ struct OwnGuard {
 
 /// [`own_guard`] with more `settings` of its server.
 fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
-    let (port, probes) = (ifo_dev::free_port().unwrap(), ifo_dev::free_port().unwrap());
+    let (ports, probes) = (
+        ifo_dev::Ports::free().unwrap(),
+        ifo_dev::free_port().unwrap(),
+    );
     let probes_setting = probes.to_string();
     let mut all = vec![
         ("EVICTION_GUARD", "true"),
@@ -84,13 +87,13 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
     let process = ifo_dev::spawn_server(
         &env.cluster,
         Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
-        port,
+        ports,
         &all,
         &format!("ifo-apiserver-{ns}.log"),
     )
     .unwrap();
     eventually(Duration::from_secs(60), "its own server ready", || {
-        (env.direct_to(port, "/readyz", &[]).0 == "200").then_some(())
+        (env.direct_to(ports.api, "/readyz", &[]).0 == "200").then_some(())
     });
     let ca = {
         use base64::Engine;
@@ -100,12 +103,12 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
         env,
         &format!("guard-{ns}"),
         ns,
-        json!({"url": format!("https://localhost:{port}/admission/evictions"), "caBundle": ca}),
+        json!({"url": format!("https://localhost:{}/admission/evictions", ports.admission), "caBundle": ca}),
         "Ignore",
     );
     OwnGuard {
         process,
-        port,
+        ports,
         probes,
         webhook,
     }
@@ -175,7 +178,7 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     let env = env();
     let (ns, node) = held_node(env, "gb-flood", 0);
     let own = own_guard(env, &ns);
-    let (port, webhook) = (own.port, &own.webhook);
+    let (port, webhook) = (own.ports.admission, &own.webhook);
     wait_held(env, &ns);
     let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook);
     let before_mib = peak_mib(own.process.pid());
@@ -255,10 +258,10 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
         peak < before_mib + 96,
         "the server grew from {before_mib} to {peak} MiB"
     );
-    let displaced = env.direct_to(port, "/metrics", &[]).1;
+    let displaced = env.direct_to(own.ports.api, "/metrics", &[]).1;
     drop(connections);
     // Still serving, and the gate still says why.
-    assert_eq!(env.direct_to(port, "/readyz", &[]).0, "200");
+    assert_eq!(env.direct_to(own.ports.api, "/readyz", &[]).0, "200");
     println!(
         "node {node} held throughout; /metrics without credentials: {}",
         displaced.lines().next().unwrap_or("")
@@ -280,7 +283,7 @@ fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
     let token = User::Bob.token().unwrap();
     let attacker = Attacker::new(
         ATTACKER,
-        own.port,
+        own.ports.admission,
         100,
         &format!(
             "GET /apis/live.ifo.kubevirt.io/v1alpha1 HTTP/1.1\r\nHost: localhost\r\n\
@@ -366,7 +369,7 @@ fn only_kube_apiserver_may_call_the_doors() {
                 &review,
             ];
             args.extend(credentials);
-            let (code, body) = env.direct(path, &args);
+            let (code, body) = env.direct_to(env.admission_port, path, &args);
             assert_eq!(code, "401", "{path}: {body}");
             assert!(
                 !body.contains(&node),
@@ -390,7 +393,8 @@ fn only_kube_apiserver_may_call_the_doors() {
         pki.join("webhook-client.key"),
     );
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
-    let (code, body) = env.direct(
+    let (code, body) = env.direct_to(
+        env.admission_port,
         "/admission/evictions",
         &[
             "-X", "POST", "--cert", &cert, "--key", &key, "--data", &review,

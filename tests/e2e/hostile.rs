@@ -19,11 +19,12 @@ const LIVE: &str = "/apis/live.ifo.kubevirt.io/v1alpha1";
 /// A server of its own on the shared cluster (called directly, never through kube-apiserver),
 /// started with `settings`; ready when returned. It stops when the returned process is dropped.
 fn own_server(env: &Env, name: &str, settings: &[(&str, &str)]) -> (Process, u16) {
-    let port = ifo_dev::free_port().unwrap();
+    let ports = ifo_dev::Ports::free().unwrap();
+    let port = ports.api;
     let process = ifo_dev::spawn_server(
         &env.cluster,
         Path::new(env!("CARGO_BIN_EXE_ifo-apiserver")),
-        port,
+        ports,
         settings,
         &format!("ifo-apiserver-{name}.log"),
     )

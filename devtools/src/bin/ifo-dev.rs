@@ -93,12 +93,12 @@ fn main() -> Result<()> {
         (cluster, None, log)
     } else {
         let cluster = Cluster::start(cli.dir.as_deref()).context("starting the local cluster")?;
-        let port = ifo_dev::free_port()?;
+        let ports = ifo_dev::Ports::free()?;
         let guard = if cli.guard { "true" } else { "false" };
         let process = ifo_dev::spawn_server(
             &cluster,
             &server,
-            port,
+            ports,
             &[
                 ("DEBOUNCE_THRESHOLD", DEMO_GRACE),
                 ("LOG_LEVEL", "info"),
@@ -109,10 +109,10 @@ fn main() -> Result<()> {
             ],
             "ifo-apiserver.log",
         )?;
-        cluster.register_apiservice(port)?;
-        cluster.register_ruleset_webhook(port)?;
+        cluster.register_apiservice(ports)?;
+        cluster.register_ruleset_webhook(ports)?;
         if cli.guard {
-            cluster.register_guard_webhook(port)?;
+            cluster.register_guard_webhook(ports)?;
         }
         cluster
             .wait_live_api(Duration::from_secs(60))

@@ -43,15 +43,15 @@ fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     eprintln!("starting the local cluster ...");
     let cluster = Cluster::start(None).context("starting the local cluster")?;
-    let port = ifo_dev::free_port()?;
+    let ports = ifo_dev::Ports::free()?;
     let process = ifo_dev::spawn_server(
         &cluster,
         &server,
-        port,
+        ports,
         &[("EVICTION_GUARD", "true"), ("LOG_LEVEL", "warn")],
         "ifo-apiserver.log",
     )?;
-    cluster.register_apiservice(port)?;
+    cluster.register_apiservice(ports)?;
     cluster
         .wait_live_api(Duration::from_secs(60))
         .with_context(|| format!("server log:\n{}", process.log_tail(20)))?;
@@ -72,7 +72,7 @@ fn main() -> Result<()> {
 
     let n = cli.evictions;
     let without = runtime.block_on(time(&pods, (0..n).map(quiet_pod), true))?;
-    cluster.register_guard_webhook(port)?;
+    cluster.register_guard_webhook(ports)?;
     // kube-apiserver picks the registration up within a second or so.
     std::thread::sleep(Duration::from_secs(3));
     let allowed = runtime.block_on(time(&pods, (n..2 * n).map(quiet_pod), true))?;

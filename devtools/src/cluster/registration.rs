@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 use super::credentials::b64;
 use super::{Cluster, User};
+use crate::Ports;
 
 /// Namespace and name of the Service the APIService points at.
 pub const SERVICE_NAMESPACE: &str = "ifo-system";
@@ -63,9 +64,10 @@ impl Cluster {
         }
     }
 
-    /// Points the live API at a server listening on loopback `port`: an ExternalName Service that
-    /// resolves to `localhost`, and the APIService with our serving CA.
-    pub fn register_apiservice(&self, port: u16) -> Result<()> {
+    /// Points the live API at a server listening on loopback `ports` (its API's): an
+    /// ExternalName Service that resolves to `localhost`, and the APIService with our serving CA.
+    pub fn register_apiservice(&self, ports: Ports) -> Result<()> {
+        let port = ports.api;
         self.apply(&format!(
             r#"{{"apiVersion":"v1","kind":"List","items":[
 {{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{SERVICE_NAME}","namespace":"{SERVICE_NAMESPACE}"}},
@@ -79,12 +81,13 @@ impl Cluster {
     }
 
     /// Sends OperationRuleSets created or changed to the admission door of a server listening on
-    /// loopback `port`: the ValidatingWebhookConfiguration [`RULESET_WEBHOOK`] as
+    /// loopback `ports` (its doors'): the ValidatingWebhookConfiguration [`RULESET_WEBHOOK`] as
     /// `apiservice/webhook.yaml` ships it, but for its `clientConfig`, a URL on `localhost`
     /// (which the serving certificate names) with our serving CA. kube-apiserver resolves a
     /// webhook's Service itself, and an ExternalName Service (the APIService's route) is not one
     /// it can call; a URL is. kube-apiserver picks up the registration within a second or so.
-    pub fn register_ruleset_webhook(&self, port: u16) -> Result<()> {
+    pub fn register_ruleset_webhook(&self, ports: Ports) -> Result<()> {
+        let port = ports.admission;
         self.apply(&format!(
             r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
 "metadata":{{"name":"{RULESET_WEBHOOK}","labels":{{"app.kubernetes.io/name":"ifo-apiserver"}}}},
@@ -97,11 +100,12 @@ impl Cluster {
         ))
     }
 
-    /// Sends every eviction to the maintenance guard of a server listening on loopback `port`
-    /// (started with `EVICTION_GUARD=true`): the ValidatingWebhookConfiguration [`GUARD_WEBHOOK`]
+    /// Sends every eviction to the maintenance guard of a server listening on loopback `ports`
+    /// (its doors'; started with `EVICTION_GUARD=true`): the ValidatingWebhookConfiguration [`GUARD_WEBHOOK`]
     /// as `apiservice/guard-webhook.yaml` ships it, but for its `clientConfig` (a URL on
     /// `localhost`, as for [`Cluster::register_ruleset_webhook`]).
-    pub fn register_guard_webhook(&self, port: u16) -> Result<()> {
+    pub fn register_guard_webhook(&self, ports: Ports) -> Result<()> {
+        let port = ports.admission;
         // Both doors, as shipped (the leader's and the standby's), on the one server.
         let door = |name: &str, path: &str| {
             format!(

@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use serde_json::{Value, json};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use tower::ServiceExt;
 
 static ENGINE: LazyLock<Engine> = LazyLock::new(Engine::new);
@@ -477,5 +477,56 @@ async fn only_post_is_served() {
     for method in [Method::GET, Method::PUT, Method::DELETE] {
         let (status, _) = call(method.clone(), Body::empty()).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
+    }
+}
+
+/// The doors' port serves reviews and nothing else: a request for any other path is 404, any
+/// other method at a door 405, and the connection that sent it (not kube-apiserver's, which
+/// sends nothing but reviews) gives its place to any newcomer from then on, busy or not.
+#[tokio::test]
+async fn anything_but_a_review_at_the_doors_is_refused_and_its_connection_gives_way() {
+    use crate::auth::budget::{Budget, ConnectionSeat, Limits, Port, Refused};
+    use crate::auth::connection::Activity;
+    use std::net::{IpAddr, Ipv4Addr};
+    let budget = Budget::new(
+        Limits {
+            proven: 1,
+            anonymous: 1,
+        },
+        Port::Admission,
+    );
+    let peer = |last| IpAddr::V4(Ipv4Addr::new(10, 0, 0, last));
+    for (method, path, status) in [
+        (
+            Method::GET,
+            "/apis/live.ifo.kubevirt.io/v1alpha1",
+            StatusCode::NOT_FOUND,
+        ),
+        (Method::GET, RULESETS_PATH, StatusCode::METHOD_NOT_ALLOWED),
+    ] {
+        // The pool's one place, held by a connection with a request in flight.
+        let activity = Arc::new(Activity::default());
+        let seat = budget.admit(peer(1), activity.clone()).unwrap();
+        let _busy = activity.begin();
+        let newcomer = Arc::new(Activity::default());
+        assert_eq!(
+            budget.admit(peer(2), newcomer.clone()).err(),
+            Some(Refused::Anonymous)
+        );
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        // Held beside the request too, as its connection's service holds it.
+        let held = ConnectionSeat::new(seat);
+        request.extensions_mut().insert(held.clone());
+        let response = router(ENGINE.clone(), None, Arc::new(Intake::open()), None)
+            .oneshot(request)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{path}");
+        let _newcomer = budget.admit(peer(2), newcomer).unwrap();
+        assert!(activity.is_displaced(), "{path}: the connection gives way");
     }
 }

@@ -227,7 +227,8 @@ fn serve(
             None,
         )?;
     }
-    let port = ifo_dev::free_port()?;
+    let ports = ifo_dev::Ports::free()?;
+    let port = ports.api;
     let debounce = format!("{}ms", settings.debounce.as_millis());
     let log = if settings.persist {
         "ifo-apiserver-persist.log"
@@ -246,7 +247,7 @@ fn serve(
         ),
     ];
     env.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let process = ifo_dev::spawn_server(cluster, binary, port, &env, log)?;
+    let process = ifo_dev::spawn_server(cluster, binary, ports, &env, log)?;
     let log = cluster.dir().join(log);
     let with_log = |e: anyhow::Error| e.context(format!("server log:\n{}", process.log_tail(20)));
     // A restarted server is served before it has synced the rules' targets, and the
@@ -262,12 +263,12 @@ fn serve(
     )
     .map_err(with_log)?;
     let ready = spawned.elapsed();
-    cluster.register_apiservice(port).map_err(with_log)?;
+    cluster.register_apiservice(ports).map_err(with_log)?;
     cluster
         .wait_live_api(Duration::from_secs(90))
         .map_err(with_log)?;
     if settings.guard {
-        cluster.register_guard_webhook(port).map_err(with_log)?;
+        cluster.register_guard_webhook(ports).map_err(with_log)?;
     }
     if let Some(namespaces) = settings.pod_rules.as_ref().filter(|_| !*rules_applied) {
         apply_pod_rules(cluster, namespaces).map_err(with_log)?;
