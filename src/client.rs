@@ -94,8 +94,20 @@ pub(crate) fn api_timeout(args: &ServeArgs) -> Duration {
     args.k8s_api_timeout.max(Duration::from_secs(1))
 }
 
-/// A kube client for the server's own identity, from `--kubeconfig` or the environment.
+/// A kube client for the server's own identity, from `--kubeconfig` or the environment. Requests
+/// kube-apiserver answers `429`, `503` or `504` are sent again, with a backoff, within their
+/// deadline.
 pub(crate) async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
+    client(args, true).await
+}
+
+/// [`kube_client`] that sends each request once: what kube-apiserver answered is what the
+/// caller reads (a `429` of a webhook, say).
+pub(crate) async fn kube_client_sending_once(args: &ServeArgs) -> Result<kube::Client> {
+    client(args, false).await
+}
+
+async fn client(args: &ServeArgs, retries: bool) -> Result<kube::Client> {
     let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -110,6 +122,7 @@ pub(crate) async fn kube_client(args: &ServeArgs) -> Result<kube::Client> {
     config.connect_timeout = Some(timeout);
     config.read_timeout = None; // watches are long: the deadline is per request, below
     config.write_timeout = Some(timeout);
+    config.default_retry = retries;
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&DeadlineLayer { timeout })
         .build())

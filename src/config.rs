@@ -85,14 +85,16 @@ pub struct ServeArgs {
     /// with 429.
     #[arg(long, env = "MAX_WATCH_MEMORY_PER_USER", default_value = "32Mi", value_parser = parse_bytes)]
     pub max_watch_memory_per_user: usize,
-    /// Client connections at once whose client certificate was verified in the TLS handshake
+    /// Client connections at once, on each of SECURE_PORT and ADMISSION_PORT (each has its own
+    /// pools), whose client certificate was verified in the TLS handshake
     /// (the aggregator's front proxy multiplexes its requests over a few); more are closed at
     /// once. A connection that carries a review at the doors' key's path (kube-apiserver's, see
     /// SERVING_CERTIFICATE_SECRET) joins them from then on, while there is room. Other
     /// connections never take from these (MAX_ANONYMOUS_CONNECTIONS).
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1_000)]
     pub max_connections: usize,
-    /// Connections at once without a verified client certificate (kube-apiserver's webhook
+    /// Connections at once, on each of SECURE_PORT and ADMISSION_PORT, without a verified client
+    /// certificate (kube-apiserver's webhook
     /// calls unless configured with one, until a review at the doors' key's path; clients with
     /// a bearer token: a token proves a request, not its connection), shared fairly by address.
     /// When full, a new one displaces the oldest connection that sent a review the doors
@@ -180,6 +182,12 @@ pub struct ServeArgs {
     /// lets it through as if the guard were not installed.
     #[arg(long, env = "GUARD_WHEN_UNKNOWN", value_enum, default_value_t = WhenUnknown::Deny)]
     pub guard_when_unknown: WhenUnknown,
+    /// How often each replica checks, with EVICTION_GUARD, that kube-apiserver reaches the
+    /// guard's door it stands behind: a dry-run eviction of a pod of POD_NAMESPACE that does not
+    /// exist, sent through kube-apiserver, whose review the door recognizes and answers (the
+    /// result is `ifo_guard_reached`). At least 1s.
+    #[arg(long, env = "GUARD_REACH_CHECK_INTERVAL", default_value = "30s", value_parser = parse_setting_duration)]
+    pub guard_reach_check_interval: Duration,
     /// Make and renew the serving certificate here, kept in this Secret of POD_NAMESPACE (with
     /// its CA), written to TLS_CERT_FILE and TLS_PRIVATE_KEY_FILE, and its CA written into the
     /// `caBundle` of CA_BUNDLE_TARGETS, so that no manifest of the install holds a certificate.
@@ -242,7 +250,8 @@ pub struct ServeArgs {
     /// the leader labels it `ifo.kubevirt.io/leader=true` for the Service to select.
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
-    /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API).
+    /// Namespace of the Lease and of the pod (in a pod: its own, from the downward API), and
+    /// where the guard's reach checks are sent (see GUARD_REACH_CHECK_INTERVAL).
     #[arg(long, env = "POD_NAMESPACE", default_value = "ifo-system")]
     pub leader_elect_resource_namespace: String,
     /// The container that runs the server in the replicas' pods. With `POD_NAME` set, followers

@@ -36,6 +36,7 @@
 
 use super::intake::{BODY_DEADLINE, Caller, Intake};
 use super::node_events::{NodeEvents, Why};
+use super::reach::Reach;
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::config::WhenUnknown;
 use crate::gate::{Gates, Judged, Verdict};
@@ -63,6 +64,8 @@ pub(crate) struct Evictions {
     pub(crate) events: NodeEvents,
     /// Who may call, and the turns of reading (see `intake`): set by the router.
     pub(crate) intake: Arc<Intake>,
+    /// What tells the checks that kube-apiserver reaches the doors (see `reach`).
+    pub(crate) reach: Reach,
 }
 
 /// What the guard knows of a node's gate, as far as a decision needs it.
@@ -142,7 +145,7 @@ impl Decision {
 }
 
 /// Whether `request` is the creation of a pod's eviction (what the guard is registered for).
-fn is_eviction(request: &AdmissionRequest<DynamicObject>) -> bool {
+pub(super) fn is_eviction(request: &AdmissionRequest<DynamicObject>) -> bool {
     request.operation == Operation::Create
         && request.resource.group.is_empty()
         && request.resource.resource == "pods"
@@ -350,6 +353,12 @@ impl Evictions {
         door: AdmissionDoor,
         caller: Caller,
     ) -> AdmissionResponse {
+        if self.reach.is_check(request) {
+            // A check that kube-apiserver reaches the doors: answered, and nothing else.
+            let mut response = AdmissionResponse::from(request);
+            response.warnings = Some(vec![self.reach.answer(door)]);
+            return response;
+        }
         let decision = decide(
             request,
             |namespace, name| self.pods.node_of(namespace, name),

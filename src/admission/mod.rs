@@ -6,13 +6,15 @@
 //! a thin handler. [`RULESETS_PATH`] refuses OperationRuleSets that do not compile, or that
 //! read what their targets' schemas do not have (see `rulesets`); [`EVICTIONS_PATH`], the maintenance guard, refuses with 429 the eviction of a pod
 //! on a node whose gate is not clear (see `evictions`), and [`EVICTIONS_STANDBY_PATH`] is its
-//! second door.
+//! second door. Each replica checks that kube-apiserver reaches the door it stands behind
+//! (`reach`).
 //!
 //! The doors are served on a TLS listener of their own (`ADMISSION_PORT`), with connection
-//! pools of their own, and without the API's authentication: kube-apiserver calls webhooks
-//! without a client certificate unless it is given a kubeconfig for them, and what callers of
-//! the API hold open on its port (watches, with any token) takes nothing its reviews need. Where it is (`ADMISSION_ALLOWED_NAMES`), the doors answer kube-apiserver only, and
-//! everyone else gets 401 before its body is read; where it cannot be, anyone who reaches the
+//! pools of their own, so that what callers of the API hold open on its port (watches, with any
+//! token) takes nothing kube-apiserver's reviews need; and without the API's authentication,
+//! since kube-apiserver calls webhooks without a client certificate unless it is given a
+//! kubeconfig for them. Where it is (`ADMISSION_ALLOWED_NAMES`), the doors answer kube-apiserver
+//! only, and everyone else gets 401 before its body is read; where it cannot be, anyone who reaches the
 //! port can send reviews, so each takes a turn among its address's and all anonymous ones
 //! before it is read (`intake`), and is read for what its decision needs and nothing else
 //! (`review`). The rulesets' door checks the fields the rules read against the schemas the
@@ -28,6 +30,7 @@
 pub(crate) mod evictions;
 mod intake;
 pub(crate) mod node_events;
+pub(crate) mod reach;
 mod review;
 mod rulesets;
 mod turns;
@@ -148,6 +151,8 @@ pub fn evictions_router(
             when_unknown: crate::config::WhenUnknown::Deny,
             events: node_events::NodeEvents::nowhere(),
             intake: Arc::new(Intake::open()),
+            reach: reach::Reach::new("ifo-apiserver", "ifo-system")
+                .expect("the system's random source"),
         }))
 }
 

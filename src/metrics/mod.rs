@@ -27,8 +27,9 @@ mod targets;
 mod tasks;
 
 pub use admission::{
-    Answer as AdmissionAnswer, Door as AdmissionDoor, GuardReason, ReviewTimer as AdmissionTimer,
-    guard_decision, guard_error, guard_event_dropped,
+    Answer as AdmissionAnswer, Door as AdmissionDoor, GuardReason, ReachResult,
+    ReviewTimer as AdmissionTimer, guard_decision, guard_error, guard_event_dropped,
+    guard_reach_checked,
 };
 pub use api::{
     RequestTimer, connection_displaced, connection_refused, open_watches, request_labels,

@@ -59,6 +59,15 @@ impl Server {
     /// [`Server::run`], which ends with the shutdown sequence.
     pub(crate) async fn build(args: ServeArgs) -> Result<Server> {
         let start = std::time::Instant::now();
+        let ports = [args.secure_port, args.admission_port, args.health_port];
+        anyhow::ensure!(
+            ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2],
+            "SECURE_PORT ({}), ADMISSION_PORT ({}) and HEALTH_PORT ({}) must differ: each is a \
+             listener of its own",
+            ports[0],
+            ports[1],
+            ports[2]
+        );
         let sources = Sources::read(&args).await?;
         let (readiness, rulesets_listed) = Readiness::new("the list of OperationRuleSets");
         let mut tasks = Tasks::new(readiness.clone());
@@ -83,7 +92,7 @@ impl Server {
             &mut tasks,
         )
         .await?;
-        let serving = Serving::build(&args, &sources, &pipeline, &readiness, &mut tasks);
+        let serving = Serving::build(&args, &sources, &pipeline, &readiness, &mut tasks)?;
         let probes =
             health::HealthListener::bind(SocketAddr::new(args.bind_address, args.health_port))
                 .await?;

@@ -11,6 +11,7 @@ use crate::access::{self, AccessControl};
 use crate::admission;
 use crate::admission::evictions::Evictions;
 use crate::admission::node_events::NodeEvents;
+use crate::admission::reach::Reach;
 use crate::api::{self, ApiState};
 use crate::auth::{Authenticator, Authorizer};
 use crate::config::ServeArgs;
@@ -35,7 +36,7 @@ impl Serving {
         pipeline: &Pipeline,
         readiness: &Readiness,
         tasks: &mut Tasks,
-    ) -> Serving {
+    ) -> anyhow::Result<Serving> {
         let limits = api::Limits {
             max_watches: args.max_watches,
             max_watches_per_user: args.max_watches_per_user,
@@ -63,6 +64,8 @@ impl Serving {
                     .pod_name
                     .clone()
                     .unwrap_or_else(|| "ifo-apiserver".to_owned());
+                // Whether kube-apiserver reaches the door this replica stands behind.
+                let reach = Reach::new(&instance, &args.leader_elect_resource_namespace)?;
                 let (events, writer) = NodeEvents::new(
                     sources.client.clone(),
                     instance,
@@ -74,6 +77,23 @@ impl Serving {
                     when_unknown = ?args.guard_when_unknown,
                     "the maintenance guard answers reviews of evictions"
                 );
+                let client = sources
+                    .sending_once
+                    .clone()
+                    .unwrap_or_else(|| sources.client.clone());
+                tasks.once(
+                    "guard-reach-check",
+                    admission::reach::check(
+                        reach.clone(),
+                        client,
+                        state.clone(),
+                        (
+                            args.guard_reach_check_interval,
+                            crate::client::api_timeout(args),
+                        ),
+                        tasks.stopping(),
+                    ),
+                );
                 Some(Evictions {
                     gates: state.gates(),
                     inventory: pipeline.inventory.clone(),
@@ -81,6 +101,7 @@ impl Serving {
                     when_unknown: args.guard_when_unknown,
                     events,
                     intake: intake.clone(),
+                    reach,
                 })
             }
             None => None,
@@ -110,6 +131,6 @@ impl Serving {
             intake,
             Some(pipeline.schemas.clone()),
         );
-        Serving { state, api, doors }
+        Ok(Serving { state, api, doors })
     }
 }

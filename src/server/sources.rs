@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::auth::{self, AdmissionCallers, RequestHeaderConfig, TrustWatch, tls};
 use crate::certificates;
-use crate::client::kube_client;
+use crate::client::{kube_client, kube_client_sending_once};
 use crate::config::ServeArgs;
 use crate::lease;
 
@@ -20,6 +20,9 @@ pub(super) struct Sources {
     /// The leader election settings; none without leader election.
     pub(super) election: Option<lease::Settings>,
     pub(super) client: kube::Client,
+    /// A client that sends each request once, for the guard's reach checks (with the guard):
+    /// a webhook's `429` is an answer to read, not one to retry.
+    pub(super) sending_once: Option<kube::Client>,
     /// The front-proxy trust settings, as [`Sources::trust_watch`] keeps them.
     pub(super) trust: watch::Receiver<Arc<RequestHeaderConfig>>,
     /// What keeps [`Sources::trust`] up to date (a task of the server).
@@ -40,6 +43,11 @@ impl Sources {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let election = args.leader_election()?;
         let client = kube_client(args).await?;
+        let sending_once = if args.eviction_guard {
+            Some(kube_client_sending_once(args).await?)
+        } else {
+            None
+        };
         let (trust, trust_watch) = auth::read_request_header_config(client.clone()).await?;
         let callers = AdmissionCallers::from_settings(
             &args.admission_allowed_names,
@@ -81,6 +89,7 @@ impl Sources {
         Ok(Sources {
             election,
             client,
+            sending_once,
             trust,
             trust_watch,
             callers,

@@ -277,8 +277,10 @@ fn start_server(
         // Tests wait for a ruleset's conditions and counts to change one after the other; a
         // real install writes them at most once a minute.
         ("RULESET_STATUS_INTERVAL", "5s"),
-        // The maintenance guard, registered with the cluster (see `boot`).
+        // The maintenance guard, registered with the cluster (see `boot`), checking that
+        // kube-apiserver reaches it more often than a real install does.
         ("EVICTION_GUARD", "true"),
+        ("GUARD_REACH_CHECK_INTERVAL", "2s"),
     ];
     if config.webhook_client_certificate {
         // The admission doors answer kube-apiserver only: it presents this certificate to them.

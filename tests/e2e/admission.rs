@@ -126,7 +126,7 @@ fn the_door_answers_kube_apiservers_certificate_and_counts_reviews() {
     // nothing else.
     let (code, _) = env.direct(
         "/admission/rulesets",
-        &["-X", "POST", "--cert", &cert, "--key", &key, "-d", "{}"],
+        &["-X", "POST", "--cert", &cert, "--key", &key],
     );
     assert_eq!(code, "404");
     let (code, _) = env.door("/metrics", &[]);

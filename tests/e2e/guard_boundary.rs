@@ -488,3 +488,94 @@ fn with_fail_a_guard_that_cannot_be_reached_holds_drains_until_the_admin_opens_i
     )
     .unwrap();
 }
+
+/// `ifo_guard_reached` of the server whose API listens on `port`: `None` before its first check.
+fn reached(env: &Env, port: u16) -> Option<f64> {
+    let (_, metrics) = ifo_test_support::replicas::get(env, port, "/metrics");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ifo_guard_reached "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| !v.is_nan())
+}
+
+/// The guard says whether kube-apiserver reaches its door, by asking kube-apiserver for a dry-run
+/// eviction that only its own door can answer as its own: a server whose webhook covers its
+/// namespace reads `ifo_guard_reached` 1; one whose checks kube-apiserver sends to other doors
+/// only (its webhook does not cover its namespace, as a NetworkPolicy or a firewall in the way
+/// would have it) reads 0 and says so in its log, and nothing the checks did was counted as
+/// a decision.
+#[test]
+fn the_guard_says_whether_kube_apiserver_reaches_its_door() {
+    let env = env();
+    // The shared server, in ifo-system (deploy/guard/rbac.yaml's Role), is reached.
+    eventually(WAIT, "the shared server's door reached", || {
+        (reached(env, env.port) == Some(1.0)).then_some(())
+    });
+    let ns = env.namespace("gb-reach");
+    // The server's Role in its namespace, as deploy/guard/rbac.yaml grants it in ifo-system.
+    for args in [
+        vec![
+            "create",
+            "role",
+            "reach-check",
+            "--verb=create",
+            "--resource=pods/eviction",
+            "--resource-name=ifo-guard-check",
+        ],
+        vec![
+            "create",
+            "rolebinding",
+            "reach-check",
+            "--role=reach-check",
+            "--serviceaccount=ifo-system:ifo-apiserver",
+        ],
+    ] {
+        let mut args = args;
+        args.extend(["-n", &ns]);
+        env.kubectl(User::Admin, &args).unwrap();
+    }
+    let checking = [("GUARD_REACH_CHECK_INTERVAL", "1s"), ("POD_NAMESPACE", &ns)];
+    let own = own_guard_with(env, &ns, &checking);
+    eventually(WAIT, "the door reached", || {
+        (reached(env, own.ports.api) == Some(1.0)).then_some(())
+    });
+    let (_, metrics) = ifo_test_support::replicas::get(env, own.ports.api, "/metrics");
+    assert!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("ifo_guard_decisions_total{"))
+            .all(|l| l.ends_with(" 0")),
+        "the checks were counted as decisions:\n{metrics}"
+    );
+    drop(own);
+    unregister_own_guard(env, &ns);
+
+    // Its checks go to ifo-system, which its webhook does not cover: the shared server's doors
+    // answer them, as their own.
+    let pod = format!("own-{ns}");
+    let own = own_guard_with(
+        env,
+        &ns,
+        &[("GUARD_REACH_CHECK_INTERVAL", "1s"), ("POD_NAME", &pod)],
+    );
+    let log = env.cluster.dir().join(format!("ifo-apiserver-{ns}.log"));
+    let said = eventually(WAIT, "the door found unreached, and said so", || {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        (reached(env, own.ports.api) == Some(0.0)
+            && said.contains("kube-apiserver did not call this replica's guard door"))
+        .then_some(said)
+    });
+    // kube-apiserver called the doors it was given: the shared server's, which answered as
+    // their own.
+    let line = said
+        .lines()
+        .find(|l| l.contains("did not call this replica's guard door"))
+        .unwrap();
+    assert!(
+        line.contains("door evictions of ifo-apiserver/") && !line.contains(&pod),
+        "the shared server's answer, and only its, is not in: {line}"
+    );
+    drop(own);
+    unregister_own_guard(env, &ns);
+}

@@ -6,7 +6,8 @@
 //! a failover, as shipped (`failurePolicy: Ignore`): the leader's pod deleted, every one is
 //! answered 429 and none is allowed while the operation is in flight; the leader's container
 //! killed, the same (the standby's door answers while the leader's address refuses
-//! connections), and the live API keeps answering for a minute afterwards.
+//! connections), and the live API keeps answering for a minute afterwards. Each replica's check
+//! finds that kube-apiserver reaches the door it stands behind.
 
 use anyhow::{Context, Result, bail, ensure};
 use ifo_dev::User;
@@ -16,7 +17,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use super::Ctx;
-use super::workload::{holds, list, set_vm_status, settled};
+use super::workload::{holds, list, metrics_of, set_vm_status, settled};
 
 /// The rulesets of these steps.
 const RULESET: &str = "node-guard";
@@ -340,7 +341,34 @@ pub(crate) fn drain_waits_while_the_node_is_not_clear(ctx: &Ctx) -> Result<()> {
     until_clear_is(ctx, &node, "True")?;
     let (ok, _) = drain.ended(Duration::from_secs(30))?;
     ensure!(ok, "kubectl drain failed: {}", drain.said());
-    Ok(())
+    both_doors_reached(ctx)
+}
+
+/// Each replica's check finds that kube-apiserver reaches the door it stands behind (the
+/// leader's through the Service `ifo-apiserver`, the standby's through `ifo-guard`, both at the
+/// pods' port 9443): `ifo_guard_reached` 1 on both, within two of the checks' 30 s.
+fn both_doors_reached(ctx: &Ctx) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(100);
+    loop {
+        let pods = settled(ctx, Duration::from_secs(60))?;
+        let mut read = Vec::new();
+        for pod in &pods {
+            let metrics = metrics_of(ctx, pod)?;
+            let reached = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("ifo_guard_reached "))
+                .and_then(|v| v.trim().parse::<f64>().ok());
+            read.push((pod.name.clone(), pod.leader, reached));
+        }
+        if read.iter().all(|(_, _, reached)| *reached == Some(1.0)) {
+            println!("kube-apiserver reaches both doors: {read:?}");
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("ifo_guard_reached (pod, leader, value): {read:?}");
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
 }
 
 /// One eviction of `pod` as kubectl drain sends it: `Ok(true)` allowed, `Ok(false)` refused by

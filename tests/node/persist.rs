@@ -1,46 +1,17 @@
 //! Persistence mode on the real Deployment, enabled as docs/operating.md says (an overlay with
 //! `deploy/persist` as a component): the leader writes the copies, the standby writes nothing.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 use ifo_dev::User;
 use ifo_dev::install::NAMESPACE;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::Ctx;
-use super::workload::{Pod, set_vm, settled};
+use super::workload::{Pod, metrics_of, set_vm, settled};
 
-/// The sum of `ifo_persist_writes_total` a pod reports on `/metrics` (read with the admin's
-/// client certificate, which the server accepts from the cluster CA).
+/// The sum of `ifo_persist_writes_total` a pod reports on `/metrics`.
 fn writes(ctx: &Ctx, pod: &Pod) -> Result<f64> {
-    let pki = ctx.cluster.dir().join("pki");
-    let (cert, key) = (pki.join("admin-client.crt"), pki.join("admin-client.key"));
-    if !cert.exists() {
-        let config: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(ctx.cluster.kubeconfig(User::Admin))?)?;
-        let user = &config["users"][0]["user"];
-        use base64::Engine as _;
-        let decode = |field: &str| {
-            base64::engine::general_purpose::STANDARD.decode(user[field].as_str().unwrap_or(""))
-        };
-        std::fs::write(&cert, decode("client-certificate-data")?)?;
-        std::fs::write(&key, decode("client-key-data")?)?;
-    }
-    let out = Command::new("curl")
-        .args(["-sk", "--max-time", "10", "--cert"])
-        .arg(&cert)
-        .arg("--key")
-        .arg(&key)
-        .arg(format!("https://{}:8443/metrics", pod.ip))
-        .output()
-        .context("running curl")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    ensure!(
-        text.contains("ifo_leader"),
-        "no metrics from pod {}: {text}",
-        pod.name
-    );
-    Ok(text
+    Ok(metrics_of(ctx, pod)?
         .lines()
         .filter(|l| l.starts_with("ifo_persist_writes_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -22,6 +22,39 @@ pub(crate) struct Pod {
     pub deleting: bool,
 }
 
+/// What `pod` reports on `/metrics`, read straight from it with the admin's client certificate
+/// (which the server accepts from the cluster CA).
+pub(crate) fn metrics_of(ctx: &Ctx, pod: &Pod) -> Result<String> {
+    let pki = ctx.cluster.dir().join("pki");
+    let (cert, key) = (pki.join("admin-client.crt"), pki.join("admin-client.key"));
+    if !cert.exists() {
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ctx.cluster.kubeconfig(User::Admin))?)?;
+        let user = &config["users"][0]["user"];
+        use base64::Engine as _;
+        let decode = |field: &str| {
+            base64::engine::general_purpose::STANDARD.decode(user[field].as_str().unwrap_or(""))
+        };
+        std::fs::write(&cert, decode("client-certificate-data")?)?;
+        std::fs::write(&key, decode("client-key-data")?)?;
+    }
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--max-time", "10", "--cert"])
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .arg(format!("https://{}:8443/metrics", pod.ip))
+        .output()
+        .context("running curl")?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        text.contains("ifo_leader"),
+        "no metrics from pod {}: {text}",
+        pod.name
+    );
+    Ok(text)
+}
+
 /// The server's pods.
 pub(crate) fn pods(ctx: &Ctx) -> Result<Vec<Pod>> {
     let text = ctx.cluster.kubectl_run(
