@@ -47,7 +47,7 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use ifo_model::MAINTENANCE_OVERRIDE_ANNOTATION;
 use jiff::Timestamp;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::core::{DynamicObject, Status};
 use std::sync::Arc;
 
@@ -144,14 +144,6 @@ impl Decision {
     }
 }
 
-/// Whether `request` is the creation of a pod's eviction (what the guard is registered for).
-pub(super) fn is_eviction(request: &AdmissionRequest<DynamicObject>) -> bool {
-    request.operation == Operation::Create
-        && request.resource.group.is_empty()
-        && request.resource.resource == "pods"
-        && request.sub_resource.as_deref() == Some("eviction")
-}
-
 /// The decision on an eviction review (see the [module](self)): `pod_node` says where a pod
 /// runs, `gate` reads a node's verdict, `override_of` a node's maintenance override.
 pub(crate) fn decide(
@@ -162,7 +154,7 @@ pub(crate) fn decide(
     when_unknown: WhenUnknown,
     now: Timestamp,
 ) -> Decision {
-    if !is_eviction(request) {
+    if !super::review::is_eviction(request) {
         // Never deny what the guard was not configured for.
         return Decision::allow(GuardReason::NotAnEviction, None);
     }

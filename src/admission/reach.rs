@@ -72,7 +72,7 @@ impl Reach {
         request.dry_run
             && request.name == CHECK_POD
             && request.namespace.as_deref() == Some(&*self.namespace)
-            && super::evictions::is_eviction(request)
+            && super::review::is_eviction(request)
     }
 
     /// What `door` answers a check with: a warning that kube-apiserver returns to the checker.

@@ -228,6 +228,14 @@ async fn streamed<O: DeserializeOwned + Send + 'static>(
     })
 }
 
+/// Whether `request` is the creation of a pod's eviction (what the guard is registered for).
+pub(super) fn is_eviction(request: &AdmissionRequest<DynamicObject>) -> bool {
+    request.operation == Operation::Create
+        && request.resource.group.is_empty()
+        && request.resource.resource == "pods"
+        && request.sub_resource.as_deref() == Some("eviction")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -693,6 +693,14 @@ fn every_shipped_query_returns_what_the_live_api_says() {
     c.check("alert: IFOMaintenanceGuardFailing", WAIT, |s| {
         no_sample(s, "nothing: kube-apiserver reaches the guard")
     });
+    // The server's own checks find its door reached: the series scraped at 1, the alert quiet.
+    ifo_test_support::eventually(WAIT, "ifo_guard_reached scraped at 1", || {
+        let samples = c.prometheus.try_query("ifo_guard_reached").ok()?;
+        matches!(samples.as_slice(), [(_, v)] if *v == 1.0).then_some(())
+    });
+    c.check("alert: IFOMaintenanceGuardUnreached", WAIT, |s| {
+        no_sample(s, "nothing: kube-apiserver reaches the server's door")
+    });
     c.check("alert: IFOMaintenanceGuardStandbyDisagrees", WAIT, |s| {
         no_sample(s, "nothing: one server answers both doors alike")
     });
