@@ -176,34 +176,29 @@ fn deploy_renders_every_manifest_of_the_directory_wired_together() {
         budget["spec"]["selector"]["matchLabels"],
         serde_json::json!(selector)
     );
+    // A listener of its own, beside the API's: the container port `name`, whose number the
+    // server is given as `setting`.
+    let own_port = |name: &str, setting: &str| {
+        let own = c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("a container port named {name}"))
+            .clone();
+        assert_ne!(own["containerPort"], port["containerPort"]);
+        assert_eq!(
+            env_var(c, setting),
+            own["containerPort"].to_string(),
+            "{setting} is the {name} port"
+        );
+        own
+    };
     // The probes go to their own listener (plain HTTP, `HEALTH_PORT`), never through the
-    // https port's connection pools.
-    let health = c["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "health")
-        .expect("a container port named health");
-    assert_ne!(health["containerPort"], port["containerPort"]);
-    assert_eq!(
-        env_var(c, "HEALTH_PORT"),
-        health["containerPort"].to_string(),
-        "HEALTH_PORT is the health port"
-    );
-    // The admission doors too (`ADMISSION_PORT`), and the webhooks' Services go there: what
-    // the API's callers hold on its port takes nothing from kube-apiserver's reviews.
-    let admission = c["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "admission")
-        .expect("a container port named admission");
-    assert_ne!(admission["containerPort"], port["containerPort"]);
-    assert_eq!(
-        env_var(c, "ADMISSION_PORT"),
-        admission["containerPort"].to_string(),
-        "ADMISSION_PORT is the admission port"
-    );
+    // https port's connection pools; and so do the admission doors (`ADMISSION_PORT`): what the
+    // API's callers hold on its port takes nothing from kube-apiserver's reviews.
+    let health = own_port("health", "HEALTH_PORT");
+    own_port("admission", "ADMISSION_PORT");
     for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/livez")] {
         let get = &c[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
