@@ -50,18 +50,9 @@ pub(crate) struct Reach {
 impl Reach {
     /// The part of replica `pod` in the server's `namespace`.
     pub(crate) fn new(pod: &str, namespace: &str) -> anyhow::Result<Reach> {
-        let mut bytes = [0u8; 6];
-        use ring::rand::SecureRandom as _;
-        ring::rand::SystemRandom::new()
-            .fill(&mut bytes)
-            .map_err(|_| anyhow::anyhow!("the system's random source failed"))?;
-        let instance = bytes.iter().fold(format!("{pod}/"), |mut name, b| {
-            use std::fmt::Write as _;
-            let _ = write!(name, "{b:02x}");
-            name
-        });
+        let random = crate::certificates::random_hex(6)?;
         Ok(Reach {
-            instance: instance.into(),
+            instance: format!("{pod}/{random}").into(),
             namespace: namespace.into(),
         })
     }

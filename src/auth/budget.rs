@@ -177,6 +177,11 @@ impl Budget {
         })
     }
 
+    /// The listener this budget is for.
+    pub(crate) fn port(&self) -> Port {
+        self.port
+    }
+
     /// Connections open now: (anonymous, proven).
     #[cfg(test)]
     pub(crate) fn open(&self) -> (usize, usize) {

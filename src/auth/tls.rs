@@ -172,7 +172,6 @@ impl HandshakeProof {
 pub(crate) struct PeerCertAcceptor {
     inner: RustlsAcceptor<DefaultAcceptor>,
     budget: Arc<Budget>,
-    port: Port,
     proof: HandshakeProof,
     deadlines: Deadlines,
 }
@@ -180,17 +179,22 @@ pub(crate) struct PeerCertAcceptor {
 impl PeerCertAcceptor {
     pub(crate) fn new(
         config: RustlsConfig,
-        (port, limits): (Port, Limits),
+        port: Port,
+        limits: Limits,
         proof: HandshakeProof,
         deadlines: Deadlines,
     ) -> Self {
         PeerCertAcceptor {
             inner: RustlsAcceptor::new(config).handshake_timeout(deadlines.first_request),
             budget: Budget::new(limits, port),
-            port,
             proof,
             deadlines,
         }
+    }
+
+    /// The port it accepts for.
+    pub(crate) fn port(&self) -> Port {
+        self.budget.port()
     }
 }
 
@@ -212,7 +216,7 @@ impl<S: Send + 'static> Accept<TcpStream, S> for PeerCertAcceptor {
             Ok(addr) => addr.ip(),
             Err(e) => return Box::pin(async { Err(e) }),
         };
-        let port = self.port.as_str();
+        let port = self.port().as_str();
         let seat = match self.budget.admit(peer, activity.clone()) {
             Ok(seat) => seat,
             Err(refused) => {

@@ -28,22 +28,26 @@ impl fmt::Debug for DoorKey {
     }
 }
 
+/// `bytes` bytes of the system's random source, in lower-case hex.
+pub(crate) fn random_hex(bytes: usize) -> anyhow::Result<String> {
+    use ring::rand::SecureRandom as _;
+    let mut random = vec![0u8; bytes];
+    ring::rand::SystemRandom::new()
+        .fill(&mut random)
+        .map_err(|_| anyhow::anyhow!("the system's random source failed"))?;
+    Ok(random
+        .iter()
+        .fold(String::with_capacity(2 * bytes), |mut hex, b| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{b:02x}");
+            hex
+        }))
+}
+
 impl DoorKey {
     /// A new key, from the system's random source.
     pub(crate) fn generate() -> anyhow::Result<DoorKey> {
-        use ring::rand::SecureRandom as _;
-        let mut bytes = [0u8; KEY_BYTES];
-        ring::rand::SystemRandom::new()
-            .fill(&mut bytes)
-            .map_err(|_| anyhow::anyhow!("the system's random source failed"))?;
-        let hex = bytes
-            .iter()
-            .fold(String::with_capacity(2 * KEY_BYTES), |mut hex, b| {
-                use std::fmt::Write as _;
-                let _ = write!(hex, "{b:02x}");
-                hex
-            });
-        Ok(DoorKey(hex.into()))
+        Ok(DoorKey(random_hex(KEY_BYTES)?.into()))
     }
 
     /// A key as kept; `None` when `text` is not one.

@@ -21,7 +21,7 @@ mod issue;
 
 mod trust;
 
-pub(crate) use door_key::DoorKey;
+pub(crate) use door_key::{DoorKey, random_hex};
 pub(crate) use issue::Material;
 pub use trust::Target as TrustTarget;
 

@@ -160,23 +160,23 @@ impl Server {
         // The API and the admission doors on listeners of their own, each with its own pools:
         // what one port's callers hold takes nothing from the other's.
         let api = Endpoint {
-            port: Port::Api,
             addr: SocketAddr::new(args.bind_address, args.secure_port),
             routes: api,
             acceptor: tls::PeerCertAcceptor::new(
                 self.tls_config.clone(),
-                (Port::Api, limits),
+                Port::Api,
+                limits,
                 tls::HandshakeProof::AnyTrusted,
                 deadlines,
             ),
         };
         let doors = Endpoint {
-            port: Port::Admission,
             addr: SocketAddr::new(args.bind_address, args.admission_port),
             routes: doors,
             acceptor: tls::PeerCertAcceptor::new(
                 self.tls_config,
-                (Port::Admission, limits),
+                Port::Admission,
+                limits,
                 self.doors_proof,
                 deadlines,
             ),
@@ -261,9 +261,9 @@ async fn shut_down(signal: impl Future<Output = ()>, s: ShutdownSequence) {
     s.listener.close(Duration::from_secs(5));
 }
 
-/// One of the server's TLS listeners: its port, what it serves, who it lets in.
+/// One of the server's TLS listeners: where, what it serves, who it lets in (and for which of
+/// the server's ports: its acceptor's).
 struct Endpoint {
-    port: Port,
     addr: SocketAddr,
     routes: axum::Router,
     acceptor: tls::PeerCertAcceptor,
@@ -278,11 +278,11 @@ async fn accept(
     deadlines: auth::connection::Deadlines,
 ) -> Result<()> {
     let Endpoint {
-        port,
         addr,
         routes,
         acceptor,
     } = endpoint;
+    let port = acceptor.port();
     loop {
         let handle = axum_server::Handle::new();
         *listener.handle(port).lock() = handle.clone();
