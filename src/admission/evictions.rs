@@ -442,10 +442,11 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
         let _turn = guard.intake.turn(caller, peer).await;
         // The body's length when known (its Content-Length, as hyper reads it).
         let length = axum::body::HttpBody::size_hint(request.body()).upper();
-        // A large body is parsed as it arrives, in one of a few turns.
-        let _streamed = match length {
-            Some(n) if n <= super::review::WHOLE_BYTES as u64 => None,
-            _ => Some(guard.intake.streamed_turn(caller, peer).await),
+        // A large body is read in one of a few turns.
+        let _large = if super::review::is_large(length) {
+            Some(guard.intake.large_turn(caller, peer).await)
+        } else {
+            None
         };
         let review = tokio::time::timeout(
             BODY_DEADLINE,

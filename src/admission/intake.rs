@@ -14,12 +14,13 @@
 //! address (`turns`: while none is free, the next one given back goes to the waiting address that
 //! holds the fewest; waiters are never refused: a review answered with an error is an eviction
 //! let through), and its body must arrive within [`BODY_DEADLINE`] of its turn. Reviews whose
-//! body is large (see `review`) also take one of the few turns to be parsed as they arrive
-//! ([`STREAMED`], at most [`STREAMED_PER_PEER`] of them by one address), shared the same way. So
+//! body is large (see `review`) also take one of the few turns to be read ([`LARGE`], at most
+//! [`LARGE_PER_PEER`] of them by one address), shared the same way. So
 //! however many turns one address, or a hundred, keep busy with bodies that never come,
 //! kube-apiserver's review (from an address that holds few) has the next turn given back, within
 //! [`BODY_DEADLINE`]; what they cost is bounded: [`ANONYMOUS`] bodies of at most
-//! `review::WHOLE_BYTES` and [`STREAMED`] parsers.
+//! `review::WHOLE_BYTES` and [`LARGE`] of at most `review::MAX_LARGE_BYTES` (kube-apiserver's,
+//! proven, have [`LARGE`] turns of their own).
 
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
@@ -39,11 +40,11 @@ pub(super) const PER_PEER: usize = 16;
 /// Reviews read at once by callers that have not proven who they are, from all addresses.
 pub(super) const ANONYMOUS: usize = 1024;
 
-/// Reviews with a large body parsed at once, in each pool (proven, anonymous).
-pub(super) const STREAMED: usize = 4;
+/// Reviews with a large body read at once, in each pool (proven, anonymous).
+pub(super) const LARGE: usize = 4;
 
-/// Of those, the most one address parses at once.
-pub(super) const STREAMED_PER_PEER: usize = 2;
+/// Of those, the most one address reads at once.
+pub(super) const LARGE_PER_PEER: usize = 2;
 
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
 /// review at once (its largest, 3 MiB, at 24 Mbit/s), and while the turns are all held a review
@@ -81,7 +82,7 @@ pub(crate) struct Intake {
     /// The doors' key, when the server has one.
     door_key: watch::Receiver<Option<DoorKey>>,
     anonymous: FairTurns,
-    streamed: [FairTurns; 2],
+    large: [FairTurns; 2],
 }
 
 /// A review's turn (none for kube-apiserver, proven): given back when dropped.
@@ -100,9 +101,9 @@ impl Intake {
             trust,
             door_key,
             anonymous: FairTurns::new(ANONYMOUS, PER_PEER),
-            streamed: [
-                FairTurns::new(STREAMED, STREAMED),
-                FairTurns::new(STREAMED, STREAMED_PER_PEER),
+            large: [
+                FairTurns::new(LARGE, LARGE),
+                FairTurns::new(LARGE, LARGE_PER_PEER),
             ],
         }
     }
@@ -186,11 +187,11 @@ impl Intake {
         }
     }
 
-    /// Waits for a turn of a review from `peer` to parse its large body as it arrives.
-    pub(crate) async fn streamed_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
+    /// Waits for a turn of a review from `peer` to read its large body.
+    pub(crate) async fn large_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
         let pool = match caller {
-            Caller::KubeApiserver => &self.streamed[0],
-            Caller::Unverified => &self.streamed[1],
+            Caller::KubeApiserver => &self.large[0],
+            Caller::Unverified => &self.large[1],
         };
         Turn {
             _held: Some(pool.take(peer).await),

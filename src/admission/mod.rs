@@ -24,7 +24,7 @@
 //! in-memory gates and pods (never the cluster), and its denial says only node-level facts
 //! (docs/operating.md#security). Every
 //! review is bounded: its body (to [`MAX_REVIEW_BYTES`] for rulesets; an eviction's to more
-//! than kube-apiserver can send, parsed as it arrives), its time to [`REVIEW_DEADLINE`], its
+//! than kube-apiserver can send, in a few turns), its time to [`REVIEW_DEADLINE`], its
 //! CPU to a few compiles at once.
 
 pub(crate) mod evictions;

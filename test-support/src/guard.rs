@@ -311,9 +311,18 @@ impl Attacker {
     }
 
     /// Runs the attack on a thread of its own until `stop`; the thread returns how many
-    /// connections it opened.
+    /// connections it opened. With `IFO_ATTACKER_NICENESS` (19 in `tests/guard-bench.sh
+    /// --under-attack`), the thread runs at that niceness: the attackers' own work (their half of
+    /// each TLS handshake) then takes from the server and kube-apiserver only the CPU they leave,
+    /// as it would on the other nodes it runs on in a cluster, while what the server does for the
+    /// attack is unchanged.
     pub fn run(mut self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
         std::thread::spawn(move || {
+            if let Some(niceness) = env_number("IFO_ATTACKER_NICENESS") {
+                // On Linux a thread's niceness is its own: the tests' other threads keep theirs.
+                rustix::process::setpriority_process(Some(rustix::thread::gettid()), niceness)
+                    .expect("IFO_ATTACKER_NICENESS: setting the attack thread's niceness");
+            }
             let mut opened = 0;
             while !stop.load(Ordering::SeqCst) {
                 opened += self.sweep();
@@ -357,6 +366,17 @@ fn unfinished_http2_posts(path: &str, length: usize, streams: u32) -> Vec<u8> {
     out
 }
 
+/// The number in the environment variable `name`, if set (a panic naming it if it is not a
+/// number).
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value}: not a number")),
+    )
+}
+
 /// The HTTP status of `path` on the server's probes' port (`HEALTH_PORT`) as the kubelet probes
 /// it (plain HTTP, a connection of its own, within the 2 s `deploy/`'s probes give), or what curl
 /// said of why there is none.
@@ -393,8 +413,9 @@ pub struct UnderAttack {
     pub opened: usize,
 }
 
-/// Six evictions of `ns`'s pod `app` (held) through kube-apiserver, each with `eviction` (the
-/// plain one if `None`), while `attackers` run, the first after 3 s for the attack to take
+/// Six evictions (`IFO_ATTACK_EVICTIONS` if set: more for a p99 that tells something) of `ns`'s
+/// pod `app` (held) through kube-apiserver, each with `eviction` (the plain one if `None`), while
+/// `attackers` run, the first after 3 s for the attack to take
 /// hold. Each must not go through, and the server whose probes listen on `health_port` must
 /// answer `/livez` after each ([`probed`]).
 /// `doors` are the guard's webhooks, as kube-apiserver names them in its metrics. Prints what it
@@ -417,7 +438,7 @@ pub fn evictions_under(
     let stop = Arc::new(AtomicBool::new(false));
     let attacks: Vec<_> = attackers.into_iter().map(|a| a.run(stop.clone())).collect();
     std::thread::sleep(Duration::from_secs(3));
-    let sent = 6;
+    let sent = env_number("IFO_ATTACK_EVICTIONS").unwrap_or(6);
     let mut refused = 0;
     for _ in 0..sent {
         let started = Instant::now();

@@ -282,7 +282,7 @@ fn the_guard_lets_pass_what_it_cannot_hold() {
         ))
     };
     // As kube-apiserver (its webhook client certificate): a malformed review, and 100 KiB of
-    // nothing (parsed as it arrives, no longer refused for its size), are HTTP errors.
+    // nothing (read in a large review's turn, not refused for its size), are HTTP errors.
     let pki = env.cluster.dir().join("pki");
     let cert = pki.join("webhook-client.crt").display().to_string();
     let key = pki.join("webhook-client.key").display().to_string();
