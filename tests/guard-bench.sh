@@ -5,8 +5,8 @@
 #
 # `tests/guard-bench.sh --under-attack [N]`: the guard's time for kube-apiserver's reviews while
 # it is attacked. Runs every attack of the hostile-neighbour tests (`tests/certificates.rs`: the
-# default setup, the doors' key; `tests/managed.rs`: the unproven one) against the release
-# server, one at a time, each with N evictions of a held node's pod (100 if not given), and
+# default setup, the doors' key; `tests/managed.rs`: the unproven one), built for release, one
+# at a time, each with N evictions of a held node's pod (100 if not given), and
 # prints, per setup and attack, how many reviews kube-apiserver sent to the standby door and the
 # bound of the histogram bucket their p99 falls in (`ifo_admission_review_duration_seconds`:
 # from a review's arrival to its answer). The attackers' own threads run at niceness 19, as
@@ -23,14 +23,13 @@ if [[ "${1:-}" == "--under-attack" ]]; then
     echo "guard-bench.sh --under-attack N: N is a number of evictions, not '$evictions'" >&2
     exit 2
   }
-  cargo build --locked --release -p ifo --bin ifo-apiserver
   log="$(mktemp)"
   trap 'rm -f "$log"' EXIT
   status=0
-  env IFO_ATTACK_EVICTIONS="$evictions" IFO_ATTACKER_NICENESS=19 \
-    "CARGO_BIN_EXE_ifo-apiserver=${CARGO_TARGET_DIR:-$PWD/target}/release/ifo-apiserver" \
-    cargo test --locked -p ifo --test certificates --test managed -- --test-threads=1 \
-    --nocapture _open padded probes >"$log" 2>&1 || status=$?
+  # --release: the tests run the server cargo builds for them, the release build here.
+  IFO_ATTACK_EVICTIONS="$evictions" IFO_ATTACKER_NICENESS=19 \
+    cargo test --locked --release -p ifo --test certificates --test managed -- \
+    --test-threads=1 --nocapture _open padded probes >"$log" 2>&1 || status=$?
   awk '
     /Running tests\/certificates.rs/ { setup = "default (doors key)" }
     /Running tests\/managed.rs/ { setup = "unproven" }

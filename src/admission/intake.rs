@@ -19,7 +19,7 @@
 //! however many turns one address, or a hundred, keep busy with bodies that never come,
 //! kube-apiserver's review (from an address that holds few) has the next turn given back, within
 //! [`BODY_DEADLINE`]; what they cost is bounded: [`ANONYMOUS`] bodies of at most
-//! `review::WHOLE_BYTES` and [`LARGE`] of at most `review::MAX_LARGE_BYTES` (kube-apiserver's,
+//! `review::SMALL_BYTES` and [`LARGE`] of at most `review::MAX_LARGE_BYTES` (kube-apiserver's,
 //! proven, have [`LARGE`] turns of their own).
 
 use super::ReviewError;

@@ -5,12 +5,13 @@
 //! it is parsed, never kept. So parsing allocates in proportion to what is kept, never to the
 //! body, and never twice.
 //!
-//! A body is read into one buffer of its `Content-Length`, then parsed from it: an eviction's
-//! review is about 2 KB ([`WHOLE_BYTES`] at most in any review's turn); a larger one (an Eviction
-//! padded with annotations, a user of thousands of groups) up to [`MAX_LARGE_BYTES`], more than
-//! kube-apiserver can send (its own limit on a request body is 3 MiB), so whatever it sends is
-//! judged. Large bodies are read in a few turns only (see `intake`), which bound the memory they
-//! hold. Parsing from memory is what keeps a padded review's answer within the guard's 2 ms:
+//! A body is read whole into one buffer (of its `Content-Length` when it has one), then parsed
+//! from it: an eviction's review is about 2 KB ([`SMALL_BYTES`] at most in any review's turn); a
+//! larger one (an Eviction padded with annotations, a user of thousands of groups) up to
+//! [`MAX_LARGE_BYTES`], more than kube-apiserver can send (its own limit on a request body is
+//! 3 MiB), so whatever it sends is judged. Large bodies are read in a few turns only (see
+//! `intake`), which bound the memory they hold, and parsed on the blocking pool, so that
+//! megabytes sent by others never keep a worker from kube-apiserver's reviews. Parsing from memory is what keeps a padded review's answer within the guard's 2 ms:
 //! a review of a 70 KB Eviction is answered in about 0.2 ms (`cargo bench --bench guard`);
 //! parsed a byte at a time as it arrived (serde_json's reader), it took 0.7 ms there and 4–9 ms
 //! in a server beside kube-apiserver's own work.
@@ -23,8 +24,9 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Deserialize;
 
-/// Bodies up to this size (by their `Content-Length`) are read in any review's turn.
-pub(super) const WHOLE_BYTES: usize = 64 << 10;
+/// Small bodies: up to this size (by their `Content-Length`), read in any review's turn and
+/// parsed where they are read.
+pub(super) const SMALL_BYTES: usize = 64 << 10;
 
 /// Largest body read (in a large review's turn): over kube-apiserver's own limit on a request
 /// (3 MiB) with the user's identity (its header limit, 1 MiB) beside it.
@@ -192,31 +194,39 @@ pub(super) async fn read_whole(
         .await
         .map_err(|e| ReviewError::Body(e.into()))?
     {
-        if bytes.len() + chunk.len() > limit {
+        let needed = bytes.len() + chunk.len();
+        if needed > limit {
             return Err(too_large);
+        }
+        if needed > bytes.capacity() {
+            // Doubling, as a Vec grows, but never past the limit.
+            let capacity = (2 * bytes.capacity()).clamp(needed, limit);
+            bytes.reserve_exact(capacity - bytes.len());
         }
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
 }
 
-/// Reads an eviction's review from `body`, of `length` bytes if known: within [`WHOLE_BYTES`]
-/// when it says it is small, else within [`MAX_LARGE_BYTES`] (see the [module](self)).
+/// Reads an eviction's review from `body`, of `length` bytes if known: within [`SMALL_BYTES`]
+/// when it says it is small, else within [`MAX_LARGE_BYTES`] and parsed on the blocking pool
+/// (see the [module](self)).
 pub(super) async fn read_skipping(
     body: Body,
     length: Option<u64>,
 ) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    let limit = if is_large(length) {
-        MAX_LARGE_BYTES
-    } else {
-        WHOLE_BYTES
-    };
-    parse_skipping(&read_whole(body, length, limit).await?)
+    if !is_large(length) {
+        return parse_skipping(&read_whole(body, length, SMALL_BYTES).await?);
+    }
+    let bytes = read_whole(body, length, MAX_LARGE_BYTES).await?;
+    tokio::task::spawn_blocking(move || parse_skipping(&bytes))
+        .await
+        .map_err(ReviewError::Failed)?
 }
 
 /// Whether a review's body of `length` (if known) needs a large review's turn.
 pub(super) fn is_large(length: Option<u64>) -> bool {
-    length.is_none_or(|n| n > WHOLE_BYTES as u64)
+    length.is_none_or(|n| n > SMALL_BYTES as u64)
 }
 
 /// Whether `request` is the creation of a pod's eviction (what the guard is registered for).
@@ -281,6 +291,18 @@ mod tests {
         check(&read_skipping(body, None).await.unwrap());
     }
 
+    /// A body without a length grows its buffer as a Vec does, but never past its limit.
+    #[tokio::test]
+    async fn a_body_of_unknown_length_takes_no_more_than_its_limit() {
+        let limit = 100_000;
+        let pieces: Vec<Result<Vec<u8>, std::io::Error>> =
+            (0..limit / 1000).map(|_| Ok(vec![b' '; 1000])).collect();
+        let body = Body::from_stream(futures::stream::iter(pieces));
+        let bytes = read_whole(body, None, limit).await.unwrap();
+        assert_eq!(bytes.len(), limit);
+        assert!(bytes.capacity() <= limit, "{}", bytes.capacity());
+    }
+
     #[tokio::test]
     async fn a_body_over_what_kube_apiserver_can_send_is_refused() {
         let huge = eviction(MAX_LARGE_BYTES);
@@ -296,8 +318,8 @@ mod tests {
         ));
         // A small length is held to the small bound.
         assert!(matches!(
-            read_skipping(Body::from(eviction(WHOLE_BYTES)), Some(100)).await,
-            Err(ReviewError::TooLarge { limit }) if limit == WHOLE_BYTES
+            read_skipping(Body::from(eviction(SMALL_BYTES)), Some(100)).await,
+            Err(ReviewError::TooLarge { limit }) if limit == SMALL_BYTES
         ));
         assert!(matches!(
             read_skipping(Body::from("{\"apiVersion\": [}"), None).await,

@@ -81,7 +81,7 @@ pub fn one_address_holding_every_connection_busy(setup: &Setup, prefix: &str) {
     evictions_held_under(setup, &ns, vec![attacker], None);
 }
 
-/// Four addresses keep every turn to parse a large review busy (bodies over 64 KiB that never
+/// Four addresses keep every turn to read a large review busy (bodies over 64 KiB that never
 /// come, twice what the turns are): an Eviction padded to 70 KB, whose review kube-apiserver
 /// sends whole, is judged.
 pub fn padded_evictions_while_others_hold_the_large_review_turns(setup: &Setup, prefix: &str) {
