@@ -14,7 +14,7 @@
 //! megabytes sent by others never keep a worker from kube-apiserver's reviews. Parsing from memory is what keeps a padded review's answer within the guard's 2 ms:
 //! a review of a 70 KB Eviction is answered in about 0.2 ms (`cargo bench --bench guard`);
 //! parsed a byte at a time as it arrived (serde_json's reader), it took 0.7 ms there and 4–9 ms
-//! in a server beside kube-apiserver's own work.
+//! in the tests' debug build beside kube-apiserver's own work.
 
 use super::ReviewError;
 use axum::body::Body;
