@@ -99,10 +99,9 @@ impl RuleSets {
         let _turn = self.intake.turn(caller, Intake::peer(&request)).await;
         // (The semaphores are never closed: `None` cannot happen.)
         let _read = self.reads.clone().acquire_owned().await.ok();
-        let length = axum::body::HttpBody::size_hint(request.body()).upper();
         let bytes = tokio::time::timeout(
             BODY_DEADLINE,
-            super::review::read_whole(request.into_body(), length, super::MAX_REVIEW_BYTES),
+            super::review::read_whole(request.into_body(), super::MAX_REVIEW_BYTES),
         )
         .await
         .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))??;

@@ -415,10 +415,10 @@ pub struct UnderAttack {
 
 /// Six evictions (`IFO_ATTACK_EVICTIONS` if set: more for a p99 that tells something) of `ns`'s
 /// pod `app` (held) through kube-apiserver, each with `eviction` (the plain one if `None`), while
-/// `attackers` run, the first after 3 s for the attack to take hold. Each must not go through, and the server whose probes listen on `health_port` must
-/// answer `/livez` after each ([`probed`]).
-/// `doors` are the guard's webhooks, as kube-apiserver names them in its metrics. Prints what it
-/// measured.
+/// `attackers` run, the first after 3 s for the attack to take hold. Each must not go through,
+/// and the server whose probes listen on `health_port` must answer `/livez` after each
+/// ([`probed`]). `doors` are the guard's webhooks, as kube-apiserver names them in its metrics.
+/// Prints what it measured.
 pub fn evictions_under(
     env: &Env,
     ns: &str,
