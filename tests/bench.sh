@@ -4,7 +4,8 @@
 # `tests/bench.sh --compare-persist` (the same run with persistence off, then on),
 # `tests/bench.sh --pods` (pods on Node objects under the shipped pod rules, and the guard),
 # `tests/bench.sh --pods --kwok --jobs 1` (the same on KWOK's nodes, which heartbeat, and pods it
-# runs through their lifecycle; kwok is built from its Go module on first use).
+# runs through their lifecycle; kwok is built from its Go module on first use),
+# `tests/bench.sh --pods --cold-start 20000,80000,150000` (the server's cold start as the pods grow).
 # Prints a table and writes target/ifo-bench.json (see `--help`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -3,21 +3,26 @@
 //! from memory, without a call to kube-apiserver on the admission path, so that a drain tool
 //! retrying in a tight loop costs kube-apiserver nothing more and a guard never waits on it.
 //!
-//! A pod is decoded as its metadata and `spec.nodeName` only (the rest of the spec and the
-//! status are skipped by the decoder), and kept as its node's name and whether it is a mirror
-//! pod: some tens of bytes a pod. The watch is kept as the inventory's are (see `follow`):
+//! A pod is decoded as its name, namespace, uid, resourceVersion, whether it carries the mirror
+//! annotation, and `spec.nodeName`: everything else (labels, the other annotations,
+//! `managedFields`, the rest of the spec, the status) is skipped by the decoder without being
+//! built, and it is kept as its node's name and whether it is a mirror pod: some tens of bytes a
+//! pod. A cluster's every pod passes through this decoder at each list. The watch is kept as the inventory's are (see `follow`):
 //! until a list has completed, or while the watch fails, the guard cannot tell a pod's node
 //! and says so ([`PodNode::Unknown`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::{ApiResource, NotUsed, Object};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope};
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use parking_lot::RwLock;
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess};
 
 use super::Sync;
 use super::follow::{self, Keeper};
@@ -25,16 +30,120 @@ use super::follow::{self, Keeper};
 /// The annotation the kubelet puts on the API's copy of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// The part of a pod's spec that is decoded.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PlacementSpec {
+/// A pod as decoded for its placement (see the [module](self)): what kube's watcher reads of
+/// any object (name, namespace, uid, resourceVersion) in `metadata`, and the two facts kept.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "Decoded")]
+pub(crate) struct PodPlacement {
+    metadata: ObjectMeta,
+    node_name: Option<String>,
+    mirror: bool,
+}
+
+/// The fields of a pod that are decoded; serde skips the others unbuilt.
+#[derive(Deserialize)]
+struct Decoded {
     #[serde(default)]
+    metadata: DecodedMeta,
+    #[serde(default)]
+    spec: DecodedSpec,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecodedMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    #[serde(
+        default,
+        rename = "annotations",
+        deserialize_with = "has_mirror_annotation"
+    )]
+    mirror: bool,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecodedSpec {
     node_name: Option<String>,
 }
 
-/// A pod as decoded for its placement.
-type PodPlacement = Object<PlacementSpec, NotUsed>;
+impl From<Decoded> for PodPlacement {
+    fn from(d: Decoded) -> PodPlacement {
+        PodPlacement {
+            metadata: ObjectMeta {
+                name: d.metadata.name,
+                namespace: d.metadata.namespace,
+                uid: d.metadata.uid,
+                resource_version: d.metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            node_name: d.spec.node_name,
+            mirror: d.metadata.mirror,
+        }
+    }
+}
+
+/// Whether an annotations map (or `null`) holds [`MIRROR_ANNOTATION`]; its values are skipped.
+fn has_mirror_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    struct Keys;
+    impl<'de> de::Visitor<'de> for Keys {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut found = false;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                map.next_value::<IgnoredAny>()?;
+                found |= key == MIRROR_ANNOTATION;
+            }
+            Ok(found)
+        }
+    }
+    d.deserialize_any(Keys)
+}
+
+impl Resource for PodPlacement {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
 
 /// What is kept of one pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,11 +264,8 @@ impl Keeper<PodPlacement> for Pods {
     fn entry(&self, pod: &PodPlacement) -> Option<(Box<str>, Placement)> {
         let meta = &pod.metadata;
         let placement = Placement {
-            node: pod.spec.node_name.as_deref().map(Arc::from),
-            mirror: meta
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+            node: pod.node_name.as_deref().map(Arc::from),
+            mirror: pod.mirror,
         };
         Some((
             key(meta.namespace.as_deref()?, meta.name.as_deref()?).into(),
@@ -221,6 +327,37 @@ mod tests {
                 "{pod}: {:?}",
                 pods.node_of("demo", pod)
             );
+        }
+    }
+
+    #[test]
+    fn a_pods_metadata_keeps_what_the_watcher_reads_and_nothing_else() {
+        let text = r#"{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "demo", "uid": "u-1", "resourceVersion": "42",
+                "labels": {"app": "x"}, "annotations": {"a\u002fb": "1", "c": {"d": [1]}},
+                "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}"#;
+        let pod: PodPlacement = serde_json::from_str(text).unwrap();
+        assert_eq!(pod.meta().name.as_deref(), Some("p"));
+        assert_eq!(pod.meta().uid.as_deref(), Some("u-1"));
+        assert_eq!(pod.meta().resource_version.as_deref(), Some("42"));
+        assert_eq!(pod.meta().labels, None);
+        assert_eq!(pod.meta().managed_fields, None);
+        assert!(!pod.mirror, "other annotations are no mirror's");
+        let (_, placement) = Pods::default().entry(&pod).unwrap();
+        assert_eq!(
+            placement,
+            Placement {
+                node: None,
+                mirror: false
+            }
+        );
+        for annotations in ["null", "{}"] {
+            let text = format!(
+                r#"{{"metadata": {{"name": "p", "namespace": "d", "annotations": {annotations}}}}}"#
+            );
+            let pod: PodPlacement = serde_json::from_str(&text).unwrap();
+            assert!(!pod.mirror, "{annotations}");
         }
     }
 

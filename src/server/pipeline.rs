@@ -161,11 +161,21 @@ impl Pipeline {
             move || inventory.clone().report_to(scopes.clone())
         });
 
-        // The maintenance guard's facts besides the gates: where each pod runs.
+        // The maintenance guard's facts besides the gates: where each pod runs. Listed once the
+        // server is ready (the rules' targets listed and evaluated, or the initial sync given
+        // up): kube-apiserver streams every pod of the cluster for it, and on a cold start that
+        // stream would share kube-apiserver with the rules' own lists and hold back every gate.
+        // Until then the guard answers that it cannot place a pod, as it does before any list.
         let pods = args.eviction_guard.then(|| {
             let pods = Arc::new(Pods::default());
-            let (pods_, client) = (pods.clone(), client.clone());
-            tasks.restarting("pod-nodes", move || pods_.clone().follow(client.clone()));
+            let (pods_, client, readiness) = (pods.clone(), client.clone(), readiness.clone());
+            tasks.restarting("pod-nodes", move || {
+                let (pods, client, readiness) = (pods_.clone(), client.clone(), readiness.clone());
+                async move {
+                    readiness.wait().await;
+                    pods.follow(client).await;
+                }
+            });
             pods
         });
         Ok(Pipeline {

@@ -7,8 +7,10 @@
 //! nodes' gates, and the maintenance guard's decisions.
 
 mod baseline;
+mod cold_start;
 mod flips;
 mod flood;
+mod floor;
 mod jobs;
 mod kwok;
 mod ledger;
@@ -198,6 +200,9 @@ fn main() -> Result<()> {
         );
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if cli.pod.pods && !cli.pod.cold_start.is_empty() {
+        return cold_start::run(&cli);
+    }
     if cli.pod.pods {
         return pod_bench::run(&cli);
     }
@@ -480,8 +485,9 @@ impl Bench<'_> {
         let server = tokio::task::block_in_place(|| local.serve(settings.clone()))?;
         self.server = usage::Meter::new(Some(server.pid));
         let mut c = server.cold_start;
-        c.stream_floor_seconds = Some(self.subjects.stream_floor().await?.as_secs_f64());
-        c.list_floor_seconds = Some(self.subjects.list_floor().await?.as_secs_f64());
+        let everywhere = self.subjects.everywhere();
+        c.stream_floor_seconds = Some(floor::streamed(everywhere).await?.0.as_secs_f64());
+        c.list_floor_seconds = Some(floor::paged(everywhere).await?.as_secs_f64());
         eprintln!(
             "scale level {subjects}: ready after {:.2} s, every target listed after {:.2} s, \
              RSS then {} (peak {}); kube-apiserver alone streams the subjects in {:.2} s, \

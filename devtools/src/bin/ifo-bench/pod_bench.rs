@@ -103,7 +103,14 @@ async fn phase(
     let mut server = usage::Meter::new(pids.server);
     server.begin()?;
     let began = Instant::now();
-    let mut setup = pods::create(&client, layout, args.setup_concurrency, args.kwok).await?;
+    let mut setup = pods::create(
+        &client,
+        layout,
+        0..layout.pods,
+        args.setup_concurrency,
+        args.kwok,
+    )
+    .await?;
     let set_up = Instant::now();
     setup.server = server.end((set_up - began).as_secs_f64())?;
     eprintln!(

@@ -76,6 +76,21 @@ pub(crate) struct PodArgs {
     /// Leases. KWOK's own default, 4, falls behind beyond some 20,000 pods.
     #[arg(long, default_value_t = 4, requires = "kwok", value_parser = clap::value_parser!(u16).range(1..))]
     pub kwok_workers: u16,
+    /// Measure the server's cold start instead of a phase (--pods): the pods grow to each of
+    /// these counts in turn (e.g. `20000,80000,150000`), and at each the server is started
+    /// again --cold-starts times with every pod there; the report gives each start, beside
+    /// kube-apiserver streaming the same pods to a client that only reads them, and the
+    /// growth per 10,000 pods.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "pods",
+        conflicts_with = "kwok"
+    )]
+    pub cold_start: Vec<usize>,
+    /// Starts measured at each count of --cold-start.
+    #[arg(long, default_value_t = 2, requires = "cold_start", value_parser = clap::value_parser!(u16).range(1..))]
+    pub cold_starts: u16,
 }
 
 /// The label kube-apiserver's watch of the flipping pods selects them by.
@@ -220,11 +235,13 @@ pub(crate) struct Setup {
     pub server: Option<crate::usage::Usage>,
 }
 
-/// Creates the namespaces, the nodes and the pods, `concurrency` requests at a time; with
-/// `kwok`, waits until KWOK has started every pod that is not the benchmark's.
+/// Creates the pods `range` (and, when it starts at the first, the namespaces and the nodes),
+/// `concurrency` requests at a time; with `kwok`, waits until KWOK has started every pod that
+/// is not the benchmark's.
 pub(crate) async fn create(
     client: &kube::Client,
     layout: Layout,
+    range: std::ops::Range<usize>,
     concurrency: usize,
     kwok: bool,
 ) -> Result<Setup> {
@@ -232,44 +249,48 @@ pub(crate) async fn create(
         bail!("--pods needs --nodes and --namespaces positive, and --pod-count above --nodes");
     }
     let began = Instant::now();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let nodes: Api<Node> = Api::all(client.clone());
-    futures::stream::iter(0..layout.namespaces)
-        .map(|k| {
-            let namespaces = namespaces.clone();
-            async move {
-                let ns =
-                    serde_json::from_value(json!({"metadata": {"name": layout.namespace(k)}}))?;
-                created(namespaces.create(&PostParams::default(), &ns).await)
-                    .with_context(|| format!("creating namespace {}", layout.namespace(k)))
-            }
-        })
-        .buffer_unordered(concurrency)
-        .try_collect::<()>()
-        .await?;
-    futures::stream::iter(0..layout.nodes)
-        .map(|n| {
-            let nodes = nodes.clone();
-            async move {
-                let node = serde_json::from_value(node_manifest(&layout.node(n), kwok))?;
-                created(nodes.create(&PostParams::default(), &node).await)
-                    .with_context(|| format!("creating node {}", layout.node(n)))
-            }
-        })
-        .buffer_unordered(concurrency)
-        .try_collect::<()>()
-        .await?;
+    if range.start == 0 {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let nodes: Api<Node> = Api::all(client.clone());
+        futures::stream::iter(0..layout.namespaces)
+            .map(|k| {
+                let namespaces = namespaces.clone();
+                async move {
+                    let ns =
+                        serde_json::from_value(json!({"metadata": {"name": layout.namespace(k)}}))?;
+                    created(namespaces.create(&PostParams::default(), &ns).await)
+                        .with_context(|| format!("creating namespace {}", layout.namespace(k)))
+                }
+            })
+            .buffer_unordered(concurrency)
+            .try_collect::<()>()
+            .await?;
+        futures::stream::iter(0..layout.nodes)
+            .map(|n| {
+                let nodes = nodes.clone();
+                async move {
+                    let node = serde_json::from_value(node_manifest(&layout.node(n), kwok))?;
+                    created(nodes.create(&PostParams::default(), &node).await)
+                        .with_context(|| format!("creating node {}", layout.node(n)))
+                }
+            })
+            .buffer_unordered(concurrency)
+            .try_collect::<()>()
+            .await?;
+    }
     let namespaces_and_nodes = began.elapsed();
     eprintln!(
-        "{} namespaces and {} nodes created in {:.1} s; creating {} pods ...",
+        "{} namespaces and {} nodes there after {:.1} s; creating pods {} to {} ...",
         layout.namespaces,
         layout.nodes,
         namespaces_and_nodes.as_secs_f64(),
-        layout.pods
+        range.start,
+        range.end
     );
     let pods_began = Instant::now();
     let done = AtomicU64::new(0);
-    futures::stream::iter(0..layout.pods)
+    let count = range.len();
+    futures::stream::iter(range)
         .map(|i| {
             let (client, done) = (client.clone(), &done);
             async move {
@@ -323,7 +344,7 @@ pub(crate) async fn create(
     Ok(Setup {
         namespaces_and_nodes_seconds: namespaces_and_nodes.as_secs_f64(),
         pods_seconds: pods,
-        pods_per_second: layout.pods as f64 / pods,
+        pods_per_second: count as f64 / pods,
         started_by_kwok_seconds,
         caught_up_seconds: None,
         server: None,

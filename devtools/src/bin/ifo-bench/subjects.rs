@@ -74,50 +74,10 @@ impl Subjects {
         self.states.lock().unwrap().len()
     }
 
-    /// How long kube-apiserver takes to stream every subject as the server's watchers get them
-    /// (across all namespaces: a watch with `sendInitialEvents`, up to the bookmark that ends
-    /// them), read through without decoding the objects: the floor under any cold start, whose
-    /// own list decodes and evaluates them as well.
-    pub(crate) async fn stream_floor(&self) -> Result<Duration> {
-        use futures::AsyncBufReadExt;
-        let client = self.everywhere.clone().into_client();
-        let params = kube::api::WatchParams::streaming_lists().timeout(290);
-        // From kube-apiserver's cache, as kube's watcher asks ("0").
-        let request =
-            kube::core::Request::new(self.everywhere.resource_url()).watch(&params, "0")?;
-        let started = Instant::now();
-        let mut lines = client.request_stream(request).await?.lines();
-        while let Some(line) = lines.next().await {
-            if line?.contains("\"k8s.io/initial-events-end\"") {
-                return Ok(started.elapsed());
-            }
-        }
-        anyhow::bail!("the streamed list ended without its closing bookmark")
-    }
-
-    /// How long kube-apiserver takes to list every subject in pages of 500, read through
-    /// without decoding the objects: the floor of an API server that does not stream lists.
-    pub(crate) async fn list_floor(&self) -> Result<Duration> {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            metadata: kube::api::ListMeta,
-        }
-        let client = self.everywhere.clone().into_client();
-        let started = Instant::now();
-        let mut token: Option<String> = None;
-        loop {
-            let mut params = kube::api::ListParams::default().limit(500);
-            if let Some(t) = &token {
-                params = params.continue_token(t);
-            }
-            let request = kube::core::Request::new(self.everywhere.resource_url()).list(&params)?;
-            let text = client.request_text(request).await?;
-            let page: Page = serde_json::from_str(&text).context("a page of the subjects")?;
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
-            if token.is_none() {
-                return Ok(started.elapsed());
-            }
-        }
+    /// The subjects across all namespaces, as the server's watchers read them (see
+    /// [`crate::floor`]).
+    pub(crate) fn everywhere(&self) -> &Api<DynamicObject> {
+        &self.everywhere
     }
 
     /// Creates subjects until there are `total` (their status empty: nothing in flight).

@@ -51,6 +51,20 @@ pub(crate) fn read(pid: u32) -> Result<Reading> {
     })
 }
 
+/// Waits (at most `limit`) until process `pid` used less than a tenth of a core over a second:
+/// what it was doing (a list after its start) no longer takes from what is measured next.
+pub(crate) async fn settled(pid: u32, limit: Duration) -> Result<()> {
+    let began = tokio::time::Instant::now();
+    loop {
+        let before = read(pid)?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let after = read(pid)?;
+        if share_of_one_core(&before, &after, 1.0) < 0.1 || began.elapsed() > limit {
+            return Ok(());
+        }
+    }
+}
+
 /// Samples the resident set in the background and keeps the highest value since the last
 /// [`RssSampler::take_max`], since a phase's peak is not what `VmHWM` (the lifetime peak) says.
 pub(crate) struct RssSampler {
