@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope};
+use kube::core::ApiResource;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use parking_lot::RwLock;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess};
@@ -112,38 +112,7 @@ fn has_mirror_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Err
     d.deserialize_any(Keys)
 }
 
-impl Resource for PodPlacement {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::watch::dynamic_resource!(PodPlacement);
 
 /// What is kept of one pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -295,6 +264,7 @@ impl Keeper<PodPlacement> for Pods {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource;
 
     #[test]
     fn a_pods_node_is_unknown_until_listed() {

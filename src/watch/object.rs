@@ -18,12 +18,10 @@
 //! [`MAX_DEPTH`] bounds what is built: a `Value` is dropped and walked recursively, on threads
 //! whose stacks are a few MiB.
 
-use kube::api::ApiResource;
-use kube::core::{DynamicResourceScope, ObjectMeta, Resource};
+use kube::core::ObjectMeta;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess};
 use serde::{Deserialize, de};
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 
 /// Deepest nesting of an object that is evaluated; deeper objects are skipped and reported.
 pub(super) const MAX_DEPTH: usize = 512;
@@ -68,38 +66,7 @@ impl<'de> Deserialize<'de> for Object {
     }
 }
 
-impl Resource for Object {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::dynamic_resource!(Object);
 
 /// The object as a `Value`, or why not.
 fn decode_value(text: &str) -> Result<serde_json::Value, String> {

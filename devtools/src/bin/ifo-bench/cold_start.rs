@@ -9,7 +9,7 @@
 
 use crate::local::{self, ColdStart};
 use crate::pods::{self, Layout};
-use crate::{Cli, floor, usage};
+use crate::{Cli, floor, pod_bench, usage};
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -57,19 +57,7 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
     };
     eprintln!("starting the local cluster ...");
     let local = local::Local::start()?;
-    let settings = local::Settings {
-        debounce: cli.debounce,
-        persist: false,
-        env: cli.server_env.clone(),
-        all_rules: false,
-        slow_rule: false,
-        pod_rules: Some(
-            (0..layout.namespaces)
-                .map(|k| layout.namespace(k))
-                .collect(),
-        ),
-        guard: args.evictions > 0.0,
-    };
+    let settings = pod_bench::settings(cli, layout);
     eprintln!("starting ifo-apiserver with the shipped pod rules ...");
     let mut server = local.serve(settings.clone())?.pid;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -32,19 +32,7 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
     };
     eprintln!("starting the local cluster ...");
     let local = local::Local::start()?;
-    let settings = local::Settings {
-        debounce: cli.debounce,
-        persist: false,
-        env: cli.server_env.clone(),
-        all_rules: false,
-        slow_rule: false,
-        pod_rules: Some(
-            (0..layout.namespaces)
-                .map(|k| layout.namespace(k))
-                .collect(),
-        ),
-        guard: args.evictions > 0.0,
-    };
+    let settings = settings(cli, layout);
     let kwok = if args.kwok {
         eprintln!("starting KWOK ...");
         Some(kwok::start(&local.kubeconfig, args.kwok_workers)?)
@@ -79,6 +67,24 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
     drop(kwok);
     drop(local);
     Ok(())
+}
+
+/// How the server runs for the pod workload: the shipped pod rules, `protected-pod-rules`
+/// granted every namespace of `layout`, and the guard unless `--evictions 0`.
+pub(crate) fn settings(cli: &Cli, layout: Layout) -> local::Settings {
+    local::Settings {
+        debounce: cli.debounce,
+        persist: false,
+        env: cli.server_env.clone(),
+        all_rules: false,
+        slow_rule: false,
+        pod_rules: Some(
+            (0..layout.namespaces)
+                .map(|k| layout.namespace(k))
+                .collect(),
+        ),
+        guard: cli.pod.evictions > 0.0,
+    }
 }
 
 async fn phase(
