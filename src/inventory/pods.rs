@@ -11,7 +11,6 @@
 //! until a list has completed, or while the watch fails, the guard cannot tell a pod's node
 //! and says so ([`PodNode::Unknown`]).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -22,7 +21,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use parking_lot::RwLock;
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess};
 
 use super::Sync;
 use super::follow::{self, Keeper};
@@ -86,7 +85,8 @@ impl From<Decoded> for PodPlacement {
     }
 }
 
-/// Whether an annotations map (or `null`) holds [`MIRROR_ANNOTATION`]; its values are skipped.
+/// Whether an annotations map (or `null`) holds [`MIRROR_ANNOTATION`]; its keys are compared
+/// where they lie and its values skipped: nothing is built.
 fn has_mirror_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     struct Keys;
     impl<'de> de::Visitor<'de> for Keys {
@@ -102,14 +102,37 @@ fn has_mirror_annotation<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Err
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
             let mut found = false;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            while let Some(mirror) = map.next_key_seed(IsMirror)? {
                 map.next_value::<IgnoredAny>()?;
-                found |= key == MIRROR_ANNOTATION;
+                found |= mirror;
             }
             Ok(found)
         }
     }
     d.deserialize_any(Keys)
+}
+
+/// Whether a key is [`MIRROR_ANNOTATION`], read without a copy.
+struct IsMirror;
+
+impl<'de> DeserializeSeed<'de> for IsMirror {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl de::Visitor<'_> for IsMirror {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an annotation's key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<bool, E> {
+        Ok(key == MIRROR_ANNOTATION)
+    }
 }
 
 crate::watch::dynamic_resource!(PodPlacement);
@@ -322,6 +345,10 @@ mod tests {
                 mirror: false
             }
         );
+        // A key written with an escape is the same key.
+        let text = r#"{"metadata": {"name": "p", "namespace": "d",
+            "annotations": {"kubernetes.io\/config.mirror": "x"}}}"#;
+        assert!(serde_json::from_str::<PodPlacement>(text).unwrap().mirror);
         for annotations in ["null", "{}"] {
             let text = format!(
                 r#"{{"metadata": {{"name": "p", "namespace": "d", "annotations": {annotations}}}}}"#
