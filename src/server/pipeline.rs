@@ -163,8 +163,8 @@ impl Pipeline {
 
         // The maintenance guard's facts besides the gates: where each pod runs. Listed once the
         // server is ready (the rules' targets listed and evaluated, or the initial sync given
-        // up): kube-apiserver streams every pod of the cluster for it, and on a cold start that
-        // stream would share kube-apiserver with the rules' own lists and hold back every gate.
+        // up): it is a list of every pod of the cluster, and on a cold start that list would
+        // share kube-apiserver with the rules' own lists and hold back every gate.
         // Until then the guard answers that it cannot place a pod, as it does before any list.
         let pods = args.eviction_guard.then(|| {
             let pods = Arc::new(Pods::default());

@@ -63,11 +63,7 @@ pub(crate) fn run(cli: &Cli) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let client = runtime.block_on(async {
-        let kc = kube::config::Kubeconfig::read_from(&local.kubeconfig)?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        anyhow::Ok(kube::Client::try_from(config)?)
-    })?;
+    let client = kube::Client::try_from(runtime.block_on(crate::kube_config(&local.kubeconfig))?)?;
     let everywhere: Api<DynamicObject> =
         Api::all_with(client.clone(), &ApiResource::erase::<Pod>(&()));
     let mut measured: Vec<Level> = Vec::new();

@@ -317,6 +317,12 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The client configuration of the kubeconfig at `path`.
+async fn kube_config(path: &Path) -> Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+}
+
 /// Writes the JSON report to `path`, and says where.
 fn write_json(path: &Path, output: &impl Serialize) -> Result<()> {
     if let Some(dir) = path.parent() {
@@ -372,9 +378,7 @@ struct Bench<'a> {
 }
 
 async fn bench(cli: &Cli, spec: &RunSpec<'_>) -> Result<Vec<report::Phase>> {
-    let kc = kube::config::Kubeconfig::read_from(spec.kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    let client = kube::Client::try_from(config)?;
+    let client = kube::Client::try_from(kube_config(spec.kubeconfig).await?)?;
     let ledger = Arc::new(Ledger::default());
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
         kube::Api::all(client.clone());

@@ -95,8 +95,7 @@ async fn phase(
     kwok_pid: Option<u32>,
 ) -> Result<PodPhase> {
     let args = &cli.pod;
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    let config = crate::kube_config(kubeconfig).await?;
     let client = kube::Client::try_from(config.clone())?;
     // The guard's answers as they are: kube's client would retry a 429 by itself.
     let mut config = config;
