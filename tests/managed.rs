@@ -48,25 +48,26 @@ fn one_address_holding_every_connection_busy_opens_nothing() {
     attacks::one_address_holding_every_connection_busy(&setup, "mg-busy");
 }
 
-/// Four addresses keep every turn to parse a large review busy (bodies over 64 KiB that never
-/// come, twice what the turns are): an Eviction padded to 70 KB, whose review kube-apiserver
-/// sends whole, gets the next turn given back (its address holds none), and is judged.
+/// Four addresses keep every byte of the turns to read a review busy (bodies of 1 MiB that
+/// never come, 16 MiB an address): an Eviction padded to 70 KB, whose review kube-apiserver
+/// sends whole, takes its turn from an address that holds more (its holds none), is read at
+/// once and judged.
 #[test]
 fn padded_evictions_are_judged_while_others_hold_the_large_review_turns() {
     let (setup, _one) = attacked();
     attacks::padded_evictions_while_others_hold_the_large_review_turns(&setup, "mg-padded");
 }
 
-/// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies never
-/// come (2,000 streams, twice the review turns there are): the streams of a connection take
-/// turns as its address's, so kube-apiserver's review, from an address that holds none, has
-/// the next turn given back, and every eviction is judged.
+/// A hundred addresses, each with one HTTP/2 connection holding 20 reviews whose bodies of
+/// 64 KiB never come (2,000 streams, twice the bytes the turns hold): the streams of a
+/// connection take turns as its address's, so kube-apiserver's review, from an address that
+/// holds less, takes a turn of theirs at once, and every eviction is judged.
 #[test]
 fn a_hundred_addresses_holding_http2_streams_open_nothing() {
     let (setup, _one) = attacked();
     attacks::a_hundred_addresses_holding_http2_streams(&setup, "mg-h2");
-    // The attack held the turns: the server counted reviews that waited for a body that never
-    // came.
+    // The attack held the turns: the server counted reviews whose body never came (timed out,
+    // or their turn taken back).
     let unanswered = metric_sum(
         &setup.env.metrics(),
         "ifo_admission_reviews_total",

@@ -34,7 +34,7 @@
 //! counts its decisions, logs them and writes Events on nodes, so a drain's retries are counted
 //! once.
 
-use super::intake::{BODY_DEADLINE, Caller, Intake};
+use super::intake::{Caller, Intake};
 use super::node_events::{NodeEvents, Why};
 use super::reach::Reach;
 use super::{REVIEW_DEADLINE, ReviewError};
@@ -439,21 +439,25 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
     let answered = tokio::time::timeout(REVIEW_DEADLINE, async {
         let (caller, request) = guard.intake.admit(request).await?;
         let peer = Intake::peer(&request);
-        let _turn = guard.intake.turn(caller, peer).await;
         // The body's length when known (its Content-Length, as hyper reads it).
         let length = axum::body::HttpBody::size_hint(request.body()).upper();
-        // A large body is read in one of a few turns.
-        let _large = if super::review::is_large(length) {
-            Some(guard.intake.large_turn(caller, peer).await)
+        let large = super::review::is_large(length);
+        let limit = super::review::read_limit(large);
+        let bytes = guard
+            .intake
+            .read_turn(caller, peer, length, limit)
+            .await
+            .read(super::review::read_whole(request.into_body(), limit))
+            .await?;
+        let review = if large {
+            // Parsed on the blocking pool, in one of a few turns.
+            let _parse = guard.intake.parse_turn(caller, peer).await;
+            tokio::task::spawn_blocking(move || super::review::parse_skipping(&bytes))
+                .await
+                .map_err(ReviewError::Failed)??
         } else {
-            None
+            super::review::parse_skipping(&bytes)?
         };
-        let review = tokio::time::timeout(
-            BODY_DEADLINE,
-            super::review::read_skipping(request.into_body(), length),
-        )
-        .await
-        .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))??;
         // Never a panic on input: a decision that panics is an error answer, not a dropped
         // connection (kube-apiserver would wait out its timeout).
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -3,24 +3,29 @@
 //! Where kube-apiserver is configured to present a client certificate to the webhooks
 //! (`ADMISSION_ALLOWED_NAMES`), or calls them at paths that hold the doors' key (the server makes
 //! one with its serving certificate: see [`DoorKey`]), a caller without one of those certificates
-//! or that key gets 401 before a byte of its body is read, and kube-apiserver's reviews take turns
-//! only among themselves. A connection that carried a review at the key's path is
-//! kube-apiserver's: out of the anonymous pool from then on, never displaced by others
-//! (`auth::budget`).
+//! or that key gets 401 before a byte of its body is read, and kube-apiserver's reviews are read
+//! at once. A connection that carried a review at the key's path is kube-apiserver's: out of the
+//! anonymous pool from then on, never displaced by others (`auth::budget`).
 //!
 //! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
 //! and kube-apiserver's own are among them; so every review takes a turn before its body is
-//! read: at most [`ANONYMOUS`] at once in all and [`PER_PEER`] from one address, shared fairly by
-//! address (`turns`: while none is free, the next one given back goes to the waiting address that
-//! holds the fewest; waiters are never refused: a review answered with an error is an eviction
-//! let through), and its body must arrive within [`BODY_DEADLINE`] of its turn. Reviews whose
-//! body is large (see `review`) also take one of the few turns to be read ([`LARGE`], at most
-//! [`LARGE_PER_PEER`] of them by one address), shared the same way. So
-//! however many turns one address, or a hundred, keep busy with bodies that never come,
-//! kube-apiserver's review (from an address that holds few) has the next turn given back, within
-//! [`BODY_DEADLINE`]; what they cost is bounded: [`ANONYMOUS`] bodies of at most
-//! `review::SMALL_BYTES` and [`LARGE`] of at most `review::MAX_LARGE_BYTES` (kube-apiserver's,
-//! proven, have [`LARGE`] turns of their own).
+//! read, weighed by the bytes it may take (its `Content-Length`, or the door's limit where it
+//! gives none): at most [`ANONYMOUS_BYTES`] at once in all and [`PER_PEER_BYTES`] from one
+//! address, shared fairly by address (`turns`). A review whose body has not all come can have
+//! its turn taken back by an address that holds less (answered `429`, its reading stopped), so
+//! however many bodies that never come one address, or a hundred, keep waiting, kube-apiserver's
+//! review (from an address that holds less, a review being a few KB) is read at once; where
+//! nothing can be taken back, it waits for the next turn given back (waiters are never refused:
+//! a review answered with an error is an eviction let through). A body must arrive within
+//! [`BODY_DEADLINE`] of its turn. What waiting bodies cost is bounded by [`ANONYMOUS_BYTES`],
+//! whoever sends them; to keep kube-apiserver's review of an eviction (2 KB) waiting, an
+//! attacker needs every address that holds a turn to hold no more than it, so as many addresses
+//! as [`ANONYMOUS_BYTES`] holds such reviews (more than the anonymous connections there are).
+//!
+//! Reviews whose body is large (see `review`) are parsed on the blocking pool, once read, in one
+//! of a few turns ([`LARGE`], at most [`LARGE_PER_PEER`] of them by one address; kube-apiserver's,
+//! proven, have [`LARGE`] of their own), shared the same way: a parse takes a turn for as long
+//! as it computes, never while it waits for a body.
 
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
@@ -34,22 +39,26 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Reviews read at once from one peer address by callers that have not proven who they are.
-pub(super) const PER_PEER: usize = 16;
+/// Bytes of reviews read at once by callers that have not proven who they are, from all
+/// addresses.
+pub(super) const ANONYMOUS_BYTES: usize = 64 << 20;
 
-/// Reviews read at once by callers that have not proven who they are, from all addresses.
-pub(super) const ANONYMOUS: usize = 1024;
+/// Of those, the most one address reads at once.
+pub(super) const PER_PEER_BYTES: usize = 16 << 20;
 
-/// Reviews with a large body read at once, in each pool (proven, anonymous).
+/// The turns' unit of bytes: a review takes one for each started KiB it may take.
+const UNIT: usize = 1 << 10;
+
+/// Reviews with a large body parsed at once, in each pool (proven, anonymous).
 pub(super) const LARGE: usize = 4;
 
 /// Of those, the most one address reads at once.
 pub(super) const LARGE_PER_PEER: usize = 2;
 
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
-/// review at once (its largest, 3 MiB, at 24 Mbit/s), and while the turns are all held a review
-/// waits at most this long for the next one given back (see `turns`), which must leave it time
-/// within the webhook's `timeoutSeconds` (3 s as shipped).
+/// review at once (its largest, 3 MiB, at 24 Mbit/s), and where no turn can be taken back a
+/// review waits at most this long for the next one given back (see `turns`), which must leave it
+/// time within the webhook's `timeoutSeconds` (3 s as shipped).
 pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Most of a refused request's body read (and dropped) before it is answered.
@@ -85,9 +94,14 @@ pub(crate) struct Intake {
     large: [FairTurns; 2],
 }
 
-/// A review's turn (none for kube-apiserver, proven): given back when dropped.
-pub(crate) struct Turn {
-    _held: Option<FairTurn>,
+/// A review's turn to be read (none for kube-apiserver, proven): given back when dropped.
+pub(crate) struct ReadTurn {
+    held: Option<FairTurn>,
+}
+
+/// A large review's turn to be parsed: given back when dropped.
+pub(crate) struct ParseTurn {
+    _held: FairTurn,
 }
 
 impl Intake {
@@ -100,7 +114,7 @@ impl Intake {
             callers,
             trust,
             door_key,
-            anonymous: FairTurns::new(ANONYMOUS, PER_PEER),
+            anonymous: FairTurns::new(ANONYMOUS_BYTES / UNIT, PER_PEER_BYTES / UNIT),
             large: [
                 FairTurns::new(LARGE, LARGE),
                 FairTurns::new(LARGE, LARGE_PER_PEER),
@@ -176,25 +190,35 @@ impl Intake {
             .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0)
     }
 
-    /// Waits for the turn of a review from `peer` to be read (none to wait for kube-apiserver,
-    /// proven).
-    pub(crate) async fn turn(&self, caller: Caller, peer: IpAddr) -> Turn {
+    /// Waits for the turn of a review from `peer` to be read, its body of `length` bytes if
+    /// known, at most `limit` (none to wait for kube-apiserver, proven).
+    pub(crate) async fn read_turn(
+        &self,
+        caller: Caller,
+        peer: IpAddr,
+        length: Option<u64>,
+        limit: usize,
+    ) -> ReadTurn {
         match caller {
-            Caller::KubeApiserver => Turn { _held: None },
-            Caller::Unverified => Turn {
-                _held: Some(self.anonymous.take(peer).await),
+            Caller::KubeApiserver => ReadTurn { held: None },
+            Caller::Unverified => ReadTurn {
+                held: Some(
+                    self.anonymous
+                        .take_revocable(peer, units(length, limit))
+                        .await,
+                ),
             },
         }
     }
 
-    /// Waits for a turn of a review from `peer` to read its large body.
-    pub(crate) async fn large_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
+    /// Waits for a turn of a review from `peer`, read, to parse its large body.
+    pub(crate) async fn parse_turn(&self, caller: Caller, peer: IpAddr) -> ParseTurn {
         let pool = match caller {
             Caller::KubeApiserver => &self.large[0],
             Caller::Unverified => &self.large[1],
         };
-        Turn {
-            _held: Some(pool.take(peer).await),
+        ParseTurn {
+            _held: pool.take(peer).await,
         }
     }
 
@@ -202,6 +226,37 @@ impl Intake {
     pub(crate) fn open() -> Intake {
         let (_, trust) = watch::channel(Arc::new(RequestHeaderConfig::default()));
         Intake::new(AdmissionCallers::default(), trust, watch::channel(None).1)
+    }
+}
+
+/// The units a body of `length` bytes (if known) takes, read within `limit`.
+fn units(length: Option<u64>, limit: usize) -> usize {
+    let bytes = length.map_or(limit, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    bytes.div_ceil(UNIT).max(1)
+}
+
+impl ReadTurn {
+    /// `read` (a body's), within [`BODY_DEADLINE`], stopped if the turn is taken back before
+    /// it is done.
+    pub(crate) async fn read<T>(
+        &mut self,
+        read: impl std::future::Future<Output = Result<T, ReviewError>>,
+    ) -> Result<T, ReviewError> {
+        let read = async {
+            tokio::time::timeout(BODY_DEADLINE, read)
+                .await
+                .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))?
+        };
+        let Some(turn) = self.held.as_mut() else {
+            return read.await;
+        };
+        let read = tokio::select! {
+            biased;
+            read = read => read,
+            () = turn.taken_back() => Err(ReviewError::TakenBack),
+        };
+        turn.settle();
+        read
     }
 }
 
@@ -221,28 +276,87 @@ mod tests {
     #[tokio::test]
     async fn one_address_waits_for_its_own_turns_and_others_go_on() {
         let intake = Intake::open();
-        let noisy = from([127, 0, 0, 2]);
+        let noisy = Intake::peer(&from([127, 0, 0, 2]));
+        let large = Some(1 << 20);
         let mut held = Vec::new();
-        let noisy = Intake::peer(&noisy);
-        for _ in 0..PER_PEER {
-            held.push(intake.turn(Caller::Unverified, noisy).await);
+        for _ in 0..PER_PEER_BYTES >> 20 {
+            held.push(
+                intake
+                    .read_turn(
+                        Caller::Unverified,
+                        noisy,
+                        large,
+                        super::super::review::MAX_LARGE_BYTES,
+                    )
+                    .await,
+            );
         }
-        // The next one of the same address waits...
+        // The next one of the same address waits, however small...
         let waiting = tokio::time::timeout(
             Duration::from_millis(50),
-            intake.turn(Caller::Unverified, noisy),
+            intake.read_turn(Caller::Unverified, noisy, Some(10), 1 << 10),
         )
         .await;
         assert!(waiting.is_err());
         // ...while another address has its turn at once.
         let other = tokio::time::timeout(
             Duration::from_millis(50),
-            intake.turn(Caller::Unverified, Intake::peer(&from([127, 0, 0, 1]))),
+            intake.read_turn(
+                Caller::Unverified,
+                Intake::peer(&from([127, 0, 0, 1])),
+                large,
+                1 << 20,
+            ),
         )
         .await;
         assert!(other.is_ok());
         drop(other);
         drop(held);
+    }
+
+    /// Bodies that never come, from many addresses, in every byte of the pool: a review of an
+    /// eviction's size is read at once, and the reader whose turn it took stops with
+    /// `TakenBack` (answered 429).
+    #[tokio::test]
+    async fn bodies_that_never_come_give_way_to_a_review_that_does() {
+        let intake = Intake::open();
+        let share = 1 << 20;
+        let mut never: Vec<ReadTurn> = Vec::new();
+        for last in 0..(ANONYMOUS_BYTES / share) as u8 {
+            let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 1, last));
+            never.push(
+                intake
+                    .read_turn(Caller::Unverified, peer, Some(share as u64), share)
+                    .await,
+            );
+        }
+        let kube_apiserver = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut review = tokio::time::timeout(
+            Duration::from_millis(50),
+            intake.read_turn(Caller::Unverified, kube_apiserver, Some(2_000), 64 << 10),
+        )
+        .await
+        .expect("read at once");
+        assert_eq!(
+            review
+                .read(async { Ok::<_, ReviewError>(2_000) })
+                .await
+                .unwrap(),
+            2_000
+        );
+        let mut stopped = 0;
+        for turn in &mut never {
+            let read = turn.read(async {
+                std::future::pending::<()>().await;
+                Ok::<_, ReviewError>(())
+            });
+            if let Ok(Err(ReviewError::TakenBack)) =
+                tokio::time::timeout(Duration::from_millis(20), read).await
+            {
+                stopped += 1;
+            }
+        }
+        assert_eq!(stopped, 1, "one body that never came gave its turn");
     }
 
     #[test]

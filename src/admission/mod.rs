@@ -199,6 +199,12 @@ pub(crate) enum ReviewError {
     /// No answer within [`REVIEW_DEADLINE`].
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
+    /// The review's turn to be read was taken back before its body had all come: an address
+    /// that held less needed it (see `turns`).
+    #[error(
+        "the review's body had not all come when a caller that held fewer of the turns to be read needed this one"
+    )]
+    TakenBack,
     /// The decision failed (it panicked).
     #[error("the review failed")]
     Failed(#[source] tokio::task::JoinError),
@@ -210,7 +216,7 @@ pub(crate) enum ReviewError {
 
 impl ReviewError {
     /// What went wrong, as a metric's label value: `too_large`, `malformed` (unreadable, not
-    /// an AdmissionReview, or missing its request or object), `timed_out` or `failed`.
+    /// an AdmissionReview, or missing its request or object), `timed_out`, `taken_back` or `failed`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             ReviewError::Unauthorized => "unauthorized",
@@ -221,6 +227,7 @@ impl ReviewError {
             | ReviewError::NoRequest
             | ReviewError::NoObject { .. } => "malformed",
             ReviewError::TimedOut(_) => "timed_out",
+            ReviewError::TakenBack => "taken_back",
             ReviewError::Failed(_) | ReviewError::Panicked => "failed",
         }
     }
@@ -235,6 +242,7 @@ impl ReviewError {
             | ReviewError::NoRequest
             | ReviewError::NoObject { .. } => StatusCode::BAD_REQUEST,
             ReviewError::TimedOut(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ReviewError::TakenBack => StatusCode::TOO_MANY_REQUESTS,
             ReviewError::Failed(_) | ReviewError::Panicked => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

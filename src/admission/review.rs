@@ -9,9 +9,10 @@
 //! from it: an eviction's review is about 2 KB ([`SMALL_BYTES`] at most in any review's turn); a
 //! larger one (an Eviction padded with annotations, a user of thousands of groups) up to
 //! [`MAX_LARGE_BYTES`], more than kube-apiserver can send (its own limit on a request body is
-//! 3 MiB), so whatever it sends is judged. Large bodies are read in a few turns only (see
-//! `intake`), which bound the memory they hold, and parsed on the blocking pool, so that
-//! megabytes sent by others never keep a worker from kube-apiserver's reviews. Parsing from
+//! 3 MiB), so whatever it sends is judged. Bodies are read in turns weighed by their size (see
+//! `intake`), which bound the memory they hold, and large ones parsed on the blocking pool in
+//! a few turns, so that megabytes sent by others never keep a worker from kube-apiserver's
+//! reviews. Parsing from
 //! memory is what keeps a padded review's answer within the guard's 2 ms: a review of a 70 KB
 //! Eviction is answered in about 0.2 ms (`cargo bench --bench guard`);
 //! parsed a byte at a time as it arrived (serde_json's reader), it took 0.7 ms there and 4–9 ms
@@ -25,8 +26,7 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, TypeMeta};
 use serde::Deserialize;
 
-/// Small bodies: up to this size (by their `Content-Length`), read in any review's turn and
-/// parsed where they are read.
+/// Small bodies: up to this size (by their `Content-Length`), parsed where they are read.
 pub(super) const SMALL_BYTES: usize = 64 << 10;
 
 /// Largest body read (in a large review's turn): over kube-apiserver's own limit on a request
@@ -206,20 +206,10 @@ pub(super) async fn read_whole(body: Body, limit: usize) -> Result<Vec<u8>, Revi
     Ok(bytes)
 }
 
-/// Reads an eviction's review from `body`, of `length` bytes if known: within [`SMALL_BYTES`]
-/// when it says it is small, else within [`MAX_LARGE_BYTES`] and parsed on the blocking pool
-/// (see the [module](self)).
-pub(super) async fn read_skipping(
-    body: Body,
-    length: Option<u64>,
-) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    if !is_large(length) {
-        return parse_skipping(&read_whole(body, SMALL_BYTES).await?);
-    }
-    let bytes = read_whole(body, MAX_LARGE_BYTES).await?;
-    tokio::task::spawn_blocking(move || parse_skipping(&bytes))
-        .await
-        .map_err(ReviewError::Failed)?
+/// The most of an eviction's review read: [`SMALL_BYTES`] when it says it is small (`large`
+/// false), else [`MAX_LARGE_BYTES`].
+pub(super) fn read_limit(large: bool) -> usize {
+    if large { MAX_LARGE_BYTES } else { SMALL_BYTES }
 }
 
 /// Whether a review's body of `length` (if known) needs a large review's turn.
@@ -273,6 +263,14 @@ mod tests {
         assert_eq!(request.user_info.username.as_deref(), Some("alice"));
         assert!(request.dry_run, "dryRun comes after the object");
         assert!(request.object.is_none(), "the eviction is skipped");
+    }
+
+    /// A review read and parsed as the guard's door does (without its turns).
+    async fn read_skipping(
+        body: Body,
+        length: Option<u64>,
+    ) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+        parse_skipping(&read_whole(body, read_limit(is_large(length))).await?)
     }
 
     #[tokio::test]

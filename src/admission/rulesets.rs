@@ -19,7 +19,7 @@
 //! and a ruleset that got past the door (the webhook is `failurePolicy: Ignore`, so a server
 //! that is down lets every change through) is still reported `InvalidRule`.
 
-use super::intake::{BODY_DEADLINE, Intake};
+use super::intake::Intake;
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
@@ -96,15 +96,24 @@ impl RuleSets {
     /// compiled), and decides on the blocking pool, in turn.
     async fn answer(&self, request: Request) -> Result<AdmissionResponse, ReviewError> {
         let (caller, request) = self.intake.admit(request).await?;
-        let _turn = self.intake.turn(caller, Intake::peer(&request)).await;
+        let length = axum::body::HttpBody::size_hint(request.body()).upper();
+        let mut turn = self
+            .intake
+            .read_turn(
+                caller,
+                Intake::peer(&request),
+                length,
+                super::MAX_REVIEW_BYTES,
+            )
+            .await;
         // (The semaphores are never closed: `None` cannot happen.)
         let _read = self.reads.clone().acquire_owned().await.ok();
-        let bytes = tokio::time::timeout(
-            BODY_DEADLINE,
-            super::review::read_whole(request.into_body(), super::MAX_REVIEW_BYTES),
-        )
-        .await
-        .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))??;
+        let bytes = turn
+            .read(super::review::read_whole(
+                request.into_body(),
+                super::MAX_REVIEW_BYTES,
+            ))
+            .await?;
         let mut spec_bytes = None;
         let review = super::review::parse_named(&bytes, |raw| {
             let text = raw.get();

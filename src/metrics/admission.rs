@@ -53,7 +53,7 @@ impl Admission {
             guard_decisions: register(
                 r,
                 "guard_decisions",
-                "Evictions the maintenance guard decided on, by door (evictions: the leader's; evictions_standby: the standby's, asked for the same evictions), decision (allowed, denied, override: let through by the node's maintenance override; error: no decision, kube-apiserver's failure policy decides) and reason (clear, in_flight, unknown, override, unbound, mirror, node_gone, not_an_eviction; with error: unauthorized, too_large, malformed, timed_out, failed)",
+                "Evictions the maintenance guard decided on, by door (evictions: the leader's; evictions_standby: the standby's, asked for the same evictions), decision (allowed, denied, override: let through by the node's maintenance override; error: no decision, kube-apiserver's failure policy decides) and reason (clear, in_flight, unknown, override, unbound, mirror, node_gone, not_an_eviction; with error: unauthorized, too_large, malformed, timed_out, taken_back: its turn to be read went to a caller that held less, failed)",
                 Family::default(),
             ),
             guard_events_dropped: register(
@@ -192,11 +192,12 @@ pub fn guard_decision(door: Door, allowed: bool, reason: GuardReason) {
 }
 
 /// The kinds of review the guard could not decide on (see `ReviewError::kind`).
-const GUARD_ERRORS: [&str; 5] = [
+const GUARD_ERRORS: [&str; 6] = [
     "unauthorized",
     "too_large",
     "malformed",
     "timed_out",
+    "taken_back",
     "failed",
 ];
 
