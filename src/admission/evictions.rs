@@ -443,21 +443,23 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
         let length = axum::body::HttpBody::size_hint(request.body()).upper();
         let large = super::review::is_large(length);
         let limit = super::review::read_limit(large);
-        let bytes = guard
-            .intake
-            .read_turn(caller, peer, length, limit)
-            .await
+        let mut turn = guard.intake.read_turn(caller, peer, length, limit).await?;
+        let bytes = turn
             .read(super::review::read_whole(request.into_body(), limit))
             .await?;
         let review = if large {
-            // Parsed on the blocking pool, in one of a few turns.
-            let _parse = guard.intake.parse_turn(caller, peer).await;
+            // Parsed on the blocking pool, in one of a few turns; until it has one, what it
+            // holds counts among the bodies read, and can be taken back as theirs.
+            let _parse = turn.until(guard.intake.parse_turn(caller, peer)).await?;
+            turn.settle();
             tokio::task::spawn_blocking(move || super::review::parse_skipping(&bytes))
                 .await
                 .map_err(ReviewError::Failed)??
         } else {
+            turn.settle();
             super::review::parse_skipping(&bytes)?
         };
+        drop(turn);
         // Never a panic on input: a decision that panics is an error answer, not a dropped
         // connection (kube-apiserver would wait out its timeout).
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -10,22 +10,26 @@
 //! Where it cannot be (managed control planes), anyone who reaches the port can send reviews,
 //! and kube-apiserver's own are among them; so every review takes a turn before its body is
 //! read, weighed by the bytes it may take (its `Content-Length`, or the door's limit where it
-//! gives none): at most [`ANONYMOUS_BYTES`] at once in all and [`PER_PEER_BYTES`] from one
-//! address, shared fairly by address (`turns`). A review whose body has not all come can have
-//! its turn taken back by an address that holds less (answered `429`, its reading stopped), so
-//! however many bodies that never come one address, or a hundred, keep waiting, kube-apiserver's
-//! review (from an address that holds less, a review being a few KB) is read at once; where
-//! nothing can be taken back, it waits for the next turn given back (waiters are never refused:
-//! a review answered with an error is an eviction let through). A body must arrive within
-//! [`BODY_DEADLINE`] of its turn. What waiting bodies cost is bounded by [`ANONYMOUS_BYTES`],
-//! whoever sends them; to keep kube-apiserver's review of an eviction (2 KB) waiting, an
-//! attacker needs every address that holds a turn to hold no more than it, so as many addresses
-//! as [`ANONYMOUS_BYTES`] holds such reviews (more than the anonymous connections there are).
+//! gives none; one over the limit is refused before): at most [`ANONYMOUS_BYTES`] at once in all
+//! and [`PER_PEER_BYTES`] from one address, shared fairly by address (`turns`). While its body
+//! has not all come (and, for a large one, until it has a turn to be parsed), a review's turn
+//! can be taken back by an address that will hold less than its own (answered `429` with
+//! `Retry-After`, its reading stopped). So however many bodies that never come one address, or
+//! a hundred, keep waiting, kube-apiserver's review has its turn at once; where nothing can be
+//! taken back, it waits for the next turn given back (waiters are never refused: a review
+//! answered with an error is an eviction let through). A body must arrive within
+//! [`BODY_DEADLINE`] of its turn. What bodies read or coming cost is bounded by
+//! [`ANONYMOUS_BYTES`], whoever sends them. To keep kube-apiserver's review of `u` KiB waiting,
+//! every address that holds a turn must hold no more than it: 65,536 / `u` addresses, each with
+//! a connection of its own, more than the anonymous connections there are (512 by default) for
+//! any review under 128 KiB (an eviction's is 2 KB).
 //!
 //! Reviews whose body is large (see `review`) are parsed on the blocking pool, once read, in one
 //! of a few turns ([`LARGE`], at most [`LARGE_PER_PEER`] of them by one address; kube-apiserver's,
 //! proven, have [`LARGE`] of their own), shared the same way: a parse takes a turn for as long
-//! as it computes, never while it waits for a body.
+//! as it computes, never while it waits for a body. A ruleset's review, read, gives its turn to
+//! be read back and waits for its decision (one compile at a time) in a turn of another pool
+//! ([`DECIDING`], [`DECIDING_PER_PEER`] an address).
 
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
@@ -34,6 +38,7 @@ use crate::auth::connection::PeerAddress;
 use crate::auth::{AdmissionCallers, PeerCertificates, RequestHeaderConfig};
 use crate::certificates::DoorKey;
 use axum::extract::Request;
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,13 +57,21 @@ const UNIT: usize = 1 << 10;
 /// Reviews with a large body parsed at once, in each pool (proven, anonymous).
 pub(super) const LARGE: usize = 4;
 
-/// Of those, the most one address reads at once.
+/// Of those, the most one address has parsed at once.
 pub(super) const LARGE_PER_PEER: usize = 2;
 
+/// Reviews of rulesets read and waiting for their decision (a compile, one at a time) at once,
+/// by callers that have not proven who they are.
+const DECIDING: usize = 64;
+
+/// Of those, the most from one address.
+const DECIDING_PER_PEER: usize = 4;
+
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
-/// review at once (its largest, 3 MiB, at 24 Mbit/s), and where no turn can be taken back a
-/// review waits at most this long for the next one given back (see `turns`), which must leave it
-/// time within the webhook's `timeoutSeconds` (3 s as shipped).
+/// review at once (its largest, 3 MiB, at 24 Mbit/s). A turn to be read is held about this
+/// long at most (then while a large body waits for its parse, a few milliseconds), so where no
+/// turn can be taken back a review waits about this long for the next one given back (see
+/// `turns`), which must leave it time within the webhook's `timeoutSeconds` (3 s as shipped).
 pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Most of a refused request's body read (and dropped) before it is answered.
@@ -92,6 +105,7 @@ pub(crate) struct Intake {
     door_key: watch::Receiver<Option<DoorKey>>,
     anonymous: FairTurns,
     large: [FairTurns; 2],
+    deciding: FairTurns,
 }
 
 /// A review's turn to be read (none for kube-apiserver, proven): given back when dropped.
@@ -99,9 +113,10 @@ pub(crate) struct ReadTurn {
     held: Option<FairTurn>,
 }
 
-/// A large review's turn to be parsed: given back when dropped.
-pub(crate) struct ParseTurn {
-    _held: FairTurn,
+/// A large review's turn to be parsed, or a ruleset review's to wait for its decision (none
+/// for kube-apiserver's, proven): given back when dropped.
+pub(crate) struct Turn {
+    _held: Option<FairTurn>,
 }
 
 impl Intake {
@@ -119,6 +134,7 @@ impl Intake {
                 FairTurns::new(LARGE, LARGE),
                 FairTurns::new(LARGE, LARGE_PER_PEER),
             ],
+            deciding: FairTurns::new(DECIDING, DECIDING_PER_PEER),
         }
     }
 
@@ -191,15 +207,19 @@ impl Intake {
     }
 
     /// Waits for the turn of a review from `peer` to be read, its body of `length` bytes if
-    /// known, at most `limit` (none to wait for kube-apiserver, proven).
+    /// known, at most `limit` (none to wait for kube-apiserver, proven). A body that says it is
+    /// over `limit` is refused at once.
     pub(crate) async fn read_turn(
         &self,
         caller: Caller,
         peer: IpAddr,
         length: Option<u64>,
         limit: usize,
-    ) -> ReadTurn {
-        match caller {
+    ) -> Result<ReadTurn, ReviewError> {
+        if length.is_some_and(|n| n > limit as u64) {
+            return Err(ReviewError::TooLarge { limit });
+        }
+        Ok(match caller {
             Caller::KubeApiserver => ReadTurn { held: None },
             Caller::Unverified => ReadTurn {
                 held: Some(
@@ -208,17 +228,28 @@ impl Intake {
                         .await,
                 ),
             },
-        }
+        })
     }
 
     /// Waits for a turn of a review from `peer`, read, to parse its large body.
-    pub(crate) async fn parse_turn(&self, caller: Caller, peer: IpAddr) -> ParseTurn {
+    pub(crate) async fn parse_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
         let pool = match caller {
             Caller::KubeApiserver => &self.large[0],
             Caller::Unverified => &self.large[1],
         };
-        ParseTurn {
-            _held: pool.take(peer).await,
+        Turn {
+            _held: Some(pool.take(peer).await),
+        }
+    }
+
+    /// Waits for a turn of a ruleset's review from `peer`, read, to wait for its decision (none
+    /// to wait for kube-apiserver, proven).
+    pub(crate) async fn decide_turn(&self, caller: Caller, peer: IpAddr) -> Turn {
+        Turn {
+            _held: match caller {
+                Caller::KubeApiserver => None,
+                Caller::Unverified => Some(self.deciding.take(peer).await),
+            },
         }
     }
 
@@ -240,23 +271,37 @@ impl ReadTurn {
     /// it is done.
     pub(crate) async fn read<T>(
         &mut self,
-        read: impl std::future::Future<Output = Result<T, ReviewError>>,
+        read: impl Future<Output = Result<T, ReviewError>>,
     ) -> Result<T, ReviewError> {
-        let read = async {
+        self.until(async {
             tokio::time::timeout(BODY_DEADLINE, read)
                 .await
                 .map_err(|_| ReviewError::TimedOut(BODY_DEADLINE))?
-        };
+        })
+        .await?
+    }
+
+    /// `work`, stopped if the turn is taken back before it is done.
+    pub(crate) async fn until<T>(
+        &mut self,
+        work: impl Future<Output = T>,
+    ) -> Result<T, ReviewError> {
         let Some(turn) = self.held.as_mut() else {
-            return read.await;
+            return Ok(work.await);
         };
-        let read = tokio::select! {
+        tokio::select! {
             biased;
-            read = read => read,
+            done = work => Ok(done),
             () = turn.taken_back() => Err(ReviewError::TakenBack),
-        };
-        turn.settle();
-        read
+        }
+    }
+
+    /// What the turn waited for has come: it can no longer be taken back (a turn taken back
+    /// as it came is not held any more, but what was read stays read).
+    pub(crate) fn settle(&mut self) {
+        if let Some(turn) = self.held.as_mut() {
+            turn.settle();
+        }
     }
 }
 
@@ -288,7 +333,8 @@ mod tests {
                         large,
                         super::super::review::MAX_LARGE_BYTES,
                     )
-                    .await,
+                    .await
+                    .unwrap(),
             );
         }
         // The next one of the same address waits, however small...
@@ -327,7 +373,8 @@ mod tests {
             never.push(
                 intake
                     .read_turn(Caller::Unverified, peer, Some(share as u64), share)
-                    .await,
+                    .await
+                    .unwrap(),
             );
         }
         let kube_apiserver = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -336,7 +383,8 @@ mod tests {
             intake.read_turn(Caller::Unverified, kube_apiserver, Some(2_000), 64 << 10),
         )
         .await
-        .expect("read at once");
+        .expect("read at once")
+        .unwrap();
         assert_eq!(
             review
                 .read(async { Ok::<_, ReviewError>(2_000) })
@@ -357,6 +405,20 @@ mod tests {
             }
         }
         assert_eq!(stopped, 1, "one body that never came gave its turn");
+    }
+
+    /// A body that says it is over the door's limit is refused before it takes a turn.
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused_before_its_turn() {
+        let intake = Intake::open();
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        assert!(matches!(
+            intake
+                .read_turn(Caller::Unverified, peer, Some(65), 64)
+                .await,
+            Err(ReviewError::TooLarge { limit: 64 })
+        ));
+        assert_eq!(intake.anonymous.held_in_all(), 0);
     }
 
     #[test]

@@ -281,12 +281,19 @@ fn respond(answered: Result<AdmissionResponse, ReviewError>) -> (Response, Admis
                 // waiting for its turn behind many): counted, not logged above debug.
                 _ => tracing::debug!(error = %e.message(), "admission review not answered"),
             }
-            let response = (
+            let mut response = (
                 e.status(),
                 [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
                 e.message(),
             )
                 .into_response();
+            if matches!(e, ReviewError::TakenBack) {
+                // kube-apiserver's client retries a 429 that says when (within the webhook's
+                // timeout); without it, the failure policy decides at once.
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            }
             (response, AdmissionAnswer::Error)
         }
     }

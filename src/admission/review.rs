@@ -6,7 +6,7 @@
 //! body, and never twice.
 //!
 //! A body is read whole into one buffer (of its `Content-Length` when it has one), then parsed
-//! from it: an eviction's review is about 2 KB ([`SMALL_BYTES`] at most in any review's turn); a
+//! from it: an eviction's review is about 2 KB (parsed where it is read up to [`SMALL_BYTES`]); a
 //! larger one (an Eviction padded with annotations, a user of thousands of groups) up to
 //! [`MAX_LARGE_BYTES`], more than kube-apiserver can send (its own limit on a request body is
 //! 3 MiB), so whatever it sends is judged. Bodies are read in turns weighed by their size (see
@@ -29,8 +29,9 @@ use serde::Deserialize;
 /// Small bodies: up to this size (by their `Content-Length`), parsed where they are read.
 pub(super) const SMALL_BYTES: usize = 64 << 10;
 
-/// Largest body read (in a large review's turn): over kube-apiserver's own limit on a request
-/// (3 MiB) with the user's identity (its header limit, 1 MiB) beside it.
+/// Largest body read (then parsed on the blocking pool, in a large review's turn): over
+/// kube-apiserver's own limit on a request (3 MiB) with the user's identity (its header limit,
+/// 1 MiB) beside it.
 pub(super) const MAX_LARGE_BYTES: usize = 8 << 20;
 
 /// The only AdmissionReview version the webhooks are registered for.
@@ -212,7 +213,8 @@ pub(super) fn read_limit(large: bool) -> usize {
     if large { MAX_LARGE_BYTES } else { SMALL_BYTES }
 }
 
-/// Whether a review's body of `length` (if known) needs a large review's turn.
+/// Whether a review's body of `length` (if known) is large: read up to [`MAX_LARGE_BYTES`], and
+/// parsed on the blocking pool in a large review's turn.
 pub(super) fn is_large(length: Option<u64>) -> bool {
     length.is_none_or(|n| n > SMALL_BYTES as u64)
 }

@@ -19,7 +19,7 @@
 //! and a ruleset that got past the door (the webhook is `failurePolicy: Ignore`, so a server
 //! that is down lets every change through) is still reported `InvalidRule`.
 
-use super::intake::Intake;
+use super::intake::{Caller, Intake};
 use super::{REVIEW_DEADLINE, ReviewError};
 use crate::evaluate::{Engine, MAX_MESSAGE_CHARS, truncated};
 use crate::metrics::{AdmissionDoor, AdmissionTimer};
@@ -45,8 +45,9 @@ const MAX_COMPILES: usize = 1;
 /// not authenticated), and each must stay cheap.
 const MAX_CHECKED_SPEC_BYTES: usize = 256 << 10;
 
-/// Reviews of rulesets read at once, by each kind of caller: a body may be
-/// [`super::MAX_REVIEW_BYTES`], and ruleset changes are rare.
+/// Reviews of rulesets kube-apiserver (proven) has read at once: a body may be
+/// [`super::MAX_REVIEW_BYTES`], and ruleset changes are rare. Others' take turns to be read
+/// (`intake`), weighed by their bytes.
 const MAX_READS: usize = 2;
 
 /// Most warnings a review answers with, and most characters in each (kube-apiserver may cut
@@ -97,23 +98,24 @@ impl RuleSets {
     async fn answer(&self, request: Request) -> Result<AdmissionResponse, ReviewError> {
         let (caller, request) = self.intake.admit(request).await?;
         let length = axum::body::HttpBody::size_hint(request.body()).upper();
+        let peer = Intake::peer(&request);
         let mut turn = self
             .intake
-            .read_turn(
-                caller,
-                Intake::peer(&request),
-                length,
-                super::MAX_REVIEW_BYTES,
-            )
-            .await;
-        // (The semaphores are never closed: `None` cannot happen.)
-        let _read = self.reads.clone().acquire_owned().await.ok();
+            .read_turn(caller, peer, length, super::MAX_REVIEW_BYTES)
+            .await?;
+        // kube-apiserver's, proven, take no turn: theirs are read a few at a time. (The
+        // semaphores are never closed: `None` cannot happen.)
+        let read = match caller {
+            Caller::KubeApiserver => self.reads.clone().acquire_owned().await.ok(),
+            Caller::Unverified => None,
+        };
         let bytes = turn
             .read(super::review::read_whole(
                 request.into_body(),
                 super::MAX_REVIEW_BYTES,
             ))
             .await?;
+        turn.settle();
         let mut spec_bytes = None;
         let review = super::review::parse_named(&bytes, |raw| {
             let text = raw.get();
@@ -124,6 +126,11 @@ impl RuleSets {
             serde_json::from_str(text)
         })?;
         drop(bytes);
+        drop(read);
+        // Read: its turn to be read goes back, and it waits for its decision in a turn of its
+        // own (one compile runs at a time).
+        drop(turn);
+        let _deciding = self.intake.decide_turn(caller, peer).await;
         let looked = self.look_up(&review).await;
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
         let turn = self.compiles.clone().acquire_owned().await.ok();

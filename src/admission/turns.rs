@@ -70,6 +70,38 @@ pub(crate) struct FairTurn {
     taken_back: Option<oneshot::Receiver<()>>,
 }
 
+/// A waiter's side of its wait: when dropped (its review went), its place in the queue is
+/// forgotten, and its address too if it then holds and waits for nothing.
+struct Waiting {
+    pool: Arc<Mutex<Pool>>,
+    address: IpAddr,
+    rx: Option<oneshot::Receiver<FairTurn>>,
+}
+
+impl Waiting {
+    async fn turn(&mut self) -> Option<Result<FairTurn, oneshot::error::RecvError>> {
+        let rx = self.rx.as_mut()?;
+        let turn = rx.await;
+        self.rx = None;
+        Some(turn)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.rx.take().is_none() {
+            return;
+        }
+        let mut pool = self.pool.lock();
+        if let Some(entry) = pool.addresses.get_mut(&self.address) {
+            entry.waiting.retain(|w| !w.tx.is_closed());
+            if entry.held == 0 && entry.waiting.is_empty() {
+                pool.addresses.remove(&self.address);
+            }
+        }
+    }
+}
+
 impl FairTurns {
     pub(crate) fn new(limit: usize, per_address: usize) -> FairTurns {
         FairTurns {
@@ -99,41 +131,52 @@ impl FairTurns {
 
     async fn take_units(&self, address: IpAddr, units: usize, revocable: bool) -> FairTurn {
         loop {
-            let waiting = {
+            let mut waiting = {
                 let mut guard = self.pool.lock();
                 let pool = &mut *guard;
                 // Never more than the pool or an address may hold: such a turn would never come.
                 let units = units.clamp(1, pool.per_address.min(pool.limit));
-                let own_fits =
-                    pool.addresses.get(&address).map_or(0, |a| a.held) + units <= pool.per_address;
+                let (held, queued) = pool.addresses.get_mut(&address).map_or((0, false), |a| {
+                    // Waiters that went are forgotten as others come.
+                    a.waiting.retain(|w| !w.tx.is_closed());
+                    (a.held, !a.waiting.is_empty())
+                });
+                // An address's own waiters go first, in order.
+                let own_fits = !queued && held + units <= pool.per_address;
                 if own_fits && pool.held + units > pool.limit {
                     pool.take_back_for(address, units);
                 }
                 if own_fits && pool.held + units <= pool.limit {
                     let (number, taken_back) = pool.give(address, units, revocable);
+                    // Units taken back beyond this turn's go to whoever waits.
+                    pool.hand_out(&self.pool);
                     return FairTurn {
                         pool: self.pool.clone(),
                         held: Some((address, number)),
                         taken_back,
                     };
                 }
-                let entry = pool.addresses.entry(address).or_default();
-                // Waiters that went are forgotten as others come, so a queue holds about as
-                // many as wait.
-                entry.waiting.retain(|w| !w.tx.is_closed());
                 let (tx, rx) = oneshot::channel();
-                entry.waiting.push_back(Waiter {
-                    units,
-                    revocable,
-                    tx,
-                });
+                pool.addresses
+                    .entry(address)
+                    .or_default()
+                    .waiting
+                    .push_back(Waiter {
+                        units,
+                        revocable,
+                        tx,
+                    });
                 // Units taken back above (not enough for this one) go to whoever waits.
                 pool.hand_out(&self.pool);
-                rx
+                Waiting {
+                    pool: self.pool.clone(),
+                    address,
+                    rx: Some(rx),
+                }
             };
             // A waiter's sender is dropped unsent only once the waiter has gone: not reached,
             // but waiting again would be right.
-            if let Ok(turn) = waiting.await {
+            if let Some(Ok(turn)) = waiting.turn().await {
                 return turn;
             }
         }
@@ -145,6 +188,12 @@ impl FairTurns {
         let pool = self.pool.lock();
         let by = pool.addresses.get(&address).map_or(0, |a| a.held);
         (pool.held, by)
+    }
+
+    /// Units held now, in all.
+    #[cfg(test)]
+    pub(super) fn held_in_all(&self) -> usize {
+        self.pool.lock().held
     }
 
     /// Addresses remembered now.
@@ -199,7 +248,8 @@ impl Pool {
 
     /// Takes turns back from the addresses that hold the most, oldest first, while `asker`
     /// needs `units` more than are free and the address that holds the most still holds more
-    /// than `asker` will once given them (and has a turn that can be taken back).
+    /// than `asker` will once given them (and has a turn that can be taken back). One look over
+    /// the addresses for each one taken from.
     fn take_back_for(&mut self, asker: IpAddr, units: usize) {
         let will_hold = self.addresses.get(&asker).map_or(0, |a| a.held) + units;
         while self.held + units > self.limit {
@@ -210,18 +260,36 @@ impl Pool {
                 .max_by_key(|(_, a)| a.held)
                 .map(|(ip, _)| *ip);
             let Some(victim) = victim else { return };
-            let Some(entry) = self.addresses.get_mut(&victim) else {
-                return;
-            };
-            let Some((&number, _)) = entry.turns.iter().find(|(_, t)| t.take_back.is_some()) else {
-                return;
-            };
-            // Released with its sender, then told.
-            let take_back = entry.turns.get_mut(&number).map(|t| t.take_back.take());
-            entry.revocable -= 1;
-            self.release(victim, number);
-            if let Some(Some(tx)) = take_back {
+            let mut told = Vec::new();
+            while self.held + units > self.limit {
+                let Some(entry) = self.addresses.get_mut(&victim) else {
+                    break;
+                };
+                if entry.held <= will_hold {
+                    break;
+                }
+                let Some((&number, _)) = entry.turns.iter().find(|(_, t)| t.take_back.is_some())
+                else {
+                    break;
+                };
+                // Released with its sender taken out, then told (below, once its address's
+                // turns are done with).
+                if let Some(tx) = entry
+                    .turns
+                    .get_mut(&number)
+                    .and_then(|t| t.take_back.take())
+                {
+                    entry.revocable -= 1;
+                    told.push(tx);
+                }
+                self.release(victim, number);
+            }
+            let progressed = !told.is_empty();
+            for tx in told {
                 let _ = tx.send(());
+            }
+            if !progressed {
+                return;
             }
         }
     }
@@ -311,197 +379,4 @@ impl Drop for FairTurn {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::Ipv4Addr;
-    use std::time::Duration;
-
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
-    }
-
-    async fn within(turns: &FairTurns, address: IpAddr) -> Option<FairTurn> {
-        tokio::time::timeout(Duration::from_millis(20), turns.take(address))
-            .await
-            .ok()
-    }
-
-    #[tokio::test]
-    async fn a_turn_given_back_goes_to_the_address_that_holds_fewest() {
-        let turns = FairTurns::new(4, 4);
-        // One address holds every turn, and waits for more.
-        let mut attacker: Vec<FairTurn> = Vec::new();
-        for _ in 0..4 {
-            attacker.push(turns.take(ip(2)).await);
-        }
-        let mut more = Box::pin(turns.take(ip(2)));
-        assert!(futures::poll!(&mut more).is_pending(), "it waits");
-        // kube-apiserver comes after it: it holds none, so the next turn given back is its.
-        let mut review = Box::pin(turns.take(ip(1)));
-        assert!(futures::poll!(&mut review).is_pending());
-        drop(attacker.pop());
-        let review = tokio::time::timeout(Duration::from_secs(1), review)
-            .await
-            .expect("kube-apiserver's review got the turn");
-        assert_eq!(turns.held(ip(1)), (4, 1));
-        assert!(
-            futures::poll!(&mut more).is_pending(),
-            "the attacker's waits its turn"
-        );
-        // The next one given back goes to the attacker's waiter.
-        drop(review);
-        let more = tokio::time::timeout(Duration::from_secs(1), more)
-            .await
-            .unwrap();
-        assert_eq!(turns.held(ip(2)), (4, 4));
-        drop(more);
-        drop(attacker);
-        assert_eq!(turns.held(ip(2)), (0, 0));
-        assert_eq!(
-            turns.addresses(),
-            0,
-            "addresses with nothing held are forgotten"
-        );
-    }
-
-    #[tokio::test]
-    async fn among_equals_the_address_served_longest_ago_goes_first() {
-        let turns = FairTurns::new(2, 1);
-        // Two addresses hold one turn each, and each waits for more.
-        let a = turns.take(ip(2)).await;
-        let b = turns.take(ip(3)).await;
-        let mut more_a = Box::pin(turns.take(ip(2)));
-        let mut more_b = Box::pin(turns.take(ip(3)));
-        assert!(futures::poll!(&mut more_a).is_pending());
-        assert!(futures::poll!(&mut more_b).is_pending());
-        // kube-apiserver comes last.
-        let mut review = Box::pin(turns.take(ip(1)));
-        assert!(futures::poll!(&mut review).is_pending());
-        // The turn 127.0.0.2 gives back: it and kube-apiserver now hold none, and kube-apiserver,
-        // never served, goes before the address whose waiter came first.
-        drop(a);
-        let review = tokio::time::timeout(Duration::from_secs(1), review)
-            .await
-            .expect("kube-apiserver's review got the turn");
-        assert!(futures::poll!(&mut more_a).is_pending());
-        drop(b);
-        // 127.0.0.2 (none held, served before 127.0.0.3) goes next.
-        let _more_a = tokio::time::timeout(Duration::from_secs(1), more_a)
-            .await
-            .expect("127.0.0.2's next turn");
-        assert!(futures::poll!(&mut more_b).is_pending());
-        drop(review);
-        let _more_b = tokio::time::timeout(Duration::from_secs(1), more_b)
-            .await
-            .expect("127.0.0.3's next turn");
-    }
-
-    #[tokio::test]
-    async fn one_address_holds_at_most_its_share() {
-        let turns = FairTurns::new(8, 2);
-        let _a = turns.take(ip(2)).await;
-        let _b = turns.take(ip(2)).await;
-        assert!(within(&turns, ip(2)).await.is_none(), "a third waits");
-        assert!(within(&turns, ip(3)).await.is_some(), "another goes on");
-    }
-
-    #[tokio::test]
-    async fn a_waiter_that_went_takes_nothing() {
-        let turns = FairTurns::new(1, 1);
-        let held = turns.take(ip(2)).await;
-        // Waiters that give up (their review timed out, or its connection closed).
-        for _ in 0..3 {
-            assert!(within(&turns, ip(3)).await.is_none());
-        }
-        drop(held);
-        // The turn went to none of them: it is free.
-        assert!(within(&turns, ip(4)).await.is_some());
-        assert_eq!(turns.held(ip(3)), (0, 0));
-    }
-
-    #[tokio::test]
-    async fn a_body_that_has_not_come_gives_its_turn_to_an_address_that_holds_less() {
-        // 100 units; a hundred addresses would do the same as the one here.
-        let turns = FairTurns::new(100, 100);
-        let mut attacker: Vec<FairTurn> = Vec::new();
-        for _ in 0..10 {
-            attacker.push(turns.take_revocable(ip(2), 10).await);
-        }
-        assert_eq!(turns.held(ip(2)), (100, 100));
-        // kube-apiserver's review of 2 units has its turn at once: one of the attacker's is
-        // taken back, the oldest.
-        let mut review = within_units(&turns, ip(1), 2)
-            .await
-            .expect("kube-apiserver's review has its turn at once");
-        assert_eq!(turns.held(ip(1)), (92, 2));
-        let mut first = attacker.remove(0);
-        tokio::time::timeout(Duration::from_secs(1), first.taken_back())
-            .await
-            .expect("the attacker's oldest turn is taken back");
-        assert!(!first.settle(), "it is not held any more");
-        // The units left over from the turn taken back are free for anyone.
-        assert!(within_units(&turns, ip(3), 8).await.is_some());
-        // Once its body has come, the review's turn is never taken back, and dropping the turn
-        // taken back gives nothing twice.
-        assert!(review.settle());
-        drop(first);
-        assert_eq!(turns.held(ip(1)), (92, 2));
-        drop(review);
-        drop(attacker);
-        assert_eq!(turns.held(ip(1)), (0, 0));
-        assert_eq!(turns.addresses(), 0);
-    }
-
-    #[tokio::test]
-    async fn nothing_is_taken_from_an_address_that_holds_no_more_than_the_asker_will() {
-        let turns = FairTurns::new(4, 4);
-        // Four addresses hold one turn each: a fifth asking for one waits for the next given
-        // back (each would hold as much as it).
-        let mut held = Vec::new();
-        for last in 2..6 {
-            held.push(turns.take_revocable(ip(last), 1).await);
-        }
-        assert!(within_units(&turns, ip(1), 1).await.is_none());
-        assert_eq!(turns.held(ip(1)), (4, 0));
-        let mut review = Box::pin(turns.take_revocable(ip(1), 1));
-        assert!(futures::poll!(&mut review).is_pending());
-        drop(held.pop());
-        tokio::time::timeout(Duration::from_secs(1), review)
-            .await
-            .expect("the next turn given back is its");
-    }
-
-    #[tokio::test]
-    async fn a_read_that_has_come_whole_is_never_taken_back() {
-        let turns = FairTurns::new(10, 10);
-        let mut read = turns.take_revocable(ip(2), 10).await;
-        assert!(read.settle());
-        // And turns taken with `take` (a parse's) never can be.
-        assert!(within_units(&turns, ip(1), 1).await.is_none(), "it waits");
-        let mut parse = FairTurns::new(1, 1).take(ip(2)).await;
-        assert!(
-            tokio::time::timeout(Duration::from_millis(20), parse.taken_back())
-                .await
-                .is_err()
-        );
-        drop(read);
-        assert!(within_units(&turns, ip(1), 1).await.is_some());
-    }
-
-    #[tokio::test]
-    async fn a_turn_larger_than_an_address_may_hold_is_made_to_fit() {
-        let turns = FairTurns::new(10, 4);
-        let turn = within_units(&turns, ip(2), 100).await.expect("it comes");
-        assert_eq!(turns.held(ip(2)), (4, 4));
-        drop(turn);
-    }
-
-    async fn within_units(turns: &FairTurns, address: IpAddr, units: usize) -> Option<FairTurn> {
-        tokio::time::timeout(
-            Duration::from_millis(20),
-            turns.take_revocable(address, units),
-        )
-        .await
-        .ok()
-    }
-}
+mod tests;
