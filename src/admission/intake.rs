@@ -12,8 +12,8 @@
 //! read, weighed by the bytes it may take (its `Content-Length`, or the door's limit where it
 //! gives none; one over the limit is refused before): at most [`ANONYMOUS_BYTES`] at once in all
 //! and [`PER_PEER_BYTES`] from one address, shared fairly by address (`turns`). While its body
-//! has not all come (and, for a large one, until it has a turn to be parsed), a review's turn
-//! can be taken back by an address that will hold less than its own (answered `429` with
+//! has not all come (and then, for a large eviction's, until it has a turn to be parsed; for a
+//! ruleset's, until it has its turn to wait for a decision), a review's turn can be taken back by an address that will hold less than its own (answered `429` with
 //! `Retry-After`, its reading stopped). So however many bodies that never come one address, or
 //! a hundred, keep waiting, kube-apiserver's review has its turn at once; where nothing can be
 //! taken back, it waits for the next turn given back (waiters are never refused: a review
@@ -27,9 +27,9 @@
 //! Reviews whose body is large (see `review`) are parsed on the blocking pool, once read, in one
 //! of a few turns ([`LARGE`], at most [`LARGE_PER_PEER`] of them by one address; kube-apiserver's,
 //! proven, have [`LARGE`] of their own), shared the same way: a parse takes a turn for as long
-//! as it computes, never while it waits for a body. A ruleset's review, read, gives its turn to
-//! be read back and waits for its decision (one compile at a time) in a turn of another pool
-//! ([`DECIDING`], [`DECIDING_PER_PEER`] an address).
+//! as it computes, never while it waits for a body. A ruleset's review, read, waits for its
+//! decision (one compile at a time) in a turn of another pool ([`DECIDING`],
+//! [`DECIDING_PER_PEER`] an address), and gives its turn to be read back once it has one.
 
 use super::ReviewError;
 use super::turns::{FairTurn, FairTurns};
@@ -60,12 +60,12 @@ pub(super) const LARGE: usize = 4;
 /// Of those, the most one address has parsed at once.
 pub(super) const LARGE_PER_PEER: usize = 2;
 
-/// Reviews of rulesets read and waiting for their decision (a compile, one at a time) at once,
-/// by callers that have not proven who they are.
-const DECIDING: usize = 64;
+/// Reviews of rulesets parsed and waiting for their decision (a compile, one at a time) at
+/// once, by callers that have not proven who they are: each keeps what it parsed.
+const DECIDING: usize = 16;
 
 /// Of those, the most from one address.
-const DECIDING_PER_PEER: usize = 4;
+const DECIDING_PER_PEER: usize = 2;
 
 /// Longest a review's body may take to arrive once its turn has come: kube-apiserver sends a
 /// review at once (its largest, 3 MiB, at 24 Mbit/s). A turn to be read is held about this

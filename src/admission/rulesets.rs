@@ -103,9 +103,9 @@ impl RuleSets {
             .intake
             .read_turn(caller, peer, length, super::MAX_REVIEW_BYTES)
             .await?;
-        // kube-apiserver's, proven, take no turn: theirs are read a few at a time. (The
-        // semaphores are never closed: `None` cannot happen.)
-        let read = match caller {
+        // kube-apiserver's, proven, take no turn: theirs are read and decided a few at a time.
+        // (The semaphores are never closed: `None` cannot happen.)
+        let _read = match caller {
             Caller::KubeApiserver => self.reads.clone().acquire_owned().await.ok(),
             Caller::Unverified => None,
         };
@@ -115,22 +115,32 @@ impl RuleSets {
                 super::MAX_REVIEW_BYTES,
             ))
             .await?;
+        // Read: it waits for its decision (one compile at a time) in a turn of its own, its body
+        // still counted among those read, and its turn still to be taken back, until it has one.
+        let _deciding = turn.until(self.intake.decide_turn(caller, peer)).await?;
         turn.settle();
-        let mut spec_bytes = None;
-        let review = super::review::parse_named(&bytes, |raw| {
-            let text = raw.get();
-            spec_bytes = Some(text.len());
-            if text.len() > MAX_CHECKED_SPEC_BYTES {
-                return Ok(serde_json::Value::Null);
-            }
-            serde_json::from_str(text)
-        })?;
-        drop(bytes);
-        drop(read);
-        // Read: its turn to be read goes back, and it waits for its decision in a turn of its
-        // own (one compile runs at a time).
+        let large = bytes.len() > super::review::SMALL_BYTES;
+        let parse = move || {
+            let mut spec_bytes = None;
+            let review = super::review::parse_named(&bytes, |raw| {
+                let text = raw.get();
+                spec_bytes = Some(text.len());
+                if text.len() > MAX_CHECKED_SPEC_BYTES {
+                    return Ok(serde_json::Value::Null);
+                }
+                serde_json::from_str(text)
+            })?;
+            Ok::<_, ReviewError>((review, spec_bytes))
+        };
+        // A large body is parsed on the blocking pool, as an eviction's.
+        let (review, spec_bytes) = if large {
+            tokio::task::spawn_blocking(parse)
+                .await
+                .map_err(ReviewError::Failed)??
+        } else {
+            parse()?
+        };
         drop(turn);
-        let _deciding = self.intake.decide_turn(caller, peer).await;
         let looked = self.look_up(&review).await;
         // Held by the compile itself: a compile still running after the deadline keeps its turn.
         let turn = self.compiles.clone().acquire_owned().await.ok();

@@ -10,8 +10,11 @@
 //!
 //! Where nothing can be taken back (every address holds no more than the asker would, or the
 //! turns are all held by reads that have come whole), the asker waits: the next units given
-//! back go to the waiting address that holds the fewest, among equals the one served longest
-//! ago (an address new to the pool first), and an address's own waiters are served in order.
+//! back go to the waiting address that holds the fewest whose first waiter they fit, among
+//! equals the one served longest ago (an address new to the pool first), and an address's own
+//! waiters are served in order (each newcomer of the address takes back for the first again).
+//! A newcomer whose turn fits in what is free takes it at once, waiters of other addresses or
+//! not.
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -99,6 +102,8 @@ impl Drop for Waiting {
                 pool.addresses.remove(&self.address);
             }
         }
+        // The waiter after it may fit in what is free.
+        pool.hand_out(&self.pool);
     }
 }
 
@@ -136,11 +141,24 @@ impl FairTurns {
                 let pool = &mut *guard;
                 // Never more than the pool or an address may hold: such a turn would never come.
                 let units = units.clamp(1, pool.per_address.min(pool.limit));
-                let (held, queued) = pool.addresses.get_mut(&address).map_or((0, false), |a| {
+                let front = pool.addresses.get_mut(&address).and_then(|a| {
                     // Waiters that went are forgotten as others come.
                     a.waiting.retain(|w| !w.tx.is_closed());
-                    (a.held, !a.waiting.is_empty())
+                    a.waiting.front().map(|w| (a.held, w.units))
                 });
+                // The address's first waiter, where the pool (not its share) keeps it waiting,
+                // takes its turn back from a heavier address now, as it would have on coming.
+                if let Some((held, front)) = front
+                    && held + front <= pool.per_address
+                    && pool.held + front > pool.limit
+                {
+                    pool.take_back_for(address, front);
+                    pool.hand_out(&self.pool);
+                }
+                let (held, queued) = pool
+                    .addresses
+                    .get(&address)
+                    .map_or((0, false), |a| (a.held, !a.waiting.is_empty()));
                 // An address's own waiters go first, in order.
                 let own_fits = !queued && held + units <= pool.per_address;
                 if own_fits && pool.held + units > pool.limit {

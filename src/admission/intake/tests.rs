@@ -219,3 +219,62 @@ fn a_review_at_the_keys_path_proves_its_connection() {
     drop(keyed_review);
     assert_eq!(budget.open(), (1, 0));
 }
+
+/// A large body read and waiting for its turn to be parsed still counts among the bodies read,
+/// and its turn can still be taken back: what waits for a parse is bounded as what is read.
+#[tokio::test]
+async fn a_body_waiting_for_its_parse_still_counts_and_can_be_taken_back() {
+    let intake = Intake::open();
+    // Every turn to parse is held by others.
+    let mut parsing = Vec::new();
+    for last in 0..(LARGE / LARGE_PER_PEER) as u8 {
+        for _ in 0..LARGE_PER_PEER {
+            let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 2, last));
+            parsing.push(intake.parse_turn(Caller::Unverified, peer).await);
+        }
+    }
+    // Bodies read, in every byte of the pool, wait for a turn to be parsed.
+    let mut waiting = Vec::new();
+    for last in 0..(ANONYMOUS_BYTES / PER_PEER_BYTES) as u8 {
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 1, last));
+        let mut turn = intake
+            .read_turn(
+                Caller::Unverified,
+                peer,
+                Some(PER_PEER_BYTES as u64),
+                PER_PEER_BYTES,
+            )
+            .await
+            .unwrap();
+        turn.read(async { Ok::<_, ReviewError>(()) }).await.unwrap();
+        waiting.push((peer, turn));
+    }
+    assert_eq!(intake.anonymous.held_in_all(), ANONYMOUS_BYTES / UNIT);
+    // kube-apiserver's review has its turn at once, taken from one of them.
+    let _review = tokio::time::timeout(
+        Duration::from_millis(50),
+        intake.read_turn(
+            Caller::Unverified,
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(2_000),
+            64 << 10,
+        ),
+    )
+    .await
+    .expect("read at once")
+    .unwrap();
+    let mut stopped = 0;
+    for (peer, turn) in &mut waiting {
+        let parse = turn.until(intake.parse_turn(Caller::Unverified, *peer));
+        if let Ok(Err(ReviewError::TakenBack)) =
+            tokio::time::timeout(Duration::from_millis(20), parse).await
+        {
+            stopped += 1;
+        }
+    }
+    assert_eq!(
+        stopped, 1,
+        "one wait for a parse stopped, its turn taken back"
+    );
+    drop(parsing);
+}

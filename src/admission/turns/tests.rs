@@ -225,6 +225,29 @@ async fn an_addresss_own_waiters_go_first_in_order() {
         .expect("its waiter in order");
 }
 
+#[tokio::test]
+async fn an_addresss_waiter_takes_back_when_the_next_of_its_address_comes() {
+    let turns = FairTurns::new(100, 100);
+    let a = turns.take_revocable(ip(2), 50).await;
+    let b = turns.take_revocable(ip(3), 50).await;
+    // kube-apiserver's large review would hold more than either: it waits.
+    let mut large = Box::pin(turns.take_revocable(ip(1), 60));
+    assert!(futures::poll!(&mut large).is_pending());
+    // One address gives its turn back and the other takes more: not enough is free for the
+    // waiter, and the heavier one now holds more than the waiter would.
+    drop(b);
+    let more = within_units(&turns, ip(2), 40).await.expect("fits");
+    assert!(futures::poll!(&mut large).is_pending());
+    // The next review of kube-apiserver's address takes back for its first waiter.
+    let mut next = Box::pin(turns.take_revocable(ip(1), 2));
+    let _ = futures::poll!(&mut next);
+    let _large = tokio::time::timeout(Duration::from_secs(1), large)
+        .await
+        .expect("its first waiter had its turn");
+    assert_eq!(turns.held(ip(1)).1, 60);
+    drop((a, more));
+}
+
 async fn within_units(turns: &FairTurns, address: IpAddr, units: usize) -> Option<FairTurn> {
     tokio::time::timeout(
         Duration::from_millis(20),
