@@ -121,15 +121,16 @@ pub(crate) fn rollout_restart(ctx: &Ctx) -> Result<()> {
         checks.len(),
         unavailable.as_secs_f64()
     );
-    ensure!(
-        failures.is_empty(),
-        "lists failed even after a retry during the rollout: {failures:#?}"
-    );
+    // What the APIService said when it read unavailable: the cause of either failure below.
     let mut reported: Vec<&str> = checks
         .iter()
         .filter_map(|(_, c)| c.as_ref().err().map(String::as_str))
         .collect();
     reported.dedup();
+    ensure!(
+        failures.is_empty(),
+        "lists failed even after a retry during the rollout: {failures:#?}; the APIService said {reported:#?}"
+    );
     ensure!(
         unavailable < Duration::from_secs(1),
         "the APIService was unavailable for {unavailable:?} during the rollout; it said {reported:#?}"
