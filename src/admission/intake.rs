@@ -13,8 +13,9 @@
 //! gives none; one over the limit is refused before): at most [`ANONYMOUS_BYTES`] at once in all
 //! and [`PER_PEER_BYTES`] from one address, shared fairly by address (`turns`). While its body
 //! has not all come (and then, for a large eviction's, until it has a turn to be parsed; for a
-//! ruleset's, until it has its turn to wait for a decision), a review's turn can be taken back by an address that will hold less than its own (answered `429` with
-//! `Retry-After`, its reading stopped). So however many bodies that never come one address, or
+//! ruleset's, until it has its turn to wait for a decision), a review's turn can be taken back
+//! by an address that will hold less than its own (answered `429` with `Retry-After`, its
+//! reading stopped). So however many bodies that never come one address, or
 //! a hundred, keep waiting, kube-apiserver's review has its turn at once; where nothing can be
 //! taken back, it waits for the next turn given back (waiters are never refused: a review
 //! answered with an error is an eviction let through). A body must arrive within

@@ -216,7 +216,8 @@ pub(crate) enum ReviewError {
 
 impl ReviewError {
     /// What went wrong, as a metric's label value: `too_large`, `malformed` (unreadable, not
-    /// an AdmissionReview, or missing its request or object), `timed_out`, `taken_back` or `failed`.
+    /// an AdmissionReview, or missing its request or object), `timed_out`, `taken_back` or
+    /// `failed`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             ReviewError::Unauthorized => "unauthorized",

@@ -119,7 +119,7 @@ impl RuleSets {
         // still counted among those read, and its turn still to be taken back, until it has one.
         let _deciding = turn.until(self.intake.decide_turn(caller, peer)).await?;
         turn.settle();
-        let large = bytes.len() > super::review::SMALL_BYTES;
+        let large = super::review::is_large(Some(bytes.len() as u64));
         let parse = move || {
             let mut spec_bytes = None;
             let review = super::review::parse_named(&bytes, |raw| {

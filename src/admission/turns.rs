@@ -151,8 +151,8 @@ impl FairTurns {
                 if let Some((held, front)) = front
                     && held + front <= pool.per_address
                     && pool.held + front > pool.limit
+                    && pool.take_back_for(address, front)
                 {
-                    pool.take_back_for(address, front);
                     pool.hand_out(&self.pool);
                 }
                 let (held, queued) = pool
@@ -161,13 +161,15 @@ impl FairTurns {
                     .map_or((0, false), |a| (a.held, !a.waiting.is_empty()));
                 // An address's own waiters go first, in order.
                 let own_fits = !queued && held + units <= pool.per_address;
-                if own_fits && pool.held + units > pool.limit {
-                    pool.take_back_for(address, units);
-                }
+                let took = own_fits
+                    && pool.held + units > pool.limit
+                    && pool.take_back_for(address, units);
                 if own_fits && pool.held + units <= pool.limit {
                     let (number, taken_back) = pool.give(address, units, revocable);
-                    // Units taken back beyond this turn's go to whoever waits.
-                    pool.hand_out(&self.pool);
+                    if took {
+                        // Units taken back beyond this turn's go to whoever waits.
+                        pool.hand_out(&self.pool);
+                    }
                     return FairTurn {
                         pool: self.pool.clone(),
                         held: Some((address, number)),
@@ -184,8 +186,10 @@ impl FairTurns {
                         revocable,
                         tx,
                     });
-                // Units taken back above (not enough for this one) go to whoever waits.
-                pool.hand_out(&self.pool);
+                if took {
+                    // Units taken back above (not enough for this one) go to whoever waits.
+                    pool.hand_out(&self.pool);
+                }
                 Waiting {
                     pool: self.pool.clone(),
                     address,
@@ -202,16 +206,10 @@ impl FairTurns {
 
     /// Units held now, in all and by `address`.
     #[cfg(test)]
-    fn held(&self, address: IpAddr) -> (usize, usize) {
+    pub(super) fn held(&self, address: IpAddr) -> (usize, usize) {
         let pool = self.pool.lock();
         let by = pool.addresses.get(&address).map_or(0, |a| a.held);
         (pool.held, by)
-    }
-
-    /// Units held now, in all.
-    #[cfg(test)]
-    pub(super) fn held_in_all(&self) -> usize {
-        self.pool.lock().held
     }
 
     /// Addresses remembered now.
@@ -267,9 +265,10 @@ impl Pool {
     /// Takes turns back from the addresses that hold the most, oldest first, while `asker`
     /// needs `units` more than are free and the address that holds the most still holds more
     /// than `asker` will once given them (and has a turn that can be taken back). One look over
-    /// the addresses for each one taken from.
-    fn take_back_for(&mut self, asker: IpAddr, units: usize) {
+    /// the addresses for each one taken from. Whether it took any back.
+    fn take_back_for(&mut self, asker: IpAddr, units: usize) -> bool {
         let will_hold = self.addresses.get(&asker).map_or(0, |a| a.held) + units;
+        let mut took = false;
         while self.held + units > self.limit {
             let victim = self
                 .addresses
@@ -277,7 +276,7 @@ impl Pool {
                 .filter(|(ip, a)| **ip != asker && a.held > will_hold && a.revocable > 0)
                 .max_by_key(|(_, a)| a.held)
                 .map(|(ip, _)| *ip);
-            let Some(victim) = victim else { return };
+            let Some(victim) = victim else { return took };
             let mut told = Vec::new();
             while self.held + units > self.limit {
                 let Some(entry) = self.addresses.get_mut(&victim) else {
@@ -307,9 +306,11 @@ impl Pool {
                 let _ = tx.send(());
             }
             if !progressed {
-                return;
+                return took;
             }
+            took = true;
         }
+        took
     }
 
     /// The waiter whose turn comes next, its turn given: of the addresses with a waiter whose

@@ -109,7 +109,7 @@ async fn a_body_over_the_limit_is_refused_before_its_turn() {
             .await,
         Err(ReviewError::TooLarge { limit: 64 })
     ));
-    assert_eq!(intake.anonymous.held_in_all(), 0);
+    assert_eq!(intake.anonymous.held(peer), (0, 0));
 }
 
 #[test]
@@ -249,7 +249,8 @@ async fn a_body_waiting_for_its_parse_still_counts_and_can_be_taken_back() {
         turn.read(async { Ok::<_, ReviewError>(()) }).await.unwrap();
         waiting.push((peer, turn));
     }
-    assert_eq!(intake.anonymous.held_in_all(), ANONYMOUS_BYTES / UNIT);
+    let (in_all, _) = intake.anonymous.held(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_eq!(in_all, ANONYMOUS_BYTES / UNIT);
     // kube-apiserver's review has its turn at once, taken from one of them.
     let _review = tokio::time::timeout(
         Duration::from_millis(50),
