@@ -448,13 +448,17 @@ async fn answer_at(door: AdmissionDoor, guard: &Evictions, request: Request) -> 
             .read(super::review::read_whole(request.into_body(), limit))
             .await?;
         let review = if large {
-            // Parsed on the blocking pool, in one of a few turns; until it has one, what it
-            // holds counts among the bodies read, and can be taken back as theirs.
+            // Parsed in one of a few turns (on the blocking pool past a size); until it has
+            // one, what it holds counts among the bodies read, and can be taken back as theirs.
             let _parse = turn.until(guard.intake.parse_turn(caller, peer)).await?;
             turn.settle();
-            tokio::task::spawn_blocking(move || super::review::parse_skipping(&bytes))
-                .await
-                .map_err(ReviewError::Failed)??
+            if bytes.len() <= super::review::INLINE_PARSE_BYTES {
+                super::review::parse_skipping(&bytes)?
+            } else {
+                tokio::task::spawn_blocking(move || super::review::parse_skipping(&bytes))
+                    .await
+                    .map_err(ReviewError::Failed)??
+            }
         } else {
             turn.settle();
             super::review::parse_skipping(&bytes)?

@@ -25,8 +25,8 @@
 //! a connection of its own, more than the anonymous connections there are (512 by default) for
 //! any review under 128 KiB (an eviction's is 2 KB).
 //!
-//! Reviews whose body is large (see `review`) are parsed on the blocking pool, once read, in one
-//! of a few turns ([`LARGE`], at most [`LARGE_PER_PEER`] of them by one address; kube-apiserver's,
+//! Reviews whose body is large (see `review`) are parsed once read (past some 128 KiB on the
+//! blocking pool), in one of a few turns ([`LARGE`], at most [`LARGE_PER_PEER`] of them by one address; kube-apiserver's,
 //! proven, have [`LARGE`] of their own), shared the same way: a parse takes a turn for as long
 //! as it computes, never while it waits for a body. A ruleset's review, read, waits for its
 //! decision (one compile at a time) in a turn of another pool ([`DECIDING`],

@@ -132,7 +132,7 @@ impl RuleSets {
             })?;
             Ok::<_, ReviewError>((review, spec_bytes))
         };
-        // A large body is parsed on the blocking pool, as an eviction's.
+        // A large body is parsed on the blocking pool: a ruleset's object is kept, not skipped.
         let (review, spec_bytes) = if large {
             tokio::task::spawn_blocking(parse)
                 .await
