@@ -33,6 +33,8 @@ pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAM
 pub struct Cluster {
     dir: PathBuf,
     keep_dir: bool,
+    /// A second real node, when a test asked for one; stopped before the first.
+    second: std::sync::Mutex<Option<Node>>,
     /// The real node, if the cluster has one; stopped first.
     node: std::sync::Mutex<Option<Node>>,
     // Field order is drop order: the controllers stop first, etcd last.
@@ -197,6 +199,7 @@ impl Cluster {
         let apiserver = Process::spawn("kube-apiserver", api_cmd, &dir.join("kube-apiserver.log"))?;
 
         let mut cluster = Cluster {
+            second: std::sync::Mutex::new(None),
             node: std::sync::Mutex::new(None),
             controllers: None,
             dir,
@@ -213,18 +216,10 @@ impl Cluster {
         cluster.start_controllers(network.is_some())?;
         cluster.install_base()?;
         if let Some(network) = network {
-            let node = Node::start(
-                network,
-                &node_dir(&cluster.dir),
-                &Join {
-                    url: &cluster.url,
-                    ca: &cluster_ca,
-                    admin_kubeconfig: &cluster.kubeconfig(User::Admin),
-                },
-            )?;
+            let node = Node::start(network, &node_dir(&cluster.dir), &cluster.join())?;
             let name = node.name().to_string();
             *cluster.node.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
-            cluster.wait_node_ready(&name, Duration::from_secs(120))?;
+            cluster.wait_node_ready(&name, &node_dir(&cluster.dir), Duration::from_secs(120))?;
         }
         tracing::info!(
             url = %cluster.url,
@@ -331,14 +326,65 @@ impl Cluster {
         Ok(())
     }
 
-    /// Waits for the Node to be Ready on a heartbeat from this run's kubelet (a Node object left
-    /// by an earlier run reads Ready before the new kubelet reports).
-    fn wait_node_ready(&self, name: &str, timeout: Duration) -> Result<()> {
+    /// What a node needs to join the cluster.
+    fn join(&self) -> Join<'_> {
+        Join {
+            url: &self.url,
+            ca: &self.cluster_ca,
+            admin_kubeconfig: self.kubeconfig(User::Admin),
+        }
+    }
+
+    /// Starts a second real node beside the first (see [`Node::start_second`]) with `images`
+    /// imported, and waits until it is Ready; returns its name. It runs until
+    /// [`Cluster::stop_second_node`] or the cluster stops.
+    pub fn start_second_node(&self, images: &[&Path]) -> Result<String> {
+        if self.node().is_none() {
+            bail!("a second node joins a cluster started with one");
+        }
+        let dir = node_dir(&self.dir).join("second");
+        let node = Node::start_second(&dir, &self.join())?;
+        for image in images {
+            node.import_image(image)?;
+        }
+        let name = node.name().to_string();
+        *self.second.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
+        self.wait_node_ready(&name, &dir, Duration::from_secs(120))?;
+        Ok(name)
+    }
+
+    /// Stops the second node's kubelet and containers and deletes its Node (the pods still bound
+    /// to it are deleted with it, by the cluster's garbage collector).
+    pub fn stop_second_node(&self) -> Result<()> {
+        let Some(node) = self.second.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return Ok(());
+        };
+        let name = node.name().to_string();
+        drop(node);
+        self.kubectl_run(
+            User::Admin,
+            &[
+                "delete",
+                "node",
+                &name,
+                "--ignore-not-found",
+                "--timeout=60s",
+            ],
+            None,
+        )
+        .map(|_| ())
+    }
+
+    /// Waits for the Node `name` (its files in `dir`) to be Ready on a heartbeat from this run's
+    /// kubelet (a Node object left by an earlier run reads Ready before the new kubelet reports).
+    fn wait_node_ready(&self, name: &str, dir: &Path, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1);
         loop {
-            if let Some(node) = self.node.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                node.check_running()?;
+            for node in [&self.node, &self.second] {
+                if let Some(node) = node.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                    node.check_running()?;
+                }
             }
             let ready = self
                 .kubectl_run(
@@ -364,7 +410,7 @@ impl Cluster {
             if Instant::now() > deadline {
                 bail!(
                     "node {name} not Ready after {timeout:?} ({ready}); kubelet log: {}",
-                    node_dir(&self.dir).join("kubelet.log").display()
+                    dir.join("kubelet.log").display()
                 );
             }
             std::thread::sleep(Duration::from_millis(500));
@@ -439,6 +485,7 @@ impl Cluster {
     /// Stops every process and removes the directory (unless IFO_KEEP_CLUSTER_DIR is set).
     /// Safe to call more than once.
     pub fn shutdown(&self) {
+        drop(self.second.lock().unwrap_or_else(|p| p.into_inner()).take());
         drop(self.node().take());
         if let Some(c) = self.controllers.as_ref() {
             c.stop(Duration::from_secs(5));

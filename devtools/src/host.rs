@@ -24,6 +24,9 @@ pub(crate) const BRIDGE: &str = "ifo0";
 /// Every path of a node's files contains this, so leftovers of a killed run can be recognised.
 pub(crate) const NODE_DIR_MARK: &str = "/ifo-node/";
 
+/// The cgroup a second node's kubelet puts its pods under (the first's are under the root).
+pub(crate) const SECOND_CGROUP_ROOT: &str = "/ifo-node2";
+
 /// Kernel settings the node's components change.
 const SYSCTLS: [&str; 8] = [
     "kernel/panic",
@@ -146,6 +149,32 @@ impl Host {
         output("ip", &["link", "set", BRIDGE, "up"])?;
         Ok(())
     }
+}
+
+/// Adds `cidr` to the bridge (a second node's address): it goes with the bridge.
+pub(crate) fn add_address(cidr: &str) -> Result<()> {
+    output("ip", &["addr", "replace", cidr, "dev", BRIDGE]).map(|_| ())
+}
+
+/// Creates the cgroup `root` in every v1 hierarchy, its CPUs and memory nodes those of the whole
+/// machine (a cpuset cgroup takes no process until it has both); removed when the node stops.
+pub(crate) fn create_cgroup_root(root: &str) -> Result<()> {
+    let hierarchies = std::fs::read_dir("/sys/fs/cgroup").context("reading /sys/fs/cgroup")?;
+    for hierarchy in hierarchies.flatten() {
+        let top = hierarchy.path();
+        let dir = top.join(root.trim_start_matches('/'));
+        if !top.is_dir() || dir.is_dir() {
+            continue;
+        }
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for file in ["cpuset.cpus", "cpuset.mems"] {
+            if let Ok(value) = std::fs::read_to_string(top.join(file)) {
+                std::fs::write(dir.join(file), value.trim())
+                    .with_context(|| format!("writing {}", dir.join(file).display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Host {
@@ -280,16 +309,18 @@ fn unmount_leftovers() {
     }
 }
 
-/// The `kubepods` cgroups kubelet made in every v1 hierarchy, deepest first (they are empty once
-/// their processes are gone).
+/// The `kubepods` cgroups the kubelets made in every v1 hierarchy (a second node's under its
+/// root), deepest first (they are empty once their processes are gone).
 fn remove_cgroups() {
     let Ok(controllers) = std::fs::read_dir("/sys/fs/cgroup") else {
         return;
     };
     for controller in controllers.flatten() {
-        let root = controller.path().join("kubepods");
-        if root.is_dir() {
-            remove_tree(&root);
+        for root in ["kubepods", SECOND_CGROUP_ROOT.trim_start_matches('/')] {
+            let root = controller.path().join(root);
+            if root.is_dir() {
+                remove_tree(&root);
+            }
         }
     }
 }

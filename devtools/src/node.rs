@@ -6,6 +6,12 @@
 //! the bridge's address so pods reach it through the `kubernetes` Service, and nothing listens on
 //! the machine's outside interfaces. Everything it changes on the machine is put back when it
 //! stops (see [`Host`]).
+//!
+//! A second node can join the first ([`Node::start_second`]), for what needs two (a drain whose
+//! pods must go elsewhere): its own containerd and kubelet, on the same bridge at `10.244.0.2`,
+//! its pods given the upper half of the bridge's addresses and put in cgroups under a root of
+//! their own (two kubelets under one root would each remove the other's pods' cgroups as
+//! orphans); the first node's kube-scheduler and kube-proxy serve both.
 
 use super::binaries::NodeBinaries;
 use super::host::{self, Host};
@@ -21,6 +27,41 @@ use std::time::{Duration, Instant};
 pub const NODE_IP: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 1);
 /// The pods' subnet on the bridge.
 const POD_CIDR: &str = "10.244.0.0/24";
+
+/// Where a node sits on the machine.
+#[derive(Clone, Copy)]
+struct Seat {
+    /// Its address on the bridge, which its kubelet listens on.
+    ip: Ipv4Addr,
+    /// The first and last addresses of its pods (host-local's range on the bridge).
+    pods: (Ipv4Addr, Ipv4Addr),
+    /// The cgroup its kubelet puts pods under, in every hierarchy.
+    cgroup_root: &'static str,
+    /// Its kubelet's healthz port on loopback (0: none; one kubelet on the machine has it).
+    healthz_port: u16,
+}
+
+/// The first node: the bridge's own address.
+const FIRST: Seat = Seat {
+    ip: NODE_IP,
+    pods: (
+        Ipv4Addr::new(10, 244, 0, 16),
+        Ipv4Addr::new(10, 244, 0, 127),
+    ),
+    cgroup_root: "/",
+    healthz_port: 10248,
+};
+
+/// The second node.
+const SECOND: Seat = Seat {
+    ip: Ipv4Addr::new(10, 244, 0, 2),
+    pods: (
+        Ipv4Addr::new(10, 244, 0, 128),
+        Ipv4Addr::new(10, 244, 0, 254),
+    ),
+    cgroup_root: host::SECOND_CGROUP_ROOT,
+    healthz_port: 0,
+};
 
 /// The machine's state and bridge, taken before the control plane starts (kube-apiserver binds to
 /// the bridge's address).
@@ -45,13 +86,14 @@ pub struct Join<'a> {
     /// The cluster CA: it signs the node's identities, and kubelet trusts clients it signed.
     pub ca: &'a KeyPair,
     /// An admin kubeconfig, for kube-scheduler.
-    pub admin_kubeconfig: &'a Path,
+    pub admin_kubeconfig: PathBuf,
 }
 
 /// A running node. Dropping it stops its components and containers and restores the machine.
 pub struct Node {
     name: String,
     dir: PathBuf,
+    seat: Seat,
     // Stopped in this order by `Drop`.
     kubelet: Option<Process>,
     kube_proxy: Option<Process>,
@@ -96,16 +138,53 @@ impl Node {
     /// `dir`.
     pub fn start(network: NodeNetwork, dir: &Path, join: &Join<'_>) -> Result<Node> {
         let binaries = NodeBinaries::ensure()?;
-        let name = host_name()?;
+        let mut node = Node::prepare(host_name()?, FIRST, Some(network), dir, join, &binaries)?;
+        let proxy_cert = join.ca.issue("system:kube-proxy", &[], Usage::Client)?;
+        kubeconfig(
+            &dir.join("kube-proxy.kubeconfig"),
+            join.url,
+            join.ca,
+            &proxy_cert,
+        )?;
+        node.scheduler = Some(node.start_scheduler(&binaries, &join.admin_kubeconfig)?);
+        node.kubelet = Some(node.start_kubelet(&binaries)?);
+        node.kube_proxy = Some(node.start_kube_proxy(&binaries)?);
+        Ok(node)
+    }
+
+    /// Starts a second node beside the one running, in `dir` (containerd, with the pause image,
+    /// and kubelet), named after the machine with `-2`. Dropping it stops its kubelet and
+    /// containers; what it leaves on the machine (its address, cgroups, mounts) goes when the
+    /// first node stops.
+    pub fn start_second(dir: &Path, join: &Join<'_>) -> Result<Node> {
+        let binaries = NodeBinaries::ensure()?;
+        host::add_address(&format!("{}/24", SECOND.ip))?;
+        host::create_cgroup_root(SECOND.cgroup_root)?;
+        let name = format!("{}-2", host_name()?);
+        let mut node = Node::prepare(name, SECOND, None, dir, join, &binaries)?;
+        node.kubelet = Some(node.start_kubelet(&binaries)?);
+        Ok(node)
+    }
+
+    /// Starts containerd (with the pause image) and writes kubelet's identity.
+    fn prepare(
+        name: String,
+        seat: Seat,
+        network: Option<NodeNetwork>,
+        dir: &Path,
+        join: &Join<'_>,
+        binaries: &NodeBinaries,
+    ) -> Result<Node> {
         std::fs::create_dir_all(dir)?;
         let mut node = Node {
             name: name.clone(),
             dir: dir.to_path_buf(),
+            seat,
             kubelet: None,
             kube_proxy: None,
             scheduler: None,
             containerd: None,
-            network: Some(network),
+            network,
         };
         node.containerd = Some(node.start_containerd()?);
         node.import_image(&binaries.pause_image)?;
@@ -121,18 +200,7 @@ impl Node {
             join.ca,
             &kubelet_cert,
         )?;
-        let proxy_cert = join.ca.issue("system:kube-proxy", &[], Usage::Client)?;
-        kubeconfig(
-            &dir.join("kube-proxy.kubeconfig"),
-            join.url,
-            join.ca,
-            &proxy_cert,
-        )?;
         write(&dir.join("ca.crt"), &join.ca.cert_pem)?;
-
-        node.scheduler = Some(node.start_scheduler(&binaries, join.admin_kubeconfig)?);
-        node.kubelet = Some(node.start_kubelet(&binaries)?);
-        node.kube_proxy = Some(node.start_kube_proxy(&binaries)?);
         Ok(node)
     }
 
@@ -159,7 +227,12 @@ impl Node {
                 "hairpinMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR, "gateway": NODE_IP.to_string()}]],
+                    "ranges": [[{
+                        "subnet": POD_CIDR,
+                        "rangeStart": self.seat.pods.0.to_string(),
+                        "rangeEnd": self.seat.pods.1.to_string(),
+                        "gateway": NODE_IP.to_string(),
+                    }]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": self.dir.join("cni-ipam"),
                 },
@@ -265,7 +338,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 kind: KubeletConfiguration
 address: "{ip}"
 healthzBindAddress: 127.0.0.1
+healthzPort: {healthz_port}
 readOnlyPort: 0
+cgroupRoot: "{cgroup_root}"
 authentication:
   anonymous: {{enabled: false}}
   webhook: {{enabled: true}}
@@ -290,7 +365,9 @@ serializeImagePulls: false
 podLogsDir: "{logs}"
 "#,
             logs = self.dir.join("pod-logs").display(),
-            ip = NODE_IP,
+            ip = self.seat.ip,
+            healthz_port = self.seat.healthz_port,
+            cgroup_root = self.seat.cgroup_root,
             ca = self.dir.join("ca.crt").display(),
             socket = self.socket().display(),
             pod_cidr = POD_CIDR,
@@ -309,7 +386,7 @@ podLogsDir: "{logs}"
                 self.dir.join("kubelet-pki").display()
             ))
             .arg(format!("--hostname-override={}", self.name))
-            .arg(format!("--node-ip={NODE_IP}"))
+            .arg(format!("--node-ip={}", self.seat.ip))
             .arg("--v=1");
         Process::spawn("kubelet", cmd, &self.dir.join("kubelet.log"))
     }

@@ -5,8 +5,9 @@
 //! kube-apiserver trusts it, and holds an eviction while the node is not clear; `helm upgrade` to a changed setting
 //! (a rollout of both replicas) while evictions of a held node's pod and lists of every
 //! operation are tried every 200 ms and a `-w` client watches and reconnects; `helm uninstall`
-//! leaves nothing that blocks: a namespace deleted right after it goes; and a single replica,
-//! which values.yaml says works, never blocks the drain of its own node.
+//! leaves nothing that blocks: a namespace deleted right after it goes; a single replica, which
+//! values.yaml says works, never blocks the drain of its own node; and with two replicas on two
+//! nodes, each node drains in turn.
 
 use anyhow::{Context, Result, ensure};
 use ifo_dev::User;
@@ -409,8 +410,81 @@ pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
         "one replica, and a PodDisruptionBudget that would hold its drain: {budgets}"
     );
     let node = node_name(ctx)?;
-    // kube-apiserver's own count of the guard's answers, and of the evictions it let through
-    // because the guard did not answer (the guard's webhooks fail open).
+    let t = Instant::now();
+    let evicted = drained_by_the_guard(ctx, &node)?;
+    ensure!(
+        evicted > 0,
+        "the drain did not evict the server's pod from {node}"
+    );
+    println!(
+        "  helm install --set replicas=1: its node drained in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    helm_uninstall(ctx)?;
+    kept_removed(ctx)
+}
+
+/// `helm install` with the chart's two replicas and the guard, on two nodes (a second joins for
+/// the step): the PodDisruptionBudget (`minAvailable: 1`) lets `kubectl drain` of each node in
+/// turn complete, each replica evicted with the guard's answer once the other is ready, the
+/// server Available again before the next drain. The second node is then stopped and removed.
+pub(crate) fn two_replicas_let_each_node_drain(ctx: &Ctx) -> Result<()> {
+    let image = ctx.cluster.dir().join("ifo-apiserver.oci.tar");
+    let second = ctx.cluster.start_second_node(&[&image])?;
+    let drains = (|| -> Result<()> {
+        helm_install(
+            ctx,
+            "guard.enabled=true,certificates.source=server,\
+             settings.GUARD_REACH_CHECK_INTERVAL=1h",
+        )?;
+        ctx.install
+            .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+        let budget = admin(
+            ctx,
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "pdb",
+                "-o",
+                "jsonpath={.items[*].spec.minAvailable}",
+            ],
+        )?;
+        ensure!(
+            budget.trim() == "1",
+            "two replicas and no PodDisruptionBudget of minAvailable 1: {budget:?}"
+        );
+        let mut evicted = 0;
+        for node in [node_name(ctx)?, second.clone()] {
+            let t = Instant::now();
+            let here = drained_by_the_guard(ctx, &node)?;
+            ctx.install
+                .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+            println!(
+                "  helm install with two replicas on two nodes: {node} drained ({here} of the \
+                 server's pods evicted) and the server Available again in {:.1}s",
+                t.elapsed().as_secs_f64()
+            );
+            evicted += here;
+        }
+        // Each drain let go of the replicas on its node: whichever node held them, the two
+        // drains together evicted at least both.
+        ensure!(
+            evicted >= 2,
+            "the two drains evicted {evicted} of the server's pods"
+        );
+        helm_uninstall(ctx)?;
+        kept_removed(ctx)
+    })();
+    let stopped = ctx.cluster.stop_second_node();
+    drains.and(stopped)
+}
+
+/// `kubectl drain` of `node` (then uncordoned), which must complete, with the guard answering
+/// its evictions and none let through unanswered (kube-apiserver's counts of the guard's
+/// answers and of the evictions it let through because the guard did not answer); returns how
+/// many of the server's own pods it evicted.
+fn drained_by_the_guard(ctx: &Ctx, node: &str) -> Result<usize> {
     let guard = |metric: &str| -> Result<f64> {
         let text = admin(ctx, &["get", "--raw", "/metrics"])?;
         Ok(ifo_test_support::attacks::metric_sum(
@@ -422,35 +496,32 @@ pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
     let answered = "apiserver_admission_webhook_admission_duration_seconds_count";
     let failed_open = "apiserver_admission_webhook_fail_open_count";
     let (answered_before, failed_open_before) = (guard(answered)?, guard(failed_open)?);
-    let t = Instant::now();
     let drained = admin(
         ctx,
         &[
             "drain",
-            &node,
+            node,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
             "--timeout=180s",
         ],
     );
-    admin(ctx, &["uncordon", &node])?;
-    let drained = drained.context("kubectl drain of the one replica's node did not complete")?;
+    admin(ctx, &["uncordon", node])?;
+    let drained = drained.with_context(|| format!("kubectl drain of {node} did not complete"))?;
+    let evicted = drained
+        .lines()
+        .filter(|l| l.starts_with("pod/ifo-apiserver-") && l.ends_with(" evicted"))
+        .count();
+    // The guard let the pods go: it answered, and nothing went through unanswered.
     ensure!(
-        drained
-            .lines()
-            .any(|l| l.starts_with("pod/ifo-apiserver-") && l.ends_with(" evicted")),
-        "the drain did not evict the server's pod: {drained}"
+        evicted == 0 || guard(answered)? > answered_before,
+        "the guard did not answer the drain of {node} (kube-apiserver's count of its answers: \
+         {answered_before} before)"
     );
-    // The guard itself let its pod go: it answered, and nothing went through unanswered.
     ensure!(
-        guard(answered)? > answered_before && guard(failed_open)? == failed_open_before,
-        "the guard did not answer the drain's evictions (kube-apiserver's counts: answered \
-         {answered_before} before, failed open {failed_open_before} before)"
+        guard(failed_open)? == failed_open_before,
+        "evictions of the drain of {node} went through unanswered (kube-apiserver's count: \
+         {failed_open_before} before)"
     );
-    println!(
-        "  helm install --set replicas=1: its node drained in {:.1}s",
-        t.elapsed().as_secs_f64()
-    );
-    helm_uninstall(ctx)?;
-    kept_removed(ctx)
+    Ok(evicted)
 }

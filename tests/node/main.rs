@@ -6,10 +6,10 @@
 //! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
 //! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
 //! evictions through a failover, and the uninstall; then the Helm chart (`deploy/chart/`):
-//! installed with the guard, upgraded under load, uninstalled, and installed with one replica
-//! whose node is drained.
+//! installed with the guard, upgraded under load, uninstalled, installed with one replica whose
+//! node is drained, and with two replicas on two nodes (a second joins), each drained in turn.
 //!
-//! One node per machine, so the steps run in order on one cluster (a test binary without the
+//! One cluster per machine, so the steps run in order on it (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
 //! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
 
@@ -90,6 +90,10 @@ const STEPS: &[Step] = &[
     (
         "helm_install_with_one_replica_lets_its_node_drain",
         chart::one_replica_lets_its_node_drain,
+    ),
+    (
+        "helm_install_with_two_replicas_lets_each_of_two_nodes_drain",
+        chart::two_replicas_let_each_node_drain,
     ),
 ];
 
