@@ -794,6 +794,28 @@ fn the_packaged_chart_renders_what_the_tree_renders() {
 /// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
 /// which the schema takes.
 #[test]
+fn the_chart_installs_on_the_kubernetes_minors_the_readme_supports_only() {
+    // What `helm template` assumes without a cluster (Helm's release build: its client-go's).
+    assert!(!template(&[]).is_empty());
+    for version in ["v1.35.0", "v1.36.3", "v1.37.2", "v1.38.0"] {
+        assert!(
+            !template(&["--kube-version", version]).is_empty(),
+            "{version}"
+        );
+    }
+    for version in ["v1.34.9", "v1.30.0"] {
+        let Err(err) = helm::offline(&["template", "ifo", &chart(), "--kube-version", version])
+        else {
+            panic!("the chart rendered for Kubernetes {version}");
+        };
+        assert!(
+            format!("{err:#}").contains("chart requires kubeVersion: >= 1.35.0-0"),
+            "{version}: {err:#}"
+        );
+    }
+}
+
+#[test]
 fn a_parent_chart_with_empty_values_renders_it() {
     let parent = tempdir("parent");
     std::fs::write(
