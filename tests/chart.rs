@@ -791,10 +791,10 @@ fn the_packaged_chart_renders_what_the_tree_renders() {
     assert_eq!(packaged, render(&chart()));
 }
 
-/// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
-/// which the schema takes.
+/// The chart renders for the oldest minor upstream supports (1.35) and every later one, and
+/// refuses older ones with Helm's message (its `kubeVersion`).
 #[test]
-fn the_chart_installs_on_the_kubernetes_minors_the_readme_supports_only() {
+fn the_chart_refuses_kubernetes_older_than_the_oldest_supported_minor() {
     // What `helm template` assumes without a cluster (Helm's release build: its client-go's).
     assert!(!template(&[]).is_empty());
     for version in ["v1.35.0", "v1.36.3", "v1.37.2", "v1.38.0"] {
@@ -815,6 +815,8 @@ fn the_chart_installs_on_the_kubernetes_minors_the_readme_supports_only() {
     }
 }
 
+/// As a dependency of an umbrella chart, with no values of its own: Helm passes it `global`,
+/// which the schema takes.
 #[test]
 fn a_parent_chart_with_empty_values_renders_it() {
     let parent = tempdir("parent");

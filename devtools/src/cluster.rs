@@ -33,9 +33,9 @@ pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAM
 pub struct Cluster {
     dir: PathBuf,
     keep_dir: bool,
-    /// A second real node, when a test asked for one; stopped before the first.
+    /// A second real node, when a test asked for one; stopped first.
     second: std::sync::Mutex<Option<Node>>,
-    /// The real node, if the cluster has one; stopped first.
+    /// The real node, if the cluster has one; stopped after the second, before the rest.
     node: std::sync::Mutex<Option<Node>>,
     // Field order is drop order: the controllers stop first, etcd last.
     controllers: Option<Process>,
@@ -337,19 +337,27 @@ impl Cluster {
 
     /// Starts a second real node beside the first (see [`Node::start_second`]) with `images`
     /// imported, and waits until it is Ready; returns its name. It runs until
-    /// [`Cluster::stop_second_node`] or the cluster stops.
+    /// [`Cluster::stop_second_node`] or the cluster stops; if it does not get Ready, it is
+    /// stopped and its Node deleted.
     pub fn start_second_node(&self, images: &[&Path]) -> Result<String> {
         if self.node().is_none() {
             bail!("a second node joins a cluster started with one");
         }
-        let dir = node_dir(&self.dir).join("second");
-        let node = Node::start_second(&dir, &self.join())?;
-        for image in images {
-            node.import_image(image)?;
+        let mut second = self.second.lock().unwrap_or_else(|p| p.into_inner());
+        if second.is_some() {
+            bail!("the cluster has a second node already");
         }
+        let dir = node_dir(&self.dir).join("second");
+        let node = Node::start_second(&dir, &self.join(), images)?;
         let name = node.name().to_string();
-        *self.second.lock().unwrap_or_else(|p| p.into_inner()) = Some(node);
-        self.wait_node_ready(&name, &dir, Duration::from_secs(120))?;
+        *second = Some(node);
+        drop(second);
+        if let Err(e) = self.wait_node_ready(&name, &dir, Duration::from_secs(120)) {
+            if let Err(stop) = self.stop_second_node() {
+                tracing::warn!(node = %name, error = %format!("{stop:#}"), "stopping the second node failed");
+            }
+            return Err(e);
+        }
         Ok(name)
     }
 

@@ -2,7 +2,8 @@
 //! kernel settings (kubelet sets `kernel.panic`, `vm.overcommit_memory`; the bridge turns on IP
 //! forwarding), every iptables table, and the node's bridge. The saved state is written to
 //! `/run/ifo-node/`, so a run that was killed is cleaned up by the next one; a lock there keeps to
-//! one node per machine (kubelet's ports and the bridge are machine-wide).
+//! one cluster with nodes per machine (kubelet's ports and the bridge are machine-wide; a second
+//! node of the same cluster shares the bridge, see `node`).
 
 use super::process::stdout_of;
 use anyhow::{Context, Result, bail};
@@ -78,15 +79,16 @@ fn quietly(program: &str, args: &[&str]) {
         .status();
 }
 
-/// Takes the machine's node lock (one node per machine), held as long as the file is open.
+/// Takes the machine's node lock (one cluster with nodes per machine), held as long as the file
+/// is open.
 fn lock() -> Result<File> {
     std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
     let lock = File::create(Path::new(STATE_DIR).join("lock"))?;
     // SAFETY: flock on a file descriptor we own; the lock goes with the descriptor.
     if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         bail!(
-            "another real node runs on this machine (lock {STATE_DIR}/lock is held): one node \
-             per machine, since kubelet's ports and the node's bridge are machine-wide"
+            "another real node runs on this machine (lock {STATE_DIR}/lock is held): one cluster \
+             with nodes per machine, since kubelet's ports and the node's bridge are machine-wide"
         );
     }
     Ok(lock)

@@ -152,16 +152,21 @@ impl Node {
         Ok(node)
     }
 
-    /// Starts a second node beside the one running, in `dir` (containerd, with the pause image,
-    /// and kubelet), named after the machine with `-2`. Dropping it stops its kubelet and
-    /// containers; what it leaves on the machine (its address, cgroups, mounts) goes when the
-    /// first node stops.
-    pub fn start_second(dir: &Path, join: &Join<'_>) -> Result<Node> {
+    /// Starts a second node beside the one running, in `dir` (containerd, with the pause image
+    /// and `images`, and kubelet), named after the machine with `-2`. Dropping it stops its
+    /// kubelet and containers; what it leaves on the machine (its address, cgroups, mounts) goes
+    /// when the first node stops.
+    pub fn start_second(dir: &Path, join: &Join<'_>, images: &[&Path]) -> Result<Node> {
         let binaries = NodeBinaries::ensure()?;
+        // After the bridge's own address: the bridge plugin takes the first as its gateway.
         host::add_address(&format!("{}/24", SECOND.ip))?;
         host::create_cgroup_root(SECOND.cgroup_root)?;
         let name = format!("{}-2", host_name()?);
         let mut node = Node::prepare(name, SECOND, None, dir, join, &binaries)?;
+        // Before its kubelet registers the Node: no pod is placed where its image is not yet.
+        for image in images {
+            node.import_image(image)?;
+        }
         node.kubelet = Some(node.start_kubelet(&binaries)?);
         Ok(node)
     }

@@ -411,11 +411,7 @@ pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
     );
     let node = node_name(ctx)?;
     let t = Instant::now();
-    let evicted = drained_by_the_guard(ctx, &node)?;
-    ensure!(
-        evicted > 0,
-        "the drain did not evict the server's pod from {node}"
-    );
+    drained_by_the_guard(ctx, &node)?;
     println!(
         "  helm install --set replicas=1: its node drained in {:.1}s",
         t.elapsed().as_secs_f64()
@@ -425,13 +421,14 @@ pub(crate) fn one_replica_lets_its_node_drain(ctx: &Ctx) -> Result<()> {
 }
 
 /// `helm install` with the chart's two replicas and the guard, on two nodes (a second joins for
-/// the step): the PodDisruptionBudget (`minAvailable: 1`) lets `kubectl drain` of each node in
-/// turn complete, each replica evicted with the guard's answer once the other is ready, the
-/// server Available again before the next drain. The second node is then stopped and removed.
+/// the step): the replicas spread over both (the chart's anti-affinity), and the
+/// PodDisruptionBudget (`minAvailable: 1`) lets `kubectl drain` of each node in turn complete,
+/// each replica evicted with the guard's answer once the other is ready, the server Available
+/// again before the next drain. The second node is then stopped and removed.
 pub(crate) fn two_replicas_let_each_node_drain(ctx: &Ctx) -> Result<()> {
     let image = ctx.cluster.dir().join("ifo-apiserver.oci.tar");
-    let second = ctx.cluster.start_second_node(&[&image])?;
     let drains = (|| -> Result<()> {
+        let second = ctx.cluster.start_second_node(&[&image])?;
         helm_install(
             ctx,
             "guard.enabled=true,certificates.source=server,\
@@ -454,25 +451,39 @@ pub(crate) fn two_replicas_let_each_node_drain(ctx: &Ctx) -> Result<()> {
             budget.trim() == "1",
             "two replicas and no PodDisruptionBudget of minAvailable 1: {budget:?}"
         );
-        let mut evicted = 0;
-        for node in [node_name(ctx)?, second.clone()] {
+        let first = node_name(ctx)?;
+        let placed = admin(
+            ctx,
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=ifo-apiserver",
+                "-o",
+                "jsonpath={.items[*].spec.nodeName}",
+            ],
+        )?;
+        let mut nodes: Vec<&str> = placed.split_whitespace().collect();
+        nodes.sort_unstable();
+        let mut both = vec![first.as_str(), second.as_str()];
+        both.sort_unstable();
+        ensure!(
+            nodes == both,
+            "the two replicas are not one on each node: {placed:?}"
+        );
+        for node in [&first, &second] {
             let t = Instant::now();
-            let here = drained_by_the_guard(ctx, &node)?;
+            let evicted = drained_by_the_guard(ctx, node)?;
             ctx.install
                 .wait_available(&ctx.cluster, Duration::from_secs(240))?;
             println!(
-                "  helm install with two replicas on two nodes: {node} drained ({here} of the \
+                "  helm install with two replicas on two nodes: {node} drained ({evicted} of the \
                  server's pods evicted) and the server Available again in {:.1}s",
                 t.elapsed().as_secs_f64()
             );
-            evicted += here;
         }
-        // Each drain let go of the replicas on its node: whichever node held them, the two
-        // drains together evicted at least both.
-        ensure!(
-            evicted >= 2,
-            "the two drains evicted {evicted} of the server's pods"
-        );
         helm_uninstall(ctx)?;
         kept_removed(ctx)
     })();
@@ -480,10 +491,10 @@ pub(crate) fn two_replicas_let_each_node_drain(ctx: &Ctx) -> Result<()> {
     drains.and(stopped)
 }
 
-/// `kubectl drain` of `node` (then uncordoned), which must complete, with the guard answering
-/// its evictions and none let through unanswered (kube-apiserver's counts of the guard's
-/// answers and of the evictions it let through because the guard did not answer); returns how
-/// many of the server's own pods it evicted.
+/// `kubectl drain` of `node` (then uncordoned), which must complete and evict at least one of the
+/// server's own pods, with the guard answering its evictions and none let through unanswered
+/// (kube-apiserver's counts of the guard's answers and of the evictions it let through because
+/// the guard did not answer); returns how many of the server's pods it evicted.
 fn drained_by_the_guard(ctx: &Ctx, node: &str) -> Result<usize> {
     let guard = |metric: &str| -> Result<f64> {
         let text = admin(ctx, &["get", "--raw", "/metrics"])?;
@@ -512,9 +523,13 @@ fn drained_by_the_guard(ctx: &Ctx, node: &str) -> Result<usize> {
         .lines()
         .filter(|l| l.starts_with("pod/ifo-apiserver-") && l.ends_with(" evicted"))
         .count();
+    ensure!(
+        evicted > 0,
+        "the drain did not evict the server's pod from {node}: {drained}"
+    );
     // The guard let the pods go: it answered, and nothing went through unanswered.
     ensure!(
-        evicted == 0 || guard(answered)? > answered_before,
+        guard(answered)? > answered_before,
         "the guard did not answer the drain of {node} (kube-apiserver's count of its answers: \
          {answered_before} before)"
     );
