@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::Ctx;
 use super::guard::{all_refused, evict, node_name, pod, ruleset, until_clear_is, vm_on};
-use super::workload::{holds, settled, until_listed};
+use super::workload::{holds, pods, settled, until_listed};
 
 /// The ruleset of these steps.
 const RULESET: &str = "node-chart";
@@ -452,25 +452,12 @@ pub(crate) fn two_replicas_let_each_node_drain(ctx: &Ctx) -> Result<()> {
             "two replicas and no PodDisruptionBudget of minAvailable 1: {budget:?}"
         );
         let first = node_name(ctx)?;
-        let placed = admin(
-            ctx,
-            &[
-                "-n",
-                NAMESPACE,
-                "get",
-                "pods",
-                "-l",
-                "app.kubernetes.io/name=ifo-apiserver",
-                "-o",
-                "jsonpath={.items[*].spec.nodeName}",
-            ],
-        )?;
-        let mut nodes: Vec<&str> = placed.split_whitespace().collect();
-        nodes.sort_unstable();
-        let mut both = vec![first.as_str(), second.as_str()];
+        let mut placed: Vec<String> = pods(ctx)?.into_iter().map(|p| p.node).collect();
+        placed.sort_unstable();
+        let mut both = vec![first.clone(), second.clone()];
         both.sort_unstable();
         ensure!(
-            nodes == both,
+            placed == both,
             "the two replicas are not one on each node: {placed:?}"
         );
         for node in [&first, &second] {

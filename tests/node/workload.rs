@@ -20,6 +20,8 @@ pub(crate) struct Pod {
     pub restarts: u64,
     pub container_id: String,
     pub deleting: bool,
+    /// The node it is bound to (empty while pending).
+    pub node: String,
 }
 
 /// What `pod` reports on `/metrics`, read straight from it with the admin's client certificate
@@ -86,6 +88,7 @@ pub(crate) fn pods(ctx: &Ctx) -> Result<Vec<Pod>> {
                 restarts: status["restartCount"].as_u64().unwrap_or(0),
                 container_id: status["containerID"].as_str().unwrap_or_default().into(),
                 deleting: !p["metadata"]["deletionTimestamp"].is_null(),
+                node: p["spec"]["nodeName"].as_str().unwrap_or_default().into(),
             }
         })
         .collect())
