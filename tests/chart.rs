@@ -792,12 +792,26 @@ fn the_packaged_chart_renders_what_the_tree_renders() {
 }
 
 /// The chart renders for the oldest minor upstream supports (1.35) and every later one, and
-/// refuses older ones with Helm's message (its `kubeVersion`).
+/// refuses older ones with Helm's message (its `kubeVersion`); that oldest minor is the one the
+/// smoke run on the real node runs (`tests/cluster/kubernetes-oldest/go.mod`).
 #[test]
 fn the_chart_refuses_kubernetes_older_than_the_oldest_supported_minor() {
+    let go_mod =
+        std::fs::read_to_string(root().join("tests/cluster/kubernetes-oldest/go.mod")).unwrap();
+    let oldest = go_mod
+        .lines()
+        .find_map(|l| l.strip_prefix("require k8s.io/kubernetes "))
+        .unwrap()
+        .trim();
+    let minor = oldest.split('.').take(2).collect::<Vec<_>>().join(".");
+    let chart_yaml = std::fs::read_to_string(root().join("deploy/chart/Chart.yaml")).unwrap();
+    assert!(
+        chart_yaml.contains(&format!("kubeVersion: \">= {}.0-0\"", &minor[1..])),
+        "the chart's kubeVersion is not the smoke run's minor, {minor}"
+    );
     // What `helm template` assumes without a cluster (Helm's release build: its client-go's).
     assert!(!template(&[]).is_empty());
-    for version in ["v1.35.0", "v1.36.3", "v1.37.2", "v1.38.0"] {
+    for version in [oldest, "v1.35.0", "v1.36.3", "v1.37.2", "v1.38.0"] {
         assert!(
             !template(&["--kube-version", version]).is_empty(),
             "{version}"

@@ -2,7 +2,8 @@
 # Runs every test: unit tests, the rules library's cases, the end-to-end tests against a real
 # kube-apiserver + etcd built from the pinned Kubernetes release, and the install on a real node
 # (kubelet, kube-proxy, kube-scheduler from the same release; containerd, runc and the CNI
-# plugins from Debian's packages). Everything is built or installed on the first run and cached.
+# plugins from Debian's packages), then a smoke run of the install on the oldest Kubernetes minor
+# still supported upstream. Everything is built or installed on the first run and cached.
 #
 #   tests/run.sh [--clippy]
 #
@@ -10,11 +11,13 @@
 # workspace's crates with clippy's lints as errors (-D warnings), so every crate is compiled once,
 # not checked for `cargo clippy` and compiled again for the tests.
 #
-# Builds: the Go builds (the control plane with the node's pieces; promtool and Prometheus; helm) run in
-# the background while cargo builds the tests and then the release binaries of the image the real
+# Builds: the Go builds (the control plane with the node's pieces, of the pinned release and, at the
+# lowest priority, of the oldest supported minor; promtool and Prometheus; helm) run in the
+# background while cargo builds the tests and then the release binaries of the image the real
 # node runs. Tests, each test binary starting its own cluster on free loopback ports in its own
 # directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
-# touches the machine's network, iptables and kernel settings) beside the rest; the test binaries
+# touches the machine's network, iptables and kernel settings; then its smoke run, `--smoke`, on
+# the oldest supported minor) beside the rest; the test binaries
 # that do not load the machine in two parts side by side (with the unit tests and the doctests);
 # then, one after the other, the two that do, `e2e` and `robustness`, and `persist`. A part running in the
 # background writes to a log of its own, printed in full with how it ended (and how long it took)
@@ -47,6 +50,9 @@ trap 'exit 143' TERM
 
 # --- Builds ------------------------------------------------------------------------------------
 ifo_part_start controlplane 50m bash tests/cluster/build-controlplane.sh --node
+# The oldest supported minor, for the smoke run after the real node's tests: at the lowest
+# priority, it takes only the cores nothing else uses (the node's part waits for it if need be).
+ifo_part_start oldest 50m nice -n 19 bash tests/cluster/build-controlplane.sh --node --oldest
 prometheus_tools=()
 [[ -x "${IFO_PROMTOOL:-}" ]] || prometheus_tools+=(promtool)
 [[ -x "${IFO_PROMETHEUS:-}" ]] || prometheus_tools+=(prometheus)
@@ -108,8 +114,16 @@ while read -r target; do
 done < <(cargo metadata --locked --no-deps --format-version 1 |
   jq -r '.packages[].targets[] | select(.kind == ["test"]) | .name')
 
+# The node's tests on the pinned release, then the smoke run on the oldest supported minor.
 run_node() {
-  cargo test --locked -p ifo --test node -- --test-threads=4
+  local status=0 oldest
+  cargo test --locked -p ifo --test node -- --test-threads=4 || status=1
+  if oldest="$(bash tests/cluster/build-controlplane.sh --node --oldest)"; then
+    IFO_CONTROLPLANE_DIR="$oldest" cargo test --locked -p ifo --test node -- --smoke || status=1
+  else
+    status=1
+  fi
+  return $status
 }
 # One after the other.
 run_binaries() {
@@ -126,7 +140,7 @@ run_rest() {
   return $status
 }
 export -f run_node run_binaries run_rest
-ifo_part_start node 30m run_node
+ifo_part_start node 40m run_node
 ifo_part_start apart 30m run_binaries "${apart[@]}"
 ifo_part_start rest 30m run_rest "${rest[@]}"
 ifo_part_wait apart || true

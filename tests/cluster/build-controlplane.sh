@@ -3,26 +3,31 @@
 # proxy into a cache keyed by version, and prints the directory holding them. Binaries already in
 # the cache are not rebuilt, so a second run takes a moment.
 #
-#   tests/cluster/build-controlplane.sh [--node]
+#   tests/cluster/build-controlplane.sh [--node] [--oldest]
 #
 # --node also builds what a real node of the local cluster runs: kubelet, kube-proxy and
 # kube-scheduler from the same release, and the pod sandbox ("pause") image, a tiny static program
 # packed as an OCI archive (pause.oci.tar), since no registry is reachable.
+# --oldest builds the oldest minor still supported upstream (kubernetes-oldest/go.mod) instead of
+# the pinned release (kubernetes/go.mod), for the smoke run on it.
 set -euo pipefail
 
 node=false
-case "${1:-}" in
-  --node) node=true ;;
-  "") ;;
-  *) echo "usage: $0 [--node]" >&2; exit 2 ;;
-esac
+release=kubernetes
+for arg in "$@"; do
+  case "$arg" in
+    --node) node=true ;;
+    --oldest) release=kubernetes-oldest ;;
+    *) echo "usage: $0 [--node] [--oldest]" >&2; exit 2 ;;
+  esac
+done
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/go-build.sh"
-k8s_version="$(awk '/^require k8s.io\/kubernetes /{print $3}' "$here/kubernetes/go.mod")"
+k8s_version="$(awk '/^require k8s.io\/kubernetes /{print $3}' "$here/$release/go.mod")"
 etcd_version="$(awk '/^require go.etcd.io\/etcd\/server\/v3 /{print $3}' "$here/etcd/go.mod")"
 out="$ifo_cache_root/controlplane/k8s-${k8s_version}-etcd-${etcd_version}"
-ifo_build_lock controlplane
+ifo_build_lock "controlplane-$k8s_version"
 
 kube_cmds=(kube-apiserver kube-controller-manager kubectl)
 if $node; then
@@ -97,7 +102,7 @@ for bin in "${missing[@]}"; do
 done
 if [[ ${#kube_missing[@]} -gt 0 ]]; then
   mkdir -p "$tmp/kube"
-  (cd "$here/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" \
+  (cd "$here/$release" && go build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" \
     "${kube_missing[@]/#/k8s.io/kubernetes/cmd/}") &
   pids+=($!)
 fi

@@ -12,6 +12,10 @@
 //! One cluster per machine, so the steps run in order on it (a test binary without the
 //! standard harness: `cargo test --test node [-- FILTER]`). Needs root. `IFO_FAILOVER_RUNS=N`
 //! repeats each failover N times and prints the median and maximum (the figures of docs/operating.md).
+//!
+//! `-- --smoke` runs the smoke run's steps only (`SMOKE`): what `tests/run.sh` runs on the oldest
+//! Kubernetes minor still supported upstream (`IFO_CONTROLPLANE_DIR` naming its build, from
+//! `tests/cluster/build-controlplane.sh --node --oldest`).
 
 mod chart;
 mod failover;
@@ -97,6 +101,19 @@ const STEPS: &[Step] = &[
     ),
 ];
 
+/// The smoke run on another Kubernetes release: served through the Service, a `kubectl drain`
+/// held by the guard, the kustomize install's uninstall, then the chart installed with the guard
+/// (lists, an eviction refused), upgraded while a `-w` client watches and evictions are refused,
+/// and uninstalled.
+const SMOKE: &[&str] = &[
+    "installed_as_the_readme_says_serves_through_the_service",
+    "guard_holds_kubectl_drain_while_the_node_is_not_clear",
+    "uninstall_removes_everything",
+    "helm_install_with_the_guard_serves_and_holds_evictions",
+    "helm_upgrade_allows_no_eviction_and_loses_no_list_or_operation",
+    "helm_uninstall_leaves_nothing_that_blocks",
+];
+
 fn main() {
     // cargo passes the harness's flags (e.g. --test-threads); the first other argument filters.
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -107,9 +124,18 @@ fn main() {
         return;
     }
     let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let smoke = args.iter().any(|a| a == "--smoke");
+    if let Some(unknown) = SMOKE
+        .iter()
+        .find(|s| !STEPS.iter().any(|(name, _)| name == *s))
+    {
+        println!("the smoke run names a step there is not: {unknown}");
+        std::process::exit(101);
+    }
     let selected: Vec<&Step> = STEPS
         .iter()
         .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))
+        .filter(|(name, _)| !smoke || SMOKE.contains(name))
         .collect();
     println!("\nrunning {} tests", selected.len());
     if selected.is_empty() {
@@ -121,7 +147,7 @@ fn main() {
         println!("putting the machine back after a killed node failed: {e:#}");
     }
     let before = Machine::now();
-    let mut failed = match setup() {
+    let mut failed = match setup(smoke) {
         Ok(ctx) => run(&ctx, &selected),
         Err(e) => {
             println!("the node and the install failed: {e:#}");
@@ -173,15 +199,34 @@ fn run(ctx: &Ctx, steps: &[&Step]) -> usize {
     failed
 }
 
-/// The cluster with its node, the image, and the install as the README tells users.
-fn setup() -> Result<Ctx> {
+/// The cluster with its node, the image, and the install as the README tells users; for the
+/// smoke run, on the oldest supported minor and no other.
+fn setup(smoke: bool) -> Result<Ctx> {
     if is_root() {
         let t = Instant::now();
         let cluster = Cluster::start_with_node(None).context("starting the cluster with a node")?;
+        let version: serde_json::Value = serde_json::from_str(&cluster.kubectl_run(
+            ifo_dev::User::Admin,
+            &["version", "-o", "json"],
+            None,
+        )?)?;
+        let running = version["serverVersion"]["gitVersion"]
+            .as_str()
+            .unwrap_or_default();
         println!(
-            "cluster with a real node: {:.1}s",
+            "cluster with a real node (Kubernetes {running}): {:.1}s",
             t.elapsed().as_secs_f64()
         );
+        if smoke {
+            let oldest = oldest_release()?;
+            anyhow::ensure!(
+                running == oldest,
+                "the smoke run is for the oldest supported minor, Kubernetes {oldest} \
+                 (tests/cluster/kubernetes-oldest/go.mod), but the cluster runs {running:?}: \
+                 IFO_CONTROLPLANE_DIR names the directory that \
+                 `tests/cluster/build-controlplane.sh --node --oldest` prints"
+            );
+        }
         let t = Instant::now();
         let image = cluster.dir().join("ifo-apiserver.oci.tar");
         let built = ifo_dev::install::build_image(&image)?;
@@ -201,6 +246,17 @@ fn setup() -> Result<Ctx> {
             "the real node runs containers and changes iptables: run this test binary as root"
         )
     }
+}
+
+/// The release `tests/cluster/kubernetes-oldest/go.mod` pins.
+fn oldest_release() -> Result<String> {
+    let path = ifo_dev::source_dir().join("tests/cluster/kubernetes-oldest/go.mod");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("require k8s.io/kubernetes "))
+        .map(|v| v.trim().to_string())
+        .with_context(|| format!("{} requires no k8s.io/kubernetes", path.display()))
 }
 
 /// Whether the effective user is root (from `/proc`, without libc).

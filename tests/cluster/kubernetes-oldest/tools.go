@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package tools pins the control-plane and node commands this module builds.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
