@@ -28,6 +28,9 @@ use credentials::{Pki, write_pki};
 pub use credentials::{SERVER_USER, ServingCert, User, WEBHOOK_CLIENT_NAME};
 pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAMESPACE};
 
+/// The Services' addresses (kube-apiserver's `--service-cluster-ip-range`).
+pub(crate) const SERVICE_CIDR: &str = "10.0.0.0/24";
+
 /// A running local control plane. Dropping it stops its processes and removes its directory unless
 /// `IFO_KEEP_CLUSTER_DIR` asks to keep it for a post-mortem.
 pub struct Cluster {
@@ -146,8 +149,8 @@ impl Cluster {
             .arg(format!("--secure-port={port}"))
             .arg(format!("--bind-address={address}"))
             .arg(format!("--advertise-address={address}"))
+            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
             .args([
-                "--service-cluster-ip-range=10.0.0.0/24",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--requestheader-allowed-names=front-proxy-client",
                 "--requestheader-username-headers=X-Remote-User",

@@ -74,7 +74,7 @@ impl NodeNetwork {
     /// Locks the machine for one node, saves its state and creates the bridge.
     pub fn create() -> Result<NodeNetwork> {
         let host = Host::save()?;
-        host.create_bridge(&format!("{NODE_IP}/24"))?;
+        host.create_bridge(&format!("{NODE_IP}/24"), crate::cluster::SERVICE_CIDR)?;
         Ok(NodeNetwork { _host: host })
     }
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use ifo_dev::{Process, User};
 use ifo_test_support::{
-    Attacker, Env, apiserver_metric, env, eventually, evictions_under, held_node, probed, tcp_from,
-    tls_client, tls_from, wait_held,
+    Attacker, Env, apiserver_metric, attacks, env, eventually, evictions_under, held_node, probed,
+    replicas, tcp_from, tls_client, tls_from, wait_held,
 };
 use openssl::ssl::SslConnector;
 use serde_json::json;
@@ -54,12 +54,13 @@ fn forged(env: &Env, port: u16, path: &str, body: &Path) -> String {
 /// The guard of a server of its own, as a default install runs it (the doors do not
 /// authenticate their callers: they answer anyone), registered for the namespace `ns` only.
 /// kube-apiserver presents its webhook client certificate to it all the same (this cluster
-/// gives it to every webhook host), so kube-apiserver's connections are proven ones.
-fn own_guard(env: &Env, ns: &str) -> OwnGuard {
-    own_guard_with(env, ns, &[])
+/// gives it to every webhook host), so kube-apiserver's connections are proven ones; its server
+/// has more `settings`.
+fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
+    own_guard_at(env, ns, settings, "evictions")
 }
 
-/// A server of a test's own and its guard's webhook ([`own_guard`]).
+/// A server of a test's own and its guard's webhook ([`own_guard_with`]).
 struct OwnGuard {
     /// Stopped when dropped.
     process: Process,
@@ -71,8 +72,9 @@ struct OwnGuard {
     webhook: String,
 }
 
-/// [`own_guard`] with more `settings` of its server.
-fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
+/// [`own_guard_with`], kube-apiserver calling its door at `/admission/<door>` (`evictions`, or
+/// `evictions/standby`, which answers the same).
+fn own_guard_at(env: &Env, ns: &str, settings: &[(&str, &str)], door: &str) -> OwnGuard {
     let (ports, probes) = (
         ifo_dev::Ports::free().unwrap(),
         ifo_dev::free_port().unwrap(),
@@ -103,7 +105,7 @@ fn own_guard_with(env: &Env, ns: &str, settings: &[(&str, &str)]) -> OwnGuard {
         env,
         &format!("guard-{ns}"),
         ns,
-        json!({"url": format!("https://localhost:{}/admission/evictions", ports.admission), "caBundle": ca}),
+        json!({"url": format!("https://localhost:{}/admission/{door}", ports.admission), "caBundle": ca}),
         "Ignore",
     );
     OwnGuard {
@@ -145,7 +147,7 @@ fn eviction_webhook(
     webhook
 }
 
-/// Removes the webhook of [`own_guard`] for `ns`: kube-apiserver no longer calls its server.
+/// Removes the webhook of [`own_guard_with`] for `ns`: kube-apiserver no longer calls its server.
 fn unregister_own_guard(env: &Env, ns: &str) {
     env.kubectl(
         User::Admin,
@@ -172,14 +174,17 @@ fn peak_mib(pid: u32) -> u64 {
 /// Where kube-apiserver cannot present a certificate, everyone may call the door: 1,200
 /// silent connections and a flood of 3 MB forged reviews from one address neither make the
 /// door fail (every eviction of a held node's pod through kube-apiserver is refused, none let
-/// through by failing open), nor grow the server past a bounded budget, nor stop `/livez`.
+/// through by failing open), nor keep kube-apiserver's reviews waiting (they are sent to the
+/// standby door, which the forged ones do not call, to be told apart), nor grow the server past a
+/// bounded budget, nor stop `/livez`.
 #[test]
 fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     let env = env();
     let (ns, node) = held_node(env, "gb-flood", 0);
-    let own = own_guard(env, &ns);
+    let own = own_guard_at(env, &ns, &[], "evictions/standby");
     let (port, webhook) = (own.ports.admission, &own.webhook);
     wait_held(env, &ns);
+    let reviews_before = replicas::get(env, own.ports.api, "/metrics").1;
     let fail_open = apiserver_metric(env, "apiserver_admission_webhook_fail_open_count", webhook);
     let before_mib = peak_mib(own.process.pid());
 
@@ -254,6 +259,8 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
     );
     assert_eq!(refused, 10);
     assert_eq!(failed_open, 0.0, "kube-apiserver let evictions through");
+    let reviews_after = replicas::get(env, own.ports.api, "/metrics").1;
+    attacks::reviews_did_not_wait(&reviews_before, &reviews_after, "evictions_standby");
     assert!(
         peak < before_mib + 96,
         "the server grew from {before_mib} to {peak} MiB"
@@ -274,7 +281,7 @@ fn silent_connections_and_forged_floods_cannot_open_the_guard() {
 /// ServiceAccount token would do) and kept so, take nothing from the connections that
 /// kube-apiserver proves with its certificate (a pool of 16 here, so the attack is cheap): every
 /// eviction of a held node's pod through kube-apiserver, its first connection to the door made
-/// while they are held, is refused, none let through by failing.
+/// while they are held, is refused, none let through by failing, none kept waiting.
 #[test]
 fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
     let env = env();
@@ -291,7 +298,11 @@ fn a_token_holders_connections_take_no_place_of_kube_apiservers() {
         ),
     );
     // Every connection is made and its request authenticated before kube-apiserver's first.
+    let before = replicas::get(env, own.ports.api, "/metrics").1;
     let seen = evictions_under(env, &ns, &[&own.webhook], own.probes, vec![attacker], None);
+    let after = replicas::get(env, own.ports.api, "/metrics").1;
+    // Its requests are not reviews (the doors answer them 404): the door's are kube-apiserver's.
+    attacks::reviews_did_not_wait(&before, &after, "evictions");
     assert!(seen.opened >= 100, "the attack itself failed");
     assert_eq!(
         seen.failed_open, 0.0,

@@ -5,14 +5,17 @@
 //! kube-apiserver trusts it, and holds an eviction while the node is not clear; `helm upgrade` to a changed setting
 //! (a rollout of both replicas) while evictions of a held node's pod and lists of every
 //! operation are tried every 200 ms and a `-w` client watches and reconnects; `helm uninstall`
-//! leaves nothing that blocks: a namespace deleted right after it goes; a single replica, which
+//! leaves nothing that blocks: a namespace deleted right after it goes; the same install, upgrade
+//! and uninstall with a Secret of one's own and with the chart's own CA; a single replica, which
 //! values.yaml says works, never blocks the drain of its own node; and with two replicas on two
 //! nodes, each node drains in turn.
 
 use anyhow::{Context, Result, ensure};
-use ifo_dev::User;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use ifo_dev::helm;
 use ifo_dev::install::{APISERVICE, NAMESPACE};
+use ifo_dev::{KeyPair, Usage, User};
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -42,23 +45,12 @@ fn admin(ctx: &Ctx, args: &[&str]) -> Result<String> {
 /// through the Service with the CA the server made, and an eviction of a pod on the node
 /// refused while a VM migrates there.
 pub(crate) fn install(ctx: &Ctx) -> Result<()> {
-    // The kustomize install's uninstall deleted the steps' namespace.
-    admin(ctx, &["create", "namespace", &ctx.ns]).or_else(|e| {
-        if format!("{e:#}").contains("AlreadyExists") {
-            Ok(String::new())
-        } else {
-            Err(e)
-        }
-    })?;
-    let t = Instant::now();
-    helm_install(ctx, "guard.enabled=true,certificates.source=server")?;
-    ctx.install
-        .wait_available(&ctx.cluster, Duration::from_secs(240))?;
-    settled(ctx, Duration::from_secs(180))?;
-    println!(
-        "  helm install with the guard: Available with two replicas and a leader in {:.1}s",
-        t.elapsed().as_secs_f64()
-    );
+    installed(
+        ctx,
+        "the server's own certificates",
+        "guard.enabled=true,certificates.source=server",
+        &[],
+    )?;
     // The certificate is the server's, and kube-apiserver trusts its CA (the live API answered).
     let secret: serde_json::Value = serde_json::from_str(&admin(
         ctx,
@@ -77,12 +69,157 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
         "the serving certificate was not made by the server: {}",
         secret["metadata"]
     );
-    let trusted: serde_json::Value =
-        serde_json::from_str(&admin(ctx, &["get", APISERVICE, "-o", "json"])?)?;
     ensure!(
-        trusted["spec"]["caBundle"] == secret["data"]["ca.crt"],
+        trusted_ca(ctx)? == secret["data"]["ca.crt"],
         "the APIService does not trust the server's CA"
     );
+    listed_and_holding(ctx)
+}
+
+/// The chart's other certificate sources, each installed with the guard (the live API listed
+/// through the Service, an eviction refused), upgraded under load as in the upgrade step and
+/// uninstalled as in the uninstall step: a Secret of one's own (`certificates.source=secret`,
+/// made beforehand, its CA given as `caBundle`), then the chart's own CA
+/// (`certificates.source=chart`), which the upgrade keeps.
+pub(crate) fn other_certificate_sources(ctx: &Ctx) -> Result<()> {
+    let dir = ctx.cluster.dir().join("own-certificate");
+    std::fs::create_dir_all(&dir)?;
+    let ca = KeyPair::new_ca("ifo-own-ca")?;
+    let names: Vec<String> = ["ifo-apiserver", "ifo-guard"]
+        .iter()
+        .flat_map(|service| {
+            [
+                format!("{service}.{NAMESPACE}.svc"),
+                format!("{service}.{NAMESPACE}.svc.cluster.local"),
+            ]
+        })
+        .collect();
+    let dns: Vec<&str> = names.iter().map(String::as_str).collect();
+    let serving = ca.issue(
+        &names[0],
+        &[],
+        Usage::Server {
+            dns: &dns,
+            ips: &[],
+        },
+    )?;
+    for (file, pem) in [
+        ("tls.crt", &serving.cert_pem),
+        ("tls.key", &serving.key_pem),
+        ("ca.crt", &ca.cert_pem),
+    ] {
+        std::fs::write(dir.join(file), pem)?;
+    }
+    let file = |name: &str| format!("--from-file={name}={}", dir.join(name).display());
+    created(ctx, &["create", "namespace", NAMESPACE])?;
+    admin(
+        ctx,
+        &[
+            "-n",
+            NAMESPACE,
+            "create",
+            "secret",
+            "generic",
+            "own-tls",
+            "--type=kubernetes.io/tls",
+            &file("tls.crt"),
+            &file("tls.key"),
+            &file("ca.crt"),
+        ],
+    )?;
+    let ca_file = format!(
+        "certificates.secret.caBundle={}",
+        dir.join("ca.crt").display()
+    );
+    installed(
+        ctx,
+        "a Secret of one's own",
+        "guard.enabled=true,certificates.source=secret,certificates.secret.name=own-tls",
+        &["--set-file", &ca_file],
+    )?;
+    // The chart trims the PEM it is given before it encodes it.
+    let given = BASE64.encode(String::from_utf8(ca.cert_pem.clone())?.trim());
+    ensure!(
+        trusted_ca(ctx)? == given,
+        "the APIService does not trust the CA given as certificates.secret.caBundle"
+    );
+    listed_and_holding(ctx)?;
+    upgrade(ctx)?;
+    uninstall(ctx)?;
+
+    installed(
+        ctx,
+        "the chart's own CA",
+        "guard.enabled=true,certificates.source=chart",
+        &[],
+    )?;
+    // The CA the chart made and keeps (Secret ifo-apiserver-ca) is the one kube-apiserver
+    // trusts, before the upgrade and after it.
+    let kept = || -> Result<serde_json::Value> {
+        let secret: serde_json::Value = serde_json::from_str(&admin(
+            ctx,
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "secret",
+                "ifo-apiserver-ca",
+                "-o",
+                "json",
+            ],
+        )?)?;
+        Ok(secret["data"]["tls.crt"].clone())
+    };
+    let before = kept()?;
+    ensure!(
+        before.as_str().is_some_and(|ca| !ca.is_empty()) && trusted_ca(ctx)? == before,
+        "the APIService does not trust the CA the chart made"
+    );
+    listed_and_holding(ctx)?;
+    upgrade(ctx)?;
+    ensure!(
+        kept()? == before && trusted_ca(ctx)? == before,
+        "the upgrade changed the CA the chart made and kube-apiserver trusts"
+    );
+    uninstall(ctx)
+}
+
+/// `admin` running `args`, a `create` that may find its object already there.
+fn created(ctx: &Ctx, args: &[&str]) -> Result<()> {
+    match admin(ctx, args) {
+        Err(e) if !format!("{e:#}").contains("AlreadyExists") => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The CA the APIService trusts (its `caBundle`, base64).
+fn trusted_ca(ctx: &Ctx) -> Result<serde_json::Value> {
+    let apiservice: serde_json::Value =
+        serde_json::from_str(&admin(ctx, &["get", APISERVICE, "-o", "json"])?)?;
+    Ok(apiservice["spec"]["caBundle"].clone())
+}
+
+/// `helm install` of the packaged chart with the values `set` (and `args`), Available with two
+/// replicas and a leader; `what` names the install in what it prints.
+fn installed(ctx: &Ctx, what: &str, set: &str, args: &[&str]) -> Result<()> {
+    // The kustomize install's uninstall, or the last chart's, deleted the steps' namespace.
+    created(ctx, &["create", "namespace", &ctx.ns])?;
+    let t = Instant::now();
+    helm_install_with(ctx, set, args)?;
+    ctx.install
+        .wait_available(&ctx.cluster, Duration::from_secs(240))?;
+    settled(ctx, Duration::from_secs(180))?;
+    println!(
+        "  helm install with the guard and {what}: Available with two replicas and a leader in \
+         {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A VM migrating on the node, listed through the Service, its node not clear, and an eviction
+/// of a pod there refused by the guard the chart installed.
+fn listed_and_holding(ctx: &Ctx) -> Result<()> {
     let node = node_name(ctx)?;
     ruleset(
         ctx,
@@ -338,22 +475,27 @@ pub(crate) fn uninstall(ctx: &Ctx) -> Result<()> {
 
 /// `helm install` of the packaged chart with the values `set`, waiting until it is ready.
 fn helm_install(ctx: &Ctx, set: &str) -> Result<()> {
+    helm_install_with(ctx, set, &[])
+}
+
+/// `helm install` of the packaged chart with the values `set` and the further `args`, waiting
+/// until it is ready.
+fn helm_install_with(ctx: &Ctx, set: &str, args: &[&str]) -> Result<()> {
     let chart = packaged()?;
-    helm::run(
-        &ctx.cluster,
-        &[
-            "install",
-            helm::RELEASE,
-            &chart,
-            "-n",
-            NAMESPACE,
-            "--create-namespace",
-            "--set",
-            set,
-            "--wait",
-            "--timeout=5m",
-        ],
-    )?;
+    let mut all = vec![
+        "install",
+        helm::RELEASE,
+        &chart,
+        "-n",
+        NAMESPACE,
+        "--create-namespace",
+        "--set",
+        set,
+        "--wait",
+        "--timeout=5m",
+    ];
+    all.extend_from_slice(args);
+    helm::run(&ctx.cluster, &all)?;
     Ok(())
 }
 

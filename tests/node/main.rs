@@ -6,7 +6,8 @@
 //! rollout, a certificate rotation, persistence mode, the maintenance guard turned on
 //! (`apiservice/with-guard/`) with a drain of the node while an operation is in flight there and
 //! evictions through a failover, and the uninstall; then the Helm chart (`deploy/chart/`):
-//! installed with the guard, upgraded under load, uninstalled, installed with one replica whose
+//! installed with the guard, upgraded under load, uninstalled (with the server's certificates,
+//! then with a Secret of one's own and with the chart's own CA), installed with one replica whose
 //! node is drained, and with two replicas on two nodes (a second joins), each drained in turn.
 //!
 //! One cluster per machine, so the steps run in order on it (a test binary without the
@@ -90,6 +91,10 @@ const STEPS: &[Step] = &[
     (
         "helm_uninstall_leaves_nothing_that_blocks",
         chart::uninstall,
+    ),
+    (
+        "helm_install_upgrade_and_uninstall_with_a_secret_of_ones_own_and_the_charts_own_ca",
+        chart::other_certificate_sources,
     ),
     (
         "helm_install_with_one_replica_lets_its_node_drain",
