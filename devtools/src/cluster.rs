@@ -13,7 +13,7 @@ mod credentials;
 mod registration;
 
 use super::binaries::Binaries;
-use super::node::{Join, NODE_IP, Node, NodeNetwork, node_dir};
+use super::node::{Join, NODE_IP, NODE_SERVICE_CIDR, Node, NodeNetwork, node_dir};
 use super::pki::{KeyPair, create_private_dir};
 use super::port::free_port;
 use super::process::{Process, stdout_of};
@@ -28,8 +28,11 @@ use credentials::{Pki, write_pki};
 pub use credentials::{SERVER_USER, ServingCert, User, WEBHOOK_CLIENT_NAME};
 pub use registration::{GUARD_WEBHOOK, RULESET_WEBHOOK, SERVICE_NAME, SERVICE_NAMESPACE};
 
-/// The Services' addresses (kube-apiserver's `--service-cluster-ip-range`).
+/// The Services' addresses of a cluster without a node (kube-apiserver's
+/// `--service-cluster-ip-range`; with a node, [`crate::node::NODE_SERVICE_CIDR`]).
 pub(crate) const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The `kubernetes` Service's address in [`SERVICE_CIDR`].
+pub(crate) const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 
 /// A running local control plane. Dropping it stops its processes and removes its directory unless
 /// `IFO_KEEP_CLUSTER_DIR` asks to keep it for a post-mortem.
@@ -149,7 +152,14 @@ impl Cluster {
             .arg(format!("--secure-port={port}"))
             .arg(format!("--bind-address={address}"))
             .arg(format!("--advertise-address={address}"))
-            .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
+            .arg(format!(
+                "--service-cluster-ip-range={}",
+                if network.is_some() {
+                    NODE_SERVICE_CIDR
+                } else {
+                    SERVICE_CIDR
+                }
+            ))
             .args([
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--requestheader-allowed-names=front-proxy-client",

@@ -144,12 +144,12 @@ impl Host {
     }
 
     /// Creates the node's bridge with its address, up, before anything binds to that address,
-    /// and routes the Services' addresses (`services`) to it: a connection to a Service that
-    /// kube-proxy has not rewritten yet (its rules come a moment after its endpoints) then goes
-    /// nowhere and is tried again, as on a cluster's node, instead of out through the machine's
-    /// default route, where whatever answers (a proxy of the machine's network) would keep it,
-    /// and kube-apiserver's aggregator with it, talking to the wrong server. The route goes with
-    /// the bridge.
+    /// and routes its cluster's Services' addresses (`services`) to it: a connection to a
+    /// Service that kube-proxy has not rewritten yet (its rules come a moment after its
+    /// endpoints) then goes nowhere and is tried again, as on a cluster's node, instead of out
+    /// through the machine's default route, where whatever answers (a proxy of the machine's
+    /// network) would keep it, and kube-apiserver's aggregator with it, talking to the wrong
+    /// server. The route goes with the bridge.
     pub(crate) fn create_bridge(&self, cidr: &str, services: &str) -> Result<()> {
         quietly("ip", &["link", "del", BRIDGE]);
         output("ip", &["link", "add", BRIDGE, "type", "bridge"])?;

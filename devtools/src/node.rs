@@ -27,6 +27,14 @@ use std::time::{Duration, Instant};
 pub const NODE_IP: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 1);
 /// The pods' subnet on the bridge.
 const POD_CIDR: &str = "10.244.0.0/24";
+/// The Services' addresses of the cluster with a node, routed to its bridge (see
+/// `Host::create_bridge`), and its `kubernetes` Service's: apart from the clusters without a node
+/// ([`crate::cluster::SERVICE_CIDR`]) that may run on the same machine meanwhile, whose
+/// kube-apiserver calls its Services' addresses (a webhook's, with no kube-proxy to rewrite them)
+/// and must not find them routed to the bridge, where they would wait for their timeouts.
+pub(crate) const NODE_SERVICE_CIDR: &str = "10.96.0.0/24";
+/// The `kubernetes` Service's address in [`NODE_SERVICE_CIDR`].
+pub(crate) const NODE_KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 
 /// Where a node sits on the machine.
 #[derive(Clone, Copy)]
@@ -74,7 +82,7 @@ impl NodeNetwork {
     /// Locks the machine for one node, saves its state and creates the bridge.
     pub fn create() -> Result<NodeNetwork> {
         let host = Host::save()?;
-        host.create_bridge(&format!("{NODE_IP}/24"), crate::cluster::SERVICE_CIDR)?;
+        host.create_bridge(&format!("{NODE_IP}/24"), NODE_SERVICE_CIDR)?;
         Ok(NodeNetwork { _host: host })
     }
 }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use base64::Engine as _;
 
-use super::{Cluster, SERVICE_NAME, SERVICE_NAMESPACE};
-use crate::node::NODE_IP;
+use super::{Cluster, KUBERNETES_SERVICE_IP, SERVICE_NAME, SERVICE_NAMESPACE};
+use crate::node::{NODE_IP, NODE_KUBERNETES_SERVICE_IP};
 use crate::pki::{KeyPair, Usage, create_private_dir, service_account_key, write_private};
 
 /// The identity the server runs as (what RBAC in `deploy/` binds).
@@ -112,7 +112,8 @@ pub(super) fn write_pki(dir: &Path) -> Result<Pki> {
             ips: &[
                 IpAddr::V4(Ipv4Addr::LOCALHOST),
                 IpAddr::V4(NODE_IP),
-                "10.0.0.1".parse()?,
+                IpAddr::V4(KUBERNETES_SERVICE_IP),
+                IpAddr::V4(NODE_KUBERNETES_SERVICE_IP),
             ],
         },
     )?;
