@@ -12,9 +12,9 @@
 # not checked for `cargo clippy` and compiled again for the tests.
 #
 # Builds: the Go builds (the control plane with the node's pieces, of the pinned release and, at the
-# lowest priority, of the oldest supported minor; promtool and Prometheus; helm) run in the
-# background while cargo builds the tests and then the release binaries of the image the real
-# node runs. Tests, each test binary starting its own cluster on free loopback ports in its own
+# lowest priority until cargo is done, of the oldest supported minor; promtool and Prometheus;
+# helm) run in the background while cargo builds the tests and then the release binaries of the
+# image the real node runs; the tests start once they are all done. Tests, each test binary starting its own cluster on free loopback ports in its own
 # directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
 # touches the machine's network, iptables and kernel settings; then its smoke run, `--smoke`, on
 # the oldest supported minor) beside the rest; the test binaries
@@ -51,11 +51,8 @@ trap 'exit 143' TERM
 # --- Builds ------------------------------------------------------------------------------------
 ifo_part_start controlplane 50m bash tests/cluster/build-controlplane.sh --node
 # The oldest supported minor, for the smoke run after the real node's tests: at the lowest
-# priority, it takes only the cores nothing else uses (the node's part waits for it if need be).
+# priority while cargo builds, it takes only the cores cargo leaves idle.
 ifo_part_start oldest 50m nice -n 19 bash tests/cluster/build-controlplane.sh --node --oldest
-# Its process group (`timeout` leads one), raised to the normal priority when the node's part
-# needs the build and it is not done.
-export IFO_OLDEST_BUILD="${ifo_part_pid[oldest]}"
 prometheus_tools=()
 [[ -x "${IFO_PROMTOOL:-}" ]] || prometheus_tools+=(promtool)
 [[ -x "${IFO_PROMETHEUS:-}" ]] || prometheus_tools+=(prometheus)
@@ -91,6 +88,11 @@ export IFO_BINARIES
 
 ifo_part_wait controlplane || exit 1
 ifo_timed "the real node's pieces (cached)" ifo_node
+# cargo is done: the oldest minor's build, if it is not, goes on at the normal priority (its
+# process group: `timeout` leads one) and ends before the tests, which never share the machine
+# with it.
+renice -n 0 -g "${ifo_part_pid[oldest]}" >/dev/null 2>&1 || true
+ifo_part_wait oldest || exit 1
 if [[ ${#prometheus_tools[@]} -gt 0 ]]; then
   ifo_part_wait prometheus || exit 1
 fi
@@ -121,7 +123,6 @@ done < <(cargo metadata --locked --no-deps --format-version 1 |
 run_node() {
   local status=0 oldest
   cargo test --locked -p ifo --test node -- --test-threads=4 || status=1
-  renice -n 0 -g "$IFO_OLDEST_BUILD" >/dev/null 2>&1 || true
   if oldest="$(bash tests/cluster/build-controlplane.sh --node --oldest)"; then
     IFO_CONTROLPLANE_DIR="$oldest" cargo test --locked -p ifo --test node -- --smoke || status=1
   else

@@ -52,18 +52,7 @@ pub(crate) fn install(ctx: &Ctx) -> Result<()> {
         &[],
     )?;
     // The certificate is the server's, and kube-apiserver trusts its CA (the live API answered).
-    let secret: serde_json::Value = serde_json::from_str(&admin(
-        ctx,
-        &[
-            "-n",
-            NAMESPACE,
-            "get",
-            "secret",
-            "ifo-apiserver-tls",
-            "-o",
-            "json",
-        ],
-    )?)?;
+    let secret = secret(ctx, "ifo-apiserver-tls")?;
     ensure!(
         secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "ifo-apiserver",
         "the serving certificate was not made by the server: {}",
@@ -156,19 +145,7 @@ pub(crate) fn other_certificate_sources(ctx: &Ctx) -> Result<()> {
     // The CA the chart made and keeps (Secret ifo-apiserver-ca) is the one kube-apiserver
     // trusts, before the upgrade and after it.
     let kept = || -> Result<serde_json::Value> {
-        let secret: serde_json::Value = serde_json::from_str(&admin(
-            ctx,
-            &[
-                "-n",
-                NAMESPACE,
-                "get",
-                "secret",
-                "ifo-apiserver-ca",
-                "-o",
-                "json",
-            ],
-        )?)?;
-        Ok(secret["data"]["tls.crt"].clone())
+        Ok(secret(ctx, "ifo-apiserver-ca")?["data"]["tls.crt"].clone())
     };
     let before = kept()?;
     ensure!(
@@ -190,6 +167,12 @@ fn created(ctx: &Ctx, args: &[&str]) -> Result<()> {
         Err(e) if !format!("{e:#}").contains("AlreadyExists") => Err(e),
         _ => Ok(()),
     }
+}
+
+/// The Secret `name` of the release's namespace.
+fn secret(ctx: &Ctx, name: &str) -> Result<serde_json::Value> {
+    let json = admin(ctx, &["-n", NAMESPACE, "get", "secret", name, "-o", "json"])?;
+    Ok(serde_json::from_str(&json)?)
 }
 
 /// The CA the APIService trusts (its `caBundle`, base64).
