@@ -796,13 +796,8 @@ fn the_packaged_chart_renders_what_the_tree_renders() {
 /// smoke run on the real node runs (`tests/cluster/kubernetes-oldest/go.mod`).
 #[test]
 fn the_chart_refuses_kubernetes_older_than_the_oldest_supported_minor() {
-    let go_mod =
-        std::fs::read_to_string(root().join("tests/cluster/kubernetes-oldest/go.mod")).unwrap();
-    let oldest = go_mod
-        .lines()
-        .find_map(|l| l.strip_prefix("require k8s.io/kubernetes "))
-        .unwrap()
-        .trim();
+    let oldest = ifo_dev::oldest_release().unwrap();
+    let oldest = oldest.as_str();
     let minor = oldest.split('.').take(2).collect::<Vec<_>>().join(".");
     let chart_yaml = std::fs::read_to_string(root().join("deploy/chart/Chart.yaml")).unwrap();
     assert!(

@@ -14,7 +14,8 @@
 # Builds: the Go builds (the control plane with the node's pieces, of the pinned release and, at the
 # lowest priority until cargo is done, of the oldest supported minor; promtool and Prometheus;
 # helm) run in the background while cargo builds the tests and then the release binaries of the
-# image the real node runs; the tests start once they are all done. Tests, each test binary starting its own cluster on free loopback ports in its own
+# image the real node runs; the tests start once they are all done. Tests, each test binary
+# starting its own cluster on free loopback ports in its own
 # directory: the real node (`tests/node/`, which mostly waits on kubelet and containerd, and alone
 # touches the machine's network, iptables and kernel settings; then its smoke run, `--smoke`, on
 # the oldest supported minor) beside the rest; the test binaries

@@ -132,3 +132,15 @@ fn require(files: &[&Path]) -> Result<()> {
     }
     Ok(())
 }
+
+/// The release `tests/cluster/kubernetes-oldest/go.mod` pins: the oldest Kubernetes minor still
+/// supported upstream, which the smoke run on the real node runs (`v1.35.4`, say).
+pub fn oldest_release() -> Result<String> {
+    let path = source_dir().join("tests/cluster/kubernetes-oldest/go.mod");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("require k8s.io/kubernetes "))
+        .map(|v| v.trim().to_string())
+        .with_context(|| format!("{} requires no k8s.io/kubernetes", path.display()))
+}

@@ -16,7 +16,7 @@ mod process;
 mod server;
 pub mod workload;
 
-pub use binaries::{Binaries, NodeBinaries, pinned, source_dir};
+pub use binaries::{Binaries, NodeBinaries, oldest_release, pinned, source_dir};
 pub use cluster::{
     Cluster, GUARD_WEBHOOK, RULESET_WEBHOOK, SERVER_USER, SERVICE_NAME, SERVICE_NAMESPACE,
     ServingCert, User, WEBHOOK_CLIENT_NAME,

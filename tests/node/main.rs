@@ -222,7 +222,7 @@ fn setup(smoke: bool) -> Result<Ctx> {
             t.elapsed().as_secs_f64()
         );
         if smoke {
-            let oldest = oldest_release()?;
+            let oldest = ifo_dev::oldest_release()?;
             anyhow::ensure!(
                 running == oldest,
                 "the smoke run is for the oldest supported minor, Kubernetes {oldest} \
@@ -250,17 +250,6 @@ fn setup(smoke: bool) -> Result<Ctx> {
             "the real node runs containers and changes iptables: run this test binary as root"
         )
     }
-}
-
-/// The release `tests/cluster/kubernetes-oldest/go.mod` pins.
-fn oldest_release() -> Result<String> {
-    let path = ifo_dev::source_dir().join("tests/cluster/kubernetes-oldest/go.mod");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("require k8s.io/kubernetes "))
-        .map(|v| v.trim().to_string())
-        .with_context(|| format!("{} requires no k8s.io/kubernetes", path.display()))
 }
 
 /// Whether the effective user is root (from `/proc`, without libc).
